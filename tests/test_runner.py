@@ -1,0 +1,342 @@
+"""The runner through the real CLI against the scripted server: Digest and wire both checked."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from tiny_cli.pages import PageServer
+from tiny_cli.testing import http_error, reply, tool_call, tool_calls
+
+from .conftest import SEED_CARDS
+
+PAGE = (
+    "<html><head><title>Tool - Wikipedia</title><script>var x=1;</script></head>"
+    "<body><h1>Tool</h1><p>A tool is an object that can extend an individual's ability "
+    "to modify features of the surrounding environment.</p></body></html>"
+)
+GOOD = {
+    "status": "ok",
+    "summary": "A tool extends what a person can do.",
+    "url": "PAGE",
+    "title": "Tool - Wikipedia",
+}
+
+
+@pytest.fixture
+def site(tmp_path: Path):
+    pages = tmp_path / "site"
+    pages.mkdir()
+    (pages / "tool.html").write_text(PAGE)
+    with PageServer(pages) as server:
+        yield server.url
+
+
+@pytest.fixture
+def run(tiny, scripted_server):
+    """Run `tiny ARGS --json` against the scripted server; return (exit code, Digest)."""
+
+    def go(*args: str, env: dict[str, str] | None = None):
+        result = tiny(*args, "--json", env={"TINY_BASE_URL": scripted_server.url, **(env or {})})
+        assert "Traceback" not in result.output
+        return result.exit_code, json.loads(result.stdout)
+
+    return go
+
+
+def _tool_names(request: dict) -> list[str]:
+    return [t["function"]["name"] for t in request.get("tools", [])]
+
+
+def _contents(request: dict, role: str) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == role]
+
+
+def test_seed_flow_ghost_call_then_repair(run, scripted_server, site) -> None:
+    url = f"{site}/tool.html"
+    good = {**GOOD, "url": url}
+    scripted_server.add(
+        tool_call("web_search", {"query": "Tool wikipedia"}),
+        tool_call("http_get", {"url": url}, tokens_in=40, tokens_out=7),
+        reply(
+            f"Here you go!\n```json\n{json.dumps({'status': 'ok', 'summary': 'x', 'url': url})}"
+            "\n```\nHope that helps."
+        ),
+        reply(f"Sure: {json.dumps(good)}", tokens_in=55, tokens_out=20),
+    )
+    code, digest = run(
+        "invoke", "web-reader", f"read {url} and tell me in two sentences what it is about"
+    )
+    scripted_server.assert_done()
+    assert code == 0 and digest["status"] == "ok"
+    assert digest["fields"] == {"url": url, "title": "Tool - Wikipedia"}
+    cost = digest["cost"]
+    assert cost["ghost_calls"] == 1 and cost["ghost_names"] == ["web_search"]
+    assert cost["tool_calls"] == 2
+    assert cost["tokens_in"] == 10 + 40 + 10 + 55 and cost["tokens_out"] == 5 + 7 + 5 + 20
+    first, second, third, last = scripted_server.requests
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert _tool_names(first) == ["http_get", "html_to_text"]
+    assert first["max_tokens"] == 400
+    ghost_answer = second["messages"][-1]
+    assert ghost_answer["role"] == "tool" and "unknown tool 'web_search'" in ghost_answer["content"]
+    assert "http_get, html_to_text" in ghost_answer["content"]
+    assert "A tool is an object" in third["messages"][-1]["content"]  # the real page came back
+    repairs = [c for c in _contents(last, "user") if c.startswith("Your answer cannot be used")]
+    assert len(repairs) == 1 and "missing required field 'title'" in repairs[0]
+
+
+def test_summary_over_budget_is_cut_and_partial(run, scripted_server) -> None:
+    long = "word " * 1000
+    scripted_server.add(reply(json.dumps({**GOOD, "summary": long})))
+    code, digest = run("invoke", "web-reader", "summarise https://example.org")
+    assert digest["status"] == "partial" and code == 3
+    assert digest["reason"] == "summary_cut"
+    assert len(digest["summary"]) <= 400 * 4
+    assert digest["summary"].endswith("[… cut by tiny: over the 400-token budget]")
+
+
+def test_two_bad_answers_fail_with_schema_and_no_third_call(run, scripted_server) -> None:
+    scripted_server.add(reply("I think the page is about tools."), reply('{"summary": "tools"}'))
+    code, digest = run("invoke", "web-reader", "summarise https://example.org")
+    assert digest["status"] == "failed" and digest["reason"] == "schema" and code == 5
+    assert len(scripted_server.requests) == 2
+
+
+def test_endless_tool_calls_stop_at_budget(run, scripted_server, site) -> None:
+    for _ in range(12):
+        scripted_server.add(tool_call("html_to_text", {"html": "<p>again</p>"}))
+    _code, digest = run("invoke", "web-reader", "summarise https://example.org")
+    assert digest["status"] == "partial" and digest["reason"] == "max_tool_calls"
+    assert digest["cost"]["tool_calls"] == 6  # the card's max_tool_calls
+    assert len(scripted_server.requests) == 7  # six tool turns and one wrap-up, nothing more
+    assert "tools" not in scripted_server.requests[-1]  # the wrap-up cannot call tools
+
+
+def test_wrap_up_answer_is_used_after_tool_budget(run, scripted_server) -> None:
+    for _ in range(6):
+        scripted_server.add(tool_call("html_to_text", {"html": "<p>x</p>"}))
+    scripted_server.add(reply(json.dumps({**GOOD, "status": "partial"})))
+    _code, digest = run("invoke", "web-reader", "summarise https://example.org")
+    assert digest["status"] == "partial" and digest["summary"] == GOOD["summary"]
+    scripted_server.assert_done()
+
+
+def test_slow_server_is_cut_at_the_wall_budget(tiny, scripted_server, tmp_path: Path) -> None:
+    cards = tmp_path / "cards"
+    shutil.copytree(SEED_CARDS, cards)
+    text = (
+        (cards / "web-reader.yaml")
+        .read_text()
+        .replace("max_wall_seconds: 60", "max_wall_seconds: 1")
+    )
+    (cards / "web-reader.yaml").write_text(text)
+    scripted_server.add(reply(json.dumps(GOOD), delay=8))
+    start = time.monotonic()
+    result = tiny(
+        "invoke",
+        "web-reader",
+        "summarise https://example.org",
+        "--json",
+        "--cards",
+        str(cards),
+        env={"TINY_BASE_URL": scripted_server.url},
+    )
+    elapsed = time.monotonic() - start
+    digest = json.loads(result.stdout)
+    assert digest["status"] == "failed" and digest["reason"] == "max_wall_seconds"
+    assert elapsed < 4, elapsed  # 1 s budget plus margin; the server would take 8 s
+
+
+def test_refusal(run, scripted_server) -> None:
+    scripted_server.add(reply('{"status": "refused", "summary": "I only read pages."}'))
+    code, digest = run("invoke", "web-reader", "book me a flight to Rome")
+    assert digest["status"] == "refused" and code == 4
+    assert digest["fields"] == {}
+
+
+def test_429_then_success_retries(run, scripted_server) -> None:
+    scripted_server.add(
+        http_error(429, "slow down", headers={"Retry-After": "0"}), reply(json.dumps(GOOD))
+    )
+    code, digest = run("invoke", "web-reader", "summarise https://example.org")
+    assert code == 0 and digest["status"] == "ok"
+    assert len(scripted_server.requests) == 2
+
+
+def test_persistent_500_fails_with_reason(run, scripted_server) -> None:
+    for _ in range(4):
+        scripted_server.add(http_error(500, "boom"))
+    code, digest = run("invoke", "web-reader", "summarise https://example.org")
+    assert digest["status"] == "failed" and code == 5
+    assert "HTTP 500" in digest["reason"]
+    assert len(scripted_server.requests) == 4
+
+
+def test_nothing_listening_says_cannot_reach(tiny) -> None:
+    result = tiny(
+        "invoke",
+        "web-reader",
+        "summarise https://example.org",
+        "--json",
+        env={"TINY_BASE_URL": "http://127.0.0.1:9/v1"},
+    )
+    digest = json.loads(result.stdout)
+    assert digest["status"] == "failed" and result.exit_code == 5
+    assert "cannot reach http://127.0.0.1:9/v1" in digest["reason"]
+    assert "Traceback" not in result.output
+
+
+def test_broken_and_invalid_arguments_go_back_to_the_model(run, scripted_server) -> None:
+    scripted_server.add(
+        tool_call("http_get", '{"url": "https://exa'),
+        tool_call("http_get", {"link": "https://example.org"}),
+        tool_calls(("html_to_text", {"html": 42})),
+        reply(json.dumps(GOOD)),
+    )
+    code, digest = run("invoke", "web-reader", "summarise https://example.org")
+    assert code == 0 and digest["status"] == "ok"
+    _, second, third, fourth = scripted_server.requests
+    assert "arguments are not valid JSON" in second["messages"][-1]["content"]
+    assert "'url' is a required property" in third["messages"][-1]["content"]
+    assert "42 is not of type 'string'" in fourth["messages"][-1]["content"]
+    assert digest["cost"]["tool_calls"] == 3 and digest["cost"]["ghost_calls"] == 0
+
+
+def test_too_many_ghost_calls_fail(run, scripted_server) -> None:
+    for name in ("web_search", "browser", "shell", "python"):
+        scripted_server.add(tool_call(name, {}))
+    _code, digest = run("invoke", "web-reader", "summarise https://example.org")
+    assert digest["status"] == "failed" and digest["reason"] == "ghost_calls"
+    assert digest["cost"]["ghost_names"] == ["web_search", "browser", "shell", "python"]
+
+
+def test_max_output_tokens_only_lowers_and_hint_is_capped(run, scripted_server) -> None:
+    scripted_server.add(reply(json.dumps(GOOD)), reply(json.dumps(GOOD)))
+    run(
+        "invoke",
+        "web-reader",
+        "summarise https://example.org",
+        "--max-output-tokens",
+        "5000",
+        "--hint",
+        "h" * 5000,
+    )
+    _code, _digest = run(
+        "invoke", "web-reader", "summarise https://example.org", "--max-output-tokens", "100"
+    )
+    high, low = scripted_server.requests
+    assert high["max_tokens"] == 400 and low["max_tokens"] == 100
+    user = _contents(high, "user")[0]
+    assert "h" * 800 in user and "h" * 801 not in user
+
+
+def test_brief_file_and_must_return(run, scripted_server, tmp_path: Path) -> None:
+    brief = tmp_path / "brief.yaml"
+    brief.write_text(
+        "goal: summarise the page\nmust_return: [language]\ninputs: {url: https://example.org}\n"
+    )
+    scripted_server.add(reply(json.dumps({**GOOD, "language": "en"})))
+    code, digest = run("invoke", "web-reader", "--brief", str(brief))
+    assert code == 0 and digest["fields"]["language"] == "en"
+    system, user = (m["content"] for m in scripted_server.requests[0]["messages"])
+    assert '"language"' in system and "- url: https://example.org" in user
+
+
+def test_digest_json_has_exactly_the_design_keys(run, scripted_server) -> None:
+    scripted_server.add(reply(json.dumps(GOOD)))
+    _, digest = run("invoke", "web-reader", "summarise https://example.org")
+    assert set(digest) == {
+        "agent_id",
+        "status",
+        "summary",
+        "fields",
+        "artifacts",
+        "notes_for_caller",
+        "cost",
+        "reason",
+    }
+    assert set(digest["cost"]) >= {
+        "tokens_in",
+        "tokens_out",
+        "tool_calls",
+        "ghost_calls",
+        "ghost_names",
+        "wall_seconds",
+        "caller_tokens",
+    }
+
+
+def test_api_key_is_sent_but_never_printed(run, scripted_server) -> None:
+    scripted_server.add(http_error(401, "bad key"))
+    _code, digest = run("invoke", "web-reader", "x y z", env={"TINY_API_KEY": "sk-secret-123"})
+    assert scripted_server.headers[0]["authorization"] == "Bearer sk-secret-123"
+    assert "sk-secret-123" not in json.dumps(digest)
+
+
+def test_unknown_card_is_a_usage_error(tiny) -> None:
+    result = tiny("invoke", "nobody", "do something")
+    assert result.exit_code == 2
+    assert "no card 'nobody'" in result.stderr and "web-reader" in result.stderr
+
+
+# --- delegate ------------------------------------------------------------------------------
+
+
+def test_delegate_abstains_without_a_model_call(run, scripted_server) -> None:
+    code, digest = run("delegate", "make me a sandwich")
+    assert digest["status"] == "abstain" and code == 6
+    assert digest["routing"]["decision"] == "abstain" and digest["agent_id"] is None
+    assert scripted_server.requests == []
+
+
+def test_delegate_writer_needs_confirmation(run, scripted_server) -> None:
+    code, digest = run("delegate", "please add mustermann gmbh as a new customer")
+    assert digest["status"] == "needs_confirmation" and code == 7
+    assert digest["routing"]["agent_id"] == "crm-writer"
+    assert scripted_server.requests == []
+
+
+def test_delegate_yes_writes_the_row(run, scripted_server, home: Path) -> None:
+    scripted_server.add(
+        tool_call("crm_find_company", {"name": "Mustermann GmbH"}),
+        tool_call("crm_add_company", {"name": "Mustermann GmbH", "city": "Berlin"}),
+        reply(
+            json.dumps(
+                {
+                    "status": "ok",
+                    "summary": "Added Mustermann GmbH.",
+                    "company_id": 1,
+                    "name": "Mustermann GmbH",
+                }
+            )
+        ),
+    )
+    code, digest = run("delegate", "please add mustermann gmbh as a new customer", "--yes")
+    assert code == 0 and digest["status"] == "ok"
+    assert digest["routing"] == {
+        "decision": "route",
+        "agent_id": "crm-writer",
+        "score": digest["routing"]["score"],
+    }
+    assert _tool_names(scripted_server.requests[0]) == ["crm_find_company", "crm_add_company"]
+    rows = sqlite3.connect(home / "crm.sqlite3").execute("select name, city from companies")
+    assert rows.fetchall() == [("Mustermann GmbH", "Berlin")]
+
+
+def test_human_output_shows_digest_and_cost(tiny, scripted_server) -> None:
+    scripted_server.add(reply(json.dumps(GOOD)))
+    result = tiny(
+        "invoke",
+        "web-reader",
+        "summarise https://example.org",
+        env={"TINY_BASE_URL": scripted_server.url},
+    )
+    assert result.exit_code == 0
+    for text in ("web-reader", "ok", "A tool extends", "tokens in", "ghost calls", "Tool - Wik"):
+        assert text in result.stdout

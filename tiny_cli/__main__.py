@@ -1,0 +1,3 @@
+from tiny_cli.cli import main
+
+main()

