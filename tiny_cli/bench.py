@@ -28,7 +28,7 @@ import yaml
 
 from tiny_cli import __version__
 from tiny_cli.builtin import default_registry
-from tiny_cli.cards import Budget, Card
+from tiny_cli.cards import Budget, Card, SideEffects
 from tiny_cli.digest import Brief, Digest, Routing, Status, estimate_tokens, make_brief
 from tiny_cli.digest import with_caller_tokens as _with_caller_tokens
 from tiny_cli.errors import ConfigError
@@ -41,7 +41,7 @@ from tiny_cli.workspace import Workspace, open_workspace
 
 Arm = Literal["tiny", "all-tools"]
 ARMS: tuple[Arm, ...] = ("tiny", "all-tools")
-STATUSES: tuple[str, ...] = get_args(Status)
+STATUSES: tuple[Status, ...] = get_args(Status)
 DEFAULT_TASKS_FILE = Path("examples/bench/tasks.yaml")
 PAGES_FOLDER = "pages"  # next to the tasks file: what `{site}` serves
 SITE = "{site}"
@@ -106,13 +106,7 @@ def run_bench(
     _check_options(options, router)
     started = now().isoformat(timespec="seconds")
     with _site(tasks, pages) as site:
-        volatile = Volatile.of(
-            {
-                SITE: site,
-                "{site_host}": _netloc(site),
-                "{docs}": str(ws.settings.docs_dir.resolve()),
-            }
-        )
+        volatile = Volatile.of({SITE: site, "{site_host}": _netloc(site)})
         routes = _route_all(router, tasks, site) if "tiny" in options.arms else {}
         context = _Context(ws, exchanges, routes, site, volatile, registry_for)
         jobs = [
@@ -178,7 +172,7 @@ def load_tasks(path: Path) -> list[BenchTask]:
     for where, entry in entries:
         task = _task(f"{path}: {where}", entry)
         if task.id in seen:
-            raise ConfigError(f"{path}: {where}: id: duplicate task id {task.id!r}")
+            raise ConfigError(f"{path}: {where} ({task.id}): id: duplicate task id {task.id!r}")
         seen.add(task.id)
         tasks.append(task)
     return tasks
@@ -338,18 +332,23 @@ class BenchReport:
         """Return one task's runs in one arm, by repeat."""
         return [r for r in self.runs if r.task_id == task_id and r.arm == arm]
 
-    def outcome(self, task_id: str, arm: Arm) -> str | None:
+    def outcome(self, task_id: str, arm: Arm) -> Status | None:
         """Return the most frequent status of a task in an arm (first in STATUSES on a tie)."""
         counts = Counter(r.status for r in self.runs_of(task_id, arm))
-        return max(STATUSES, key=lambda s: (counts[s], -STATUSES.index(s))) if counts else None
+        if not counts:
+            return None
+        return max(STATUSES, key=lambda s: (counts[s], -STATUSES.index(s)))
 
     def disagreements(self) -> list[BenchTask]:
-        """Return the tasks whose outcome differs between the two arms."""
+        """Return the tasks the arms ended differently: another status, or right in one only."""
         if len(self.arms) < len(ARMS):
             return []
         return [
-            t for t in self.tasks if self.outcome(t.id, "tiny") != self.outcome(t.id, "all-tools")
+            t for t in self.tasks if self._verdict(t.id, "tiny") != self._verdict(t.id, "all-tools")
         ]
+
+    def _verdict(self, task_id: str, arm: Arm) -> tuple[str | None, int]:
+        return self.outcome(task_id, arm), sum(r.right for r in self.runs_of(task_id, arm))
 
     def to_json(self) -> dict[str, Any]:
         """Return the report: keys arms, tasks, model, base_url, started_at, tiny_version."""
@@ -386,7 +385,7 @@ def generalist(cards: Iterable[Card], expected: Card | None) -> Card:
         max((c.budget.max_output_tokens for c in cards), default=Budget().max_output_tokens),
         max((c.budget.max_wall_seconds for c in cards), default=Budget().max_wall_seconds),
     )
-    writes = "write" if any(c.writes for c in cards) else "none"
+    writes: SideEffects = "write" if any(c.writes for c in cards) else "none"
     required = expected.returns_required if expected is not None else ()
     return Card(
         GENERALIST_ID, GENERALIST_SUMMARY, tools, required, side_effects=writes, budget=budget
@@ -435,6 +434,8 @@ def _route_all(
 ) -> dict[str, _Route]:
     """Route every task once, in this thread (the embedder need not be thread-safe)."""
     assert router is not None  # _check_options made sure
+    if tasks:  # the embedder's one-time load is not any task's routing time
+        router.route(tasks[0].text(site))
     routes = {}
     for t in tasks:
         start = time.perf_counter()
@@ -659,7 +660,7 @@ def _read_entries(path: Path) -> list[tuple[str, Any]]:
 def _json(path: Path, n: int, line: str) -> Any:
     try:
         return json.loads(line)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
 
 
@@ -667,15 +668,15 @@ def _task(where: str, entry: Any) -> BenchTask:
     """Check one entry and build its BenchTask."""
     if not isinstance(entry, dict):
         raise ConfigError(f"{where}: a task must be a mapping with id, task, expected_agent")
+    task_id = entry.get("id")
+    if isinstance(task_id, str) and task_id:
+        where = f"{where} ({task_id})"
     unknown = sorted(set(entry) - set(TASK_FIELDS))
     if unknown:
-        raise ConfigError(
-            f"{where}: {unknown[0]}: unknown field (fields: {', '.join(TASK_FIELDS)})"
-        )
-    task_id = entry.get("id")
+        fields = ", ".join(TASK_FIELDS)
+        raise ConfigError(f"{where}: {unknown[0]}: unknown field (fields: {fields})")
     if not isinstance(task_id, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", task_id):
         raise ConfigError(f"{where}: id: must be a name of letters, digits, '-', '_' or '.'")
-    where = f"{where} ({task_id})"
     text = entry.get("task")
     if not isinstance(text, str) or not text.strip():
         raise ConfigError(f"{where}: task: must be the task's text")

@@ -156,7 +156,9 @@ def _check_file(
         return None, [Problem(name, line, "yaml", _yaml_message(exc))], None
     if not isinstance(data, dict) or node is None:
         kind = "empty" if data is None else f"a {type(data).__name__}"
-        return None, [Problem(name, 1, "card", f"must be a mapping of fields, got {kind}")], None
+        line = node.start_mark.line + 1 if node is not None else 1
+        problem = Problem(name, line, "card", f"must be a mapping of fields, got {kind}")
+        return None, [problem], None
     lines = _line_index(node)
     problems = _duplicate_keys(name, node)
     problems += _schema_problems(name, data, lines)
@@ -168,14 +170,26 @@ def _check_file(
 
 def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
     validator = jsonschema.Draft202012Validator(card_schema())
+    errors = sorted(  # unknown keys first, so a misspelling explains its "missing" field
+        validator.iter_errors(data),
+        key=lambda e: (list(map(str, e.absolute_path)), e.validator != "additionalProperties"),
+    )
     problems = []
-    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+    for err in errors:
         path = tuple(err.absolute_path)
         if err.validator == "additionalProperties":
             problems += _unknown_keys(name, err, path, lines)
-            continue
-        problems.append(Problem(name, _line_of(lines, path), _dotted(path), _message(err)))
+        elif not _explained(err, problems):
+            problems.append(Problem(name, _line_of(lines, path), _dotted(path), _message(err)))
     return problems
+
+
+def _explained(err: Any, problems: list[Problem]) -> bool:
+    """A required field reported missing is already explained by its misspelling."""
+    if err.validator != "required":
+        return False
+    missing = _message(err).split("'")[1]
+    return any(f"did you mean '{missing}'" in p.message for p in problems)
 
 
 def _unknown_keys(name: str, err: Any, path: tuple, lines: dict[tuple, int]) -> list[Problem]:

@@ -15,7 +15,7 @@ from tiny_cli.delegate import delegate as run_delegate
 from tiny_cli.delegate import run_card
 from tiny_cli.digest import Brief, Digest, load_brief, make_brief
 from tiny_cli.errors import TinyError
-from tiny_cli.provider import OpenAIProvider
+from tiny_cli.replay import open_exchanges, replay_settings
 from tiny_cli.routing import DEFAULT_TOP, evaluate, load_eval_file
 from tiny_cli.settings import Settings, load_settings
 from tiny_cli.workspace import make_router, open_workspace
@@ -193,14 +193,17 @@ def invoke(
     brief: BriefOpt = None,
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
+    record: RecordOpt = None,
+    replay: ReplayOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one card on a task in a fresh context under its budget; print the Digest."""
     settings = _settings(cards=cards, tools=tools, base_url=base_url, model=model)
+    settings = replay_settings(settings, record=record, replay=replay, model_flag=model)
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
-    with OpenAIProvider(settings.base_url, settings.api_key) as provider:
-        digest = run_card(ws, card_id, the_brief, provider=provider)
+    with open_exchanges(settings, record=record, replay=replay) as exchanges:
+        digest = run_card(ws, card_id, the_brief, provider=exchanges.for_run("invoke", card_id))
     _show_digest(json_out, digest)
 
 
@@ -217,18 +220,21 @@ def delegate(
     brief: BriefOpt = None,
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
+    record: RecordOpt = None,
+    replay: ReplayOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before a writer runs."""
     settings = _settings(cards=cards, tools=tools, base_url=base_url, model=model)
+    settings = replay_settings(settings, record=record, replay=replay, model_flag=model)
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
-    with OpenAIProvider(settings.base_url, settings.api_key) as provider:
+    with open_exchanges(settings, record=record, replay=replay) as exchanges:
         digest = run_delegate(
             ws,
             make_router(ws),
             the_brief,
-            provider=provider,
+            provider=exchanges.for_run("delegate", "routed card"),
             confirm=lambda card: yes or _ask(card, json_out),
         )
     _show_digest(json_out, digest)
@@ -277,3 +283,73 @@ def _emit(json_out: bool, document: Any, human: Any) -> None:
         typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
     else:
         human()
+
+
+# --- bench ------------------------------------------------------------------------------
+
+RecordOpt = Annotated[
+    Path | None,
+    typer.Option("--record", help="Store every model exchange in FILE (JSONL) for --replay."),
+]
+ReplayOpt = Annotated[
+    Path | None,
+    typer.Option("--replay", help="Answer from a --record FILE instead of the model server."),
+]
+
+
+@app.command()
+def bench(
+    tasks: Annotated[
+        Path | None,
+        typer.Option(
+            "--tasks", help="Task file, YAML list or JSONL [default: examples/bench/tasks.yaml]."
+        ),
+    ] = None,
+    cards: CardsOpt = None,
+    tools: ToolsOpt = None,
+    arm: Annotated[str, typer.Option("--arm", help="tiny, all-tools or both.")] = "both",
+    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs per task and arm.")] = 1,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Runs at the same time.")
+    ] = 1,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Also write the JSON report to FILE.")
+    ] = None,
+    record: RecordOpt = None,
+    replay: ReplayOpt = None,
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
+    from tiny_cli.bench import ARMS, BenchOptions, bench_from_settings
+
+    if arm not in (*ARMS, "both"):
+        raise typer.BadParameter(f"{arm!r} is not tiny, all-tools or both", param_hint="--arm")
+    arms = ARMS if arm == "both" else tuple(a for a in ARMS if a == arm)
+    settings = _settings(cards=cards, tools=tools, base_url=base_url, model=model)
+    settings = replay_settings(settings, record=record, replay=replay, model_flag=model)
+    options = BenchOptions(arms, repeat, concurrency)
+    with (
+        open_exchanges(settings, record=record, replay=replay) as exchanges,
+        render.BenchProgress(Console(stderr=True)) as progress,
+    ):
+        report = bench_from_settings(
+            settings,
+            exchanges,
+            make_router,
+            tasks_path=tasks,
+            options=options,
+            on_progress=progress,
+        )
+    document = report.to_json()
+    if out is not None:
+        _write_report(out, document)
+    _emit(json_out, document, lambda: render.bench(Console(), report))
+
+
+def _write_report(path: Path, document: Any) -> None:
+    try:
+        path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", "utf-8")
+    except OSError as exc:
+        raise TinyError(f"{path}: cannot write the report: {exc.strerror}") from exc

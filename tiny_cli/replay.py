@@ -6,10 +6,10 @@ agent, the request in canonical form, its key, and the answer (or the provider e
 
 Requests are matched by a canonical form of (model, messages, tools, max_tokens) in which
 values that change from run to run are replaced by stable placeholders: the loopback page
-server's URL (``{site}``), the scratch home (``{home}``), the docs folder (``{docs}``) and
-ISO timestamps (``{time}``, e.g. a CRM record's ``created_at``). Answers are stored with
-the same placeholders and filled in with this run's values on replay, so a replayed model
-asks for this run's page server. Each (run, key) holds a FIFO of answers, so repeats and
+server's URL (``{site}``), the run's scratch home (``{home}``) and ISO timestamps
+(``{time}``, e.g. a CRM record's ``created_at``). Answers are stored with the same
+placeholders and filled in with this run's values on replay, so a replayed model asks
+for this run's page server. Each (run, key) holds a FIFO of answers, so repeats and
 concurrent runs replay deterministically. A replay opens no connection to any model server.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Protocol
+from typing import IO, Any, Self
 from urllib.parse import urlsplit
 
 from tiny_cli import __version__
@@ -46,8 +46,7 @@ def open_exchanges(
     settings: Settings, *, record: Path | None = None, replay: Path | None = None
 ) -> ExchangeSource:
     """Return where model answers come from: the endpoint, the endpoint recorded, or a file."""
-    if record is not None and replay is not None:
-        raise ConfigError("--record and --replay exclude each other: pick one")
+    _one_of(record, replay)
     if replay is not None:
         return Replayer.load(replay)
     provider = OpenAIProvider(settings.base_url, settings.api_key)
@@ -56,8 +55,11 @@ def open_exchanges(
     return LiveSource(provider, endpoint_host(settings.base_url))
 
 
-def replay_settings(settings: Settings, replay: Path | None, model_flag: str | None) -> Settings:
+def replay_settings(
+    settings: Settings, *, record: Path | None, replay: Path | None, model_flag: str | None
+) -> Settings:
     """Use the recording's model when replaying without --model (it is part of every key)."""
+    _one_of(record, replay)
     if replay is None or model_flag is not None:
         return settings
     return replace(settings, model=read_header(replay).get("model"))
@@ -118,31 +120,20 @@ def request_key(canonical: str) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:KEY_CHARS]
 
 
-class ExchangeSource(Protocol):
-    """Gives each run its Provider; `host` is the endpoint's host for reports."""
-
-    host: str
-    model: str | None
-
-    def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider: ...
-
-    def close(self) -> None: ...
-
-    def __enter__(self) -> ExchangeSource: ...
-
-    def __exit__(self, *exc: object) -> None: ...
-
-
-class _Source:
-    """Context-manager plumbing shared by the three sources."""
+class ExchangeSource:
+    """Gives each run its Provider; `host` and `model` describe the endpoint for reports."""
 
     host: str = ""
     model: str | None = None
 
+    def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
+        """Return the Provider for one run (`run` names it in a recording, e.g. `t1/tiny/0`)."""
+        raise NotImplementedError
+
     def close(self) -> None:
         """Release what the source holds."""
 
-    def __enter__(self) -> _Source:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -151,7 +142,7 @@ class _Source:
         self.close()
 
 
-class LiveSource(_Source):
+class LiveSource(ExchangeSource):
     """Every run talks to the endpoint; nothing is stored."""
 
     def __init__(self, provider: OpenAIProvider, host: str) -> None:
@@ -166,7 +157,7 @@ class LiveSource(_Source):
         self._provider.close()
 
 
-class Recorder(_Source):
+class Recorder(ExchangeSource):
     """Talk to the endpoint and append every exchange to a recording as it happens."""
 
     def __init__(self, inner: Provider, path: Path, model: str | None, host: str) -> None:
@@ -229,7 +220,7 @@ class Recorder(_Source):
             self._file.flush()  # a run that crashes still leaves what it recorded
 
 
-class Replayer(_Source):
+class Replayer(ExchangeSource):
     """Answer every request from a recording; a request it does not hold is a ReplayError."""
 
     def __init__(self, path: Path, header: dict[str, Any], entries: Iterable[dict[str, Any]]):
@@ -354,6 +345,11 @@ class _ReplayingProvider:
         return self._replayer.answer(self._label, request)
 
 
+def _one_of(record: Path | None, replay: Path | None) -> None:
+    if record is not None and replay is not None:
+        raise ConfigError("--record and --replay exclude each other: pick one")
+
+
 def _masked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:
     return json.loads(volatile.mask(json.dumps(data, ensure_ascii=False)))
 
@@ -399,7 +395,7 @@ def _entry(path: Path, n: int, line: str) -> dict[str, Any]:
 def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
     try:
         data = json.loads(line)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:{n}: a recording line must be a JSON object")

