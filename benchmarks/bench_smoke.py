@@ -182,7 +182,7 @@ def _next_step(s: _State) -> tuple[str, dict] | None:
     """Return the next tool call, or None to answer."""
     if s.answering:
         return None
-    if s.confused and not s.calls and zlib.crc32(s.task.encode()) % 2 == 0:
+    if s.confused and not s.calls and zlib.crc32(URL.sub("", s.task).encode()) % 2 == 0:
         return GHOSTS[s.intent], {"query": s.task}  # a tool it does not have
     needed = INTENT_TOOLS[s.intent]
     if any(t not in s.tools for t in needed):

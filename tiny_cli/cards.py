@@ -207,8 +207,7 @@ def _semantic_problems(
     name: str, data: dict, lines: dict[tuple, int], known_tools: Mapping[str, bool]
 ) -> list[Problem]:
     problems = []
-    tools = data.get("tools") if isinstance(data.get("tools"), list) else []
-    for i, tool in enumerate(tools):
+    for i, tool in enumerate(_list(data, "tools")):
         if isinstance(tool, str) and tool not in known_tools:
             hint = difflib.get_close_matches(tool, list(known_tools), n=1)
             tip = f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -217,15 +216,17 @@ def _semantic_problems(
         elif known_tools.get(tool) and data.get("side_effects", "none") != "write":
             msg = f"tool {tool!r} writes, so the card needs 'side_effects: write'"
             problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
-    required = (
-        data.get("returns_required") if isinstance(data.get("returns_required"), list) else []
-    )
-    for i, fld in enumerate(required):
+    for i, fld in enumerate(_list(data, "returns_required")):
         if fld in RESERVED_FIELDS:
             msg = f"{fld!r} is always returned; list only the card's own fields"
             where = ("returns_required", i)
             problems.append(Problem(name, _line_of(lines, where), _dotted(where), msg))
     return problems
+
+
+def _list(data: dict, key: str) -> list[Any]:
+    value = data.get(key)
+    return value if isinstance(value, list) else []
 
 
 def _build(data: dict, path: Path) -> Card:

@@ -108,7 +108,7 @@ def make_brief(
         raise ConfigError("the task is empty: say what the agent should do")
     if max_output_tokens is not None and max_output_tokens < 16:
         raise ConfigError(f"max_output_tokens {max_output_tokens} is impossible: must be >= 16")
-    notes = ()
+    notes: tuple[str, ...] = ()
     if len(context_hint) > MAX_HINT_CHARS:
         notes = (f"context_hint cut from {len(context_hint)} to {MAX_HINT_CHARS} characters",)
         context_hint = context_hint[:MAX_HINT_CHARS]

@@ -147,7 +147,7 @@ def _call_tool(call: ToolCall, card: Card, registry: Registry, meter: Meter) -> 
 def _arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     try:
         args = json.loads(raw or "{}")
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON ({exc.msg} at character {exc.pos})"
     if not isinstance(args, dict):
         return {}, "arguments must be a JSON object"

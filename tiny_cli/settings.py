@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -33,7 +34,7 @@ class Settings:
     embedder: str = DEFAULT_EMBEDDER
     threshold: float | None = None
 
-    def with_flags(self, **flags: object) -> Settings:
+    def with_flags(self, **flags: Any) -> Settings:
         """Return a copy where every flag that was given (not None) wins."""
         return replace(self, **{k: v for k, v in flags.items() if v is not None})
 
