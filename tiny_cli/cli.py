@@ -11,10 +11,11 @@ import typer
 from rich.console import Console
 
 from tiny_cli import __version__, render
+from tiny_cli.bench import ARMS, BenchOptions, bench_from_settings
 from tiny_cli.delegate import delegate as run_delegate
 from tiny_cli.delegate import run_card
 from tiny_cli.digest import Brief, Digest, load_brief, make_brief
-from tiny_cli.errors import TinyError
+from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.replay import open_exchanges, replay_settings
 from tiny_cli.routing import DEFAULT_TOP, evaluate, load_eval_file
 from tiny_cli.settings import Settings, load_settings
@@ -90,6 +91,14 @@ MaxTokensOpt = Annotated[
     typer.Option(
         "--max-output-tokens", min=16, help="Lower the card's token budget (never raise)."
     ),
+]
+RecordOpt = Annotated[
+    Path | None,
+    typer.Option("--record", help="Store every model exchange in FILE (JSONL) for --replay."),
+]
+ReplayOpt = Annotated[
+    Path | None,
+    typer.Option("--replay", help="Answer from a --record FILE instead of the model server."),
 ]
 BriefOpt = Annotated[
     Path | None, typer.Option("--brief", help="Read the Brief from a YAML or JSON file.")
@@ -285,18 +294,6 @@ def _emit(json_out: bool, document: Any, human: Any) -> None:
         human()
 
 
-# --- bench ------------------------------------------------------------------------------
-
-RecordOpt = Annotated[
-    Path | None,
-    typer.Option("--record", help="Store every model exchange in FILE (JSONL) for --replay."),
-]
-ReplayOpt = Annotated[
-    Path | None,
-    typer.Option("--replay", help="Answer from a --record FILE instead of the model server."),
-]
-
-
 @app.command()
 def bench(
     tasks: Annotated[
@@ -322,8 +319,6 @@ def bench(
     json_out: JsonOpt = False,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
-    from tiny_cli.bench import ARMS, BenchOptions, bench_from_settings
-
     if arm not in (*ARMS, "both"):
         raise typer.BadParameter(f"{arm!r} is not tiny, all-tools or both", param_hint="--arm")
     arms = ARMS if arm == "both" else tuple(a for a in ARMS if a == arm)
@@ -352,4 +347,4 @@ def _write_report(path: Path, document: Any) -> None:
     try:
         path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", "utf-8")
     except OSError as exc:
-        raise TinyError(f"{path}: cannot write the report: {exc.strerror}") from exc
+        raise ConfigError(f"{path}: cannot write the report: {exc.strerror}") from exc
