@@ -115,6 +115,18 @@ def _settings(**flags: Any) -> Settings:
     return load_settings().with_flags(**{names.get(k, k): v for k, v in flags.items()})
 
 
+def _model_settings(
+    cards: Path | None,
+    tools: str | None,
+    base_url: str | None,
+    model: str | None,
+    record: Path | None,
+    replay: Path | None,
+) -> Settings:
+    settings = _settings(cards=cards, tools=tools, base_url=base_url, model=model)
+    return replay_settings(settings, record=record, replay=replay, model_flag=model)
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"tiny {__version__}")
@@ -173,14 +185,14 @@ def route(
 ) -> None:
     """Pick the card for a task by embedding similarity, or abstain; no model call."""
     settings = _settings(cards=cards, tools=tools, threshold=threshold, embedder=embedder)
+    if task is None and eval_file is None:
+        raise typer.BadParameter("give a TASK, '-' for stdin, or --eval FILE", param_hint="TASK")
     router = make_router(open_workspace(settings))
     if eval_file is not None:
         report = evaluate(router, load_eval_file(eval_file))
         _emit(json_out, report.to_json(), lambda: render.evaluation(Console(), report))
         return
-    if task is None:
-        raise typer.BadParameter("give a TASK, '-' for stdin, or --eval FILE", param_hint="TASK")
-    tasks = [t.strip() for t in sys.stdin if t.strip()] if task == "-" else [task]
+    tasks = [t.strip() for t in sys.stdin if t.strip()] if task == "-" else [task or ""]
     decisions = router.route_many(tasks, top)
     if json_out:
         for d in decisions:
@@ -207,8 +219,7 @@ def invoke(
     json_out: JsonOpt = False,
 ) -> None:
     """Run one card on a task in a fresh context under its budget; print the Digest."""
-    settings = _settings(cards=cards, tools=tools, base_url=base_url, model=model)
-    settings = replay_settings(settings, record=record, replay=replay, model_flag=model)
+    settings = _model_settings(cards, tools, base_url, model, record, replay)
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
     with open_exchanges(settings, record=record, replay=replay) as exchanges:
@@ -234,8 +245,7 @@ def delegate(
     json_out: JsonOpt = False,
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before a writer runs."""
-    settings = _settings(cards=cards, tools=tools, base_url=base_url, model=model)
-    settings = replay_settings(settings, record=record, replay=replay, model_flag=model)
+    settings = _model_settings(cards, tools, base_url, model, record, replay)
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
     with open_exchanges(settings, record=record, replay=replay) as exchanges:
@@ -322,8 +332,7 @@ def bench(
     if arm not in (*ARMS, "both"):
         raise typer.BadParameter(f"{arm!r} is not tiny, all-tools or both", param_hint="--arm")
     arms = ARMS if arm == "both" else tuple(a for a in ARMS if a == arm)
-    settings = _settings(cards=cards, tools=tools, base_url=base_url, model=model)
-    settings = replay_settings(settings, record=record, replay=replay, model_flag=model)
+    settings = _model_settings(cards, tools, base_url, model, record, replay)
     options = BenchOptions(arms, repeat, concurrency)
     with (
         open_exchanges(settings, record=record, replay=replay) as exchanges,

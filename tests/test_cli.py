@@ -1,0 +1,45 @@
+"""The command line as a shell: help texts, version, usage errors as one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiny_cli import __version__
+
+COMMANDS = ["validate", "route", "invoke", "delegate", "bench"]
+
+
+def test_top_level_help_lists_every_command(tiny) -> None:
+    result = tiny("--help")
+    assert result.exit_code == 0
+    assert "Run tiny agents" in result.stdout
+    for command in COMMANDS:
+        assert command in result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_real_help(tiny, command: str) -> None:
+    result = tiny(command, "--help")
+    assert result.exit_code == 0
+    body = result.stdout.split("Options")[0]
+    description = [ln for ln in body.splitlines()[1:] if ln.strip()]
+    assert len(" ".join(description)) > 40, result.stdout  # a sentence, not just usage
+    assert "--json" in result.stdout or command == "validate"
+
+
+def test_version(tiny) -> None:
+    result = tiny("--version")
+    assert result.exit_code == 0 and result.stdout.strip() == f"tiny {__version__}"
+
+
+def test_config_errors_are_one_line_on_stderr(tiny) -> None:
+    result = tiny("route", "hello", env={"TINY_THRESHOLD": "abc"})
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "tiny: error: TINY_THRESHOLD='abc' is not a number"
+    assert result.stdout == ""
+
+
+def test_route_without_task_is_a_usage_error_before_any_work(tiny) -> None:
+    result = tiny("route", env={"TINY_CARDS": "/nonexistent"})
+    assert result.exit_code == 2
+    assert "give a TASK" in result.stderr
