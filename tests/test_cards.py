@@ -114,3 +114,12 @@ def test_validate_as_a_real_process_never_prints_a_traceback(cli_env, tmp_path: 
     )
     assert out.returncode == 1
     assert "Traceback" not in out.stderr + out.stdout
+
+
+def test_mixed_unknown_keys_are_all_reported(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(
+        "id: c\nsummary: Reads one web page and answers.\ntools: [http_get]\n"
+        "returns_required: [url]\n1: x\nfoo: y\n"
+    )
+    _, problems = check_cards([tmp_path], KNOWN)
+    assert [(p.line, p.field) for p in problems] == [(5, "1"), (6, "foo")]

@@ -340,3 +340,79 @@ def test_human_output_shows_digest_and_cost(tiny, scripted_server) -> None:
     assert result.exit_code == 0
     for text in ("web-reader", "ok", "A tool extends", "tokens in", "ghost calls", "Tool - Wik"):
         assert text in result.stdout
+
+
+def test_a_hanging_tool_is_cut_at_the_wall_budget(tiny, scripted_server, tmp_path: Path) -> None:
+    (tmp_path / "slow_tools.py").write_text(
+        "import time\nfrom tiny_cli import tool\n\n@tool\ndef wait_for_it(seconds: float) -> str:\n"
+        '    """Wait, then answer."""\n    time.sleep(seconds)\n    return "done"\n'
+    )
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "waiter.yaml").write_text(
+        "id: waiter\nsummary: Waits for things to finish.\ntools: [wait_for_it]\n"
+        "returns_required: []\nbudget: {max_wall_seconds: 1}\n"
+    )
+    scripted_server.add(tool_call("wait_for_it", {"seconds": 8}))
+    start = time.monotonic()
+    result = tiny(
+        "invoke",
+        "waiter",
+        "wait",
+        "--json",
+        "--cards",
+        str(cards),
+        "--tools",
+        str(tmp_path / "slow_tools.py"),
+        env={"TINY_BASE_URL": scripted_server.url},
+    )
+    elapsed = time.monotonic() - start
+    digest = json.loads(result.stdout)
+    assert digest["status"] == "failed" and digest["reason"] == "max_wall_seconds"
+    assert elapsed < 4, elapsed  # the tool would take 8 s
+    assert len(scripted_server.requests) == 1
+
+
+def test_ghost_calls_past_the_tool_budget_are_still_counted(run, scripted_server) -> None:
+    calls = [("docs_search", {"query": "onboarding"})] * 4 + [("web_search", {"q": "x"})] * 2
+    scripted_server.add(
+        tool_calls(*calls), reply('{"status": "ok", "summary": "s", "source": "x"}')
+    )
+    _, digest = run("invoke", "docs-finder", "how does onboarding work")
+    assert digest["cost"]["ghost_names"] == ["web_search", "web_search"]
+    assert digest["cost"]["tool_calls"] == 6
+
+
+def test_hint_cut_from_a_brief_file_is_reported(run, scripted_server, tmp_path: Path) -> None:
+    brief = tmp_path / "brief.yaml"
+    brief.write_text(f"goal: summarise the page\ncontext_hint: {'h' * 5000}\n")
+    scripted_server.add(reply(json.dumps(GOOD)))
+    _, digest = run("invoke", "web-reader", "--brief", str(brief))
+    assert "context_hint cut from 5000 to 800 characters" in digest["notes_for_caller"]
+
+
+def test_brief_file_with_a_bad_token_cap_is_one_line(tiny, tmp_path: Path) -> None:
+    brief = tmp_path / "brief.yaml"
+    brief.write_text('goal: x\nmax_output_tokens: "100"\n')
+    result = tiny("invoke", "web-reader", "--brief", str(brief))
+    assert result.exit_code == 2
+    assert "max_output_tokens: must be an integer, got '100'" in result.stderr
+
+
+def test_wall_timeout_keeps_the_providers_reason(tiny, tmp_path: Path) -> None:
+    cards = tmp_path / "cards"
+    shutil.copytree(SEED_CARDS, cards)
+    path = cards / "web-reader.yaml"
+    path.write_text(path.read_text().replace("max_wall_seconds: 60", "max_wall_seconds: 2"))
+    result = tiny(
+        "invoke",
+        "web-reader",
+        "summarise https://example.org",
+        "--json",
+        "--cards",
+        str(cards),
+        env={"TINY_BASE_URL": "http://127.0.0.1:9/v1"},
+    )
+    digest = json.loads(result.stdout)
+    assert digest["reason"] == "max_wall_seconds"
+    assert any("http://127.0.0.1:9/v1" in n for n in digest["notes_for_caller"])

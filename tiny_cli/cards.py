@@ -195,7 +195,8 @@ def _explained(err: Any, problems: list[Problem]) -> bool:
 def _unknown_keys(name: str, err: Any, path: tuple, lines: dict[tuple, int]) -> list[Problem]:
     allowed = list(err.schema.get("properties", {}))
     out = []
-    for key in sorted(set(err.instance) - set(allowed)):
+    for key in sorted(set(err.instance) - set(allowed), key=str):
+        key = str(key)
         hint = difflib.get_close_matches(str(key), allowed, n=1)
         tip = f" (did you mean {hint[0]!r}?)" if hint else f"; allowed: {', '.join(allowed)}"
         where = (*path, key)
@@ -213,7 +214,7 @@ def _semantic_problems(
             tip = f" (did you mean {hint[0]!r}?)" if hint else ""
             msg = f"unknown tool {tool!r}{tip}; known tools: {', '.join(sorted(known_tools))}"
             problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
-        elif known_tools.get(tool) and data.get("side_effects", "none") != "write":
+        elif isinstance(tool, str) and known_tools.get(tool) and _declared(data) != "write":
             msg = f"tool {tool!r} writes, so the card needs 'side_effects: write'"
             problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
     for i, fld in enumerate(_list(data, "returns_required")):
@@ -222,6 +223,10 @@ def _semantic_problems(
             where = ("returns_required", i)
             problems.append(Problem(name, _line_of(lines, where), _dotted(where), msg))
     return problems
+
+
+def _declared(data: dict) -> Any:
+    return data.get("side_effects", "none")
 
 
 def _list(data: dict, key: str) -> list[Any]:

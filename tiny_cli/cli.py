@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -270,13 +271,14 @@ def _brief(
     base = load_brief(path, task) if path else make_brief(task or "")
     pairs = dict(_pair(i) for i in inputs or [])
     extra = (must_return or "").split(",")
-    return make_brief(
+    brief = make_brief(
         base.goal,
         [*base.must_return, *extra],
         {**base.inputs, **pairs},
         hint if hint is not None else base.context_hint,
         max_output_tokens or base.max_output_tokens,
     )
+    return replace(brief, notes=tuple(dict.fromkeys(base.notes + brief.notes)))
 
 
 def _pair(text: str) -> tuple[str, str]:

@@ -18,7 +18,7 @@ CHARS_PER_TOKEN = 4  # the estimate used wherever tokens are counted without a t
 MODEL_STATUSES = ("ok", "partial", "refused")
 
 Status = Literal["ok", "partial", "refused", "failed", "abstain", "needs_confirmation"]
-CallOutcome = Literal["ok", "ghost", "bad_arguments", "tool_error"]
+CallOutcome = Literal["ok", "ghost", "bad_arguments", "tool_error", "timeout"]
 
 
 @dataclass(frozen=True)
@@ -128,17 +128,15 @@ def load_brief(path: Path, goal: str | None = None) -> Brief:
         raise ConfigError(f"{path}: a brief must be a mapping with at least 'goal'")
     unknown = set(data) - {"goal", "must_return", "inputs", "context_hint", "max_output_tokens"}
     if unknown:
-        raise ConfigError(f"{path}: unknown brief field {sorted(unknown)[0]!r}")
+        raise ConfigError(f"{path}: unknown brief field {sorted(unknown, key=str)[0]!r}")
     goal = goal or data.get("goal")
     if not isinstance(goal, str):
         raise ConfigError(f"{path}: goal: must be a string (one sentence)")
-    return make_brief(
-        goal,
-        _strings(path, data, "must_return"),
-        _inputs(path, data),
-        str(data.get("context_hint") or ""),
-        data.get("max_output_tokens"),
-    )
+    cap = data.get("max_output_tokens")
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool)):
+        raise ConfigError(f"{path}: max_output_tokens: must be an integer, got {cap!r}")
+    hint = str(data.get("context_hint") or "")
+    return make_brief(goal, _strings(path, data, "must_return"), _inputs(path, data), hint, cap)
 
 
 @dataclass(frozen=True)

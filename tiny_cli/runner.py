@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from tiny_cli.digest import (
     CHARS_PER_TOKEN,
     MODEL_STATUSES,
     Brief,
+    CallOutcome,
     CallRecord,
     Digest,
     Reply,
@@ -64,8 +66,8 @@ def invoke(
                 max_tokens=budget.max_output_tokens,
                 timeout=meter.remaining(),
             )
-        except ProviderTimeout:
-            return _ended(card, brief, meter, "max_wall_seconds", draft)
+        except ProviderTimeout as exc:
+            return _ended(card, brief, meter, "max_wall_seconds", draft, str(exc))
         except ProviderError as exc:
             return _digest(card, brief, meter, "failed", reason=str(exc))
         meter.tokens_in += reply.tokens_in
@@ -119,12 +121,12 @@ def required_fields(card: Card, brief: Brief) -> tuple[str, ...]:
 
 def _call_tool(call: ToolCall, card: Card, registry: Registry, meter: Meter) -> dict[str, Any]:
     """Attempt one call; every failure becomes a tool message the model can act on."""
-    if meter.tools_spent():
-        return _tool_message(call, "error: not run, the tool-call budget is spent")
     if call.name not in card.tools or call.name not in registry:
-        meter.calls.append(CallRecord(call.name, "ghost"))
+        meter.calls.append(CallRecord(call.name, "ghost"))  # counted even past the budget
         have = ", ".join(card.tools) or "none"
         return _tool_message(call, f"error: unknown tool {call.name!r}. Your tools are: {have}.")
+    if meter.tools_spent() or meter.remaining() <= 0:
+        return _tool_message(call, "error: not run, the budget is spent")
     tool = registry[call.name]
     args, problem = _arguments(call.arguments, tool.parameters)
     if problem:
@@ -132,16 +134,39 @@ def _call_tool(call: ToolCall, card: Card, registry: Registry, meter: Meter) -> 
         return _tool_message(
             call, f"error: {problem}. Call {call.name} again with valid arguments."
         )
-    try:
-        result = tool.func(**args)
-    except Exception as exc:  # a failing tool is input for the model, not a crash
-        meter.calls.append(CallRecord(call.name, "tool_error", tool.writes))
-        return _tool_message(call, f"error: {call.name} failed: {type(exc).__name__}: {exc}")
-    meter.calls.append(CallRecord(call.name, "ok", tool.writes))
+    outcome, result = _run_tool(tool.func, args, meter.remaining())
+    meter.calls.append(CallRecord(call.name, outcome, tool.writes))
+    if outcome == "tool_error":
+        return _tool_message(call, f"error: {call.name} failed: {result}")
+    if outcome == "timeout":
+        return _tool_message(call, f"error: {call.name} did not finish before the time budget")
     text = (
         result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
     )
     return _tool_message(call, cap_result(text))
+
+
+def _run_tool(func: Any, args: dict[str, Any], seconds: float) -> tuple[CallOutcome, Any]:
+    """Run a tool, waiting at most `seconds`: the wall budget covers tools too.
+
+    A daemon thread, not an executor: a hung tool must not keep the process alive.
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = func(**args)
+        except Exception as exc:  # a failing tool is input for the model, not a crash
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        return "timeout", None
+    if "error" in box:
+        return "tool_error", box["error"]
+    return "ok", box.get("result")
 
 
 def _arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -187,32 +212,31 @@ def _finish(
     data = reply.data
     status: Status = data["status"] if data.get("status") in MODEL_STATUSES else "partial"
     reason = None if status == "ok" else str(data.get("reason") or f"{status}_by_agent")
-    summary, cut = cut_summary(str(data.get("summary") or ""), meter.budget.max_output_tokens)
+    summary = str(field_values(data, ["summary"]).get("summary") or "")
+    summary, cut = cut_summary(summary, meter.budget.max_output_tokens)
     notes = _model_notes(data) + reply.problems
     if cut:
         notes += (f"summary cut to {meter.budget.max_output_tokens * CHARS_PER_TOKEN} characters",)
         if status == "ok":
             status, reason = "partial", "summary_cut"
-    if forced:
+    if forced and status != "refused":
         status, reason = "partial", forced
     fields = {} if status == "refused" else field_values(data, required)
     return _digest(card, brief, meter, status, summary, fields, notes, reason)
 
 
-def _ended(card: Card, brief: Brief, meter: Meter, reason: str, draft: str) -> Digest:
+def _ended(
+    card: Card, brief: Brief, meter: Meter, reason: str, draft: str, detail: str = ""
+) -> Digest:
     """The wall clock ran out: partial with the draft if one exists, else failed."""
     if not draft:
-        return _digest(card, brief, meter, "failed", reason=reason)
+        return _digest(card, brief, meter, "failed", reason=reason, notes=_note(detail))
     summary, _ = cut_summary(draft, meter.budget.max_output_tokens)
-    return _digest(
-        card,
-        brief,
-        meter,
-        "partial",
-        summary,
-        reason=reason,
-        notes=("the summary is an unchecked draft: time ran out before a valid answer",),
+    notes = (
+        *_note(detail),
+        "the summary is an unchecked draft: time ran out before a valid answer",
     )
+    return _digest(card, brief, meter, "partial", summary, reason=reason, notes=notes)
 
 
 def _digest(
@@ -242,6 +266,10 @@ def _digest(
         calls=tuple(meter.calls),
     )
     return with_caller_tokens(digest)
+
+
+def _note(detail: str) -> tuple[str, ...]:
+    return (detail,) if detail else ()
 
 
 def _model_notes(data: Any) -> tuple[str, ...]:
