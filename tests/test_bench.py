@@ -346,3 +346,11 @@ def test_the_shipped_example_bench_is_complete() -> None:
     for t in tasks:
         for page in re.findall(r"\{site\}(/\S*)", t.task):
             assert (folder / "pages" / page.lstrip("/")).is_file(), page
+
+
+def test_bench_stops_at_once_when_nothing_listens(tiny) -> None:
+    start = time.monotonic()
+    result = tiny("bench", env={"TINY_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert result.exit_code == 2
+    assert "cannot reach http://127.0.0.1:9/v1" in result.stderr
+    assert time.monotonic() - start < 30  # one probe, not 3.5 s of retries for every run

@@ -78,6 +78,7 @@ def bench_from_settings(
     ws = open_workspace(settings)
     check_agents(path, tasks, ws.cards)
     router = router_for(ws) if "tiny" in options.arms else None
+    exchanges.probe()
     return run_bench(
         ws,
         tasks,

@@ -23,7 +23,8 @@ import httpx
 
 from tiny_cli.errors import ConfigError, ProviderError
 
-DEFAULT_TIMEOUT = 60.0  # seconds per request when the caller gives no budget
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_PROBE_TIMEOUT = 5.0  # seconds per request when the caller gives no budget
 DEFAULT_RETRIES = 3  # retries after the first try: 4 requests at most
 DEFAULT_BACKOFF = 0.5  # seconds before the first retry, doubled for each next one
 DEFAULT_MAX_BACKOFF = 8.0  # cap of the doubled backoff
@@ -138,6 +139,16 @@ class OpenAIProvider:
             log.info("retrying %s in %.2fs: %s", self._shown_url, delay, failure.detail)
             self._sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def probe(self, timeout: float = DEFAULT_PROBE_TIMEOUT) -> None:
+        """Raise ProviderError now if nothing listens at the base URL (any HTTP answer is fine).
+
+        A bench of many runs should stop at once, not spend its retries on every run.
+        """
+        try:
+            self._client.get(f"{self.base_url}/models", timeout=timeout)
+        except httpx.TransportError:
+            raise ProviderError(self._final_message(_Failure("connect", "", True), 1)) from None
 
     def close(self) -> None:
         """Close the connection pool."""

@@ -130,6 +130,9 @@ class ExchangeSource:
         """Return the Provider for one run (`run` names it in a recording, e.g. `t1/tiny/0`)."""
         raise NotImplementedError
 
+    def probe(self) -> None:
+        """Raise ProviderError if the endpoint this source talks to is not there."""
+
     def close(self) -> None:
         """Release what the source holds."""
 
@@ -151,6 +154,10 @@ class LiveSource(ExchangeSource):
     def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return the shared provider (httpx clients are thread-safe)."""
         return self._provider
+
+    def probe(self) -> None:
+        """Check that something listens at the endpoint."""
+        self._provider.probe()
 
     def close(self) -> None:
         """Close the endpoint's connection pool."""
@@ -180,6 +187,12 @@ class Recorder(ExchangeSource):
     def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return a provider that forwards to the endpoint and records under `run`."""
         return _RecordingProvider(self, run, agent, volatile)
+
+    def probe(self) -> None:
+        """Check that something listens at the endpoint being recorded."""
+        probe = getattr(self._inner, "probe", None)
+        if probe is not None:
+            probe()
 
     def close(self) -> None:
         """Close the file (and the endpoint's connection pool)."""
