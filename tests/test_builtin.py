@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
@@ -20,6 +20,7 @@ from tiny_cli.builtin import builtin_tools, default_registry
 from tiny_cli.crm import CrmDuplicate, CrmStore, name_key
 from tiny_cli.errors import ConfigError, ToolError
 from tiny_cli.handbook import Handbook, tokenize
+from tiny_cli.pages import LoopbackServer
 from tiny_cli.settings import Settings
 from tiny_cli.tools import Registry, ToolCallError
 from tiny_cli.web import html_to_text, http_get
@@ -122,8 +123,7 @@ def make_handler(site: Site) -> type[BaseHTTPRequestHandler]:
 
 @pytest.fixture
 def site() -> Iterator[Site]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(Site("")))
-    server.daemon_threads = True
+    server = LoopbackServer(("127.0.0.1", 0), make_handler(Site("")))
     host, port = server.server_address[:2]
     holder = Site(f"http://{host}:{port}")
     server.RequestHandlerClass = make_handler(holder)

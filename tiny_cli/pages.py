@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,8 +20,7 @@ class PageServer:
         if not folder.is_dir():
             raise ConfigError(f"pages folder {folder} does not exist")
         handler = functools.partial(_QuietHandler, directory=str(folder))
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = LoopbackServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
@@ -38,6 +38,21 @@ class PageServer:
     ) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+class LoopbackServer(ThreadingHTTPServer):
+    """A threaded server that never waits for its handlers and ignores clients that hung up.
+
+    A client that gives up (a size cap, a timeout) is normal here; its broken pipe must not
+    print a traceback onto whatever stderr is current in another thread.
+    """
+
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

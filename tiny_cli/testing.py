@@ -30,15 +30,16 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
+
+from tiny_cli.pages import LoopbackServer
 
 try:
     import pytest
@@ -335,18 +336,11 @@ class ScriptedServer:
         handler.answer(status, _error_body(problem))
 
 
-class _HTTPServer(ThreadingHTTPServer):
+class _HTTPServer(LoopbackServer):
     """Threads per request, never waited for: stop() must not hang on a sleeping handler."""
 
-    daemon_threads = True
-    block_on_close = False
     request_queue_size = LISTEN_BACKLOG
     scripted: ScriptedServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Ignore clients that went away (a provider that timed out); report anything else."""
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
