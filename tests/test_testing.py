@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -264,3 +266,15 @@ def _try(fn: object) -> object:
         return fn()  # type: ignore[operator]
     except Exception as exc:
         return exc
+
+
+def test_the_module_docstring_example_passes_as_a_users_test(pytester: pytest.Pytester) -> None:
+    import tiny_cli.testing as testing
+
+    doc = (testing.__doc__ or "").split("::\n\n", 1)[1].split("\n\nTurns:")[0]
+    code = "\n".join(line[4:] for line in doc.splitlines())
+    shutil.copytree(Path(__file__).resolve().parent.parent / "cards", pytester.path / "cards")
+    pytester.makeconftest('pytest_plugins = ["tiny_cli.testing"]')
+    pytester.makepyfile(test_my_card=code)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

@@ -11,7 +11,8 @@ fails the test. Enable the fixture with `pytest_plugins = ["tiny_cli.testing"]`:
 
     def test_docs_finder_answers_from_the_handbook(scripted_server, tmp_path):
         scripted_server.add(tool_call("docs_search", {"query": "onboarding"}),
-                            reply('{"status": "ok", "summary": "Two weeks, with a buddy."}'))
+                            reply('{"status": "ok", "summary": "Two weeks, with a buddy.",'
+                                  ' "source": "onboarding.md"}'))
         env = {"TINY_BASE_URL": scripted_server.url, "TINY_HOME": str(tmp_path)}
         args = ["invoke", "docs-finder", "how does onboarding work", "--cards", "cards", "--json"]
         digest = json.loads(CliRunner().invoke(app, args, env=env).stdout)
