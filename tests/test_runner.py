@@ -49,6 +49,17 @@ def run(tiny, scripted_server):
     return go
 
 
+def _seed_cards_with_wall_budget(tmp_path: Path, seconds: int) -> Path:
+    """Copy the seed cards, giving web-reader a short max_wall_seconds."""
+    cards = tmp_path / "cards"
+    shutil.copytree(SEED_CARDS, cards)
+    path = cards / "web-reader.yaml"
+    path.write_text(
+        path.read_text().replace("max_wall_seconds: 60", f"max_wall_seconds: {seconds}")
+    )
+    return cards
+
+
 def _tool_names(request: dict) -> list[str]:
     return [t["function"]["name"] for t in request.get("tools", [])]
 
@@ -128,14 +139,7 @@ def test_wrap_up_answer_is_used_after_tool_budget(run, scripted_server) -> None:
 
 
 def test_slow_server_is_cut_at_the_wall_budget(tiny, scripted_server, tmp_path: Path) -> None:
-    cards = tmp_path / "cards"
-    shutil.copytree(SEED_CARDS, cards)
-    text = (
-        (cards / "web-reader.yaml")
-        .read_text()
-        .replace("max_wall_seconds: 60", "max_wall_seconds: 1")
-    )
-    (cards / "web-reader.yaml").write_text(text)
+    cards = _seed_cards_with_wall_budget(tmp_path, seconds=1)
     scripted_server.add(reply(json.dumps(GOOD), delay=8))
     start = time.monotonic()
     result = tiny(
@@ -400,10 +404,7 @@ def test_brief_file_with_a_bad_token_cap_is_one_line(tiny, tmp_path: Path) -> No
 
 
 def test_wall_timeout_keeps_the_providers_reason(tiny, tmp_path: Path) -> None:
-    cards = tmp_path / "cards"
-    shutil.copytree(SEED_CARDS, cards)
-    path = cards / "web-reader.yaml"
-    path.write_text(path.read_text().replace("max_wall_seconds: 60", "max_wall_seconds: 2"))
+    cards = _seed_cards_with_wall_budget(tmp_path, seconds=2)
     result = tiny(
         "invoke",
         "web-reader",
