@@ -1,14 +1,15 @@
 """The concierge: rank cards for a task by embedding similarity, or abstain; measure it.
 
 The score is a z-score against generic text. Every card becomes one prototype vector (the
-mean of its "id words: summary" text and its examples). Vectors are centred on the mean of a
-shipped background of generic requests (small talk, food, trivia, homework, ... in several
-languages, `data/background.txt`) and compared by cosine. The same cosine is computed for
-every background sentence against its best card; a task's score for a card is how many
-standard deviations its cosine lies above that background distribution. So the threshold
-means "looks more like a card than generic text does", whatever the number of cards (three
-or a thousand) and however compressed the embedder's raw cosines are. docs/routing.md has the
-measurements behind the default threshold.
+mean of its "id words: summary" text and its examples). Vectors are centred on the mean of
+a shipped background of generic requests (small talk, food, trivia, homework, ... in
+several languages, `data/background.txt`), whitened by the cards' shrunk within-card
+covariance when there are enough card texts to estimate it, and compared by cosine. The
+same cosine is computed for every background sentence against its best card; a task's
+score for a card is how many standard deviations its cosine lies above that background
+distribution. So the threshold means "looks more like a card than generic text does",
+whatever the number of cards (three or a thousand) and however compressed the embedder's
+raw cosines are. docs/routing.md has the measurements behind the default threshold.
 """
 
 from __future__ import annotations
