@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 import threading
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -120,20 +121,20 @@ def request_key(canonical: str) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:KEY_CHARS]
 
 
-class ExchangeSource:
+class ExchangeSource(ABC):
     """Gives each run its Provider; `host` and `model` describe the endpoint for reports."""
 
     host: str = ""
     model: str | None = None
 
+    @abstractmethod
     def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return the Provider for one run (`run` names it in a recording, e.g. `t1/tiny/0`)."""
-        raise NotImplementedError
 
-    def probe(self) -> None:
+    def probe(self) -> None:  # noqa: B027 - a replay has no endpoint: nothing to probe
         """Raise ProviderError if the endpoint this source talks to is not there."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - sources holding nothing need no cleanup
         """Release what the source holds."""
 
     def __enter__(self) -> Self:
