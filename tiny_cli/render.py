@@ -14,20 +14,21 @@ from tiny_cli.cards import Card, Problem
 
 
 def validation(
-    console: Console, cards: Sequence[Card], problems: Sequence[Problem], fmt: str
+    console: Console,
+    cards: Sequence[Card],
+    problems: Sequence[Problem],
+    fmt: str,
+    warnings: Sequence[Problem] = (),
 ) -> None:
-    """Print validation problems (one line each, or GitHub annotations), else the card table."""
-    for p in problems:
-        if fmt == "github":
-            line = f",line={p.line}" if p.line else ""
-            console.print(
-                f"::error file={p.file}{line},title=tiny validate::{p.field}: {p.message}",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
-            )
-        else:
-            console.print(str(p), markup=False, highlight=False, soft_wrap=True)
+    """Print problems and warnings (one line each, or GitHub annotations), else the card table."""
+    for level, found in (("error", problems), ("warning", warnings)):
+        for p in found:
+            if fmt == "github":
+                line = f",line={p.line}" if p.line else ""
+                text = f"::{level} file={p.file}{line},title=tiny validate::{p.field}: {p.message}"
+            else:
+                text = str(p) if level == "error" else f"warning: {p}"
+            console.print(text, markup=False, highlight=False, soft_wrap=True)
     if problems:
         console.print(f"{len(problems)} problem(s) found", style="bold red", highlight=False)
         return
@@ -68,20 +69,55 @@ def decisions(console: Console, items: Sequence[Any], router: Any) -> None:
         )
 
 
+def explanation(console: Console, e: Any, router: Any) -> None:
+    """Print a decision with, per candidate, the card text and the words behind its score."""
+    decisions(console, [e.decision], router)
+    table = Table(title="why", title_justify="left")
+    for col in ("card", "score", "driven by", "words"):
+        table.add_column(col, justify="right" if col == "score" else "left")
+    for r in e.reasons:
+        driver = f"{r.source} [dim](cosine {r.cosine:.3f})[/]\n{escape(_short(r.text))}"
+        if r.nearest_example is not None:
+            driver += (
+                f"\n[dim]nearest example ({r.nearest_example_cosine:.2f}):[/] "
+                f"{escape(_short(r.nearest_example))}"
+            )
+        words = f"{escape(', '.join(r.words))} [dim](+{r.lexical:.3f})[/]" if r.words else "—"
+        table.add_row(r.agent_id, f"{r.score:.3f}", driver, words)
+    console.print(table)
+    console.print(
+        "[dim]score: z of (cosine + words) against generic text. cosine: the closest of the "
+        "card's vectors (summary, each capability the summary lists, summary + examples). "
+        "words: the task's words found in the card's texts, and what they add.[/dim]"
+    )
+
+
+def _short(text: str, limit: int = 90) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def evaluation(console: Console, report: Any) -> None:
-    """Print routing quality figures, the worst confusions and the threshold sweep."""
+    """Print routing quality: ranking vs the abstain rule, each card, confusions, the sweep."""
     figures = Table(title=f"routing quality on {report.n} tasks", title_justify="left")
     figures.add_column("metric")
     figures.add_column("value", justify="right")
     for label, value in (
-        ("top-1 accuracy, in-scope", report.top1_in_scope),
-        ("overall accuracy", report.accuracy),
-        ("abstain precision", report.abstain_precision),
+        ("top-1 never abstaining (ranking alone)", report.top1_never_abstain),
+        ("top-1 in scope, at the threshold", report.top1_in_scope),
         ("abstain recall", report.abstain_recall),
+        ("abstain precision", report.abstain_precision),
+        ("overall accuracy", report.accuracy),
     ):
         figures.add_row(label, f"{value:.3f}")
     figures.add_row("threshold", f"{report.threshold:.3f}")
+    best = report.best_at_target
+    if best is not None:
+        figures.add_row(
+            "best top-1 in scope at abstain recall ≥ 0.80",
+            f"{best.in_scope_accuracy:.3f} / {best.abstain_recall:.3f} at {best.threshold:.3f}",
+        )
     console.print(figures)
+    _per_card(console, report.per_card)
     _confusions(console, report.confusions)
     sweep = Table(title="threshold sweep", title_justify="left")
     for col in ("threshold", "in-scope accuracy", "abstain recall"):
@@ -95,6 +131,24 @@ def evaluation(console: Console, report: Any) -> None:
             style=mark,
         )
     console.print(sweep)
+
+
+def _per_card(console: Console, rows: Sequence[Any]) -> None:
+    rows = [r for r in rows if r.tasks or r.routed]
+    if not rows:
+        return
+    table = Table(title="per card", title_justify="left")
+    for col in ("card", "tasks", "recall", "precision", "lost to abstain"):
+        table.add_column(col, justify="left" if col == "card" else "right")
+    for r in sorted(rows, key=lambda r: (r.recall, r.agent_id)):
+        table.add_row(
+            r.agent_id,
+            str(r.tasks),
+            f"{r.recall:.3f}",
+            f"{r.precision:.3f}",
+            str(r.lost_to_abstain),
+        )
+    console.print(table)
 
 
 def _confusions(console: Console, confusions: Sequence[tuple[str, str, int]]) -> None:

@@ -11,8 +11,8 @@ import httpx
 from tiny_cli.builtin import default_registry
 from tiny_cli.cards import Card, Problem, check_cards, load_cards
 from tiny_cli.embed import get_embedder
-from tiny_cli.errors import ConfigError
-from tiny_cli.routing import Router
+from tiny_cli.errors import ConfigError, EmbedderError
+from tiny_cli.routing import Overlap, Router
 from tiny_cli.settings import Settings
 from tiny_cli.tools import Registry
 
@@ -44,14 +44,66 @@ def open_workspace(settings: Settings, transport: httpx.BaseTransport | None = N
     return Workspace(settings, registry, {c.id: c for c in cards})
 
 
-def validate(settings: Settings, paths: Sequence[Path]) -> tuple[list[Card], list[Problem]]:
-    """Check card files (default: the cards directory) against the schema and the registry."""
+@dataclass(frozen=True)
+class Validation:
+    """What `tiny validate` found: good cards, problems (fail), and routing warnings (don't)."""
+
+    cards: list[Card]
+    problems: list[Problem]
+    warnings: list[Problem]
+
+
+def validate(
+    settings: Settings, paths: Sequence[Path], transport: httpx.BaseTransport | None = None
+) -> Validation:
+    """Check card files (default: the cards directory); warn where cards overlap for routing."""
     registry = default_registry(settings)
-    return check_cards(list(paths) or [settings.cards_dir], registry.writes())
+    cards, problems = check_cards(list(paths) or [settings.cards_dir], registry.writes())
+    if problems or len(cards) < 2:
+        return Validation(cards, problems, [])
+    return Validation(cards, problems, routing_warnings(settings, cards, transport))
+
+
+def routing_warnings(
+    settings: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None = None
+) -> list[Problem]:
+    """Name every card text that sits closer to another card than to its own card."""
+    try:
+        router = _router(settings, cards, transport)
+    except EmbedderError as exc:
+        return [Problem(str(settings.cards_dir), None, "routing", f"overlap check skipped: {exc}")]
+    by_id = {card.id: card for card in cards}
+    return [_overlap_problem(by_id[o.agent_id], o) for o in router.overlaps()]
 
 
 def make_router(ws: Workspace, transport: httpx.BaseTransport | None = None) -> Router:
     """Build the concierge for the workspace's cards with the configured embedder."""
-    s = ws.settings
+    return _router(ws.settings, list(ws.cards.values()), transport)
+
+
+def _router(s: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None) -> Router:
     embedder = get_embedder(s.embedder, base_url=s.base_url, api_key=s.api_key, transport=transport)
-    return Router(list(ws.cards.values()), embedder, s.home / "cache", s.threshold)
+    return Router(cards, embedder, s.home / "cache", s.threshold)
+
+
+def _overlap_problem(card: Card, overlap: Overlap) -> Problem:
+    file = str(card.path) if card.path else card.id
+    message = (
+        f"{overlap.kind} {overlap.text!r} sits closer to card {overlap.other_id!r} "
+        f"({overlap.other:.2f}) than to the rest of {card.id!r} ({overlap.own:.2f}); "
+        "reword it, or move it there"
+    )
+    probe = card.summary if overlap.kind == "summary" else overlap.text
+    return Problem(file, _line_of(card.path, probe), "routing", message)
+
+
+def _line_of(path: Path | None, text: str) -> int | None:
+    """Return the first line of the card file that holds the start of `text`, if any."""
+    if path is None:
+        return None
+    probe = text.strip()[:40]  # a folded summary's first line holds at least its start
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return next((n for n, line in enumerate(lines, 1) if probe and probe in line), None)

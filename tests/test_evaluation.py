@@ -1,0 +1,134 @@
+"""Routing quality reports: eval files, ranking vs the abstain rule, each card, the sweep."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from tiny_cli.errors import ConfigError
+from tiny_cli.evaluation import ABSTAIN_TARGET, SWEEP_STEPS_EACH_SIDE, evaluate, load_eval_file
+from tiny_cli.routing import DEFAULT_THRESHOLD, Router
+
+from .conftest import SEED_TASKS
+
+# --- eval files ---------------------------------------------------------------------------
+
+
+def write_lines(path: Path, lines: Sequence[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
+
+
+def test_load_eval_file_reads_tasks_and_nulls(tmp_path: Path) -> None:
+    path = write_lines(
+        tmp_path / "e.jsonl",
+        ['{"task": "add acme", "expected": "crm-writer"}', "", '{"task": "hi", "expected": null}'],
+    )
+    assert load_eval_file(path) == [("add acme", "crm-writer"), ("hi", None)]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"task": "a", "expected": null', r"e\.jsonl:2: invalid JSON"),
+        ('["a", null]', r"e\.jsonl:2: expected an object"),
+        ('{"task": "", "expected": null}', r"e\.jsonl:2: task: must be a non-empty string"),
+        ('{"task": "a"}', r"e\.jsonl:2: expected: missing \(use null"),
+        ('{"task": "a", "expected": 3}', r"e\.jsonl:2: expected: must be a card id or null"),
+    ],
+)
+def test_bad_eval_lines_name_file_and_line(tmp_path: Path, line: str, message: str) -> None:
+    path = write_lines(tmp_path / "e.jsonl", ['{"task": "ok", "expected": null}', line])
+    with pytest.raises(ConfigError, match=message):
+        load_eval_file(path)
+
+
+def test_missing_or_empty_eval_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nope\.jsonl: cannot read eval file"):
+        load_eval_file(tmp_path / "nope.jsonl")
+    with pytest.raises(ConfigError, match=r"empty\.jsonl: no tasks"):
+        load_eval_file(write_lines(tmp_path / "empty.jsonl", ["", "  "]))
+
+
+def test_evaluate_on_the_seed_tasks_is_perfect(router: Router) -> None:
+    report = evaluate(router, SEED_TASKS)
+    assert (report.n, report.top1_in_scope, report.accuracy) == (8, 1.0, 1.0)
+    assert (report.abstain_precision, report.abstain_recall) == (1.0, 1.0)
+    assert report.confusions == ()
+    thresholds = [p.threshold for p in report.sweep]
+    assert len(thresholds) == 2 * SWEEP_STEPS_EACH_SIDE + 1 and thresholds == sorted(thresholds)
+    assert DEFAULT_THRESHOLD in thresholds
+    recalls = [p.abstain_recall for p in report.sweep]
+    accuracies = [p.in_scope_accuracy for p in report.sweep]
+    assert recalls == sorted(recalls) and accuracies == sorted(accuracies, reverse=True)
+
+
+def test_evaluate_counts_a_wrong_label_as_a_confusion(router: Router) -> None:
+    labelled = [*SEED_TASKS[:3], ("make me a sandwich", "web-reader"), *SEED_TASKS[4:]]
+    report = evaluate(router, labelled)
+    assert report.top1_in_scope == pytest.approx(6 / 7)
+    assert report.accuracy == pytest.approx(7 / 8)
+    assert report.abstain_precision == pytest.approx(1 / 2)
+    assert report.abstain_recall == 1.0
+    assert report.confusions == (("web-reader", "abstain", 1),)
+    data = report.to_json()
+    assert list(data) == [
+        "n", "top1_in_scope", "top1_never_abstain", "accuracy", "abstain_precision",
+        "abstain_recall", "threshold", "best_at_target", "sweep", "per_card", "confusions",
+    ]  # fmt: skip
+    assert data["confusions"] == [{"expected": "web-reader", "got": "abstain", "count": 1}]
+    assert list(data["sweep"][0]) == ["threshold", "in_scope_accuracy", "abstain_recall"]
+
+
+def test_never_abstaining_separates_ranking_from_the_abstain_rule(router: Router) -> None:
+    # the sandwich's best card is web-reader, under the threshold: ranked right, abstained
+    labelled = [*SEED_TASKS[:3], ("make me a sandwich", "web-reader"), *SEED_TASKS[4:]]
+    report = evaluate(router, labelled)
+    assert report.top1_never_abstain == 1.0
+    assert report.top1_in_scope == pytest.approx(6 / 7)
+    best = report.best_at_target
+    assert best is not None  # a lower threshold keeps the butterbrot out and the sandwich in
+    assert (best.in_scope_accuracy, best.abstain_recall) == (1.0, 1.0)
+    assert best.threshold < DEFAULT_THRESHOLD
+    assert best.abstain_recall >= ABSTAIN_TARGET
+
+
+def test_per_card_rows_count_recall_precision_and_losses(router: Router) -> None:
+    labelled = [*SEED_TASKS[:3], ("make me a sandwich", "web-reader"), *SEED_TASKS[4:]]
+    rows = {row.agent_id: row for row in evaluate(router, labelled).per_card}
+    assert set(rows) == {"web-reader", "docs-finder", "crm-writer"}
+    web = rows["web-reader"]
+    assert (web.tasks, web.routed, web.lost_to_abstain) == (3, 2, 1)
+    assert (web.recall, web.precision) == (pytest.approx(2 / 3), 1.0)
+    crm = rows["crm-writer"]
+    assert (crm.tasks, crm.routed, crm.recall, crm.precision, crm.lost_to_abstain) == (
+        2, 2, 1.0, 1.0, 0,
+    )  # fmt: skip
+
+
+def test_best_at_target_is_none_without_tasks_that_must_abstain(router: Router) -> None:
+    report = evaluate(router, [t for t in SEED_TASKS if t[1] is not None])
+    assert report.best_at_target is None
+    assert report.to_json()["best_at_target"] is None
+
+
+def test_cli_eval_shows_ranking_rule_and_cards(tiny: Callable[..., Result], tmp_path: Path) -> None:
+    lines = [json.dumps({"task": t, "expected": w}) for t, w in SEED_TASKS]
+    path = write_lines(tmp_path / "seed.jsonl", lines)
+    data = json.loads(tiny("route", "--eval", str(path), "--json").stdout)
+    assert (data["top1_never_abstain"], data["top1_in_scope"]) == (1.0, 1.0)
+    assert {row["agent_id"] for row in data["per_card"]} == {
+        "web-reader", "docs-finder", "crm-writer",
+    }  # fmt: skip
+    human = tiny("route", "--eval", str(path)).stdout
+    for label in ("never abstaining", "abstain recall ≥ 0.80", "per card", "lost to abstain"):
+        assert label in human
+
+
+def test_evaluate_refuses_labels_for_cards_that_are_not_loaded(router: Router) -> None:
+    with pytest.raises(ConfigError, match="expects cards that are not loaded: web-writer"):
+        evaluate(router, [("x", "web-writer"), ("y", None)])
