@@ -208,7 +208,8 @@ def _best_at_target(
 ) -> SweepPoint | None:
     """Return the threshold with the best in-scope accuracy among those reaching the target.
 
-    Every distinct score is a candidate threshold, so this is exact, not a grid's guess.
+    Every gap between two distinct scores is a candidate (its midpoint), so this is exact,
+    not a grid's guess, and the threshold sits between the tasks it separates.
     """
     abstain = np.sort([s for s, want in zip(scores, expected, strict=True) if want is None])
     in_scope = sum(want is not None for want in expected)
@@ -221,7 +222,10 @@ def _best_at_target(
             if want is not None and b == want
         ]
     )
-    thresholds = np.unique(scores)
+    distinct = np.unique(scores)
+    thresholds = np.concatenate(
+        [[distinct[0] - 1], (distinct[1:] + distinct[:-1]) / 2, [distinct[-1] + 1]]
+    )
     recall = np.searchsorted(abstain, thresholds, "left") / len(abstain)
     accuracy = (len(right) - np.searchsorted(right, thresholds, "left")) / in_scope
     reaching = np.flatnonzero(recall >= ABSTAIN_TARGET)
