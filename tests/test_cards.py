@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -123,3 +124,35 @@ def test_mixed_unknown_keys_are_all_reported(tmp_path: Path) -> None:
     )
     _, problems = check_cards([tmp_path], KNOWN)
     assert [(p.line, p.field) for p in problems] == [(5, "1"), (6, "foo")]
+
+
+def test_a_fifo_in_the_cards_folder_is_refused_not_read(tiny, tmp_path: Path) -> None:
+    (tmp_path / "ok.yaml").write_text(
+        "id: ok\nsummary: Reads one web page and answers questions about it.\n"
+        "tools: [http_get]\nreturns_required: [url]\n",
+        "utf-8",
+    )
+    os.mkfifo(tmp_path / "pipe.yaml")  # reading it would block forever
+    result = tiny("validate", "--cards", str(tmp_path))
+    assert result.exit_code == 1
+    assert f"{tmp_path / 'pipe.yaml'}: file: not a regular file; not read" in result.stdout
+
+
+def test_a_symlink_out_of_the_cards_folder_is_not_followed(tiny, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("leaked_secret_line: x:0:0\n", "utf-8")
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "evil.yaml").symlink_to(secret)
+    result = tiny("validate", "--cards", str(cards))
+    assert result.exit_code == 1
+    assert "a symlink to outside the cards folder; not read" in result.stdout
+    assert "leaked_secret_line" not in result.stdout  # nothing of the target is echoed
+
+
+def test_an_oversized_card_is_refused_quickly(tiny, tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text("id: big\nsummary: " + "a" * 300_000 + "\n", "utf-8")
+    result = tiny("validate", str(path))
+    assert result.exit_code == 1
+    assert "more than the 262144 allowed" in result.stdout

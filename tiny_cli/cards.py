@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -14,6 +15,7 @@ from typing import Any, Literal
 import jsonschema
 import yaml
 
+from tiny_cli import yamlsafe
 from tiny_cli.errors import CardError
 
 DEFAULT_MAX_TOOL_CALLS = 8
@@ -116,12 +118,35 @@ def card_files(paths: Sequence[Path]) -> tuple[list[Path], list[Problem]]:
     problems: list[Problem] = []
     for path in paths:
         if path.is_dir():
-            files.extend(sorted(p for p in path.iterdir() if p.suffix in CARD_SUFFIXES))
+            for p in sorted(p for p in path.iterdir() if p.suffix in CARD_SUFFIXES):
+                refusal = _refusal(p, path)
+                if refusal:
+                    problems.append(Problem(str(p), None, "file", refusal))
+                else:
+                    files.append(p)
         elif path.is_file():
             files.append(path)
+        elif path.exists():
+            problems.append(Problem(str(path), None, "file", "not a regular file"))
         else:
             problems.append(Problem(str(path), None, "path", "no such file or directory"))
     return files, problems
+
+
+def _refusal(path: Path, folder: Path) -> str | None:
+    """Say why a file in a cards folder is not read: a FIFO hangs, a link may leave it."""
+    if path.is_symlink() and not path.resolve().is_relative_to(folder.resolve()):
+        return "a symlink to outside the cards folder; not read"
+    if not path.is_file():
+        return "not a regular file; not read"
+    return None
+
+
+def _read_bounded(path: Path) -> str:
+    """Read at most one byte more than a card may have, so a huge file is refused quickly."""
+    with path.open("rb") as handle:
+        raw = handle.read(yamlsafe.MAX_YAML_BYTES + 1)
+    return raw.decode("utf-8")
 
 
 @cache
@@ -144,12 +169,11 @@ def _check_file(
 ) -> tuple[Card | None, list[Problem], int | None]:
     name = str(path)
     try:
-        text = path.read_text("utf-8")
+        text = _read_bounded(path)
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Problem(name, None, "file", f"cannot read: {_short(exc)}")], None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = yamlsafe.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None
@@ -217,6 +241,12 @@ def _semantic_problems(
         elif isinstance(tool, str) and known_tools.get(tool) and _declared(data) != "write":
             msg = f"tool {tool!r} writes, so the card needs 'side_effects: write'"
             problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
+    budget = data.get("budget")
+    for key, value in budget.items() if isinstance(budget, dict) else []:
+        if isinstance(value, float) and not math.isfinite(value):
+            where = ("budget", key)
+            msg = f"{value!r} is not a number a budget can use"
+            problems.append(Problem(name, _line_of(lines, where), _dotted(where), msg))
     for i, fld in enumerate(_list(data, "returns_required")):
         if fld in RESERVED_FIELDS:
             msg = f"{fld!r} is always returned; list only the card's own fields"
