@@ -42,4 +42,29 @@ def test_config_errors_are_one_line_on_stderr(tiny) -> None:
 def test_route_without_task_is_a_usage_error_before_any_work(tiny) -> None:
     result = tiny("route", env={"TINY_CARDS": "/nonexistent"})
     assert result.exit_code == 2
-    assert "give a TASK" in result.stderr
+    assert "give one of a TASK" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (["route", ""], None, "the task is empty"),
+        (["route", "   "], None, "the task is empty"),
+        (["route", "x" * 9_000], None, "the task is 9,000 characters; at most 8,000"),
+        (["route", "-"], "\n  \n", "no tasks on stdin"),
+        (["route", "hello", "--eval", "tasks.jsonl"], None, "give one of a TASK"),
+        (["route", "--explain", ""], None, "the task is empty"),
+    ],
+)
+def test_route_refuses_bad_tasks_in_one_line(tiny, args, stdin, message) -> None:
+    result = tiny(*args, input=stdin)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+
+
+def test_a_broken_card_stops_route_with_the_usage_exit_code(tiny, tmp_path) -> None:
+    (tmp_path / "bad.yaml").write_text("id: bad\nsummary: too short\ntool: [http_get]\n", "utf-8")
+    result = tiny("route", "hello", "--cards", str(tmp_path))
+    assert result.exit_code == 2  # README: 2 is "broken card on load"; only validate exits 1
+    assert result.stderr.startswith(f"tiny: error: {tmp_path / 'bad.yaml'}:")

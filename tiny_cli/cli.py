@@ -190,14 +190,18 @@ def route(
 ) -> None:
     """Pick the card for a task by embedding similarity, or abstain; no model call."""
     settings = _settings(cards=cards, tools=tools, threshold=threshold, embedder=embedder)
-    if task is None and eval_file is None:
-        raise typer.BadParameter("give a TASK, '-' for stdin, or --eval FILE", param_hint="TASK")
+    if (task is None) == (eval_file is None):
+        raise typer.BadParameter(
+            "give one of a TASK, '-' for stdin, or --eval FILE", param_hint="TASK"
+        )
     router = make_router(open_workspace(settings))
     if eval_file is not None:
         report = evaluate(router, load_eval_file(eval_file))
         _emit(json_out, report.to_json(), lambda: render.evaluation(Console(), report))
         return
     tasks = [t.strip() for t in sys.stdin if t.strip()] if task == "-" else [task or ""]
+    if not tasks:
+        raise typer.BadParameter("no tasks on stdin", param_hint="TASK")
     if explain:
         explained = [router.explain(t, top) for t in tasks]
         for e in explained:

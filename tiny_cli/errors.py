@@ -14,9 +14,11 @@ class ConfigError(TinyError):
 
 
 class CardError(TinyError):
-    """One or more cards failed to load; `problems` holds every one of them."""
+    """One or more cards failed to load; `problems` holds every one of them.
 
-    exit_code = 1
+    A command that needs the cards stops with the usage exit code; `tiny validate` reports
+    the same problems itself and exits 1.
+    """
 
     def __init__(self, problems: list) -> None:
         self.problems = problems

@@ -32,6 +32,9 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.handbook import tokenize
 
 DEFAULT_TOP = 5
+# A routed task is a request, not a document: the embedder reads ~512 tokens of it anyway,
+# and a megabyte of text would take minutes to tokenise for nothing.
+MAX_TASK_CHARS = 8_000
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
 # its tasks, the larger of without and with examples (1.47 / 1.39), rounded up to 0.05.
 # `python benchmarks/routing.py` re-derives it every run (the z@80%R column).
@@ -184,6 +187,8 @@ class Router:
             raise ConfigError(f"--top must be at least 1, got {top}")
         if not tasks:
             return []
+        for task in tasks:
+            _check_task(task)
         scores = self.scores(tasks)
         return [self._decide(task, row, top) for task, row in zip(tasks, scores, strict=True)]
 
@@ -194,6 +199,7 @@ class Router:
 
     def explain(self, task: str, top: int = DEFAULT_TOP) -> Explanation:
         """Route one task and say which text and which words drove each candidate's score."""
+        _check_task(task)
         vector = self.embedder.embed([task])
         row = (self._raw(vector, [task])[0] - self._loc) / self._scale
         decision = self._decide(task, row, top)
@@ -382,6 +388,17 @@ def write_background_vectors(embedder: Embedder, path: Path) -> None:
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def _check_task(task: str) -> None:
+    if not task.strip():
+        raise ConfigError("the task is empty; say what you want done")
+    if len(task) > MAX_TASK_CHARS:
+        raise ConfigError(
+            f"the task is {len(task):,} characters; at most {MAX_TASK_CHARS:,} are routed "
+            "(put long material in a file the agent reads, not in the task)"
+        )
+
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _CONJUNCTION = r"(?:and|or|und|oder|et|ou|y|o)"
