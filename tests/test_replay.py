@@ -328,3 +328,59 @@ def test_broken_recordings_name_file_and_line(tmp_path, text, message) -> None:
 def test_missing_recording_is_a_config_error(tmp_path) -> None:
     with pytest.raises(ConfigError, match="cannot read the recording"):
         Replayer.load(tmp_path / "nope.jsonl")
+
+
+# --- nothing the user wrote is overwritten --------------------------------------------------
+
+
+def test_a_run_that_fails_before_any_model_call_keeps_the_old_recording(tiny, tmp_path) -> None:
+    (tmp_path / "rec").mkdir()
+    recording = tmp_path / "rec" / "keep.jsonl"
+    recording.write_text('{"tiny_recording": 1}\n{"precious": true}\n', "utf-8")
+    before = recording.read_bytes()
+    with ScriptedServer() as server:  # no turns: a request would fail the test
+        result = tiny(
+            "invoke", "docs-findr", ONBOARDING, "--record", str(recording),
+            env={"TINY_BASE_URL": server.url},
+        )  # fmt: skip
+    assert result.exit_code == 2 and "no card 'docs-findr'" in result.stderr
+    assert recording.read_bytes() == before
+    assert server.requests == []
+    assert sorted(p.name for p in recording.parent.iterdir()) == ["keep.jsonl"]  # no partial
+
+
+def test_a_recording_appears_whole_when_the_run_ends(tiny, tmp_path) -> None:
+    (tmp_path / "rec").mkdir()
+    recording = tmp_path / "rec" / "new.jsonl"
+    with ScriptedServer() as server:
+        server.add(
+            reply('{"status": "ok", "summary": "A buddy and a plan.", "source": "onboarding.md"}')
+        )
+        result = tiny(
+            "invoke", "docs-finder", ONBOARDING, "--record", str(recording),
+            env={"TINY_BASE_URL": server.url},
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = recording.read_text("utf-8").splitlines()
+    assert json.loads(lines[0])["tiny_recording"] and len(lines) == 2
+    assert sorted(p.name for p in recording.parent.iterdir()) == ["new.jsonl"]
+
+
+@pytest.mark.parametrize("output", ["--record", "--out"])
+def test_bench_refuses_to_write_over_its_task_file(tiny, tmp_path, output: str) -> None:
+    tasks = write_tasks(tmp_path / "bench")
+    before = tasks.read_bytes()
+    result = tiny("bench", "--tasks", str(tasks), output, str(tasks))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"tiny: error: {tasks}: used as input and output; name another file to write"
+    )
+    assert tasks.read_bytes() == before
+
+
+def test_bench_refuses_the_same_file_for_recording_and_report(tiny, tmp_path) -> None:
+    tasks = write_tasks(tmp_path / "bench")
+    same = tmp_path / "out.json"
+    result = tiny("bench", "--tasks", str(tasks), "--record", str(same), "--out", str(same))
+    assert result.exit_code == 2 and "used as input and output" in result.stderr
+    assert not same.exists()

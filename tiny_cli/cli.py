@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from tiny_cli import __version__, render
-from tiny_cli.bench import ARMS, BenchOptions, bench_from_settings
+from tiny_cli.bench import ARMS, DEFAULT_TASKS_FILE, BenchOptions, bench_from_settings
 from tiny_cli.delegate import delegate as run_delegate
 from tiny_cli.delegate import run_card
 from tiny_cli.digest import Brief, Digest, load_brief, make_brief
@@ -354,6 +354,7 @@ def bench(
     if arm not in (*ARMS, "both"):
         raise typer.BadParameter(f"{arm!r} is not tiny, all-tools or both", param_hint="--arm")
     arms = ARMS if arm == "both" else tuple(a for a in ARMS if a == arm)
+    _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, replay), outputs=(record, out))
     settings = _model_settings(cards, tools, base_url, model, record, replay)
     options = BenchOptions(arms, repeat, concurrency)
     with (
@@ -374,8 +375,22 @@ def bench(
     _emit(json_out, document, lambda: render.bench(Console(), report))
 
 
+def _outputs_apart(inputs: tuple[Path | None, ...], outputs: tuple[Path | None, ...]) -> None:
+    """Refuse to write over a file this command reads, or to write one file twice."""
+    read = {p.resolve(): p for p in inputs if p is not None}
+    written: dict[Path, Path] = {}
+    for path in (p for p in outputs if p is not None):
+        key = path.resolve()
+        if key in read or key in written:
+            raise ConfigError(f"{path}: used as input and output; name another file to write")
+        written[key] = path
+
+
 def _write_report(path: Path, document: Any) -> None:
-    try:
-        path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", "utf-8")
+    partial = path.with_name(f".{path.name}.partial")
+    try:  # whole or not at all: a failed write never leaves half a report in place
+        partial.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", "utf-8")
+        partial.replace(path)
     except OSError as exc:
+        partial.unlink(missing_ok=True)
         raise ConfigError(f"{path}: cannot write the report: {exc.strerror}") from exc

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import threading
 from abc import ABC, abstractmethod
@@ -178,9 +179,13 @@ class Recorder(ExchangeSource):
             "base_url": host,
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        # written beside the target and renamed into place when the command ends with at
+        # least one exchange: a run that fails early never truncates an older recording
+        self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
+        self._exchanges = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file: IO[str] = self.path.open("w", encoding="utf-8")
+            self._file: IO[str] = self._partial.open("w", encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{path}: cannot write the recording: {exc.strerror}") from exc
         self._write(header)
@@ -195,13 +200,22 @@ class Recorder(ExchangeSource):
         if probe is not None:
             probe()
 
-    def close(self) -> None:
-        """Close the file (and the endpoint's connection pool)."""
+    def close(self, keep: bool = True) -> None:
+        """Close the file, move it into place if it holds exchanges, close the endpoint."""
         with self._lock:
             self._file.close()
+            if keep and self._exchanges:
+                self._partial.replace(self.path)
+            else:
+                self._partial.unlink(missing_ok=True)
         close = getattr(self._inner, "close", None)
         if close is not None:
             close()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close(keep=not isinstance(exc, KeyboardInterrupt))  # Ctrl-C leaves no file
 
     def forward(
         self, label: _RunLabel, request: dict[str, Any], timeout: float | None
@@ -230,6 +244,7 @@ class Recorder(ExchangeSource):
     def _write(self, entry: dict[str, Any]) -> None:
         line = json.dumps(entry, ensure_ascii=False, sort_keys=True)
         with self._lock:
+            self._exchanges += "run" in entry
             self._file.write(line + "\n")
             self._file.flush()  # a run that crashes still leaves what it recorded
 
