@@ -156,3 +156,24 @@ def test_an_oversized_card_is_refused_quickly(tiny, tmp_path: Path) -> None:
     result = tiny("validate", str(path))
     assert result.exit_code == 1
     assert "more than the 262144 allowed" in result.stdout
+
+
+def test_card_text_cannot_steer_the_terminal_or_the_ci_log(tiny, tmp_path: Path) -> None:
+    folder = tmp_path / "a,b:c"
+    folder.mkdir()
+    path = folder / "evil.yaml"
+    path.write_text(
+        "id: evil\nsummary: Reads one web page and answers questions about it.\n"
+        "tools: [http_get]\nreturns_required: [url]\n"
+        '"x\\n::error file=ci.yaml::owned\\u001b]0;pwned\\u0007": 1\n',
+        "utf-8",
+    )
+    text = tiny("validate", str(path)).stdout
+    assert "\x1b" not in text and "\x07" not in text
+    assert "\\x1b]0;pwned\\x07" in text  # shown, not obeyed
+    assert not any(line.startswith("::") for line in text.splitlines())
+    github = tiny("validate", "--format", "github", str(path)).stdout.splitlines()
+    annotations = [line for line in github if line.startswith("::")]
+    assert len(annotations) == 1  # the newline in the key did not start a second command
+    assert annotations[0].startswith("::error file=") and "a%2Cb%3Ac" in annotations[0]
+    assert "%0A::error file=ci.yaml::owned" in annotations[0]

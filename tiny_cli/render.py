@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import json
+import unicodedata
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -11,6 +14,9 @@ from rich.panel import Panel
 from rich.table import Table
 
 from tiny_cli.cards import Card, Problem
+
+# C0 and C1 control characters and DEL; tabs too, a problem line stays one line
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def validation(
@@ -25,9 +31,10 @@ def validation(
         for p in found:
             if fmt == "github":
                 line = f",line={p.line}" if p.line else ""
-                text = f"::{level} file={p.file}{line},title=tiny validate::{p.field}: {p.message}"
+                where = f"file={_gh_property(p.file)}{line},title=tiny validate"
+                text = f"::{level} {where}::{_gh_data(f'{p.field}: {p.message}')}"
             else:
-                text = str(p) if level == "error" else f"warning: {p}"
+                text = one_line(str(p) if level == "error" else f"warning: {p}")
             console.print(text, markup=False, highlight=False, soft_wrap=True)
     if problems:
         console.print(f"{len(problems)} problem(s) found", style="bold red", highlight=False)
@@ -47,11 +54,26 @@ def validation(
     console.print(table)
 
 
+def one_line(text: str) -> str:
+    """Show control characters (newlines, ESC, ...) as escapes: text cannot steer a terminal."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def _gh_data(text: str) -> str:
+    """Escape a workflow command's message, so a newline cannot start a new command."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(text: str) -> str:
+    """Escape a workflow command's property value (a file name with ',' or ':')."""
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
 def decisions(console: Console, items: Sequence[Any], router: Any) -> None:
     """Print each routing decision: the candidates table, then the verdict."""
     name = getattr(getattr(router, "embedder", None), "name", "?")
     for d in items:
-        table = Table(title=f"route: {escape(d.task)}", title_justify="left")
+        table = Table(title=f"route: {escape(one_line(d.task))}", title_justify="left")
         table.add_column("#", justify="right")
         table.add_column("card")
         table.add_column("score", justify="right")
@@ -93,6 +115,7 @@ def explanation(console: Console, e: Any, router: Any) -> None:
 
 
 def _short(text: str, limit: int = 90) -> str:
+    text = one_line(text)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
@@ -191,9 +214,46 @@ def digest(console: Console, d: Any) -> None:
         for name, value in d.fields.items():
             table.add_row(escape(name), escape(str(value)))
         console.print(table)
+    for label, calls in (
+        ("approved write", d.approved_writes()),
+        ("declined", d.declined_writes()),
+    ):
+        for c in calls:
+            result = "" if c.outcome in ("ok", "declined") else f" ({c.outcome})"
+            text = escape(write_call(c.name, c.arguments or {}))
+            console.print(f"{label}: {text}{escape(result)}", highlight=False, soft_wrap=True)
     for note in d.notes_for_caller:
         console.print(f"note: {escape(note)}", style="dim")
     _cost(console, d.cost)
+
+
+def write_request(console: Console, card_id: str, tool: str, arguments: Mapping[str, Any]) -> None:
+    """Show one write call, exactly and escaped, before the user approves or declines it."""
+    console.print(
+        f"[bold]{escape(printable(card_id))}[/] wants to write: "
+        f"[bold]{escape(write_call(tool, arguments))}[/]",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def write_call(tool: str, arguments: Mapping[str, Any]) -> str:
+    """Return `tool {json arguments}` as plain text with no terminal control characters."""
+    shown = json.dumps(dict(arguments), ensure_ascii=False, default=str)
+    return printable(f"{tool} {shown}")
+
+
+def printable(text: str) -> str:
+    """Replace control, format and separator characters (ESC, bidi overrides, NBSP) with
+    visible \\uXXXX escapes, so what a terminal shows is exactly what the text holds."""
+    return "".join(
+        ch
+        if ch == " " or unicodedata.category(ch)[0] not in "CZ"
+        else f"\\u{ord(ch):04x}"
+        if ord(ch) <= 0xFFFF
+        else f"\\U{ord(ch):08x}"
+        for ch in text
+    )
 
 
 def _cost(console: Console, c: Any) -> None:
