@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -461,3 +462,51 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+class HeaderDrip:
+    """A loopback server that sends its response headers one byte every `pause` seconds."""
+
+    def __init__(self, pause: float = 0.2, limit_seconds: float = 15.0) -> None:
+        self.pause, self.limit = pause, limit_seconds
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        self.sock.settimeout(self.limit)
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            headers = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + b"X-Pad: " * 500
+            started = time.monotonic()
+            for byte in headers:  # bounded: stops with the test or after `limit` seconds
+                if self.stop.wait(self.pause) or time.monotonic() - started > self.limit:
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+        self.thread.join(5)
+
+
+def test_dripping_headers_cannot_hold_a_request_past_its_deadline() -> None:
+    # every byte arrives well within httpx's per-read timeout; only a deadline stops this
+    drip = HeaderDrip(pause=0.2)
+    try:
+        provider = OpenAIProvider(drip.url, KEY, retries=0)
+        start = time.monotonic()
+        with pytest.raises(ProviderTimeout, match="still answering when the time budget ran out"):
+            ask(provider, timeout=1.0)
+        assert time.monotonic() - start < 3.0  # the server would go on for 15 s
+    finally:
+        drip.close()

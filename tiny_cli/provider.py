@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from tiny_cli.deadline import DeadlineExceeded, call_within
 from tiny_cli.errors import ConfigError, ProviderError
 
 DEFAULT_TIMEOUT = 60.0
@@ -178,7 +179,14 @@ class OpenAIProvider:
             raise ProviderTimeout(f"no answer from {self._shown_url} within the time budget")
         limit = self._timeout if remaining is None else min(self._timeout, remaining)
         try:
-            return self._send(body, limit, deadline)
+            if remaining is None:
+                return self._send(body, limit, deadline)
+            return call_within(remaining, lambda: self._send(body, limit, deadline))
+        except DeadlineExceeded:
+            raise ProviderTimeout(
+                f"{self._shown_url} was still answering when the time budget ran out "
+                f"({remaining:.1f}s): the server is slow or stalled"
+            ) from None
         except httpx.TimeoutException as exc:
             if remaining is not None and limit >= remaining:  # the caller's budget, not ours
                 raise ProviderTimeout(
