@@ -39,6 +39,7 @@ def test_load_eval_file_reads_tasks_and_nulls(tmp_path: Path) -> None:
         ('{"task": "", "expected": null}', r"e\.jsonl:2: task: must be a non-empty string"),
         ('{"task": "a"}', r"e\.jsonl:2: expected: missing \(use null"),
         ('{"task": "a", "expected": 3}', r"e\.jsonl:2: expected: must be a card id or null"),
+        ("[" * 100_000 + "]" * 100_000, r"e\.jsonl:2: invalid JSON: nested too deeply"),
     ],
 )
 def test_bad_eval_lines_name_file_and_line(tmp_path: Path, line: str, message: str) -> None:

@@ -510,3 +510,14 @@ def test_dripping_headers_cannot_hold_a_request_past_its_deadline() -> None:
         assert time.monotonic() - start < 3.0  # the server would go on for 15 s
     finally:
         drip.close()
+
+
+def test_a_deeply_nested_body_is_malformed_not_a_crash() -> None:
+    body = b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    provider = OpenAIProvider(
+        "http://127.0.0.1:9/v1",
+        KEY,
+        transport=httpx.MockTransport(lambda request: httpx.Response(200, content=body)),
+    )
+    with pytest.raises(ProviderError, match="JSON nested too deeply"):
+        ask(provider)

@@ -384,3 +384,11 @@ def test_bench_refuses_the_same_file_for_recording_and_report(tiny, tmp_path) ->
     result = tiny("bench", "--tasks", str(tasks), "--record", str(same), "--out", str(same))
     assert result.exit_code == 2 and "used as input and output" in result.stderr
     assert not same.exists()
+
+
+def test_a_deeply_nested_recording_line_is_a_one_line_error(tmp_path) -> None:
+    path = tmp_path / "deep.jsonl"
+    header = json.dumps({"tiny_recording": 1, "model": "m", "base_url": "h"})
+    path.write_text(header + "\n" + "[" * 100_000 + "]" * 100_000 + "\n", "utf-8")
+    with pytest.raises(ConfigError, match=r"deep\.jsonl:2: JSON nested too deeply"):
+        Replayer.load(path)

@@ -159,6 +159,8 @@ def _eval_line(path: Path, number: int, line: str) -> tuple[str, str | None]:
         item = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where}: invalid JSON: {exc.msg}") from exc
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid JSON: nested too deeply") from None
     if not isinstance(item, dict):
         raise ConfigError(f"{where}: expected an object with 'task' and 'expected'")
     task = item.get("task")

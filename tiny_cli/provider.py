@@ -277,7 +277,7 @@ class OpenAIProvider:
             error = data.get("error", data) if isinstance(data, dict) else data
             message = error.get("message", error) if isinstance(error, dict) else error
             text = message if isinstance(message, str) else json.dumps(message)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
             pass
         text = " ".join(text.split()) or "(empty body)"
         if self._api_key:  # some servers echo the key they rejected
@@ -292,6 +292,8 @@ class OpenAIProvider:
             data = json.loads(content)
         except ValueError:
             raise self._malformed(f"not JSON: {self._short_body(content)}") from None
+        except RecursionError:
+            raise self._malformed("JSON nested too deeply") from None
         if not isinstance(data, dict):
             raise self._malformed("the body is not a JSON object")
         choices = data.get("choices")

@@ -426,6 +426,8 @@ def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}:{n}: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:{n}: a recording line must be a JSON object")
     return data
