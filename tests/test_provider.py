@@ -521,3 +521,9 @@ def test_a_deeply_nested_body_is_malformed_not_a_crash() -> None:
     )
     with pytest.raises(ProviderError, match="JSON nested too deeply"):
         ask(provider)
+
+
+def test_an_unparseable_base_url_is_a_config_error_that_hides_the_url() -> None:
+    with pytest.raises(ConfigError) as info:
+        OpenAIProvider("http://user:sk-secret@[::1", KEY)
+    assert str(info.value) == "base URL is not a usable URL (Invalid IPv6 URL); set TINY_BASE_URL"

@@ -92,6 +92,10 @@ class OpenAIProvider:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        try:
+            urlsplit(base_url).port  # noqa: B018 - parses host and port, or raises
+        except ValueError as exc:  # the URL may hold a key: name the problem, not the URL
+            raise ConfigError(f"base URL is not a usable URL ({exc}); set TINY_BASE_URL") from None
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(
                 f"base URL {_redact_url(base_url)!r} must start with http(s)://; set TINY_BASE_URL"
