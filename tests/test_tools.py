@@ -11,7 +11,7 @@ import pydantic
 import pytest
 
 from tiny_cli.errors import ToolError
-from tiny_cli.tools import Registry, Tool, load_tool_module, tool
+from tiny_cli.tools import Registry, Tool, ToolCallError, load_tool_module, tool
 
 REPO = Path(__file__).resolve().parent.parent
 MY_TOOLS = REPO / "examples" / "my_tools.py"
@@ -347,6 +347,7 @@ def test_module_without_tools(tmp_path: Path) -> None:
             "from tiny_cli.tools import tool\n@tool\ndef f(x) -> str:\n    '''Do.'''\n",
             ["'f'", "needs a type hint"],
         ),
+        ("import sys\nsys.exit(0)\n", ["called sys.exit(0) while being imported"]),
     ],
 )
 def test_module_that_fails_to_import(tmp_path: Path, body: str, parts: list[str]) -> None:
@@ -378,3 +379,27 @@ def test_example_user_tools() -> None:
         days(start="next friday", end="2025-01-01")
     stats = tools["word_stats"](text="the cat and the hat, the end", top=1)
     assert stats == {"words": 7, "distinct": 5, "top": [{"word": "the", "count": 3}]}
+
+
+def test_arguments_are_converted_to_the_declared_types_before_the_call() -> None:
+    @tool
+    def repeat(word: str, times: int = 1) -> str:
+        """Repeat a word.
+
+        Args:
+            word: The word.
+            times: How often.
+        """
+        return " ".join([word] * times)  # a float `times` would raise TypeError here
+
+    jsonschema.validate({"word": "ha", "times": 3.0}, repeat.parameters)  # the schema allows it
+    assert repeat(word="ha", times=3.0) == "ha ha ha"
+    with pytest.raises(ToolCallError, match="invalid arguments"):
+        repeat(word="ha", times=2.5)  # not a whole number: the model is told, nothing runs
+
+
+def test_validate_reports_a_tools_module_that_exits(tiny, tmp_path: Path) -> None:
+    path = write_module(tmp_path, "exiting_tools.py", "import sys\nsys.exit(0)\n")
+    result = tiny("validate", "--tools", str(path))
+    assert result.exit_code == 2
+    assert "called sys.exit(0) while being imported" in result.stderr

@@ -40,6 +40,9 @@ class Tool:
     parameters: dict[str, Any]
     func: Callable[..., Any]
     writes: bool = False
+    # The pydantic model behind `parameters`: it turns JSON values into the declared types
+    # (5.0 for an int parameter is 5), as the schema check alone does not.
+    arguments_model: type[pydantic.BaseModel] | None = None
 
     def schema(self) -> dict[str, Any]:
         """Return the OpenAI `tools` entry for this tool."""
@@ -53,7 +56,16 @@ class Tool:
         }
 
     def __call__(self, **arguments: Any) -> Any:
-        """Call the tool with keyword arguments (already validated against `parameters`)."""
+        """Call the tool with keyword arguments converted to the types its signature declares."""
+        if self.arguments_model is not None:
+            try:
+                typed = self.arguments_model.model_validate(arguments)
+            except pydantic.ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(map(str, first["loc"])) or "arguments"
+                raise ToolCallError(f"invalid arguments: {where}: {first['msg']}") from None
+            fields = self.arguments_model.model_fields.items()
+            arguments = {f.alias or name: getattr(typed, name) for name, f in fields}
         return self.func(**arguments)
 
 
@@ -116,7 +128,8 @@ def tool(
         description = _flow(doc.short_description, doc.long_description)
         if not description:
             raise ToolError(f"tool {tool_name!r} needs a docstring: the model reads it")
-        return Tool(tool_name, description, _parameters(tool_name, f, doc), f, writes)
+        model = _arguments_model(tool_name, f, doc)
+        return Tool(tool_name, description, _schema(tool_name, model), f, writes, model)
 
     return wrap(func) if func is not None else wrap
 
@@ -136,10 +149,10 @@ def load_tool_module(spec: str) -> list[Tool]:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _parameters(
+def _arguments_model(
     tool_name: str, f: Callable[..., Any], doc: docstring_parser.Docstring
-) -> dict[str, Any]:
-    """Build the arguments' JSON Schema from the signature, type hints and docstring Args."""
+) -> type[pydantic.BaseModel]:
+    """Build the arguments' model from the signature, type hints and docstring Args."""
     hints = _hints(tool_name, f)
     params = inspect.signature(f).parameters
     helps = {p.arg_name: _flow(p.description) for p in doc.params}
@@ -155,7 +168,13 @@ def _parameters(
         field = pydantic.Field(default, alias=pname, description=helps.get(pname) or None)
         fields[f"arg{i}"] = (hints[pname], field)
     try:
-        model = pydantic.create_model(f"{tool_name}_arguments", **fields)
+        return pydantic.create_model(f"{tool_name}_arguments", **fields)
+    except Exception as exc:  # pydantic's messages span lines; the user needs one
+        raise ToolError(f"tool {tool_name!r}: cannot build a schema: {_one_line(exc)}") from exc
+
+
+def _schema(tool_name: str, model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    try:
         return _clean(model.model_json_schema())
     except Exception as exc:  # pydantic's messages span lines; the user needs one
         raise ToolError(f"tool {tool_name!r}: cannot build a schema: {_one_line(exc)}") from exc
@@ -247,6 +266,8 @@ def _run(spec: str, load: Callable[[], Any]) -> Any:
         return load()
     except ToolError as exc:
         raise ToolError(f"{spec}: {exc}") from exc
+    except SystemExit as exc:  # would end `tiny validate` with its code, silently
+        raise ToolError(f"{spec}: called sys.exit({exc.code!r}) while being imported") from None
     except Exception as exc:  # user code: report it as one line, not a traceback
         raise ToolError(
             f"{spec}: failed to import: {type(exc).__name__}: {_one_line(exc)}"
