@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -384,3 +387,48 @@ def test_public_sets_stay_above_the_measured_floor(
     top1_floor, recall_floor = FLOORS[(name, spec, with_examples)]
     assert report.top1_in_scope >= top1_floor, report.to_json()
     assert report.abstain_recall >= recall_floor, report.to_json()
+
+
+# --- bytes that are not UTF-8 -------------------------------------------------------------
+
+
+def run_tiny_process(
+    args: list[bytes | str], stdin: bytes, home: Path
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TINY_HOME": str(home), "TINY_CARDS": str(REPO / "cards")}
+    command: list[bytes | str] = [sys.executable, "-m", "tiny_cli", *args]
+    return subprocess.run(command, input=stdin, capture_output=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin"),
+    [
+        ([b"route", b"add caf\xe9 m\xfcller gmbh as a customer \xff", b"--json"], b""),
+        ([b"route", b"-", b"--json"], b"add caf\xe9 m\xfcller gmbh as a customer \xff\n"),
+    ],
+    ids=["argv", "stdin"],
+)
+def test_invalid_utf8_is_read_as_replacement_characters(
+    tmp_path: Path, args: list[bytes | str], stdin: bytes
+) -> None:
+    done = run_tiny_process(args, stdin, tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"Traceback" not in done.stderr
+    decision = json.loads(done.stdout)
+    assert decision["task"] == "add caf\ufffd m\ufffdller gmbh as a customer \ufffd"
+    assert decision["agent_id"] == "crm-writer"
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_threshold_that_is_not_a_number_is_refused(
+    tiny: Callable[..., Result], how: str, value: str
+) -> None:
+    args = ["route", "make me a sandwich"]
+    result = (
+        tiny(*args, "--threshold", value)
+        if how == "flag"
+        else tiny(*args, env={"TINY_THRESHOLD": value})
+    )
+    assert result.exit_code == 2
+    assert "is not a number" in result.stderr and result.stdout == ""

@@ -105,11 +105,34 @@ ReplayOpt = Annotated[
 BriefOpt = Annotated[
     Path | None, typer.Option("--brief", help="Read the Brief from a YAML or JSON file.")
 ]
+YesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--yes",
+        "-y",
+        help="Approve every write call of this command (each is listed in the Digest). "
+        "Without it each write is asked at the terminal; with no terminal or --json, "
+        "a writer card stops with needs_confirmation.",
+    ),
+]
 
 
 def main() -> None:
     """Run the `tiny` command line."""
+    _tolerate_bad_bytes()
     app()
+
+
+def _tolerate_bad_bytes() -> None:
+    """Read invalid UTF-8 in arguments and stdin as U+FFFD, as a terminal would show it.
+
+    Python keeps undecodable argv bytes as lone surrogates, which no encoder accepts: one
+    stray byte in a task would end the command with a UnicodeEncodeError.
+    """
+    sys.argv = [a.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in sys.argv]
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
 
 
 def _settings(**flags: Any) -> Settings:

@@ -167,6 +167,8 @@ class Router:
         self.cards = tuple(cards)
         self.embedder = embedder
         self.threshold = DEFAULT_THRESHOLD if threshold is None else float(threshold)
+        if not math.isfinite(self.threshold):  # nan would abstain on everything, silently
+            raise ConfigError(f"threshold {threshold!r} is not a number; use e.g. 1.5")
         cache = VectorCache(cache_dir)
         background = background_vectors(embedder, cache)
         self._centre = background.mean(axis=0)
