@@ -142,13 +142,6 @@ def _refusal(path: Path, folder: Path) -> str | None:
     return None
 
 
-def _read_bounded(path: Path) -> str:
-    """Read at most one byte more than a card may have, so a huge file is refused quickly."""
-    with path.open("rb") as handle:
-        raw = handle.read(yamlsafe.MAX_YAML_BYTES + 1)
-    return raw.decode("utf-8")
-
-
 @cache
 def card_schema() -> dict[str, Any]:
     """Return the card JSON Schema shipped inside the package."""
@@ -169,7 +162,7 @@ def _check_file(
 ) -> tuple[Card | None, list[Problem], int | None]:
     name = str(path)
     try:
-        text = _read_bounded(path)
+        text = yamlsafe.read_bounded(path)
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Problem(name, None, "file", f"cannot read: {_short(exc)}")], None
     try:

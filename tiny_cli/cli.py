@@ -13,6 +13,7 @@ from rich.console import Console
 
 from tiny_cli import __version__, render
 from tiny_cli.bench import ARMS, DEFAULT_TASKS_FILE, BenchOptions, bench_from_settings
+from tiny_cli.cards import Card
 from tiny_cli.delegate import delegate as run_delegate
 from tiny_cli.delegate import run_card
 from tiny_cli.digest import Brief, Digest, load_brief, make_brief
@@ -20,6 +21,7 @@ from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.evaluation import evaluate, load_eval_file
 from tiny_cli.replay import open_exchanges, replay_settings
 from tiny_cli.routing import DEFAULT_TOP
+from tiny_cli.runner import Approve, approve_writes, decline_writes
 from tiny_cli.settings import Settings, load_settings
 from tiny_cli.workspace import make_router, open_workspace
 from tiny_cli.workspace import validate as validate_cards
@@ -253,6 +255,7 @@ def invoke(
     model: ModelOpt = None,
     record: RecordOpt = None,
     replay: ReplayOpt = None,
+    yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one card on a task in a fresh context under its budget; print the Digest."""
@@ -260,7 +263,13 @@ def invoke(
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
     with open_exchanges(settings, record=record, replay=replay) as exchanges:
-        digest = run_card(ws, card_id, the_brief, provider=exchanges.for_run("invoke", card_id))
+        digest = run_card(
+            ws,
+            card_id,
+            the_brief,
+            provider=exchanges.for_run("invoke", card_id),
+            approve=_approver(yes, json_out),
+        )
     _show_digest(json_out, digest)
 
 
@@ -269,7 +278,7 @@ def delegate(
     task: Annotated[str | None, typer.Argument(help="The task (or the goal in --brief).")] = None,
     cards: CardsOpt = None,
     tools: ToolsOpt = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Allow a writer card to run.")] = False,
+    yes: YesOpt = False,
     must_return: MustReturnOpt = None,
     inputs: InputOpt = None,
     hint: HintOpt = None,
@@ -281,7 +290,7 @@ def delegate(
     replay: ReplayOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Route a task to the right card and run it; abstain, or ask before a writer runs."""
+    """Route a task to the right card and run it; abstain, or ask before each write call."""
     settings = _model_settings(cards, tools, base_url, model, record, replay)
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
@@ -291,7 +300,7 @@ def delegate(
             make_router(ws),
             the_brief,
             provider=exchanges.for_run("delegate", "routed card"),
-            confirm=lambda card: yes or _ask(card, json_out),
+            approve=_approver(yes, json_out),
         )
     _show_digest(json_out, digest)
 
@@ -324,10 +333,23 @@ def _pair(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def _ask(card: Any, json_out: bool) -> bool:
-    if json_out or not sys.stdin.isatty():
-        return False
-    return typer.confirm(f"{card.id} writes ({', '.join(card.tools)}). Let it run?", err=True)
+def _approver(yes: bool, json_out: bool) -> Approve:
+    """--yes approves every write; a terminal asks per call; otherwise nothing is approved."""
+    if yes:
+        return approve_writes
+    if json_out or not _stdin_is_terminal():
+        return decline_writes  # run_card then stops a writer card before any model call
+    return _ask
+
+
+def _stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+def _ask(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
+    """Show this write call exactly (escaped) on stderr and ask [y/N]; the default is no."""
+    render.write_request(Console(stderr=True), card.id, tool, arguments)
+    return typer.confirm("Allow this write?", default=False, err=True)
 
 
 def _show_digest(json_out: bool, digest: Digest) -> None:

@@ -1,9 +1,8 @@
-"""Delegate: route a task, stop on abstain or an unconfirmed writer, else invoke the card."""
+"""Delegate: route a task, stop on abstain or an unapprovable writer, else invoke the card."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import replace
 
 from tiny_cli.budget import Clock
@@ -11,11 +10,11 @@ from tiny_cli.cards import Card
 from tiny_cli.digest import Brief, Digest, Routing, with_caller_tokens
 from tiny_cli.provider import Provider
 from tiny_cli.routing import Router
-from tiny_cli.runner import invoke
+from tiny_cli.runner import Approve, decline_writes, invoke
 from tiny_cli.settings import model_for
 from tiny_cli.workspace import Workspace
 
-Confirm = Callable[[Card], bool]
+WRITE_NOT_CONFIRMED = "write_not_confirmed"
 
 
 def delegate(
@@ -24,10 +23,14 @@ def delegate(
     brief: Brief,
     *,
     provider: Provider,
-    confirm: Confirm,
+    approve: Approve = decline_writes,
     clock: Clock = time.monotonic,
 ) -> Digest:
-    """Route the Brief's goal; abstain or ask before a writer runs; otherwise invoke the card."""
+    """Route the Brief's goal; abstain, or run the card with every write call put to `approve`.
+
+    A writer card with `approve=decline_writes` (nobody can approve) stops before any model
+    call with `needs_confirmation`, as `run_card` does.
+    """
     decision = router.route(brief.goal)
     routing = Routing(decision.decision, decision.agent_id, round(decision.score, 4))
     if decision.agent_id is None:
@@ -35,25 +38,46 @@ def delegate(
             f"no card fits: best score {decision.score:.3f} < threshold {decision.threshold:.3f}"
         )
         return with_caller_tokens(Digest(None, "abstain", reason=reason, routing=routing))
-    card = ws.card(decision.agent_id)
-    if card.writes and not confirm(card):
-        note = f"{card.id} writes ({', '.join(card.tools)}); run again with --yes to allow it"
-        digest = Digest(
-            card.id,
-            "needs_confirmation",
-            reason="write_not_confirmed",
-            notes_for_caller=(note,),
-            routing=routing,
-        )
-        return with_caller_tokens(digest)
-    digest = run_card(ws, card.id, brief, provider=provider, clock=clock)
+    digest = run_card(ws, decision.agent_id, brief, provider=provider, approve=approve, clock=clock)
     return with_caller_tokens(replace(digest, routing=routing))
 
 
 def run_card(
-    ws: Workspace, card_id: str, brief: Brief, *, provider: Provider, clock: Clock = time.monotonic
+    ws: Workspace,
+    card_id: str,
+    brief: Brief,
+    *,
+    provider: Provider,
+    approve: Approve = decline_writes,
+    clock: Clock = time.monotonic,
 ) -> Digest:
-    """Invoke the card named `card_id` with the workspace's tools and model settings."""
+    """Invoke the card named `card_id` with the workspace's tools and model settings.
+
+    Each write call is put to `approve`. When that is `decline_writes` and the card writes,
+    no call could ever be approved: stop with `needs_confirmation` before any model call.
+    """
     card = ws.card(card_id)
+    if card.writes and approve is decline_writes:
+        return _not_confirmed(ws, card)
     model = model_for(ws.settings, card.model)
-    return invoke(card, brief, registry=ws.registry, provider=provider, model=model, clock=clock)
+    return invoke(
+        card,
+        brief,
+        registry=ws.registry,
+        provider=provider,
+        model=model,
+        approve=approve,
+        clock=clock,
+    )
+
+
+def _not_confirmed(ws: Workspace, card: Card) -> Digest:
+    writers = [t for t in card.tools if t in ws.registry and ws.registry[t].writes]
+    note = (
+        f"{card.id} writes ({', '.join(writers or card.tools)}) and nobody can approve a write "
+        "here: run it at a terminal to approve each call, or pass --yes to approve every write"
+    )
+    digest = Digest(
+        card.id, "needs_confirmation", reason=WRITE_NOT_CONFIRMED, notes_for_caller=(note,)
+    )
+    return with_caller_tokens(digest)

@@ -11,14 +11,24 @@ from typing import Any, Literal
 
 import yaml
 
+from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
 
 MAX_HINT_CHARS = 800
+# A goal is one request, not a document: long material belongs in a file the agent reads.
+MAX_GOAL_CHARS = 8_000
+# A final answer is bounded by max_tokens; far more is a broken server, not an answer.
+MAX_REPLY_CHARS = 200_000
+MAX_OBJECT_STARTS = 1_000  # '{' positions tried when the JSON sits inside prose
 CHARS_PER_TOKEN = 4  # the estimate used wherever tokens are counted without a tokenizer
 MODEL_STATUSES = ("ok", "partial", "refused")
 
 Status = Literal["ok", "partial", "refused", "failed", "abstain", "needs_confirmation"]
-CallOutcome = Literal["ok", "ghost", "bad_arguments", "tool_error", "timeout"]
+CallOutcome = Literal[
+    "ok", "ghost", "bad_arguments", "tool_error", "timeout", "declined", "not_allowed"
+]
+APPROVED_OUTCOMES = ("ok", "tool_error", "timeout")  # a write call that was approved and ran
+DECLINED_OUTCOMES = ("declined", "not_allowed")  # a write call that never ran
 
 
 @dataclass(frozen=True)
@@ -48,11 +58,16 @@ class Cost:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One attempted tool call, for the bench and for debugging; not part of the Digest JSON."""
+    """One attempted tool call; write calls appear in the Digest JSON with their arguments."""
 
     name: str
     outcome: CallOutcome
     writes: bool = False
+    arguments: Mapping[str, Any] | None = None  # kept for write calls: what was approved
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the call as an entry of `approved_writes` / `declined_writes`."""
+        return {"tool": self.name, "arguments": dict(self.arguments or {}), "outcome": self.outcome}
 
 
 @dataclass(frozen=True)
@@ -91,9 +106,21 @@ class Digest:
             "cost": {**asdict(self.cost), "ghost_names": list(self.cost.ghost_names)},
             "reason": self.reason,
         }
+        approved, declined = self.approved_writes(), self.declined_writes()
+        if approved or declined:
+            doc["approved_writes"] = [c.to_json() for c in approved]
+            doc["declined_writes"] = [c.to_json() for c in declined]
         if self.routing is not None:
             doc["routing"] = asdict(self.routing)
         return doc
+
+    def approved_writes(self) -> tuple[CallRecord, ...]:
+        """Write calls that were approved and ran (their outcome says whether they worked)."""
+        return tuple(c for c in self.calls if c.writes and c.outcome in APPROVED_OUTCOMES)
+
+    def declined_writes(self) -> tuple[CallRecord, ...]:
+        """Write calls that never ran: declined by the approver, or not allowed on this card."""
+        return tuple(c for c in self.calls if c.writes and c.outcome in DECLINED_OUTCOMES)
 
 
 def make_brief(
@@ -106,6 +133,11 @@ def make_brief(
     """Build a Brief, cutting the hint to MAX_HINT_CHARS and noting the cut."""
     if not goal.strip():
         raise ConfigError("the task is empty: say what the agent should do")
+    if len(goal) > MAX_GOAL_CHARS:
+        raise ConfigError(
+            f"the task is {len(goal):,} characters; at most {MAX_GOAL_CHARS:,} "
+            "(put long material in a file the agent reads, not in the task)"
+        )
     if max_output_tokens is not None and max_output_tokens < 16:
         raise ConfigError(f"max_output_tokens {max_output_tokens} is impossible: must be >= 16")
     notes: tuple[str, ...] = ()
@@ -119,7 +151,7 @@ def make_brief(
 def load_brief(path: Path, goal: str | None = None) -> Brief:
     """Read a Brief from a YAML or JSON file; a TASK given on the command line wins over `goal`."""
     try:
-        data = yaml.safe_load(path.read_text("utf-8"))
+        _, data = yamlsafe.load(yamlsafe.read_bounded(path))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read brief: {exc}") from exc
     except yaml.YAMLError as exc:
@@ -149,7 +181,12 @@ class Reply:
 
 def parse_reply(text: str | None, required: Sequence[str]) -> Reply:
     """Find the JSON object in a final answer (prose and code fences tolerated) and check it."""
-    data = _find_object(text or "")
+    text = text or ""
+    if len(text) > MAX_REPLY_CHARS:
+        return Reply(
+            {}, (f"your answer is {len(text):,} characters; answer with one short JSON object",)
+        )
+    data = _find_object(text)
     if data is None:
         return Reply({}, ("no JSON object found in your answer",))
     problems = []
@@ -189,7 +226,7 @@ def _find_object(text: str) -> dict[str, Any] | None:
     for chunk in candidates:
         try:
             value = json.loads(chunk)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
             return value
@@ -200,10 +237,12 @@ def _scan_objects(text: str) -> dict[str, Any] | None:
     """Return the last top-level JSON object embedded in prose (models put it at the end)."""
     decoder = json.JSONDecoder()
     found, i = None, text.find("{")
-    while i != -1:
+    for _ in range(MAX_OBJECT_STARTS):  # a wall of '{' must not take minutes
+        if i == -1:
+            break
         try:
             value, end = decoder.raw_decode(text, i)
-        except ValueError:
+        except (ValueError, RecursionError):
             i = text.find("{", i + 1)
             continue
         if isinstance(value, dict):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import re
 import json
+import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -216,7 +216,7 @@ def digest(console: Console, d: Any) -> None:
         console.print(table)
     for label, calls in (
         ("approved write", d.approved_writes()),
-        ("declined", d.declined_writes()),
+        ("declined write", d.declined_writes()),
     ):
         for c in calls:
             result = "" if c.outcome in ("ok", "declined") else f" ({c.outcome})"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
-import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jsonschema
@@ -19,6 +19,7 @@ from tiny_cli.budget import (
     effective_budget,
 )
 from tiny_cli.cards import Card
+from tiny_cli.deadline import DeadlineExceeded, call_within
 from tiny_cli.digest import (
     CHARS_PER_TOKEN,
     MODEL_STATUSES,
@@ -35,7 +36,27 @@ from tiny_cli.digest import (
 from tiny_cli.errors import ProviderError
 from tiny_cli.prompts import repair_message, system_prompt, user_message, wrap_up_message
 from tiny_cli.provider import Completion, Provider, ProviderTimeout, ToolCall
-from tiny_cli.tools import Registry
+from tiny_cli.tools import Registry, Tool, ToolCallError
+
+Approve = Callable[[Card, str, dict[str, Any]], bool]
+"""Asked before every call of a write tool: may `card` call this tool with these arguments?
+
+The arguments are the validated ones the tool would run with (a copy). Only `True` approves.
+The runner never asks a person itself: the caller decides how (a prompt, `--yes`, a bench).
+"""
+
+WRITE_DECLINED = "write_declined"
+MAX_ARGUMENT_CHARS = 100_000  # one call's JSON arguments; more is not a tool call
+
+
+def decline_writes(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
+    """Approve nothing: the default, so a caller that forgot to choose writes nothing."""
+    return False
+
+
+def approve_writes(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
+    """Approve every write (`--yes`, the bench in its scratch home); the Digest lists each one."""
+    return True
 
 
 def invoke(
@@ -45,9 +66,14 @@ def invoke(
     registry: Registry,
     provider: Provider,
     model: str,
+    approve: Approve = decline_writes,
     clock: Clock = time.monotonic,
 ) -> Digest:
-    """Run `card` on `brief` in a fresh context under its budget; return the Digest."""
+    """Run `card` on `brief` in a fresh context under its budget; return the Digest.
+
+    Every call of a tool that writes is put to `approve` first, as that call with those
+    arguments; a declined call is answered to the model as declined and never runs.
+    """
     budget = effective_budget(card, brief)
     required = required_fields(card, brief)
     meter = Meter(budget, clock)
@@ -74,7 +100,9 @@ def invoke(
         meter.tokens_out += reply.tokens_out
         messages.append(_assistant(reply))
         if reply.tool_calls and not wrapping:
-            messages += [_call_tool(call, card, registry, meter) for call in reply.tool_calls]
+            messages += [
+                _call_tool(call, card, registry, meter, approve) for call in reply.tool_calls
+            ]
             if len(meter.ghosts()) > DEFAULT_MAX_GHOST_CALLS:
                 return _digest(card, brief, meter, "failed", reason="ghost_calls")
             if meter.tools_spent():
@@ -119,8 +147,14 @@ def required_fields(card: Card, brief: Brief) -> tuple[str, ...]:
 # --- tool calls ---------------------------------------------------------------------------
 
 
-def _call_tool(call: ToolCall, card: Card, registry: Registry, meter: Meter) -> dict[str, Any]:
-    """Attempt one call; every failure becomes a tool message the model can act on."""
+def _call_tool(
+    call: ToolCall, card: Card, registry: Registry, meter: Meter, approve: Approve
+) -> dict[str, Any]:
+    """Attempt one call; every failure becomes a tool message the model can act on.
+
+    A write tool runs only on a card with `side_effects: write` and only when `approve`
+    says yes to this very call; otherwise the model is told it did not run.
+    """
     if call.name not in card.tools or call.name not in registry:
         meter.calls.append(CallRecord(call.name, "ghost"))  # counted even past the budget
         have = ", ".join(card.tools) or "none"
@@ -134,8 +168,24 @@ def _call_tool(call: ToolCall, card: Card, registry: Registry, meter: Meter) -> 
         return _tool_message(
             call, f"error: {problem}. Call {call.name} again with valid arguments."
         )
-    outcome, result = _run_tool(tool.func, args, meter.remaining())
-    meter.calls.append(CallRecord(call.name, outcome, tool.writes))
+    shown = copy.deepcopy(args) if tool.writes else None  # as approved, whatever the tool does
+    if tool.writes and not card.writes:  # the card loader refuses this; never trust it alone
+        meter.calls.append(CallRecord(call.name, "not_allowed", True, shown))
+        return _tool_message(
+            call,
+            f"error: {call.name} writes and this agent may not write; it was not run. "
+            "Answer without it.",
+        )
+    if tool.writes and not _approved(approve, card, call.name, args, meter):
+        meter.calls.append(CallRecord(call.name, "declined", True, shown))
+        return _tool_message(
+            call,
+            f"declined: the user did not approve this call of {call.name} with these arguments, "
+            "so it did not run and nothing was written. If the arguments were wrong, call it "
+            "again with corrected ones; otherwise say in your answer that this was not done.",
+        )
+    outcome, result = _run_tool(tool, args, meter.remaining())
+    meter.calls.append(CallRecord(call.name, outcome, tool.writes, shown))
     if outcome == "tool_error":
         return _tool_message(call, f"error: {call.name} failed: {result}")
     if outcome == "timeout":
@@ -146,34 +196,36 @@ def _call_tool(call: ToolCall, card: Card, registry: Registry, meter: Meter) -> 
     return _tool_message(call, cap_result(text))
 
 
-def _run_tool(func: Any, args: dict[str, Any], seconds: float) -> tuple[CallOutcome, Any]:
-    """Run a tool, waiting at most `seconds`: the wall budget covers tools too.
+def _approved(approve: Approve, card: Card, name: str, args: dict[str, Any], meter: Meter) -> bool:
+    """Ask `approve` about this call; time spent waiting for a person is not the agent's."""
+    asked = meter.clock()
+    try:
+        return approve(card, name, copy.deepcopy(args)) is True
+    finally:
+        meter.started += meter.clock() - asked
 
-    A daemon thread, not an executor: a hung tool must not keep the process alive.
-    """
-    box: dict[str, Any] = {}
 
-    def target() -> None:
-        try:
-            box["result"] = func(**args)
-        except Exception as exc:  # a failing tool is input for the model, not a crash
-            box["error"] = f"{type(exc).__name__}: {exc}"
-
-    worker = threading.Thread(target=target, daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
+def _run_tool(tool: Tool, args: dict[str, Any], seconds: float) -> tuple[CallOutcome, Any]:
+    """Run a tool, waiting at most `seconds`: the wall budget covers tools too."""
+    try:
+        return "ok", call_within(seconds, lambda: tool(**args), name=f"tiny-tool-{tool.name}")
+    except DeadlineExceeded:
         return "timeout", None
-    if "error" in box:
-        return "tool_error", box["error"]
-    return "ok", box.get("result")
+    except ToolCallError as exc:  # the tool's own words: what the model should do instead
+        return "tool_error", str(exc)
+    except Exception as exc:  # a failing tool is input for the model, not a crash
+        return "tool_error", f"{type(exc).__name__}: {exc}"
 
 
 def _arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    if len(raw or "") > MAX_ARGUMENT_CHARS:
+        return {}, f"arguments are {len(raw):,} characters; at most {MAX_ARGUMENT_CHARS:,}"
     try:
         args = json.loads(raw or "{}")
     except json.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON ({exc.msg} at character {exc.pos})"
+    except RecursionError:
+        return {}, "arguments are nested too deeply to be tool arguments"
     if not isinstance(args, dict):
         return {}, "arguments must be a JSON object"
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(args), key=str)
@@ -249,6 +301,7 @@ def _digest(
     notes: tuple[str, ...] = (),
     reason: str | None = None,
 ) -> Digest:
+    status, reason, notes = _unwritten(meter, status, reason, notes)
     ghosts = meter.ghosts()
     if ghosts:
         notes += (
@@ -266,6 +319,26 @@ def _digest(
         calls=tuple(meter.calls),
     )
     return with_caller_tokens(digest)
+
+
+def _unwritten(
+    meter: Meter, status: Status, reason: str | None, notes: tuple[str, ...]
+) -> tuple[Status, str | None, tuple[str, ...]]:
+    """Never `ok` when a write call did not run because it was declined (or not allowed).
+
+    Nothing written at all → `needs_confirmation`; some other write ran → `partial`; the
+    reason is `write_declined` either way. `refused` and `failed` stay as they are.
+    """
+    unwritten = [c.name for c in meter.calls if c.outcome in ("declined", "not_allowed")]
+    if not unwritten:
+        return status, reason, notes
+    notes += (f"{len(unwritten)} write call(s) not approved, so not run: {', '.join(unwritten)}",)
+    if status not in ("ok", "partial"):
+        return status, reason, notes
+    if reason:
+        notes += (f"also: {reason}",)
+    written = any(c.writes and c.outcome == "ok" for c in meter.calls)
+    return ("partial" if written else "needs_confirmation"), WRITE_DECLINED, notes
 
 
 def _note(detail: str) -> tuple[str, ...]:

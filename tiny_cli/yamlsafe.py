@@ -7,6 +7,7 @@ first and walking the node graph with a budget refuses such a file in microsecon
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -26,6 +27,17 @@ class YAMLLimitError(yaml.YAMLError):
         self.context = None
 
 
+def read_bounded(path: Path) -> str:
+    """Read a user's file as UTF-8, at most one byte past the bound (so a huge file is cheap).
+
+    Raises OSError or UnicodeDecodeError as reading does; a FIFO or device is refused.
+    """
+    if path.exists() and not path.is_file():
+        raise OSError(f"{path} is not a regular file")
+    with path.open("rb") as handle:
+        return handle.read(MAX_YAML_BYTES + 1).decode("utf-8")
+
+
 def load(text: str) -> tuple[yaml.Node | None, Any]:
     """Compose and construct `text` within the bounds; raise a YAMLError if past them."""
     node = compose(text)
@@ -39,6 +51,10 @@ def compose(text: str) -> yaml.Node | None:
     size = len(text.encode("utf-8", errors="replace"))
     if size > MAX_YAML_BYTES:
         raise YAMLLimitError(f"{size} bytes is more than the {MAX_YAML_BYTES} allowed")
+    line = _too_deep(text)
+    if line is not None:  # before PyYAML: its scanner is quadratic in bracket depth
+        mark = yaml.Mark("<text>", 0, line, 0, None, None)
+        raise YAMLLimitError(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except RecursionError:
@@ -66,3 +82,27 @@ def _check_bounds(root: yaml.Node) -> None:
             stack.extend((part, depth + 1) for pair in node.value for part in pair)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((item, depth + 1) for item in node.value)
+
+
+def _too_deep(text: str) -> int | None:
+    """Return the 0-based line where [ and { outside quotes nest past the bound, if any."""
+    depth = line = 0
+    quote = ""
+    escaped = False
+    for char in text:
+        if char == "\n":
+            line += 1
+            quote = ""  # a stray apostrophe in plain text ("it's") must not hide the rest
+        elif quote:
+            escaped = char == "\\" and not escaped and quote == '"'
+            if char == quote and not escaped:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                return line
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    return None
