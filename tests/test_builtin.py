@@ -23,7 +23,7 @@ from tiny_cli.handbook import Handbook, tokenize
 from tiny_cli.pages import LoopbackServer
 from tiny_cli.settings import Settings
 from tiny_cli.tools import Registry, ToolCallError
-from tiny_cli.web import html_to_text, http_get
+from tiny_cli.web import AddressPolicy, html_to_text, http_get
 
 REPO = Path(__file__).resolve().parent.parent
 HANDBOOK = REPO / "examples" / "handbook"
@@ -46,10 +46,15 @@ def registry(settings: Settings) -> Registry:
 
 
 class Site:
-    """What the test server saw: bytes it sent for /big before the client hung up."""
+    """What the test server saw: bytes it sent for /big before the client hung up.
+
+    Loopback is refused by default; the tests allow this server's host:port as a user would.
+    """
 
     def __init__(self, base: str) -> None:
         self.base = base
+        self.netloc = base.split("://", 1)[-1]
+        self.policy = AddressPolicy.of([self.netloc]) if self.netloc else AddressPolicy()
         self.big_bytes_sent = 0
         self.big_done = threading.Event()
 
@@ -134,6 +139,12 @@ def site() -> Iterator[Site]:
     server.server_close()
 
 
+@pytest.fixture
+def web_registry(settings: Settings, site: Site) -> Registry:
+    """The registry with the test server allowed through the user's setting."""
+    return default_registry(replace(settings, allow_hosts=(site.netloc,)))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -143,37 +154,37 @@ def free_port() -> int:
 # --- http_get ---------------------------------------------------------------------------------
 
 
-def test_http_get_tool_fetches_a_page(registry: Registry, site: Site) -> None:
-    assert registry["http_get"](url=f"{site.base}/page") == PAGE
+def test_http_get_tool_fetches_a_page(web_registry: Registry, site: Site) -> None:
+    assert web_registry["http_get"](url=f"{site.base}/page") == PAGE
 
 
-def test_http_get_follows_redirects(registry: Registry, site: Site) -> None:
-    assert registry["http_get"](url=f"{site.base}/hop2") == PAGE
+def test_http_get_follows_redirects(web_registry: Registry, site: Site) -> None:
+    assert web_registry["http_get"](url=f"{site.base}/hop2") == PAGE
 
 
 def test_http_get_bounds_redirects(site: Site) -> None:
     with pytest.raises(ToolCallError, match=r"too many redirects \(more than 5\)"):
-        http_get(f"{site.base}/loop")
+        http_get(f"{site.base}/loop", policy=site.policy)
     with pytest.raises(ToolCallError, match="too many redirects"):
-        http_get(f"{site.base}/hop2", max_redirects=1)
+        http_get(f"{site.base}/hop2", policy=site.policy, max_redirects=1)
 
 
-def test_http_get_non_2xx(registry: Registry, site: Site) -> None:
+def test_http_get_non_2xx(web_registry: Registry, site: Site) -> None:
     url = f"{site.base}/missing"
     with pytest.raises(ToolCallError) as exc:
-        registry["http_get"](url=url)
+        web_registry["http_get"](url=url)
     assert str(exc.value) == f"HTTP 404 for {url}"
     with pytest.raises(
         ToolCallError, match=r"^HTTP 404 for .*/to-missing \(redirected to .*/missing\)"
     ):
-        http_get(f"{site.base}/to-missing")
+        http_get(f"{site.base}/to-missing", policy=site.policy)
     with pytest.raises(ToolCallError, match=r"^HTTP 500 for"):
-        http_get(f"{site.base}/error")
+        http_get(f"{site.base}/error", policy=site.policy)
 
 
 def test_http_get_size_cap_stops_reading(site: Site) -> None:
     cap = 100_000
-    text = http_get(f"{site.base}/big", max_bytes=cap)
+    text = http_get(f"{site.base}/big", policy=site.policy, max_bytes=cap)
     body, marker = text.split("\n\n[cut:")
     assert body == "x" * cap
     assert f"longer than {cap} bytes" in marker
@@ -199,27 +210,28 @@ def test_http_get_refuses_other_schemes(url: str, message: str) -> None:
 
 def test_http_get_refuses_redirect_to_other_scheme(site: Site) -> None:
     with pytest.raises(ToolCallError, match="redirected to an address http_get cannot fetch"):
-        http_get(f"{site.base}/to-ftp")
+        http_get(f"{site.base}/to-ftp", policy=site.policy)
 
 
 def test_http_get_decodes_per_charset(site: Site) -> None:
-    assert http_get(f"{site.base}/latin1") == "Müller & Söhne"
-    assert "Preis: 5 €" in http_get(f"{site.base}/meta-charset")
-    assert http_get(f"{site.base}/json") == '{"ok": true}'
+    assert http_get(f"{site.base}/latin1", policy=site.policy) == "Müller & Söhne"
+    assert "Preis: 5 €" in http_get(f"{site.base}/meta-charset", policy=site.policy)
+    assert http_get(f"{site.base}/json", policy=site.policy) == '{"ok": true}'
 
 
 def test_http_get_refuses_binary(site: Site) -> None:
     with pytest.raises(ToolCallError, match="is image/png, not text"):
-        http_get(f"{site.base}/image")
+        http_get(f"{site.base}/image", policy=site.policy)
 
 
 def test_http_get_timeout_and_refused_connection(site: Site) -> None:
     started = time.monotonic()
     with pytest.raises(ToolCallError, match=r"timed out after 0.3s fetching"):
-        http_get(f"{site.base}/slow", timeout=0.3)
+        http_get(f"{site.base}/slow", policy=site.policy, timeout=0.3)
     assert time.monotonic() - started < 1.2
+    port = free_port()
     with pytest.raises(ToolCallError, match=r"cannot connect to 127\.0\.0\.1"):
-        http_get(f"http://127.0.0.1:{free_port()}/")
+        http_get(f"http://127.0.0.1:{port}/", policy=AddressPolicy.of([f"127.0.0.1:{port}"]))
 
 
 def test_http_get_uses_the_injected_transport(settings: Settings) -> None:
@@ -352,7 +364,9 @@ def test_docs_search_nonsense_finds_nothing(registry: Registry) -> None:
 
 def test_docs_search_limit(registry: Registry) -> None:
     assert len(registry["docs_search"](query="the first day", limit=2)) == 2
-    with pytest.raises(ToolCallError, match="between 1 and 20"):
+    with pytest.raises(
+        ToolCallError, match="invalid arguments: limit: Input should be greater than or equal to 1"
+    ):
         registry["docs_search"](query="onboarding", limit=0)
     assert registry["docs_search"].parameters["properties"]["limit"]["maximum"] == 20
 

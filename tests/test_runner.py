@@ -81,7 +81,11 @@ def test_seed_flow_ghost_call_then_repair(run, scripted_server, site) -> None:
         reply(f"Sure: {json.dumps(good)}", tokens_in=55, tokens_out=20),
     )
     code, digest = run(
-        "invoke", "web-reader", f"read {url} and tell me in two sentences what it is about"
+        "invoke",
+        "web-reader",
+        f"read {url} and tell me in two sentences what it is about",
+        "--allow-host",
+        site.split("://", 1)[1],  # the test's own loopback page server, as a user would allow it
     )
     scripted_server.assert_done()
     assert code == 0 and digest["status"] == "ok"

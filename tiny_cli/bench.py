@@ -34,7 +34,7 @@ from tiny_cli.digest import with_caller_tokens as _with_caller_tokens
 from tiny_cli.errors import ConfigError
 from tiny_cli.pages import PageServer
 from tiny_cli.replay import ExchangeSource, Volatile
-from tiny_cli.runner import fresh_context, invoke
+from tiny_cli.runner import approve_writes, fresh_context, invoke
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.tools import Registry
 from tiny_cli.workspace import Workspace, open_workspace
@@ -492,16 +492,20 @@ def _run_jobs(
         pending: dict[Future[RunResult], int] = {
             pool.submit(_run_one, context, job): i for i, job in enumerate(jobs)
         }
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_EXCEPTION)
-            for future in done:
-                i = pending.pop(future)
-                error = future.exception()
-                if error is not None:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    raise error
-                results[i] = future.result()
-            report(len(jobs) - len(pending), len(jobs))
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_EXCEPTION)
+                for future in done:
+                    i = pending.pop(future)
+                    error = future.exception()
+                    if error is not None:
+                        pool.shutdown(wait=True, cancel_futures=True)
+                        raise error
+                    results[i] = future.result()
+                report(len(jobs) - len(pending), len(jobs))
+        except KeyboardInterrupt:  # queued runs never start; running ones are left behind
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     return [r for r in results if r is not None]
 
 
@@ -518,7 +522,7 @@ def _run_one(context: _Context, job: _Job) -> RunResult:
             context.ws.cards.values(), context.ws.cards.get(job.task.expected_agent or "")
         )
     with tempfile.TemporaryDirectory(prefix="tiny-bench-") as scratch:
-        settings = replace(context.ws.settings, home=Path(scratch))
+        settings = _with_site(replace(context.ws.settings, home=Path(scratch)), context.site)
         volatile = context.volatile.plus({"{home}": scratch})
         provider = context.exchanges.for_run(job.run, card.id, volatile)
         digest = invoke(
@@ -527,6 +531,7 @@ def _run_one(context: _Context, job: _Job) -> RunResult:
             registry=scratch_registry(context.ws.registry, settings),
             provider=provider,
             model=model_for(settings, card.model),
+            approve=approve_writes,  # only the scratch home can be written; each write is counted
         )
     if route is not None:  # what `tiny delegate` hands its caller
         digest = replace(digest, routing=route.routing)
@@ -623,6 +628,14 @@ def _site(tasks: Sequence[BenchTask], pages: Path | None) -> Iterator[str | None
         )
     with PageServer(pages) as server:
         yield server.url
+
+
+def _with_site(settings: Settings, site: str | None) -> Settings:
+    """Let the web tools fetch the bench's own page server (host:port) and nothing else new."""
+    netloc = _netloc(site)
+    if netloc is None or netloc in settings.allow_hosts:
+        return settings
+    return replace(settings, allow_hosts=(*settings.allow_hosts, netloc))
 
 
 def _netloc(url: str | None) -> str | None:

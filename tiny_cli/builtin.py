@@ -27,9 +27,13 @@ def default_registry(settings: Settings, transport: httpx.BaseTransport | None =
 
 
 def builtin_tools(settings: Settings, transport: httpx.BaseTransport | None = None) -> list[Tool]:
-    """Return http_get, html_to_text, docs_search and the CRM tools, bound to `settings`."""
+    """Return http_get, html_to_text, docs_search and the CRM tools, bound to `settings`.
+
+    http_get fetches public addresses plus `settings.allow_hosts`; a malformed entry there
+    raises ConfigError here, before any tool runs.
+    """
     return [
-        *_web_tools(transport),
+        *_web_tools(web.AddressPolicy.of(settings.allow_hosts), transport),
         _docs_tool(Handbook(settings.docs_dir)),
         *_crm_tools(CrmStore(settings.home / CRM_FILENAME)),
     ]
@@ -43,7 +47,7 @@ def _specs(tools_spec: str | None) -> list[str]:
     return [s.strip() for s in (tools_spec or "").split(",") if s.strip()]
 
 
-def _web_tools(transport: httpx.BaseTransport | None) -> list[Tool]:
+def _web_tools(policy: web.AddressPolicy, transport: httpx.BaseTransport | None) -> list[Tool]:
     @tool
     def http_get(url: str) -> str:
         """Fetch a web page over HTTP(S) and return its body (HTML as served).
@@ -54,7 +58,7 @@ def _web_tools(transport: httpx.BaseTransport | None) -> list[Tool]:
         Args:
             url: The absolute http:// or https:// address to fetch.
         """
-        return web.http_get(url, transport=transport)
+        return web.http_get(url, policy=policy, transport=transport)
 
     @tool
     def html_to_text(html: str) -> str:

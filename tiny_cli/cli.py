@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +30,7 @@ from tiny_cli.workspace import validate as validate_cards
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2  # bad flags, settings or files (every TinyError without its own code)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 EXIT_BY_STATUS = {
     "ok": EXIT_OK,
     "partial": 3,
@@ -45,12 +47,22 @@ class _Group(typer.core.TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _interrupted()
         except TinyError as exc:
             first, *rest = str(exc).splitlines() or [type(exc).__name__]
             typer.echo(f"tiny: error: {first}", err=True)
             for line in rest:
                 typer.echo(f"  {line}", err=True)
             raise typer.Exit(exc.exit_code) from None
+
+
+def _interrupted() -> None:
+    """Ctrl-C: files were closed on the way out; end now, not when stuck requests give up."""
+    typer.echo("tiny: interrupted", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED)  # threads blocked on the network cannot be joined quickly
 
 
 app = typer.Typer(
@@ -104,6 +116,15 @@ ReplayOpt = Annotated[
     Path | None,
     typer.Option("--replay", help="Answer from a --record FILE instead of the model server."),
 ]
+AllowHostOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host",
+        metavar="HOST[:PORT]",
+        help="A host or host:port the web tools may fetch besides public addresses "
+        "(loopback, private network); repeatable [env TINY_ALLOW_HOSTS, comma-separated].",
+    ),
+]
 BriefOpt = Annotated[
     Path | None, typer.Option("--brief", help="Read the Brief from a YAML or JSON file.")
 ]
@@ -149,8 +170,11 @@ def _model_settings(
     model: str | None,
     record: Path | None,
     replay: Path | None,
+    allow_hosts: list[str] | None,
 ) -> Settings:
-    settings = _settings(cards=cards, tools=tools, base_url=base_url, model=model)
+    settings = _settings(
+        cards=cards, tools=tools, base_url=base_url, model=model, allow_hosts=allow_hosts
+    )
     return replay_settings(settings, record=record, replay=replay, model_flag=model)
 
 
@@ -255,11 +279,12 @@ def invoke(
     model: ModelOpt = None,
     record: RecordOpt = None,
     replay: ReplayOpt = None,
+    allow_host: AllowHostOpt = None,
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one card on a task in a fresh context under its budget; print the Digest."""
-    settings = _model_settings(cards, tools, base_url, model, record, replay)
+    settings = _model_settings(cards, tools, base_url, model, record, replay, allow_host)
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
     with open_exchanges(settings, record=record, replay=replay) as exchanges:
@@ -288,10 +313,11 @@ def delegate(
     model: ModelOpt = None,
     record: RecordOpt = None,
     replay: ReplayOpt = None,
+    allow_host: AllowHostOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before each write call."""
-    settings = _model_settings(cards, tools, base_url, model, record, replay)
+    settings = _model_settings(cards, tools, base_url, model, record, replay, allow_host)
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
     with open_exchanges(settings, record=record, replay=replay) as exchanges:
@@ -391,6 +417,7 @@ def bench(
     ] = None,
     record: RecordOpt = None,
     replay: ReplayOpt = None,
+    allow_host: AllowHostOpt = None,
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
     json_out: JsonOpt = False,
@@ -400,7 +427,7 @@ def bench(
         raise typer.BadParameter(f"{arm!r} is not tiny, all-tools or both", param_hint="--arm")
     arms = ARMS if arm == "both" else tuple(a for a in ARMS if a == arm)
     _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, replay), outputs=(record, out))
-    settings = _model_settings(cards, tools, base_url, model, record, replay)
+    settings = _model_settings(cards, tools, base_url, model, record, replay, allow_host)
     options = BenchOptions(arms, repeat, concurrency)
     with (
         open_exchanges(settings, record=record, replay=replay) as exchanges,

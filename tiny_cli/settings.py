@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -33,10 +33,19 @@ class Settings:
     api_key: str | None = None
     embedder: str = DEFAULT_EMBEDDER
     threshold: float | None = None
+    # Hosts the web tools may fetch beyond public addresses: "host" or "host:port" entries.
+    allow_hosts: tuple[str, ...] = ()
 
     def with_flags(self, **flags: Any) -> Settings:
-        """Return a copy where every flag that was given (not None) wins."""
-        return replace(self, **{k: v for k, v in flags.items() if v is not None})
+        """Return a copy where every flag that was given (not None) wins.
+
+        `allow_hosts` takes an iterable of "host[:port]" entries (repeated --allow-host);
+        given, it replaces TINY_ALLOW_HOSTS, as every flag replaces its variable.
+        """
+        given = {k: v for k, v in flags.items() if v is not None}
+        if "allow_hosts" in given:
+            given["allow_hosts"] = _host_list(given["allow_hosts"])
+        return replace(self, **given)
 
     def __repr__(self) -> str:  # never show the key
         key = "set" if self.api_key else "unset"
@@ -58,6 +67,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         api_key=env.get("TINY_API_KEY") or env.get("OPENAI_API_KEY") or None,
         embedder=env.get("TINY_EMBEDDER") or DEFAULT_EMBEDDER,
         threshold=_number("TINY_THRESHOLD", threshold),
+        allow_hosts=_host_list(env.get("TINY_ALLOW_HOSTS") or ""),
     )
 
 
@@ -73,6 +83,12 @@ def _number(name: str, value: str | None) -> float | None:
         return float(value)
     except ValueError:
         raise ConfigError(f"{name}={value!r} is not a number") from None
+
+
+def _host_list(entries: str | Iterable[str]) -> tuple[str, ...]:
+    """Return the non-empty entries, stripped; a string is one entry or comma-separated ones."""
+    items = entries.split(",") if isinstance(entries, str) else entries
+    return tuple(dict.fromkeys(e.strip() for e in items if e and e.strip()))
 
 
 def _first(explicit: str | None, local: Path, seed: Path) -> Path:

@@ -53,7 +53,7 @@ def compose(text: str) -> yaml.Node | None:
         raise YAMLLimitError(f"{size} bytes is more than the {MAX_YAML_BYTES} allowed")
     line = _too_deep(text)
     if line is not None:  # before PyYAML: its scanner is quadratic in bracket depth
-        mark = yaml.Mark("<text>", 0, line, 0, None, None)
+        mark = yaml.Mark("<text>", 0, line, 0, None, 0)
         raise YAMLLimitError(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
