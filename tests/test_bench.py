@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import statistics
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -354,3 +358,41 @@ def test_bench_stops_at_once_when_nothing_listens(tiny) -> None:
     assert result.exit_code == 2
     assert "cannot reach http://127.0.0.1:9/v1" in result.stderr
     assert time.monotonic() - start < 30  # one probe, not 3.5 s of retries for every run
+
+
+def test_ctrl_c_stops_the_bench_at_once_with_130_and_no_partial_files(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "bench")
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {
+        **os.environ,
+        "TINY_HOME": str(tmp_path / "home"),
+        "TINY_CARDS": str(SEED_CARDS),
+        "TINY_EMBEDDER": "hashing",  # routing is not what this test is about: start fast
+    }
+    with ScriptedServer() as server:
+        server.add(*[respond(lambda request: model(request, delay=20.0))] * TURNS)
+        args = ["bench", "--tasks", str(tasks), "--arm", "all-tools", "--concurrency", "1"]
+        args += ["--record", str(out / "run.jsonl"), "--out", str(out / "report.json")]
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tiny_cli", *args],
+            env={**env, "TINY_BASE_URL": server.url},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not server.requests and time.monotonic() < deadline:  # a run is under way
+                time.sleep(0.05)
+            assert server.requests, "the bench never asked the model"
+            child.send_signal(signal.SIGINT)
+            sent = time.monotonic()
+            code = child.wait(timeout=10)  # queued runs and a 20 s answer must not hold it
+            waited = time.monotonic() - sent
+        finally:
+            child.kill()
+            _, stderr = child.communicate()
+    assert code == 130, stderr.decode()
+    assert waited < 5
+    assert "tiny: interrupted" in stderr.decode() and b"Traceback" not in stderr
+    assert list(out.iterdir()) == []  # no report, no recording, no partial file

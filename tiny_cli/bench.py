@@ -488,24 +488,26 @@ def _run_jobs(
     report = on_progress or (lambda done, total: None)
     report(0, len(jobs))
     results: list[RunResult | None] = [None] * len(jobs)
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tiny-bench") as pool:
-        pending: dict[Future[RunResult], int] = {
-            pool.submit(_run_one, context, job): i for i, job in enumerate(jobs)
-        }
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_EXCEPTION)
-                for future in done:
-                    i = pending.pop(future)
-                    error = future.exception()
-                    if error is not None:
-                        pool.shutdown(wait=True, cancel_futures=True)
-                        raise error
-                    results[i] = future.result()
-                report(len(jobs) - len(pending), len(jobs))
-        except KeyboardInterrupt:  # queued runs never start; running ones are left behind
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tiny-bench")
+    pending: dict[Future[RunResult], int] = {
+        pool.submit(_run_one, context, job): i for i, job in enumerate(jobs)
+    }
+    interrupted = False
+    try:
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_EXCEPTION)
+            for future in done:
+                i = pending.pop(future)
+                error = future.exception()
+                if error is not None:
+                    raise error
+                results[i] = future.result()
+            report(len(jobs) - len(pending), len(jobs))
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:  # queued runs never start; after Ctrl-C running ones are left behind, not awaited
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
     return [r for r in results if r is not None]
 
 
