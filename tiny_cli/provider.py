@@ -98,7 +98,7 @@ class OpenAIProvider:
             raise ConfigError(f"base URL is not a usable URL ({exc}); set TINY_BASE_URL") from None
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(
-                f"base URL {_redact_url(base_url)!r} must start with http(s)://; set TINY_BASE_URL"
+                f"base URL {redact_url(base_url)!r} must start with http(s)://; set TINY_BASE_URL"
             )
         if retries < 0 or backoff < 0 or timeout <= 0:
             raise ConfigError(
@@ -106,7 +106,7 @@ class OpenAIProvider:
                 f"timeout={timeout}: need retries ≥ 0, backoff ≥ 0, timeout > 0"
             )
         self.base_url = base_url.rstrip("/")
-        self._shown_url = _redact_url(self.base_url)
+        self._shown_url = redact_url(self.base_url)
         self._api_key = api_key or None
         self._retries, self._backoff, self._timeout = retries, backoff, timeout
         self._max_retry_after = max_retry_after
@@ -415,8 +415,8 @@ def _retry_after(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def _redact_url(url: str) -> str:
-    """Drop user:password from a URL before it appears in a message."""
+def redact_url(url: str) -> str:
+    """Drop user:password from a URL before it appears in a message or a file."""
     parts = urlsplit(url)
     if "@" not in parts.netloc:
         return url
