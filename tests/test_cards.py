@@ -170,7 +170,7 @@ def test_card_text_cannot_steer_the_terminal_or_the_ci_log(tiny, tmp_path: Path)
     )
     text = tiny("validate", str(path)).stdout
     assert "\x1b" not in text and "\x07" not in text
-    assert "\\x1b]0;pwned\\x07" in text  # shown, not obeyed
+    assert "\\u001b]0;pwned\\u0007" in text  # shown, not obeyed
     assert not any(line.startswith("::") for line in text.splitlines())
     github = tiny("validate", "--format", "github", str(path)).stdout.splitlines()
     annotations = [line for line in github if line.startswith("::")]

@@ -421,3 +421,19 @@ def test_wall_timeout_keeps_the_providers_reason(tiny, tmp_path: Path) -> None:
     digest = json.loads(result.stdout)
     assert digest["reason"] == "max_wall_seconds"
     assert any("http://127.0.0.1:9/v1" in n for n in digest["notes_for_caller"])
+
+
+def test_terminal_escapes_from_the_model_are_shown_not_obeyed(tiny, scripted_server) -> None:
+    hostile = "fine\x1b]0;owned\x07 \x1b[2J\u202eevil"
+    scripted_server.add(
+        reply(json.dumps({"status": "ok", "summary": hostile, "source": "x\x1b[31my"}))
+    )
+    result = tiny(
+        "invoke", "docs-finder", "how did the onboarding process work again",
+        env={"TINY_BASE_URL": scripted_server.url},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "\u202e" not in result.stdout  # no bidi override reorders what the user reads
+    assert "\\u001b]0;owned\\u0007" in result.stdout and "\\u202eevil" in result.stdout
+    assert "x\\u001b[31my" in result.stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,9 +13,6 @@ from rich.panel import Panel
 from rich.table import Table
 
 from tiny_cli.cards import Card, Problem
-
-# C0 and C1 control characters and DEL; tabs too, a problem line stays one line
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def validation(
@@ -34,7 +30,7 @@ def validation(
                 where = f"file={_gh_property(p.file)}{line},title=tiny validate"
                 text = f"::{level} {where}::{_gh_data(f'{p.field}: {p.message}')}"
             else:
-                text = one_line(str(p) if level == "error" else f"warning: {p}")
+                text = printable(str(p) if level == "error" else f"warning: {p}")
             console.print(text, markup=False, highlight=False, soft_wrap=True)
     if problems:
         console.print(f"{len(problems)} problem(s) found", style="bold red", highlight=False)
@@ -54,11 +50,6 @@ def validation(
     console.print(table)
 
 
-def one_line(text: str) -> str:
-    """Show control characters (newlines, ESC, ...) as escapes: text cannot steer a terminal."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-
-
 def _gh_data(text: str) -> str:
     """Escape a workflow command's message, so a newline cannot start a new command."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
@@ -73,7 +64,7 @@ def decisions(console: Console, items: Sequence[Any], router: Any) -> None:
     """Print each routing decision: the candidates table, then the verdict."""
     name = getattr(getattr(router, "embedder", None), "name", "?")
     for d in items:
-        table = Table(title=f"route: {escape(one_line(d.task))}", title_justify="left")
+        table = Table(title=f"route: {escape(printable(d.task))}", title_justify="left")
         table.add_column("#", justify="right")
         table.add_column("card")
         table.add_column("score", justify="right")
@@ -115,7 +106,7 @@ def explanation(console: Console, e: Any, router: Any) -> None:
 
 
 def _short(text: str, limit: int = 90) -> str:
-    text = one_line(text)
+    text = printable(text)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
@@ -204,15 +195,16 @@ def digest(console: Console, d: Any) -> None:
         )
     style = STATUS_STYLE.get(d.status, "white")
     title = f"{escape(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"
-    console.print(Panel(escape(d.summary or "(no summary)"), title=title, title_align="left"))
+    summary = _shown(d.summary or "(no summary)", keep="\n")
+    console.print(Panel(summary, title=title, title_align="left"))
     if d.reason:
-        console.print(f"[{style}]reason:[/] {escape(d.reason)}")
+        console.print(f"[{style}]reason:[/] {_shown(d.reason)}")
     if d.fields:
         table = Table(title="fields", title_justify="left")
         table.add_column("field")
         table.add_column("value")
         for name, value in d.fields.items():
-            table.add_row(escape(name), escape(str(value)))
+            table.add_row(_shown(name), _shown(str(value), keep="\n"))
         console.print(table)
     for label, calls in (
         ("approved write", d.approved_writes()),
@@ -223,7 +215,7 @@ def digest(console: Console, d: Any) -> None:
             text = escape(write_call(c.name, c.arguments or {}))
             console.print(f"{label}: {text}{escape(result)}", highlight=False, soft_wrap=True)
     for note in d.notes_for_caller:
-        console.print(f"note: {escape(note)}", style="dim")
+        console.print(f"note: {_shown(note)}", style="dim")
     _cost(console, d.cost)
 
 
@@ -243,17 +235,23 @@ def write_call(tool: str, arguments: Mapping[str, Any]) -> str:
     return printable(f"{tool} {shown}")
 
 
-def printable(text: str) -> str:
+def printable(text: str, keep: str = "") -> str:
     """Replace control, format and separator characters (ESC, bidi overrides, NBSP) with
-    visible \\uXXXX escapes, so what a terminal shows is exactly what the text holds."""
+    visible \\uXXXX escapes, so what a terminal shows is exactly what the text holds;
+    characters in `keep` (a summary's newlines) pass through."""
     return "".join(
         ch
-        if ch == " " or unicodedata.category(ch)[0] not in "CZ"
+        if ch == " " or ch in keep or unicodedata.category(ch)[0] not in "CZ"
         else f"\\u{ord(ch):04x}"
         if ord(ch) <= 0xFFFF
         else f"\\U{ord(ch):08x}"
         for ch in text
     )
+
+
+def _shown(text: str, keep: str = "") -> str:
+    """Text from a model, a page or a file, safe for rich markup and for the terminal."""
+    return escape(printable(text, keep))
 
 
 def _cost(console: Console, c: Any) -> None:
