@@ -534,3 +534,15 @@ def test_default_registry_name_clash_names_both(settings: Settings, tmp_path: Pa
     message = str(exc.value)
     assert "'http_get'" in message and str(clash) in message and "built-in" in message
     assert "\n" not in message
+
+
+def test_docs_search_does_not_follow_a_link_out_of_its_folder(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text("# Payroll\n\nThe zanzibar passphrase is hunter2.", "utf-8")
+    folder = tmp_path / "docs"
+    shutil.copytree(HANDBOOK, folder)
+    (folder / "payroll.md").symlink_to(secret)
+    (folder / "inside.md").symlink_to(folder / "onboarding.md")  # a link within is fine
+    handbook = Handbook(folder)
+    assert handbook.search("zanzibar passphrase") == []
+    assert "inside.md" in {h.path for h in handbook.search("onboarding", 20)}

@@ -228,8 +228,13 @@ class VectorCache:
         return np.stack([found[k] for k in keys]).astype(np.float32)
 
     def _load(self, keys: list[str]) -> dict[str, np.ndarray]:
-        if self.path is None or not keys or not self.path.exists():
+        if self.path is None or not keys:
             return {}
+        try:
+            if not self.path.exists():
+                return {}
+        except OSError as exc:  # an unreadable data dir: say which, not a traceback
+            raise ConfigError(f"{self.path}: cannot read the vector cache: {exc}") from exc
         out: dict[str, np.ndarray] = {}
         with _opened(self.path) as db:
             for i in range(0, len(keys), _SQL_CHUNK):

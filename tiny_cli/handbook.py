@@ -195,12 +195,14 @@ def _strip_suffix(word: str) -> str:
 def _page_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         raise ToolCallError(f"knowledge folder {folder} does not exist; set TINY_DOCS")
+    inside = folder.resolve()
     files = sorted(
         p
         for p in folder.rglob("*")
         if p.suffix.lower() in DOC_SUFFIXES
         and p.is_file()
         and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        and p.resolve().is_relative_to(inside)  # a link out of the folder is not a page
     )
     if not files:
         raise ToolCallError(f"knowledge folder {folder} has no .md or .txt pages; set TINY_DOCS")
