@@ -131,13 +131,7 @@ def make_brief(
     max_output_tokens: int | None = None,
 ) -> Brief:
     """Build a Brief, cutting the hint to MAX_HINT_CHARS and noting the cut."""
-    if not goal.strip():
-        raise ConfigError("the task is empty: say what the agent should do")
-    if len(goal) > MAX_GOAL_CHARS:
-        raise ConfigError(
-            f"the task is {len(goal):,} characters; at most {MAX_GOAL_CHARS:,} "
-            "(put long material in a file the agent reads, not in the task)"
-        )
+    check_task(goal)
     if max_output_tokens is not None and max_output_tokens < 16:
         raise ConfigError(f"max_output_tokens {max_output_tokens} is impossible: must be >= 16")
     notes: tuple[str, ...] = ()
@@ -146,6 +140,17 @@ def make_brief(
         context_hint = context_hint[:MAX_HINT_CHARS]
     fields = tuple(dict.fromkeys(f.strip() for f in must_return if f.strip()))
     return Brief(goal.strip(), fields, dict(inputs or {}), context_hint, max_output_tokens, notes)
+
+
+def check_task(text: str) -> None:
+    """Raise ConfigError for a task that is empty or longer than MAX_GOAL_CHARS."""
+    if not text.strip():
+        raise ConfigError("the task is empty: say what the agent should do")
+    if len(text) > MAX_GOAL_CHARS:
+        raise ConfigError(
+            f"the task is {len(text):,} characters; at most {MAX_GOAL_CHARS:,} "
+            "(put long material in a file the agent reads, not in the task)"
+        )
 
 
 def load_brief(path: Path, goal: str | None = None) -> Brief:

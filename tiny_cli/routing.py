@@ -27,14 +27,12 @@ from typing import Any, Literal
 import numpy as np
 
 from tiny_cli.cards import Card, card_text
+from tiny_cli.digest import check_task
 from tiny_cli.embed import Embedder, VectorCache, fingerprint
 from tiny_cli.errors import ConfigError
 from tiny_cli.handbook import tokenize
 from tiny_cli.settings import DEFAULT_TOP
 
-# A routed task is a request, not a document: the embedder reads ~512 tokens of it anyway,
-# and a megabyte of text would take minutes to tokenise for nothing.
-MAX_TASK_CHARS = 8_000
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
 # its tasks, the larger of without and with examples (1.47 / 1.39), rounded up to 0.05.
 # `python benchmarks/routing.py` re-derives it every run (the z@80%R column).
@@ -190,7 +188,7 @@ class Router:
         if not tasks:
             return []
         for task in tasks:
-            _check_task(task)
+            check_task(task)
         scores = self.scores(tasks)
         return [self._decide(task, row, top) for task, row in zip(tasks, scores, strict=True)]
 
@@ -201,7 +199,7 @@ class Router:
 
     def explain(self, task: str, top: int = DEFAULT_TOP) -> Explanation:
         """Route one task and say which text and which words drove each candidate's score."""
-        _check_task(task)
+        check_task(task)
         vector = self.embedder.embed([task])
         row = (self._raw(vector, [task])[0] - self._loc) / self._scale
         decision = self._decide(task, row, top)
@@ -390,16 +388,6 @@ def write_background_vectors(embedder: Embedder, path: Path) -> None:
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def _check_task(task: str) -> None:
-    if not task.strip():
-        raise ConfigError("the task is empty; say what you want done")
-    if len(task) > MAX_TASK_CHARS:
-        raise ConfigError(
-            f"the task is {len(task):,} characters; at most {MAX_TASK_CHARS:,} are routed "
-            "(put long material in a file the agent reads, not in the task)"
-        )
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
