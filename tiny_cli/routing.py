@@ -213,14 +213,24 @@ class Router:
         return Explanation(decision, reasons)
 
     def overlaps(self) -> list[Overlap]:
-        """Find card texts whose nearest card, leaving the text itself out, is another card."""
-        found = []
-        for i, (card_index, kind, text) in enumerate(self._flat):
-            own, other, other_index = self._closeness(i, card_index)
-            if other_index is not None and other > own:
-                mine, theirs = self.cards[card_index].id, self.cards[other_index].id
-                found.append(Overlap(mine, kind, text, theirs, own, other))
-        return found
+        """Find card texts whose nearest card, leaving the text itself out, is another card.
+
+        Closeness to a card is the best of the cosine to any of its texts and to the mean of
+        its texts; for the text's own card, both without the text itself.
+        """
+        own, other, nearest = self._closeness()
+        return [
+            Overlap(
+                self.cards[c].id,
+                kind,
+                text,
+                self.cards[nearest[i]].id,
+                float(own[i]),
+                float(other[i]),
+            )
+            for i, (c, kind, text) in enumerate(self._flat)
+            if other[i] > own[i]
+        ]
 
     # --- building -------------------------------------------------------------------------
 
@@ -311,26 +321,24 @@ class Router:
             else float(self._text_vectors[near] @ query),
         )
 
-    def _closeness(self, i: int, card: int) -> tuple[float, float, int | None]:
-        """Return (closeness to own card, to the closest other card, that card's index)."""
-        sims = self._text_vectors @ self._text_vectors[i]
-        best_other, other_index = -np.inf, None
-        own = -np.inf
-        for j in range(len(self.cards)):
-            members = np.flatnonzero(self._labels == j)
-            if j == card:
-                members = members[members != i]
-            if not len(members):
-                continue
-            mean = _unit(self._text_vectors[members].mean(axis=0))
-            value = float(max(sims[members].max(), mean @ self._text_vectors[i]))
-            if j == card:
-                own = value
-            elif value > best_other:
-                best_other, other_index = value, j
-        if own == -np.inf:
-            return 0.0, 0.0, None  # a card with one text has nothing to be close to
-        return own, float(best_other), other_index
+    def _closeness(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return, per text: closeness to its own card, to the closest other card, which one."""
+        vectors, labels = self._text_vectors, self._labels
+        cosines = vectors @ vectors.T
+        np.fill_diagonal(cosines, -np.inf)  # a text is not evidence for itself
+        starts = np.flatnonzero(np.diff([-1, *labels]))  # each card's texts are contiguous
+        best_text = np.maximum.reduceat(cosines, starts, axis=1)
+        sums = np.add.reduceat(vectors, starts, axis=0)
+        to_mean = vectors @ _unit(sums).T
+        rows = np.arange(len(vectors))
+        leave_one_out = np.sum(vectors * _unit(sums[labels] - vectors), axis=1)
+        closeness = np.maximum(best_text, to_mean)
+        own = np.maximum(best_text[rows, labels], leave_one_out)
+        sizes = np.diff([*starts, len(vectors)])
+        own[sizes[labels] == 1] = np.inf  # a card with one text has nothing to be close to
+        closeness[rows, labels] = -np.inf
+        nearest = closeness.argmax(axis=1)
+        return own, closeness[rows, nearest], nearest
 
 
 def card_texts(card: Card) -> list[tuple[str, str]]:
