@@ -68,3 +68,14 @@ def test_a_broken_card_stops_route_with_the_usage_exit_code(tiny, tmp_path) -> N
     result = tiny("route", "hello", "--cards", str(tmp_path))
     assert result.exit_code == 2  # README: 2 is "broken card on load"; only validate exits 1
     assert result.stderr.startswith(f"tiny: error: {tmp_path / 'bad.yaml'}:")
+
+
+def test_an_unusable_data_dir_is_one_line(tiny, tmp_path) -> None:
+    # As root a chmod 000 directory is still readable; a file where the directory should be
+    # takes the same path through the code (mkdir and open fail with an OSError).
+    home = tmp_path / "not-a-dir"
+    home.write_text("", "utf-8")
+    result = tiny("route", "add acme gmbh as a customer", env={"TINY_HOME": str(home)})
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"tiny: error: cannot create cache directory {home}/cache")
+    assert "Traceback" not in result.stderr
