@@ -294,3 +294,17 @@ def test_prompt_shows_arguments_escaped(run, scripted_server, home, terminal) ->
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
     assert "[bold red]Evil[/]" in result.stderr  # markup shown literally, not applied
     assert "\\u001b[2J" in result.stderr and "\\u202e" in result.stderr
+
+
+def test_a_write_claimed_without_any_tool_call_is_not_ok(run, scripted_server, home) -> None:
+    # what a 1.5B model really answered: success, an invented id, and not a single call
+    invented = {"status": "ok", "summary": "Company added successfully", "company_id": 12345,
+                "name": "Mustermann GmbH"}  # fmt: skip
+    scripted_server.add(reply(json.dumps(invented)))
+    result = run("delegate", TASK, "--yes", "--json")
+    digest = json.loads(result.stdout)
+    assert result.exit_code == 3, result.output
+    assert (digest["status"], digest["reason"]) == ("partial", "no_evidence")
+    assert any("nothing was written" in note for note in digest["notes_for_caller"])
+    assert digest["cost"]["tool_calls"] == 0 and _rows(home) == []
+    scripted_server.assert_done()

@@ -46,6 +46,7 @@ The runner never asks a person itself: the caller decides how (a prompt, `--yes`
 """
 
 WRITE_DECLINED = "write_declined"
+NO_EVIDENCE = "no_evidence"  # `ok` claimed, but none of the agent's tools ran
 MAX_ARGUMENT_CHARS = 100_000  # one call's JSON arguments; more is not a tool call
 
 
@@ -302,6 +303,7 @@ def _digest(
     reason: str | None = None,
 ) -> Digest:
     status, reason, notes = _unwritten(meter, status, reason, notes)
+    status, reason, notes = _unevidenced(card, meter, status, reason, notes)
     ghosts = meter.ghosts()
     if ghosts:
         notes += (
@@ -339,6 +341,22 @@ def _unwritten(
         notes += (f"also: {reason}",)
     written = any(c.writes and c.outcome == "ok" for c in meter.calls)
     return ("partial" if written else "needs_confirmation"), WRITE_DECLINED, notes
+
+
+def _unevidenced(
+    card: Card, meter: Meter, status: Status, reason: str | None, notes: tuple[str, ...]
+) -> tuple[Status, str | None, tuple[str, ...]]:
+    """A writer says `ok` only on evidence: at least one of its tools ran.
+
+    Seen with a 1.5B model: crm-writer answered "Company added successfully", company_id
+    12345, with no tool call and no CRM file. With no tool result behind it, `ok` would be
+    tiny vouching for an invented write: the run is `partial`, reason `no_evidence`.
+    (Reader cards answering from nothing are the same problem, not yet enforced.)
+    """
+    if not card.writes or status != "ok" or any(c.outcome == "ok" for c in meter.calls):
+        return status, reason, notes
+    note = "the agent reported success without running any of its tools: nothing was written"
+    return "partial", NO_EVIDENCE, (*notes, note)
 
 
 def _note(detail: str) -> tuple[str, ...]:
