@@ -296,9 +296,12 @@ def test_prompt_shows_arguments_escaped(run, scripted_server, home, terminal) ->
     assert "\\u001b[2J" in result.stderr and "\\u202e" in result.stderr
 
 
-def test_a_write_claimed_without_any_tool_call_is_not_ok(run, scripted_server, home) -> None:
+@pytest.mark.parametrize("claimed", ["ok", "partial"])
+def test_a_write_claimed_without_any_tool_call_is_not_ok(
+    run, scripted_server, home, claimed: str
+) -> None:
     # what a 1.5B model really answered: success, an invented id, and not a single call
-    invented = {"status": "ok", "summary": "Company added successfully", "company_id": 12345,
+    invented = {"status": claimed, "summary": "Company added successfully", "company_id": 12345,
                 "name": "Mustermann GmbH"}  # fmt: skip
     scripted_server.add(reply(json.dumps(invented)))
     result = run("delegate", TASK, "--yes", "--json")

@@ -346,16 +346,20 @@ def _unwritten(
 def _unevidenced(
     card: Card, meter: Meter, status: Status, reason: str | None, notes: tuple[str, ...]
 ) -> tuple[Status, str | None, tuple[str, ...]]:
-    """A writer says `ok` only on evidence: at least one of its tools ran.
+    """A writer says `ok` (or even `partial`) only on evidence: one of its tools ran.
 
     Seen with a 1.5B model: crm-writer answered "Company added successfully", company_id
     12345, with no tool call and no CRM file. With no tool result behind it, `ok` would be
     tiny vouching for an invented write: the run is `partial`, reason `no_evidence`.
     (Reader cards answering from nothing are the same problem, not yet enforced.)
     """
-    if not card.writes or status != "ok" or any(c.outcome == "ok" for c in meter.calls):
+    if status not in ("ok", "partial") or not card.writes:
         return status, reason, notes
-    note = "the agent reported success without running any of its tools: nothing was written"
+    if any(c.outcome == "ok" for c in meter.calls):
+        return status, reason, notes
+    note = "the agent answered without running any of its tools: nothing was written"
+    if reason:
+        notes += (f"also: {reason}",)
     return "partial", NO_EVIDENCE, (*notes, note)
 
 
