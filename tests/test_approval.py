@@ -84,6 +84,18 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 # --- library: the approve parameter --------------------------------------------------------
 
 
+def _invoke_crm(workspace, server, card: Card | None = None, **options: Any):
+    """Run the CRM task in-process through the library against the scripted server."""
+    return invoke(
+        card or workspace.card("crm-writer"),
+        make_brief(TASK),
+        registry=workspace.registry,
+        provider=OpenAIProvider(server.url),
+        model="m",
+        **options,
+    )
+
+
 def test_approving_one_write_does_not_approve_another(workspace, scripted_server, home) -> None:
     scripted_server.add(
         tool_call("crm_add_company", MUSTERMANN),
@@ -121,14 +133,7 @@ def test_approving_one_write_does_not_approve_another(workspace, scripted_server
 
 def test_library_default_declines_every_write(workspace, scripted_server, home) -> None:
     scripted_server.add(tool_call("crm_add_company", MUSTERMANN), reply(CLAIM_OK))
-    card = workspace.card("crm-writer")
-    digest = invoke(
-        card,
-        make_brief(TASK),
-        registry=workspace.registry,
-        provider=OpenAIProvider(scripted_server.url),
-        model="m",
-    )
+    digest = _invoke_crm(workspace, scripted_server)
     assert _rows(home) == []
     assert digest.status == "needs_confirmation" and digest.reason == "write_declined"
     assert digest.to_json()["approved_writes"] == []
@@ -141,14 +146,7 @@ def test_runner_refuses_a_write_tool_on_a_card_that_does_not_write(
     assert not card.writes  # built by hand: the card loader would refuse it
     scripted_server.add(tool_call("crm_add_company", MUSTERMANN), reply(CLAIM_OK))
     approver = ScriptedApprover(yes=99)
-    digest = invoke(
-        card,
-        make_brief(TASK),
-        registry=workspace.registry,
-        provider=OpenAIProvider(scripted_server.url),
-        model="m",
-        approve=approver,
-    )
+    digest = _invoke_crm(workspace, scripted_server, card, approve=approver)
     assert approver.asked == [] and _rows(home) == []
     assert "this agent may not write" in _tool_results(scripted_server.requests[1])[0]
     assert digest.status == "needs_confirmation"
@@ -165,29 +163,14 @@ def test_waiting_for_approval_does_not_spend_the_wall_budget(
         return True
 
     scripted_server.add(tool_call("crm_add_company", MUSTERMANN), reply(CLAIM_OK))
-    digest = invoke(
-        workspace.card("crm-writer"),
-        make_brief(TASK),
-        registry=workspace.registry,
-        provider=OpenAIProvider(scripted_server.url),
-        model="m",
-        approve=slow_human,
-        clock=lambda: now[0],
-    )
+    digest = _invoke_crm(workspace, scripted_server, approve=slow_human, clock=lambda: now[0])
     assert digest.status == "ok" and _rows(home) == [("Mustermann GmbH", "Berlin")]
     assert digest.cost.wall_seconds < 45
 
 
 def test_bench_style_approve_writes_lists_every_write(workspace, scripted_server, home) -> None:
     scripted_server.add(tool_call("crm_add_company", MUSTERMANN), reply(CLAIM_OK))
-    digest = invoke(
-        workspace.card("crm-writer"),
-        make_brief(TASK),
-        registry=workspace.registry,
-        provider=OpenAIProvider(scripted_server.url),
-        model="m",
-        approve=approve_writes,
-    )
+    digest = _invoke_crm(workspace, scripted_server, approve=approve_writes)
     assert digest.status == "ok"
     assert [c.name for c in digest.approved_writes()] == ["crm_add_company"]
 
