@@ -268,6 +268,7 @@ def test_digest_json_has_exactly_the_design_keys(run, scripted_server) -> None:
         "notes_for_caller",
         "cost",
         "reason",
+        "field_sources",  # tiny's addition: where each field's value was found
     }
     assert set(digest["cost"]) >= {
         "tokens_in",

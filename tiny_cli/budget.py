@@ -76,4 +76,5 @@ class Meter:
             len(ghosts),
             tuple(ghosts),
             round(self.clock() - self.started, 3),
+            recovered_calls=sum(c.recovered for c in self.calls),
         )

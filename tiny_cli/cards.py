@@ -25,6 +25,10 @@ RESERVED_FIELDS = ("summary", "status")
 CARD_SUFFIXES = (".yaml", ".yml")
 
 SideEffects = Literal["none", "write"]
+ToolMode = Literal["native", "json", "auto"]
+TOOL_MODES: tuple[ToolMode, ...] = ("native", "json", "auto")
+DEFAULT_TOOL_MODE: ToolMode = "auto"
+First = Literal["any", "tool"]  # `tool`: a tool call must come before the first answer
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ class Card:
     budget: Budget = field(default_factory=Budget)
     model: str | None = None
     path: Path | None = None
+    tool_mode: ToolMode | None = None  # None: the setting's (flag > env), else DEFAULT_TOOL_MODE
+    first: First = "any"
 
     @property
     def writes(self) -> bool:
@@ -272,6 +278,8 @@ def _build(data: dict, path: Path) -> Card:
         ),
         model=data.get("model"),
         path=path,
+        tool_mode=data.get("tool_mode"),
+        first=data.get("first", "any"),
     )
 
 

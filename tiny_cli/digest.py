@@ -24,6 +24,7 @@ CHARS_PER_TOKEN = 4  # the estimate used wherever tokens are counted without a t
 MODEL_STATUSES = ("ok", "partial", "refused")
 
 Status = Literal["ok", "partial", "refused", "failed", "abstain", "needs_confirmation"]
+FieldSource = Literal["tool", "task", "model"]  # where a returned field's value was found
 CallOutcome = Literal[
     "ok", "ghost", "bad_arguments", "tool_error", "timeout", "declined", "not_allowed"
 ]
@@ -54,6 +55,7 @@ class Cost:
     ghost_names: tuple[str, ...] = ()
     wall_seconds: float = 0.0
     caller_tokens: int = 0  # estimated size of the Digest the caller receives
+    recovered_calls: int = 0  # tool calls the model wrote as text, run by tiny (see runner)
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class CallRecord:
     outcome: CallOutcome
     writes: bool = False
     arguments: Mapping[str, Any] | None = None  # kept for write calls: what was approved
+    recovered: bool = False  # written as text by the model, not sent as a tool call
 
     def to_json(self) -> dict[str, Any]:
         """Return the call as an entry of `approved_writes` / `declined_writes`."""
@@ -93,6 +96,8 @@ class Digest:
     reason: str | None = None
     routing: Routing | None = None
     calls: tuple[CallRecord, ...] = ()
+    # per returned field: seen in a tool's arguments or result, in the task, or only the model's
+    field_sources: Mapping[str, FieldSource] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Return the Digest as the JSON document `--json` prints (DESIGN §5 keys)."""
@@ -105,6 +110,7 @@ class Digest:
             "notes_for_caller": list(self.notes_for_caller),
             "cost": {**asdict(self.cost), "ghost_names": list(self.cost.ghost_names)},
             "reason": self.reason,
+            "field_sources": dict(self.field_sources),
         }
         approved, declined = self.approved_writes(), self.declined_writes()
         if approved or declined:
@@ -212,7 +218,9 @@ def field_values(data: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any
 
 def with_caller_tokens(digest: Digest) -> Digest:
     """Return the Digest with cost.caller_tokens set to the estimated size of its JSON."""
-    size = estimate_tokens(json.dumps(digest.to_json(), ensure_ascii=False))
+    # measured with caller_tokens 0: the previous estimate's digits must not change the count
+    blank = replace(digest, cost=replace(digest.cost, caller_tokens=0))
+    size = estimate_tokens(json.dumps(blank.to_json(), ensure_ascii=False))
     return replace(digest, cost=replace(digest.cost, caller_tokens=size))
 
 
