@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,24 @@ def cli_env(home: Path) -> dict[str, str]:
         "TINY_THRESHOLD": "",
         "TINY_MODEL": "",
     }
+
+
+@pytest.fixture
+def plain_cards(tmp_path: Path) -> Path:
+    """Copy the seed cards without the `does_not` lines that make answers need a tool result.
+
+    For tests of other things (retries, briefs, rendering) whose scripted model answers at once.
+    """
+    folder = tmp_path / "plain-cards"
+    folder.mkdir()
+    for card in SEED_CARDS.glob("*.yaml"):
+        lines = card.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if not _NO_MEMORY.search(line)]
+        (folder / card.name).write_text("".join(kept), encoding="utf-8")
+    return folder
+
+
+_NO_MEMORY = re.compile(r"from memory|make up|^first:")
 
 
 @pytest.fixture

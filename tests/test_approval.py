@@ -279,18 +279,39 @@ def test_prompt_shows_arguments_escaped(run, scripted_server, home, terminal) ->
     assert "\\u001b[2J" in result.stderr and "\\u202e" in result.stderr
 
 
-@pytest.mark.parametrize("claimed", ["ok", "partial"])
+@pytest.mark.parametrize(
+    ("claimed", "status", "reason", "code"),
+    [("ok", "failed", "unverified_write", 5), ("partial", "partial", "no_evidence", 3)],
+)
 def test_a_write_claimed_without_any_tool_call_is_not_ok(
-    run, scripted_server, home, claimed: str
+    run, scripted_server, home, claimed: str, status: str, reason: str, code: int
 ) -> None:
     # what a 1.5B model really answered: success, an invented id, and not a single call
     invented = {"status": claimed, "summary": "Company added successfully", "company_id": 12345,
                 "name": "Mustermann GmbH"}  # fmt: skip
     scripted_server.add(reply(json.dumps(invented)))
-    result = run("delegate", TASK, "--yes", "--json")
+    result = run("delegate", TASK, "--yes", "--json", "--tool-mode", "native")  # no insisting
     digest = json.loads(result.stdout)
-    assert result.exit_code == 3, result.output
-    assert (digest["status"], digest["reason"]) == ("partial", "no_evidence")
+    assert result.exit_code == code, result.output
+    assert (digest["status"], digest["reason"]) == (status, reason)
     assert any("nothing was written" in note for note in digest["notes_for_caller"])
     assert digest["cost"]["tool_calls"] == 0 and _rows(home) == []
+    if status == "failed":  # the invented claim is not printed as done
+        assert digest["fields"] == {} and "added" not in result.stdout.lower()
+    else:
+        assert digest["field_sources"]["company_id"] == "model"  # no tool ever saw 12345
+    scripted_server.assert_done()
+
+
+def test_an_ok_after_only_a_lookup_is_an_unverified_write(run, scripted_server, home) -> None:
+    # a tool ran (the lookup), but the write the answer claims never did
+    found = tool_call("crm_find_company", {"name": "Mustermann GmbH"})
+    scripted_server.add(found, reply(CLAIM_OK))
+    result = run("invoke", "crm-writer", TASK, "--yes", "--json")
+    digest = json.loads(result.stdout)
+    assert (digest["status"], digest["reason"]) == ("failed", "unverified_write")
+    assert "added" not in result.stdout.lower() and digest["fields"] == {}
+    assert digest["cost"]["tool_calls"] == 1 and _rows(home) == []
+    system = scripted_server.requests[0]["messages"][0]["content"]
+    assert 'Say "ok" only after a write tool succeeded' in system
     scripted_server.assert_done()

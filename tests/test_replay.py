@@ -25,10 +25,16 @@ SITE = "http://127.0.0.1:40123"
 ONBOARDING = "how did the onboarding process work again"
 
 
+@pytest.fixture
+def cli_env(cli_env: dict[str, str], plain_cards: Path) -> dict[str, str]:
+    """Replay tests script answers without tool calls: use cards that allow that."""
+    return {**cli_env, "TINY_CARDS": str(plain_cards)}
+
+
 def _without_wall(report: dict) -> dict:
-    """Drop what may differ between a run and its replay: wall times and started_at."""
+    """Drop what may differ between a run and its replay: wall times, started_at, replayed."""
     report = json.loads(json.dumps(report))
-    del report["started_at"]
+    del report["started_at"], report["replayed"]
     for arm in report["arms"].values():
         del arm["wall_seconds"], arm["wall_median"]
     for task in report["tasks"]:

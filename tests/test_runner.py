@@ -38,11 +38,16 @@ def site(tmp_path: Path):
 
 
 @pytest.fixture
-def run(tiny, scripted_server):
-    """Run `tiny ARGS --json` against the scripted server; return (exit code, Digest)."""
+def run(tiny, scripted_server, plain_cards):
+    """Run `tiny ARGS --json` against the scripted server; return (exit code, Digest).
+
+    The cards are the seed cards without their "never answer from memory" rules, so a
+    scripted answer with no tool call can be `ok` (tests/test_evidence.py covers the rules).
+    """
 
     def go(*args: str, env: dict[str, str] | None = None):
-        result = tiny(*args, "--json", env={"TINY_BASE_URL": scripted_server.url, **(env or {})})
+        base = {"TINY_BASE_URL": scripted_server.url, "TINY_CARDS": str(plain_cards)}
+        result = tiny(*args, "--json", env={**base, **(env or {})})
         assert "Traceback" not in result.output
         return result.exit_code, json.loads(result.stdout)
 
@@ -338,13 +343,13 @@ def test_delegate_yes_writes_the_row(run, scripted_server, home: Path) -> None:
     assert rows.fetchall() == [("Mustermann GmbH", "Berlin")]
 
 
-def test_human_output_shows_digest_and_cost(tiny, scripted_server) -> None:
+def test_human_output_shows_digest_and_cost(tiny, scripted_server, plain_cards) -> None:
     scripted_server.add(reply(json.dumps(GOOD)))
     result = tiny(
         "invoke",
         "web-reader",
         "summarise https://example.org",
-        env={"TINY_BASE_URL": scripted_server.url},
+        env={"TINY_BASE_URL": scripted_server.url, "TINY_CARDS": str(plain_cards)},
     )
     assert result.exit_code == 0
     for text in ("web-reader", "ok", "A tool extends", "tokens in", "ghost calls", "Tool - Wik"):
@@ -424,14 +429,16 @@ def test_wall_timeout_keeps_the_providers_reason(tiny, tmp_path: Path) -> None:
     assert any("http://127.0.0.1:9/v1" in n for n in digest["notes_for_caller"])
 
 
-def test_terminal_escapes_from_the_model_are_shown_not_obeyed(tiny, scripted_server) -> None:
+def test_terminal_escapes_from_the_model_are_shown_not_obeyed(
+    tiny, scripted_server, plain_cards
+) -> None:
     hostile = "fine\x1b]0;owned\x07 \x1b[2J\u202eevil"
     scripted_server.add(
         reply(json.dumps({"status": "ok", "summary": hostile, "source": "x\x1b[31my"}))
     )
     result = tiny(
         "invoke", "docs-finder", "how did the onboarding process work again",
-        env={"TINY_BASE_URL": scripted_server.url},
+        env={"TINY_BASE_URL": scripted_server.url, "TINY_CARDS": str(plain_cards)},
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout

@@ -10,18 +10,24 @@ from tiny_cli.cards import Budget, Card
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallRecord, Cost
 
 DEFAULT_MAX_GHOST_CALLS = 3  # tolerated per run; one more ends it `failed`, reason ghost_calls
+DEFAULT_WALL_SCALE = 1.0  # multiplies every card's max_wall_seconds
 DEFAULT_MAX_RESULT_CHARS = 6000  # per tool result, so one page cannot flood the context
 CUT_MARKER = " [… cut by tiny: over the {tokens}-token budget]"
 
 Clock = Callable[[], float]
 
 
-def effective_budget(card: Card, brief: Brief) -> Budget:
-    """Return the card's budget, lowered (never raised) by the Brief's max_output_tokens."""
+def effective_budget(card: Card, brief: Brief, wall_scale: float = DEFAULT_WALL_SCALE) -> Budget:
+    """Return the card's budget: output lowered (never raised) by the Brief, wall time scaled.
+
+    `wall_scale` (--wall-scale, TINY_WALL_SCALE) stretches every wall budget for slow servers:
+    a CPU server reads a 1,000-token prompt in ~13 s, which a 45 s card budget cannot absorb.
+    """
+    budget = replace(card.budget, max_wall_seconds=card.budget.max_wall_seconds * wall_scale)
     cap = brief.max_output_tokens
-    if cap is None or cap >= card.budget.max_output_tokens:
-        return card.budget
-    return replace(card.budget, max_output_tokens=cap)
+    if cap is None or cap >= budget.max_output_tokens:
+        return budget
+    return replace(budget, max_output_tokens=cap)
 
 
 def cut_summary(summary: str, max_output_tokens: int) -> tuple[str, bool]:
@@ -50,6 +56,10 @@ class Meter:
     tokens_in: int = 0
     tokens_out: int = 0
     calls: list[CallRecord] = field(default_factory=list)
+    model_seconds: float = 0.0  # waiting for the model server
+    tool_seconds: float = 0.0  # running tools
+    turns: int = 0  # model requests answered
+    evidence: list[str] = field(default_factory=list)  # arguments and results of calls that ran
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -65,6 +75,13 @@ class Meter:
     def tools_spent(self) -> bool:
         """True when every allowed tool call has been attempted."""
         return len(self.calls) >= self.budget.max_tool_calls
+
+    def slowest(self) -> str:
+        """Say where the wall time went, for a note when it ran out."""
+        spent = f"{self.model_seconds:.1f}s waiting for the model ({self.turns} answer(s))"
+        spent += f" and {self.tool_seconds:.1f}s in tools"
+        slow = "the model server" if self.model_seconds >= self.tool_seconds else "a tool"
+        return f"time ran out after {spent}: {slow} was slow"
 
     def cost(self) -> Cost:
         """Freeze the tally into a Cost (caller_tokens is filled in by the Digest builder)."""

@@ -123,6 +123,25 @@ AllowHostOpt = Annotated[
         "(loopback, private network); repeatable [env TINY_ALLOW_HOSTS, comma-separated].",
     ),
 ]
+ToolModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tool-mode",
+        metavar="native|json|auto",
+        help="How the model calls tools: OpenAI tool_calls, a json_schema-constrained reply, "
+        "or native switching to json on calls written as text [env TINY_TOOL_MODE; "
+        "else the card's tool_mode; default auto].",
+    ),
+]
+WallScaleOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--wall-scale",
+        metavar="FACTOR",
+        help="Multiply every card's max_wall_seconds, e.g. 3 for a slow CPU server "
+        "[env TINY_WALL_SCALE; default 1].",
+    ),
+]
 BriefOpt = Annotated[
     Path | None, typer.Option("--brief", help="Read the Brief from a YAML or JSON file.")
 ]
@@ -175,10 +194,12 @@ def _model_settings(
     record: Path | None,
     replay: Path | None,
     allow_hosts: list[str] | None,
+    tool_mode: str | None = None,
+    wall_scale: float | None = None,
 ) -> Settings:
     settings = _settings(
         cards=cards, tools=tools, base_url=base_url, model=model, allow_hosts=allow_hosts
-    )
+    ).with_flags(tool_mode=tool_mode, wall_scale=wall_scale)
     from tiny_cli.replay import replay_settings
 
     return replay_settings(settings, record=record, replay=replay, model_flag=model)
@@ -293,11 +314,15 @@ def invoke(
     record: RecordOpt = None,
     replay: ReplayOpt = None,
     allow_host: AllowHostOpt = None,
+    tool_mode: ToolModeOpt = None,
+    wall_scale: WallScaleOpt = None,
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one card on a task in a fresh context under its budget; print the Digest."""
-    settings = _model_settings(cards, tools, base_url, model, record, replay, allow_host)
+    settings = _model_settings(
+        cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
+    )
     from tiny_cli.delegate import run_card
     from tiny_cli.replay import open_exchanges
     from tiny_cli.workspace import open_workspace
@@ -331,10 +356,14 @@ def delegate(
     record: RecordOpt = None,
     replay: ReplayOpt = None,
     allow_host: AllowHostOpt = None,
+    tool_mode: ToolModeOpt = None,
+    wall_scale: WallScaleOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before each write call."""
-    settings = _model_settings(cards, tools, base_url, model, record, replay, allow_host)
+    settings = _model_settings(
+        cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
+    )
     from tiny_cli.delegate import delegate as run_delegate
     from tiny_cli.replay import open_exchanges
     from tiny_cli.workspace import make_router, open_workspace

@@ -71,6 +71,8 @@ def run_card(
         model=model,
         approve=approve,
         clock=clock,
+        tool_mode=ws.settings.tool_mode,
+        wall_scale=ws.settings.wall_scale,
     )
 
 

@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from tiny_cli.cards import Card
+from tiny_cli.cards import Card, field_hint
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief
 
 
-def system_prompt(card: Card, required: Sequence[str], max_output_tokens: int) -> str:
-    """Write the card's system prompt: identity, job, refusals, tools, output contract, brevity."""
+def system_prompt(
+    card: Card, required: Sequence[str], max_output_tokens: int, tools_text: str | None = None
+) -> str:
+    """Write the card's system prompt: identity, job, refusals, tools, output contract, brevity.
+
+    `tools_text` (json tool mode) describes the tools and how to call them in the reply itself.
+    """
     lines = [f"You are {card.id}, a tiny agent with one job: {card.summary}"]
     if card.does_not:
         lines += ["", "You do not:", *(f"- {d}" for d in card.does_not)]
     tools = ", ".join(card.tools) if card.tools else "none"
     lines += ["", f"Tools you can call: {tools}. No other tool exists for you."]
+    if tools_text:
+        lines += [tools_text]
+    lines += _evidence_rules(card)
     lines += [
         "",
         "When you are done, answer with exactly one JSON object and no other text:",
-        json.dumps(_contract(required), ensure_ascii=False),
+        json.dumps(_contract(required, card.returns), ensure_ascii=False),
         'Use "status": "partial" if you could do only part of it, and say what is missing.',
         'If the task is not your job, answer {"status": "refused", "summary": "<why>"}.',
         "",
@@ -40,12 +49,14 @@ def user_message(brief: Brief) -> str:
     return "\n".join(lines)
 
 
-def repair_message(problems: Sequence[str], required: Sequence[str]) -> str:
+def repair_message(
+    problems: Sequence[str], required: Sequence[str], types: Mapping[str, Any] | None = None
+) -> str:
     """Name what is wrong with the answer, once, and restate the contract."""
     listed = "; ".join(problems)
     return (
         f"Your answer cannot be used: {listed}. Answer again with exactly one JSON object: "
-        f"{json.dumps(_contract(required), ensure_ascii=False)}"
+        f"{json.dumps(_contract(required, types), ensure_ascii=False)}"
     )
 
 
@@ -57,8 +68,44 @@ def wrap_up_message(max_tool_calls: int) -> str:
     )
 
 
-def _contract(required: Sequence[str]) -> dict[str, str]:
-    return {"status": "ok", "summary": "<the answer, briefly>", **{f: "<...>" for f in required}}
+def tools_section(schemas: Sequence[Mapping[str, Any]]) -> str:
+    """Describe the tools for json tool mode, where the request carries no `tools` field."""
+    lines = [
+        'To call a tool, reply with only {"tool": "<name>", "arguments": {...}}; '
+        "you get its result, then call another tool or give your final answer.",
+    ]
+    for schema in schemas:
+        function = schema["function"]
+        params = function.get("parameters", {}).get("properties", {})
+        args = ", ".join(f"{k}: {v.get('type', 'any')}" for k, v in params.items())
+        lines.append(f"- {function['name']}({args}): {function.get('description', '')}".rstrip())
+    return "\n".join(lines)
+
+
+def call_first_message() -> str:
+    """Tell an agent that must use a tool first (`first: tool`) to do so before answering."""
+    return (
+        "You answered without calling a tool. This job needs a tool result first: "
+        'reply with {"tool": "<name>", "arguments": {...}} for one of your tools.'
+    )
+
+
+def _evidence_rules(card: Card) -> list[str]:
+    """Tell a writer (and a card that must not answer from memory) what `ok` requires."""
+    if card.writes:
+        return [
+            "",
+            'Say "ok" only after a write tool succeeded. If nothing was written (it exists '
+            'already, a detail is missing), answer "partial" and say why.',
+        ]
+    if card.first == "tool":
+        return ["", "Answer only from what your tools return; call a tool before answering."]
+    return []
+
+
+def _contract(required: Sequence[str], types: Mapping[str, Any] | None = None) -> dict[str, str]:
+    hints = {f: field_hint((types or {}).get(f)) for f in required}
+    return {"status": "ok", "summary": "<the answer, briefly>", **hints}
 
 
 def _brevity(max_output_tokens: int) -> str:

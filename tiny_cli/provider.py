@@ -73,6 +73,8 @@ class Provider(Protocol):
         tools: list[dict],
         max_tokens: int,
         timeout: float | None = None,
+        response_format: dict | None = None,
+        tool_choice: str | None = None,
     ) -> Completion: ...
 
 
@@ -121,11 +123,14 @@ class OpenAIProvider:
         tools: list[dict],
         max_tokens: int,
         timeout: float | None = None,
+        response_format: dict | None = None,
+        tool_choice: str | None = None,
     ) -> Completion:
-        """Return the model's answer, retrying transient failures within the time budget."""
-        body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": max_tokens}
-        if tools:
-            body["tools"] = tools
+        """Return the model's answer, retrying transient failures within the time budget.
+
+        `response_format` (a json_schema constraint) and `tool_choice` are sent only when given.
+        """
+        body = request_body(model, messages, tools, max_tokens, response_format, tool_choice)
         deadline = None if timeout is None else self._clock() + timeout
         tries = self._retries + 1
         for attempt in range(tries):
@@ -413,6 +418,25 @@ def _retry_after(headers: httpx.Headers) -> float | None:
     except (TypeError, ValueError, IndexError):
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def request_body(
+    model: str,
+    messages: list[dict],
+    tools: list[dict],
+    max_tokens: int,
+    response_format: dict | None = None,
+    tool_choice: str | None = None,
+) -> dict[str, Any]:
+    """Return the chat-completions request body; optional parts only when they are set."""
+    body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": max_tokens}
+    if tools:
+        body["tools"] = tools
+        if tool_choice is not None:  # without tools a tool_choice is an error on most servers
+            body["tool_choice"] = tool_choice
+    if response_format is not None:
+        body["response_format"] = response_format
+    return body
 
 
 def redact_url(url: str) -> str:

@@ -105,11 +105,23 @@ NO_VOLATILE = Volatile()
 
 
 def canonical_request(
-    model: str, messages: list[dict], tools: list[dict], max_tokens: int, volatile: Volatile
+    model: str,
+    messages: list[dict],
+    tools: list[dict],
+    max_tokens: int,
+    volatile: Volatile,
+    response_format: dict | None = None,
+    tool_choice: str | None = None,
 ) -> str:
-    """Return the request as stable JSON text: sorted keys, run-specific values masked."""
+    """Return the request as stable JSON text: sorted keys, run-specific values masked.
+
+    `response_format` and `tool_choice` appear only when set, so older recordings keep their keys.
+    """
+    request = {"model": model, "messages": messages, "tools": tools, "max_tokens": max_tokens}
+    optional = {"response_format": response_format, "tool_choice": tool_choice}
+    request.update({k: v for k, v in optional.items() if v is not None})
     text = json.dumps(
-        {"model": model, "messages": messages, "tools": tools, "max_tokens": max_tokens},
+        request,
         sort_keys=True,
         ensure_ascii=False,
         separators=(",", ":"),
@@ -352,8 +364,10 @@ class _RecordingProvider:
         tools: list[dict],
         max_tokens: int,
         timeout: float | None = None,
+        response_format: dict | None = None,
+        tool_choice: str | None = None,
     ) -> Completion:
-        request = {"model": model, "messages": messages, "tools": tools, "max_tokens": max_tokens}
+        request = _request(model, messages, tools, max_tokens, response_format, tool_choice)
         return self._recorder.forward(self._label, request, timeout)
 
 
@@ -369,9 +383,30 @@ class _ReplayingProvider:
         tools: list[dict],
         max_tokens: int,
         timeout: float | None = None,
+        response_format: dict | None = None,
+        tool_choice: str | None = None,
     ) -> Completion:
-        request = {"model": model, "messages": messages, "tools": tools, "max_tokens": max_tokens}
+        request = _request(model, messages, tools, max_tokens, response_format, tool_choice)
         return self._replayer.answer(self._label, request)
+
+
+def _request(
+    model: str,
+    messages: list[dict],
+    tools: list[dict],
+    max_tokens: int,
+    response_format: dict | None,
+    tool_choice: str | None,
+) -> dict[str, Any]:
+    """Return a request as keyword arguments for `complete`, optional parts only when set."""
+    request: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "tools": tools,
+        "max_tokens": max_tokens,
+    }
+    optional = {"response_format": response_format, "tool_choice": tool_choice}
+    return {**request, **{k: v for k, v in optional.items() if v is not None}}
 
 
 def _one_of(record: Path | None, replay: Path | None) -> None:

@@ -10,15 +10,23 @@ from typing import Any
 
 import jsonschema
 
+from tiny_cli.actions import (
+    read_action,
+    recover_calls,
+    response_format,
+    result_message,
+    tool_mode_for,
+)
 from tiny_cli.budget import (
     DEFAULT_MAX_GHOST_CALLS,
+    DEFAULT_WALL_SCALE,
     Clock,
     Meter,
     cap_result,
     cut_summary,
     effective_budget,
 )
-from tiny_cli.cards import Card
+from tiny_cli.cards import Budget, Card, ToolMode, answer_schema
 from tiny_cli.deadline import DeadlineExceeded, call_within
 from tiny_cli.digest import (
     CHARS_PER_TOKEN,
@@ -34,7 +42,15 @@ from tiny_cli.digest import (
     with_caller_tokens,
 )
 from tiny_cli.errors import ProviderError
-from tiny_cli.prompts import repair_message, system_prompt, user_message, wrap_up_message
+from tiny_cli.evidence import evidence_of, field_sources, needs_evidence
+from tiny_cli.prompts import (
+    call_first_message,
+    repair_message,
+    system_prompt,
+    tools_section,
+    user_message,
+    wrap_up_message,
+)
 from tiny_cli.provider import Completion, Provider, ProviderTimeout, ToolCall
 from tiny_cli.tools import Registry, Tool, ToolCallError
 
@@ -47,6 +63,7 @@ The runner never asks a person itself: the caller decides how (a prompt, `--yes`
 
 WRITE_DECLINED = "write_declined"
 NO_EVIDENCE = "no_evidence"  # `ok` claimed, but none of the agent's tools ran
+UNVERIFIED_WRITE = "unverified_write"  # a writer's `ok` without a successful write call
 MAX_ARGUMENT_CHARS = 100_000  # one call's JSON arguments; more is not a tool call
 
 
@@ -69,75 +86,168 @@ def invoke(
     model: str,
     approve: Approve = decline_writes,
     clock: Clock = time.monotonic,
+    tool_mode: ToolMode | None = None,
+    wall_scale: float = DEFAULT_WALL_SCALE,
 ) -> Digest:
     """Run `card` on `brief` in a fresh context under its budget; return the Digest.
 
     Every call of a tool that writes is put to `approve` first, as that call with those
     arguments; a declined call is answered to the model as declined and never runs.
+    `tool_mode` (flag or env) wins over the card's; see `tiny_cli.actions`.
     """
-    budget = effective_budget(card, brief)
-    required = required_fields(card, brief)
-    meter = Meter(budget, clock)
-    messages = fresh_context(card, brief)
-    schemas = registry.schemas(card.tools)
-    repaired = wrapping = False
-    draft = ""
+    meter = Meter(effective_budget(card, brief, wall_scale), clock)
+    run = _Run(card, brief, registry, approve, meter, tool_mode_for(card, tool_mode))
     while True:
         if meter.remaining() <= 0:
-            return _ended(card, brief, meter, "max_wall_seconds", draft)
+            return _ended(run, "max_wall_seconds", meter.slowest())
+        try:
+            reply = run.ask(provider, model)
+        except ProviderTimeout as exc:
+            return _ended(run, "max_wall_seconds", f"{exc}; {meter.slowest()}")
+        except ProviderError as exc:
+            return _digest(run, "failed", reason=str(exc))
+        calls = run.calls_in(reply)
+        if calls:
+            run.call_tools(calls, reply)
+            if len(meter.ghosts()) > DEFAULT_MAX_GHOST_CALLS:
+                return _digest(run, "failed", reason="ghost_calls")
+            continue
+        if run.insist_on_a_tool(reply):
+            continue
+        done = run.answer(reply)
+        if done is not None:
+            return done
+
+
+class _Run:
+    """One invocation's state: the context so far, the tool mode, and what has happened."""
+
+    def __init__(
+        self,
+        card: Card,
+        brief: Brief,
+        registry: Registry,
+        approve: Approve,
+        meter: Meter,
+        mode: ToolMode,
+    ) -> None:
+        self.card, self.brief, self.registry, self.approve = card, brief, registry, approve
+        self.meter, self.mode = meter, mode
+        self.required = required_fields(card, brief)
+        self.schemas = registry.schemas(card.tools)
+        self.json = mode == "json"  # auto starts native and may switch
+        self.messages = _context(card, brief, meter.budget, self._tools_text())
+        self.wrapping = self.repaired = self.insisted = False
+        self.draft = ""
+        self.notes: tuple[str, ...] = ()
+
+    def ask(self, provider: Provider, model: str) -> Completion:
+        """Send the context with this mode's tools or constraint; count what the answer cost."""
+        forced = self.card.first == "tool" and not self.wrapping and not self._called_a_tool()
+        tools = [] if self.json or self.wrapping else self.schemas
+        asked = self.meter.clock()
         try:
             reply = provider.complete(
                 model=model,
-                messages=messages,
-                tools=[] if wrapping else schemas,
-                max_tokens=budget.max_output_tokens,
-                timeout=meter.remaining(),
+                messages=self.messages,
+                tools=tools,
+                max_tokens=self.meter.budget.max_output_tokens,
+                timeout=self.meter.remaining(),
+                response_format=self._constraint(forced) if self.json else None,
+                tool_choice="required" if forced and tools else None,
             )
-        except ProviderTimeout as exc:
-            return _ended(card, brief, meter, "max_wall_seconds", draft, str(exc))
-        except ProviderError as exc:
-            return _digest(card, brief, meter, "failed", reason=str(exc))
-        meter.tokens_in += reply.tokens_in
-        meter.tokens_out += reply.tokens_out
-        messages.append(_assistant(reply))
-        if reply.tool_calls and not wrapping:
-            messages += [
-                _call_tool(call, card, registry, meter, approve) for call in reply.tool_calls
-            ]
-            if len(meter.ghosts()) > DEFAULT_MAX_GHOST_CALLS:
-                return _digest(card, brief, meter, "failed", reason="ghost_calls")
-            if meter.tools_spent():
-                wrapping = True
-                messages.append({"role": "user", "content": wrap_up_message(budget.max_tool_calls)})
-            continue
-        parsed = parse_reply(reply.content, required)
-        if wrapping:
-            return _finish(card, brief, meter, parsed, required, forced="max_tool_calls")
+        finally:
+            self.meter.model_seconds += self.meter.clock() - asked
+        self.meter.turns += 1
+        self.meter.tokens_in += reply.tokens_in
+        self.meter.tokens_out += reply.tokens_out
+        return reply
+
+    def calls_in(self, reply: Completion) -> tuple[ToolCall, ...]:
+        """Return the calls a reply asks for: native, json-mode, or recovered from its text."""
+        if self.wrapping:
+            return ()
+        if self.json:
+            call = read_action(reply.content, len(self.meter.calls))
+            return (call,) if call is not None else ()
+        if reply.tool_calls:
+            return reply.tool_calls
+        return recover_calls(reply.content, len(self.meter.calls))
+
+    def call_tools(self, calls: Sequence[ToolCall], reply: Completion) -> None:
+        """Run each call and answer it; a call not sent as `tool_calls` is answered as text."""
+        native = bool(reply.tool_calls) and not self.json
+        recovered = not native and not self.json
+        self.messages.append(_assistant(reply) if native else _said(reply.content))
+        for call in calls:
+            content = _call_tool(call, self, recovered)
+            self.messages.append(
+                _tool_message(call, content) if native else result_message(call.name, content)
+            )
+        if recovered and self.mode == "auto":
+            self._switch_to_json("the model wrote tool calls as text")
+        if self.meter.tools_spent():
+            self.wrapping = True
+            limit = self.meter.budget.max_tool_calls
+            self.messages.append({"role": "user", "content": wrap_up_message(limit)})
+
+    def insist_on_a_tool(self, reply: Completion) -> bool:
+        """`first: tool` in auto mode: an answer before any tool ran switches the run to json."""
+        if self.card.first != "tool" or self._called_a_tool() or self.wrapping:
+            return False
+        if self.mode != "auto" or self.json or self.insisted:
+            return False
+        self.insisted = True
+        self.messages += [_said(reply.content), {"role": "user", "content": call_first_message()}]
+        self._switch_to_json("the model answered before calling a tool")
+        return True
+
+    def answer(self, reply: Completion) -> Digest | None:
+        """Finish on a usable answer; ask once for a repair; fail on a second bad answer."""
+        self.messages.append(_said(reply.content))
+        parsed = parse_reply(reply.content, self.required, self.card.returns)
+        if self.wrapping:
+            return _finish(self, parsed, forced="max_tool_calls")
         if not parsed.problems:
-            return _finish(card, brief, meter, parsed, required)
-        if repaired:
-            return _digest(
-                card,
-                brief,
-                meter,
-                "failed",
-                reason="schema",
-                notes=(f"answer still unusable after one repair: {'; '.join(parsed.problems)}",),
-            )
-        repaired, draft = True, reply.content or draft
-        messages.append({"role": "user", "content": repair_message(parsed.problems, required)})
+            return _finish(self, parsed)
+        if self.repaired:
+            note = f"answer still unusable after one repair: {'; '.join(parsed.problems)}"
+            return _digest(run=self, status="failed", reason="schema", notes=(note,))
+        self.repaired, self.draft = True, reply.content or self.draft
+        repair = repair_message(parsed.problems, self.required, self.card.returns)
+        self.messages.append({"role": "user", "content": repair})
+        return None
+
+    def _constraint(self, forced: bool) -> dict[str, Any]:
+        tools = [] if self.wrapping else self.schemas
+        answer = None if forced and tools else answer_schema(self.card, self.required)
+        return response_format(tools, answer)
+
+    def _switch_to_json(self, why: str) -> None:
+        if self.json:
+            return
+        self.json = True
+        self.messages[0] = _context(
+            self.card, self.brief, self.meter.budget, self._tools_text(json_mode=True)
+        )[0]
+        self.notes += (f"switched to json tool mode: {why}",)
+
+    def _tools_text(self, json_mode: bool | None = None) -> str | None:
+        return (
+            tools_section(self.schemas) if (self.json if json_mode is None else json_mode) else None
+        )
+
+    def _called_a_tool(self) -> bool:
+        """True once a call reached a tool or the approver (a ghost or bad arguments did not)."""
+        return any(c.outcome not in ("ghost", "bad_arguments") for c in self.meter.calls)
 
 
-def fresh_context(card: Card, brief: Brief) -> list[dict[str, Any]]:
-    """Return the first request's messages: exactly [system, user], nothing inherited."""
-    budget = effective_budget(card, brief)
-    return [
-        {
-            "role": "system",
-            "content": system_prompt(card, required_fields(card, brief), budget.max_output_tokens),
-        },
-        {"role": "user", "content": user_message(brief)},
-    ]
+def fresh_context(card: Card, brief: Brief, tools_text: str | None = None) -> list[dict[str, Any]]:
+    """Return the first request's messages: exactly [system, user], nothing inherited.
+
+    `tools_text` describes the tools in the prompt (json mode, where no `tools` field is sent).
+    """
+    return _context(card, brief, effective_budget(card, brief), tools_text)
 
 
 def required_fields(card: Card, brief: Brief) -> tuple[str, ...]:
@@ -145,56 +255,72 @@ def required_fields(card: Card, brief: Brief) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*card.returns_required, *brief.must_return)))
 
 
+def _context(
+    card: Card, brief: Brief, budget: Budget, tools_text: str | None
+) -> list[dict[str, Any]]:
+    required = required_fields(card, brief)
+    system = system_prompt(card, required, budget.max_output_tokens, tools_text)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user_message(brief)}]
+
+
 # --- tool calls ---------------------------------------------------------------------------
 
 
-def _call_tool(
-    call: ToolCall, card: Card, registry: Registry, meter: Meter, approve: Approve
-) -> dict[str, Any]:
-    """Attempt one call; every failure becomes a tool message the model can act on.
+def _call_tool(call: ToolCall, run: _Run, recovered: bool = False) -> str:
+    """Attempt one call; every failure becomes a tool result the model can act on.
 
     A write tool runs only on a card with `side_effects: write` and only when `approve`
     says yes to this very call; otherwise the model is told it did not run.
     """
+    card, registry, meter = run.card, run.registry, run.meter
+
+    def record(outcome: CallOutcome, writes: bool = False, args: Any = None) -> None:
+        meter.calls.append(CallRecord(call.name, outcome, writes, args, recovered))
+
     if call.name not in card.tools or call.name not in registry:
-        meter.calls.append(CallRecord(call.name, "ghost"))  # counted even past the budget
+        record("ghost")  # counted even past the budget
         have = ", ".join(card.tools) or "none"
-        return _tool_message(call, f"error: unknown tool {call.name!r}. Your tools are: {have}.")
+        return f"error: unknown tool {call.name!r}. Your tools are: {have}."
     if meter.tools_spent() or meter.remaining() <= 0:
-        return _tool_message(call, "error: not run, the budget is spent")
+        return "error: not run, the budget is spent"
     tool = registry[call.name]
     args, problem = _arguments(call.arguments, tool.parameters)
     if problem:
-        meter.calls.append(CallRecord(call.name, "bad_arguments", tool.writes))
-        return _tool_message(
-            call, f"error: {problem}. Call {call.name} again with valid arguments."
-        )
+        record("bad_arguments", tool.writes)
+        return f"error: {problem}. Call {call.name} again with valid arguments."
     shown = copy.deepcopy(args) if tool.writes else None  # as approved, whatever the tool does
     if tool.writes and not card.writes:  # the card loader refuses this; never trust it alone
-        meter.calls.append(CallRecord(call.name, "not_allowed", True, shown))
-        return _tool_message(
-            call,
+        record("not_allowed", True, shown)
+        return (
             f"error: {call.name} writes and this agent may not write; it was not run. "
-            "Answer without it.",
+            "Answer without it."
         )
-    if tool.writes and not _approved(approve, card, call.name, args, meter):
-        meter.calls.append(CallRecord(call.name, "declined", True, shown))
-        return _tool_message(
-            call,
+    if tool.writes and not _approved(run.approve, card, call.name, args, meter):
+        record("declined", True, shown)
+        return (
             f"declined: the user did not approve this call of {call.name} with these arguments, "
             "so it did not run and nothing was written. If the arguments were wrong, call it "
-            "again with corrected ones; otherwise say in your answer that this was not done.",
+            "again with corrected ones; otherwise say in your answer that this was not done."
         )
+    started = meter.clock()
     outcome, result = _run_tool(tool, args, meter.remaining())
-    meter.calls.append(CallRecord(call.name, outcome, tool.writes, shown))
+    meter.tool_seconds += meter.clock() - started
+    record(outcome, tool.writes, shown)
+    return _result_text(call.name, outcome, result, args, meter)
+
+
+def _result_text(name: str, outcome: CallOutcome, result: Any, args: Any, meter: Meter) -> str:
+    """Say what a call that ran gave back; a successful one is kept as evidence."""
     if outcome == "tool_error":
-        return _tool_message(call, f"error: {call.name} failed: {result}")
+        return f"error: {name} failed: {result}"
     if outcome == "timeout":
-        return _tool_message(call, f"error: {call.name} did not finish before the time budget")
+        return f"error: {name} did not finish before the time budget"
     text = (
         result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
     )
-    return _tool_message(call, cap_result(text))
+    shown = cap_result(text)
+    meter.evidence.append(evidence_of(args, shown))  # what the model saw, not what was cut
+    return shown
 
 
 def _approved(approve: Approve, card: Card, name: str, args: dict[str, Any], meter: Meter) -> bool:
@@ -250,77 +376,82 @@ def _assistant(reply: Completion) -> dict[str, Any]:
     return message
 
 
+def _said(content: str | None) -> dict[str, Any]:
+    """Return the model's reply as plain assistant text (json mode, recovered calls, answers)."""
+    return {"role": "assistant", "content": content or ""}
+
+
 # --- building the Digest ------------------------------------------------------------------
 
 
-def _finish(
-    card: Card,
-    brief: Brief,
-    meter: Meter,
-    reply: Reply,
-    required: Sequence[str],
-    forced: str | None = None,
-) -> Digest:
+def _finish(run: _Run, reply: Reply, forced: str | None = None) -> Digest:
     """Turn a parsed answer into a Digest; cut the summary if it is over budget."""
-    data = reply.data
+    data, budget = reply.data, run.meter.budget
     status: Status = data["status"] if data.get("status") in MODEL_STATUSES else "partial"
     reason = None if status == "ok" else str(data.get("reason") or f"{status}_by_agent")
     summary = str(field_values(data, ["summary"]).get("summary") or "")
-    summary, cut = cut_summary(summary, meter.budget.max_output_tokens)
+    summary, cut = cut_summary(summary, budget.max_output_tokens)
     notes = _model_notes(data) + reply.problems
     if cut:
-        notes += (f"summary cut to {meter.budget.max_output_tokens * CHARS_PER_TOKEN} characters",)
+        notes += (f"summary cut to {budget.max_output_tokens * CHARS_PER_TOKEN} characters",)
         if status == "ok":
             status, reason = "partial", "summary_cut"
     if forced and status != "refused":
         status, reason = "partial", forced
-    fields = {} if status == "refused" else field_values(data, required)
-    return _digest(card, brief, meter, status, summary, fields, notes, reason)
+    fields = {} if status == "refused" else field_values(data, run.required)
+    return _digest(run, status, summary, fields, notes, reason)
 
 
-def _ended(
-    card: Card, brief: Brief, meter: Meter, reason: str, draft: str, detail: str = ""
-) -> Digest:
+def _ended(run: _Run, reason: str, detail: str = "") -> Digest:
     """The wall clock ran out: partial with the draft if one exists, else failed."""
-    if not draft:
-        return _digest(card, brief, meter, "failed", reason=reason, notes=_note(detail))
-    summary, _ = cut_summary(draft, meter.budget.max_output_tokens)
+    if not run.draft:
+        return _digest(run, "failed", reason=reason, notes=_note(detail))
+    summary, _ = cut_summary(run.draft, run.meter.budget.max_output_tokens)
     notes = (
         *_note(detail),
         "the summary is an unchecked draft: time ran out before a valid answer",
     )
-    return _digest(card, brief, meter, "partial", summary, reason=reason, notes=notes)
+    return _digest(run, "partial", summary, reason=reason, notes=notes)
 
 
 def _digest(
-    card: Card,
-    brief: Brief,
-    meter: Meter,
+    run: _Run,
     status: Status,
     summary: str = "",
     fields: dict[str, Any] | None = None,
     notes: tuple[str, ...] = (),
     reason: str | None = None,
 ) -> Digest:
+    meter, card = run.meter, run.card
+    notes = run.notes + notes
     status, reason, notes = _unwritten(meter, status, reason, notes)
+    status, reason, notes = _unverified_write(card, meter, status, reason, notes)
     status, reason, notes = _unevidenced(card, meter, status, reason, notes)
     ghosts = meter.ghosts()
     if ghosts:
         notes += (
             f"{len(ghosts)} ghost call(s) to tools this agent does not have: {', '.join(ghosts)}",
         )
+    fields = fields or {}
+    if reason == UNVERIFIED_WRITE:  # the claim and its invented fields are not printed as done
+        summary, fields = "Nothing was written: the agent claimed a write that no tool made.", {}
     digest = Digest(
         card.id,
         status,
         summary,
-        fields or {},
+        fields,
         (),
-        brief.notes + notes,
+        run.brief.notes + notes,
         meter.cost(),
         reason,
         calls=tuple(meter.calls),
+        field_sources=field_sources(fields, meter.evidence, _asked(run.brief)),
     )
     return with_caller_tokens(digest)
+
+
+def _asked(brief: Brief) -> str:
+    return "\n".join([brief.goal, *brief.inputs.values(), brief.context_hint])
 
 
 def _unwritten(
@@ -343,24 +474,41 @@ def _unwritten(
     return ("partial" if written else "needs_confirmation"), WRITE_DECLINED, notes
 
 
+def _unverified_write(
+    card: Card, meter: Meter, status: Status, reason: str | None, notes: tuple[str, ...]
+) -> tuple[Status, str | None, tuple[str, ...]]:
+    """A writer's `ok` stands only on a write call that ran and succeeded.
+
+    Seen with a 1.5B model: crm-writer answered "Successfully added", company_id 12345, with
+    no tool call and no CRM file. tiny must never print an invented write as done.
+    """
+    if status != "ok" or not card.writes:
+        return status, reason, notes
+    if any(c.writes and c.outcome == "ok" for c in meter.calls):
+        return status, reason, notes
+    note = "the agent said ok, but no write tool ran successfully: nothing was written"
+    return "failed", UNVERIFIED_WRITE, (*notes, note)
+
+
 def _unevidenced(
     card: Card, meter: Meter, status: Status, reason: str | None, notes: tuple[str, ...]
 ) -> tuple[Status, str | None, tuple[str, ...]]:
-    """A writer says `ok` (or even `partial`) only on evidence: one of its tools ran.
+    """An answer that needs a tool result (a writer, `first: tool`, "not from memory") has one.
 
-    Seen with a 1.5B model: crm-writer answered "Company added successfully", company_id
-    12345, with no tool call and no CRM file. With no tool result behind it, `ok` would be
-    tiny vouching for an invented write: the run is `partial`, reason `no_evidence`.
-    (Reader cards answering from nothing are the same problem, not yet enforced.)
+    With none of its tools run successfully, `ok` becomes `partial` (reason `no_evidence`) and a
+    `partial` keeps its status but gains the note: the model alone vouches for it.
     """
-    if status not in ("ok", "partial") or not card.writes:
+    if status not in ("ok", "partial") or not (card.writes or needs_evidence(card)):
         return status, reason, notes
     if any(c.outcome == "ok" for c in meter.calls):
         return status, reason, notes
-    note = "the agent answered without running any of its tools: nothing was written"
-    if reason:
-        notes += (f"also: {reason}",)
-    return "partial", NO_EVIDENCE, (*notes, note)
+    what = "nothing was written" if card.writes else "the answer is the model's own, unchecked"
+    note = f"the agent answered without a successful call of its tools: {what}"
+    if status == "ok" or card.writes:
+        if reason:
+            notes += (f"also: {reason}",)
+        return "partial", NO_EVIDENCE, (*notes, note)
+    return status, reason, (*notes, note)
 
 
 def _note(detail: str) -> tuple[str, ...]:

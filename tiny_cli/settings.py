@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import platformdirs
 
 from tiny_cli.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tiny_cli.cards import ToolMode
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
 DEFAULT_MODEL = "qwen2.5:7b-instruct"
@@ -36,6 +40,8 @@ class Settings:
     threshold: float | None = None
     # Hosts the web tools may fetch beyond public addresses: "host" or "host:port" entries.
     allow_hosts: tuple[str, ...] = ()
+    tool_mode: ToolMode | None = None  # --tool-mode > TINY_TOOL_MODE; None lets the card decide
+    wall_scale: float = 1.0  # --wall-scale > TINY_WALL_SCALE: multiplies every wall budget
 
     def with_flags(self, **flags: Any) -> Settings:
         """Return a copy where every flag that was given (not None) wins.
@@ -46,6 +52,10 @@ class Settings:
         given = {k: v for k, v in flags.items() if v is not None}
         if "allow_hosts" in given:
             given["allow_hosts"] = _host_list(given["allow_hosts"])
+        if "tool_mode" in given:
+            given["tool_mode"] = _tool_mode("--tool-mode", given["tool_mode"])
+        if "wall_scale" in given:
+            given["wall_scale"] = _scale("--wall-scale", given["wall_scale"])
         return replace(self, **given)
 
     def __repr__(self) -> str:  # never show the key
@@ -69,6 +79,10 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         embedder=env.get("TINY_EMBEDDER") or DEFAULT_EMBEDDER,
         threshold=_number("TINY_THRESHOLD", threshold),
         allow_hosts=_host_list(env.get("TINY_ALLOW_HOSTS") or ""),
+        tool_mode=_tool_mode("TINY_TOOL_MODE", env.get("TINY_TOOL_MODE") or None),
+        wall_scale=_scale(
+            "TINY_WALL_SCALE", _number("TINY_WALL_SCALE", env.get("TINY_WALL_SCALE"))
+        ),
     )
 
 
@@ -84,6 +98,23 @@ def _number(name: str, value: str | None) -> float | None:
         return float(value)
     except ValueError:
         raise ConfigError(f"{name}={value!r} is not a number") from None
+
+
+def _tool_mode(name: str, value: str | None) -> ToolMode | None:
+    """Check a tool mode from a flag or the environment (the card's is checked by its schema)."""
+    modes = ("native", "json", "auto")  # tiny_cli.cards.TOOL_MODES, without importing cards
+    if value is None or value in modes:
+        return cast("ToolMode | None", value)
+    raise ConfigError(f"{name}={value!r}: use one of {', '.join(modes)}")
+
+
+def _scale(name: str, value: float | None) -> float:
+    """Check a wall-budget multiplier: a finite number above 0 (1 when not given)."""
+    if value is None:
+        return 1.0
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name}={value!r}: must be a number above 0, e.g. 3 for a CPU server")
+    return float(value)
 
 
 def _host_list(entries: str | Iterable[str]) -> tuple[str, ...]:
