@@ -202,3 +202,17 @@ def test_one_tool_and_no_answer_is_a_single_branch() -> None:
     tools = [{"function": {"name": "t", "parameters": {"type": "object", "properties": {}}}}]
     schema = response_format(tools, None)["json_schema"]["schema"]
     assert schema["properties"]["tool"] == {"const": "t"} and "anyOf" not in schema
+
+
+def test_a_replay_uses_the_recorded_tool_mode(run, scripted_server, tmp_path: Path) -> None:
+    recording = tmp_path / "json-mode.jsonl"
+    call = {"tool": "docs_search", "arguments": SEARCH}
+    scripted_server.add(reply(json.dumps(call)), reply(json.dumps(ANSWER)))
+    _, recorded = run(
+        "invoke", "docs-finder", TASK, "--tool-mode", "json", "--record", str(recording)
+    )
+    header = json.loads(recording.read_text().splitlines()[0])
+    assert header["tool_mode"] == "json"
+    code, replayed = run("invoke", "docs-finder", TASK, "--replay", str(recording))  # no flag
+    assert code == 0 and replayed["fields"] == recorded["fields"]
+    assert len(scripted_server.requests) == 2  # the replay asked nobody

@@ -53,18 +53,30 @@ def open_exchanges(
         return Replayer.load(replay)
     provider = OpenAIProvider(settings.base_url, settings.api_key)
     if record is not None:
-        return Recorder(provider, record, settings.model, endpoint_host(settings.base_url))
+        host = endpoint_host(settings.base_url)
+        return Recorder(
+            provider, record, settings.model, host, settings.tool_mode, settings.wall_scale
+        )
     return LiveSource(provider, endpoint_host(settings.base_url))
 
 
 def replay_settings(
     settings: Settings, *, record: Path | None, replay: Path | None, model_flag: str | None
 ) -> Settings:
-    """Use the recording's model when replaying without --model (it is part of every key)."""
+    """Replay with the recording's model and tool mode unless told otherwise (both shape keys).
+
+    The tool mode decides what each request carries (tools or a response_format), so a replay
+    in another mode would ask questions the recording never saw.
+    """
     _one_of(record, replay)
-    if replay is None or model_flag is not None:
+    if replay is None:
         return settings
-    return replace(settings, model=read_header(replay).get("model"))
+    header = read_header(replay)
+    if model_flag is None:
+        settings = replace(settings, model=header.get("model"))
+    if settings.tool_mode is None and header.get("tool_mode") in ("native", "json", "auto"):
+        settings = replace(settings, tool_mode=header["tool_mode"])
+    return settings
 
 
 def endpoint_host(base_url: str) -> str:
@@ -181,7 +193,15 @@ class LiveSource(ExchangeSource):
 class Recorder(ExchangeSource):
     """Talk to the endpoint and append every exchange to a recording as it happens."""
 
-    def __init__(self, inner: Provider, path: Path, model: str | None, host: str) -> None:
+    def __init__(
+        self,
+        inner: Provider,
+        path: Path,
+        model: str | None,
+        host: str,
+        tool_mode: str | None = None,
+        wall_scale: float = 1.0,
+    ) -> None:
         self._inner, self.path, self.model, self.host = inner, Path(path), model, host
         self._lock = threading.Lock()
         header = {
@@ -190,6 +210,8 @@ class Recorder(ExchangeSource):
             "model": model,
             "base_url": host,
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "tool_mode": tool_mode,  # None: each card's own (default auto)
+            "wall_scale": wall_scale,
         }
         # written beside the target and renamed into place when the command ends with at
         # least one exchange: a run that fails early never truncates an older recording
