@@ -101,7 +101,9 @@ def test_loaded_card_has_defaults_and_budget(tmp_path: Path) -> None:
 def test_schema_ships_in_package_and_forbids_unknown_keys() -> None:
     schema = card_schema()
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == {"id", "summary", "tools", "returns_required"}
+    assert set(schema["required"]) == {"id", "summary", "tools"}
+    # and one of the two ways to name the answer's fields (both may be given)
+    assert schema["anyOf"] == [{"required": ["returns_required"]}, {"required": ["returns"]}]
 
 
 def test_validate_as_a_real_process_never_prints_a_traceback(cli_env, tmp_path: Path) -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -13,7 +14,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
+import referencing
+import referencing.exceptions
 import yaml
+from referencing.jsonschema import DRAFT202012
 
 from tiny_cli import yamlsafe
 from tiny_cli.errors import CardError
@@ -22,6 +26,7 @@ DEFAULT_MAX_TOOL_CALLS = 8
 DEFAULT_MAX_OUTPUT_TOKENS = 512
 DEFAULT_MAX_WALL_SECONDS = 60.0
 RESERVED_FIELDS = ("summary", "status")
+FIELD_KEYS = ("returns_required", "returns")  # where a card names its answer's fields
 CARD_SUFFIXES = (".yaml", ".yml")
 
 SideEffects = Literal["none", "write"]
@@ -29,6 +34,13 @@ ToolMode = Literal["native", "json", "auto"]
 TOOL_MODES: tuple[ToolMode, ...] = ("native", "json", "auto")
 DEFAULT_TOOL_MODE: ToolMode = "auto"
 First = Literal["any", "tool"]  # `tool`: a tool call must come before the first answer
+SHORTHANDS = ("string", "number", "integer", "boolean", "object", "array")
+# an untyped field: any JSON value but null (null reads as "missing" to the reply checks)
+ANY_VALUE: dict[str, Any] = {"type": ["string", "number", "integer", "boolean", "array", "object"]}
+# what llama.cpp's json_schema grammars and OpenAI's response_format both understand
+GRAMMAR_KEYWORDS = frozenset(
+    ("type", "enum", "const", "properties", "required", "items", "additionalProperties", "anyOf")
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,8 @@ class Card:
     path: Path | None = None
     tool_mode: ToolMode | None = None  # None: the setting's (flag > env), else DEFAULT_TOOL_MODE
     first: First = "any"
+    # field -> JSON Schema of its value; every typed field is in returns_required too
+    returns: Mapping[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 
     @property
     def writes(self) -> bool:
@@ -160,6 +174,148 @@ def card_text(card: Card) -> str:
     return f"{card.id.replace('-', ' ').replace('_', ' ')}: {card.summary}"
 
 
+# --- typed answers ------------------------------------------------------------------------
+
+
+def answer_schema(card: Card, required: Sequence[str]) -> dict[str, Any]:
+    """Return the JSON Schema of a final `ok`/`partial` answer with `required` fields."""
+    names = [n for n in dict.fromkeys(required) if n not in RESERVED_FIELDS]
+    # a copy: the caller may edit it without touching the card or ANY_VALUE
+    fields = {n: copy.deepcopy(grammar_schema(card.returns.get(n, ANY_VALUE))) for n in names}
+    return {
+        "type": "object",
+        "properties": {
+            "status": {"enum": ["ok", "partial"]},
+            "summary": {"type": "string"},
+            **fields,
+        },
+        "required": ["status", "summary", *names],
+        "additionalProperties": False,
+    }
+
+
+def grammar_schema(schema: Any) -> Any:
+    """Keep only the keywords constrained decoding supports; dropping one only loosens it."""
+    if isinstance(schema, list):
+        return [grammar_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kept = {k: v for k, v in schema.items() if k in GRAMMAR_KEYWORDS}
+    for key in ("items", "additionalProperties", "anyOf"):
+        if isinstance(kept.get(key), dict | list):
+            kept[key] = grammar_schema(kept[key])
+    if isinstance(kept.get("properties"), dict):
+        kept["properties"] = {k: grammar_schema(v) for k, v in kept["properties"].items()}
+    return kept
+
+
+def field_hint(schema: Mapping[str, Any] | None) -> str:
+    """Describe a field's value for a prompt: '<number>', '<list of string>', '<...>' if untyped."""
+    return f"<{_hint(schema or {})}>"
+
+
+def _hint(schema: Mapping[str, Any]) -> str:
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"], ensure_ascii=False)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "..." if set(ANY_VALUE["type"]) <= set(kind) else " or ".join(map(str, kind))
+    if kind == "array":
+        items = schema.get("items")
+        return f"list of {_hint(items)}" if isinstance(items, dict) and items else "list"
+    if isinstance(kind, str):
+        fmt = schema.get("format")
+        return f"{kind} ({fmt})" if isinstance(fmt, str) else kind
+    return "..."
+
+
+def _field_schema(spec: Any) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    """Turn one `returns` entry into a JSON Schema, or say what is wrong (and where inside it)."""
+    if isinstance(spec, str):
+        return _shorthand(spec)
+    if isinstance(spec, list):
+        return _list_of(spec)
+    if isinstance(spec, dict):
+        return _checked_schema(spec)
+    names = ", ".join(SHORTHANDS)
+    msg = f"must be a type ({names}), [type] or a JSON Schema mapping, got {_yaml_type(spec)}"
+    return {}, ((), msg)
+
+
+def _shorthand(spec: str) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    if spec in SHORTHANDS:
+        return {"type": spec}, None
+    return {}, ((), _unknown_type(spec))
+
+
+def _unknown_type(name: str) -> str:
+    hint = difflib.get_close_matches(name, SHORTHANDS, n=1)
+    tip = f" (did you mean {hint[0]!r}?)" if hint else f"; use one of {', '.join(SHORTHANDS)}"
+    return f"unknown type {name!r}{tip}"
+
+
+def _list_of(spec: list) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    if len(spec) != 1:
+        return {}, ((), "a list names the type of its items: write one, like [string]")
+    items, trouble = _field_schema(spec[0])
+    if trouble:
+        return {}, ((0, *trouble[0]), trouble[1])
+    return {"type": "array", "items": items}, None
+
+
+def _checked_schema(spec: dict) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    if not _plain_json(spec):  # the runner sends it to the server as JSON
+        return {}, ((), "a JSON Schema must be plain JSON (strings, numbers, lists, mappings)")
+    try:
+        jsonschema.Draft202012Validator.check_schema(spec)
+    except jsonschema.SchemaError as err:
+        path = tuple(err.absolute_path)
+        if path[-1:] == ("type",) and isinstance(err.instance, str):
+            return {}, (path, _unknown_type(err.instance))
+        return {}, (path, f"not a valid JSON Schema: {_clip(err.message)}")
+    trouble = _ref_problem(spec)
+    return ({}, trouble) if trouble else (spec, None)
+
+
+def _plain_json(spec: dict) -> bool:
+    """YAML dates, integer keys or .nan would change (or fail) on their way to the server."""
+    try:
+        return json.loads(json.dumps(spec, allow_nan=False)) == spec
+    except (TypeError, ValueError):
+        return False
+
+
+def _ref_problem(spec: dict) -> tuple[tuple, str] | None:
+    """Refuse a $ref tiny would have to fetch, or one that points nowhere (it fails mid-run)."""
+    resolver = referencing.Registry().resolver_with_root(DRAFT202012.create_resource(spec))
+    for path, ref in _refs(spec):
+        if not ref.startswith("#"):
+            return path, f"{ref!r}: tiny fetches no schemas; refer inside this one ('#/$defs/…')"
+        try:
+            resolver.lookup(ref)
+        except referencing.exceptions.Unresolvable:
+            return path, f"{ref!r} points to nothing in this schema"
+    return None
+
+
+def _refs(node: Any, path: tuple = ()) -> Iterator[tuple[tuple, str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                yield (*path, key), value
+            else:
+                yield from _refs(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _refs(value, (*path, i))
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 # --- one file -----------------------------------------------------------------------------
 
 
@@ -200,6 +356,8 @@ def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pro
     problems = []
     for err in errors:
         path = tuple(err.absolute_path)
+        if "propertyNames" in err.relative_schema_path:  # point at the bad key, not its mapping
+            path = (*path, str(err.instance))
         if err.validator == "additionalProperties":
             problems += _unknown_keys(name, err, path, lines)
         elif not _explained(err, problems):
@@ -209,10 +367,17 @@ def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pro
 
 def _explained(err: Any, problems: list[Problem]) -> bool:
     """A required field reported missing is already explained by its misspelling."""
-    if err.validator != "required":
-        return False
-    missing = _message(err).split("'")[1]
-    return any(f"did you mean '{missing}'" in p.message for p in problems)
+    hints = [f"did you mean {name!r}" for name in _missing(err)]
+    return any(hint in p.message for hint in hints for p in problems)
+
+
+def _missing(err: Any) -> list[str]:
+    """Name the fields a `required` (or an anyOf of `required`s) error finds missing."""
+    if err.validator == "required":
+        return [err.message.split("'")[1]] if "'" in err.message else []
+    if err.validator == "anyOf" and all(set(s) == {"required"} for s in err.validator_value):
+        return [name for s in err.validator_value for name in s["required"]]
+    return []
 
 
 def _unknown_keys(name: str, err: Any, path: tuple, lines: dict[tuple, int]) -> list[Problem]:
@@ -248,10 +413,31 @@ def _semantic_problems(
             problems.append(Problem(name, _line_of(lines, where), _dotted(where), msg))
     for i, fld in enumerate(_list(data, "returns_required")):
         if fld in RESERVED_FIELDS:
-            msg = f"{fld!r} is always returned; list only the card's own fields"
             where = ("returns_required", i)
-            problems.append(Problem(name, _line_of(lines, where), _dotted(where), msg))
+            problems.append(Problem(name, _line_of(lines, where), _dotted(where), _reserved(fld)))
+    return problems + _returns_problems(name, data, lines)
+
+
+def _reserved(fld: str) -> str:
+    return f"{fld!r} is always returned; list only the card's own fields"
+
+
+def _returns_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
+    """Check each typed field: not a reserved name, a known shorthand or a valid JSON Schema."""
+    returns = data.get("returns")
+    problems = []
+    for fld, spec in returns.items() if isinstance(returns, dict) else []:
+        if not isinstance(fld, str) or not isinstance(spec, str | list | dict):
+            continue  # the card schema already names these
+        trouble = ((), _reserved(fld)) if fld in RESERVED_FIELDS else _field_schema(spec)[1]
+        if trouble:
+            at = ("returns", fld, *trouble[0])
+            problems.append(Problem(name, _line_of(lines, at), _dotted(at), trouble[1]))
     return problems
+
+
+def _returns(data: dict) -> dict[str, dict[str, Any]]:
+    return {fld: _field_schema(spec)[0] for fld, spec in (data.get("returns") or {}).items()}
 
 
 def _declared(data: dict) -> Any:
@@ -265,11 +451,12 @@ def _list(data: dict, key: str) -> list[Any]:
 
 def _build(data: dict, path: Path) -> Card:
     budget = Budget(**data.get("budget", {}))
+    returns = _returns(data)
     return Card(
         id=data["id"],
         summary=" ".join(data["summary"].split()),
         tools=tuple(data["tools"]),
-        returns_required=tuple(data["returns_required"]),
+        returns_required=tuple(dict.fromkeys((*data.get("returns_required", ()), *returns))),
         examples=tuple(data.get("examples", ())),
         does_not=tuple(data.get("does_not", ())),
         side_effects=data.get("side_effects", "none"),
@@ -280,6 +467,7 @@ def _build(data: dict, path: Path) -> Card:
         path=path,
         tool_mode=data.get("tool_mode"),
         first=data.get("first", "any"),
+        returns=returns,
     )
 
 
@@ -329,11 +517,15 @@ def _dotted(path: Iterable) -> str:
 
 
 def _message(err: Any) -> str:
+    missing = _missing(err)
+    if missing:
+        return "missing required field " + " or ".join(repr(m) for m in missing)
     if err.validator == "required":
-        missing = err.message.split("'")[1] if "'" in err.message else err.message
-        return f"missing required field {missing!r}"
+        return f"missing required field {err.message!r}"
     if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] == "id":
         return f"{err.instance!r} is not a slug (lowercase letters, digits, '-' and '_')"
+    if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] in FIELD_KEYS:
+        return f"{err.instance!r} is not a field name (letters, digits and '_', no digit first)"
     if err.validator == "type":
         return f"must be {_article(err.validator_value)}, got {_yaml_type(err.instance)}"
     if err.validator in ("minimum", "exclusiveMinimum", "maximum"):
