@@ -216,3 +216,11 @@ def test_a_replay_uses_the_recorded_tool_mode(run, scripted_server, tmp_path: Pa
     code, replayed = run("invoke", "docs-finder", TASK, "--replay", str(recording))  # no flag
     assert code == 0 and replayed["fields"] == recorded["fields"]
     assert len(scripted_server.requests) == 2  # the replay asked nobody
+
+
+def test_a_refusal_cut_before_its_brace_is_completed_and_noted(run, scripted_server) -> None:
+    cut = '{"status": "refused", "summary": "I cannot assist with making sandwiches."'
+    scripted_server.add(reply(cut))
+    code, digest = run("invoke", "docs-finder", "make me a sandwich", "--tool-mode", "native")
+    assert (code, digest["status"]) == (4, "refused") and len(scripted_server.requests) == 1
+    assert any("without its closing '}'" in n for n in digest["notes_for_caller"])

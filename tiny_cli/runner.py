@@ -391,7 +391,7 @@ def _finish(run: _Run, reply: Reply, forced: str | None = None) -> Digest:
     reason = None if status == "ok" else str(data.get("reason") or f"{status}_by_agent")
     summary = str(field_values(data, ["summary"]).get("summary") or "")
     summary, cut = cut_summary(summary, budget.max_output_tokens)
-    notes = _model_notes(data) + reply.problems
+    notes = _model_notes(data) + reply.problems + reply.notes
     if cut:
         notes += (f"summary cut to {budget.max_output_tokens * CHARS_PER_TOKEN} characters",)
         if status == "ok":
