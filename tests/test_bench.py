@@ -167,8 +167,16 @@ def test_arms_send_their_own_tools_from_a_fresh_context(bench, scripted_server, 
 
 def test_report_counts_ghosts_writes_routing_and_fields(bench) -> None:
     _result, report = bench("--json")
-    assert set(report) == {"arms", "tasks", "model", "base_url", "started_at", "tiny_version"}
-    assert report["base_url"] == "127.0.0.1"
+    assert set(report) == {
+        "arms",
+        "tasks",
+        "model",
+        "base_url",
+        "started_at",
+        "tiny_version",
+        "replayed",
+    }
+    assert report["base_url"] == "127.0.0.1" and report["replayed"] is False
     tiny, everything = report["arms"]["tiny"], report["arms"]["all-tools"]
     assert tiny["outcomes"]["abstain"] == 1 and tiny["outcomes"]["ok"] == 3
     assert tiny["routing_accuracy"] == 1.0 and everything["routing_accuracy"] is None
@@ -176,8 +184,20 @@ def test_report_counts_ghosts_writes_routing_and_fields(bench) -> None:
     assert everything["ghost_calls"] == 4 and everything["ghost_names"] == {"web_search": 4}
     assert everything["unwanted_writes"] == 1  # Acme added while only reading its page
     assert everything["outcomes"]["refused"] == 1  # the generalist refuses the sandwich
-    assert tiny["right"] == 4 and everything["right"] == 3
     runs = {t["id"]: t["runs"] for t in report["tasks"]}
+    # the generalist holds the CRM tools, so it is a writer card: the runner fails its `ok`
+    # on a task it answered without writing (reason unverified_write), fields withheld
+    onboarding = runs["onboarding"]["all-tools"][0]
+    assert (onboarding["status"], onboarding["reason"]) == ("failed", "unverified_write")
+    assert onboarding["fabricated"] is False  # a tool ran, nothing it returned is in doubt
+    # all-tools never fetched the Acme page: the URL it returns is only the task's
+    acme_all = runs["acme-page"]["all-tools"][0]
+    assert acme_all["field_sources"] == {"url": "task", "title": "tool"}
+    assert acme_all["fabricated"] is True and acme_all["missing_evidence"] == ["field_source"]
+    assert acme_all["wrong_tool_calls"] == 1  # crm_add_company is no web-reader tool
+    assert tiny["right"] == 4 and everything["right"] == 2
+    assert tiny["fabricated"] == 0 and everything["fabricated"] == 1
+    assert tiny["wrong_tool_calls"] == 0 and everything["wrong_tool_calls"] == 1
     acme = runs["acme-page"]["tiny"][0]
     assert acme["fields"] == {"url": "{site}/acme.html", "title": "Acme Corp"}  # site masked
     assert acme["fields_correct"] == acme["fields_expected"] == 2
@@ -203,9 +223,17 @@ def test_aggregates_are_the_sums_and_medians_of_the_runs(bench) -> None:
             "caller_tokens",
             "fields_expected",
             "fields_filled",
+            "fields_matching",
             "fields_correct",
+            "right",
+            "fabricated",
+            "recovered_calls",
+            "wrong_tool_calls",
         ):
             assert summary[name] == sum(r[name] for r in runs), name
+        assert summary["missing_evidence"] == {
+            e: sum(e in r["missing_evidence"] for r in runs) for e in summary["missing_evidence"]
+        }
         for part in ("system", "tools", "task"):
             assert summary["first_request"][part] == sum(r["first_request"][part] for r in runs)
         assert summary["outcomes"] == {
@@ -228,16 +256,24 @@ def test_human_output_compares_arms(bench, tmp_path) -> None:
         "ghost calls",
         "unwanted writes",
         "routing accuracy",
+        "right outcome (on evidence)",
+        "fabricated (looks right, no evidence)",
+        "claimed, a field not from a tool",
+        "wrong-tool calls",
+        "recovered from text",
+        "wall seconds (median)",  # a live run: wall times are measurements
         "task(s) where the arms disagree",
         "ghost calls per task",
         "tokens per task",
     ):
         assert expected in text, expected
     disagreements = text.split("where the arms disagree")[1].split("ghost calls per task")[0]
-    assert "2 task(s) where the arms disagree" in text
+    assert "3 task(s) where the arms disagree" in text
     assert "sandwich" in disagreements  # abstain vs refused
     assert "acme-page" in disagreements and "1 unwanted write(s)" in disagreements  # both ok
-    assert "onboarding" not in disagreements
+    assert "1 fabricated" in disagreements  # acme-page: all-tools never fetched the page
+    assert "onboarding" in disagreements  # ok vs failed (the generalist wrote nothing)
+    assert "mustermann" not in disagreements
     assert set(json.loads(out.read_text())) >= {"arms", "tasks"}
 
 

@@ -6,12 +6,18 @@ call) and invokes the chosen card with only its tools; writers run approved. Arm
 the same runner, so the fresh context, the output contract, the budget enforcement and the
 ghost-call accounting are the same code. Every run gets a fresh scratch TINY_HOME, so a
 write is counted and never reaches the user's CRM.
+
+An outcome is right only on evidence: a successful tool call, every expected field's value
+found in a tool call (or, where the task file allows it, in the task), and for a write
+task the record in the run's scratch CRM. An answer that looks right but lacks evidence is
+counted as `fabricated`, never as right (docs/bench.md, "Evidence").
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -29,11 +35,12 @@ import yaml
 from tiny_cli import __version__
 from tiny_cli.builtin import builtin_tools
 from tiny_cli.cards import Budget, Card, SideEffects
+from tiny_cli.crm import CRM_FILENAME, CrmStore
 from tiny_cli.digest import Brief, Digest, Routing, Status, estimate_tokens, make_brief
 from tiny_cli.digest import with_caller_tokens as _with_caller_tokens
 from tiny_cli.errors import ConfigError
 from tiny_cli.pages import PageServer
-from tiny_cli.replay import ExchangeSource, Volatile
+from tiny_cli.replay import ExchangeSource, Replayer, Volatile
 from tiny_cli.runner import approve_writes, fresh_context, invoke
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.tools import Registry
@@ -50,6 +57,17 @@ GENERALIST_SUMMARY = "help with whatever the user asks, using the tools you have
 TASK_FIELDS = ("id", "task", "expected_agent", "must_return", "expect", "writes")
 RIGHT_WITHOUT_AGENT = ("abstain", "refused")  # what a task nobody should do may end in
 WALL_DIGITS = 3
+# What a claimed answer can lack (RunResult.missing_evidence): a successful tool call, an
+# expected field whose value a tool supplied, the written record in the scratch CRM.
+Evidence = Literal["tool_call", "field_source", "crm_record"]
+EVIDENCE: tuple[Evidence, ...] = get_args(Evidence)
+TOOL_SOURCE = "tool"
+TASK_SOURCE = "task"
+# Runner reasons for an `ok` the model claimed and the runner took back: no tool ran at all
+# (the run is `partial`), or a writer's write never ran (`failed`, its invented fields
+# withheld). Such a run is judged as the claim it was.
+NO_EVIDENCE_REASON = "no_evidence"
+UNVERIFIED_WRITE_REASON = "unverified_write"
 
 Progress = Callable[[int, int], None]  # (runs done, runs in total)
 
@@ -87,6 +105,7 @@ def bench_from_settings(
         options=options,
         pages=pages_folder(path),
         on_progress=on_progress,
+        replayed_from=exchanges.path if isinstance(exchanges, Replayer) else None,
     )
 
 
@@ -100,8 +119,13 @@ def run_bench(
     pages: Path | None = None,
     on_progress: Progress | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    replayed_from: Path | None = None,
 ) -> BenchReport:
-    """Run every task in every arm `options.repeat` times; return the report."""
+    """Run every task in every arm `options.repeat` times; return the report.
+
+    `replayed_from` names the recording `exchanges` answers from: the report says it is a
+    replay, whose wall times are the replay's, not the model's.
+    """
     _check_options(options, router)
     started = now().isoformat(timespec="seconds")
     with _site(tasks, pages) as site:
@@ -115,7 +139,15 @@ def run_bench(
     model = model_for(ws.settings, None)
     arms = {arm: summarize(arm, [r for r in results if r.arm == arm]) for arm in options.arms}
     return BenchReport(
-        arms, tuple(tasks), tuple(results), model, exchanges.host, started, __version__
+        arms,
+        tuple(tasks),
+        tuple(results),
+        model,
+        exchanges.host,
+        started,
+        __version__,
+        replayed=replayed_from is not None,
+        replay_file=str(replayed_from) if replayed_from is not None else None,
     )
 
 
@@ -124,10 +156,15 @@ def run_bench(
 
 @dataclass(frozen=True)
 class Expect:
-    """What one field must hold: an exact value, or a regex searched in its text."""
+    """What one field must hold: an exact value, or a regex searched in its text.
+
+    `from_task`: the value may honestly be copied from the task text, so a field the runner
+    found only in the task counts; otherwise its value must come from a tool call.
+    """
 
     value: Any = None
     regex: str | None = None
+    from_task: bool = False
 
     def matches(self, actual: Any) -> bool:
         """Tell whether `actual` (with `{site}` for the page server) is what was expected."""
@@ -137,9 +174,16 @@ class Expect:
             return re.search(self.regex, _text(actual)) is not None
         return _text(actual).strip() == _text(self.value).strip()
 
+    def sourced(self, source: str | None) -> bool:
+        """Tell whether a field from `source` (Digest.field_sources) may count as correct."""
+        return source == TOOL_SOURCE or (self.from_task and source == TASK_SOURCE)
+
     def to_json(self) -> Any:
         """Return the expectation as written in a task file."""
-        return {"regex": self.regex} if self.regex is not None else self.value
+        if not self.from_task:
+            return {"regex": self.regex} if self.regex is not None else self.value
+        key, value = ("regex", self.regex) if self.regex is not None else ("value", self.value)
+        return {key: value, "from_task": True}
 
 
 @dataclass(frozen=True)
@@ -230,16 +274,23 @@ class RunResult:
     agent_id: str | None
     reason: str | None
     routed_ok: bool | None  # tiny arm: routed to the expected card (or abstained when right)
-    right: bool  # the outcome the task file asks for (see docs/bench.md)
+    right: bool  # the outcome the task file asks for, on evidence (see docs/bench.md)
+    fabricated: bool  # claimed done, fields right on their face, but evidence is missing
+    missing_evidence: tuple[Evidence, ...]  # what a claimed answer lacks (EVIDENCE order)
     fields: Mapping[str, Any]
+    field_sources: Mapping[str, str]  # per returned field: tool, task or model (the runner's)
     fields_expected: int
     fields_filled: int
-    fields_correct: int
+    fields_matching: int  # expected fields whose value matches, whatever its source
+    fields_correct: int  # ... and whose source counts (a tool; the task if from_task)
+    unsupported_fields: tuple[str, ...]  # matching, but not from a source that counts
     ghost_calls: int
     ghost_names: tuple[str, ...]
     writes: tuple[str, ...]  # write tools that ran (outcome ok)
     unwanted_writes: int
     tool_calls: int
+    recovered_calls: int  # tool calls the model wrote as text, run by tiny
+    wrong_tool_calls: int  # non-ghost calls to a tool the expected card does not have
     tokens_in: int
     tokens_out: int
     first_request: PromptSplit
@@ -251,7 +302,12 @@ class RunResult:
         doc = asdict(self)
         for name in ("task_id", "arm"):
             del doc[name]
-        return {**doc, "ghost_names": list(self.ghost_names), "writes": list(self.writes)}
+        lists = ("missing_evidence", "unsupported_fields", "ghost_names", "writes")
+        return {
+            **doc,
+            **{name: list(getattr(self, name)) for name in lists},
+            "field_sources": dict(self.field_sources),
+        }
 
 
 @dataclass(frozen=True)
@@ -262,14 +318,19 @@ class ArmSummary:
     runs: int
     outcomes: Mapping[str, int]
     right: int
+    fabricated: int
+    missing_evidence: Mapping[str, int]  # claimed answers lacking each kind of evidence
     routing_accuracy: float | None
     fields_expected: int
     fields_filled: int
+    fields_matching: int
     fields_correct: int
     ghost_calls: int
     ghost_names: Mapping[str, int]
     unwanted_writes: int
     tool_calls: int
+    recovered_calls: int
+    wrong_tool_calls: int
     tokens_in: int
     tokens_out: int
     first_request: PromptSplit
@@ -281,12 +342,14 @@ class ArmSummary:
         """Return the aggregate as a JSON-ready dict."""
         doc = asdict(self)
         del doc["arm"]
-        return {**doc, "outcomes": dict(self.outcomes), "ghost_names": dict(self.ghost_names)}
+        maps = ("outcomes", "missing_evidence", "ghost_names")
+        return {**doc, **{name: dict(getattr(self, name)) for name in maps}}
 
 
 def summarize(arm: Arm, results: Sequence[RunResult]) -> ArmSummary:
     """Add up one arm's runs: outcomes grouped by status, sums, and the median wall time."""
     counts = Counter(r.status for r in results)
+    missing = Counter(e for r in results for e in r.missing_evidence)
     routed = [r.routed_ok for r in results if r.routed_ok is not None]
     walls = [r.wall_seconds for r in results]
 
@@ -298,14 +361,19 @@ def summarize(arm: Arm, results: Sequence[RunResult]) -> ArmSummary:
         runs=len(results),
         outcomes={s: counts.get(s, 0) for s in STATUSES},
         right=total("right"),
+        fabricated=total("fabricated"),
+        missing_evidence={e: missing.get(e, 0) for e in EVIDENCE},
         routing_accuracy=round(sum(routed) / len(routed), 4) if routed else None,
         fields_expected=total("fields_expected"),
         fields_filled=total("fields_filled"),
+        fields_matching=total("fields_matching"),
         fields_correct=total("fields_correct"),
         ghost_calls=total("ghost_calls"),
         ghost_names=dict(sorted(Counter(n for r in results for n in r.ghost_names).items())),
         unwanted_writes=total("unwanted_writes"),
         tool_calls=total("tool_calls"),
+        recovered_calls=total("recovered_calls"),
+        wrong_tool_calls=total("wrong_tool_calls"),
         tokens_in=total("tokens_in"),
         tokens_out=total("tokens_out"),
         first_request=sum((r.first_request for r in results), PromptSplit()),
@@ -326,6 +394,8 @@ class BenchReport:
     base_url: str  # host only
     started_at: str
     tiny_version: str
+    replayed: bool = False  # answered from a recording: wall times are the replay's
+    replay_file: str | None = None  # the recording (shown, not in the JSON: reports compare)
 
     def runs_of(self, task_id: str, arm: Arm) -> list[RunResult]:
         """Return one task's runs in one arm, by repeat."""
@@ -350,7 +420,7 @@ class BenchReport:
         return self.outcome(task_id, arm), sum(r.right for r in self.runs_of(task_id, arm))
 
     def to_json(self) -> dict[str, Any]:
-        """Return the report: keys arms, tasks, model, base_url, started_at, tiny_version."""
+        """Return the report: arms, tasks, model, base_url, started_at, tiny_version, replayed."""
         return {
             "arms": {arm: s.to_json() for arm, s in self.arms.items()},
             "tasks": [self._task_json(t) for t in self.tasks],
@@ -358,6 +428,7 @@ class BenchReport:
             "base_url": self.base_url,
             "started_at": self.started_at,
             "tiny_version": self.tiny_version,
+            "replayed": self.replayed,
         }
 
     def _task_json(self, t: BenchTask) -> dict[str, Any]:
@@ -534,32 +605,53 @@ def _run_one(context: _Context, job: _Job) -> RunResult:
             provider=provider,
             model=model_for(settings, card.model),
             approve=approve_writes,  # only the scratch home can be written; each write is counted
+            tool_mode=settings.tool_mode,
+            wall_scale=settings.wall_scale,
         )
+        records = _crm_records(Path(scratch)) if job.task.writes else ()  # before it is gone
     if route is not None:  # what `tiny delegate` hands its caller
         digest = replace(digest, routing=route.routing)
     split = first_request_split(card, brief, context.ws.registry)
-    return _result(job, digest, split, route, volatile)
+    seen = _Seen(_expected_tools(context.ws, job.task), records)
+    return _result(job, digest, split, route, volatile, seen)
 
 
 def _abstained(job: _Job, route: _Route, volatile: Volatile) -> RunResult:
     """The concierge found no card: no model call, the outcome is `abstain`."""
     reason = f"no card fits: best score {route.routing.score:.3f} < threshold {route.threshold:.3f}"
     digest = Digest(None, "abstain", reason=reason, routing=route.routing)
-    return _result(job, digest, PromptSplit(), route, volatile)
+    return _result(job, digest, PromptSplit(), route, volatile, _Seen())
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What a run is judged against besides its Digest."""
+
+    expected_tools: frozenset[str] = frozenset()  # the expected card's tools (none: abstain)
+    crm_records: tuple[Mapping[str, Any], ...] = ()  # the scratch CRM after a write task
 
 
 def _result(
-    job: _Job, digest: Digest, split: PromptSplit, route: _Route | None, volatile: Volatile
+    job: _Job,
+    digest: Digest,
+    split: PromptSplit,
+    route: _Route | None,
+    volatile: Volatile,
+    seen: _Seen,
 ) -> RunResult:
-    """Measure one run's Digest against its task."""
+    """Measure one run's Digest against its task, and the answer against its evidence."""
     task, cost = job.task, digest.cost
     fields = {k: _masked(v, volatile) for k, v in digest.fields.items()}
     filled = [n for n in task.expect if fields.get(n) not in (None, "")]
-    correct = [n for n, e in task.expect.items() if e.matches(fields.get(n))]
+    matching = [n for n, e in task.expect.items() if e.matches(fields.get(n))]
+    correct = [n for n in matching if task.expect[n].sourced(digest.field_sources.get(n))]
+    unsupported = tuple(n for n in matching if n not in correct)
+    missing = _missing_evidence(task, digest, fields, unsupported, seen.crm_records)
     writes = tuple(c.name for c in digest.calls if c.writes and c.outcome == "ok")
     unwanted = 0 if task.writes else len(writes)
     routed_ok = None if route is None else route.agent_id == task.expected_agent
-    right = _right(task, digest.status, len(correct) == len(task.expect), unwanted, routed_ok)
+    evidenced = len(correct) == len(task.expect) and not missing
+    right = _right(task, digest.status, evidenced, unwanted, routed_ok)
     wall = cost.wall_seconds + (route.seconds if route is not None else 0.0)
     return RunResult(
         task_id=task.id,
@@ -570,15 +662,24 @@ def _result(
         reason=_masked(digest.reason, volatile),
         routed_ok=routed_ok,
         right=right,
+        fabricated=_fabricated(task, digest, missing, len(matching)),
+        missing_evidence=missing,
         fields=fields,
+        field_sources=dict(digest.field_sources),
         fields_expected=len(task.expect),
         fields_filled=len(filled),
+        fields_matching=len(matching),
         fields_correct=len(correct),
+        unsupported_fields=unsupported,
         ghost_calls=cost.ghost_calls,
         ghost_names=cost.ghost_names,
         writes=writes,
         unwanted_writes=unwanted,
         tool_calls=cost.tool_calls,
+        recovered_calls=cost.recovered_calls,
+        wrong_tool_calls=sum(
+            c.outcome != "ghost" and c.name not in seen.expected_tools for c in digest.calls
+        ),
         tokens_in=cost.tokens_in,
         tokens_out=cost.tokens_out,
         first_request=split,
@@ -587,13 +688,79 @@ def _result(
     )
 
 
-def _right(task: BenchTask, status: str, correct: bool, unwanted: int, routed: bool | None) -> bool:
-    """No unwanted write; abstain/refused for nobody's task, else ok with the right fields."""
+def _right(
+    task: BenchTask, status: str, evidenced: bool, unwanted: int, routed: bool | None
+) -> bool:
+    """No unwanted write; abstain/refused for nobody's task, else ok, right and evidenced."""
     if unwanted:
         return False
     if task.expected_agent is None:
         return status in RIGHT_WITHOUT_AGENT
-    return status == "ok" and correct and routed is not False
+    return status == "ok" and evidenced and routed is not False
+
+
+def _missing_evidence(
+    task: BenchTask,
+    digest: Digest,
+    fields: Mapping[str, Any],
+    unsupported: Sequence[str],
+    records: Sequence[Mapping[str, Any]],
+) -> tuple[Evidence, ...]:
+    """Return what a claimed answer lacks; nothing for an answer nobody claimed.
+
+    Claimed: status `ok`, or an `ok` the runner took back for want of evidence, on a task
+    some card should do.
+    """
+    claimed = digest.status == "ok" or digest.reason in (
+        NO_EVIDENCE_REASON,
+        UNVERIFIED_WRITE_REASON,
+    )
+    if task.expected_agent is None or not claimed:
+        return ()
+    lacks = {
+        "tool_call": not any(c.outcome == "ok" for c in digest.calls),
+        "field_source": bool(unsupported),
+        "crm_record": task.writes and not _in_crm(task, fields, records),
+    }
+    return tuple(e for e in EVIDENCE if lacks[e])
+
+
+def _fabricated(
+    task: BenchTask, digest: Digest, missing: Sequence[Evidence], matching: int
+) -> bool:
+    """A claimed answer that lacks evidence yet looks right: every expected field matches,
+    or the runner withheld the fields of a write no tool made."""
+    if not missing:
+        return False
+    return matching == len(task.expect) or digest.reason == UNVERIFIED_WRITE_REASON
+
+
+def _in_crm(
+    task: BenchTask, fields: Mapping[str, Any], records: Sequence[Mapping[str, Any]]
+) -> bool:
+    """Tell whether the CRM holds a record with the expected name and the returned company_id."""
+    name = task.expect.get("name")
+    found = [r for r in records if name is None or name.matches(r.get("name"))]
+    if "company_id" in task.expect:
+        returned = _text(fields.get("company_id")).strip()
+        found = [r for r in found if str(r.get("company_id")) == returned]
+    return bool(found)
+
+
+def _crm_records(home: Path) -> tuple[Mapping[str, Any], ...]:
+    """Return every company in a scratch home's CRM (none if it was never created)."""
+    path = home / CRM_FILENAME
+    if not path.is_file():
+        return ()
+    try:
+        return tuple(CrmStore(path).all())
+    except (ConfigError, sqlite3.Error):  # a broken CRM holds no evidence
+        return ()
+
+
+def _expected_tools(ws: Workspace, task: BenchTask) -> frozenset[str]:
+    card = ws.cards.get(task.expected_agent) if task.expected_agent is not None else None
+    return frozenset(card.tools) if card is not None else frozenset()
 
 
 def _caller_tokens(digest: Digest) -> int:
@@ -738,19 +905,36 @@ def _expect(where: str, value: Any) -> dict[str, Expect]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: expect: must map field names to a value or {{regex: ...}}")
+        raise ConfigError(f"{where}: expect: must map field names to expectations ({EXPECT_FORMS})")
     return {str(name): _one_expect(f"{where}: expect.{name}", v) for name, v in value.items()}
 
 
+EXPECT_FORMS = (
+    "write an exact value, or {regex: PATTERN}, or {value: VALUE}; "
+    "the last two may add from_task: true"
+)
+
+
 def _one_expect(where: str, value: Any) -> Expect:
-    if isinstance(value, dict):
-        if set(value) != {"regex"} or not isinstance(value["regex"], str):
-            raise ConfigError(f"{where}: write an exact value, or {{regex: PATTERN}}")
-        try:
-            re.compile(value["regex"])
-        except re.error as exc:
-            raise ConfigError(f"{where}: regex {value['regex']!r}: {exc}") from None
-        return Expect(regex=value["regex"])
-    if value is None or isinstance(value, list):
+    if not isinstance(value, dict):
+        return Expect(value=_exact(where, value))
+    keys = set(value) - {"from_task"}
+    from_task = value.get("from_task", False)
+    if len(keys) != 1 or not keys <= {"regex", "value"} or not isinstance(from_task, bool):
+        raise ConfigError(f"{where}: {EXPECT_FORMS}")
+    if "value" in value:
+        return Expect(value=_exact(where, value["value"]), from_task=from_task)
+    pattern = value["regex"]
+    if not isinstance(pattern, str):
+        raise ConfigError(f"{where}: {EXPECT_FORMS}")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"{where}: regex {pattern!r}: {exc}") from None
+    return Expect(regex=pattern, from_task=from_task)
+
+
+def _exact(where: str, value: Any) -> Any:
+    if value is None or isinstance(value, list | dict):
         raise ConfigError(f"{where}: an exact value must be a string, number or boolean")
-    return Expect(value=value)
+    return value

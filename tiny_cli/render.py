@@ -316,37 +316,68 @@ class BenchProgress:
         self._progress.update(self._task, completed=done, total=total)
 
 
+# what a claimed answer lacked (bench.EVIDENCE), as the table words it
+BENCH_EVIDENCE_LABEL = {
+    "tool_call": "claimed, no successful tool call",
+    "field_source": "claimed, a field not from a tool",
+    "crm_record": "claimed, no record in the CRM",
+}
+REPLAY_WALL_NOTE = (
+    "replay: wall times are not shown; they are the replay's, not the model's (the JSON keeps them)"
+)
+
+
 def _bench_rows(report: Any) -> list[tuple[str, Any]]:
-    rows: list[tuple[str, Any]] = [
-        ("runs", lambda s: s.runs),
-        ("right outcome", lambda s: s.right),
-    ]
-    shown = [st for st in STATUS_STYLE if any(s.outcomes.get(st) for s in report.arms.values())]
+    arms = report.arms.values()
+    rows: list[tuple[str, Any]] = [("runs", lambda s: s.runs)]
+    shown = [st for st in STATUS_STYLE if any(s.outcomes.get(st) for s in arms)]
     rows += [(f"  status {st}", lambda s, st=st: s.outcomes.get(st, 0)) for st in shown]
     rows += [
+        ("right outcome (on evidence)", lambda s: s.right),
+        ("fabricated (looks right, no evidence)", lambda s: s.fabricated),
+    ]
+    missing = [e for e in BENCH_EVIDENCE_LABEL if any(s.missing_evidence.get(e) for s in arms)]
+    rows += [
+        (f"  {BENCH_EVIDENCE_LABEL[e]}", lambda s, e=e: s.missing_evidence.get(e, 0))
+        for e in missing
+    ]
+    rows += [
         ("routing accuracy", lambda s: s.routing_accuracy),
-        ("fields correct", lambda s: s.fields_correct),
+        ("fields correct (from a tool)", lambda s: s.fields_correct),
+        ("fields matching on their face", lambda s: s.fields_matching),
         ("fields filled", lambda s: s.fields_filled),
         ("fields expected", lambda s: s.fields_expected),
         ("ghost calls", lambda s: s.ghost_calls),
+        ("wrong-tool calls", lambda s: s.wrong_tool_calls),
         ("unwanted writes", lambda s: s.unwanted_writes),
         ("tool calls", lambda s: s.tool_calls),
+        ("  recovered from text", lambda s: s.recovered_calls),
         ("prompt tokens", lambda s: s.tokens_in),
         ("completion tokens", lambda s: s.tokens_out),
         ("1st request: system prompt", lambda s: s.first_request.system),
         ("1st request: tool schemas", lambda s: s.first_request.tools),
         ("1st request: task", lambda s: s.first_request.task),
         ("tokens back to the caller", lambda s: s.caller_tokens),
-        ("wall seconds (sum)", lambda s: s.wall_seconds),
-        ("wall seconds (median)", lambda s: s.wall_median),
     ]
+    if not report.replayed:  # a replay's wall times measure the replay, not the model
+        rows += [
+            ("wall seconds (sum)", lambda s: s.wall_seconds),
+            ("wall seconds (median)", lambda s: s.wall_median),
+        ]
     return rows
+
+
+def _bench_title(report: Any) -> str:
+    where = f"model {escape(report.model)} @ {escape(report.base_url or '?')}"
+    if not report.replayed:
+        return f"tiny bench · {where}"
+    source = f"replayed from {escape(printable(report.replay_file))}" if report.replay_file else ""
+    return f"tiny bench · {source or 'replay'} · {where}"
 
 
 def _bench_table(console: Console, report: Any) -> None:
     arms = list(report.arms)
-    title = f"tiny bench · model {escape(report.model)} @ {escape(report.base_url or '?')}"
-    table = Table(title=title, title_justify="left")
+    table = Table(title=_bench_title(report), title_justify="left")
     table.add_column("metric")
     for arm in arms:
         table.add_column(arm, justify="right", style=BENCH_ARM_STYLE.get(arm))
@@ -358,6 +389,8 @@ def _bench_table(console: Console, report: Any) -> None:
         cells = [_bench_number(v) for v in values]
         table.add_row(label, *cells, *([_bench_ratio(values[1], values[0])] if both else []))
     console.print(table)
+    if report.replayed:
+        console.print(REPLAY_WALL_NOTE, style="dim", highlight=False)
     for arm in arms:
         names = report.arms[arm].ghost_names
         if names:
@@ -391,6 +424,9 @@ def _bench_outcome(report: Any, task_id: str, arm: str) -> str:
         text += f" → {escape(', '.join(agents))}"
     ghosts = sum(r.ghost_calls for r in runs)
     unwanted = sum(r.unwanted_writes for r in runs)
+    fabricated = sum(r.fabricated for r in runs)
+    if fabricated:
+        text += f", [red]{fabricated} fabricated[/]"
     if ghosts:
         text += f", {ghosts} ghost call(s)"
     if unwanted:
