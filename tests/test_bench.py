@@ -185,17 +185,22 @@ def test_report_counts_ghosts_writes_routing_and_fields(bench) -> None:
     assert everything["unwanted_writes"] == 1  # Acme added while only reading its page
     assert everything["outcomes"]["refused"] == 1  # the generalist refuses the sandwich
     runs = {t["id"]: t["runs"] for t in report["tasks"]}
-    # the generalist holds the CRM tools, so it is a writer card: the runner fails its `ok`
-    # on a task it answered without writing (reason unverified_write), fields withheld
+    # the generalist holds the CRM tools but may answer without writing (write_optional):
+    # its `ok` on a reading task stands on the tool it ran
     onboarding = runs["onboarding"]["all-tools"][0]
-    assert (onboarding["status"], onboarding["reason"]) == ("failed", "unverified_write")
-    assert onboarding["fabricated"] is False  # a tool ran, nothing it returned is in doubt
+    assert (onboarding["status"], onboarding["reason"]) == ("ok", None)
+    assert onboarding["fabricated"] is False and onboarding["right"] is True
     # all-tools never fetched the Acme page: the URL it returns is only the task's
     acme_all = runs["acme-page"]["all-tools"][0]
     assert acme_all["field_sources"] == {"url": "task", "title": "tool"}
     assert acme_all["fabricated"] is True and acme_all["missing_evidence"] == ["field_source"]
     assert acme_all["wrong_tool_calls"] == 1  # crm_add_company is no web-reader tool
-    assert tiny["right"] == 4 and everything["right"] == 2
+    assert tiny["right"] == 4 and everything["right"] == 3
+    assert [t["id"] for t in report["tasks"] if t["runs"]["all-tools"][0]["right"]] == [
+        "onboarding",
+        "sandwich",
+        "mustermann",
+    ]
     assert tiny["fabricated"] == 0 and everything["fabricated"] == 1
     assert tiny["wrong_tool_calls"] == 0 and everything["wrong_tool_calls"] == 1
     acme = runs["acme-page"]["tiny"][0]
@@ -268,11 +273,11 @@ def test_human_output_compares_arms(bench, tmp_path) -> None:
     ):
         assert expected in text, expected
     disagreements = text.split("where the arms disagree")[1].split("ghost calls per task")[0]
-    assert "3 task(s) where the arms disagree" in text
+    assert "2 task(s) where the arms disagree" in text
     assert "sandwich" in disagreements  # abstain vs refused
     assert "acme-page" in disagreements and "1 unwanted write(s)" in disagreements  # both ok
     assert "1 fabricated" in disagreements  # acme-page: all-tools never fetched the page
-    assert "onboarding" in disagreements  # ok vs failed (the generalist wrote nothing)
+    assert "onboarding" not in disagreements  # both ok, both from docs_search
     assert "mustermann" not in disagreements
     assert set(json.loads(out.read_text())) >= {"arms", "tasks"}
 

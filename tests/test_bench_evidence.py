@@ -96,21 +96,26 @@ def _run(report: dict, task_id: str, arm: str) -> dict:
 def test_an_invented_crm_id_is_fabricated_not_right(tiny, scripted_server, tmp_path) -> None:
     """The 1.5B case: "added", company_id 12345, no write call and no record, in both arms.
 
-    crm-writer (`first: tool`) is told once to call a tool first and invents again; the
-    runner fails both runs (`unverified_write`) and withholds the invented fields.
+    Both agents (`first: tool`, the all-tools one like the expected card) are told once to
+    call a tool first and invent again. The runner fails crm-writer's run (`unverified_write`,
+    invented fields withheld); the all-tools agent may write or not, so its `ok` becomes
+    `partial`, `no_evidence`. Either way the bench finds no record: fabricated.
     """
     invented = _answer(company_id="12345", name="Mustermann GmbH")
     scripted_server.on(_agent("crm-writer", "Mustermann"), invented, invented)
-    scripted_server.on(_agent("all-tools", "Mustermann"), invented)
+    scripted_server.on(_agent("all-tools", "Mustermann"), invented, invented)
     report = _bench(tiny, scripted_server, _write(tmp_path, [CRM_TASK]))
+    ends = {"tiny": ("failed", "unverified_write"), "all-tools": ("partial", "no_evidence")}
     for arm in ("tiny", "all-tools"):
         run, summary = _run(report, "crm", arm), report["arms"][arm]
         assert run["tool_calls"] == 0 and run["writes"] == []
-        assert (run["status"], run["reason"]) == ("failed", "unverified_write")
+        assert (run["status"], run["reason"]) == ends[arm]
         assert run["right"] is False and run["fabricated"] is True
-        assert run["missing_evidence"] == ["tool_call", "crm_record"]
         assert summary["right"] == 0 and summary["fabricated"] == 1
-        assert summary["missing_evidence"] == {"tool_call": 1, "field_source": 0, "crm_record": 1}
+    withheld, kept = _run(report, "crm", "tiny"), _run(report, "crm", "all-tools")
+    assert withheld["missing_evidence"] == ["tool_call", "crm_record"]  # no fields to doubt
+    assert kept["missing_evidence"] == ["tool_call", "field_source", "crm_record"]
+    assert kept["field_sources"]["company_id"] == "model"
     assert _run(report, "crm", "tiny")["routed_ok"] is True
 
 
@@ -134,10 +139,10 @@ def test_a_returned_id_that_is_no_records_id_is_fabricated(tiny, scripted_server
 def test_a_web_answer_without_fetching_is_fabricated(tiny, scripted_server, tmp_path) -> None:
     """The URL copied from the task and a plausible title: right on their face, never fetched.
 
-    web-reader (`first: tool`) is told once to call a tool first and answers again.
+    Both agents (`first: tool`) are told once to call a tool first and answer again.
     """
     scripted_server.on(_agent("web-reader", "acme.html"), _acme_answer(), _acme_answer())
-    scripted_server.on(_agent("all-tools", "acme.html"), _acme_answer())
+    scripted_server.on(_agent("all-tools", "acme.html"), _acme_answer(), _acme_answer())
     report = _bench(tiny, scripted_server, _write(tmp_path, [WEB_TASK]))
     tiny_run = _run(report, "web", "tiny")
     assert tiny_run["routed_ok"] is True and tiny_run["reason"] == "no_evidence"

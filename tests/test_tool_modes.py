@@ -39,7 +39,12 @@ def _tools_in(branches: list[dict]) -> list[str]:
 
 
 def _answers_in(branches: list[dict]) -> list[dict]:
-    return [b for b in branches if "status" in b["properties"]]
+    """Return the final-answer branches (ok/partial); the refusal branch is always there."""
+    return [b for b in branches if "enum" in b["properties"].get("status", {})]
+
+
+def _refusals_in(branches: list[dict]) -> list[dict]:
+    return [b for b in branches if b["properties"].get("status") == {"const": "refused"}]
 
 
 # --- auto and native: calls written as text --------------------------------------------------
@@ -102,9 +107,9 @@ def test_json_mode_sends_a_schema_of_exactly_the_cards_tools_and_the_answer(
         assert "tools" not in request and "tool_choice" not in request
         branches = _branches(request)
         assert _tools_in(branches) == ["docs_search"]
-        answer, refusal = _answers_in(branches)
+        (answer,) = _answers_in(branches)
         assert answer["required"] == ["status", "summary", "source"]
-        assert refusal["properties"]["status"] == {"const": "refused"}
+        assert len(_refusals_in(branches)) == 1
     tool_branch = _branches(scripted_server.requests[0])[0]
     assert tool_branch["properties"]["arguments"]["required"] == ["query"]
     system = scripted_server.requests[0]["messages"][0]["content"]
@@ -118,7 +123,8 @@ def test_first_tool_removes_the_answer_branch_until_a_tool_ran(run, scripted_ser
     assert code == 0 and digest["status"] == "ok"
     first, second = scripted_server.requests
     assert _answers_in(_branches(first)) == [] and _tools_in(_branches(first)) == ["docs_search"]
-    assert len(_answers_in(_branches(second))) == 2
+    assert len(_refusals_in(_branches(first))) == 1  # not its job: it may still say so
+    assert len(_answers_in(_branches(second))) == 1
 
 
 def test_card_tool_mode_and_env_precedence(run, scripted_server, tmp_path: Path) -> None:
@@ -198,10 +204,18 @@ def test_answers_and_prose_are_not_calls(text: str) -> None:
     assert read_action(text, 0) is None
 
 
-def test_one_tool_and_no_answer_is_a_single_branch() -> None:
+def test_without_an_answer_branch_a_tool_or_a_refusal_remains() -> None:
     tools = [{"function": {"name": "t", "parameters": {"type": "object", "properties": {}}}}]
-    schema = response_format(tools, None)["json_schema"]["schema"]
-    assert schema["properties"]["tool"] == {"const": "t"} and "anyOf" not in schema
+    tool, refusal = response_format(tools, None)["json_schema"]["schema"]["anyOf"]
+    assert tool["properties"]["tool"] == {"const": "t"}
+    assert refusal["properties"]["status"] == {"const": "refused"}
+
+
+def test_auto_lets_a_first_tool_card_refuse_without_a_call(run, scripted_server) -> None:
+    refusal = {"status": "refused", "summary": "Sandwiches are not in the handbook."}
+    scripted_server.add(reply(json.dumps(refusal)))
+    code, digest = run("invoke", "docs-finder", "make me a sandwich")
+    assert (code, digest["status"]) == (4, "refused") and len(scripted_server.requests) == 1
 
 
 def test_a_replay_uses_the_recorded_tool_mode(run, scripted_server, tmp_path: Path) -> None:

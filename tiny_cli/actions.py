@@ -38,12 +38,14 @@ def response_format(
 ) -> dict[str, Any]:
     """Return the json_schema response_format: one branch per tool, plus the answer if allowed.
 
-    `tools` are OpenAI tool schemas; `answer` is the final answer's schema (None while the
-    card must call a tool first, or the refusal/answer branches are not allowed).
+    `tools` are OpenAI tool schemas; `answer` is the final answer's schema, None while the
+    card must call a tool first. A refusal is always allowed: a task that is not the card's
+    job needs no tool result to say so.
     """
     branches = [_tool_branch(t["function"]) for t in tools]
     if answer is not None:
-        branches += [dict(answer), _refusal_branch()]
+        branches.append(dict(answer))
+    branches.append(_refusal_branch())
     schema = branches[0] if len(branches) == 1 else {"anyOf": branches}
     return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": schema}}
 

@@ -445,8 +445,9 @@ class BenchReport:
 def generalist(cards: Iterable[Card], expected: Card | None) -> Card:
     """Build the all-tools card: every tool, a generic job, the largest budget of any card.
 
-    Its required fields are the expected card's (none when abstaining is right), so both
-    arms are asked for the same fields whenever the tiny arm routes right.
+    Its required fields, their types and `first` are the expected card's (none when
+    abstaining is right), so both arms are asked for the same answer whenever the tiny arm
+    routes right.
     """
     cards = list(cards)
     tools = tuple(dict.fromkeys(t for c in cards for t in c.tools))
@@ -458,7 +459,15 @@ def generalist(cards: Iterable[Card], expected: Card | None) -> Card:
     writes: SideEffects = "write" if any(c.writes for c in cards) else "none"
     required = expected.returns_required if expected is not None else ()
     return Card(
-        GENERALIST_ID, GENERALIST_SUMMARY, tools, required, side_effects=writes, budget=budget
+        GENERALIST_ID,
+        GENERALIST_SUMMARY,
+        tools,
+        required,
+        side_effects=writes,
+        budget=budget,
+        returns=expected.returns if expected is not None else {},
+        first=expected.first if expected is not None else "any",  # the same help as tiny's
+        write_optional=True,
     )
 
 

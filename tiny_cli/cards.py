@@ -68,6 +68,9 @@ class Card:
     path: Path | None = None
     tool_mode: ToolMode | None = None  # None: the setting's (flag > env), else DEFAULT_TOOL_MODE
     first: First = "any"
+    # not a YAML field: set for the bench's all-tools agent, whose job may or may not write,
+    # so its `ok` without a write is no unverified write (the bench checks the CRM itself)
+    write_optional: bool = False
     # field -> JSON Schema of its value; every typed field is in returns_required too
     returns: Mapping[str, dict[str, Any]] = field(default_factory=dict, hash=False)
 

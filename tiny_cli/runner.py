@@ -197,6 +197,8 @@ class _Run:
             return False
         if self.mode != "auto" or self.json or self.insisted:
             return False
+        if parse_reply(reply.content, ()).data.get("status") == "refused":
+            return False  # not its job: a refusal needs no tool result
         self.insisted = True
         self.messages += [_said(reply.content), {"role": "user", "content": call_first_message()}]
         self._switch_to_json("the model answered before calling a tool")
@@ -482,7 +484,7 @@ def _unverified_write(
     Seen with a 1.5B model: crm-writer answered "Successfully added", company_id 12345, with
     no tool call and no CRM file. tiny must never print an invented write as done.
     """
-    if status != "ok" or not card.writes:
+    if status != "ok" or not card.writes or card.write_optional:
         return status, reason, notes
     if any(c.writes and c.outcome == "ok" for c in meter.calls):
         return status, reason, notes
