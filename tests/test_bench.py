@@ -175,6 +175,7 @@ def test_report_counts_ghosts_writes_routing_and_fields(bench) -> None:
         "started_at",
         "tiny_version",
         "replayed",
+        "tool_mode",
     }
     assert report["base_url"] == "127.0.0.1" and report["replayed"] is False
     tiny, everything = report["arms"]["tiny"], report["arms"]["all-tools"]
@@ -437,3 +438,10 @@ def test_ctrl_c_stops_the_bench_at_once_with_130_and_no_partial_files(tmp_path: 
     assert waited < 5
     assert "tiny: interrupted" in stderr.decode() and b"Traceback" not in stderr
     assert list(out.iterdir()) == []  # no report, no recording, no partial file
+
+
+def test_bench_passes_the_tool_mode_to_every_run(bench, scripted_server) -> None:
+    result, report = bench("--json", "--tool-mode", "json", "--wall-scale", "2")
+    assert result.exit_code == 0 and report["tool_mode"] == "json"
+    assert scripted_server.requests  # the scripted model answers native calls: they go unread
+    assert all("response_format" in r and "tools" not in r for r in scripted_server.requests)

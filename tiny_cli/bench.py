@@ -148,6 +148,7 @@ def run_bench(
         __version__,
         replayed=replayed_from is not None,
         replay_file=str(replayed_from) if replayed_from is not None else None,
+        tool_mode=ws.settings.tool_mode,
     )
 
 
@@ -396,6 +397,7 @@ class BenchReport:
     tiny_version: str
     replayed: bool = False  # answered from a recording: wall times are the replay's
     replay_file: str | None = None  # the recording (shown, not in the JSON: reports compare)
+    tool_mode: str | None = None  # --tool-mode / TINY_TOOL_MODE; None: each card's own
 
     def runs_of(self, task_id: str, arm: Arm) -> list[RunResult]:
         """Return one task's runs in one arm, by repeat."""
@@ -429,6 +431,7 @@ class BenchReport:
             "started_at": self.started_at,
             "tiny_version": self.tiny_version,
             "replayed": self.replayed,
+            "tool_mode": self.tool_mode,
         }
 
     def _task_json(self, t: BenchTask) -> dict[str, Any]:

@@ -478,6 +478,8 @@ def bench(
     allow_host: AllowHostOpt = None,
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
+    tool_mode: ToolModeOpt = None,
+    wall_scale: WallScaleOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
@@ -490,7 +492,9 @@ def bench(
         raise typer.BadParameter(f"{arm!r} is not tiny, all-tools or both", param_hint="--arm")
     arms = ARMS if arm == "both" else tuple(a for a in ARMS if a == arm)
     _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, replay), outputs=(record, out))
-    settings = _model_settings(cards, tools, base_url, model, record, replay, allow_host)
+    settings = _model_settings(
+        cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
+    )
     options = BenchOptions(arms, repeat, concurrency)
     with (
         open_exchanges(settings, record=record, replay=replay) as exchanges,

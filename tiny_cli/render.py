@@ -369,6 +369,8 @@ def _bench_rows(report: Any) -> list[tuple[str, Any]]:
 
 def _bench_title(report: Any) -> str:
     where = f"model {escape(report.model)} @ {escape(report.base_url or '?')}"
+    if report.tool_mode:
+        where += f" · tool mode {escape(report.tool_mode)}"
     if not report.replayed:
         return f"tiny bench · {where}"
     source = f"replayed from {escape(printable(report.replay_file))}" if report.replay_file else ""
