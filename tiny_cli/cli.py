@@ -480,6 +480,9 @@ def bench(
     model: ModelOpt = None,
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the comparison as a Markdown table.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
@@ -511,6 +514,9 @@ def bench(
     document = report.to_json()
     if out is not None:
         _write_report(out, document)
+    if markdown and not json_out:
+        typer.echo(render.bench_markdown(report), nl=False)
+        return
     _emit(json_out, document, lambda: render.bench(_console(), report))
 
 

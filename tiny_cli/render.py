@@ -400,6 +400,23 @@ def _bench_table(console: Console, report: Any) -> None:
             console.print(f"ghost calls in {arm}: {escape(listed)}", highlight=False)
 
 
+def bench_markdown(report: Any) -> str:
+    """Return the bench's comparison table as Markdown (docs/bench.md is made of these)."""
+    arms = list(report.arms)
+    both = arms == ["tiny", "all-tools"]
+    head = ["metric", *arms, *(["all-tools ÷ tiny"] if both else [])]
+    lines = [_md_row(head), _md_row(["---", *["---:"] * (len(head) - 1)])]
+    for label, get in _bench_rows(report):
+        values = [get(report.arms[arm]) for arm in arms]
+        ratio = [_bench_ratio(values[1], values[0])] if both else []
+        lines.append(_md_row([label.strip(), *map(_bench_number, values), *ratio]))
+    return "\n".join(lines) + "\n"
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
 def _bench_disagreements(console: Console, report: Any) -> None:
     tasks = report.disagreements()
     if len(report.arms) < 2:
