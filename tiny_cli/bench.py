@@ -39,6 +39,7 @@ from tiny_cli.crm import CRM_FILENAME, CrmStore
 from tiny_cli.digest import Brief, Digest, Routing, Status, estimate_tokens, make_brief
 from tiny_cli.digest import with_caller_tokens as _with_caller_tokens
 from tiny_cli.errors import ConfigError
+from tiny_cli.events import Finished, Observer, ignore
 from tiny_cli.pages import PageServer
 from tiny_cli.replay import ExchangeSource, Replayer, Volatile
 from tiny_cli.runner import approve_writes, fresh_context, invoke
@@ -70,6 +71,11 @@ NO_EVIDENCE_REASON = "no_evidence"
 UNVERIFIED_WRITE_REASON = "unverified_write"
 
 Progress = Callable[[int, int], None]  # (runs done, runs in total)
+ObserverFor = Callable[[str], Observer]  # the observer of one run, by its label
+
+
+def _observe_nothing(run: str) -> Observer:
+    return ignore
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,7 @@ def bench_from_settings(
     tasks_path: Path | None = None,
     options: BenchOptions = BenchOptions(),
     on_progress: Progress | None = None,
+    observe: ObserverFor = _observe_nothing,
 ) -> BenchReport:
     """Load the task file and the workspace, route if the tiny arm runs, and run the bench."""
     path = tasks_path or default_tasks_path(Path.cwd())
@@ -106,6 +113,7 @@ def bench_from_settings(
         pages=pages_folder(path),
         on_progress=on_progress,
         replayed_from=exchanges.path if isinstance(exchanges, Replayer) else None,
+        observe=observe,
     )
 
 
@@ -120,8 +128,11 @@ def run_bench(
     on_progress: Progress | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     replayed_from: Path | None = None,
+    observe: ObserverFor = _observe_nothing,
 ) -> BenchReport:
     """Run every task in every arm `options.repeat` times; return the report.
+
+    `observe(run)` gives the observer of one run's events (`run` is e.g. `onboarding/tiny/0`).
 
     `replayed_from` names the recording `exchanges` answers from: the report says it is a
     replay, whose wall times are the replay's, not the model's.
@@ -131,7 +142,7 @@ def run_bench(
     with _site(tasks, pages) as site:
         volatile = Volatile.of({SITE: site, "{site_host}": _netloc(site)})
         routes = _route_all(router, tasks, site) if "tiny" in options.arms else {}
-        context = _Context(ws, exchanges, routes, site, volatile)
+        context = _Context(ws, exchanges, routes, site, volatile, observe)
         jobs = [
             _Job(t, arm, r) for r in range(options.repeat) for t in tasks for arm in options.arms
         ]
@@ -562,6 +573,7 @@ class _Context:
     routes: Mapping[str, _Route]
     site: str | None
     volatile: Volatile
+    observe: ObserverFor = _observe_nothing
 
 
 def _run_jobs(
@@ -598,8 +610,11 @@ def _run_one(context: _Context, job: _Job) -> RunResult:
     """Run one task in one arm from a fresh context, in a scratch home."""
     brief = make_brief(job.task.text(context.site), job.task.asked_fields())
     route = context.routes[job.task.id] if job.arm == "tiny" else None
+    observer = context.observe(job.run)
     if route is not None and route.agent_id is None:
-        return _abstained(job, route, context.volatile)
+        result = _abstained(job, route, context.volatile)
+        observer(Finished(_abstain_digest(route)))
+        return result
     if route is not None and route.agent_id is not None:
         card = context.ws.card(route.agent_id)
     else:
@@ -619,6 +634,7 @@ def _run_one(context: _Context, job: _Job) -> RunResult:
             approve=approve_writes,  # only the scratch home can be written; each write is counted
             tool_mode=settings.tool_mode,
             wall_scale=settings.wall_scale,
+            observer=observer,
         )
         records = _crm_records(Path(scratch)) if job.task.writes else ()  # before it is gone
     if route is not None:  # what `tiny delegate` hands its caller
@@ -630,9 +646,12 @@ def _run_one(context: _Context, job: _Job) -> RunResult:
 
 def _abstained(job: _Job, route: _Route, volatile: Volatile) -> RunResult:
     """The concierge found no card: no model call, the outcome is `abstain`."""
+    return _result(job, _abstain_digest(route), PromptSplit(), route, volatile, _Seen())
+
+
+def _abstain_digest(route: _Route) -> Digest:
     reason = f"no card fits: best score {route.routing.score:.3f} < threshold {route.threshold:.3f}"
-    digest = Digest(None, "abstain", reason=reason, routing=route.routing)
-    return _result(job, digest, PromptSplit(), route, volatile, _Seen())
+    return Digest(None, "abstain", reason=reason, routing=route.routing)
 
 
 @dataclass(frozen=True)

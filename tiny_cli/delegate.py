@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from tiny_cli.budget import Clock
 from tiny_cli.cards import Card
 from tiny_cli.digest import Brief, Digest, Routing, with_caller_tokens
+from tiny_cli.events import Event, Finished, Observer, ignore
 from tiny_cli.provider import Provider
 from tiny_cli.runner import Approve, decline_writes, invoke
 from tiny_cli.settings import model_for
@@ -28,11 +29,13 @@ def delegate(
     provider: Provider,
     approve: Approve = decline_writes,
     clock: Clock = time.monotonic,
+    observer: Observer = ignore,
 ) -> Digest:
     """Route the Brief's goal; abstain, or run the card with every write call put to `approve`.
 
     A writer card with `approve=decline_writes` (nobody can approve) stops before any model
-    call with `needs_confirmation`, as `run_card` does.
+    call with `needs_confirmation`, as `run_card` does. `observer` sees the run's events;
+    its `Finished` Digest carries the routing decision, an abstain included.
     """
     decision = router.route(brief.goal)
     routing = Routing(decision.decision, decision.agent_id, round(decision.score, 4))
@@ -40,8 +43,18 @@ def delegate(
         reason = (
             f"no card fits: best score {decision.score:.3f} < threshold {decision.threshold:.3f}"
         )
-        return with_caller_tokens(Digest(None, "abstain", reason=reason, routing=routing))
-    digest = run_card(ws, decision.agent_id, brief, provider=provider, approve=approve, clock=clock)
+        digest = with_caller_tokens(Digest(None, "abstain", reason=reason, routing=routing))
+        observer(Finished(digest))
+        return digest
+    digest = run_card(
+        ws,
+        decision.agent_id,
+        brief,
+        provider=provider,
+        approve=approve,
+        clock=clock,
+        observer=_with_routing(observer, routing),
+    )
     return with_caller_tokens(replace(digest, routing=routing))
 
 
@@ -53,6 +66,7 @@ def run_card(
     provider: Provider,
     approve: Approve = decline_writes,
     clock: Clock = time.monotonic,
+    observer: Observer = ignore,
 ) -> Digest:
     """Invoke the card named `card_id` with the workspace's tools and model settings.
 
@@ -61,7 +75,9 @@ def run_card(
     """
     card = ws.card(card_id)
     if card.writes and approve is decline_writes:
-        return _not_confirmed(ws, card)
+        digest = _not_confirmed(ws, card)
+        observer(Finished(digest))
+        return digest
     model = model_for(ws.settings, card.model)
     return invoke(
         card,
@@ -73,7 +89,20 @@ def run_card(
         clock=clock,
         tool_mode=ws.settings.tool_mode,
         wall_scale=ws.settings.wall_scale,
+        observer=observer,
     )
+
+
+def _with_routing(observer: Observer, routing: Routing) -> Observer:
+    """Pass events on; the final Digest gains the routing decision, as the caller's does."""
+
+    def notify(event: Event) -> None:
+        if isinstance(event, Finished):
+            digest = with_caller_tokens(replace(event.digest, routing=routing))
+            event = replace(event, digest=digest)
+        observer(event)
+
+    return notify
 
 
 def _not_confirmed(ws: Workspace, card: Card) -> Digest:

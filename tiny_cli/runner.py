@@ -42,6 +42,19 @@ from tiny_cli.digest import (
     with_caller_tokens,
 )
 from tiny_cli.errors import ProviderError
+from tiny_cli.events import (
+    BudgetHit,
+    Finished,
+    GhostCall,
+    ModelReplied,
+    ModeSwitched,
+    Observer,
+    RunStarted,
+    ToolCalled,
+    ToolFinished,
+    TurnStarted,
+    ignore,
+)
 from tiny_cli.evidence import evidence_of, field_sources, needs_evidence
 from tiny_cli.prompts import (
     call_first_message,
@@ -88,15 +101,26 @@ def invoke(
     clock: Clock = time.monotonic,
     tool_mode: ToolMode | None = None,
     wall_scale: float = DEFAULT_WALL_SCALE,
+    observer: Observer = ignore,
 ) -> Digest:
     """Run `card` on `brief` in a fresh context under its budget; return the Digest.
 
     Every call of a tool that writes is put to `approve` first, as that call with those
     arguments; a declined call is answered to the model as declined and never runs.
-    `tool_mode` (flag or env) wins over the card's; see `tiny_cli.actions`.
+    `tool_mode` (flag or env) wins over the card's; see `tiny_cli.actions`. `observer` gets
+    every step as an event (`tiny_cli.events`), ending with `Finished`.
     """
     meter = Meter(effective_budget(card, brief, wall_scale), clock)
-    run = _Run(card, brief, registry, approve, meter, tool_mode_for(card, tool_mode))
+    run = _Run(card, brief, registry, approve, meter, tool_mode_for(card, tool_mode), observer)
+    observer(_started(run, model))
+    digest = _loop(run, provider, model)
+    observer(Finished(digest, tuple(run.messages)))
+    return digest
+
+
+def _loop(run: _Run, provider: Provider, model: str) -> Digest:
+    """Ask, run the calls, and go on until an answer, a failure or a spent budget."""
+    meter = run.meter
     while True:
         if meter.remaining() <= 0:
             return _ended(run, "max_wall_seconds", meter.slowest())
@@ -110,6 +134,7 @@ def invoke(
         if calls:
             run.call_tools(calls, reply)
             if len(meter.ghosts()) > DEFAULT_MAX_GHOST_CALLS:
+                run.observer(BudgetHit("ghost_calls"))
                 return _digest(run, "failed", reason="ghost_calls")
             continue
         if run.insist_on_a_tool(reply):
@@ -117,6 +142,20 @@ def invoke(
         done = run.answer(reply)
         if done is not None:
             return done
+
+
+def _started(run: _Run, model: str) -> RunStarted:
+    budget = run.meter.budget
+    return RunStarted(
+        run.card.id,
+        model,
+        run.mode,
+        run.brief.goal,
+        budget.max_tool_calls,
+        budget.max_wall_seconds,
+        budget.max_output_tokens,
+        tuple(run.messages),
+    )
 
 
 class _Run:
@@ -130,9 +169,10 @@ class _Run:
         approve: Approve,
         meter: Meter,
         mode: ToolMode,
+        observer: Observer = ignore,
     ) -> None:
         self.card, self.brief, self.registry, self.approve = card, brief, registry, approve
-        self.meter, self.mode = meter, mode
+        self.meter, self.mode, self.observer = meter, mode, observer
         self.required = required_fields(card, brief)
         self.schemas = registry.schemas(card.tools)
         self.json = mode == "json"  # auto starts native and may switch
@@ -146,6 +186,8 @@ class _Run:
         forced = self.card.first == "tool" and not self.wrapping and not self._called_a_tool()
         tools = [] if self.json or self.wrapping else self.schemas
         asked = self.meter.clock()
+        turn = self.meter.turns + 1
+        self.observer(TurnStarted(turn, self.meter.remaining(), len(self.meter.calls), self.json))
         try:
             reply = provider.complete(
                 model=model,
@@ -161,6 +203,17 @@ class _Run:
         self.meter.turns += 1
         self.meter.tokens_in += reply.tokens_in
         self.meter.tokens_out += reply.tokens_out
+        seconds = self.meter.clock() - asked
+        self.observer(
+            ModelReplied(
+                turn,
+                reply.tokens_in,
+                reply.tokens_out,
+                seconds,
+                reply.content,
+                len(reply.tool_calls),
+            )
+        )
         return reply
 
     def calls_in(self, reply: Completion) -> tuple[ToolCall, ...]:
@@ -180,16 +233,30 @@ class _Run:
         recovered = not native and not self.json
         self.messages.append(_assistant(reply) if native else _said(reply.content))
         for call in calls:
-            content = _call_tool(call, self, recovered)
+            content = self._handle(call, recovered)
             self.messages.append(
                 _tool_message(call, content) if native else result_message(call.name, content)
             )
         if recovered and self.mode == "auto":
             self._switch_to_json("the model wrote tool calls as text")
         if self.meter.tools_spent():
+            self.observer(BudgetHit("max_tool_calls"))
             self.wrapping = True
             limit = self.meter.budget.max_tool_calls
             self.messages.append({"role": "user", "content": wrap_up_message(limit)})
+
+    def _handle(self, call: ToolCall, recovered: bool) -> str:
+        """Run one call between its two events; a ghost is reported as such."""
+        self.observer(ToolCalled(call.id, call.name, call.arguments, recovered))
+        before, started = len(self.meter.calls), self.meter.clock()
+        content = _call_tool(call, self, recovered)
+        record = self.meter.calls[-1] if len(self.meter.calls) > before else None
+        outcome = record.outcome if record is not None else None
+        if outcome == "ghost":
+            self.observer(GhostCall(call.name, len(self.meter.ghosts())))
+        seconds = self.meter.clock() - started
+        self.observer(ToolFinished(call.id, call.name, outcome, seconds, content))
+        return content
 
     def insist_on_a_tool(self, reply: Completion) -> bool:
         """`first: tool` in auto mode: an answer before any tool ran switches the run to json."""
@@ -233,6 +300,7 @@ class _Run:
             self.card, self.brief, self.meter.budget, self._tools_text(json_mode=True)
         )[0]
         self.notes += (f"switched to json tool mode: {why}",)
+        self.observer(ModeSwitched("json", why))
 
     def _tools_text(self, json_mode: bool | None = None) -> str | None:
         return (
@@ -406,6 +474,7 @@ def _finish(run: _Run, reply: Reply, forced: str | None = None) -> Digest:
 
 def _ended(run: _Run, reason: str, detail: str = "") -> Digest:
     """The wall clock ran out: partial with the draft if one exists, else failed."""
+    run.observer(BudgetHit(reason))
     if not run.draft:
         return _digest(run, "failed", reason=reason, notes=_note(detail))
     summary, _ = cut_summary(run.draft, run.meter.budget.max_output_tokens)

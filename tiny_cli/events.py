@@ -1,0 +1,135 @@
+"""Run events: what the runner reports while it works, to observers passed in as a parameter.
+
+The runner never prints; a live view, the run log and tests are observers of the same small
+typed set. An observer is called synchronously on the runner's thread, so it must be quick
+and must not raise: `notify` swallows nothing, a failing observer is a bug to surface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tiny_cli.digest import CallOutcome, Digest
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """A fresh context is about to be sent: which card, model, mode and budget."""
+
+    card_id: str
+    model: str
+    tool_mode: str
+    goal: str
+    max_tool_calls: int
+    max_wall_seconds: float
+    max_output_tokens: int
+    messages: Sequence[Mapping[str, Any]]  # the fresh context: [system, user]
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    """Request number `turn` (1-based) goes to the model; `remaining` seconds of budget left."""
+
+    turn: int
+    remaining: float
+    calls_used: int
+    json_mode: bool
+
+
+@dataclass(frozen=True)
+class ModelReplied:
+    """The model answered request `turn`."""
+
+    turn: int
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+    content: str | None
+    tool_calls: int  # native tool calls in the reply
+
+
+@dataclass(frozen=True)
+class ToolCalled:
+    """A call is about to be handled (checked, approved, run)."""
+
+    call_id: str
+    name: str
+    arguments: str  # raw JSON text as the model sent it
+    recovered: bool = False
+
+
+@dataclass(frozen=True)
+class ToolFinished:
+    """A call was handled: its outcome and what the model got back."""
+
+    call_id: str
+    name: str
+    outcome: CallOutcome | None  # None: not run because the budget was spent
+    seconds: float
+    result: str  # the text the model sees
+
+
+@dataclass(frozen=True)
+class GhostCall:
+    """The model called a tool its card does not have."""
+
+    name: str
+    count: int  # ghost calls so far in this run
+
+
+@dataclass(frozen=True)
+class BudgetHit:
+    """A hard limit was reached: max_tool_calls, max_wall_seconds or ghost_calls."""
+
+    limit: str
+
+
+@dataclass(frozen=True)
+class ModeSwitched:
+    """The run changed tool mode (auto → json) and why."""
+
+    to: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The run ended: the Digest and the whole transcript as sent to the model."""
+
+    digest: Digest
+    messages: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+
+
+Event = (
+    RunStarted
+    | TurnStarted
+    | ModelReplied
+    | ToolCalled
+    | ToolFinished
+    | GhostCall
+    | BudgetHit
+    | ModeSwitched
+    | Finished
+)
+Observer = Callable[[Event], None]
+
+
+def ignore(event: Event) -> None:
+    """Observe nothing: the default observer."""
+
+
+def fan_out(*observers: Observer | None) -> Observer:
+    """Return one observer that passes each event to every given observer, in order."""
+    present = [o for o in observers if o is not None]
+    if not present:
+        return ignore
+    if len(present) == 1:
+        return present[0]
+
+    def notify(event: Event) -> None:
+        for observer in present:
+            observer(event)
+
+    return notify
