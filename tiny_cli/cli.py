@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
     from tiny_cli.cards import Card
     from tiny_cli.digest import Brief, Digest
+    from tiny_cli.events import Observer
     from tiny_cli.runner import Approve
     from tiny_cli.settings import Settings
 
@@ -141,6 +144,13 @@ WallScaleOpt = Annotated[
         help="Multiply every card's max_wall_seconds, e.g. 3 for a slow CPU server "
         "[env TINY_WALL_SCALE; default 1].",
     ),
+]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Show no live view of the run on stderr.")
+]
+NoLogOpt = Annotated[
+    bool,
+    typer.Option("--no-log", help="Keep this command out of the run log [env TINY_NO_LOG=1]."),
 ]
 BriefOpt = Annotated[
     Path | None, typer.Option("--brief", help="Read the Brief from a YAML or JSON file.")
@@ -317,6 +327,8 @@ def invoke(
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
     yes: YesOpt = False,
+    quiet: QuietOpt = False,
+    no_log: NoLogOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one card on a task in a fresh context under its budget; print the Digest."""
@@ -329,13 +341,17 @@ def invoke(
 
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
-    with open_exchanges(settings, record=record, replay=replay) as exchanges:
+    with (
+        open_exchanges(settings, record=record, replay=replay) as exchanges,
+        _observing(settings, "invoke", live=_live(quiet, json_out), log=not no_log) as observe,
+    ):
         digest = run_card(
             ws,
             card_id,
             the_brief,
             provider=exchanges.for_run("invoke", card_id),
             approve=_approver(yes, json_out),
+            observer=observe("invoke"),
         )
     _show_digest(json_out, digest)
 
@@ -358,6 +374,8 @@ def delegate(
     allow_host: AllowHostOpt = None,
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
+    quiet: QuietOpt = False,
+    no_log: NoLogOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before each write call."""
@@ -370,13 +388,18 @@ def delegate(
 
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
-    with open_exchanges(settings, record=record, replay=replay) as exchanges:
+    live = _live(quiet, json_out)
+    with (
+        open_exchanges(settings, record=record, replay=replay) as exchanges,
+        _observing(settings, "delegate", live=live, log=not no_log) as observe,
+    ):
         digest = run_delegate(
             ws,
             make_router(ws),
             the_brief,
             provider=exchanges.for_run("delegate", "routed card"),
             approve=_approver(yes, json_out),
+            observer=observe("delegate"),
         )
     _show_digest(json_out, digest)
 
@@ -409,6 +432,35 @@ def _pair(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise typer.BadParameter(f"{text!r} is not key=value", param_hint="--input")
     return key.strip(), value.strip()
+
+
+@contextmanager
+def _observing(
+    settings: Settings, command: str, *, live: bool, log: bool
+) -> Iterator[Callable[[str], Observer]]:
+    """Yield the observer of each run: the live view and the run log, as enabled."""
+    from tiny_cli.events import fan_out
+    from tiny_cli.replay import endpoint_host
+
+    parts: list[Callable[[str], Observer]] = []
+    with ExitStack() as stack:
+        if log and settings.log_runs:
+            from tiny_cli.runlog import RunLog
+
+            runlog = stack.enter_context(RunLog.open(settings.home))
+            endpoint = endpoint_host(settings.base_url)
+            parts.append(lambda run: runlog.observer(command, run, endpoint))
+        if live:
+            from tiny_cli.live import LiveView
+
+            view = stack.enter_context(LiveView(_console(stderr=True)))
+            parts.append(view.observer)
+        yield lambda run: fan_out(*(part(run) for part in parts))
+
+
+def _live(quiet: bool, json_out: bool) -> bool:
+    """Show the live view only to a person: not with --quiet or --json, only on a terminal."""
+    return not quiet and not json_out and sys.stderr.isatty()
 
 
 def _approver(yes: bool, json_out: bool) -> Approve:
@@ -483,6 +535,8 @@ def bench(
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Print the comparison as a Markdown table.")
     ] = False,
+    quiet: QuietOpt = False,
+    no_log: NoLogOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
@@ -499,8 +553,10 @@ def bench(
         cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
     )
     options = BenchOptions(arms, repeat, concurrency)
+    live = concurrency == 1 and _live(quiet, json_out)  # one run at a time can be watched
     with (
         open_exchanges(settings, record=record, replay=replay) as exchanges,
+        _observing(settings, "bench", live=live, log=not no_log) as observe,
         render.BenchProgress(_console(stderr=True)) as progress,
     ):
         report = bench_from_settings(
@@ -510,6 +566,7 @@ def bench(
             tasks_path=tasks,
             options=options,
             on_progress=progress,
+            observe=observe,
         )
     document = report.to_json()
     if out is not None:

