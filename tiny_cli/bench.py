@@ -33,6 +33,7 @@ from typing import Any, Literal, Protocol, get_args
 import yaml
 
 from tiny_cli import __version__
+from tiny_cli.artifacts import ArtifactStore
 from tiny_cli.builtin import builtin_tools
 from tiny_cli.cards import Budget, Card, SideEffects
 from tiny_cli.crm import CRM_FILENAME, CrmStore
@@ -635,6 +636,7 @@ def _run_one(context: _Context, job: _Job) -> RunResult:
             tool_mode=settings.tool_mode,
             wall_scale=settings.wall_scale,
             observer=observer,
+            artifacts=ArtifactStore(Path(scratch)),  # kept in the scratch home, gone with it
         )
         records = _crm_records(Path(scratch)) if job.task.writes else ()  # before it is gone
     if route is not None:  # what `tiny delegate` hands its caller

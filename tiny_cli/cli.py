@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +22,7 @@ from tiny_cli.settings import DEFAULT_TOP, load_settings
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tiny_cli.artifacts import ArtifactStore
     from tiny_cli.cards import Card
     from tiny_cli.digest import Brief, Digest
     from tiny_cli.events import Observer
@@ -151,6 +152,14 @@ QuietOpt = Annotated[
 NoLogOpt = Annotated[
     bool,
     typer.Option("--no-log", help="Keep this command out of the run log [env TINY_NO_LOG=1]."),
+]
+ArtifactOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--artifact",
+        metavar="HANDLE",
+        help="An earlier stored tool result the agent may read (read_artifact); repeatable.",
+    ),
 ]
 BriefOpt = Annotated[
     Path | None, typer.Option("--brief", help="Read the Brief from a YAML or JSON file.")
@@ -327,6 +336,7 @@ def invoke(
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
     yes: YesOpt = False,
+    artifact: ArtifactOpt = None,
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
     json_out: JsonOpt = False,
@@ -341,6 +351,7 @@ def invoke(
 
     ws = open_workspace(settings)
     the_brief = _brief(task, brief, must_return, inputs, hint, max_output_tokens)
+    store = _artifact_store(settings, artifact or ())
     with (
         open_exchanges(settings, record=record, replay=replay) as exchanges,
         _observing(settings, "invoke", live=_live(quiet, json_out), log=not no_log) as observe,
@@ -352,6 +363,8 @@ def invoke(
             provider=exchanges.for_run("invoke", card_id),
             approve=_approver(yes, json_out),
             observer=observe("invoke"),
+            artifacts=store,
+            handles=artifact or (),
         )
     _show_digest(json_out, digest)
 
@@ -400,8 +413,19 @@ def delegate(
             provider=exchanges.for_run("delegate", "routed card"),
             approve=_approver(yes, json_out),
             observer=observe("delegate"),
+            artifacts=_artifact_store(settings),
         )
     _show_digest(json_out, digest)
+
+
+def _artifact_store(settings: Settings, handles: Sequence[str] = ()) -> ArtifactStore:
+    """Return the store under the data directory; an unknown handle stops before any model call."""
+    from tiny_cli.artifacts import ArtifactStore
+
+    store = ArtifactStore(settings.home)
+    for handle in handles:
+        store.get(handle)
+    return store
 
 
 def _brief(
@@ -596,3 +620,31 @@ def _write_report(path: Path, document: Any) -> None:
     except OSError as exc:
         partial.unlink(missing_ok=True)
         raise ConfigError(f"{path}: cannot write the report: {exc.strerror}") from exc
+
+
+artifacts_app = typer.Typer(
+    cls=_Group,
+    help="Tool results too long for an agent's context, kept whole under a handle.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(artifacts_app, name="artifacts")
+
+
+@artifacts_app.command("show")
+def artifacts_show(
+    handle: Annotated[str, typer.Argument(help="The handle, e.g. art_3f9c2a1b7d.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Print a stored tool result whole (escaped at a terminal, exact when piped)."""
+    store = _artifact_store(_settings())
+    found = store.get(handle)
+    text = store.text(found)
+    if json_out:
+        _emit(True, {**found.metadata(), "text": text}, None)
+    elif sys.stdout.isatty():
+        from tiny_cli.render import printable
+
+        typer.echo(printable(text, keep="\n\t"))  # a page must not steer the terminal
+    else:
+        sys.stdout.write(text)  # exactly the artifact, for a pipe or a file

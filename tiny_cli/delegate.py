@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from tiny_cli.artifacts import Artifact, ArtifactStore
 from tiny_cli.budget import Clock
 from tiny_cli.cards import Card
 from tiny_cli.digest import Brief, Digest, Routing, with_caller_tokens
+from tiny_cli.errors import ConfigError
 from tiny_cli.events import Event, Finished, Observer, ignore
 from tiny_cli.provider import Provider
 from tiny_cli.runner import Approve, decline_writes, invoke
@@ -30,12 +33,14 @@ def delegate(
     approve: Approve = decline_writes,
     clock: Clock = time.monotonic,
     observer: Observer = ignore,
+    artifacts: ArtifactStore | None = None,
 ) -> Digest:
     """Route the Brief's goal; abstain, or run the card with every write call put to `approve`.
 
     A writer card with `approve=decline_writes` (nobody can approve) stops before any model
     call with `needs_confirmation`, as `run_card` does. `observer` sees the run's events;
-    its `Finished` Digest carries the routing decision, an abstain included.
+    its `Finished` Digest carries the routing decision, an abstain included. Long tool
+    results are kept in `artifacts` (see `run_card`).
     """
     decision = router.route(brief.goal)
     routing = Routing(decision.decision, decision.agent_id, round(decision.score, 4))
@@ -54,6 +59,7 @@ def delegate(
         approve=approve,
         clock=clock,
         observer=_with_routing(observer, routing),
+        artifacts=artifacts,
     )
     return with_caller_tokens(replace(digest, routing=routing))
 
@@ -67,12 +73,17 @@ def run_card(
     approve: Approve = decline_writes,
     clock: Clock = time.monotonic,
     observer: Observer = ignore,
+    artifacts: ArtifactStore | None = None,
+    handles: Sequence[str] = (),
 ) -> Digest:
     """Invoke the card named `card_id` with the workspace's tools and model settings.
 
     Each write call is put to `approve`. When that is `decline_writes` and the card writes,
     no call could ever be approved: stop with `needs_confirmation` before any model call.
+    A tool result over the limit is stored in `artifacts` (cut without a store); `handles`
+    name earlier artifacts the agent may read (an unknown one is a ConfigError).
     """
+    held = _held(artifacts, handles)
     card = ws.card(card_id)
     if card.writes and approve is decline_writes:
         digest = _not_confirmed(ws, card)
@@ -90,7 +101,16 @@ def run_card(
         tool_mode=ws.settings.tool_mode,
         wall_scale=ws.settings.wall_scale,
         observer=observer,
+        artifacts=artifacts,
+        held=held,
     )
+
+
+def _held(store: ArtifactStore | None, handles: Sequence[str]) -> tuple[Artifact, ...]:
+    """Look up each handle before any model call; one that is not stored is a usage error."""
+    if handles and store is None:
+        raise ConfigError("artifacts were named but there is no artifact store to read them from")
+    return tuple(store.get(h) for h in dict.fromkeys(handles)) if store is not None else ()
 
 
 def _with_routing(observer: Observer, routing: Routing) -> Observer:

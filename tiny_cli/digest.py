@@ -14,6 +14,7 @@ import referencing.exceptions
 import yaml
 
 from tiny_cli import yamlsafe
+from tiny_cli.artifacts import Artifact
 from tiny_cli.errors import ConfigError
 
 MAX_HINT_CHARS = 800
@@ -92,7 +93,7 @@ class Digest:
     status: Status
     summary: str = ""
     fields: Mapping[str, Any] = field(default_factory=dict)
-    artifacts: tuple[str, ...] = ()
+    artifacts: tuple[Artifact, ...] = ()  # tool results stored whole (tiny_cli.artifacts)
     notes_for_caller: tuple[str, ...] = ()
     cost: Cost = field(default_factory=Cost)
     reason: str | None = None
@@ -108,7 +109,7 @@ class Digest:
             "status": self.status,
             "summary": self.summary,
             "fields": dict(self.fields),
-            "artifacts": list(self.artifacts),
+            "artifacts": [a.to_json() for a in self.artifacts],
             "notes_for_caller": list(self.notes_for_caller),
             "cost": {**asdict(self.cost), "ghost_names": list(self.cost.ghost_names)},
             "reason": self.reason,

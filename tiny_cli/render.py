@@ -187,7 +187,7 @@ STATUS_STYLE = {
 
 
 def digest(console: Console, d: Any) -> None:
-    """Print a Digest: the routing line, a panel with the summary, fields, notes and cost."""
+    """Print a Digest: routing, a panel with the summary, fields, writes, artifacts, notes, cost."""
     if d.routing is not None:
         target = d.routing.agent_id or "nobody"
         console.print(
@@ -214,6 +214,13 @@ def digest(console: Console, d: Any) -> None:
             result = "" if c.outcome in ("ok", "declined") else f" ({c.outcome})"
             text = escape(write_call(c.name, c.arguments or {}))
             console.print(f"{label}: {text}{escape(result)}", highlight=False, soft_wrap=True)
+    for a in d.artifacts:  # kept whole: `tiny artifacts show HANDLE` prints one
+        console.print(
+            f"artifact: {_shown(a.handle)} · {_shown(a.tool)} · {a.chars:,} characters · "
+            f"{_shown(a.preview)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     for note in d.notes_for_caller:
         console.print(f"note: {_shown(note)}", style="dim")
     _cost(console, d.cost)

@@ -6,6 +6,7 @@ import copy
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import jsonschema
@@ -17,8 +18,17 @@ from tiny_cli.actions import (
     result_message,
     tool_mode_for,
 )
+from tiny_cli.artifacts import (
+    READ_ARTIFACT,
+    Artifact,
+    ArtifactStore,
+    held_note,
+    read_artifact_tool,
+    stored_result,
+)
 from tiny_cli.budget import (
     DEFAULT_MAX_GHOST_CALLS,
+    DEFAULT_MAX_RESULT_CHARS,
     DEFAULT_WALL_SCALE,
     Clock,
     Meter,
@@ -102,6 +112,8 @@ def invoke(
     tool_mode: ToolMode | None = None,
     wall_scale: float = DEFAULT_WALL_SCALE,
     observer: Observer = ignore,
+    artifacts: ArtifactStore | None = None,
+    held: Sequence[Artifact] = (),
 ) -> Digest:
     """Run `card` on `brief` in a fresh context under its budget; return the Digest.
 
@@ -109,9 +121,13 @@ def invoke(
     arguments; a declined call is answered to the model as declined and never runs.
     `tool_mode` (flag or env) wins over the card's; see `tiny_cli.actions`. `observer` gets
     every step as an event (`tiny_cli.events`), ending with `Finished`.
+
+    With `artifacts`, a tool result over the result limit is stored there whole and the agent
+    gets `read_artifact`; without, it is cut. `held` are earlier artifacts the agent may read.
     """
     meter = Meter(effective_budget(card, brief, wall_scale), clock)
-    run = _Run(card, brief, registry, approve, meter, tool_mode_for(card, tool_mode), observer)
+    mode = tool_mode_for(card, tool_mode)
+    run = _Run(card, brief, registry, approve, meter, mode, observer, _shelf(card, artifacts, held))
     observer(_started(run, model))
     digest = _loop(run, provider, model)
     observer(Finished(digest, tuple(run.messages)))
@@ -158,6 +174,30 @@ def _started(run: _Run, model: str) -> RunStarted:
     )
 
 
+def _shelf(card: Card, store: ArtifactStore | None, held: Sequence[Artifact]) -> _Shelf | None:
+    """Return the run's artifacts: none without a store, or if the card has a tool so named."""
+    if store is None or READ_ARTIFACT in card.tools:
+        return None  # long results are then cut, as they always were
+    return _Shelf(store, held)
+
+
+class _Shelf:
+    """The artifacts one run may read: given by the caller, or stored by this run."""
+
+    def __init__(self, store: ArtifactStore, given: Sequence[Artifact]) -> None:
+        self.store = store
+        self.held: list[Artifact] = list(given)
+        self.created: list[Artifact] = []
+        self.reader = read_artifact_tool(store, lambda: self.held, DEFAULT_MAX_RESULT_CHARS)
+
+    def keep(self, tool: str, text: str, card: str) -> Artifact:
+        """Store a result and hold it; raises OSError when it cannot be stored."""
+        artifact = self.store.save(text, tool=tool, card=card)
+        self.created.append(artifact)
+        self.held.append(artifact)
+        return artifact
+
+
 class _Run:
     """One invocation's state: the context so far, the tool mode, and what has happened."""
 
@@ -170,13 +210,16 @@ class _Run:
         meter: Meter,
         mode: ToolMode,
         observer: Observer = ignore,
+        shelf: _Shelf | None = None,
     ) -> None:
         self.card, self.brief, self.registry, self.approve = card, brief, registry, approve
-        self.meter, self.mode, self.observer = meter, mode, observer
+        self.meter, self.mode, self.observer, self.shelf = meter, mode, observer, shelf
         self.required = required_fields(card, brief)
-        self.schemas = registry.schemas(card.tools)
+        self.schemas = registry.schemas(card.tools) + self._reader_schema()
         self.json = mode == "json"  # auto starts native and may switch
-        self.messages = _context(card, brief, meter.budget, self._tools_text())
+        self.messages = _context(self._prompted(), brief, meter.budget, self._tools_text())
+        if shelf is not None and shelf.held:
+            self.messages[1]["content"] += "\n\n" + held_note(shelf.held)
         self.wrapping = self.repaired = self.insisted = False
         self.draft = ""
         self.notes: tuple[str, ...] = ()
@@ -287,6 +330,43 @@ class _Run:
         self.messages.append({"role": "user", "content": repair})
         return None
 
+    def tool(self, name: str) -> Tool | None:
+        """Return the tool `name` if this agent has it now: its card's, or read_artifact."""
+        if name in self.card.tools and name in self.registry:
+            return self.registry[name]
+        if name == READ_ARTIFACT and self.shelf is not None and self.shelf.held:
+            return self.shelf.reader
+        return None
+
+    def tool_names(self) -> list[str]:
+        """Name the tools this agent has now, as a ghost call's answer lists them."""
+        return [s["function"]["name"] for s in self.schemas]
+
+    def kept(self, name: str, text: str) -> str | None:
+        """Store a long result as an artifact; return what the model sees, None if not stored."""
+        if self.shelf is None or name == READ_ARTIFACT:  # a window is short: never stored again
+            return None
+        first = not self.shelf.held
+        try:
+            artifact = self.shelf.keep(name, text, self.card.id)
+        except OSError as exc:
+            why = exc.strerror or type(exc).__name__
+            self.notes += (f"a {name} result was cut: it could not be stored ({why})",)
+            return None
+        if first:  # from now on the agent can read it, in either tool mode
+            self.schemas = self.schemas + self._reader_schema()
+        return stored_result(text, artifact, DEFAULT_MAX_RESULT_CHARS)
+
+    def _reader_schema(self) -> list[dict[str, Any]]:
+        reader = self.tool(READ_ARTIFACT) if READ_ARTIFACT not in self.card.tools else None
+        return [reader.schema()] if reader is not None else []
+
+    def _prompted(self) -> Card:
+        """The card as its system prompt names it: with read_artifact once the run has it."""
+        if not self._reader_schema():
+            return self.card
+        return replace(self.card, tools=(*self.card.tools, READ_ARTIFACT))
+
     def _constraint(self, forced: bool) -> dict[str, Any]:
         tools = [] if self.wrapping else self.schemas
         answer = None if forced and tools else answer_schema(self.card, self.required)
@@ -297,7 +377,7 @@ class _Run:
             return
         self.json = True
         self.messages[0] = _context(
-            self.card, self.brief, self.meter.budget, self._tools_text(json_mode=True)
+            self._prompted(), self.brief, self.meter.budget, self._tools_text(json_mode=True)
         )[0]
         self.notes += (f"switched to json tool mode: {why}",)
         self.observer(ModeSwitched("json", why))
@@ -342,18 +422,18 @@ def _call_tool(call: ToolCall, run: _Run, recovered: bool = False) -> str:
     A write tool runs only on a card with `side_effects: write` and only when `approve`
     says yes to this very call; otherwise the model is told it did not run.
     """
-    card, registry, meter = run.card, run.registry, run.meter
+    card, meter = run.card, run.meter
 
     def record(outcome: CallOutcome, writes: bool = False, args: Any = None) -> None:
         meter.calls.append(CallRecord(call.name, outcome, writes, args, recovered))
 
-    if call.name not in card.tools or call.name not in registry:
+    tool = run.tool(call.name)
+    if tool is None:
         record("ghost")  # counted even past the budget
-        have = ", ".join(card.tools) or "none"
+        have = ", ".join(run.tool_names()) or "none"
         return f"error: unknown tool {call.name!r}. Your tools are: {have}."
     if meter.tools_spent() or meter.remaining() <= 0:
         return "error: not run, the budget is spent"
-    tool = registry[call.name]
     args, problem = _arguments(call.arguments, tool.parameters)
     if problem:
         record("bad_arguments", tool.writes)
@@ -376,11 +456,15 @@ def _call_tool(call: ToolCall, run: _Run, recovered: bool = False) -> str:
     outcome, result = _run_tool(tool, args, meter.remaining())
     meter.tool_seconds += meter.clock() - started
     record(outcome, tool.writes, shown)
-    return _result_text(call.name, outcome, result, args, meter)
+    return _result_text(call.name, outcome, result, args, run)
 
 
-def _result_text(name: str, outcome: CallOutcome, result: Any, args: Any, meter: Meter) -> str:
-    """Say what a call that ran gave back; a successful one is kept as evidence."""
+def _result_text(name: str, outcome: CallOutcome, result: Any, args: Any, run: _Run) -> str:
+    """Say what a call that ran gave back; a successful one is kept as evidence.
+
+    A result over the limit is stored as an artifact when the run has a store (the model
+    sees its head and handle), else cut.
+    """
     if outcome == "tool_error":
         return f"error: {name} failed: {result}"
     if outcome == "timeout":
@@ -388,8 +472,9 @@ def _result_text(name: str, outcome: CallOutcome, result: Any, args: Any, meter:
     text = (
         result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
     )
-    shown = cap_result(text)
-    meter.evidence.append(evidence_of(args, shown))  # what the model saw, not what was cut
+    long = len(text) > DEFAULT_MAX_RESULT_CHARS
+    shown = (run.kept(name, text) if long else None) or cap_result(text)
+    run.meter.evidence.append(evidence_of(args, shown))  # what the model saw, not what was cut
     return shown
 
 
@@ -511,7 +596,7 @@ def _digest(
         status,
         summary,
         fields,
-        (),
+        tuple(run.shelf.created) if run.shelf is not None else (),
         run.brief.notes + notes,
         meter.cost(),
         reason,
