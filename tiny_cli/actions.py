@@ -36,16 +36,18 @@ def tool_mode_for(card: Card, setting: ToolMode | None) -> ToolMode:
 def response_format(
     tools: Sequence[Mapping[str, Any]], answer: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Return the json_schema response_format: one branch per tool, plus the answer if allowed.
+    """Return the json_schema response_format: one branch per tool, plus the answers if allowed.
 
-    `tools` are OpenAI tool schemas; `answer` is the final answer's schema, None while the
-    card must call a tool first. A refusal is always allowed: a task that is not the card's
-    job needs no tool result to say so.
+    `tools` are OpenAI tool schemas; `answer` is the final answer's schema, or None while the
+    card must call a tool first: then neither the answer nor a refusal is offered. (Offered a
+    refusal on its first turn, Qwen2.5-Coder-1.5B refused 8 of the 12 tasks routed to the right
+    card; the concierge, not the card, turns away tasks nobody should do.)
     """
     branches = [_tool_branch(t["function"]) for t in tools]
-    if answer is not None:
-        branches.append(dict(answer))
-    branches.append(_refusal_branch())
+    if answer is not None or not branches:
+        if answer is not None:
+            branches.append(dict(answer))
+        branches.append(_refusal_branch())
     schema = branches[0] if len(branches) == 1 else {"anyOf": branches}
     return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": schema}}
 
