@@ -65,6 +65,8 @@ def cli_env(home: Path) -> dict[str, str]:
         "TINY_EMBEDDER": "",
         "TINY_THRESHOLD": "",
         "TINY_MODEL": "",
+        "TINY_TOOL_MODE": "",
+        "TINY_WALL_SCALE": "",
     }
 
 
