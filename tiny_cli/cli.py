@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from tiny_cli.cards import Card
     from tiny_cli.digest import Brief, Digest
     from tiny_cli.events import Observer
+    from tiny_cli.runlog import RunLog, RunQuery
     from tiny_cli.runner import Approve
     from tiny_cli.settings import Settings
 
@@ -197,7 +198,10 @@ def _tolerate_bad_bytes() -> None:
 def _console(stderr: bool = False) -> Console:
     from rich.console import Console
 
-    return Console(stderr=stderr)
+    live = sys.modules.get("tiny_cli.live")  # loaded only once a live view was made
+    shared = live.active_console() if live is not None and stderr else None
+    # one console under a live view: rich stacks its displays (bench's progress bar) in it
+    return shared or Console(stderr=stderr)
 
 
 def _settings(**flags: Any) -> Settings:
@@ -505,9 +509,11 @@ def _stdin_is_terminal() -> bool:
 def _ask(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
     """Show this write call exactly (escaped) on stderr and ask [y/N]; the default is no."""
     from tiny_cli import render
+    from tiny_cli.live import pause_current
 
-    render.write_request(_console(stderr=True), card.id, tool, arguments)
-    return typer.confirm("Allow this write?", default=False, err=True)
+    with pause_current():  # a live view redrawing over the prompt would hide it
+        render.write_request(_console(stderr=True), card.id, tool, arguments)
+        return typer.confirm("Allow this write?", default=False, err=True)
 
 
 def _show_digest(json_out: bool, digest: Digest) -> None:
@@ -620,6 +626,90 @@ def _write_report(path: Path, document: Any) -> None:
     except OSError as exc:
         partial.unlink(missing_ok=True)
         raise ConfigError(f"{path}: cannot write the report: {exc.strerror}") from exc
+
+
+runs_app = typer.Typer(
+    cls=_Group,
+    help="The run log: every invoke, delegate and bench run, kept under the data directory.",
+    rich_markup_mode=None,
+)
+app.add_typer(runs_app, name="runs")
+RunCardOpt = Annotated[str | None, typer.Option("--card", help="Only this card's runs.")]
+RunModelOpt = Annotated[str | None, typer.Option("--model", help="Only this model's runs.")]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option("--since", help="Only runs started since an ISO date or time, or an age: 2h, 3d."),
+]
+
+
+@runs_app.callback(invoke_without_command=True)
+def runs(
+    ctx: typer.Context,
+    card: RunCardOpt = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only runs with this status, e.g. failed.")
+    ] = None,
+    model: RunModelOpt = None,
+    since: SinceOpt = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs to list.")] = 20,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the recent runs, newest first; `tiny runs show ID` shows one, `stats` sums them."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from tiny_cli import render_runs
+
+    with _run_log() as log:
+        found = log.runs(_run_query(card, status, model, since, limit))
+    rows = [r.to_json() for r in found]
+    _emit(json_out, rows, lambda: render_runs.runs(_console(), found, log.path))
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[int, typer.Argument(metavar="ID", help="The run's id (`tiny runs`).")],
+    full: Annotated[
+        bool, typer.Option("--full", help="Show every message whole, not shortened.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show one run: the transcript with each message's size, tool calls and ghost calls."""
+    from tiny_cli import render_runs
+
+    with _run_log() as log:
+        record = log.run(run_id)
+    _emit(json_out, record.to_json(), lambda: render_runs.run(_console(), record, full))
+
+
+@runs_app.command("stats")
+def runs_stats(
+    card: RunCardOpt = None,
+    model: RunModelOpt = None,
+    since: SinceOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Per card and per model: runs, statuses, ghost and repair rates, tokens, wall time."""
+    from tiny_cli import render_runs
+
+    with _run_log() as log:
+        figures = log.stats(_run_query(card, None, model, since, None))
+    _emit(json_out, figures.to_json(), lambda: render_runs.stats(_console(), figures))
+
+
+@contextmanager
+def _run_log() -> Iterator[RunLog]:
+    from tiny_cli.runlog import RunLog
+
+    with RunLog.open(_settings().home) as log:
+        yield log
+
+
+def _run_query(
+    card: str | None, status: str | None, model: str | None, since: str | None, limit: int | None
+) -> RunQuery:
+    from tiny_cli.runlog import RunQuery, parse_since
+
+    return RunQuery(card, status, model, parse_since(since) if since else None, limit)
 
 
 artifacts_app = typer.Typer(
