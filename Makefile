@@ -22,3 +22,4 @@ bench:
 	$(PYTHON) benchmarks/routing.py
 	$(PYTHON) benchmarks/bench_smoke.py
 	$(PYTHON) benchmarks/overhead.py
+	$(PYTHON) benchmarks/runlog.py
