@@ -1,0 +1,523 @@
+"""tiny as an MCP server: `delegate`, `invoke` and `route` as tools, the cards as resources.
+
+Built on the official `mcp` SDK (`MCPServer`) and imported only by `tiny serve`, so no other
+command pays for it. Each tool call runs its card in a worker thread (the runner is
+synchronous) and is logged like a command-line run. Writes are approved per call, as on the
+command line: `allow_writes` approves every one; a host that declares elicitation is asked
+about each write call, shown exactly; with neither, a writer card stops with
+`needs_confirmation` before any model call. From protocol 2026-07-28 on a server may not send
+requests, so the question goes back as an `InputRequiredResult` and the run waits, parked,
+for the host's retry carrying the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import secrets
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resources import TextResource
+from mcp.types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    TextContent,
+    ToolAnnotations,
+)
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+from tiny_cli import __version__
+from tiny_cli.artifacts import ArtifactStore
+from tiny_cli.cards import Card
+from tiny_cli.delegate import WRITE_NOT_CONFIRMED, run_card
+from tiny_cli.delegate import delegate as run_delegate
+from tiny_cli.digest import Brief, Digest, make_brief
+from tiny_cli.errors import ConfigError, TinyError
+from tiny_cli.events import Observer, ignore
+from tiny_cli.provider import Provider
+from tiny_cli.render import printable, write_call
+from tiny_cli.runner import Approve, approve_writes, decline_writes
+from tiny_cli.settings import DEFAULT_TOP, Settings
+from tiny_cli.workspace import Workspace, make_router, open_workspace
+
+if TYPE_CHECKING:
+    from tiny_cli.routing import Decision, Router
+
+HOST = "127.0.0.1"  # --http listens on loopback only: the server runs agents with your key
+COMMAND = "serve"  # the run log's `command` for every served run
+CARDS_URI = "tiny://cards"
+APPROVAL_SECONDS = 300.0  # a write call nobody answers within this is declined
+WRITE_KEY = "approve_write"  # the key of the approval question in an InputRequiredResult
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "allow": {
+            "type": "boolean",
+            "title": "Allow this write",
+            "description": "Run exactly this call; accepting without a value allows it.",
+            "default": True,
+        }
+    },
+}
+NOT_CONFIRMED_NOTE = (
+    "{card} writes and nobody can approve a write here: use a host that supports "
+    "elicitation (each write call is then asked), or start `tiny serve --allow-writes`"
+)
+
+Task = Annotated[str, Field(description="What to do, in one sentence.")]
+MustReturn = Annotated[
+    list[str] | None, Field(description="Field names the Digest must fill, besides the card's.")
+]
+Inputs = Annotated[
+    dict[str, str] | None, Field(description="Named inputs the agent needs: URLs, terms, names.")
+]
+Hint = Annotated[
+    str | None, Field(description="Short context (cut to 800 characters); never a dialogue.")
+]
+MaxTokens = Annotated[
+    int | None, Field(ge=16, description="Lower the card's per-answer token budget (never raise).")
+]
+
+
+@dataclass(frozen=True)
+class Served:
+    """What every served run shares: the workspace, the model, the run log and the write rule."""
+
+    ws: Workspace
+    provider: Provider
+    observe: Callable[[str], Observer] = lambda label: ignore  # run label -> its observer
+    allow_writes: bool = False
+    artifacts: ArtifactStore | None = None
+
+
+def build_server(served: Served, router: Callable[[], Router] | None = None) -> MCPServer:
+    """Return the MCP server for a workspace; `router` builds the concierge on first use."""
+    service = _Service(served, router or (lambda: make_router(served.ws)))
+    server: MCPServer = MCPServer(
+        "tiny",
+        version=__version__,
+        instructions="Delegate a task to a tiny agent; you get back a short Digest.",
+        log_level="WARNING",
+    )
+    for handler in logging.getLogger().handlers:  # the SDK's, on the root logger: libraries
+        handler.setLevel(logging.WARNING)  # that set their own level (bm25s) would chat there
+    _add_tools(server, service, served.ws)
+    for resource in card_resources(served.ws):
+        server.add_resource(resource)
+    return server
+
+
+def serve(settings: Settings, *, http_port: int | None = None, allow_writes: bool = False) -> None:
+    """Serve the settings' cards over stdio, or streamable HTTP on 127.0.0.1:`http_port`."""
+    ws = open_workspace(settings)
+    if http_port is not None:
+        _check_port(http_port)
+    from tiny_cli.replay import open_exchanges
+
+    with open_exchanges(settings) as source, _run_log(settings) as observe:
+        served = Served(
+            ws, source.for_run(COMMAND, "served card"), observe, allow_writes, _store(settings)
+        )
+        server = build_server(served)
+        if http_port is None:
+            anyio.run(server.run_stdio_async)  # stdout is the protocol's alone from here
+            return
+        print(f"tiny serve: MCP at http://{HOST}:{http_port}/mcp", file=sys.stderr, flush=True)
+        anyio.run(lambda: server.run_streamable_http_async(host=HOST, port=http_port))
+
+
+# --- the tools ------------------------------------------------------------------------------
+
+
+def _add_tools(server: MCPServer, service: _Service, ws: Workspace) -> None:
+    """Register delegate, invoke and route with schemas derived from their signatures."""
+    ids = ", ".join(sorted(ws.cards))
+    CardId = Annotated[str, Field(description=f"The card to run: one of {ids}.")]
+
+    async def delegate(
+        task: Task,
+        ctx: Context,
+        must_return: MustReturn = None,
+        inputs: Inputs = None,
+        context_hint: Hint = None,
+        max_output_tokens: MaxTokens = None,
+    ) -> CallToolResult | InputRequiredResult:
+        """Route a task to the tiny agent whose card fits and run it in a fresh context
+        under a hard budget; return its Digest (status, summary, fields, cost), or
+        `abstain` when no card fits."""
+        brief = _brief(task, must_return, inputs, context_hint, max_output_tokens)
+        return await service.call(ctx, brief, service.delegate)
+
+    async def invoke(
+        card: str,
+        task: Task,
+        ctx: Context,
+        must_return: MustReturn = None,
+        inputs: Inputs = None,
+        context_hint: Hint = None,
+        max_output_tokens: MaxTokens = None,
+    ) -> CallToolResult | InputRequiredResult:
+        """Run one named card on a task in a fresh context under its budget; return its
+        Digest."""
+        brief = _brief(task, must_return, inputs, context_hint, max_output_tokens)
+        return await service.call(ctx, brief, service.invoker(card))
+
+    async def route(task: Task, top: Annotated[int, Field(ge=1)] = DEFAULT_TOP) -> CallToolResult:
+        """Rank the cards for a task by embedding similarity, or abstain; no model call."""
+        return await service.route(task, top)
+
+    # the card ids are known only now: postponed annotations could not name a local type
+    invoke.__annotations__["card"] = CardId
+    for fn, read_only in ((delegate, False), (invoke, False), (route, True)):
+        hints = ToolAnnotations(read_only_hint=read_only, open_world_hint=not read_only)
+        server.add_tool(fn, annotations=hints, structured_output=False)
+
+
+Start = Callable[[Brief, Approve], Digest]
+
+
+def _brief(
+    task: str,
+    must_return: list[str] | None,
+    inputs: dict[str, str] | None,
+    context_hint: str | None,
+    max_output_tokens: int | None,
+) -> Callable[[], Brief]:
+    """Return the Brief's builder: bad input raises only when the call is not a retry."""
+    return lambda: make_brief(
+        task, must_return or (), inputs, context_hint or "", max_output_tokens
+    )
+
+
+class _Service:
+    """The tools' work: build the Brief, run the card off the event loop, approve writes."""
+
+    def __init__(self, served: Served, router: Callable[[], Router]) -> None:
+        self.served = served
+        self.router = _SerialRouter(router)
+        self.parked: dict[str, _Pending] = {}
+
+    def delegate(self, brief: Brief, approve: Approve) -> Digest:
+        """Route the Brief and run the card it goes to."""
+        s = self.served
+        return run_delegate(
+            s.ws,
+            cast("Router", self.router),
+            brief,
+            provider=s.provider,
+            approve=approve,
+            observer=s.observe("delegate"),
+            artifacts=s.artifacts,
+        )
+
+    def invoker(self, card_id: str) -> Start:
+        """Return the start of a run of the card named `card_id`."""
+
+        def start(brief: Brief, approve: Approve) -> Digest:
+            s = self.served
+            return run_card(
+                s.ws,
+                card_id,
+                brief,
+                provider=s.provider,
+                approve=approve,
+                observer=s.observe("invoke"),
+                artifacts=s.artifacts,
+            )
+
+        return start
+
+    async def route(self, task: str, top: int) -> CallToolResult:
+        """Return the routing decision and candidates for `task`."""
+        try:
+            decision = await anyio.to_thread.run_sync(self.router.route, task, top)
+        except TinyError as exc:
+            return error_result(exc)
+        return CallToolResult(
+            content=[TextContent(type="text", text=route_text(decision))],
+            structured_content=decision.to_json(),
+        )
+
+    async def call(
+        self, ctx: Context, brief: Callable[[], Brief], start: Start
+    ) -> CallToolResult | InputRequiredResult:
+        """Start a run (or resume a parked one with the host's answer) and follow it."""
+        if ctx.request_state is not None:
+            pending = self.parked.pop(ctx.request_state, None)
+            if pending is None:
+                return error_result(ConfigError("no run waits for this answer any more"))
+            pending.answer(_approved(_response(ctx)))
+            return await self._follow(ctx, pending)
+        try:
+            the_brief = brief()
+        except TinyError as exc:
+            return error_result(exc)
+        pending = _Pending()
+        approve = self._approver(ctx, pending)
+        pending.start(lambda: start(the_brief, approve))
+        return await self._follow(ctx, pending)
+
+    def _approver(self, ctx: Context, pending: _Pending) -> Approve:
+        """--allow-writes approves all; a host that can elicit is asked; else nothing is."""
+        if self.served.allow_writes:
+            return approve_writes
+        caps = ctx.client_capabilities
+        return pending.ask if caps is not None and caps.elicitation is not None else decline_writes
+
+    async def _follow(
+        self, ctx: Context, pending: _Pending
+    ) -> CallToolResult | InputRequiredResult:
+        """Wait for the run's Digest, putting each write call it asks about to the host."""
+        while True:
+            event = await anyio.to_thread.run_sync(pending.next, abandon_on_cancel=True)
+            if isinstance(event, Digest):
+                return digest_result(event)
+            if isinstance(event, TinyError):
+                return error_result(event)
+            if isinstance(event, BaseException):
+                raise event  # a bug: the SDK logs it on stderr and tells the host
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return self._park(pending, event)
+            pending.answer(await _elicit(ctx, event))
+
+    def _park(self, pending: _Pending, question: _Question) -> InputRequiredResult:
+        """Keep the waiting run under a fresh key; the host's retry names it."""
+        for key in [k for k, p in self.parked.items() if p.gave_up]:
+            del self.parked[key]  # their runs declined the write and went on without us
+        key = secrets.token_hex(12)
+        self.parked[key] = pending
+        form = ElicitRequestFormParams(message=question.message(), requested_schema=APPROVAL_SCHEMA)
+        return InputRequiredResult(
+            input_requests={WRITE_KEY: ElicitRequest(params=form)}, request_state=key
+        )
+
+
+@dataclass(frozen=True)
+class _Question:
+    """A write call the run waits on: this card, this tool, these arguments."""
+
+    card: str
+    tool: str
+    arguments: Mapping[str, Any]
+
+    def message(self) -> str:
+        """Return the question shown to the user: the exact call, escaped."""
+        return f"{printable(self.card)} wants to write: {write_call(self.tool, self.arguments)}"
+
+
+class _Pending:
+    """One run in its own thread, talking to the event loop through two queues."""
+
+    def __init__(self) -> None:
+        self.events: queue.Queue[Digest | _Question | BaseException] = queue.Queue()
+        self.answers: queue.Queue[bool] = queue.Queue()
+        self.gave_up = False  # a question went unanswered for APPROVAL_SECONDS
+
+    def start(self, run: Callable[[], Digest]) -> None:
+        """Run in a daemon thread: a parked run must not keep the server from exiting."""
+
+        def work() -> None:
+            try:
+                self.events.put(run())
+            except BaseException as exc:  # handed to the loop, which decides what it means
+                self.events.put(exc)
+
+        threading.Thread(target=work, name="tiny-serve-run", daemon=True).start()
+
+    def next(self) -> Digest | _Question | BaseException:
+        """Block until the run finishes or asks about a write."""
+        return self.events.get()
+
+    def answer(self, approved: bool) -> None:
+        """Give the waiting write call its answer."""
+        self.answers.put(approved)
+
+    def ask(self, card: Card, tool: str, arguments: dict[str, Any]) -> bool:
+        """Approve (runner side): put the call to the host and wait for the answer."""
+        self.events.put(_Question(card.id, tool, dict(arguments)))
+        try:
+            return self.answers.get(timeout=APPROVAL_SECONDS)
+        except queue.Empty:
+            self.gave_up = True
+            return False
+
+
+class _SerialRouter:
+    """The concierge, built on first use and asked one task at a time (one embedder)."""
+
+    def __init__(self, build: Callable[[], Router]) -> None:
+        self._build = build
+        self._router: Router | None = None
+        self._lock = threading.Lock()
+
+    def route(self, task: str, top: int = DEFAULT_TOP) -> Decision:
+        """Route one task."""
+        with self._lock:
+            if self._router is None:
+                self._router = self._build()
+            return self._router.route(task, top)
+
+
+async def _elicit(ctx: Context, question: _Question) -> bool:
+    """Ask the host mid-call (protocols before 2026-07-28); any failure declines."""
+    try:
+        result = await ctx.session.elicit_form(
+            question.message(), APPROVAL_SCHEMA, related_request_id=ctx.request_id
+        )
+    except Exception as exc:  # a host that cannot ask has not approved
+        print(f"tiny serve: write declined, the host could not be asked: {exc}", file=sys.stderr)
+        return False
+    return _approved(result)
+
+
+def _response(ctx: Context) -> Any:
+    return (ctx.input_responses or {}).get(WRITE_KEY)
+
+
+def _approved(result: Any) -> bool:
+    """Only an accepted answer approves, unless it says `allow: false`."""
+    if not isinstance(result, ElicitResult) or result.action != "accept":
+        return False
+    return (result.content or {}).get("allow", True) is True
+
+
+# --- results --------------------------------------------------------------------------------
+
+
+def digest_result(digest: Digest) -> CallToolResult:
+    """Return the Digest as structured content with a short, escaped text rendering."""
+    if digest.reason == WRITE_NOT_CONFIRMED:  # the CLI's note names --yes, which serve lacks
+        note = NOT_CONFIRMED_NOTE.format(card=digest.agent_id)
+        digest = replace(digest, notes_for_caller=(note,))
+    return CallToolResult(
+        content=[TextContent(type="text", text=digest_text(digest))],
+        structured_content=digest.to_json(),
+    )
+
+
+def error_result(exc: TinyError) -> CallToolResult:
+    """Return bad input as a tool error the host shows: one readable line."""
+    text = printable(f"tiny: error: {exc}", keep="\n")
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def digest_text(d: Digest) -> str:
+    """Return the Digest in a few plain lines, with no terminal control characters."""
+    head = f"{d.agent_id or 'no card'} · {d.status}" + (f" ({d.reason})" if d.reason else "")
+    lines = [head, *([d.summary] if d.summary else [])]
+    lines += [f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in d.fields.items()]
+    lines += [f"note: {n}" for n in d.notes_for_caller]
+    lines += [
+        f"approved write: {write_call(c.name, c.arguments or {})}" for c in d.approved_writes()
+    ]
+    lines += [
+        f"declined write: {write_call(c.name, c.arguments or {})}" for c in d.declined_writes()
+    ]
+    c = d.cost
+    lines.append(
+        f"cost: {c.tokens_in} tokens in, {c.tokens_out} out, {c.tool_calls} tool calls, "
+        f"{c.ghost_calls} ghost calls, {c.wall_seconds:.2f} s"
+    )
+    return printable("\n".join(lines), keep="\n")
+
+
+def route_text(decision: Decision) -> str:
+    """Return the routing decision and its candidates in plain lines."""
+    target = decision.agent_id if decision.decision == "route" else "abstain"
+    lines = [f"{decision.decision} → {target} (score {decision.score:.3f}, "]
+    lines[0] += f"threshold {decision.threshold:.3f})"
+    lines += [f"  {c.agent_id}: {c.score:.3f}" for c in decision.candidates]
+    return printable("\n".join(lines), keep="\n")
+
+
+# --- resources ------------------------------------------------------------------------------
+
+
+def card_facts(card: Card) -> dict[str, Any]:
+    """Return what a host needs to pick a card: id, summary, tools, side effects, budget."""
+    b = card.budget
+    return {
+        "id": card.id,
+        "summary": card.summary,
+        "examples": list(card.examples),
+        "tools": list(card.tools),
+        "returns_required": list(card.returns_required),
+        "side_effects": card.side_effects,
+        "budget": {
+            "max_tool_calls": b.max_tool_calls,
+            "max_output_tokens": b.max_output_tokens,
+            "max_wall_seconds": b.max_wall_seconds,
+        },
+    }
+
+
+def card_resources(ws: Workspace) -> list[TextResource]:
+    """Return the card list, and each card, as JSON resources."""
+    cards = [card_facts(c) for c in sorted(ws.cards.values(), key=lambda c: c.id)]
+    index = TextResource(
+        uri=CARDS_URI,
+        name="cards",
+        description="Every card tiny serves: id, summary, tools, side effects, budget.",
+        mime_type="application/json",
+        text=json.dumps(cards, ensure_ascii=False, indent=2),
+    )
+    return [index, *(_card_resource(c) for c in cards)]
+
+
+def _card_resource(facts: dict[str, Any]) -> TextResource:
+    return TextResource(
+        uri=f"{CARDS_URI}/{facts['id']}",
+        name=facts["id"],
+        description=facts["summary"],
+        mime_type="application/json",
+        text=json.dumps(facts, ensure_ascii=False, indent=2),
+    )
+
+
+# --- wiring ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def _run_log(settings: Settings) -> Iterator[Callable[[str], Observer]]:
+    """Yield the observer of each served run: the run log's, unless it is off."""
+    with ExitStack() as stack:
+        if not settings.log_runs:
+            yield lambda label: ignore
+            return
+        from tiny_cli.replay import endpoint_host
+        from tiny_cli.runlog import RunLog
+
+        runlog = stack.enter_context(RunLog.open(settings.home))
+        endpoint = endpoint_host(settings.base_url)
+        yield lambda label: runlog.observer(COMMAND, label, endpoint)
+
+
+def _store(settings: Settings) -> ArtifactStore:
+    return ArtifactStore(settings.home)
+
+
+def _check_port(port: int) -> None:
+    """Refuse a port that is out of range or taken, before anything starts."""
+    if not 0 < port < 65536:
+        raise ConfigError(f"--http {port}: a port is 1 to 65535")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((HOST, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"--http {port}: cannot listen on {HOST}:{port}: {exc.strerror}"
+            ) from None
