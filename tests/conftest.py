@@ -67,6 +67,7 @@ def cli_env(home: Path) -> dict[str, str]:
         "TINY_MODEL": "",
         "TINY_TOOL_MODE": "",
         "TINY_WALL_SCALE": "",
+        "TINY_MCP": "",
     }
 
 

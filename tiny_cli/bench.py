@@ -496,13 +496,16 @@ def scratch_registry(registry: Registry, settings: Settings) -> Registry:
     for name in registry:
         if registry.origin(name) != "built-in":
             scratch.add(registry[name], registry.origin(name))
+    for source in registry.sources:  # MCP servers: one per process, shared by every run
+        scratch.add_source(source)
     return scratch
 
 
 def first_request_split(card: Card, brief: Brief, registry: Registry) -> PromptSplit:
     """Estimate the first request's tokens: system prompt, tool schemas, task message."""
     system, task = fresh_context(card, brief)
-    schemas = registry.schemas(card.tools)
+    bound = [t for t in card.tools if t in registry]  # an MCP server may have failed to start
+    schemas = registry.schemas(bound)
     return PromptSplit(_tokens(system), _tokens(schemas) if schemas else 0, _tokens(task))
 
 

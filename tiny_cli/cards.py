@@ -21,6 +21,7 @@ from referencing.jsonschema import DRAFT202012
 
 from tiny_cli import yamlsafe
 from tiny_cli.errors import CardError
+from tiny_cli.mcp_config import MCP_FILENAMES, McpConfig, qualified, remember
 
 DEFAULT_MAX_TOOL_CALLS = 8
 DEFAULT_MAX_OUTPUT_TOKENS = 512
@@ -93,28 +94,31 @@ class Problem:
         return f"{where}: {self.field}: {self.message}"
 
 
-def load_cards(paths: Sequence[Path], known_tools: Mapping[str, bool]) -> list[Card]:
+def load_cards(
+    paths: Sequence[Path], known_tools: Mapping[str, bool], mcp: McpConfig | None = None
+) -> list[Card]:
     """Load every card under `paths`; raise CardError listing all problems if any."""
-    cards, problems = check_cards(paths, known_tools)
+    cards, problems = check_cards(paths, known_tools, mcp)
     if problems:
         raise CardError(problems)
     return cards
 
 
 def check_cards(
-    paths: Sequence[Path], known_tools: Mapping[str, bool]
+    paths: Sequence[Path], known_tools: Mapping[str, bool], mcp: McpConfig | None = None
 ) -> tuple[list[Card], list[Problem]]:
     """Validate card files; return the good cards and every problem found.
 
-    `known_tools` maps each registered tool name to whether it writes.
+    `known_tools` maps each registered tool name to whether it writes; `mcp` holds the servers
+    whose tools cards name as `server.tool` (checked offline: the server must be declared).
     """
     cards: list[Card] = []
     problems: list[Problem] = []
-    files, missing = card_files(paths)
+    files, missing = card_files(paths, (mcp.path,) if mcp is not None else ())
     problems.extend(missing)
     seen: dict[str, Problem] = {}
     for path in files:
-        card, found, id_line = _check_file(path, known_tools)
+        card, found, id_line = _check_file(path, known_tools, mcp)
         problems.extend(found)
         if card is None:
             continue
@@ -135,13 +139,19 @@ def check_cards(
     return cards, problems
 
 
-def card_files(paths: Sequence[Path]) -> tuple[list[Path], list[Problem]]:
-    """Expand directories into their card files, sorted; report paths that do not exist."""
+def card_files(
+    paths: Sequence[Path], skip: Sequence[Path] = ()
+) -> tuple[list[Path], list[Problem]]:
+    """Expand directories into their card files, sorted; report paths that do not exist.
+
+    A folder's mcp.yaml (and the `skip` files) is the MCP server list, not a card.
+    """
     files: list[Path] = []
     problems: list[Problem] = []
+    skipped = {p.resolve() for p in skip}
     for path in paths:
         if path.is_dir():
-            for p in sorted(p for p in path.iterdir() if p.suffix in CARD_SUFFIXES):
+            for p in sorted(p for p in path.iterdir() if _card_like(p, skipped)):
                 refusal = _refusal(p, path)
                 if refusal:
                     problems.append(Problem(str(p), None, "file", refusal))
@@ -154,6 +164,12 @@ def card_files(paths: Sequence[Path]) -> tuple[list[Path], list[Problem]]:
         else:
             problems.append(Problem(str(path), None, "path", "no such file or directory"))
     return files, problems
+
+
+def _card_like(path: Path, skipped: set[Path]) -> bool:
+    if path.suffix not in CARD_SUFFIXES or path.name in MCP_FILENAMES:
+        return False
+    return path.resolve() not in skipped
 
 
 def _refusal(path: Path, folder: Path) -> str | None:
@@ -323,7 +339,7 @@ def _clip(text: str, limit: int = 160) -> str:
 
 
 def _check_file(
-    path: Path, known_tools: Mapping[str, bool]
+    path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None = None
 ) -> tuple[Card | None, list[Problem], int | None]:
     name = str(path)
     try:
@@ -344,7 +360,7 @@ def _check_file(
     lines = _line_index(node)
     problems = _duplicate_keys(name, node)
     problems += _schema_problems(name, data, lines)
-    problems += _semantic_problems(name, data, lines, known_tools)
+    problems += _semantic_problems(name, data, lines, known_tools, mcp)
     if problems:
         return None, problems, None
     return _build(data, path), [], lines.get(("id",))
@@ -396,11 +412,21 @@ def _unknown_keys(name: str, err: Any, path: tuple, lines: dict[tuple, int]) -> 
 
 
 def _semantic_problems(
-    name: str, data: dict, lines: dict[tuple, int], known_tools: Mapping[str, bool]
+    name: str,
+    data: dict,
+    lines: dict[tuple, int],
+    known_tools: Mapping[str, bool],
+    mcp: McpConfig | None = None,
 ) -> list[Problem]:
     problems = []
     for i, tool in enumerate(_list(data, "tools")):
-        if isinstance(tool, str) and tool not in known_tools:
+        if isinstance(tool, str) and qualified(tool) is not None:
+            trouble = _server_problem(tool, mcp)
+            if trouble:
+                problems.append(
+                    Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", trouble)
+                )
+        elif isinstance(tool, str) and tool not in known_tools:
             hint = difflib.get_close_matches(tool, list(known_tools), n=1)
             tip = f" (did you mean {hint[0]!r}?)" if hint else ""
             msg = f"unknown tool {tool!r}{tip}; known tools: {', '.join(sorted(known_tools))}"
@@ -419,6 +445,22 @@ def _semantic_problems(
             where = ("returns_required", i)
             problems.append(Problem(name, _line_of(lines, where), _dotted(where), _reserved(fld)))
     return problems + _returns_problems(name, data, lines)
+
+
+def _server_problem(tool: str, mcp: McpConfig | None) -> str | None:
+    """Check offline that `server.tool` names a server of mcp.yaml (its tools need --connect)."""
+    server = tool.split(".", 1)[0]
+    if mcp is None:
+        return (
+            f"{tool!r} is a tool of MCP server {server!r}, but there is no mcp.yaml "
+            "(put one in the cards folder or set TINY_MCP)"
+        )
+    if server in mcp.servers:
+        return None
+    hint = difflib.get_close_matches(server, list(mcp.servers), n=1)
+    tip = f" (did you mean {hint[0]!r}?)" if hint else ""
+    declared = ", ".join(sorted(mcp.servers)) or "none"
+    return f"unknown MCP server {server!r} in {tool!r}{tip}; {mcp.path} declares: {declared}"
 
 
 def _reserved(fld: str) -> str:
@@ -458,7 +500,7 @@ def _build(data: dict, path: Path) -> Card:
     return Card(
         id=data["id"],
         summary=" ".join(data["summary"].split()),
-        tools=tuple(data["tools"]),
+        tools=tuple(remember(t) for t in data["tools"]),  # the model sees wire names
         returns_required=tuple(dict.fromkeys((*data.get("returns_required", ()), *returns))),
         examples=tuple(data.get("examples", ())),
         does_not=tuple(data.get("does_not", ())),

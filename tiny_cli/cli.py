@@ -254,6 +254,10 @@ def validate(
     fmt: Annotated[
         str, typer.Option("--format", help="text, or github for workflow annotations.")
     ] = "text",
+    connect: Annotated[
+        bool,
+        typer.Option("--connect", help="Also start the MCP servers and check each tool exists."),
+    ] = False,
 ) -> None:
     """Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets."""
     if fmt not in ("text", "github"):
@@ -261,7 +265,7 @@ def validate(
     from tiny_cli import render
     from tiny_cli.workspace import validate as validate_cards
 
-    found = validate_cards(_settings(cards=cards, tools=tools), paths or [])
+    found = validate_cards(_settings(cards=cards, tools=tools), paths or [], connect=connect)
     render.validation(_console(), found.cards, found.problems, fmt, found.warnings)
     raise typer.Exit(EXIT_PROBLEMS if found.problems else EXIT_OK)
 

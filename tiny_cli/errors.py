@@ -39,3 +39,11 @@ class EmbedderError(TinyError):
 
 class ReplayError(TinyError):
     """A replayed run asked for a model exchange the recording does not hold."""
+
+
+class ToolServerError(TinyError):
+    """A tool server (MCP) could not be used: it did not start, died or did not answer.
+
+    The runner ends the run `failed` with this message as its reason; elsewhere it is a
+    one-line error like any other.
+    """

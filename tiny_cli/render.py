@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from tiny_cli.cards import Card, Problem
+from tiny_cli.mcp_config import original
 
 
 def validation(
@@ -42,7 +43,7 @@ def validation(
         b = c.budget
         table.add_row(
             c.id,
-            ", ".join(c.tools),
+            ", ".join(original(t) for t in c.tools),  # as the card writes them
             ", ".join(c.returns_required),
             c.side_effects,
             f"{b.max_tool_calls} / {b.max_output_tokens} / {b.max_wall_seconds:g}",

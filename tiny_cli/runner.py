@@ -51,7 +51,7 @@ from tiny_cli.digest import (
     parse_reply,
     with_caller_tokens,
 )
-from tiny_cli.errors import ProviderError
+from tiny_cli.errors import ProviderError, ToolServerError
 from tiny_cli.events import (
     BudgetHit,
     Finished,
@@ -127,6 +127,10 @@ def invoke(
     """
     meter = Meter(effective_budget(card, brief, wall_scale), clock)
     mode = tool_mode_for(card, tool_mode)
+    try:  # start the MCP servers the card needs, within its wall budget
+        registry.bind(card.tools, meter.remaining(), card.writes)
+    except ToolServerError as exc:
+        return _unavailable(card, brief, meter, model, mode, observer, str(exc))
     run = _Run(card, brief, registry, approve, meter, mode, observer, _shelf(card, artifacts, held))
     observer(_started(run, model))
     digest = _loop(run, provider, model)
@@ -148,7 +152,10 @@ def _loop(run: _Run, provider: Provider, model: str) -> Digest:
             return _digest(run, "failed", reason=str(exc))
         calls = run.calls_in(reply)
         if calls:
-            run.call_tools(calls, reply)
+            try:
+                run.call_tools(calls, reply)
+            except ToolServerError as exc:  # a tool server died: no later call can reach it
+                return _digest(run, "failed", reason=str(exc))
             if len(meter.ghosts()) > DEFAULT_MAX_GHOST_CALLS:
                 run.observer(BudgetHit("ghost_calls"))
                 return _digest(run, "failed", reason="ghost_calls")
@@ -158,6 +165,37 @@ def _loop(run: _Run, provider: Provider, model: str) -> Digest:
         done = run.answer(reply)
         if done is not None:
             return done
+
+
+def _unavailable(
+    card: Card,
+    brief: Brief,
+    meter: Meter,
+    model: str,
+    mode: ToolMode,
+    observer: Observer,
+    reason: str,
+) -> Digest:
+    """A tool server the card needs could not be started: `failed`, before any model call."""
+    budget = meter.budget
+    observer(
+        RunStarted(
+            card.id,
+            model,
+            mode,
+            brief.goal,
+            budget.max_tool_calls,
+            budget.max_wall_seconds,
+            budget.max_output_tokens,
+            (),
+        )
+    )
+    cost = meter.cost()
+    digest = with_caller_tokens(
+        Digest(card.id, "failed", notes_for_caller=brief.notes, cost=cost, reason=reason)
+    )
+    observer(Finished(digest, ()))
+    return digest
 
 
 def _started(run: _Run, model: str) -> RunStarted:
@@ -456,6 +494,8 @@ def _call_tool(call: ToolCall, run: _Run, recovered: bool = False) -> str:
     outcome, result = _run_tool(tool, args, meter.remaining())
     meter.tool_seconds += meter.clock() - started
     record(outcome, tool.writes, shown)
+    if isinstance(result, ToolServerError):  # counted as a call, then the run ends
+        raise result
     return _result_text(call.name, outcome, result, args, run)
 
 
@@ -495,6 +535,8 @@ def _run_tool(tool: Tool, args: dict[str, Any], seconds: float) -> tuple[CallOut
         return "timeout", None
     except ToolCallError as exc:  # the tool's own words: what the model should do instead
         return "tool_error", str(exc)
+    except ToolServerError as exc:  # the server behind the tool is gone: the caller ends the run
+        return "tool_error", exc
     except Exception as exc:  # a failing tool is input for the model, not a crash
         return "tool_error", f"{type(exc).__name__}: {exc}"
 

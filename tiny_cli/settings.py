@@ -49,6 +49,7 @@ class Settings:
     tool_mode: ToolMode | None = None  # --tool-mode > TINY_TOOL_MODE; None lets the card decide
     wall_scale: float = 1.0  # --wall-scale > TINY_WALL_SCALE: multiplies every wall budget
     log_runs: bool = True  # --no-log / TINY_NO_LOG=1 turn the run log off
+    mcp_file: str | None = None  # TINY_MCP; None: mcp.yaml in the cards folder, if any
 
     def with_flags(self, **flags: Any) -> Settings:
         """Return a copy where every flag that was given (not None) wins.
@@ -91,6 +92,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
             "TINY_WALL_SCALE", _number("TINY_WALL_SCALE", env.get("TINY_WALL_SCALE"))
         ),
         log_runs=(env.get("TINY_NO_LOG") or "").strip().lower() not in NO_LOG_VALUES,
+        mcp_file=env.get("TINY_MCP") or None,
     )
 
 

@@ -9,10 +9,10 @@ import inspect
 import re
 import sys
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, Protocol, Union, get_args, get_origin, get_type_hints
 
 import docstring_parser
 import pydantic
@@ -69,14 +69,49 @@ class Tool:
         return self.func(**arguments)
 
 
+class ToolSource(Protocol):
+    """Tools that exist only once something is started (an MCP server): bound on demand."""
+
+    def owns(self, name: str) -> bool:
+        """Say whether `name` is one of this source's tools (without starting anything)."""
+        ...
+
+    def bind(self, names: Sequence[str], seconds: float, may_write: bool) -> None:
+        """Make `names` ready within `seconds`; raise ToolServerError when they cannot be."""
+        ...
+
+    def bound(self, name: str) -> Tool | None:
+        """Return the tool `name` if it is ready, else None (never starts anything)."""
+        ...
+
+
 class Registry(Mapping[str, Tool]):
-    """Every tool that exists, by name; cards pick their allowlist from it."""
+    """Every tool that exists, by name; cards pick their allowlist from it.
+
+    Tools of a `ToolSource` (MCP servers) are found once bound: `bind` before a run.
+    """
 
     def __init__(self, tools: Iterable[Tool] = (), origin: str = "built-in") -> None:
         self._tools: dict[str, Tool] = {}
         self._origins: dict[str, str] = {}
+        self.sources: list[ToolSource] = []
         for t in tools:
             self.add(t, origin)
+
+    def add_source(self, source: ToolSource) -> None:
+        """Add tools that are bound on demand (see `bind`)."""
+        self.sources.append(source)
+
+    def bind(self, names: Iterable[str], seconds: float, may_write: bool = False) -> None:
+        """Start what the source tools among `names` need, within `seconds` per source.
+
+        Raises ToolServerError when a server cannot be used; `may_write` False refuses a
+        source tool that writes.
+        """
+        for source in self.sources:
+            mine = [n for n in names if n not in self._tools and source.owns(n)]
+            if mine:
+                source.bind(mine, seconds, may_write)
 
     def add(self, tool: Tool, origin: str = "built-in") -> None:
         """Register a tool; a second tool with the same name is a ToolError naming both origins."""
@@ -95,14 +130,20 @@ class Registry(Mapping[str, Tool]):
 
     def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
         """Return the OpenAI tool schemas of `names`, in that order."""
-        return [self._tools[n].schema() for n in names]
+        return [self[n].schema() for n in names]
 
     def writes(self) -> dict[str, bool]:
         """Map every tool name to whether it writes (what card validation needs)."""
         return {name: t.writes for name, t in self._tools.items()}
 
     def __getitem__(self, name: str) -> Tool:
-        return self._tools[name]
+        if name in self._tools:
+            return self._tools[name]
+        for source in self.sources:
+            found = source.bound(name)
+            if found is not None:
+                return found
+        raise KeyError(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._tools)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from tiny_cli.builtin import default_registry
 from tiny_cli.cards import Card, Problem, check_cards, load_cards
 from tiny_cli.errors import ConfigError, EmbedderError
+from tiny_cli.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
 from tiny_cli.settings import Settings
 from tiny_cli.tools import Registry
 
@@ -17,6 +18,9 @@ if TYPE_CHECKING:  # routing brings numpy and the embedder: only commands that r
     import httpx
 
     from tiny_cli.routing import Overlap, Router
+
+
+CONNECT_SECONDS = 30.0  # `tiny validate --connect`: how long a server may take to start
 
 
 @dataclass(frozen=True)
@@ -36,14 +40,33 @@ class Workspace:
 
 
 def open_workspace(settings: Settings, transport: httpx.BaseTransport | None = None) -> Workspace:
-    """Load the tool registry and every card; raise CardError if any card is broken."""
+    """Load the tool registry and every card; raise CardError if any card is broken.
+
+    Tools of MCP servers (mcp.yaml) join the registry unbound: a server starts only when a
+    run needs it.
+    """
     registry = default_registry(settings, transport=transport)
     if not settings.cards_dir.exists():
         raise ConfigError(
             f"no cards directory {settings.cards_dir}; pass --cards or set TINY_CARDS"
         )
-    cards = load_cards([settings.cards_dir], registry.writes())
+    mcp = mcp_settings(settings)
+    cards = load_cards([settings.cards_dir], registry.writes(), mcp)
+    if any(qualified(original(t)) for card in cards for t in card.tools):
+        _add_mcp(registry, mcp)
     return Workspace(settings, registry, {c.id: c for c in cards})
+
+
+def mcp_settings(settings: Settings) -> McpConfig | None:
+    """Read the MCP servers file (TINY_MCP, or mcp.yaml in the cards folder), if there is one."""
+    return load_mcp_config(mcp_path(settings.cards_dir, settings.mcp_file))
+
+
+def _add_mcp(registry: Registry, mcp: McpConfig | None) -> None:
+    if mcp is not None and mcp.servers:
+        from tiny_cli.mcp_tools import McpTools  # the SDK itself loads only when a server starts
+
+        registry.add_source(McpTools(mcp))
 
 
 @dataclass(frozen=True)
@@ -56,14 +79,40 @@ class Validation:
 
 
 def validate(
-    settings: Settings, paths: Sequence[Path], transport: httpx.BaseTransport | None = None
+    settings: Settings,
+    paths: Sequence[Path],
+    transport: httpx.BaseTransport | None = None,
+    connect: bool = False,
 ) -> Validation:
-    """Check card files (default: the cards directory); warn where cards overlap for routing."""
+    """Check card files (default: the cards directory); warn where cards overlap for routing.
+
+    `connect` also starts the MCP servers the cards name and checks each tool exists there
+    (and that a card with a writing tool says `side_effects: write`).
+    """
     registry = default_registry(settings)
-    cards, problems = check_cards(list(paths) or [settings.cards_dir], registry.writes())
+    mcp = mcp_settings(settings)
+    cards, problems = check_cards(list(paths) or [settings.cards_dir], registry.writes(), mcp)
+    if connect and mcp is not None:
+        problems += connect_problems(cards, mcp)
     if problems or len(cards) < 2:
         return Validation(cards, problems, [])
     return Validation(cards, problems, routing_warnings(settings, cards, transport))
+
+
+def connect_problems(
+    cards: Sequence[Card], mcp: McpConfig, seconds: float = CONNECT_SECONDS
+) -> list[Problem]:
+    """Start the servers the cards name; a problem for each tool missing or not allowed."""
+    from tiny_cli.mcp_tools import McpTools
+
+    source = McpTools(mcp)
+    problems = []
+    for card in cards:
+        file = str(card.path) if card.path else card.id
+        for found in source.check(card.tools, card.writes, seconds):
+            line = _line_of(card.path, found.name)
+            problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
+    return problems
 
 
 def routing_warnings(
