@@ -8,12 +8,14 @@ server, so what goes over the wire can be compared with what the MCP server publ
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ import yaml
 from tiny_cli.errors import ConfigError
 from tiny_cli.mcp_config import WIRE_NAME, load_mcp_config, wire_name
 from tiny_cli.mcp_tools import stop_servers
-from tiny_cli.testing import ScriptedServer, reply, tool_call, tool_calls
+from tiny_cli.testing import ScriptedServer, Turn, reply, respond, tool_call, tool_calls
 
 TOOLBOX = Path(__file__).resolve().parent / "mcp_servers" / "toolbox.py"
 TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
@@ -129,7 +131,7 @@ def test_time_server_tool_goes_on_the_wire_with_its_published_schema(
     assert digest["cost"]["tool_calls"] == 2
 
 
-def test_a_server_starts_once_per_process_and_is_reused(
+def test_a_server_starts_once_per_process_and_is_shared_by_runs_on_threads(
     tmp_path: Path, scripted_server: ScriptedServer
 ) -> None:
     from tiny_cli.digest import make_brief
@@ -138,19 +140,24 @@ def test_a_server_starts_once_per_process_and_is_reused(
     from tiny_cli.settings import load_settings
     from tiny_cli.workspace import open_workspace
 
+    def turn(request: dict[str, Any]) -> Turn:  # each run: call box.pid, then answer
+        called = any(m["role"] == "tool" for m in request["messages"])
+        return reply(OK) if called else tool_call("box__pid", {})
+
     cards = folder(tmp_path, {"box": BOX}, boxed={"tools": ["box.pid"]})
     ws = open_workspace(load_settings({"TINY_CARDS": str(cards), "TINY_HOME": str(tmp_path)}))
     provider = OpenAIProvider(scripted_server.url, api_key=None)
-    for _ in range(2):
-        scripted_server.add(tool_call("box__pid", {}), reply(OK))
-        digest = run(
-            ws.cards["boxed"], make_brief("pid"), registry=ws.registry, provider=provider, model="m"
-        )
-        assert digest.status == "ok"
-    pids = [
-        m["content"] for r in scripted_server.requests for m in r["messages"] if m["role"] == "tool"
-    ]
-    assert len(pids) == 2 and len(set(pids)) == 1  # the second run's call hit the same process
+    scripted_server.add(*[respond(turn)] * 8)
+
+    def one(_: int) -> str:
+        card, brief = ws.cards["boxed"], make_brief("pid")
+        return run(card, brief, registry=ws.registry, provider=provider, model="m").status
+
+    with ThreadPoolExecutor(4) as pool:  # as `tiny bench --concurrency 4` runs them
+        assert list(pool.map(one, range(4))) == ["ok"] * 4
+    requests = scripted_server.requests
+    pids = {m["content"] for r in requests for m in r["messages"] if m["role"] == "tool"}
+    assert len(pids) == 1  # every run's call reached the same server process
 
 
 # --- over streamable HTTP: a server the test starts on 127.0.0.1 ---------------------------
@@ -168,6 +175,7 @@ def http_box() -> Iterator[str]:
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, str(TOOLBOX), "http", str(port)],
+        env={**os.environ, "TOOLBOX_TOKEN": SECRET},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -189,17 +197,25 @@ def test_http_server_tool_goes_on_the_wire_with_its_published_schema(
     tmp_path: Path, scripted_server: ScriptedServer, tiny: Callable[..., Any], http_box: str
 ) -> None:
     server = {"url": http_box, "headers": {"Authorization": "Bearer ${TOOLBOX_TOKEN}"}}
-    cards = folder(tmp_path, {"box": server}, adder={"tools": ["box.add"]})
+    cards = folder(tmp_path, {"box": server}, adder={"tools": ["box.add", "box.authorized"]})
     scripted_server.add(
-        tool_calls(("box__add", {"a": 2, "b": 3}), ("box__note", {"text": "hi"})),
+        tool_calls(
+            ("box__add", {"a": 2, "b": 3}),
+            ("box__note", {"text": "hi"}),
+            ("box__authorized", {}),
+        ),
         reply(OK),
     )
     digest, _ = invoke(tiny, scripted_server, cards, "adder", TOOLBOX_TOKEN=SECRET)
 
     tools = published(http_box)
-    assert scripted_server.requests[0]["tools"] == [wire_entry("box__add", tools["add"])]
+    assert scripted_server.requests[0]["tools"] == [
+        wire_entry("box__add", tools["add"]),
+        wire_entry("box__authorized", tools["authorized"]),
+    ]
     results = [m["content"] for m in scripted_server.requests[1]["messages"] if m["role"] == "tool"]
     assert results[0] == "5"
+    assert results[2] == "true"  # the header went out with the token from the environment
     assert digest["cost"]["ghost_names"] == ["box__note"]  # the server has it; the card does not
     assert digest["status"] == "ok"
 

@@ -173,6 +173,7 @@ _QUALIFIED: dict[str, str] = {}
 
 
 def _server(path: Path, name: Any, spec: Any) -> McpServer:
+    """Check one server's settings and build it; ConfigError names the first fault."""
     where = f"{path}: servers.{name}"
     if not isinstance(name, str) or not SERVER_NAME.match(name):
         raise ConfigError(f"{where}: a server name is 1-32 letters, digits, '_' or '-'")
@@ -253,6 +254,8 @@ def _env_name(key: str) -> str:
 
 
 def _expand(value: str, environ: Mapping[str, str], found: set[str], where: str) -> str:
+    """Replace each `${VAR}` in `value`, adding what it stood for to `found`."""
+
     def one(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in environ:

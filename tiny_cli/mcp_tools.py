@@ -14,6 +14,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import functools
 import json
 import tempfile
 import threading
@@ -131,6 +132,12 @@ _HOST: _Host | None = None
 _HOST_LOCK = threading.Lock()
 
 
+@functools.cache
+def _stop_at_exit() -> None:
+    """Stop the servers when the process ends (registered once, whatever the host)."""
+    atexit.register(stop_servers)
+
+
 def _host() -> _Host:
     global _HOST
     with _HOST_LOCK:
@@ -149,7 +156,7 @@ class _Host:
         self.lock = threading.Lock()
         thread = threading.Thread(target=self.loop.run_forever, name="tiny-mcp", daemon=True)
         thread.start()
-        atexit.register(stop_servers)
+        _stop_at_exit()
 
     def session(
         self, server: McpServer, seconds: float, environ: Mapping[str, str] | None
@@ -232,6 +239,7 @@ class _Session:
         return text
 
     def cleanup(self) -> None:
+        """Close the file that held the server's stderr."""
         if self.errlog is not None:
             with contextlib.suppress(OSError):
                 self.errlog.close()
@@ -245,6 +253,7 @@ class _Session:
                 await self.task
 
     async def _start(self) -> None:
+        """Start the owner task and wait until the tools are listed or the server is gone."""
         ready = asyncio.Event()
         self.stopping = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._own(ready, self.stopping))
@@ -269,6 +278,7 @@ class _Session:
             ready.set()
 
     def _client(self) -> Any:
+        """Build the SDK client for this server (stdio with its stderr kept, or HTTP)."""
         from mcp import Client  # the SDK is slow to import: only when a server starts
 
         server = self.resolved
@@ -284,6 +294,7 @@ class _Session:
         return Client(_http_transport(server))
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> str:
+        """Call the tool; a gone server is ToolServerError, a failing call ToolCallError."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -314,6 +325,7 @@ class _Session:
 
 
 def _http_transport(server: McpServer) -> Any:
+    """Return a streamable HTTP transport that sends the server's headers."""
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
@@ -31,6 +31,12 @@ def build() -> MCPServer:
     def pid() -> int:
         """Return the server's process id."""
         return os.getpid()
+
+    @server.tool(annotations=READ_ONLY)
+    def authorized(ctx: Context) -> bool:
+        """Say whether the HTTP request carried the token in $TOOLBOX_TOKEN as a bearer."""
+        headers = ctx.headers or {}
+        return headers.get("authorization") == f"Bearer {os.environ.get('TOOLBOX_TOKEN')}"
 
     @server.tool()  # no annotations: a writer, as far as tiny knows
     def note(text: str) -> str:
