@@ -292,6 +292,7 @@ def test_a_tool_that_never_answers_ends_the_run_within_the_wall_budget(
 
     assert digest["status"] == "failed"
     assert digest["reason"] == "max_wall_seconds"
+    assert "box__wait did not answer before the time budget ran out" in digest["notes_for_caller"]
     assert any("in tools: a tool was slow" in note for note in digest["notes_for_caller"])
     assert seconds < 4 + SLACK
 

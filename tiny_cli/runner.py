@@ -507,7 +507,8 @@ def _result_text(name: str, outcome: CallOutcome, result: Any, args: Any, run: _
     """
     if outcome == "tool_error":
         return f"error: {name} failed: {result}"
-    if outcome == "timeout":
+    if outcome == "timeout":  # the budget is spent with it: tell the caller which tool hung
+        run.notes += (f"{name} did not answer before the time budget ran out",)
         return f"error: {name} did not finish before the time budget"
     text = (
         result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
