@@ -356,6 +356,24 @@ def test_human_output_shows_digest_and_cost(tiny, scripted_server, plain_cards) 
         assert text in result.stdout
 
 
+def test_human_output_says_where_each_field_came_from(tiny, scripted_server, plain_cards) -> None:
+    answer = {**GOOD, "url": "https://example.org"}  # the task's URL; no tool saw the title
+    scripted_server.add(reply(json.dumps(answer)))
+    result = tiny(
+        "invoke",
+        "web-reader",
+        "summarise https://example.org",
+        env={
+            "TINY_BASE_URL": scripted_server.url,
+            "TINY_CARDS": str(plain_cards),
+            "COLUMNS": "120",
+        },
+    )
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│" in line}
+    assert "the task" in rows["url"]
+    assert "model only" in rows["title"]
+
+
 def test_a_hanging_tool_is_cut_at_the_wall_budget(tiny, scripted_server, tmp_path: Path) -> None:
     (tmp_path / "slow_tools.py").write_text(
         "import time\nfrom tiny_cli import tool\n\n@tool\ndef wait_for_it(seconds: float) -> str:\n"

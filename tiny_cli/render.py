@@ -187,6 +187,10 @@ STATUS_STYLE = {
 }
 
 
+# where a field's value was found; "model only" is the one a reader should doubt
+FIELD_SOURCE = {"tool": "tool result", "task": "the task", "model": "[yellow]model only[/]"}
+
+
 def digest(console: Console, d: Any) -> None:
     """Print a Digest: routing, a panel with the summary, fields, writes, artifacts, notes, cost."""
     if d.routing is not None:
@@ -201,12 +205,7 @@ def digest(console: Console, d: Any) -> None:
     if d.reason:
         console.print(f"[{style}]reason:[/] {_shown(d.reason)}")
     if d.fields:
-        table = Table(title="fields", title_justify="left")
-        table.add_column("field")
-        table.add_column("value")
-        for name, value in d.fields.items():
-            table.add_row(_shown(name), _shown(str(value), keep="\n"))
-        console.print(table)
+        console.print(_fields(d.fields, d.field_sources))
     for label, calls in (
         ("approved write", d.approved_writes()),
         ("declined write", d.declined_writes()),
@@ -225,6 +224,19 @@ def digest(console: Console, d: Any) -> None:
     for note in d.notes_for_caller:
         console.print(f"note: {_shown(note)}", style="dim")
     _cost(console, d.cost)
+
+
+def _fields(fields: Mapping[str, Any], sources: Mapping[str, str]) -> Table:
+    """Tabulate the returned fields, each with where its value was found (docs/runner.md)."""
+    table = Table(title="fields", title_justify="left")
+    for column in ("field", "value", "from") if sources else ("field", "value"):
+        table.add_column(column)
+    for name, value in fields.items():
+        row = [_shown(name), _shown(str(value), keep="\n")]
+        if sources:
+            row.append(FIELD_SOURCE.get(sources.get(name, ""), "—"))
+        table.add_row(*row)
+    return table
 
 
 def write_request(console: Console, card_id: str, tool: str, arguments: Mapping[str, Any]) -> None:
