@@ -800,8 +800,12 @@ def _expected_tools(ws: Workspace, task: BenchTask) -> frozenset[str]:
 
 
 def _caller_tokens(digest: Digest) -> int:
-    """Size of the Digest the caller gets, with wall time zeroed so replays count the same."""
+    """Size of the Digest the caller gets, with wall time and routing score zeroed."""
+    # both vary in their digits from run to run (the clock; float sums in the embedder),
+    # which would move the estimate by a token and a replay would not count the same
     still = replace(digest, cost=replace(digest.cost, wall_seconds=0.0))
+    if still.routing is not None:
+        still = replace(still, routing=replace(still.routing, score=0.0))
     return _with_caller_tokens(still).cost.caller_tokens
 
 
