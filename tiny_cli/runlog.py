@@ -41,6 +41,7 @@ REDACTED = "[redacted]"
 UNFINISHED = ("running", "interrupted")  # no Digest: left out of the means in `stats`
 DEFAULT_LIMIT = 20
 INTERRUPTED_WAIT = 1.0  # seconds Ctrl-C waits for queued writes (the sweep covers the rest)
+SQLITE_MAX_INT = 2**63 - 1  # a larger id or --limit cannot go into a query
 NO_LOG_HINT = " (--no-log or TINY_NO_LOG=1 runs without the log)"
 GONE = "the process ended before the run finished"
 LEFT = "the command ended before the run finished"
@@ -289,7 +290,11 @@ class RunLog:
             db.close()
             raise
         log = cls(db, path, _env_secrets() if secrets is None else secrets)
-        log.sweep()
+        try:
+            log.sweep()
+        except BaseException:
+            log.close()
+            raise
         return log
 
     def observer(self, command: str, run: str, endpoint: str) -> Observer:
@@ -327,7 +332,7 @@ class RunLog:
         where, params = _where(query)
         sql = f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM runs{where} ORDER BY id DESC"
         if query.limit is not None:
-            sql, params = sql + " LIMIT ?", [*params, query.limit]
+            sql, params = sql + " LIMIT ?", [*params, min(query.limit, SQLITE_MAX_INT)]
         with self._reading() as db:
             rows = db.execute(sql, params).fetchall()
         return [_summary(row) for row in rows]
@@ -335,12 +340,17 @@ class RunLog:
     def run(self, run_id: int) -> RunRecord:
         """Return one run in full; ConfigError when the log has no such run."""
         sql = f"SELECT {', '.join(SUMMARY_COLUMNS)}, routing, digest, transcript, calls FROM runs"
+        row = None
         with self._reading() as db:
-            row = db.execute(f"{sql} WHERE id = ?", (run_id,)).fetchone()
+            if abs(run_id) <= SQLITE_MAX_INT:  # a larger number is no id, and no query takes it
+                row = db.execute(f"{sql} WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise ConfigError(f"no run {run_id} in the run log {self.path}: `tiny runs` lists them")
         size = len(SUMMARY_COLUMNS)
-        routing, digest, transcript, calls = (json.loads(v) if v else None for v in row[size:])
+        try:
+            routing, digest, transcript, calls = (json.loads(v) if v else None for v in row[size:])
+        except ValueError as exc:  # edited or damaged by hand: say so, no traceback
+            raise ConfigError(f"{self.path}: run {run_id} is damaged: {exc}") from None
         return RunRecord(_summary(row[:size]), routing, digest, transcript or [], calls or [])
 
     def stats(self, query: RunQuery = RunQuery(limit=None)) -> RunStats:
@@ -428,14 +438,20 @@ class RunLog:
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        """The connection, once every queued write is in; ConfigError when closed."""
+        """The connection, once every queued write is in; ConfigError when closed or when
+        SQLite fails (a damaged file, a lock held too long): one line, not a traceback."""
         if self._closing:
             raise ConfigError(f"the run log {self.path} is closed")
         self.flush()
         with self._lock:
             if self._db is None:
                 raise ConfigError(f"the run log {self.path} is closed")
-            yield self._db
+            try:
+                yield self._db
+            except sqlite3.Error as exc:
+                raise ConfigError(
+                    f"{self.path}: cannot read the run log: {exc}{NO_LOG_HINT}"
+                ) from exc
 
     def _raise_failure(self) -> None:
         failure, self._failure = self._failure, None
@@ -699,16 +715,18 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     """Read `--since`: an age (30m, 2h, 3d, 1w) or an ISO date or time (local unless zoned)."""
     now = now or datetime.now(UTC)
     age = _AGE.match(text)
-    if age:
-        return now - timedelta(**{_AGE_UNITS[age.group(2)]: float(age.group(1))})
     try:
+        if age:
+            return now - timedelta(**{_AGE_UNITS[age.group(2)]: float(age.group(1))})
         moment = datetime.fromisoformat(text.strip())
-    except ValueError:
+        return moment.astimezone(UTC)  # a naive time is taken as local, as a person means it
+    except OverflowError:  # 99999999999d, 9999-12-31T23:59-05:00: past the calendar's ends
+        raise ConfigError(f"--since {text!r}: out of the calendar's range") from None
+    except ValueError:  # not a date, or 0001-01-01 that is out of range once made UTC
         raise ConfigError(
             f"--since {text!r}: use an ISO date or time (2024-05-01, 2024-05-01T14:00) "
             "or an age (30m, 2h, 3d, 1w)"
         ) from None
-    return moment.astimezone(UTC)  # a naive time is taken as local, as a person means it
 
 
 # --- statistics -----------------------------------------------------------------------------
