@@ -79,3 +79,38 @@ def test_an_unusable_data_dir_is_one_line(tiny, tmp_path) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith(f"tiny: error: cannot create cache directory {home}/cache")
     assert "Traceback" not in result.stderr
+
+
+def test_ctrl_c_ends_the_process_even_when_the_way_out_hangs() -> None:
+    """The net under Ctrl-C: cleanup that never returns cannot keep `tiny` alive."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hangs_on_the_way_out = (
+        "import sys, time\n"
+        "from tiny_cli.cli import _bound_interrupts\n"
+        "_bound_interrupts()\n"
+        "try:\n"
+        "    print('ready', flush=True); time.sleep(60)\n"
+        "finally:\n"
+        "    time.sleep(60)  # a close() stuck on a lock, a thread that never joins\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", hangs_on_the_way_out],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        child.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        code = child.wait(timeout=30)
+        waited = time.monotonic() - sent
+    finally:
+        child.kill()
+        _, stderr = child.communicate()
+    assert code == 130
+    assert waited < 20  # the grace is 2 s; generous for a busy machine, far below the 60 s hang
+    assert b"tiny: interrupted" in stderr

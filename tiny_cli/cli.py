@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
@@ -34,6 +36,7 @@ EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2  # bad flags, settings or files (every TinyError without its own code)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+INTERRUPT_GRACE_SECONDS = 2.0  # Ctrl-C: time to close files before the process ends regardless
 EXIT_BY_STATUS = {
     "ok": EXIT_OK,
     "partial": 3,
@@ -65,6 +68,9 @@ def _interrupted() -> None:
     typer.echo("tiny: interrupted", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
+    mcp = sys.modules.get("tiny_cli.mcp_tools")
+    if mcp is not None:  # os._exit skips atexit: stop the MCP servers here (bounded), not leak them
+        mcp.stop_servers()
     os._exit(EXIT_INTERRUPTED)  # threads blocked on the network cannot be joined quickly
 
 
@@ -180,7 +186,27 @@ YesOpt = Annotated[
 def main() -> None:
     """Run the `tiny` command line."""
     _tolerate_bad_bytes()
+    _bound_interrupts()
     app()
+
+
+def _bound_interrupts() -> None:
+    """Make Ctrl-C end the process within INTERRUPT_GRACE_SECONDS, whatever hangs on the way out."""
+
+    def on_sigint(signum: int, frame: object) -> None:
+        # the normal way out closes files and exits at once; this is the net under it
+        timer = threading.Timer(INTERRUPT_GRACE_SECONDS, _exit_interrupted)
+        timer.daemon = True
+        timer.start()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+
+
+def _exit_interrupted() -> None:
+    """End the process now: the grace after Ctrl-C is over."""
+    os.write(2, b"tiny: interrupted\n")
+    os._exit(EXIT_INTERRUPTED)
 
 
 def _tolerate_bad_bytes() -> None:
