@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -75,6 +76,12 @@ def invoke(
     )
     assert result.stdout, result.stderr
     return json.loads(result.stdout), time.monotonic() - started
+
+
+def warm_up(tiny: Callable[..., Any], cards: Path) -> None:
+    """Start the cards' servers in this process (`validate --connect`): the runs reuse them."""
+    result = tiny("validate", "--connect", env={"TINY_CARDS": str(cards)})
+    assert result.exit_code == 0, result.stdout
 
 
 def published(target: Any) -> dict[str, Any]:
@@ -259,6 +266,7 @@ def test_a_server_that_dies_mid_call_fails_the_run(
         tmp_path, {"box": BOX}, boom={"tools": ["box.explode"], "budget": {"max_wall_seconds": 5}}
     )
     scripted_server.add(tool_call("box__explode", {}))
+    warm_up(tiny, cards)  # the budget is for the call: a busy machine may take 5 s to start it
     digest, seconds = invoke(tiny, scripted_server, cards, "boom")
 
     assert digest["status"] == "failed"
@@ -288,6 +296,7 @@ def test_a_tool_that_never_answers_ends_the_run_within_the_wall_budget(
     card = {"tools": ["box.wait"], "budget": {"max_wall_seconds": 4}}
     cards = folder(tmp_path, {"box": BOX}, waiter=card)
     scripted_server.add(tool_call("box__wait", {}))
+    warm_up(tiny, cards)  # the budget is for the call: a busy machine may take 4 s to start it
     digest, seconds = invoke(tiny, scripted_server, cards, "waiter")
 
     assert digest["status"] == "failed"
@@ -295,6 +304,100 @@ def test_a_tool_that_never_answers_ends_the_run_within_the_wall_budget(
     assert "box__wait did not answer before the time budget ran out" in digest["notes_for_caller"]
     assert any("in tools: a tool was slow" in note for note in digest["notes_for_caller"])
     assert seconds < 4 + SLACK
+
+
+def test_an_error_result_reaches_the_model_and_the_log_without_the_secret(
+    tmp_path: Path, scripted_server: ScriptedServer, tiny: Callable[..., Any], home: Path
+) -> None:
+    box = {**BOX, "env": {"TOOLBOX_TOKEN": "${BOX_TOKEN}"}}
+    cards = folder(tmp_path, {"box": box}, leaky={"tools": ["box.leak"]})
+    scripted_server.add(tool_call("box__leak", {}), reply(OK))
+    digest, _ = invoke(tiny, scripted_server, cards, "leaky", BOX_TOKEN=SECRET)
+
+    answer = scripted_server.requests[1]["messages"][-1]
+    assert answer["role"] == "tool" and "cannot log in with token [redacted]" in answer["content"]
+    assert SECRET not in json.dumps(scripted_server.requests) and SECRET not in json.dumps(digest)
+    logged = [p for p in home.rglob("*") if p.is_file()]
+    assert logged  # the run log is there, and holds no secret
+    for path in logged:
+        assert SECRET.encode() not in path.read_bytes(), path
+
+
+# --- a real `tiny` process: its servers end with it ----------------------------------------
+
+
+def _tiny_process(
+    cards: Path, server: ScriptedServer, cli_env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """Start `tiny invoke boxed` as a user would; SIGINT acts even if the suite runs in the
+    background (where the shell hands children SIGINT ignored)."""
+    env = {**os.environ, **cli_env, "TINY_CARDS": str(cards), "TINY_BASE_URL": server.url}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tiny_cli", "invoke", "boxed", "what is your pid", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def _gone(pid: int, seconds: float) -> bool:
+    """Wait until process `pid` is gone (a zombie nobody reaps counts as gone)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _server_pid(server: ScriptedServer) -> int:
+    results = [m["content"] for r in server.requests for m in r["messages"] if m["role"] == "tool"]
+    return int(results[0])
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_server_does_not_outlive_tiny(
+    tmp_path: Path, scripted_server: ScriptedServer, cli_env: dict[str, str]
+) -> None:
+    cards = folder(tmp_path, {"box": BOX}, boxed={"tools": ["box.pid"]})
+    scripted_server.add(tool_call("box__pid", {}), reply(OK))
+    child = _tiny_process(cards, scripted_server, cli_env)
+    out, err = child.communicate(timeout=60)
+
+    assert child.returncode == 0, err
+    assert json.loads(out)["status"] == "ok"
+    assert _gone(_server_pid(scripted_server), SLACK)  # stopped at exit, not orphaned
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_ctrl_c_stops_the_servers_too(
+    tmp_path: Path, scripted_server: ScriptedServer, cli_env: dict[str, str]
+) -> None:
+    # Ctrl-C ends tiny with os._exit, which skips atexit: a hung server must still be stopped
+    card = {"tools": ["box.pid", "box.wait"], "budget": {"max_wall_seconds": 120}}
+    cards = folder(tmp_path, {"box": BOX}, boxed=card)
+    scripted_server.add(tool_call("box__pid", {}), tool_call("box__wait", {}))
+    child = _tiny_process(cards, scripted_server, cli_env)
+    try:
+        deadline = time.monotonic() + 60
+        while len(scripted_server.requests) < 2 and time.monotonic() < deadline:
+            assert child.poll() is None, child.communicate()[1]
+            time.sleep(0.05)
+        assert len(scripted_server.requests) == 2, "tiny never called box.wait"
+        time.sleep(0.5)  # the call of box.wait is under way
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 130 and b"tiny: interrupted" in err
+    assert _gone(_server_pid(scripted_server), SLACK)
 
 
 # --- writers ---------------------------------------------------------------------------------
@@ -365,6 +468,33 @@ def test_validate_connect_starts_the_servers_and_checks_each_tool(
         "noter.yaml" in line and "tools[0]: tool 'box.note' writes" in line for line in lines
     )
     assert "tools[1]" not in "".join(line for line in lines if "noter.yaml" in line)
+
+
+def test_validate_connect_waits_once_for_a_server_that_never_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tiny_cli import mcp_tools
+    from tiny_cli.settings import load_settings
+    from tiny_cli.workspace import connect_problems, mcp_settings, validate
+
+    silent = {**BOX, "args": [str(TOOLBOX), "silent"]}
+    cards = folder(tmp_path, {"box": silent}, a={"tools": ["box.add"]}, b={"tools": ["box.pid"]})
+    settings = load_settings({"TINY_CARDS": str(cards), "TINY_HOME": str(tmp_path)})
+    starts: list[str] = []
+    real = mcp_tools._Host.session
+
+    def session(self: Any, server: Any, seconds: float, environ: Any) -> Any:
+        starts.append(server.name)
+        return real(self, server, seconds, environ)
+
+    monkeypatch.setattr(mcp_tools._Host, "session", session)
+    mcp = mcp_settings(settings)
+    assert mcp is not None
+    problems = connect_problems(validate(settings, []).cards, mcp, seconds=1.0)
+
+    assert starts == ["box"]  # two cards name the server: it is waited for once
+    assert sorted(p.file.rsplit("/", 1)[-1] for p in problems) == ["a.yaml", "b.yaml"]
+    assert all("did not answer within 1.0s (starting)" in p.message for p in problems)
 
 
 def test_a_missing_environment_variable_is_a_one_line_error(

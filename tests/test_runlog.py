@@ -209,6 +209,47 @@ def test_unknown_run_is_one_line_exit_2(run) -> None:
     assert line.startswith("tiny: error: no run 41 in the run log")
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "show", str(2**70)],  # past SQLite's integers
+        ["runs", "--since", "99999999999d"],
+        ["runs", "--since", "0001-01-01"],  # year 0 once made UTC east of Greenwich
+        ["runs", "stats", "--since", "9999-12-31T23:59:59-05:00"],  # year 10000 in UTC
+    ],
+)
+def test_out_of_range_input_is_one_line_exit_2(run, args) -> None:
+    result = run(*args)
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("tiny: error: ")
+
+
+def test_a_huge_limit_lists_every_run(run, home) -> None:
+    with RunLog.open(home) as log:
+        _record(log, "docs-finder", "m")
+    assert [r["id"] for r in run("runs", "--limit", str(2**70), "--json")] == [1]
+
+
+def test_a_damaged_log_is_one_line_exit_2(run, home) -> None:
+    with RunLog.open(home) as log:
+        for _ in range(20):
+            _record(log, "docs-finder", "m")
+    with sqlite3.connect(home / DB_NAME) as db:  # one file, no WAL beside it
+        db.execute("PRAGMA journal_mode = DELETE")
+    data = bytearray((home / DB_NAME).read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    assert len(data) > 2 * page  # the rows live past the first page
+    for i in range(page + 100, len(data), 7):  # keep page 1 (the schema), scramble the rows
+        data[i] = (data[i] * 31 + 7) % 256
+    (home / DB_NAME).write_bytes(bytes(data))
+    for args in (["runs"], ["runs", "stats", "--json"], ["runs", "show", "1"]):
+        result = run(*args)
+        assert result.exit_code == 2, result.output
+        [line] = result.output.strip().splitlines()
+        assert line.startswith(f"tiny: error: {home / DB_NAME}: cannot read the run log:"), line
+
+
 # --- interrupted runs ---------------------------------------------------------------------
 
 

@@ -166,6 +166,19 @@ def test_resources_list_every_card_with_its_facts(stdio) -> None:
     assert card["budget"] == {"max_tool_calls": 4, "max_output_tokens": 300, "max_wall_seconds": 45}
 
 
+def test_a_resource_names_mcp_tools_as_the_card_does(tmp_path, home) -> None:
+    from tiny_cli.serve import card_facts
+
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "mcp.yaml").write_text("servers: {time: {command: mcp-server-time}}\n", "utf-8")
+    clock = "id: clock\nsummary: Tells the time.\ntools: [time.get_current_time, http_get]\n"
+    clock += "returns_required: [time]\n"
+    (cards / "clock.yaml").write_text(clock, "utf-8")
+    ws = open_workspace(load_settings({"TINY_CARDS": str(cards), "TINY_HOME": str(home)}))
+    assert card_facts(ws.cards["clock"])["tools"] == ["time.get_current_time", "http_get"]
+
+
 def test_route_returns_the_decision_and_candidates(stdio, scripted_server) -> None:
     result = stdio(_call("route", task=DOCS_TASK))
     decision = _digest(result)
@@ -233,10 +246,17 @@ def test_no_log_keeps_served_runs_out_of_the_run_log(stdio, scripted_server, hom
     assert _logged(home) == []
 
 
-def _lines(stream: Any) -> queue.Queue[str]:
-    """Read a pipe's lines in a thread: a buffered readline would hide lines from select."""
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True).start()
+def _lines(stream: Any) -> queue.Queue[str | None]:
+    """Read a pipe's lines in a thread (a buffered readline would hide lines from select);
+    None follows the last one."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
     return lines
 
 
@@ -257,11 +277,10 @@ def test_stdout_carries_nothing_but_the_protocol(env, scripted_server) -> None:
     process.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
     process.stdin.flush()
     out = _lines(process.stdout)
-    answers = [json.loads(out.get(timeout=60)) for _ in range(2)]  # JSON, or this fails
+    answers = [json.loads(out.get(timeout=60) or "EOF") for _ in range(2)]  # JSON, or fails
     process.stdin.close()  # the host goes away: the server ends cleanly, saying nothing more
     assert process.wait(timeout=30) == 0
-    time.sleep(0.1)  # let the reader thread see the end of the pipe
-    assert out.empty()
+    assert out.get(timeout=30) is None  # the pipe ended with nothing more on it
     assert [a["id"] for a in answers] == [1, 2]
     assert answers[1]["result"]["structuredContent"]["status"] == "abstain"
     assert scripted_server.requests == []
@@ -406,7 +425,8 @@ def test_streamable_http_serves_the_same_tools(env, scripted_server, home) -> No
         names, result = anyio.run(_with_client, Client(f"http://127.0.0.1:{port}/mcp"), session)
     finally:
         process.terminate()
-        out, _ = process.communicate(timeout=10)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err  # SIGTERM stops it as Ctrl-C does: cleanly
     assert names == ["delegate", "invoke", "route"]
     digest = _digest(result)
     assert digest["agent_id"] == "docs-finder" and digest["status"] == "ok"

@@ -70,7 +70,7 @@ def _interrupted() -> None:
     sys.stderr.flush()
     mcp = sys.modules.get("tiny_cli.mcp_tools")
     if mcp is not None:  # os._exit skips atexit: stop the MCP servers here (bounded), not leak them
-        mcp.stop_servers()
+        mcp.stop_servers(quick=True)
     os._exit(EXIT_INTERRUPTED)  # threads blocked on the network cannot be joined quickly
 
 

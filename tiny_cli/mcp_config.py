@@ -51,6 +51,7 @@ class McpServer:
 
     @property
     def transport(self) -> str:
+        """Return `stdio` for a command tiny starts, `http` for a URL."""
         return "stdio" if self.command is not None else "http"
 
     def key(self) -> tuple:

@@ -34,6 +34,13 @@ T = TypeVar("T")
 
 CALL_CEILING = 600.0  # a call the runner gave up on still ends, and frees its request, by then
 STOP_SECONDS = 5.0  # at exit: how long every server together may take to stop
+QUICK_STOP_SECONDS = 1.5  # Ctrl-C: the command line ends the process 2 s after it regardless
+# Ctrl-C: the SDK's waits (flush, grace after stdin closes, SIGTERM to SIGKILL), cut short
+QUICK_SDK_WAITS = {
+    "_WRITER_FLUSH_TIMEOUT": 0.1,
+    "PROCESS_TERMINATION_TIMEOUT": 0.2,
+    "FORCE_KILL_TIMEOUT": 0.5,
+}
 LIST_PAGES = 100  # tools/list pages read at most: a paginator that never ends cannot hang a run
 STDERR_CHARS = 200  # of a server's last stderr line, quoted when it fails
 REDACTED = "[redacted]"
@@ -60,6 +67,7 @@ class McpTools:
         self.config = config
         self.environ = environ
         self._tools: dict[str, Tool] = {}
+        self._unusable: dict[str, str] = {}  # `check`: server -> why it could not be started
 
     def owns(self, name: str) -> bool:
         """Say whether `name` is the wire name of a tool of a server in this file."""
@@ -87,8 +95,11 @@ class McpTools:
         for server, wanted in _by_server([t for t in tools if self.owns(t)]).items():
             spec = self.config.servers[server]
             try:
+                if server in self._unusable:  # one wait per server, not one per card naming it
+                    raise ToolServerError(self._unusable[server])
                 session = _host().session(spec, _left(deadline), self.environ)
             except (ToolServerError, ConfigError) as exc:
+                self._unusable[server] = str(exc)
                 found += [_check(tools, w, str(exc)) for w, _ in wanted]
                 continue
             for wire, tool_name in wanted:
@@ -117,13 +128,30 @@ class McpTools:
         return None
 
 
-def stop_servers() -> None:
-    """Stop every server this process started (at exit, and between tests)."""
+def stop_servers(quick: bool = False) -> None:
+    """Stop every server this process started (at exit, and between tests).
+
+    `quick` (Ctrl-C): a server that does not leave when its stdin closes gets SIGTERM after
+    0.2 s, not the SDK's 2 s, and the whole stop takes at most QUICK_STOP_SECONDS.
+    """
     global _HOST
     with _HOST_LOCK:
         host, _HOST = _HOST, None
-    if host is not None:
-        host.close()
+    if host is None:
+        return
+    if not quick:
+        host.close(STOP_SECONDS)
+        return
+    from mcp.client import stdio  # loaded: a host exists only once a server was started
+
+    kept = {name: getattr(stdio, name) for name in QUICK_SDK_WAITS if hasattr(stdio, name)}
+    try:  # module constants the SDK reads at each stop; put back for a later, polite stop
+        for name in kept:
+            setattr(stdio, name, QUICK_SDK_WAITS[name])
+        host.close(QUICK_STOP_SECONDS)
+    finally:
+        for name, value in kept.items():
+            setattr(stdio, name, value)
 
 
 # --- the loop thread and its sessions -----------------------------------------------------
@@ -170,6 +198,8 @@ class _Host:
         try:
             current = self.sessions.get(key)
             if current is None or current.dead:
+                if current is not None:
+                    current.cleanup()  # the dead one's stderr file: one per restart otherwise
                 current = _Session(server, environ, self)
                 self.sessions[key] = current
                 current.begin(seconds)
@@ -186,11 +216,11 @@ class _Host:
             future.cancel()
             raise TimeoutError from None
 
-    def close(self) -> None:
-        """Stop every session, waiting at most STOP_SECONDS, then the loop."""
+    def close(self, seconds: float = STOP_SECONDS) -> None:
+        """Stop every session, waiting at most `seconds`, then the loop."""
         sessions = list(self.sessions.values())
         with contextlib.suppress(Exception):  # at exit: nothing left to tell
-            self.run(_stop_all(sessions), STOP_SECONDS)
+            self.run(_stop_all(sessions), seconds)
         for session in sessions:
             session.cleanup()
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -313,8 +343,8 @@ class _Session:
             said = f"the server's answer could not be read ({type(exc).__name__})"
             raise ToolCallError(said) from None
         text = _text(result)
-        if result.is_error:
-            raise ToolCallError(text or "the tool reported an error")
+        if result.is_error:  # its words go to the model and the log: no secret in them
+            raise ToolCallError(self.redact(text) or "the tool reported an error")
         return text
 
     def _why(self, what: str) -> str:

@@ -715,18 +715,20 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     """Read `--since`: an age (30m, 2h, 3d, 1w) or an ISO date or time (local unless zoned)."""
     now = now or datetime.now(UTC)
     age = _AGE.match(text)
+    if not age:
+        try:
+            moment = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise ConfigError(
+                f"--since {text!r}: use an ISO date or time (2024-05-01, 2024-05-01T14:00) "
+                "or an age (30m, 2h, 3d, 1w)"
+            ) from None
     try:
         if age:
             return now - timedelta(**{_AGE_UNITS[age.group(2)]: float(age.group(1))})
-        moment = datetime.fromisoformat(text.strip())
         return moment.astimezone(UTC)  # a naive time is taken as local, as a person means it
-    except OverflowError:  # 99999999999d, 9999-12-31T23:59-05:00: past the calendar's ends
+    except (OverflowError, ValueError):  # 99999999999d, 0001-01-01 or 9999-12-31 made UTC
         raise ConfigError(f"--since {text!r}: out of the calendar's range") from None
-    except ValueError:  # not a date, or 0001-01-01 that is out of range once made UTC
-        raise ConfigError(
-            f"--since {text!r}: use an ISO date or time (2024-05-01, 2024-05-01T14:00) "
-            "or an age (30m, 2h, 3d, 1w)"
-        ) from None
 
 
 # --- statistics -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import json
 import logging
 import queue
 import secrets
+import signal
 import socket
 import sys
 import threading
@@ -48,6 +49,7 @@ from tiny_cli.delegate import delegate as run_delegate
 from tiny_cli.digest import Brief, Digest, make_brief
 from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.events import Observer, ignore
+from tiny_cli.mcp_config import original
 from tiny_cli.provider import Provider
 from tiny_cli.render import printable, write_call
 from tiny_cli.runner import Approve, approve_writes, decline_writes
@@ -127,6 +129,8 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
     if http_port is not None:
         _check_port(http_port)
     from tiny_cli.replay import open_exchanges
+
+    _stop_on_sigterm()
 
     with open_exchanges(settings) as source, _run_log(settings) as observe:
         served = Served(
@@ -454,7 +458,7 @@ def card_facts(card: Card) -> dict[str, Any]:
         "id": card.id,
         "summary": card.summary,
         "examples": list(card.examples),
-        "tools": list(card.tools),
+        "tools": [original(t) for t in card.tools],  # as cards write them: time.get_current_time
         "returns_required": list(card.returns_required),
         "side_effects": card.side_effects,
         "budget": {
@@ -504,6 +508,18 @@ def _run_log(settings: Settings) -> Iterator[Callable[[str], Observer]]:
         runlog = stack.enter_context(RunLog.open(settings.home))
         endpoint = endpoint_host(settings.base_url)
         yield lambda label: runlog.observer(COMMAND, label, endpoint)
+
+
+def _stop_on_sigterm() -> None:
+    """Take SIGTERM (a host or service manager stopping the server) as Ctrl-C.
+
+    Python's default would end the process at once: no run log closed, and the MCP servers
+    the served cards started left running. As Ctrl-C, the command line stops them and exits.
+    """
+    if threading.current_thread() is threading.main_thread():  # signals: main thread only
+        on_sigint = signal.getsignal(signal.SIGINT)  # the command line's, with its time limit
+        handler = on_sigint if callable(on_sigint) else signal.default_int_handler
+        signal.signal(signal.SIGTERM, handler)
 
 
 def _store(settings: Settings) -> ArtifactStore:

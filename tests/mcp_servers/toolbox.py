@@ -13,13 +13,14 @@ import sys
 import time
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 
 
 def build() -> MCPServer:
-    """Return the server: two readers, a writer, one tool that dies and one that never answers."""
+    """Return the server: readers, a writer, one that leaks, one that dies, one that hangs."""
     server = MCPServer("toolbox")
 
     @server.tool(annotations=READ_ONLY)
@@ -42,6 +43,11 @@ def build() -> MCPServer:
     def note(text: str) -> str:
         """Store a note."""
         return f"stored: {text}"
+
+    @server.tool(annotations=READ_ONLY)
+    def leak() -> str:
+        """Fail with an error that quotes $TOOLBOX_TOKEN (a server that says too much)."""
+        raise ToolError(f"cannot log in with token {os.environ.get('TOOLBOX_TOKEN')}")
 
     @server.tool(annotations=READ_ONLY)
     def explode() -> str:
