@@ -81,8 +81,9 @@ def test_an_unusable_data_dir_is_one_line(tiny, tmp_path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_ctrl_c_ends_the_process_even_when_the_way_out_hangs() -> None:
-    """The net under Ctrl-C: cleanup that never returns cannot keep `tiny` alive."""
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_ends_the_process_even_when_the_way_out_hangs(signum: str) -> None:
+    """The net under Ctrl-C (and SIGTERM): cleanup that never returns cannot keep `tiny` alive."""
     import signal
     import subprocess
     import sys
@@ -104,7 +105,7 @@ def test_ctrl_c_ends_the_process_even_when_the_way_out_hangs() -> None:
     )
     try:
         assert child.stdout is not None and child.stdout.readline() == b"ready\n"
-        child.send_signal(signal.SIGINT)
+        child.send_signal(getattr(signal, signum))
         sent = time.monotonic()
         code = child.wait(timeout=30)
         waited = time.monotonic() - sent

@@ -231,7 +231,8 @@ def test_a_huge_limit_lists_every_run(run, home) -> None:
     assert [r["id"] for r in run("runs", "--limit", str(2**70), "--json")] == [1]
 
 
-def test_a_damaged_log_is_one_line_exit_2(run, home) -> None:
+def _damage(home: Path) -> None:
+    """Record 20 runs, then scramble every page but the first (the schema)."""
     with RunLog.open(home) as log:
         for _ in range(20):
             _record(log, "docs-finder", "m")
@@ -243,11 +244,30 @@ def test_a_damaged_log_is_one_line_exit_2(run, home) -> None:
     for i in range(page + 100, len(data), 7):  # keep page 1 (the schema), scramble the rows
         data[i] = (data[i] * 31 + 7) % 256
     (home / DB_NAME).write_bytes(bytes(data))
+
+
+def test_a_damaged_log_is_one_line_exit_2(run, home) -> None:
+    _damage(home)
     for args in (["runs"], ["runs", "stats", "--json"], ["runs", "show", "1"]):
         result = run(*args)
         assert result.exit_code == 2, result.output
         [line] = result.output.strip().splitlines()
         assert line.startswith(f"tiny: error: {home / DB_NAME}: cannot read the run log:"), line
+
+
+def test_a_run_the_log_cannot_record_still_prints_its_digest(tiny, scripted_server, home) -> None:
+    _damage(home)
+    scripted_server.add(
+        tool_call("docs_search", {"query": "onboarding"}), reply(json.dumps(ANSWER))
+    )
+    result = tiny(
+        "invoke", "docs-finder", TASK, "--json", env={"TINY_BASE_URL": scripted_server.url}
+    )
+    assert json.loads(result.stdout)["status"] == "ok"  # the run happened: its Digest is not lost
+    assert result.exit_code == 0
+    [warning] = [line for line in result.stderr.splitlines() if line.startswith("tiny:")]
+    assert warning.startswith(f"tiny: warning: {home / DB_NAME}:"), warning
+    assert "Traceback" not in result.stderr
 
 
 # --- interrupted runs ---------------------------------------------------------------------

@@ -191,7 +191,7 @@ def main() -> None:
 
 
 def _bound_interrupts() -> None:
-    """Make Ctrl-C end the process within INTERRUPT_GRACE_SECONDS, whatever hangs on the way out."""
+    """Make Ctrl-C (or SIGTERM) end the process within INTERRUPT_GRACE_SECONDS, whatever hangs."""
 
     def on_sigint(signum: int, frame: object) -> None:
         # the normal way out closes files and exits at once; this is the net under it
@@ -201,6 +201,8 @@ def _bound_interrupts() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_sigint)
+    # a service manager's or `timeout`'s stop: the same way out (MCP servers stopped, log closed)
+    signal.signal(signal.SIGTERM, on_sigint)
 
 
 def _exit_interrupted() -> None:
@@ -505,7 +507,8 @@ def _observing(
         if log and settings.log_runs:
             from tiny_cli.runlog import RunLog
 
-            runlog = stack.enter_context(RunLog.open(settings.home))
+            runlog = RunLog.open(settings.home)
+            stack.push(_closing_log(runlog))
             endpoint = endpoint_host(settings.base_url)
             parts.append(lambda run: runlog.observer(command, run, endpoint))
         if live:
@@ -514,6 +517,19 @@ def _observing(
             view = stack.enter_context(LiveView(_console(stderr=True)))
             parts.append(view.observer)
         yield lambda run: fan_out(*(part(run) for part in parts))
+
+
+def _closing_log(runlog: RunLog) -> Callable[..., bool]:
+    """Close the run log on the way out; a failed write is a warning, never the lost Digest."""
+
+    def close(kind: Any, exc: Any, tb: Any) -> bool:
+        try:
+            runlog.__exit__(kind, exc, tb)
+        except ConfigError as failure:  # the run happened (writes too): its Digest still prints
+            typer.echo(f"tiny: warning: {failure}", err=True)
+        return False
+
+    return close
 
 
 def _live(quiet: bool, json_out: bool) -> bool:
