@@ -10,11 +10,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 RECORDINGS = sorted((REPO / "examples" / "bench" / "recordings").glob("*.jsonl"))
 BENCH_DOC = REPO / "docs" / "bench.md"
-BLOCK = re.compile(r"<!-- replay: (\S+) -->\n(.*?)<!-- /replay -->", re.S)
+# <!-- replay: PATH [more bench options, e.g. --repeat 3] -->, the table, <!-- /replay -->
+BLOCK = re.compile(r"<!-- replay: (\S+)((?: \S+)*) -->\n(.*?)<!-- /replay -->", re.S)
 
 
-def _documented() -> dict[str, str]:
-    return {name: table for name, table in BLOCK.findall(BENCH_DOC.read_text(encoding="utf-8"))}
+def _documented() -> dict[str, tuple[list[str], str]]:
+    found = BLOCK.findall(BENCH_DOC.read_text(encoding="utf-8"))
+    return {name: (options.split(), table) for name, options, table in found}
 
 
 def test_every_mode_of_the_real_bench_is_shipped_and_documented() -> None:
@@ -26,6 +28,7 @@ def test_every_mode_of_the_real_bench_is_shipped_and_documented() -> None:
 @pytest.mark.parametrize("recording", RECORDINGS, ids=lambda p: p.stem)
 def test_a_shipped_recording_replays_to_its_documented_table(tiny, recording: Path) -> None:
     relative = recording.relative_to(REPO).as_posix()
+    options, table = _documented()[relative]
     result = tiny(
         "bench",
         "--tasks",
@@ -33,7 +36,8 @@ def test_a_shipped_recording_replays_to_its_documented_table(tiny, recording: Pa
         "--replay",
         str(recording),
         "--markdown",
+        *options,
         env={"TINY_BASE_URL": "http://127.0.0.1:9/v1"},  # nothing listens: offline
     )
     assert result.exit_code == 0, result.output
-    assert result.stdout == _documented()[relative]
+    assert result.stdout == table
