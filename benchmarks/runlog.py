@@ -1,7 +1,8 @@
 """Run log overhead: the same scripted-server invocations with and without recording.
 
-Run `python benchmarks/runlog.py` (or `make bench`). One process, one scripted
-OpenAI-compatible server (tiny_cli.testing) on 127.0.0.1, the seed card docs-finder through
+Run `python benchmarks/runlog.py` (or `make bench`). One client process and one scripted
+OpenAI-compatible server (tiny_cli.testing, in its own process as a real model server is, the
+same script as benchmarks/overhead.py's cold start) on 127.0.0.1, the seed card docs-finder through
 the library API (`tiny_cli.runner.invoke`): a real `docs_search` call over the example
 handbook, then the final answer. Each round runs a batch of invocations with no observer
 ("plain") and a batch whose observer records into a RunLog ("logged"), in alternating order,
@@ -37,14 +38,15 @@ from tiny_cli.provider import OpenAIProvider
 from tiny_cli.runlog import RunLog
 from tiny_cli.runner import invoke
 from tiny_cli.settings import load_settings
-from tiny_cli.testing import ScriptedServer, reply, tool_call
 from tiny_cli.workspace import Workspace, open_workspace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import overhead  # its scripted server subprocess: the same docs-finder task
 
 REPO = Path(__file__).resolve().parent.parent
 TASK = "how did the onboarding process work again"
-FINAL = '{"status": "ok", "summary": "Two weeks, with a buddy.", "source": "onboarding.md"}'
 TARGET = 0.05  # recording may cost at most this share of a run
-ROUNDS = 15
+ROUNDS = 60  # alternations: at 15 the spread between runs was wider than the effect
 PER_ROUND = 10
 WARMUP = 5
 
@@ -55,12 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     with tempfile.TemporaryDirectory(prefix="tiny-runlog-bench-") as scratch:
         ws = _workspace(Path(scratch))
-        with ScriptedServer() as server, RunLog.open(Path(scratch)) as log:
+        runs = (args.rounds * 2 + 1) * args.per_round + 2 * WARMUP
+        # the model server in its own process, as a real one is: it must not share the GIL
+        with overhead.Server("cold", runs) as server, RunLog.open(Path(scratch)) as log:
             provider = OpenAIProvider(server.url)
-            runs = (args.rounds * 2 * args.per_round) + 2 * WARMUP
-            server.add(*[tool_call("docs_search", {"query": "onboarding"}), reply(FINAL)] * runs)
             figures = _measure(ws, provider, log, args.rounds, args.per_round)
-            server.assert_done()
+            stats = server.stats()
+            if stats["problems"] or stats["errors"]:
+                raise SystemExit(f"the scripted server saw other requests: {stats}")
         figures["open_close"] = _open_close(Path(scratch), args.rounds)
     console.print(_table(figures))
     share = figures["logged"] / figures["plain"] - 1
@@ -94,22 +98,24 @@ def _measure(
     ws: Workspace, provider: OpenAIProvider, log: RunLog, rounds: int, per_round: int
 ) -> dict[str, Any]:
     """Run both arms, alternating which goes first; return medians of seconds per run."""
-    inside: list[float] = []  # seconds spent in the recording observer, per run
     arms: dict[str, Callable[[], Observer]] = {
         "plain": lambda: ignore,
-        "logged": lambda: _timed(log.observer("invoke", "invoke", "127.0.0.1"), inside),
+        "logged": lambda: log.observer("invoke", "invoke", "127.0.0.1"),
     }
     # the logged batch ends when its rows are committed: the writer thread's work is counted
     settle: dict[str, Callable[[], None]] = {"plain": lambda: None, "logged": log.flush}
     for name, make in arms.items():  # warm up: imports, the BM25 index, the connection pool
         _batch(ws, provider, make, WARMUP, settle[name])
-    inside.clear()
     per_run: dict[str, list[float]] = {name: [] for name in arms}
     for r in range(rounds):
         order = list(arms) if r % 2 == 0 else list(reversed(arms))
         for name in order:
             seconds = _batch(ws, provider, arms[name], per_round, settle[name])
             per_run[name].append(seconds / per_round)
+    # timed apart: the timing wrapper's own cost must not weigh on the logged arm above
+    inside: list[float] = []  # seconds spent in the recording observer, per run
+    timed = lambda: _timed(arms["logged"](), inside)  # noqa: E731
+    _batch(ws, provider, timed, per_round, log.flush)
     return {
         "plain": statistics.median(per_run["plain"]),
         "logged": statistics.median(per_run["logged"]),

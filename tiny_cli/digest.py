@@ -111,7 +111,8 @@ class Digest:
             "fields": dict(self.fields),
             "artifacts": [a.to_json() for a in self.artifacts],
             "notes_for_caller": list(self.notes_for_caller),
-            "cost": {**asdict(self.cost), "ghost_names": list(self.cost.ghost_names)},
+            # vars, not asdict: no deep copy of flat numbers (the run log encodes every Digest)
+            "cost": {**vars(self.cost), "ghost_names": list(self.cost.ghost_names)},
             "reason": self.reason,
             "field_sources": dict(self.field_sources),
         }
