@@ -341,6 +341,74 @@ def test_concurrent_observers_lose_nothing(home) -> None:
     assert len({r.label for r in found}) == 200
 
 
+def test_a_run_is_one_row_running_then_finished(home) -> None:
+    with RunLog.open(home) as log:
+        observe = log.observer("invoke", "invoke", "127.0.0.1")
+        context = [{"role": "system", "content": "card"}, {"role": "user", "content": TASK}]
+        observe(RunStarted("docs-finder", "m", "native", TASK, 4, 30.0, 400, context))
+        [running] = log.runs()  # a read makes the writer pass: the running row is in
+        assert running.status == "running" and running.card == "docs-finder"
+        assert log.run(running.id).transcript == context
+        observe(Finished(Digest("docs-finder", "ok", cost=Cost(tokens_in=7)), ()))
+        [done] = log.runs()
+    assert done.id == running.id and done.status == "ok" and done.tokens_in == 7
+    assert done.started_at == running.started_at and done.ended_at is not None
+
+
+def test_a_run_over_before_the_writer_passes_is_written_once(home) -> None:
+    with RunLog.open(home) as log:
+        for _ in range(3):
+            _record(log, "docs-finder", "m")
+        found = log.runs()
+    assert [r.status for r in found] == ["ok"] * 3 and len({r.id for r in found}) == 3
+    assert all(r.ended_at is not None and r.started_at <= r.ended_at for r in found)
+
+
+def test_calls_pair_with_their_outcomes_even_when_a_model_reuses_an_id(home) -> None:
+    with RunLog.open(home) as log:
+        observe = log.observer("invoke", "invoke", "127.0.0.1")
+        observe(RunStarted("docs-finder", "m", "json", TASK, 4, 30.0, 400, ()))
+        observe(ToolCalled("call_1", "docs_search", '{"query": "a"}'))
+        observe(ToolFinished("call_1", "docs_search", "ok", 0.25, "12345"))
+        observe(ToolCalled("call_1", "web_search", "{}", recovered=True))
+        observe(ToolFinished("call_1", "web_search", "ghost", 0.0, "no such tool"))
+        observe(ToolCalled("call_2", "docs_search", "{}"))  # never answered: budget spent
+        observe(Finished(Digest("docs-finder", "partial", cost=Cost()), ()))
+        [row] = log.runs()
+        calls = log.run(row.id).calls
+    assert [(c["name"], c["outcome"], c["result_chars"]) for c in calls] == [
+        ("docs_search", "ok", 5),
+        ("web_search", "ghost", 12),
+        ("docs_search", None, 0),
+    ]
+    assert calls[0]["seconds"] == 0.25 and calls[1]["recovered"] is True
+
+
+def test_text_in_any_script_round_trips_and_the_stored_json_is_ascii(home) -> None:
+    words = "東京の天気 — 5 € — naïve"
+    with RunLog.open(home) as log:
+        observe = log.observer("invoke", "invoke", "127.0.0.1")
+        observe(RunStarted("docs-finder", "m", "native", words, 4, 30.0, 400, ()))
+        messages = [{"role": "user", "content": words}, {"role": "assistant", "content": words}]
+        observe(Finished(Digest("docs-finder", "ok", summary=words, cost=Cost()), messages))
+        [row] = log.runs()
+        record = log.run(row.id)
+    assert row.goal == words and record.transcript == messages
+    assert record.digest is not None and record.digest["summary"] == words
+    with sqlite3.connect(home / DB_NAME) as db:
+        stored = db.execute("SELECT transcript, digest FROM runs").fetchone()
+    assert all(text.isascii() for text in stored)  # escaped: JSON readers (json_extract) decode it
+
+
+def test_flush_after_close_returns(home) -> None:
+    log = RunLog.open(home)
+    _record(log, "docs-finder", "m")
+    log.close()
+    finished = threading.Event()
+    threading.Thread(target=lambda: (log.flush(), finished.set()), daemon=True).start()
+    assert finished.wait(5), "flush() on a closed log waited for a writer that is gone"
+
+
 def test_first_schema_upgrades_under_the_newest_code(home) -> None:
     with sqlite3.connect(home / DB_NAME) as db:
         db.executescript(V1_SQL.read_text(encoding="utf-8"))
