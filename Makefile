@@ -13,6 +13,7 @@ lint:
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy
+	lint-imports
 
 format:
 	$(PYTHON) -m ruff format .

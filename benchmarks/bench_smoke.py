@@ -30,10 +30,10 @@ from typing import Any
 
 from rich.console import Console
 
-from tiny_cli import render
-from tiny_cli.bench import BenchOptions, BenchReport, bench_from_settings
+from tiny_cli.bench.run import BenchOptions, BenchReport, bench_from_settings
+from tiny_cli.cli import render
 from tiny_cli.digest import estimate_tokens
-from tiny_cli.replay import open_exchanges
+from tiny_cli.provider.factory import open_exchanges
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, Turn, reply, respond, tool_call
 from tiny_cli.workspace import make_router

@@ -427,10 +427,10 @@ def _client(name: str, url: str, tasks: int, warmup: int) -> int:
 
 
 def _setup_tiny(url: str) -> tuple[Callable[[], Any], bool]:
-    from tiny_cli.cards import Budget, Card
+    from tiny_cli.agent.loop import invoke
+    from tiny_cli.cards.load import Budget, Card
     from tiny_cli.digest import Brief
-    from tiny_cli.provider import OpenAIProvider
-    from tiny_cli.runner import invoke
+    from tiny_cli.provider.client import OpenAIProvider
     from tiny_cli.tools import Registry, tool
 
     registry = Registry([tool(add)])

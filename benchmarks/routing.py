@@ -30,17 +30,17 @@ import platformdirs
 from rich.console import Console
 from rich.table import Table
 
-from tiny_cli.builtin import default_registry
-from tiny_cli.cards import Card, load_cards
-from tiny_cli.embed import CachedEmbedder, Embedder, VectorCache, get_embedder
-from tiny_cli.evaluation import EvalReport, evaluate, load_eval_file
-from tiny_cli.routing import (
+from tiny_cli.cards.load import Card, load_cards
+from tiny_cli.routing.embed import CachedEmbedder, Embedder, VectorCache, get_embedder
+from tiny_cli.routing.evaluation import EvalReport, evaluate, load_eval_file
+from tiny_cli.routing.router import (
     BACKGROUND_VECTORS,
     DEFAULT_THRESHOLD,
     Router,
     write_background_vectors,
 )
 from tiny_cli.settings import load_settings
+from tiny_cli.tools.builtin import default_registry
 
 REPO = Path(__file__).resolve().parent.parent
 METATOOL = REPO.parent / "shared" / "evals" / "metatool"
@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["cold"] = cold_process(console)
     if not args.skip_warm:
         results["warm"] = warm_latency(console, cache_dir)
-    if not args.skip_load:  # one query under load: the thread settings of tiny_cli.embed
+    if not args.skip_load:  # one query under load: the thread settings of tiny_cli.routing.embed
         import threads  # benchmarks/threads.py, beside this file
 
         threads.main([])

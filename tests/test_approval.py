@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from tiny_cli import cli
-from tiny_cli.cards import Card
+from tiny_cli.agent.loop import approve_writes, invoke
+from tiny_cli.cards.load import Card
+from tiny_cli.cli import commands as cli
 from tiny_cli.delegate import run_card
 from tiny_cli.digest import make_brief
-from tiny_cli.provider import OpenAIProvider
-from tiny_cli.runner import approve_writes, invoke
+from tiny_cli.provider.client import OpenAIProvider
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import reply, tool_call, tool_calls
 from tiny_cli.workspace import open_workspace

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.artifacts import ArtifactStore, window
-from tiny_cli.budget import DEFAULT_MAX_RESULT_CHARS
-from tiny_cli.pages import PageServer
+from tiny_cli.agent.budget import DEFAULT_MAX_RESULT_CHARS
+from tiny_cli.bench.pages import PageServer
 from tiny_cli.testing import reply, respond, tool_call
 from tiny_cli.tools import ToolCallError
+from tiny_cli.tools.artifacts import ArtifactStore
+from tiny_cli.tools.read_artifact import window
 
 PAGE_CHARS = 100_000
 MARKER = "The vault codeword is zebraquartz."

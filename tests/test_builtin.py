@@ -16,14 +16,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tiny_cli.builtin import builtin_tools, default_registry
-from tiny_cli.crm import CrmDuplicate, CrmStore, name_key
-from tiny_cli.errors import ConfigError, ToolError
-from tiny_cli.handbook import Handbook, tokenize
-from tiny_cli.pages import LoopbackServer
+from tiny_cli.bench.pages import LoopbackServer
+from tiny_cli.errors import ConfigError, CrmDuplicate, ToolError
 from tiny_cli.settings import Settings
+from tiny_cli.text import tokenize
 from tiny_cli.tools import Registry, ToolCallError
-from tiny_cli.web import AddressPolicy, html_to_text, http_get
+from tiny_cli.tools.builtin import builtin_tools, default_registry
+from tiny_cli.tools.crm import CrmStore, name_key
+from tiny_cli.tools.handbook import Handbook
+from tiny_cli.tools.web import AddressPolicy, html_to_text, http_get
 
 REPO = Path(__file__).resolve().parent.parent
 HANDBOOK = REPO / "examples" / "handbook"

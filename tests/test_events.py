@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tiny_cli.agent.loop import invoke
 from tiny_cli.digest import make_brief
 from tiny_cli.events import (
     BudgetHit,
@@ -21,8 +22,7 @@ from tiny_cli.events import (
     TurnStarted,
     fan_out,
 )
-from tiny_cli.provider import OpenAIProvider
-from tiny_cli.runner import invoke
+from tiny_cli.provider.client import OpenAIProvider
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import reply, tool_call
 from tiny_cli.workspace import open_workspace

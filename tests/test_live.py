@@ -20,7 +20,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tiny_cli import cli, live
+from tiny_cli.cli import commands as cli
+from tiny_cli.cli import live
+from tiny_cli.cli.live import LiveView, pause_current
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.events import (
     BudgetHit,
@@ -33,7 +35,6 @@ from tiny_cli.events import (
     ToolFinished,
     TurnStarted,
 )
-from tiny_cli.live import LiveView, pause_current
 from tiny_cli.testing import reply, tool_call
 
 from .conftest import HANDBOOK, REPO, SEED_CARDS

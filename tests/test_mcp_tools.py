@@ -25,9 +25,9 @@ import pytest
 import yaml
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.mcp_config import WIRE_NAME, load_mcp_config, wire_name
-from tiny_cli.mcp_tools import stop_servers
 from tiny_cli.testing import ScriptedServer, Turn, reply, respond, tool_call, tool_calls
+from tiny_cli.tools.mcp_client import stop_servers
+from tiny_cli.tools.mcp_config import WIRE_NAME, load_mcp_config, wire_name
 
 TOOLBOX = Path(__file__).resolve().parent / "mcp_servers" / "toolbox.py"
 TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
@@ -141,9 +141,9 @@ def test_time_server_tool_goes_on_the_wire_with_its_published_schema(
 def test_a_server_starts_once_per_process_and_is_shared_by_runs_on_threads(
     tmp_path: Path, scripted_server: ScriptedServer
 ) -> None:
+    from tiny_cli.agent.loop import invoke as run
     from tiny_cli.digest import make_brief
-    from tiny_cli.provider import OpenAIProvider
-    from tiny_cli.runner import invoke as run
+    from tiny_cli.provider.client import OpenAIProvider
     from tiny_cli.settings import load_settings
     from tiny_cli.workspace import open_workspace
 
@@ -473,8 +473,8 @@ def test_validate_connect_starts_the_servers_and_checks_each_tool(
 def test_validate_connect_waits_once_for_a_server_that_never_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tiny_cli import mcp_tools
     from tiny_cli.settings import load_settings
+    from tiny_cli.tools import mcp_client as mcp_tools
     from tiny_cli.workspace import connect_problems, mcp_settings, validate
 
     silent = {**BOX, "args": [str(TOOLBOX), "silent"]}

@@ -16,11 +16,12 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tiny_cli.cards import check_cards
-from tiny_cli.digest import load_brief, parse_reply
+from tiny_cli.agent.loop import _arguments  # the tool-argument validator the run loop uses
+from tiny_cli.agent.reply import parse_reply
+from tiny_cli.cards.load import check_cards
+from tiny_cli.digest import load_brief
 from tiny_cli.errors import TinyError
-from tiny_cli.replay import Replayer
-from tiny_cli.runner import _arguments  # the tool-argument validator the run loop uses
+from tiny_cli.provider.replay import Replayer
 
 KNOWN_TOOLS = {"http_get": False, "docs_search": False, "crm_add_company": True}
 QUICK = settings(

@@ -11,14 +11,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tiny_cli.errors import ConfigError, ProviderError
-from tiny_cli.provider import (
-    DEFAULT_MAX_RETRY_AFTER,
-    Completion,
-    OpenAIProvider,
-    ProviderTimeout,
-    ToolCall,
-)
+from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout
+from tiny_cli.provider.client import DEFAULT_MAX_RETRY_AFTER, Completion, OpenAIProvider, ToolCall
 from tiny_cli.testing import ScriptedServer, hang_up, http_error, raw_response, reply, tool_call
 
 KEY = "sk-test-SECRET-7f3a9c"

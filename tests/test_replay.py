@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.errors import ConfigError, ProviderError, ReplayError
-from tiny_cli.provider import Completion, ProviderTimeout, ToolCall
-from tiny_cli.replay import (
+from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, ReplayError
+from tiny_cli.provider.client import Completion, ToolCall
+from tiny_cli.provider.replay import (
     Recorder,
     Replayer,
     Volatile,

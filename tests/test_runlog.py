@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tiny_cli.agent.prompts import repair_message
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Finished, RunStarted, ToolCalled, ToolFinished
-from tiny_cli.prompts import repair_message
-from tiny_cli.runlog import (
+from tiny_cli.runs.log import (
     DB_NAME,
     REPAIR_MARK,
     SCHEMA_VERSION,

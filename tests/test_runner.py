@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.pages import PageServer
+from tiny_cli.bench.pages import PageServer
 from tiny_cli.testing import http_error, reply, tool_call, tool_calls
 
 from .conftest import SEED_CARDS

@@ -26,8 +26,8 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, ElicitResult
 
 from tiny_cli.events import Finished
-from tiny_cli.provider import OpenAIProvider
-from tiny_cli.runlog import DB_NAME
+from tiny_cli.provider.client import OpenAIProvider
+from tiny_cli.runs.log import DB_NAME
 from tiny_cli.serve import Served, build_server
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import reply, tool_call

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from hypothesis import given, settings
 
-from tiny_cli.cards import ANY_VALUE, Card, answer_schema, check_cards, field_hint
-from tiny_cli.digest import parse_reply
+from tiny_cli.agent.reply import parse_reply
+from tiny_cli.cards.load import ANY_VALUE, Card, answer_schema, check_cards, field_hint
 from tiny_cli.testing import reply
 
 from .test_properties import json_values

@@ -14,13 +14,12 @@ from typing import Any
 import httpcore
 import pytest
 
-from tiny_cli import web
-from tiny_cli.builtin import builtin_tools
+from tiny_cli.bench.pages import LoopbackServer
 from tiny_cli.errors import ConfigError
-from tiny_cli.pages import LoopbackServer
 from tiny_cli.settings import Settings, load_settings
-from tiny_cli.tools import ToolCallError
-from tiny_cli.web import AddressPolicy, AllowedHost, address_problem, http_get
+from tiny_cli.tools import ToolCallError, web
+from tiny_cli.tools.builtin import builtin_tools
+from tiny_cli.tools.web import AddressPolicy, AllowedHost, address_problem, http_get
 
 SECRET = "SECRET-7f3a9c-do-not-leak"
 HINT = "tiny's web tools only fetch public addresses"

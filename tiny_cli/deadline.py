@@ -10,11 +10,9 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from tiny_cli.errors import DeadlineExceeded
+
 T = TypeVar("T")
-
-
-class DeadlineExceeded(TimeoutError):
-    """The call was still running when its time was up (it is left behind, not killed)."""
 
 
 def call_within(seconds: float, call: Callable[[], T], name: str = "tiny-deadline") -> T:

@@ -7,19 +7,19 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from tiny_cli.artifacts import Artifact, ArtifactStore
-from tiny_cli.budget import Clock
-from tiny_cli.cards import Card
+from tiny_cli.agent.budget import Clock
+from tiny_cli.agent.loop import Approve, decline_writes, invoke
+from tiny_cli.cards.load import Card
 from tiny_cli.digest import Brief, Digest, Routing, with_caller_tokens
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Event, Finished, Observer, ignore
-from tiny_cli.provider import Provider
-from tiny_cli.runner import Approve, decline_writes, invoke
+from tiny_cli.provider.client import Provider
 from tiny_cli.settings import model_for
+from tiny_cli.tools.artifacts import Artifact, ArtifactStore
 from tiny_cli.workspace import Workspace
 
 if TYPE_CHECKING:  # numpy comes with the router; `invoke` never routes
-    from tiny_cli.routing import Router
+    from tiny_cli.routing.router import Router
 
 WRITE_NOT_CONFIRMED = "write_not_confirmed"
 

@@ -41,23 +41,23 @@ from mcp.types import (
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
-from tiny_cli import __version__
-from tiny_cli.artifacts import ArtifactStore
-from tiny_cli.cards import Card
+from tiny_cli._version import __version__
+from tiny_cli.agent.loop import Approve, approve_writes, decline_writes
+from tiny_cli.cards.load import Card
 from tiny_cli.delegate import WRITE_NOT_CONFIRMED, run_card
 from tiny_cli.delegate import delegate as run_delegate
 from tiny_cli.digest import Brief, Digest, make_brief
 from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.events import Observer, ignore
-from tiny_cli.mcp_config import original
-from tiny_cli.provider import Provider
-from tiny_cli.render import printable, write_call
-from tiny_cli.runner import Approve, approve_writes, decline_writes
+from tiny_cli.provider.client import Provider
 from tiny_cli.settings import DEFAULT_TOP, Settings
+from tiny_cli.text import printable, write_call
+from tiny_cli.tools.artifacts import ArtifactStore
+from tiny_cli.tools.mcp_config import original
 from tiny_cli.workspace import Workspace, make_router, open_workspace
 
 if TYPE_CHECKING:
-    from tiny_cli.routing import Decision, Router
+    from tiny_cli.routing.router import Decision, Router
 
 HOST = "127.0.0.1"  # --http listens on loopback only: the server runs agents with your key
 COMMAND = "serve"  # the run log's `command` for every served run
@@ -128,7 +128,7 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
     ws = open_workspace(settings)
     if http_port is not None:
         _check_port(http_port)
-    from tiny_cli.replay import open_exchanges
+    from tiny_cli.provider.factory import open_exchanges
 
     _stop_on_sigterm()
 
@@ -502,8 +502,8 @@ def _run_log(settings: Settings) -> Iterator[Callable[[str], Observer]]:
         if not settings.log_runs:
             yield lambda label: ignore
             return
-        from tiny_cli.replay import endpoint_host
-        from tiny_cli.runlog import RunLog
+        from tiny_cli.provider.factory import endpoint_host
+        from tiny_cli.runs.log import RunLog
 
         runlog = stack.enter_context(RunLog.open(settings.home))
         endpoint = endpoint_host(settings.base_url)

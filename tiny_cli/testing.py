@@ -40,7 +40,7 @@ from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
 
-from tiny_cli.pages import LoopbackServer
+from tiny_cli.bench.pages import LoopbackServer
 
 try:
     import pytest

@@ -7,17 +7,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiny_cli.builtin import default_registry
-from tiny_cli.cards import Card, Problem, check_cards, load_cards
+from tiny_cli.cards.load import Card, Problem, check_cards, load_cards
 from tiny_cli.errors import ConfigError, EmbedderError
-from tiny_cli.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
 from tiny_cli.settings import Settings
-from tiny_cli.tools import Registry
+from tiny_cli.tools.builtin import default_registry
+from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
+from tiny_cli.tools.registry import Registry
 
 if TYPE_CHECKING:  # routing brings numpy and the embedder: only commands that route pay
     import httpx
 
-    from tiny_cli.routing import Overlap, Router
+    from tiny_cli.routing.router import Overlap, Router
 
 
 CONNECT_SECONDS = 30.0  # `tiny validate --connect`: how long a server may take to start
@@ -64,7 +64,9 @@ def mcp_settings(settings: Settings) -> McpConfig | None:
 
 def _add_mcp(registry: Registry, mcp: McpConfig | None) -> None:
     if mcp is not None and mcp.servers:
-        from tiny_cli.mcp_tools import McpTools  # the SDK itself loads only when a server starts
+        from tiny_cli.tools.mcp_client import (
+            McpTools,  # the SDK itself loads only when a server starts
+        )
 
         registry.add_source(McpTools(mcp))
 
@@ -103,7 +105,7 @@ def connect_problems(
     cards: Sequence[Card], mcp: McpConfig, seconds: float = CONNECT_SECONDS
 ) -> list[Problem]:
     """Start the servers the cards name; a problem for each tool missing or not allowed."""
-    from tiny_cli.mcp_tools import McpTools
+    from tiny_cli.tools.mcp_client import McpTools
 
     source = McpTools(mcp)
     problems = []
@@ -133,8 +135,8 @@ def make_router(ws: Workspace, transport: httpx.BaseTransport | None = None) -> 
 
 
 def _router(s: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None) -> Router:
-    from tiny_cli.embed import get_embedder
-    from tiny_cli.routing import Router
+    from tiny_cli.routing.embed import get_embedder
+    from tiny_cli.routing.router import Router
 
     embedder = get_embedder(s.embedder, base_url=s.base_url, api_key=s.api_key, transport=transport)
     return Router(cards, embedder, s.home / "cache", s.threshold)

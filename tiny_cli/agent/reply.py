@@ -1,0 +1,331 @@
+"""Reply parsing: find the JSON object in a model's final answer and check it against the contract.
+
+Prose around the object, code fences and a cut-off object are tolerated; what is still wrong is
+said in the words the repair turn sends back to the model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import referencing.exceptions
+
+from tiny_cli.digest import MODEL_STATUSES
+from tiny_cli.text import printable
+
+# A final answer is bounded by max_tokens; far more is a broken server, not an answer.
+MAX_REPLY_CHARS = 200_000
+
+
+MAX_OBJECT_STARTS = 1_000  # '{' positions tried when the JSON sits inside prose
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The model's final answer, parsed: its data, or what is wrong with it."""
+
+    data: Mapping[str, Any]
+    problems: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # what tiny did to use the answer (closed a cut-off object)
+
+
+def parse_reply(
+    text: str | None, required: Sequence[str], types: Mapping[str, dict] | None = None
+) -> Reply:
+    """Find the JSON object in a final answer (prose and code fences tolerated) and check it.
+
+    `types` maps fields to the JSON Schema their values must match (a card's `returns`).
+    """
+    text = text or ""
+    if len(text) > MAX_REPLY_CHARS:
+        return Reply(
+            {}, (f"your answer is {len(text):,} characters; answer with one short JSON object",)
+        )
+    data, notes, problem = _locate_object(text)
+    if data is None:
+        return Reply({}, (problem,))
+    problems = _contract_problems(data, required)
+    if data.get("status") != "refused":  # a refusal carries no fields to check
+        problems += _type_problems(data, types or {}, required)
+    return Reply(data, tuple(problems), notes)
+
+
+def field_values(data: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """Collect the required fields from a reply, flat or under a 'fields' object."""
+    return {name: _value(data, name) for name in names if _value(data, name) is not None}
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+
+
+NO_OBJECT = "no JSON object found in your answer"
+
+
+MAX_SHOWN_CHARS = 40  # a wrong value quoted back in a problem
+
+
+_TYPE_NAMES = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
+
+
+_PLURALS = {
+    "string": "strings",
+    "number": "numbers",
+    "integer": "integers",
+    "boolean": "booleans",
+    "array": "lists",
+    "object": "objects",
+}
+
+
+# bool before int: True is an int to isinstance
+_VALUE_KINDS = (
+    (bool, "a boolean"),
+    (int, "an integer"),
+    (float, "a number"),
+    (str, "a string"),
+    (list, "a list"),
+    (dict, "an object"),
+)
+
+
+def _contract_problems(data: Mapping[str, Any], required: Sequence[str]) -> list[str]:
+    """Check the status and that every required field has a value."""
+    problems = []
+    status = data.get("status")
+    if status not in MODEL_STATUSES:
+        problems.append(f"'status' must be one of {', '.join(MODEL_STATUSES)}, got {status!r}")
+    if status != "refused":
+        for name in ("summary", *required):
+            if _value(data, name) in (None, ""):
+                problems.append(f"missing required field {name!r}")
+    return problems
+
+
+def _locate_object(text: str) -> tuple[dict[str, Any] | None, tuple[str, ...], str]:
+    """Return the answer object, notes on how it was found, or the problem if none was."""
+    data = _whole_object(text)
+    if data is not None:
+        return data, (), ""
+    # before the embedded scan: a cut-off outer object must not yield one of its inner ones
+    completed, note, cut = _complete_object(text)
+    if completed is not None:
+        return completed, (note,), ""
+    data = _scan_objects(text)
+    if data is not None:
+        return data, (), ""
+    return None, (), cut or NO_OBJECT
+
+
+def _whole_object(text: str) -> dict[str, Any] | None:
+    """Return the object that is the whole text or a whole code fence."""
+    for chunk in [text.strip(), *(m.group(1).strip() for m in _FENCE.finditer(text))]:
+        value = _loads(chunk)
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _loads(chunk: str) -> Any:
+    try:
+        return json.loads(chunk)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _scan_objects(text: str) -> dict[str, Any] | None:
+    """Return the last top-level JSON object embedded in prose (models put it at the end)."""
+    decoder = json.JSONDecoder()
+    found, i = None, text.find("{")
+    for _ in range(MAX_OBJECT_STARTS):  # a wall of '{' must not take minutes
+        if i == -1:
+            break
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            i = text.find("{", i + 1)
+            continue
+        if isinstance(value, dict):
+            found = value
+        i = text.find("{", end)
+    return found
+
+
+_CLOSER = {"{": "}", "[": "]"}
+
+
+# what to append, by where the text ends, to test that it is a valid JSON prefix
+_FILLERS = {"key_string": '": null', "string": '"', "key": ": null", "colon": " null"}
+
+
+_ENDINGS = {
+    "key_string": "it ends inside a key",
+    "string": "it ends inside a string",
+    "key": "it ends after a key with no value",
+    "colon": "it ends after a ':' with no value",
+    "comma": "it ends after a ','",
+}
+
+
+def _complete_object(text: str) -> tuple[dict[str, Any] | None, str, str]:
+    """Close a JSON object cut off only by its missing closing brackets.
+
+    Tried on each code fence, then on the text from its first '{'. Returns the object and
+    a note; or None and, if the cut was inside a string or after ':'/',', the problem.
+    """
+    start = text.find("{")
+    chunks = [m.group(1).strip() for m in _FENCE.finditer(text)]
+    chunks += [text[start:].strip()] if start != -1 else []
+    problem = ""
+    for chunk in chunks:
+        cut = _cut(chunk)
+        if cut is None:
+            continue
+        closers, ending = cut
+        completed = _loads(chunk + closers) if ending == "value" else None
+        if isinstance(completed, dict):
+            note = f"the answer's JSON ended without its closing '{closers}'; tiny completed it"
+            return completed, note, ""
+        problem = problem or _cut_problem(chunk, closers, ending)
+    return None, "", problem
+
+
+def _cut_problem(chunk: str, closers: str, ending: str) -> str:
+    """Say where an object was cut, if the text really is the start of one."""
+    filler = _FILLERS.get(ending, "")
+    if ending == "comma":
+        filler = '"_": null' if closers[0] == "}" else "null"
+    if ending == "value" or not isinstance(_loads(chunk + filler + closers), dict):
+        return ""  # not a cut-off object but broken JSON: the generic problem fits
+    where = _ENDINGS.get(ending) or f"it ends right after a '{_opener(closers[0])}'"
+    return f"your JSON object is cut off ({where}); answer again with the whole object"
+
+
+def _opener(closer: str) -> str:
+    return "{" if closer == "}" else "["
+
+
+def _cut(chunk: str) -> tuple[str, str] | None:
+    """Scan once: the closers a '{...' text lacks (innermost first) and what it ends with.
+
+    None when it is no unclosed object: it does not start with '{', a bracket is closed
+    that was not open, or the object closes before the text ends.
+    """
+    if not chunk.startswith("{"):
+        return None
+    stack: list[str] = []
+    ending, in_string, escaped = "value", False, False
+    for i, ch in enumerate(chunk):
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+            if not in_string:
+                ending = "key" if ending == "key_string" else "value"
+        elif ch == '"':
+            in_string = True
+            ending = (
+                "key_string" if stack[-1:] == ["}"] and ending in ("open", "comma") else "string"
+            )
+        elif ch in _CLOSER:
+            stack.append(_CLOSER[ch])
+            ending = "open"
+        elif ch in "]}":
+            if not stack or stack.pop() != ch or (not stack and i < len(chunk) - 1):
+                return None
+            ending = "value"
+        elif not ch.isspace():
+            ending = {":": "colon", ",": "comma"}.get(ch, "value")
+    return ("".join(reversed(stack)), ending) if stack else None
+
+
+def _type_problems(
+    data: Mapping[str, Any], types: Mapping[str, dict], required: Sequence[str]
+) -> list[str]:
+    """Check each typed field's value against its JSON Schema; one problem per field."""
+    problems = []
+    for name, schema in types.items():
+        value = _value(data, name)
+        if value is None or (value == "" and name in required):
+            continue  # absent: reported as missing, not as mistyped
+        problem = _type_problem(name, value, schema)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _type_problem(name: str, value: Any, schema: dict) -> str | None:
+    """Return one line naming the field, what its schema wants and what it got; None if valid."""
+    validator = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    except RecursionError:
+        return f"field {name!r} is nested too deeply to check"
+    except (referencing.exceptions.Unresolvable, re.error) as exc:  # the card loader refuses these
+        why = printable(_clip(str(exc), 100))
+        return f"field {name!r} cannot be checked: the card's schema for it is broken ({why})"
+    if error is None:
+        return None
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    where = _clip(name + path, 80)
+    expected = _expected(error)
+    if expected is None:  # jsonschema's own words, with the value it quotes shortened
+        said = error.message.replace(repr(error.instance), _clip(_dumps(error.instance), 40))
+        return f"field {where!r} does not match its schema: {printable(_clip(said, 160))}"
+    return f"field {where!r} {expected}, got {_shown(error.instance)}"
+
+
+def _expected(error: Any) -> str | None:
+    """Say what the schema wanted, in the words a model understands."""
+    if error.validator == "type":
+        return f"must be {_describe(error.schema)}"
+    if error.validator == "enum":
+        return "must be one of " + _clip(", ".join(map(_dumps, error.validator_value)), 120)
+    if error.validator == "const":
+        return f"must be {_clip(_dumps(error.validator_value), 120)}"
+    if error.validator == "format":
+        return f"must be a valid {error.validator_value!r}"
+    return None
+
+
+def _describe(schema: Mapping[str, Any]) -> str:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " or ".join(_TYPE_NAMES.get(k, str(k)) for k in kind)
+    items = schema.get("items")
+    if kind == "array" and isinstance(items, dict) and items.get("type") in _PLURALS:
+        return f"a list of {_PLURALS[items['type']]}"
+    return _TYPE_NAMES.get(str(kind), str(kind))
+
+
+def _shown(value: Any) -> str:
+    """Name a value's JSON type and show it shortened, with no control characters."""
+    kind = next((name for t, name in _VALUE_KINDS if isinstance(value, t)), "null")
+    return f"{kind} ({_clip(_dumps(value), MAX_SHOWN_CHARS)})"
+
+
+def _dumps(value: Any) -> str:
+    return printable(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _value(data: Mapping[str, Any], name: str) -> Any:
+    if name in data:
+        return data[name]
+    nested = data.get("fields")
+    return nested.get(name) if isinstance(nested, dict) else None

@@ -1,0 +1,618 @@
+"""Cards: load YAML agent cards, validate them against the shipped schema, report every problem."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import referencing
+import referencing.exceptions
+import yaml
+from referencing.jsonschema import DRAFT202012
+
+from tiny_cli import yamlsafe
+from tiny_cli.errors import CardError
+from tiny_cli.settings import ToolMode
+from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig, qualified, remember
+
+DEFAULT_MAX_TOOL_CALLS = 8
+DEFAULT_MAX_OUTPUT_TOKENS = 512
+DEFAULT_MAX_WALL_SECONDS = 60.0
+RESERVED_FIELDS = ("summary", "status")
+FIELD_KEYS = ("returns_required", "returns")  # where a card names its answer's fields
+CARD_SUFFIXES = (".yaml", ".yml")
+
+SideEffects = Literal["none", "write"]
+First = Literal["any", "tool"]  # `tool`: a tool call must come before the first answer
+SHORTHANDS = ("string", "number", "integer", "boolean", "object", "array")
+# an untyped field: any JSON value but null (null reads as "missing" to the reply checks)
+ANY_VALUE: dict[str, Any] = {"type": ["string", "number", "integer", "boolean", "array", "object"]}
+# what llama.cpp's json_schema grammars and OpenAI's response_format both understand
+GRAMMAR_KEYWORDS = frozenset(
+    ("type", "enum", "const", "properties", "required", "items", "additionalProperties", "anyOf")
+)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The hard limits of one invocation, enforced by the runner, not the model."""
+
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    max_wall_seconds: float = DEFAULT_MAX_WALL_SECONDS
+
+
+@dataclass(frozen=True)
+class Card:
+    """One tiny agent: who it is, what it may call, what it must return, and its budget."""
+
+    id: str
+    summary: str
+    tools: tuple[str, ...]
+    returns_required: tuple[str, ...]
+    examples: tuple[str, ...] = ()
+    does_not: tuple[str, ...] = ()
+    side_effects: SideEffects = "none"
+    budget: Budget = field(default_factory=Budget)
+    model: str | None = None
+    path: Path | None = None
+    tool_mode: ToolMode | None = None  # None: the setting's (flag > env), else DEFAULT_TOOL_MODE
+    first: First = "any"
+    # not a YAML field: set for the bench's all-tools agent, whose job may or may not write,
+    # so its `ok` without a write is no unverified write (the bench checks the CRM itself)
+    write_optional: bool = False
+    # field -> JSON Schema of its value; every typed field is in returns_required too
+    returns: Mapping[str, dict[str, Any]] = field(default_factory=dict, hash=False)
+
+    @property
+    def writes(self) -> bool:
+        return self.side_effects == "write"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with one card file, printed as `file:line: field: message`."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field}: {self.message}"
+
+
+def load_cards(
+    paths: Sequence[Path], known_tools: Mapping[str, bool], mcp: McpConfig | None = None
+) -> list[Card]:
+    """Load every card under `paths`; raise CardError listing all problems if any."""
+    cards, problems = check_cards(paths, known_tools, mcp)
+    if problems:
+        raise CardError(problems)
+    return cards
+
+
+def check_cards(
+    paths: Sequence[Path], known_tools: Mapping[str, bool], mcp: McpConfig | None = None
+) -> tuple[list[Card], list[Problem]]:
+    """Validate card files; return the good cards and every problem found.
+
+    `known_tools` maps each registered tool name to whether it writes; `mcp` holds the servers
+    whose tools cards name as `server.tool` (checked offline: the server must be declared).
+    """
+    cards: list[Card] = []
+    problems: list[Problem] = []
+    files, missing = card_files(paths, (mcp.path,) if mcp is not None else ())
+    problems.extend(missing)
+    seen: dict[str, Problem] = {}
+    for path in files:
+        card, found, id_line = _check_file(path, known_tools, mcp)
+        problems.extend(found)
+        if card is None:
+            continue
+        where = Problem(str(path), id_line, "id", "")
+        if card.id in seen:
+            first = seen[card.id]
+            problems.append(
+                Problem(
+                    where.file,
+                    where.line,
+                    "id",
+                    f"duplicate id {card.id!r} (already used in {first.file}:{first.line})",
+                )
+            )
+            continue
+        seen[card.id] = where
+        cards.append(card)
+    return cards, problems
+
+
+def card_files(
+    paths: Sequence[Path], skip: Sequence[Path] = ()
+) -> tuple[list[Path], list[Problem]]:
+    """Expand directories into their card files, sorted; report paths that do not exist.
+
+    A folder's mcp.yaml (and the `skip` files) is the MCP server list, not a card.
+    """
+    files: list[Path] = []
+    problems: list[Problem] = []
+    skipped = {p.resolve() for p in skip}
+    for path in paths:
+        if path.is_dir():
+            for p in sorted(p for p in path.iterdir() if _card_like(p, skipped)):
+                refusal = _refusal(p, path)
+                if refusal:
+                    problems.append(Problem(str(p), None, "file", refusal))
+                else:
+                    files.append(p)
+        elif path.is_file():
+            files.append(path)
+        elif path.exists():
+            problems.append(Problem(str(path), None, "file", "not a regular file"))
+        else:
+            problems.append(Problem(str(path), None, "path", "no such file or directory"))
+    return files, problems
+
+
+def _card_like(path: Path, skipped: set[Path]) -> bool:
+    if path.suffix not in CARD_SUFFIXES or path.name in MCP_FILENAMES:
+        return False
+    return path.resolve() not in skipped
+
+
+def _refusal(path: Path, folder: Path) -> str | None:
+    """Say why a file in a cards folder is not read: a FIFO hangs, a link may leave it."""
+    if path.is_symlink() and not path.resolve().is_relative_to(folder.resolve()):
+        return "a symlink to outside the cards folder; not read"
+    if not path.is_file():
+        return "not a regular file; not read"
+    return None
+
+
+@cache
+def card_schema() -> dict[str, Any]:
+    """Return the card JSON Schema shipped inside the package."""
+    text = resources.files("tiny_cli.cards").joinpath("card.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def card_text(card: Card) -> str:
+    """Return the routing text of a card: its id as words, then its summary."""
+    return f"{card.id.replace('-', ' ').replace('_', ' ')}: {card.summary}"
+
+
+# --- typed answers ------------------------------------------------------------------------
+
+
+def answer_schema(card: Card, required: Sequence[str]) -> dict[str, Any]:
+    """Return the JSON Schema of a final `ok`/`partial` answer with `required` fields."""
+    names = [n for n in dict.fromkeys(required) if n not in RESERVED_FIELDS]
+    # a copy: the caller may edit it without touching the card or ANY_VALUE
+    fields = {n: copy.deepcopy(grammar_schema(card.returns.get(n, ANY_VALUE))) for n in names}
+    return {
+        "type": "object",
+        "properties": {
+            "status": {"enum": ["ok", "partial"]},
+            "summary": {"type": "string"},
+            **fields,
+        },
+        "required": ["status", "summary", *names],
+        "additionalProperties": False,
+    }
+
+
+def grammar_schema(schema: Any) -> Any:
+    """Keep only the keywords constrained decoding supports; dropping one only loosens it."""
+    if isinstance(schema, list):
+        return [grammar_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kept = {k: v for k, v in schema.items() if k in GRAMMAR_KEYWORDS}
+    for key in ("items", "additionalProperties", "anyOf"):
+        if isinstance(kept.get(key), dict | list):
+            kept[key] = grammar_schema(kept[key])
+    if isinstance(kept.get("properties"), dict):
+        kept["properties"] = {k: grammar_schema(v) for k, v in kept["properties"].items()}
+    return kept
+
+
+def field_hint(schema: Mapping[str, Any] | None) -> str:
+    """Describe a field's value for a prompt: '<number>', '<list of string>', '<...>' if untyped."""
+    return f"<{_hint(schema or {})}>"
+
+
+def _hint(schema: Mapping[str, Any]) -> str:
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"], ensure_ascii=False)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "..." if set(ANY_VALUE["type"]) <= set(kind) else " or ".join(map(str, kind))
+    if kind == "array":
+        items = schema.get("items")
+        return f"list of {_hint(items)}" if isinstance(items, dict) and items else "list"
+    if isinstance(kind, str):
+        fmt = schema.get("format")
+        return f"{kind} ({fmt})" if isinstance(fmt, str) else kind
+    return "..."
+
+
+def _field_schema(spec: Any) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    """Turn one `returns` entry into a JSON Schema, or say what is wrong (and where inside it)."""
+    if isinstance(spec, str):
+        return _shorthand(spec)
+    if isinstance(spec, list):
+        return _list_of(spec)
+    if isinstance(spec, dict):
+        return _checked_schema(spec)
+    names = ", ".join(SHORTHANDS)
+    msg = f"must be a type ({names}), [type] or a JSON Schema mapping, got {_yaml_type(spec)}"
+    return {}, ((), msg)
+
+
+def _shorthand(spec: str) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    if spec in SHORTHANDS:
+        return {"type": spec}, None
+    return {}, ((), _unknown_type(spec))
+
+
+def _unknown_type(name: str) -> str:
+    hint = difflib.get_close_matches(name, SHORTHANDS, n=1)
+    tip = f" (did you mean {hint[0]!r}?)" if hint else f"; use one of {', '.join(SHORTHANDS)}"
+    return f"unknown type {name!r}{tip}"
+
+
+def _list_of(spec: list) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    if len(spec) != 1:
+        return {}, ((), "a list names the type of its items: write one, like [string]")
+    items, trouble = _field_schema(spec[0])
+    if trouble:
+        return {}, ((0, *trouble[0]), trouble[1])
+    return {"type": "array", "items": items}, None
+
+
+def _checked_schema(spec: dict) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    if not _plain_json(spec):  # the runner sends it to the server as JSON
+        return {}, ((), "a JSON Schema must be plain JSON (strings, numbers, lists, mappings)")
+    try:
+        jsonschema.Draft202012Validator.check_schema(spec)
+    except jsonschema.SchemaError as err:
+        path = tuple(err.absolute_path)
+        if path[-1:] == ("type",) and isinstance(err.instance, str):
+            return {}, (path, _unknown_type(err.instance))
+        return {}, (path, f"not a valid JSON Schema: {_clip(err.message)}")
+    trouble = _ref_problem(spec)
+    return ({}, trouble) if trouble else (spec, None)
+
+
+def _plain_json(spec: dict) -> bool:
+    """YAML dates, integer keys or .nan would change (or fail) on their way to the server."""
+    try:
+        return json.loads(json.dumps(spec, allow_nan=False)) == spec
+    except (TypeError, ValueError):
+        return False
+
+
+def _ref_problem(spec: dict) -> tuple[tuple, str] | None:
+    """Refuse a $ref tiny would have to fetch, or one that points nowhere (it fails mid-run)."""
+    resolver = referencing.Registry().resolver_with_root(DRAFT202012.create_resource(spec))
+    for path, ref in _refs(spec):
+        if not ref.startswith("#"):
+            return path, f"{ref!r}: tiny fetches no schemas; refer inside this one ('#/$defs/…')"
+        try:
+            resolver.lookup(ref)
+        except referencing.exceptions.Unresolvable:
+            return path, f"{ref!r} points to nothing in this schema"
+    return None
+
+
+def _refs(node: Any, path: tuple = ()) -> Iterator[tuple[tuple, str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                yield (*path, key), value
+            else:
+                yield from _refs(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _refs(value, (*path, i))
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- one file -----------------------------------------------------------------------------
+
+
+def _check_file(
+    path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None = None
+) -> tuple[Card | None, list[Problem], int | None]:
+    name = str(path)
+    try:
+        text = yamlsafe.read_bounded(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Problem(name, None, "file", f"cannot read: {_short(exc)}")], None
+    try:
+        node, data = yamlsafe.load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        return None, [Problem(name, line, "yaml", _yaml_message(exc))], None
+    if not isinstance(data, dict) or node is None:
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        line = node.start_mark.line + 1 if node is not None else 1
+        problem = Problem(name, line, "card", f"must be a mapping of fields, got {kind}")
+        return None, [problem], None
+    lines = _line_index(node)
+    problems = _duplicate_keys(name, node)
+    problems += _schema_problems(name, data, lines)
+    problems += _semantic_problems(name, data, lines, known_tools, mcp)
+    if problems:
+        return None, problems, None
+    return _build(data, path), [], lines.get(("id",))
+
+
+def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
+    validator = jsonschema.Draft202012Validator(card_schema())
+    errors = sorted(  # unknown keys first, so a misspelling explains its "missing" field
+        validator.iter_errors(data),
+        key=lambda e: (list(map(str, e.absolute_path)), e.validator != "additionalProperties"),
+    )
+    problems = []
+    for err in errors:
+        path = tuple(err.absolute_path)
+        if "propertyNames" in err.relative_schema_path:  # point at the bad key, not its mapping
+            path = (*path, str(err.instance))
+        if err.validator == "additionalProperties":
+            problems += _unknown_keys(name, err, path, lines)
+        elif not _explained(err, problems):
+            problems.append(Problem(name, _line_of(lines, path), _dotted(path), _message(err)))
+    return problems
+
+
+def _explained(err: Any, problems: list[Problem]) -> bool:
+    """A required field reported missing is already explained by its misspelling."""
+    hints = [f"did you mean {name!r}" for name in _missing(err)]
+    return any(hint in p.message for hint in hints for p in problems)
+
+
+def _missing(err: Any) -> list[str]:
+    """Name the fields a `required` (or an anyOf of `required`s) error finds missing."""
+    if err.validator == "required":
+        return [err.message.split("'")[1]] if "'" in err.message else []
+    if err.validator == "anyOf" and all(set(s) == {"required"} for s in err.validator_value):
+        return [name for s in err.validator_value for name in s["required"]]
+    return []
+
+
+def _unknown_keys(name: str, err: Any, path: tuple, lines: dict[tuple, int]) -> list[Problem]:
+    allowed = list(err.schema.get("properties", {}))
+    out = []
+    for key in sorted(set(err.instance) - set(allowed), key=str):
+        key = str(key)
+        hint = difflib.get_close_matches(str(key), allowed, n=1)
+        tip = f" (did you mean {hint[0]!r}?)" if hint else f"; allowed: {', '.join(allowed)}"
+        where = (*path, key)
+        out.append(Problem(name, _line_of(lines, where), _dotted(where), f"unknown key{tip}"))
+    return out
+
+
+def _semantic_problems(
+    name: str,
+    data: dict,
+    lines: dict[tuple, int],
+    known_tools: Mapping[str, bool],
+    mcp: McpConfig | None = None,
+) -> list[Problem]:
+    problems = []
+    for i, tool in enumerate(_list(data, "tools")):
+        if isinstance(tool, str) and qualified(tool) is not None:
+            trouble = _server_problem(tool, mcp)
+            if trouble:
+                problems.append(
+                    Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", trouble)
+                )
+        elif isinstance(tool, str) and tool not in known_tools:
+            hint = difflib.get_close_matches(tool, list(known_tools), n=1)
+            tip = f" (did you mean {hint[0]!r}?)" if hint else ""
+            msg = f"unknown tool {tool!r}{tip}; known tools: {', '.join(sorted(known_tools))}"
+            problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
+        elif isinstance(tool, str) and known_tools.get(tool) and _declared(data) != "write":
+            msg = f"tool {tool!r} writes, so the card needs 'side_effects: write'"
+            problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
+    budget = data.get("budget")
+    for key, value in budget.items() if isinstance(budget, dict) else []:
+        if isinstance(value, float) and not math.isfinite(value):
+            where = ("budget", key)
+            msg = f"{value!r} is not a number a budget can use"
+            problems.append(Problem(name, _line_of(lines, where), _dotted(where), msg))
+    for i, fld in enumerate(_list(data, "returns_required")):
+        if fld in RESERVED_FIELDS:
+            where = ("returns_required", i)
+            problems.append(Problem(name, _line_of(lines, where), _dotted(where), _reserved(fld)))
+    return problems + _returns_problems(name, data, lines)
+
+
+def _server_problem(tool: str, mcp: McpConfig | None) -> str | None:
+    """Check offline that `server.tool` names a server of mcp.yaml (its tools need --connect)."""
+    server = tool.split(".", 1)[0]
+    if mcp is None:
+        return (
+            f"{tool!r} is a tool of MCP server {server!r}, but there is no mcp.yaml "
+            "(put one in the cards folder or set TINY_MCP)"
+        )
+    if server in mcp.servers:
+        return None
+    hint = difflib.get_close_matches(server, list(mcp.servers), n=1)
+    tip = f" (did you mean {hint[0]!r}?)" if hint else ""
+    declared = ", ".join(sorted(mcp.servers)) or "none"
+    return f"unknown MCP server {server!r} in {tool!r}{tip}; {mcp.path} declares: {declared}"
+
+
+def _reserved(fld: str) -> str:
+    return f"{fld!r} is always returned; list only the card's own fields"
+
+
+def _returns_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
+    """Check each typed field: not a reserved name, a known shorthand or a valid JSON Schema."""
+    returns = data.get("returns")
+    problems = []
+    for fld, spec in returns.items() if isinstance(returns, dict) else []:
+        if not isinstance(fld, str) or not isinstance(spec, str | list | dict):
+            continue  # the card schema already names these
+        trouble = ((), _reserved(fld)) if fld in RESERVED_FIELDS else _field_schema(spec)[1]
+        if trouble:
+            at = ("returns", fld, *trouble[0])
+            problems.append(Problem(name, _line_of(lines, at), _dotted(at), trouble[1]))
+    return problems
+
+
+def _returns(data: dict) -> dict[str, dict[str, Any]]:
+    return {fld: _field_schema(spec)[0] for fld, spec in (data.get("returns") or {}).items()}
+
+
+def _declared(data: dict) -> Any:
+    return data.get("side_effects", "none")
+
+
+def _list(data: dict, key: str) -> list[Any]:
+    value = data.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _build(data: dict, path: Path) -> Card:
+    budget = Budget(**data.get("budget", {}))
+    returns = _returns(data)
+    return Card(
+        id=data["id"],
+        summary=" ".join(data["summary"].split()),
+        tools=tuple(remember(t) for t in data["tools"]),  # the model sees wire names
+        returns_required=tuple(dict.fromkeys((*data.get("returns_required", ()), *returns))),
+        examples=tuple(data.get("examples", ())),
+        does_not=tuple(data.get("does_not", ())),
+        side_effects=data.get("side_effects", "none"),
+        budget=Budget(
+            budget.max_tool_calls, budget.max_output_tokens, float(budget.max_wall_seconds)
+        ),
+        model=data.get("model"),
+        path=path,
+        tool_mode=data.get("tool_mode"),
+        first=data.get("first", "any"),
+        returns=returns,
+    )
+
+
+# --- line numbers and messages ------------------------------------------------------------
+
+
+def _line_index(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
+    """Map every key path in the YAML tree to its 1-based line."""
+    index = {path: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            child = (*path, key.value)
+            index.update(_line_index(value, child))
+            index[child] = key.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            index.update(_line_index(item, (*path, i)))
+    return index
+
+
+def _duplicate_keys(name: str, node: yaml.Node, path: tuple = ()) -> list[Problem]:
+    problems: list[Problem] = []
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            where = (*path, key.value)
+            if key.value in seen:
+                line = key.start_mark.line + 1
+                msg = "key appears twice; YAML would silently keep only the last one"
+                problems.append(Problem(name, line, _dotted(where), msg))
+            seen.add(key.value)
+            problems += _duplicate_keys(name, value, where)
+    return problems
+
+
+def _line_of(lines: dict[tuple, int], path: tuple) -> int | None:
+    while path not in lines and path:
+        path = path[:-1]
+    return lines.get(path)
+
+
+def _dotted(path: Iterable) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "card"
+
+
+def _message(err: Any) -> str:
+    missing = _missing(err)
+    if missing:
+        return "missing required field " + " or ".join(repr(m) for m in missing)
+    if err.validator == "required":
+        return f"missing required field {err.message!r}"
+    if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] == "id":
+        return f"{err.instance!r} is not a slug (lowercase letters, digits, '-' and '_')"
+    if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] in FIELD_KEYS:
+        return f"{err.instance!r} is not a field name (letters, digits and '_', no digit first)"
+    if err.validator == "type":
+        return f"must be {_article(err.validator_value)}, got {_yaml_type(err.instance)}"
+    if err.validator in ("minimum", "exclusiveMinimum", "maximum"):
+        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<="}[err.validator]
+        return f"{err.instance!r} is impossible: must be {op} {err.validator_value}"
+    if err.validator == "enum":
+        options = " or ".join(repr(v) for v in err.validator_value)
+        return f"{err.instance!r} is not allowed; use {options}"
+    return err.message
+
+
+def _article(kind: Any) -> str:
+    if isinstance(kind, list):
+        return " or ".join(_article(k) for k in kind)
+    names = {
+        "array": "a list",
+        "object": "a mapping",
+        "integer": "an integer",
+        "number": "a number",
+        "string": "a string",
+        "boolean": "true or false",
+    }
+    return names.get(kind, str(kind))
+
+
+def _yaml_type(value: Any) -> str:
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+        type(None): "nothing (null)",
+    }
+    shown = repr(value) if not isinstance(value, list | dict) else ""
+    return f"{names.get(type(value), type(value).__name__)} {shown}".strip()
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    return f"invalid YAML: {problem}" + (f" ({context})" if context else "")
+
+
+def _short(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)

@@ -1,0 +1,315 @@
+"""The live view: the loop as it happens, on stderr, while a run works.
+
+The runner calls observers on its own thread; rich `Live` redraws on its refresh thread. So an
+observer only updates plain state under a lock (no I/O), and the refresh thread builds the
+picture from that state. The view is transient: it vanishes when it ends, so the Digest printed
+after it on stdout reads cleanly. One run is shown at a time: the one that last reported.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from tiny_cli.cli.render import STATUS_STYLE
+from tiny_cli.events import (
+    BudgetHit,
+    Event,
+    Finished,
+    GhostCall,
+    ModelReplied,
+    ModeSwitched,
+    Observer,
+    RunStarted,
+    ToolCalled,
+    ToolFinished,
+    TurnStarted,
+)
+from tiny_cli.text import printable
+
+ARGUMENTS_SHOWN = 60  # characters of a call's arguments in its row
+GOAL_SHOWN = 90  # characters of the task in the title line
+ROWS_SHOWN = 14  # the latest steps; a long run keeps a compact panel
+REFRESHES_PER_SECOND = 8
+STEP_COLUMNS = 6 + 13 + 16 + 6 + 4 * 2 + 4  # the other columns, their gaps, the panel's edges
+OUTCOME_STYLE = {
+    "ok": "green",
+    "ghost": "bold red",
+    "bad_arguments": "bold yellow",
+    "tool_error": "red",
+    "timeout": "red",
+    "declined": "magenta",
+    "not_allowed": "magenta",
+    None: "dim",  # not run: the budget was spent
+}
+
+
+@dataclass
+class _Row:
+    """One line of the panel: a model turn, a tool call, or a note (mode switch, budget hit)."""
+
+    step: str
+    what: str  # rich markup, already escaped
+    size: str = ""
+    outcome: str = ""  # rich markup
+    seconds: str = ""
+
+
+@dataclass
+class _RunState:
+    """What one run has reported so far; changed only under the view's lock."""
+
+    label: str
+    card: str = "?"
+    model: str = "?"
+    mode: str = ""
+    goal: str = ""
+    max_calls: int = 0
+    wall: float = 0.0
+    remaining: float | None = None  # seconds of wall budget left at `remaining_at`
+    remaining_at: float = 0.0
+    calls: int = 0
+    ghosts: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    status: str | None = None
+    rows: list[_Row] = field(default_factory=list)
+    waiting: _Row | None = None  # the turn whose reply has not come yet
+    pending: dict[str, _Row] = field(default_factory=dict)  # running calls by call id
+
+
+_current: LiveView | None = None  # the view on screen, for `pause_current`
+_current_lock = threading.Lock()
+
+
+class LiveView:
+    """A rich Live display of one run at a time on a terminal's stderr."""
+
+    def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
+        self.console = console
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._run: _RunState | None = None
+        self._live = self._new_live()
+
+    def observer(self, run: str) -> Observer:
+        """Return the observer that shows run `run`."""
+        state = _RunState(run)
+
+        def notify(event: Event) -> None:
+            with self._lock:
+                self._run = state  # the latest run to report is the one on screen
+                _apply(state, event, self._clock())
+
+        return notify
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Take the display off the screen while a prompt is on it; show it again after."""
+        was_on = self._live.is_started
+        self._live.stop()
+        try:
+            yield
+        finally:
+            if was_on:
+                # a new Live: a restarted one would move up over the prompt by its old height
+                self._live = self._new_live()
+                self._live.start()
+
+    def _new_live(self) -> Live:
+        return Live(
+            console=self.console,
+            get_renderable=self._render,
+            refresh_per_second=REFRESHES_PER_SECOND,
+            transient=True,  # gone when the run ends: the Digest follows on its own
+            redirect_stdout=False,  # stdout may be a pipe: the Digest must stay on it
+        )
+
+    def __enter__(self) -> LiveView:
+        global _current
+        self._live.start()
+        with _current_lock:
+            _current = self
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        global _current
+        with _current_lock:
+            if _current is self:
+                _current = None
+        self._live.stop()
+
+    def _render(self) -> RenderableType:
+        """Build the picture from the state (called on rich's refresh thread)."""
+        with self._lock:
+            if self._run is None:
+                return Text("starting…", style="dim")
+            return _panel(self._run, self._clock(), self.console.width)
+
+
+@contextmanager
+def pause_current() -> Iterator[None]:
+    """Pause the live view on screen, if any, for the duration (e.g. a [y/N] prompt)."""
+    with _current_lock:
+        view = _current
+    if view is None:
+        yield
+        return
+    with view.paused():
+        yield
+
+
+def active_console() -> Console | None:
+    """Return the console of the live view on screen, if any: stderr output must go through it."""
+    with _current_lock:
+        return _current.console if _current is not None else None
+
+
+# --- state: one function per event -------------------------------------------------------
+
+
+def _apply(state: _RunState, event: Event, now: float) -> None:
+    """Record one event in the run's state."""
+    if isinstance(event, RunStarted):
+        _started(state, event, now)
+    elif isinstance(event, TurnStarted):
+        state.remaining, state.remaining_at = event.remaining, now
+        state.calls = event.calls_used
+        state.waiting = _Row(f"turn {event.turn}", "[dim]waiting for the model…[/]")
+        state.rows.append(state.waiting)
+    elif isinstance(event, ModelReplied):
+        _replied(state, event)
+    elif isinstance(event, ToolCalled):
+        _called(state, event)
+    elif isinstance(event, ToolFinished):
+        _tool_finished(state, event)
+    elif isinstance(event, GhostCall):
+        state.ghosts = event.count
+    else:
+        _other(state, event)
+
+
+def _started(state: _RunState, event: RunStarted, now: float) -> None:
+    """The run's card, model, task and budget: the panel's title and budget line."""
+    state.card, state.model, state.mode = event.card_id, event.model, event.tool_mode
+    state.goal = _short(event.goal, GOAL_SHOWN)
+    state.max_calls, state.wall = event.max_tool_calls, event.max_wall_seconds
+    state.remaining, state.remaining_at = event.max_wall_seconds, now
+
+
+def _replied(state: _RunState, event: ModelReplied) -> None:
+    row, state.waiting = state.waiting, None
+    if row is None:  # a reply without its TurnStarted: still show it
+        row = _Row(f"turn {event.turn}", "")
+        state.rows.append(row)
+    state.tokens_in += event.tokens_in
+    state.tokens_out += event.tokens_out
+    calls = f" · {event.tool_calls} tool call(s)" if event.tool_calls else ""
+    row.what = f"{event.tokens_in} tokens in · {event.tokens_out} out{calls}"
+    row.seconds = f"{event.seconds:.2f}"
+
+
+def _called(state: _RunState, event: ToolCalled) -> None:
+    name = escape(printable(event.name))
+    how = " [dim](from text)[/]" if event.recovered else ""
+    row = _Row("  call", f"[bold]{name}[/] {escape(_short(event.arguments))}{how}")
+    row.outcome = "[dim]running…[/]"
+    state.pending[event.call_id] = row
+    state.rows.append(row)
+
+
+def _tool_finished(state: _RunState, event: ToolFinished) -> None:
+    row = state.pending.pop(event.call_id, None)
+    if row is None:  # a finish without its call: still show it
+        row = _Row("  call", f"[bold]{escape(printable(event.name))}[/]")
+        state.rows.append(row)
+    label = event.outcome or "not run (budget)"
+    row.outcome = f"[{OUTCOME_STYLE.get(event.outcome, 'red')}]{label}[/]"
+    if event.outcome == "ghost":  # the name in red; the arguments stay as they were
+        name = escape(printable(event.name))
+        row.what = row.what.replace(f"[bold]{name}[/]", f"[bold red]{name}[/]", 1)
+        row.what += " [red](no such tool)[/]"
+    row.size = f"{len(event.result):,} chars"
+    row.seconds = f"{event.seconds:.2f}"
+    if event.outcome is not None:
+        state.calls += 1  # the meter counts every handled call, as TurnStarted will
+
+
+def _other(state: _RunState, event: Event) -> None:
+    """Mode switches, budget hits and the end of the run."""
+    if isinstance(event, ModeSwitched):
+        state.mode = event.to
+        state.rows.append(_Row("mode", f"[cyan]→ {escape(event.to)}: {escape(event.why)}[/]"))
+    elif isinstance(event, BudgetHit):
+        state.rows.append(_Row("budget", f"[bold red]{escape(event.limit)} reached[/]"))
+    elif isinstance(event, Finished):
+        state.status = event.digest.status
+        if state.card == "?":  # delegate abstained: no run started
+            state.card = event.digest.agent_id or "tiny"
+        state.remaining = None
+
+
+# --- picture ------------------------------------------------------------------------------
+
+
+def _panel(state: _RunState, now: float, width: int) -> Panel:
+    """The run as a panel: title (card, model, task), steps, budget line."""
+    title = f"[bold]{escape(printable(state.card))}[/] · {escape(printable(state.model))}"
+    if state.mode:
+        title += f" · {escape(state.mode)}"
+    if state.label not in ("invoke", "delegate"):
+        title = f"{escape(printable(state.label))} · {title}"
+    body = Group(
+        Text(state.goal, style="dim", overflow="ellipsis", no_wrap=True), _steps(state, width)
+    )
+    return Panel(body, title=title, title_align="left", subtitle=_budget(state, now))
+
+
+def _steps(state: _RunState, width: int) -> Table:
+    table = Table.grid(padding=(0, 2))
+    # fixed widths: columns do not jump as rows come; the middle one gives way on a narrow screen
+    table.add_column(min_width=6, no_wrap=True)
+    table.add_column(max_width=max(20, width - STEP_COLUMNS), no_wrap=True, overflow="ellipsis")
+    table.add_column(justify="right", min_width=13, no_wrap=True)
+    table.add_column(min_width=16, no_wrap=True)
+    table.add_column(justify="right", min_width=6, no_wrap=True)
+    hidden = len(state.rows) - ROWS_SHOWN
+    if hidden > 0:
+        table.add_row("", f"[dim]… {hidden} earlier step(s)[/]", "", "", "")
+    for row in state.rows[-ROWS_SHOWN:]:
+        table.add_row(row.step, row.what, row.size, row.outcome, row.seconds)
+    return table
+
+
+def _budget(state: _RunState, now: float) -> str:
+    """Tool calls used of the limit, seconds left of the wall budget, ghosts, tokens, status."""
+    parts = [f"tool calls {state.calls}/{state.max_calls}"]
+    if state.remaining is not None:
+        left = max(0.0, state.remaining - (now - state.remaining_at))
+        parts.append(f"{left:.0f} s of {state.wall:g} s left")
+    if state.ghosts:
+        parts.append(f"[bold red]ghost calls {state.ghosts}[/]")
+    parts.append(f"tokens {state.tokens_in} in / {state.tokens_out} out")
+    if state.status is not None:
+        style = STATUS_STYLE.get(state.status, "white")
+        parts.append(f"[{style}]{escape(state.status)}[/]")
+    return " · ".join(parts)
+
+
+def _short(text: str, limit: int = ARGUMENTS_SHOWN) -> str:
+    """One line, control characters made visible, cut to `limit` characters."""
+    flat = printable(" ".join(text.split()))
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

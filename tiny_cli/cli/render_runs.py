@@ -1,0 +1,330 @@
+"""Human output of `tiny runs`: the recent runs, one transcript, the statistics.
+
+Everything a model, a page or a task wrote is shown through `printable` (no terminal control
+characters) and `escape` (no rich markup), or as a plain `Text`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rich.box import SIMPLE_HEAD as COMPACT
+from rich.console import Console
+from rich.markup import escape
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from tiny_cli.cli.render import BAR_WIDTH, STATUS_STYLE
+from tiny_cli.runs.log import REPAIR_MARK, GroupStats, RunRecord, RunStats, RunSummary
+from tiny_cli.text import printable
+
+RUN_STYLE = {**STATUS_STYLE, "running": "blue", "interrupted": "bright_red"}
+SHOWN_CHARS = 800  # of each message in `tiny runs show`; --full shows all of it
+ARGUMENT_CHARS = 160  # of a tool call's arguments, in the transcript and the calls table
+RUN_COLUMNS = (
+    "id", "started", "command", "card", "model", "status", "tokens", "calls (ghost)", "s", "goal"
+)  # fmt: skip
+TEXT_COLUMNS = ("started", "command", "card", "model", "status", "goal")
+NARROW_DROPS = ("command", "model")  # left out below WIDE columns: `--json` has everything
+WIDE = 110
+STATS_COLUMNS = (
+    "runs", "ok", "ghost", "repair", "tok in", "tok out", "caller", "compr", "p50 s", "p95 s"
+)  # fmt: skip
+STATS_NARROW_DROPS = ("tok out", "p50 s")
+STATS_LEGEND = (
+    "ok: share of runs ok · ghost: ghost calls per tool call · repair: finished runs that "
+    "needed a repair · tok in/out, caller: means per finished run · compr: caller tokens / "
+    "tokens the agent read · p50/p95: wall seconds"
+)
+GOAL_CHARS = 60  # of the goal in the runs table (cut further to fit the terminal)
+ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
+OUTCOME_STYLE = {"ok": "green", "ghost": "bold red", "bad_arguments": "yellow"}
+TEXT_RESULT = "Result of "  # how tiny_cli.actions.result_message begins (json mode, recovered)
+
+
+def runs(console: Console, found: Sequence[RunSummary], path: Path) -> None:
+    """Print the recent runs as a table, newest first (no command or model when narrow)."""
+    if not found:
+        console.print(f"no runs recorded in {escape(str(path))}", highlight=False)
+        return
+    table = Table(
+        title=f"{len(found)} run(s), newest first",
+        title_justify="left",
+        box=COMPACT,
+        collapse_padding=True,
+    )
+    narrow = console.width < WIDE
+    shown = [c for c in RUN_COLUMNS if not (narrow and c in NARROW_DROPS)]
+    rows = [[cells[c] for c in shown] for cells in map(_run_cells, found)]
+    for i, col in enumerate(shown):
+        if col == "goal":  # what gives way to the terminal's width
+            table.add_column(col, overflow="fold")
+            continue
+        width = max(len(col), *(Text.from_markup(row[i]).cell_len for row in rows))
+        table.add_column(col, justify="left" if col in TEXT_COLUMNS else "right", min_width=width)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
+def _run_cells(r: RunSummary) -> dict[str, str]:
+    ghosts = f" ([bold red]{r.ghost_calls}[/])" if r.ghost_calls else ""
+    return {
+        "id": str(r.id),
+        "started": _local(r.started_at, "%m-%d %H:%M"),
+        "command": _shown(r.command),
+        "card": _shown(r.card or "—"),
+        "model": _shown(r.model or "—"),
+        "status": _status(r.status),
+        "tokens": f"{r.tokens_in}/{r.tokens_out}",
+        "calls (ghost)": f"{r.tool_calls}{ghosts}",
+        "s": _seconds(r.wall_seconds),
+        "goal": _shown(_cut(r.goal, GOAL_CHARS)),
+    }
+
+
+def run(console: Console, record: RunRecord, full: bool = False) -> None:
+    """Print one run: what it was, what it cost, then every message and every tool call."""
+    _header(console, record.summary, record.routing)
+    console.print(f"[bold]transcript[/] ({len(record.transcript)} message(s))")
+    calls = list(record.calls)
+    answered = iter(calls)  # results come in the order the calls were made
+    by_id = {c.get("id"): c for c in calls}
+    for number, message in enumerate(record.transcript, 1):
+        _message(console, number, message, by_id, answered, full)
+    _calls(console, calls)
+
+
+def stats(console: Console, figures: RunStats) -> None:
+    """Print the figures per card and per model, and a bar of each card's runs by status."""
+    if not figures.total.runs:
+        console.print("no runs recorded")
+        return
+    _stats_table(console, "per card", "card", figures.by_card)
+    _stats_table(console, "per model", "model", figures.by_model)
+    console.print(STATS_LEGEND, style="dim")
+    _status_bars(console, figures.by_card)
+
+
+# --- one run --------------------------------------------------------------------------------
+
+
+def _header(console: Console, r: RunSummary, routing: Mapping[str, Any] | None) -> None:
+    title = (
+        f"run {r.id} · {_shown(r.command)} · {_shown(r.card or 'no card')} · {_status(r.status)}"
+    )
+    console.print(title, highlight=False)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for label, value in _facts(r, routing):
+        grid.add_row(label, value)
+    console.print(grid)
+
+
+def _facts(r: RunSummary, routing: Mapping[str, Any] | None) -> Iterator[tuple[str, str]]:
+    """Yield the label and the (escaped) value of each line of a run's header."""
+    yield "run", _shown(r.label)
+    yield "started", f"{_local(r.started_at)} → {_local(r.ended_at) if r.ended_at else '…'}"
+    yield "model", f"{_shown(r.model or '—')} at {_shown(r.endpoint or '—')}"
+    yield "tool mode", _shown(r.tool_mode or "—")
+    yield "pid", str(r.pid)
+    if routing:
+        target = routing.get("agent_id") or "nobody"
+        yield "routing", _shown(f"{routing.get('decision')} → {target} ({routing.get('score')})")
+    if r.reason:
+        yield "reason", _shown(r.reason)
+    yield (
+        "cost",
+        (
+            f"{r.tokens_in} tokens in, {r.tokens_out} out, {r.tool_calls} tool call(s), "
+            f"{_ghosts(r.ghost_calls)}, {r.recovered_calls} recovered, "
+            f"{r.caller_tokens} caller tokens, {_seconds(r.wall_seconds)} s"
+        ),
+    )
+    yield "goal", _shown(r.goal or "—")
+
+
+def _message(
+    console: Console,
+    number: int,
+    message: Mapping[str, Any],
+    by_id: Mapping[Any, Mapping[str, Any]],
+    answered: Iterator[Mapping[str, Any]],
+    full: bool,
+) -> None:
+    """Print one message: a header with its role and size, its content, its tool calls."""
+    role, content = str(message.get("role") or "?"), _content(message.get("content"))
+    calls = list(message.get("tool_calls") or [])
+    tags = _tags(role, content, answered)
+    size = len(content) + sum(len(_arguments(c)) for c in calls)
+    style = ROLE_STYLE.get(role, "white")
+    console.print(f"[{style}]#{number} {_shown(role)}[/] · {size:,} chars{tags}", highlight=False)
+    if content:
+        shown = content if full else _cut(content, SHOWN_CHARS)
+        more = "" if shown == content else f"\n… [{len(content):,} chars in all; --full shows all]"
+        console.print(Padding(Text(printable(shown, keep="\n") + more), (0, 0, 0, 2)))
+    for call in calls:
+        _native_call(console, call, by_id)
+
+
+def _tags(role: str, content: str, answered: Iterator[Mapping[str, Any]]) -> str:
+    """Name what a message is: a tool result (and its outcome), or the repair request."""
+    if role == "tool" or (role == "user" and content.startswith(TEXT_RESULT)):
+        call = next(answered, None)
+        if call is None:
+            return " · tool result"
+        return f" · result of {_shown(str(call.get('name')))} · {_outcome(call.get('outcome'))}"
+    if role == "user" and REPAIR_MARK in content:
+        return " · [bold yellow]repair request[/]"
+    return ""
+
+
+def _native_call(
+    console: Console, call: Mapping[str, Any], by_id: Mapping[Any, Mapping[str, Any]]
+) -> None:
+    """Print one tool call of an assistant message, its outcome highlighted."""
+    function = call.get("function") or {}
+    outcome = (by_id.get(call.get("id")) or {}).get("outcome")
+    text = f"{function.get('name')} {_cut(_arguments(call), ARGUMENT_CHARS)}"
+    console.print(f"  → call {_shown(text)} · {_outcome(outcome)}", highlight=False)
+
+
+def _calls(console: Console, calls: Sequence[Mapping[str, Any]]) -> None:
+    """Print every tool call of the run, ghosts in red."""
+    if not calls:
+        return
+    table = Table(title="tool calls", title_justify="left")
+    for col in ("#", "tool", "outcome", "s", "result chars", "arguments"):
+        table.add_column(col, justify="right" if col in ("#", "s", "result chars") else "left")
+    for i, c in enumerate(calls, 1):
+        name = _shown(str(c.get("name")))
+        table.add_row(
+            str(i),
+            f"[bold red]{name}[/]" if c.get("outcome") == "ghost" else name,
+            _outcome(c.get("outcome"), short=True) + (" (recovered)" if c.get("recovered") else ""),
+            _seconds(c.get("seconds")),
+            f"{c.get('result_chars') or 0:,}",
+            _shown(_cut(str(c.get("arguments") or ""), ARGUMENT_CHARS)),
+        )
+    console.print(table)
+
+
+def _content(value: Any) -> str:
+    """Return a message's content as text (a list of parts is shown as its JSON)."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _arguments(call: Mapping[str, Any]) -> str:
+    return str((call.get("function") or {}).get("arguments") or "")
+
+
+def _outcome(outcome: Any, short: bool = False) -> str:
+    if outcome is None:
+        return "[dim]not run[/]"
+    if outcome == "ghost":
+        return "[bold red]ghost call" + ("" if short else ": not a tool of this card") + "[/]"
+    return f"[{OUTCOME_STYLE.get(str(outcome), 'yellow')}]{_shown(str(outcome))}[/]"
+
+
+# --- statistics -----------------------------------------------------------------------------
+
+
+def _stats_table(console: Console, title: str, key: str, groups: Sequence[GroupStats]) -> None:
+    table = Table(title=title, title_justify="left", box=COMPACT, collapse_padding=True)
+    shown = [c for c in STATS_COLUMNS if not (console.width < WIDE and c in STATS_NARROW_DROPS)]
+    table.add_column(key, no_wrap=True)
+    for col in shown:
+        table.add_column(col, justify="right", no_wrap=True)
+    for g in groups:
+        cells = _stats_cells(g)
+        table.add_row(_shown(g.name or "—"), *(cells[c] for c in shown))
+    console.print(table)
+
+
+def _stats_cells(g: GroupStats) -> dict[str, str]:
+    return {
+        "runs": str(g.runs),
+        "ok": _percent(g.statuses.get("ok", 0) / g.runs),
+        "ghost": _percent(g.ghost_rate),
+        "repair": _percent(g.repair_rate),
+        "tok in": _number(g.mean_tokens_in),
+        "tok out": _number(g.mean_tokens_out),
+        "caller": _number(g.mean_caller_tokens),
+        "compr": _percent(g.compression),
+        "p50 s": _seconds(g.wall_p50),
+        "p95 s": _seconds(g.wall_p95),
+    }
+
+
+def _status_bars(console: Console, groups: Sequence[GroupStats]) -> None:
+    """Draw each card's runs as one bar, a colored segment per status."""
+    top = max(g.runs for g in groups)
+    table = Table(
+        title="runs per card, by status", title_justify="left", box=None, show_header=False
+    )
+    table.add_column("card", no_wrap=True)
+    table.add_column("bar", no_wrap=True)
+    table.add_column("runs", justify="right")
+    table.add_column("statuses")
+    for g in groups:
+        bar = Text()
+        for status, count in _ordered(g.statuses):
+            bar.append("█" * max(1, round(BAR_WIDTH * count / top)), RUN_STYLE.get(status, "white"))
+        counts = " · ".join(f"{_shown(s)} {n}" for s, n in _ordered(g.statuses))
+        table.add_row(_shown(g.name or "—"), bar, str(g.runs), f"[dim]{counts}[/]")
+    console.print(table)
+    seen = dict(_ordered({s: 0 for g in groups for s in g.statuses}))
+    console.print("  ".join(f"[{RUN_STYLE.get(s, 'white')}]█[/] {_shown(s)}" for s in seen))
+
+
+def _ordered(statuses: Mapping[str, int]) -> list[tuple[str, int]]:
+    """Statuses from the best to the worst, as RUN_STYLE lists them; unknown ones last."""
+    rank = {s: i for i, s in enumerate(RUN_STYLE)}
+    return sorted(statuses.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0]))
+
+
+# --- small helpers --------------------------------------------------------------------------
+
+
+def _shown(text: str) -> str:
+    return escape(printable(text))
+
+
+def _status(status: str) -> str:
+    return f"[{RUN_STYLE.get(status, 'white')}]{_shown(status)}[/]"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _local(stamp: str, form: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """Show a stored UTC time in local time."""
+    try:
+        return datetime.fromisoformat(stamp).astimezone().strftime(form)
+    except ValueError:
+        return _shown(stamp)
+
+
+def _seconds(value: Any) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def _ghosts(count: int) -> str:
+    return f"[bold red]{count} ghost call(s)[/]" if count else "0 ghost calls"

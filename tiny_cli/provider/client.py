@@ -1,0 +1,436 @@
+"""The model provider: one chat completion from any OpenAI-compatible endpoint, over httpx.
+
+`OpenAIProvider.complete()` posts to `{base_url}/chat/completions`, retries 429/5xx and
+connection errors a bounded number of times (honouring `Retry-After`), never runs past the
+caller's time budget, and turns every failure into a one-line ProviderError a person can act
+on. The API key travels only in the Authorization header: it is never part of a message,
+a repr or a log line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from types import TracebackType
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import httpx
+
+from tiny_cli.deadline import call_within
+from tiny_cli.errors import ConfigError, DeadlineExceeded, ProviderError, ProviderTimeout
+from tiny_cli.text import redact_url
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_PROBE_TIMEOUT = 5.0  # seconds per request when the caller gives no budget
+DEFAULT_RETRIES = 3  # retries after the first try: 4 requests at most
+DEFAULT_BACKOFF = 0.5  # seconds before the first retry, doubled for each next one
+DEFAULT_MAX_BACKOFF = 8.0  # cap of the doubled backoff
+DEFAULT_MAX_RETRY_AFTER = 30.0  # cap of a server's Retry-After, so a server cannot park us
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # a chat completion is kilobytes; more is a broken server
+SHORT_BODY_CHARS = 200  # how much of an error body goes into a message
+RETRY_STATUSES = frozenset({408, 429})  # plus every 5xx
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model asked for; `arguments` is the raw JSON text it sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model answer: text and/or tool calls, token usage, and the response as received."""
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...]
+    tokens_in: int
+    tokens_out: int
+    finish_reason: str | None
+    raw: dict
+
+
+class Provider(Protocol):
+    """Anything that turns messages and tool schemas into one Completion."""
+
+    def complete(
+        self,
+        *,
+        model: str,
+        messages: list[dict],
+        tools: list[dict],
+        max_tokens: int,
+        timeout: float | None = None,
+        response_format: dict | None = None,
+        tool_choice: str | None = None,
+    ) -> Completion: ...
+
+
+class OpenAIProvider:
+    """A Provider for OpenAI-compatible `/chat/completions` endpoints (OpenAI, Ollama, vLLM, …)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = DEFAULT_BACKOFF,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retry_after: float = DEFAULT_MAX_RETRY_AFTER,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        try:
+            urlsplit(base_url).port  # noqa: B018 - parses host and port, or raises
+        except ValueError as exc:  # the URL may hold a key: name the problem, not the URL
+            raise ConfigError(f"base URL is not a usable URL ({exc}); set TINY_BASE_URL") from None
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"base URL {redact_url(base_url)!r} must start with http(s)://; set TINY_BASE_URL"
+            )
+        if retries < 0 or backoff < 0 or timeout <= 0:
+            raise ConfigError(
+                f"provider: retries={retries}, backoff={backoff}, "
+                f"timeout={timeout}: need retries ≥ 0, backoff ≥ 0, timeout > 0"
+            )
+        self.base_url = base_url.rstrip("/")
+        self._shown_url = redact_url(self.base_url)
+        self._api_key = api_key or None
+        self._retries, self._backoff, self._timeout = retries, backoff, timeout
+        self._max_retry_after = max_retry_after
+        self._sleep, self._clock = sleep, clock
+        self._client = httpx.Client(transport=transport, follow_redirects=False)
+
+    def complete(
+        self,
+        *,
+        model: str,
+        messages: list[dict],
+        tools: list[dict],
+        max_tokens: int,
+        timeout: float | None = None,
+        response_format: dict | None = None,
+        tool_choice: str | None = None,
+    ) -> Completion:
+        """Return the model's answer, retrying transient failures within the time budget.
+
+        `response_format` (a json_schema constraint) and `tool_choice` are sent only when given.
+        """
+        body = request_body(model, messages, tools, max_tokens, response_format, tool_choice)
+        deadline = None if timeout is None else self._clock() + timeout
+        tries = self._retries + 1
+        for attempt in range(tries):
+            answer = self._attempt(body, deadline)
+            if isinstance(answer, _Answer) and answer.status == 200:
+                return self._parse(answer.content)
+            failure = answer if isinstance(answer, _Failure) else self._judge(answer, model)
+            if not failure.retryable or attempt == tries - 1:
+                raise ProviderError(self._final_message(failure, attempt + 1))
+            delay = self._delay(attempt, failure.retry_after)
+            if deadline is not None and self._clock() + delay >= deadline:
+                raise ProviderTimeout(
+                    f"gave up on {self._shown_url} within the time budget "
+                    f"({self._describe(failure)}; next retry in {delay:g}s)"
+                )
+            log.info("retrying %s in %.2fs: %s", self._shown_url, delay, failure.detail)
+            self._sleep(delay)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def probe(self, timeout: float = DEFAULT_PROBE_TIMEOUT) -> None:
+        """Raise ProviderError now if nothing listens at the base URL (any HTTP answer is fine).
+
+        A bench of many runs should stop at once, not spend its retries on every run.
+        """
+        try:
+            self._client.get(f"{self.base_url}/models", timeout=timeout)
+        except httpx.TransportError:
+            raise ProviderError(self._final_message(_Failure("connect", "", True), 1)) from None
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> OpenAIProvider:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:  # never show the key
+        key = "set" if self._api_key else "unset"
+        return f"OpenAIProvider(base_url={self._shown_url!r}, api_key={key})"
+
+    # --- one request -------------------------------------------------------------------
+
+    def _attempt(self, body: dict, deadline: float | None) -> _Answer | _Failure:
+        """Send one request; return what came back or why nothing usable did."""
+        remaining = None if deadline is None else deadline - self._clock()
+        if remaining is not None and remaining <= 0:
+            raise ProviderTimeout(f"no answer from {self._shown_url} within the time budget")
+        limit = self._timeout if remaining is None else min(self._timeout, remaining)
+        try:
+            if remaining is None:
+                return self._send(body, limit, deadline)
+            return call_within(remaining, lambda: self._send(body, limit, deadline))
+        except DeadlineExceeded:
+            raise ProviderTimeout(
+                f"{self._shown_url} was still answering when the time budget ran out "
+                f"({remaining:.1f}s): the server is slow or stalled"
+            ) from None
+        except httpx.TimeoutException as exc:
+            if remaining is not None and limit >= remaining:  # the caller's budget, not ours
+                raise ProviderTimeout(
+                    f"no answer from {self._shown_url} within the time budget ({remaining:.1f}s)"
+                ) from exc
+            return _Failure("timeout", f"no answer within {limit:g}s", retryable=True)
+        except httpx.ConnectError as exc:
+            return _Failure("connect", str(exc), retryable=True)
+        except httpx.TransportError as exc:  # dropped connection, protocol error: transient
+            return _Failure("transport", str(exc) or type(exc).__name__, retryable=True)
+
+    def _send(self, body: dict, limit: float, deadline: float | None) -> _Answer:
+        """POST the body and read the whole response, giving up at the deadline."""
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        url = f"{self.base_url}/chat/completions"
+        with self._client.stream(
+            "POST", url, json=body, headers=headers, timeout=httpx.Timeout(limit)
+        ) as response:
+            chunks, size = [], 0
+            # httpx's read timeout is per read: check the deadline between chunks too, so a
+            # server that trickles bytes cannot hold us past the budget
+            for chunk in response.iter_bytes():
+                chunks.append(chunk)
+                size += len(chunk)
+                if deadline is not None and self._clock() >= deadline:
+                    raise ProviderTimeout(
+                        f"{self._shown_url} was still sending its answer "
+                        "when the time budget ran out"
+                    )
+                if size > MAX_RESPONSE_BYTES:
+                    raise ProviderError(
+                        f"{self._shown_url} sent more than "
+                        f"{MAX_RESPONSE_BYTES // 2**20} MiB; not a chat completion"
+                    )
+            return _Answer(response.status_code, response.headers, b"".join(chunks))
+
+    # --- judging failures ----------------------------------------------------------------
+
+    def _judge(self, answer: _Answer, model: str) -> _Failure:
+        """Classify a non-200 answer: retryable or not, and what to tell a person."""
+        status, short = answer.status, self._short_body(answer.content)
+        if status in RETRY_STATUSES or status >= 500:
+            return _Failure("status", short, True, _retry_after(answer.headers), status)
+        if status in (401, 403):
+            what = "rejected the API key" if self._api_key else "requires an API key"
+            detail = f"{self._shown_url} {what} (HTTP {status}); set TINY_API_KEY"
+        elif status == 404:
+            detail = (
+                f"{self._shown_url}/chat/completions answered HTTP 404: check TINY_BASE_URL "
+                f"(usually ends in /v1) and that model {model!r} exists there: {short}"
+            )
+        else:
+            detail = f"{self._shown_url} refused the request (HTTP {status}): {short}"
+        return _Failure("status", detail, False, None, status)
+
+    def _final_message(self, failure: _Failure, tries: int) -> str:
+        """Say, in one line, why the request failed for good."""
+        n = f"{tries} {'try' if tries == 1 else 'tries'}"
+        if failure.kind == "connect":
+            return f"cannot reach {self._shown_url} — is the server running? set TINY_BASE_URL"
+        if failure.kind == "timeout":
+            return f"{self._shown_url} gave no answer after {n}: {failure.detail}"
+        if failure.kind == "transport":
+            return f"connection to {self._shown_url} failed after {n}: {failure.detail}"
+        if not failure.retryable:
+            return failure.detail
+        if failure.status == 429:
+            return f"{self._shown_url} kept rate-limiting (HTTP 429) after {n}: {failure.detail}"
+        return f"{self._shown_url}: server error HTTP {failure.status} after {n}: {failure.detail}"
+
+    def _describe(self, failure: _Failure) -> str:
+        """Name the last failure briefly, for a give-up message."""
+        if failure.kind == "connect":
+            return "connection failed"
+        return f"HTTP {failure.status}" if failure.kind == "status" else failure.detail
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry number `attempt + 1`."""
+        if retry_after is not None:
+            return min(retry_after, self._max_retry_after)
+        return min(self._backoff * 2**attempt, DEFAULT_MAX_BACKOFF)
+
+    def _short_body(self, content: bytes) -> str:
+        """Return the gist of an error body: its error message if JSON, else the text, cut."""
+        text = content.decode("utf-8", "replace")
+        try:
+            data = json.loads(text)
+            error = data.get("error", data) if isinstance(data, dict) else data
+            message = error.get("message", error) if isinstance(error, dict) else error
+            text = message if isinstance(message, str) else json.dumps(message)
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
+            pass
+        text = " ".join(text.split()) or "(empty body)"
+        if self._api_key:  # some servers echo the key they rejected
+            text = text.replace(self._api_key, "***")
+        return text if len(text) <= SHORT_BODY_CHARS else text[: SHORT_BODY_CHARS - 1] + "…"
+
+    # --- parsing -----------------------------------------------------------------------
+
+    def _parse(self, content: bytes) -> Completion:
+        """Turn a 200 response body into a Completion, or say what is missing."""
+        try:
+            data = json.loads(content)
+        except ValueError:
+            raise self._malformed(f"not JSON: {self._short_body(content)}") from None
+        except RecursionError:
+            raise self._malformed("JSON nested too deeply") from None
+        if not isinstance(data, dict):
+            raise self._malformed("the body is not a JSON object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            if "error" in data:
+                raise ProviderError(
+                    f"{self._shown_url} answered with an error: {self._short_body(content)}"
+                )
+            raise self._malformed("no 'choices'")
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            raise self._malformed("no 'choices[0].message'")
+        tokens_in, tokens_out = self._usage(data.get("usage"))
+        return Completion(
+            content=self._content(message.get("content")),
+            tool_calls=tuple(self._tool_calls(message.get("tool_calls"))),
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            finish_reason=choice.get("finish_reason"),
+            raw=data,
+        )
+
+    def _usage(self, usage: object) -> tuple[int, int]:
+        """Return (prompt, completion) tokens; a server that reports none counts as 0."""
+        if usage is None:
+            return 0, 0
+        if not isinstance(usage, dict):
+            raise self._malformed("'usage' is not an object")
+        counts = []
+        for key in ("prompt_tokens", "completion_tokens"):
+            value = usage.get(key) or 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise self._malformed(f"'usage.{key}' is {value!r}, not a token count")
+            counts.append(value)
+        return counts[0], counts[1]
+
+    def _content(self, content: object) -> str | None:
+        """Return the message text; some servers send a list of text parts instead of a string."""
+        if content is None or isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+            return "".join(p for p in parts if isinstance(p, str))
+        raise self._malformed(f"'choices[0].message.content' is a {type(content).__name__}")
+
+    def _tool_calls(self, calls: object) -> list[ToolCall]:
+        """Return the tool calls with arguments as JSON text, whatever form the server used."""
+        if not calls:
+            return []
+        if not isinstance(calls, list):
+            raise self._malformed("'choices[0].message.tool_calls' is not a list")
+        result = []
+        for i, call in enumerate(calls):
+            where = f"'choices[0].message.tool_calls[{i}]"
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                raise self._malformed(f"no {where}.function.name'")
+            arguments = function.get("arguments")
+            if arguments is None:
+                arguments = "{}"
+            elif not isinstance(arguments, str):  # some servers send the object itself
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            # some servers omit ids; the runner needs one to answer the call
+            call_id = call.get("id") if isinstance(call.get("id"), str) else f"call_{i}"
+            result.append(ToolCall(call_id, function["name"], arguments))
+        return result
+
+    def _malformed(self, what: str) -> ProviderError:
+        """Return the error for a response that is not a usable chat completion."""
+        return ProviderError(f"malformed response from {self._shown_url}: {what}")
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A response that arrived, whatever its status."""
+
+    status: int
+    headers: httpx.Headers
+    content: bytes
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """Why one try gave nothing usable, and whether another try may help."""
+
+    kind: str  # connect | timeout | transport | status
+    detail: str  # the short body for a retryable status, else the whole story
+    retryable: bool
+    retry_after: float | None = None
+    status: int | None = None
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Return the server's Retry-After in seconds (a number or an HTTP date), if usable."""
+    value = headers.get("retry-after-ms")  # OpenAI's finer-grained variant
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+        # measure against the server's own Date header when there is one: immune to clock skew
+        now = parsedate_to_datetime(headers["date"]).timestamp() if "date" in headers else None
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def request_body(
+    model: str,
+    messages: list[dict],
+    tools: list[dict],
+    max_tokens: int,
+    response_format: dict | None = None,
+    tool_choice: str | None = None,
+) -> dict[str, Any]:
+    """Return the chat-completions request body; optional parts only when they are set."""
+    body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": max_tokens}
+    if tools:
+        body["tools"] = tools
+        if tool_choice is not None:  # without tools a tool_choice is an error on most servers
+            body["tool_choice"] = tool_choice
+    if response_format is not None:
+        body["response_format"] = response_format
+    return body

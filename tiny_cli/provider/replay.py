@@ -1,0 +1,451 @@
+"""Record and replay model exchanges: a run on a real endpoint, reproduced offline, bit for bit.
+
+A recording is a JSONL file: one header line (format, tiny version, model, endpoint host),
+then one line per model exchange: the run it belongs to (e.g. ``onboarding/tiny/0``), the
+agent, the request in canonical form, its key, and the answer (or the provider error).
+
+Requests are matched by a canonical form of (model, messages, tools, max_tokens) in which
+values that change from run to run are replaced by stable placeholders: the loopback page
+server's URL (``{site}``), the run's scratch home (``{home}``) and ISO timestamps
+(``{time}``, e.g. a CRM record's ``created_at``). Answers are stored with the same
+placeholders and filled in with this run's values on replay, so a replayed model asks
+for this run's page server. Each (run, key) holds a FIFO of answers, so repeats and
+concurrent runs replay deterministically. A replay opens no connection to any model server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self
+
+from tiny_cli._version import __version__
+from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, ReplayError
+from tiny_cli.provider.client import Completion, OpenAIProvider, Provider, ToolCall
+
+RECORDING_FORMAT = 1
+PREVIEW_CHARS = 80  # how much of the last message names a request in a ReplayError
+KEY_CHARS = 24  # hex digits of the sha256 kept as a request's key
+TIME_PLACEHOLDER = "{time}"
+TIMESTAMP = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
+)
+
+
+
+
+
+
+
+
+@dataclass(frozen=True)
+class Volatile:
+    """Values that differ from run to run, each with the stable placeholder that stands for it."""
+
+    pairs: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, values: Mapping[str, str | None]) -> Volatile:
+        """Build from placeholder → value; empty values are skipped, longest values first."""
+        pairs = [(v, k) for k, v in values.items() if v]
+        return cls(tuple(sorted(pairs, key=lambda p: -len(p[0]))))
+
+    def plus(self, values: Mapping[str, str | None]) -> Volatile:
+        """Return a copy with more placeholders."""
+        return Volatile.of({**{p: v for v, p in self.pairs}, **values})
+
+    def mask(self, text: str) -> str:
+        """Replace every volatile value in `text` with its placeholder."""
+        for value, placeholder in self.pairs:
+            text = text.replace(value, placeholder)
+        return text
+
+    def unmask(self, text: str) -> str:
+        """Replace every placeholder in `text` with this run's value."""
+        for value, placeholder in self.pairs:
+            text = text.replace(placeholder, value)
+        return text
+
+
+NO_VOLATILE = Volatile()
+
+
+def canonical_request(
+    model: str,
+    messages: list[dict],
+    tools: list[dict],
+    max_tokens: int,
+    volatile: Volatile,
+    response_format: dict | None = None,
+    tool_choice: str | None = None,
+) -> str:
+    """Return the request as stable JSON text: sorted keys, run-specific values masked.
+
+    `response_format` and `tool_choice` appear only when set, so older recordings keep their keys.
+    """
+    request = {"model": model, "messages": messages, "tools": tools, "max_tokens": max_tokens}
+    optional = {"response_format": response_format, "tool_choice": tool_choice}
+    request.update({k: v for k, v in optional.items() if v is not None})
+    text = json.dumps(
+        request,
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return TIMESTAMP.sub(TIME_PLACEHOLDER, volatile.mask(text))
+
+
+def request_key(canonical: str) -> str:
+    """Return the key of a canonical request: a short sha256."""
+    return hashlib.sha256(canonical.encode()).hexdigest()[:KEY_CHARS]
+
+
+class ExchangeSource(ABC):
+    """Gives each run its Provider; `host` and `model` describe the endpoint for reports."""
+
+    host: str = ""
+    model: str | None = None
+
+    @abstractmethod
+    def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
+        """Return the Provider for one run (`run` names it in a recording, e.g. `t1/tiny/0`)."""
+
+    def probe(self) -> None:  # noqa: B027 - a replay has no endpoint: nothing to probe
+        """Raise ProviderError if the endpoint this source talks to is not there."""
+
+    def close(self) -> None:  # noqa: B027 - sources holding nothing need no cleanup
+        """Release what the source holds."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class LiveSource(ExchangeSource):
+    """Every run talks to the endpoint; nothing is stored."""
+
+    def __init__(self, provider: OpenAIProvider, host: str) -> None:
+        self._provider, self.host = provider, host
+
+    def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
+        """Return the shared provider (httpx clients are thread-safe)."""
+        return self._provider
+
+    def probe(self) -> None:
+        """Check that something listens at the endpoint."""
+        self._provider.probe()
+
+    def close(self) -> None:
+        """Close the endpoint's connection pool."""
+        self._provider.close()
+
+
+class Recorder(ExchangeSource):
+    """Talk to the endpoint and append every exchange to a recording as it happens."""
+
+    def __init__(
+        self,
+        inner: Provider,
+        path: Path,
+        model: str | None,
+        host: str,
+        tool_mode: str | None = None,
+        wall_scale: float = 1.0,
+    ) -> None:
+        self._inner, self.path, self.model, self.host = inner, Path(path), model, host
+        self._lock = threading.Lock()
+        header = {
+            "tiny_recording": RECORDING_FORMAT,
+            "tiny_version": __version__,
+            "model": model,
+            "base_url": host,
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "tool_mode": tool_mode,  # None: each card's own (default auto)
+            "wall_scale": wall_scale,
+        }
+        # written beside the target and renamed into place when the command ends with at
+        # least one exchange: a run that fails early never truncates an older recording
+        self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
+        self._exchanges = 0
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file: IO[str] = self._partial.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot write the recording: {exc.strerror}") from exc
+        self._write(header)
+
+    def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
+        """Return a provider that forwards to the endpoint and records under `run`."""
+        return _RecordingProvider(self, run, agent, volatile)
+
+    def probe(self) -> None:
+        """Check that something listens at the endpoint being recorded."""
+        probe = getattr(self._inner, "probe", None)
+        if probe is not None:
+            probe()
+
+    def close(self, keep: bool = True) -> None:
+        """Close the file, move it into place if it holds exchanges, close the endpoint."""
+        with self._lock:
+            self._file.close()
+            if keep and self._exchanges:
+                self._partial.replace(self.path)
+            else:
+                self._partial.unlink(missing_ok=True)
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close(keep=not isinstance(exc, KeyboardInterrupt))  # Ctrl-C leaves no file
+
+    def forward(
+        self, label: _RunLabel, request: dict[str, Any], timeout: float | None
+    ) -> Completion:
+        """Ask the endpoint, store the answer or the error, and pass it on."""
+        canonical = canonical_request(**request, volatile=label.volatile)
+        entry = {
+            "run": label.run,
+            "agent": label.agent,
+            "key": request_key(canonical),
+            "request": json.loads(canonical),
+        }
+        try:
+            completion = self._inner.complete(**request, timeout=timeout)
+        except ProviderError as exc:
+            kind = "timeout" if isinstance(exc, ProviderTimeout) else "provider"
+            self._write(
+                {**entry, "error": {"kind": kind, "message": label.volatile.mask(str(exc))}}
+            )
+            raise
+        self._write(
+            {**entry, "completion": _masked(completion_to_json(completion), label.volatile)}
+        )
+        return completion
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, ensure_ascii=False, sort_keys=True)
+        with self._lock:
+            self._exchanges += "run" in entry
+            self._file.write(line + "\n")
+            self._file.flush()  # a run that crashes still leaves what it recorded
+
+
+class Replayer(ExchangeSource):
+    """Answer every request from a recording; a request it does not hold is a ReplayError."""
+
+    def __init__(self, path: Path, header: dict[str, Any], entries: Iterable[dict[str, Any]]):
+        self.path, self.model, self.host = path, header.get("model"), header.get("base_url") or ""
+        self._answers: dict[tuple[str, str], deque[dict[str, Any]]] = {}
+        self._per_run: dict[str, int] = {}
+        self._lock = threading.Lock()
+        for entry in entries:
+            self._answers.setdefault((entry["run"], entry["key"]), deque()).append(entry)
+            self._per_run[entry["run"]] = self._per_run.get(entry["run"], 0) + 1
+
+    @classmethod
+    def load(cls, path: Path) -> Replayer:
+        """Read a recording; raise ConfigError naming the file and line if it is not one."""
+        lines = list(_read_lines(Path(path)))
+        header = _header(Path(path), lines[0] if lines else None)
+        entries = [_entry(Path(path), n, line) for n, line in lines[1:]]
+        return cls(Path(path), header, entries)
+
+    def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
+        """Return a provider that answers `run`'s requests from the recording."""
+        return _ReplayingProvider(self, _RunLabel(run, agent, volatile))
+
+    def answer(self, label: _RunLabel, request: dict[str, Any]) -> Completion:
+        """Pop the next recorded answer for this run and request, or raise ReplayError."""
+        key = request_key(canonical_request(**request, volatile=label.volatile))
+        with self._lock:
+            queue = self._answers.get((label.run, key))
+            entry = queue.popleft() if queue else None
+        if entry is None:
+            raise ReplayError(self._missing(label, key, request["messages"]))
+        if "error" in entry:
+            error = entry["error"]
+            kind = ProviderTimeout if error.get("kind") == "timeout" else ProviderError
+            raise kind(label.volatile.unmask(str(error.get("message"))))
+        return completion_from_json(_unmasked(entry["completion"], label.volatile))
+
+    def _missing(self, label: _RunLabel, key: str, messages: list[dict]) -> str:
+        held = self._per_run.get(label.run, 0)
+        last = messages[-1] if messages else {}
+        preview = " ".join(str(last.get("content") or "").split())[:PREVIEW_CHARS]
+        return (
+            f"replay {self.path}: no recorded answer for run {label.run} "
+            f"(agent {label.agent}), request {key[:12]}, last {last.get('role', '?')} "
+            f"message {preview!r}; the recording holds {held} exchange(s) for this run"
+        )
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    """Return a recording's header line (format, tiny version, model, endpoint host)."""
+    for line in _read_lines(Path(path)):
+        return _header(Path(path), line)
+    return _header(Path(path), None)
+
+
+def completion_to_json(completion: Completion) -> dict[str, Any]:
+    """Return a Completion as a JSON-ready dict."""
+    return {
+        "content": completion.content,
+        "tool_calls": [[c.id, c.name, c.arguments] for c in completion.tool_calls],
+        "tokens_in": completion.tokens_in,
+        "tokens_out": completion.tokens_out,
+        "finish_reason": completion.finish_reason,
+        "raw": completion.raw,
+    }
+
+
+def completion_from_json(data: dict[str, Any]) -> Completion:
+    """Rebuild a Completion from `completion_to_json`'s dict."""
+    calls = tuple(ToolCall(str(i), str(n), str(a)) for i, n, a in data.get("tool_calls") or ())
+    return Completion(
+        data.get("content"),
+        calls,
+        int(data.get("tokens_in") or 0),
+        int(data.get("tokens_out") or 0),
+        data.get("finish_reason"),
+        data.get("raw") or {},
+    )
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _RunLabel:
+    run: str
+    agent: str
+    volatile: Volatile
+
+
+class _RecordingProvider:
+    def __init__(self, recorder: Recorder, run: str, agent: str, volatile: Volatile) -> None:
+        self._recorder, self._label = recorder, _RunLabel(run, agent, volatile)
+
+    def complete(
+        self,
+        *,
+        model: str,
+        messages: list[dict],
+        tools: list[dict],
+        max_tokens: int,
+        timeout: float | None = None,
+        response_format: dict | None = None,
+        tool_choice: str | None = None,
+    ) -> Completion:
+        request = _request(model, messages, tools, max_tokens, response_format, tool_choice)
+        return self._recorder.forward(self._label, request, timeout)
+
+
+class _ReplayingProvider:
+    def __init__(self, replayer: Replayer, label: _RunLabel) -> None:
+        self._replayer, self._label = replayer, label
+
+    def complete(
+        self,
+        *,
+        model: str,
+        messages: list[dict],
+        tools: list[dict],
+        max_tokens: int,
+        timeout: float | None = None,
+        response_format: dict | None = None,
+        tool_choice: str | None = None,
+    ) -> Completion:
+        request = _request(model, messages, tools, max_tokens, response_format, tool_choice)
+        return self._replayer.answer(self._label, request)
+
+
+def _request(
+    model: str,
+    messages: list[dict],
+    tools: list[dict],
+    max_tokens: int,
+    response_format: dict | None,
+    tool_choice: str | None,
+) -> dict[str, Any]:
+    """Return a request as keyword arguments for `complete`, optional parts only when set."""
+    request: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "tools": tools,
+        "max_tokens": max_tokens,
+    }
+    optional = {"response_format": response_format, "tool_choice": tool_choice}
+    return {**request, **{k: v for k, v in optional.items() if v is not None}}
+
+
+
+
+def _masked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:
+    return json.loads(volatile.mask(json.dumps(data, ensure_ascii=False)))
+
+
+def _unmasked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:
+    return json.loads(volatile.unmask(json.dumps(data, ensure_ascii=False)))
+
+
+def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"{path}: cannot read the recording: {reason}") from exc
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            yield n, line
+
+
+def _header(path: Path, numbered: tuple[int, str] | None) -> dict[str, Any]:
+    if numbered is None:
+        raise ConfigError(f"{path}: empty file, not a tiny recording")
+    n, line = numbered
+    data = _json_line(path, n, line)
+    if data.get("tiny_recording") != RECORDING_FORMAT:
+        raise ConfigError(
+            f"{path}:{n}: not a tiny recording (format "
+            f"{data.get('tiny_recording')!r}, expected {RECORDING_FORMAT})"
+        )
+    return data
+
+
+def _entry(path: Path, n: int, line: str) -> dict[str, Any]:
+    data = _json_line(path, n, line)
+    for name in ("run", "key"):
+        if not isinstance(data.get(name), str):
+            raise ConfigError(f"{path}:{n}: exchange without a {name!r}")
+    if not isinstance(data.get("completion"), dict) and not isinstance(data.get("error"), dict):
+        raise ConfigError(f"{path}:{n}: exchange without a 'completion' or an 'error'")
+    return data
+
+
+def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}:{n}: JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:{n}: a recording line must be a JSON object")
+    return data

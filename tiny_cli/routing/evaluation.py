@@ -1,0 +1,275 @@
+"""Routing quality on a labelled task file: ranking, the abstain rule, and each card."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiny_cli.errors import ConfigError
+from tiny_cli.routing.router import Router
+
+SWEEP_STEP = 0.5
+SWEEP_STEPS_EACH_SIDE = 4
+MAX_CONFUSIONS = 20
+# The project's bar for the abstain rule: abstain on at least this share of the tasks that
+# no card fits (`best_at_target` reports the best in-scope accuracy that still reaches it).
+ABSTAIN_TARGET = 0.80
+
+Labelled = Sequence[tuple[str, str | None]]
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """What one threshold would give: in-scope accuracy against abstain recall."""
+
+    threshold: float
+    in_scope_accuracy: float
+    abstain_recall: float
+
+    def to_json(self) -> dict[str, float]:
+        """Return this point as plain JSON numbers."""
+        return {
+            "threshold": _round(self.threshold),
+            "in_scope_accuracy": _round(self.in_scope_accuracy),
+            "abstain_recall": _round(self.abstain_recall),
+        }
+
+
+@dataclass(frozen=True)
+class CardQuality:
+    """How one card fared: of its tasks, how many reached it; of what reached it, how many fit."""
+
+    agent_id: str
+    tasks: int
+    routed: int
+    recall: float
+    precision: float
+    lost_to_abstain: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Return this row as plain JSON types."""
+        return {
+            "agent_id": self.agent_id,
+            "tasks": self.tasks,
+            "routed": self.routed,
+            "recall": _round(self.recall),
+            "precision": _round(self.precision),
+            "lost_to_abstain": self.lost_to_abstain,
+        }
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """Routing quality on a labelled task file.
+
+    `top1_in_scope` counts an in-scope task as right only when it is routed (not abstained)
+    to the expected card; `top1_never_abstain` only asks whether the best card is the
+    expected one, so the two together tell ranking from the abstain rule. A rate over an
+    empty group is 0.0; `best_at_target` is None when no task must abstain.
+    """
+
+    n: int
+    top1_in_scope: float
+    top1_never_abstain: float
+    accuracy: float
+    abstain_precision: float
+    abstain_recall: float
+    threshold: float
+    best_at_target: SweepPoint | None
+    sweep: tuple[SweepPoint, ...]
+    per_card: tuple[CardQuality, ...]
+    confusions: tuple[tuple[str, str, int], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the `tiny route --eval --json` object."""
+        return {
+            "n": self.n,
+            "top1_in_scope": _round(self.top1_in_scope),
+            "top1_never_abstain": _round(self.top1_never_abstain),
+            "accuracy": _round(self.accuracy),
+            "abstain_precision": _round(self.abstain_precision),
+            "abstain_recall": _round(self.abstain_recall),
+            "threshold": _round(self.threshold),
+            "best_at_target": None
+            if self.best_at_target is None
+            else self.best_at_target.to_json(),
+            "sweep": [p.to_json() for p in self.sweep],
+            "per_card": [c.to_json() for c in self.per_card],
+            "confusions": [{"expected": e, "got": g, "count": n} for e, g, n in self.confusions],
+        }
+
+
+def load_eval_file(path: Path) -> list[tuple[str, str | None]]:
+    """Read JSONL lines `{"task": ..., "expected": card id or null}`; null means abstain."""
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"{path}: cannot read eval file: {getattr(exc, 'strerror', None) or exc}"
+        ) from exc
+    labelled = [
+        _eval_line(path, number, line) for number, line in enumerate(lines, 1) if line.strip()
+    ]
+    if not labelled:
+        raise ConfigError(f"{path}: no tasks in eval file")
+    return labelled
+
+
+def evaluate(router: Router, labelled: Labelled) -> EvalReport:
+    """Route every labelled task once and measure ranking, abstention, each card and a sweep."""
+    if not labelled:
+        raise ConfigError("nothing to evaluate: the eval set is empty")
+    _check_expected(router, labelled)
+    decisions = router.route_many([task for task, _ in labelled], top=1)
+    expected = [want for _, want in labelled]
+    best = [d.candidates[0].agent_id for d in decisions]
+    scores = np.array([d.score for d in decisions])
+    got = [d.agent_id for d in decisions]
+    in_scope, abstain_recall = _rates(expected, best, scores, router.threshold)
+    never, _ = _rates(expected, best, scores, -np.inf)
+    did = sum(g is None for g in got)
+    both = sum(want is None and g is None for want, g in zip(expected, got, strict=True))
+    return EvalReport(
+        n=len(labelled),
+        top1_in_scope=in_scope,
+        top1_never_abstain=never,
+        accuracy=sum(w == g for w, g in zip(expected, got, strict=True)) / len(labelled),
+        abstain_precision=both / did if did else 0.0,
+        abstain_recall=abstain_recall,
+        threshold=router.threshold,
+        best_at_target=_best_at_target(expected, best, scores),
+        sweep=_sweep(expected, best, scores, router.threshold),
+        per_card=_per_card(router, expected, got),
+        confusions=_confusions(expected, got),
+    )
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _eval_line(path: Path, number: int, line: str) -> tuple[str, str | None]:
+    where = f"{path}:{number}"
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: invalid JSON: {exc.msg}") from exc
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid JSON: nested too deeply") from None
+    if not isinstance(item, dict):
+        raise ConfigError(f"{where}: expected an object with 'task' and 'expected'")
+    task = item.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise ConfigError(f"{where}: task: must be a non-empty string")
+    if "expected" not in item:
+        raise ConfigError(f"{where}: expected: missing (use null for a task that should abstain)")
+    want = item["expected"]
+    if want is not None and not isinstance(want, str):
+        raise ConfigError(f"{where}: expected: must be a card id or null, got {want!r}")
+    return task, want
+
+
+def _check_expected(router: Router, labelled: Labelled) -> None:
+    known = {card.id for card in router.cards}
+    unknown = sorted({want for _, want in labelled if want is not None and want not in known})
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (
+            f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else ""
+        )
+        raise ConfigError(f"the eval file expects cards that are not loaded: {shown}")
+
+
+def _rates(
+    expected: Sequence[str | None], best: Sequence[str], scores: np.ndarray, threshold: float
+) -> tuple[float, float]:
+    """Return (in-scope tasks routed to the right card, abstain tasks abstained) at `threshold`."""
+    want = np.array([w or "" for w in expected], dtype=object)
+    routed = scores >= threshold
+    in_scope = want != ""
+    right = routed & (want == np.array(best, dtype=object))
+    accuracy = float(right[in_scope].mean()) if in_scope.any() else 0.0
+    recall = float((~routed)[~in_scope].mean()) if (~in_scope).any() else 0.0
+    return accuracy, recall
+
+
+def _sweep(
+    expected: Sequence[str | None], best: Sequence[str], scores: np.ndarray, threshold: float
+) -> tuple[SweepPoint, ...]:
+    steps = range(-SWEEP_STEPS_EACH_SIDE, SWEEP_STEPS_EACH_SIDE + 1)
+    points = [threshold + k * SWEEP_STEP for k in steps]
+    return tuple(SweepPoint(t, *_rates(expected, best, scores, t)) for t in points)
+
+
+def _best_at_target(
+    expected: Sequence[str | None], best: Sequence[str], scores: np.ndarray
+) -> SweepPoint | None:
+    """Return the threshold with the best in-scope accuracy among those reaching the target.
+
+    Every gap between two distinct scores is a candidate (its midpoint), so this is exact,
+    not a grid's guess, and the threshold sits between the tasks it separates.
+    """
+    abstain = np.sort([s for s, want in zip(scores, expected, strict=True) if want is None])
+    in_scope = sum(want is not None for want in expected)
+    if not len(abstain) or not in_scope:
+        return None
+    right = np.sort(
+        [
+            s
+            for s, want, b in zip(scores, expected, best, strict=True)
+            if want is not None and b == want
+        ]
+    )
+    distinct = np.unique(scores)
+    thresholds = np.concatenate(
+        [[distinct[0] - 1], (distinct[1:] + distinct[:-1]) / 2, [distinct[-1] + 1]]
+    )
+    recall = np.searchsorted(abstain, thresholds, "left") / len(abstain)
+    accuracy = (len(right) - np.searchsorted(right, thresholds, "left")) / in_scope
+    reaching = np.flatnonzero(recall >= ABSTAIN_TARGET)
+    if not len(reaching):
+        return None
+    k = reaching[np.argmax(accuracy[reaching])]  # the lowest such threshold on a tie
+    return SweepPoint(float(thresholds[k]), float(accuracy[k]), float(recall[k]))
+
+
+def _per_card(
+    router: Router,
+    expected: Sequence[str | None],
+    got: Sequence[str | None],
+) -> tuple[CardQuality, ...]:
+    rows = []
+    for card in router.cards:
+        mine = [i for i, want in enumerate(expected) if want == card.id]
+        right = sum(got[i] == card.id for i in mine)
+        routed = sum(g == card.id for g in got)
+        lost = sum(got[i] is None for i in mine)
+        rows.append(
+            CardQuality(
+                agent_id=card.id,
+                tasks=len(mine),
+                routed=routed,
+                recall=right / len(mine) if mine else 0.0,
+                precision=right / routed if routed else 0.0,
+                lost_to_abstain=lost,
+            )
+        )
+    return tuple(rows)
+
+
+def _confusions(
+    expected: Sequence[str | None], got: Sequence[str | None]
+) -> tuple[tuple[str, str, int], ...]:
+    pairs = Counter(
+        (w or "abstain", g or "abstain") for w, g in zip(expected, got, strict=True) if w != g
+    )
+    ranked = sorted(pairs.items(), key=lambda item: (-item[1], item[0]))
+    return tuple((w, g, n) for (w, g), n in ranked[:MAX_CONFUSIONS])
+
+
+def _round(value: float) -> float:
+    return round(float(value), 4)

@@ -1,0 +1,98 @@
+"""Text: words for matching (tokenize, stem) and text made safe to show (printable, redact_url).
+
+One copy of each, for every layer: routing and docs_search stem alike, and every face escapes
+what a model, a page or a file wrote with the same rule.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["printable", "redact_url", "stem", "tokenize", "write_call"]
+
+MIN_STEM_CHARS = 3  # never cut a word below this, or short words start to collide
+UNDOUBLE_MIN_CHARS = 5  # "install" -> "instal", but "call" and "pull" stay
+
+# Spelt-out umlauts, so "Ablauf", "Führung"/"Fuehrung" and "Urlaubsanträge" match as typed.
+FOLDS = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "ß": "ss"})
+WORD = re.compile(r"[^\W_]+")
+# Longest first. English and German inflections, light enough not to need a language guess.
+SUFFIXES = (
+    *("ungen", "ments", "ings", "ment", "ung", "ing", "ies", "ers", "ity"),
+    *("ed", "es", "en", "er", "em", "ly", "s", "e"),
+)
+# Question and filler words people type into a search box; not in the base stopword lists.
+EXTRA_STOPWORDS = (
+    *("how", "what", "where", "when", "who", "why", "which", "do", "does", "did", "done"),
+    *("i", "me", "my", "we", "our", "us", "you", "your", "again", "can", "could", "should"),
+    *("would", "about", "tell", "please", "get", "got", "want", "need", "know", "find"),
+    *("documented", "handbook", "page", "wann", "wer", "warum", "wieso", "nochmal"),
+    *("bitte", "gibt", "laut", "beim", "steht", "handbuch", "dokumentiert", "seite"),
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into stemmed, case- and umlaut-folded words without stopwords."""
+    words = WORD.findall(text.casefold().translate(FOLDS))
+    return [stem(w) for w in words if w not in _stopwords() and (len(w) > 1 or w.isdigit())]
+
+
+def stem(word: str) -> str:
+    """Strip one common English or German ending, so word forms of one stem match."""
+    # One ending only: stripping again turns "expenses" into "exp" and collides words.
+    word = _strip_suffix(word)
+    # "travelling"/"travel", "install"/"installing": a doubled last consonant counts once.
+    if len(word) >= UNDOUBLE_MIN_CHARS and word[-1] == word[-2] and word[-1] not in "aeiou":
+        word = word[:-1]
+    return word
+
+
+@cache
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_GERMAN  # lazy: bm25s imports numpy
+
+    words = (*STOPWORDS_EN, *STOPWORDS_GERMAN, *EXTRA_STOPWORDS)
+    return frozenset(w.casefold().translate(FOLDS) for w in words)
+
+
+def _strip_suffix(word: str) -> str:
+    for suffix in SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM_CHARS:
+            if suffix == "s" and word[-2] in "siu":  # "process", "analysis", "status"
+                continue
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def write_call(tool: str, arguments: Mapping[str, Any]) -> str:
+    """Return `tool {json arguments}` as plain text with no terminal control characters."""
+    shown = json.dumps(dict(arguments), ensure_ascii=False, default=str)
+    return printable(f"{tool} {shown}")
+
+
+def printable(text: str, keep: str = "") -> str:
+    """Replace control, format and separator characters (ESC, bidi overrides, NBSP) with
+    visible \\uXXXX escapes, so what a terminal shows is exactly what the text holds;
+    characters in `keep` (a summary's newlines) pass through."""
+    return "".join(
+        ch
+        if ch == " " or ch in keep or unicodedata.category(ch)[0] not in "CZ"
+        else f"\\u{ord(ch):04x}"
+        if ord(ch) <= 0xFFFF
+        else f"\\U{ord(ch):08x}"
+        for ch in text
+    )
+
+
+def redact_url(url: str) -> str:
+    """Drop user:password from a URL before it appears in a message or a file."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))

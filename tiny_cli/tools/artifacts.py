@@ -1,0 +1,236 @@
+"""Artifacts: a tool result too long for the context, kept whole under a handle.
+
+The model sees the head of the result, its size and a handle; the runner's own tool
+`read_artifact` reads a window by offset or the passages that best match a query. The
+caller gets the handles in the Digest, and `tiny artifacts show HANDLE` prints one whole.
+
+Each artifact is two files under `TINY_HOME/artifacts/`: `<handle>.txt` (the text, exactly)
+and `<handle>.json` (its metadata), each written to a temporary file and renamed, so a
+reader never sees half of one. The metadata is written last: without it there is no artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tiny_cli.errors import ConfigError, ToolCallError
+
+ARTIFACTS_DIR = "artifacts"
+READ_ARTIFACT = "read_artifact"  # the runner's own tool, offered while a run holds artifacts
+HANDLE_PREFIX = "art_"
+HANDLE = re.compile(r"^art_[0-9a-f]{10}$")  # 40 random bits: not guessable from another run
+PREVIEW_CHARS = 120
+
+
+class ArtifactStore:
+    """The artifacts under one data directory (TINY_HOME, or the bench's scratch home)."""
+
+    def __init__(self, home: Path) -> None:
+        self.folder = Path(home) / ARTIFACTS_DIR
+        self._indexes: dict[str, _Index] = {}
+        self._lock = threading.Lock()
+
+    def save(self, text: str, *, tool: str, card: str) -> Artifact:
+        """Store `text` under a new handle; return its record. Raises OSError when it cannot."""
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # tool results may be private
+        handle = self._new_handle()
+        artifact = Artifact(handle, tool, len(text), _now(), card, _preview(text))
+        _write_atomically(self.folder / f"{handle}.txt", text)
+        _write_atomically(self.folder / f"{handle}.json", json.dumps(artifact.metadata()))
+        return artifact
+
+    def find(self, handle: str) -> Artifact | None:
+        """Return the artifact stored under `handle`, or None (a malformed handle included)."""
+        if not HANDLE.match(handle):
+            return None  # never a path: "../x" must not reach the file system
+        try:
+            data = json.loads((self.folder / f"{handle}.json").read_text(encoding="utf-8"))
+            return _record(data)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def get(self, handle: str) -> Artifact:
+        """Return the artifact under `handle`; an unknown one is a one-line ConfigError."""
+        artifact = self.find(handle)
+        if artifact is None:
+            raise ConfigError(f"no artifact {handle!r} in {self.folder}")
+        return artifact
+
+    def text(self, artifact: Artifact) -> str:
+        """Return the artifact's whole text, exactly as the tool gave it."""
+        # newline="": offsets count "\r\n" as two characters, as the model was told
+        with open(self.folder / f"{artifact.handle}.txt", encoding="utf-8", newline="") as f:
+            return f.read()
+
+    def passages(self, artifact: Artifact, query: str) -> list[tuple[int, str]]:
+        """Return (offset, text) of the chunks that best match `query`, in document order."""
+        from tiny_cli.text import tokenize
+
+        words = tokenize(query)
+        if not words:
+            raise ToolCallError(f"the query {query!r} has no searchable words; use key terms")
+        return self._index(artifact).best(words, MAX_PASSAGES)
+
+    def _index(self, artifact: Artifact) -> _Index:
+        with self._lock:  # built once per artifact and store; the bench runs in threads
+            if artifact.handle not in self._indexes:
+                self._indexes[artifact.handle] = _Index.build(self.text(artifact))
+            return self._indexes[artifact.handle]
+
+    def _new_handle(self) -> str:
+        while True:  # a clash is one in a trillion; never overwrite one anyway
+            handle = HANDLE_PREFIX + secrets.token_hex(5)
+            if not (self.folder / f"{handle}.json").exists():
+                return handle
+
+
+def stored_result(text: str, artifact: Artifact, limit: int) -> str:
+    """Return what the model sees of a stored result: its head, its size and how to read on."""
+    return (
+        f"{text[:limit]}\n[… cut by tiny: {len(text) - limit} more characters not shown. "
+        f"The whole result ({len(text)} characters) is stored as artifact {artifact.handle}: "
+        f"call {READ_ARTIFACT} with handle {artifact.handle!r} and a query for the passages "
+        f"that match it, or with offset={limit} to read on.]"
+    )
+
+
+def held_note(artifacts: Sequence[Artifact]) -> str:
+    """Tell the model which earlier results it may read, for the task's message."""
+    lines = [f"Stored results you can read with {READ_ARTIFACT} (handle, query or offset):"]
+    for a in artifacts:
+        lines.append(
+            f"- {a.handle}: a {a.tool} result, {a.chars} characters, starting {a.preview!r}"
+        )
+    return "\n".join(lines)
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, then rename: whole or not at all."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:
+            f.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text[: PREVIEW_CHARS * 4].split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+
+
+def _record(data: dict[str, Any]) -> Artifact:
+    """Read a metadata file's record; a field of the wrong type raises TypeError."""
+    handle, tool, chars = data["handle"], data["tool"], data["chars"]
+    if not isinstance(handle, str) or not isinstance(tool, str) or type(chars) is not int:
+        raise TypeError("not an artifact record")
+    extra = {k: str(data.get(k) or "") for k in ("created", "card", "preview")}
+    return Artifact(handle, tool, chars, **extra)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One stored tool result: its handle, the tool that gave it, its size and first words."""
+
+    handle: str
+    tool: str
+    chars: int
+    created: str = ""  # ISO 8601, UTC
+    card: str = ""  # the card whose run stored it
+    preview: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the Digest's entry: handle, tool, chars, preview."""
+        return {
+            "handle": self.handle,
+            "tool": self.tool,
+            "chars": self.chars,
+            "preview": self.preview,
+        }
+
+    def metadata(self) -> dict[str, Any]:
+        """Return everything the metadata file holds."""
+        return asdict(self)
+
+
+CHUNK_CHARS = 1000  # one query passage, before overlapping neighbours are merged
+
+
+CHUNK_STEP = 800  # chunks overlap, so a phrase across a boundary is whole in one of them
+
+
+CHUNK_SLACK = 150  # a chunk starts and ends after a space this near, not inside a word
+
+
+MAX_PASSAGES = 3
+
+
+@dataclass(frozen=True)
+class _Index:
+    """BM25 over overlapping fixed-size chunks of one artifact, each a (start, end) span."""
+
+    text: str
+    spans: tuple[tuple[int, int], ...]
+    bm25: Any  # bm25s.BM25
+
+    @classmethod
+    def build(cls, text: str) -> _Index:
+        import bm25s  # as the handbook: numpy only when someone searches
+
+        from tiny_cli.text import tokenize
+
+        spans = _spans(text)
+        bm25 = bm25s.BM25()
+        bm25.index([tokenize(text[a:b]) for a, b in spans], show_progress=False)
+        return cls(text, spans, bm25)
+
+    def best(self, words: list[str], count: int) -> list[tuple[int, str]]:
+        """Return the `count` best chunks that match at all, in document order, overlaps merged."""
+        scores = self.bm25.get_scores(words)
+        ranked = sorted(range(len(self.spans)), key=lambda i: -scores[i])
+        picked = sorted(self.spans[i] for i in ranked[:count] if scores[i] > 0)
+        merged: list[tuple[int, int]] = []
+        for start, end in picked:
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((start, end))
+        return [(a, self.text[a:b]) for a, b in merged]
+
+
+def _spans(text: str) -> tuple[tuple[int, int], ...]:
+    """Cut text into chunks of about CHUNK_CHARS every CHUNK_STEP characters, at spaces."""
+    spans, start = [], 0
+    while True:
+        end = _after_space(text, start + CHUNK_CHARS, start)
+        spans.append((start, end))
+        if end >= len(text):
+            return tuple(spans)
+        start = _after_space(text, start + CHUNK_STEP, start)
+
+
+def _after_space(text: str, at: int, floor: int) -> int:
+    """Move `at` back to just after a space within CHUNK_SLACK, so no word is cut in two."""
+    if at >= len(text):
+        return len(text)
+    space = text.rfind(" ", max(floor + 1, at - CHUNK_SLACK), at)
+    return space + 1 if space != -1 else at

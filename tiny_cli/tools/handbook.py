@@ -1,0 +1,193 @@
+"""docs_search: BM25 over a knowledge folder of Markdown and text pages, chunked by section.
+
+Each page is split into chunks (one per paragraph, under its section heading) so the
+snippet is the part of the page that matched. A page scores as its best chunk plus a
+title bonus: a query word in the page title is strong evidence the page is about it
+(field weighting, as BM25F does), and it keeps one stray mention elsewhere from
+outranking the page that is named after the topic.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tiny_cli.errors import ToolCallError
+from tiny_cli.text import tokenize
+
+DEFAULT_SEARCH_LIMIT = 5
+MAX_SEARCH_LIMIT = 20
+DEFAULT_SNIPPET_CHARS = 400
+DOC_SUFFIXES = (".md", ".markdown", ".txt")
+TITLE_WEIGHT = 1.0  # the title field's BM25 score is added with this weight
+HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One page that matched: where it is, its title, the best-matching part, its score."""
+
+    path: str
+    title: str
+    snippet: str
+    score: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the hit as the JSON-ready dict the model receives."""
+        return asdict(self)
+
+
+class Handbook:
+    """A searchable knowledge folder; the index is rebuilt when a page changes."""
+
+    def __init__(self, folder: Path, snippet_chars: int = DEFAULT_SNIPPET_CHARS) -> None:
+        self.folder = Path(folder)
+        self.snippet_chars = snippet_chars
+        self.builds = 0  # how often the index was built: once per change of the folder
+        self._index: _Index | None = None
+        self._lock = threading.Lock()  # the bench calls tools from several threads
+
+    def search(self, query: str, limit: int = DEFAULT_SEARCH_LIMIT) -> list[Hit]:
+        """Return the pages that best match `query`, best first; no match gives []."""
+        if not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise ToolCallError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}, got {limit}")
+        words = tokenize(query)
+        if not words:
+            raise ToolCallError(
+                f"the query {query!r} has no searchable words; "
+                "use key terms such as 'vacation request'"
+            )
+        index = self._current_index()
+        return index.search(words, limit, self.snippet_chars)
+
+    def _current_index(self) -> _Index:
+        """Return the cached index, rebuilt when any page was added, removed or edited."""
+        pages = _page_files(self.folder)
+        stats = [p.stat() for p in pages]
+        signature = tuple(
+            (str(p), s.st_mtime_ns, s.st_size) for p, s in zip(pages, stats, strict=True)
+        )
+        with self._lock:
+            if self._index is None or self._index.signature != signature:
+                self._index = _Index.build(self.folder, pages, signature)
+                self.builds += 1
+            return self._index
+
+
+# --- index --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    page: int
+    heading: str
+    text: str
+
+
+@dataclass(frozen=True)
+class _Page:
+    path: str
+    title: str
+
+
+@dataclass(frozen=True)
+class _Index:
+    """Two BM25 fields: chunk bodies (with their heading) and page titles."""
+
+    signature: tuple[Any, ...]
+    pages: tuple[_Page, ...]
+    chunks: tuple[_Chunk, ...]
+    bodies: Any  # bm25s.BM25 over chunks
+    titles: Any  # bm25s.BM25 over page titles
+
+    @classmethod
+    def build(cls, folder: Path, files: Sequence[Path], signature: tuple[Any, ...]) -> _Index:
+        pages: list[_Page] = []
+        chunks: list[_Chunk] = []
+        for i, path in enumerate(files):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            pages.append(_Page(path.relative_to(folder).as_posix(), _title(text, path)))
+            chunks += [_Chunk(i, h, t) for h, t in _split(text)] or [_Chunk(i, "", "")]
+        bodies = _bm25([f"{c.heading}\n{c.text}" for c in chunks])
+        titles = _bm25([p.title for p in pages])
+        return cls(signature, tuple(pages), tuple(chunks), bodies, titles)
+
+    def search(self, words: list[str], limit: int, snippet_chars: int) -> list[Hit]:
+        body_scores = self.bodies.get_scores(words)
+        title_scores = self.titles.get_scores(words)
+        best: dict[int, int] = {}  # page -> its best chunk
+        for ci, chunk in enumerate(self.chunks):
+            if chunk.page not in best or body_scores[ci] > body_scores[best[chunk.page]]:
+                best[chunk.page] = ci
+        scored = [
+            (float(body_scores[ci] + TITLE_WEIGHT * title_scores[page]), page, ci)
+            for page, ci in best.items()
+        ]
+        scored = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:limit]
+        return [self._hit(score, page, ci, snippet_chars) for score, page, ci in scored]
+
+    def _hit(self, score: float, page: int, ci: int, snippet_chars: int) -> Hit:
+        p, chunk = self.pages[page], self.chunks[ci]
+        lead = f"{chunk.heading}: " if chunk.heading and chunk.heading != p.title else ""
+        snippet = _shorten(lead + " ".join(chunk.text.split()), snippet_chars)
+        return Hit(p.path, p.title, snippet, round(score, 3))
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _page_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise ToolCallError(f"knowledge folder {folder} does not exist; set TINY_DOCS")
+    inside = folder.resolve()
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.suffix.lower() in DOC_SUFFIXES
+        and p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        and p.resolve().is_relative_to(inside)  # a link out of the folder is not a page
+    )
+    if not files:
+        raise ToolCallError(f"knowledge folder {folder} has no .md or .txt pages; set TINY_DOCS")
+    return files
+
+
+def _title(text: str, path: Path) -> str:
+    """Return the first heading, else the file name in words."""
+    for line in text.splitlines():
+        match = HEADING.match(line)
+        if match and match.group(2):
+            return match.group(2)
+    return path.stem.replace("-", " ").replace("_", " ").strip().capitalize()
+
+
+def _split(text: str) -> list[tuple[str, str]]:
+    """Split a page into (section heading, paragraph) chunks."""
+    out: list[tuple[str, str]] = []
+    heading = ""
+    for block in re.split(r"\n[ \t]*\n", text):
+        lines = block.strip().splitlines()
+        while lines and (match := HEADING.match(lines[0])):
+            heading, lines = match.group(2), lines[1:]
+        if lines:
+            out.append((heading, "\n".join(lines)))
+    return out
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+
+
+def _bm25(texts: list[str]) -> Any:
+    import bm25s  # imported on first search: commands that never search stay fast to start
+
+    index = bm25s.BM25()
+    index.index([tokenize(t) for t in texts], show_progress=False)
+    return index

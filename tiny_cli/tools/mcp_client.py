@@ -1,0 +1,469 @@
+"""Tools from MCP servers: start a server when a card needs it, offer its tools, call them.
+
+The runner is synchronous and runs on many threads (the bench); the `mcp` SDK is async. One
+daemon thread runs an asyncio loop that owns every server session of the process; the runner's
+threads submit calls to it and wait with a deadline. A server starts the first time a card that
+names one of its tools runs, stays up for the rest of the process (the bench reuses it across
+runs) and is stopped at exit. The SDK is imported only then: commands that run no MCP tool do
+not pay for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import functools
+import json
+import tempfile
+import threading
+import time
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import IO, Any, TypeVar
+
+import jsonschema
+
+from tiny_cli.errors import ConfigError, ToolCallError, ToolServerError
+from tiny_cli.tools.mcp_config import McpConfig, McpServer, original, qualified
+from tiny_cli.tools.registry import Tool
+
+T = TypeVar("T")
+
+CALL_CEILING = 600.0  # a call the runner gave up on still ends, and frees its request, by then
+STOP_SECONDS = 5.0  # at exit: how long every server together may take to stop
+QUICK_STOP_SECONDS = 1.5  # Ctrl-C: the command line ends the process 2 s after it regardless
+# Ctrl-C: the SDK's waits (flush, grace after stdin closes, SIGTERM to SIGKILL), cut short
+QUICK_SDK_WAITS = {
+    "_WRITER_FLUSH_TIMEOUT": 0.1,
+    "PROCESS_TERMINATION_TIMEOUT": 0.2,
+    "FORCE_KILL_TIMEOUT": 0.5,
+}
+LIST_PAGES = 100  # tools/list pages read at most: a paginator that never ends cannot hang a run
+STDERR_CHARS = 200  # of a server's last stderr line, quoted when it fails
+REDACTED = "[redacted]"
+MIN_SECRET_CHARS = 4  # shorter values would scrub ordinary words
+
+
+@dataclass(frozen=True)
+class Check:
+    """What `tiny validate --connect` found wrong with one MCP tool a card names."""
+
+    index: int  # position in the card's tools
+    name: str  # the qualified name, as the card writes it
+    message: str
+
+
+class McpTools:
+    """The tools of the servers in one mcp.yaml, as a ToolSource for the registry.
+
+    A tool is known by its wire name (`time__get_current_time`); it is bound, with the schema
+    and description the server publishes, when a run needs it.
+    """
+
+    def __init__(self, config: McpConfig, environ: Mapping[str, str] | None = None) -> None:
+        self.config = config
+        self.environ = environ
+        self._tools: dict[str, Tool] = {}
+        self._unusable: dict[str, str] = {}  # `check`: server -> why it could not be started
+
+    def owns(self, name: str) -> bool:
+        """Say whether `name` is the wire name of a tool of a server in this file."""
+        parts = qualified(original(name))
+        return parts is not None and parts[0] in self.config.servers
+
+    def bind(self, names: Sequence[str], seconds: float, may_write: bool) -> None:
+        """Start the servers `names` need and bind their tools; ToolServerError if impossible."""
+        deadline = time.monotonic() + seconds
+        for server, wanted in _by_server(names).items():
+            session = _host().session(self.config.servers[server], _left(deadline), self.environ)
+            for wire, tool_name in wanted:
+                problem = self._bind_one(session, wire, tool_name, may_write)
+                if problem:
+                    raise ToolServerError(problem)
+
+    def bound(self, name: str) -> Tool | None:
+        """Return the tool `name` once bound, else None."""
+        return self._tools.get(name)
+
+    def check(self, tools: Sequence[str], may_write: bool, seconds: float) -> list[Check]:
+        """Start the servers a card's `tools` need; name each tool missing or not allowed."""
+        found: list[Check] = []
+        deadline = time.monotonic() + seconds
+        for server, wanted in _by_server([t for t in tools if self.owns(t)]).items():
+            spec = self.config.servers[server]
+            try:
+                if server in self._unusable:  # one wait per server, not one per card naming it
+                    raise ToolServerError(self._unusable[server])
+                session = _host().session(spec, _left(deadline), self.environ)
+            except (ToolServerError, ConfigError) as exc:
+                self._unusable[server] = str(exc)
+                found += [_check(tools, w, str(exc)) for w, _ in wanted]
+                continue
+            for wire, tool_name in wanted:
+                problem = self._bind_one(session, wire, tool_name, may_write)
+                found += [_check(tools, wire, problem)] if problem else []
+        return found
+
+    def _bind_one(
+        self, session: _Session, wire: str, tool_name: str, may_write: bool
+    ) -> str | None:
+        """Bind one tool from the server's listing; return what is wrong instead, if anything."""
+        published = session.tools.get(tool_name)
+        name = f"{session.server.name}.{tool_name}"
+        if published is None:
+            have = ", ".join(sorted(session.tools)) or "none"
+            return f"MCP server {session.server.name!r} has no tool {tool_name!r} (it has: {have})"
+        tool = _tool(wire, name, published, session.server)
+        if isinstance(tool, str):
+            return tool
+        if tool.writes and not may_write:
+            return (
+                f"tool {name!r} writes (its MCP annotations do not say readOnlyHint, or say "
+                "destructiveHint), so the card needs 'side_effects: write'"
+            )
+        self._tools[wire] = tool
+        return None
+
+
+def stop_servers(quick: bool = False) -> None:
+    """Stop every server this process started (at exit, and between tests).
+
+    `quick` (Ctrl-C): a server that does not leave when its stdin closes gets SIGTERM after
+    0.2 s, not the SDK's 2 s, and the whole stop takes at most QUICK_STOP_SECONDS.
+    """
+    global _HOST
+    with _HOST_LOCK:
+        host, _HOST = _HOST, None
+    if host is None:
+        return
+    if not quick:
+        host.close(STOP_SECONDS)
+        return
+    from mcp.client import stdio  # loaded: a host exists only once a server was started
+
+    kept = {name: getattr(stdio, name) for name in QUICK_SDK_WAITS if hasattr(stdio, name)}
+    try:  # module constants the SDK reads at each stop; put back for a later, polite stop
+        for name in kept:
+            setattr(stdio, name, QUICK_SDK_WAITS[name])
+        host.close(QUICK_STOP_SECONDS)
+    finally:
+        for name, value in kept.items():
+            setattr(stdio, name, value)
+
+
+# --- the loop thread and its sessions -----------------------------------------------------
+
+_HOST: _Host | None = None
+_HOST_LOCK = threading.Lock()
+
+
+@functools.cache
+def _stop_at_exit() -> None:
+    """Stop the servers when the process ends (registered once, whatever the host)."""
+    atexit.register(stop_servers)
+
+
+def _host() -> _Host:
+    global _HOST
+    with _HOST_LOCK:
+        if _HOST is None:
+            _HOST = _Host()
+        return _HOST
+
+
+class _Host:
+    """The event loop thread that owns every session; one per process."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.sessions: dict[tuple, _Session] = {}
+        self.locks: dict[tuple, threading.Lock] = {}
+        self.lock = threading.Lock()
+        thread = threading.Thread(target=self.loop.run_forever, name="tiny-mcp", daemon=True)
+        thread.start()
+        _stop_at_exit()
+
+    def session(
+        self, server: McpServer, seconds: float, environ: Mapping[str, str] | None
+    ) -> _Session:
+        """Return the running session of `server`, starting it (once) within `seconds`."""
+        key = server.key()
+        with self.lock:
+            lock = self.locks.setdefault(key, threading.Lock())
+        if not lock.acquire(timeout=max(0.0, seconds)):  # another run is starting it
+            raise ToolServerError(_no_answer(server.name, seconds))
+        try:
+            current = self.sessions.get(key)
+            if current is None or current.dead:
+                if current is not None:
+                    current.cleanup()  # the dead one's stderr file: one per restart otherwise
+                current = _Session(server, environ, self)
+                self.sessions[key] = current
+                current.begin(seconds)
+            return current
+        finally:
+            lock.release()
+
+    def run(self, coro: Coroutine[Any, Any, T], seconds: float | None) -> T:
+        """Run `coro` on the loop; cancel it and raise TimeoutError after `seconds`."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout=seconds)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError from None
+
+    def close(self, seconds: float = STOP_SECONDS) -> None:
+        """Stop every session, waiting at most `seconds`, then the loop."""
+        sessions = list(self.sessions.values())
+        with contextlib.suppress(Exception):  # at exit: nothing left to tell
+            self.run(_stop_all(sessions), seconds)
+        for session in sessions:
+            session.cleanup()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+async def _stop_all(sessions: Iterable[_Session]) -> None:
+    await asyncio.gather(*(s.stop() for s in sessions), return_exceptions=True)
+
+
+class _Session:
+    """One running server: its client session, its published tools, how it ended."""
+
+    def __init__(self, server: McpServer, environ: Mapping[str, str] | None, host: _Host) -> None:
+        self.server = server
+        self.resolved, self.secrets = server.resolved(environ)  # ConfigError: a variable unset
+        self.host = host
+        self.tools: dict[str, Any] = {}
+        self.client: Any = None
+        self.dead = False
+        self.failure: BaseException | None = None
+        self.errlog: IO[str] | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.stopping: asyncio.Event | None = None
+
+    def begin(self, seconds: float) -> None:
+        """Start the server and read its tools; ToolServerError when it fails or is silent."""
+        try:
+            self.host.run(self._start(), seconds)
+        except TimeoutError:
+            self.dead = True
+            raise ToolServerError(self.redact(_no_answer(self.server.name, seconds))) from None
+        if self.dead:
+            raise ToolServerError(self.redact(self._why("did not start")))
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> str:
+        """Call `tool` and return its result as text (waits; the runner bounds the wait)."""
+        if self.dead or self.client is None:
+            raise ToolServerError(self.redact(self._why("is not running")))
+        return self.redact(self.host.run(self._call(tool, arguments), None))
+
+    def redact(self, text: str) -> str:
+        """Hide every value that came from an environment variable."""
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            if len(secret) >= MIN_SECRET_CHARS:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def cleanup(self) -> None:
+        """Close the file that held the server's stderr."""
+        if self.errlog is not None:
+            with contextlib.suppress(OSError):
+                self.errlog.close()
+
+    async def stop(self) -> None:
+        """Ask the owner task to leave its session (closing it stops the server)."""
+        if self.stopping is not None:
+            self.stopping.set()
+        if self.task is not None:
+            with contextlib.suppress(BaseException):
+                await self.task
+
+    async def _start(self) -> None:
+        """Start the owner task and wait until the tools are listed or the server is gone."""
+        ready = asyncio.Event()
+        self.stopping = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._own(ready, self.stopping))
+        try:
+            await ready.wait()
+        except asyncio.CancelledError:  # the caller's time is up: the server goes too
+            self.task.cancel()
+            raise
+
+    async def _own(self, ready: asyncio.Event, stopping: asyncio.Event) -> None:
+        """Hold the session open until told to stop (anyio scopes end in the task they began)."""
+        try:
+            async with self._client() as client:
+                self.tools = await _listing(client)
+                self.client = client
+                ready.set()
+                await stopping.wait()
+        except BaseException as exc:  # ends this task only; the reason is read by `_why`
+            self.failure = exc
+        finally:
+            self.dead = True
+            ready.set()
+
+    def _client(self) -> Any:
+        """Build the SDK client for this server (stdio with its stderr kept, or HTTP)."""
+        from mcp import Client  # the SDK is slow to import: only when a server starts
+
+        server = self.resolved
+        if server.command is not None:
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            params = StdioServerParameters(
+                command=server.command, args=list(server.args), env=dict(server.env), cwd=server.cwd
+            )
+            # append mode: the server writes at the end whatever we read; closed in cleanup()
+            self.errlog = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115
+            return Client(stdio_client(params, errlog=self.errlog))
+        return Client(_http_transport(server))
+
+    async def _call(self, tool: str, arguments: dict[str, Any]) -> str:
+        """Call the tool; a gone server is ToolServerError, a failing call ToolCallError."""
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        try:
+            result = await self.client.call_tool(tool, arguments, read_timeout_seconds=CALL_CEILING)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED or self.dead:
+                self.dead = True
+                why = self.redact(self._why(f"stopped during a call of {tool}"))
+                raise ToolServerError(why) from None
+            if exc.code == REQUEST_TIMEOUT:
+                raise ToolServerError(_no_answer(self.server.name, CALL_CEILING, tool)) from None
+            said = self.redact(f"the server answered with an error: {exc.error.message}")
+            raise ToolCallError(said) from None
+        except Exception as exc:  # a result the SDK cannot read: the model may try otherwise
+            said = f"the server's answer could not be read ({type(exc).__name__})"
+            raise ToolCallError(said) from None
+        text = _text(result)
+        if result.is_error:  # its words go to the model and the log: no secret in them
+            raise ToolCallError(self.redact(text) or "the tool reported an error")
+        return text
+
+    def _why(self, what: str) -> str:
+        """Say why the server is gone: its failure, or the last line it wrote to stderr."""
+        detail = _stderr_tail(self.errlog) or _failure(self.failure)
+        said = f": {detail}" if detail else ""
+        return f"MCP server {self.server.name!r} {what}{said}"
+
+
+def _http_transport(server: McpServer) -> Any:
+    """Return a streamable HTTP transport that sends the server's headers."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    # headers go on our own client: the SDK's default one cannot carry them
+    client = httpx2.AsyncClient(headers=dict(server.headers), timeout=httpx2.Timeout(30, read=300))
+    return _closing(client, streamable_http_client(server.url or "", http_client=client))
+
+
+@contextlib.asynccontextmanager
+async def _closing(client: Any, transport: Any) -> Any:
+    """Enter the transport; close our HTTP client after it (the SDK leaves a given one open)."""
+    async with client, transport as streams:
+        yield streams
+
+
+async def _listing(client: Any) -> dict[str, Any]:
+    """Read every page of tools/list."""
+    tools: dict[str, Any] = {}
+    cursor = None
+    for _ in range(LIST_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.update((t.name, t) for t in page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _tool(wire: str, name: str, published: Any, server: McpServer) -> Tool | str:
+    """Build the registry's Tool from a published MCP tool, or say why it cannot be offered."""
+    schema = published.input_schema
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return f"tool {name!r} publishes an inputSchema that is not a JSON Schema: {exc.message}"
+    annotations = published.annotations
+    read_only = annotations is not None and annotations.read_only_hint is True
+    destructive = annotations is not None and annotations.destructive_hint is True
+    description = published.description or published.title or f"{name} (an MCP tool)"
+    func = partial(_call, server, published.name)
+    return Tool(wire, description, schema, func, writes=not read_only or destructive)
+
+
+def _call(server: McpServer, tool: str, **arguments: Any) -> str:
+    """Call `tool` on the running session of `server` (one started by `bind`)."""
+    session = _host().sessions.get(server.key())
+    if session is None:
+        raise ToolServerError(f"MCP server {server.name!r} is not running")
+    return session.call(tool, arguments)
+
+
+def _text(result: Any) -> str:
+    """Return a call result as text: its text blocks, else its structured content as JSON."""
+    parts = []
+    for block in result.content:
+        text = getattr(block, "text", None) or getattr(
+            getattr(block, "resource", None), "text", None
+        )
+        parts.append(text if isinstance(text, str) else f"[{block.type} content not shown]")
+    if not parts and result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False)
+    return "\n".join(parts)
+
+
+def _by_server(names: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+    """Group wire names by server: server -> [(wire name, tool name on that server)]."""
+    grouped: dict[str, list[tuple[str, str]]] = {}
+    for wire in names:
+        parts = qualified(original(wire))
+        if parts is not None:
+            grouped.setdefault(parts[0], []).append((wire, parts[1]))
+    return grouped
+
+
+def _check(tools: Sequence[str], wire: str, message: str) -> Check:
+    return Check(tools.index(wire), original(wire), message)
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _no_answer(name: str, seconds: float, tool: str | None = None) -> str:
+    what = f"a call of {tool}" if tool else "starting"
+    return f"MCP server {name!r} did not answer within {seconds:.1f}s ({what})"
+
+
+def _stderr_tail(errlog: IO[str] | None) -> str:
+    """Return the last line the server wrote to stderr, cut short."""
+    if errlog is None:
+        return ""
+    try:
+        errlog.flush()
+        errlog.seek(0)
+        lines = [line.strip() for line in errlog.read()[-4000:].splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return ""
+    return lines[-1][:STDERR_CHARS] if lines else ""
+
+
+def _failure(exc: BaseException | None) -> str:
+    """Name the innermost cause of a failure (the SDK wraps them in exception groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if exc is None or isinstance(exc, asyncio.CancelledError):
+        return ""
+    text = " ".join(str(exc).split())[:STDERR_CHARS]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

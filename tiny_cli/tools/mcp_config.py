@@ -1,0 +1,267 @@
+"""mcp.yaml: the MCP servers cards may take tools from, qualified tool names and wire names.
+
+This module never imports the `mcp` SDK: cards are checked against the file offline, and a
+command that runs no MCP tool pays nothing for it (tiny_cli.tools.mcp_client does the talking).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tiny_cli import yamlsafe
+from tiny_cli.errors import ConfigError
+
+MCP_FILENAMES = ("mcp.yaml", "mcp.yml")  # in the cards folder; never read as cards
+SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+# `server.tool`: MCP tool names are 1-128 of letters, digits, '_', '-' and '.' (the spec's)
+QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]{0,31})\.([A-Za-z0-9_.-]{1,128})$")
+WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-compatible servers accept
+WIRE_SEPARATOR = "__"
+WIRE_HASH_CHARS = 8
+REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# an env entry whose name says it holds a secret must take it from the environment
+SECRET_NAME = re.compile(r"(?i)key|token|secret|passw|credential|authorization|^auth|cookie")
+SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "type")
+TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamable_http": "url"}
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """One server of mcp.yaml: a command to run (stdio) or a URL (streamable HTTP).
+
+    Values may hold `${VAR}` references; `resolved` expands them from the environment.
+    """
+
+    name: str
+    file: Path
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+    @property
+    def transport(self) -> str:
+        """Return `stdio` for a command tiny starts, `http` for a URL."""
+        return "stdio" if self.command is not None else "http"
+
+    def key(self) -> tuple:
+        """Identify the server as started: two files naming the same thing share one process."""
+        return (
+            self.name,
+            self.command,
+            self.args,
+            tuple(sorted(self.env.items())),
+            self.cwd,
+            self.url,
+            tuple(sorted(self.headers.items())),
+        )
+
+    def resolved(
+        self, environ: Mapping[str, str] | None = None
+    ) -> tuple[McpServer, frozenset[str]]:
+        """Expand every `${VAR}`; return the server and the values that came from variables.
+
+        A variable that is not set is a ConfigError naming the file and the key.
+        """
+        environ = os.environ if environ is None else environ
+        found: set[str] = set()
+
+        def expand(value: str, where: str) -> str:
+            return _expand(value, environ, found, f"{self.file}: servers.{self.name}.{where}")
+
+        server = replace(
+            self,
+            command=expand(self.command, "command") if self.command is not None else None,
+            args=tuple(expand(a, f"args[{i}]") for i, a in enumerate(self.args)),
+            env={k: expand(v, f"env.{k}") for k, v in self.env.items()},
+            cwd=expand(self.cwd, "cwd") if self.cwd is not None else None,
+            url=expand(self.url, "url") if self.url is not None else None,
+            headers={k: expand(v, f"headers.{k}") for k, v in self.headers.items()},
+        )
+        return server, frozenset(v for v in found if v)
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    """The servers declared in one mcp.yaml."""
+
+    path: Path
+    servers: Mapping[str, McpServer] = field(default_factory=dict, hash=False)
+
+
+def mcp_path(cards_dir: Path, explicit: str | None) -> Path | None:
+    """Return the mcp.yaml to read: TINY_MCP's file, else one in the cards folder, else None."""
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"TINY_MCP={explicit}: no such file")
+        return path
+    return next((cards_dir / n for n in MCP_FILENAMES if (cards_dir / n).is_file()), None)
+
+
+def load_mcp_config(path: Path | None) -> McpConfig | None:
+    """Read and check mcp.yaml; raise ConfigError naming the file and key of the first fault."""
+    if path is None:
+        return None
+    try:
+        _, data = yamlsafe.load(yamlsafe.read_bounded(path))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict) or set(data) - {"servers"}:
+        raise ConfigError(f"{path}: must be a mapping with one key, 'servers'")
+    servers = data.get("servers") or {}
+    if not isinstance(servers, dict):
+        raise ConfigError(f"{path}: servers: must be a mapping of server name -> settings")
+    return McpConfig(path, {str(n): _server(path, n, s) for n, s in servers.items()})
+
+
+def qualified(name: str) -> tuple[str, str] | None:
+    """Split `server.tool` into its parts; None for a plain (built-in or user) tool name."""
+    found = QUALIFIED_NAME.match(name)
+    return (found.group(1), found.group(2)) if found and "\n" not in name else None
+
+
+def wire_name(name: str) -> str:
+    """Return the function name the model sees for `server.tool` (a dot cannot go on the wire).
+
+    `time.get_current_time` is `time__get_current_time`. A name that would still break the
+    rule (a '.' inside the tool's name, over 64 characters) keeps a readable head and gets a
+    hash of the whole qualified name, so two tools never share a wire name.
+    """
+    parts = qualified(name)
+    if parts is None:
+        return name
+    plain = WIRE_SEPARATOR.join(parts)
+    if WIRE_NAME.match(plain):
+        return plain
+    digest = hashlib.sha1(name.encode()).hexdigest()[:WIRE_HASH_CHARS]
+    head = re.sub(r"[^A-Za-z0-9_-]", "_", plain)[: 64 - WIRE_HASH_CHARS - 1]
+    return f"{head}_{digest}"
+
+
+def remember(name: str) -> str:
+    """Return the wire name of a tool name and remember the qualified name it stands for."""
+    wire = wire_name(name)
+    if wire != name:
+        _QUALIFIED[wire] = name
+    return wire
+
+
+def original(wire: str) -> str:
+    """Return the qualified name a wire name stands for (itself if it stands for none)."""
+    return _QUALIFIED.get(wire, wire)
+
+
+# wire name -> qualified name, filled as cards load (a wire name is a pure function of it)
+_QUALIFIED: dict[str, str] = {}
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _server(path: Path, name: Any, spec: Any) -> McpServer:
+    """Check one server's settings and build it; ConfigError names the first fault."""
+    where = f"{path}: servers.{name}"
+    if not isinstance(name, str) or not SERVER_NAME.match(name):
+        raise ConfigError(f"{where}: a server name is 1-32 letters, digits, '_' or '-'")
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where}: must be a mapping (command: ... or url: ...)")
+    unknown = sorted(set(map(str, spec)) - set(SERVER_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key; allowed: {', '.join(SERVER_KEYS)}")
+    if ("command" in spec) == ("url" in spec):
+        raise ConfigError(f"{where}: give either command (stdio) or url (streamable HTTP)")
+    _check_type(where, spec)
+    server = McpServer(
+        name,
+        path,
+        command=_text(where, spec, "command"),
+        args=tuple(_string_list(where, spec, "args")),
+        env=_string_map(where, spec, "env"),
+        cwd=_text(where, spec, "cwd"),
+        url=_text(where, spec, "url"),
+        headers=_string_map(where, spec, "headers"),
+    )
+    _check_secrets(where, server)
+    return server
+
+
+def _check_type(where: str, spec: dict) -> None:
+    """`type` is optional (VS Code writes it); when given it must agree with the settings."""
+    kind = spec.get("type")
+    if kind is None:
+        return
+    if kind not in TYPES:
+        raise ConfigError(f"{where}.type: {kind!r} is not stdio or http")
+    if TYPES[kind] not in spec:
+        raise ConfigError(f"{where}.type: {kind} needs '{TYPES[kind]}'")
+
+
+def _text(where: str, spec: dict, key: str) -> str | None:
+    value = spec.get(key)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ConfigError(f"{where}.{key}: must be a non-empty string")
+    return value
+
+
+def _string_list(where: str, spec: dict, key: str) -> list[str]:
+    value = spec.get(key) or []
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}.{key}: must be a list")
+    if not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}.{key}: every value must be a string (quote numbers)")
+    return value
+
+
+def _string_map(where: str, spec: dict, key: str) -> dict[str, str]:
+    value = spec.get(key) or {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}.{key}: must be a mapping")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ConfigError(f"{where}.{key}: every name and value must be a string (quote numbers)")
+    return dict(value)
+
+
+def _check_secrets(where: str, server: McpServer) -> None:
+    """Refuse a secret written into the file: it must be a `${VAR}` from the environment."""
+    for key, value in {**server.headers, **server.env}.items():
+        section = "headers" if key in server.headers else "env"
+        if SECRET_NAME.search(key) and not REFERENCE.search(value):
+            raise ConfigError(
+                f"{where}.{section}.{key}: a secret cannot be written in the file; "
+                f"take it from the environment, e.g. {key}: ${{MY_{_env_name(key)}}}"
+            )
+    userinfo = re.match(r"^[a-z][a-z0-9+.-]*://([^/@]*:[^/@]*)@", server.url or "", re.I)
+    if userinfo and not REFERENCE.search(userinfo.group(1)):
+        raise ConfigError(f"{where}.url: a password in the URL must be a ${{VAR}}")
+
+
+def _env_name(key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", key).strip("_").upper() or "SECRET"
+
+
+def _expand(value: str, environ: Mapping[str, str], found: set[str], where: str) -> str:
+    """Replace each `${VAR}` in `value`, adding what it stood for to `found`."""
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in environ:
+            raise ConfigError(f"{where}: environment variable {name} is not set")
+        found.add(environ[name])
+        return environ[name]
+
+    return REFERENCE.sub(one, value)

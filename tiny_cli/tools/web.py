@@ -1,0 +1,491 @@
+"""Web tools: fetch a page over HTTP(S) with hard limits, and turn HTML into readable text."""
+
+from __future__ import annotations
+
+import codecs
+import ipaddress
+import re
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import httpcore
+import httpx
+
+from tiny_cli._version import __version__
+from tiny_cli.errors import AddressRefused, ConfigError, ToolCallError
+
+if TYPE_CHECKING:
+    from bs4 import BeautifulSoup, Tag
+
+DEFAULT_HTTP_TIMEOUT = 15.0  # seconds, per connect/read/write phase
+DEFAULT_MAX_BYTES = 1_000_000  # a page past this is cut: the runner caps results anyway
+DEFAULT_MAX_REDIRECTS = 5
+USER_AGENT = f"tiny-cli/{__version__} (+https://pypi.org/project/tiny-cli/)"
+ALLOWED_SCHEMES = ("http", "https")
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# Cloud metadata endpoints: AWS/GCP/Azure/OpenStack, AWS ECS, Alibaba, Azure wireserver, AWS v6.
+# Most are caught as link-local or non-global anyway; 168.63.129.16 is in public space.
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",
+        "169.254.170.2",
+        "100.100.100.200",
+        "168.63.129.16",
+        "fd00:ec2::254",
+    )
+)
+PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
+)
+NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")  # IPv6 that a NAT64 gateway turns into IPv4
+ALLOW_HINT = (
+    "tiny's web tools only fetch public addresses "
+    "(allow it with --allow-host {} or TINY_ALLOW_HOSTS)"
+)
+# Non-text/* content types that are still text a model can read.
+TEXT_APPLICATION_TYPES = ("json", "xml", "javascript", "ecmascript", "x-www-form-urlencoded")
+
+# Never page text; <title> is read on its own and goes first.
+SKIP_TAGS = (
+    *("script", "style", "noscript", "template", "svg", "iframe", "object", "canvas"),
+    *("head", "title"),
+)
+# Paragraph-like blocks get a blank line around them; the rest a single line break.
+PARAGRAPH_TAGS = (
+    *("p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "table", "blockquote", "pre"),
+    *("section", "article", "header", "footer", "nav", "aside", "main", "figure", "form"),
+)
+LINE_TAGS = (
+    *("div", "li", "tr", "dt", "dd", "figcaption", "address", "fieldset", "details"),
+    *("summary", "caption", "hr", "label", "option"),
+)
+# Private-use characters: they survive whitespace folding, unlike real newlines.
+PARAGRAPH_BREAK = "\ue001"
+PRE_BREAK = "\ue000"
+BREAK_RUN = re.compile(r"[\s\ue000\ue001]*[\n\ue001][\s\ue000\ue001]*")
+WHITESPACE = re.compile(r"\s+")
+# Spaces doubled where inline strings meet; not at a <pre> line start, whose indent counts.
+SPACE_RUN = re.compile(r"(?<=[^\s\ue000]) {2,}")
+
+
+def http_get(
+    url: str,
+    *,
+    policy: AddressPolicy | None = None,
+    transport: httpx.BaseTransport | None = None,
+    timeout: float = DEFAULT_HTTP_TIMEOUT,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_redirects: int = DEFAULT_MAX_REDIRECTS,
+) -> str:
+    """Fetch `url` and return its body as text; raise ToolCallError with a fixable message.
+
+    Only public addresses are reached, plus the hosts `policy` allows: every hop's address
+    is checked where the connection is made (see PinnedBackend). A caller-supplied
+    `transport` (tests, recordings) decides itself where requests go; no check applies.
+    """
+    url = url.strip()
+    _check_url(url)
+    client = shared_client(policy or PUBLIC_ONLY) if transport is None else _own_client(transport)
+    try:
+        response, hops = _follow(client, url, timeout, max_redirects)
+        try:
+            _check_response(url, response, hops)
+            body, cut = _read_capped(response, max_bytes)
+        finally:
+            response.close()
+    except httpx.HTTPError as exc:
+        raise ToolCallError(_describe(url, exc, timeout)) from exc
+    text = body.decode(_encoding(response, body), errors="replace")
+    if cut:
+        text += f"\n\n[cut: the response is longer than {max_bytes} bytes; this is its start]"
+    return text
+
+
+def html_to_text(html: str) -> str:
+    """Return the readable text of an HTML document: title first, one block per line."""
+    if re.fullmatch(r"\s*https?://\S+\s*", html):
+        raise ToolCallError("html_to_text takes the HTML itself, not a URL; call http_get first")
+    # Imported here: bs4 costs ~0.1 s, and most commands never convert HTML.
+    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
+        soup = BeautifulSoup(html, "html.parser")
+    title = _title(soup)
+    body = _layout(_render(soup))
+    if not title or body.split("\n", 1)[0] == title:  # an <h1> that repeats the title
+        return body
+    return f"{title}\n\n{body}".strip()
+
+
+# --- which addresses may be fetched -------------------------------------------------------
+
+
+def address_problem(ip: IPAddress) -> str | None:
+    """Return why `ip` is not a public address ("a loopback address"), or None if it is.
+
+    IPv6 that carries IPv4 (mapped ::ffff:a.b.c.d, 6to4, NAT64) is judged by the IPv4
+    address it reaches, and for 6to4/NAT64 by itself as well.
+    """
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.scope_id:  # fe80::1%eth0: judged without the zone
+            ip = ipaddress.IPv6Address(int(ip))
+        if ip.ipv4_mapped is not None:
+            return address_problem(ip.ipv4_mapped)
+        inner = ip.sixtofour or (
+            ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in NAT64_PREFIX else None
+        )
+        if inner is not None and (problem := address_problem(inner)):
+            return problem
+    checks = (
+        (ip in METADATA_ADDRESSES, "a cloud metadata address"),
+        (ip.is_loopback, "a loopback address"),
+        (ip.is_unspecified, "the unspecified address"),
+        (ip.is_link_local, "a link-local address"),
+        (ip.is_multicast, "a multicast address"),
+        (any(ip in net for net in PRIVATE_NETWORKS), "a private address"),
+        (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local, "a site-local address"),
+        (ip.is_reserved, "a reserved address"),
+        (not ip.is_global, "a special-purpose address, not a public one"),
+    )
+    return next((why for hit, why in checks if hit), None)
+
+
+@dataclass(frozen=True)
+class AllowedHost:
+    """One --allow-host entry: a host name or IP, on one port or (port None) on any."""
+
+    host: str  # as httpx normalizes it: lower case, IDNA, IPv6 without brackets
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, entry: str) -> AllowedHost:
+        """Read 'host', 'host:port', '[v6]' or '[v6]:port'; raise ConfigError if malformed."""
+        text = entry.strip()
+        if text.count(":") > 1 and not text.startswith("["):
+            text = f"[{text}]"  # a bare IPv6 address, no port
+        try:
+            parsed = httpx.URL(f"http://{text}/")
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise ConfigError(f"allowed host {entry!r}: {exc}") from None
+        if not parsed.host or parsed.userinfo or parsed.raw_path != b"/" or "/" in text:
+            raise ConfigError(
+                f"allowed host {entry!r}: give a host or host:port, like 127.0.0.1:8080"
+            )
+        return cls(parsed.host.rstrip("."), parsed.port)
+
+    def matches(self, host: str, port: int, ip: IPAddress) -> bool:
+        """Tell whether a connection to `host` (resolved to `ip`) on `port` is this entry."""
+        if self.port is not None and self.port != port:
+            return False
+        if self.host == host.lower().rstrip("."):
+            return True
+        try:
+            return _unmapped(ipaddress.ip_address(self.host)) == _unmapped(ip)
+        except ValueError:  # a name, not an address
+            return False
+
+
+@dataclass(frozen=True)
+class AddressPolicy:
+    """Public addresses only, plus the hosts the user allowed (by name or address, and port)."""
+
+    allowed: tuple[AllowedHost, ...] = ()
+
+    @classmethod
+    def of(cls, entries: Iterable[str]) -> AddressPolicy:
+        """Build the policy from 'host[:port]' entries (settings.allow_hosts)."""
+        return cls(tuple(AllowedHost.parse(e) for e in entries if e.strip()))
+
+    def check(self, host: str, port: int, ips: Iterable[IPAddress]) -> None:
+        """Raise AddressRefused unless every address `host` resolved to may be fetched."""
+        for ip in ips:
+            problem = address_problem(ip)
+            if problem is None or any(a.matches(host, port, ip) for a in self.allowed):
+                continue
+            shown = _unmapped(ip)
+            named = str(shown) == host.strip("[]")
+            where = f"{shown} is {problem}" if named else f"{host} resolves to {shown}, {problem}"
+            target = f"[{host}]" if ":" in host else host
+            raise AddressRefused(f"refused: {where}; " + ALLOW_HINT.format(f"{target}:{port}"))
+
+
+PUBLIC_ONLY = AddressPolicy()
+
+
+class PinnedBackend(httpcore.NetworkBackend):
+    """Resolve the host once, check every address, connect to a checked address only.
+
+    httpcore calls connect_tcp with the URL's host for every new connection (each redirect
+    hop, each pool miss): the socket goes to the very address that passed the check, so a
+    second DNS answer (rebinding) never comes into play. TLS still verifies the host name:
+    httpcore starts TLS on the returned stream with the URL's host as server name.
+    """
+
+    def __init__(self, policy: AddressPolicy) -> None:
+        self._policy = policy
+        self._tcp = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        ips = resolve(host, port)
+        self._policy.check(host, port, ips)
+        failure: Exception | None = None
+        for ip in ips:
+            try:  # an IP literal: create_connection does no DNS lookup for it
+                return self._tcp.connect_tcp(str(ip), port, timeout, local_address, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        raise failure or httpcore.ConnectError(f"{host} has no address")
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        raise AddressRefused(f"refused: unix socket {path}; http_get only fetches web addresses")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def resolve(host: str, port: int) -> list[IPAddress]:
+    """Return the addresses `host` resolves to, in the resolver's order, without repeats."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+    ips = (ipaddress.ip_address(info[4][0]) for info in infos if info[0] in _INET)
+    return list(dict.fromkeys(ips))
+
+
+class PinnedTransport(httpx.HTTPTransport):
+    """httpx's own transport, its connection pool built on PinnedBackend; no proxies."""
+
+    def __init__(self, policy: AddressPolicy) -> None:
+        ssl_context = httpx.create_ssl_context()
+        super().__init__(verify=ssl_context, trust_env=False)
+        # HTTPTransport takes no network backend, so its pool is rebuilt with ours.
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=20,
+            max_keepalive_connections=10,
+            keepalive_expiry=5.0,
+            network_backend=PinnedBackend(policy),
+        )
+
+
+def shared_client(policy: AddressPolicy) -> httpx.Client:
+    """Return this process's client for `policy`: one pool, one TLS context, reused."""
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(policy)
+        if client is None:
+            client = _CLIENTS[policy] = httpx.Client(
+                transport=PinnedTransport(policy),
+                timeout=DEFAULT_HTTP_TIMEOUT,
+                follow_redirects=False,
+                trust_env=False,  # no proxy (it would connect for us) and no .netrc
+                headers={"User-Agent": USER_AGENT},
+            )
+        return client
+
+
+_INET = (socket.AF_INET, socket.AF_INET6)
+_CLIENTS: dict[AddressPolicy, httpx.Client] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _unmapped(ip: IPAddress) -> IPAddress:
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return ip.ipv4_mapped
+        if ip.scope_id:
+            return ipaddress.IPv6Address(int(ip))
+    return ip
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _own_client(transport: httpx.BaseTransport) -> httpx.Client:
+    """A client on the caller's transport; the caller owns and closes that transport."""
+    return httpx.Client(
+        transport=transport,
+        follow_redirects=False,
+        trust_env=False,
+        headers={"User-Agent": USER_AGENT},
+    )
+
+
+def _follow(
+    client: httpx.Client, url: str, timeout: float, max_redirects: int
+) -> tuple[httpx.Response, int]:
+    """Send GET `url`, following at most `max_redirects` redirects, each hop checked anew.
+
+    Return the final response, open for streaming, and how many redirects led to it.
+    """
+    try:
+        request = client.build_request("GET", url, timeout=timeout)
+    except httpx.InvalidURL as exc:
+        raise ToolCallError(f"invalid URL {url!r}: {exc}") from None
+    for hops in range(max_redirects + 1):
+        try:
+            response = client.send(request, stream=True)
+        except AddressRefused as exc:
+            if hops:
+                raise AddressRefused(f"{exc} ({url} redirected to {request.url})") from None
+            raise
+        if response.next_request is None:
+            return response, hops
+        response.close()
+        request = response.next_request
+        try:
+            _check_url(str(request.url))
+        except ToolCallError as exc:
+            raise ToolCallError(
+                f"{url} redirected to an address http_get cannot fetch: {exc}"
+            ) from None
+    raise ToolCallError(f"too many redirects (more than {max_redirects}) for {url}")
+
+
+def _check_url(url: str) -> None:
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ToolCallError(f"invalid URL {url!r}: {exc}") from exc
+    if not parts.scheme:
+        raise ToolCallError(f"{url!r} is not an absolute URL; give it with https:// or http://")
+    if parts.scheme.lower() not in ALLOWED_SCHEMES:
+        raise ToolCallError(f"only http and https URLs can be fetched, not {parts.scheme}: ({url})")
+    if not parts.hostname:
+        raise ToolCallError(f"{url!r} has no host name")
+
+
+def _check_response(url: str, response: httpx.Response, hops: int) -> None:
+    """Refuse error statuses and binary bodies before reading them."""
+    moved = f" (redirected to {response.url})" if hops else ""
+    if not response.is_success:
+        raise ToolCallError(f"HTTP {response.status_code} for {url}{moved}")
+    ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype and not (ctype.startswith("text/") or any(t in ctype for t in TEXT_APPLICATION_TYPES)):
+        raise ToolCallError(f"{url}{moved} is {ctype}, not text; http_get only reads text pages")
+
+
+def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    """Read at most `max_bytes` and stop: a huge page must not be downloaded in full."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            return b"".join(chunks)[:max_bytes], True
+    return b"".join(chunks), False
+
+
+def _encoding(response: httpx.Response, body: bytes) -> str:
+    """Use the header's charset, else the document's own declaration, else UTF-8."""
+    from bs4.dammit import EncodingDetector
+
+    declared = response.charset_encoding or EncodingDetector.find_declared_encoding(
+        body[:4096], is_html=True
+    )
+    try:
+        return codecs.lookup(declared).name if declared else "utf-8"
+    except LookupError:
+        return "utf-8"
+
+
+def _describe(url: str, exc: httpx.HTTPError, timeout: float) -> str:
+    """Say what went wrong in words the model can act on."""
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out after {timeout:g}s fetching {url}"
+    if isinstance(exc, httpx.ConnectError):
+        return f"cannot connect to {urlsplit(url).netloc}: {str(exc) or 'connection refused'}"
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return f"{url} redirected to an address http_get cannot fetch: {exc}"
+    return f"cannot fetch {url}: {type(exc).__name__}: {exc}"
+
+
+def _is_hidden(tag: Tag) -> bool:
+    """Match elements the page hides from readers."""
+    return tag.has_attr("hidden") or tag.get("aria-hidden") == "true"
+
+
+def _title(soup: BeautifulSoup) -> str:
+    """Return the document's <title>, not an icon's <svg><title>."""
+    for tag in soup.find_all("title"):
+        if not tag.find_parent("svg"):
+            return " ".join(tag.get_text().split())
+    return ""
+
+
+class _Mark(str):
+    """A break or separator the walk writes; told apart from the page's own strings."""
+
+
+def _render(root: BeautifulSoup) -> str:
+    """Walk the tree once, writing text and break marks.
+
+    The tree is read, never edited: inserting marks into a big page's tree is quadratic
+    in bs4 (a 1 MB page took seconds).
+    """
+    from bs4 import NavigableString, Tag
+
+    out: list[str] = []
+    stack: list[tuple[Any, bool]] = [(root, False)]  # (node, inside <pre>)
+    while stack:
+        node, in_pre = stack.pop()
+        if isinstance(node, _Mark):
+            out.append(node)
+        elif type(node) is NavigableString:  # subclasses are comments, doctype, CDATA
+            out.append(node.replace("\n", PRE_BREAK) if in_pre else WHITESPACE.sub(" ", node))
+        elif isinstance(node, Tag) and node.name not in SKIP_TAGS and not _is_hidden(node):
+            stack.extend(_expand(node, in_pre or node.name == "pre"))
+    return "".join(out)
+
+
+def _expand(tag: Tag, in_pre: bool) -> list[tuple[Any, bool]]:
+    """Return the tag's children framed by its break marks, reversed for the stack."""
+    before, after = _marks(tag.name)
+    items: list[tuple[Any, bool]] = [(_Mark(before), in_pre)]
+    cells = 0
+    for child in tag.contents:
+        if tag.name == "tr" and getattr(child, "name", None) in ("td", "th"):
+            if cells:
+                items.append((_Mark(" | "), in_pre))
+            cells += 1
+        items.append((child, in_pre))
+    items.append((_Mark(after), in_pre))
+    return items[::-1]
+
+
+def _marks(name: str) -> tuple[str, str]:
+    """Return what goes before and after an element: where a browser breaks lines."""
+    if name == "br":
+        return "\n", ""
+    if name in PARAGRAPH_TAGS:
+        return PARAGRAPH_BREAK, PARAGRAPH_BREAK
+    if name == "li":
+        return "\n- ", "\n"
+    if name in LINE_TAGS:
+        return "\n", "\n"
+    return "", ""
+
+
+def _layout(text: str) -> str:
+    """Turn break marks into lines: a run holding a paragraph break is one blank line."""
+    text = BREAK_RUN.sub(lambda m: "\n\n" if PARAGRAPH_BREAK in m.group() else "\n", text)
+    text = SPACE_RUN.sub(" ", text)
+    return text.replace(PRE_BREAK, "\n").strip()
