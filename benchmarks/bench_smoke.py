@@ -30,10 +30,10 @@ from typing import Any
 
 from rich.console import Console
 
-from tiny_cli.bench.run import BenchOptions, BenchReport, bench_from_settings
+from tiny_cli.bench import BenchOptions, BenchReport, bench_from_settings
 from tiny_cli.cli import render
 from tiny_cli.digest import estimate_tokens
-from tiny_cli.provider.factory import open_exchanges
+from tiny_cli.session import open_session
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, Turn, reply, respond, tool_call
 from tiny_cli.workspace import make_router
@@ -83,10 +83,10 @@ def main() -> int:
         settings = replace(
             load_settings(env={}, cwd=REPO), home=Path(home), base_url=server.url, model=MODEL
         )
-        with open_exchanges(settings) as exchanges:
+        with open_session(settings, "bench", log=False) as session:
             report = bench_from_settings(
                 settings,
-                exchanges,
+                session,
                 make_router,
                 tasks_path=TASKS,
                 options=BenchOptions(concurrency=CONCURRENCY),

@@ -8,7 +8,7 @@ parts, each reported as ratios against a baseline measured in the same run:
    as a whole process against a scripted OpenAI-compatible server (tiny_cli.testing). The
    three commands alternate, in a rotating order, and the medians are compared.
 2. Per-turn client overhead of the agent loop: the same 3-turn task (two calls of a trivial
-   local `add` tool, then a final answer) for tiny's library API (`tiny_cli.runner.invoke`)
+   local `add` tool, then a final answer) for tiny's library API (`tiny_cli.agent.invoke`)
    and, where installed, the OpenAI Agents SDK and PydanticAI, plus a bare httpx loop as
    the floor. Each framework runs in a fresh subprocess that imports only what it needs,
    warms up, then times every task with time.process_time (the client's CPU, all its

@@ -3,7 +3,7 @@
 Run `python benchmarks/runlog.py` (or `make bench`). One client process and one scripted
 OpenAI-compatible server (tiny_cli.testing, in its own process as a real model server is, the
 same script as benchmarks/overhead.py's cold start) on 127.0.0.1, the seed card docs-finder through
-the library API (`tiny_cli.runner.invoke`): a real `docs_search` call over the example
+the library API (`tiny_cli.agent.invoke`): a real `docs_search` call over the example
 handbook, then the final answer. Each round runs a batch of invocations with no observer
 ("plain"), a batch whose observer records into a RunLog ("logged"), and a second plain batch
 ("plain again"), in an order that changes every round, so a busy machine slows all alike.

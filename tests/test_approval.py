@@ -15,7 +15,7 @@ import pytest
 
 from tiny_cli.agent.loop import approve_writes, invoke
 from tiny_cli.cards.load import Card
-from tiny_cli.cli import commands as cli
+from tiny_cli.cli import run as cli
 from tiny_cli.delegate import run_card
 from tiny_cli.digest import make_brief
 from tiny_cli.provider.client import OpenAIProvider

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tiny_cli.bench.run import load_tasks
+from tiny_cli.bench.tasks import load_tasks
 from tiny_cli.errors import ConfigError
 from tiny_cli.testing import ScriptedServer, Turn, reply, respond, tool_call
 

@@ -91,7 +91,7 @@ def test_ctrl_c_ends_the_process_even_when_the_way_out_hangs(signum: str) -> Non
 
     hangs_on_the_way_out = (
         "import sys, time\n"
-        "from tiny_cli.cli.commands import _bound_interrupts\n"
+        "from tiny_cli.cli.process import _bound_interrupts\n"
         "_bound_interrupts()\n"
         "try:\n"
         "    print('ready', flush=True); time.sleep(60)\n"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tiny_cli.cli import commands as cli
-from tiny_cli.cli import live
+from tiny_cli.cli import common, live
+from tiny_cli.cli import run as cli
 from tiny_cli.cli.live import LiveView, pause_current
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.events import (
@@ -174,9 +174,9 @@ def test_pause_current_stops_the_view_and_starts_it_again() -> None:
 
 def test_stderr_output_goes_through_the_view_while_it_is_on() -> None:
     with _terminal_view() as view:
-        assert cli._console(stderr=True) is view.console  # rich stacks a progress bar in it
-        assert cli._console() is not view.console
-    assert cli._console(stderr=True) is not view.console
+        assert common.console(stderr=True) is view.console  # rich stacks a progress bar in it
+        assert common.console() is not view.console
+    assert common.console(stderr=True) is not view.console
 
 
 def test_ask_prompts_with_the_view_paused(monkeypatch) -> None:

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tiny_cli.agent.loop import _arguments  # the tool-argument validator the run loop uses
+from tiny_cli.agent.calls import _arguments  # the tool-argument validator the run loop uses
 from tiny_cli.agent.reply import parse_reply
 from tiny_cli.cards.load import check_cards
 from tiny_cli.digest import load_brief

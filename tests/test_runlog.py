@@ -19,16 +19,11 @@ from tiny_cli.agent.prompts import repair_message
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Finished, RunStarted, ToolCalled, ToolFinished
-from tiny_cli.runs.log import (
-    DB_NAME,
-    REPAIR_MARK,
-    SCHEMA_VERSION,
-    RunLog,
-    RunQuery,
-    Scrubber,
-    parse_since,
-    percentile,
-)
+from tiny_cli.runs import DB_NAME, RunLog, RunQuery, parse_since
+from tiny_cli.runs.migrations import SCHEMA_VERSION
+from tiny_cli.runs.schema import REPAIR_MARK
+from tiny_cli.runs.scrub import Scrubber
+from tiny_cli.runs.stats import percentile
 from tiny_cli.testing import reply, respond, tool_call
 
 from .conftest import HANDBOOK, REPO, SEED_CARDS

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tiny_cli.agent.budget import Clock
-from tiny_cli.agent.loop import Approve, decline_writes, invoke
+from tiny_cli.agent.calls import Approve
+from tiny_cli.agent.loop import decline_writes, invoke
 from tiny_cli.cards.load import Card
 from tiny_cli.digest import Brief, Digest, Routing, with_caller_tokens
 from tiny_cli.errors import ConfigError
-from tiny_cli.events import Event, Finished, Observer, ignore
+from tiny_cli.events import Finished, Observer, ignore
 from tiny_cli.provider.client import Provider
 from tiny_cli.settings import model_for
 from tiny_cli.tools.artifacts import Artifact, ArtifactStore
@@ -51,17 +51,17 @@ def delegate(
         digest = with_caller_tokens(Digest(None, "abstain", reason=reason, routing=routing))
         observer(Finished(digest))
         return digest
-    digest = run_card(
+    return run_card(
         ws,
         decision.agent_id,
         brief,
         provider=provider,
         approve=approve,
         clock=clock,
-        observer=_with_routing(observer, routing),
+        observer=observer,
         artifacts=artifacts,
+        routing=routing,
     )
-    return with_caller_tokens(replace(digest, routing=routing))
 
 
 def run_card(
@@ -75,18 +75,20 @@ def run_card(
     observer: Observer = ignore,
     artifacts: ArtifactStore | None = None,
     handles: Sequence[str] = (),
+    routing: Routing | None = None,
 ) -> Digest:
     """Invoke the card named `card_id` with the workspace's tools and model settings.
 
     Each write call is put to `approve`. When that is `decline_writes` and the card writes,
     no call could ever be approved: stop with `needs_confirmation` before any model call.
     A tool result over the limit is stored in `artifacts` (cut without a store); `handles`
-    name earlier artifacts the agent may read (an unknown one is a ConfigError).
+    name earlier artifacts the agent may read (an unknown one is a ConfigError). `routing`
+    (the decision that chose the card) goes into the Digest, and into `Finished`'s.
     """
     held = _held(artifacts, handles)
     card = ws.card(card_id)
     if card.writes and approve is decline_writes:
-        digest = _not_confirmed(ws, card)
+        digest = _not_confirmed(ws, card, routing)
         observer(Finished(digest))
         return digest
     model = model_for(ws.settings, card.model)
@@ -103,6 +105,7 @@ def run_card(
         observer=observer,
         artifacts=artifacts,
         held=held,
+        routing=routing,
     )
 
 
@@ -113,25 +116,18 @@ def _held(store: ArtifactStore | None, handles: Sequence[str]) -> tuple[Artifact
     return tuple(store.get(h) for h in dict.fromkeys(handles)) if store is not None else ()
 
 
-def _with_routing(observer: Observer, routing: Routing) -> Observer:
-    """Pass events on; the final Digest gains the routing decision, as the caller's does."""
-
-    def notify(event: Event) -> None:
-        if isinstance(event, Finished):
-            digest = with_caller_tokens(replace(event.digest, routing=routing))
-            event = replace(event, digest=digest)
-        observer(event)
-
-    return notify
-
-
-def _not_confirmed(ws: Workspace, card: Card) -> Digest:
+def _not_confirmed(ws: Workspace, card: Card, routing: Routing | None) -> Digest:
+    """A writer with nobody to approve its writes: `needs_confirmation`, before any model call."""
     writers = [t for t in card.tools if t in ws.registry and ws.registry[t].writes]
     note = (
         f"{card.id} writes ({', '.join(writers or card.tools)}) and nobody can approve a write "
         "here: run it at a terminal to approve each call, or pass --yes to approve every write"
     )
     digest = Digest(
-        card.id, "needs_confirmation", reason=WRITE_NOT_CONFIRMED, notes_for_caller=(note,)
+        card.id,
+        "needs_confirmation",
+        reason=WRITE_NOT_CONFIRMED,
+        notes_for_caller=(note,),
+        routing=routing,
     )
     return with_caller_tokens(digest)

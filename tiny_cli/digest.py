@@ -1,4 +1,4 @@
-"""Brief and Digest: what the caller sends an agent, what it gets back, and parsing the reply."""
+"""Brief and Digest: what the caller sends an agent, what it gets back, and reading a Brief file."""
 
 from __future__ import annotations
 
@@ -193,13 +193,7 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text) // CHARS_PER_TOKEN)
 
 
-# --- helpers ------------------------------------------------------------------------------
-
-
-# --- a final answer cut off before its closing brackets -----------------------------------
-
-
-# --- typed fields -------------------------------------------------------------------------
+# --- a Brief file's lists and mappings ----------------------------------------------------
 
 
 def _strings(path: Path, data: dict, key: str) -> list[str]:

@@ -2,11 +2,12 @@
 
     TinyError                   exit 2 at a face, one line on stderr
     ├── ConfigError             a setting, flag, path or file the user gave is wrong
-    │   └── CardError           cards failed to load (every problem in `problems`)
+    ├── CardError               cards failed to load (every problem in `problems`)
     ├── ToolError               a tool module or tool definition is broken
     ├── ToolCallError           one tool call failed; its message goes back to the model
-    │   ├── AddressRefused      a web tool refused a non-public address
-    │   └── CrmDuplicate        the CRM already holds a company of that name
+    │   └── AddressRefused      a web tool refused a non-public address
+    ├── CrmDuplicate            the CRM already holds that company (also a ValueError: the
+    │                           model reads it as `CrmDuplicate: …`, as recordings hold it)
     ├── ToolServerError         an MCP server did not start, died or did not answer
     ├── ProviderError           the model endpoint could not be used
     │   └── ProviderTimeout     the time budget ran out before the model answered
@@ -72,7 +73,7 @@ class AddressRefused(ToolCallError):
     """The host is not public and not allowed: a model-visible refusal, never a fetch."""
 
 
-class CrmDuplicate(ToolCallError):
+class CrmDuplicate(TinyError, ValueError):
     """A company with the same (normalised) name already exists."""
 
 

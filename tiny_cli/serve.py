@@ -20,8 +20,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -46,10 +45,11 @@ from tiny_cli.agent.loop import Approve, approve_writes, decline_writes
 from tiny_cli.cards.load import Card
 from tiny_cli.delegate import WRITE_NOT_CONFIRMED, run_card
 from tiny_cli.delegate import delegate as run_delegate
-from tiny_cli.digest import Brief, Digest, make_brief
+from tiny_cli.digest import Brief, Digest
 from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.client import Provider
+from tiny_cli.session import build_brief, open_session
 from tiny_cli.settings import DEFAULT_TOP, Settings
 from tiny_cli.text import printable, write_call
 from tiny_cli.tools.artifacts import ArtifactStore
@@ -128,14 +128,11 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
     ws = open_workspace(settings)
     if http_port is not None:
         _check_port(http_port)
-    from tiny_cli.provider.factory import open_exchanges
-
     _stop_on_sigterm()
 
-    with open_exchanges(settings) as source, _run_log(settings) as observe:
-        served = Served(
-            ws, source.for_run(COMMAND, "served card"), observe, allow_writes, _store(settings)
-        )
+    with open_session(settings, COMMAND) as session:
+        provider = session.provider(COMMAND, "served card")
+        served = Served(ws, provider, session.observe, allow_writes, session.artifacts)
         server = build_server(served)
         if http_port is None:
             anyio.run(server.run_stdio_async)  # stdout is the protocol's alone from here
@@ -202,8 +199,8 @@ def _brief(
     max_output_tokens: int | None,
 ) -> Callable[[], Brief]:
     """Return the Brief's builder: bad input raises only when the call is not a retry."""
-    return lambda: make_brief(
-        task, must_return or (), inputs, context_hint or "", max_output_tokens
+    return lambda: build_brief(
+        task, None, must_return or (), inputs, context_hint, max_output_tokens
     )
 
 
@@ -495,21 +492,6 @@ def _card_resource(facts: dict[str, Any]) -> TextResource:
 # --- wiring ---------------------------------------------------------------------------------
 
 
-@contextmanager
-def _run_log(settings: Settings) -> Iterator[Callable[[str], Observer]]:
-    """Yield the observer of each served run: the run log's, unless it is off."""
-    with ExitStack() as stack:
-        if not settings.log_runs:
-            yield lambda label: ignore
-            return
-        from tiny_cli.provider.factory import endpoint_host
-        from tiny_cli.runs.log import RunLog
-
-        runlog = stack.enter_context(RunLog.open(settings.home))
-        endpoint = endpoint_host(settings.base_url)
-        yield lambda label: runlog.observer(COMMAND, label, endpoint)
-
-
 def _stop_on_sigterm() -> None:
     """Take SIGTERM (a host or service manager stopping the server) as Ctrl-C.
 
@@ -520,10 +502,6 @@ def _stop_on_sigterm() -> None:
         on_sigint = signal.getsignal(signal.SIGINT)  # the command line's, with its time limit
         handler = on_sigint if callable(on_sigint) else signal.default_int_handler
         signal.signal(signal.SIGTERM, handler)
-
-
-def _store(settings: Settings) -> ArtifactStore:
-    return ArtifactStore(settings.home)
 
 
 def _check_port(port: int) -> None:

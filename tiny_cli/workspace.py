@@ -12,7 +12,7 @@ from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import default_registry
 from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
-from tiny_cli.tools.registry import Registry
+from tiny_cli.tools.registry import Registry, declared_tool
 
 if TYPE_CHECKING:  # routing brings numpy and the embedder: only commands that route pay
     import httpx
@@ -54,7 +54,17 @@ def open_workspace(settings: Settings, transport: httpx.BaseTransport | None = N
     cards = load_cards([settings.cards_dir], registry.writes(), mcp)
     if any(qualified(original(t)) for card in cards for t in card.tools):
         _add_mcp(registry, mcp)
+    _add_declared(registry, cards)
     return Workspace(settings, registry, {c.id: c for c in cards})
+
+
+def _add_declared(registry: Registry, cards: Sequence[Card]) -> None:
+    """Register the functions cards declare (validation made sure each name means one schema)."""
+    for card in cards:
+        for spec in card.functions:
+            if spec["name"] not in registry:
+                tool = declared_tool(spec["name"], spec.get("description", ""), spec["parameters"])
+                registry.add(tool, f"card {card.id}")
 
 
 def mcp_settings(settings: Settings) -> McpConfig | None:

@@ -17,16 +17,6 @@ MAX_YAML_DEPTH = 32
 MAX_YAML_VALUES = 20_000  # scalars, lists and mappings, every alias counted as expanded
 
 
-class YAMLLimitError(yaml.YAMLError):
-    """The YAML is well-formed but past one of the bounds above."""
-
-    def __init__(self, problem: str, mark: Any = None) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.problem_mark = mark
-        self.context = None
-
-
 def read_bounded(path: Path) -> str:
     """Read a user's file as UTF-8, at most one byte past the bound (so a huge file is cheap).
 
@@ -50,15 +40,15 @@ def compose(text: str) -> yaml.Node | None:
     """Return the node graph of `text`, refusing oversized, too deep or alias-bomb input."""
     size = len(text.encode("utf-8", errors="replace"))
     if size > MAX_YAML_BYTES:
-        raise YAMLLimitError(f"{size} bytes is more than the {MAX_YAML_BYTES} allowed")
+        raise _limit(f"{size} bytes is more than the {MAX_YAML_BYTES} allowed")
     line = _too_deep(text)
     if line is not None:  # before PyYAML: its scanner is quadratic in bracket depth
         mark = yaml.Mark("<text>", 0, line, 0, None, 0)
-        raise YAMLLimitError(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
+        raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except RecursionError:
-        raise YAMLLimitError(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
+        raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
     if node is not None:
         _check_bounds(node)
     return node
@@ -72,12 +62,12 @@ def _check_bounds(root: yaml.Node) -> None:
         node, depth = stack.pop()
         seen += 1
         if seen > MAX_YAML_VALUES:
-            raise YAMLLimitError(
+            raise _limit(
                 f"expands to more than {MAX_YAML_VALUES} values (nested YAML aliases?)",
                 node.start_mark,
             )
         if depth > MAX_YAML_DEPTH:
-            raise YAMLLimitError(f"nested deeper than {MAX_YAML_DEPTH} levels", node.start_mark)
+            raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels", node.start_mark)
         if isinstance(node, yaml.MappingNode):
             stack.extend((part, depth + 1) for pair in node.value for part in pair)
         elif isinstance(node, yaml.SequenceNode):
@@ -106,3 +96,8 @@ def _too_deep(text: str) -> int | None:
         elif char in "]}":
             depth = max(0, depth - 1)
     return None
+
+
+def _limit(problem: str, mark: Any = None) -> yaml.MarkedYAMLError:
+    """A bound was passed: a YAML error like PyYAML's own, so every caller reports it alike."""
+    return yaml.MarkedYAMLError(problem=problem, problem_mark=mark)

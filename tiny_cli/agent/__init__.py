@@ -1,11 +1,12 @@
 """Wing: the agent — one card, one Brief, a fresh context, a hard budget, a Digest back.
 
-`loop` is the run loop; `verdict` the honesty rules that decide a Digest's status, as plain
-functions of data; `calls` runs one tool call; `reply` parses the model's answer; `actions`,
-`prompts`, `budget`, `evidence` and `artifacts` are the loop's parts. Rule: the agent imports
+`loop` is the run loop; `calls` runs one tool call; `verdict` holds the honesty rules that
+decide a Digest's status, as plain functions of data; `reply` parses the model's answer;
+`actions`, `prompts`, `budget` and `evidence` are the loop's parts. Rule: the agent imports
 only the ground, the edges and the contracts — never routing, the run log or numpy.
 """
 
-from tiny_cli.agent.loop import Approve, approve_writes, decline_writes, invoke
+from tiny_cli.agent.calls import Approve
+from tiny_cli.agent.loop import approve_writes, decline_writes, invoke
 
 __all__ = ["Approve", "approve_writes", "decline_writes", "invoke"]

@@ -65,6 +65,7 @@ class _Text:
         self.numbers = {_number(n) for n in _NUMBER.findall(self.folded)}
 
     def plus(self, other: _Text) -> _Text:
+        """Return this text and `other` as one text to look values up in."""
         return _Text(f"{self.raw}\n{other.raw}")
 
     def holds(self, value: Any) -> bool:

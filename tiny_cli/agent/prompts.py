@@ -6,7 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tiny_cli.cards.load import Card, field_hint
+from tiny_cli.cards.load import Card
+from tiny_cli.cards.returns import field_hint
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import difflib
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -14,12 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-import referencing
-import referencing.exceptions
 import yaml
-from referencing.jsonschema import DRAFT202012
 
 from tiny_cli import yamlsafe
+from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema, yaml_type
 from tiny_cli.errors import CardError
 from tiny_cli.settings import ToolMode
 from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig, qualified, remember
@@ -27,19 +24,11 @@ from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig, qualified, remem
 DEFAULT_MAX_TOOL_CALLS = 8
 DEFAULT_MAX_OUTPUT_TOKENS = 512
 DEFAULT_MAX_WALL_SECONDS = 60.0
-RESERVED_FIELDS = ("summary", "status")
 FIELD_KEYS = ("returns_required", "returns")  # where a card names its answer's fields
 CARD_SUFFIXES = (".yaml", ".yml")
 
 SideEffects = Literal["none", "write"]
 First = Literal["any", "tool"]  # `tool`: a tool call must come before the first answer
-SHORTHANDS = ("string", "number", "integer", "boolean", "object", "array")
-# an untyped field: any JSON value but null (null reads as "missing" to the reply checks)
-ANY_VALUE: dict[str, Any] = {"type": ["string", "number", "integer", "boolean", "array", "object"]}
-# what llama.cpp's json_schema grammars and OpenAI's response_format both understand
-GRAMMAR_KEYWORDS = frozenset(
-    ("type", "enum", "const", "properties", "required", "items", "additionalProperties", "anyOf")
-)
 
 
 @dataclass(frozen=True)
@@ -72,9 +61,12 @@ class Card:
     write_optional: bool = False
     # field -> JSON Schema of its value; every typed field is in returns_required too
     returns: Mapping[str, dict[str, Any]] = field(default_factory=dict, hash=False)
+    # tools the card declares itself, {name, description, parameters}, with no implementation
+    functions: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)
 
     @property
     def writes(self) -> bool:
+        """True for a card that may call write tools (`side_effects: write`)."""
         return self.side_effects == "write"
 
 
@@ -134,7 +126,7 @@ def check_cards(
             continue
         seen[card.id] = where
         cards.append(card)
-    return cards, problems
+    return cards, problems + _declared_twice(cards)
 
 
 def card_files(
@@ -189,148 +181,6 @@ def card_schema() -> dict[str, Any]:
 def card_text(card: Card) -> str:
     """Return the routing text of a card: its id as words, then its summary."""
     return f"{card.id.replace('-', ' ').replace('_', ' ')}: {card.summary}"
-
-
-# --- typed answers ------------------------------------------------------------------------
-
-
-def answer_schema(card: Card, required: Sequence[str]) -> dict[str, Any]:
-    """Return the JSON Schema of a final `ok`/`partial` answer with `required` fields."""
-    names = [n for n in dict.fromkeys(required) if n not in RESERVED_FIELDS]
-    # a copy: the caller may edit it without touching the card or ANY_VALUE
-    fields = {n: copy.deepcopy(grammar_schema(card.returns.get(n, ANY_VALUE))) for n in names}
-    return {
-        "type": "object",
-        "properties": {
-            "status": {"enum": ["ok", "partial"]},
-            "summary": {"type": "string"},
-            **fields,
-        },
-        "required": ["status", "summary", *names],
-        "additionalProperties": False,
-    }
-
-
-def grammar_schema(schema: Any) -> Any:
-    """Keep only the keywords constrained decoding supports; dropping one only loosens it."""
-    if isinstance(schema, list):
-        return [grammar_schema(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    kept = {k: v for k, v in schema.items() if k in GRAMMAR_KEYWORDS}
-    for key in ("items", "additionalProperties", "anyOf"):
-        if isinstance(kept.get(key), dict | list):
-            kept[key] = grammar_schema(kept[key])
-    if isinstance(kept.get("properties"), dict):
-        kept["properties"] = {k: grammar_schema(v) for k, v in kept["properties"].items()}
-    return kept
-
-
-def field_hint(schema: Mapping[str, Any] | None) -> str:
-    """Describe a field's value for a prompt: '<number>', '<list of string>', '<...>' if untyped."""
-    return f"<{_hint(schema or {})}>"
-
-
-def _hint(schema: Mapping[str, Any]) -> str:
-    if "enum" in schema and isinstance(schema["enum"], list):
-        return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
-    if "const" in schema:
-        return json.dumps(schema["const"], ensure_ascii=False)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        return "..." if set(ANY_VALUE["type"]) <= set(kind) else " or ".join(map(str, kind))
-    if kind == "array":
-        items = schema.get("items")
-        return f"list of {_hint(items)}" if isinstance(items, dict) and items else "list"
-    if isinstance(kind, str):
-        fmt = schema.get("format")
-        return f"{kind} ({fmt})" if isinstance(fmt, str) else kind
-    return "..."
-
-
-def _field_schema(spec: Any) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
-    """Turn one `returns` entry into a JSON Schema, or say what is wrong (and where inside it)."""
-    if isinstance(spec, str):
-        return _shorthand(spec)
-    if isinstance(spec, list):
-        return _list_of(spec)
-    if isinstance(spec, dict):
-        return _checked_schema(spec)
-    names = ", ".join(SHORTHANDS)
-    msg = f"must be a type ({names}), [type] or a JSON Schema mapping, got {_yaml_type(spec)}"
-    return {}, ((), msg)
-
-
-def _shorthand(spec: str) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
-    if spec in SHORTHANDS:
-        return {"type": spec}, None
-    return {}, ((), _unknown_type(spec))
-
-
-def _unknown_type(name: str) -> str:
-    hint = difflib.get_close_matches(name, SHORTHANDS, n=1)
-    tip = f" (did you mean {hint[0]!r}?)" if hint else f"; use one of {', '.join(SHORTHANDS)}"
-    return f"unknown type {name!r}{tip}"
-
-
-def _list_of(spec: list) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
-    if len(spec) != 1:
-        return {}, ((), "a list names the type of its items: write one, like [string]")
-    items, trouble = _field_schema(spec[0])
-    if trouble:
-        return {}, ((0, *trouble[0]), trouble[1])
-    return {"type": "array", "items": items}, None
-
-
-def _checked_schema(spec: dict) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
-    if not _plain_json(spec):  # the runner sends it to the server as JSON
-        return {}, ((), "a JSON Schema must be plain JSON (strings, numbers, lists, mappings)")
-    try:
-        jsonschema.Draft202012Validator.check_schema(spec)
-    except jsonschema.SchemaError as err:
-        path = tuple(err.absolute_path)
-        if path[-1:] == ("type",) and isinstance(err.instance, str):
-            return {}, (path, _unknown_type(err.instance))
-        return {}, (path, f"not a valid JSON Schema: {_clip(err.message)}")
-    trouble = _ref_problem(spec)
-    return ({}, trouble) if trouble else (spec, None)
-
-
-def _plain_json(spec: dict) -> bool:
-    """YAML dates, integer keys or .nan would change (or fail) on their way to the server."""
-    try:
-        return json.loads(json.dumps(spec, allow_nan=False)) == spec
-    except (TypeError, ValueError):
-        return False
-
-
-def _ref_problem(spec: dict) -> tuple[tuple, str] | None:
-    """Refuse a $ref tiny would have to fetch, or one that points nowhere (it fails mid-run)."""
-    resolver = referencing.Registry().resolver_with_root(DRAFT202012.create_resource(spec))
-    for path, ref in _refs(spec):
-        if not ref.startswith("#"):
-            return path, f"{ref!r}: tiny fetches no schemas; refer inside this one ('#/$defs/…')"
-        try:
-            resolver.lookup(ref)
-        except referencing.exceptions.Unresolvable:
-            return path, f"{ref!r} points to nothing in this schema"
-    return None
-
-
-def _refs(node: Any, path: tuple = ()) -> Iterator[tuple[tuple, str]]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
-                yield (*path, key), value
-            else:
-                yield from _refs(value, (*path, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _refs(value, (*path, i))
-
-
-def _clip(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # --- one file -----------------------------------------------------------------------------
@@ -416,8 +266,11 @@ def _semantic_problems(
     known_tools: Mapping[str, bool],
     mcp: McpConfig | None = None,
 ) -> list[Problem]:
-    problems = []
+    declared = _declared_functions(data)
+    problems = _function_problems(name, data, lines, declared, known_tools)
     for i, tool in enumerate(_list(data, "tools")):
+        if isinstance(tool, str) and tool in declared:
+            continue
         if isinstance(tool, str) and qualified(tool) is not None:
             trouble = _server_problem(tool, mcp)
             if trouble:
@@ -443,6 +296,55 @@ def _semantic_problems(
             where = ("returns_required", i)
             problems.append(Problem(name, _line_of(lines, where), _dotted(where), _reserved(fld)))
     return problems + _returns_problems(name, data, lines)
+
+
+def _declared_functions(data: dict) -> set[str]:
+    """Name the functions a card declares itself (a bench's function-calling set)."""
+    specs = [f for f in _list(data, "functions") if isinstance(f, dict)]
+    return {f["name"] for f in specs if isinstance(f.get("name"), str)}
+
+
+def _function_problems(
+    name: str, data: dict, lines: dict[tuple, int], declared: set[str], known: Mapping[str, bool]
+) -> list[Problem]:
+    """Each declared function is allowlisted, has a valid schema and shadows no real tool."""
+    problems, tools = [], {t for t in _list(data, "tools") if isinstance(t, str)}
+    for i, spec in enumerate(_list(data, "functions")):
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            continue  # the schema check has said what is wrong
+        where, fn = ("functions", i), spec["name"]
+        msg = None
+        if fn not in tools:
+            msg = f"function {fn!r} is declared but not in tools: list it to offer it"
+        elif fn in known:
+            msg = f"function {fn!r} has the name of a registered tool; rename it"
+        elif (trouble := _schema_trouble(spec.get("parameters"))) is not None:
+            msg = f"function {fn!r}: parameters are not a valid JSON Schema: {trouble}"
+        if msg:
+            problems.append(Problem(name, _line_of(lines, where), _dotted(where), msg))
+    return problems
+
+
+def _schema_trouble(schema: Any) -> str | None:
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return exc.message.splitlines()[0][:160]
+    return None
+
+
+def _declared_twice(cards: Sequence[Card]) -> list[Problem]:
+    """A function name two cards declare differently would be two tools under one name."""
+    first: dict[str, tuple[Card, Mapping[str, Any]]] = {}
+    problems = []
+    for card in cards:
+        for spec in card.functions:
+            seen = first.setdefault(spec["name"], (card, spec))
+            if seen[1] != spec:
+                other = seen[0].path or seen[0].id
+                msg = f"function {spec['name']!r} is declared differently in {other}"
+                problems.append(Problem(str(card.path or card.id), None, "functions", msg))
+    return problems
 
 
 def _server_problem(tool: str, mcp: McpConfig | None) -> str | None:
@@ -472,7 +374,7 @@ def _returns_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pr
     for fld, spec in returns.items() if isinstance(returns, dict) else []:
         if not isinstance(fld, str) or not isinstance(spec, str | list | dict):
             continue  # the card schema already names these
-        trouble = ((), _reserved(fld)) if fld in RESERVED_FIELDS else _field_schema(spec)[1]
+        trouble = ((), _reserved(fld)) if fld in RESERVED_FIELDS else field_schema(spec)[1]
         if trouble:
             at = ("returns", fld, *trouble[0])
             problems.append(Problem(name, _line_of(lines, at), _dotted(at), trouble[1]))
@@ -480,7 +382,7 @@ def _returns_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pr
 
 
 def _returns(data: dict) -> dict[str, dict[str, Any]]:
-    return {fld: _field_schema(spec)[0] for fld, spec in (data.get("returns") or {}).items()}
+    return {fld: field_schema(spec)[0] for fld, spec in (data.get("returns") or {}).items()}
 
 
 def _declared(data: dict) -> Any:
@@ -511,6 +413,7 @@ def _build(data: dict, path: Path) -> Card:
         tool_mode=data.get("tool_mode"),
         first=data.get("first", "any"),
         returns=returns,
+        functions=tuple(data.get("functions", ())),
     )
 
 
@@ -570,7 +473,7 @@ def _message(err: Any) -> str:
     if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] in FIELD_KEYS:
         return f"{err.instance!r} is not a field name (letters, digits and '_', no digit first)"
     if err.validator == "type":
-        return f"must be {_article(err.validator_value)}, got {_yaml_type(err.instance)}"
+        return f"must be {_article(err.validator_value)}, got {yaml_type(err.instance)}"
     if err.validator in ("minimum", "exclusiveMinimum", "maximum"):
         op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<="}[err.validator]
         return f"{err.instance!r} is impossible: must be {op} {err.validator_value}"
@@ -592,20 +495,6 @@ def _article(kind: Any) -> str:
         "boolean": "true or false",
     }
     return names.get(kind, str(kind))
-
-
-def _yaml_type(value: Any) -> str:
-    names = {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "a mapping",
-        type(None): "nothing (null)",
-    }
-    shown = repr(value) if not isinstance(value, list | dict) else ""
-    return f"{names.get(type(value), type(value).__name__)} {shown}".strip()
 
 
 def _yaml_message(exc: yaml.YAMLError) -> str:

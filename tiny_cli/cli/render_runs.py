@@ -20,7 +20,9 @@ from rich.table import Table
 from rich.text import Text
 
 from tiny_cli.cli.render import BAR_WIDTH, STATUS_STYLE
-from tiny_cli.runs.log import REPAIR_MARK, GroupStats, RunRecord, RunStats, RunSummary
+from tiny_cli.runs.query import RunRecord, RunSummary
+from tiny_cli.runs.schema import REPAIR_MARK
+from tiny_cli.runs.stats import GroupStats, RunStats
 from tiny_cli.text import printable
 
 RUN_STYLE = {**STATUS_STYLE, "running": "blue", "interrupted": "bright_red"}
@@ -44,7 +46,7 @@ STATS_LEGEND = (
 GOAL_CHARS = 60  # of the goal in the runs table (cut further to fit the terminal)
 ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
 OUTCOME_STYLE = {"ok": "green", "ghost": "bold red", "bad_arguments": "yellow"}
-TEXT_RESULT = "Result of "  # how tiny_cli.actions.result_message begins (json mode, recovered)
+TEXT_RESULT = "Result of "  # how agent.actions.result_message begins (json mode, recovered)
 
 
 def runs(console: Console, found: Sequence[RunSummary], path: Path) -> None:

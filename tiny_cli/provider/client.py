@@ -4,7 +4,7 @@
 connection errors a bounded number of times (honouring `Retry-After`), never runs past the
 caller's time budget, and turns every failure into a one-line ProviderError a person can act
 on. The API key travels only in the Authorization header: it is never part of a message,
-a repr or a log line.
+a repr or a log line. `_Server` words a failed request; `_parse` reads a 200 answer.
 """
 
 from __future__ import annotations
@@ -72,7 +72,9 @@ class Provider(Protocol):
         timeout: float | None = None,
         response_format: dict | None = None,
         tool_choice: str | None = None,
-    ) -> Completion: ...
+    ) -> Completion:
+        """Return the model's one answer to `messages`, given `tools`, within `timeout` seconds."""
+        ...
 
 
 class OpenAIProvider:
@@ -107,6 +109,7 @@ class OpenAIProvider:
         self.base_url = base_url.rstrip("/")
         self._shown_url = redact_url(self.base_url)
         self._api_key = api_key or None
+        self._server = _Server(self._shown_url, self._api_key)
         self._retries, self._backoff, self._timeout = retries, backoff, timeout
         self._max_retry_after = max_retry_after
         self._sleep, self._clock = sleep, clock
@@ -133,15 +136,15 @@ class OpenAIProvider:
         for attempt in range(tries):
             answer = self._attempt(body, deadline)
             if isinstance(answer, _Answer) and answer.status == 200:
-                return self._parse(answer.content)
-            failure = answer if isinstance(answer, _Failure) else self._judge(answer, model)
+                return _parse(answer.content, self._server)
+            failure = answer if isinstance(answer, _Failure) else self._server.judge(answer, model)
             if not failure.retryable or attempt == tries - 1:
-                raise ProviderError(self._final_message(failure, attempt + 1))
+                raise ProviderError(self._server.final_message(failure, attempt + 1))
             delay = self._delay(attempt, failure.retry_after)
             if deadline is not None and self._clock() + delay >= deadline:
                 raise ProviderTimeout(
                     f"gave up on {self._shown_url} within the time budget "
-                    f"({self._describe(failure)}; next retry in {delay:g}s)"
+                    f"({_describe(failure)}; next retry in {delay:g}s)"
                 )
             log.info("retrying %s in %.2fs: %s", self._shown_url, delay, failure.detail)
             self._sleep(delay)
@@ -155,7 +158,8 @@ class OpenAIProvider:
         try:
             self._client.get(f"{self.base_url}/models", timeout=timeout)
         except httpx.TransportError:
-            raise ProviderError(self._final_message(_Failure("connect", "", True), 1)) from None
+            failure = _Failure("connect", "", True)
+            raise ProviderError(self._server.final_message(failure, 1)) from None
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -175,6 +179,12 @@ class OpenAIProvider:
     def __repr__(self) -> str:  # never show the key
         key = "set" if self._api_key else "unset"
         return f"OpenAIProvider(base_url={self._shown_url!r}, api_key={key})"
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry number `attempt + 1`."""
+        if retry_after is not None:
+            return min(retry_after, self._max_retry_after)
+        return min(self._backoff * 2**attempt, DEFAULT_MAX_BACKOFF)
 
     # --- one request -------------------------------------------------------------------
 
@@ -229,149 +239,6 @@ class OpenAIProvider:
                     )
             return _Answer(response.status_code, response.headers, b"".join(chunks))
 
-    # --- judging failures ----------------------------------------------------------------
-
-    def _judge(self, answer: _Answer, model: str) -> _Failure:
-        """Classify a non-200 answer: retryable or not, and what to tell a person."""
-        status, short = answer.status, self._short_body(answer.content)
-        if status in RETRY_STATUSES or status >= 500:
-            return _Failure("status", short, True, _retry_after(answer.headers), status)
-        if status in (401, 403):
-            what = "rejected the API key" if self._api_key else "requires an API key"
-            detail = f"{self._shown_url} {what} (HTTP {status}); set TINY_API_KEY"
-        elif status == 404:
-            detail = (
-                f"{self._shown_url}/chat/completions answered HTTP 404: check TINY_BASE_URL "
-                f"(usually ends in /v1) and that model {model!r} exists there: {short}"
-            )
-        else:
-            detail = f"{self._shown_url} refused the request (HTTP {status}): {short}"
-        return _Failure("status", detail, False, None, status)
-
-    def _final_message(self, failure: _Failure, tries: int) -> str:
-        """Say, in one line, why the request failed for good."""
-        n = f"{tries} {'try' if tries == 1 else 'tries'}"
-        if failure.kind == "connect":
-            return f"cannot reach {self._shown_url} — is the server running? set TINY_BASE_URL"
-        if failure.kind == "timeout":
-            return f"{self._shown_url} gave no answer after {n}: {failure.detail}"
-        if failure.kind == "transport":
-            return f"connection to {self._shown_url} failed after {n}: {failure.detail}"
-        if not failure.retryable:
-            return failure.detail
-        if failure.status == 429:
-            return f"{self._shown_url} kept rate-limiting (HTTP 429) after {n}: {failure.detail}"
-        return f"{self._shown_url}: server error HTTP {failure.status} after {n}: {failure.detail}"
-
-    def _describe(self, failure: _Failure) -> str:
-        """Name the last failure briefly, for a give-up message."""
-        if failure.kind == "connect":
-            return "connection failed"
-        return f"HTTP {failure.status}" if failure.kind == "status" else failure.detail
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds to wait before retry number `attempt + 1`."""
-        if retry_after is not None:
-            return min(retry_after, self._max_retry_after)
-        return min(self._backoff * 2**attempt, DEFAULT_MAX_BACKOFF)
-
-    def _short_body(self, content: bytes) -> str:
-        """Return the gist of an error body: its error message if JSON, else the text, cut."""
-        text = content.decode("utf-8", "replace")
-        try:
-            data = json.loads(text)
-            error = data.get("error", data) if isinstance(data, dict) else data
-            message = error.get("message", error) if isinstance(error, dict) else error
-            text = message if isinstance(message, str) else json.dumps(message)
-        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
-            pass
-        text = " ".join(text.split()) or "(empty body)"
-        if self._api_key:  # some servers echo the key they rejected
-            text = text.replace(self._api_key, "***")
-        return text if len(text) <= SHORT_BODY_CHARS else text[: SHORT_BODY_CHARS - 1] + "…"
-
-    # --- parsing -----------------------------------------------------------------------
-
-    def _parse(self, content: bytes) -> Completion:
-        """Turn a 200 response body into a Completion, or say what is missing."""
-        try:
-            data = json.loads(content)
-        except ValueError:
-            raise self._malformed(f"not JSON: {self._short_body(content)}") from None
-        except RecursionError:
-            raise self._malformed("JSON nested too deeply") from None
-        if not isinstance(data, dict):
-            raise self._malformed("the body is not a JSON object")
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            if "error" in data:
-                raise ProviderError(
-                    f"{self._shown_url} answered with an error: {self._short_body(content)}"
-                )
-            raise self._malformed("no 'choices'")
-        choice = choices[0]
-        message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, dict):
-            raise self._malformed("no 'choices[0].message'")
-        tokens_in, tokens_out = self._usage(data.get("usage"))
-        return Completion(
-            content=self._content(message.get("content")),
-            tool_calls=tuple(self._tool_calls(message.get("tool_calls"))),
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            finish_reason=choice.get("finish_reason"),
-            raw=data,
-        )
-
-    def _usage(self, usage: object) -> tuple[int, int]:
-        """Return (prompt, completion) tokens; a server that reports none counts as 0."""
-        if usage is None:
-            return 0, 0
-        if not isinstance(usage, dict):
-            raise self._malformed("'usage' is not an object")
-        counts = []
-        for key in ("prompt_tokens", "completion_tokens"):
-            value = usage.get(key) or 0
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise self._malformed(f"'usage.{key}' is {value!r}, not a token count")
-            counts.append(value)
-        return counts[0], counts[1]
-
-    def _content(self, content: object) -> str | None:
-        """Return the message text; some servers send a list of text parts instead of a string."""
-        if content is None or isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            parts = [p.get("text", "") for p in content if isinstance(p, dict)]
-            return "".join(p for p in parts if isinstance(p, str))
-        raise self._malformed(f"'choices[0].message.content' is a {type(content).__name__}")
-
-    def _tool_calls(self, calls: object) -> list[ToolCall]:
-        """Return the tool calls with arguments as JSON text, whatever form the server used."""
-        if not calls:
-            return []
-        if not isinstance(calls, list):
-            raise self._malformed("'choices[0].message.tool_calls' is not a list")
-        result = []
-        for i, call in enumerate(calls):
-            where = f"'choices[0].message.tool_calls[{i}]"
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise self._malformed(f"no {where}.function.name'")
-            arguments = function.get("arguments")
-            if arguments is None:
-                arguments = "{}"
-            elif not isinstance(arguments, str):  # some servers send the object itself
-                arguments = json.dumps(arguments, ensure_ascii=False)
-            # some servers omit ids; the runner needs one to answer the call
-            call_id = call.get("id") if isinstance(call.get("id"), str) else f"call_{i}"
-            result.append(ToolCall(call_id, function["name"], arguments))
-        return result
-
-    def _malformed(self, what: str) -> ProviderError:
-        """Return the error for a response that is not a usable chat completion."""
-        return ProviderError(f"malformed response from {self._shown_url}: {what}")
-
 
 @dataclass(frozen=True)
 class _Answer:
@@ -391,6 +258,161 @@ class _Failure:
     retryable: bool
     retry_after: float | None = None
     status: int | None = None
+
+
+# --- reading an answer ----------------------------------------------------------------
+
+
+class _Server:
+    """One server as a person reads about it: its URL with any secret cut, and its failures.
+
+    Holds the API key only to mask it where a server echoes it back in an error body.
+    """
+
+    def __init__(self, shown_url: str, api_key: str | None) -> None:
+        self.url = shown_url
+        self._api_key = api_key
+
+    def __repr__(self) -> str:  # never show the key
+        return f"_Server({self.url!r})"
+
+    def judge(self, answer: _Answer, model: str) -> _Failure:
+        """Classify a non-200 answer: retryable or not, and what to tell a person."""
+        status, short = answer.status, self.short_body(answer.content)
+        if status in RETRY_STATUSES or status >= 500:
+            return _Failure("status", short, True, _retry_after(answer.headers), status)
+        if status in (401, 403):
+            what = "rejected the API key" if self._api_key else "requires an API key"
+            detail = f"{self.url} {what} (HTTP {status}); set TINY_API_KEY"
+        elif status == 404:
+            detail = (
+                f"{self.url}/chat/completions answered HTTP 404: check TINY_BASE_URL "
+                f"(usually ends in /v1) and that model {model!r} exists there: {short}"
+            )
+        else:
+            detail = f"{self.url} refused the request (HTTP {status}): {short}"
+        return _Failure("status", detail, False, None, status)
+
+    def final_message(self, failure: _Failure, tries: int) -> str:
+        """Say, in one line, why the request failed for good."""
+        n = f"{tries} {'try' if tries == 1 else 'tries'}"
+        if failure.kind == "connect":
+            return f"cannot reach {self.url} — is the server running? set TINY_BASE_URL"
+        if failure.kind == "timeout":
+            return f"{self.url} gave no answer after {n}: {failure.detail}"
+        if failure.kind == "transport":
+            return f"connection to {self.url} failed after {n}: {failure.detail}"
+        if not failure.retryable:
+            return failure.detail
+        if failure.status == 429:
+            return f"{self.url} kept rate-limiting (HTTP 429) after {n}: {failure.detail}"
+        return f"{self.url}: server error HTTP {failure.status} after {n}: {failure.detail}"
+
+    def short_body(self, content: bytes) -> str:
+        """Return the gist of an error body: its error message if JSON, else the text, cut."""
+        text = content.decode("utf-8", "replace")
+        try:
+            data = json.loads(text)
+            error = data.get("error", data) if isinstance(data, dict) else data
+            message = error.get("message", error) if isinstance(error, dict) else error
+            text = message if isinstance(message, str) else json.dumps(message)
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
+            pass
+        text = " ".join(text.split()) or "(empty body)"
+        if self._api_key:  # some servers echo the key they rejected
+            text = text.replace(self._api_key, "***")
+        return text if len(text) <= SHORT_BODY_CHARS else text[: SHORT_BODY_CHARS - 1] + "…"
+
+    def malformed(self, what: str) -> ProviderError:
+        """Return the error for a response that is not a usable chat completion."""
+        return ProviderError(f"malformed response from {self.url}: {what}")
+
+
+def _describe(failure: _Failure) -> str:
+    """Name the last failure briefly, for a give-up message."""
+    if failure.kind == "connect":
+        return "connection failed"
+    return f"HTTP {failure.status}" if failure.kind == "status" else failure.detail
+
+
+def _parse(content: bytes, server: _Server) -> Completion:
+    """Turn a 200 response body into a Completion, or say what is missing."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        raise server.malformed(f"not JSON: {server.short_body(content)}") from None
+    except RecursionError:
+        raise server.malformed("JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise server.malformed("the body is not a JSON object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        if "error" in data:
+            raise ProviderError(
+                f"{server.url} answered with an error: {server.short_body(content)}"
+            )
+        raise server.malformed("no 'choices'")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise server.malformed("no 'choices[0].message'")
+    tokens_in, tokens_out = _usage(data.get("usage"), server)
+    return Completion(
+        content=_content(message.get("content"), server),
+        tool_calls=tuple(_tool_calls(message.get("tool_calls"), server)),
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        finish_reason=choice.get("finish_reason"),
+        raw=data,
+    )
+
+
+def _usage(usage: object, server: _Server) -> tuple[int, int]:
+    """Return (prompt, completion) tokens; a server that reports none counts as 0."""
+    if usage is None:
+        return 0, 0
+    if not isinstance(usage, dict):
+        raise server.malformed("'usage' is not an object")
+    counts = []
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(key) or 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise server.malformed(f"'usage.{key}' is {value!r}, not a token count")
+        counts.append(value)
+    return counts[0], counts[1]
+
+
+def _content(content: object, server: _Server) -> str | None:
+    """Return the message text; some servers send a list of text parts instead of a string."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        return "".join(p for p in parts if isinstance(p, str))
+    raise server.malformed(f"'choices[0].message.content' is a {type(content).__name__}")
+
+
+def _tool_calls(calls: object, server: _Server) -> list[ToolCall]:
+    """Return the tool calls with arguments as JSON text, whatever form the server used."""
+    if not calls:
+        return []
+    if not isinstance(calls, list):
+        raise server.malformed("'choices[0].message.tool_calls' is not a list")
+    result = []
+    for i, call in enumerate(calls):
+        where = f"'choices[0].message.tool_calls[{i}]"
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise server.malformed(f"no {where}.function.name'")
+        arguments = function.get("arguments")
+        if arguments is None:
+            arguments = "{}"
+        elif not isinstance(arguments, str):  # some servers send the object itself
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        # some servers omit ids; the runner needs one to answer the call
+        call_id = call.get("id") if isinstance(call.get("id"), str) else f"call_{i}"
+        result.append(ToolCall(call_id, function["name"], arguments))
+    return result
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

@@ -42,12 +42,6 @@ TIMESTAMP = re.compile(
 )
 
 
-
-
-
-
-
-
 @dataclass(frozen=True)
 class Volatile:
     """Values that differ from run to run, each with the stable placeholder that stands for it."""
@@ -393,8 +387,6 @@ def _request(
     }
     optional = {"response_format": response_format, "tool_choice": tool_choice}
     return {**request, **{k: v for k, v in optional.items() if v is not None}}
-
-
 
 
 def _masked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:

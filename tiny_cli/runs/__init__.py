@@ -1,8 +1,24 @@
 """Wing: the run log — every invocation recorded in SQLite under the data directory.
 
+It keeps one row per run (its Digest, transcript and tool calls, secrets scrubbed) so that
+`tiny runs` can list, show and count past runs: `log` is the facade (RunLog), `recorder` the
+observer and the writer thread that record runs, `query` and `stats` the reading side,
+`schema`, `migrations` and `store` the table and its SQLite file, `scrub` the secret scrubber.
 Rule: the run log knows runs only through their events; it never imports the agent or routing.
 """
 
 from tiny_cli.runs.log import RunLog
+from tiny_cli.runs.query import RunQuery, RunRecord, RunSummary, parse_since
+from tiny_cli.runs.stats import GroupStats, RunStats
+from tiny_cli.runs.store import DB_NAME
 
-__all__ = ["RunLog"]
+__all__ = [
+    "DB_NAME",
+    "GroupStats",
+    "RunLog",
+    "RunQuery",
+    "RunRecord",
+    "RunStats",
+    "RunSummary",
+    "parse_since",
+]

@@ -65,6 +65,19 @@ class Tool:
         return self.func(**arguments)
 
 
+def declared_tool(name: str, description: str, parameters: dict[str, Any]) -> Tool:
+    """A tool a card declares with a schema and no implementation: a call is told it cannot run.
+
+    A function-calling bench scores the first call and never runs it; anywhere else the model
+    gets this answer, and the run cannot claim work that no tool did.
+    """
+
+    def refuse(**_: Any) -> Any:
+        raise ToolCallError(f"{name} is declared only: it has no implementation to run")
+
+    return Tool(name, description, parameters, refuse)
+
+
 class ToolSource(Protocol):
     """Tools that exist only once something is started (an MCP server): bound on demand."""
 

@@ -1,0 +1,244 @@
+"""Calls: one tool call checked, put to the approver if it writes, run within the budget, answered.
+
+Every failure becomes a tool result the model can act on. The one exception is a tool server
+that died (ToolServerError): the call is recorded, then the error goes up to the run loop,
+which ends the run, because no later call could reach that server either.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+
+from tiny_cli.agent.budget import DEFAULT_MAX_RESULT_CHARS, Meter, cap_result
+from tiny_cli.agent.evidence import evidence_of
+from tiny_cli.cards.load import Card
+from tiny_cli.deadline import call_within
+from tiny_cli.digest import CallOutcome, CallRecord
+from tiny_cli.errors import DeadlineExceeded, ToolCallError, ToolServerError
+from tiny_cli.provider.client import Completion, ToolCall
+from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, stored_result
+from tiny_cli.tools.read_artifact import read_artifact_tool
+from tiny_cli.tools.registry import Tool
+
+Approve = Callable[[Card, str, dict[str, Any]], bool]
+"""Asked before every call of a write tool: may `card` call this tool with these arguments?
+
+The arguments are the validated ones the tool would run with (a copy). Only `True` approves.
+The runner never asks a person itself: the caller decides how (a prompt, `--yes`, a bench).
+"""
+
+MAX_ARGUMENT_CHARS = 100_000  # one call's JSON arguments; more is not a tool call
+
+
+@dataclass(frozen=True)
+class Called:
+    """What one call gave back: the text the model sees, how it was recorded, a caller's note."""
+
+    content: str
+    outcome: CallOutcome | None = None  # None: not run and not counted (the budget is spent)
+    note: str | None = None  # for the Digest: a tool that hung, a result that was not stored
+
+
+class Shelf:
+    """The artifacts one run may read: given by the caller, or stored by this run."""
+
+    def __init__(self, store: ArtifactStore, given: Sequence[Artifact]) -> None:
+        self.store = store
+        self.held: list[Artifact] = list(given)
+        self.created: list[Artifact] = []
+        self.reader = read_artifact_tool(store, lambda: self.held, DEFAULT_MAX_RESULT_CHARS)
+
+    def keep(self, tool: str, text: str, card: str) -> Artifact:
+        """Store a result and hold it; raises OSError when it cannot be stored."""
+        artifact = self.store.save(text, tool=tool, card=card)
+        self.created.append(artifact)
+        self.held.append(artifact)
+        return artifact
+
+
+def shelf_for(card: Card, store: ArtifactStore | None, held: Sequence[Artifact]) -> Shelf | None:
+    """Return the run's artifacts: none without a store, or if the card has a tool so named."""
+    if store is None or READ_ARTIFACT in card.tools:
+        return None  # long results are then cut, as they always were
+    return Shelf(store, held)
+
+
+def call_tool(
+    call: ToolCall,
+    tool: Tool | None,
+    *,
+    card: Card,
+    approve: Approve,
+    meter: Meter,
+    shelf: Shelf | None = None,
+    recovered: bool = False,
+    have: Sequence[str] = (),
+) -> Called:
+    """Attempt one call of `tool` (None: the agent has no tool so named); record it on `meter`.
+
+    A write tool runs only on a card with `side_effects: write` and only when `approve`
+    says yes to this very call; otherwise the model is told it did not run. `have` names the
+    agent's tools, for the answer to a ghost call.
+    """
+
+    def record(outcome: CallOutcome, writes: bool = False, args: Any = None) -> CallOutcome:
+        meter.calls.append(CallRecord(call.name, outcome, writes, args, recovered))
+        return outcome
+
+    if tool is None:  # counted even past the budget
+        content = f"error: unknown tool {call.name!r}. Your tools are: {', '.join(have) or 'none'}."
+        return Called(content, record("ghost"))
+    if meter.tools_spent() or meter.remaining() <= 0:
+        return Called("error: not run, the budget is spent")
+    args, problem = _arguments(call.arguments, tool.parameters)
+    if problem:
+        content = f"error: {problem}. Call {call.name} again with valid arguments."
+        return Called(content, record("bad_arguments", tool.writes))
+    shown = copy.deepcopy(args) if tool.writes else None  # as approved, whatever the tool does
+    refused = _refused(call.name, tool, card, approve, args, meter)
+    if refused is not None:
+        outcome, content = refused
+        return Called(content, record(outcome, True, shown))
+    try:
+        outcome, result = _run_tool(tool, args, meter)
+    except ToolServerError:  # counted as a call; the loop then ends the run
+        record("tool_error", tool.writes, shown)
+        raise
+    record(outcome, tool.writes, shown)
+    return _result(call.name, outcome, result, args, meter, shelf, card.id)
+
+
+def _refused(
+    name: str, tool: Tool, card: Card, approve: Approve, args: dict[str, Any], meter: Meter
+) -> tuple[CallOutcome, str] | None:
+    """Say why a write call may not run: this card may not write, or the approver said no."""
+    if not tool.writes:
+        return None
+    if not card.writes:  # the card loader refuses this; never trust it alone
+        return "not_allowed", (
+            f"error: {name} writes and this agent may not write; it was not run. Answer without it."
+        )
+    if not _approved(approve, card, name, args, meter):
+        return "declined", (
+            f"declined: the user did not approve this call of {name} with these arguments, "
+            "so it did not run and nothing was written. If the arguments were wrong, call it "
+            "again with corrected ones; otherwise say in your answer that this was not done."
+        )
+    return None
+
+
+def _approved(approve: Approve, card: Card, name: str, args: dict[str, Any], meter: Meter) -> bool:
+    """Ask `approve` about this call; time spent waiting for a person is not the agent's."""
+    asked = meter.clock()
+    try:
+        return approve(card, name, copy.deepcopy(args)) is True
+    finally:
+        meter.started += meter.clock() - asked
+
+
+def _run_tool(tool: Tool, args: dict[str, Any], meter: Meter) -> tuple[CallOutcome, Any]:
+    """Run a tool, waiting at most the time left: the wall budget covers tools too."""
+    started = meter.clock()
+    try:
+        return "ok", call_within(
+            meter.remaining(), lambda: tool(**args), name=f"tiny-tool-{tool.name}"
+        )
+    except DeadlineExceeded:
+        return "timeout", None
+    except ToolCallError as exc:  # the tool's own words: what the model should do instead
+        return "tool_error", str(exc)
+    except ToolServerError:  # the server behind the tool is gone: not input for the model
+        raise
+    except Exception as exc:  # a failing tool is input for the model, not a crash
+        return "tool_error", f"{type(exc).__name__}: {exc}"
+    finally:
+        meter.tool_seconds += meter.clock() - started
+
+
+def _result(
+    name: str,
+    outcome: CallOutcome,
+    result: Any,
+    args: dict[str, Any],
+    meter: Meter,
+    shelf: Shelf | None,
+    card: str,
+) -> Called:
+    """Say what a call that ran gave back; a successful one is kept as evidence."""
+    if outcome == "tool_error":
+        return Called(f"error: {name} failed: {result}", outcome)
+    if outcome == "timeout":  # the budget is spent with it: tell the caller which tool hung
+        hung = f"{name} did not answer before the time budget ran out"
+        return Called(f"error: {name} did not finish before the time budget", outcome, hung)
+    text = (
+        result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    )
+    shown, note = _shown(name, text, shelf, card)
+    meter.evidence.append(evidence_of(args, shown))  # what the model saw, not what was cut
+    return Called(shown, outcome, note)
+
+
+def _shown(name: str, text: str, shelf: Shelf | None, card: str) -> tuple[str, str | None]:
+    """Return what the model sees of a result, and a note if a long one could not be stored.
+
+    A result over the limit is stored as an artifact when the run has a shelf (the model
+    sees its head and handle), else cut.
+    """
+    # a read_artifact window is short already: it is never stored again
+    if len(text) <= DEFAULT_MAX_RESULT_CHARS or shelf is None or name == READ_ARTIFACT:
+        return cap_result(text), None
+    try:
+        artifact = shelf.keep(name, text, card)
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        return cap_result(text), f"a {name} result was cut: it could not be stored ({why})"
+    return stored_result(text, artifact, DEFAULT_MAX_RESULT_CHARS), None
+
+
+def _arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Parse and validate a call's JSON arguments; return them, or what is wrong with them."""
+    if len(raw or "") > MAX_ARGUMENT_CHARS:
+        return {}, f"arguments are {len(raw):,} characters; at most {MAX_ARGUMENT_CHARS:,}"
+    try:
+        args = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        return {}, f"arguments are not valid JSON ({exc.msg} at character {exc.pos})"
+    except RecursionError:
+        return {}, "arguments are nested too deeply to be tool arguments"
+    if not isinstance(args, dict):
+        return {}, "arguments must be a JSON object"
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(args), key=str)
+    if errors:
+        where = "/".join(map(str, errors[0].absolute_path)) or "arguments"
+        return {}, f"invalid arguments: {where}: {errors[0].message}"
+    return args, None
+
+
+# --- the messages a call adds to the context ----------------------------------------------
+
+
+def tool_message(call: ToolCall, content: str) -> dict[str, Any]:
+    """Return a native call's answer: a `tool` message tied to the call's id."""
+    return {"role": "tool", "tool_call_id": call.id, "content": content}
+
+
+def assistant_message(reply: Completion) -> dict[str, Any]:
+    """Return the model's reply as sent: its text and its native `tool_calls`."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in reply.tool_calls
+        ]
+    return message
+
+
+def said(content: str | None) -> dict[str, Any]:
+    """Return the model's reply as plain assistant text (json mode, recovered calls, answers)."""
+    return {"role": "assistant", "content": content or ""}

@@ -1,0 +1,198 @@
+"""Verdict: the honesty rules that turn how a run ended into a Digest, as plain functions of data.
+
+The model claims a status; the rules check that claim against what the run recorded (the
+meter's calls and evidence): a declined write, a write no tool made and an answer without a
+tool result never pass as `ok`. Each function takes the card, the Brief, the meter and the
+run's notes so far, and returns the Digest without its caller tokens (`invoke` counts them last).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tiny_cli.agent.budget import Meter, cut_summary
+from tiny_cli.agent.evidence import field_sources, needs_evidence
+from tiny_cli.agent.reply import Reply, field_values
+from tiny_cli.cards.load import Card
+from tiny_cli.digest import CHARS_PER_TOKEN, MODEL_STATUSES, Brief, CallRecord, Digest, Status
+from tiny_cli.tools.artifacts import Artifact
+
+OUT_OF_TIME = "max_wall_seconds"  # the reason when the wall budget ran out
+WRITE_DECLINED = "write_declined"
+NO_EVIDENCE = "no_evidence"  # `ok` claimed, but none of the agent's tools ran
+UNVERIFIED_WRITE = "unverified_write"  # a writer's `ok` without a successful write call
+
+
+@dataclass(frozen=True)
+class Claim:
+    """How a run says it ended, before the rules: a status, its reason, notes, the answer."""
+
+    status: Status
+    reason: str | None = None
+    notes: tuple[str, ...] = ()
+    summary: str = ""
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+def answered(
+    card: Card,
+    brief: Brief,
+    meter: Meter,
+    notes: tuple[str, ...],
+    reply: Reply,
+    required: Sequence[str],
+    forced: str | None = None,
+    artifacts: tuple[Artifact, ...] = (),
+) -> Digest:
+    """Judge a parsed answer with `required` fields; cut the summary if it is over budget.
+
+    `forced` is why this answer cannot be `ok` (the tool budget ran out before it).
+    """
+    data, limit = reply.data, meter.budget.max_output_tokens
+    status: Status = data["status"] if data.get("status") in MODEL_STATUSES else "partial"
+    reason = None if status == "ok" else str(data.get("reason") or f"{status}_by_agent")
+    summary = str(field_values(data, ["summary"]).get("summary") or "")
+    summary, cut = cut_summary(summary, limit)
+    notes += _model_notes(data) + reply.problems + reply.notes
+    if cut:
+        notes += (f"summary cut to {limit * CHARS_PER_TOKEN} characters",)
+        if status == "ok":
+            status, reason = "partial", "summary_cut"
+    if forced and status != "refused":
+        status, reason = "partial", forced
+    fields = {} if status == "refused" else field_values(data, required)
+    return judged(card, brief, meter, Claim(status, reason, notes, summary, fields), artifacts)
+
+
+def out_of_time(
+    card: Card,
+    brief: Brief,
+    meter: Meter,
+    notes: tuple[str, ...],
+    draft: str,
+    detail: str = "",
+    artifacts: tuple[Artifact, ...] = (),
+) -> Digest:
+    """The wall clock ran out: partial with the `draft` answer if one exists, else failed."""
+    notes += (detail,) if detail else ()
+    if not draft:
+        return judged(card, brief, meter, Claim("failed", OUT_OF_TIME, notes), artifacts)
+    summary, _ = cut_summary(draft, meter.budget.max_output_tokens)
+    notes += ("the summary is an unchecked draft: time ran out before a valid answer",)
+    return judged(card, brief, meter, Claim("partial", OUT_OF_TIME, notes, summary), artifacts)
+
+
+def failed(
+    card: Card,
+    brief: Brief,
+    meter: Meter,
+    notes: tuple[str, ...],
+    reason: str,
+    artifacts: tuple[Artifact, ...] = (),
+) -> Digest:
+    """The run failed for `reason` (a model server error, a dead tool server, ghost calls)."""
+    return judged(card, brief, meter, Claim("failed", reason, notes), artifacts)
+
+
+def judged(
+    card: Card, brief: Brief, meter: Meter, claim: Claim, artifacts: tuple[Artifact, ...] = ()
+) -> Digest:
+    """Put the claim through every rule, in order, and build the Digest from what stands."""
+    for rule in RULES:
+        claim = rule(card, meter.calls, claim)
+    notes, ghosts = claim.notes, meter.ghosts()
+    if ghosts:
+        notes += (
+            f"{len(ghosts)} ghost call(s) to tools this agent does not have: {', '.join(ghosts)}",
+        )
+    summary, fields = claim.summary, claim.fields
+    if claim.reason == UNVERIFIED_WRITE:  # the claim and its invented fields are not printed
+        summary, fields = "Nothing was written: the agent claimed a write that no tool made.", {}
+    return Digest(
+        card.id,
+        claim.status,
+        summary,
+        fields,
+        artifacts,
+        brief.notes + notes,
+        meter.cost(),
+        claim.reason,
+        calls=tuple(meter.calls),
+        field_sources=field_sources(fields, meter.evidence, _asked(brief)),
+    )
+
+
+# --- the rules ----------------------------------------------------------------------------
+
+
+def _unwritten(card: Card, calls: Sequence[CallRecord], claim: Claim) -> Claim:
+    """Never `ok` when a write call did not run because it was declined (or not allowed).
+
+    Nothing written at all → `needs_confirmation`; some other write ran → `partial`; the
+    reason is `write_declined` either way. `refused` and `failed` stay as they are.
+    """
+    unwritten = [c.name for c in calls if c.outcome in ("declined", "not_allowed")]
+    if not unwritten:
+        return claim
+    notes = (
+        *claim.notes,
+        f"{len(unwritten)} write call(s) not approved, so not run: {', '.join(unwritten)}",
+    )
+    if claim.status not in ("ok", "partial"):
+        return replace(claim, notes=notes)
+    if claim.reason:
+        notes += (f"also: {claim.reason}",)
+    written = any(c.writes and c.outcome == "ok" for c in calls)
+    status: Status = "partial" if written else "needs_confirmation"
+    return replace(claim, status=status, reason=WRITE_DECLINED, notes=notes)
+
+
+def _unverified_write(card: Card, calls: Sequence[CallRecord], claim: Claim) -> Claim:
+    """A writer's `ok` stands only on a write call that ran and succeeded.
+
+    Seen with a 1.5B model: crm-writer answered "Successfully added", company_id 12345, with
+    no tool call and no CRM file. tiny must never print an invented write as done.
+    """
+    if claim.status != "ok" or not card.writes or card.write_optional:
+        return claim
+    if any(c.writes and c.outcome == "ok" for c in calls):
+        return claim
+    note = "the agent said ok, but no write tool ran successfully: nothing was written"
+    return replace(claim, status="failed", reason=UNVERIFIED_WRITE, notes=(*claim.notes, note))
+
+
+def _unevidenced(card: Card, calls: Sequence[CallRecord], claim: Claim) -> Claim:
+    """An answer that needs a tool result (a writer, `first: tool`, "not from memory") has one.
+
+    With none of its tools run successfully, `ok` becomes `partial` (reason `no_evidence`) and a
+    `partial` keeps its status but gains the note: the model alone vouches for it.
+    """
+    if claim.status not in ("ok", "partial") or not (card.writes or needs_evidence(card)):
+        return claim
+    if any(c.outcome == "ok" for c in calls):
+        return claim
+    what = "nothing was written" if card.writes else "the answer is the model's own, unchecked"
+    note = f"the agent answered without a successful call of its tools: {what}"
+    if claim.status == "ok" or card.writes:
+        notes = (*claim.notes, f"also: {claim.reason}") if claim.reason else claim.notes
+        return replace(claim, status="partial", reason=NO_EVIDENCE, notes=(*notes, note))
+    return replace(claim, notes=(*claim.notes, note))
+
+
+Rule = Callable[[Card, Sequence[CallRecord], Claim], Claim]
+RULES: tuple[Rule, ...] = (_unwritten, _unverified_write, _unevidenced)  # applied in this order
+
+
+def _asked(brief: Brief) -> str:
+    """Return everything the caller's task says: where a `task` field source is looked up."""
+    return "\n".join([brief.goal, *brief.inputs.values(), brief.context_hint])
+
+
+def _model_notes(data: Any) -> tuple[str, ...]:
+    """Return the notes the model wrote for the caller, whatever the key or shape it used."""
+    notes = data.get("notes") or data.get("notes_for_caller") or ()
+    if isinstance(notes, str):
+        return (notes,)
+    return tuple(str(n) for n in notes) if isinstance(notes, list) else ()

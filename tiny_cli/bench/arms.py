@@ -1,0 +1,310 @@
+"""The bench's two arms: one job run as the routed tiny card or as the all-tools generalist."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from tiny_cli.agent.loop import approve_writes, fresh_context, invoke
+from tiny_cli.bench.tasks import BenchTask
+from tiny_cli.cards.load import Budget, Card, SideEffects
+from tiny_cli.digest import Brief, Digest, Routing, estimate_tokens, make_brief
+from tiny_cli.errors import ConfigError
+from tiny_cli.events import Finished, Observer
+from tiny_cli.provider.replay import ExchangeSource, Volatile
+from tiny_cli.session import ObserverFor
+from tiny_cli.settings import Settings, model_for
+from tiny_cli.tools.artifacts import ArtifactStore
+from tiny_cli.tools.builtin import builtin_tools
+from tiny_cli.tools.crm import CRM_FILENAME, CrmStore
+from tiny_cli.tools.registry import Registry
+from tiny_cli.workspace import Workspace
+
+__all__ = [
+    "ARMS",
+    "GENERALIST_ID",
+    "GENERALIST_SUMMARY",
+    "Arm",
+    "Job",
+    "JobContext",
+    "PromptSplit",
+    "Ran",
+    "Route",
+    "RouterLike",
+    "RoutingDecision",
+    "first_request_split",
+    "generalist",
+    "netloc",
+    "route_all",
+    "run_job",
+    "scratch_registry",
+]
+
+Arm = Literal["tiny", "all-tools"]
+ARMS: tuple[Arm, ...] = ("tiny", "all-tools")
+GENERALIST_ID = "all-tools"
+GENERALIST_SUMMARY = "help with whatever the user asks, using the tools you have where they help."
+
+
+@dataclass(frozen=True)
+class PromptSplit:
+    """Estimated tokens (chars / 4 of the JSON) of the first request, by part."""
+
+    system: int = 0
+    tools: int = 0
+    task: int = 0
+
+    def __add__(self, other: PromptSplit) -> PromptSplit:
+        return PromptSplit(
+            self.system + other.system, self.tools + other.tools, self.task + other.task
+        )
+
+
+# --- routing (the tiny arm) ---------------------------------------------------------------
+
+
+class RoutingDecision(Protocol):
+    """What the bench reads from the concierge's decision."""
+
+    @property
+    def decision(self) -> str: ...
+    @property
+    def agent_id(self) -> str | None: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def threshold(self) -> float: ...
+
+
+class RouterLike(Protocol):
+    """The concierge as the bench uses it."""
+
+    def route(self, task: str) -> RoutingDecision: ...
+
+
+@dataclass(frozen=True)
+class Route:
+    """The concierge's pick for one task (None: abstain) and the seconds routing took."""
+
+    agent_id: str | None
+    routing: Routing
+    threshold: float
+    seconds: float
+
+
+def route_all(
+    router: RouterLike | None, tasks: Sequence[BenchTask], site: str | None
+) -> dict[str, Route]:
+    """Route every task once, in this thread (the embedder need not be thread-safe)."""
+    assert router is not None  # run_bench's option check made sure
+    if tasks:  # the embedder's one-time load is not any task's routing time
+        router.route(tasks[0].text(site))
+    routes = {}
+    for t in tasks:
+        start = time.perf_counter()
+        d = router.route(t.text(site))
+        seconds = time.perf_counter() - start
+        routing = Routing("route" if d.agent_id else "abstain", d.agent_id, round(d.score, 4))
+        routes[t.id] = Route(d.agent_id, routing, d.threshold, seconds)
+    return routes
+
+
+# --- one job ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """One task run once in one arm."""
+
+    task: BenchTask
+    arm: Arm
+    repeat: int
+
+    @property
+    def run(self) -> str:
+        """Return the run's label, e.g. `onboarding/tiny/0`."""
+        return f"{self.task.id}/{self.arm}/{self.repeat}"
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What every job of one bench shares: workspace, exchanges, routes, the page server."""
+
+    ws: Workspace
+    exchanges: ExchangeSource
+    routes: Mapping[str, Route]
+    site: str | None
+    volatile: Volatile
+    observe: ObserverFor
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One job's run, ready to be judged: its Digest and what it is judged against."""
+
+    job: Job
+    digest: Digest
+    route: Route | None  # the tiny arm's routing, whose time counts in the run's wall time
+    volatile: Volatile  # the page server's URL and the scratch home, masked in the report
+    first_request: PromptSplit = PromptSplit()
+    expected_tools: frozenset[str] = frozenset()  # the expected card's tools (none: abstain)
+    crm_records: tuple[Mapping[str, Any], ...] = ()  # the scratch CRM after a write task
+
+
+def run_job(context: JobContext, job: Job) -> Ran:
+    """Run one task in one arm from a fresh context, in a scratch home."""
+    brief = make_brief(job.task.text(context.site), job.task.asked_fields())
+    route = context.routes[job.task.id] if job.arm == "tiny" else None
+    observer = context.observe(job.run)
+    if route is not None and route.agent_id is None:  # no model call: the outcome is `abstain`
+        digest = _abstain_digest(route)
+        observer(Finished(digest))
+        return Ran(job, digest, route, context.volatile)
+    card = _card(context.ws, job.task, route)
+    with tempfile.TemporaryDirectory(prefix="tiny-bench-") as scratch:
+        volatile = context.volatile.plus({"{home}": scratch})
+        home = Path(scratch)
+        digest = _invoke(context, job, card, brief, home=home, volatile=volatile, observer=observer)
+        records = _crm_records(home) if job.task.writes else ()  # before it is gone
+    if route is not None:  # what `tiny delegate` hands its caller
+        digest = replace(digest, routing=route.routing)
+    split = first_request_split(card, brief, context.ws.registry)
+    tools = _expected_tools(context.ws, job.task)
+    return Ran(job, digest, route, volatile, split, tools, records)
+
+
+def _card(ws: Workspace, task: BenchTask, route: Route | None) -> Card:
+    """The routed card in the tiny arm; the generalist, shaped like the expected card, else."""
+    if route is not None and route.agent_id is not None:
+        return ws.card(route.agent_id)
+    return generalist(ws.cards.values(), ws.cards.get(task.expected_agent or ""))
+
+
+def _invoke(
+    context: JobContext,
+    job: Job,
+    card: Card,
+    brief: Brief,
+    *,
+    home: Path,
+    volatile: Volatile,
+    observer: Observer,
+) -> Digest:
+    """Invoke `card` with its home, CRM and artifacts in the scratch folder `home`."""
+    settings = _with_site(replace(context.ws.settings, home=home), context.site)
+    provider = context.exchanges.for_run(job.run, card.id, volatile)
+    return invoke(
+        card,
+        brief,
+        registry=scratch_registry(context.ws.registry, settings),
+        provider=provider,
+        model=model_for(settings, card.model),
+        approve=approve_writes,  # only the scratch home can be written; each write is counted
+        tool_mode=settings.tool_mode,
+        wall_scale=settings.wall_scale,
+        observer=observer,
+        artifacts=ArtifactStore(home),  # kept in the scratch home, gone with it
+    )
+
+
+def _abstain_digest(route: Route) -> Digest:
+    reason = f"no card fits: best score {route.routing.score:.3f} < threshold {route.threshold:.3f}"
+    return Digest(None, "abstain", reason=reason, routing=route.routing)
+
+
+# --- the all-tools arm's card, the scratch home -------------------------------------------
+
+
+def generalist(cards: Iterable[Card], expected: Card | None) -> Card:
+    """Build the all-tools card: every tool, a generic job, the largest budget of any card.
+
+    Its required fields, their types and `first` are the expected card's (none when
+    abstaining is right), so both arms are asked for the same answer whenever the tiny arm
+    routes right.
+    """
+    cards = list(cards)
+    tools = tuple(dict.fromkeys(t for c in cards for t in c.tools))
+    writes: SideEffects = "write" if any(c.writes for c in cards) else "none"
+    required = expected.returns_required if expected is not None else ()
+    return Card(
+        GENERALIST_ID,
+        GENERALIST_SUMMARY,
+        tools,
+        required,
+        side_effects=writes,
+        budget=_largest_budget(cards),
+        returns=expected.returns if expected is not None else {},
+        first=expected.first if expected is not None else "any",  # the same help as tiny's
+        write_optional=True,
+    )
+
+
+def _largest_budget(cards: Sequence[Card]) -> Budget:
+    """Each limit the largest any card has (the defaults when there is no card)."""
+    return Budget(
+        max((c.budget.max_tool_calls for c in cards), default=Budget().max_tool_calls),
+        max((c.budget.max_output_tokens for c in cards), default=Budget().max_output_tokens),
+        max((c.budget.max_wall_seconds for c in cards), default=Budget().max_wall_seconds),
+    )
+
+
+def scratch_registry(registry: Registry, settings: Settings) -> Registry:
+    """Return the built-in tools bound to `settings` (a scratch home) plus the user's tools.
+
+    The user's own tools are reused as loaded: the scratch home isolates the built-in CRM,
+    not what a user's tool does.
+    """
+    scratch = Registry(builtin_tools(settings), origin="built-in")
+    for name in registry:
+        if registry.origin(name) != "built-in":
+            scratch.add(registry[name], registry.origin(name))
+    for source in registry.sources:  # MCP servers: one per process, shared by every run
+        scratch.add_source(source)
+    return scratch
+
+
+def first_request_split(card: Card, brief: Brief, registry: Registry) -> PromptSplit:
+    """Estimate the first request's tokens: system prompt, tool schemas, task message."""
+    system, task = fresh_context(card, brief)
+    bound = [t for t in card.tools if t in registry]  # an MCP server may have failed to start
+    schemas = registry.schemas(bound)
+    return PromptSplit(_tokens(system), _tokens(schemas) if schemas else 0, _tokens(task))
+
+
+def netloc(url: str | None) -> str | None:
+    """Return a URL's host:port (None for no URL)."""
+    return url.split("://", 1)[1] if url else None
+
+
+def _with_site(settings: Settings, site: str | None) -> Settings:
+    """Let the web tools fetch the bench's own page server (host:port) and nothing else new."""
+    host = netloc(site)
+    if host is None or host in settings.allow_hosts:
+        return settings
+    return replace(settings, allow_hosts=(*settings.allow_hosts, host))
+
+
+def _crm_records(home: Path) -> tuple[Mapping[str, Any], ...]:
+    """Return every company in a scratch home's CRM (none if it was never created)."""
+    path = home / CRM_FILENAME
+    if not path.is_file():
+        return ()
+    try:
+        return tuple(CrmStore(path).all())
+    except (ConfigError, sqlite3.Error):  # a broken CRM holds no evidence
+        return ()
+
+
+def _expected_tools(ws: Workspace, task: BenchTask) -> frozenset[str]:
+    card = ws.cards.get(task.expected_agent) if task.expected_agent is not None else None
+    return frozenset(card.tools) if card is not None else frozenset()
+
+
+def _tokens(value: Any) -> int:
+    return estimate_tokens(json.dumps(value, ensure_ascii=False))

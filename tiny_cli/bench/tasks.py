@@ -1,0 +1,276 @@
+"""The bench's task file: each task, what its answer must hold, and where the file lives."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tiny_cli.cards.load import Card
+from tiny_cli.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_TASKS_FILE",
+    "EXPECT_FORMS",
+    "PAGES_FOLDER",
+    "SITE",
+    "TASK_FIELDS",
+    "TASK_SOURCE",
+    "TOOL_SOURCE",
+    "BenchTask",
+    "Expect",
+    "as_text",
+    "check_agents",
+    "default_tasks_path",
+    "load_tasks",
+    "pages_folder",
+]
+
+DEFAULT_TASKS_FILE = Path("examples/bench/tasks.yaml")
+PAGES_FOLDER = "pages"  # next to the tasks file: what `{site}` serves
+SITE = "{site}"
+TASK_FIELDS = ("id", "task", "expected_agent", "must_return", "expect", "writes")
+# Digest.field_sources values that can count: a tool call supplied the value, or the task did
+TOOL_SOURCE = "tool"
+TASK_SOURCE = "task"
+EXPECT_FORMS = (
+    "write an exact value, or {regex: PATTERN}, or {value: VALUE}; "
+    "the last two may add from_task: true"
+)
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What one field must hold: an exact value, or a regex searched in its text.
+
+    `from_task`: the value may honestly be copied from the task text, so a field the runner
+    found only in the task counts; otherwise its value must come from a tool call.
+    """
+
+    value: Any = None
+    regex: str | None = None
+    from_task: bool = False
+
+    def matches(self, actual: Any) -> bool:
+        """Tell whether `actual` (with `{site}` for the page server) is what was expected."""
+        if actual is None or actual == "":
+            return False
+        if self.regex is not None:
+            return re.search(self.regex, as_text(actual)) is not None
+        return as_text(actual).strip() == as_text(self.value).strip()
+
+    def sourced(self, source: str | None) -> bool:
+        """Tell whether a field from `source` (Digest.field_sources) may count as correct."""
+        return source == TOOL_SOURCE or (self.from_task and source == TASK_SOURCE)
+
+    def to_json(self) -> Any:
+        """Return the expectation as written in a task file."""
+        if not self.from_task:
+            return {"regex": self.regex} if self.regex is not None else self.value
+        key, value = ("regex", self.regex) if self.regex is not None else ("value", self.value)
+        return {key: value, "from_task": True}
+
+
+@dataclass(frozen=True)
+class BenchTask:
+    """One task of the task file; `expected_agent` None means abstaining is right."""
+
+    id: str
+    task: str
+    expected_agent: str | None
+    must_return: tuple[str, ...] = ()
+    expect: Mapping[str, Expect] = field(default_factory=dict)
+    writes: bool = False
+
+    def text(self, site: str | None) -> str:
+        """Return the task with `{site}` replaced by the page server's base URL."""
+        return self.task.replace(SITE, site) if site else self.task
+
+    def asked_fields(self) -> tuple[str, ...]:
+        """Return must_return plus every field `expect` checks: both arms are asked for them."""
+        return tuple(dict.fromkeys((*self.must_return, *self.expect)))
+
+
+def load_tasks(path: Path) -> list[BenchTask]:
+    """Read a task file (YAML list, or JSONL); raise ConfigError naming file, entry and field."""
+    entries = _read_entries(path)
+    if not entries:
+        raise ConfigError(f"{path}: no tasks in the file")
+    tasks, seen = [], set()
+    for where, entry in entries:
+        task = _task(f"{path}: {where}", entry)
+        if task.id in seen:
+            raise ConfigError(f"{path}: {where} ({task.id}): id: duplicate task id {task.id!r}")
+        seen.add(task.id)
+        tasks.append(task)
+    return tasks
+
+
+def check_agents(path: Path, tasks: Iterable[BenchTask], cards: Mapping[str, Card]) -> None:
+    """Raise ConfigError if a task expects a card that is not loaded."""
+    for t in tasks:
+        if t.expected_agent is not None and t.expected_agent not in cards:
+            known = ", ".join(sorted(cards)) or "none"
+            raise ConfigError(
+                f"{path}: task {t.id!r}: expected_agent: no card "
+                f"{t.expected_agent!r} (known: {known})"
+            )
+
+
+def default_tasks_path(cwd: Path) -> Path:
+    """Return ./examples/bench/tasks.yaml, else the repository's copy next to the package."""
+    for base in (cwd, Path(__file__).resolve().parents[2]):
+        if (base / DEFAULT_TASKS_FILE).is_file():
+            return base / DEFAULT_TASKS_FILE
+    raise ConfigError(f"no task file {DEFAULT_TASKS_FILE} here; pass --tasks FILE")
+
+
+def pages_folder(tasks_path: Path) -> Path | None:
+    """Return the `pages/` folder next to a task file, if there is one."""
+    folder = tasks_path.parent / PAGES_FOLDER
+    return folder if folder.is_dir() else None
+
+
+def as_text(value: Any) -> str:
+    """Return a value as text: a string as it is, anything else as its JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+# --- reading the file ---------------------------------------------------------------------
+
+
+def _read_entries(path: Path) -> list[tuple[str, Any]]:
+    """Return (where, entry) pairs: JSONL lines by number, YAML list items by index."""
+    text = _read_text(path)
+    if path.suffix == ".jsonl":
+        return [
+            (f"line {n}", _json(path, n, line))
+            for n, line in enumerate(text.splitlines(), 1)
+            if line.strip()
+        ]
+    return _yaml_entries(path, text)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"{path}: cannot read the task file: {reason}") from exc
+
+
+def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: a task file is a YAML list of tasks (or JSONL)")
+    return [(f"task {i + 1}", entry) for i, entry in enumerate(data)]
+
+
+def _json(path: Path, n: int, line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
+
+
+# --- checking one entry -------------------------------------------------------------------
+
+
+def _task(where: str, entry: Any) -> BenchTask:
+    """Check one entry and build its BenchTask; the first wrong field is the one named."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: a task must be a mapping with id, task, expected_agent")
+    task_id = entry.get("id")
+    if isinstance(task_id, str) and task_id:
+        where = f"{where} ({task_id})"
+    unknown = sorted(set(entry) - set(TASK_FIELDS))
+    if unknown:
+        fields = ", ".join(TASK_FIELDS)
+        raise ConfigError(f"{where}: {unknown[0]}: unknown field (fields: {fields})")
+    # checked in this order, so an entry with several faults always names the same one
+    name, text, agent = _task_id(where, task_id), _text(where, entry), _agent(where, entry)
+    writes = _writes(where, entry.get("writes", False))
+    must_return = _must_return(where, entry.get("must_return"))
+    return BenchTask(name, text, agent, must_return, _expect(where, entry.get("expect")), writes)
+
+
+def _task_id(where: str, task_id: Any) -> str:
+    if not isinstance(task_id, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", task_id):
+        raise ConfigError(f"{where}: id: must be a name of letters, digits, '-', '_' or '.'")
+    return task_id
+
+
+def _text(where: str, entry: dict[str, Any]) -> str:
+    text = entry.get("task")
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"{where}: task: must be the task's text")
+    return text.strip()
+
+
+def _agent(where: str, entry: dict[str, Any]) -> str | None:
+    if "expected_agent" not in entry:
+        raise ConfigError(f"{where}: expected_agent: missing (a card id, or null to abstain)")
+    agent = entry["expected_agent"]
+    if agent is not None and not (isinstance(agent, str) and agent.strip()):
+        raise ConfigError(f"{where}: expected_agent: must be a card id or null")
+    return agent
+
+
+def _writes(where: str, writes: Any) -> bool:
+    if not isinstance(writes, bool):
+        raise ConfigError(f"{where}: writes: must be true or false, got {writes!r}")
+    return writes
+
+
+def _must_return(where: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"{where}: must_return: must be a list of field names")
+    return tuple(dict.fromkeys(v.strip() for v in value))
+
+
+def _expect(where: str, value: Any) -> dict[str, Expect]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expect: must map field names to expectations ({EXPECT_FORMS})")
+    return {str(name): _one_expect(f"{where}: expect.{name}", v) for name, v in value.items()}
+
+
+def _one_expect(where: str, value: Any) -> Expect:
+    if not isinstance(value, dict):
+        return Expect(value=_exact(where, value))
+    keys = set(value) - {"from_task"}
+    from_task = value.get("from_task", False)
+    if len(keys) != 1 or not keys <= {"regex", "value"} or not isinstance(from_task, bool):
+        raise ConfigError(f"{where}: {EXPECT_FORMS}")
+    if "value" in value:
+        return Expect(value=_exact(where, value["value"]), from_task=from_task)
+    return Expect(regex=_regex(where, value["regex"]), from_task=from_task)
+
+
+def _regex(where: str, pattern: Any) -> str:
+    if not isinstance(pattern, str):
+        raise ConfigError(f"{where}: {EXPECT_FORMS}")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"{where}: regex {pattern!r}: {exc}") from None
+    return pattern
+
+
+def _exact(where: str, value: Any) -> Any:
+    if value is None or isinstance(value, list | dict):
+        raise ConfigError(f"{where}: an exact value must be a string, number or boolean")
+    return value

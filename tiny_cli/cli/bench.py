@@ -1,0 +1,128 @@
+"""`tiny bench`: the task file as tiny agents and as one all-tools agent, side by side."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from tiny_cli.cli.common import console, emit, model_settings, run_session, wants_live
+from tiny_cli.cli.options import (
+    AllowHostOpt,
+    BaseUrlOpt,
+    CardsOpt,
+    JsonOpt,
+    ModelOpt,
+    NoLogOpt,
+    QuietOpt,
+    RecordOpt,
+    ReplayOpt,
+    ToolModeOpt,
+    ToolsOpt,
+    WallScaleOpt,
+)
+from tiny_cli.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tiny_cli.bench import Arm, BenchReport
+
+TasksOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tasks", help="Task file, YAML list or JSONL [default: examples/bench/tasks.yaml]."
+    ),
+]
+ArmOpt = Annotated[str, typer.Option("--arm", help="tiny, all-tools or both.")]
+RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, help="Runs per task and arm.")]
+ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", min=1, help="Runs at the same time.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Also write the JSON report to FILE.")]
+MarkdownOpt = Annotated[
+    bool, typer.Option("--markdown", help="Print the comparison as a Markdown table.")
+]
+
+
+def bench(
+    tasks: TasksOpt = None,
+    cards: CardsOpt = None,
+    tools: ToolsOpt = None,
+    arm: ArmOpt = "both",
+    repeat: RepeatOpt = 1,
+    concurrency: ConcurrencyOpt = 1,
+    out: OutOpt = None,
+    record: RecordOpt = None,
+    replay: ReplayOpt = None,
+    allow_host: AllowHostOpt = None,
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    tool_mode: ToolModeOpt = None,
+    wall_scale: WallScaleOpt = None,
+    markdown: MarkdownOpt = False,
+    quiet: QuietOpt = False,
+    no_log: NoLogOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
+    from tiny_cli.bench import DEFAULT_TASKS_FILE, BenchOptions, bench_from_settings
+    from tiny_cli.cli import render
+    from tiny_cli.workspace import make_router
+
+    arms = _arms(arm)
+    _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, replay), outputs=(record, out))
+    settings = model_settings(
+        cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
+    )
+    options = BenchOptions(arms, repeat, concurrency)
+    live = concurrency == 1 and wants_live(quiet, json_out)  # one run at a time can be watched
+    with (
+        run_session(settings, "bench", record=record, replay=replay, no_log=no_log, live=live) as s,
+        render.BenchProgress(console(stderr=True)) as progress,
+    ):
+        report = bench_from_settings(
+            settings, s, make_router, tasks_path=tasks, options=options, on_progress=progress
+        )
+    _show_report(report, out, markdown, json_out)
+
+
+def _arms(arm: str) -> tuple[Arm, ...]:
+    """Return the arms --arm names: one of them, or both."""
+    from tiny_cli.bench import ARMS
+
+    if arm not in (*ARMS, "both"):
+        raise typer.BadParameter(f"{arm!r} is not tiny, all-tools or both", param_hint="--arm")
+    return ARMS if arm == "both" else tuple(a for a in ARMS if a == arm)
+
+
+def _show_report(report: BenchReport, out: Path | None, markdown: bool, json_out: bool) -> None:
+    """Write the report to --out if given; print it as JSON, Markdown or tables."""
+    from tiny_cli.cli import render
+
+    document = report.to_json()
+    if out is not None:
+        _write_report(out, document)
+    if markdown and not json_out:
+        typer.echo(render.bench_markdown(report), nl=False)
+        return
+    emit(json_out, document, lambda: render.bench(console(), report))
+
+
+def _outputs_apart(inputs: tuple[Path | None, ...], outputs: tuple[Path | None, ...]) -> None:
+    """Refuse to write over a file this command reads, or to write one file twice."""
+    read = {p.resolve(): p for p in inputs if p is not None}
+    written: dict[Path, Path] = {}
+    for path in (p for p in outputs if p is not None):
+        key = path.resolve()
+        if key in read or key in written:
+            raise ConfigError(f"{path}: used as input and output; name another file to write")
+        written[key] = path
+
+
+def _write_report(path: Path, document: Any) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    try:  # whole or not at all: a failed write never leaves half a report in place
+        partial.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", "utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise ConfigError(f"{path}: cannot write the report: {exc.strerror}") from exc

@@ -1,0 +1,120 @@
+"""What the commands share: settings from flags, the console, JSON or human output, the session.
+
+Each command imports the library it needs when it runs: `tiny --help` must not pay for numpy,
+httpx, jsonschema and pydantic, and `tiny validate` not for the model client.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from tiny_cli.settings import load_settings
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tiny_cli.cli.live import LiveView
+    from tiny_cli.session import Session
+    from tiny_cli.settings import Settings
+
+Human = Callable[[], object]
+"""Print the human rendering of a result (called only without --json)."""
+
+
+def console(stderr: bool = False) -> Console:
+    """Return the console for stdout (or stderr): under a live view, the view's own."""
+    from rich.console import Console
+
+    live = sys.modules.get("tiny_cli.cli.live")  # loaded only once a live view was made
+    shared = live.active_console() if live is not None and stderr else None
+    # one console under a live view: rich stacks its displays (bench's progress bar) in it
+    return shared or Console(stderr=stderr)
+
+
+def settings_from(**flags: Any) -> Settings:
+    """Return the settings (environment, then config) with the command's flags on top."""
+    names = {"cards": "cards_dir", "tools": "tools_spec"}
+    return load_settings().with_flags(**{names.get(k, k): v for k, v in flags.items()})
+
+
+def model_settings(
+    cards: Path | None,
+    tools: str | None,
+    base_url: str | None,
+    model: str | None,
+    record: Path | None,
+    replay: Path | None,
+    allow_hosts: list[str] | None,
+    tool_mode: str | None = None,
+    wall_scale: float | None = None,
+) -> Settings:
+    """Return the settings of a command that calls the model (a replay names its model)."""
+    settings = settings_from(
+        cards=cards, tools=tools, base_url=base_url, model=model, allow_hosts=allow_hosts
+    ).with_flags(tool_mode=tool_mode, wall_scale=wall_scale)
+    from tiny_cli.provider.factory import replay_settings
+
+    return replay_settings(settings, record=record, replay=replay, model_flag=model)
+
+
+def wants_live(quiet: bool, json_out: bool) -> bool:
+    """Show the live view only to a person: not with --quiet or --json, only on a terminal."""
+    return not quiet and not json_out and sys.stderr.isatty()
+
+
+@contextmanager
+def run_session(
+    settings: Settings,
+    command: str,
+    *,
+    record: Path | None,
+    replay: Path | None,
+    no_log: bool,
+    live: bool,
+    handles: Sequence[str] = (),
+) -> Iterator[Session]:
+    """Open the command's session, with the live view on stderr while it runs when `live`."""
+    from tiny_cli.session import open_session
+
+    view = _live_view() if live else None
+    with open_session(
+        settings,
+        command,
+        record=record,
+        replay=replay,
+        log=not no_log,
+        watchers=[view.observer] if view is not None else [],
+        on_log_error=warn,
+        handles=handles,
+    ) as session:
+        if view is None:
+            yield session
+            return
+        with view:  # ends before the run log closes: a warning then reads below the runs
+            yield session
+
+
+def _live_view() -> LiveView:
+    from tiny_cli.cli.live import LiveView
+
+    return LiveView(console(stderr=True))
+
+
+def warn(message: str) -> None:
+    """Print `tiny: warning: message` on stderr: the command goes on."""
+    typer.echo(f"tiny: warning: {message}", err=True)
+
+
+def emit(json_out: bool, document: Any, human: Human) -> None:
+    """Print `document` as indented JSON with --json, else the human rendering."""
+    if json_out:
+        typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
+    else:
+        human()

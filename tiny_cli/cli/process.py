@@ -1,0 +1,97 @@
+"""The process around the commands: exit codes, errors as one line, Ctrl-C and SIGTERM, `main`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import Any, NoReturn
+
+import typer
+
+from tiny_cli.errors import TinyError
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2  # bad flags, settings or files (every TinyError without its own code)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+INTERRUPT_GRACE_SECONDS = 2.0  # Ctrl-C: time to close files before the process ends regardless
+EXIT_BY_STATUS = {
+    "ok": EXIT_OK,
+    "partial": 3,
+    "refused": 4,
+    "failed": 5,
+    "abstain": 6,
+    "needs_confirmation": 7,
+}
+
+
+class TinyGroup(typer.core.TyperGroup):
+    """Catch every TinyError in one place: one line on stderr, its exit code, no traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; Ctrl-C and a TinyError end it as described above."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _interrupted()
+        except TinyError as exc:
+            first, *rest = str(exc).splitlines() or [type(exc).__name__]
+            typer.echo(f"tiny: error: {first}", err=True)
+            for line in rest:
+                typer.echo(f"  {line}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+
+def main() -> None:
+    """Run the `tiny` command line."""
+    from tiny_cli.cli.root import app  # the app's groups are this module's TinyGroup
+
+    _tolerate_bad_bytes()
+    _bound_interrupts()
+    app()
+
+
+def _interrupted() -> NoReturn:
+    """Ctrl-C: files were closed on the way out; end now, not when stuck requests give up."""
+    typer.echo("tiny: interrupted", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    mcp = sys.modules.get("tiny_cli.tools.mcp_client")
+    if mcp is not None:  # os._exit skips atexit: stop the MCP servers here (bounded), not leak them
+        mcp.stop_servers(quick=True)
+    os._exit(EXIT_INTERRUPTED)  # threads blocked on the network cannot be joined quickly
+
+
+def _bound_interrupts() -> None:
+    """Make Ctrl-C (or SIGTERM) end the process within INTERRUPT_GRACE_SECONDS, whatever hangs."""
+
+    def on_sigint(signum: int, frame: object) -> None:
+        # the normal way out closes files and exits at once; this is the net under it
+        timer = threading.Timer(INTERRUPT_GRACE_SECONDS, _exit_interrupted)
+        timer.daemon = True
+        timer.start()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    # a service manager's or `timeout`'s stop: the same way out (MCP servers stopped, log closed)
+    signal.signal(signal.SIGTERM, on_sigint)
+
+
+def _exit_interrupted() -> None:
+    """End the process now: the grace after Ctrl-C is over."""
+    os.write(2, b"tiny: interrupted\n")
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _tolerate_bad_bytes() -> None:
+    """Read invalid UTF-8 in arguments and stdin as U+FFFD, as a terminal would show it.
+
+    Python keeps undecodable argv bytes as lone surrogates, which no encoder accepts: one
+    stray byte in a task would end the command with a UnicodeEncodeError.
+    """
+    sys.argv = [a.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in sys.argv]
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")

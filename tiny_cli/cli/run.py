@@ -1,0 +1,248 @@
+"""`tiny invoke` and `tiny delegate`: run a card on a task, print its Digest, exit by its status."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from tiny_cli.cli.common import console, emit, model_settings, run_session, wants_live
+from tiny_cli.cli.options import (
+    AllowHostOpt,
+    ArtifactOpt,
+    BaseUrlOpt,
+    BriefOpt,
+    CardsOpt,
+    HintOpt,
+    InputOpt,
+    JsonOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    MustReturnOpt,
+    NoLogOpt,
+    QuietOpt,
+    RecordOpt,
+    ReplayOpt,
+    ToolModeOpt,
+    ToolsOpt,
+    WallScaleOpt,
+    YesOpt,
+)
+from tiny_cli.cli.process import EXIT_BY_STATUS
+
+if TYPE_CHECKING:
+    from tiny_cli.agent.loop import Approve
+    from tiny_cli.cards.load import Card
+    from tiny_cli.digest import Brief, Digest
+    from tiny_cli.session import Session
+    from tiny_cli.settings import Settings
+    from tiny_cli.workspace import Workspace
+
+TaskArg = Annotated[str | None, typer.Argument(help="The task (or the goal in --brief).")]
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    """The options invoke and delegate share: where the cards and the model are, the Brief."""
+
+    cards: Path | None
+    tools: str | None
+    base_url: str | None
+    model: str | None
+    record: Path | None
+    replay: Path | None
+    allow_host: list[str] | None
+    tool_mode: str | None
+    wall_scale: float | None
+    task: str | None
+    brief: Path | None
+    must_return: str | None
+    inputs: list[str] | None
+    hint: str | None
+    max_output_tokens: int | None
+    yes: bool
+    quiet: bool
+    no_log: bool
+    json_out: bool
+
+    @classmethod
+    def pick(cls, options: Mapping[str, Any]) -> RunFlags:
+        """Take the flags from a command's options (its `locals()`), each by its name."""
+        return cls(**{f.name: options[f.name] for f in fields(cls)})
+
+    def settings(self) -> Settings:
+        """Return the settings these flags make."""
+        return model_settings(
+            self.cards,
+            self.tools,
+            self.base_url,
+            self.model,
+            self.record,
+            self.replay,
+            self.allow_host,
+            self.tool_mode,
+            self.wall_scale,
+        )
+
+    def make_brief(self) -> Brief:
+        """Build the Brief: the --brief file, with the task and the other options on top."""
+        from tiny_cli.session import build_brief
+
+        pairs = dict(_pair(i) for i in self.inputs or [])
+        extra = (self.must_return or "").split(",")
+        return build_brief(self.task, self.brief, extra, pairs, self.hint, self.max_output_tokens)
+
+
+@dataclass(frozen=True)
+class Running:
+    """What a run needs once its set-up is done: the workspace, the Brief, the session."""
+
+    ws: Workspace
+    brief: Brief
+    session: Session
+    approve: Approve
+
+
+def invoke(
+    card_id: Annotated[str, typer.Argument(help="The card to run.")],
+    task: TaskArg = None,
+    cards: CardsOpt = None,
+    tools: ToolsOpt = None,
+    must_return: MustReturnOpt = None,
+    inputs: InputOpt = None,
+    hint: HintOpt = None,
+    max_output_tokens: MaxTokensOpt = None,
+    brief: BriefOpt = None,
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    record: RecordOpt = None,
+    replay: ReplayOpt = None,
+    allow_host: AllowHostOpt = None,
+    tool_mode: ToolModeOpt = None,
+    wall_scale: WallScaleOpt = None,
+    yes: YesOpt = False,
+    artifact: ArtifactOpt = None,
+    quiet: QuietOpt = False,
+    no_log: NoLogOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run one card on a task in a fresh context under its budget; print the Digest."""
+    flags = RunFlags.pick(locals())  # the options above, by name
+    from tiny_cli.delegate import run_card
+
+    with running("invoke", flags, handles=artifact or ()) as run:
+        digest = run_card(
+            run.ws,
+            card_id,
+            run.brief,
+            provider=run.session.provider("invoke", card_id),
+            approve=run.approve,
+            observer=run.session.observe("invoke"),
+            artifacts=run.session.artifacts,
+            handles=artifact or (),
+        )
+    show_digest(json_out, digest)
+
+
+def delegate(
+    task: TaskArg = None,
+    cards: CardsOpt = None,
+    tools: ToolsOpt = None,
+    yes: YesOpt = False,
+    must_return: MustReturnOpt = None,
+    inputs: InputOpt = None,
+    hint: HintOpt = None,
+    max_output_tokens: MaxTokensOpt = None,
+    brief: BriefOpt = None,
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    record: RecordOpt = None,
+    replay: ReplayOpt = None,
+    allow_host: AllowHostOpt = None,
+    tool_mode: ToolModeOpt = None,
+    wall_scale: WallScaleOpt = None,
+    quiet: QuietOpt = False,
+    no_log: NoLogOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Route a task to the right card and run it; abstain, or ask before each write call."""
+    flags = RunFlags.pick(locals())  # the options above, by name
+    from tiny_cli.delegate import delegate as run_delegate
+    from tiny_cli.workspace import make_router
+
+    with running("delegate", flags) as run:
+        digest = run_delegate(
+            run.ws,
+            make_router(run.ws),
+            run.brief,
+            provider=run.session.provider("delegate", "routed card"),
+            approve=run.approve,
+            observer=run.session.observe("delegate"),
+            artifacts=run.session.artifacts,
+        )
+    show_digest(json_out, digest)
+
+
+@contextmanager
+def running(command: str, flags: RunFlags, handles: Sequence[str] = ()) -> Iterator[Running]:
+    """Set a run up: settings, workspace, Brief, then the session (run log, live view)."""
+    settings = flags.settings()
+    from tiny_cli.workspace import open_workspace
+
+    ws = open_workspace(settings)
+    the_brief = flags.make_brief()
+    with run_session(
+        settings,
+        command,
+        record=flags.record,
+        replay=flags.replay,
+        no_log=flags.no_log,
+        live=wants_live(flags.quiet, flags.json_out),
+        handles=handles,
+    ) as session:
+        yield Running(ws, the_brief, session, _approver(flags.yes, flags.json_out))
+
+
+def show_digest(json_out: bool, digest: Digest) -> NoReturn:
+    """Print the Digest (JSON or a panel) and exit with its status's code."""
+    from tiny_cli.cli import render
+
+    emit(json_out, digest.to_json(), lambda: render.digest(console(), digest))
+    raise typer.Exit(EXIT_BY_STATUS[digest.status])
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise typer.BadParameter(f"{text!r} is not key=value", param_hint="--input")
+    return key.strip(), value.strip()
+
+
+def _approver(yes: bool, json_out: bool) -> Approve:
+    """--yes approves every write; a terminal asks per call; otherwise nothing is approved."""
+    from tiny_cli.agent.loop import approve_writes, decline_writes
+
+    if yes:
+        return approve_writes
+    if json_out or not _stdin_is_terminal():
+        return decline_writes  # run_card then stops a writer card before any model call
+    return _ask
+
+
+def _stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+def _ask(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
+    """Show this write call exactly (escaped) on stderr and ask [y/N]; the default is no."""
+    from tiny_cli.cli import render
+    from tiny_cli.cli.live import pause_current
+
+    with pause_current():  # a live view redrawing over the prompt would hide it
+        render.write_request(console(stderr=True), card.id, tool, arguments)
+        return typer.confirm("Allow this write?", default=False, err=True)

@@ -1,0 +1,129 @@
+"""`tiny runs` and `tiny artifacts`: the run log and the stored tool results, read back."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tiny_cli.cli.common import console, emit, settings_from
+from tiny_cli.cli.options import JsonOpt
+from tiny_cli.cli.process import TinyGroup
+
+if TYPE_CHECKING:
+    from tiny_cli.runs.log import RunLog, RunQuery
+
+runs_app = typer.Typer(
+    cls=TinyGroup,
+    help="The run log: every invoke, delegate and bench run, kept under the data directory.",
+    rich_markup_mode=None,
+)
+artifacts_app = typer.Typer(
+    cls=TinyGroup,
+    help="Tool results too long for an agent's context, kept whole under a handle.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+RunCardOpt = Annotated[str | None, typer.Option("--card", help="Only this card's runs.")]
+RunModelOpt = Annotated[str | None, typer.Option("--model", help="Only this model's runs.")]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option("--since", help="Only runs started since an ISO date or time, or an age: 2h, 3d."),
+]
+
+
+@runs_app.callback(invoke_without_command=True)
+def runs(
+    ctx: typer.Context,
+    card: RunCardOpt = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only runs with this status, e.g. failed.")
+    ] = None,
+    model: RunModelOpt = None,
+    since: SinceOpt = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs to list.")] = 20,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the recent runs, newest first; `tiny runs show ID` shows one, `stats` sums them."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from tiny_cli.cli import render_runs
+
+    with _run_log() as log:
+        found = log.runs(_run_query(card, status, model, since, limit))
+    rows = [r.to_json() for r in found]
+    emit(json_out, rows, lambda: render_runs.runs(console(), found, log.path))
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[int, typer.Argument(metavar="ID", help="The run's id (`tiny runs`).")],
+    full: Annotated[
+        bool, typer.Option("--full", help="Show every message whole, not shortened.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show one run: the transcript with each message's size, tool calls and ghost calls."""
+    from tiny_cli.cli import render_runs
+
+    with _run_log() as log:
+        record = log.run(run_id)
+    emit(json_out, record.to_json(), lambda: render_runs.run(console(), record, full))
+
+
+@runs_app.command("stats")
+def runs_stats(
+    card: RunCardOpt = None,
+    model: RunModelOpt = None,
+    since: SinceOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Per card and per model: runs, statuses, ghost and repair rates, tokens, wall time."""
+    from tiny_cli.cli import render_runs
+
+    with _run_log() as log:
+        figures = log.stats(_run_query(card, None, model, since, None))
+    emit(json_out, figures.to_json(), lambda: render_runs.stats(console(), figures))
+
+
+@contextmanager
+def _run_log() -> Iterator[RunLog]:
+    from tiny_cli.runs.log import RunLog
+
+    with RunLog.open(settings_from().home) as log:
+        yield log
+
+
+def _run_query(
+    card: str | None, status: str | None, model: str | None, since: str | None, limit: int | None
+) -> RunQuery:
+    from tiny_cli.runs.log import RunQuery, parse_since
+
+    return RunQuery(card, status, model, parse_since(since) if since else None, limit)
+
+
+@artifacts_app.command("show")
+def artifacts_show(
+    handle: Annotated[str, typer.Argument(help="The handle, e.g. art_3f9c2a1b7d.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Print a stored tool result whole (escaped at a terminal, exact when piped)."""
+    from tiny_cli.tools.artifacts import ArtifactStore
+
+    store = ArtifactStore(settings_from().home)
+    found = store.get(handle)
+    text = store.text(found)
+    emit(json_out, {**found.metadata(), "text": text}, lambda: _show_text(text))
+
+
+def _show_text(text: str) -> None:
+    """Print the text escaped at a terminal (a page must not steer it), exactly when piped."""
+    if sys.stdout.isatty():
+        from tiny_cli.text import printable
+
+        typer.echo(printable(text, keep="\n\t"))
+    else:
+        sys.stdout.write(text)  # exactly the artifact, for a pipe or a file

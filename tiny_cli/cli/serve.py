@@ -1,0 +1,52 @@
+"""`tiny serve`: the cards as an MCP server (the SDK loads only when this command runs)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Annotated
+
+import typer
+
+from tiny_cli.cli.common import model_settings
+from tiny_cli.cli.options import (
+    AllowHostOpt,
+    BaseUrlOpt,
+    CardsOpt,
+    ModelOpt,
+    NoLogOpt,
+    ToolModeOpt,
+    ToolsOpt,
+    WallScaleOpt,
+)
+
+
+def serve(
+    http: Annotated[
+        int | None,
+        typer.Option("--http", metavar="PORT", help="Serve streamable HTTP on 127.0.0.1:PORT."),
+    ] = None,
+    allow_writes: Annotated[
+        bool,
+        typer.Option(
+            "--allow-writes",
+            help="Approve every write call. Without it a host that supports elicitation is "
+            "asked per call; otherwise a writer card returns needs_confirmation.",
+        ),
+    ] = False,
+    cards: CardsOpt = None,
+    tools: ToolsOpt = None,
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    allow_host: AllowHostOpt = None,
+    tool_mode: ToolModeOpt = None,
+    wall_scale: WallScaleOpt = None,
+    no_log: NoLogOpt = False,
+) -> None:
+    """Serve the cards to MCP hosts: delegate, invoke and route tools; cards as resources."""
+    settings = model_settings(
+        cards, tools, base_url, model, None, None, allow_host, tool_mode, wall_scale
+    )
+    from tiny_cli.serve import serve as run_server  # the mcp SDK loads only here
+
+    logged = replace(settings, log_runs=settings.log_runs and not no_log)
+    run_server(logged, http_port=http, allow_writes=allow_writes)

@@ -1,0 +1,59 @@
+"""The numbered schema migrations, and `PRAGMA user_version`: how many a database has had.
+
+A schema change is a new migration at the end of MIGRATIONS, never an edit of an old one:
+a database made by any earlier tiny upgrades by running the ones it lacks, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from tiny_cli.errors import ConfigError
+from tiny_cli.runs.schema import SCHEMA_V1, repaired
+from tiny_cli.runs.store import NO_LOG_HINT, transaction
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    """Create the runs table."""
+    for statement in SCHEMA_V1:
+        db.execute(statement)
+
+
+def _v2(db: sqlite3.Connection) -> None:
+    """Add `repaired`, so `stats` need not read every transcript; fill it for old rows."""
+    db.execute("ALTER TABLE runs ADD COLUMN repaired INTEGER NOT NULL DEFAULT 0")
+    rows = db.execute("SELECT id, transcript FROM runs").fetchall()
+    for run_id, transcript in rows:
+        if repaired(json.loads(transcript or "[]")):
+            db.execute("UPDATE runs SET repaired = 1 WHERE id = ?", (run_id,))
+
+
+def _v3(db: sqlite3.Connection) -> None:
+    """Index what every command reads: recent runs first, and the rows still running."""
+    db.execute("CREATE INDEX runs_by_start ON runs (started_at)")
+    db.execute("CREATE INDEX runs_running ON runs (pid) WHERE status = 'running'")
+
+
+# Applied in order; the database's user_version is how many have been applied.
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(db: sqlite3.Connection, path: Path) -> None:
+    """Apply every migration the database lacks, in order, in one transaction."""
+    try:
+        with transaction(db):
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise ConfigError(
+                    f"{path}: the run log has schema v{version}, this tiny knows up to "
+                    f"v{SCHEMA_VERSION}: upgrade tiny{NO_LOG_HINT}"
+                )
+            for number, migration in enumerate(MIGRATIONS[version:], start=version + 1):
+                migration(db)
+                db.execute(f"PRAGMA user_version = {number}")
+    except sqlite3.Error as exc:
+        raise ConfigError(f"{path}: cannot upgrade the run log: {exc}{NO_LOG_HINT}") from exc

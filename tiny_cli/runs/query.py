@@ -1,0 +1,145 @@
+"""Reading the log: the rows as records, which runs a query matches, and `--since`."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tiny_cli.errors import ConfigError
+from tiny_cli.runs.schema import iso
+
+DEFAULT_LIMIT = 20
+SQLITE_MAX_INT = 2**63 - 1  # a larger id or --limit cannot go into a query
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_AGE_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One row of the log without its transcript: what `tiny runs` lists."""
+
+    id: int
+    started_at: str  # ISO 8601, UTC
+    ended_at: str | None
+    command: str  # invoke, delegate or bench
+    label: str  # the run's name: the command, or e.g. `onboarding/tiny/0` in a bench
+    card: str | None
+    model: str | None
+    endpoint: str  # host only
+    goal: str
+    status: str  # a Digest status, or running / interrupted
+    reason: str | None
+    tokens_in: int
+    tokens_out: int
+    tool_calls: int
+    ghost_calls: int
+    recovered_calls: int
+    caller_tokens: int
+    wall_seconds: float | None
+    tool_mode: str | None
+    pid: int
+    repaired: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the row as a JSON object."""
+        return {**asdict(self), "repaired": bool(self.repaired)}
+
+
+SUMMARY_COLUMNS = tuple(f.name for f in fields(RunSummary))
+RUN_SQL = f"SELECT {', '.join(SUMMARY_COLUMNS)}, routing, digest, transcript, calls FROM runs"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run in full: the row, its routing, Digest, transcript and tool calls."""
+
+    summary: RunSummary
+    routing: Mapping[str, Any] | None
+    digest: Mapping[str, Any] | None
+    transcript: Sequence[Mapping[str, Any]]  # the messages as sent to the model
+    calls: Sequence[Mapping[str, Any]]  # each tool call: name, arguments, outcome, seconds
+
+    @property
+    def status(self) -> str:
+        """Return the run's status."""
+        return self.summary.status
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the run as one JSON object."""
+        return {
+            **self.summary.to_json(),
+            "routing": self.routing,
+            "digest": self.digest,
+            "transcript": list(self.transcript),
+            "calls": list(self.calls),
+        }
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """Which runs to read: equal card, status and model, started since; the newest `limit`."""
+
+    card: str | None = None
+    status: str | None = None
+    model: str | None = None
+    since: datetime | None = None
+    limit: int | None = DEFAULT_LIMIT
+
+
+def summary(row: Sequence[Any]) -> RunSummary:
+    """Return a row of SUMMARY_COLUMNS as a RunSummary."""
+    values = dict(zip(SUMMARY_COLUMNS, row, strict=True))
+    return RunSummary(**{**values, "repaired": bool(values["repaired"])})
+
+
+def record(row: Sequence[Any]) -> RunRecord:
+    """Return a row of RUN_SQL as a RunRecord; ValueError when its JSON is damaged."""
+    size = len(SUMMARY_COLUMNS)
+    routing, digest, transcript, calls = (json.loads(v) if v else None for v in row[size:])
+    return RunRecord(summary(row[:size]), routing, digest, transcript or [], calls or [])
+
+
+def select_runs(query: RunQuery) -> tuple[str, list[Any]]:
+    """Return the SELECT of the matching runs' summaries, newest first, and its parameters."""
+    where, params = _where(query)
+    sql = f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM runs{where} ORDER BY id DESC"
+    if query.limit is not None:
+        sql, params = sql + " LIMIT ?", [*params, min(query.limit, SQLITE_MAX_INT)]
+    return sql, params
+
+
+def _where(query: RunQuery) -> tuple[str, list[Any]]:
+    """Return the WHERE clause and its parameters for a query's filters."""
+    clauses, params = [], []
+    for column, value in (("card", query.card), ("status", query.status), ("model", query.model)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    if query.since is not None:
+        clauses.append("started_at >= ?")
+        params.append(iso(query.since))
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """Read `--since`: an age (30m, 2h, 3d, 1w) or an ISO date or time (local unless zoned)."""
+    now = now or datetime.now(UTC)
+    age = _AGE.match(text)
+    if not age:
+        try:
+            moment = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise ConfigError(
+                f"--since {text!r}: use an ISO date or time (2024-05-01, 2024-05-01T14:00) "
+                "or an age (30m, 2h, 3d, 1w)"
+            ) from None
+    try:
+        if age:
+            return now - timedelta(**{_AGE_UNITS[age.group(2)]: float(age.group(1))})
+        return moment.astimezone(UTC)  # a naive time is taken as local, as a person means it
+    except (OverflowError, ValueError):  # 99999999999d, 0001-01-01 or 9999-12-31 made UTC
+        raise ConfigError(f"--since {text!r}: out of the calendar's range") from None
