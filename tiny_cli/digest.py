@@ -23,8 +23,8 @@ MODEL_STATUSES = ("ok", "partial", "refused")
 Status = Literal["ok", "partial", "refused", "failed", "abstain", "needs_confirmation"]
 FieldSource = Literal["tool", "task", "model"]  # where a returned field's value was found
 CallOutcome = Literal[
-    "ok", "ghost", "bad_arguments", "tool_error", "timeout", "declined", "not_allowed"
-]
+    "ok", "ghost", "bad_arguments", "tool_error", "timeout", "declined", "not_allowed", "not_run"
+]  # not_run: the run stopped at this call (a function-calling bench scores it, runs nothing)
 APPROVED_OUTCOMES = ("ok", "tool_error", "timeout")  # a write call that was approved and ran
 DECLINED_OUTCOMES = ("declined", "not_allowed")  # a write call that never ran
 
@@ -62,7 +62,7 @@ class CallRecord:
     name: str
     outcome: CallOutcome
     writes: bool = False
-    arguments: Mapping[str, Any] | None = None  # kept for write calls: what was approved
+    arguments: Mapping[str, Any] | None = None  # write calls: what was approved; a stop: as sent
     recovered: bool = False  # written as text by the model, not sent as a tool call
 
     def to_json(self) -> dict[str, Any]:

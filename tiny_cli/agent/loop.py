@@ -7,6 +7,7 @@ of one run; running a call is `tiny_cli.agent.calls`, judging the end `tiny_cli.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -47,7 +48,7 @@ from tiny_cli.agent.prompts import (
 from tiny_cli.agent.reply import Reply, parse_reply
 from tiny_cli.cards.load import Budget, Card
 from tiny_cli.cards.returns import answer_schema
-from tiny_cli.digest import Brief, Digest, Routing, with_caller_tokens
+from tiny_cli.digest import Brief, CallOutcome, CallRecord, Digest, Routing, with_caller_tokens
 from tiny_cli.errors import ProviderError, ProviderTimeout, ToolServerError
 from tiny_cli.events import (
     BudgetHit,
@@ -66,6 +67,8 @@ from tiny_cli.provider.client import Completion, Provider, ToolCall
 from tiny_cli.settings import ToolMode
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, held_note
 from tiny_cli.tools.registry import Registry, Tool
+
+STOPPED = "stopped_at_first_call"
 
 
 def decline_writes(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
@@ -93,6 +96,7 @@ def invoke(
     artifacts: ArtifactStore | None = None,
     held: Sequence[Artifact] = (),
     routing: Routing | None = None,
+    stop_at_first_call: bool = False,
 ) -> Digest:
     """Run `card` on `brief` in a fresh context under its budget; return the Digest.
 
@@ -104,6 +108,9 @@ def invoke(
     With `artifacts`, a tool result over the result limit is stored there whole and the agent
     gets `read_artifact`; without, it is cut. `held` are earlier artifacts the agent may read.
     `routing` (delegate's decision, if it chose the card) goes into the Digest as it is.
+    `stop_at_first_call` ends the run at the first tool call the model asks for, recorded with
+    its arguments and never run (`partial`, reason `stopped_at_first_call`): a function-calling
+    bench scores that call.
     """
     meter = Meter(effective_budget(card, brief, wall_scale), clock)
     mode = tool_mode_for(card, tool_mode)
@@ -117,11 +124,11 @@ def invoke(
         card, brief, registry, approve, meter, mode, observer, shelf_for(card, artifacts, held)
     )
     observer(_started(card, brief, meter, model, mode, run.messages))
-    digest = _loop(run, provider, model)
+    digest = _loop(run, provider, model, stop_at_first_call)
     return _delivered(digest, routing, run.messages, observer)
 
 
-def _loop(run: _Run, provider: Provider, model: str) -> Digest:
+def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Digest:
     """Ask the model; run the calls it asks for; take its answer, or ask once for a repair."""
     meter = run.meter
     while True:
@@ -134,6 +141,8 @@ def _loop(run: _Run, provider: Provider, model: str) -> Digest:
         except ProviderError as exc:
             return run.failed(str(exc))
         calls = run.calls_in(reply)
+        if calls and stop:
+            return _stopped(run, calls[0])
         if calls:
             try:
                 run.call_tools(calls, reply)
@@ -154,6 +163,21 @@ def _loop(run: _Run, provider: Provider, model: str) -> Digest:
             problems = "; ".join(answer.problems)
             return run.failed("schema", f"answer still unusable after one repair: {problems}")
         run.ask_for_repair(answer, reply.content)
+
+
+def _stopped(run: _Run, call: ToolCall) -> Digest:
+    """Record the first call as the model sent it, run nothing, and end the run `partial`."""
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except (json.JSONDecodeError, RecursionError):
+        arguments = None
+    offered = any(s["function"]["name"] == call.name for s in run.schemas)
+    outcome: CallOutcome = "not_run" if offered else "ghost"
+    if not isinstance(arguments, dict):
+        arguments, outcome = None, "bad_arguments" if offered else outcome
+    run.meter.calls.append(CallRecord(call.name, outcome, False, arguments))
+    claim = verdict.Claim("partial", STOPPED, ("stopped at the first tool call; it did not run",))
+    return verdict.judged(run.card, run.brief, run.meter, claim)
 
 
 def _delivered(

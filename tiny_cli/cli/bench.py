@@ -23,6 +23,19 @@ from tiny_cli.cli.options import (
     ToolsOpt,
     WallScaleOpt,
 )
+from tiny_cli.cli.scale import (
+    ContextOpt,
+    HtmlOpt,
+    IrrelevanceOpt,
+    MarginOpt,
+    SampleOpt,
+    ScaleFlags,
+    SeedOpt,
+    SizesOpt,
+    TopKOpt,
+    scale_bench,
+    wants_scale,
+)
 from tiny_cli.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -62,18 +75,28 @@ def bench(
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
     json_out: JsonOpt = False,
+    sizes: SizesOpt = None,
+    sample: SampleOpt = 60,
+    irrelevance: IrrelevanceOpt = 30,
+    seed: SeedOpt = 0,
+    top_k: TopKOpt = 3,
+    hybrid_margin: MarginOpt = 1.0,
+    context_tokens: ContextOpt = 32_768,
+    html: HtmlOpt = None,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
     from tiny_cli.bench import DEFAULT_TASKS_FILE, BenchOptions, bench_from_settings
     from tiny_cli.cli import render
     from tiny_cli.workspace import make_router
 
-    arms = _arms(arm)
-    _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, replay), outputs=(record, out))
-    settings = model_settings(
-        cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
-    )
-    options = BenchOptions(arms, repeat, concurrency)
+    _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, replay), outputs=(record, out, html))
+    settings = model_settings(cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale)  # fmt: skip  # noqa: E501
+    if wants_scale(tasks, sizes):
+        flags = ScaleFlags(sizes, arm, sample, irrelevance, seed, top_k, hybrid_margin,
+                           context_tokens, concurrency, html, record, replay, out, not no_log,
+                           markdown, json_out)  # fmt: skip
+        return scale_bench(settings, tasks, flags)
+    options = BenchOptions(_arms(arm), repeat, concurrency)
     live = concurrency == 1 and wants_live(quiet, json_out)  # one run at a time can be watched
     with (
         run_session(settings, "bench", record=record, replay=replay, no_log=no_log, live=live) as s,
@@ -100,7 +123,7 @@ def _show_report(report: BenchReport, out: Path | None, markdown: bool, json_out
 
     document = report.to_json()
     if out is not None:
-        _write_report(out, document)
+        write_report(out, document)
     if markdown and not json_out:
         typer.echo(render.bench_markdown(report), nl=False)
         return
@@ -118,7 +141,8 @@ def _outputs_apart(inputs: tuple[Path | None, ...], outputs: tuple[Path | None, 
         written[key] = path
 
 
-def _write_report(path: Path, document: Any) -> None:
+def write_report(path: Path, document: Any) -> None:
+    """Write the JSON report whole or not at all."""
     partial = path.with_name(f".{path.name}.partial")
     try:  # whole or not at all: a failed write never leaves half a report in place
         partial.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", "utf-8")

@@ -1,0 +1,142 @@
+"""The bench at scale on the shipped BFCL set, against the scripted server: wire and scores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tiny_cli.bench.universe import sample_tasks
+from tiny_cli.testing import reply, respond, tool_call
+
+BFCL = Path(__file__).resolve().parent.parent / "examples" / "bfcl"
+TASKS = [json.loads(line) for line in (BFCL / "tasks.jsonl").read_text().splitlines()]
+CARDS = {
+    d["id"]: d for d in (yaml.safe_load(p.read_text()) for p in (BFCL / "cards").glob("*.yaml"))
+}
+SIZES = "10,30,all"
+
+
+def _task_of(request: dict) -> dict:
+    user = next(m["content"] for m in request["messages"] if m["role"] == "user")
+    return next(t for t in TASKS if t["task"] in user)
+
+
+def _right_arguments(expected: dict) -> dict[str, Any]:
+    """The first accepted value of every argument that must be given."""
+    return {
+        name: next(v for v in values if v != "")
+        for name, values in expected["arguments"].items()
+        if "" not in values
+    }
+
+
+def _policy(plan: dict[str, str]):
+    """Answer each request as the plan says for its task (default: right when offered)."""
+
+    def answer(request: dict):
+        task = _task_of(request)
+        offered = [t["function"]["name"] for t in request.get("tools", [])]
+        expected = task["expect_call"]
+        how = plan.get(task["id"], "right")
+        if expected is None or expected["name"] not in offered or how == "none":
+            return reply(json.dumps({"status": "refused", "summary": "not something my tools do"}))
+        arguments = _right_arguments(expected)
+        if how == "wrong_tool":
+            other = next(name for name in offered if name != expected["name"])
+            return tool_call(other, arguments)
+        if how == "missing" and arguments:
+            arguments.pop(next(iter(arguments)))
+        if how == "outside" and arguments:
+            arguments[next(iter(arguments))] = "a value nobody accepts"
+        return tool_call(expected["name"], arguments)
+
+    return answer
+
+
+@pytest.fixture
+def bench(tiny, scripted_server):
+    """Run the bench at scale (native mode: the request's `tools` are what was offered)."""
+
+    def go(plan: dict[str, str], *extra: str) -> dict:
+        scripted_server.add(*[respond(_policy(plan))] * 400)
+        env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
+        args = ["bench", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(BFCL / "cards")]
+        args += ["--all-tools-sizes", SIZES, "--sample", "6", "--irrelevance", "3"]
+        result = tiny(*args, "--tool-mode", "native", "--json", "--no-log", *extra, env=env)
+        assert result.exit_code == 0, result.output
+        assert scripted_server.errors == []
+        return json.loads(result.stdout)
+
+    return go
+
+
+def _tools(cards: list[str]) -> set[str]:
+    return {tool for card in cards for tool in CARDS[card]["tools"]}
+
+
+def test_each_arm_offers_its_tools_from_one_universe(bench, scripted_server) -> None:
+    report = bench({})
+    offered = {}
+    for request in scripted_server.requests:
+        names = frozenset(t["function"]["name"] for t in request.get("tools", []))
+        offered.setdefault(_task_of(request)["id"], set()).add(names)
+    runs = report["runs"]
+    for run in runs:
+        task = next(t for t in TASKS if t["id"] == run["task"])
+        same = [r for r in runs if r["task"] == run["task"] and r["size"] == run["size"]]
+        assert {r["universe"] for r in same} == {run["universe"]}  # one universe per size
+        world = next(r for r in same if r["arm"] == "all-tools")["offered_cards"]
+        if run["card"] is None:
+            continue
+        tools = _tools(run["offered_cards"])
+        assert frozenset(tools) in offered[run["task"]]  # exactly these went over the wire
+        assert set(run["offered_cards"]) <= set(world)
+        if run["arm"] == "oracle":
+            assert run["offered_cards"] == [task["expected_agent"]]
+        elif run["arm"] == "tiny":
+            assert len(run["offered_cards"]) == 1
+        elif run["arm"] == "top-k":
+            assert len(run["offered_cards"]) == 3
+        elif run["arm"] == "all-tools":
+            size = run["size"] or sum(len(c["tools"]) for c in CARDS.values())
+            assert len(tools) == run["tools"] <= max(size, len(tools))
+            assert run["tools"] > size - max(len(c["tools"]) for c in CARDS.values())
+    assert {r["size"] for r in report["rows"]} == {10, 30, 0}
+    assert {r["arm"] for r in report["rows"]} == {"oracle", "tiny", "top-k", "hybrid", "all-tools"}
+
+
+def test_a_right_call_is_right_and_each_wrong_one_is_not(bench) -> None:
+    ids = sample_tasks([t["id"] for t in TASKS if t["expect_call"]], 6, seed=0)  # as --sample
+
+    def has_args(i: str) -> bool:
+        return bool(_right_arguments(next(t for t in TASKS if t["id"] == i)["expect_call"]))
+
+    with_args = [i for i in ids[1:-1] if has_args(i)]  # distinct from the first and the last
+    plan = {ids[0]: "wrong_tool", with_args[0]: "missing", with_args[1]: "outside", ids[-1]: "none"}
+    report = bench(plan)
+    oracle = {r["task"]: r for r in report["runs"] if r["arm"] == "oracle"}
+    assert oracle[ids[0]]["status"] == "wrong_tool"
+    assert (
+        oracle[with_args[0]]["status"] == "right_tool"
+        and "missing" in oracle[with_args[0]]["reason"]
+    )
+    assert oracle[with_args[1]]["status"] == "right_tool"
+    assert oracle[ids[-1]]["status"] == "no_call"
+    rest = [t for t in oracle if t not in plan]
+    assert rest and all(oracle[t]["status"] == "right" for t in rest)
+    row = next(r for r in report["rows"] if r["arm"] == "oracle" and r["size"] == 10)
+    assert row["right_call"] == len(rest) and row["right_tool"] == len(rest) + 2
+
+
+def test_irrelevance_without_a_call_is_right_and_nothing_ever_runs(bench, scripted_server) -> None:
+    report = bench({})
+    irrelevant = [r for r in report["runs"] if not r["relevant"]]
+    assert irrelevant and all(r["status"] == "right" for r in irrelevant)
+    for request in scripted_server.requests:  # one request per run: the call stopped it
+        roles = [m["role"] for m in request["messages"]]
+        assert roles == ["system", "user"]
+    assert {r["digest_status"] for r in report["runs"]} <= {"partial", "refused", "abstain"}

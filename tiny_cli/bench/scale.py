@@ -1,0 +1,377 @@
+"""The bench at scale: tool selection by tiny agents and by one all-tools agent as tools grow.
+
+A selection task expects one call (`expect_call`: a function and the accepted values of its
+arguments, as BFCL writes them) or none (an irrelevance question). At each size K every arm
+works in the task's universe (`tiny_cli.bench.universe`): `oracle` is offered the expected
+card's tools, `tiny` routes among the universe's cards and offers one card's, `top-k` offers
+the tools of the k best-routed cards (the vendors' tool search), `hybrid` one card when the
+routing margin is clear and the top-k cards' tools when it is not, `all-tools` every tool of
+the universe. Each run stops at the first call the model asks for: the call is recorded and
+scored (`tiny_cli.bench.selection`), never run. This is tool selection, never "right outcome".
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tiny_cli.agent.loop import invoke
+from tiny_cli.agent.prompts import tools_section
+from tiny_cli.bench.arms import generalist
+from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
+from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
+from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, universes
+from tiny_cli.cards.load import Budget, Card
+from tiny_cli.digest import Digest, estimate_tokens, make_brief
+from tiny_cli.errors import ConfigError
+from tiny_cli.provider.replay import Replayer
+from tiny_cli.routing.router import Router
+from tiny_cli.session import Session
+from tiny_cli.settings import Settings, model_for
+from tiny_cli.workspace import Workspace, open_workspace
+
+__all__ = [
+    "SCALE_ARMS",
+    "ScaleArm",
+    "ScaleOptions",
+    "SelectionTask",
+    "is_selection_file",
+    "load_selection_tasks",
+    "run_scale",
+    "scale_from_settings",
+]
+
+ScaleArm = Literal["oracle", "tiny", "top-k", "hybrid", "all-tools"]
+SCALE_ARMS: tuple[ScaleArm, ...] = ("oracle", "tiny", "top-k", "hybrid", "all-tools")
+DEFAULT_SIZES = (10, 30, 100, CATALOGUE)
+DEFAULT_SAMPLE = 60  # selection tasks drawn from the file
+DEFAULT_IRRELEVANCE = 30  # irrelevance tasks drawn from the file
+DEFAULT_TOP_K = 3  # the anchors' tool search returns a handful of tools; 3 cards here
+# One background standard deviation of the routing z-score: chosen before any run, never
+# tuned on the tasks. Over it the best card is clearly ahead and hybrid offers it alone.
+DEFAULT_HYBRID_MARGIN = 1.0
+DEFAULT_CONTEXT_TOKENS = 32_768  # the model server's context; a larger prompt "does not fit"
+MAX_SELECTION_LINE = 200_000
+
+
+@dataclass(frozen=True)
+class SelectionTask:
+    """One question; `expected` is the call it needs, None for an irrelevance question."""
+
+    id: str
+    task: str
+    card: str | None
+    expected: Mapping[str, Any] | None = field(default=None, hash=False)
+
+
+@dataclass(frozen=True)
+class ScaleOptions:
+    """What the scale bench runs: sizes (0 is the whole catalogue), arms, sample, seed."""
+
+    sizes: tuple[int, ...] = DEFAULT_SIZES
+    arms: tuple[ScaleArm, ...] = SCALE_ARMS
+    sample: int = DEFAULT_SAMPLE
+    irrelevance: int = DEFAULT_IRRELEVANCE
+    seed: int = 0
+    top_k: int = DEFAULT_TOP_K
+    hybrid_margin: float = DEFAULT_HYBRID_MARGIN
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    concurrency: int = 1
+    wall_scale: float = 1.0
+
+
+def is_selection_file(path: Path) -> bool:
+    """Whether a task file holds selection tasks (JSONL whose first entry has `expect_call`)."""
+    if path.suffix != ".jsonl":
+        return False
+    with path.open(encoding="utf-8") as lines:
+        first = next((line for line in lines if line.strip()), "")
+    try:
+        return "expect_call" in json.loads(first)
+    except (json.JSONDecodeError, TypeError):
+        return False
+
+
+def load_selection_tasks(path: Path, cards: Mapping[str, Card]) -> list[SelectionTask]:
+    """Read a selection task file; a bad line is a one-line ConfigError naming file and line."""
+    tasks = []
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        if line.strip():
+            tasks.append(_selection_task(path, n, line, cards))
+    if not tasks:
+        raise ConfigError(f"{path}: no tasks in the file")
+    return tasks
+
+
+def _selection_task(path: Path, n: int, line: str, cards: Mapping[str, Card]) -> SelectionTask:
+    where = f"{path}:{n}"
+    try:
+        entry = json.loads(line[:MAX_SELECTION_LINE])
+        expected = expected_call(entry)
+    except (json.JSONDecodeError, ConfigError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    card = entry.get("expected_agent")
+    if not isinstance(entry.get("task"), str) or not isinstance(entry.get("id"), str):
+        raise ConfigError(f"{where}: id and task must be strings")
+    if (card is None) != (expected is None) or (card is not None and card not in cards):
+        raise ConfigError(f"{where}: expected_agent {card!r} is not a card here")
+    if expected is not None and expected["name"] not in cards[card].tools:
+        raise ConfigError(f"{where}: {expected['name']!r} is not a tool of card {card!r}")
+    return SelectionTask(entry["id"], entry["task"], card, expected)
+
+
+def scale_from_settings(
+    settings: Settings,
+    session: Session,
+    tasks_path: Path,
+    options: ScaleOptions = ScaleOptions(),
+    on_run: Callable[[RunRecord], None] | None = None,
+) -> ScaleReport:
+    """Load the cards and the selection tasks, check the endpoint, and run the bench at scale."""
+    from tiny_cli.routing.embed import get_embedder  # numpy and the model: only for routing
+
+    ws = open_workspace(settings)
+    tasks = load_selection_tasks(tasks_path, ws.cards)
+    embedder = get_embedder(settings.embedder, base_url=settings.base_url, api_key=settings.api_key)
+    cache = settings.home / "cache"
+    session.exchanges.probe()
+    report = run_scale(
+        ws,
+        tasks,
+        session,
+        lambda cards: Router(cards, embedder, cache, settings.threshold),
+        options,
+        on_run,
+    )
+    replayed = session.exchanges.path if isinstance(session.exchanges, Replayer) else None
+    return report if replayed is None else rebuild(report, options, str(replayed))
+
+
+def run_scale(
+    ws: Workspace,
+    tasks: Sequence[SelectionTask],
+    session: Session,
+    router_for: Callable[[Sequence[Card]], Router],
+    options: ScaleOptions = ScaleOptions(),
+    on_run: Callable[[RunRecord], None] | None = None,
+) -> ScaleReport:
+    """Run every sampled task in every arm at every size; return the report."""
+    picked = _sample(tasks, options)
+    tools_of = {card.id: len(card.tools) for card in ws.cards.values()}
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    records: list[RunRecord] = []
+    asked = _Asked()
+    for size in options.sizes:
+        jobs = _jobs(ws, picked, tools_of, size, router_for, options)
+        with ThreadPoolExecutor(max(1, options.concurrency)) as pool:
+            for record in pool.map(lambda job: _run(ws, session, job, options, asked), jobs):
+                records.append(record)
+                if on_run is not None:
+                    on_run(record)
+    model = model_for(ws.settings, None)
+    mode = ws.settings.tool_mode or "auto"
+    return build_report(records, options, model, started, sum(tools_of.values()), mode)
+
+
+def _sample(tasks: Sequence[SelectionTask], options: ScaleOptions) -> list[SelectionTask]:
+    relevant = [t.id for t in tasks if t.card is not None]
+    irrelevant = [t.id for t in tasks if t.card is None]
+    chosen = set(sample_tasks(relevant, options.sample, options.seed))
+    chosen |= set(sample_tasks(irrelevant, options.irrelevance, options.seed))
+    return [t for t in tasks if t.id in chosen]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One task in one arm at one size: the card to run (None: no request) and its routing."""
+
+    task: SelectionTask
+    arm: ScaleArm
+    universe: Universe
+    card: Card | None
+    routed: str | None = None  # the card routing chose (tiny, hybrid)
+    ranked: tuple[str, ...] = ()  # the top-k cards (top-k, hybrid)
+    fits: bool = True
+    offered: tuple[str, ...] = ()  # the cards whose tools `card` holds
+
+
+def _jobs(
+    ws: Workspace,
+    tasks: Sequence[SelectionTask],
+    tools_of: Mapping[str, int],
+    size: int,
+    router_for: Callable[[Sequence[Card]], Router],
+    options: ScaleOptions,
+) -> list[_Job]:
+    """Build the jobs of one size, grouped by universe so a prompt prefix repeats back to back."""
+    worlds = universes([t.card for t in tasks], tools_of, size, options.seed)
+    by_world: dict[Universe, list[SelectionTask]] = {}
+    for task, world in zip(tasks, worlds, strict=True):
+        by_world.setdefault(world, []).append(task)
+    jobs: list[_Job] = []
+    for world, group in by_world.items():
+        cards = [ws.cards[c] for c in world.cards]
+        ranking = _rankings(router_for(cards), group, options.top_k)
+        for arm in options.arms:
+            jobs += [_job(ws, task, arm, world, ranking[task.id], options) for task in group]
+    return [j for j in jobs if not (j.arm == "oracle" and j.task.card is None)]
+
+
+def _rankings(
+    router: Router, tasks: Sequence[SelectionTask], top: int
+) -> dict[str, tuple[str | None, tuple[str, ...], float]]:
+    """Route each task once: (the card or None on abstain, the top cards, the margin)."""
+    decisions = router.route_many([t.task for t in tasks], max(top, 2))
+    out = {}
+    for task, d in zip(tasks, decisions, strict=True):
+        ids = tuple(c.agent_id for c in d.candidates)
+        scores = [c.score for c in d.candidates]
+        margin = scores[0] - scores[1] if len(scores) > 1 else float("inf")
+        out[task.id] = (d.agent_id if d.decision == "route" else None, ids[:top], margin)
+    return out
+
+
+def _job(
+    ws: Workspace,
+    task: SelectionTask,
+    arm: ScaleArm,
+    world: Universe,
+    ranking: tuple[str | None, tuple[str, ...], float],
+    options: ScaleOptions,
+) -> _Job:
+    """Choose what one arm offers for one task in its universe."""
+    routed, top, margin = ranking
+    cards = ws.cards
+    if arm == "oracle":
+        own = (task.card,) if task.card else ()
+        return _Job(task, arm, world, cards[task.card] if task.card else None, offered=own)
+    if arm == "all-tools":
+        card = _generalist([cards[c] for c in world.cards])
+        fits = _fits(ws, card, task, options)
+        return _Job(task, arm, world, card, fits=fits, offered=world.cards)
+    if arm == "top-k":
+        card = _generalist([cards[c] for c in top])
+        return _Job(task, arm, world, card, ranked=top, offered=top)
+    if routed is None:  # tiny and hybrid share the abstain rule: no card, no request
+        return _Job(task, arm, world, None, routed=None, ranked=top)
+    if arm == "tiny" or margin >= options.hybrid_margin:
+        return _Job(task, arm, world, cards[routed], routed=routed, ranked=top, offered=(routed,))
+    card = _generalist([cards[c] for c in top])
+    return _Job(task, arm, world, card, routed=routed, ranked=top, offered=top)
+
+
+def _generalist(cards: Sequence[Card]) -> Card:
+    """The all-tools card over `cards`, with a selection budget (one answer, no writes)."""
+    card = generalist(cards, None)
+    return Card(card.id, card.summary, card.tools, (), budget=Budget())
+
+
+def _fits(ws: Workspace, card: Card, task: SelectionTask, options: ScaleOptions) -> bool:
+    """Whether the all-tools prompt (system, tools, task) fits the model's context."""
+    schemas = ws.registry.schemas(card.tools)
+    return _prompt_estimate(schemas, task) + Budget().max_output_tokens <= options.context_tokens
+
+
+def _prompt_estimate(schemas: Sequence[dict[str, Any]], task: SelectionTask) -> int:
+    return estimate_tokens(tools_section(list(schemas)) + task.task) + SYSTEM_ESTIMATE
+
+
+SYSTEM_ESTIMATE = 250  # tokens of a card's system prompt around its tools (measured: 200-300)
+
+
+class _Asked:
+    """Each distinct request is asked once per bench run, and its answer shared.
+
+    The same card, tools and task make the same prompt, whatever the arm or size: the oracle
+    at every size, and tiny wherever it routes to the expected card. Asking again would only
+    cost model time (and, with a sampling server, swap one sample for another).
+    """
+
+    def __init__(self) -> None:
+        self._digests: dict[tuple[str, tuple[str, ...], str], Digest] = {}
+        self._lock = threading.Lock()
+
+    def digest(self, job: _Job, ask: Callable[[], Digest]) -> Digest:
+        """Return the Digest of this job's request, asking the model only the first time."""
+        assert job.card is not None
+        key = (job.card.id, job.card.tools, job.task.id)
+        with self._lock:
+            known = self._digests.get(key)
+        if known is not None:
+            return known
+        digest = ask()
+        with self._lock:
+            return self._digests.setdefault(key, digest)
+
+
+def _run(
+    ws: Workspace, session: Session, job: _Job, options: ScaleOptions, asked: _Asked
+) -> RunRecord:
+    """Run one job to its first call (or judge its abstention); never run a tool."""
+    schemas = ws.registry.schemas(job.card.tools) if job.card is not None else []
+    schema_tokens = estimate_tokens(json.dumps(schemas, ensure_ascii=False)) if schemas else 0
+    if job.card is None or not job.fits:
+        verdict = judge_call(job.task.expected, None, None)
+        return _record(job, verdict, None, schema_tokens, _prompt_estimate(schemas, job.task))
+    label = f"{job.task.id}/{job.arm}/{job.universe.label}"
+    digest = asked.digest(job, lambda: _invoke(ws, session, job, options, label))
+    first = digest.calls[0] if digest.calls else None
+    verdict = judge_call(
+        job.task.expected,
+        first.name if first else None,
+        first.arguments if first else None,
+    )
+    return _record(job, verdict, digest, schema_tokens, 0)
+
+
+def _invoke(
+    ws: Workspace, session: Session, job: _Job, options: ScaleOptions, label: str
+) -> Digest:
+    assert job.card is not None
+    return invoke(
+        job.card,
+        make_brief(job.task.task),
+        registry=ws.registry,
+        provider=session.provider(label, job.card.id),
+        model=model_for(ws.settings, job.card.model),
+        tool_mode=ws.settings.tool_mode,
+        wall_scale=options.wall_scale,
+        observer=session.observe(label),
+        stop_at_first_call=True,
+    )
+
+
+def _record(
+    job: _Job, verdict: CallVerdict, digest: Digest | None, schema_tokens: int, estimate: int
+) -> RunRecord:
+    cost = digest.cost if digest is not None else None
+    first = digest.calls[0] if digest is not None and digest.calls else None
+    return RunRecord(
+        task=job.task.id,
+        relevant=job.task.card is not None,
+        size=job.universe.size,
+        universe=job.universe.label,
+        tools=job.universe.tools,
+        arm=job.arm,
+        status=verdict.status,
+        reason=verdict.reason,
+        called=first.name if first else None,
+        card=job.card.id if job.card is not None else None,
+        offered_cards=job.offered if job.card is not None else (),
+        routed_right=None if job.arm not in ("tiny", "hybrid") else job.routed == job.task.card,
+        in_top=None if job.arm not in ("top-k", "hybrid") else job.task.card in job.ranked,
+        fits=job.fits,
+        offered=len(job.card.tools) if job.card is not None else 0,
+        prompt_tokens=cost.tokens_in if cost is not None else estimate,
+        schema_tokens=schema_tokens,
+        completion_tokens=cost.tokens_out if cost is not None else 0,
+        wall_seconds=cost.wall_seconds if cost is not None else 0.0,
+        ghost_calls=cost.ghost_calls if cost is not None else 0,
+        digest_status=digest.status if digest is not None else "abstain",
+    )

@@ -1,0 +1,258 @@
+"""The report of the bench at scale: one row per size and arm, every run, and the table.
+
+Accuracy is tool selection: the first call's tool and arguments against BFCL's accepted values,
+counted over the selection tasks; irrelevance questions are counted apart. Each rate carries
+a 95 % Wilson interval, so a small sample says how little it shows.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tiny_cli.bench.universe import CATALOGUE
+
+__all__ = [
+    "RunRecord",
+    "ScaleReport",
+    "ScaleRow",
+    "build_report",
+    "markdown_table",
+    "rebuild",
+    "wilson",
+]
+
+Z95 = 1.959964  # the normal quantile of a two-sided 95 % interval
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One task in one arm at one size: what was offered, what was called, what it cost."""
+
+    task: str
+    relevant: bool  # False: an irrelevance question (no call is right)
+    size: int
+    universe: str
+    tools: int  # the universe's tool count
+    arm: str
+    status: str  # a CallVerdict status
+    reason: str
+    called: str | None
+    card: str | None  # the card run (None: no request: abstained, or does not fit)
+    offered_cards: tuple[str, ...]  # whose tools were offered (the generalist's: several)
+    routed_right: bool | None  # tiny, hybrid: routing chose the expected card (abstained on none)
+    in_top: bool | None  # top-k, hybrid: the expected card among the k best
+    fits: bool
+    offered: int  # tools offered to the model
+    prompt_tokens: int  # as the server counted them (an estimate where nothing was sent)
+    schema_tokens: int  # estimated tokens of the offered tools' schemas
+    completion_tokens: int
+    wall_seconds: float
+    ghost_calls: int
+    digest_status: str
+
+
+@dataclass(frozen=True)
+class ScaleRow:
+    """One size and arm: counts, rates with intervals, tokens and time per task."""
+
+    size: int
+    label: str
+    tools: float
+    arm: str
+    fits: bool
+    tasks: int
+    right_tool: int | None
+    right_call: int | None
+    right_tool_ci: tuple[float, float] | None
+    right_call_ci: tuple[float, float] | None
+    irrelevance_tasks: int
+    irrelevance_right: int | None
+    routing_right: int | None
+    topk_recall: int | None
+    prompt_tokens: float
+    schema_tokens: float
+    completion_tokens: float
+    wall_p50: float | None
+    wall_p95: float | None
+    ghost_calls: int
+
+
+@dataclass(frozen=True)
+class ScaleReport:
+    """The whole run: its settings, a row per size and arm, and every run."""
+
+    model: str
+    tool_mode: str
+    started_at: str
+    seed: int
+    top_k: int
+    hybrid_margin: float
+    catalogue_tools: int
+    rows: tuple[ScaleRow, ...]
+    runs: tuple[RunRecord, ...]
+    replayed_from: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the report as one JSON document (`--json`, `--out`, the HTML page)."""
+        head = {k: v for k, v in asdict(self).items() if k not in ("rows", "runs")}
+        relevant = {r.task for r in self.runs if r.relevant}
+        return {
+            "kind": "selection",
+            **head,
+            "tasks": len(relevant),
+            "irrelevance_tasks": len({r.task for r in self.runs} - relevant),
+            "rows": [asdict(r) for r in self.rows],
+            "runs": [asdict(r) for r in self.runs],
+        }
+
+
+def build_report(
+    records: Sequence[RunRecord],
+    options: Any,
+    model: str,
+    started: str,
+    catalogue_tools: int,
+    tool_mode: str = "",
+    replayed_from: str | None = None,
+) -> ScaleReport:
+    """Aggregate the runs into one row per size and arm, in the order they ran."""
+    keys = list(dict.fromkeys((r.size, r.arm) for r in records))
+    timed = replayed_from is None  # a replay's wall times are the replay's, not the model's
+    rows = tuple(_row([r for r in records if (r.size, r.arm) == key], timed) for key in keys)
+    return ScaleReport(
+        model,
+        tool_mode,
+        started,
+        options.seed,
+        options.top_k,
+        options.hybrid_margin,
+        catalogue_tools,
+        rows,
+        tuple(records),
+        replayed_from,
+    )
+
+
+HEADER = (
+    "size",
+    "tools",
+    "arm",
+    "right tool",
+    "right call",
+    "95 % interval",
+    "irrelevance right",
+    "routing right",
+    "top-k recall",
+    "prompt tokens / task",
+    "schema tokens / task",
+    "completion tokens / task",
+    "ghost calls",
+)
+
+
+def markdown_table(report: ScaleReport) -> str:
+    """Return the rows as a Markdown table (the shape docs/bench.md shows); no wall times."""
+    lines = [_md(HEADER), _md(["---"] * len(HEADER))]
+    lines += [_md(_cells(row)) for row in report.rows]
+    return "\n".join(lines) + "\n"
+
+
+def _cells(row: ScaleRow) -> list[str]:
+    def part(n: int | None, d: int) -> str:
+        return "does not fit" if not row.fits else ("—" if n is None or not d else f"{n} / {d}")
+
+    ci = row.right_call_ci
+    return [
+        row.label,
+        f"{row.tools:g}",
+        row.arm,
+        part(row.right_tool, row.tasks),
+        part(row.right_call, row.tasks),
+        f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "—",
+        part(row.irrelevance_right, row.irrelevance_tasks),
+        "—" if row.routing_right is None else f"{row.routing_right} / {row.tasks}",
+        "—" if row.topk_recall is None else f"{row.topk_recall} / {row.tasks}",
+        f"{row.prompt_tokens:,.0f}",
+        f"{row.schema_tokens:,.0f}",
+        f"{row.completion_tokens:,.0f}",
+        str(row.ghost_calls),
+    ]
+
+
+def _md(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def rebuild(report: ScaleReport, options: Any, replayed_from: str) -> ScaleReport:
+    """The same runs as a replay: the report says so and shows no wall times."""
+    return build_report(
+        report.runs,
+        options,
+        report.model,
+        report.started_at,
+        report.catalogue_tools,
+        report.tool_mode,
+        replayed_from,
+    )
+
+
+def _row(runs: Sequence[RunRecord], timed: bool = True) -> ScaleRow:
+    relevant = [r for r in runs if r.relevant]
+    irrelevant = [r for r in runs if not r.relevant]
+    fits = all(r.fits for r in runs)
+    tool = sum(r.status in ("right", "right_tool") for r in relevant)
+    call = sum(r.status == "right" for r in relevant)
+    sent = [r.wall_seconds for r in runs if r.card is not None and r.fits and timed]
+    first = runs[0]
+    return ScaleRow(
+        size=first.size,
+        label="all" if first.size == CATALOGUE else str(first.size),
+        tools=round(statistics.fmean(r.tools for r in runs), 1),
+        arm=first.arm,
+        fits=fits,
+        tasks=len(relevant),
+        right_tool=tool if fits else None,
+        right_call=call if fits else None,
+        right_tool_ci=wilson(tool, len(relevant)) if fits and relevant else None,
+        right_call_ci=wilson(call, len(relevant)) if fits and relevant else None,
+        irrelevance_tasks=len(irrelevant),
+        irrelevance_right=sum(r.status == "right" for r in irrelevant) if fits else None,
+        routing_right=_count(relevant, "routed_right"),
+        topk_recall=_count(relevant, "in_top"),
+        prompt_tokens=_mean(r.prompt_tokens for r in runs),
+        schema_tokens=_mean(r.schema_tokens for r in runs),
+        completion_tokens=_mean(r.completion_tokens for r in runs),
+        wall_p50=round(statistics.median(sent), 2) if sent else None,
+        wall_p95=round(_percentile(sent, 0.95), 2) if sent else None,
+        ghost_calls=sum(r.ghost_calls for r in runs),
+    )
+
+
+def wilson(hits: int, n: int) -> tuple[float, float]:
+    """The 95 % Wilson score interval of `hits` out of `n`, rounded to three places."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = hits / n
+    centre = p + Z95 * Z95 / (2 * n)
+    spread = Z95 * math.sqrt(p * (1 - p) / n + Z95 * Z95 / (4 * n * n))
+    denominator = 1 + Z95 * Z95 / n
+    return (round((centre - spread) / denominator, 3), round((centre + spread) / denominator, 3))
+
+
+def _count(runs: Sequence[RunRecord], attribute: str) -> int | None:
+    values = [getattr(r, attribute) for r in runs]
+    return None if any(v is None for v in values) or not values else sum(values)
+
+
+def _mean(values: Any) -> float:
+    values = list(values)
+    return round(statistics.fmean(values), 1) if values else 0.0
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]

@@ -1,0 +1,144 @@
+"""`tiny bench --all-tools-sizes …`: tool selection as the tool count grows, table and page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeGuard, cast
+
+import typer
+
+from tiny_cli.cli.common import console, emit, run_session
+
+if TYPE_CHECKING:
+    from tiny_cli.bench.scale import ScaleOptions
+    from tiny_cli.bench.scale_report import ScaleReport
+    from tiny_cli.settings import Settings
+
+SizesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--all-tools-sizes",
+        "--sizes",
+        help="Tool counts to compare at, e.g. 10,30,100,all (a selection task file: the bench "
+        "at scale; all = every card). [default for a selection file: 10,30,100,all]",
+    ),
+]
+SampleOpt = Annotated[int, typer.Option("--sample", min=1, help="Selection tasks drawn.")]
+IrrelevanceOpt = Annotated[
+    int, typer.Option("--irrelevance", min=0, help="Irrelevance questions drawn.")
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the sample and the distractors.")]
+TopKOpt = Annotated[int, typer.Option("--top-k", min=1, help="Cards the top-k arm offers.")]
+MarginOpt = Annotated[
+    float,
+    typer.Option("--hybrid-margin", help="Routing margin (z) over which hybrid offers one card."),
+]
+ContextOpt = Annotated[
+    int,
+    typer.Option(
+        "--context-tokens", min=1, help="The model's context; a larger prompt does not fit."
+    ),
+]
+HtmlOpt = Annotated[
+    Path | None, typer.Option("--html", help="Also write the report as one HTML page.")
+]
+
+
+@dataclass(frozen=True)
+class ScaleFlags:
+    """The bench-at-scale options of `tiny bench`, as given."""
+
+    sizes: str | None
+    arm: str
+    sample: int
+    irrelevance: int
+    seed: int
+    top_k: int
+    hybrid_margin: float
+    context_tokens: int
+    concurrency: int
+    html: Path | None
+    record: Path | None
+    replay: Path | None
+    out: Path | None
+    log: bool
+    markdown: bool
+    json_out: bool
+
+
+def wants_scale(tasks: Path | None, sizes: str | None) -> TypeGuard[Path]:
+    """Whether `tiny bench` runs at scale: sizes were given, or the task file is a selection one."""
+    from tiny_cli.bench.scale import is_selection_file
+
+    return tasks is not None and (sizes is not None or is_selection_file(tasks))
+
+
+def scale_bench(settings: Settings, tasks: Path, flags: ScaleFlags) -> None:
+    """Run the bench at scale and show it: table and chart, Markdown, JSON; --html, --out."""
+    from tiny_cli.bench.scale import scale_from_settings
+    from tiny_cli.bench.scale_report import markdown_table
+    from tiny_cli.cli.bench import write_report
+    from tiny_cli.cli.render_scale import scale as render_scale
+
+    options = scale_options(flags, settings.wall_scale)
+    with run_session(
+        settings,
+        "bench",
+        record=flags.record,
+        replay=flags.replay,
+        no_log=not flags.log,
+        live=False,
+    ) as s:
+        report = scale_from_settings(settings, s, tasks, options)
+    document = report.to_json()
+    if flags.out is not None:
+        write_report(flags.out, document)
+    if flags.html is not None:
+        _write_html(report, flags.html)
+    if flags.markdown and not flags.json_out:
+        typer.echo(markdown_table(report), nl=False)
+        return
+    emit(flags.json_out, document, lambda: render_scale(console(), report))
+
+
+def scale_options(flags: ScaleFlags, wall_scale: float) -> ScaleOptions:
+    """Turn the flags into ScaleOptions; a bad size or arm is a usage error naming it."""
+    from tiny_cli.bench.scale import DEFAULT_SIZES, SCALE_ARMS, ScaleArm, ScaleOptions
+
+    sizes = tuple(_size(s) for s in flags.sizes.split(",")) if flags.sizes else DEFAULT_SIZES
+    arms = SCALE_ARMS if flags.arm == "both" else tuple(a.strip() for a in flags.arm.split(","))
+    for arm in arms:
+        if arm not in SCALE_ARMS:
+            raise typer.BadParameter(
+                f"{arm!r} is not one of {', '.join(SCALE_ARMS)}", param_hint="--arm"
+            )
+    return ScaleOptions(
+        sizes,
+        cast("tuple[ScaleArm, ...]", arms),
+        flags.sample,
+        flags.irrelevance,
+        flags.seed,
+        flags.top_k,
+        flags.hybrid_margin,
+        flags.context_tokens,
+        flags.concurrency,
+        wall_scale,
+    )
+
+
+def _size(text: str) -> int:
+    text = text.strip()
+    if text == "all":
+        return 0
+    if not text.isdigit() or int(text) < 1:
+        raise typer.BadParameter(
+            f"{text!r} is not a tool count or 'all'", param_hint="--all-tools-sizes"
+        )
+    return int(text)
+
+
+def _write_html(report: ScaleReport, path: Path) -> None:
+    from tiny_cli.bench.html import write_html
+
+    write_html(report.to_json(), path)
