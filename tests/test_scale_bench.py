@@ -140,3 +140,18 @@ def test_irrelevance_without_a_call_is_right_and_nothing_ever_runs(bench, script
         roles = [m["role"] for m in request["messages"]]
         assert roles == ["system", "user"]
     assert {r["digest_status"] for r in report["runs"]} <= {"partial", "refused", "abstain"}
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_the_expected_tools_can_be_put_first_or_last(bench, scripted_server, where: str) -> None:
+    bench({}, "--arm", "all-tools", "--expected-tools", where)
+    checked = 0
+    for request in scripted_server.requests:
+        task = _task_of(request)
+        if task["expect_call"] is None:
+            continue
+        names = [t["function"]["name"] for t in request["tools"]]
+        own = CARDS[task["expected_agent"]]["tools"]
+        assert (names[: len(own)] if where == "first" else names[-len(own) :]) == own
+        checked += 1
+    assert checked >= 6

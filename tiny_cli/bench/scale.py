@@ -84,6 +84,9 @@ class ScaleOptions:
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     concurrency: int = 1
     wall_scale: float = 1.0
+    # where the all-tools list puts the expected card's tools: None keeps catalogue order (one
+    # shared prefix per universe); "first"/"last" check that position does not decide it
+    expected_tools: Literal["first", "last"] | None = None
 
 
 def is_selection_file(path: Path) -> bool:
@@ -252,9 +255,10 @@ def _job(
         own = (task.card,) if task.card else ()
         return _Job(task, arm, world, cards[task.card] if task.card else None, offered=own)
     if arm == "all-tools":
-        card = _generalist([cards[c] for c in world.cards])
+        order = _placed(world.cards, task.card, options.expected_tools)
+        card = _generalist([cards[c] for c in order])
         fits = _fits(ws, card, task, options)
-        return _Job(task, arm, world, card, fits=fits, offered=world.cards)
+        return _Job(task, arm, world, card, fits=fits, offered=order)
     if arm == "top-k":
         card = _generalist([cards[c] for c in top])
         return _Job(task, arm, world, card, ranked=top, offered=top)
@@ -264,6 +268,16 @@ def _job(
         return _Job(task, arm, world, cards[routed], routed=routed, ranked=top, offered=(routed,))
     card = _generalist([cards[c] for c in top])
     return _Job(task, arm, world, card, routed=routed, ranked=top, offered=top)
+
+
+def _placed(
+    cards: tuple[str, ...], expected: str | None, where: Literal["first", "last"] | None
+) -> tuple[str, ...]:
+    """The universe's cards in prompt order, the expected one moved first or last if asked."""
+    if where is None or expected is None:
+        return cards
+    rest = tuple(c for c in cards if c != expected)
+    return (expected, *rest) if where == "first" else (*rest, expected)
 
 
 def _generalist(cards: Sequence[Card]) -> Card:

@@ -28,6 +28,7 @@ from tiny_cli.cli.scale import (
     HtmlOpt,
     IrrelevanceOpt,
     MarginOpt,
+    PlaceOpt,
     SampleOpt,
     ScaleFlags,
     SeedOpt,
@@ -83,6 +84,7 @@ def bench(
     hybrid_margin: MarginOpt = 1.0,
     context_tokens: ContextOpt = 32_768,
     html: HtmlOpt = None,
+    expected_tools: PlaceOpt = None,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
     from tiny_cli.bench import DEFAULT_TASKS_FILE, BenchOptions, bench_from_settings
@@ -94,7 +96,7 @@ def bench(
     if wants_scale(tasks, sizes):
         flags = ScaleFlags(sizes, arm, sample, irrelevance, seed, top_k, hybrid_margin,
                            context_tokens, concurrency, html, record, replay, out, not no_log,
-                           markdown, json_out)  # fmt: skip
+                           markdown, json_out, expected_tools)  # fmt: skip
         return scale_bench(settings, tasks, flags)
     options = BenchOptions(_arms(arm), repeat, concurrency)
     live = concurrency == 1 and wants_live(quiet, json_out)  # one run at a time can be watched
@@ -102,9 +104,7 @@ def bench(
         run_session(settings, "bench", record=record, replay=replay, no_log=no_log, live=live) as s,
         render.BenchProgress(console(stderr=True)) as progress,
     ):
-        report = bench_from_settings(
-            settings, s, make_router, tasks_path=tasks, options=options, on_progress=progress
-        )
+        report = bench_from_settings(settings, s, make_router, tasks_path=tasks, options=options, on_progress=progress)  # fmt: skip  # noqa: E501
     _show_report(report, out, markdown, json_out)
 
 

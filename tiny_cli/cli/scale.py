@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeGuard, cast
+from typing import TYPE_CHECKING, Annotated, Literal, TypeGuard, cast
 
 import typer
 
@@ -40,6 +40,12 @@ ContextOpt = Annotated[
         "--context-tokens", min=1, help="The model's context; a larger prompt does not fit."
     ),
 ]
+PlaceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--expected-tools", help="first or last: where all-tools lists the expected tools."
+    ),
+]
 HtmlOpt = Annotated[
     Path | None, typer.Option("--html", help="Also write the report as one HTML page.")
 ]
@@ -65,6 +71,7 @@ class ScaleFlags:
     log: bool
     markdown: bool
     json_out: bool
+    expected_tools: str | None = None
 
 
 def wants_scale(tasks: Path | None, sizes: str | None) -> TypeGuard[Path]:
@@ -124,7 +131,14 @@ def scale_options(flags: ScaleFlags, wall_scale: float) -> ScaleOptions:
         flags.context_tokens,
         flags.concurrency,
         wall_scale,
+        _place(flags.expected_tools),
     )
+
+
+def _place(value: str | None) -> Literal["first", "last"] | None:
+    if value in (None, "first", "last"):
+        return cast("Literal['first', 'last'] | None", value)
+    raise typer.BadParameter(f"{value!r} is not first or last", param_hint="--expected-tools")
 
 
 def _size(text: str) -> int:
