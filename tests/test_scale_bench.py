@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tiny_cli.bench.universe import sample_tasks
-from tiny_cli.testing import reply, respond, tool_call
+from tiny_cli.testing import http_error, reply, respond, tool_call
 
 BFCL = Path(__file__).resolve().parent.parent / "examples" / "bfcl"
 TASKS = [json.loads(line) for line in (BFCL / "tasks.jsonl").read_text().splitlines()]
@@ -42,6 +42,8 @@ def _policy(plan: dict[str, str]):
         offered = [t["function"]["name"] for t in request.get("tools", [])]
         expected = task["expect_call"]
         how = plan.get(task["id"], "right")
+        if how == "error":
+            return http_error(400)  # not retried: the run fails before the model chose
         if expected is None or expected["name"] not in offered or how == "none":
             return reply(json.dumps({"status": "refused", "summary": "not something my tools do"}))
         arguments = _right_arguments(expected)
@@ -155,3 +157,12 @@ def test_the_expected_tools_can_be_put_first_or_last(bench, scripted_server, whe
         assert (names[: len(own)] if where == "first" else names[-len(own) :]) == own
         checked += 1
     assert checked >= 6
+
+
+def test_a_run_the_server_failed_is_never_right(bench) -> None:
+    irrelevant = sample_tasks([t["id"] for t in TASKS if t["expect_call"] is None], 3, seed=0)
+    report = bench({irrelevant[0]: "error"}, "--arm", "all-tools")
+    failed = [r for r in report["runs"] if r["task"] == irrelevant[0]]
+    assert failed and all(r["status"] == "failed" for r in failed if r["card"] is not None)
+    row = next(r for r in report["rows"] if r["size"] == 10)
+    assert row["failed"] == 1 and row["irrelevance_right"] == row["irrelevance_tasks"] - 1

@@ -87,6 +87,10 @@ class ScaleOptions:
     # where the all-tools list puts the expected card's tools: None keeps catalogue order (one
     # shared prefix per universe); "first"/"last" check that position does not decide it
     expected_tools: Literal["first", "last"] | None = None
+    # same: every arm asks with the generalist's system prompt, so the arms differ only in the
+    # tools they offer; card: one-card arms (oracle, tiny, a clear hybrid) ask with the card's
+    # own prompt, as `tiny delegate` would (prompt and tools then both differ between arms)
+    prompt: Literal["same", "card"] = "same"
 
 
 def is_selection_file(path: Path) -> bool:
@@ -220,7 +224,8 @@ def _jobs(
     jobs: list[_Job] = []
     for world, group in by_world.items():
         cards = [ws.cards[c] for c in world.cards]
-        ranking = _rankings(router_for(cards), group, options.top_k)
+        routed = set(options.arms) & {"tiny", "top-k", "hybrid"}  # else no router is needed
+        ranking = _rankings(router_for(cards), group, options.top_k) if routed else _unranked(group)
         for arm in options.arms:
             jobs += [_job(ws, task, arm, world, ranking[task.id], options) for task in group]
     return [j for j in jobs if not (j.arm == "oracle" and j.task.card is None)]
@@ -240,6 +245,12 @@ def _rankings(
     return out
 
 
+def _unranked(
+    tasks: Sequence[SelectionTask],
+) -> dict[str, tuple[str | None, tuple[str, ...], float]]:
+    return {task.id: (None, (), 0.0) for task in tasks}
+
+
 def _job(
     ws: Workspace,
     task: SelectionTask,
@@ -253,7 +264,7 @@ def _job(
     cards = ws.cards
     if arm == "oracle":
         own = (task.card,) if task.card else ()
-        return _Job(task, arm, world, cards[task.card] if task.card else None, offered=own)
+        return _Job(task, arm, world, _one(cards, task.card, options), offered=own)
     if arm == "all-tools":
         order = _placed(world.cards, task.card, options.expected_tools)
         card = _generalist([cards[c] for c in order])
@@ -265,9 +276,17 @@ def _job(
     if routed is None:  # tiny and hybrid share the abstain rule: no card, no request
         return _Job(task, arm, world, None, routed=None, ranked=top)
     if arm == "tiny" or margin >= options.hybrid_margin:
-        return _Job(task, arm, world, cards[routed], routed=routed, ranked=top, offered=(routed,))
+        one = _one(cards, routed, options)
+        return _Job(task, arm, world, one, routed=routed, ranked=top, offered=(routed,))
     card = _generalist([cards[c] for c in top])
     return _Job(task, arm, world, card, routed=routed, ranked=top, offered=top)
+
+
+def _one(cards: Mapping[str, Card], card: str | None, options: ScaleOptions) -> Card | None:
+    """One card's tools, asked with the shared prompt or with the card's own (`--prompt`)."""
+    if card is None:
+        return None
+    return cards[card] if options.prompt == "card" else _generalist([cards[card]])
 
 
 def _placed(
@@ -336,11 +355,11 @@ def _run(
     label = f"{job.task.id}/{job.arm}/{job.universe.label}"
     digest = asked.digest(job, lambda: _invoke(ws, session, job, options, label))
     first = digest.calls[0] if digest.calls else None
-    verdict = judge_call(
-        job.task.expected,
-        first.name if first else None,
-        first.arguments if first else None,
-    )
+    if first is None and digest.status == "failed":  # the server failed: the model chose nothing
+        verdict = CallVerdict("failed", f"the run failed before the model chose: {digest.reason}")
+    else:
+        name, arguments = (first.name, first.arguments) if first else (None, None)
+        verdict = judge_call(job.task.expected, name, arguments)
     return _record(job, verdict, digest, schema_tokens, 0)
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "ScaleReport",
     "ScaleRow",
     "build_report",
+    "count",
     "markdown_table",
     "rebuild",
     "wilson",
@@ -79,6 +80,7 @@ class ScaleRow:
     wall_p50: float | None
     wall_p95: float | None
     ghost_calls: int
+    failed: int  # runs that ended before the model chose (server error, timeout): not right
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,7 @@ HEADER = (
     "schema tokens / task",
     "completion tokens / task",
     "ghost calls",
+    "failed runs",
 )
 
 
@@ -161,9 +164,14 @@ def markdown_table(report: ScaleReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def count(row: ScaleRow, n: int | None, d: int, cut: str = "does not fit", sep: str = " / ") -> str:
+    """Show `n` of `d` for a row: `cut` where the prompt did not fit, a dash where n/a."""
+    return cut if not row.fits else ("—" if n is None or not d else f"{n}{sep}{d}")
+
+
 def _cells(row: ScaleRow) -> list[str]:
     def part(n: int | None, d: int) -> str:
-        return "does not fit" if not row.fits else ("—" if n is None or not d else f"{n} / {d}")
+        return count(row, n, d)
 
     ci = row.right_call_ci
     return [
@@ -180,6 +188,7 @@ def _cells(row: ScaleRow) -> list[str]:
         f"{row.schema_tokens:,.0f}",
         f"{row.completion_tokens:,.0f}",
         str(row.ghost_calls),
+        str(row.failed),
     ]
 
 
@@ -229,6 +238,7 @@ def _row(runs: Sequence[RunRecord], timed: bool = True) -> ScaleRow:
         wall_p50=round(statistics.median(sent), 2) if sent else None,
         wall_p95=round(_percentile(sent, 0.95), 2) if sent else None,
         ghost_calls=sum(r.ghost_calls for r in runs),
+        failed=sum(r.status == "failed" for r in runs),
     )
 
 

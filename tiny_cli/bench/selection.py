@@ -27,7 +27,10 @@ __all__ = ["STATUSES", "CallVerdict", "Status", "expected_call", "judge_call"]
 # no_call: a call was expected and none was made
 # bad_arguments: the expected function, but its arguments are not a JSON object
 # unwanted_call: an irrelevance task, and a function was called anyway
-Status = Literal["right", "right_tool", "wrong_tool", "no_call", "bad_arguments", "unwanted_call"]
+# failed: the run ended before the model chose (the server failed or timed out): never right
+Status = Literal[
+    "right", "right_tool", "wrong_tool", "no_call", "bad_arguments", "unwanted_call", "failed"
+]
 STATUSES: tuple[Status, ...] = (
     "right",
     "right_tool",
@@ -35,6 +38,7 @@ STATUSES: tuple[Status, ...] = (
     "no_call",
     "bad_arguments",
     "unwanted_call",
+    "failed",
 )
 OPTIONAL = ""  # in an accepted list: the argument may be left out
 _PUNCTUATION = re.compile(r"[ ,./\-_*^]")

@@ -29,6 +29,7 @@ from tiny_cli.cli.scale import (
     IrrelevanceOpt,
     MarginOpt,
     PlaceOpt,
+    PromptOpt,
     SampleOpt,
     ScaleFlags,
     SeedOpt,
@@ -85,6 +86,7 @@ def bench(
     context_tokens: ContextOpt = 32_768,
     html: HtmlOpt = None,
     expected_tools: PlaceOpt = None,
+    prompt: PromptOpt = "same",
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
     from tiny_cli.bench import DEFAULT_TASKS_FILE, BenchOptions, bench_from_settings
@@ -96,7 +98,7 @@ def bench(
     if wants_scale(tasks, sizes):
         flags = ScaleFlags(sizes, arm, sample, irrelevance, seed, top_k, hybrid_margin,
                            context_tokens, concurrency, html, record, replay, out, not no_log,
-                           markdown, json_out, expected_tools)  # fmt: skip
+                           markdown, json_out, expected_tools, prompt)  # fmt: skip
         return scale_bench(settings, tasks, flags)
     options = BenchOptions(_arms(arm), repeat, concurrency)
     live = concurrency == 1 and wants_live(quiet, json_out)  # one run at a time can be watched

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tiny_cli.bench.scale_report import ScaleReport, ScaleRow
+from tiny_cli.bench.scale_report import ScaleReport, ScaleRow, count
 from tiny_cli.cli.render import BAR_WIDTH
 from tiny_cli.text import printable
 
@@ -42,7 +42,7 @@ def _table(report: ScaleReport) -> Table:
 
 def _cells(row: ScaleRow) -> list[str]:
     def part(n: int | None, d: int) -> str:
-        return "no fit" if not row.fits else ("—" if n is None or not d else f"{n}/{d}")
+        return count(row, n, d, cut="no fit", sep="/")
 
     routing = row.routing_right if row.routing_right is not None else row.topk_recall
     return [
@@ -52,7 +52,7 @@ def _cells(row: ScaleRow) -> list[str]:
         part(row.right_call, row.tasks),
         part(row.right_tool, row.tasks),
         part(row.irrelevance_right, row.irrelevance_tasks),
-        "—" if routing is None else f"{routing}/{row.tasks}",
+        count(row, routing, row.tasks, cut="—", sep="/"),
         f"{row.prompt_tokens:,.0f}",
         "—" if row.wall_p50 is None else f"{row.wall_p50:.1f}",
     ]

@@ -46,6 +46,13 @@ PlaceOpt = Annotated[
         "--expected-tools", help="first or last: where all-tools lists the expected tools."
     ),
 ]
+PromptOpt = Annotated[
+    str,
+    typer.Option(
+        "--prompt",
+        help="same: every arm asks alike; card: one-card arms use the card's own prompt.",
+    ),
+]
 HtmlOpt = Annotated[
     Path | None, typer.Option("--html", help="Also write the report as one HTML page.")
 ]
@@ -72,6 +79,7 @@ class ScaleFlags:
     markdown: bool
     json_out: bool
     expected_tools: str | None = None
+    prompt: str = "same"
 
 
 def wants_scale(tasks: Path | None, sizes: str | None) -> TypeGuard[Path]:
@@ -132,7 +140,14 @@ def scale_options(flags: ScaleFlags, wall_scale: float) -> ScaleOptions:
         flags.concurrency,
         wall_scale,
         _place(flags.expected_tools),
+        _prompt(flags.prompt),
     )
+
+
+def _prompt(value: str) -> Literal["same", "card"]:
+    if value in ("same", "card"):
+        return cast("Literal['same', 'card']", value)
+    raise typer.BadParameter(f"{value!r} is not same or card", param_hint="--prompt")
 
 
 def _place(value: str | None) -> Literal["first", "last"] | None:

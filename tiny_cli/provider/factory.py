@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.provider.client import OpenAIProvider
+from tiny_cli.provider.client import DEFAULT_TIMEOUT, OpenAIProvider
 from tiny_cli.provider.replay import ExchangeSource, LiveSource, Recorder, Replayer, read_header
 from tiny_cli.settings import Settings
 
@@ -19,7 +19,9 @@ def open_exchanges(
     _one_of(record, replay)
     if replay is not None:
         return Replayer.load(replay)
-    provider = OpenAIProvider(settings.base_url, settings.api_key)
+    # --wall-scale is for slow servers: one request may take as much longer as the whole run
+    timeout = DEFAULT_TIMEOUT * settings.wall_scale
+    provider = OpenAIProvider(settings.base_url, settings.api_key, timeout=timeout)
     if record is not None:
         host = endpoint_host(settings.base_url)
         return Recorder(
