@@ -318,6 +318,14 @@ def _prompt_estimate(schemas: Sequence[dict[str, Any]], task: SelectionTask) -> 
 SYSTEM_ESTIMATE = 250  # tokens of a card's system prompt around its tools (measured: 200-300)
 
 
+def _schema_tokens(schemas: list[dict[str, Any]], mode: str) -> int:
+    """Estimate the tokens the tools take in the request: json mode lists them in the prompt."""
+    if not schemas:
+        return 0
+    text = tools_section(schemas) if mode == "json" else json.dumps(schemas, ensure_ascii=False)
+    return estimate_tokens(text)
+
+
 class _Asked:
     """Each distinct request is asked once per bench run, and its answer shared.
 
@@ -348,7 +356,7 @@ def _run(
 ) -> RunRecord:
     """Run one job to its first call (or judge its abstention); never run a tool."""
     schemas = ws.registry.schemas(job.card.tools) if job.card is not None else []
-    schema_tokens = estimate_tokens(json.dumps(schemas, ensure_ascii=False)) if schemas else 0
+    schema_tokens = _schema_tokens(schemas, ws.settings.tool_mode or "auto")
     if job.card is None or not job.fits:
         verdict = judge_call(job.task.expected, None, None)
         return _record(job, verdict, None, schema_tokens, _prompt_estimate(schemas, job.task))
