@@ -89,12 +89,12 @@ def bench(
     prompt: PromptOpt = "same",
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
-    from tiny_cli.bench import DEFAULT_TASKS_FILE, BenchOptions, bench_from_settings
-    from tiny_cli.cli import render
-    from tiny_cli.workspace import make_router
+    from tiny_cli.bench import DEFAULT_TASKS_FILE, BenchOptions
 
     _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, replay), outputs=(record, out, html))
-    settings = model_settings(cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale)  # fmt: skip  # noqa: E501
+    settings = model_settings(
+        cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
+    )
     if wants_scale(tasks, sizes):
         flags = ScaleFlags(sizes, arm, sample, irrelevance, seed, top_k, hybrid_margin,
                            context_tokens, concurrency, html, record, replay, out, not no_log,
@@ -102,12 +102,23 @@ def bench(
         return scale_bench(settings, tasks, flags)
     options = BenchOptions(_arms(arm), repeat, concurrency)
     live = concurrency == 1 and wants_live(quiet, json_out)  # one run at a time can be watched
-    with (
-        run_session(settings, "bench", record=record, replay=replay, no_log=no_log, live=live) as s,
-        render.BenchProgress(console(stderr=True)) as progress,
-    ):
-        report = bench_from_settings(settings, s, make_router, tasks_path=tasks, options=options, on_progress=progress)  # fmt: skip  # noqa: E501
+    with run_session(
+        settings, "bench", record=record, replay=replay, no_log=no_log, live=live
+    ) as s:
+        report = _run_bench(settings, s, tasks, options)
     _show_report(report, out, markdown, json_out)
+
+
+def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) -> BenchReport:
+    """Run the example bench with a progress bar on stderr."""
+    from tiny_cli.bench import bench_from_settings
+    from tiny_cli.cli import render
+    from tiny_cli.workspace import make_router
+
+    with render.BenchProgress(console(stderr=True)) as progress:
+        return bench_from_settings(
+            settings, session, make_router, tasks_path=tasks, options=options, on_progress=progress
+        )
 
 
 def _arms(arm: str) -> tuple[Arm, ...]:
