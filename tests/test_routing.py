@@ -33,7 +33,7 @@ from tiny_cli.workspace import open_workspace
 from .conftest import SEED_TASKS, Counting
 
 REPO = Path(__file__).resolve().parent.parent
-METATOOL = REPO.parent / "shared" / "evals" / "metatool"
+METATOOL = REPO / "benchmarks" / "data" / "metatool"
 
 # --- the seed tasks, English and German ---------------------------------------------------
 
@@ -335,7 +335,7 @@ def test_another_embedder_embeds_its_own_background_and_caches_it(
 
 # --- the public sets at scale (slow) ------------------------------------------------------
 
-HWU64 = REPO.parent / "shared" / "evals" / "hwu64"
+HWU64 = REPO / "benchmarks" / "data" / "hwu64"
 
 # Measured at the default threshold (docs/routing.md); each floor sits a little below, so a
 # CPU whose kernels round differently (a few flipped tasks) still passes.
@@ -372,9 +372,6 @@ def public_set(name: str, with_examples: bool, home: Path) -> tuple[list[Card], 
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not (METATOOL.is_dir() and HWU64.is_dir()), reason="../shared/evals is not checked out"
-)
 @pytest.mark.parametrize(("name", "spec", "with_examples"), list(FLOORS))
 def test_public_sets_stay_above_the_measured_floor(
     request: pytest.FixtureRequest, tmp_path: Path, name: str, spec: str, with_examples: bool

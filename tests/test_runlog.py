@@ -227,16 +227,17 @@ def test_a_huge_limit_lists_every_run(run, home) -> None:
 
 
 def _damage(home: Path) -> None:
-    """Record 20 runs, then scramble every page but the first (the schema)."""
+    """Record 20 runs, then scramble the pages past the schema and the tables' first pages."""
     with RunLog.open(home) as log:
         for _ in range(20):
             _record(log, "docs-finder", "m")
     with sqlite3.connect(home / DB_NAME) as db:  # one file, no WAL beside it
         db.execute("PRAGMA journal_mode = DELETE")
+        roots = db.execute("SELECT max(rootpage) FROM sqlite_master").fetchone()[0]
     data = bytearray((home / DB_NAME).read_bytes())
     page = int.from_bytes(data[16:18], "big")
-    assert len(data) > 2 * page  # the rows live past the first page
-    for i in range(page + 100, len(data), 7):  # keep page 1 (the schema), scramble the rows
+    assert len(data) > (roots + 1) * page  # the rows live past the tables' first pages
+    for i in range(roots * page, len(data), 7):  # keep what opens the log, scramble the rows
         data[i] = (data[i] * 31 + 7) % 256
     (home / DB_NAME).write_bytes(bytes(data))
 

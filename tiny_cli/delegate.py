@@ -1,27 +1,35 @@
-"""Delegate: route a task, stop on abstain or an unapprovable writer, else invoke the card."""
+"""Delegate: route a task; abstain, stop an unapprovable writer, or invoke the card.
+
+After a refusal the next card over the threshold gets the task once, within the same budget.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
-from tiny_cli.agent.budget import Clock
+from tiny_cli.agent.budget import Clock, effective_budget, left_after, short_of
 from tiny_cli.agent.calls import Approve
 from tiny_cli.agent.loop import decline_writes, invoke
-from tiny_cli.cards.load import Card
-from tiny_cli.digest import Brief, Digest, Routing, with_caller_tokens
+from tiny_cli.cards.load import Budget, Card
+from tiny_cli.digest import Attempt, Brief, Digest, Routing, with_caller_tokens
 from tiny_cli.errors import ConfigError
-from tiny_cli.events import Finished, Observer, ignore
+from tiny_cli.events import Event, Finished, Observer, ignore
 from tiny_cli.provider.client import Provider
 from tiny_cli.settings import model_for
 from tiny_cli.tools.artifacts import Artifact, ArtifactStore
 from tiny_cli.workspace import Workspace
 
 if TYPE_CHECKING:  # numpy comes with the router; `invoke` never routes
-    from tiny_cli.routing.router import Router
+    from tiny_cli.routing.router import Candidate, Decision, Router
 
 WRITE_NOT_CONFIRMED = "write_not_confirmed"
+# A re-route after a refusal runs the next card only when what is left of the first card's
+# budget holds at least this share of each of the next card's own limits (wall seconds,
+# output tokens, tool calls, rounded up): a second try on scraps could only fail.
+REROUTE_MIN_SHARE = 0.25
 
 
 def delegate(
@@ -38,30 +46,41 @@ def delegate(
     """Route the Brief's goal; abstain, or run the card with every write call put to `approve`.
 
     A writer card with `approve=decline_writes` (nobody can approve) stops before any model
-    call with `needs_confirmation`, as `run_card` does. `observer` sees the run's events;
-    its `Finished` Digest carries the routing decision, an abstain included. Long tool
-    results are kept in `artifacts` (see `run_card`).
+    call with `needs_confirmation`, as `run_card` does. A card that answers `refused` hands
+    the task, once, to the next card over the threshold, under what is left of the first
+    card's budget (see `_second_try`); the Digest names both attempts. `observer` sees every
+    run's events and one `Finished`, the final Digest's, which carries the routing decision,
+    an abstain included. Long tool results are kept in `artifacts` (see `run_card`).
     """
     decision = router.route(brief.goal)
     routing = Routing(decision.decision, decision.agent_id, round(decision.score, 4))
     if decision.agent_id is None:
+        best = f"best score {decision.score:.3f} < threshold {decision.threshold:.3f}"
         reason = (
-            f"no card fits: best score {decision.score:.3f} < threshold {decision.threshold:.3f}"
+            "taught out of scope (learned.jsonl beside the cards)"
+            if decision.taught
+            else f"no card fits: {best}"
         )
         digest = with_caller_tokens(Digest(None, "abstain", reason=reason, routing=routing))
         observer(Finished(digest))
         return digest
-    return run_card(
-        ws,
-        decision.agent_id,
-        brief,
-        provider=provider,
-        approve=approve,
-        clock=clock,
-        observer=observer,
-        artifacts=artifacts,
-        routing=routing,
-    )
+    task = _Task(ws, brief, provider, approve, clock, artifacts)
+    held = _Holding(observer)
+    started = clock()
+    first = task.run(decision.agent_id, routing, held)
+    left = left_after(task.budget(decision.agent_id), first.cost, clock() - started)
+    digest, messages = first, held.messages
+    after = next_candidate(decision) if first.status == "refused" else None
+    if after is not None:
+        digest, messages = _second_try(task, first, messages, after, left, observer)
+    observer(Finished(digest, messages))
+    return digest
+
+
+def next_candidate(decision: Decision) -> Candidate | None:
+    """Return the best other card whose score reaches the threshold (None when there is none)."""
+    others = [c for c in decision.candidates if c.agent_id != decision.agent_id]
+    return others[0] if others and others[0].score >= decision.threshold else None
 
 
 def run_card(
@@ -76,6 +95,7 @@ def run_card(
     artifacts: ArtifactStore | None = None,
     handles: Sequence[str] = (),
     routing: Routing | None = None,
+    cap: Budget | None = None,
 ) -> Digest:
     """Invoke the card named `card_id` with the workspace's tools and model settings.
 
@@ -83,7 +103,8 @@ def run_card(
     no call could ever be approved: stop with `needs_confirmation` before any model call.
     A tool result over the limit is stored in `artifacts` (cut without a store); `handles`
     name earlier artifacts the agent may read (an unknown one is a ConfigError). `routing`
-    (the decision that chose the card) goes into the Digest, and into `Finished`'s.
+    (the decision that chose the card) goes into the Digest, and into `Finished`'s; `cap`
+    lowers each limit of the card's budget.
     """
     held = _held(artifacts, handles)
     card = ws.card(card_id)
@@ -106,6 +127,7 @@ def run_card(
         artifacts=artifacts,
         held=held,
         routing=routing,
+        cap=cap,
     )
 
 
@@ -129,5 +151,122 @@ def _not_confirmed(ws: Workspace, card: Card, routing: Routing | None) -> Digest
         reason=WRITE_NOT_CONFIRMED,
         notes_for_caller=(note,),
         routing=routing,
+    )
+    return with_caller_tokens(digest)
+
+
+# --- re-routing after a refusal ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Task:
+    """What every attempt at one delegated task shares: the workspace, Brief and set-up."""
+
+    ws: Workspace
+    brief: Brief
+    provider: Provider
+    approve: Approve
+    clock: Clock
+    artifacts: ArtifactStore | None
+
+    def run(
+        self, card_id: str, routing: Routing, observer: Observer, cap: Budget | None = None
+    ) -> Digest:
+        """Run one attempt: `run_card` with this task's set-up."""
+        return run_card(
+            self.ws,
+            card_id,
+            self.brief,
+            provider=self.provider,
+            approve=self.approve,
+            clock=self.clock,
+            observer=observer,
+            artifacts=self.artifacts,
+            routing=routing,
+            cap=cap,
+        )
+
+    def budget(self, card_id: str) -> Budget:
+        """Return the budget the card would run under for this Brief (wall time scaled)."""
+        return effective_budget(self.ws.card(card_id), self.brief, self.ws.settings.wall_scale)
+
+
+class _Holding:
+    """Pass every event on but `Finished`, which is kept: the task may not be over yet."""
+
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
+        self.finished: Finished | None = None
+
+    def __call__(self, event: Event) -> None:
+        """Keep `Finished`; hand any other event to the observer."""
+        if isinstance(event, Finished):
+            self.finished = event
+        else:
+            self.observer(event)
+
+    @property
+    def messages(self) -> tuple[Mapping[str, Any], ...]:
+        """The run's transcript, as its `Finished` carried it (empty before any model call)."""
+        return tuple(self.finished.messages) if self.finished is not None else ()
+
+
+def _second_try(
+    task: _Task,
+    first: Digest,
+    messages: tuple[Mapping[str, Any], ...],
+    after: Candidate,
+    left: Budget,
+    observer: Observer,
+) -> tuple[Digest, tuple[Mapping[str, Any], ...]]:
+    """Run the next card once under what is left of the first's budget, or note why not.
+
+    Not tried: a writer nobody can approve, a first attempt whose write ran, or less left than
+    REROUTE_MIN_SHARE of the next card's own budget; the refusal then stands, with a note.
+    Tried: its Digest (a second refusal included) names the first attempt; the transcripts
+    follow one another.
+    """
+    why_not = _why_not(task, first, after.agent_id, left)
+    if why_not is not None:
+        note = f"not re-routed to {after.agent_id} after the refusal: {why_not}"
+        noted = replace(first, notes_for_caller=(*first.notes_for_caller, note))
+        return with_caller_tokens(noted), messages
+    held = _Holding(observer)
+    routing = Routing("route", after.agent_id, round(after.score, 4), first.agent_id)
+    second = task.run(after.agent_id, routing, held, cap=left)
+    score = first.routing.score if first.routing is not None else None
+    return _with_attempt(first, score, second), (*messages, *held.messages)
+
+
+def _why_not(task: _Task, first: Digest, card_id: str, left: Budget) -> str | None:
+    """Say why the next card is not tried (None: it is)."""
+    if first.approved_writes():
+        return f"{first.agent_id} refused after a write of its ran"
+    card = task.ws.card(card_id)
+    if card.writes and task.approve is decline_writes:
+        return f"{card_id} writes and nobody can approve a write here"
+    short = short_of(left, task.budget(card_id), REROUTE_MIN_SHARE)
+    return f"too little is left of {first.agent_id}'s budget: {short}" if short else None
+
+
+def _with_attempt(first: Digest, score: float | None, second: Digest) -> Digest:
+    """The second attempt's Digest naming the first: costs added, calls and artifacts kept."""
+    assert first.agent_id is not None  # a card ran
+    attempt = Attempt(
+        first.agent_id,
+        first.status,
+        first.reason,
+        first.summary,
+        score,
+        replace(first.cost, caller_tokens=0),  # the caller never received that Digest
+    )
+    own = [n for n in first.notes_for_caller if n not in second.notes_for_caller]
+    digest = replace(
+        second,
+        artifacts=first.artifacts + second.artifacts,
+        notes_for_caller=(*second.notes_for_caller, *(f"{first.agent_id}: {n}" for n in own)),
+        cost=first.cost.plus(second.cost),
+        calls=first.calls + second.calls,
+        attempts=(*first.attempts, attempt),
     )
     return with_caller_tokens(digest)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,6 +54,23 @@ class Cost:
     caller_tokens: int = 0  # estimated size of the Digest the caller receives
     recovered_calls: int = 0  # tool calls the model wrote as text, run by tiny (see runner)
 
+    def plus(self, other: Cost) -> Cost:
+        """Return what this run and `other` spent together (caller_tokens 0: counted last)."""
+        return Cost(
+            self.tokens_in + other.tokens_in,
+            self.tokens_out + other.tokens_out,
+            self.tool_calls + other.tool_calls,
+            self.ghost_calls + other.ghost_calls,
+            self.ghost_names + other.ghost_names,
+            round(self.wall_seconds + other.wall_seconds, 3),
+            recovered_calls=self.recovered_calls + other.recovered_calls,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the cost as the Digest JSON's `cost` object."""
+        # vars, not asdict: no deep copy of flat numbers (the run log encodes every Digest)
+        return {**vars(self), "ghost_names": list(self.ghost_names)}
+
 
 @dataclass(frozen=True)
 class CallRecord:
@@ -77,6 +94,31 @@ class Routing:
     decision: Literal["route", "abstain"]
     agent_id: str | None
     score: float
+    rerouted_from: str | None = None  # the card that refused first (delegate's re-route)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the `routing` object; `rerouted_from` only after a re-route."""
+        doc: dict[str, Any] = {"decision": self.decision, "agent_id": self.agent_id}
+        doc["score"] = self.score
+        if self.rerouted_from is not None:
+            doc["rerouted_from"] = self.rerouted_from
+        return doc
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """An earlier run of the same task by another card (delegate re-routed after it)."""
+
+    agent_id: str
+    status: Status
+    reason: str | None = None
+    summary: str = ""
+    score: float | None = None  # the card's routing score
+    cost: Cost = field(default_factory=Cost)  # this attempt's share of the Digest's cost
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the attempt as an entry of the Digest JSON's `attempts`."""
+        return {**vars(self), "cost": self.cost.to_json()}
 
 
 @dataclass(frozen=True)
@@ -95,6 +137,8 @@ class Digest:
     calls: tuple[CallRecord, ...] = ()
     # per returned field: seen in a tool's arguments or result, in the task, or only the model's
     field_sources: Mapping[str, FieldSource] = field(default_factory=dict)
+    # earlier runs of this task by other cards, oldest first; `cost` above includes theirs
+    attempts: tuple[Attempt, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Return the Digest as the JSON document `--json` prints (DESIGN §5 keys)."""
@@ -105,8 +149,7 @@ class Digest:
             "fields": dict(self.fields),
             "artifacts": [a.to_json() for a in self.artifacts],
             "notes_for_caller": list(self.notes_for_caller),
-            # vars, not asdict: no deep copy of flat numbers (the run log encodes every Digest)
-            "cost": {**vars(self.cost), "ghost_names": list(self.cost.ghost_names)},
+            "cost": self.cost.to_json(),
             "reason": self.reason,
             "field_sources": dict(self.field_sources),
         }
@@ -115,7 +158,9 @@ class Digest:
             doc["approved_writes"] = [c.to_json() for c in approved]
             doc["declined_writes"] = [c.to_json() for c in declined]
         if self.routing is not None:
-            doc["routing"] = asdict(self.routing)
+            doc["routing"] = self.routing.to_json()
+        if self.attempts:
+            doc["attempts"] = [a.to_json() for a in self.attempts]
         return doc
 
     def approved_writes(self) -> tuple[CallRecord, ...]:

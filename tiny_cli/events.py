@@ -96,7 +96,10 @@ class ModeSwitched:
 
 @dataclass(frozen=True)
 class Finished:
-    """The run ended: the Digest and the whole transcript as sent to the model."""
+    """The run ended: the Digest and the whole transcript as sent to the model.
+
+    Once per task: after a re-route (delegate), the final Digest and both transcripts in turn.
+    """
 
     digest: Digest
     messages: Sequence[Mapping[str, Any]] = field(default_factory=tuple)

@@ -420,6 +420,10 @@ def digest_text(d: Digest) -> str:
     """Return the Digest in a few plain lines, with no terminal control characters."""
     head = f"{d.agent_id or 'no card'} · {d.status}" + (f" ({d.reason})" if d.reason else "")
     lines = [head, *([d.summary] if d.summary else [])]
+    lines += [
+        f"re-routed: {a.agent_id} {a.status} ({a.summary or a.reason}) → {d.agent_id}"
+        for a in d.attempts
+    ]
     lines += [f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in d.fields.items()]
     lines += [f"note: {n}" for n in d.notes_for_caller]
     lines += [

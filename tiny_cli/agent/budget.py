@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,46 @@ def effective_budget(card: Card, brief: Brief, wall_scale: float = DEFAULT_WALL_
     if cap is None or cap >= budget.max_output_tokens:
         return budget
     return replace(budget, max_output_tokens=cap)
+
+
+def capped(budget: Budget, cap: Budget | None) -> Budget:
+    """Return `budget` with each limit lowered (never raised) to `cap`'s; None caps nothing."""
+    if cap is None:
+        return budget
+    return Budget(
+        min(budget.max_tool_calls, cap.max_tool_calls),
+        min(budget.max_output_tokens, cap.max_output_tokens),
+        min(budget.max_wall_seconds, cap.max_wall_seconds),
+    )
+
+
+def left_after(budget: Budget, cost: Cost, seconds: float) -> Budget:
+    """Return what is left of `budget` after a run that spent `cost` in `seconds` of wall time.
+
+    Output tokens left are the budget less the replies' tokens; nothing goes below zero.
+    """
+    return Budget(
+        max(0, budget.max_tool_calls - cost.tool_calls),
+        max(0, budget.max_output_tokens - cost.tokens_out),
+        max(0.0, budget.max_wall_seconds - seconds),
+    )
+
+
+def short_of(left: Budget, own: Budget, share: float) -> str | None:
+    """Say which limit `left` holds less than `share` of `own` of (None: every one is enough).
+
+    Tool calls and tokens are rounded up: a quarter of 6 calls is 2.
+    """
+    wall = share * own.max_wall_seconds
+    if left.max_wall_seconds < wall:
+        return f"{left.max_wall_seconds:.1f} s of wall time left, under the {wall:.1f} s needed"
+    tokens = math.ceil(share * own.max_output_tokens)
+    if left.max_output_tokens < tokens:
+        return f"{left.max_output_tokens} output tokens left, under the {tokens} needed"
+    calls = math.ceil(share * own.max_tool_calls)
+    if left.max_tool_calls < calls:
+        return f"{left.max_tool_calls} tool call(s) left, under the {calls} needed"
+    return None
 
 
 def cut_summary(summary: str, max_output_tokens: int) -> tuple[str, bool]:

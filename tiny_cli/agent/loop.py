@@ -26,6 +26,7 @@ from tiny_cli.agent.budget import (
     DEFAULT_WALL_SCALE,
     Clock,
     Meter,
+    capped,
     effective_budget,
 )
 from tiny_cli.agent.calls import (
@@ -97,6 +98,7 @@ def invoke(
     held: Sequence[Artifact] = (),
     routing: Routing | None = None,
     stop_at_first_call: bool = False,
+    cap: Budget | None = None,
 ) -> Digest:
     """Run `card` on `brief` in a fresh context under its budget; return the Digest.
 
@@ -110,9 +112,9 @@ def invoke(
     `routing` (delegate's decision, if it chose the card) goes into the Digest as it is.
     `stop_at_first_call` ends the run at the first tool call the model asks for, recorded with
     its arguments and never run (`partial`, reason `stopped_at_first_call`): a function-calling
-    bench scores that call.
+    bench scores that call. `cap` lowers each limit of the card's budget (delegate's re-route).
     """
-    meter = Meter(effective_budget(card, brief, wall_scale), clock)
+    meter = Meter(capped(effective_budget(card, brief, wall_scale), cap), clock)
     mode = tool_mode_for(card, tool_mode)
     try:  # start the MCP servers the card needs, within its wall budget
         registry.bind(card.tools, meter.remaining(), card.writes)

@@ -204,6 +204,9 @@ def _apply(state: _RunState, event: Event, now: float) -> None:
 
 def _started(state: _RunState, event: RunStarted, now: float) -> None:
     """The run's card, model, task and budget: the panel's title and budget line."""
+    if state.card != "?":  # a second start: delegate re-routed the task to another card
+        moved = f"{escape(printable(state.card))} → {escape(printable(event.card_id))}"
+        state.rows.append(_Row("route", f"[cyan]re-routed: {moved}[/]"))
     state.card, state.model, state.mode = event.card_id, event.model, event.tool_mode
     state.goal = _short(event.goal, GOAL_SHOWN)
     state.max_calls, state.wall = event.max_tool_calls, event.max_wall_seconds

@@ -72,10 +72,13 @@ def decisions(console: Console, items: Sequence[Any], router: Any) -> None:
             style = "bold green" if d.decision == "route" and c.agent_id == d.agent_id else None
             table.add_row(str(i), c.agent_id, f"{c.score:.3f}", style=style)
         console.print(table)
+        taught = " (taught)" if getattr(d, "taught", False) else ""
         if d.decision == "route":
-            verdict = f"[bold green]route[/] → {d.agent_id}"
+            verdict = f"[bold green]route[/] → {d.agent_id}{taught}"
         else:
-            verdict = "[bold yellow]abstain[/]: no card fits"
+            verdict = "[bold yellow]abstain[/]: " + (
+                "taught out of scope" if taught else "no card fits"
+            )
         console.print(
             f"{verdict}  (score {d.score:.3f}, threshold {d.threshold:.3f}, "
             f"embedder {escape(name)})\n"
@@ -98,10 +101,12 @@ def explanation(console: Console, e: Any, router: Any) -> None:
         words = f"{escape(', '.join(r.words))} [dim](+{r.lexical:.3f})[/]" if r.words else "—"
         table.add_row(r.agent_id, f"{r.score:.3f}", driver, words)
     console.print(table)
+    console.print(f"threshold {e.decision.threshold:.3f}: {escape(printable(e.threshold_source))}")
     console.print(
         "[dim]score: z of (cosine + words) against generic text. cosine: the closest of the "
-        "card's vectors (summary, each capability the summary lists, summary + examples). "
-        "words: the task's words found in the card's texts, and what they add.[/dim]"
+        "card's vectors (summary, each capability the summary lists, summary + examples, the "
+        "mean of its 3 nearest examples). words: the task's words found in the card's texts, "
+        "and what they add.[/dim]"
     )
 
 
@@ -186,6 +191,8 @@ STATUS_STYLE = {
 }
 
 
+ATTEMPT_WHY_CHARS = 120  # of a refused attempt's summary on its `re-routed:` line
+
 # where a field's value was found; "model only" is the one a reader should doubt
 FIELD_SOURCE = {"tool": "tool result", "task": "the task", "model": "[yellow]model only[/]"}
 
@@ -196,6 +203,14 @@ def digest(console: Console, d: Any) -> None:
         target = d.routing.agent_id or "nobody"
         console.print(
             f"routing: {d.routing.decision} → {escape(target)} (score {d.routing.score:.3f})"
+        )
+    for a in d.attempts:  # the cards that had the task first (delegate re-routed after each)
+        why = _short(a.summary or a.reason or "no reason given", ATTEMPT_WHY_CHARS)
+        console.print(
+            f"re-routed: {_shown(a.agent_id)} {escape(a.status)} ({escape(why)}) → "
+            f"{_shown(d.agent_id or 'tiny')}",
+            highlight=False,
+            soft_wrap=True,
         )
     style = STATUS_STYLE.get(d.status, "white")
     title = f"{escape(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"

@@ -111,6 +111,13 @@ def stats(console: Console, figures: RunStats) -> None:
     _stats_table(console, "per model", "model", figures.by_model)
     console.print(STATS_LEGEND, style="dim")
     _status_bars(console, figures.by_card)
+    moved = figures.reroutes
+    if moved.rerouted:
+        console.print(
+            f"re-routed after a refusal: {moved.rerouted}, of which rescued "
+            f"(final status ok or partial): {moved.rescued}",
+            highlight=False,
+        )
 
 
 # --- one run --------------------------------------------------------------------------------
@@ -138,7 +145,10 @@ def _facts(r: RunSummary, routing: Mapping[str, Any] | None) -> Iterator[tuple[s
     yield "pid", str(r.pid)
     if routing:
         target = routing.get("agent_id") or "nobody"
-        yield "routing", _shown(f"{routing.get('decision')} → {target} ({routing.get('score')})")
+        line = f"{routing.get('decision')} → {target} ({routing.get('score')})"
+        if routing.get("rerouted_from"):
+            line += f", re-routed after {routing['rerouted_from']} refused"
+        yield "routing", _shown(line)
     if r.reason:
         yield "reason", _shown(r.reason)
     yield (

@@ -39,11 +39,20 @@ if TYPE_CHECKING:
     from tiny_cli.agent.loop import Approve
     from tiny_cli.cards.load import Card
     from tiny_cli.digest import Brief, Digest
+    from tiny_cli.routing.router import Router
     from tiny_cli.session import Session
     from tiny_cli.settings import Settings
     from tiny_cli.workspace import Workspace
 
 TaskArg = Annotated[str | None, typer.Argument(help="The task (or the goal in --brief).")]
+AskRouteOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--ask-route/--no-ask-route",
+        help="At a terminal, ask after the run whether the card was right, and record the "
+        "answer for `tiny learn --from-runs` [env TINY_ASK_ROUTE=1; default off].",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -166,26 +175,33 @@ def delegate(
     allow_host: AllowHostOpt = None,
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
+    ask_route: AskRouteOpt = None,
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before each write call."""
     flags = RunFlags.pick(locals())  # the options above, by name
+    from tiny_cli.cli.ask_route import wants_answer
     from tiny_cli.delegate import delegate as run_delegate
     from tiny_cli.workspace import make_router
 
     with running("delegate", flags) as run:
+        router = make_router(run.ws)
         digest = run_delegate(
             run.ws,
-            make_router(run.ws),
+            router,
             run.brief,
             provider=run.session.provider("delegate", "routed card"),
             approve=run.approve,
-            observer=run.session.observe("delegate"),
+            observer=run.session.observe("delegate", run.brief.goal),
             artifacts=run.session.artifacts,
         )
-    show_digest(json_out, digest)
+        settings = run.ws.settings.with_flags(ask_route=ask_route)
+        asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
+    if not asked:
+        show_digest(json_out, digest)
+    _show_and_ask(settings, router, run.brief.goal, digest, asked[-1])
 
 
 @contextmanager
@@ -213,6 +229,20 @@ def show_digest(json_out: bool, digest: Digest) -> NoReturn:
     from tiny_cli.cli import render
 
     emit(json_out, digest.to_json(), lambda: render.digest(console(), digest))
+    raise typer.Exit(EXIT_BY_STATUS[digest.status])
+
+
+def _show_and_ask(
+    settings: Settings, router: Router, goal: str, digest: Digest, run_id: int
+) -> NoReturn:
+    """Print the Digest, ask whether the card was right (recorded), exit by its status."""
+    from tiny_cli.cli import render
+    from tiny_cli.cli.ask_route import ask_route
+
+    render.digest(console(), digest)
+    assert digest.routing is not None  # wants_answer checked
+    candidates = [c.agent_id for c in router.route(goal).candidates]
+    ask_route(settings, run_id, digest.routing, candidates)
     raise typer.Exit(EXIT_BY_STATUS[digest.status])
 
 

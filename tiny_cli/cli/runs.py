@@ -1,4 +1,4 @@
-"""`tiny runs` and `tiny artifacts`: the run log and the stored tool results, read back."""
+"""`tiny runs` and `tiny artifacts`: the run log, its corrections, the stored tool results."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tiny_cli.cli.common import console, emit, settings_from
-from tiny_cli.cli.options import JsonOpt
+from tiny_cli.cli.options import CardsOpt, JsonOpt
 from tiny_cli.cli.process import TinyGroup
 
 if TYPE_CHECKING:
@@ -87,6 +87,38 @@ def runs_stats(
     with _run_log() as log:
         figures = log.stats(_run_query(card, None, model, since, None))
     emit(json_out, figures.to_json(), lambda: render_runs.stats(console(), figures))
+
+
+@runs_app.command("correct")
+def runs_correct(
+    run_id: Annotated[int, typer.Argument(metavar="ID", help="The delegate run's id.")],
+    card: Annotated[
+        str | None, typer.Option("--card", metavar="ID", help="The card it should have gone to.")
+    ] = None,
+    abstain: Annotated[
+        bool, typer.Option("--abstain", help="No card should have taken it: abstain.")
+    ] = False,
+    learn: Annotated[
+        bool,
+        typer.Option(
+            "--learn/--no-learn",
+            help="Teach it now (learned.jsonl beside the cards), or only record it for "
+            "`tiny learn --from-runs`.",
+        ),
+    ] = True,
+    cards: CardsOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Say where a delegate run's task should have gone, and teach the router that."""
+    if abstain == (card is not None):
+        raise typer.BadParameter("give one of --card ID or --abstain", param_hint="--card")
+    from tiny_cli.cli.learn import correction_line
+    from tiny_cli.corrections import correct_run
+
+    done = correct_run(settings_from(cards=cards), run_id, card, teach=learn)
+    emit(
+        json_out, done.to_json(), lambda: typer.echo(correction_line(done.correction, done.report))
+    )
 
 
 @contextmanager

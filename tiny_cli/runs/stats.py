@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tiny_cli.runs.query import RunSummary
 
 UNFINISHED = ("running", "interrupted")  # no Digest: left out of the means in `stats`
+RESCUED = ("ok", "partial")  # a re-routed task's final statuses that count as rescued
 
 
 @dataclass(frozen=True)
@@ -35,12 +37,21 @@ class GroupStats:
 
 
 @dataclass(frozen=True)
+class Reroutes:
+    """Delegated runs re-routed after a refusal, and how many the next card rescued."""
+
+    rerouted: int = 0  # runs whose Digest names an earlier attempt that was refused
+    rescued: int = 0  # of those, the runs that ended ok or partial
+
+
+@dataclass(frozen=True)
 class RunStats:
-    """`tiny runs stats`: every matching run, per card and per model."""
+    """`tiny runs stats`: every matching run, per card and per model, and the re-routes."""
 
     total: GroupStats
     by_card: tuple[GroupStats, ...]
     by_model: tuple[GroupStats, ...]
+    reroutes: Reroutes = field(default_factory=Reroutes)
 
     def to_json(self) -> dict[str, Any]:
         """Return the statistics as a JSON object."""
@@ -48,16 +59,38 @@ class RunStats:
             "total": self.total.to_json(),
             "by_card": [g.to_json() for g in self.by_card],
             "by_model": [g.to_json() for g in self.by_model],
+            "reroutes": asdict(self.reroutes),
         }
 
 
-def run_stats(found: Sequence[RunSummary]) -> RunStats:
-    """Return the figures of these runs, in all, per card and per model."""
+def run_stats(found: Sequence[RunSummary], reroutes: Reroutes | None = None) -> RunStats:
+    """Return the figures of these runs, in all, per card and per model, with `reroutes`."""
     return RunStats(
         _group(None, found),
         tuple(_group(name, rows) for name, rows in _by(found, lambda r: r.card)),
         tuple(_group(name, rows) for name, rows in _by(found, lambda r: r.model)),
+        reroutes or Reroutes(),
     )
+
+
+def count_reroutes(rows: Iterable[tuple[str, str | None]]) -> Reroutes:
+    """Count (status, stored Digest JSON) rows re-routed after a refusal, and those rescued.
+
+    Read from the Digest's `attempts` statuses and the run's final status, never from text;
+    a Digest that does not parse counts for nothing.
+    """
+    rerouted = rescued = 0
+    for status, stored in rows:
+        try:
+            attempts = json.loads(stored or "null").get("attempts")
+        except (ValueError, AttributeError):
+            continue
+        if not isinstance(attempts, list):
+            continue
+        if any(isinstance(a, dict) and a.get("status") == "refused" for a in attempts):
+            rerouted += 1
+            rescued += status in RESCUED
+    return Reroutes(rerouted, rescued)
 
 
 def _by(

@@ -1,0 +1,207 @@
+"""The card space: card texts embedded, centred on the background, whitened; a card's vectors.
+
+A card is a few vectors, each a reason a task may belong to it: its routing text, one per
+capability, the mean of its routing text and examples, and — when it has examples — a kNN
+view, the mean of its `knn` best example cosines. Out-of-scope examples live in the same
+space, as the rival every card must beat. The whitening is explained in `_whitening`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+__all__ = ["KNN_CHUNK", "WITHIN_SHRINKAGE", "CardSpace", "Nearest", "Source", "unit"]
+
+Source = Literal["summary", "capability", "summary + examples", "examples (kNN)"]
+# Weight of identity in the within-card covariance, at least: 5-fold cross-validation on
+# the MetaTool cards' own texts (not its tasks) scored 0.5-0.8 alike. With fewer texts than
+# dimensions the weight rises smoothly towards 1 (see _whitening).
+WITHIN_SHRINKAGE = 0.6
+KNN_CHUNK = 64  # tasks scored at once by the kNN view: memory is chunk x cards x examples
+MIN_SPREAD = 1e-6  # a degenerate within-card spread keeps plain cosine
+
+
+@dataclass(frozen=True)
+class _Vector:
+    """One of a card's vectors: whose, from what, and which text."""
+
+    card: int
+    source: Source
+    text: str
+
+
+@dataclass(frozen=True)
+class Nearest:
+    """Which of a card's vectors sits nearest a task, and its nearest example."""
+
+    cosine: float
+    source: Source
+    text: str
+    example: str | None
+    example_cosine: float | None
+
+
+class CardSpace:
+    """Card texts as whitened unit vectors, with each card's reason vectors and kNN index."""
+
+    def __init__(
+        self,
+        texts: Sequence[Sequence[tuple[str, str]]],
+        embedded: np.ndarray,
+        centre: np.ndarray,
+        knn: int,
+    ) -> None:
+        self.texts = texts
+        self.knn = knn
+        self.flat = [(i, kind, text) for i, rows in enumerate(texts) for kind, text in rows]
+        self._centre = centre
+        projected = unit(embedded - centre)
+        self.labels = np.array([i for i, _, _ in self.flat])
+        means = np.stack([projected[self.labels == i].mean(axis=0) for i in range(len(texts))])
+        residuals = projected - means[self.labels]
+        self._whiten = _whitening(residuals, dof=len(projected) - len(texts))
+        self.text_vectors = unit(projected @ self._whiten)
+        vectors, self._owners = self._reason_vectors()
+        self._vectors = np.stack(vectors)
+        self._starts = np.flatnonzero(np.diff([-1, *(o.card for o in self._owners)]))
+        self._build_knn()
+
+    def project(self, vectors: np.ndarray) -> np.ndarray:
+        """Centre on the background mean, whiten, and rescale to unit length."""
+        return unit(unit(vectors - self._centre) @ self._whiten)
+
+    def semantic(self, projected: np.ndarray) -> np.ndarray:
+        """Return (tasks, cards): the best cosine to any of a card's vectors or its kNN view."""
+        cosines = projected @ self._vectors.T
+        # each card's vectors are contiguous and it has at least one: max within each run
+        best = np.maximum.reduceat(cosines, self._starts, axis=1)
+        return np.maximum(best, self.knn_scores(projected)) if self._index.size else best
+
+    def knn_scores(self, projected: np.ndarray) -> np.ndarray:
+        """Return (tasks, cards): the mean of each card's `knn` best example cosines."""
+        out = np.full((len(projected), len(self.texts)), -np.inf, dtype=np.float32)
+        if not self._index.size:
+            return out
+        k = min(self.knn, self._index.shape[1])
+        counts = np.minimum(self._counts, k)
+        for start in range(0, len(projected), KNN_CHUNK):  # bounded (chunk, cards, examples)
+            rows = projected[start : start + KNN_CHUNK] @ self._examples.T
+            padded = np.where(self._index >= 0, rows[:, self._index], -np.inf)
+            best = -np.partition(-padded, k - 1, axis=2)[:, :, :k]
+            best = np.where(np.isfinite(best), best, 0.0).sum(axis=2) / counts
+            out[start : start + KNN_CHUNK, self._owner_cards] = best
+        return out
+
+    def nearest(self, card: int, query: np.ndarray) -> Nearest:
+        """Say which of `card`'s vectors (or its kNN view) is nearest `query`, one task's row."""
+        mine = [j for j, o in enumerate(self._owners) if o.card == card]
+        best = max(mine, key=lambda j: float(self._vectors[j] @ query))
+        owner = self._owners[best]
+        cosine, source, text = float(self._vectors[best] @ query), owner.source, owner.text
+        examples = [
+            j for j, (i, kind, _) in enumerate(self.flat) if i == card and kind == "example"
+        ]
+        near = max(examples, key=lambda j: float(self.text_vectors[j] @ query), default=None)
+        if near is None:
+            return Nearest(cosine, source, text, None, None)
+        knn = float(self.knn_scores(query[None, :])[0, card])
+        if knn > cosine:  # the kNN view carried the card: name its nearest example
+            cosine, source, text = knn, "examples (kNN)", self.flat[near][2]
+        return Nearest(
+            cosine, source, text, self.flat[near][2], float(self.text_vectors[near] @ query)
+        )
+
+    def closeness(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return, per text: closeness to its own card, to the closest other card, which one."""
+        vectors, labels = self.text_vectors, self.labels
+        cosines = vectors @ vectors.T
+        np.fill_diagonal(cosines, -np.inf)  # a text is not evidence for itself
+        starts = np.flatnonzero(np.diff([-1, *labels]))  # each card's texts are contiguous
+        best_text = np.maximum.reduceat(cosines, starts, axis=1)
+        sums = np.add.reduceat(vectors, starts, axis=0)
+        to_mean = vectors @ unit(sums).T
+        rows = np.arange(len(vectors))
+        leave_one_out = np.sum(vectors * unit(sums[labels] - vectors), axis=1)
+        closeness = np.maximum(best_text, to_mean)
+        own = np.maximum(best_text[rows, labels], leave_one_out)
+        sizes = np.diff([*starts, len(vectors)])
+        own[sizes[labels] == 1] = np.inf  # a card with one text has nothing to be close to
+        closeness[rows, labels] = -np.inf
+        nearest = closeness.argmax(axis=1)
+        return own, closeness[rows, nearest], nearest
+
+    def _reason_vectors(self) -> tuple[list[np.ndarray], list[_Vector]]:
+        vectors: list[np.ndarray] = []
+        owners: list[_Vector] = []
+        start = 0
+        for i, texts in enumerate(self.texts):
+            rows = self.text_vectors[start : start + len(texts)]
+            for row, (kind, text) in zip(rows, texts, strict=True):
+                if kind != "example":
+                    vectors.append(row)
+                    owners.append(
+                        _Vector(i, "summary" if kind == "summary" else "capability", text)
+                    )
+            examples = [j for j, (kind, _) in enumerate(texts) if kind == "example"]
+            if examples:
+                vectors.append(unit(rows[[0, *examples]].mean(axis=0)))
+                owners.append(_Vector(i, "summary + examples", texts[0][1]))
+            start += len(texts)
+        return vectors, owners
+
+    def _build_knn(self) -> None:
+        """Index each card's example vectors as a (cards with examples, examples) table."""
+        kinds = np.array([kind == "example" for _, kind, _ in self.flat], dtype=bool)
+        self._examples = self.text_vectors[kinds]
+        owners = self.labels[kinds]
+        cards, counts = np.unique(owners, return_counts=True)
+        width = int(counts.max()) if len(counts) and self.knn > 0 else 0
+        self._index = np.full((len(cards) if width else 0, width), -1, dtype=np.int64)
+        for row, card in enumerate(cards if width else ()):
+            mine = np.flatnonzero(owners == card)
+            self._index[row, : len(mine)] = mine
+        self._owner_cards = cards
+        self._counts = counts.astype(np.float32)
+
+
+def nearest_mean(vectors: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+    """Return each row's mean cosine to its `k` nearest of `vectors` (-inf when there are none)."""
+    if not len(vectors):
+        return np.full(len(rows), -np.inf, dtype=np.float32)
+    cosines = rows @ vectors.T
+    k = min(max(k, 1), cosines.shape[1])
+    return -np.partition(-cosines, k - 1, axis=1)[:, :k].mean(axis=1)
+
+
+def _whitening(residuals: np.ndarray, dof: int) -> np.ndarray:
+    """Return S^-1/2 of the within-card covariance shrunk towards a multiple of identity.
+
+    The weight of identity is dim / (dim + dof), at least WITHIN_SHRINKAGE: with few texts
+    per card (three seed cards) the covariance is mostly noise and the metric stays close to
+    plain cosine; with hundreds of cards with examples it is the cross-validated 0.6.
+    Computed from the thin SVD of the residuals: with 20 texts that is 20 directions, not a
+    384 x 384 eigendecomposition on every `tiny route`.
+    """
+    count, dim = residuals.shape
+    if dof <= 0 or not count:  # nothing to learn from: plain cosine
+        return np.eye(dim, dtype=np.float32)
+    _, singular, directions = np.linalg.svd(residuals.astype(np.float64), full_matrices=False)
+    variances = singular**2 / count  # the within-card covariance's eigenvalues
+    spread = float(variances.sum()) / dim
+    if spread <= MIN_SPREAD:
+        return np.eye(dim, dtype=np.float32)
+    weight = max(WITHIN_SHRINKAGE, dim / (dim + dof))
+    floor = weight * spread  # every direction the residuals do not span keeps this variance
+    boost = 1 / np.sqrt((1 - weight) * variances + floor) - 1 / np.sqrt(floor)
+    whiten = np.eye(dim) / np.sqrt(floor) + (directions.T * boost) @ directions
+    return whiten.astype(np.float32)
+
+
+def unit(matrix: np.ndarray) -> np.ndarray:
+    """Scale each row to unit length (a zero row stays zero)."""
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
