@@ -93,7 +93,9 @@ def _teach(
         taught = {task for tasks in learned.examples.values() for task in tasks}
         taught.update(learned.out_of_scope)
         remaining = [(t, c) for t, c in pool if t not in taught]
-        wrong = _wrong(build_router(cards, embedder, cache_dir, learned), remaining)
+        wrong = _wrong(
+            build_router(cards, embedder, cache_dir, learned, keep_state=False), remaining
+        )
         batch = _batch(wrong, have, n)
         if not batch:
             return learned
@@ -126,7 +128,7 @@ def _measure(
     cache_dir: Path,
     n: int,
 ) -> CurvePoint:
-    router = build_router(cards, embedder, cache_dir, learned)
+    router = build_router(cards, embedder, cache_dir, learned, keep_state=False)
     report = evaluate(router, test)
     best = report.best_at_target
     return CurvePoint(

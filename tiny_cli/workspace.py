@@ -18,7 +18,7 @@ from tiny_cli.tools.registry import Registry, declared_tool
 if TYPE_CHECKING:  # routing brings numpy and the embedder: only commands that route pay
     import httpx
 
-    from tiny_cli.routing.embed import Embedder
+    from tiny_cli.routing.embed import Embedder, Progress
     from tiny_cli.routing.router import Overlap, Router
 
 
@@ -148,17 +148,30 @@ def routing_warnings(
     return [_overlap_problem(by_id[o.agent_id], o, learned) for o in router.overlaps()]
 
 
-def make_router(ws: Workspace, transport: httpx.BaseTransport | None = None) -> Router:
-    """Build the concierge for the workspace's cards with the configured embedder."""
-    return _router(ws.settings, list(ws.cards.values()), transport)
+def make_router(
+    ws: Workspace,
+    transport: httpx.BaseTransport | None = None,
+    progress: Progress | None = None,
+) -> Router:
+    """Build the concierge for the workspace's cards with the configured embedder.
+
+    `progress(done, total)` hears how far embedding new card texts has got.
+    """
+    return _router(ws.settings, list(ws.cards.values()), transport, progress)
 
 
-def _router(s: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None) -> Router:
+def _router(
+    s: Settings,
+    cards: Sequence[Card],
+    transport: httpx.BaseTransport | None,
+    progress: Progress | None = None,
+) -> Router:
     from tiny_cli.routing.learned import load_learned
     from tiny_cli.routing.threshold import build_router
 
     learned = load_learned(learned_folder(s))
-    return build_router(cards, embedder_for(s, transport), s.home / "cache", learned, s.threshold)
+    embedder = embedder_for(s, transport)
+    return build_router(cards, embedder, s.home / "cache", learned, s.threshold, progress)
 
 
 def embedder_for(s: Settings, transport: httpx.BaseTransport | None = None) -> Embedder:

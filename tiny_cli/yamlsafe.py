@@ -15,6 +15,9 @@ import yaml
 MAX_YAML_BYTES = 256 * 1024
 MAX_YAML_DEPTH = 32
 MAX_YAML_VALUES = 20_000  # scalars, lists and mappings, every alias counted as expanded
+# libyaml's parser when PyYAML was built with it: 0.20 s per 1,000 cards instead of 1.17 s.
+# Only the parser changes: every bound below is checked on the node graph it composes.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_bounded(path: Path) -> str:
@@ -33,7 +36,7 @@ def load(text: str) -> tuple[yaml.Node | None, Any]:
     node = compose(text)
     if node is None:
         return None, None
-    return node, yaml.SafeLoader("").construct_document(node)
+    return node, _LOADER("").construct_document(node)
 
 
 def compose(text: str) -> yaml.Node | None:
@@ -46,7 +49,7 @@ def compose(text: str) -> yaml.Node | None:
         mark = yaml.Mark("<text>", 0, line, 0, None, 0)
         raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_LOADER)
     except RecursionError:
         raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
     if node is not None:

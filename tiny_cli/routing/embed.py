@@ -46,6 +46,8 @@ HASHING_DIM = 2048
 OPENAI_BATCH = 128
 OPENAI_TIMEOUT_SECONDS = 30.0
 CACHE_FILE = "vectors.sqlite3"
+STORE_BATCH = 256  # texts embedded per committed batch: an interrupted build resumes from here
+Progress = Callable[[int, int], None]  # (texts embedded so far, texts to embed)
 CACHE_TIMEOUT_SECONDS = 10.0
 _SQL_CHUNK = 500  # stay under SQLite's bound-variable limit on old builds
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -243,19 +245,28 @@ class VectorCache:
         self.path = None if directory is None else directory / CACHE_FILE
         self._memory: dict[str, np.ndarray] = {}
 
-    def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
-        """Return the vectors of `texts`, embedding (and storing) only the ones not cached."""
+    def embed(
+        self, embedder: Embedder, texts: Sequence[str], progress: Progress | None = None
+    ) -> np.ndarray:
+        """Return the vectors of `texts`, embedding (and storing) only the ones not cached.
+
+        Missing texts are embedded and committed STORE_BATCH at a time, so an interrupted
+        build keeps what it did; `progress(done, total)` hears of each batch.
+        """
         tag = fingerprint(embedder)
         keys = [_cache_key(tag, text) for text in texts]
         found = {k: self._memory[k] for k in keys if k in self._memory}
         found.update(self._load([k for k in set(keys) if k not in found]))
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in found))
-        if missing:
+        for start in range(0, len(missing), STORE_BATCH):
+            batch = missing[start : start + STORE_BATCH]
             fresh = dict(
-                zip((_cache_key(tag, t) for t in missing), embedder.embed(missing), strict=True)
+                zip((_cache_key(tag, t) for t in batch), embedder.embed(batch), strict=True)
             )
             self._store(fresh)
             found.update(fresh)
+            if progress is not None:
+                progress(start + len(batch), len(missing))
         self._memory.update(found)
         if not keys:
             return np.zeros((0, 0), np.float32)

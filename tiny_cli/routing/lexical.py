@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -14,6 +16,7 @@ from tiny_cli.text import tokenize
 __all__ = ["BM25_K1", "Lexical", "capabilities"]
 
 BM25_K1 = 1.2
+LEXICAL_FILE = "lexical.json"
 
 
 def capabilities(summary: str) -> list[str]:
@@ -80,6 +83,30 @@ class Lexical:
                 # no card uses is mostly not about these cards
                 out[row] = self._index.get_scores(known) / sum(self._idf(w) for w in words)
         return out
+
+    def save(self, folder: Path) -> None:
+        """Write the index into `folder` (tiny_cli.routing.state): JSON and bm25s's own files."""
+        words = {"n": self._n, "words": [sorted(w) for w in self._words], "df": self._df}
+        (folder / LEXICAL_FILE).write_text(json.dumps(words, ensure_ascii=False), "utf-8")
+        if self._df:
+            self._index.save(str(folder / "bm25"), show_progress=False)
+
+    @classmethod
+    def load(cls, folder: Path) -> Lexical:
+        """Read an index `save` wrote, without tokenizing anything."""
+        import bm25s
+
+        data = json.loads((folder / LEXICAL_FILE).read_text("utf-8"))
+        lexical = cls.__new__(cls)
+        lexical._n = int(data["n"])
+        lexical._words = [frozenset(w) for w in data["words"]]
+        lexical._df = Counter(data["df"])
+        lexical._index = (
+            bm25s.BM25.load(str(folder / "bm25"), show_progress=False)
+            if lexical._df
+            else bm25s.BM25(k1=BM25_K1)
+        )
+        return lexical
 
     def matched(self, text: str, card: int) -> tuple[str, ...]:
         """Return the task's (stemmed) words that also occur in card `card`'s texts."""

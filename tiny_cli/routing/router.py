@@ -14,23 +14,25 @@ docs/routing.md has the rule, its measurements and the threshold's derivation.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from tiny_cli.cards.load import Card, card_text
 from tiny_cli.digest import check_task
 from tiny_cli.errors import ConfigError
-from tiny_cli.routing.embed import Embedder, VectorCache, fingerprint
+from tiny_cli.routing.embed import Embedder, Progress, VectorCache, fingerprint
 from tiny_cli.routing.learned import normalise
 from tiny_cli.routing.lexical import Lexical, capabilities
 from tiny_cli.routing.space import CardSpace, Source, nearest_mean
+from tiny_cli.routing.state import Saved, load_state, save_state, state_key
 from tiny_cli.settings import DEFAULT_TOP
 
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
@@ -49,6 +51,7 @@ KNN_K = 3
 MARGIN_WEIGHT = 0.5
 BACKGROUND_TEXT = "background.txt"
 BACKGROUND_VECTORS = "background-vectors.npz"
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,25 @@ class Overlap:
     other: float
 
 
+def _one_blas_thread(method: Callable[..., _T]) -> Callable[..., _T]:
+    """Run `method` with BLAS on one thread: a query's linear algebra is small, and next to
+    other work two threads made the 600 x 384 SVD take 2.6-5.5 s instead of 0.1 s."""
+
+    @functools.wraps(method)
+    def wrapped(*args: Any, **kwargs: Any) -> _T:
+        with _blas().limit(limits=1, user_api="blas"):
+            return method(*args, **kwargs)
+
+    return wrapped
+
+
+@functools.cache
+def _blas() -> Any:
+    from threadpoolctl import ThreadpoolController  # after numpy: it sees numpy's BLAS
+
+    return ThreadpoolController()
+
+
 class Router:
     """Rank cards for tasks; card and background vectors come from the on-disk cache."""
 
@@ -162,6 +184,28 @@ class Router:
         margin: float = 0.0,
         threshold_source: str | None = None,
         taught: Mapping[str, str | None] | None = None,
+        progress: Progress | None = None,
+        keep_state: bool = True,
+    ) -> None:
+        self._progress = progress  # hears how far embedding the cards has got (a new state)
+        self._keep_state = keep_state  # False for throwaway routers (cross-validation folds)
+        with _blas().limit(limits=1, user_api="blas"):
+            self._build(cards, embedder, cache_dir, threshold, out_of_scope, knn, margin)
+        # a task taught as it stands (normalised) goes where it was taught, whatever it scores
+        self.taught = dict(taught or {})
+        self.threshold_source = threshold_source or (
+            f"default {DEFAULT_THRESHOLD}" if threshold is None else "given"
+        )
+
+    def _build(
+        self,
+        cards: Sequence[Card],
+        embedder: Embedder,
+        cache_dir: Path | None,
+        threshold: float | None,
+        out_of_scope: Sequence[str],
+        knn: int,
+        margin: float,
     ) -> None:
         if not cards:
             raise ConfigError(
@@ -174,37 +218,41 @@ class Router:
         self.threshold = DEFAULT_THRESHOLD if threshold is None else float(threshold)
         if not math.isfinite(self.threshold):  # nan would abstain on everything, silently
             raise ConfigError(f"threshold {threshold!r} is not a number; use e.g. 1.5")
-        # a task taught as it stands (normalised) goes where it was taught, whatever it scores
-        self.taught = dict(taught or {})
-        self.threshold_source = threshold_source or (
-            f"default {DEFAULT_THRESHOLD}" if threshold is None else "given"
-        )
-        cache = VectorCache(cache_dir)
-        background = background_vectors(embedder, cache)
+        self.out_of_scope = tuple(dict.fromkeys(out_of_scope))
+        settings = (knn, margin, _sha(background_texts()), LEXICAL_WEIGHT)
+        key = state_key(self.cards, self.out_of_scope, fingerprint(embedder), settings)
+        saved = load_state(cache_dir, key) if self._keep_state else None
+        if saved is None:
+            saved = self._computed(VectorCache(cache_dir), knn, margin)
+            if self._keep_state:
+                save_state(cache_dir, key, saved)
+        self._space, self._lexical, self._oos = saved.space, saved.lexical, saved.out_of_scope
+        self._loc, self._scale, self._conf_loc, self._conf_scale = saved.scales
+
+    def _computed(self, cache: VectorCache, knn: int, margin: float) -> Saved:
+        """Embed the card texts, whiten, index, and measure the background: a new state."""
+        background = background_vectors(self.embedder, cache)
         texts = [card_texts(card) for card in self.cards]
-        embedded = cache.embed(embedder, [text for rows in texts for _, text in rows])
+        flat = [text for rows in texts for _, text in rows]
+        embedded = cache.embed(self.embedder, flat, self._progress)
         self._space = CardSpace(texts, embedded, background.mean(axis=0), knn)
         self._lexical = Lexical(["\n".join(text for _, text in rows) for rows in texts])
-        self.out_of_scope = tuple(dict.fromkeys(out_of_scope))
-        oos = cache.embed(embedder, list(self.out_of_scope)) if self.out_of_scope else None
+        oos = cache.embed(self.embedder, list(self.out_of_scope)) if self.out_of_scope else None
         self._oos = self._space.project(oos) if oos is not None else np.zeros((0, 1), np.float32)
         projected = self._space.project(background)
         raw = self._raw(projected, background_texts())
-        best = raw.max(axis=1)
-        self._loc = float(best.mean())
-        self._scale = max(float(best.std()), MIN_SCALE)
-        self._conf_loc, self._conf_scale = 0.0, 1.0
+        self._loc, self._scale = _spread(raw.max(axis=1))
         # the abstain score (best z plus a share of its margin) is a z-score against the
         # background too, so a threshold means the same with or without the margin
-        if margin:
-            confidence = self._confidence(self._z(raw), self._z(self._oos_raw(projected)))
-            self._conf_loc = float(confidence.mean())
-            self._conf_scale = max(float(confidence.std()), MIN_SCALE)
+        rival = self._z(self._oos_raw(projected))
+        conf = _spread(_with_margin(margin, self._z(raw), rival)) if margin else (0.0, 1.0)
+        return Saved(self._space, self._lexical, self._oos, (self._loc, self._scale, *conf))
 
     def route(self, task: str, top: int = DEFAULT_TOP) -> Decision:
         """Route one task."""
         return self.route_many([task], top)[0]
 
+    @_one_blas_thread
     def route_many(self, tasks: Sequence[str], top: int = DEFAULT_TOP) -> list[Decision]:
         """Route many tasks, embedding them in one batch."""
         if top < 1:
@@ -221,6 +269,7 @@ class Router:
             for task, row, c in zip(tasks, scores, confidence, strict=True)
         ]
 
+    @_one_blas_thread
     def scores(self, tasks: Sequence[str]) -> np.ndarray:
         """Return the (tasks, cards) z-scores of `tasks`."""
         return self._z(self._raw(self._space.project(self.embedder.embed(list(tasks))), tasks))
@@ -233,8 +282,9 @@ class Router:
         """
         if out_of_scope is None:
             out_of_scope = np.full(len(scores), -np.inf, dtype=np.float32)
-        return (self._confidence(scores, out_of_scope) - self._conf_loc) / self._conf_scale
+        return (_with_margin(self.margin, scores, out_of_scope) - self._conf_loc) / self._conf_scale
 
+    @_one_blas_thread
     def explain(self, task: str, top: int = DEFAULT_TOP) -> Explanation:
         """Route one task and say which text and which words drove each candidate's score."""
         check_task(task)
@@ -251,6 +301,7 @@ class Router:
         )
         return Explanation(decision, reasons, self.threshold_source)
 
+    @_one_blas_thread
     def overlaps(self) -> list[Overlap]:
         """Find card texts whose nearest card, leaving the text itself out, is another card.
 
@@ -291,27 +342,8 @@ class Router:
         agent_id = self.taught[key] if taught else None
         if not taught and score >= self.threshold:
             agent_id = candidates[0].agent_id
-        return Decision(
-            task=task,
-            decision="abstain" if agent_id is None else "route",
-            agent_id=agent_id,
-            score=score,
-            threshold=self.threshold,
-            candidates=candidates,
-            taught=taught,
-        )
-
-    def _confidence(self, scores: np.ndarray, out_of_scope: np.ndarray) -> np.ndarray:
-        if scores.shape[1] >= 2:
-            second = -np.partition(-scores, 1, axis=1)[:, 1]
-        else:
-            second = np.full(len(scores), -np.inf, dtype=np.float32)
-        best = scores.max(axis=1)
-        rival = np.maximum(second, out_of_scope)
-        margin = np.where(np.isfinite(rival), best - rival, 0.0)
-        # an out-of-scope example closer than every card counts in full, margin or not
-        weight = np.where(out_of_scope > best, max(self.margin, 1.0), self.margin)
-        return best + weight * margin
+        verdict: Literal["route", "abstain"] = "abstain" if agent_id is None else "route"
+        return Decision(task, verdict, agent_id, score, self.threshold, candidates, taught)
 
     def _z(self, raw: np.ndarray) -> np.ndarray:
         return (raw - self._loc) / self._scale
@@ -331,6 +363,25 @@ class Router:
             nearest_example=near.example,
             nearest_example_cosine=near.example_cosine,
         )
+
+
+def _spread(values: np.ndarray) -> tuple[float, float]:
+    """Mean and standard deviation, the deviation kept off zero."""
+    return float(values.mean()), max(float(values.std()), MIN_SCALE)
+
+
+def _with_margin(margin: float, scores: np.ndarray, out_of_scope: np.ndarray) -> np.ndarray:
+    """Each row's best z plus `margin` times its lead over the closer rival."""
+    if scores.shape[1] >= 2:
+        second = -np.partition(-scores, 1, axis=1)[:, 1]
+    else:
+        second = np.full(len(scores), -np.inf, dtype=np.float32)
+    best = scores.max(axis=1)
+    rival = np.maximum(second, out_of_scope)
+    lead = np.where(np.isfinite(rival), best - rival, 0.0)
+    # an out-of-scope example closer than every card counts in full, margin or not
+    weight = np.where(out_of_scope > best, max(margin, 1.0), margin)
+    return best + weight * lead
 
 
 def card_texts(card: Card) -> list[tuple[str, str]]:

@@ -8,19 +8,30 @@ space, as the rival every card must beat. The whitening is explained in `_whiten
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["KNN_CHUNK", "WITHIN_SHRINKAGE", "CardSpace", "Nearest", "Source", "unit"]
+__all__ = [
+    "KNN_CHUNK",
+    "WITHIN_SHRINKAGE",
+    "CardSpace",
+    "Nearest",
+    "Source",
+    "nearest_mean",
+    "space_from_parts",
+    "space_parts",
+    "unit",
+]
 
 Source = Literal["summary", "capability", "summary + examples", "examples (kNN)"]
 # Weight of identity in the within-card covariance, at least: 5-fold cross-validation on
 # the MetaTool cards' own texts (not its tasks) scored 0.5-0.8 alike. With fewer texts than
 # dimensions the weight rises smoothly towards 1 (see _whitening).
 WITHIN_SHRINKAGE = 0.6
+CLOSENESS_BLOCK = 512  # texts compared with every text at once by `tiny validate`
 KNN_CHUNK = 64  # tasks scored at once by the kNN view: memory is chunk x cards x examples
 MIN_SPREAD = 1e-6  # a degenerate within-card spread keeps plain cosine
 
@@ -116,23 +127,45 @@ class CardSpace:
         )
 
     def closeness(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Return, per text: closeness to its own card, to the closest other card, which one."""
+        """Return, per text: closeness to its own card, to the closest other card, which one.
+
+        In blocks of CLOSENESS_BLOCK texts, so memory grows with the texts, not their square
+        (10,000 cards' 30,000 texts would need a 3.6 GB matrix at once).
+        """
         vectors, labels = self.text_vectors, self.labels
-        cosines = vectors @ vectors.T
-        np.fill_diagonal(cosines, -np.inf)  # a text is not evidence for itself
         starts = np.flatnonzero(np.diff([-1, *labels]))  # each card's texts are contiguous
-        best_text = np.maximum.reduceat(cosines, starts, axis=1)
         sums = np.add.reduceat(vectors, starts, axis=0)
-        to_mean = vectors @ unit(sums).T
-        rows = np.arange(len(vectors))
-        leave_one_out = np.sum(vectors * unit(sums[labels] - vectors), axis=1)
-        closeness = np.maximum(best_text, to_mean)
-        own = np.maximum(best_text[rows, labels], leave_one_out)
+        means = unit(sums)
         sizes = np.diff([*starts, len(vectors)])
+        parts = [
+            self._closeness_block(rows, starts, sums, means, sizes)
+            for rows in np.array_split(
+                np.arange(len(vectors)), max(1, -(-len(vectors) // CLOSENESS_BLOCK))
+            )
+        ]
+        own, other, nearest = (np.concatenate(p) for p in zip(*parts, strict=True))
+        return own, other, nearest
+
+    def _closeness_block(
+        self,
+        rows: np.ndarray,
+        starts: np.ndarray,
+        sums: np.ndarray,
+        means: np.ndarray,
+        sizes: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        vectors, labels = self.text_vectors[rows], self.labels[rows]
+        cosines = vectors @ self.text_vectors.T
+        cosines[np.arange(len(rows)), rows] = -np.inf  # a text is not evidence for itself
+        best_text = np.maximum.reduceat(cosines, starts, axis=1)
+        local = np.arange(len(rows))
+        leave_one_out = np.sum(vectors * unit(sums[labels] - vectors), axis=1)
+        closeness = np.maximum(best_text, vectors @ means.T)
+        own = np.maximum(best_text[local, labels], leave_one_out)
         own[sizes[labels] == 1] = np.inf  # a card with one text has nothing to be close to
-        closeness[rows, labels] = -np.inf
+        closeness[local, labels] = -np.inf
         nearest = closeness.argmax(axis=1)
-        return own, closeness[rows, nearest], nearest
+        return own, closeness[local, nearest], nearest
 
     def _reason_vectors(self) -> tuple[list[np.ndarray], list[_Vector]]:
         vectors: list[np.ndarray] = []
@@ -205,3 +238,31 @@ def unit(matrix: np.ndarray) -> np.ndarray:
     """Scale each row to unit length (a zero row stays zero)."""
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
     return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
+# the arrays a CardSpace is made of, saved and loaded by tiny_cli.routing.state
+SPACE_ARRAYS = ("_centre", "labels", "_whiten", "text_vectors", "_vectors", "_starts",
+                "_examples", "_index", "_owner_cards", "_counts")  # fmt: skip
+
+
+def space_parts(space: CardSpace) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Return a space's arrays and its plain-JSON rest (texts, owners, knn)."""
+    arrays = {name: getattr(space, name) for name in SPACE_ARRAYS}
+    meta = {
+        "texts": [list(map(list, rows)) for rows in space.texts],
+        "owners": [[o.card, o.source, o.text] for o in space._owners],
+        "knn": space.knn,
+    }
+    return arrays, meta
+
+
+def space_from_parts(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> CardSpace:
+    """Rebuild a CardSpace from `space_parts` without embedding or decomposing anything."""
+    space = CardSpace.__new__(CardSpace)
+    space.texts = [[(kind, text) for kind, text in rows] for rows in meta["texts"]]
+    space.knn = int(meta["knn"])
+    space.flat = [(i, kind, text) for i, rows in enumerate(space.texts) for kind, text in rows]
+    space._owners = [_Vector(int(c), s, t) for c, s, t in meta["owners"]]
+    for name in SPACE_ARRAYS:
+        setattr(space, name, np.asarray(arrays[name]))
+    return space

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from tiny_cli.cards.load import Card
-from tiny_cli.routing.embed import CachedEmbedder, Embedder, VectorCache, fingerprint
+from tiny_cli.routing.embed import CachedEmbedder, Embedder, Progress, VectorCache, fingerprint
 from tiny_cli.routing.evaluation import ABSTAIN_TARGET
 from tiny_cli.routing.learned import DerivedThreshold, Learned, normalise, with_learned
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
@@ -43,6 +43,8 @@ def build_router(
     cache_dir: Path | None,
     learned: Learned,
     threshold: float | None = None,
+    progress: Progress | None = None,
+    keep_state: bool = True,
 ) -> Router:
     """Return the router for `cards` with the folder's learned examples and its threshold."""
     derived = learned.fresh_threshold(fingerprint(embedder))
@@ -61,6 +63,8 @@ def build_router(
         margin=margin,
         threshold_source=source,
         taught=taught_tasks(learned, {card.id for card in cards}),
+        progress=progress,
+        keep_state=keep_state,
     )
 
 
@@ -135,6 +139,7 @@ def _fold_router(
         cache_dir,
         out_of_scope=kept.out_of_scope,
         margin=MARGIN_WEIGHT,
+        keep_state=False,
     )
 
 

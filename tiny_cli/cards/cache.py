@@ -1,0 +1,89 @@
+"""Checked cards, remembered: a card file that has not changed is not parsed or checked again.
+
+At 10,000 cards, reading and checking every file costs seconds in every process. The cache
+keeps, per card file, its size, mtime and the data its check accepted; a file whose size or
+mtime differ is checked again, and a file with problems is never cached (its problems are
+reported fresh every time). Everything else a check depends on — tiny's version, the card
+schema, the registered tools and whether they write, the MCP servers — goes into the salt:
+another salt, another cache. It is one JSON file per card folder under the cache directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CardCache"]
+
+CACHE_DIR = "cards"
+
+
+class CardCache:
+    """The accepted data of unchanged card files, for one salt."""
+
+    def __init__(self, file: Path | None, salt: str, entries: dict[str, list[Any]]) -> None:
+        self.file = file
+        self.salt = salt
+        self._entries = entries
+        self._dirty = False
+
+    @classmethod
+    def open(cls, cache_dir: Path | None, paths: Sequence[Path], salt: str) -> CardCache:
+        """Open the cache of the card folders `paths` (nothing is read when there is none)."""
+        if cache_dir is None:
+            return cls(None, salt, {})
+        where = hashlib.sha256("\0".join(str(p.resolve()) for p in paths).encode()).hexdigest()
+        file = cache_dir / CACHE_DIR / f"{where[:24]}.json"
+        try:
+            data = json.loads(file.read_text("utf-8"))
+            entries = data["files"] if data.get("salt") == salt else {}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            entries = {}
+        return cls(file, salt, entries if isinstance(entries, dict) else {})
+
+    def get(self, path: Path) -> tuple[dict[str, Any], int | None] | None:
+        """Return the accepted data and id line of `path`, if the file is as it was then."""
+        entry = self._entries.get(str(path))
+        stamp = _stamp(path)
+        if entry is None or stamp is None or entry[:2] != list(stamp):
+            return None
+        return entry[2], entry[3]
+
+    def put(self, path: Path, data: Mapping[str, Any], id_line: int | None) -> None:
+        """Remember that `path`, as it is now, was accepted with `data`."""
+        stamp = _stamp(path)
+        if stamp is None:
+            return
+        try:
+            json.dumps(data)  # YAML can hold what JSON cannot (dates): such a card is not cached
+        except (TypeError, ValueError):
+            return
+        self._entries[str(path)] = [*stamp, dict(data), id_line]
+        self._dirty = True
+
+    def save(self, keep: Sequence[Path]) -> None:
+        """Write the cache if it changed, dropping files no longer among `keep`."""
+        wanted = {str(p) for p in keep}
+        stale = set(self._entries) - wanted
+        if self.file is None or not (self._dirty or stale):
+            return
+        entries = {k: v for k, v in self._entries.items() if k in wanted}
+        tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}")
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps({"salt": self.salt, "files": entries}), "utf-8")
+            tmp.replace(self.file)
+        except OSError:  # a cache: failing to write it only costs the next process time
+            tmp.unlink(missing_ok=True)
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns

@@ -1,0 +1,101 @@
+"""A built router, saved: it loads in one read instead of embedding, decomposing and indexing.
+
+The state is keyed by a hash of everything it was built from — each card's id, summary and
+examples, the out-of-scope examples, the embedder's fingerprint, the background and the
+router's settings — so a changed card is a new key, never a stale state. It lives in the
+cache directory as a folder per key (arrays in .npy files, the rest in JSON, BM25 in its
+own format); at most KEEP_STATES are kept. A state that cannot be read is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tiny_cli.cards.load import Card
+from tiny_cli.routing.lexical import Lexical
+from tiny_cli.routing.space import CardSpace, space_from_parts, space_parts
+
+__all__ = ["KEEP_STATES", "STATE_VERSION", "Saved", "load_state", "save_state", "state_key"]
+
+STATE_VERSION = 1  # bump when what a router computes changes: old states are then ignored
+KEEP_STATES = 4  # card sets whose state is kept (a bench, a project, its tests)
+STATE_DIR = "router"
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a built router is, besides its cards and embedder."""
+
+    space: CardSpace
+    lexical: Lexical
+    out_of_scope: np.ndarray
+    scales: tuple[float, float, float, float]  # loc, scale, confidence loc, confidence scale
+
+
+def state_key(
+    cards: Sequence[Card], out_of_scope: Sequence[str], embedder: str, settings: Sequence[object]
+) -> str:
+    """Hash everything a router is built from (`settings`: knn, margin, the background's sha)."""
+    digest = hashlib.sha256(f"{STATE_VERSION}\0{embedder}\0{list(settings)!r}".encode())
+    for card in cards:
+        digest.update(json.dumps([card.id, card.summary, list(card.examples)]).encode())
+    digest.update(json.dumps(list(out_of_scope)).encode())
+    return digest.hexdigest()[:32]
+
+
+def load_state(cache_dir: Path | None, key: str) -> Saved | None:
+    """Return the saved state for `key`, or None when there is none or it cannot be read."""
+    if cache_dir is None:
+        return None
+    folder = cache_dir / STATE_DIR / key
+    try:
+        meta = json.loads((folder / "meta.json").read_text("utf-8"))
+        arrays = {
+            name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in meta["arrays"]
+        }
+        space = space_from_parts(arrays, meta["space"])
+        saved = Saved(space, Lexical.load(folder), arrays["out_of_scope"], tuple(meta["scales"]))
+    except (OSError, ValueError, KeyError, TypeError):  # missing, partial or from elsewhere
+        return None
+    os.utime(folder)  # most recently used: the last one pruned
+    return saved
+
+
+def save_state(cache_dir: Path | None, key: str, saved: Saved) -> None:
+    """Write the state for `key` atomically (a temporary folder, then a rename); prune old ones."""
+    if cache_dir is None:
+        return
+    root = cache_dir / STATE_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    arrays, space = space_parts(saved.space)
+    arrays = {**arrays, "out_of_scope": saved.out_of_scope}
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+    try:
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
+        saved.lexical.save(tmp)
+        meta = {"arrays": sorted(arrays), "space": space, "scales": list(saved.scales)}
+        (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), "utf-8")
+        os.replace(tmp, root / key)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)  # a cache: failing to write it is not an error
+        return
+    _prune(root)
+
+
+def _prune(root: Path) -> None:
+    states = sorted(
+        (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+        key=lambda p: p.stat().st_mtime,
+    )
+    for old in states[:-KEEP_STATES]:
+        shutil.rmtree(old, ignore_errors=True)
