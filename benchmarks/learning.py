@@ -35,6 +35,7 @@ from tiny_cli.routing.threshold import build_router, derive_threshold
 Labelled = list[tuple[str, str | None]]
 STEPS = (0, 3, 10, 30, 60)
 ROUND_SHARE = 3  # a round teaches at most a third of what a card still lacks (at least 1)
+SCAN_CHUNK = 1024  # training tasks routed at a time while looking for a round's corrections
 OUT_OF_SCOPE = "(out of scope)"
 
 
@@ -86,20 +87,35 @@ def _teach(
     cache_dir: Path,
     n: int,
 ) -> Learned:
-    """Teach wrongly routed training tasks until each bucket has `n` or none is wrong."""
+    """Teach wrongly routed training tasks until each bucket has `n` or none is wrong.
+
+    A round routes the pool in its (seeded) order, a chunk at a time, and stops once it has
+    a round's worth of corrections: early rounds, with many errors, route a fraction of it.
+    """
     while True:
         have = Counter({c: len(t) for c, t in learned.examples.items()})
         have[OUT_OF_SCOPE] = len(learned.out_of_scope)
         taught = {task for tasks in learned.examples.values() for task in tasks}
         taught.update(learned.out_of_scope)
         remaining = [(t, c) for t, c in pool if t not in taught]
-        wrong = _wrong(
-            build_router(cards, embedder, cache_dir, learned, keep_state=False), remaining
-        )
-        batch = _batch(wrong, have, n)
+        router = build_router(cards, embedder, cache_dir, learned, keep_state=False)
+        batch = _round(router, remaining, have, n)
         if not batch:
             return learned
         learned = merge(learned, batch, cards).learned
+
+
+def _round(router: Any, remaining: Labelled, have: Counter[str], n: int) -> Labelled:
+    """One round's corrections: the wrongly routed, in pool order, a round's share per bucket."""
+    batch: Labelled = []
+    buckets = {c if c is not None else OUT_OF_SCOPE for _, c in remaining}
+    enough = sum(max(1, math.ceil((n - have[b]) / ROUND_SHARE)) for b in buckets if have[b] < n)
+    for start in range(0, len(remaining), SCAN_CHUNK):
+        wrong = _wrong(router, remaining[start : start + SCAN_CHUNK])
+        batch = _batch([*batch, *wrong], have, n)
+        if len(batch) >= enough // ROUND_SHARE:
+            break
+    return batch
 
 
 def _wrong(router: Any, labelled: Labelled) -> Labelled:
