@@ -52,7 +52,16 @@ class Shelf:
         self.store = store
         self.held: list[Artifact] = list(given)
         self.created: list[Artifact] = []
-        self.reader = read_artifact_tool(store, lambda: self.held, DEFAULT_MAX_RESULT_CHARS)
+        self._reader: Tool | None = None
+
+    @property
+    def reader(self) -> Tool:
+        """Return the run's `read_artifact`, made on first use (only a run with artifacts asks)."""
+        if self._reader is None:
+            self._reader = read_artifact_tool(
+                self.store, lambda: self.held, DEFAULT_MAX_RESULT_CHARS
+            )
+        return self._reader
 
     def keep(self, tool: str, text: str, card: str) -> Artifact:
         """Store a result and hold it; raises OSError when it cannot be stored."""

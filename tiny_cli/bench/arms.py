@@ -21,7 +21,7 @@ from tiny_cli.provider.replay import ExchangeSource, Volatile
 from tiny_cli.session import ObserverFor
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.tools.artifacts import ArtifactStore
-from tiny_cli.tools.builtin import builtin_tools
+from tiny_cli.tools.builtin import builtin_entries
 from tiny_cli.tools.crm import CRM_FILENAME, CrmStore
 from tiny_cli.tools.registry import Registry
 from tiny_cli.workspace import Workspace
@@ -257,13 +257,14 @@ def _largest_budget(cards: Sequence[Card]) -> Budget:
 def scratch_registry(registry: Registry, settings: Settings) -> Registry:
     """Return the built-in tools bound to `settings` (a scratch home) plus the user's tools.
 
-    The user's own tools are reused as loaded: the scratch home isolates the built-in CRM,
-    not what a user's tool does.
+    The built-ins come unmade (a run makes only those it calls; their schemas are built once
+    per process). The user's own tools are reused as loaded: the scratch home isolates the
+    built-in CRM, not what a user's tool does.
     """
-    scratch = Registry(builtin_tools(settings), origin="built-in")
+    scratch = Registry(builtin_entries(settings), origin="built-in")
     for name in registry:
         if registry.origin(name) != "built-in":
-            scratch.add(registry[name], registry.origin(name))
+            scratch.add(registry.entry(name), registry.origin(name))
     for source in registry.sources:  # MCP servers: one per process, shared by every run
         scratch.add_source(source)
     return scratch

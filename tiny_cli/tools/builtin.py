@@ -1,17 +1,34 @@
-"""The built-in tools, bound to one Settings, and the registry with the user's tools added."""
+"""The built-in tools, bound to one Settings, and the registry with the user's tools added.
+
+Each built-in is a method of a small class that holds one registry's state (the address
+policy, the knowledge folder, the CRM file). A registry gets them as `LazyTool`s: their
+names, writes flags, descriptions and schemas are known at once (the schemas are built once
+per process), while the object a tool runs on, and what it imports (the web module, the
+sqlite3 for the CRM), is made only when a run looks the tool up.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import httpx
 import pydantic
 
 from tiny_cli.settings import Settings
-from tiny_cli.tools import web
-from tiny_cli.tools.crm import CRM_FILENAME, CrmStore
 from tiny_cli.tools.handbook import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Handbook
-from tiny_cli.tools.registry import Registry, Tool, load_tool_module, tool
+from tiny_cli.tools.registry import LazyTool, Registry, Tool, load_tool_module
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import httpx
+
+    from tiny_cli.tools.web import AddressPolicy
+
+__all__ = ["SearchLimit", "builtin_entries", "builtin_tools", "default_registry"]
+
+T = TypeVar("T")
 
 # The bound goes into the schema, so the runner rejects limit=500 before the call.
 SearchLimit = Annotated[int, pydantic.Field(ge=1, le=MAX_SEARCH_LIMIT)]
@@ -19,37 +36,51 @@ SearchLimit = Annotated[int, pydantic.Field(ge=1, le=MAX_SEARCH_LIMIT)]
 
 def default_registry(settings: Settings, transport: httpx.BaseTransport | None = None) -> Registry:
     """Return the built-in tools plus the user's tools from `settings.tools_spec`."""
-    registry = Registry(builtin_tools(settings, transport), origin="built-in")
+    registry = Registry(builtin_entries(settings, transport), origin="built-in")
     for spec in _specs(settings.tools_spec):
         for t in load_tool_module(spec):
             registry.add(t, origin=spec)
     return registry
 
 
-def builtin_tools(settings: Settings, transport: httpx.BaseTransport | None = None) -> list[Tool]:
-    """Return http_get, html_to_text, docs_search and the CRM tools, bound to `settings`.
+def builtin_entries(
+    settings: Settings, transport: httpx.BaseTransport | None = None
+) -> list[LazyTool]:
+    """Return http_get, html_to_text, docs_search and the CRM tools as LazyTools on `settings`.
 
     http_get fetches public addresses plus `settings.allow_hosts`; a malformed entry there
-    raises ConfigError here, before any tool runs.
+    raises ConfigError here, before any tool runs. The tools of one class share one owner.
     """
+    policy = _policy(settings.allow_hosts)
+    web = _once(lambda: _WebTools(policy, transport))
+    docs = _once(lambda: _DocsTools(Handbook(settings.docs_dir)))
+    crm = _once(lambda: _CrmTools(settings.home))
     return [
-        *_web_tools(web.AddressPolicy.of(settings.allow_hosts), transport),
-        _docs_tool(Handbook(settings.docs_dir)),
-        *_crm_tools(CrmStore(settings.home / CRM_FILENAME)),
+        LazyTool(_WebTools.http_get, web),
+        LazyTool(_WebTools.html_to_text, web),
+        LazyTool(_DocsTools.docs_search, docs),
+        LazyTool(_CrmTools.crm_find_company, crm),
+        LazyTool(_CrmTools.crm_add_company, crm, writes=True),
     ]
 
 
-# --- helpers ------------------------------------------------------------------------------
+def builtin_tools(settings: Settings, transport: httpx.BaseTransport | None = None) -> list[Tool]:
+    """Return the built-in tools made now, bound to `settings` (see `builtin_entries`)."""
+    return [entry.build() for entry in builtin_entries(settings, transport)]
 
 
-def _specs(tools_spec: str | None) -> list[str]:
-    """Split 'a.py, pkg.mod' into specs; an empty setting means no user tools."""
-    return [s.strip() for s in (tools_spec or "").split(",") if s.strip()]
+# --- the tools ----------------------------------------------------------------------------
 
 
-def _web_tools(policy: web.AddressPolicy, transport: httpx.BaseTransport | None) -> list[Tool]:
-    @tool
-    def http_get(url: str) -> str:
+class _WebTools:
+    """http_get and html_to_text under one address policy (None: public addresses only)."""
+
+    def __init__(self, policy: AddressPolicy | None, transport: httpx.BaseTransport | None):
+        from tiny_cli.tools import web  # httpx and its address checks: only when a run needs them
+
+        self._web, self._policy, self._transport = web, policy, transport
+
+    def http_get(self, url: str) -> str:
         """Fetch a web page over HTTP(S) and return its body (HTML as served).
 
         Redirects are followed; a page over the size cap is cut and says so. Pass the
@@ -58,23 +89,26 @@ def _web_tools(policy: web.AddressPolicy, transport: httpx.BaseTransport | None)
         Args:
             url: The absolute http:// or https:// address to fetch.
         """
-        return web.http_get(url, policy=policy, transport=transport)
+        return self._web.http_get(url, policy=self._policy, transport=self._transport)
 
-    @tool
-    def html_to_text(html: str) -> str:
+    def html_to_text(self, html: str) -> str:
         """Turn an HTML document into readable text: title first, scripts and styles dropped.
 
         Args:
             html: The HTML source, for example what http_get returned.
         """
-        return web.html_to_text(html)
-
-    return [http_get, html_to_text]
+        return self._web.html_to_text(html)
 
 
-def _docs_tool(handbook: Handbook) -> Tool:
-    @tool
-    def docs_search(query: str, limit: SearchLimit = DEFAULT_SEARCH_LIMIT) -> list[dict[str, Any]]:
+class _DocsTools:
+    """docs_search over one knowledge folder (its index is shared per folder state)."""
+
+    def __init__(self, handbook: Handbook) -> None:
+        self._handbook = handbook
+
+    def docs_search(
+        self, query: str, limit: SearchLimit = DEFAULT_SEARCH_LIMIT
+    ) -> list[dict[str, Any]]:
         """Search the internal handbook and return matching pages, best first.
 
         Each hit has the page's path, title, the best-matching passage (snippet) and a
@@ -84,14 +118,18 @@ def _docs_tool(handbook: Handbook) -> Tool:
             query: Key words of what you are looking for, in English or German.
             limit: How many pages to return at most (1-20).
         """
-        return [hit.as_dict() for hit in handbook.search(query, limit)]
-
-    return docs_search
+        return [hit.as_dict() for hit in self._handbook.search(query, limit)]
 
 
-def _crm_tools(store: CrmStore) -> list[Tool]:
-    @tool
-    def crm_find_company(name: str) -> list[dict[str, Any]]:
+class _CrmTools:
+    """crm_find_company and crm_add_company over the CRM file in one data directory."""
+
+    def __init__(self, home: Path) -> None:
+        from tiny_cli.tools.crm import CRM_FILENAME, CrmStore  # sqlite3: only when a run needs it
+
+        self._store = CrmStore(home / CRM_FILENAME)
+
+    def crm_find_company(self, name: str) -> list[dict[str, Any]]:
         """Find companies in the CRM by name; matching ignores case, spaces and punctuation.
 
         Part of a name is enough ("mustermann" finds "Mustermann GmbH"). An empty list
@@ -100,10 +138,11 @@ def _crm_tools(store: CrmStore) -> list[Tool]:
         Args:
             name: The company name or a part of it.
         """
-        return store.find(name)
+        return self._store.find(name)
 
-    @tool(writes=True)
-    def crm_add_company(name: str, city: str, website: str = "", notes: str = "") -> dict[str, Any]:
+    def crm_add_company(
+        self, name: str, city: str, website: str = "", notes: str = ""
+    ) -> dict[str, Any]:
         """Add a new company to the CRM and return its record with the new company_id.
 
         Fails if a company with the same name exists: check with crm_find_company first.
@@ -114,6 +153,35 @@ def _crm_tools(store: CrmStore) -> list[Tool]:
             website: The company's website, if the user gave one.
             notes: Short notes about the company, if any.
         """
-        return store.add(name, city, website, notes)
+        return self._store.add(name, city, website, notes)
 
-    return [crm_find_company, crm_add_company]
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _specs(tools_spec: str | None) -> list[str]:
+    """Split 'a.py, pkg.mod' into specs; an empty setting means no user tools."""
+    return [s.strip() for s in (tools_spec or "").split(",") if s.strip()]
+
+
+def _policy(allow_hosts: tuple[str, ...]) -> AddressPolicy | None:
+    """Parse the allowed hosts now (a bad one is a ConfigError); none: public addresses only."""
+    if not allow_hosts:
+        return None
+    from tiny_cli.tools import web
+
+    return web.AddressPolicy.of(allow_hosts)
+
+
+def _once(make: Callable[[], T]) -> Callable[[], T]:
+    """Return `make` memoised: the first call makes the value, every later call returns it."""
+    made: list[T] = []
+    lock = threading.Lock()
+
+    def get() -> T:
+        with lock:
+            if not made:
+                made.append(make())
+            return made[0]
+
+    return get

@@ -90,8 +90,14 @@ class CrmStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with closing(self._connect()) as db, db:
-                db.executescript(SCHEMA)
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                # a file at this version has its table: opening it writes (and syncs) nothing;
+                # fetchall ends the read, so no shared lock is left to deadlock a writer
+                if db.execute("PRAGMA user_version").fetchall() != [(SCHEMA_VERSION,)]:
+                    # one transaction, so one sync to disk (a bench run's CRM is a new file);
+                    # IMMEDIATE: a second writer waits its turn (timeout) instead of failing
+                    db.executescript(
+                        f"BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                    )
         except (OSError, sqlite3.DatabaseError) as exc:
             raise ConfigError(f"CRM database {self.path}: {exc}") from exc
         self._ready = True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ MAX_SEARCH_LIMIT = 20
 DEFAULT_SNIPPET_CHARS = 400
 DOC_SUFFIXES = (".md", ".markdown", ".txt")
 TITLE_WEIGHT = 1.0  # the title field's BM25 score is added with this weight
+MAX_CACHED_FOLDERS = 16  # indexes kept per process: one per folder, its latest state
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
@@ -42,14 +44,16 @@ class Hit:
 
 
 class Handbook:
-    """A searchable knowledge folder; the index is rebuilt when a page changes."""
+    """A searchable knowledge folder; its index is rebuilt when a page changes.
+
+    The index is kept per process and folder state (the folder, and each page's name, size and
+    mtime_ns), so every Handbook over an unchanged folder (one per bench run) shares one index.
+    """
 
     def __init__(self, folder: Path, snippet_chars: int = DEFAULT_SNIPPET_CHARS) -> None:
         self.folder = Path(folder)
         self.snippet_chars = snippet_chars
-        self.builds = 0  # how often the index was built: once per change of the folder
-        self._index: _Index | None = None
-        self._lock = threading.Lock()  # the bench calls tools from several threads
+        self.builds = 0  # how often this handbook built the index: once per change of the folder
 
     def search(self, query: str, limit: int = DEFAULT_SEARCH_LIMIT) -> list[Hit]:
         """Return the pages that best match `query`, best first; no match gives []."""
@@ -65,17 +69,36 @@ class Handbook:
         return index.search(words, limit, self.snippet_chars)
 
     def _current_index(self) -> _Index:
-        """Return the cached index, rebuilt when any page was added, removed or edited."""
+        """Return the folder's index, rebuilt when any page was added, removed or edited."""
         pages = _page_files(self.folder)
         stats = [p.stat() for p in pages]
         signature = tuple(
-            (str(p), s.st_mtime_ns, s.st_size) for p, s in zip(pages, stats, strict=True)
+            (p.relative_to(self.folder).as_posix(), s.st_size, s.st_mtime_ns)
+            for p, s in zip(pages, stats, strict=True)
         )
-        with self._lock:
-            if self._index is None or self._index.signature != signature:
-                self._index = _Index.build(self.folder, pages, signature)
+        key = str(self.folder.resolve())
+        with _INDEX_LOCK:  # bench runs search from several threads: one build, not one each
+            index = _INDEXES.get(key)
+            if index is None or index.signature != signature:
+                index = _Index.build(self.folder, pages, signature)
                 self.builds += 1
-            return self._index
+                _BUILDS[0] += 1
+                _INDEXES[key] = index
+                if len(_INDEXES) > MAX_CACHED_FOLDERS:
+                    _INDEXES.popitem(last=False)
+            _INDEXES.move_to_end(key)
+            return index
+
+
+def index_builds() -> int:
+    """Return how many handbook indexes this process has built (every folder, every state)."""
+    with _INDEX_LOCK:
+        return _BUILDS[0]
+
+
+_INDEXES: OrderedDict[str, _Index] = OrderedDict()  # folder -> the index of its latest state
+_INDEX_LOCK = threading.Lock()
+_BUILDS = [0]
 
 
 # --- index --------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pydantic
 
 from tiny_cli.errors import ToolCallError
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore
-from tiny_cli.tools.registry import Tool, tool
+from tiny_cli.tools.registry import LazyTool, Tool
 
 DEFAULT_READ_CHARS = 4000
 
@@ -29,11 +29,27 @@ Length = Annotated[int, pydantic.Field(ge=1)]
 def read_artifact_tool(
     store: ArtifactStore, held: Callable[[], Sequence[Artifact]], limit: int
 ) -> Tool:
-    """Return the runner's `read_artifact` tool over the artifacts `held()` returns right now."""
-    most = max(1, limit - READ_HEADROOM)
+    """Return the runner's `read_artifact` tool over the artifacts `held()` returns right now.
 
-    @tool(name=READ_ARTIFACT)
+    Its schema is built once per process; making the tool for a run costs little.
+    """
+    reader = LazyTool(
+        _Reader.read_artifact, lambda: _Reader(store, held, limit), name=READ_ARTIFACT
+    )
+    return reader.build()
+
+
+class _Reader:
+    """One run's artifacts, read by window or by query."""
+
+    def __init__(
+        self, store: ArtifactStore, held: Callable[[], Sequence[Artifact]], limit: int
+    ) -> None:
+        self._store, self._held = store, held
+        self._most = max(1, limit - READ_HEADROOM)
+
     def read_artifact(
+        self,
         handle: str,
         query: str | None = None,
         offset: Offset = 0,
@@ -50,12 +66,10 @@ def read_artifact_tool(
             offset: Where to start reading, in characters from the start (without a query).
             length: How many characters to read (without a query).
         """
-        artifact = _held(held(), handle)
+        artifact = _held(self._held(), handle)
         if query is not None and query.strip():
-            return _passages_text(artifact, query, store.passages(artifact, query))
-        return window(store.text(artifact), artifact, offset, min(length, most))
-
-    return read_artifact
+            return _passages_text(artifact, query, self._store.passages(artifact, query))
+        return window(self._store.text(artifact), artifact, offset, min(length, self._most))
 
 
 def window(text: str, artifact: Artifact, offset: int, length: int) -> str:

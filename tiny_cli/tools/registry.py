@@ -1,30 +1,37 @@
-"""Tools: the registry of every callable tool, the @tool decorator, and user tool modules."""
+"""Tools: the registry of every callable tool, the @tool decorator, and user tool modules.
+
+A tool's description and schema come from its signature and docstring (`tiny_cli.tools.specs`,
+built once per process). The built-in tools join a registry as `LazyTool`s: known by name,
+writes flag, description and schema at once, made (with their state and imports) only when
+a run asks for one.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
 import importlib.util
-import inspect
-import re
 import sys
-import types
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol, Union, get_args, get_origin, get_type_hints
+from typing import Any, Protocol
 
-import docstring_parser
 import pydantic
 
 from tiny_cli.errors import ToolCallError, ToolError
+from tiny_cli.tools.specs import TOOL_NAME_PATTERN, Spec, one_line, spec_of
 
-# What OpenAI-compatible servers accept as a function name.
-TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-SCALAR_TYPES = (str, int, float, bool)
-SUPPORTED_TYPES_HINT = (
-    "str, int, float, bool, list[...], dict[str, ...], Literal[...], Optional[...], Annotated[...]"
-)
+__all__ = [
+    "LazyTool",
+    "Registry",
+    "Tool",
+    "ToolSource",
+    "declared_tool",
+    "load_tool_module",
+    "tool",
+]
 
 
 @dataclass(frozen=True)
@@ -42,14 +49,7 @@ class Tool:
 
     def schema(self) -> dict[str, Any]:
         """Return the OpenAI `tools` entry for this tool."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
+        return _schema_entry(self.name, self.description, self.parameters)
 
     def __call__(self, **arguments: Any) -> Any:
         """Call the tool with keyword arguments converted to the types its signature declares."""
@@ -63,6 +63,48 @@ class Tool:
             fields = self.arguments_model.model_fields.items()
             arguments = {f.alias or name: getattr(typed, name) for name, f in fields}
         return self.func(**arguments)
+
+
+def _schema_entry(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+@dataclass(frozen=True)
+class LazyTool:
+    """A tool known before it exists: a method's signature now, the object it runs on later.
+
+    `method` is a function defined in a class (its first parameter, `self`, is no argument);
+    `owner()` makes the object with one registry's state (a CRM, a knowledge folder) and
+    imports what the tool needs. Name, writes, description and schema need neither.
+    """
+
+    method: Callable[..., Any]
+    owner: Callable[[], Any]
+    writes: bool = False
+    name: str = ""  # the method's name when empty
+
+    @property
+    def tool_name(self) -> str:
+        """Return the name the model calls the tool by."""
+        return self.name or self.method.__name__
+
+    def spec(self) -> Spec:
+        """Return the description, schema and arguments model (built once per process)."""
+        return spec_of(self.method, self.tool_name, bound=True)
+
+    def schema(self) -> dict[str, Any]:
+        """Return the OpenAI `tools` entry, without making the tool."""
+        spec = self.spec()
+        return _schema_entry(spec.name, spec.description, spec.parameters())
+
+    def build(self) -> Tool:
+        """Make the tool: its owner, and the method bound to it."""
+        spec = self.spec()
+        func = getattr(self.owner(), self.method.__name__)
+        return Tool(spec.name, spec.description, spec.parameters(), func, self.writes, spec.model)
 
 
 def declared_tool(name: str, description: str, parameters: dict[str, Any]) -> Tool:
@@ -97,12 +139,16 @@ class ToolSource(Protocol):
 class Registry(Mapping[str, Tool]):
     """Every tool that exists, by name; cards pick their allowlist from it.
 
-    Tools of a `ToolSource` (MCP servers) are found once bound: `bind` before a run.
+    A `LazyTool` is made on first lookup, once per registry (thread-safe); `schemas`,
+    `writes` and `in` never make one. Tools of a `ToolSource` (MCP servers) are found once
+    bound: `bind` before a run.
     """
 
-    def __init__(self, tools: Iterable[Tool] = (), origin: str = "built-in") -> None:
+    def __init__(self, tools: Iterable[Tool | LazyTool] = (), origin: str = "built-in") -> None:
         self._tools: dict[str, Tool] = {}
-        self._origins: dict[str, str] = {}
+        self._lazy: dict[str, LazyTool] = {}
+        self._origins: dict[str, str] = {}  # every name, in the order added
+        self._lock = threading.Lock()
         self.sources: list[ToolSource] = []
         for t in tools:
             self.add(t, origin)
@@ -118,47 +164,80 @@ class Registry(Mapping[str, Tool]):
         source tool that writes.
         """
         for source in self.sources:
-            mine = [n for n in names if n not in self._tools and source.owns(n)]
+            mine = [n for n in names if n not in self._origins and source.owns(n)]
             if mine:
                 source.bind(mine, seconds, may_write)
 
-    def add(self, tool: Tool, origin: str = "built-in") -> None:
+    def add(self, tool: Tool | LazyTool, origin: str = "built-in") -> None:
         """Register a tool; a second tool with the same name is a ToolError naming both origins."""
-        if tool.name in self._tools:
-            first = self._origins[tool.name]
+        name = tool.tool_name if isinstance(tool, LazyTool) else tool.name
+        if name in self._origins:
+            first = self._origins[name]
             raise ToolError(
-                f"tool {tool.name!r} from {origin} clashes with tool {tool.name!r} from {first}; "
+                f"tool {name!r} from {origin} clashes with tool {name!r} from {first}; "
                 "rename one of them (@tool(name=...))"
             )
-        self._tools[tool.name] = tool
-        self._origins[tool.name] = origin
+        if isinstance(tool, LazyTool):
+            if not TOOL_NAME_PATTERN.match(name):
+                raise ToolError(f"tool {name!r}: a name is 1-64 letters, digits, '_' or '-'")
+            self._lazy[name] = tool
+        else:
+            self._tools[name] = tool
+        self._origins[name] = origin
 
     def origin(self, name: str) -> str:
         """Return where the tool `name` came from ('built-in' or a tool module spec)."""
         return self._origins[name]
 
+    def entry(self, name: str) -> Tool | LazyTool:
+        """Return what was added as `name`: the Tool, or the LazyTool if it is not made yet."""
+        return self._tools.get(name) or self._lazy[name]
+
+    def made(self, name: str) -> bool:
+        """Say whether the tool `name` exists as a Tool yet (a LazyTool not looked up: no)."""
+        return name in self._tools
+
     def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
-        """Return the OpenAI tool schemas of `names`, in that order."""
-        return [self[n].schema() for n in names]
+        """Return the OpenAI tool schemas of `names`, in that order (making no LazyTool)."""
+        return [self._schema(n) for n in names]
 
     def writes(self) -> dict[str, bool]:
         """Map every tool name to whether it writes (what card validation needs)."""
-        return {name: t.writes for name, t in self._tools.items()}
+        return {name: self.entry(name).writes for name in self._origins}
+
+    def _schema(self, name: str) -> dict[str, Any]:
+        lazy = self._lazy.get(name)
+        if lazy is not None and name not in self._tools:
+            return lazy.schema()
+        return self[name].schema()
+
+    def _make(self, name: str) -> Tool:
+        with self._lock:  # runs share a registry (bench threads, `tiny serve`): make it once
+            if name not in self._tools:
+                self._tools[name] = self._lazy[name].build()
+            return self._tools[name]
 
     def __getitem__(self, name: str) -> Tool:
         if name in self._tools:
             return self._tools[name]
+        if name in self._lazy:
+            return self._make(name)
         for source in self.sources:
             found = source.bound(name)
             if found is not None:
                 return found
         raise KeyError(name)
 
+    def __contains__(self, name: object) -> bool:
+        if name in self._origins:
+            return True  # without making it
+        return isinstance(name, str) and any(s.bound(name) is not None for s in self.sources)
+
     def __iter__(self) -> Iterator[str]:
-        return iter(self._tools)
+        return iter(self._origins)
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self._origins)
 
 
 def tool(
@@ -167,19 +246,15 @@ def tool(
     name: str | None = None,
     writes: bool = False,
 ) -> Any:
-    """Turn a typed, documented function into a Tool; usable as @tool or @tool(writes=True)."""
+    """Turn a typed, documented function into a Tool; usable as @tool or @tool(writes=True).
+
+    The description, schema and arguments model are built once per signature and process
+    (`tiny_cli.tools.specs`): the same closure made again for the next run costs little.
+    """
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        tool_name = name or f.__name__
-        if not TOOL_NAME_PATTERN.match(tool_name):
-            raise ToolError(f"tool {tool_name!r}: a name is 1-64 letters, digits, '_' or '-'")
-        doc = docstring_parser.parse(inspect.getdoc(f) or "")
-        # Docstrings wrap at the code's line length; the model should see flowing text.
-        description = _flow(doc.short_description, doc.long_description)
-        if not description:
-            raise ToolError(f"tool {tool_name!r} needs a docstring: the model reads it")
-        model = _arguments_model(tool_name, f, doc)
-        return Tool(tool_name, description, _schema(tool_name, model), f, writes, model)
+        spec = spec_of(f, name or f.__name__)
+        return Tool(spec.name, spec.description, spec.parameters(), f, writes, spec.model)
 
     return wrap(func) if func is not None else wrap
 
@@ -197,97 +272,6 @@ def load_tool_module(spec: str) -> list[Tool]:
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def _arguments_model(
-    tool_name: str, f: Callable[..., Any], doc: docstring_parser.Docstring
-) -> type[pydantic.BaseModel]:
-    """Build the arguments' model from the signature, type hints and docstring Args."""
-    hints = _hints(tool_name, f)
-    params = inspect.signature(f).parameters
-    helps = {p.arg_name: _flow(p.description) for p in doc.params}
-    unknown = sorted(set(helps) - set(params))
-    if unknown:
-        raise ToolError(f"tool {tool_name!r}: docstring documents unknown parameter {unknown[0]!r}")
-    fields: dict[str, Any] = {}
-    for i, (pname, param) in enumerate(params.items()):
-        _check_param(tool_name, pname, param, hints)
-        default = ... if param.default is inspect.Parameter.empty else param.default
-        # Placeholder field names, the real name as alias: a parameter may be called
-        # "schema" or "model_config", which would clash with pydantic's own attributes.
-        field = pydantic.Field(default, alias=pname, description=helps.get(pname) or None)
-        fields[f"arg{i}"] = (hints[pname], field)
-    try:
-        return pydantic.create_model(f"{tool_name}_arguments", **fields)
-    except Exception as exc:  # pydantic's messages span lines; the user needs one
-        raise ToolError(f"tool {tool_name!r}: cannot build a schema: {_one_line(exc)}") from exc
-
-
-def _schema(tool_name: str, model: type[pydantic.BaseModel]) -> dict[str, Any]:
-    try:
-        return _clean(model.model_json_schema())
-    except Exception as exc:  # pydantic's messages span lines; the user needs one
-        raise ToolError(f"tool {tool_name!r}: cannot build a schema: {_one_line(exc)}") from exc
-
-
-def _hints(tool_name: str, f: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        return get_type_hints(f, include_extras=True)  # keep Annotated[..., Field(...)] bounds
-    except Exception as exc:  # a broken annotation in user code is a config error
-        raise ToolError(f"tool {tool_name!r}: cannot read type hints: {_one_line(exc)}") from exc
-
-
-def _check_param(
-    tool_name: str, pname: str, param: inspect.Parameter, hints: dict[str, Any]
-) -> None:
-    if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-        raise ToolError(f"tool {tool_name!r}: parameter {pname!r} must be a plain named parameter")
-    if pname not in hints:
-        raise ToolError(f"tool {tool_name!r}: parameter {pname!r} needs a type hint")
-    if not _supported(hints[pname]):
-        raise ToolError(
-            f"tool {tool_name!r}: parameter {pname!r} has unsupported type "
-            f"{_type_name(hints[pname])}; use {SUPPORTED_TYPES_HINT}"
-        )
-
-
-def _supported(hint: Any) -> bool:
-    """Accept only types a model can send as JSON and a schema can describe plainly."""
-    origin, args = get_origin(hint), get_args(hint)
-    if hint in SCALAR_TYPES:
-        return True
-    if origin is Annotated:  # Annotated[int, pydantic.Field(ge=1)]: check the real type
-        return _supported(args[0])
-    if origin is Literal:
-        return all(isinstance(a, (str, int, float, bool)) for a in args)
-    if origin is list:
-        return len(args) == 1 and _supported(args[0])
-    if origin is dict:
-        return len(args) == 2 and args[0] is str and _supported(args[1])
-    if origin in (Union, types.UnionType):
-        rest = [a for a in args if a is not type(None)]
-        return len(rest) == 1 and len(args) == 2 and _supported(rest[0])
-    return False
-
-
-def _flow(*parts: str | None) -> str:
-    return " ".join(" ".join(filter(None, parts)).split())
-
-
-def _type_name(hint: Any) -> str:
-    return hint.__name__ if isinstance(hint, type) else repr(hint).replace("typing.", "")
-
-
-def _clean(schema: Any) -> Any:
-    """Drop pydantic's auto titles: they cost tokens and tell the model nothing."""
-    if isinstance(schema, list):
-        return [_clean(v) for v in schema]
-    if not isinstance(schema, dict):
-        return schema
-    cleaned = {k: _clean(v) for k, v in schema.items() if k not in ("title", "properties")}
-    if "properties" in schema:  # keys here are parameter names: a parameter may be "title"
-        cleaned["properties"] = {k: _clean(v) for k, v in schema["properties"].items()}
-    return cleaned
 
 
 def _import(spec: str) -> Any:
@@ -319,11 +303,4 @@ def _run(spec: str, load: Callable[[], Any]) -> Any:
     except SystemExit as exc:  # would end `tiny validate` with its code, silently
         raise ToolError(f"{spec}: called sys.exit({exc.code!r}) while being imported") from None
     except Exception as exc:  # user code: report it as one line, not a traceback
-        raise ToolError(
-            f"{spec}: failed to import: {type(exc).__name__}: {_one_line(exc)}"
-        ) from exc
-
-
-def _one_line(exc: BaseException) -> str:
-    """Fold an exception message onto one line (pydantic and SyntaxError span several)."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+        raise ToolError(f"{spec}: failed to import: {type(exc).__name__}: {one_line(exc)}") from exc

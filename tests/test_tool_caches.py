@@ -1,0 +1,297 @@
+"""What tiny builds once per process (tool specs, the handbook's index) and what stays per run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiny_cli.agent import calls
+from tiny_cli.agent.loop import approve_writes, decline_writes, invoke
+from tiny_cli.bench.arms import scratch_registry
+from tiny_cli.digest import make_brief
+from tiny_cli.provider.client import OpenAIProvider
+from tiny_cli.settings import Settings, load_settings
+from tiny_cli.testing import reply, tool_call
+from tiny_cli.tools import Registry, tool
+from tiny_cli.tools.artifacts import READ_ARTIFACT, ArtifactStore
+from tiny_cli.tools.builtin import builtin_entries, default_registry
+from tiny_cli.tools.handbook import Handbook, index_builds
+from tiny_cli.tools.registry import LazyTool
+from tiny_cli.tools.specs import spec_cache_info
+from tiny_cli.workspace import Workspace, open_workspace
+
+from .conftest import HANDBOOK, REPO, SEED_CARDS
+
+BUILTIN_NAMES = ["http_get", "html_to_text", "docs_search", "crm_find_company", "crm_add_company"]
+DOCS_ANSWER = {"status": "ok", "summary": "Day one: laptop.", "source": "onboarding.md"}
+CRM_ANSWER = {"status": "ok", "summary": "Added.", "company_id": 1, "name": "Acme GmbH"}
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path / "home", cards_dir=SEED_CARDS, docs_dir=HANDBOOK)
+
+
+@pytest.fixture
+def workspace(home: Path) -> Workspace:
+    env = {"TINY_HOME": str(home), "TINY_CARDS": str(SEED_CARDS), "TINY_DOCS": str(HANDBOOK)}
+    return open_workspace(load_settings(env=env))
+
+
+# --- tool specs: once per process ---------------------------------------------------------
+
+
+def test_a_second_registry_builds_no_spec(settings: Settings, tmp_path: Path) -> None:
+    first = default_registry(settings)
+    first.schemas(BUILTIN_NAMES)
+    [first[name] for name in BUILTIN_NAMES]
+    before = spec_cache_info()
+    second = default_registry(replace(settings, home=tmp_path / "other"))
+    schemas = second.schemas(BUILTIN_NAMES)
+    made = [second[name] for name in BUILTIN_NAMES]
+    after = spec_cache_info()
+    assert after.misses == before.misses  # nothing built again
+    assert after.hits >= before.hits + 2 * len(BUILTIN_NAMES)  # schemas, then the tools
+    assert schemas == first.schemas(BUILTIN_NAMES)
+    assert [t.arguments_model for t in made] == [first[n].arguments_model for n in BUILTIN_NAMES]
+
+
+def test_a_closure_made_again_hits_the_cache() -> None:
+    def make(state: list[str]) -> Any:
+        @tool
+        def remember(word: str, times: int = 1) -> int:
+            """Remember a word.
+
+            Args:
+                word: The word.
+                times: How often.
+            """
+            state.extend([word] * times)
+            return len(state)
+
+        return remember
+
+    before = spec_cache_info()
+    one_state: list[str] = []
+    two_state: list[str] = []
+    one, two = make(one_state), make(two_state)
+    after = spec_cache_info()
+    assert after.misses == before.misses + 1 and after.hits == before.hits + 1
+    assert one.arguments_model is two.arguments_model  # one model class, built once
+    assert one.parameters == two.parameters and one.parameters is not two.parameters
+    one.parameters["properties"]["word"]["description"] = "changed by one run"
+    assert two.parameters["properties"]["word"]["description"] == "The word."
+    assert make([]).parameters["properties"]["word"]["description"] == "The word."
+    assert one(word="a", times=2.0) == 2 and two(word="b") == 1  # each closure its own state
+    assert one_state == ["a", "a"] and two_state == ["b"]
+
+
+def test_a_different_default_or_docstring_is_a_different_spec() -> None:
+    def make(default: int, doc: str) -> Any:
+        def count(n: int = default) -> int:
+            return n
+
+        count.__doc__ = doc
+        return tool(count)
+
+    five, six = make(5, "Count."), make(6, "Count.")
+    assert five.parameters["properties"]["n"]["default"] == 5
+    assert six.parameters["properties"]["n"]["default"] == 6
+    assert make(5, "Count on.").description == "Count on."
+
+
+def test_specs_are_built_once_across_threads() -> None:
+    def make() -> Any:
+        @tool
+        def racing(x: int) -> int:
+            """Race."""
+            return x
+
+        return racing
+
+    before = spec_cache_info()
+    threads = [threading.Thread(target=make) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = spec_cache_info()
+    assert after.misses == before.misses + 1 and after.hits == before.hits + 15
+
+
+# --- built-ins: lazy, per run -------------------------------------------------------------
+
+
+def test_builtins_are_made_only_when_looked_up(settings: Settings) -> None:
+    registry = default_registry(settings)
+    assert registry.writes() == {n: n == "crm_add_company" for n in BUILTIN_NAMES}
+    assert "docs_search" in registry and list(registry) == BUILTIN_NAMES
+    schemas = registry.schemas(["docs_search"])
+    assert schemas[0]["function"]["parameters"]["properties"]["limit"]["maximum"] == 20
+    assert not any(registry.made(n) for n in BUILTIN_NAMES)
+    assert registry["docs_search"](query="onboarding")[0]["path"] == "onboarding.md"
+    assert [n for n in BUILTIN_NAMES if registry.made(n)] == ["docs_search"]
+
+
+def test_validating_cards_imports_no_tool_module() -> None:
+    code = (
+        "import sys\n"
+        "from tiny_cli.settings import load_settings\n"
+        "from tiny_cli.tools.builtin import default_registry\n"
+        "registry = default_registry(load_settings(env={}))\n"
+        "registry.writes()\n"
+        "registry.schemas(list(registry))\n"
+        "heavy = ('tiny_cli.tools.web', 'bm25s', 'numpy', 'bs4', 'sqlite3')\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    env = {**os.environ, "TINY_HOME": str(REPO / "nowhere"), "TINY_ALLOW_HOSTS": ""}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, check=True
+    )
+    assert json.loads(out.stdout.replace("'", '"')) == []
+
+
+def test_a_lazy_tool_is_made_once_per_registry_across_threads() -> None:
+    owners: list[object] = []
+
+    class Owner:
+        def __init__(self) -> None:
+            owners.append(self)
+
+        def ping(self) -> str:
+            """Ping."""
+            return "pong"
+
+    registry = Registry([LazyTool(Owner.ping, Owner)])
+    found: list[object] = []
+    threads = [threading.Thread(target=lambda: found.append(registry["ping"])) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(owners) == 1 and all(f is found[0] for f in found)
+    assert registry["ping"]() == "pong"
+    assert Registry([LazyTool(Owner.ping, Owner)])["ping"]() == "pong" and len(owners) == 2
+
+
+def test_two_runs_share_no_crm(workspace: Workspace, tmp_path: Path) -> None:
+    one = scratch_registry(workspace.registry, replace(workspace.settings, home=tmp_path / "a"))
+    two = scratch_registry(workspace.registry, replace(workspace.settings, home=tmp_path / "b"))
+    one["crm_add_company"](name="Acme GmbH", city="Berlin")
+    assert one["crm_find_company"](name="acme")[0]["name"] == "Acme GmbH"  # one store per run
+    assert two["crm_find_company"](name="acme") == []
+    assert one["crm_add_company"].func.__self__ is one["crm_find_company"].func.__self__
+    assert one["crm_add_company"].func.__self__ is not two["crm_add_company"].func.__self__
+    assert one["crm_add_company"].arguments_model is two["crm_add_company"].arguments_model
+
+
+def test_entries_of_two_settings_are_two_owners(settings: Settings, tmp_path: Path) -> None:
+    one = builtin_entries(settings)[3].build()
+    two = builtin_entries(replace(settings, home=tmp_path / "elsewhere"))[3].build()
+    assert one.func.__self__ is not two.func.__self__
+    assert one.schema() == two.schema()
+
+
+def test_approval_is_per_run_not_per_tool(workspace: Workspace, scripted_server) -> None:
+    add = {"name": "Acme GmbH", "city": "Berlin"}
+    for _ in range(2):
+        scripted_server.add(
+            tool_call("crm_find_company", {"name": "Acme GmbH"}),
+            tool_call("crm_add_company", add),
+            reply(json.dumps(CRM_ANSWER)),
+        )
+    card, brief = workspace.card("crm-writer"), make_brief("add Acme GmbH from Berlin")
+    provider = OpenAIProvider(scripted_server.url)
+    declined = invoke(
+        card, brief, registry=workspace.registry, provider=provider, model="m",
+        approve=decline_writes,
+    )  # fmt: skip
+    approved = invoke(
+        card, brief, registry=workspace.registry, provider=provider, model="m",
+        approve=approve_writes,
+    )  # fmt: skip
+    assert [c.outcome for c in declined.calls][-1] == "declined"
+    assert [c.outcome for c in approved.calls][-1] == "ok"
+
+
+# --- read_artifact: only for a run that holds artifacts -----------------------------------
+
+
+def _counting_reader(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    made: list[int] = []
+    real = calls.read_artifact_tool
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(calls, "read_artifact_tool", counted)
+    return made
+
+
+def _docs_run(workspace: Workspace, server: Any, home: Path, held: tuple = ()) -> Any:
+    server.add(tool_call("docs_search", {"query": "onboarding"}), reply(json.dumps(DOCS_ANSWER)))
+    return invoke(
+        workspace.card("docs-finder"),
+        make_brief("how did the onboarding process work again"),
+        registry=workspace.registry,
+        provider=OpenAIProvider(server.url),
+        model="m",
+        artifacts=ArtifactStore(home),
+        held=held,
+    )
+
+
+def _offered(request: dict) -> list[str]:
+    return [t["function"]["name"] for t in request.get("tools") or ()]
+
+
+def test_read_artifact_is_not_made_without_artifacts(
+    workspace: Workspace, scripted_server, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = _counting_reader(monkeypatch)
+    digest = _docs_run(workspace, scripted_server, home)
+    assert digest.status == "ok" and made == []
+    assert all(READ_ARTIFACT not in _offered(r) for r in scripted_server.requests)
+
+
+def test_read_artifact_is_made_once_for_a_run_with_artifacts(
+    workspace: Workspace, scripted_server, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = (ArtifactStore(home).save("a long page " * 50, tool="http_get", card="web-reader"),)
+    made = _counting_reader(monkeypatch)
+    digest = _docs_run(workspace, scripted_server, home, held)
+    assert digest.status == "ok" and made == [1]
+    assert all(READ_ARTIFACT in _offered(r) for r in scripted_server.requests)
+
+
+# --- the handbook's index: once per folder state ------------------------------------------
+
+
+def test_the_index_is_built_once_per_folder_state(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    page = folder / "bikes.md"
+    page.write_text("# Bikes\n\nThe bicycle cellar is on level -2.\n", "utf-8")
+    first = Handbook(folder)
+    assert first.search("bicycle cellar")[0].path == "bikes.md"
+    builds = index_builds()
+    second = Handbook(folder)  # the next run's handbook over the same folder
+    assert second.search("bicycle")[0].path == "bikes.md"
+    assert index_builds() == builds and second.builds == 0  # not built again
+    stat = page.stat()
+    os.utime(page, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # touched
+    assert Handbook(folder).search("bicycle")[0].path == "bikes.md"
+    assert index_builds() == builds + 1
+    page.write_text("# Bikes\n\nThe bicycle cellar moved to level -3.\n", "utf-8")  # edited
+    assert "-3" in Handbook(folder).search("bicycle")[0].snippet
+    assert index_builds() == builds + 2
+    assert Handbook(folder).search("bicycle") and index_builds() == builds + 2

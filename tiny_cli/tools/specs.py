@@ -1,0 +1,282 @@
+"""Tool specs: a typed, documented function's description, arguments model and JSON Schema.
+
+Building the pydantic model and its schema costs a few milliseconds per tool; the bench
+and `tiny serve` build the same tools for every run. `spec_of` builds each signature once
+per process and hands out the same immutable parts afterwards (the description, the model
+class) plus a fresh copy of the schema, so no run can change what another run is shown.
+
+The cache key is the function's signature, not the function object: the built-in tools are
+closures or methods bound to one run's state (its CRM, its artifacts), made anew for every
+run, whose signature never changes. A key holds the code object, the docstring, the defaults,
+the annotations and the module's globals the annotations are read in; a value that cannot be
+hashed is keyed by identity (and kept alive by the key, so the identity cannot be reused).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import threading
+import types
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin, get_type_hints
+
+import docstring_parser
+import pydantic
+
+from tiny_cli.errors import ToolError
+
+__all__ = [
+    "TOOL_NAME_PATTERN",
+    "Spec",
+    "SpecCacheInfo",
+    "clear_spec_cache",
+    "flow",
+    "one_line",
+    "spec_cache_info",
+    "spec_of",
+]
+
+# What OpenAI-compatible servers accept as a function name.
+TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+SCALAR_TYPES = (str, int, float, bool)
+SUPPORTED_TYPES_HINT = (
+    "str, int, float, bool, list[...], dict[str, ...], Literal[...], Optional[...], Annotated[...]"
+)
+MAX_CACHED_SPECS = 512  # tool modules loaded again (tests do) add keys; the oldest go
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the model is told about one tool, and the model that types its arguments."""
+
+    name: str
+    description: str
+    schema_json: str  # the arguments' JSON Schema, as text: each caller gets its own copy
+    model: type[pydantic.BaseModel]
+
+    def parameters(self) -> dict[str, Any]:
+        """Return a fresh copy of the arguments' JSON Schema."""
+        return json.loads(self.schema_json)
+
+
+class SpecCacheInfo(NamedTuple):
+    """How often a spec came from the cache (hits) or was built (misses), and how many it holds."""
+
+    hits: int
+    misses: int
+    size: int
+
+
+def spec_of(f: Callable[..., Any], name: str, *, bound: bool = False) -> Spec:
+    """Return the spec of `f` under `name`; `bound`: the first parameter (self) is not an argument.
+
+    A bound method counts as its function with `bound` set. Raises ToolError when the
+    signature or the docstring cannot describe a tool.
+    """
+    if isinstance(f, types.MethodType):
+        f, bound = f.__func__, True
+    key = _key(f, name, bound)
+    if key is None:  # a callable object or a partial: nothing stable to key it by
+        return _build(f, name, bound)
+    return _CACHE.get(key, lambda: _build(f, name, bound))
+
+
+def spec_cache_info() -> SpecCacheInfo:
+    """Return the process's spec cache counters."""
+    return _CACHE.info()
+
+
+def clear_spec_cache() -> None:
+    """Forget every cached spec and reset the counters."""
+    _CACHE.clear()
+
+
+def one_line(exc: BaseException) -> str:
+    """Fold an exception message onto one line (pydantic and SyntaxError span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+# --- the cache ----------------------------------------------------------------------------
+
+
+class _Cache:
+    """A thread-safe LRU of specs: one build per key, however many threads ask at once."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._specs: OrderedDict[tuple[Any, ...], Spec] = OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = self._misses = 0
+
+    def get(self, key: tuple[Any, ...], build: Callable[[], Spec]) -> Spec:
+        with self._lock:  # builds are rare (once per signature): holding the lock is fine
+            spec = self._specs.get(key)
+            if spec is not None:
+                self._hits += 1
+                self._specs.move_to_end(key)
+                return spec
+            spec = build()  # a ToolError is not cached: the next call reports it again
+            self._misses += 1
+            self._specs[key] = spec
+            if len(self._specs) > self._size:
+                self._specs.popitem(last=False)
+            return spec
+
+    def info(self) -> SpecCacheInfo:
+        with self._lock:
+            return SpecCacheInfo(self._hits, self._misses, len(self._specs))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._specs.clear()
+            self._hits = self._misses = 0
+
+
+_CACHE = _Cache(MAX_CACHED_SPECS)
+
+
+class _Same:
+    """Key a value by identity (unhashable defaults and annotations, a module's globals)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value  # held, so its id is not reused while the key lives
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
+
+
+def _key(f: Callable[..., Any], name: str, bound: bool) -> tuple[Any, ...] | None:
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return None
+    annotations = tuple((k, _frozen(v)) for k, v in getattr(f, "__annotations__", {}).items())
+    kwdefaults = tuple(
+        (k, _frozen(v)) for k, v in (getattr(f, "__kwdefaults__", None) or {}).items()
+    )
+    defaults = tuple(_frozen(v) for v in getattr(f, "__defaults__", None) or ())
+    scope = _Same(getattr(f, "__globals__", None))
+    return (name, bound, code, f.__doc__, scope, defaults, kwdefaults, annotations)
+
+
+def _frozen(value: Any) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        return _Same(value)
+    return value
+
+
+# --- building a spec ----------------------------------------------------------------------
+
+
+def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
+    if not TOOL_NAME_PATTERN.match(name):
+        raise ToolError(f"tool {name!r}: a name is 1-64 letters, digits, '_' or '-'")
+    doc = docstring_parser.parse(inspect.getdoc(f) or "")
+    # Docstrings wrap at the code's line length; the model should see flowing text.
+    description = flow(doc.short_description, doc.long_description)
+    if not description:
+        raise ToolError(f"tool {name!r} needs a docstring: the model reads it")
+    model = _arguments_model(name, f, doc, bound)
+    return Spec(name, description, json.dumps(_schema(name, model)), model)
+
+
+def _arguments_model(
+    tool_name: str, f: Callable[..., Any], doc: docstring_parser.Docstring, bound: bool
+) -> type[pydantic.BaseModel]:
+    """Build the arguments' model from the signature, type hints and docstring Args."""
+    hints = _hints(tool_name, f)
+    params = dict(list(inspect.signature(f).parameters.items())[1 if bound else 0 :])
+    helps = {p.arg_name: flow(p.description) for p in doc.params}
+    unknown = sorted(set(helps) - set(params))
+    if unknown:
+        raise ToolError(f"tool {tool_name!r}: docstring documents unknown parameter {unknown[0]!r}")
+    fields: dict[str, Any] = {}
+    for i, (pname, param) in enumerate(params.items()):
+        _check_param(tool_name, pname, param, hints)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        # Placeholder field names, the real name as alias: a parameter may be called
+        # "schema" or "model_config", which would clash with pydantic's own attributes.
+        field = pydantic.Field(default, alias=pname, description=helps.get(pname) or None)
+        fields[f"arg{i}"] = (hints[pname], field)
+    try:
+        return pydantic.create_model(f"{tool_name}_arguments", **fields)
+    except Exception as exc:  # pydantic's messages span lines; the user needs one
+        raise ToolError(f"tool {tool_name!r}: cannot build a schema: {one_line(exc)}") from exc
+
+
+def _schema(tool_name: str, model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    try:
+        return _clean(model.model_json_schema())
+    except Exception as exc:  # pydantic's messages span lines; the user needs one
+        raise ToolError(f"tool {tool_name!r}: cannot build a schema: {one_line(exc)}") from exc
+
+
+def _hints(tool_name: str, f: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return get_type_hints(f, include_extras=True)  # keep Annotated[..., Field(...)] bounds
+    except Exception as exc:  # a broken annotation in user code is a config error
+        raise ToolError(f"tool {tool_name!r}: cannot read type hints: {one_line(exc)}") from exc
+
+
+def _check_param(
+    tool_name: str, pname: str, param: inspect.Parameter, hints: dict[str, Any]
+) -> None:
+    if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+        raise ToolError(f"tool {tool_name!r}: parameter {pname!r} must be a plain named parameter")
+    if pname not in hints:
+        raise ToolError(f"tool {tool_name!r}: parameter {pname!r} needs a type hint")
+    if not _supported(hints[pname]):
+        raise ToolError(
+            f"tool {tool_name!r}: parameter {pname!r} has unsupported type "
+            f"{_type_name(hints[pname])}; use {SUPPORTED_TYPES_HINT}"
+        )
+
+
+def _supported(hint: Any) -> bool:
+    """Accept only types a model can send as JSON and a schema can describe plainly."""
+    origin, args = get_origin(hint), get_args(hint)
+    if hint in SCALAR_TYPES:
+        return True
+    if origin is Annotated:  # Annotated[int, pydantic.Field(ge=1)]: check the real type
+        return _supported(args[0])
+    if origin is Literal:
+        return all(isinstance(a, (str, int, float, bool)) for a in args)
+    if origin is list:
+        return len(args) == 1 and _supported(args[0])
+    if origin is dict:
+        return len(args) == 2 and args[0] is str and _supported(args[1])
+    if origin in (Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return len(rest) == 1 and len(args) == 2 and _supported(rest[0])
+    return False
+
+
+def flow(*parts: str | None) -> str:
+    """Join text parts and fold their whitespace into single spaces."""
+    return " ".join(" ".join(filter(None, parts)).split())
+
+
+def _type_name(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else repr(hint).replace("typing.", "")
+
+
+def _clean(schema: Any) -> Any:
+    """Drop pydantic's auto titles: they cost tokens and tell the model nothing."""
+    if isinstance(schema, list):
+        return [_clean(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    cleaned = {k: _clean(v) for k, v in schema.items() if k not in ("title", "properties")}
+    if "properties" in schema:  # keys here are parameter names: a parameter may be "title"
+        cleaned["properties"] = {k: _clean(v) for k, v in schema["properties"].items()}
+    return cleaned
