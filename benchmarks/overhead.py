@@ -3,10 +3,18 @@
 Run with `python benchmarks/overhead.py` (from the repository, in the project's venv). Two
 parts, each reported as ratios against a baseline measured in the same run:
 
-1. Cold start: the wall time of a fresh `python -c "import typer"` (the baseline), of
-   `python -m tiny_cli --help`, and of `python -m tiny_cli invoke docs-finder TASK --json`
-   as a whole process against a scripted OpenAI-compatible server (tiny_cli.testing). The
-   three commands alternate, in a rotating order, and the medians are compared.
+1. Cold start: the CPU time (user + system, `resource.getrusage(RUSAGE_CHILDREN)`) and the
+   wall time of fresh processes: `python -c "import typer"` (the baseline), `tiny --help`,
+   `tiny invoke web-reader TASK --json` (a card without numpy-backed tools: one html_to_text
+   call, then the answer), `tiny invoke docs-finder TASK --json` (docs_search: bm25s and
+   numpy), and `tiny route TASK` with its caches filled, as `python -m tiny_cli ...` against
+   a scripted OpenAI-compatible server (tiny_cli.testing). Two floors are shown beside them:
+   the libraries a --json invoke imports, and a bare typer command with invoke's options,
+   run. The commands alternate in a rotating order and the medians are compared; targets
+   are on the CPU ratio (the wall ratio also counts waiting on a busy machine). The modules
+   are byte-compiled first (`compileall`) and the children run without
+   PYTHONDONTWRITEBYTECODE, so the numbers are what an installed tiny costs, not a parse of
+   every source file on each start.
 2. Per-turn client overhead of the agent loop: the same 3-turn task (two calls of a trivial
    local `add` tool, then a final answer) for tiny's library API (`tiny_cli.agent.invoke`)
    and, where installed, the OpenAI Agents SDK and PydanticAI, plus a bare httpx loop as
@@ -16,6 +24,10 @@ parts, each reported as ratios against a baseline measured in the same run:
    in another process, so it never counts as client CPU; it has exactly one scripted turn
    per expected request and answers any extra request with HTTP 500, so the requests a
    framework sends per task are counted and shown. Frameworks alternate over the rounds.
+
+The scripted server is Python's http.server speaking HTTP/1.0: it closes the connection after
+every answer, so each request (of every framework, and of each cold start) pays for a new TCP
+connection on loopback, where a real server would keep it alive.
 
 `--json FILE` also writes the numbers.
 """
@@ -44,12 +56,44 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 COLD_TASK = "how did the onboarding process work again"
-COLD_REPEATS = 7
 COLD_FINAL = '{"status": "ok", "summary": "Two weeks, with a buddy.", "source": "onboarding.md"}'
-COLD_TARGETS = {"help": 1.5, "invoke": 2.0}
-# What every model-backed command needs before tiny runs a line: the CLI, the HTTP client, the
-# card parser and validator, the terminal renderer (all named by the design), pydantic (tools)
-DESIGN_LIBRARIES = ("typer", "httpx", "yaml", "jsonschema", "rich.console", "pydantic")
+WEB_TASK = "read https://example.org/ and tell me what it says"
+WEB_HTML = "<html><head><title>Example</title></head><body><p>An example page.</p></body></html>"
+WEB_FINAL = (
+    '{"status": "ok", "summary": "An example page.", "url": "https://example.org/", '
+    '"title": "Example"}'
+)
+COLD_REPEATS = 7
+COLD_TARGETS = {"help": 1.5, "invoke_web": 5.0, "invoke_docs": 7.5}  # CPU ratio to the baseline
+# What a --json invoke imports before tiny runs a line: the CLI, the HTTP client (tiny_cli
+# first, which keeps httpx's own CLI unloaded), the card parser, the tool-argument validator
+# and pydantic (typer's parameters and the tools' arguments); rich only prints for a person
+LIBRARIES = ("tiny_cli", "typer", "httpx", "yaml", "jsonschema", "pydantic")
+# typer itself, running a command with invoke's 21 parameters (typer >= 0.24 builds a pydantic
+# TypeAdapter for each): what any typer CLI pays per command, with no tiny code at all
+TYPER_COMMAND = """
+from pathlib import Path
+from typing import Optional
+import typer
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+@app.command()
+def invoke(card: str, task: Optional[str] = typer.Argument(None), cards: Optional[Path] = None,
+           tools: Optional[str] = None, must_return: Optional[str] = None,
+           inputs: Optional[list[str]] = typer.Option(None, "--input"),
+           hint: Optional[str] = None, max_output_tokens: Optional[int] = None,
+           brief: Optional[Path] = None, base_url: Optional[str] = None,
+           model: Optional[str] = None, record: Optional[Path] = None,
+           replay: Optional[Path] = None,
+           allow_host: Optional[list[str]] = typer.Option(None), tool_mode: Optional[str] = None,
+           wall_scale: Optional[float] = None, yes: bool = False,
+           artifact: Optional[list[str]] = typer.Option(None), quiet: bool = False,
+           no_log: bool = False, json_out: bool = typer.Option(False, "--json")) -> None:
+    print('{"status": "ok"}')
+@app.command()
+def other() -> None:
+    pass
+app()
+"""
 LOOP_PROMPT = "What is 3 + 4 + 5? Use the add tool for every addition."
 LOOP_INSTRUCTIONS = "You add numbers. Always use the add tool; never add in your head."
 LOOP_FINAL = '{"status": "ok", "summary": "3 + 4 + 5 = 12", "result": "12"}'
@@ -97,20 +141,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _script(kind: str) -> list[Any]:
-    """Return the turns of one task: the cold-start invoke, or the 3-turn add loop."""
+    """Return the turns of one task: the 3-turn add loop."""
     from tiny_cli.testing import reply, tool_call
 
-    if kind == "cold":
-        return [tool_call("docs_search", {"query": "onboarding"}), reply(COLD_FINAL)]
     return [*(tool_call("add", call) for call in LOOP_CALLS), reply(LOOP_FINAL)]
+
+
+def _cold_server(count: int) -> Any:
+    """A server with `count` runs of each cold-start card, told apart by the tool they offer."""
+    from tiny_cli.testing import ScriptedServer, reply, tool_call
+
+    def offers(tool: str) -> Callable[[dict], bool]:
+        return lambda body: tool in json.dumps(body.get("tools") or body.get("response_format"))
+
+    server = ScriptedServer()
+    docs = [tool_call("docs_search", {"query": "onboarding"}), reply(COLD_FINAL)]
+    web = [tool_call("html_to_text", {"html": WEB_HTML}), reply(WEB_FINAL)]
+    server.on(offers("docs_search"), *docs * count)
+    server.on(offers("html_to_text"), *web * count)
+    return server
 
 
 def _serve(kind: str, count: int) -> int:
     """Serve `count` copies of the script; print the URL, then stats for each stdin line."""
     from tiny_cli.testing import ScriptedServer
 
-    turns = _script(kind)
-    with ScriptedServer(turns * count) as server:
+    server = _cold_server(count) if kind == "cold" else ScriptedServer(_script(kind) * count)
+    with server:
         print(server.url, flush=True)
         for _ in sys.stdin:  # one stats line per request from the parent; EOF stops
             try:
@@ -165,27 +222,14 @@ class Server:
 
 
 def cold_start(console: Any, repeats: int) -> dict[str, Any]:
-    """Time three fresh processes, alternating, and compare their medians to `import typer`."""
-    from rich.table import Table
-
-    tiny = [sys.executable, "-m", "tiny_cli"]
-    commands = {
-        "baseline": [sys.executable, "-c", "import typer"],
-        # the floor for any invoke: the libraries the design names, imported and nothing run
-        "libraries": [sys.executable, "-c", f"import {', '.join(DESIGN_LIBRARIES)}"],
-        "help": [*tiny, "--help"],
-        "invoke": [*tiny, "invoke", "docs-finder", COLD_TASK, "--json"],
-    }
-    times: dict[str, list[float]] = {name: [] for name in commands}
+    """Time fresh processes, alternating; compare their CPU and wall medians to `import typer`."""
+    commands = _cold_commands()
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     with tempfile.TemporaryDirectory() as home, Server("cold", repeats + 1) as server:
-        env = {
-            **os.environ,
-            "TINY_BASE_URL": server.url,
-            "TINY_HOME": home,
-            "TINY_CARDS": str(REPO / "cards"),
-            "TINY_DOCS": str(REPO / "examples" / "handbook"),
-        }
-        first = _timed(commands["invoke"], env)  # fills TINY_HOME; reported, not in the median
+        env = _cold_env(server.url, home)
+        _precompile(env)
+        # one run of each fills TINY_HOME (run log, router caches): shown, not in the median
+        first = {name: _timed(command, env) for name, command in commands.items()}
         names = list(commands)
         with console.status("cold start"):
             for i in range(repeats):
@@ -193,58 +237,123 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
                 for name in names[shift:] + names[:shift]:  # rotate the order each repeat
                     times[name].append(_timed(commands[name], env))
         stats = server.stats()
-    per_run = stats["requests"] / (repeats + 1)
-    base = statistics.median(times["baseline"])
-    rows = {name: statistics.median(values) for name, values in times.items()}
-    table = Table(title=f"cold start: fresh processes, median of {repeats}, alternating")
-    for name in ("command", "wall ms", "ratio to baseline", "target"):
-        table.add_column(name, justify="left" if name == "command" else "right")
-    labels = {
-        "baseline": 'baseline: python -c "import typer"',
-        "libraries": f'floor: python -c "import {", ".join(DESIGN_LIBRARIES)}"',
-        "help": "python -m tiny_cli --help",
-        "invoke": f"python -m tiny_cli invoke docs-finder {COLD_TASK!r} --json",
-    }
-    for name, seconds in rows.items():
-        target = COLD_TARGETS.get(name)
-        ratio = seconds / base
-        shown = f"{ratio:.2f}x" if target is None or ratio <= target else f"[red]{ratio:.2f}x[/]"
-        table.add_row(labels[name], f"{seconds * 1000:.0f}", shown, _target(target))
-    table.add_row(
-        "  first invoke (fresh TINY_HOME), not in the median",
-        f"{first * 1000:.0f}",
-        f"{first / base:.2f}x",
-        "",
-    )
-    console.print(table)
+    cpu = {name: statistics.median(c for c, _ in runs) for name, runs in times.items()}
+    wall = {name: statistics.median(w for _, w in runs) for name, runs in times.items()}
+    console.print(_cold_table(repeats, cpu, wall, first["invoke_docs"]))
+    per_run = stats["requests"] / (repeats + 1) / 2  # two invoke commands per repeat
     console.print(
-        f"[dim]invoke: {per_run:g} requests per run to the scripted server "
-        f"(expected 2); {len(stats['errors'])} unanswered.[/dim]\n"
+        f"[dim]CPU: user + system time of the process (getrusage of the child), modules "
+        f"byte-compiled; targets are on the CPU ratio. invoke: {per_run:g} requests per run "
+        f"to the scripted server (expected 2, HTTP/1.0: a new connection each); "
+        f"{len(stats['errors'])} unanswered.[/dim]\n"
     )
     if stats["problems"]:
         console.print(f"[red]{stats['problems']}[/red]")
+    base_cpu, base_wall = cpu["baseline"], wall["baseline"]
     return {
         "repeats": repeats,
-        "median_s": rows,
-        "ratio": {name: rows[name] / base for name in ("libraries", "help", "invoke")},
+        "median_cpu_s": cpu,
+        "median_wall_s": wall,
+        "cpu_ratio": {name: value / base_cpu for name, value in cpu.items()},
+        "wall_ratio": {name: value / base_wall for name, value in wall.items()},
         "targets": COLD_TARGETS,
-        "first_invoke_s": first,
+        "first_run_s": {name: {"cpu": c, "wall": w} for name, (c, w) in first.items()},
         "requests_per_invoke": per_run,
         "server_problems": stats["problems"],
     }
 
 
-def _timed(command: list[str], env: dict[str, str]) -> float:
+COLD_LABELS = {
+    "baseline": 'baseline: python -c "import typer"',
+    "libraries": f'floor: python -c "import {", ".join(LIBRARIES)}"',
+    "typer_command": "floor: a typer command with invoke's 21 options, run",
+    "help": "tiny --help",
+    "invoke_web": f"tiny invoke web-reader {WEB_TASK!r} --json",
+    "invoke_docs": f"tiny invoke docs-finder {COLD_TASK!r} --json",
+    "route": f"tiny route {COLD_TASK!r} (caches filled)",
+}
+
+
+def _cold_commands() -> dict[str, list[str]]:
+    tiny = [sys.executable, "-m", "tiny_cli"]
+    return {
+        "baseline": [sys.executable, "-c", "import typer"],
+        "libraries": [sys.executable, "-c", f"import {', '.join(LIBRARIES)}"],
+        "typer_command": [sys.executable, "-c", TYPER_COMMAND, "invoke", "card", "task", "--json"],
+        "help": [*tiny, "--help"],
+        "invoke_web": [*tiny, "invoke", "web-reader", WEB_TASK, "--json"],
+        "invoke_docs": [*tiny, "invoke", "docs-finder", COLD_TASK, "--json"],
+        "route": [*tiny, "route", COLD_TASK],
+    }
+
+
+def _cold_env(url: str, home: str) -> dict[str, str]:
+    """The children's environment: the scripted server, a fresh home, bytecode written."""
+    env = {
+        **os.environ,
+        "TINY_BASE_URL": url,
+        "TINY_HOME": home,
+        "TINY_CARDS": str(REPO / "cards"),
+        "TINY_DOCS": str(REPO / "examples" / "handbook"),
+    }
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has its .pyc files
+    return env
+
+
+def _precompile(env: dict[str, str]) -> None:
+    """Byte-compile tiny (as pip does on install), so no run pays for compiling its sources."""
+    command = [sys.executable, "-m", "compileall", "-q", str(REPO / "tiny_cli")]
+    subprocess.run(command, env=env, capture_output=True, check=True, cwd=REPO)
+
+
+def _cold_table(
+    repeats: int, cpu: dict[str, float], wall: dict[str, float], first: tuple[float, float]
+) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"cold start: fresh processes, median of {repeats}, alternating")
+    heads = ("command", "CPU ms", "CPU ratio", "wall ms", "wall ratio", "target (CPU)")
+    for name in heads:
+        table.add_column(name, justify="left" if name == "command" else "right")
+    base_cpu, base_wall = cpu["baseline"], wall["baseline"]
+    for name, seconds in cpu.items():
+        target = COLD_TARGETS.get(name)
+        ratio = seconds / base_cpu
+        shown = f"{ratio:.2f}x" if target is None or ratio <= target else f"[red]{ratio:.2f}x[/]"
+        table.add_row(
+            COLD_LABELS[name],
+            f"{seconds * 1000:.0f}",
+            shown,
+            f"{wall[name] * 1000:.0f}",
+            f"{wall[name] / base_wall:.2f}x",
+            _target(target),
+        )
+    table.add_row(
+        "  first docs-finder invoke (fresh TINY_HOME), not in the median",
+        f"{first[0] * 1000:.0f}",
+        f"{first[0] / base_cpu:.2f}x",
+        f"{first[1] * 1000:.0f}",
+        f"{first[1] / base_wall:.2f}x",
+        "",
+    )
+    return table
+
+
+def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Run one fresh process; return its CPU seconds (user + system) and wall seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=REPO)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command[1:4])} failed ({done.returncode}): {done.stderr}")
-    if "invoke" in command:
+    if command[1:4] == ["-m", "tiny_cli", "invoke"]:
         status = json.loads(done.stdout).get("status")
         if status != "ok":
             raise SystemExit(f"tiny invoke answered status {status!r}, not ok: {done.stdout}")
-    return elapsed
+    return cpu, elapsed
 
 
 def _target(target: float | None) -> str:

@@ -20,6 +20,7 @@ import argparse
 import compileall
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -57,7 +58,7 @@ def write_cards(folder: Path, count: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(count):
         name = names[i % len(names)]
-        card_id = f"{name.lower().replace('_', '-')}-{i // len(names) + 1}"
+        card_id = f"{re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')}-{i // len(names) + 1}"
         summary = json.dumps(descriptions[name])  # a JSON string is a YAML string
         (folder / f"{card_id}.yaml").write_text(
             f"id: {card_id}\nsummary: {summary}\ntools: [docs_search]\n"

@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tiny_cli.cards import schema_check
 from tiny_cli.cards.load import Budget, card_schema, check_cards
 
 BROKEN = Path(__file__).parent / "broken_cards"
@@ -179,3 +183,106 @@ def test_card_text_cannot_steer_the_terminal_or_the_ci_log(tiny, tmp_path: Path)
     assert len(annotations) == 1  # the newline in the key did not start a second command
     assert annotations[0].startswith("::error file=") and "a%2Cb%3Ac" in annotations[0]
     assert "%0A::error file=ci.yaml::owned" in annotations[0]
+
+
+# --- the precompiled schema check -------------------------------------------------------------
+
+GOOD = {
+    "id": "docs-finder",
+    "summary": "Finds answers in the handbook and says which page.",
+    "examples": ["how did onboarding work"],
+    "does_not": ["browse the web"],
+    "tools": ["docs_search"],
+    "returns_required": ["source"],
+    "returns": {"pages": "number"},
+    "side_effects": "none",
+    "budget": {"max_tool_calls": 4, "max_output_tokens": 400, "max_wall_seconds": 45},
+    "model": "qwen",
+    "tool_mode": "auto",
+    "first": "tool",
+    "functions": [{"name": "f", "description": "d", "parameters": {"type": "object"}}],
+}
+yaml_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 300_000)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([4.0, 0, 16, 86400, 86400.5, "none", "write", "json", "any", "tool"])
+    | st.text(max_size=12)
+    | st.sampled_from(["docs_search", "srv.tool", "a\n", "Bad Id", "ok_id", "9x", "x" * 70]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=6) | st.sampled_from(list(GOOD)) | st.integers(), inner)
+    ),
+    max_leaves=8,
+)
+near_cards = st.builds(
+    lambda changes, dropped: {
+        **{k: v for k, v in GOOD.items() if k not in dropped},
+        **changes,
+    },
+    st.dictionaries(st.sampled_from([*GOOD, "extra", "budget"]), yaml_values, max_size=2),
+    st.sets(st.sampled_from(list(GOOD)), max_size=2),
+)
+
+
+def _jsonschema_valid(data: object) -> bool:
+    return jsonschema.Draft202012Validator(card_schema()).is_valid(data)
+
+
+def test_the_precompiled_validator_is_generated_from_the_shipped_schema() -> None:
+    """After editing card.schema.json: python -m tiny_cli.cards.schema_check."""
+    import fastjsonschema
+
+    text = schema_check.GENERATED.read_text("utf-8")
+    assert f"# schema sha256: {schema_check.schema_digest(schema_check.schema_text())}" in text
+    if f'VERSION = "{fastjsonschema.VERSION}"' in text:  # same generator: the very same code
+        assert text == schema_check.generated_source()
+
+
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(near_cards)
+def test_the_precompiled_validator_agrees_with_jsonschema(card: dict) -> None:
+    assert schema_check.is_valid(card) == _jsonschema_valid(card)
+
+
+def test_the_precompiled_validator_agrees_on_the_broken_corpus() -> None:
+    import yaml
+
+    from tiny_cli import yamlsafe
+
+    compared = []
+    for path in sorted(BROKEN.glob("*.yaml")):
+        try:
+            _, data = yamlsafe.load(path.read_text("utf-8"))  # bounded, as the loader reads
+        except (UnicodeDecodeError, yaml.YAMLError):
+            continue  # not a YAML document: never reaches the schema check
+        assert schema_check.is_valid(data) == _jsonschema_valid(data), path.name
+        compared.append(path)
+    assert len(compared) >= 20
+
+
+def test_good_cards_are_checked_without_importing_jsonschema(tmp_path: Path) -> None:
+    """jsonschema is imported only to word what is wrong with a card that fails."""
+    (tmp_path / "bad.yaml").write_text("id: bad\nsummary: too short\ntool: [http_get]\n", "utf-8")
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from tiny_cli.cards.load import check_cards\n"
+        "known = {'http_get': False, 'html_to_text': False, 'docs_search': False,\n"
+        "         'crm_find_company': False, 'crm_add_company': True}\n"
+        "for folder in sys.argv[1:]:\n"
+        "    cards, problems = check_cards([Path(folder)], known)\n"
+        "    print(len(cards), len(problems), 'jsonschema' in sys.modules)\n"
+    )
+    seed = Path(__file__).resolve().parent.parent / "cards"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(seed), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.splitlines() == ["3 0 False", "0 3 True"], done.stderr

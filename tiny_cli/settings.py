@@ -6,11 +6,8 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, cast
-
-import platformdirs
 
 from tiny_cli.errors import ConfigError
 
@@ -77,7 +74,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
     cwd = Path.cwd() if cwd is None else cwd
     threshold = env.get("TINY_THRESHOLD")
     return Settings(
-        home=Path(env.get("TINY_HOME") or platformdirs.user_data_dir("tiny")),
+        home=Path(env.get("TINY_HOME") or _user_data_dir()),
         cards_dir=_first(env.get("TINY_CARDS"), cwd / DEFAULT_CARDS_DIR, _seed("cards")),
         docs_dir=_first(env.get("TINY_DOCS"), cwd / DEFAULT_DOCS_DIR, _seed("handbook")),
         tools_spec=env.get("TINY_TOOLS") or None,
@@ -145,8 +142,17 @@ def _first(explicit: str | None, local: Path, seed: Path) -> Path:
     return local if local.exists() else seed
 
 
+def _user_data_dir() -> str:
+    """The platform's data directory for tiny (platformdirs is imported only when it is asked)."""
+    import platformdirs
+
+    return platformdirs.user_data_dir("tiny")
+
+
 def _seed(name: str) -> Path:
     """Return the seed folder shipped in the wheel, or the repository's one in a checkout."""
+    from importlib import resources  # not at import: `tiny --help` loads settings, needs none
+
     packaged = Path(str(resources.files("tiny_cli"))) / "_seed" / name
     if packaged.exists():
         return packaged

@@ -53,7 +53,7 @@ def open_workspace(settings: Settings, transport: httpx.BaseTransport | None = N
             f"no cards directory {settings.cards_dir}; pass --cards or set TINY_CARDS"
         )
     mcp = mcp_settings(settings)
-    cards = load_cards([settings.cards_dir], registry.writes(), mcp)
+    cards = load_cards([settings.cards_dir], registry.writes(), mcp, settings.home / "cache")
     if any(qualified(original(t)) for card in cards for t in card.tools):
         _add_mcp(registry, mcp)
     _add_declared(registry, cards)
@@ -105,7 +105,8 @@ def validate(
     """
     registry = default_registry(settings)
     mcp = mcp_settings(settings)
-    cards, problems = check_cards(list(paths) or [settings.cards_dir], registry.writes(), mcp)
+    folders = list(paths) or [settings.cards_dir]
+    cards, problems = check_cards(folders, registry.writes(), mcp, settings.home / "cache")
     if connect and mcp is not None:
         problems += connect_problems(cards, mcp)
     if not paths:  # the cards folder as a whole: its learned examples too

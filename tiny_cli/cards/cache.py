@@ -10,6 +10,7 @@ another salt, another cache. It is one JSON file per card folder under the cache
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -48,8 +49,12 @@ class CardCache:
     def get(self, path: Path) -> tuple[dict[str, Any], int | None] | None:
         """Return the accepted data and id line of `path`, if the file is as it was then."""
         entry = self._entries.get(str(path))
+        if entry is None:
+            return None
         stamp = _stamp(path)
-        if entry is None or stamp is None or entry[:2] != list(stamp):
+        if stamp is None or entry[:2] != list(stamp):  # changed: forget it until it passes again
+            del self._entries[str(path)]
+            self._dirty = True
             return None
         return entry[2], entry[3]
 
@@ -78,7 +83,8 @@ class CardCache:
             tmp.write_text(json.dumps({"salt": self.salt, "files": entries}), "utf-8")
             tmp.replace(self.file)
         except OSError:  # a cache: failing to write it only costs the next process time
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

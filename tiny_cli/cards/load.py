@@ -1,21 +1,26 @@
-"""Cards: load YAML agent cards, validate them against the shipped schema, report every problem."""
+"""Cards: load YAML agent cards, validate them against the shipped schema, report every problem.
+
+The schema check is the validator fastjsonschema precompiled (`schema_check`); jsonschema is
+imported only for a card that fails it, to word each problem.
+"""
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema
 import yaml
 
 from tiny_cli import yamlsafe
+from tiny_cli._version import __version__
+from tiny_cli.cards.cache import CardCache
 from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema, yaml_type
 from tiny_cli.errors import CardError
 from tiny_cli.settings import ToolMode
@@ -85,30 +90,39 @@ class Problem:
 
 
 def load_cards(
-    paths: Sequence[Path], known_tools: Mapping[str, bool], mcp: McpConfig | None = None
+    paths: Sequence[Path],
+    known_tools: Mapping[str, bool],
+    mcp: McpConfig | None = None,
+    cache_dir: Path | None = None,
 ) -> list[Card]:
     """Load every card under `paths`; raise CardError listing all problems if any."""
-    cards, problems = check_cards(paths, known_tools, mcp)
+    cards, problems = check_cards(paths, known_tools, mcp, cache_dir)
     if problems:
         raise CardError(problems)
     return cards
 
 
 def check_cards(
-    paths: Sequence[Path], known_tools: Mapping[str, bool], mcp: McpConfig | None = None
+    paths: Sequence[Path],
+    known_tools: Mapping[str, bool],
+    mcp: McpConfig | None = None,
+    cache_dir: Path | None = None,
 ) -> tuple[list[Card], list[Problem]]:
     """Validate card files; return the good cards and every problem found.
 
     `known_tools` maps each registered tool name to whether it writes; `mcp` holds the servers
     whose tools cards name as `server.tool` (checked offline: the server must be declared).
+    With `cache_dir`, a card file accepted before and unchanged since is not checked again
+    (tiny_cli.cards.cache).
     """
     cards: list[Card] = []
     problems: list[Problem] = []
     files, missing = card_files(paths, (mcp.path,) if mcp is not None else ())
     problems.extend(missing)
     seen: dict[str, Problem] = {}
+    memo = CardCache.open(cache_dir, paths, _salt(known_tools, mcp))
     for path in files:
-        card, found, id_line = _check_file(path, known_tools, mcp)
+        card, found, id_line = _checked(path, known_tools, mcp, memo)
         problems.extend(found)
         if card is None:
             continue
@@ -126,7 +140,26 @@ def check_cards(
             continue
         seen[card.id] = where
         cards.append(card)
+    memo.save(files)
     return cards, problems + _declared_twice(cards)
+
+
+def _checked(
+    path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None, memo: CardCache
+) -> tuple[Card | None, list[Problem], int | None]:
+    """Check one card file, or take what an earlier check of the unchanged file accepted."""
+    hit = memo.get(path)
+    if hit is not None:
+        return _build(hit[0], path), [], hit[1]
+    card, found, id_line = _check_file(path, known_tools, mcp, memo)
+    return card, found, id_line
+
+
+def _salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
+    """Everything a card's check depends on besides its file (tiny_cli.cards.cache)."""
+    parts = [__version__, json.dumps(card_schema(), sort_keys=True), sorted(known_tools.items()),
+             sorted(mcp.servers) if mcp is not None else None]  # fmt: skip
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
 def card_files(
@@ -174,8 +207,9 @@ def _refusal(path: Path, folder: Path) -> str | None:
 @cache
 def card_schema() -> dict[str, Any]:
     """Return the card JSON Schema shipped inside the package."""
-    text = resources.files("tiny_cli.cards").joinpath("card.schema.json").read_text("utf-8")
-    return json.loads(text)
+    from tiny_cli.cards.schema_check import schema_text
+
+    return json.loads(schema_text())
 
 
 def card_text(card: Card) -> str:
@@ -187,7 +221,10 @@ def card_text(card: Card) -> str:
 
 
 def _check_file(
-    path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None = None
+    path: Path,
+    known_tools: Mapping[str, bool],
+    mcp: McpConfig | None = None,
+    memo: CardCache | None = None,
 ) -> tuple[Card | None, list[Problem], int | None]:
     name = str(path)
     try:
@@ -211,10 +248,18 @@ def _check_file(
     problems += _semantic_problems(name, data, lines, known_tools, mcp)
     if problems:
         return None, problems, None
+    if memo is not None:
+        memo.put(path, data, lines.get(("id",)))
     return _build(data, path), [], lines.get(("id",))
 
 
 def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
+    from tiny_cli.cards.schema_check import is_valid
+
+    if is_valid(data):  # the precompiled check: most cards stop here
+        return []
+    import jsonschema  # only to word what is wrong
+
     validator = jsonschema.Draft202012Validator(card_schema())
     errors = sorted(  # unknown keys first, so a misspelling explains its "missing" field
         validator.iter_errors(data),
@@ -326,6 +371,8 @@ def _function_problems(
 
 
 def _schema_trouble(schema: Any) -> str | None:
+    import jsonschema  # a card that declares functions: their parameters are JSON Schemas
+
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:

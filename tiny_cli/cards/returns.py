@@ -14,11 +14,6 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-import referencing
-import referencing.exceptions
-from referencing.jsonschema import DRAFT202012
-
 if TYPE_CHECKING:  # a Card holds its typed fields; this module only reads them
     from tiny_cli.cards.load import Card
 
@@ -123,6 +118,8 @@ def _list_of(spec: list) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
 def _checked_schema(spec: dict) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
     if not _plain_json(spec):  # the runner sends it to the server as JSON
         return {}, ((), "a JSON Schema must be plain JSON (strings, numbers, lists, mappings)")
+    import jsonschema  # only for a card with a JSON Schema mapping in `returns`
+
     try:
         jsonschema.Draft202012Validator.check_schema(spec)
     except jsonschema.SchemaError as err:
@@ -144,6 +141,10 @@ def _plain_json(spec: dict) -> bool:
 
 def _ref_problem(spec: dict) -> tuple[tuple, str] | None:
     """Refuse a $ref tiny would have to fetch, or one that points nowhere (it fails mid-run)."""
+    import referencing
+    import referencing.exceptions
+    from referencing.jsonschema import DRAFT202012
+
     resolver = referencing.Registry().resolver_with_root(DRAFT202012.create_resource(spec))
     for path, ref in _refs(spec):
         if not ref.startswith("#"):

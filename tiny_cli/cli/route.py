@@ -15,6 +15,7 @@ from tiny_cli.cli.process import EXIT_OK, EXIT_PROBLEMS
 from tiny_cli.settings import DEFAULT_TOP
 
 if TYPE_CHECKING:
+    from tiny_cli.routing.evaluation import EvalReport
     from tiny_cli.routing.router import Router
 
 
@@ -72,9 +73,11 @@ def route(
         raise typer.BadParameter(
             "give one of a TASK, '-' for stdin, or --eval FILE", param_hint="TASK"
         )
+    from tiny_cli.cli.progress import index_progress
     from tiny_cli.workspace import make_router, open_workspace
 
-    router = make_router(open_workspace(settings))
+    with index_progress() as progress:
+        router = make_router(open_workspace(settings), progress=progress)
     if eval_file is not None:
         _evaluate(router, eval_file, json_out)
     elif explain:
@@ -93,32 +96,39 @@ def _tasks(task: str | None) -> list[str]:
 
 def _evaluate(router: Router, eval_file: Path, json_out: bool) -> None:
     """Score the router on a labelled file: accuracy, abstentions, confusions."""
-    from tiny_cli.cli import render
     from tiny_cli.routing.evaluation import evaluate, load_eval_file
 
     report = evaluate(router, load_eval_file(eval_file))
-    emit(json_out, report.to_json(), lambda: render.evaluation(console(), report))
+    emit(json_out, report.to_json(), lambda: _show_evaluation(report))
+
+
+def _show_evaluation(report: EvalReport) -> None:
+    """Print the evaluation as tables (rich is imported for a person's output only)."""
+    from tiny_cli.cli import render
+
+    render.evaluation(console(), report)
 
 
 def _explain(router: Router, tasks: list[str], top: int, json_out: bool) -> None:
     """Show, per task, which card text and words drove each score."""
-    from tiny_cli.cli import render
-
     explained = [router.explain(t, top) for t in tasks]
-    for e in explained:
-        if json_out:
+    if json_out:
+        for e in explained:
             typer.echo(json.dumps(e.to_json(), ensure_ascii=False))
-        else:
-            render.explanation(console(), e, router)
+        return
+    from tiny_cli.cli import render  # rich: only for output a person reads
+
+    for e in explained:
+        render.explanation(console(), e, router)
 
 
 def _decide(router: Router, tasks: list[str], top: int, json_out: bool) -> None:
     """Route every task: one JSON line each, or one table."""
-    from tiny_cli.cli import render
-
     decisions = router.route_many(tasks, top)
     if json_out:
         for d in decisions:
             typer.echo(json.dumps(d.to_json(), ensure_ascii=False))
         return
+    from tiny_cli.cli import render  # rich: only for output a person reads
+
     render.decisions(console(), decisions, router)

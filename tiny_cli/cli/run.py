@@ -226,20 +226,24 @@ def running(command: str, flags: RunFlags, handles: Sequence[str] = ()) -> Itera
 
 def show_digest(json_out: bool, digest: Digest) -> NoReturn:
     """Print the Digest (JSON or a panel) and exit with its status's code."""
+    emit(json_out, digest.to_json(), lambda: _panel(digest))
+    raise typer.Exit(EXIT_BY_STATUS[digest.status])
+
+
+def _panel(digest: Digest) -> None:
+    """Print the Digest as a panel (rich is imported only here, never for --json)."""
     from tiny_cli.cli import render
 
-    emit(json_out, digest.to_json(), lambda: render.digest(console(), digest))
-    raise typer.Exit(EXIT_BY_STATUS[digest.status])
+    render.digest(console(), digest)
 
 
 def _show_and_ask(
     settings: Settings, router: Router, goal: str, digest: Digest, run_id: int
 ) -> NoReturn:
     """Print the Digest, ask whether the card was right (recorded), exit by its status."""
-    from tiny_cli.cli import render
     from tiny_cli.cli.ask_route import ask_route
 
-    render.digest(console(), digest)
+    _panel(digest)
     assert digest.routing is not None  # wants_answer checked
     candidates = [c.agent_id for c in router.route(goal).candidates]
     ask_route(settings, run_id, digest.routing, candidates)

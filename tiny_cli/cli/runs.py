@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -15,6 +16,8 @@ from tiny_cli.cli.process import TinyGroup
 
 if TYPE_CHECKING:
     from tiny_cli.runs.log import RunLog, RunQuery
+    from tiny_cli.runs.query import RunRecord, RunSummary
+    from tiny_cli.runs.stats import RunStats
 
 runs_app = typer.Typer(
     cls=TinyGroup,
@@ -50,12 +53,10 @@ def runs(
     """List the recent runs, newest first; `tiny runs show ID` shows one, `stats` sums them."""
     if ctx.invoked_subcommand is not None:
         return
-    from tiny_cli.cli import render_runs
-
     with _run_log() as log:
         found = log.runs(_run_query(card, status, model, since, limit))
     rows = [r.to_json() for r in found]
-    emit(json_out, rows, lambda: render_runs.runs(console(), found, log.path))
+    emit(json_out, rows, lambda: _show_runs(found, log.path))
 
 
 @runs_app.command("show")
@@ -67,11 +68,9 @@ def runs_show(
     json_out: JsonOpt = False,
 ) -> None:
     """Show one run: the transcript with each message's size, tool calls and ghost calls."""
-    from tiny_cli.cli import render_runs
-
     with _run_log() as log:
         record = log.run(run_id)
-    emit(json_out, record.to_json(), lambda: render_runs.run(console(), record, full))
+    emit(json_out, record.to_json(), lambda: _show_run(record, full))
 
 
 @runs_app.command("stats")
@@ -82,11 +81,9 @@ def runs_stats(
     json_out: JsonOpt = False,
 ) -> None:
     """Per card and per model: runs, statuses, ghost and repair rates, tokens, wall time."""
-    from tiny_cli.cli import render_runs
-
     with _run_log() as log:
         figures = log.stats(_run_query(card, None, model, since, None))
-    emit(json_out, figures.to_json(), lambda: render_runs.stats(console(), figures))
+    emit(json_out, figures.to_json(), lambda: _show_stats(figures))
 
 
 @runs_app.command("correct")
@@ -119,6 +116,27 @@ def runs_correct(
     emit(
         json_out, done.to_json(), lambda: typer.echo(correction_line(done.correction, done.report))
     )
+
+
+# the human renderings: rich is imported only for output a person reads, never for --json
+
+
+def _show_runs(found: list[RunSummary], path: Path) -> None:
+    from tiny_cli.cli import render_runs
+
+    render_runs.runs(console(), found, path)
+
+
+def _show_run(record: RunRecord, full: bool) -> None:
+    from tiny_cli.cli import render_runs
+
+    render_runs.run(console(), record, full)
+
+
+def _show_stats(figures: RunStats) -> None:
+    from tiny_cli.cli import render_runs
+
+    render_runs.stats(console(), figures)
 
 
 @contextmanager

@@ -94,7 +94,6 @@ def scale_bench(settings: Settings, tasks: Path, flags: ScaleFlags) -> None:
     from tiny_cli.bench.scale import scale_from_settings
     from tiny_cli.bench.scale_report import markdown_table
     from tiny_cli.cli.bench import write_report
-    from tiny_cli.cli.render_scale import scale as render_scale
 
     options = scale_options(flags, settings.wall_scale)
     with run_session(
@@ -114,7 +113,14 @@ def scale_bench(settings: Settings, tasks: Path, flags: ScaleFlags) -> None:
     if flags.markdown and not flags.json_out:
         typer.echo(markdown_table(report), nl=False)
         return
-    emit(flags.json_out, document, lambda: render_scale(console(), report))
+    emit(flags.json_out, document, lambda: _show_scale(report))
+
+
+def _show_scale(report: ScaleReport) -> None:
+    """Print the tables and the chart (rich is imported for a person's output only)."""
+    from tiny_cli.cli.render_scale import scale as render_scale
+
+    render_scale(console(), report)
 
 
 def scale_options(flags: ScaleFlags, wall_scale: float) -> ScaleOptions:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -113,7 +114,9 @@ class OpenAIProvider:
         self._retries, self._backoff, self._timeout = retries, backoff, timeout
         self._max_retry_after = max_retry_after
         self._sleep, self._clock = sleep, clock
-        self._client = httpx.Client(transport=transport, follow_redirects=False)
+        self._client = httpx.Client(
+            transport=transport, follow_redirects=False, verify=_tls(self.base_url)
+        )
 
     def complete(
         self,
@@ -238,6 +241,19 @@ class OpenAIProvider:
                         f"{MAX_RESPONSE_BYTES // 2**20} MiB; not a chat completion"
                     )
             return _Answer(response.status_code, response.headers, b"".join(chunks))
+
+
+def _tls(base_url: str) -> ssl.SSLContext | bool:
+    """Verify https:// with the CA bundle; give http:// a context that loads none.
+
+    httpx builds its SSL context (parsing certifi's CA bundle) when the client is made, used
+    or not. An http:// endpoint never speaks TLS (redirects are not followed), so its client gets
+    a context that still demands a certificate but trusts none: if it were ever used for TLS,
+    the handshake would fail, never pass unverified.
+    """
+    if base_url.startswith("https://"):
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, check_hostname, no CAs
 
 
 @dataclass(frozen=True)

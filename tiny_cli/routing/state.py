@@ -9,6 +9,7 @@ own format); at most KEEP_STATES are kept. A state that cannot be read is rebuil
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -66,7 +67,8 @@ def load_state(cache_dir: Path | None, key: str) -> Saved | None:
         saved = Saved(space, Lexical.load(folder), arrays["out_of_scope"], tuple(meta["scales"]))
     except (OSError, ValueError, KeyError, TypeError):  # missing, partial or from elsewhere
         return None
-    os.utime(folder)  # most recently used: the last one pruned
+    with contextlib.suppress(OSError):
+        os.utime(folder)  # most recently used: the last one pruned
     return saved
 
 
@@ -75,10 +77,13 @@ def save_state(cache_dir: Path | None, key: str, saved: Saved) -> None:
     if cache_dir is None:
         return
     root = cache_dir / STATE_DIR
-    root.mkdir(parents=True, exist_ok=True)
     arrays, space = space_parts(saved.space)
     arrays = {**arrays, "out_of_scope": saved.out_of_scope}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+    except OSError:  # an unusable cache directory: route without saving
+        return
     try:
         for name, array in arrays.items():
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)

@@ -1,0 +1,66 @@
+"""Checked cards remembered: unchanged files are taken from the cache, changed ones re-checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tiny_cli.cards.cache import CACHE_DIR
+from tiny_cli.cards.load import check_cards, load_cards
+from tiny_cli.errors import CardError
+
+from .conftest import SEED_CARDS
+
+TOOLS = {"docs_search": False, "http_get": False, "html_to_text": False,
+         "crm_find_company": False, "crm_add_company": True}  # fmt: skip
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    shutil.copytree(SEED_CARDS, tmp_path / "cards")
+    return tmp_path / "cards"
+
+
+def _entries(cache: Path) -> dict:
+    [file] = (cache / CACHE_DIR).iterdir()
+    return json.loads(file.read_text("utf-8"))["files"]
+
+
+def test_a_second_load_takes_unchanged_cards_from_the_cache(folder: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = load_cards([folder], TOOLS, None, cache)
+    assert sorted(Path(p).name for p in _entries(cache)) == sorted(
+        p.name for p in folder.glob("*.yaml")
+    )
+    # proof that the second load reads the cache, not the file: the same size and mtime
+    # with other bytes is taken as unchanged (the same rule ruff and mypy caches use)
+    target = folder / "docs-finder.yaml"
+    stat = target.stat()
+    text = target.read_text("utf-8")
+    target.write_text(text.replace("docs-finder", "docs-findeR"), "utf-8")
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert load_cards([folder], TOOLS, None, cache) == first
+
+
+def test_an_edited_card_is_checked_again(folder: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    load_cards([folder], TOOLS, None, cache)
+    target = folder / "docs-finder.yaml"
+    target.write_text(target.read_text("utf-8") + "unknown_key: 1\n", "utf-8")
+    with pytest.raises(CardError, match="unknown_key"):
+        load_cards([folder], TOOLS, None, cache)
+    assert str(target) not in _entries(cache)  # a card with problems is never cached
+    with pytest.raises(CardError, match="unknown_key"):  # and its problem is told every time
+        load_cards([folder], TOOLS, None, cache)
+
+
+def test_other_tools_are_another_cache(folder: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    load_cards([folder], TOOLS, None, cache)
+    fewer = {k: v for k, v in TOOLS.items() if k != "docs_search"}
+    _, problems = check_cards([folder], fewer, None, cache)
+    assert any("docs_search" in p.message for p in problems)  # checked, not taken from cache
