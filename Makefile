@@ -24,3 +24,4 @@ bench:
 	$(PYTHON) benchmarks/bench_smoke.py
 	$(PYTHON) benchmarks/overhead.py
 	$(PYTHON) benchmarks/runlog.py
+	$(PYTHON) benchmarks/scale.py
