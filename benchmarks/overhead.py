@@ -147,8 +147,11 @@ def _script(kind: str) -> list[Any]:
     return [*(tool_call("add", call) for call in LOOP_CALLS), reply(LOOP_FINAL)]
 
 
-def _cold_server(count: int) -> Any:
-    """A server with `count` runs of each cold-start card, told apart by the tool they offer."""
+def _cold_server(count: int, web: bool = True) -> Any:
+    """A server with `count` runs of each cold-start card, told apart by the tool they offer.
+
+    `web=False`: docs-finder's runs only (benchmarks/runlog.py invokes nothing else).
+    """
     from tiny_cli.testing import ScriptedServer, reply, tool_call
 
     def offers(tool: str) -> Callable[[dict], bool]:
@@ -156,9 +159,10 @@ def _cold_server(count: int) -> Any:
 
     server = ScriptedServer()
     docs = [tool_call("docs_search", {"query": "onboarding"}), reply(COLD_FINAL)]
-    web = [tool_call("html_to_text", {"html": WEB_HTML}), reply(WEB_FINAL)]
     server.on(offers("docs_search"), *docs * count)
-    server.on(offers("html_to_text"), *web * count)
+    if web:
+        page = [tool_call("html_to_text", {"html": WEB_HTML}), reply(WEB_FINAL)]
+        server.on(offers("html_to_text"), *page * count)
     return server
 
 
@@ -166,7 +170,10 @@ def _serve(kind: str, count: int) -> int:
     """Serve `count` copies of the script; print the URL, then stats for each stdin line."""
     from tiny_cli.testing import ScriptedServer
 
-    server = _cold_server(count) if kind == "cold" else ScriptedServer(_script(kind) * count)
+    if kind in ("cold", "docs"):
+        server = _cold_server(count, web=kind == "cold")
+    else:
+        server = ScriptedServer(_script(kind) * count)
     with server:
         print(server.url, flush=True)
         for _ in sys.stdin:  # one stats line per request from the parent; EOF stops
@@ -660,7 +667,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-cold", action="store_true", help="skip the cold-start part")
     parser.add_argument("--skip-loop", action="store_true", help="skip the agent-loop part")
     # the helper roles this file plays in its own subprocesses
-    parser.add_argument("--serve", choices=("cold", "loop"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=("cold", "docs", "loop"), help=argparse.SUPPRESS)
     parser.add_argument("--serve-count", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--client", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)

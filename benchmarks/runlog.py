@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ws = _workspace(Path(scratch))
         runs = (args.rounds * 3 + 1) * args.per_round + 3 * WARMUP
         # the model server in its own process, as a real one is: it must not share the GIL
-        with overhead.Server("cold", runs) as server, RunLog.open(Path(scratch)) as log:
+        with overhead.Server("docs", runs) as server, RunLog.open(Path(scratch)) as log:
             provider = OpenAIProvider(server.url)
             figures = _measure(ws, provider, log, args.rounds, args.per_round)
             stats = server.stats()
