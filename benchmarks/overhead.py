@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -50,6 +49,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from childserver import ChildServer  # benchmarks/childserver.py, beside this file
 
 # Only the standard library at the top: this file is also the client subprocess of every
 # framework, and a peer's RSS and CPU must not include tiny's (or rich's) imports.
@@ -187,42 +188,11 @@ def _serve(kind: str, count: int) -> int:
     return 0
 
 
-class Server:
+class Server(ChildServer):
     """A scripted server subprocess with `count` copies of a task's turns."""
 
     def __init__(self, kind: str, count: int) -> None:
-        command = [sys.executable, __file__, "--serve", kind, "--serve-count", str(count)]
-        self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO
-        )
-        assert self.proc.stdout is not None and self.proc.stdin is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http://"):
-            self.close()
-            raise SystemExit(f"scripted server did not start (exit {self.proc.returncode})")
-
-    def stats(self) -> dict[str, Any]:
-        """Return requests seen, requests without a turn, and unplayed turns."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write("stats\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__([sys.executable, __file__, "--serve", kind, "--serve-count", str(count)])
 
 
 # --- part 1: cold start ------------------------------------------------------------------

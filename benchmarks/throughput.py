@@ -20,11 +20,9 @@ before a change) adds a column with runs/s against it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from childserver import ChildServer  # benchmarks/childserver.py, beside this file
 
 REPO = Path(__file__).resolve().parent.parent
 TASKS = REPO / "examples" / "bench" / "tasks.yaml"
@@ -188,43 +188,11 @@ def _serve(count: int) -> int:
     return 0
 
 
-class Server:
+class Server(ChildServer):
     """A scripted server subprocess playing the simulated model for `count` requests."""
 
     def __init__(self, count: int) -> None:
-        command = [sys.executable, __file__, "--serve", str(count)]
-        self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO
-        )
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http://"):
-            self.close()
-            raise SystemExit(f"scripted server did not start (exit {self.proc.returncode})")
-
-    def stats(self) -> dict[str, Any]:
-        """Return the requests the script could not answer and the server's CPU seconds."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write("stats\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
-
-    def close(self) -> None:
-        """Close stdin (the server stops) and wait for it."""
-        with contextlib.suppress(OSError):
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__([sys.executable, __file__, "--serve", str(count)])
 
 
 def _parser() -> argparse.ArgumentParser:
