@@ -398,3 +398,66 @@ def test_a_deeply_nested_recording_line_is_a_one_line_error(tmp_path) -> None:
     path.write_text(header + "\n" + "[" * 100_000 + "]" * 100_000 + "\n", "utf-8")
     with pytest.raises(ConfigError, match=r"deep\.jsonl:2: JSON nested too deeply"):
         Replayer.load(path)
+
+
+# --- resuming and replaying several recordings ------------------------------------------------
+
+
+def test_a_resumed_recording_reuses_answers_and_asks_again_what_failed(tmp_path) -> None:
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    first = _Scripted(_completion("kept"), ProviderTimeout("no answer from x within 1 s"))
+    with Recorder(first, old, "m", "h") as recorder:
+        assert _ask(recorder.for_run("r/0", "a"), "one").content == "kept"
+        with pytest.raises(ProviderTimeout):
+            _ask(recorder.for_run("r/1", "a"), "two")
+    second = _Scripted(_completion("asked again"), _completion("new run"))
+    with Recorder(second, new, "m", "h", resume=Replayer.load(old)) as recorder:
+        assert _ask(recorder.for_run("r/0", "a"), "one").content == "kept"  # not asked
+        assert _ask(recorder.for_run("r/1", "a"), "two").content == "asked again"  # it timed out
+        assert _ask(recorder.for_run("r/2", "a"), "one").content == "new run"  # another run
+        assert recorder.resumed == 1 and recorder.answered_from() is not None
+    assert second.asked == 2
+    lines = [json.loads(line) for line in new.read_text().splitlines()]
+    assert lines[0]["resumed_from"] == ["old.jsonl"]
+    assert [e.get("resumed", False) for e in lines[1:]] == [True, False, False]
+    assert all(e["wall_s"] >= 0 for e in lines[2:])  # what each live answer cost
+    replayer = Replayer.load(new)  # the new recording holds every answer, old and new
+    assert [
+        _ask(replayer.for_run(f"r/{i}", "a"), t).content
+        for i, t in enumerate(["one", "two", "one"])
+    ] == [
+        "kept",
+        "asked again",
+        "new run",
+    ]
+
+
+def test_several_recordings_replay_together_and_must_share_a_model(tmp_path) -> None:
+    paths = [tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"]
+    for path, name, text in zip(paths, ["m", "m", "other"], ["from a", "from b", "c"], strict=True):
+        with Recorder(_Scripted(_completion(text)), path, name, "h") as recorder:
+            _ask(recorder.for_run(f"run-{path.stem}", "x"))
+    both = Replayer.load(paths[:2])
+    assert _ask(both.for_run("run-a", "x")).content == "from a"
+    assert _ask(both.for_run("run-b", "x")).content == "from b"
+    assert both.answered_from() == f"{paths[0]}, {paths[1]}"
+    with pytest.raises(
+        ConfigError, match=r"recordings of different models: .*a.jsonl: 'm'.*c.jsonl: 'other'"
+    ):
+        Replayer.load([paths[0], paths[2]])
+
+
+def test_resume_needs_record_and_the_same_model(tiny, tmp_path) -> None:
+    recording = tmp_path / "old.jsonl"
+    with Recorder(_Scripted(_completion("x")), recording, "some-model", "h") as recorder:
+        _ask(recorder.for_run("r", "a"))
+    result = tiny("bench", "--resume", str(recording), "--no-log")
+    assert result.exit_code == 2 and "--resume needs --record" in result.output
+    assert "Traceback" not in result.output
+    args = ("bench", "--resume", str(recording), "--record", str(tmp_path / "new.jsonl"))
+    result = tiny(*args, "--model", "another-model", "--no-log")
+    assert (
+        result.exit_code == 2
+        and "recorded model 'some-model', not 'another-model'" in result.output
+    )
+    assert not (tmp_path / "new.jsonl").exists()

@@ -166,3 +166,36 @@ def test_a_run_the_server_failed_is_never_right(bench) -> None:
     assert failed and all(r["status"] == "failed" for r in failed if r["card"] is not None)
     row = next(r for r in report["rows"] if r["size"] == 10)
     assert row["failed"] == 1 and row["irrelevance_right"] == row["irrelevance_tasks"] - 1
+
+
+def test_a_sweep_resumes_size_by_size_and_replays_from_several_recordings(
+    tiny, scripted_server, tmp_path
+) -> None:
+    """A sweep recorded in parts: the later part asks only what the first did not hold."""
+    env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
+    base = ["bench", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(BFCL / "cards")]
+    base += ["--sample", "6", "--irrelevance", "3", "--tool-mode", "native", "--json", "--no-log"]
+    scripted_server.add(*[respond(_policy({}))] * 400)
+    part, whole = tmp_path / "part.jsonl", tmp_path / "whole.jsonl"
+    first = tiny(*base, "--all-tools-sizes", "10", "--record", str(part), env=env)
+    assert first.exit_code == 0, first.output
+    asked_first = len(scripted_server.requests)
+    args = [*base, "--all-tools-sizes", "10,30", "--resume", str(part), "--record", str(whole)]
+    resumed = tiny(*args, env=env)
+    assert resumed.exit_code == 0, resumed.output
+    held = len(part.read_text().splitlines()) - 1
+    entries = [json.loads(line) for line in whole.read_text().splitlines()[1:]]
+    assert sum(e.get("resumed", False) for e in entries) == held  # all of size 10, not asked
+    assert len(scripted_server.requests) - asked_first == len(entries) - held
+    assert all("/u30." in e["run"] for e in entries if not e.get("resumed"))
+    report = json.loads(resumed.stdout)
+    assert "resumed" in report["replayed_from"]  # its wall times are partly a file's: not shown
+    replay = tiny(*base, "--all-tools-sizes", "10,30", "--replay", str(whole), env=env)
+    assert replay.exit_code == 0, replay.output
+    assert json.loads(replay.stdout)["rows"] == report["rows"]
+    alone = tmp_path / "size30.jsonl"  # size 30 recorded on its own: two files make the sweep
+    assert tiny(*base, "--all-tools-sizes", "30", "--record", str(alone), env=env).exit_code == 0
+    both = ["--replay", str(part), "--replay", str(alone)]
+    again = tiny(*base, "--all-tools-sizes", "10,30", *both, env=env)
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["rows"] == report["rows"]

@@ -18,7 +18,7 @@ from tiny_cli.digest import Brief, load_brief, make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, fan_out
 from tiny_cli.provider.client import Provider
-from tiny_cli.provider.factory import endpoint_host, open_exchanges
+from tiny_cli.provider.factory import Replays, endpoint_host, open_exchanges
 from tiny_cli.provider.replay import ExchangeSource
 from tiny_cli.settings import Settings
 from tiny_cli.tools.artifacts import ArtifactStore
@@ -68,7 +68,8 @@ def open_session(
     command: str,
     *,
     record: Path | None = None,
-    replay: Path | None = None,
+    replay: Replays = None,
+    resume: Sequence[Path] = (),
     log: bool = True,
     watchers: Sequence[ObserverFor] = (),
     on_log_error: Callable[[str], None] | None = None,
@@ -82,7 +83,8 @@ def open_session(
     """
     store = artifact_store(settings, handles)
     with ExitStack() as stack:
-        exchanges = stack.enter_context(open_exchanges(settings, record=record, replay=replay))
+        opened = open_exchanges(settings, record=record, replay=replay, resume=resume)
+        exchanges = stack.enter_context(opened)
         runlog = _run_log(stack, settings, on_log_error) if log and settings.log_runs else None
         endpoint = endpoint_host(settings.base_url)
         observe = _fanned(runlog, command, endpoint, watchers)

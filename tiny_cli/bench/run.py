@@ -50,7 +50,7 @@ from tiny_cli.bench.tasks import (
 )
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, ignore
-from tiny_cli.provider.replay import ExchangeSource, Replayer, Volatile
+from tiny_cli.provider.replay import ExchangeSource, Volatile
 from tiny_cli.session import ObserverFor, Session
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.workspace import Workspace, open_workspace
@@ -101,7 +101,7 @@ def bench_from_settings(
         options=options,
         pages=pages_folder(path),
         on_progress=on_progress,
-        replayed_from=exchanges.path if isinstance(exchanges, Replayer) else None,
+        replayed_from=exchanges.answered_from(),
         observe=session.observe,
     )
 
@@ -116,7 +116,7 @@ def run_bench(
     pages: Path | None = None,
     on_progress: Progress | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    replayed_from: Path | None = None,
+    replayed_from: str | None = None,
     observe: ObserverFor = _observe_nothing,
 ) -> BenchReport:
     """Run every task in every arm `options.repeat` times; return the report.
@@ -146,7 +146,7 @@ def _report(
     arms: Sequence[Arm],
     host: str,
     started: str,
-    recording: Path | None,
+    recording: str | None,
 ) -> BenchReport:
     """Add each arm's runs up into the report; a replay names the recording that answered."""
     model = model_for(ws.settings, None)
@@ -159,7 +159,7 @@ def _report(
         started,
         __version__,
         replayed=recording is not None,
-        replay_file=str(recording) if recording is not None else None,
+        replay_file=recording,
         tool_mode=ws.settings.tool_mode,
     )
 

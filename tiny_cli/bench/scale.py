@@ -30,7 +30,6 @@ from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, universes
 from tiny_cli.cards.load import Budget, Card
 from tiny_cli.digest import Digest, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
-from tiny_cli.provider.replay import Replayer
 from tiny_cli.routing.router import Router
 from tiny_cli.session import Session
 from tiny_cli.settings import Settings, model_for
@@ -156,8 +155,8 @@ def scale_from_settings(
         options,
         on_run,
     )
-    replayed = session.exchanges.path if isinstance(session.exchanges, Replayer) else None
-    return report if replayed is None else rebuild(report, options, str(replayed))
+    replayed = session.exchanges.answered_from()
+    return report if replayed is None else rebuild(report, options, replayed)
 
 
 def run_scale(

@@ -89,7 +89,7 @@ class CardCache:
 
 def _stamp(path: Path) -> tuple[int, int] | None:
     try:
-        stat = path.stat()
+        stat = os.stat(path)  # not Path.stat: its overhead adds up over 10,000 files
     except OSError:
         return None
     return stat.st_size, stat.st_mtime_ns

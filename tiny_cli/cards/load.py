@@ -10,6 +10,7 @@ import difflib
 import hashlib
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -174,8 +175,7 @@ def card_files(
     skipped = {p.resolve() for p in skip}
     for path in paths:
         if path.is_dir():
-            for p in sorted(p for p in path.iterdir() if _card_like(p, skipped)):
-                refusal = _refusal(p, path)
+            for p, refusal in _folder(path, skipped):
                 if refusal:
                     problems.append(Problem(str(p), None, "file", refusal))
                 else:
@@ -189,18 +189,33 @@ def card_files(
     return files, problems
 
 
-def _card_like(path: Path, skipped: set[Path]) -> bool:
-    if path.suffix not in CARD_SUFFIXES or path.name in MCP_FILENAMES:
+def _folder(folder: Path, skipped: set[Path]) -> list[tuple[Path, str | None]]:
+    """A folder's card files in name order, each with why it is not read (None: it is).
+
+    One directory scan: the entry's type comes with it, so a regular file costs no system
+    call (at 10,000 cards, a Path method per file cost 0.15 s of every command).
+    """
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            path = Path(entry.path)
+            if _card_like(entry.name, path, skipped):
+                found.append((entry.name, path, _refusal(entry, path, folder)))
+    return [(path, refusal) for _, path, refusal in sorted(found, key=lambda f: f[0])]
+
+
+def _card_like(name: str, path: Path, skipped: set[Path]) -> bool:
+    if os.path.splitext(name)[1] not in CARD_SUFFIXES or name in MCP_FILENAMES:
         return False
     # resolving is a system call per file: 0.6 s at 10,000 cards, for a set that is mostly empty
     return not skipped or path.resolve() not in skipped
 
 
-def _refusal(path: Path, folder: Path) -> str | None:
+def _refusal(entry: os.DirEntry[str], path: Path, folder: Path) -> str | None:
     """Say why a file in a cards folder is not read: a FIFO hangs, a link may leave it."""
-    if path.is_symlink() and not path.resolve().is_relative_to(folder.resolve()):
+    if entry.is_symlink() and not path.resolve().is_relative_to(folder.resolve()):
         return "a symlink to outside the cards folder; not read"
-    if not path.is_file():
+    if not entry.is_file():
         return "not a regular file; not read"
     return None
 

@@ -19,6 +19,7 @@ from tiny_cli.cli.options import (
     QuietOpt,
     RecordOpt,
     ReplayOpt,
+    ResumeOpt,
     ToolModeOpt,
     ToolsOpt,
     WallScaleOpt,
@@ -68,6 +69,7 @@ def bench(
     out: OutOpt = None,
     record: RecordOpt = None,
     replay: ReplayOpt = None,
+    resume: ResumeOpt = None,
     allow_host: AllowHostOpt = None,
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
@@ -91,20 +93,22 @@ def bench(
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
     from tiny_cli.bench import DEFAULT_TASKS_FILE, BenchOptions
 
-    _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, replay), outputs=(record, out, html))
+    read = (tasks or DEFAULT_TASKS_FILE, *(replay or ()), *(resume or ()))
+    _outputs_apart(inputs=read, outputs=(record, out, html))
     settings = model_settings(
         cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
     )
     if wants_scale(tasks, sizes):
         flags = ScaleFlags(sizes, arm, sample, irrelevance, seed, top_k, hybrid_margin,
                            context_tokens, concurrency, html, record, replay, out, not no_log,
-                           markdown, json_out, expected_tools, prompt)  # fmt: skip
+                           markdown, json_out, expected_tools, prompt, resume)  # fmt: skip
         return scale_bench(settings, tasks, flags)
     options = BenchOptions(_arms(arm), repeat, concurrency)
     live = concurrency == 1 and wants_live(quiet, json_out)  # one run at a time can be watched
     with run_session(
-        settings, "bench", record=record, replay=replay, no_log=no_log, live=live
-    ) as s:
+        settings, "bench", record=record, replay=replay, no_log=no_log, live=live,
+        resume=resume or (),
+    ) as s:  # fmt: skip
         report = _run_bench(settings, s, tasks, options)
     _show_report(report, out, markdown, json_out)
 

@@ -50,7 +50,7 @@ def model_settings(
     base_url: str | None,
     model: str | None,
     record: Path | None,
-    replay: Path | None,
+    replay: Sequence[Path] | None,
     allow_hosts: list[str] | None,
     tool_mode: str | None = None,
     wall_scale: float | None = None,
@@ -75,10 +75,11 @@ def run_session(
     command: str,
     *,
     record: Path | None,
-    replay: Path | None,
+    replay: Sequence[Path] | None,
     no_log: bool,
     live: bool,
     handles: Sequence[str] = (),
+    resume: Sequence[Path] = (),
 ) -> Iterator[Session]:
     """Open the command's session, with the live view on stderr while it runs when `live`."""
     from tiny_cli.session import open_session
@@ -89,6 +90,7 @@ def run_session(
         command,
         record=record,
         replay=replay,
+        resume=resume,
         log=not no_log,
         watchers=[view.observer] if view is not None else [],
         on_log_error=warn,

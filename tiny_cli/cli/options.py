@@ -45,8 +45,20 @@ RecordOpt = Annotated[
     typer.Option("--record", help="Store every model exchange in FILE (JSONL) for --replay."),
 ]
 ReplayOpt = Annotated[
-    Path | None,
-    typer.Option("--replay", help="Answer from a --record FILE instead of the model server."),
+    list[Path] | None,
+    typer.Option(
+        "--replay",
+        help="Answer from a --record FILE instead of the model server; repeatable "
+        "(recordings of one model, answered from together).",
+    ),
+]
+ResumeOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--resume",
+        help="With --record: reuse the answers an earlier recording (or its .partial) holds "
+        "for the same runs and ask the model only the rest; repeatable.",
+    ),
 ]
 AllowHostOpt = Annotated[
     list[str] | None,

@@ -64,7 +64,7 @@ class RunFlags:
     base_url: str | None
     model: str | None
     record: Path | None
-    replay: Path | None
+    replay: list[Path] | None
     allow_host: list[str] | None
     tool_mode: str | None
     wall_scale: float | None

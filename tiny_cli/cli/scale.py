@@ -73,13 +73,14 @@ class ScaleFlags:
     concurrency: int
     html: Path | None
     record: Path | None
-    replay: Path | None
+    replay: list[Path] | None
     out: Path | None
     log: bool
     markdown: bool
     json_out: bool
     expected_tools: str | None = None
     prompt: str = "same"
+    resume: list[Path] | None = None
 
 
 def wants_scale(tasks: Path | None, sizes: str | None) -> TypeGuard[Path]:
@@ -101,6 +102,7 @@ def scale_bench(settings: Settings, tasks: Path, flags: ScaleFlags) -> None:
         "bench",
         record=flags.record,
         replay=flags.replay,
+        resume=flags.resume or (),
         no_log=not flags.log,
         live=False,
     ) as s:

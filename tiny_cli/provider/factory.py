@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -11,27 +12,41 @@ from tiny_cli.provider.client import DEFAULT_TIMEOUT, OpenAIProvider
 from tiny_cli.provider.replay import ExchangeSource, LiveSource, Recorder, Replayer, read_header
 from tiny_cli.settings import Settings
 
+Replays = Path | Sequence[Path] | None  # one recording, or several answered from together
+
 
 def open_exchanges(
-    settings: Settings, *, record: Path | None = None, replay: Path | None = None
+    settings: Settings,
+    *,
+    record: Path | None = None,
+    replay: Replays = None,
+    resume: Sequence[Path] = (),
 ) -> ExchangeSource:
-    """Return where model answers come from: the endpoint, the endpoint recorded, or a file."""
+    """Return where model answers come from: the endpoint, the endpoint recorded, or files.
+
+    `replay` may name several recordings of one model, answered from together; `resume`
+    (with `record`) names earlier recordings whose answers are reused instead of asked again.
+    """
     _one_of(record, replay)
-    if replay is not None:
-        return Replayer.load(replay)
+    if resume and record is None:
+        raise ConfigError("--resume needs --record: the file that gathers old and new answers")
+    if replay:
+        return Replayer.load(_paths(replay))
     # --wall-scale is for slow servers: one request may take as much longer as the whole run
     timeout = DEFAULT_TIMEOUT * settings.wall_scale
     provider = OpenAIProvider(settings.base_url, settings.api_key, timeout=timeout)
     if record is not None:
         host = endpoint_host(settings.base_url)
+        earlier = Replayer.load(list(resume)) if resume else None
+        _resumable(settings, earlier)
         return Recorder(
-            provider, record, settings.model, host, settings.tool_mode, settings.wall_scale
+            provider, record, settings.model, host, settings.tool_mode, settings.wall_scale, earlier
         )
     return LiveSource(provider, endpoint_host(settings.base_url))
 
 
 def replay_settings(
-    settings: Settings, *, record: Path | None, replay: Path | None, model_flag: str | None
+    settings: Settings, *, record: Path | None, replay: Replays, model_flag: str | None
 ) -> Settings:
     """Replay with the recording's model and tool mode unless told otherwise (both shape keys).
 
@@ -39,9 +54,9 @@ def replay_settings(
     in another mode would ask questions the recording never saw.
     """
     _one_of(record, replay)
-    if replay is None:
+    if not replay:
         return settings
-    header = read_header(replay)
+    header = read_header(_paths(replay)[0])
     if model_flag is None:
         settings = replace(settings, model=header.get("model"))
     if settings.tool_mode is None and header.get("tool_mode") in ("native", "json", "auto"):
@@ -54,6 +69,21 @@ def endpoint_host(base_url: str) -> str:
     return urlsplit(base_url).hostname or ""
 
 
-def _one_of(record: Path | None, replay: Path | None) -> None:
-    if record is not None and replay is not None:
+def _paths(replay: Replays) -> list[Path]:
+    if replay is None:
+        return []
+    return [Path(replay)] if isinstance(replay, str | Path) else [Path(p) for p in replay]
+
+
+def _resumable(settings: Settings, earlier: Replayer | None) -> None:
+    """A resumed recording reuses answers of the same model only."""
+    if earlier is not None and earlier.model != settings.model:
+        raise ConfigError(
+            f"{earlier.path}: recorded model {earlier.model!r}, not {settings.model!r}: "
+            "resume a recording of the model asked now"
+        )
+
+
+def _one_of(record: Path | None, replay: Replays) -> None:
+    if record is not None and replay:
         raise ConfigError("--record and --replay exclude each other: pick one")

@@ -20,9 +20,10 @@ import json
 import os
 import re
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -120,6 +121,10 @@ class ExchangeSource(ABC):
     def close(self) -> None:  # noqa: B027 - sources holding nothing need no cleanup
         """Release what the source holds."""
 
+    def answered_from(self) -> str | None:
+        """Name the recordings any answer came from (None: every answer is the model's)."""
+        return None
+
     def __enter__(self) -> Self:
         return self
 
@@ -159,8 +164,11 @@ class Recorder(ExchangeSource):
         host: str,
         tool_mode: str | None = None,
         wall_scale: float = 1.0,
+        resume: Replayer | None = None,
     ) -> None:
         self._inner, self.path, self.model, self.host = inner, Path(path), model, host
+        self._resume = resume  # earlier recordings: their answers are reused, not asked again
+        self.resumed = 0
         self._lock = threading.Lock()
         header = {
             "tiny_recording": RECORDING_FORMAT,
@@ -171,6 +179,8 @@ class Recorder(ExchangeSource):
             "tool_mode": tool_mode,  # None: each card's own (default auto)
             "wall_scale": wall_scale,
         }
+        if resume is not None:  # which answers came from where: the files, by name only
+            header["resumed_from"] = [p.name for p in resume.paths]
         # written beside the target and renamed into place when the command ends with at
         # least one exchange: a run that fails early never truncates an older recording
         self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
@@ -220,6 +230,13 @@ class Recorder(ExchangeSource):
             "key": request_key(canonical),
             "request": json.loads(canonical),
         }
+        earlier = self._resume.reuse(label, request) if self._resume is not None else None
+        if earlier is not None:
+            self._write({**entry, "completion": earlier, "resumed": True})
+            with self._lock:
+                self.resumed += 1
+            return completion_from_json(_unmasked(earlier, label.volatile))
+        started = time.monotonic()
         try:
             completion = self._inner.complete(**request, timeout=timeout)
         except ProviderError as exc:
@@ -228,10 +245,15 @@ class Recorder(ExchangeSource):
                 {**entry, "error": {"kind": kind, "message": label.volatile.mask(str(exc))}}
             )
             raise
-        self._write(
-            {**entry, "completion": _masked(completion_to_json(completion), label.volatile)}
-        )
+        answer = _masked(completion_to_json(completion), label.volatile)
+        self._write({**entry, "completion": answer, "wall_s": _since(started)})
         return completion
+
+    def answered_from(self) -> str | None:
+        """The resumed recordings, when they answered anything: those answers took no time."""
+        if self._resume is None or not self.resumed:
+            return None
+        return f"{self._resume.answered_from()}, resumed (the rest live)"
 
     def _write(self, entry: dict[str, Any]) -> None:
         line = json.dumps(entry, ensure_ascii=False, sort_keys=True)
@@ -246,6 +268,7 @@ class Replayer(ExchangeSource):
 
     def __init__(self, path: Path, header: dict[str, Any], entries: Iterable[dict[str, Any]]):
         self.path, self.model, self.host = path, header.get("model"), header.get("base_url") or ""
+        self.paths: tuple[Path, ...] = (path,)
         self._answers: dict[tuple[str, str], deque[dict[str, Any]]] = {}
         self._per_run: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -254,12 +277,38 @@ class Replayer(ExchangeSource):
             self._per_run[entry["run"]] = self._per_run.get(entry["run"], 0) + 1
 
     @classmethod
-    def load(cls, path: Path) -> Replayer:
-        """Read a recording; raise ConfigError naming the file and line if it is not one."""
-        lines = list(_read_lines(Path(path)))
-        header = _header(Path(path), lines[0] if lines else None)
-        entries = [_entry(Path(path), n, line) for n, line in lines[1:]]
-        return cls(Path(path), header, entries)
+    def load(cls, path: Path | Sequence[Path]) -> Replayer:
+        """Read one recording or several of one model; raise ConfigError naming a bad file."""
+        paths = [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
+        if not paths:
+            raise ConfigError("no recording to replay")
+        headers, entries = [], []
+        for one in paths:
+            lines = list(_read_lines(one))
+            headers.append(_header(one, lines[0] if lines else None))
+            entries += [_entry(one, n, line) for n, line in lines[1:]]
+        _same_endpoint(paths, headers)
+        replayer = cls(paths[0], headers[0], entries)
+        replayer.paths = tuple(paths)
+        return replayer
+
+    def answered_from(self) -> str | None:
+        """The recordings this replay answers from."""
+        return ", ".join(str(p) for p in self.paths)
+
+    def reuse(self, label: _RunLabel, request: dict[str, Any]) -> dict[str, Any] | None:
+        """Pop this run's recorded answer to `request` for a resumed recording, masked.
+
+        A recorded error is skipped: a request that failed or timed out is asked again.
+        """
+        key = request_key(canonical_request(**request, volatile=label.volatile))
+        with self._lock:
+            queue = self._answers.get((label.run, key))
+            while queue:
+                entry = queue.popleft()
+                if "completion" in entry:
+                    return dict(entry["completion"])
+        return None
 
     def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return a provider that answers `run`'s requests from the recording."""
@@ -387,6 +436,20 @@ def _request(
     }
     optional = {"response_format": response_format, "tool_choice": tool_choice}
     return {**request, **{k: v for k, v in optional.items() if v is not None}}
+
+
+def _since(started: float) -> float:
+    """Seconds since `started`, kept in a recording so a resumed run can say what it cost."""
+    return round(time.monotonic() - started, 3)
+
+
+def _same_endpoint(paths: Sequence[Path], headers: Sequence[dict[str, Any]]) -> None:
+    """Recordings replayed together must come from one model in one tool mode."""
+    for key in ("model", "tool_mode"):
+        values = {h.get(key) for h in headers}
+        if len(values) > 1:
+            shown = ", ".join(f"{p}: {h.get(key)!r}" for p, h in zip(paths, headers, strict=True))
+            raise ConfigError(f"recordings of different {key.replace('_', ' ')}s: {shown}")
 
 
 def _masked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:

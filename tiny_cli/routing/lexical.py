@@ -11,12 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
+from tiny_cli.errors import ConfigError
 from tiny_cli.text import tokenize
 
 __all__ = ["BM25_K1", "Lexical", "capabilities"]
 
 BM25_K1 = 1.2
 LEXICAL_FILE = "lexical.json"
+WORDS_FILE = "lexical_words.json"  # read only when a route is explained
 
 
 def capabilities(summary: str) -> list[str]:
@@ -65,7 +67,8 @@ class Lexical:
         import bm25s  # here: only routing needs it, and it costs ~0.1 s to import
 
         tokens = [tokenize(d) for d in documents]
-        self._words = [frozenset(words) for words in tokens]
+        self._words: list[frozenset[str]] | None = [frozenset(words) for words in tokens]
+        self._words_file: Path | None = None
         self._df = Counter(word for words in tokens for word in set(words))
         self._n = len(documents)
         self._index = bm25s.BM25(k1=BM25_K1)
@@ -86,8 +89,10 @@ class Lexical:
 
     def save(self, folder: Path) -> None:
         """Write the index into `folder` (tiny_cli.routing.state): JSON and bm25s's own files."""
-        words = {"n": self._n, "words": [sorted(w) for w in self._words], "df": self._df}
-        (folder / LEXICAL_FILE).write_text(json.dumps(words, ensure_ascii=False), "utf-8")
+        words = [sorted(w) for w in self._card_words()]
+        (folder / WORDS_FILE).write_text(json.dumps(words, ensure_ascii=False), "utf-8")
+        counts = {"n": self._n, "df": self._df}
+        (folder / LEXICAL_FILE).write_text(json.dumps(counts, ensure_ascii=False), "utf-8")
         if self._df:
             self._index.save(str(folder / "bm25"), show_progress=False)
 
@@ -98,8 +103,9 @@ class Lexical:
 
         data = json.loads((folder / LEXICAL_FILE).read_text("utf-8"))
         lexical = cls.__new__(cls)
+        lexical._words = None
         lexical._n = int(data["n"])
-        lexical._words = [frozenset(w) for w in data["words"]]
+        lexical._words_file = folder / WORDS_FILE  # each card's words: read for an explanation
         lexical._df = Counter(data["df"])
         lexical._index = (
             bm25s.BM25.load(str(folder / "bm25"), show_progress=False)
@@ -110,7 +116,21 @@ class Lexical:
 
     def matched(self, text: str, card: int) -> tuple[str, ...]:
         """Return the task's (stemmed) words that also occur in card `card`'s texts."""
-        return tuple(w for w in dict.fromkeys(tokenize(text)) if w in self._words[card])
+        words = self._card_words()[card]
+        return tuple(w for w in dict.fromkeys(tokenize(text)) if w in words)
+
+    def _card_words(self) -> list[frozenset[str]]:
+        if self._words is None:
+            assert self._words_file is not None  # a loaded index names its words file
+            try:
+                rows = json.loads(self._words_file.read_text("utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ConfigError(
+                    f"{self._words_file}: the saved router state went away while in use "
+                    f"({exc}); run again"
+                ) from exc
+            self._words = [frozenset(w) for w in rows]
+        return self._words
 
     def _idf(self, word: str) -> float:
         # Lucene's idf, as bm25s uses it: a word in no card gets the largest value

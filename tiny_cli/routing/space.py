@@ -8,7 +8,8 @@ space, as the rival every card must beat. The whitening is explained in `_whiten
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -94,7 +95,7 @@ class CardSpace:
 
     def knn_scores(self, projected: np.ndarray) -> np.ndarray:
         """Return (tasks, cards): the mean of each card's `knn` best example cosines."""
-        out = np.full((len(projected), len(self.texts)), -np.inf, dtype=np.float32)
+        out = np.full((len(projected), len(self._starts)), -np.inf, dtype=np.float32)
         if not self._index.size:
             return out
         k = min(self.knn, self._index.shape[1])
@@ -246,23 +247,45 @@ SPACE_ARRAYS = ("_centre", "labels", "_whiten", "text_vectors", "_vectors", "_st
 
 
 def space_parts(space: CardSpace) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Return a space's arrays and its plain-JSON rest (texts, owners, knn)."""
+    """Return a space's arrays and its plain-JSON rest (texts, owners)."""
     arrays = {name: getattr(space, name) for name in SPACE_ARRAYS}
     meta = {
         "texts": [list(map(list, rows)) for rows in space.texts],
         "owners": [[o.card, o.source, o.text] for o in space._owners],
-        "knn": space.knn,
     }
     return arrays, meta
 
 
-def space_from_parts(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> CardSpace:
-    """Rebuild a CardSpace from `space_parts` without embedding or decomposing anything."""
-    space = CardSpace.__new__(CardSpace)
-    space.texts = [[(kind, text) for kind, text in rows] for rows in meta["texts"]]
-    space.knn = int(meta["knn"])
-    space.flat = [(i, kind, text) for i, rows in enumerate(space.texts) for kind, text in rows]
-    space._owners = [_Vector(int(c), s, t) for c, s, t in meta["owners"]]
+def space_from_parts(
+    arrays: Mapping[str, np.ndarray], knn: int, texts: Callable[[], Mapping[str, Any]]
+) -> CardSpace:
+    """Rebuild a CardSpace from `space_parts` without embedding or decomposing anything.
+
+    `texts()` gives the plain-JSON part (texts, owners); it is called only when a text is
+    needed (a route's explanation, an overlap): scoring needs the arrays alone, and at
+    10,000 cards reading the texts costs more than the rest of a route.
+    """
+    space = _LoadedSpace.__new__(_LoadedSpace)
+    space.knn = int(knn)
+    space._read_texts = texts
     for name in SPACE_ARRAYS:
         setattr(space, name, np.asarray(arrays[name]))
     return space
+
+
+class _LoadedSpace(CardSpace):
+    """A saved CardSpace whose texts are read on first use."""
+
+    _read_texts: Callable[[], Mapping[str, Any]]
+
+    @functools.cached_property
+    def texts(self) -> list[list[tuple[str, str]]]:  # type: ignore[override]
+        return [[(kind, text) for kind, text in rows] for rows in self._read_texts()["texts"]]
+
+    @functools.cached_property
+    def flat(self) -> list[tuple[int, str, str]]:  # type: ignore[override]
+        return [(i, kind, text) for i, rows in enumerate(self.texts) for kind, text in rows]
+
+    @functools.cached_property
+    def _owners(self) -> list[_Vector]:  # type: ignore[override]
+        return [_Vector(int(c), s, t) for c, s, t in self._read_texts()["owners"]]

@@ -10,26 +10,30 @@ own format); at most KEEP_STATES are kept. A state that cannot be read is rebuil
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from tiny_cli.cards.load import Card
+from tiny_cli.errors import ConfigError
 from tiny_cli.routing.lexical import Lexical
 from tiny_cli.routing.space import CardSpace, space_from_parts, space_parts
 
 __all__ = ["KEEP_STATES", "STATE_VERSION", "Saved", "load_state", "save_state", "state_key"]
 
-STATE_VERSION = 1  # bump when what a router computes changes: old states are then ignored
+STATE_VERSION = 2  # bump when what a router computes changes: old states are then ignored
 KEEP_STATES = 4  # card sets whose state is kept (a bench, a project, its tests)
 STATE_DIR = "router"
+TEXTS_FILE = "texts.json"  # read only when a text is shown
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ def load_state(cache_dir: Path | None, key: str) -> Saved | None:
         arrays = {
             name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in meta["arrays"]
         }
-        space = space_from_parts(arrays, meta["space"])
+        space = space_from_parts(arrays, meta["knn"], _reader(folder / TEXTS_FILE))
         saved = Saved(space, Lexical.load(folder), arrays["out_of_scope"], tuple(meta["scales"]))
     except (OSError, ValueError, KeyError, TypeError):  # missing, partial or from elsewhere
         return None
@@ -88,13 +92,29 @@ def save_state(cache_dir: Path | None, key: str, saved: Saved) -> None:
         for name, array in arrays.items():
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
         saved.lexical.save(tmp)
-        meta = {"arrays": sorted(arrays), "space": space, "scales": list(saved.scales)}
+        (tmp / TEXTS_FILE).write_text(json.dumps(space, ensure_ascii=False), "utf-8")
+        meta = {"arrays": sorted(arrays), "knn": saved.space.knn, "scales": list(saved.scales)}
         (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), "utf-8")
         os.replace(tmp, root / key)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)  # a cache: failing to write it is not an error
         return
     _prune(root)
+
+
+def _reader(path: Path) -> Callable[[], dict[str, Any]]:
+    """Read the texts when first asked (the state was just marked most recent: kept)."""
+
+    def read() -> dict[str, Any]:
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"{path}: the saved router state went away while in use ({exc}); run again"
+            ) from exc
+        return data if isinstance(data, dict) else {}
+
+    return functools.cache(read)
 
 
 def _prune(root: Path) -> None:
