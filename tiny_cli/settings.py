@@ -1,4 +1,8 @@
-"""Settings: where cards, data and the model live. Precedence: CLI flag > env > card > default."""
+"""Settings: where cards, data and the model live.
+
+Precedence, highest first: CLI flag > environment variable > project file (tiny.toml or
+pyproject.toml's [tool.tiny], tiny_cli.project) > card > default.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,12 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from tiny_cli.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tiny_cli.project import Project
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
 DEFAULT_MODEL = "qwen2.5:7b-instruct"
@@ -47,6 +54,7 @@ class Settings:
     # --ask-route / --no-ask-route > TINY_ASK_ROUTE=1: after a human `delegate` at a terminal,
     # ask whether the card was right and record the answer as a correction; off by default
     ask_route: bool = False
+    project_file: Path | None = None  # the project file these settings read, if any
 
     def with_flags(self, **flags: Any) -> Settings:
         """Return a copy where every flag that was given (not None) wins.
@@ -69,29 +77,66 @@ class Settings:
 
 
 def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
-    """Resolve settings from the environment and defaults (flags are applied by the caller)."""
+    """Resolve settings from the environment, the project file and defaults (flags: caller)."""
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else cwd
-    threshold = env.get("TINY_THRESHOLD")
+    project = _project(env, cwd)
+    p = dict(project.values) if project is not None else {}
+    where = project.root if project is not None else cwd
+    name = str(project.path) if project is not None else ""
     return Settings(
         home=Path(env.get("TINY_HOME") or _user_data_dir()),
-        cards_dir=_first(env.get("TINY_CARDS"), cwd / DEFAULT_CARDS_DIR, _seed("cards")),
-        docs_dir=_first(env.get("TINY_DOCS"), cwd / DEFAULT_DOCS_DIR, _seed("handbook")),
-        tools_spec=env.get("TINY_TOOLS") or None,
-        base_url=env.get("TINY_BASE_URL") or DEFAULT_BASE_URL,
-        model=env.get("TINY_MODEL") or None,
-        api_key=env.get("TINY_API_KEY") or env.get("OPENAI_API_KEY") or None,
-        embedder=env.get("TINY_EMBEDDER") or DEFAULT_EMBEDDER,
-        threshold=_number("TINY_THRESHOLD", threshold),
-        allow_hosts=_host_list(env.get("TINY_ALLOW_HOSTS") or ""),
-        tool_mode=_tool_mode("TINY_TOOL_MODE", env.get("TINY_TOOL_MODE") or None),
-        wall_scale=_scale(
-            "TINY_WALL_SCALE", _number("TINY_WALL_SCALE", env.get("TINY_WALL_SCALE"))
+        cards_dir=_first(
+            _env_or(env, "TINY_CARDS", p, "cards"), where / DEFAULT_CARDS_DIR, _seed("cards")
         ),
-        log_runs=not _on(env.get("TINY_NO_LOG")),
-        mcp_file=env.get("TINY_MCP") or None,
-        ask_route=_on(env.get("TINY_ASK_ROUTE")),
+        docs_dir=_first(
+            _env_or(env, "TINY_DOCS", p, "docs"), where / DEFAULT_DOCS_DIR, _seed("handbook")
+        ),
+        tools_spec=_env_or(env, "TINY_TOOLS", p, "tools"),
+        base_url=_env_or(env, "TINY_BASE_URL", p, "base_url") or DEFAULT_BASE_URL,
+        model=_env_or(env, "TINY_MODEL", p, "model"),
+        api_key=env.get("TINY_API_KEY") or env.get("OPENAI_API_KEY") or None,
+        embedder=_env_or(env, "TINY_EMBEDDER", p, "embedder") or DEFAULT_EMBEDDER,
+        threshold=_number("TINY_THRESHOLD", env.get("TINY_THRESHOLD"), p.get("threshold")),
+        allow_hosts=_host_list(env.get("TINY_ALLOW_HOSTS") or p.get("allow_hosts") or ""),
+        tool_mode=_tool_mode(
+            "TINY_TOOL_MODE" if env.get("TINY_TOOL_MODE") else f"{name}: tool_mode",
+            _env_or(env, "TINY_TOOL_MODE", p, "tool_mode"),
+        ),
+        wall_scale=_scale(
+            "TINY_WALL_SCALE" if env.get("TINY_WALL_SCALE") else f"{name}: wall_scale",
+            _number("TINY_WALL_SCALE", env.get("TINY_WALL_SCALE"), p.get("wall_scale")),
+        ),
+        log_runs=not _switch(env, "TINY_NO_LOG", not p.get("log_runs", True)),
+        mcp_file=_env_or(env, "TINY_MCP", p, "mcp"),
+        ask_route=_switch(env, "TINY_ASK_ROUTE", p.get("ask_route", False)),
+        project_file=project.path if project is not None else None,
     )
+
+
+def _project(env: Mapping[str, str], cwd: Path) -> Project | None:
+    """TINY_PROJECT names the project file (`none`: use none); else the nearest one above cwd."""
+    from tiny_cli.project import find_project, read_project
+
+    chosen = env.get("TINY_PROJECT")
+    if chosen and chosen.lower() == "none":
+        return None
+    if chosen:
+        if not Path(chosen).is_file():
+            raise ConfigError(f"TINY_PROJECT={chosen!r}: no such file")
+        return read_project(Path(chosen))
+    return find_project(cwd)
+
+
+def _switch(env: Mapping[str, str], var: str, project: bool) -> bool:
+    """A switch: the variable decides when it is set (1/true/yes/on, else off), else the file."""
+    value = env.get(var)
+    return _on(value) if value else bool(project)
+
+
+def _env_or(env: Mapping[str, str], var: str, project: Mapping[str, Any], key: str) -> str | None:
+    """The variable if set (non-empty), else the project file's value, else None."""
+    return env.get(var) or project.get(key) or None
 
 
 def model_for(settings: Settings, card_model: str | None) -> str:
@@ -104,9 +149,9 @@ def _on(value: str | None) -> bool:
     return (value or "").strip().lower() in NO_LOG_VALUES
 
 
-def _number(name: str, value: str | None) -> float | None:
+def _number(name: str, value: str | None, fallback: float | None = None) -> float | None:
     if not value:
-        return None
+        return None if fallback is None else float(fallback)
     try:
         return float(value)
     except ValueError:

@@ -27,6 +27,8 @@ from tiny_cli.errors import CardError
 from tiny_cli.settings import ToolMode
 from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig, qualified, remember
 
+# where tools come from, said with every unknown tool: the one thing a new user must find
+TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS)'
 DEFAULT_MAX_TOOL_CALLS = 8
 DEFAULT_MAX_OUTPUT_TOKENS = 512
 DEFAULT_MAX_WALL_SECONDS = 60.0
@@ -341,7 +343,10 @@ def _semantic_problems(
         elif isinstance(tool, str) and tool not in known_tools:
             hint = difflib.get_close_matches(tool, list(known_tools), n=1)
             tip = f" (did you mean {hint[0]!r}?)" if hint else ""
-            msg = f"unknown tool {tool!r}{tip}; known tools: {', '.join(sorted(known_tools))}"
+            msg = (
+                f"unknown tool {tool!r}{tip}; known tools: {', '.join(sorted(known_tools))}. "
+                f"A @tool of your own? name its module once: {TOOLS_HINT}"
+            )
             problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
         elif isinstance(tool, str) and known_tools.get(tool) and _declared(data) != "write":
             msg = f"tool {tool!r} writes, so the card needs 'side_effects: write'"

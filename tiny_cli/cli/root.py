@@ -10,6 +10,7 @@ from tiny_cli._version import __version__
 from tiny_cli.cli.bench import bench
 from tiny_cli.cli.learn import learn
 from tiny_cli.cli.process import TinyGroup
+from tiny_cli.cli.project import cards_app, init
 from tiny_cli.cli.route import route, validate
 from tiny_cli.cli.run import delegate, invoke
 from tiny_cli.cli.runs import artifacts_app, runs_app
@@ -42,7 +43,8 @@ def _root(
     """Run tiny agents defined by YAML cards, route tasks to them, and bench them."""
 
 
-for command in (validate, route, learn, invoke, delegate, serve, bench):
+for command in (init, validate, route, learn, invoke, delegate, serve, bench):
     app.command()(command)
+app.add_typer(cards_app, name="cards")
 app.add_typer(runs_app, name="runs")
 app.add_typer(artifacts_app, name="artifacts")

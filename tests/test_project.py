@@ -1,0 +1,163 @@
+"""The project file (tiny.toml, [tool.tiny]), its precedence, `tiny init` and `tiny cards`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tiny_cli.errors import ConfigError
+from tiny_cli.settings import DEFAULT_MODEL, load_settings, model_for
+from tiny_cli.testing import ScriptedServer, reply, tool_call
+
+# what a user's shell has when they set nothing: every TINY_ variable empty
+UNSET = dict.fromkeys(
+    ["TINY_CARDS", "TINY_DOCS", "TINY_TOOLS", "TINY_BASE_URL", "TINY_MODEL", "TINY_TOOL_MODE",
+     "TINY_EMBEDDER", "TINY_WALL_SCALE", "TINY_MCP", "TINY_THRESHOLD"],
+    "",
+)  # fmt: skip
+
+
+def _project(folder: Path, text: str, name: str = "tiny.toml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text, "utf-8")
+    return folder / name
+
+
+def _settings(cwd: Path, **env: str):
+    return load_settings(env={"TINY_HOME": str(cwd / "home"), **env}, cwd=cwd)
+
+
+def test_precedence_is_flag_then_env_then_project_then_card_then_default(tmp_path) -> None:
+    _project(tmp_path, 'model = "from-project"\ntool_mode = "json"\nwall_scale = 2\n')
+    project = _settings(tmp_path)
+    assert (project.model, project.tool_mode, project.wall_scale) == ("from-project", "json", 2)
+    assert model_for(project, "from-card") == "from-project"  # the project file beats the card
+    env = _settings(tmp_path, TINY_MODEL="from-env", TINY_TOOL_MODE="native")
+    assert (env.model, env.tool_mode) == ("from-env", "native")
+    flag = env.with_flags(model="from-flag", tool_mode="auto")
+    assert (flag.model, flag.tool_mode) == ("from-flag", "auto")
+    bare = _settings(tmp_path, TINY_PROJECT="none")
+    assert model_for(bare, "from-card") == "from-card"
+    assert model_for(bare, None) == DEFAULT_MODEL
+    assert bare.project_file is None and project.project_file == tmp_path / "tiny.toml"
+
+
+def test_the_nearest_project_file_above_the_working_directory_wins(tmp_path) -> None:
+    _project(tmp_path, '[tool.tiny]\ncards = "agents"\n', "pyproject.toml")
+    deep = tmp_path / "src" / "pkg"
+    deep.mkdir(parents=True)
+    _project(tmp_path / "src", '[project]\nname = "x"\n', "pyproject.toml")  # no [tool.tiny]
+    assert _settings(deep).cards_dir == tmp_path / "agents"  # relative to the file, not cwd
+    _project(tmp_path, 'cards = "cards-here"\n')  # tiny.toml before pyproject.toml
+    assert _settings(deep).cards_dir == tmp_path / "cards-here"
+    assert _settings(deep, TINY_CARDS="elsewhere").cards_dir == Path("elsewhere")
+
+
+def test_switches_from_the_file_give_way_to_the_environment(tmp_path) -> None:
+    _project(tmp_path, 'log_runs = false\nask_route = true\nallow_hosts = ["127.0.0.1:8000"]\n')
+    s = _settings(tmp_path)
+    assert (s.log_runs, s.ask_route, s.allow_hosts) == (False, True, ("127.0.0.1:8000",))
+    s = _settings(tmp_path, TINY_NO_LOG="0", TINY_ASK_ROUTE="0", TINY_ALLOW_HOSTS="a.test")
+    assert (s.log_runs, s.ask_route, s.allow_hosts) == (True, False, ("a.test",))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('api_key = "sk-abc"\n', "api_key: a project file never holds a secret"),
+        ('github_token = "x"\n', "github_token: a project file never holds a secret"),
+        ('base_url = "https://u:pw@host/v1"\n', "base_url: credentials in the URL"),
+        ('modle = "x"\n', "modle: unknown setting (did you mean 'model'?)"),
+        ("wall_scale = true\n", "wall_scale: expected a number, got True"),
+        ('tool_mode = "fast"\n', "tool_mode='fast': use one of native, json, auto"),
+        ("cards = [\n", "not valid TOML"),
+        ("allow_hosts = [1]\n", "allow_hosts: expected a list of host[:port] strings"),
+    ],
+)
+def test_a_bad_project_file_is_one_error_naming_file_and_key(tmp_path, text, message) -> None:
+    path = _project(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        _settings(tmp_path)
+    assert str(err.value).startswith(str(path)) and message in str(err.value)
+    assert "sk-abc" not in str(err.value) and "pw@" not in str(err.value)
+
+
+def test_tiny_project_names_the_file_or_turns_it_off(tmp_path) -> None:
+    chosen = _project(tmp_path / "conf", 'model = "chosen"\n', "mine.toml")
+    _project(tmp_path, 'model = "nearest"\n')
+    assert _settings(tmp_path, TINY_PROJECT=str(chosen)).model == "chosen"
+    assert _settings(tmp_path, TINY_PROJECT="none").model is None
+    with pytest.raises(ConfigError, match=r"TINY_PROJECT='nope\.toml': no such file"):
+        _settings(tmp_path, TINY_PROJECT="nope.toml")
+
+
+def test_init_then_validate_route_and_invoke_with_no_flags(tiny, tmp_path, monkeypatch) -> None:
+    """A new user's first minutes: tiny init, edit the card, then every command bare."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    monkeypatch.chdir(project)  # where the user works: the project file is found from here
+    result = tiny("init", env=UNSET)
+    assert result.exit_code == 0, result.output
+    assert "written  tiny.toml" in result.output
+    card = project / "cards" / "word-counter.yaml"
+    card.write_text(card.read_text().replace("Counts the words", "Counts all the words"))
+    assert tiny("validate", env=UNSET).exit_code == 0
+    routed = tiny("route", "how many words are in my essay", "--json", env=UNSET)
+    assert json.loads(routed.stdout)["agent_id"] == "word-counter"
+    with ScriptedServer() as server:
+        toml = project / "tiny.toml"
+        toml.write_text(toml.read_text() + f'base_url = "{server.url}"\n')
+        server.add(
+            tool_call("count_words", {"text": "one two three"}),
+            reply('{"status": "ok", "summary": "3 words", "answer": "3"}'),
+        )
+        ran = tiny("invoke", "word-counter", "count: one two three", "--json", env=UNSET)
+    assert ran.exit_code == 0, ran.output
+    digest = json.loads(ran.stdout)
+    assert digest["status"] == "ok" and digest["fields"]["answer"] == "3"
+    first, second = server.requests
+    assert [t["function"]["name"] for t in first["tools"]] == ["count_words"]
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": second["messages"][-2]["tool_calls"][0]["id"],
+        "content": "3",
+    }  # the user's own tool ran, from the module tiny.toml names
+
+
+def test_init_keeps_what_is_there_and_never_writes_over_a_project_file(tiny, tmp_path) -> None:
+    (tmp_path / "my_tools.py").write_text("# mine\n")
+    result = tiny("init", str(tmp_path), "--json", env=UNSET)
+    files = {f["path"]: f["status"] for f in json.loads(result.stdout)["files"]}
+    assert files == {"tiny.toml": "written", "cards/word-counter.yaml": "written",
+                     "my_tools.py": "kept"}  # fmt: skip
+    assert (tmp_path / "my_tools.py").read_text() == "# mine\n"
+    again = tiny("init", str(tmp_path), env=UNSET)
+    assert again.exit_code == 2 and "tiny.toml: already exists" in again.output
+    assert "Traceback" not in again.output
+
+
+def test_an_unknown_tool_says_where_tools_come_from(tiny, tmp_path) -> None:
+    folder = tmp_path / "cards"
+    folder.mkdir()
+    (folder / "w.yaml").write_text(
+        "id: weather\nsummary: Says the weather.\ntools: [get_weather]\n"
+        "returns_required: [answer]\nside_effects: none\n"
+    )
+    result = tiny("validate", env={"TINY_CARDS": str(folder)})
+    assert result.exit_code == 1
+    assert "unknown tool 'get_weather'" in result.output
+    assert 'tools = "my_tools.py" in tiny.toml' in " ".join(result.output.split())
+
+
+def test_cards_list_and_show_say_what_the_model_gets(tiny) -> None:
+    listed = json.loads(tiny("cards", "list", "--json").stdout)
+    assert [c["id"] for c in listed] == ["crm-writer", "docs-finder", "web-reader"]
+    shown = json.loads(tiny("cards", "show", "docs-finder", "--json").stdout)
+    assert shown["system_prompt"].startswith("You are docs-finder, a tiny agent with one job:")
+    assert [s["function"]["name"] for s in shown["tool_schemas"]] == ["docs_search"]
+    human = tiny("cards", "show", "docs-finder")
+    assert "system prompt:" in human.output and "Tools you can call: docs_search." in human.output
+    missing = tiny("cards", "show", "nope")
+    assert missing.exit_code == 2 and "no card 'nope'" in missing.output

