@@ -85,10 +85,12 @@ def test_github_format_prints_annotations(tiny) -> None:
     )
 
 
-def test_missing_path_is_a_problem_not_a_crash(tiny, tmp_path: Path) -> None:
+def test_missing_path_is_a_usage_error_not_a_crash(tiny, tmp_path: Path) -> None:
     result = tiny("validate", str(tmp_path / "nope.yaml"))
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # README's exit codes: a missing file is a usage error
     assert "nope.yaml: path: no such file or directory" in result.stdout
+    (tmp_path / "bad.yaml").write_text("id: [\n")
+    assert tiny("validate", str(tmp_path / "bad.yaml")).exit_code == 1  # a card's problem
 
 
 def test_loaded_card_has_defaults_and_budget(tmp_path: Path) -> None:

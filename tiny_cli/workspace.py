@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tiny_cli.cards.load import Card, Problem, check_cards, load_cards
 from tiny_cli.errors import ConfigError, EmbedderError
@@ -90,6 +90,32 @@ class Validation:
     cards: list[Card]
     problems: list[Problem]
     warnings: list[Problem]
+
+    @property
+    def missing_path(self) -> bool:
+        """Whether a path given to check does not exist: a usage error, not a card's problem."""
+        return any(p.field == "path" for p in self.problems)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the result as one JSON document (`tiny validate --json`)."""
+        return {
+            "ok": not self.problems,
+            "cards": [
+                {
+                    "id": c.id,
+                    "file": str(c.path) if c.path else None,
+                    "tools": list(c.tools),
+                    "side_effects": c.side_effects,
+                }
+                for c in self.cards
+            ],
+            "problems": [_problem_json(p) for p in self.problems],
+            "warnings": [_problem_json(p) for p in self.warnings],
+        }
+
+
+def _problem_json(p: Problem) -> dict[str, Any]:
+    return {"file": p.file, "line": p.line, "field": p.field, "message": p.message}
 
 
 def validate(

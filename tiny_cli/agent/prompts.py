@@ -14,11 +14,13 @@ from tiny_cli.digest import CHARS_PER_TOKEN, Brief
 def system_prompt(
     card: Card, required: Sequence[str], max_output_tokens: int, tools_text: str | None = None
 ) -> str:
-    """Write the card's system prompt: identity, job, refusals, tools, output contract, brevity.
+    """Write the card's system prompt: identity, job, instructions, refusals, tools, contract.
 
     `tools_text` (json tool mode) describes the tools and how to call them in the reply itself.
     """
     lines = [f"You are {card.id}, a tiny agent with one job: {card.summary}"]
+    if card.instructions:  # a Markdown card's body (a Claude Code subagent's system prompt)
+        lines += ["", "Instructions:", card.instructions]
     if card.does_not:
         lines += ["", "You do not:", *(f"- {d}" for d in card.does_not)]
     tools = ", ".join(card.tools) if card.tools else "none"

@@ -3,7 +3,7 @@
 Regenerate: python -m tiny_cli.cards.schema_check
 """
 
-# schema sha256: e4dcb92e52fba929c6d17ddc0f96725e4607290a495f79bcd875eed156366adc
+# schema sha256: 8597500f25fc86d4c55b1cedb27bf04d51daa6688be00a4234db5af508f56856
 VERSION = "2.22.3"
 from decimal import Decimal
 import re
@@ -98,6 +98,15 @@ def validate_https___tiny_cli_invalid_card_schema_json(data, custom_formats={}, 
                         data__doesnot_item_len = len(data__doesnot_item)
                         if data__doesnot_item_len < 3:
                             raise JsonSchemaValueException("" + (name_prefix or "data") + ".does_not[{data__doesnot_x}]".format(**locals()) + " must be longer than or equal to 3 characters")
+        if "instructions" in data_keys:
+            data_keys.remove("instructions")
+            data__instructions = data["instructions"]
+            if not isinstance(data__instructions, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".instructions must be string")
+            if isinstance(data__instructions, str):
+                data__instructions_len = len(data__instructions)
+                if data__instructions_len > 32000:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".instructions must be shorter than or equal to 32000 characters")
         if "tools" in data_keys:
             data_keys.remove("tools")
             data__tools = data["tools"]

@@ -1,4 +1,7 @@
-"""Cards: load YAML agent cards, validate them against the shipped schema, report every problem.
+"""Cards: load agent cards, validate them against the shipped schema, report every problem.
+
+A card is a YAML file, or a Markdown file whose YAML frontmatter holds the fields and whose
+text is the agent's instructions (a Claude Code subagent file too: `markdown`).
 
 The schema check is the validator fastjsonschema precompiled (`schema_check`); jsonschema is
 imported only for a card that fails it, to word each problem.
@@ -12,7 +15,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -21,8 +24,10 @@ import yaml
 
 from tiny_cli import yamlsafe
 from tiny_cli._version import __version__
+from tiny_cli.cards import markdown
 from tiny_cli.cards.cache import CardCache
-from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema, yaml_type
+from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema
+from tiny_cli.cards.wording import message, missing, short, yaml_message
 from tiny_cli.errors import CardError
 from tiny_cli.settings import ToolMode
 from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig, qualified, remember
@@ -32,8 +37,9 @@ TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS
 DEFAULT_MAX_TOOL_CALLS = 8
 DEFAULT_MAX_OUTPUT_TOKENS = 512
 DEFAULT_MAX_WALL_SECONDS = 60.0
-FIELD_KEYS = ("returns_required", "returns")  # where a card names its answer's fields
-CARD_SUFFIXES = (".yaml", ".yml")
+CARD_SUFFIXES = (".yaml", ".yml", ".md")
+# a folder's MCP servers, and what the folder is for (its README.md): never read as cards
+NOT_CARDS = {*MCP_FILENAMES, "README.md", "Readme.md", "readme.md"}
 
 SideEffects = Literal["none", "write"]
 First = Literal["any", "tool"]  # `tool`: a tool call must come before the first answer
@@ -71,6 +77,7 @@ class Card:
     returns: Mapping[str, dict[str, Any]] = field(default_factory=dict, hash=False)
     # tools the card declares itself, {name, description, parameters}, with no implementation
     functions: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)
+    instructions: str = ""  # the prompt text after who it is: a Markdown card's body
 
     @property
     def writes(self) -> bool:
@@ -161,7 +168,7 @@ def _checked(
 def _salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
     """Everything a card's check depends on besides its file (tiny_cli.cards.cache)."""
     parts = [__version__, json.dumps(card_schema(), sort_keys=True), sorted(known_tools.items()),
-             sorted(mcp.servers) if mcp is not None else None]  # fmt: skip
+             sorted(mcp.servers) if mcp is not None else None, markdown.CLAUDE_TOOLS]  # fmt: skip
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
@@ -170,7 +177,8 @@ def card_files(
 ) -> tuple[list[Path], list[Problem]]:
     """Expand directories into their card files, sorted; report paths that do not exist.
 
-    A folder's mcp.yaml (and the `skip` files) is the MCP server list, not a card.
+    A folder's mcp.yaml (and the `skip` files) is the MCP server list, not a card; its
+    README.md says what the folder is for.
     """
     files: list[Path] = []
     problems: list[Problem] = []
@@ -207,7 +215,7 @@ def _folder(folder: Path, skipped: set[Path]) -> list[tuple[Path, str | None]]:
 
 
 def _card_like(name: str, path: Path, skipped: set[Path]) -> bool:
-    if os.path.splitext(name)[1] not in CARD_SUFFIXES or name in MCP_FILENAMES:
+    if os.path.splitext(name)[1] not in CARD_SUFFIXES or name in NOT_CARDS:
         return False
     # resolving is a system call per file: 0.6 s at 10,000 cards, for a set that is mostly empty
     return not skipped or path.resolve() not in skipped
@@ -248,24 +256,34 @@ def _check_file(
     try:
         text = yamlsafe.read_bounded(path)
     except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem(name, None, "file", f"cannot read: {_short(exc)}")], None
+        return None, [Problem(name, None, "file", f"cannot read: {short(exc)}")], None
+    front = markdown.split(text) if path.suffix == ".md" else markdown.Frontmatter(text, "", 0)
+    if not isinstance(front, markdown.Frontmatter):
+        return None, [Problem(name, *front)], None
     try:
-        node, data = yamlsafe.load(text)
+        node, data = yamlsafe.load(front.yaml)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None
-        return None, [Problem(name, line, "yaml", _yaml_message(exc))], None
+        return None, [Problem(name, line, "yaml", yaml_message(exc))], None
     if not isinstance(data, dict) or node is None:
         kind = "empty" if data is None else f"a {type(data).__name__}"
         line = node.start_mark.line + 1 if node is not None else 1
         problem = Problem(name, line, "card", f"must be a mapping of fields, got {kind}")
         return None, [problem], None
-    lines = _line_index(node)
     problems = _duplicate_keys(name, node)
+    fields = markdown.Fields(data, _line_index(node))
+    if path.suffix == ".md":
+        fields = markdown.card_fields(data, fields.lines, front, known_tools)
+        problems += [Problem(name, *issue) for issue in fields.issues]
+    if fields.data is None:
+        return None, problems, None
+    data, lines = fields.data, fields.lines
     problems += _schema_problems(name, data, lines)
     problems += _semantic_problems(name, data, lines, known_tools, mcp)
     if problems:
-        return None, problems, None
+        shown = fields.shown  # a subagent's `name` is the card's id: say `name`
+        return None, [replace(p, field=shown.get(p.field, p.field)) for p in problems], None
     if memo is not None:
         memo.put(path, data, lines.get(("id",)))
     return _build(data, path), [], lines.get(("id",))
@@ -291,23 +309,14 @@ def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pro
         if err.validator == "additionalProperties":
             problems += _unknown_keys(name, err, path, lines)
         elif not _explained(err, problems):
-            problems.append(Problem(name, _line_of(lines, path), _dotted(path), _message(err)))
+            problems.append(Problem(name, _line_of(lines, path), _dotted(path), message(err)))
     return problems
 
 
 def _explained(err: Any, problems: list[Problem]) -> bool:
     """A required field reported missing is already explained by its misspelling."""
-    hints = [f"did you mean {name!r}" for name in _missing(err)]
+    hints = [f"did you mean {name!r}" for name in missing(err)]
     return any(hint in p.message for hint in hints for p in problems)
-
-
-def _missing(err: Any) -> list[str]:
-    """Name the fields a `required` (or an anyOf of `required`s) error finds missing."""
-    if err.validator == "required":
-        return [err.message.split("'")[1]] if "'" in err.message else []
-    if err.validator == "anyOf" and all(set(s) == {"required"} for s in err.validator_value):
-        return [name for s in err.validator_value for name in s["required"]]
-    return []
 
 
 def _unknown_keys(name: str, err: Any, path: tuple, lines: dict[tuple, int]) -> list[Problem]:
@@ -482,10 +491,11 @@ def _build(data: dict, path: Path) -> Card:
         first=data.get("first", "any"),
         returns=returns,
         functions=tuple(data.get("functions", ())),
+        instructions=data.get("instructions", "").strip(),
     )
 
 
-# --- line numbers and messages ------------------------------------------------------------
+# --- line numbers (the wording of problems: tiny_cli.cards.wording) -----------------------
 
 
 def _line_index(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
@@ -528,48 +538,3 @@ def _dotted(path: Iterable) -> str:
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "card"
-
-
-def _message(err: Any) -> str:
-    missing = _missing(err)
-    if missing:
-        return "missing required field " + " or ".join(repr(m) for m in missing)
-    if err.validator == "required":
-        return f"missing required field {err.message!r}"
-    if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] == "id":
-        return f"{err.instance!r} is not a slug (lowercase letters, digits, '-' and '_')"
-    if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] in FIELD_KEYS:
-        return f"{err.instance!r} is not a field name (letters, digits and '_', no digit first)"
-    if err.validator == "type":
-        return f"must be {_article(err.validator_value)}, got {yaml_type(err.instance)}"
-    if err.validator in ("minimum", "exclusiveMinimum", "maximum"):
-        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<="}[err.validator]
-        return f"{err.instance!r} is impossible: must be {op} {err.validator_value}"
-    if err.validator == "enum":
-        options = " or ".join(repr(v) for v in err.validator_value)
-        return f"{err.instance!r} is not allowed; use {options}"
-    return err.message
-
-
-def _article(kind: Any) -> str:
-    if isinstance(kind, list):
-        return " or ".join(_article(k) for k in kind)
-    names = {
-        "array": "a list",
-        "object": "a mapping",
-        "integer": "an integer",
-        "number": "a number",
-        "string": "a string",
-        "boolean": "true or false",
-    }
-    return names.get(kind, str(kind))
-
-
-def _yaml_message(exc: yaml.YAMLError) -> str:
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    context = getattr(exc, "context", None)
-    return f"invalid YAML: {problem}" + (f" ({context})" if context else "")
-
-
-def _short(exc: BaseException) -> str:
-    return getattr(exc, "strerror", None) or str(exc)

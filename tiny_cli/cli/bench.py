@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tiny_cli.cli.common import console, emit, model_settings, run_session, wants_live
+from tiny_cli.cli.common import (
+    console,
+    emit,
+    model_settings,
+    run_session,
+    wants_live,
+    warn_unused,
+)
 from tiny_cli.cli.options import (
     AllowHostOpt,
     BaseUrlOpt,
@@ -36,6 +45,7 @@ from tiny_cli.cli.scale import (
     SeedOpt,
     SizesOpt,
     TopKOpt,
+    fail_below,
     scale_bench,
     wants_scale,
 )
@@ -54,6 +64,16 @@ ArmOpt = Annotated[str, typer.Option("--arm", help="tiny, all-tools or both.")]
 RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, help="Runs per task and arm.")]
 ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", min=1, help="Runs at the same time.")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Also write the JSON report to FILE.")]
+FailUnderOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--fail-under",
+        metavar="ARM.METRIC=SHARE",
+        help="Exit 1 when a metric falls below SHARE (0-1), e.g. tiny.right=0.8 or, at scale, "
+        "tiny.right_call=0.5 (every size); repeatable. Metrics: right, ok, routing; at scale "
+        "right_call, right_tool, irrelevance, routing.",
+    ),
+]
 MarkdownOpt = Annotated[
     bool, typer.Option("--markdown", help="Print the comparison as a Markdown table.")
 ]
@@ -89,28 +109,64 @@ def bench(
     html: HtmlOpt = None,
     expected_tools: PlaceOpt = None,
     prompt: PromptOpt = "same",
+    fail_under: FailUnderOpt = None,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
-    from tiny_cli.bench import DEFAULT_TASKS_FILE, BenchOptions
+    from tiny_cli.bench import DEFAULT_TASKS_FILE
 
-    read = (tasks or DEFAULT_TASKS_FILE, *(replay or ()), *(resume or ()))
-    _outputs_apart(inputs=read, outputs=(record, out, html))
+    _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, *(replay or ()), *(resume or ())),
+                   outputs=(record, out, html))  # fmt: skip
+    _gates(fail_under or (), "selection" if wants_scale(tasks, sizes) else "bench")
     settings = model_settings(
         cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
     )
     if wants_scale(tasks, sizes):
         flags = ScaleFlags(sizes, arm, sample, irrelevance, seed, top_k, hybrid_margin,
                            context_tokens, concurrency, html, record, replay, out, not no_log,
-                           markdown, json_out, expected_tools, prompt, resume)  # fmt: skip
+                           markdown, json_out, expected_tools, prompt, resume,
+                           tuple(fail_under or ()))  # fmt: skip
         return scale_bench(settings, tasks, flags)
-    options = BenchOptions(_arms(arm), repeat, concurrency)
-    live = concurrency == 1 and wants_live(quiet, json_out)  # one run at a time can be watched
+    return _example_bench(settings, ExampleFlags.pick(locals()))
+
+
+@dataclass(frozen=True)
+class ExampleFlags:
+    """The options of the example bench (not at scale), as given."""
+
+    tasks: Path | None
+    arm: str
+    repeat: int
+    concurrency: int
+    record: Path | None
+    replay: list[Path] | None
+    resume: list[Path] | None
+    quiet: bool
+    no_log: bool
+    json_out: bool
+    out: Path | None
+    markdown: bool
+    fail_under: list[str] | None
+
+    @classmethod
+    def pick(cls, options: dict[str, Any]) -> ExampleFlags:
+        """Take the flags from the command's options (its `locals()`), each by its name."""
+        return cls(**{f.name: options[f.name] for f in fields(cls)})
+
+
+def _example_bench(settings: Any, f: ExampleFlags) -> None:
+    """Run the example bench (tasks with Digest expectations) and show it."""
+    from tiny_cli.bench import BenchOptions
+
+    options = BenchOptions(_arms(f.arm), f.repeat, f.concurrency)
+    live = f.concurrency == 1 and wants_live(f.quiet, f.json_out)  # one run at a time: watched
     with run_session(
-        settings, "bench", record=record, replay=replay, no_log=no_log, live=live,
-        resume=resume or (),
+        settings, "bench", record=f.record, replay=f.replay, no_log=f.no_log, live=live,
+        resume=f.resume or (),
     ) as s:  # fmt: skip
-        report = _run_bench(settings, s, tasks, options)
-    _show_report(report, out, markdown, json_out)
+        report = _run_bench(settings, s, f.tasks, options)
+        warn_unused(s.exchanges)
+    _show_report(report, f.out, f.markdown, f.json_out)
+    fail_below(report.to_json(), f.fail_under or ())
 
 
 def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) -> BenchReport:
@@ -123,6 +179,13 @@ def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) ->
         return bench_from_settings(
             settings, session, make_router, tasks_path=tasks, options=options, on_progress=progress
         )
+
+
+def _gates(specs: Sequence[str], kind: str) -> None:
+    """Check --fail-under before any model time is spent on a bar that cannot be read."""
+    from tiny_cli.bench.gate import check_gates, parse_gates
+
+    check_gates(parse_gates(specs), kind)
 
 
 def _arms(arm: str) -> tuple[Arm, ...]:

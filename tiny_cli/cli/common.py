@@ -103,6 +103,16 @@ def run_session(
             yield session
 
 
+def warn_unused(exchanges: Any) -> None:
+    """Warn when a replay asked for fewer answers than its recording holds."""
+    left = exchanges.unused()
+    if left:
+        warn(
+            f"the recording holds {left} exchange(s) this replay never asked for: it was "
+            "recorded with other options (--repeat, --arm, sizes, sample?), so fewer runs replayed"
+        )
+
+
 def _live_view() -> LiveView:
     from tiny_cli.cli.live import LiveView
 

@@ -13,11 +13,14 @@ import typer
 
 from tiny_cli.cli.common import console, emit, settings_from
 from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt
+from tiny_cli.cli.process import TinyGroup
 from tiny_cli.text import printable
 
 cards_app = typer.Typer(
+    cls=TinyGroup,
     help="The cards of this project: list them, or show one as the model gets it.",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 SUMMARY_CHARS = 60  # of a summary in `cards list`
 
@@ -28,7 +31,7 @@ def init(
 ) -> None:
     """Start a project: tiny.toml, a starter card and a tool module (existing files are kept).
 
-    Then: edit cards/word-counter.yaml, `tiny validate`, `tiny route "count my words"`.
+    Then edit cards/word-counter.yaml, and run tiny validate and tiny route "count my words".
     """
     from tiny_cli.scaffold import init_project
 

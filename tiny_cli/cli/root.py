@@ -8,6 +8,7 @@ import typer
 
 from tiny_cli._version import __version__
 from tiny_cli.cli.bench import bench
+from tiny_cli.cli.examples import EXAMPLES
 from tiny_cli.cli.learn import learn
 from tiny_cli.cli.process import TinyGroup
 from tiny_cli.cli.project import cards_app, init
@@ -21,7 +22,7 @@ app = typer.Typer(
     help="Run tiny agents (YAML cards with a fresh context, few tools and a hard budget), "
     "route tasks to them offline, and measure them against one all-tools agent.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -44,7 +45,7 @@ def _root(
 
 
 for command in (init, validate, route, learn, invoke, delegate, serve, bench):
-    app.command()(command)
+    app.command(epilog=EXAMPLES.get(command.__name__))(command)
 app.add_typer(cards_app, name="cards")
 app.add_typer(runs_app, name="runs")
 app.add_typer(artifacts_app, name="artifacts")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from tiny_cli.cli.common import console, emit, settings_from
 from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt
-from tiny_cli.cli.process import EXIT_OK, EXIT_PROBLEMS
+from tiny_cli.cli.process import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from tiny_cli.settings import DEFAULT_TOP
 
 if TYPE_CHECKING:
@@ -26,22 +26,29 @@ def validate(
     cards: CardsOpt = None,
     tools: ToolsOpt = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="text, or github for workflow annotations.")
+        Literal["text", "github"],
+        typer.Option("--format", help="text, or github for workflow annotations."),
     ] = "text",
     connect: Annotated[
         bool,
         typer.Option("--connect", help="Also start the MCP servers and check each tool exists."),
     ] = False,
+    json_out: JsonOpt = False,
 ) -> None:
-    """Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets."""
-    if fmt not in ("text", "github"):
-        raise typer.BadParameter(f"{fmt!r} is not text or github", param_hint="--format")
+    """Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets.
+
+    Exit 0: all clean; 1: problems found; 2: a path given does not exist.
+    """
     from tiny_cli.cli import render
     from tiny_cli.workspace import validate as validate_cards
 
     found = validate_cards(settings_from(cards=cards, tools=tools), paths or [], connect=connect)
-    render.validation(console(), found.cards, found.problems, fmt, found.warnings)
-    raise typer.Exit(EXIT_PROBLEMS if found.problems else EXIT_OK)
+    if json_out:
+        typer.echo(json.dumps(found.to_json(), ensure_ascii=False, indent=2))
+    else:
+        render.validation(console(), found.cards, found.problems, fmt, found.warnings)
+    failed = EXIT_USAGE if found.missing_path else EXIT_PROBLEMS
+    raise typer.Exit(failed if found.problems else EXIT_OK)
 
 
 def route(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, TypeGuard, cast
 
 import typer
 
-from tiny_cli.cli.common import console, emit, run_session
+from tiny_cli.cli.common import console, emit, run_session, warn_unused
 
 if TYPE_CHECKING:
     from tiny_cli.bench.scale import ScaleOptions
@@ -41,13 +42,13 @@ ContextOpt = Annotated[
     ),
 ]
 PlaceOpt = Annotated[
-    str | None,
+    Literal["first", "last"] | None,
     typer.Option(
         "--expected-tools", help="first or last: where all-tools lists the expected tools."
     ),
 ]
 PromptOpt = Annotated[
-    str,
+    Literal["same", "card"],
     typer.Option(
         "--prompt",
         help="same: every arm asks alike; card: one-card arms use the card's own prompt.",
@@ -81,6 +82,7 @@ class ScaleFlags:
     expected_tools: str | None = None
     prompt: str = "same"
     resume: list[Path] | None = None
+    fail_under: tuple[str, ...] = ()
 
 
 def wants_scale(tasks: Path | None, sizes: str | None) -> TypeGuard[Path]:
@@ -107,6 +109,7 @@ def scale_bench(settings: Settings, tasks: Path, flags: ScaleFlags) -> None:
         live=False,
     ) as s:
         report = scale_from_settings(settings, s, tasks, options)
+        warn_unused(s.exchanges)
     document = report.to_json()
     if flags.out is not None:
         write_report(flags.out, document)
@@ -114,8 +117,20 @@ def scale_bench(settings: Settings, tasks: Path, flags: ScaleFlags) -> None:
         _write_html(report, flags.html)
     if flags.markdown and not flags.json_out:
         typer.echo(markdown_table(report), nl=False)
-        return
-    emit(flags.json_out, document, lambda: _show_scale(report))
+    else:
+        emit(flags.json_out, document, lambda: _show_scale(report))
+    fail_below(document, flags.fail_under)
+
+
+def fail_below(document: dict, specs: Sequence[str]) -> None:
+    """Exit 1, a line each on stderr, where the report falls below a --fail-under bar."""
+    from tiny_cli.bench.gate import below, parse_gates
+
+    misses = below(document, parse_gates(specs)) if specs else []
+    for line in misses:
+        typer.echo(f"tiny: below --fail-under: {line}", err=True)
+    if misses:
+        raise typer.Exit(1)
 
 
 def _show_scale(report: ScaleReport) -> None:

@@ -125,6 +125,10 @@ class ExchangeSource(ABC):
         """Name the recordings any answer came from (None: every answer is the model's)."""
         return None
 
+    def unused(self) -> int:
+        """How many recorded answers nobody asked for (a replay that covered less)."""
+        return 0
+
     def __enter__(self) -> Self:
         return self
 
@@ -291,6 +295,11 @@ class Replayer(ExchangeSource):
         replayer = cls(paths[0], headers[0], entries)
         replayer.paths = tuple(paths)
         return replayer
+
+    def unused(self) -> int:
+        """Recorded answers not asked for: the replay ran other runs than the recording."""
+        with self._lock:
+            return sum(len(queue) for queue in self._answers.values())
 
     def answered_from(self) -> str | None:
         """The recordings this replay answers from."""

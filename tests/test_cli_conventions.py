@@ -1,0 +1,60 @@
+"""The conventions users bring from other tools: --json everywhere, CI gates, help, completion."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RECORDINGS = REPO / "examples" / "bench" / "recordings"
+
+
+def test_validate_json_is_one_document_with_cards_and_problems(tiny, tmp_path) -> None:
+    ok = tiny("validate", "--json")
+    doc = json.loads(ok.stdout)
+    assert ok.exit_code == 0 and doc["ok"] is True and doc["problems"] == []
+    assert {c["id"] for c in doc["cards"]} == {"crm-writer", "docs-finder", "web-reader"}
+    (tmp_path / "bad.yaml").write_text("id: Bad Id\nsummary: x\ntools: []\n")
+    bad = tiny("validate", str(tmp_path / "bad.yaml"), "--json")
+    doc = json.loads(bad.stdout)  # nothing but the document on stdout
+    assert bad.exit_code == 1 and doc["ok"] is False
+    assert all(p["file"] == str(tmp_path / "bad.yaml") for p in doc["problems"])
+    assert any(p["field"] == "id" for p in doc["problems"])
+
+
+def test_fail_under_fails_the_job_below_the_bar_and_passes_above(tiny) -> None:
+    replay = ["bench", "--replay", str(RECORDINGS / "qwen2.5-coder-1.5b-json.jsonl"), "-q"]
+    low = tiny(*replay, "--fail-under", "tiny.right=0.9", "--fail-under", "tiny.ok=0.0")
+    assert low.exit_code == 1
+    assert "tiny: below --fail-under: tiny.right: 0.267 < 0.9" in low.stderr
+    assert "tiny.ok" not in low.stderr  # a bar that is met says nothing
+    met = tiny(*replay, "--fail-under", "tiny.right=0.2", "--json")
+    assert met.exit_code == 0 and json.loads(met.stdout)["arms"]["tiny"]["right"] == 4
+
+
+def test_a_bad_bar_stops_before_any_run(tiny) -> None:
+    for spec, words in [("tiny.bogus=0.5", "'bogus' is not a metric here"),
+                        ("tiny.right=2", "write ARM.METRIC=SHARE"),
+                        ("right=0.5", "write ARM.METRIC=SHARE")]:  # fmt: skip
+        result = tiny("bench", "--fail-under", spec)  # no server: a run would fail differently
+        assert result.exit_code == 2 and words in result.stderr, result.output
+
+
+def test_a_replay_of_fewer_runs_than_recorded_warns(tiny) -> None:
+    result = tiny("bench", "--replay", str(RECORDINGS / "qwen2.5-coder-1.5b-json-repeat3.jsonl"),
+                  "--json")  # fmt: skip
+    assert result.exit_code == 0
+    assert "never asked for" in result.stderr and "--repeat" in result.stderr
+    whole = tiny("bench", "--replay", str(RECORDINGS / "qwen2.5-coder-1.5b-json-repeat3.jsonl"),
+                 "--repeat", "3", "--json")  # fmt: skip
+    assert whole.exit_code == 0 and "never asked for" not in whole.stderr
+
+
+def test_help_shows_choices_examples_and_completion(tiny) -> None:
+    root = tiny("--help").stdout
+    assert "--install-completion" in root and "init" in root and "cards" in root
+    validate = tiny("validate", "--help").stdout
+    assert "--format <text|github>" in validate and "Examples:" in validate
+    bench = tiny("bench", "--help").stdout
+    assert "<first|last>" in bench and "<same|card>" in bench and "--fail-under" in bench
+    assert "tiny bench --repeat 3" in bench

@@ -1,0 +1,118 @@
+"""`tiny bench --fail-under ARM.METRIC=VALUE`: fail a CI job when the bench falls below a bar.
+
+Metrics are shares from 0 to 1, read from the report's JSON document:
+
+- the example bench: `right` (right outcomes per run), `ok` (status ok per run), `routing`
+  (routing accuracy, tiny only);
+- the bench at scale: `right_call`, `right_tool` (per selection task), `irrelevance` (right
+  per irrelevance task), `routing` — checked on every size of the arm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tiny_cli.errors import ConfigError
+
+__all__ = ["METRICS", "Gate", "below", "check_gates", "parse_gates"]
+
+METRICS = {
+    "bench": ("right", "ok", "routing"),
+    "selection": ("right_call", "right_tool", "irrelevance", "routing"),
+}
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One bar: the arm, the metric, and the least share it may have."""
+
+    arm: str
+    metric: str
+    least: float
+
+    def __str__(self) -> str:
+        return f"{self.arm}.{self.metric}={self.least:g}"
+
+
+def parse_gates(specs: Iterable[str]) -> list[Gate]:
+    """Read ARM.METRIC=VALUE specs; a malformed one is a ConfigError naming it."""
+    return [_gate(spec) for spec in specs]
+
+
+def check_gates(gates: Sequence[Gate], kind: str) -> None:
+    """Refuse, before any run, a gate naming a metric the report of `kind` does not have."""
+    for gate in gates:
+        if gate.metric not in METRICS[kind]:
+            known = ", ".join(METRICS[kind])
+            raise ConfigError(
+                f"--fail-under {gate}: {gate.metric!r} is not a metric here ({known})"
+            )
+
+
+def below(document: Mapping[str, Any], gates: Sequence[Gate]) -> list[str]:
+    """Say, one line each, where the report falls below a gate (empty: all met)."""
+    kind = document.get("kind", "bench")
+    for gate in gates:
+        if gate.metric not in METRICS[kind]:
+            known = ", ".join(METRICS[kind])
+            raise ConfigError(
+                f"--fail-under {gate}: {gate.metric!r} is not a metric here ({known})"
+            )
+    values = _selection_values if kind == "selection" else _bench_values
+    return [line for gate in gates for line in _misses(gate, values(document, gate))]
+
+
+def _gate(spec: str) -> Gate:
+    name, equals, value = spec.partition("=")
+    arm, dot, metric = name.strip().rpartition(".")
+    try:
+        least = float(value)
+    except ValueError:
+        least = float("nan")
+    if not (equals and dot and arm and metric) or not 0 <= least <= 1:
+        raise ConfigError(f"--fail-under {spec!r}: write ARM.METRIC=SHARE, e.g. tiny.right=0.8")
+    return Gate(arm, metric, least)
+
+
+def _misses(gate: Gate, values: list[tuple[str, float | None]]) -> list[str]:
+    if not values:
+        raise ConfigError(f"--fail-under {gate}: the report has no arm {gate.arm!r}")
+    return [
+        f"{where}: {'n/a' if v is None else f'{v:.3f}'} < {gate.least:g}"
+        for where, v in values
+        if v is None or v < gate.least
+    ]
+
+
+def _bench_values(doc: Mapping[str, Any], gate: Gate) -> list[tuple[str, float | None]]:
+    arm = doc.get("arms", {}).get(gate.arm)
+    if arm is None:
+        return []
+    runs = arm["runs"] or 0
+    share = {
+        "right": arm["right"] / runs if runs else None,
+        "ok": arm["outcomes"].get("ok", 0) / runs if runs else None,
+        "routing": arm.get("routing_accuracy"),
+    }[gate.metric]
+    return [(f"{gate.arm}.{gate.metric}", share)]
+
+
+def _selection_values(doc: Mapping[str, Any], gate: Gate) -> list[tuple[str, float | None]]:
+    rows = [r for r in doc.get("rows", []) if r["arm"] == gate.arm]
+    return [
+        (f"{gate.arm}.{gate.metric} at {r['label']} tools", _share(r, gate.metric)) for r in rows
+    ]
+
+
+def _share(row: Mapping[str, Any], metric: str) -> float | None:
+    """A selection row's metric as a share; None where the arm did not fit or has none."""
+    part, whole = {
+        "right_call": ("right_call", "tasks"),
+        "right_tool": ("right_tool", "tasks"),
+        "irrelevance": ("irrelevance_right", "irrelevance_tasks"),
+        "routing": ("routing_right", "tasks"),
+    }[metric]
+    n, d = row.get(part), row.get(whole)
+    return None if n is None or not d else n / d
