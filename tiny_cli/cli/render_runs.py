@@ -49,10 +49,17 @@ OUTCOME_STYLE = {"ok": "green", "ghost": "bold red", "bad_arguments": "yellow"}
 TEXT_RESULT = "Result of "  # how agent.actions.result_message begins (json mode, recovered)
 
 
-def runs(console: Console, found: Sequence[RunSummary], path: Path) -> None:
-    """Print the recent runs as a table, newest first (no command or model when narrow)."""
+def runs(
+    console: Console, found: Sequence[RunSummary], path: Path, matching: str | None = None
+) -> None:
+    """Print the runs as a table, newest first (no command or model when narrow).
+
+    `matching`: the text they were searched by (`tiny runs search`), for the empty case.
+    """
     if not found:
-        console.print(f"no runs recorded in {escape(str(path))}", highlight=False)
+        where = escape(printable(str(path)))
+        said = f"no run in {where} matches {_shown(repr(matching))}" if matching is not None else ""
+        console.print(said or f"no runs recorded in {where}", highlight=False)
         return
     table = Table(
         title=f"{len(found)} run(s), newest first",

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from tiny_cli.cli.common import console, emit, settings_from
 from tiny_cli.cli.options import CardsOpt, JsonOpt
-from tiny_cli.cli.process import TinyGroup
+from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
 
 if TYPE_CHECKING:
-    from tiny_cli.runs.log import RunLog, RunQuery
+    from tiny_cli.runs.log import Deletion, RunLog, RunQuery
     from tiny_cli.runs.query import RunRecord, RunSummary
     from tiny_cli.runs.stats import RunStats
 
@@ -36,18 +36,21 @@ SinceOpt = Annotated[
     str | None,
     typer.Option("--since", help="Only runs started since an ISO date or time, or an age: 2h, 3d."),
 ]
+StatusOpt = Annotated[
+    str | None, typer.Option("--status", help="Only runs with this status, e.g. failed.")
+]
+LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="How many runs to list.")]
+SHOWN_IDS = 10  # a confirmation names this many of the runs it would delete
 
 
 @runs_app.callback(invoke_without_command=True)
 def runs(
     ctx: typer.Context,
     card: RunCardOpt = None,
-    status: Annotated[
-        str | None, typer.Option("--status", help="Only runs with this status, e.g. failed.")
-    ] = None,
+    status: StatusOpt = None,
     model: RunModelOpt = None,
     since: SinceOpt = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs to list.")] = 20,
+    limit: LimitOpt = 20,
     json_out: JsonOpt = False,
 ) -> None:
     """List the recent runs, newest first; `tiny runs show ID` shows one, `stats` sums them."""
@@ -71,6 +74,23 @@ def runs_show(
     with _run_log() as log:
         record = log.run(run_id)
     emit(json_out, record.to_json(), lambda: _show_run(record, full))
+
+
+@runs_app.command("search")
+def runs_search(
+    text: Annotated[
+        str, typer.Argument(metavar="TEXT", help="Words each run must hold; `word*`: a prefix.")
+    ],
+    card: RunCardOpt = None,
+    status: StatusOpt = None,
+    limit: LimitOpt = 20,
+    json_out: JsonOpt = False,
+) -> None:
+    """Find runs by the words of their task, summary, fields, tool calls and results."""
+    with _run_log() as log:
+        found = log.runs(_run_query(card, status, None, None, limit, text))
+    rows = [r.to_json() for r in found]
+    emit(json_out, rows, lambda: _show_runs(found, log.path, matching=text))
 
 
 @runs_app.command("stats")
@@ -118,13 +138,80 @@ def runs_correct(
     )
 
 
+@runs_app.command("delete")
+def runs_delete(
+    ids: Annotated[
+        list[int] | None, typer.Argument(metavar="ID", help="The runs' ids (`tiny runs`).")
+    ] = None,
+    older_than: Annotated[
+        str | None,
+        typer.Option("--older-than", help="Every run started before an age (2h, 3d) or a date."),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Delete runs, with their corrections, by id or by age; asks first unless --yes."""
+    if bool(ids) == (older_than is not None):
+        both = ", not both" if ids else ""
+        raise typer.BadParameter(f"give run IDs or --older-than AGE{both}", param_hint="ID")
+    if not yes and not _stdin_is_terminal():
+        typer.echo("tiny: error: no terminal to confirm the deletion on: add --yes", err=True)
+        raise typer.Exit(EXIT_PROBLEMS)
+    from tiny_cli.runs.log import parse_since
+
+    before = parse_since(older_than, option="--older-than") if older_than else None
+    with _run_log() as log:
+        done = log.delete(ids or (), before, confirm=None if yes else _confirm_deletion)
+    emit(json_out, done.to_json(), lambda: _show_deletion(done))
+    if done.declined:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@runs_app.command("export")
+def runs_export(
+    fmt: Annotated[
+        Literal["jsonl"], typer.Option("--format", help="jsonl: one JSON object per line.")
+    ] = "jsonl",
+    card: RunCardOpt = None,
+    since: SinceOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write this file (whole, or not at all); else stdout."),
+    ] = None,
+) -> None:
+    """Write every matching run, oldest first, as `tiny runs show ID --json` prints it."""
+    del fmt  # jsonl is the one format yet: the flag lets a script say so, and fails on others
+    with _run_log() as log:
+        count = log.export(_run_query(card, None, None, since, None), out, sys.stdout)
+    if out is not None:
+        typer.echo(f"{count} run(s) written to {out}", err=True)
+
+
 # the human renderings: rich is imported only for output a person reads, never for --json
 
 
-def _show_runs(found: list[RunSummary], path: Path) -> None:
+def _show_runs(found: list[RunSummary], path: Path, matching: str | None = None) -> None:
     from tiny_cli.cli import render_runs
 
-    render_runs.runs(console(), found, path)
+    render_runs.runs(console(), found, path, matching)
+
+
+def _stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+def _confirm_deletion(ids: Sequence[int]) -> bool:
+    """Name the runs a deletion takes on stderr and ask [y/N]; the default is no."""
+    named = ", ".join(map(str, ids[:SHOWN_IDS])) + (", …" if len(ids) > SHOWN_IDS else "")
+    question = f"Delete {len(ids)} run(s) ({named}) and their corrections?"
+    return typer.confirm(question, default=False, err=True)
+
+
+def _show_deletion(done: Deletion) -> None:
+    if done.declined:
+        typer.echo("nothing deleted", err=True)
+        return
+    typer.echo(f"deleted {len(done.runs)} run(s) and {done.corrections} correction(s)")
 
 
 def _show_run(record: RunRecord, full: bool) -> None:
@@ -148,11 +235,16 @@ def _run_log() -> Iterator[RunLog]:
 
 
 def _run_query(
-    card: str | None, status: str | None, model: str | None, since: str | None, limit: int | None
+    card: str | None,
+    status: str | None,
+    model: str | None,
+    since: str | None,
+    limit: int | None,
+    text: str | None = None,
 ) -> RunQuery:
     from tiny_cli.runs.log import RunQuery, parse_since
 
-    return RunQuery(card, status, model, parse_since(since) if since else None, limit)
+    return RunQuery(card, status, model, parse_since(since) if since else None, limit, text)
 
 
 @artifacts_app.command("show")

@@ -1,15 +1,17 @@
 """Wing: the run log — every invocation recorded in SQLite under the data directory.
 
 It keeps one row per run (its Digest, transcript and tool calls, secrets scrubbed) so that
-`tiny runs` can list, show and count past runs: `log` is the facade (RunLog), `recorder` the
-observer and the writer thread that record runs, `query` and `stats` the reading side,
-`corrections` where a routed run's task should have gone, `schema`, `migrations` and `store`
-the tables and their SQLite file, `scrub` the secret scrubber.
+`tiny runs` can list, search, show, count, delete and export past runs: `log` is the facade
+(RunLog), `recorder` the observer and the writer thread that record runs, `query`, `search`
+and `stats` the reading side, `prune` and `export` deleting and exporting runs, `corrections`
+where a routed run's task should have gone, `schema`, `migrations` and `store` the tables
+(and the search index) and their SQLite file, `scrub` the secret scrubber.
 Rule: the run log knows runs only through their events; it never imports the agent or routing.
 """
 
 from tiny_cli.runs.corrections import Correction
 from tiny_cli.runs.log import RunLog
+from tiny_cli.runs.prune import Deletion
 from tiny_cli.runs.query import RunQuery, RunRecord, RunSummary, parse_since
 from tiny_cli.runs.stats import GroupStats, Reroutes, RunStats
 from tiny_cli.runs.store import DB_NAME
@@ -17,6 +19,7 @@ from tiny_cli.runs.store import DB_NAME
 __all__ = [
     "DB_NAME",
     "Correction",
+    "Deletion",
     "GroupStats",
     "Reroutes",
     "RunLog",

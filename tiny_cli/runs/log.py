@@ -1,4 +1,4 @@
-"""The run log's facade, RunLog: open, observe, read, show and count the recorded runs.
+"""The run log's facade, RunLog: open, observe, read, search, show, count, delete, export.
 
 A row left `running` by a process that is gone (killed, crashed) becomes `interrupted`
 whenever the log is opened. Also re-exported here, for the modules that import them from
@@ -10,16 +10,19 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.runs import corrections, recorder
+from tiny_cli.runs import corrections, prune, recorder, search
 from tiny_cli.runs.corrections import Correction
+from tiny_cli.runs.export import destination, write_runs
 from tiny_cli.runs.migrations import migrate
+from tiny_cli.runs.prune import Deletion
 from tiny_cli.runs.query import (
     RUN_SQL,
     SQLITE_MAX_INT,
@@ -40,10 +43,11 @@ from tiny_cli.runs.store import DB_NAME, NO_LOG_HINT, connect, transaction
 if TYPE_CHECKING:
     from tiny_cli.events import Observer
 
-__all__ = ["DB_NAME", "Correction", "RunLog", "RunQuery", "parse_since"]
+__all__ = ["DB_NAME", "Correction", "Deletion", "RunLog", "RunQuery", "parse_since"]
 
 INTERRUPTED_WAIT = 1.0  # seconds Ctrl-C waits for queued writes (the sweep covers the rest)
 GONE = "the process ended before the run finished"
+Confirm = Callable[[Sequence[int]], bool]  # shown the ids a deletion takes: go ahead?
 
 
 class RunLog:
@@ -104,9 +108,9 @@ class RunLog:
         return len(dead)
 
     def runs(self, query: RunQuery = RunQuery()) -> list[RunSummary]:
-        """Return the matching runs, newest first."""
-        sql, params = select_runs(query)
+        """Return the matching runs, newest first (`query.text`: those holding its words)."""
         with self._reading() as db:
+            sql, params = select_runs(query, query.text is not None and search.ready(db))
             rows = db.execute(sql, params).fetchall()
         return [summary(row) for row in rows]
 
@@ -126,8 +130,8 @@ class RunLog:
     def stats(self, query: RunQuery = RunQuery(limit=None)) -> RunStats:
         """Return the figures of every matching run: in all, per card, per model, re-routes."""
         found = self.runs(query)
-        sql, params = select_rerouted(query)
         with self._reading() as db:
+            sql, params = select_rerouted(query, query.text is not None and search.ready(db))
             rerouted = db.execute(sql, params).fetchall()
         return run_stats(found, count_reroutes(rerouted))
 
@@ -145,6 +149,33 @@ class RunLog:
             task, routed = corrections.correctable(self.path, run_id, row)
             with transaction(db):  # the goal was scrubbed when stored: once more costs little
                 return corrections.store(db, run_id, self._writer.scrub.text(task), routed, card)
+
+    def delete(
+        self,
+        ids: Iterable[int] = (),
+        before: datetime | None = None,
+        confirm: Confirm | None = None,
+    ) -> Deletion:
+        """Delete the runs `ids` and those started before `before`, with their corrections.
+
+        `confirm` is shown the ids first and may decline. ConfigError, deleting nothing, for an
+        id the log lacks or a run still running; by age, running runs are left alone.
+        """
+        with self._reading() as db:
+            doomed = prune.chosen(db, self.path, ids, before)
+        if doomed and confirm is not None and not confirm(doomed):
+            return Deletion((), 0, declined=True)  # asked outside the lock: others may write
+        with self._reading() as db, transaction(db):
+            return prune.delete(db, doomed)
+
+    def export(self, query: RunQuery, out: Path | None, stream: TextIO) -> int:
+        """Write each matching run as a JSON line to `stream`, or whole to `out`; count them.
+
+        A line is the document `runs show --json` prints; the oldest run comes first.
+        """
+        with destination(out, stream, self.path) as write, self._reading() as db:
+            searched = query.text is not None and search.ready(db)
+            return write_runs(db, query, searched, write, self.path)
 
     def corrections(self, pending_only: bool = True) -> list[Correction]:
         """Return the corrections, oldest first: by default only those not taught yet."""

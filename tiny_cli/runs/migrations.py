@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.runs.schema import SCHEMA_V1, repaired
+from tiny_cli.runs.schema import SCHEMA_V1, SEARCH_V5, TEXT_VIEW, repaired
 from tiny_cli.runs.store import NO_LOG_HINT, transaction
 
 
@@ -53,8 +53,29 @@ def _v4(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX corrections_pending ON corrections (id) WHERE learned_at IS NULL")
 
 
+def _v5(db: sqlite3.Connection) -> None:
+    """Index each run's text for `tiny runs search` (FTS5): the rows so far, then by triggers.
+
+    A SQLite without FTS5 gets no index: search then reads the text view (LIKE).
+    """
+    db.execute(TEXT_VIEW)
+    if fts5_available(db):
+        for statement in SEARCH_V5:
+            db.execute(statement)
+
+
+def fts5_available(db: sqlite3.Connection) -> bool:
+    """Tell whether this SQLite has FTS5 (some builds leave it out)."""
+    try:
+        db.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(text)")
+    except sqlite3.OperationalError:  # no such module: fts5
+        return False
+    db.execute("DROP TABLE temp.fts5_probe")
+    return True
+
+
 # Applied in order; the database's user_version is how many have been applied.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tiny_cli.errors import ConfigError
+from tiny_cli.runs import search
 from tiny_cli.runs.schema import iso
 
 DEFAULT_LIMIT = 20
@@ -84,13 +85,14 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class RunQuery:
-    """Which runs to read: equal card, status and model, started since; the newest `limit`."""
+    """Which runs to read: equal card, status, model; started since; with `text`; the newest."""
 
     card: str | None = None
     status: str | None = None
     model: str | None = None
     since: datetime | None = None
     limit: int | None = DEFAULT_LIMIT
+    text: str | None = None  # words each run must hold (tiny_cli.runs.search)
 
 
 def summary(row: Sequence[Any]) -> RunSummary:
@@ -106,18 +108,27 @@ def record(row: Sequence[Any]) -> RunRecord:
     return RunRecord(summary(row[:size]), routing, digest, transcript or [], calls or [])
 
 
-def select_runs(query: RunQuery) -> tuple[str, list[Any]]:
-    """Return the SELECT of the matching runs' summaries, newest first, and its parameters."""
-    where, params = _where(query)
+def select_runs(query: RunQuery, indexed: bool = True) -> tuple[str, list[Any]]:
+    """Return the SELECT of the matching runs' summaries, newest first, and its parameters.
+
+    `indexed`: the log has the search index (`search.indexed`), which `query.text` then reads.
+    """
+    where, params = _where(query, indexed)
     sql = f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM runs{where} ORDER BY id DESC"
     if query.limit is not None:
         sql, params = sql + " LIMIT ?", [*params, min(query.limit, SQLITE_MAX_INT)]
     return sql, params
 
 
-def select_rerouted(query: RunQuery) -> tuple[str, list[Any]]:
+def select_records(query: RunQuery, indexed: bool = True) -> tuple[str, list[Any]]:
+    """Return the SELECT of the matching runs in full (RUN_SQL), oldest first, every one."""
+    where, params = _where(query, indexed)
+    return f"{RUN_SQL}{where} ORDER BY id", params
+
+
+def select_rerouted(query: RunQuery, indexed: bool = True) -> tuple[str, list[Any]]:
     """Return the SELECT of (status, digest) of the matching runs whose Digest has attempts."""
-    where, params = _where(query)
+    where, params = _where(query, indexed)
     inner = f"SELECT id FROM runs{where} ORDER BY id DESC"
     if query.limit is not None:
         inner, params = inner + " LIMIT ?", [*params, min(query.limit, SQLITE_MAX_INT)]
@@ -125,9 +136,10 @@ def select_rerouted(query: RunQuery) -> tuple[str, list[Any]]:
     return sql, [*params, ATTEMPTS_MARK]
 
 
-def _where(query: RunQuery) -> tuple[str, list[Any]]:
+def _where(query: RunQuery, indexed: bool) -> tuple[str, list[Any]]:
     """Return the WHERE clause and its parameters for a query's filters."""
-    clauses, params = [], []
+    clauses: list[str] = []
+    params: list[Any] = []
     for column, value in (("card", query.card), ("status", query.status), ("model", query.model)):
         if value is not None:
             clauses.append(f"{column} = ?")
@@ -135,11 +147,18 @@ def _where(query: RunQuery) -> tuple[str, list[Any]]:
     if query.since is not None:
         clauses.append("started_at >= ?")
         params.append(iso(query.since))
+    if query.text is not None:
+        matching, words = search.clause(query.text, indexed)
+        clauses.append(matching)
+        params.extend(words)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
-def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """Read `--since`: an age (30m, 2h, 3d, 1w) or an ISO date or time (local unless zoned)."""
+def parse_since(text: str, now: datetime | None = None, option: str = "--since") -> datetime:
+    """Read `--since`: an age (30m, 2h, 3d, 1w) or an ISO date or time (local unless zoned).
+
+    `option` is the flag its errors name (--older-than reads the same).
+    """
     now = now or datetime.now(UTC)
     age = _AGE.match(text)
     if not age:
@@ -147,7 +166,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
             moment = datetime.fromisoformat(text.strip())
         except ValueError:
             raise ConfigError(
-                f"--since {text!r}: use an ISO date or time (2024-05-01, 2024-05-01T14:00) "
+                f"{option} {text!r}: use an ISO date or time (2024-05-01, 2024-05-01T14:00) "
                 "or an age (30m, 2h, 3d, 1w)"
             ) from None
     try:
@@ -155,4 +174,4 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
             return now - timedelta(**{_AGE_UNITS[age.group(2)]: float(age.group(1))})
         return moment.astimezone(UTC)  # a naive time is taken as local, as a person means it
     except (OverflowError, ValueError):  # 99999999999d, 0001-01-01 or 9999-12-31 made UTC
-        raise ConfigError(f"--since {text!r}: out of the calendar's range") from None
+        raise ConfigError(f"{option} {text!r}: out of the calendar's range") from None

@@ -41,6 +41,53 @@ SCHEMA_V1 = (
     )""",
 )
 
+# The search index (v5). runs_text: per run, the text `tiny runs search` finds it by; runs_fts
+# indexes it (FTS5), kept current by triggers. Never edit: a change is a new migration.
+# Short SQL: the log's whole schema stays on its first page (tests/test_runlog.py's damage).
+SEARCH_COLUMNS = ("task", "summary", "fields", "calls", "results")
+_JSON_COLUMNS = ("digest", "calls", "transcript")
+# JSON that is not (a row damaged by hand) reads as NULL: it must stop no upgrade, no write
+_VALID = ", ".join(f"CASE WHEN json_valid({c}) THEN {c} END AS {c}" for c in _JSON_COLUMNS)
+_ROLE, _CONTENT = (
+    f"CASE type WHEN 'object' THEN json_extract(value, '$.{key}') END AS {key}"
+    for key in ("role", "content")
+)
+_TEXT = (
+    "goal",
+    "json_extract(digest, '$.summary')",
+    "(SELECT group_concat(value, ' ') FROM json_tree(digest, '$.fields') "
+    "WHERE type IN ('text', 'integer', 'real'))",
+    # each tool call's name and arguments
+    "(SELECT group_concat(value, ' ') FROM json_tree(calls) "
+    "WHERE key IN ('name', 'arguments') AND type = 'text')",
+    # what the tools answered: the tool messages, and json tool mode's `Result of …` ones
+    f"(SELECT group_concat(content, ' ') FROM (SELECT {_ROLE}, {_CONTENT} "
+    "FROM json_each(transcript)) WHERE role = 'tool' OR role = 'user' "
+    "AND content LIKE 'Result of %')",
+)
+_NAMES = ", ".join(SEARCH_COLUMNS)
+_INDEX = f"INSERT INTO runs_fts (rowid, {_NAMES}) SELECT * FROM runs_text"
+TEXT_VIEW = (
+    f"CREATE VIEW runs_text (id, {_NAMES}) AS SELECT id, {', '.join(_TEXT)} "
+    f"FROM (SELECT id, goal, {_VALID} FROM runs)"
+)
+SEARCH_V5 = (  # with FTS5 only: without it, search reads runs_text (LIKE)
+    # unicode61 without diacritics: `naive` finds `naïve`, `Urlaubsantrag` `urlaubsantrag`
+    f"CREATE VIRTUAL TABLE runs_fts USING fts5({_NAMES}, state UNINDEXED, "
+    "tokenize = 'unicode61 remove_diacritics 2')",
+    # rows are indexed when a search needs them (CATCH_UP), not as runs are written: indexing
+    # a run's tool results in the write path cost 0.3-0.5 ms a run, ~10 % of a scripted run
+    "CREATE TRIGGER runs_fts_delete AFTER DELETE ON runs "
+    "BEGIN DELETE FROM runs_fts WHERE rowid = old.id; END",
+)
+# what each search does first: a row indexed while its run was running is taken out (its
+# text was not whole), then every row not in the index goes in, with its status then
+CATCH_UP = (
+    "DELETE FROM runs_fts WHERE state = 'running'",
+    f"INSERT INTO runs_fts (rowid, {_NAMES}, state) SELECT t.*, r.status FROM runs_text t "
+    "JOIN runs r ON r.id = t.id WHERE t.id NOT IN (SELECT rowid FROM runs_fts)",
+)
+
 # The columns a row gets at RunStarted and, in this order, at Finished; `id` is SQLite's
 STARTED = (
     *("started_at", "command", "label", "card", "model", "endpoint", "goal", "transcript"),
