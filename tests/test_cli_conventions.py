@@ -58,3 +58,18 @@ def test_help_shows_choices_examples_and_completion(tiny) -> None:
     bench = tiny("bench", "--help").stdout
     assert "<first|last>" in bench and "<same|card>" in bench and "--fail-under" in bench
     assert "tiny bench --repeat 3" in bench
+
+
+def test_a_refused_address_shows_its_cause_in_the_digest(tiny) -> None:
+    from tiny_cli.testing import ScriptedServer, reply, tool_call
+
+    with ScriptedServer() as server:
+        server.add(
+            tool_call("http_get", {"url": "http://127.0.0.1:9/secret"}),
+            reply('{"status": "partial", "summary": "could not read it", "url": "-"}'),
+        )
+        result = tiny("invoke", "web-reader", "read http://127.0.0.1:9/secret", "--json",
+                      env={"TINY_BASE_URL": server.url})  # fmt: skip
+    notes = json.loads(result.stdout)["notes_for_caller"]
+    [refused] = [n for n in notes if n.startswith("http_get refused:")]
+    assert "127.0.0.1" in refused and "--allow-host" in refused

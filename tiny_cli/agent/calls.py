@@ -20,7 +20,7 @@ from tiny_cli.agent.evidence import evidence_of
 from tiny_cli.cards.load import Card
 from tiny_cli.deadline import call_within
 from tiny_cli.digest import CallOutcome, CallRecord
-from tiny_cli.errors import DeadlineExceeded, ToolCallError, ToolServerError
+from tiny_cli.errors import AddressRefused, DeadlineExceeded, ToolCallError, ToolServerError
 from tiny_cli.provider.client import Completion, ToolCall
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, stored_result
 from tiny_cli.tools.read_artifact import read_artifact_tool
@@ -113,7 +113,7 @@ def call_tool(
     refused = _refused(call.name, tool, card, approve, args, meter)
     if refused is not None:
         outcome, content = refused
-        return Called(content, record(outcome, True, shown))
+        return Called(content, record(outcome, True, shown), _write_note(call.name, outcome))
     try:
         outcome, result = _run_tool(tool, args, meter)
     except ToolServerError:  # counted as a call; the loop then ends the run
@@ -142,6 +142,13 @@ def _refused(
     return None
 
 
+def _write_note(name: str, outcome: CallOutcome) -> str:
+    """Tell the caller why a write did not happen (the model is told too, but may not say)."""
+    if outcome == "not_allowed":
+        return f"{name} writes and this card may not (side_effects: none): nothing was written"
+    return f"{name} was not approved: nothing was written"
+
+
 def _approved(approve: Approve, card: Card, name: str, args: dict[str, Any], meter: Meter) -> bool:
     """Ask `approve` about this call; time spent waiting for a person is not the agent's."""
     asked = meter.clock()
@@ -160,6 +167,8 @@ def _run_tool(tool: Tool, args: dict[str, Any], meter: Meter) -> tuple[CallOutco
         )
     except DeadlineExceeded:
         return "timeout", None
+    except AddressRefused as exc:  # kept whole: the caller is told the cause too (a note)
+        return "tool_error", exc
     except ToolCallError as exc:  # the tool's own words: what the model should do instead
         return "tool_error", str(exc)
     except ToolServerError:  # the server behind the tool is gone: not input for the model
@@ -180,8 +189,9 @@ def _result(
     card: str,
 ) -> Called:
     """Say what a call that ran gave back; a successful one is kept as evidence."""
-    if outcome == "tool_error":
-        return Called(f"error: {name} failed: {result}", outcome)
+    if outcome == "tool_error":  # a refused address is the caller's to fix: say it to them
+        note = f"{name} {result}" if isinstance(result, AddressRefused) else None
+        return Called(f"error: {name} failed: {result}", outcome, note)
     if outcome == "timeout":  # the budget is spent with it: tell the caller which tool hung
         hung = f"{name} did not answer before the time budget ran out"
         return Called(f"error: {name} did not finish before the time budget", outcome, hung)
