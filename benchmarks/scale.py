@@ -137,16 +137,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", action="store_true", help=f"also {LARGE:,} cards (slow)")
     parser.add_argument("--counts", help="comma-separated card counts instead of the defaults")
     parser.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        help="keep cards and homes in DIR (default: a temporary folder): a later run reuses "
+        "the embedded texts, so its 'cold build' is the router's build without embedding",
+    )
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.counts.split(",")] if args.counts else list(COUNTS)
     counts += [LARGE] if args.large else []
     compileall.compile_dir(REPO / "tiny_cli", quiet=1)  # as an installed wheel has it
     console = Console(width=max(Console().width, 140))
     with tempfile.TemporaryDirectory() as tmp:
+        root = args.root or Path(tmp)
         rows = []
         for count in counts:
             with console.status(f"{count:,} cards"):
-                rows.append(measure(count, Path(tmp)))
+                rows.append(measure(count, root))
     render(console, rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", "utf-8")

