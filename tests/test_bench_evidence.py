@@ -268,6 +268,6 @@ def test_a_replayed_report_says_so_and_shows_no_wall_figures(tiny, tmp_path) -> 
     assert shown.exit_code == 0, shown.output
     title = shown.stdout.splitlines()[0]
     assert "replayed from" in title and recording.name in shown.stdout.replace("\n", "")
-    assert "all-tools ÷ tiny" in shown.stdout  # the ratio column is there, for tokens ...
+    assert "better ┃" in shown.stdout  # the better-arm column is there, for tokens ...
     assert "wall seconds" not in shown.stdout  # ... but no wall row, and so no wall ratio
     assert "they are the replay's, not the model's" in shown.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 from rich.console import Console
@@ -11,6 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from tiny_cli.cards.load import Card, Problem
+from tiny_cli.cli.render_fit import WIDE_HINT, Col, fitted, print_fitted
 from tiny_cli.text import printable, write_call
 from tiny_cli.tools.mcp_config import original
 
@@ -21,6 +23,7 @@ def validation(
     problems: Sequence[Problem],
     fmt: str,
     warnings: Sequence[Problem] = (),
+    wide: bool = False,
 ) -> None:
     """Print problems and warnings (one line each, or GitHub annotations), else the card table."""
     for level, found in (("error", problems), ("warning", warnings)):
@@ -35,19 +38,37 @@ def validation(
     if problems:
         console.print(f"{len(problems)} problem(s) found", style="bold red", highlight=False)
         return
-    table = Table(title=f"{len(cards)} card(s) OK", title_justify="left")
-    for col in ("id", "tools", "returns", "side effects", "budget (calls / tokens / s)"):
-        table.add_column(col)
+    _card_table(console, cards, wide)
+
+
+def _card_table(console: Console, cards: Sequence[Card], wide: bool) -> None:
+    """Tabulate the cards: tool names fold (never cut), a card id is cut only to fit."""
+    rows = []
     for c in cards:
         b = c.budget
-        table.add_row(
-            c.id,
-            ", ".join(original(t) for t in c.tools),  # as the card writes them
-            ", ".join(c.returns_required),
-            c.side_effects,
-            f"{b.max_tool_calls} / {b.max_output_tokens} / {b.max_wall_seconds:g}",
+        tools = [_shown(original(t)) for t in c.tools]  # as the card writes them
+        rows.append(
+            [
+                _shown(c.id),
+                ", ".join(tools),
+                _shown(", ".join(c.returns_required)),
+                _shown(c.side_effects),
+                f"{b.max_tool_calls} / {b.max_output_tokens} / {b.max_wall_seconds:g}",
+            ]
         )
-    console.print(table)
+    longest_tool = max((len(t) + 1 for c in cards for t in c.tools), default=1)  # and its comma
+    cols = [
+        Col("id", gives="name"),
+        Col("tools", gives="text", least=longest_tool),
+        Col("returns", gives="text"),
+        Col("side effects", gives="header"),
+        Col("budget (calls / tokens / s)", gives="header"),
+    ]
+    title = f"{len(cards)} card(s) OK"
+    table, cut = fitted(console, cols, rows, wide, title=title, title_justify="left")
+    print_fitted(console, table, wide)
+    if cut:
+        console.print(WIDE_HINT, style="dim", highlight=False)
 
 
 def _gh_data(text: str) -> str:
@@ -214,10 +235,12 @@ def digest(console: Console, d: Any) -> None:
         )
     style = STATUS_STYLE.get(d.status, "white")
     title = f"{escape(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"
-    summary = _shown(d.summary or "(no summary)", keep="\n")
+    reason = f"[{style}]reason:[/] {_shown(d.reason)}" if d.reason else ""
+    # no summary (a failed run): the box holds the reason, rather than standing empty
+    summary = _shown(d.summary, keep="\n") if d.summary else reason or "(no summary, no reason)"
     console.print(Panel(summary, title=title, title_align="left"))
-    if d.reason:
-        console.print(f"[{style}]reason:[/] {_shown(d.reason)}")
+    if d.summary and reason:
+        console.print(reason)
     if d.fields:
         console.print(_fields(d.fields, d.field_sources))
     for label, calls in (
@@ -269,6 +292,11 @@ def _shown(text: str, keep: str = "") -> str:
 
 
 def _cost(console: Console, c: Any) -> None:
+    """Tabulate what the run spent; one line when it spent no tokens and called no tool."""
+    if not (c.tokens_in or c.tokens_out or c.tool_calls or c.ghost_calls):
+        said = f"cost: no model tokens, no tool calls · {c.wall_seconds:.2f} s"
+        console.print(f"{said} · {c.caller_tokens} caller tokens", style="dim", highlight=False)
+        return
     table = Table(title="cost", title_justify="left")
     for col in ("tokens in", "tokens out", "tool calls", "ghost calls", "wall s", "caller tokens"):
         table.add_column(col, justify="right")
@@ -291,7 +319,7 @@ BENCH_ARM_STYLE = {"tiny": "green", "all-tools": "magenta"}
 
 
 def bench(console: Console, report: Any) -> None:
-    """Print a bench report: arms side by side with a ratio, disagreements, two bar charts."""
+    """Print a bench report: arms side by side with the better one, disagreements, two charts."""
     _bench_table(console, report)
     _bench_disagreements(console, report)
     _bench_bars(console, report, "ghost calls per task", lambda r: r.ghost_calls)
@@ -341,43 +369,60 @@ REPLAY_WALL_NOTE = (
 )
 
 
-def _bench_rows(report: Any) -> list[tuple[str, Any]]:
+# which way a figure is better: "up" (more is better), "down" (less is), None (neither)
+BENCH_FIGURES: tuple[tuple[str, str, str | None], ...] = (
+    ("routing accuracy", "routing_accuracy", "up"),
+    ("fields correct (from a tool)", "fields_correct", "up"),
+    ("fields matching on their face", "fields_matching", None),  # fabricated ones match too
+    ("fields filled", "fields_filled", None),
+    ("fields expected", "fields_expected", None),
+    ("ghost calls", "ghost_calls", "down"),
+    ("wrong-tool calls", "wrong_tool_calls", "down"),
+    ("unwanted writes", "unwanted_writes", "down"),
+    ("tool calls", "tool_calls", None),
+    ("  recovered from text", "recovered_calls", None),
+    ("prompt tokens", "tokens_in", "down"),
+    ("completion tokens", "tokens_out", "down"),
+    ("1st request: system prompt", "first_request.system", "down"),
+    ("1st request: tool schemas", "first_request.tools", "down"),
+    ("1st request: task", "first_request.task", "down"),
+    ("tokens back to the caller", "caller_tokens", "down"),
+)
+BENCH_WALL = (
+    ("wall seconds (sum)", "wall_seconds", "down"),
+    ("wall seconds (median)", "wall_median", "down"),
+)
+STATUS_BETTER = {"ok": "up", "failed": "down"}  # a partial, refusal or abstention may be right
+BETTER = "better"  # the column naming the arm with the better figure, and by what factor
+BETTER_LEGEND = (
+    "better: the arm with the better figure, by how many times (more is better for status ok, "
+    "right outcomes, routing and correct fields; less for the rest); blank: neither way is "
+    "better by nature"
+)
+BenchRow = tuple[str, Any, str | None]  # label, an arm's figure, which way is better
+
+
+def _bench_rows(report: Any) -> list[BenchRow]:
+    """Return the comparison's rows: a label, how to read an arm's figure, which way is better."""
     arms = report.arms.values()
-    rows: list[tuple[str, Any]] = [("runs", lambda s: s.runs)]
+    rows: list[BenchRow] = [("runs", lambda s: s.runs, None)]
     shown = [st for st in STATUS_STYLE if any(s.outcomes.get(st) for s in arms)]
-    rows += [(f"  status {st}", lambda s, st=st: s.outcomes.get(st, 0)) for st in shown]
     rows += [
-        ("right outcome (on evidence)", lambda s: s.right),
-        ("fabricated (looks right, no evidence)", lambda s: s.fabricated),
+        (f"  status {st}", lambda s, st=st: s.outcomes.get(st, 0), STATUS_BETTER.get(st))
+        for st in shown
+    ]
+    rows += [
+        ("right outcome (on evidence)", lambda s: s.right, "up"),
+        ("fabricated (looks right, no evidence)", lambda s: s.fabricated, "down"),
     ]
     missing = [e for e in BENCH_EVIDENCE_LABEL if any(s.missing_evidence.get(e) for s in arms)]
     rows += [
-        (f"  {BENCH_EVIDENCE_LABEL[e]}", lambda s, e=e: s.missing_evidence.get(e, 0))
+        (f"  {BENCH_EVIDENCE_LABEL[e]}", lambda s, e=e: s.missing_evidence.get(e, 0), "down")
         for e in missing
     ]
-    rows += [
-        ("routing accuracy", lambda s: s.routing_accuracy),
-        ("fields correct (from a tool)", lambda s: s.fields_correct),
-        ("fields matching on their face", lambda s: s.fields_matching),
-        ("fields filled", lambda s: s.fields_filled),
-        ("fields expected", lambda s: s.fields_expected),
-        ("ghost calls", lambda s: s.ghost_calls),
-        ("wrong-tool calls", lambda s: s.wrong_tool_calls),
-        ("unwanted writes", lambda s: s.unwanted_writes),
-        ("tool calls", lambda s: s.tool_calls),
-        ("  recovered from text", lambda s: s.recovered_calls),
-        ("prompt tokens", lambda s: s.tokens_in),
-        ("completion tokens", lambda s: s.tokens_out),
-        ("1st request: system prompt", lambda s: s.first_request.system),
-        ("1st request: tool schemas", lambda s: s.first_request.tools),
-        ("1st request: task", lambda s: s.first_request.task),
-        ("tokens back to the caller", lambda s: s.caller_tokens),
-    ]
-    if not report.replayed:  # a replay's wall times measure the replay, not the model
-        rows += [
-            ("wall seconds (sum)", lambda s: s.wall_seconds),
-            ("wall seconds (median)", lambda s: s.wall_median),
-        ]
+    # a replay's wall times measure the replay, not the model
+    figures = BENCH_FIGURES + (() if report.replayed else BENCH_WALL)
+    rows += [(label, attrgetter(name), better) for label, name, better in figures]
     return rows
 
 
@@ -399,12 +444,13 @@ def _bench_table(console: Console, report: Any) -> None:
         table.add_column(arm, justify="right", style=BENCH_ARM_STYLE.get(arm))
     both = arms == ["tiny", "all-tools"]
     if both:
-        table.add_column("all-tools ÷ tiny", justify="right")
-    for label, get in _bench_rows(report):
-        values = [get(report.arms[arm]) for arm in arms]
-        cells = [_bench_number(v) for v in values]
-        table.add_row(label, *cells, *([_bench_ratio(values[1], values[0])] if both else []))
+        table.add_column(BETTER, justify="right")
+    for label, values, better in _bench_values(report):
+        said = [_bench_better(values, better, styled=True)] if both else []
+        table.add_row(label, *map(_bench_number, values), *said)
     console.print(table)
+    if both:
+        console.print(BETTER_LEGEND, style="dim", highlight=False)
     if report.replayed:
         console.print(REPLAY_WALL_NOTE, style="dim", highlight=False)
     for arm in arms:
@@ -414,17 +460,22 @@ def _bench_table(console: Console, report: Any) -> None:
             console.print(f"ghost calls in {arm}: {escape(listed)}", highlight=False)
 
 
+def _bench_values(report: Any) -> list[tuple[str, list[Any], str | None]]:
+    """Return each row's label, its figure in each arm, and which way is better."""
+    rows = _bench_rows(report)
+    return [(label, [get(s) for s in report.arms.values()], b) for label, get, b in rows]
+
+
 def bench_markdown(report: Any) -> str:
     """Return the bench's comparison table as Markdown (docs/bench.md is made of these)."""
-    arms = list(report.arms)
-    both = arms == ["tiny", "all-tools"]
-    head = ["metric", *arms, *(["all-tools ÷ tiny"] if both else [])]
+    both = list(report.arms) == ["tiny", "all-tools"]
+    head = ["metric", *report.arms, *([BETTER] if both else [])]
     lines = [_md_row(head), _md_row(["---", *["---:"] * (len(head) - 1)])]
-    for label, get in _bench_rows(report):
-        values = [get(report.arms[arm]) for arm in arms]
-        ratio = [_bench_ratio(values[1], values[0])] if both else []
-        lines.append(_md_row([label.strip(), *map(_bench_number, values), *ratio]))
-    return "\n".join(lines) + "\n"
+    for label, values, better in _bench_values(report):
+        said = [_bench_better(values, better)] if both else []
+        lines.append(_md_row([label.strip(), *map(_bench_number, values), *said]))
+    legend = ["", BETTER_LEGEND] if both else []
+    return "\n".join([*lines, *legend]) + "\n"
 
 
 def _md_row(cells: Sequence[str]) -> str:
@@ -475,6 +526,9 @@ def _bench_bars(console: Console, report: Any, title: str, value: Any) -> None:
         for arm in report.arms
     ]
     top = max((v for *_, v in rows), default=0)
+    if not top:  # a chart of zeros says nothing
+        console.print(f"{title}: 0 in every task and arm, chart left out", highlight=False)
+        return
     table = Table(title=title, title_justify="left", box=None, show_header=False, pad_edge=False)
     table.add_column("task")
     table.add_column("arm")
@@ -496,8 +550,21 @@ def _bench_number(value: Any) -> str:
     return str(value)
 
 
-def _bench_ratio(other: Any, tiny: Any) -> str:
-    """Return all-tools ÷ tiny, or — when it means nothing (no value, or tiny is 0)."""
-    if other is None or tiny is None or not tiny:
+def _bench_better(values: Sequence[Any], better: str | None, styled: bool = False) -> str:
+    """Name the arm whose figure is better and by what factor (tiny's first in `values`).
+
+    Blank where neither way is better, — where an arm has no figure, `same` when they tie;
+    no factor when the worse figure is 0 (more is better) or the better one is (less is).
+    """
+    if better is None:
+        return ""
+    tiny, other = values
+    if tiny is None or other is None:
         return "—"
-    return f"{other / tiny:.2f}x"
+    if tiny == other:
+        return "same"
+    tiny_wins = (tiny > other) == (better == "up")
+    arm = "tiny" if tiny_wins else "all-tools"
+    high, low = max(tiny, other), min(tiny, other)
+    factor = f" {high / low:.2f}x" if low else ""
+    return (f"[{BENCH_ARM_STYLE[arm]}]{arm}[/]" if styled else arm) + factor

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tiny_cli.cli.render import BAR_WIDTH, STATUS_STYLE
+from tiny_cli.cli.render_fit import WIDE_HINT, Cell, Col, fitted, print_fitted
 from tiny_cli.runs.query import RunRecord, RunSummary
 from tiny_cli.runs.schema import REPAIR_MARK
 from tiny_cli.runs.stats import GroupStats, RunStats
@@ -28,21 +29,45 @@ from tiny_cli.text import printable
 RUN_STYLE = {**STATUS_STYLE, "running": "blue", "interrupted": "bright_red"}
 SHOWN_CHARS = 800  # of each message in `tiny runs show`; --full shows all of it
 ARGUMENT_CHARS = 160  # of a tool call's arguments, in the transcript and the calls table
+GOAL_LEAST, GOAL_LINES = 12, 3  # the goal's narrowest column, and its most lines, when narrow
 RUN_COLUMNS = (
-    "id", "started", "command", "card", "model", "status", "tokens", "calls (ghost)", "s", "goal"
-)  # fmt: skip
-TEXT_COLUMNS = ("started", "command", "card", "model", "status", "goal")
-NARROW_DROPS = ("command", "model")  # left out below WIDE columns: `--json` has everything
+    Col("id", "right"),
+    Col("started"),
+    Col("command", gives="name"),
+    Col("card", gives="name"),
+    Col("model", gives="name"),
+    Col("status", gives="name"),  # needs_confirmation gives way too
+    Col("tokens", "right"),
+    Col("calls (ghost)", "right", gives="header"),
+    Col("s", "right"),
+    Col("goal", gives="text", least=GOAL_LEAST, lines=GOAL_LINES),  # gives way first
+)
+NARROW_DROPS = ("command", "model")  # left out below WIDE columns: `--wide` shows them
 WIDE = 110
 STATS_COLUMNS = (
     "runs", "ok", "ghost", "repair", "tok in", "tok out", "caller", "compr", "p50 s", "p95 s"
 )  # fmt: skip
 STATS_NARROW_DROPS = ("tok out", "p50 s")
-STATS_LEGEND = (
-    "ok: share of runs ok · ghost: ghost calls per tool call · repair: finished runs that "
-    "needed a repair · tok in/out, caller: means per finished run · compr: caller tokens / "
-    "tokens the agent read · p50/p95: wall seconds"
+STATS_LEGEND = {  # what each column means, for the line under the tables (shown ones only)
+    "ok": "share of runs ok",
+    "ghost": "ghost calls per tool call",
+    "repair": "finished runs that needed a repair",
+    "tok in": "mean prompt tokens per finished run",
+    "tok out": "mean completion tokens per finished run",
+    "caller": "mean tokens back to the caller per finished run",
+    "compr": "caller tokens / tokens the agent read",
+    "p50 s": "median wall seconds",
+    "p95 s": "95th-percentile wall seconds",
+}
+# two spaces between columns, none at the edges (rich miscounts collapse_padding's first column)
+COMPACT_TABLE = {"box": COMPACT, "padding": (0, 1, 0, 0), "show_edge": False, "pad_edge": False}
+BAR_COLUMNS = (
+    Col("card", gives="name"),
+    Col("bar"),
+    Col("runs", "right"),
+    Col("statuses", gives="text"),
 )
+BAR_TABLE = {"title_justify": "left", "box": None, "show_header": False, "pad_edge": False}
 GOAL_CHARS = 60  # of the goal in the runs table (cut further to fit the terminal)
 ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
 OUTCOME_STYLE = {"ok": "green", "ghost": "bold red", "bad_arguments": "yellow"}
@@ -50,9 +75,13 @@ TEXT_RESULT = "Result of "  # how agent.actions.result_message begins (json mode
 
 
 def runs(
-    console: Console, found: Sequence[RunSummary], path: Path, matching: str | None = None
+    console: Console,
+    found: Sequence[RunSummary],
+    path: Path,
+    matching: str | None = None,
+    wide: bool = False,
 ) -> None:
-    """Print the runs as a table, newest first (no command or model when narrow).
+    """Print the runs as a table, newest first (no command or model when narrow, unless wide).
 
     `matching`: the text they were searched by (`tiny runs search`), for the empty case.
     """
@@ -61,24 +90,16 @@ def runs(
         said = f"no run in {where} matches {_shown(repr(matching))}" if matching is not None else ""
         console.print(said or f"no runs recorded in {where}", highlight=False)
         return
-    table = Table(
-        title=f"{len(found)} run(s), newest first",
-        title_justify="left",
-        box=COMPACT,
-        collapse_padding=True,
+    narrow = console.width < WIDE and not wide
+    cols = [c for c in RUN_COLUMNS if not (narrow and c.header in NARROW_DROPS)]
+    rows = [[cells[c.header] for c in cols] for cells in map(_run_cells, found)]
+    title = f"{len(found)} run(s), newest first"
+    table, cut = fitted(
+        console, cols, rows, wide, title=title, title_justify="left", **COMPACT_TABLE
     )
-    narrow = console.width < WIDE
-    shown = [c for c in RUN_COLUMNS if not (narrow and c in NARROW_DROPS)]
-    rows = [[cells[c] for c in shown] for cells in map(_run_cells, found)]
-    for i, col in enumerate(shown):
-        if col == "goal":  # what gives way to the terminal's width
-            table.add_column(col, overflow="fold")
-            continue
-        width = max(len(col), *(Text.from_markup(row[i]).cell_len for row in rows))
-        table.add_column(col, justify="left" if col in TEXT_COLUMNS else "right", min_width=width)
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_fitted(console, table, wide)
+    if cut:
+        console.print(WIDE_HINT, style="dim", highlight=False)
 
 
 def _run_cells(r: RunSummary) -> dict[str, str]:
@@ -109,15 +130,21 @@ def run(console: Console, record: RunRecord, full: bool = False) -> None:
     _calls(console, calls)
 
 
-def stats(console: Console, figures: RunStats) -> None:
+def stats(console: Console, figures: RunStats, wide: bool = False) -> None:
     """Print the figures per card and per model, and a bar of each card's runs by status."""
     if not figures.total.runs:
         console.print("no runs recorded")
         return
-    _stats_table(console, "per card", "card", figures.by_card)
-    _stats_table(console, "per model", "model", figures.by_model)
-    console.print(STATS_LEGEND, style="dim")
-    _status_bars(console, figures.by_card)
+    shown = [
+        c for c in STATS_COLUMNS if wide or not (console.width < WIDE and c in STATS_NARROW_DROPS)
+    ]
+    cut = _stats_table(console, "per card", "card", figures.by_card, shown, wide)
+    cut |= _stats_table(console, "per model", "model", figures.by_model, shown, wide)
+    legend = " · ".join(f"{c}: {STATS_LEGEND[c]}" for c in shown if c in STATS_LEGEND)
+    console.print(legend, style="dim", highlight=False)
+    cut |= _status_bars(console, figures.by_card, wide)
+    if cut:
+        console.print(WIDE_HINT, style="dim", highlight=False)
     moved = figures.reroutes
     if moved.rerouted:
         console.print(
@@ -256,16 +283,22 @@ def _outcome(outcome: Any, short: bool = False) -> str:
 # --- statistics -----------------------------------------------------------------------------
 
 
-def _stats_table(console: Console, title: str, key: str, groups: Sequence[GroupStats]) -> None:
-    table = Table(title=title, title_justify="left", box=COMPACT, collapse_padding=True)
-    shown = [c for c in STATS_COLUMNS if not (console.width < WIDE and c in STATS_NARROW_DROPS)]
-    table.add_column(key, no_wrap=True)
-    for col in shown:
-        table.add_column(col, justify="right", no_wrap=True)
-    for g in groups:
-        cells = _stats_cells(g)
-        table.add_row(_shown(g.name or "—"), *(cells[c] for c in shown))
-    console.print(table)
+def _stats_table(
+    console: Console,
+    title: str,
+    key: str,
+    groups: Sequence[GroupStats],
+    shown: Sequence[str],
+    wide: bool,
+) -> bool:
+    """Print one table of figures, a row per group; return whether a name was cut to fit."""
+    cols = [Col(key, gives="name"), *(Col(c, "right") for c in shown)]
+    rows = [[_shown(g.name or "—"), *(_stats_cells(g)[c] for c in shown)] for g in groups]
+    table, cut = fitted(
+        console, cols, rows, wide, title=title, title_justify="left", **COMPACT_TABLE
+    )
+    print_fitted(console, table, wide)
+    return cut
 
 
 def _stats_cells(g: GroupStats) -> dict[str, str]:
@@ -283,25 +316,22 @@ def _stats_cells(g: GroupStats) -> dict[str, str]:
     }
 
 
-def _status_bars(console: Console, groups: Sequence[GroupStats]) -> None:
-    """Draw each card's runs as one bar, a colored segment per status."""
+def _status_bars(console: Console, groups: Sequence[GroupStats], wide: bool) -> bool:
+    """Draw each card's runs as one bar, a colored segment per status; return whether cut."""
     top = max(g.runs for g in groups)
-    table = Table(
-        title="runs per card, by status", title_justify="left", box=None, show_header=False
-    )
-    table.add_column("card", no_wrap=True)
-    table.add_column("bar", no_wrap=True)
-    table.add_column("runs", justify="right")
-    table.add_column("statuses")
+    rows: list[list[Cell]] = []
     for g in groups:
         bar = Text()
         for status, count in _ordered(g.statuses):
             bar.append("█" * max(1, round(BAR_WIDTH * count / top)), RUN_STYLE.get(status, "white"))
         counts = " · ".join(f"{_shown(s)} {n}" for s, n in _ordered(g.statuses))
-        table.add_row(_shown(g.name or "—"), bar, str(g.runs), f"[dim]{counts}[/]")
-    console.print(table)
+        rows.append([_shown(g.name or "—"), bar, str(g.runs), f"[dim]{counts}[/]"])
+    title = "runs per card, by status"
+    table, cut = fitted(console, BAR_COLUMNS, rows, wide, title=title, **BAR_TABLE)
+    print_fitted(console, table, wide)
     seen = dict(_ordered({s: 0 for g in groups for s in g.statuses}))
     console.print("  ".join(f"[{RUN_STYLE.get(s, 'white')}]█[/] {_shown(s)}" for s in seen))
+    return cut
 
 
 def _ordered(statuses: Mapping[str, int]) -> list[tuple[str, int]]:

@@ -22,8 +22,10 @@ ARM_STYLE = {
 def scale(console: Console, report: ScaleReport) -> None:
     """Print the tool-selection table, then right calls per arm and size as bars."""
     console.print(_table(report))
-    if any(row.right_call for row in report.rows):  # a chart of zeros says nothing
+    if any(row.right_call for row in report.rows):
         _chart(console, report)
+    else:  # a chart of zeros says nothing
+        console.print("no right calls in any arm and size: chart left out", highlight=False)
     if report.replayed_from:
         console.print("[dim]replayed: no wall times (they would be the replay's)[/dim]")
 

@@ -12,6 +12,7 @@ import typer
 from tiny_cli.cli.common import console, emit, settings_from
 from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt
 from tiny_cli.cli.process import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from tiny_cli.cli.runs import WideOpt
 from tiny_cli.settings import DEFAULT_TOP
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ def validate(
         bool,
         typer.Option("--connect", help="Also start the MCP servers and check each tool exists."),
     ] = False,
+    wide: WideOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets.
@@ -46,7 +48,7 @@ def validate(
     if json_out:
         typer.echo(json.dumps(found.to_json(), ensure_ascii=False, indent=2))
     else:
-        render.validation(console(), found.cards, found.problems, fmt, found.warnings)
+        render.validation(console(), found.cards, found.problems, fmt, found.warnings, wide)
     failed = EXIT_USAGE if found.missing_path else EXIT_PROBLEMS
     raise typer.Exit(failed if found.problems else EXIT_OK)
 

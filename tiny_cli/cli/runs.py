@@ -40,6 +40,10 @@ StatusOpt = Annotated[
     str | None, typer.Option("--status", help="Only runs with this status, e.g. failed.")
 ]
 LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="How many runs to list.")]
+WideOpt = Annotated[
+    bool,
+    typer.Option("--wide", help="Print tables whole, names uncut, however wide the terminal."),
+]
 SHOWN_IDS = 10  # a confirmation names this many of the runs it would delete
 
 
@@ -51,6 +55,7 @@ def runs(
     model: RunModelOpt = None,
     since: SinceOpt = None,
     limit: LimitOpt = 20,
+    wide: WideOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """List the recent runs, newest first; `tiny runs show ID` shows one, `stats` sums them."""
@@ -59,7 +64,7 @@ def runs(
     with _run_log() as log:
         found = log.runs(_run_query(card, status, model, since, limit))
     rows = [r.to_json() for r in found]
-    emit(json_out, rows, lambda: _show_runs(found, log.path))
+    emit(json_out, rows, lambda: _show_runs(found, log.path, wide=wide))
 
 
 @runs_app.command("show")
@@ -84,13 +89,14 @@ def runs_search(
     card: RunCardOpt = None,
     status: StatusOpt = None,
     limit: LimitOpt = 20,
+    wide: WideOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Find runs by the words of their task, summary, fields, tool calls and results."""
     with _run_log() as log:
         found = log.runs(_run_query(card, status, None, None, limit, text))
     rows = [r.to_json() for r in found]
-    emit(json_out, rows, lambda: _show_runs(found, log.path, matching=text))
+    emit(json_out, rows, lambda: _show_runs(found, log.path, text, wide))
 
 
 @runs_app.command("stats")
@@ -98,12 +104,13 @@ def runs_stats(
     card: RunCardOpt = None,
     model: RunModelOpt = None,
     since: SinceOpt = None,
+    wide: WideOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Per card and per model: runs, statuses, ghost and repair rates, tokens, wall time."""
     with _run_log() as log:
         figures = log.stats(_run_query(card, None, model, since, None))
-    emit(json_out, figures.to_json(), lambda: _show_stats(figures))
+    emit(json_out, figures.to_json(), lambda: _show_stats(figures, wide))
 
 
 @runs_app.command("correct")
@@ -190,10 +197,12 @@ def runs_export(
 # the human renderings: rich is imported only for output a person reads, never for --json
 
 
-def _show_runs(found: list[RunSummary], path: Path, matching: str | None = None) -> None:
+def _show_runs(
+    found: list[RunSummary], path: Path, matching: str | None = None, wide: bool = False
+) -> None:
     from tiny_cli.cli import render_runs
 
-    render_runs.runs(console(), found, path, matching)
+    render_runs.runs(console(), found, path, matching, wide)
 
 
 def _stdin_is_terminal() -> bool:
@@ -220,10 +229,10 @@ def _show_run(record: RunRecord, full: bool) -> None:
     render_runs.run(console(), record, full)
 
 
-def _show_stats(figures: RunStats) -> None:
+def _show_stats(figures: RunStats, wide: bool) -> None:
     from tiny_cli.cli import render_runs
 
-    render_runs.stats(console(), figures)
+    render_runs.stats(console(), figures, wide)
 
 
 @contextmanager
