@@ -73,3 +73,10 @@ def test_a_refused_address_shows_its_cause_in_the_digest(tiny) -> None:
     notes = json.loads(result.stdout)["notes_for_caller"]
     [refused] = [n for n in notes if n.startswith("http_get refused:")]
     assert "127.0.0.1" in refused and "--allow-host" in refused
+
+
+def test_runs_path_names_the_log_file_a_run_wrote(tiny, cli_env) -> None:
+    path = Path(tiny("runs", "path").stdout.strip())
+    assert path == Path(cli_env["TINY_HOME"]) / "runs.sqlite3"
+    tiny("runs")  # opening the log makes the file
+    assert path.is_file()

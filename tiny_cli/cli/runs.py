@@ -113,6 +113,14 @@ def runs_stats(
     emit(json_out, figures.to_json(), lambda: _show_stats(figures, wide))
 
 
+@runs_app.command("path")
+def runs_path() -> None:
+    """Print where the run log is (an SQLite file: `sqlite3 "$(tiny runs path)"` opens it)."""
+    from tiny_cli.runs.log import DB_NAME
+
+    typer.echo(str(settings_from().home / DB_NAME))
+
+
 @runs_app.command("correct")
 def runs_correct(
     run_id: Annotated[int, typer.Argument(metavar="ID", help="The delegate run's id.")],
