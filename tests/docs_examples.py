@@ -113,10 +113,15 @@ _COLLECTOR: list[Any] = []
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the blocks the doc calls `slow`, before `-m 'not slow'` deselects."""
+    """Mark slow the blocks the doc calls `slow`, and every doc's but README's (the first
+    thing a newcomer runs stays in `make test`; `make test-slow`, in CI too, runs the rest),
+    before `-m 'not slow'` deselects: the default run stays within its 5 minutes."""
     for item in items:
         block = getattr(getattr(item, "example", None), "parsed", None)
-        if isinstance(block, Block) and "slow" in block.options:
+        if not isinstance(block, Block):
+            continue
+        doc = Path(str(item.fspath))
+        if "slow" in block.options or doc != REPO / "README.md":  # examples/*/README.md too
             item.add_marker(pytest.mark.slow)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 RECORDINGS = REPO / "examples" / "bench" / "recordings"
 
@@ -40,6 +42,7 @@ def test_a_bad_bar_stops_before_any_run(tiny) -> None:
         assert result.exit_code == 2 and words in result.stderr, result.output
 
 
+@pytest.mark.slow  # replays 15 and then 45 recorded runs: ~5 s on 2 cores
 def test_a_replay_of_fewer_runs_than_recorded_warns(tiny) -> None:
     result = tiny("bench", "--replay", str(RECORDINGS / "qwen2.5-coder-1.5b-json-repeat3.jsonl"),
                   "--json")  # fmt: skip

