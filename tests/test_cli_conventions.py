@@ -83,3 +83,13 @@ def test_runs_path_names_the_log_file_a_run_wrote(tiny, cli_env) -> None:
     assert path == Path(cli_env["TINY_HOME"]) / "runs.sqlite3"
     tiny("runs")  # opening the log makes the file
     assert path.is_file()
+
+
+def test_a_usage_error_is_one_line_naming_the_help(tiny) -> None:
+    for args, words in [(["validate", "--format", "nope"], "'--format'"),
+                        (["--bogus"], "No such option: --bogus"),
+                        (["invoke"], "Missing argument")]:  # fmt: skip
+        result = tiny(*args)
+        assert result.exit_code == 2
+        [line] = result.stderr.splitlines()  # one line, not usage + hint + error
+        assert line.startswith("tiny: error: ") and words in line and "--help" in line

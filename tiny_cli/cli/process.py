@@ -27,15 +27,41 @@ EXIT_BY_STATUS = {
 }
 
 
+# the framework's usage error (typer vendors click, so it is found through a public subclass)
+UsageError: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+class OneLineUsageError(UsageError):
+    """A usage error said in one line, as every other error is, with where to find help."""
+
+    def show(self, file: Any = None) -> None:
+        """Print `tiny: error: …` and the command's --help on stderr."""
+        where = self.ctx.command_path if self.ctx is not None else "tiny"
+        typer.echo(f"tiny: error: {self.format_message()} (see '{where} --help')", err=True)
+
+
 class TinyGroup(typer.core.TyperGroup):
     """Catch every TinyError in one place: one line on stderr, its exit code, no traceback."""
 
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        """Parse the root's options; a usage error is one line."""
+        try:
+            return super().make_context(*args, **kwargs)
+        except OneLineUsageError:
+            raise
+        except UsageError as exc:
+            raise OneLineUsageError(exc.format_message(), exc.ctx) from None
+
     def invoke(self, ctx: Any) -> Any:
-        """Run the command; Ctrl-C and a TinyError end it as described above."""
+        """Run the command; Ctrl-C, a usage error and a TinyError end it as described above."""
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             _interrupted()
+        except OneLineUsageError:
+            raise
+        except UsageError as exc:
+            raise OneLineUsageError(exc.format_message(), exc.ctx) from None
         except TinyError as exc:
             first, *rest = str(exc).splitlines() or [type(exc).__name__]
             typer.echo(f"tiny: error: {first}", err=True)
