@@ -93,3 +93,25 @@ def test_a_usage_error_is_one_line_naming_the_help(tiny) -> None:
         assert result.exit_code == 2
         [line] = result.stderr.splitlines()  # one line, not usage + hint + error
         assert line.startswith("tiny: error: ") and words in line and "--help" in line
+
+
+def test_a_missing_card_is_said_first_even_when_another_card_is_broken(tiny, tmp_path) -> None:
+    folder = tmp_path / "cards"
+    folder.mkdir()
+    (folder / "docs.yaml").write_text(
+        (REPO / "cards" / "docs-finder.yaml").read_text(), encoding="utf-8"
+    )
+    (folder / "weather.yaml").write_text(
+        "id: weather\nsummary: Says the weather for a city.\ntools: [get_weather]\n"
+        "returns_required: [answer]\nside_effects: none\n"
+    )
+    env = {"TINY_CARDS": str(folder)}
+    nope = tiny("invoke", "nope", "x", env=env)
+    assert nope.exit_code == 2
+    assert (
+        nope.stderr.startswith("tiny: error: no card 'nope'")
+        and "known: docs-finder" in nope.stderr
+    )
+    assert "unknown tool 'get_weather'" in nope.stderr  # the broken card is still said
+    broken = tiny("invoke", "weather", "x", env=env)  # the card asked for is the broken one
+    assert broken.exit_code == 2 and "weather.yaml:3: tools[0]: unknown tool" in broken.stderr

@@ -56,8 +56,9 @@ class CardError(TinyError):
     the same problems itself and exits 1.
     """
 
-    def __init__(self, problems: list) -> None:
+    def __init__(self, problems: list, loaded: tuple = ()) -> None:
         self.problems = problems
+        self.loaded = loaded  # the cards that did load: a command may still name what it needs
         super().__init__("\n".join(str(p) for p in problems))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiny_cli.cards.load import Card, Problem, check_cards, load_cards
-from tiny_cli.errors import ConfigError, EmbedderError
+from tiny_cli.errors import CardError, ConfigError, EmbedderError, TinyError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import default_registry
 from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
@@ -41,8 +41,12 @@ class Workspace:
         return self.cards[card_id]
 
 
-def open_workspace(settings: Settings, transport: httpx.BaseTransport | None = None) -> Workspace:
+def open_workspace(
+    settings: Settings, transport: httpx.BaseTransport | None = None, wanted: str | None = None
+) -> Workspace:
     """Load the tool registry and every card; raise CardError if any card is broken.
+
+    `wanted` names the card the command needs: if it is missing too, that is said first.
 
     Tools of MCP servers (mcp.yaml) join the registry unbound: a server starts only when a
     run needs it.
@@ -53,11 +57,29 @@ def open_workspace(settings: Settings, transport: httpx.BaseTransport | None = N
             f"no cards directory {settings.cards_dir}; pass --cards or set TINY_CARDS"
         )
     mcp = mcp_settings(settings)
-    cards = load_cards([settings.cards_dir], registry.writes(), mcp, settings.home / "cache")
+    try:
+        cards = load_cards([settings.cards_dir], registry.writes(), mcp, settings.home / "cache")
+    except CardError as exc:
+        raise _unknown_first(exc, wanted, settings.cards_dir) from None
     if any(qualified(original(t)) for card in cards for t in card.tools):
         _add_mcp(registry, mcp)
     _add_declared(registry, cards)
     return Workspace(settings, registry, {c.id: c for c in cards})
+
+
+def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyError:
+    """The card a command asks for, missing, is the first thing to say; then the broken ones."""
+    if wanted is None or any(c.id == wanted for c in exc.loaded):
+        return exc
+    if any(Path(p.file).stem == wanted for p in exc.problems):  # it may be the broken one
+        return exc
+    known = ", ".join(sorted(c.id for c in exc.loaded)) or "none"
+    first = str(exc.problems[0]) if exc.problems else ""
+    more = f" and {len(exc.problems) - 1} more" if len(exc.problems) > 1 else ""
+    return ConfigError(
+        f"no card {wanted!r} in {folder} (known: {known}); besides, "
+        f"{len(exc.problems)} card problem(s): {first}{more} (tiny validate lists them)"
+    )
 
 
 def _add_declared(registry: Registry, cards: Sequence[Card]) -> None:

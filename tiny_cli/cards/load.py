@@ -108,7 +108,7 @@ def load_cards(
     """Load every card under `paths`; raise CardError listing all problems if any."""
     cards, problems = check_cards(paths, known_tools, mcp, cache_dir)
     if problems:
-        raise CardError(problems)
+        raise CardError(problems, tuple(cards))
     return cards
 
 

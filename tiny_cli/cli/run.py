@@ -144,7 +144,7 @@ def invoke(
     flags = RunFlags.pick(locals())  # the options above, by name
     from tiny_cli.delegate import run_card
 
-    with running("invoke", flags, handles=artifact or ()) as run:
+    with running("invoke", flags, handles=artifact or (), wanted=card_id) as run:
         digest = run_card(
             run.ws,
             card_id,
@@ -205,12 +205,14 @@ def delegate(
 
 
 @contextmanager
-def running(command: str, flags: RunFlags, handles: Sequence[str] = ()) -> Iterator[Running]:
-    """Set a run up: settings, workspace, Brief, then the session (run log, live view)."""
+def running(
+    command: str, flags: RunFlags, handles: Sequence[str] = (), wanted: str | None = None
+) -> Iterator[Running]:
+    """Set a run up: settings, workspace (`wanted`: the card it needs), Brief, then the session."""
     settings = flags.settings()
     from tiny_cli.workspace import open_workspace
 
-    ws = open_workspace(settings)
+    ws = open_workspace(settings, wanted=wanted)
     the_brief = flags.make_brief()
     with run_session(
         settings,
