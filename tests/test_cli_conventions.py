@@ -61,6 +61,8 @@ def test_help_shows_choices_examples_and_completion(tiny) -> None:
     bench = tiny("bench", "--help").stdout
     assert "<first|last>" in bench and "<same|card>" in bench and "--fail-under" in bench
     assert "tiny bench --repeat 3" in bench
+    for sub in ("search", "delete", "export"):
+        assert "Examples:" in tiny("runs", sub, "--help").stdout
 
 
 def test_a_refused_address_shows_its_cause_in_the_digest(tiny) -> None:

@@ -35,4 +35,16 @@ Examples:
   tiny bench --tasks examples/bfcl/tasks.jsonl --cards examples/bfcl/cards \\
       --all-tools-sizes 10,100,all --record sweep.jsonl --html report.html
   tiny bench ... --resume .sweep.jsonl.1234.partial --record sweep.jsonl""",
+    "runs search": """\b
+Examples:
+  tiny runs search "vacation personio"
+  tiny runs search onboard* --card docs-finder --json""",
+    "runs delete": """\b
+Examples:
+  tiny runs delete 12 13
+  tiny runs delete --older-than 30d --yes""",
+    "runs export": """\b
+Examples:
+  tiny runs export --since 7d --out week.jsonl
+  tiny runs export --card crm-writer | jq .digest.status""",
 }

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from tiny_cli.cli.common import console, emit, settings_from
+from tiny_cli.cli.examples import EXAMPLES
 from tiny_cli.cli.options import CardsOpt, JsonOpt
 from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
 
@@ -81,7 +82,7 @@ def runs_show(
     emit(json_out, record.to_json(), lambda: _show_run(record, full))
 
 
-@runs_app.command("search")
+@runs_app.command("search", epilog=EXAMPLES["runs search"])
 def runs_search(
     text: Annotated[
         str, typer.Argument(metavar="TEXT", help="Words each run must hold; `word*`: a prefix.")
@@ -153,7 +154,7 @@ def runs_correct(
     )
 
 
-@runs_app.command("delete")
+@runs_app.command("delete", epilog=EXAMPLES["runs delete"])
 def runs_delete(
     ids: Annotated[
         list[int] | None, typer.Argument(metavar="ID", help="The runs' ids (`tiny runs`).")
@@ -182,7 +183,7 @@ def runs_delete(
         raise typer.Exit(EXIT_PROBLEMS)
 
 
-@runs_app.command("export")
+@runs_app.command("export", epilog=EXAMPLES["runs export"])
 def runs_export(
     fmt: Annotated[
         Literal["jsonl"], typer.Option("--format", help="jsonl: one JSON object per line.")
