@@ -288,3 +288,10 @@ def test_good_cards_are_checked_without_importing_jsonschema(tmp_path: Path) -> 
         check=False,
     )
     assert done.stdout.splitlines() == ["3 0 False", "0 3 True"], done.stderr
+
+
+def test_a_symlink_loop_in_the_cards_folder_is_a_problem_not_a_traceback(tiny, tmp_path) -> None:
+    (tmp_path / "loop.yaml").symlink_to("loop.yaml")
+    result = tiny("validate", str(tmp_path))
+    assert result.exit_code == 1
+    assert "loop.yaml: file: a symlink that leads nowhere" in result.stdout

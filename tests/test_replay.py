@@ -461,3 +461,36 @@ def test_resume_needs_record_and_the_same_model(tiny, tmp_path) -> None:
         and "recorded model 'some-model', not 'another-model'" in result.output
     )
     assert not (tmp_path / "new.jsonl").exists()
+
+
+# --- broken input: one line, never a traceback (issue 21) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("completion", "message"),
+    [
+        ('{"tool_calls": [["a", "b"]]}', "'tool_calls' must be a list of [id, name, arguments]"),
+        ('{"tool_calls": "abc"}', "'tool_calls' must be a list"),
+        ('{"tokens_in": "abc"}', "'tokens_in' must be a whole number, got 'abc'"),
+        ('{"content": 5}', "'content' must be a string or null"),
+    ],
+)
+def test_a_recording_with_wrong_types_is_a_one_line_error(tiny, tmp_path, completion, message):
+    path = tmp_path / "rec.jsonl"
+    path.write_text(
+        '{"tiny_recording": 1, "model": "m"}\n'
+        f'{{"run": "invoke", "key": "k", "completion": {completion}}}\n'
+    )
+    result = tiny("invoke", "docs-finder", "x", "--replay", str(path))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"tiny: error: {path}:2: ") and message in result.stderr
+
+
+def test_a_recording_that_is_not_a_regular_file_is_refused_before_reading(tiny) -> None:
+    result = tiny("invoke", "docs-finder", "x", "--replay", "/dev/zero")  # would read forever
+    assert result.exit_code == 2 and "/dev/zero: not a regular file" in result.stderr
+
+
+def test_recording_into_a_folder_is_refused_at_the_start(tiny, tmp_path) -> None:
+    result = tiny("invoke", "docs-finder", "x", "--record", str(tmp_path))
+    assert result.exit_code == 2 and "is a folder; --record needs a file name" in result.stderr

@@ -223,8 +223,13 @@ def _card_like(name: str, path: Path, skipped: set[Path]) -> bool:
 
 def _refusal(entry: os.DirEntry[str], path: Path, folder: Path) -> str | None:
     """Say why a file in a cards folder is not read: a FIFO hangs, a link may leave it."""
-    if entry.is_symlink() and not path.resolve().is_relative_to(folder.resolve()):
-        return "a symlink to outside the cards folder; not read"
+    if entry.is_symlink():
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # a loop (RuntimeError before Python 3.13) or dangling
+            return "a symlink that leads nowhere (a loop, or a missing target); not read"
+        if not target.is_relative_to(folder.resolve()):
+            return "a symlink to outside the cards folder; not read"
     if not entry.is_file():
         return "not a regular file; not read"
     return None

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -37,6 +38,7 @@ from tiny_cli.provider.client import Completion, OpenAIProvider, Provider, ToolC
 RECORDING_FORMAT = 1
 PREVIEW_CHARS = 80  # how much of the last message names a request in a ReplayError
 KEY_CHARS = 24  # hex digits of the sha256 kept as a request's key
+MAX_RECORDING_BYTES = 1 << 30  # 1 GiB: the largest shipped one is 15 MB
 TIME_PLACEHOLDER = "{time}"
 TIMESTAMP = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
@@ -189,6 +191,8 @@ class Recorder(ExchangeSource):
         # least one exchange: a run that fails early never truncates an older recording
         self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
         self._exchanges = 0
+        if self.path.is_dir():  # found at the start, not as a traceback when the run ends
+            raise ConfigError(f"{path}: is a folder; --record needs a file name")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file: IO[str] = self._partial.open("w", encoding="utf-8")
@@ -470,6 +474,7 @@ def _unmasked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:
 
 
 def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    _bounded(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -493,6 +498,20 @@ def _header(path: Path, numbered: tuple[int, str] | None) -> dict[str, Any]:
     return data
 
 
+def _bounded(path: Path) -> None:
+    """A recording is a regular file of at most MAX_RECORDING_BYTES (not /dev/zero, a FIFO)."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the recording: {exc.strerror}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"{path}: not a regular file, not a tiny recording")
+    if info.st_size > MAX_RECORDING_BYTES:
+        raise ConfigError(
+            f"{path}: {info.st_size:,} bytes, over the {MAX_RECORDING_BYTES:,} a recording may hold"
+        )
+
+
 def _entry(path: Path, n: int, line: str) -> dict[str, Any]:
     data = _json_line(path, n, line)
     for name in ("run", "key"):
@@ -500,7 +519,30 @@ def _entry(path: Path, n: int, line: str) -> dict[str, Any]:
             raise ConfigError(f"{path}:{n}: exchange without a {name!r}")
     if not isinstance(data.get("completion"), dict) and not isinstance(data.get("error"), dict):
         raise ConfigError(f"{path}:{n}: exchange without a 'completion' or an 'error'")
+    problem = _completion_problem(data["completion"]) if "completion" in data else None
+    if problem:
+        raise ConfigError(f"{path}:{n}: {problem}")
     return data
+
+
+def _completion_problem(data: Any) -> str | None:
+    """Say what is wrong with a recorded completion's types (a file edited by hand)."""
+    if not isinstance(data, dict):
+        return "'completion' must be an object"
+    calls = data.get("tool_calls") or []
+    if not isinstance(calls, list) or not all(
+        isinstance(c, list) and len(c) == 3 and all(isinstance(x, str) for x in c) for c in calls
+    ):
+        return "'tool_calls' must be a list of [id, name, arguments] strings"
+    for name in ("tokens_in", "tokens_out"):
+        value = data.get(name) or 0
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"{name!r} must be a whole number, got {value!r}"
+    if not isinstance(data.get("content") or "", str):
+        return "'content' must be a string or null"
+    if not isinstance(data.get("raw") or {}, dict):
+        return "'raw' must be an object"
+    return None
 
 
 def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
