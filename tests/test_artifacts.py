@@ -277,3 +277,18 @@ def test_a_query_without_words_is_an_error_the_model_can_fix(tmp_path: Path) -> 
     with pytest.raises(ToolCallError, match="no searchable words"):
         store.passages(artifact, "the of")
     assert store.passages(artifact, "nothingmatches") == []
+
+
+@pytest.mark.parametrize("damage", ["missing", "not utf-8"])
+def test_an_artifact_whose_text_is_gone_or_damaged_is_one_line(tiny, cli_env, damage) -> None:
+    store = ArtifactStore(Path(cli_env["TINY_HOME"]))
+    artifact = store.save("x" * 100, tool="http_get", card="web-reader")
+    text = store.folder / f"{artifact.handle}.txt"
+    if damage == "missing":
+        text.unlink()
+    else:
+        text.write_bytes(b"\xff\xfe broken")
+    result = tiny("artifacts", "show", artifact.handle)
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith("tiny: error: ") and "text cannot be read" in line

@@ -69,8 +69,15 @@ class ArtifactStore:
     def text(self, artifact: Artifact) -> str:
         """Return the artifact's whole text, exactly as the tool gave it."""
         # newline="": offsets count "\r\n" as two characters, as the model was told
-        with open(self.folder / f"{artifact.handle}.txt", encoding="utf-8", newline="") as f:
-            return f.read()
+        path = self.folder / f"{artifact.handle}.txt"
+        try:
+            with open(path, encoding="utf-8", newline="") as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError) as exc:  # removed or edited by hand: one line
+            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise ConfigError(
+                f"{path}: artifact {artifact.handle}'s text cannot be read: {why}"
+            ) from None
 
     def passages(self, artifact: Artifact, query: str) -> list[tuple[int, str]]:
         """Return (offset, text) of the chunks that best match `query`, in document order."""
