@@ -482,3 +482,24 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile([1.0], 95) == 1.0
     assert percentile([float(i) for i in range(1, 21)], 95) == 19.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
+
+
+def test_a_row_of_the_wrong_shape_shows_what_it_can(tiny, cli_env) -> None:
+    import sqlite3
+
+    from tiny_cli.runs.log import DB_NAME, RunLog
+
+    home = Path(cli_env["TINY_HOME"])
+    with RunLog.open(home):
+        pass
+    db = sqlite3.connect(home / DB_NAME)
+    db.execute(
+        "INSERT INTO runs (started_at, command, label, card, endpoint, goal, status, transcript, "
+        "calls, digest, pid) VALUES ('2026-12-01T10:00:00', 'invoke', 'invoke', 'docs-finder', "
+        "'127.0.0.1', 'a task', 'ok', '[null, 5]', '7', '[1]', 1)"
+    )
+    db.commit()
+    db.close()
+    shown = tiny("runs", "show", "1")
+    assert shown.exit_code == 0, shown.output
+    assert "Traceback" not in shown.output

@@ -244,3 +244,12 @@ def test_a_refusal_cut_before_its_brace_is_completed_and_noted(run, scripted_ser
     code, digest = run("invoke", "docs-finder", "make me a sandwich", "--tool-mode", "native")
     assert (code, digest["status"]) == (4, "refused") and len(scripted_server.requests) == 1
     assert any("without its closing '}'" in n for n in digest["notes_for_caller"])
+
+
+def test_a_boolean_property_schema_is_listed_as_any_not_a_crash() -> None:
+    from tiny_cli.agent.prompts import tools_section
+
+    schema = {"type": "object", "properties": {"q": True, "n": {"type": "integer"}}}
+    text = tools_section([{"function": {"name": "find", "parameters": schema}}])
+    assert "- find(q: any, n: integer)" in text
+    assert "- bare()" in tools_section([{"function": {"name": "bare", "parameters": True}}])

@@ -79,10 +79,17 @@ def tools_section(schemas: Sequence[Mapping[str, Any]]) -> str:
     ]
     for schema in schemas:
         function = schema["function"]
-        params = function.get("parameters", {}).get("properties", {})
-        args = ", ".join(f"{k}: {v.get('type', 'any')}" for k, v in params.items())
+        parameters = function.get("parameters")
+        params = parameters.get("properties") if isinstance(parameters, Mapping) else None
+        args = ", ".join(f"{k}: {_type_of(v)}" for k, v in (params or {}).items())
         lines.append(f"- {function['name']}({args}): {function.get('description', '')}".rstrip())
     return "\n".join(lines)
+
+
+def _type_of(schema: Any) -> Any:
+    """A parameter's JSON type for the tools list, as written (recordings hold these prompts);
+    a schema that is not an object (`true`) accepts anything."""
+    return schema.get("type", "any") if isinstance(schema, Mapping) else "any"
 
 
 def call_first_message() -> str:

@@ -105,7 +105,14 @@ def record(row: Sequence[Any]) -> RunRecord:
     """Return a row of RUN_SQL as a RunRecord; ValueError when its JSON is damaged."""
     size = len(SUMMARY_COLUMNS)
     routing, digest, transcript, calls = (json.loads(v) if v else None for v in row[size:])
-    return RunRecord(summary(row[:size]), routing, digest, transcript or [], calls or [])
+    # a row edited by hand may hold any JSON: keep the shapes `runs show` can print
+    routing = routing if isinstance(routing, dict) else None
+    digest = digest if isinstance(digest, dict) else None
+    transcript = (
+        [m for m in transcript if isinstance(m, dict)] if isinstance(transcript, list) else []
+    )
+    calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    return RunRecord(summary(row[:size]), routing, digest, transcript, calls)
 
 
 def select_runs(query: RunQuery, indexed: bool = True) -> tuple[str, list[Any]]:
