@@ -117,11 +117,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     thing a newcomer runs stays in `make test`; `make test-slow`, in CI too, runs the rest),
     before `-m 'not slow'` deselects: the default run stays within its 5 minutes."""
     for item in items:
-        block = getattr(getattr(item, "example", None), "parsed", None)
-        if not isinstance(block, Block):
+        example = getattr(item, "example", None)
+        if example is None:  # not a doc example
             continue
+        block = getattr(example, "parsed", None)
         doc = Path(str(item.fspath))
-        if "slow" in block.options or doc != REPO / "README.md":  # examples/*/README.md too
+        # a whole doc goes one way: its skip directives and blocks must stay together
+        if doc != REPO / "README.md" or (isinstance(block, Block) and "slow" in block.options):
             item.add_marker(pytest.mark.slow)
 
 

@@ -31,13 +31,11 @@ EXIT_BY_STATUS = {
 UsageError: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
-class OneLineUsageError(UsageError):
-    """A usage error said in one line, as every other error is, with where to find help."""
-
-    def show(self, file: Any = None) -> None:
-        """Print `tiny: error: …` and the command's --help on stderr."""
-        where = self.ctx.command_path if self.ctx is not None else "tiny"
-        typer.echo(f"tiny: error: {self.format_message()} (see '{where} --help')", err=True)
+def _usage_error(exc: Any) -> typer.Exit:
+    """Say a usage error in one line, as every other error is, with where to find help."""
+    where = exc.ctx.command_path if exc.ctx is not None else "tiny"
+    typer.echo(f"tiny: error: {exc.format_message()} (see '{where} --help')", err=True)
+    return typer.Exit(exc.exit_code)
 
 
 class TinyGroup(typer.core.TyperGroup):
@@ -47,10 +45,8 @@ class TinyGroup(typer.core.TyperGroup):
         """Parse the root's options; a usage error is one line."""
         try:
             return super().make_context(*args, **kwargs)
-        except OneLineUsageError:
-            raise
         except UsageError as exc:
-            raise OneLineUsageError(exc.format_message(), exc.ctx) from None
+            raise _usage_error(exc) from None
 
     def invoke(self, ctx: Any) -> Any:
         """Run the command; Ctrl-C, a usage error and a TinyError end it as described above."""
@@ -58,10 +54,8 @@ class TinyGroup(typer.core.TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             _interrupted()
-        except OneLineUsageError:
-            raise
         except UsageError as exc:
-            raise OneLineUsageError(exc.format_message(), exc.ctx) from None
+            raise _usage_error(exc) from None
         except TinyError as exc:
             first, *rest = str(exc).splitlines() or [type(exc).__name__]
             typer.echo(f"tiny: error: {first}", err=True)
