@@ -14,7 +14,6 @@ A project file never holds a secret: keys stay in the environment, so a key name
 from __future__ import annotations
 
 import difflib
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +88,8 @@ def _tool_table(path: Path) -> dict[str, Any] | None:
 
 
 def _toml(path: Path) -> dict[str, Any]:
+    import tomllib  # here: most commands run where no project file is, and it costs ~4 ms
+
     try:
         return tomllib.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
