@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -14,6 +14,7 @@ from tiny_cli.cli.common import (
     console,
     emit,
     model_settings,
+    picked,
     run_session,
     wants_live,
     warn_unused,
@@ -149,8 +150,8 @@ class ExampleFlags:
 
     @classmethod
     def pick(cls, options: dict[str, Any]) -> ExampleFlags:
-        """Take the flags from the command's options (its `locals()`), each by its name."""
-        return cls(**{f.name: options[f.name] for f in fields(cls)})
+        """Take the flags from the command's options (its `locals()`)."""
+        return picked(cls, options)
 
 
 def _example_bench(settings: Any, f: ExampleFlags) -> None:

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
 from tiny_cli.settings import load_settings
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -101,6 +104,11 @@ def run_session(
             return
         with view:  # ends before the run log closes: a warning then reads below the runs
             yield session
+
+
+def picked(cls: type[T], options: Mapping[str, Any]) -> T:
+    """Build a flags dataclass from a command's options (its `locals()`), each by its name."""
+    return cls(**{f.name: options[f.name] for f in fields(cls)})  # type: ignore[arg-type]
 
 
 def warn_unused(exchanges: Any) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from tiny_cli.cli.common import console, emit, model_settings, run_session, wants_live
+from tiny_cli.cli.common import console, emit, model_settings, picked, run_session, wants_live
 from tiny_cli.cli.options import (
     AllowHostOpt,
     ArtifactOpt,
@@ -81,8 +81,8 @@ class RunFlags:
 
     @classmethod
     def pick(cls, options: Mapping[str, Any]) -> RunFlags:
-        """Take the flags from a command's options (its `locals()`), each by its name."""
-        return cls(**{f.name: options[f.name] for f in fields(cls)})
+        """Take the flags from the command's options (its `locals()`)."""
+        return picked(cls, options)
 
     def settings(self) -> Settings:
         """Return the settings these flags make."""
