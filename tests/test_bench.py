@@ -18,6 +18,7 @@ import yaml
 
 from tiny_cli.bench.tasks import load_tasks
 from tiny_cli.errors import ConfigError
+from tiny_cli.provider.replay import Replayer
 from tiny_cli.testing import ScriptedServer, Turn, reply, respond, tool_call
 
 from .conftest import REPO, SEED_CARDS
@@ -402,7 +403,13 @@ def test_bench_stops_at_once_when_nothing_listens(tiny) -> None:
     assert time.monotonic() - start < 30  # one probe, not 3.5 s of retries for every run
 
 
-def test_ctrl_c_stops_the_bench_at_once_with_130_and_no_partial_files(tmp_path: Path) -> None:
+def _interrupted_bench(
+    tmp_path: Path, quick: int, signum: int = signal.SIGINT
+) -> tuple[int, float, str, Path]:
+    """Start a recording bench, interrupt it once `quick` fast answers and one slow are asked.
+
+    Returns the exit code, the seconds from signal to exit, stderr and the output folder.
+    """
     tasks = write_tasks(tmp_path / "bench")
     out = tmp_path / "out"
     out.mkdir()
@@ -413,6 +420,7 @@ def test_ctrl_c_stops_the_bench_at_once_with_130_and_no_partial_files(tmp_path: 
         "TINY_EMBEDDER": "hashing",  # routing is not what this test is about: start fast
     }
     with ScriptedServer() as server:
+        server.add(*[respond(model)] * quick)
         server.add(*[respond(lambda request: model(request, delay=20.0))] * TURNS)
         args = ["bench", "--tasks", str(tasks), "--arm", "all-tools", "--concurrency", "1"]
         args += ["--record", str(out / "run.jsonl"), "--out", str(out / "report.json")]
@@ -424,20 +432,38 @@ def test_ctrl_c_stops_the_bench_at_once_with_130_and_no_partial_files(tmp_path: 
         )
         try:
             deadline = time.monotonic() + 60
-            while not server.requests and time.monotonic() < deadline:  # a run is under way
-                time.sleep(0.05)
-            assert server.requests, "the bench never asked the model"
-            child.send_signal(signal.SIGINT)
+            while len(server.requests) <= quick and time.monotonic() < deadline:
+                time.sleep(0.05)  # the slow answer is under way
+            assert len(server.requests) > quick, "the bench never asked the model"
+            child.send_signal(signum)
             sent = time.monotonic()
             code = child.wait(timeout=10)  # queued runs and a 20 s answer must not hold it
             waited = time.monotonic() - sent
         finally:
             child.kill()
             _, stderr = child.communicate()
-    assert code == 130, stderr.decode()
+    return code, waited, stderr.decode(), out
+
+
+def test_ctrl_c_stops_the_bench_at_once_with_130_and_no_partial_files(tmp_path: Path) -> None:
+    code, waited, stderr, out = _interrupted_bench(tmp_path, quick=0)
+    assert code == 130, stderr
     assert waited < 5
-    assert "tiny: interrupted" in stderr.decode() and b"Traceback" not in stderr
+    assert "tiny: interrupted" in stderr and "Traceback" not in stderr
     assert list(out.iterdir()) == []  # no report, no recording, no partial file
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_recording_keeps_its_answers_for_resume(tmp_path, signum) -> None:
+    code, _, stderr, out = _interrupted_bench(tmp_path, quick=2, signum=signum)
+    assert code == 130, stderr
+    kept = out / "run.interrupted.jsonl"
+    assert sorted(p.name for p in out.iterdir()) == [kept.name]  # not on the target, no partial
+    assert f"in {kept}: pass it to --resume" in " ".join(stderr.split())
+    lines = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert lines[0]["tiny_recording"] and len(lines) == 3  # the header and the two answers
+    assert all("completion" in line for line in lines[1:])
+    assert Replayer.load(kept).unused() == 2  # a file --resume can read
 
 
 def test_bench_passes_the_tool_mode_to_every_run(bench, scripted_server) -> None:

@@ -85,9 +85,33 @@ def run_session(
     resume: Sequence[Path] = (),
 ) -> Iterator[Session]:
     """Open the command's session, with the live view on stderr while it runs when `live`."""
+    view = _live_view() if live else None
+    opened: list[Session] = []
+    try:
+        with _session(settings, command, record, replay, resume, no_log, view, handles) as s:
+            opened.append(s)
+            yield s
+    except KeyboardInterrupt:
+        kept = opened[0].exchanges.kept_on_interrupt() if opened else None
+        if kept is not None:
+            warn(f"the exchanges recorded so far are in {kept}: pass it to --resume to go on")
+        raise
+
+
+@contextmanager
+def _session(
+    settings: Settings,
+    command: str,
+    record: Path | None,
+    replay: Sequence[Path] | None,
+    resume: Sequence[Path],
+    no_log: bool,
+    view: LiveView | None,
+    handles: Sequence[str],
+) -> Iterator[Session]:
+    """Open the session itself, the live view inside it."""
     from tiny_cli.session import open_session
 
-    view = _live_view() if live else None
     with open_session(
         settings,
         command,

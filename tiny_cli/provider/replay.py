@@ -131,6 +131,10 @@ class ExchangeSource(ABC):
         """How many recorded answers nobody asked for (a replay that covered less)."""
         return 0
 
+    def kept_on_interrupt(self) -> Path | None:
+        """The file an interrupted recording's exchanges were kept in, once closed (or None)."""
+        return None
+
     def __enter__(self) -> Self:
         return self
 
@@ -191,6 +195,7 @@ class Recorder(ExchangeSource):
         # least one exchange: a run that fails early never truncates an older recording
         self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
         self._exchanges = 0
+        self.kept_interrupted = False
         if self.path.is_dir():  # found at the start, not as a traceback when the run ends
             raise ConfigError(f"{path}: is a folder; --record needs a file name")
         try:
@@ -211,21 +216,38 @@ class Recorder(ExchangeSource):
             probe()
 
     def close(self, keep: bool = True) -> None:
-        """Close the file, move it into place if it holds exchanges, close the endpoint."""
+        """Close the file, move it into place if it holds exchanges, close the endpoint.
+
+        With `keep` false (Ctrl-C, SIGTERM) the exchanges so far are not thrown away, and
+        not put where a finished recording goes either: they go to `interrupted_path`, the
+        file a later `--resume` names so that no answer is asked for twice.
+        """
         with self._lock:
             self._file.close()
-            if keep and self._exchanges:
+            if not self._exchanges:
+                self._partial.unlink(missing_ok=True)
+            elif keep:
                 self._partial.replace(self.path)
             else:
-                self._partial.unlink(missing_ok=True)
+                self._partial.replace(self.interrupted_path)
+                self.kept_interrupted = True
         close = getattr(self._inner, "close", None)
         if close is not None:
             close()
 
+    def kept_on_interrupt(self) -> Path | None:
+        """The interrupted recording's file once closed after Ctrl-C, else None."""
+        return self.interrupted_path if self.kept_interrupted else None
+
+    @property
+    def interrupted_path(self) -> Path:
+        """Where an interrupted recording's exchanges are kept: beside the target, never on it."""
+        return self.path.with_name(f"{self.path.stem}.interrupted{self.path.suffix or '.jsonl'}")
+
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close(keep=not isinstance(exc, KeyboardInterrupt))  # Ctrl-C leaves no file
+        self.close(keep=not isinstance(exc, KeyboardInterrupt))
 
     def forward(
         self, label: _RunLabel, request: dict[str, Any], timeout: float | None
