@@ -7,7 +7,14 @@ server and check the real SQLite CRM under TINY_HOME and what went over the wire
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +284,99 @@ def test_prompt_shows_arguments_escaped(run, scripted_server, home, terminal) ->
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
     assert "[bold red]Evil[/]" in result.stderr  # markup shown literally, not applied
     assert "\\u001b[2J" in result.stderr and "\\u202e" in result.stderr
+
+
+# --- the prompt on a real terminal: Ctrl-C and the end of input -----------------------------
+
+PROMPT = b"Allow this write? [y/N]: "
+TERMINAL_SECONDS = 30  # a generous cap: a process stuck at the prompt fails the test
+
+
+def _read_until(fd: int, wanted: bytes | None, seconds: float) -> bytes:
+    """Read a pseudo-terminal until `wanted` shows (None: until the other side closes)."""
+    seen, deadline = b"", time.monotonic() + seconds
+    while (wanted is None or wanted not in seen) and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.05)[0]:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: every process holding the terminal has ended
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+def _at_the_prompt(
+    cli_env: dict[str, str],
+    url: str,
+    then: Callable[[subprocess.Popen, int], None],
+    when: bytes = PROMPT,
+) -> tuple[int | None, str]:
+    """Run `tiny invoke crm-writer` on a pseudo-terminal; once it shows `when`, do `then`."""
+    import pty  # POSIX only
+
+    master, slave = pty.openpty()
+    env = {**os.environ, **cli_env, "TINY_BASE_URL": url}
+    command = [sys.executable, "-m", "tiny_cli", "invoke", "crm-writer", TASK]
+    process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    try:
+        seen = _read_until(master, when, TERMINAL_SECONDS)
+        assert when in seen, seen.decode("utf-8", "replace")
+        then(process, master)  # the instant it is there
+        code = process.wait(timeout=TERMINAL_SECONDS)
+        seen += _read_until(master, None, 2)
+    except subprocess.TimeoutExpired:
+        code = None  # still waiting at the prompt: the signal was lost
+    finally:
+        process.kill()
+        process.wait()
+        os.close(master)
+    return code, seen.decode("utf-8", "replace")
+
+
+def _ctrl_c(process: subprocess.Popen, master: int) -> None:
+    process.send_signal(signal.SIGINT)
+
+
+def _interrupted_at_the_prompt(cli_env, scripted_server, home, trials: int) -> None:
+    for trial in range(trials):
+        scripted_server.add(tool_call("crm_add_company", MUSTERMANN))
+        when = PROMPT if trial % 2 == 0 else b" wants to write: "  # or while it is drawn
+        code, output = _at_the_prompt(cli_env, scripted_server.url, _ctrl_c, when)
+        assert code == 130, f"trial {trial}: exit {code}\n{output}"
+        assert "tiny: interrupted" in output and "Aborted" not in output, output
+        assert "Traceback" not in output, output
+    assert _rows(home) == []
+    scripted_server.assert_done()  # no model call after the Ctrl-C
+
+
+pty_only = pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+
+
+@pty_only
+def test_ctrl_c_at_the_write_prompt_exits_130(cli_env, scripted_server, home) -> None:
+    _interrupted_at_the_prompt(cli_env, scripted_server, home, trials=1)
+
+
+@pty_only
+@pytest.mark.slow
+def test_ctrl_c_the_instant_the_prompt_shows_is_never_lost(cli_env, scripted_server, home):
+    # a SIGINT landing between the prompt and the blocking read used to wait for a line;
+    # one landing while the question is drawn must end the command the same way
+    _interrupted_at_the_prompt(cli_env, scripted_server, home, trials=10)
+
+
+@pty_only
+def test_the_end_of_input_at_the_write_prompt_is_no(cli_env, scripted_server, home) -> None:
+    scripted_server.add(tool_call("crm_add_company", MUSTERMANN), reply(CLAIM_OK))
+    code, output = _at_the_prompt(cli_env, scripted_server.url, lambda _, m: os.write(m, b"\x04"))
+    assert code == 7, output  # needs_confirmation: the write was declined, not the run aborted
+    assert "write_declined" in output and "Aborted" not in output and "Traceback" not in output
+    assert _rows(home) == []
+    assert _tool_results(scripted_server.requests[1])[0].startswith("declined:")
+    scripted_server.assert_done()
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -10,9 +11,10 @@ import pytest
 
 from tiny_cli.agent.budget import DEFAULT_MAX_RESULT_CHARS
 from tiny_cli.bench.pages import PageServer
+from tiny_cli.secrets import Scrubber
 from tiny_cli.testing import reply, respond, tool_call
 from tiny_cli.tools import ToolCallError
-from tiny_cli.tools.artifacts import ArtifactStore
+from tiny_cli.tools.artifacts import ArtifactStore, stored_result
 from tiny_cli.tools.read_artifact import window
 
 PAGE_CHARS = 100_000
@@ -292,3 +294,38 @@ def test_an_artifact_whose_text_is_gone_or_damaged_is_one_line(tiny, cli_env, da
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
     assert line.startswith("tiny: error: ") and "text cannot be read" in line
+
+
+def test_a_record_naming_another_handle_reads_no_file_outside(tiny, home) -> None:
+    (home / "private.txt").write_text("not an artifact")
+    folder = home / "artifacts"
+    folder.mkdir()
+    record = {"handle": "../private", "tool": "http_get", "chars": 15}  # edited to point out
+    (folder / "art_0123456789.json").write_text(json.dumps(record))
+    result = tiny("artifacts", "show", "art_0123456789")
+    assert result.exit_code == 2 and "not an artifact" not in result.stdout
+    [line] = result.stderr.splitlines()
+    assert "record is damaged: 'handle' is '../private', not 'art_0123456789'" in line
+
+
+def test_an_artifact_text_that_is_no_regular_file_is_one_line(tiny, home) -> None:
+    store = ArtifactStore(home)
+    artifact = store.save("x" * 100, tool="http_get", card="web-reader")
+    text = store.folder / f"{artifact.handle}.txt"
+    text.unlink()
+    os.mkfifo(text)  # reading it would wait for a writer forever
+    result = tiny("artifacts", "show", artifact.handle)
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert "text cannot be read: not a regular file" in line
+
+
+def test_a_stored_result_is_scrubbed_and_sized_as_stored(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path, Scrubber(["k-1234567890abcdef"]))
+    text = "head k-1234567890abcdef " + "x " * 4000 + "Authorization: Bearer abc.def.ghi"
+    artifact = store.save(text, tool="http_get", card="web-reader")
+    stored = store.text(artifact)
+    assert "k-1234567890abcdef" not in stored and "abc.def.ghi" not in stored
+    assert artifact.chars == len(stored) and artifact.preview.startswith("head [redacted]")
+    shown = stored_result(text, artifact, 100)
+    assert f"({len(stored)} characters)" in shown and f"{len(stored) - 100} more" in shown

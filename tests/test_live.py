@@ -182,11 +182,12 @@ def test_stderr_output_goes_through_the_view_while_it_is_on() -> None:
 def test_ask_prompts_with_the_view_paused(monkeypatch) -> None:
     seen: list[bool] = []
 
-    def confirm(text: str, default: bool, err: bool) -> bool:
-        seen.append(view._live.is_started)
-        return True
+    class Answer(io.StringIO):  # not a file descriptor: the prompt reads it by lines
+        def readline(self, size: int | None = -1) -> str:
+            seen.append(view._live.is_started)
+            return "y\n"
 
-    monkeypatch.setattr(cli.typer, "confirm", confirm)
+    monkeypatch.setattr(sys, "stdin", Answer())
     card = type("C", (), {"id": "crm-writer"})()
     with _terminal_view() as view:
         assert cli._ask(card, "crm_add_company", {"name": "X"}) is True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -14,6 +15,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from tiny_cli.agent.prompts import repair_message
 from tiny_cli.digest import Cost, Digest
@@ -22,12 +25,13 @@ from tiny_cli.events import Finished, RunStarted, ToolCalled, ToolFinished
 from tiny_cli.runs import DB_NAME, RunLog, RunQuery, parse_since
 from tiny_cli.runs.migrations import SCHEMA_VERSION
 from tiny_cli.runs.schema import REPAIR_MARK
-from tiny_cli.runs.scrub import Scrubber
 from tiny_cli.runs.stats import percentile
+from tiny_cli.secrets import Scrubber
 from tiny_cli.testing import reply, respond, tool_call
 
 from .conftest import HANDBOOK, REPO, SEED_CARDS
 from .test_bench import TURNS, model, write_tasks
+from .test_properties import QUICK, json_values
 
 TASK = "how did the onboarding process work again"
 ANSWER = {"status": "ok", "summary": "Day one: laptop.", "source": "onboarding.md"}
@@ -503,3 +507,136 @@ def test_a_row_of_the_wrong_shape_shows_what_it_can(tiny, cli_env) -> None:
     shown = tiny("runs", "show", "1")
     assert shown.exit_code == 0, shown.output
     assert "Traceback" not in shown.output
+
+
+# --- rows of any shape (edited or damaged by hand) ----------------------------------------
+
+_sqlite_values = (
+    st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=30)
+    | st.binary(max_size=10)
+)
+_anything = json_values | st.text(max_size=10)
+_call_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": _anything,
+        "name": _anything,
+        "outcome": st.sampled_from(["ok", "ghost", "bad_arguments"]) | _anything,
+        "seconds": _anything,
+        "result_chars": _anything,
+        "recovered": _anything,
+        "arguments": _anything,
+        "function": st.fixed_dictionaries({}, optional={"name": _anything, "arguments": _anything})
+        | _anything,
+    },
+)
+_message_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.sampled_from(["system", "user", "assistant", "tool"]) | _anything,
+        "content": st.just("Result of x: y") | st.just(REPAIR_MARK) | _anything,
+        "tool_calls": st.lists(_call_like, max_size=3) | _anything,
+        "tool_call_id": _anything,
+    },
+)
+_routing_like = st.fixed_dictionaries(
+    {},
+    optional={k: _anything for k in ("decision", "agent_id", "score", "rerouted_from")},
+)
+
+
+def _json_column(shaped: st.SearchStrategy) -> st.SearchStrategy:
+    """A JSON column: JSON of the right shape with any values, any JSON, not JSON, any value."""
+    return shaped.map(json.dumps) | json_values.map(json.dumps) | _sqlite_values | st.none()
+
+
+_ROW = {
+    "started_at": st.sampled_from(["2026-12-01T10:00:00", "0001-01-01", "9999-12-31T23:59"])
+    | _sqlite_values,
+    "ended_at": _sqlite_values | st.none(),
+    "command": _sqlite_values,
+    "label": _sqlite_values,
+    "card": _sqlite_values | st.none(),
+    "model": _sqlite_values | st.none(),
+    "endpoint": _sqlite_values,
+    "goal": _sqlite_values,
+    "status": st.sampled_from(["ok", "running", "interrupted", "failed"]) | _sqlite_values,
+    "reason": _sqlite_values | st.none(),
+    "routing": _json_column(_routing_like),
+    "digest": _json_column(st.fixed_dictionaries({}, optional={"attempts": _anything})),
+    "transcript": _json_column(st.lists(_message_like, max_size=4)).filter(lambda v: v is not None),
+    "calls": _json_column(st.lists(_call_like, max_size=3)).filter(lambda v: v is not None),
+    **{
+        name: st.integers(min_value=-(2**63), max_value=2**63 - 1) | _sqlite_values
+        for name in ("tokens_in", "tokens_out", "tool_calls", "ghost_calls", "caller_tokens")
+    },
+    "recovered_calls": _sqlite_values,
+    "wall_seconds": _sqlite_values | st.none(),
+    "tool_mode": _sqlite_values | st.none(),
+    "pid": st.sampled_from([1, 0, -1, 2**62, os.getpid()]) | _sqlite_values,
+    "repaired": _sqlite_values,
+}
+any_row = st.fixed_dictionaries(_ROW)
+DEEP_ROW = {
+    **{k: "x" for k in ("started_at", "command", "label", "endpoint", "goal", "status")},
+    "transcript": "[" * 5000 + "]" * 5000,  # deeper than json.loads can nest
+    "calls": "[]",
+    "pid": 1,
+}
+
+
+def _put_row(home: Path, row: dict) -> None:
+    """Replace the log's rows with this one, as id 1."""
+    if not (home / DB_NAME).exists():
+        RunLog.open(home).close()
+    db = sqlite3.connect(home / DB_NAME)
+    try:
+        db.execute("DELETE FROM runs")
+        names = ", ".join(["id", *row])
+        db.execute(f"INSERT INTO runs ({names}) VALUES (1{', ?' * len(row)})", list(row.values()))
+        db.commit()
+    finally:
+        db.close()
+
+
+@QUICK
+@given(any_row)
+@example(DEEP_ROW)
+@example({**DEEP_ROW, "transcript": '[{"tool_calls": "abc", "content": 5}]', "calls": "7"})
+@example({**DEEP_ROW, "transcript": "[]", "status": "running", "pid": "abc"})
+def test_a_row_of_any_shape_reads_and_renders(home: Path, row: dict) -> None:
+    from rich.console import Console
+
+    from tiny_cli.cli import render_runs
+
+    _put_row(home, row)
+    console = Console(file=io.StringIO(), width=100)
+    with RunLog.open(home) as log:
+        found = log.runs(RunQuery())
+        try:
+            record = log.run(1)
+        except ConfigError as exc:  # JSON that is not JSON: one line naming the run
+            assert "\n" not in str(exc) and "run 1 is damaged" in str(exc)
+            record = None
+    render_runs.runs(console, found, home / DB_NAME)
+    json.dumps([r.to_json() for r in found])
+    if record is not None:
+        render_runs.run(console, record, full=True)
+        json.dumps(record.to_json())
+
+
+# through the CLI each example costs two commands: fewer of them, the test above has the rest
+@settings(QUICK, max_examples=8)
+@given(any_row)
+@example(DEEP_ROW)
+@example({**DEEP_ROW, "transcript": '[{"tool_calls": "abc"}]', "tokens_in": "abc"})
+def test_runs_show_and_list_have_an_outcome_for_any_row(tiny, home: Path, row: dict) -> None:
+    _put_row(home, row)
+    for args in (("runs", "show", "1"), ("runs",)):
+        result = tiny(*args)
+        assert result.exit_code in (0, 2), result.output
+        if result.exit_code == 2:
+            [line] = result.stderr.splitlines()
+            assert line.startswith("tiny: error: ")

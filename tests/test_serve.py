@@ -286,6 +286,61 @@ def test_stdout_carries_nothing_but_the_protocol(env, scripted_server) -> None:
     assert scripted_server.requests == []
 
 
+def _host_that_hangs_up(
+    env: dict[str, str], *calls: dict, args: tuple[str, ...] = (), capabilities: dict | None = None
+) -> tuple[list[dict], int, str]:
+    """Write initialize and `calls` to `tiny serve`'s stdin, close it at once, read every line."""
+    hello = {"protocolVersion": "2025-06-18", "capabilities": capabilities or {},
+             "clientInfo": {"name": "raw", "version": "0"}}  # fmt: skip
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": call}
+          for i, call in enumerate(calls, start=2)),
+    ]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "tiny_cli", "serve", *args],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        env=env, capture_output=True, text=True, timeout=CALL_SECONDS,
+    )  # fmt: skip
+    return [json.loads(line) for line in done.stdout.splitlines()], done.returncode, done.stderr
+
+
+def test_a_host_that_closes_stdin_still_gets_every_answer(env, scripted_server, plain_cards):
+    # the calls are still running when stdin ends: each is finished and answered, then the exit
+    tasks = [f"how does onboarding work, question {n}" for n in range(3)]
+    for task in tasks:
+        answer = {**DOCS_ANSWER, "summary": task}
+        scripted_server.on(
+            lambda r, t=task: t in json.dumps(r), reply(json.dumps(answer), delay=0.5)
+        )
+    calls = [{"name": "invoke", "arguments": {"card": "docs-finder", "task": t}} for t in tasks]
+    answers, code, stderr = _host_that_hangs_up(env, *calls, args=("--cards", str(plain_cards)))
+    assert code == 0, stderr
+    by_id = {a["id"]: a for a in answers}
+    assert sorted(by_id) == [1, 2, 3, 4] and len(answers) == 4, answers  # each once
+    for i, task in enumerate(tasks, start=2):
+        assert "error" not in by_id[i], by_id[i]  # not "Connection closed"
+        assert by_id[i]["result"]["structuredContent"]["summary"] == task
+    scripted_server.assert_done()
+
+
+def test_a_write_question_to_a_host_that_hung_up_is_declined(env, scripted_server, home):
+    # the host could elicit, but it is gone: nobody can approve, so the write never runs
+    scripted_server.add(tool_call("crm_add_company", MUSTERMANN), reply(json.dumps(CLAIM_OK)))
+    call = {"name": "invoke", "arguments": {"card": "crm-writer", "task": CRM_TASK}}
+    started = time.monotonic()
+    answers, code, stderr = _host_that_hangs_up(env, call, capabilities={"elicitation": {}})
+    assert code == 0, stderr
+    assert time.monotonic() - started < CALL_SECONDS / 2  # at once, not after the drain limit
+    (result,) = [a for a in answers if a.get("id") == 2 and "method" not in a]
+    digest = result["result"]["structuredContent"]
+    assert (digest["status"], digest["reason"]) == ("needs_confirmation", "write_declined")
+    assert _crm_rows(home) == []
+    assert "write declined, the host could not be asked" in stderr
+    scripted_server.assert_done()
+
+
 # --- writes ---------------------------------------------------------------------------------
 
 

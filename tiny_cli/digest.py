@@ -21,7 +21,9 @@ CHARS_PER_TOKEN = 4  # the estimate used wherever tokens are counted without a t
 MODEL_STATUSES = ("ok", "partial", "refused")
 
 Status = Literal["ok", "partial", "refused", "failed", "abstain", "needs_confirmation"]
-FieldSource = Literal["tool", "task", "model"]  # where a returned field's value was found
+# where a returned field's value was found: a tool's result (or a URL a call reached), the task,
+# only the arguments the model wrote into a call (its own value), or nowhere but its answer
+FieldSource = Literal["tool", "task", "args", "model"]
 CallOutcome = Literal[
     "ok", "ghost", "bad_arguments", "tool_error", "timeout", "declined", "not_allowed", "not_run"
 ]  # not_run: the run stopped at this call (a function-calling bench scores it, runs nothing)
@@ -135,7 +137,8 @@ class Digest:
     reason: str | None = None
     routing: Routing | None = None
     calls: tuple[CallRecord, ...] = ()
-    # per returned field: seen in a tool's arguments or result, in the task, or only the model's
+    # per returned field: seen in a tool's result, in the task, only in a call's arguments, or
+    # only in the model's answer
     field_sources: Mapping[str, FieldSource] = field(default_factory=dict)
     # earlier runs of this task by other cards, oldest first; `cost` above includes theirs
     attempts: tuple[Attempt, ...] = ()

@@ -1,7 +1,8 @@
 """Session: the set-up every face makes around its runs, written once.
 
 A session holds where model answers come from (live, recorded or replayed), who observes each
-run (the run log, plus what the face adds, such as the live view) and the artifact store.
+run (the run log, plus what the face adds, such as the live view) and the artifact store; the
+run log and the artifact store share one secret scrubber (tiny_cli.secrets).
 `tiny invoke`, `tiny delegate`, `tiny bench` and `tiny serve` all open one; the Brief a face
 builds from its options comes from `build_brief`.
 """
@@ -20,6 +21,7 @@ from tiny_cli.events import Observer, fan_out
 from tiny_cli.provider.client import Provider
 from tiny_cli.provider.factory import Replays, endpoint_host, open_exchanges
 from tiny_cli.provider.replay import ExchangeSource
+from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.tools.artifacts import ArtifactStore
 
@@ -81,19 +83,25 @@ def open_session(
     reported to `on_log_error` (a warning: the runs happened), else raised. An unknown
     artifact handle in `handles` stops here, before any model call.
     """
-    store = artifact_store(settings, handles)
+    scrub = scrubber(settings.api_key)
+    store = artifact_store(settings, handles, scrub)
     with ExitStack() as stack:
+        wanted = log and settings.log_runs
+        runlog = _run_log(stack, settings, on_log_error, scrub) if wanted else None
+        # entered after the log, so closed before it: after Ctrl-C a recording is saved at
+        # once, not after the log's wait for its queued writes (the 2 s net may end it first)
         opened = open_exchanges(settings, record=record, replay=replay, resume=resume)
         exchanges = stack.enter_context(opened)
-        runlog = _run_log(stack, settings, on_log_error) if log and settings.log_runs else None
         endpoint = endpoint_host(settings.base_url)
         observe = _fanned(runlog, command, endpoint, watchers)
         yield Session(command, exchanges, store, observe, runlog)
 
 
-def artifact_store(settings: Settings, handles: Sequence[str] = ()) -> ArtifactStore:
+def artifact_store(
+    settings: Settings, handles: Sequence[str] = (), scrub: Scrubber | None = None
+) -> ArtifactStore:
     """Return the store under the data directory; an unknown handle raises ConfigError."""
-    store = ArtifactStore(settings.home)
+    store = ArtifactStore(settings.home, scrub or scrubber(settings.api_key))
     for handle in handles:
         store.get(handle)
     return store
@@ -120,11 +128,11 @@ def build_brief(
 
 
 def _run_log(
-    stack: ExitStack, settings: Settings, on_error: Callable[[str], None] | None
+    stack: ExitStack, settings: Settings, on_error: Callable[[str], None] | None, scrub: Scrubber
 ) -> RunLog:
-    from tiny_cli.runs.log import RunLog  # sqlite and the scrubber: only when runs are logged
+    from tiny_cli.runs.log import RunLog  # sqlite: only when runs are logged
 
-    runlog = RunLog.open(settings.home)
+    runlog = RunLog.open(settings.home, scrub)
     stack.push(_closing(runlog, on_error))
     return runlog
 

@@ -132,7 +132,11 @@ def http_error(
 def raw_response(
     body: dict | str, *, status: int = 200, headers: dict | None = None, delay: float = 0.0
 ) -> Turn:
-    """Answer with exactly this body (e.g. a malformed completion) and status."""
+    """Answer with exactly this body (e.g. a malformed completion) and status.
+
+    A str is sent as it is, as application/json if it reads as JSON, else text/plain; a
+    Content-Type in `headers` replaces that guess.
+    """
     return Turn(status=status, body=body, headers=dict(headers or {}), delay=delay)
 
 
@@ -299,9 +303,13 @@ class ScriptedServer:
                 return self._refuse(handler, 500, f"respond() function returned {turn!r}")
         if self._stopping.wait(turn.delay) or turn.hang_up:
             return  # stopped while sleeping, or told to: the connection closes unanswered
-        if turn.body is not None:
-            return handler.answer(turn.status, turn.body, turn.headers)
-        handler.answer(turn.status, self._completion(turn, request), turn.headers)
+        body = turn.body if turn.body is not None else self._completion(turn, request)
+        try:
+            data, kind = _encoded(body, turn.headers)
+        except (TypeError, ValueError, RecursionError) as exc:  # the test's bug: say it, loudly
+            problem = f"its body cannot be sent: {type(exc).__name__}: {exc}"
+            return self._refuse(handler, 500, f"request ({_describe(request)}): {problem}")
+        handler.send(turn.status, data, kind, turn.headers)
 
     def _completion(self, turn: Turn, request: dict) -> dict:
         """Build the chat.completion JSON for a turn, numbering tool calls that have no id."""
@@ -359,15 +367,18 @@ class _Handler(BaseHTTPRequestHandler):
     def answer(
         self, status: int, body: dict | str, headers: Mapping[str, str] | None = None
     ) -> None:
+        """Send status, headers and a body of the server's own (always encodable)."""
+        self.send(status, *_encoded(body, headers or {}), headers or {})
+
+    def send(self, status: int, data: bytes, kind: str, headers: Mapping[str, str]) -> None:
         """Send status, headers and body; a client that already left is not an error."""
-        is_json = not isinstance(body, str) or _is_json(body)
-        data = (json.dumps(body) if not isinstance(body, str) else body).encode()
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json" if is_json else "text/plain")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
+            for name, value in headers.items():
+                if name.lower() != "content-type":  # sent above, the turn's own if it named one
+                    self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
         except OSError:
@@ -390,10 +401,21 @@ def _error_body(problem: str) -> dict:
     return {"error": {"message": problem, "type": "scripted_server_error", "code": None}}
 
 
+def _encoded(body: dict | str, headers: Mapping[str, str]) -> tuple[bytes, str]:
+    """Return a body's bytes and Content-Type: the turn's own if it names one, else guessed."""
+    data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    given = [value for name, value in headers.items() if name.lower() == "content-type"]
+    if given:
+        return data, given[-1]
+    return data, "application/json" if not isinstance(body, str) or _is_json(body) else "text/plain"
+
+
 def _is_json(text: str) -> bool:
     """Tell whether a scripted string body is JSON (for its Content-Type)."""
     try:
         json.loads(text)
+    except RecursionError:  # nested deeper than the parser goes: it opens as JSON does
+        return True
     except ValueError:
         return False
     return True

@@ -1,10 +1,12 @@
 """Evidence: where an answer's values came from, and which cards must not answer without it.
 
 The runner knows which tools ran and what they returned. A returned field is `tool` when its
-substance is found in a call's arguments or result, `task` when only the task holds it, and
-`model` when neither does: the model alone vouches for it (a URL no tool call used, a CRM id
-no tool returned). "Substance": the numbers, URLs and ids in the value when it has any, else
-most of its words; a summary-like field that paraphrases a page still counts as found.
+substance is found in a call's result (or is a URL a successful call reached: the tool answered
+from it), `task` when the task holds it, `args` when only the arguments the model itself wrote
+into a call hold it (a number it put in a search query: its own value echoed, no tool's), and
+`model` when none does: the model alone vouches for it (a URL no tool call used, a CRM id no
+tool returned). "Substance": the numbers, URLs and ids in the value when it has any, else most
+of its words; a summary-like field that paraphrases a page still counts as found.
 """
 
 from __future__ import annotations
@@ -34,25 +36,37 @@ def needs_evidence(card: Card) -> bool:
 def field_sources(
     fields: Mapping[str, Any], evidence: Sequence[str], task: str
 ) -> dict[str, FieldSource]:
-    """Say for each field whether a tool call, the task or only the model supplied its value."""
-    tools, asked = _Text(" ".join(evidence)), _Text(task)
-    sources: dict[str, FieldSource] = {}
-    for name, value in fields.items():
-        if tools.holds(value):
-            sources[name] = "tool"
-        elif asked.holds(value) or tools.plus(asked).holds(value):
-            sources[name] = "task"
-        else:
-            sources[name] = "model"
-    return sources
+    """Say for each field whether a result, the task, a call's arguments or the model holds it."""
+    split = [_split(entry) for entry in evidence]
+    reached = [url for args, _ in split for url in _URL.findall(args)]
+    results = _Text(" ".join([*(result for _, result in split), *reached]))
+    asked = _Text(task)
+    written = _Text(" ".join(args for args, _ in split)).plus(results).plus(asked)
+    return {name: _source(value, results, asked, written) for name, value in fields.items()}
+
+
+def _source(value: Any, results: _Text, asked: _Text, written: _Text) -> FieldSource:
+    """Where `value` was found: a result first, then the task, then the model's own arguments."""
+    if results.holds(value):
+        return "tool"
+    if asked.holds(value) or results.plus(asked).holds(value):
+        return "task"
+    return "args" if written.holds(value) else "model"
 
 
 def evidence_of(arguments: Mapping[str, Any], result: Any) -> str:
-    """Return the text one successful call contributes: its arguments and its result."""
+    """Return what one successful call contributes: its arguments' JSON line, then its result."""
     shown = (
         result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
     )
+    # compact JSON escapes every newline, so the first line is the arguments, whole
     return f"{json.dumps(dict(arguments), ensure_ascii=False, default=str)}\n{shown}"
+
+
+def _split(entry: str) -> tuple[str, str]:
+    """Return an `evidence_of` entry's arguments and result apart."""
+    args, _, result = entry.partition("\n")
+    return args, result
 
 
 class _Text:

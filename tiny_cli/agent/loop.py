@@ -359,8 +359,10 @@ class _Run:
 
     def tool(self, name: str) -> Tool | None:
         """Return the tool `name` if this agent has it now: its card's, or read_artifact."""
-        if name in self.card.tools and name in self.registry:
-            return self.registry[name]
+        # the card's own name for it: an MCP tool's says which server's tool it is
+        own = next((t for t in self.card.tools if t == name), None)
+        if own is not None and own in self.registry:
+            return self.registry[own]
         if name == READ_ARTIFACT and self.shelf is not None and self.shelf.held:
             return self.shelf.reader
         return None

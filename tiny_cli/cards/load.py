@@ -30,7 +30,7 @@ from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema
 from tiny_cli.cards.wording import message, missing, short, yaml_message
 from tiny_cli.errors import CardError
 from tiny_cli.settings import ToolMode
-from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig, qualified, remember
+from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig, offered, original, qualified
 
 # where tools come from, said with every unknown tool: the one thing a new user must find
 TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS)'
@@ -151,7 +151,7 @@ def check_cards(
         seen[card.id] = where
         cards.append(card)
     memo.save(files)
-    return cards, problems + _declared_twice(cards)
+    return cards, problems + _declared_twice(cards) + _wire_clashes(cards, known_tools)
 
 
 def _checked(
@@ -429,6 +429,30 @@ def _declared_twice(cards: Sequence[Card]) -> list[Problem]:
     return problems
 
 
+def _wire_clashes(cards: Sequence[Card], known_tools: Iterable[str]) -> list[Problem]:
+    """Two MCP tools the model would call by one name (`a.b__c`, `a__b.c`: `a__b__c`).
+
+    An MCP tool's wire name may not be a registered or declared tool's name either.
+    """
+    first = {name: (name, "a registered tool") for name in known_tools}
+    for card in cards:
+        first.update(
+            (f["name"], (f["name"], f"declared by card {card.id}")) for f in card.functions
+        )
+    problems = []
+    for card in cards:
+        for i, tool in enumerate(card.tools):
+            name = original(tool)
+            seen = first.setdefault(tool, (name, f"card {card.id}")) if name != tool else None
+            if seen is not None and seen[0] != name:
+                msg = (
+                    f"MCP tool {name!r} of card {card.id} and {seen[0]!r} ({seen[1]}) both reach "
+                    f"the model as {str(tool)!r}: it could not tell them apart; rename a server"
+                )
+                problems.append(Problem(str(card.path or card.id), None, f"tools[{i}]", msg))
+    return problems
+
+
 def _server_problem(tool: str, mcp: McpConfig | None) -> str | None:
     """Check offline that `server.tool` names a server of mcp.yaml (its tools need --connect)."""
     server = tool.split(".", 1)[0]
@@ -482,7 +506,7 @@ def _build(data: dict, path: Path) -> Card:
     return Card(
         id=data["id"],
         summary=" ".join(data["summary"].split()),
-        tools=tuple(remember(t) for t in data["tools"]),  # the model sees wire names
+        tools=tuple(offered(t) for t in data["tools"]),  # the model sees wire names
         returns_required=tuple(dict.fromkeys((*data.get("returns_required", ()), *returns))),
         examples=tuple(data.get("examples", ())),
         does_not=tuple(data.get("does_not", ())),

@@ -223,7 +223,10 @@ def _outputs_apart(inputs: tuple[Path | None, ...], outputs: tuple[Path | None, 
 
 
 def write_report(path: Path, document: Any) -> None:
-    """Write the JSON report whole or not at all."""
+    """Write the JSON report whole or not at all, scrubbed of secrets (tiny_cli.secrets)."""
+    from tiny_cli.secrets import scrubber
+
+    document = scrubber().document(document)  # the keys settings read: the environment's
     partial = path.with_name(f".{path.name}.partial")
     try:  # whole or not at all: a failed write never leaves half a report in place
         partial.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", "utf-8")

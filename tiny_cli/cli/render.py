@@ -214,8 +214,14 @@ STATUS_STYLE = {
 
 ATTEMPT_WHY_CHARS = 120  # of a refused attempt's summary on its `re-routed:` line
 
-# where a field's value was found; "model only" is the one a reader should doubt
-FIELD_SOURCE = {"tool": "tool result", "task": "the task", "model": "[yellow]model only[/]"}
+# where a field's value was found; "tool args" (the model's own value, echoed in a call it
+# made) and "model only" are the ones a reader should doubt
+FIELD_SOURCE = {
+    "tool": "tool result",
+    "task": "the task",
+    "args": "[yellow]tool args[/]",
+    "model": "[yellow]model only[/]",
+}
 
 
 def digest(console: Console, d: Any) -> None:

@@ -124,7 +124,7 @@ def run(console: Console, record: RunRecord, full: bool = False) -> None:
     console.print(f"[bold]transcript[/] ({len(record.transcript)} message(s))")
     calls = list(record.calls)
     answered = iter(calls)  # results come in the order the calls were made
-    by_id = {c.get("id"): c for c in calls}
+    by_id = {c["id"]: c for c in calls if isinstance(c.get("id"), str)}
     for number, message in enumerate(record.transcript, 1):
         _message(console, number, message, by_id, answered, full)
     _calls(console, calls)
@@ -206,7 +206,7 @@ def _message(
 ) -> None:
     """Print one message: a header with its role and size, its content, its tool calls."""
     role, content = str(message.get("role") or "?"), _content(message.get("content"))
-    calls = list(message.get("tool_calls") or [])
+    calls = _mappings(message.get("tool_calls"))
     tags = _tags(role, content, answered)
     size = len(content) + sum(len(_arguments(c)) for c in calls)
     style = ROLE_STYLE.get(role, "white")
@@ -235,8 +235,9 @@ def _native_call(
     console: Console, call: Mapping[str, Any], by_id: Mapping[Any, Mapping[str, Any]]
 ) -> None:
     """Print one tool call of an assistant message, its outcome highlighted."""
-    function = call.get("function") or {}
-    outcome = (by_id.get(call.get("id")) or {}).get("outcome")
+    function = _mapping(call.get("function"))
+    called = call.get("id")
+    outcome = _mapping(by_id.get(called) if isinstance(called, str) else None).get("outcome")
     text = f"{function.get('name')} {_cut(_arguments(call), ARGUMENT_CHARS)}"
     console.print(f"  → call {_shown(text)} · {_outcome(outcome)}", highlight=False)
 
@@ -255,7 +256,7 @@ def _calls(console: Console, calls: Sequence[Mapping[str, Any]]) -> None:
             f"[bold red]{name}[/]" if c.get("outcome") == "ghost" else name,
             _outcome(c.get("outcome"), short=True) + (" (recovered)" if c.get("recovered") else ""),
             _seconds(c.get("seconds")),
-            f"{c.get('result_chars') or 0:,}",
+            _count(c.get("result_chars")),
             _shown(_cut(str(c.get("arguments") or ""), ARGUMENT_CHARS)),
         )
     console.print(table)
@@ -269,7 +270,17 @@ def _content(value: Any) -> str:
 
 
 def _arguments(call: Mapping[str, Any]) -> str:
-    return str((call.get("function") or {}).get("arguments") or "")
+    return str(_mapping(call.get("function")).get("arguments") or "")
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """A value as a mapping: a row edited by hand may hold anything where one belongs."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _mappings(value: Any) -> list[Mapping[str, Any]]:
+    """The mappings of a list (a message's tool calls); anything else holds none."""
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
 def _outcome(outcome: Any, short: bool = False) -> str:
@@ -359,12 +370,20 @@ def _local(stamp: str, form: str = "%Y-%m-%d %H:%M:%S") -> str:
     """Show a stored UTC time in local time."""
     try:
         return datetime.fromisoformat(stamp).astimezone().strftime(form)
-    except ValueError:
+    except (ValueError, OverflowError, OSError):  # not a time, or out of the local range
         return _shown(stamp)
 
 
 def _seconds(value: Any) -> str:
-    return "—" if value is None else f"{value:.2f}"
+    return f"{value:.2f}" if _is_number(value) else "—"
+
+
+def _count(value: Any) -> str:
+    return f"{value:,}" if _is_number(value) else "0"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _number(value: float | None) -> str:

@@ -11,6 +11,10 @@ server's URL (``{site}``), the run's scratch home (``{home}``) and ISO timestamp
 placeholders and filled in with this run's values on replay, so a replayed model asks
 for this run's page server. Each (run, key) holds a FIFO of answers, so repeats and
 concurrent runs replay deterministically. A replay opens no connection to any model server.
+
+Every line is written through the secret scrubber (tiny_cli.secrets): a tool result in a later
+request, or an answer, that holds an API key is stored with [redacted] in its place. A request's
+key is taken before scrubbing, so a replay that sees the same tool results still matches it.
 """
 
 from __future__ import annotations
@@ -34,11 +38,14 @@ from typing import IO, Any, Self
 from tiny_cli._version import __version__
 from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, ReplayError
 from tiny_cli.provider.client import Completion, OpenAIProvider, Provider, ToolCall
+from tiny_cli.secrets import Scrubber, scrubber
 
 RECORDING_FORMAT = 1
 PREVIEW_CHARS = 80  # how much of the last message names a request in a ReplayError
 KEY_CHARS = 24  # hex digits of the sha256 kept as a request's key
 MAX_RECORDING_BYTES = 1 << 30  # 1 GiB: the largest shipped one is 15 MB
+# tokens one recorded answer may count: no context comes near, and sums stay in SQLite's int
+MAX_TOKENS = 10**9
 TIME_PLACEHOLDER = "{time}"
 TIMESTAMP = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
@@ -175,9 +182,11 @@ class Recorder(ExchangeSource):
         tool_mode: str | None = None,
         wall_scale: float = 1.0,
         resume: Replayer | None = None,
+        scrub: Scrubber | None = None,
     ) -> None:
         self._inner, self.path, self.model, self.host = inner, Path(path), model, host
         self._resume = resume  # earlier recordings: their answers are reused, not asked again
+        self._scrub = scrubber() if scrub is None else scrub  # default: the environment's keys
         self.resumed = 0
         self._lock = threading.Lock()
         header = {
@@ -286,7 +295,7 @@ class Recorder(ExchangeSource):
         return f"{self._resume.answered_from()}, resumed (the rest live)"
 
     def _write(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, ensure_ascii=False, sort_keys=True)
+        line = json.dumps(self._scrub.document(entry), ensure_ascii=False, sort_keys=True)
         with self._lock:
             self._exchanges += "run" in entry
             self._file.write(line + "\n")
@@ -541,6 +550,8 @@ def _entry(path: Path, n: int, line: str) -> dict[str, Any]:
             raise ConfigError(f"{path}:{n}: exchange without a {name!r}")
     if not isinstance(data.get("completion"), dict) and not isinstance(data.get("error"), dict):
         raise ConfigError(f"{path}:{n}: exchange without a 'completion' or an 'error'")
+    if "error" in data and not isinstance(data["error"], dict):  # replayed as the error it is
+        raise ConfigError(f"{path}:{n}: 'error' must be an object")
     problem = _completion_problem(data["completion"]) if "completion" in data else None
     if problem:
         raise ConfigError(f"{path}:{n}: {problem}")
@@ -560,6 +571,8 @@ def _completion_problem(data: Any) -> str | None:
         value = data.get(name) or 0
         if not isinstance(value, int) or isinstance(value, bool):
             return f"{name!r} must be a whole number, got {value!r}"
+        if not 0 <= value <= MAX_TOKENS:
+            return f"{name!r} must be from 0 to {MAX_TOKENS:,}, got {value:,}"
     if not isinstance(data.get("content") or "", str):
         return "'content' must be a string or null"
     if not isinstance(data.get("raw") or {}, dict):
@@ -574,6 +587,8 @@ def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
         raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
     except RecursionError:
         raise ConfigError(f"{path}:{n}: JSON nested too deeply") from None
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits)
+        raise ConfigError(f"{path}:{n}: a number with too many digits") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:{n}: a recording line must be a JSON object")
     return data

@@ -5,7 +5,7 @@ It keeps one row per run (its Digest, transcript and tool calls, secrets scrubbe
 (RunLog), `recorder` the observer and the writer thread that record runs, `query`, `search`
 and `stats` the reading side, `prune` and `export` deleting and exporting runs, `corrections`
 where a routed run's task should have gone, `schema`, `migrations` and `store` the tables
-(and the search index) and their SQLite file, `scrub` the secret scrubber.
+(and the search index) and their SQLite file. Secrets are kept out by tiny_cli.secrets.
 Rule: the run log knows runs only through their events; it never imports the agent or routing.
 """
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, TextIO
 
-from tiny_cli.errors import ConfigError
+from tiny_cli.errors import ConfigError, ReplayError
 from tiny_cli.runs import corrections, prune, recorder, search
 from tiny_cli.runs.corrections import Correction
 from tiny_cli.runs.export import destination, write_runs
@@ -36,9 +36,9 @@ from tiny_cli.runs.query import (
     summary,
 )
 from tiny_cli.runs.schema import INTERRUPT, now
-from tiny_cli.runs.scrub import Scrubber, env_secrets
 from tiny_cli.runs.stats import RunStats, count_reroutes, run_stats
 from tiny_cli.runs.store import DB_NAME, NO_LOG_HINT, connect, transaction
+from tiny_cli.secrets import Scrubber, scrubber
 
 if TYPE_CHECKING:
     from tiny_cli.events import Observer
@@ -58,15 +58,15 @@ class RunLog:
     the queue.
     """
 
-    def __init__(self, db: sqlite3.Connection, path: Path, secrets: Iterable[str]) -> None:
+    def __init__(self, db: sqlite3.Connection, path: Path, scrub: Scrubber) -> None:
         self.path = path
-        self._writer = recorder.Writer(db, Scrubber(secrets))
+        self._writer = recorder.Writer(db, scrub)
 
     @classmethod
-    def open(cls, home: Path, secrets: Iterable[str] | None = None) -> RunLog:
+    def open(cls, home: Path, scrub: Scrubber | None = None) -> RunLog:
         """Open (creating or upgrading) the run log in `home`; mark dead runs interrupted.
 
-        `secrets` are strings never to store; by default the API keys in the environment.
+        `scrub` keeps secrets out of every row and export; by default the environment's keys.
         """
         path = home / DB_NAME
         db = connect(path)
@@ -75,7 +75,7 @@ class RunLog:
         except BaseException:
             db.close()
             raise
-        log = cls(db, path, env_secrets() if secrets is None else secrets)
+        log = cls(db, path, scrubber() if scrub is None else scrub)
         try:
             log.sweep()
         except BaseException:
@@ -171,11 +171,13 @@ class RunLog:
     def export(self, query: RunQuery, out: Path | None, stream: TextIO) -> int:
         """Write each matching run as a JSON line to `stream`, or whole to `out`; count them.
 
-        A line is the document `runs show --json` prints; the oldest run comes first.
+        A line is the document `runs show --json` prints, scrubbed again (a key set since the
+        run was logged is kept out too); the oldest run comes first.
         """
         with destination(out, stream, self.path) as write, self._reading() as db:
             searched = query.text is not None and search.ready(db)
-            return write_runs(db, query, searched, write, self.path)
+            scrubbed = self._writer.scrub.document
+            return write_runs(db, query, searched, lambda doc: write(scrubbed(doc)), self.path)
 
     def corrections(self, pending_only: bool = True) -> list[Correction]:
         """Return the corrections, oldest first: by default only those not taught yet."""
@@ -191,13 +193,13 @@ class RunLog:
         """Wait until every run so far has its row committed, finished or running."""
         self._writer.flush()
 
-    def close(self, wait: float | None = None) -> None:
+    def close(self, wait: float | None = None, failure: str | None = None) -> None:
         """Write what is queued and close the database; raise if a write failed.
 
-        Runs that started but never finished are marked interrupted; `wait` bounds the wait
-        in seconds.
+        Runs that started but never finished are marked interrupted, or failed with `failure`
+        as their reason when an error ended them; `wait` bounds the wait in seconds.
         """
-        if self._writer.close(wait):
+        if self._writer.close(wait, failure):
             self._raise_failure()
 
     def __enter__(self) -> RunLog:
@@ -206,8 +208,10 @@ class RunLog:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        # Ctrl-C ends the command at once: what is still queued is not worth waiting for
-        self.close(wait=INTERRUPTED_WAIT if kind is KeyboardInterrupt else None)
+        # Ctrl-C ends the command at once: what is still queued is not worth waiting for.
+        # A replay miss ends the run it names: failed with that reason, not interrupted
+        failure = str(exc) if isinstance(exc, ReplayError) else None
+        self.close(wait=INTERRUPTED_WAIT if kind is KeyboardInterrupt else None, failure=failure)
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
@@ -240,13 +244,15 @@ class RunLog:
             raise failure  # a bug in tiny, not the user's: its traceback is wanted
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: object) -> bool:
     """Tell whether process `pid` exists (a zombie counts until its parent reaps it)."""
     if sys.platform == "win32":
         return True  # os.kill(pid, 0) would end the process there: never sweep on Windows
+    if type(pid) is not int or pid <= 0:
+        return False  # a row edited by hand: no process has that id (0 and -1 mean groups)
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True  # someone else's process

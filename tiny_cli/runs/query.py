@@ -54,7 +54,32 @@ class RunSummary:
 
 
 SUMMARY_COLUMNS = tuple(f.name for f in fields(RunSummary))
-RUN_SQL = f"SELECT {', '.join(SUMMARY_COLUMNS)}, routing, digest, transcript, calls FROM runs"
+# SQLite keeps any value in any column: a row edited by hand reads with the types RunSummary
+# names (an integer column holding text reads 0, a text column holding a number its digits)
+_WHOLE = ("id", "tokens_in", "tokens_out", "tool_calls", "ghost_calls", "recovered_calls",
+          "caller_tokens", "pid", "repaired")  # fmt: skip
+_MAYBE_TEXT = ("ended_at", "card", "model", "reason", "tool_mode")
+_NUMBER = "('integer', 'real')"
+
+
+def _typed(column: str) -> str:
+    """The SELECT expression that reads `column` with its RunSummary type (in C, not Python)."""
+    kind = f"typeof({column})"
+    if column == "id":
+        return column  # the primary key: always an integer
+    if column in _WHOLE:
+        return f"CASE {kind} WHEN 'integer' THEN {column} ELSE 0 END AS {column}"
+    if column == "wall_seconds":
+        return f"CASE WHEN {kind} IN {_NUMBER} THEN CAST({column} AS REAL) END AS {column}"
+    fallback = "NULL" if column in _MAYBE_TEXT else "''"
+    return (
+        f"CASE WHEN {kind} = 'text' THEN {column} WHEN {kind} IN {_NUMBER} "
+        f"THEN CAST({column} AS TEXT) ELSE {fallback} END AS {column}"
+    )
+
+
+SUMMARY_SQL = ", ".join(_typed(c) for c in SUMMARY_COLUMNS)
+RUN_SQL = f"SELECT {SUMMARY_SQL}, routing, digest, transcript, calls FROM runs"
 
 
 @dataclass(frozen=True)
@@ -104,7 +129,7 @@ def summary(row: Sequence[Any]) -> RunSummary:
 def record(row: Sequence[Any]) -> RunRecord:
     """Return a row of RUN_SQL as a RunRecord; ValueError when its JSON is damaged."""
     size = len(SUMMARY_COLUMNS)
-    routing, digest, transcript, calls = (json.loads(v) if v else None for v in row[size:])
+    routing, digest, transcript, calls = (_json(v) for v in row[size:])
     # a row edited by hand may hold any JSON: keep the shapes `runs show` can print
     routing = routing if isinstance(routing, dict) else None
     digest = digest if isinstance(digest, dict) else None
@@ -115,13 +140,23 @@ def record(row: Sequence[Any]) -> RunRecord:
     return RunRecord(summary(row[:size]), routing, digest, transcript, calls)
 
 
+def _json(value: Any) -> Any:
+    """Parse a JSON column; None when empty or not text; ValueError when it is not JSON."""
+    if not isinstance(value, str | bytes) or not value:
+        return None
+    try:
+        return json.loads(value)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 def select_runs(query: RunQuery, indexed: bool = True) -> tuple[str, list[Any]]:
     """Return the SELECT of the matching runs' summaries, newest first, and its parameters.
 
     `indexed`: the log has the search index (`search.indexed`), which `query.text` then reads.
     """
     where, params = _where(query, indexed)
-    sql = f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM runs{where} ORDER BY id DESC"
+    sql = f"SELECT {SUMMARY_SQL} FROM runs{where} ORDER BY id DESC"
     if query.limit is not None:
         sql, params = sql + " LIMIT ?", [*params, min(query.limit, SQLITE_MAX_INT)]
     return sql, params

@@ -17,14 +17,19 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tiny_cli.runs.schema import FINISHED, INTERRUPT, STARTED, insert_sql, now, repaired, stamp
-from tiny_cli.runs.scrub import Scrubber
 from tiny_cli.runs.store import transaction
+from tiny_cli.secrets import Scrubber
 
 if TYPE_CHECKING:  # the events bring the Digest (jsonschema, yaml): `tiny runs` needs neither
     from tiny_cli.events import Event, Finished, Observer, RunStarted, ToolCalled, ToolFinished
 
 FLUSH_SECONDS = 0.1  # the writer's tick: a process killed this soon after an event loses it
 LEFT = "the command ended before the run finished"
+# a run the command's error ended (a replay miss): failed, with the error as its reason
+FAIL_LEFT = (
+    "UPDATE runs SET status = 'failed', ended_at = ?, reason = ? "
+    "WHERE id = ? AND status = 'running'"
+)
 
 Job = Callable[[sqlite3.Connection], None]
 
@@ -184,8 +189,9 @@ class Writer:
         self._wake.set()
         self._jobs.join()
 
-    def close(self, wait: float | None) -> bool:
-        """Write what is queued, mark unfinished runs interrupted, close the database.
+    def close(self, wait: float | None, failure: str | None = None) -> bool:
+        """Write what is queued, mark unfinished runs interrupted (failed, with `failure` as
+        their reason, when an error ended them), close the database.
 
         Return False, having closed nothing, when already closing or still writing after
         `wait` seconds (stuck on another process's lock).
@@ -201,7 +207,7 @@ class Writer:
         with self.lock:
             db, self.db = self.db, None
             if db is not None:
-                _interrupt_left(db, self.open_rows)
+                _interrupt_left(db, self.open_rows, failure and self.scrub.text(failure))
                 db.close()
         return True
 
@@ -278,8 +284,9 @@ def _drain(jobs: queue.Queue[Job | None]) -> list[Job | None]:
             return batch
 
 
-def _interrupt_left(db: sqlite3.Connection, rows: set[int]) -> None:
-    """Mark runs this process started and never finished as interrupted."""
+def _interrupt_left(db: sqlite3.Connection, rows: set[int], failure: str | None = None) -> None:
+    """Mark runs this process started and never finished as interrupted, or failed."""
+    sql, reason = (FAIL_LEFT, failure) if failure else (INTERRUPT, LEFT)
     if rows:
         with transaction(db):
-            db.executemany(INTERRUPT, [(now(), LEFT, r) for r in sorted(rows)])
+            db.executemany(sql, [(now(), reason, r) for r in sorted(rows)])

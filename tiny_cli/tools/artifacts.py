@@ -4,9 +4,11 @@ The model sees the head of the result, its size and a handle; the runner's own t
 `read_artifact` reads a window by offset or the passages that best match a query. The
 caller gets the handles in the Digest, and `tiny artifacts show HANDLE` prints one whole.
 
-Each artifact is two files under `TINY_HOME/artifacts/`: `<handle>.txt` (the text, exactly)
-and `<handle>.json` (its metadata), each written to a temporary file and renamed, so a
-reader never sees half of one. The metadata is written last: without it there is no artifact.
+Each artifact is two files under `TINY_HOME/artifacts/`: `<handle>.txt` (the text, exactly,
+but for secrets: tiny_cli.secrets scrubs it first) and `<handle>.json` (its metadata), each
+written to a temporary file and renamed, so a reader never sees half of one. The metadata is
+written last: without it there is no artifact. Files damaged or replaced by hand read as a
+one-line ConfigError, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -24,24 +27,32 @@ from pathlib import Path
 from typing import Any
 
 from tiny_cli.errors import ConfigError, ToolCallError
+from tiny_cli.secrets import Scrubber, scrubber
 
 ARTIFACTS_DIR = "artifacts"
 READ_ARTIFACT = "read_artifact"  # the runner's own tool, offered while a run holds artifacts
 HANDLE_PREFIX = "art_"
 HANDLE = re.compile(r"^art_[0-9a-f]{10}$")  # 40 random bits: not guessable from another run
 PREVIEW_CHARS = 120
+MAX_RECORD_CHARS = 64 * 1024  # a metadata file holds a few short fields: more is not one
+BRIEF_CHARS = 60  # of a damaged record's value in its error line
 
 
 class ArtifactStore:
     """The artifacts under one data directory (TINY_HOME, or the bench's scratch home)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, scrub: Scrubber | None = None) -> None:
         self.folder = Path(home) / ARTIFACTS_DIR
+        self.scrub = scrubber() if scrub is None else scrub  # default: the environment's keys
         self._indexes: dict[str, _Index] = {}
         self._lock = threading.Lock()
 
     def save(self, text: str, *, tool: str, card: str) -> Artifact:
-        """Store `text` under a new handle; return its record. Raises OSError when it cannot."""
+        """Store `text`, scrubbed of secrets, under a new handle; return its record.
+
+        `chars` counts the stored text. Raises OSError when it cannot be stored.
+        """
+        text = self.scrub.text(text)
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # tool results may be private
         handle = self._new_handle()
         artifact = Artifact(handle, tool, len(text), _now(), card, _preview(text))
@@ -50,33 +61,31 @@ class ArtifactStore:
         return artifact
 
     def find(self, handle: str) -> Artifact | None:
-        """Return the artifact stored under `handle`, or None (a malformed handle included)."""
-        if not HANDLE.match(handle):
-            return None  # never a path: "../x" must not reach the file system
+        """Return the artifact stored under `handle`, or None (malformed, missing or damaged)."""
         try:
-            data = json.loads((self.folder / f"{handle}.json").read_text(encoding="utf-8"))
-            return _record(data)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return self.get(handle)
+        except ConfigError:
             return None
 
     def get(self, handle: str) -> Artifact:
-        """Return the artifact under `handle`; an unknown one is a one-line ConfigError."""
-        artifact = self.find(handle)
-        if artifact is None:
+        """Return the artifact under `handle`; an unknown or damaged one is a ConfigError."""
+        path = self.folder / f"{handle}.json"
+        if not HANDLE.fullmatch(handle) or not path.exists():  # never a path: "../x" goes nowhere
             raise ConfigError(f"no artifact {handle!r} in {self.folder}")
-        return artifact
+        try:
+            return _record(json.loads(_read(path, MAX_RECORD_CHARS)), handle)
+        except (OSError, ValueError, RecursionError) as exc:  # edited by hand: one line
+            why = _why(exc)
+            raise ConfigError(f"{path}: artifact {handle}'s record is damaged: {why}") from None
 
     def text(self, artifact: Artifact) -> str:
-        """Return the artifact's whole text, exactly as the tool gave it."""
-        # newline="": offsets count "\r\n" as two characters, as the model was told
+        """Return the artifact's whole text, as it was stored."""
         path = self.folder / f"{artifact.handle}.txt"
         try:
-            with open(path, encoding="utf-8", newline="") as f:
-                return f.read()
-        except (OSError, UnicodeDecodeError) as exc:  # removed or edited by hand: one line
-            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            return _read(path)
+        except (OSError, ValueError) as exc:  # removed or edited by hand: one line
             raise ConfigError(
-                f"{path}: artifact {artifact.handle}'s text cannot be read: {why}"
+                f"{path}: artifact {artifact.handle}'s text cannot be read: {_why(exc)}"
             ) from None
 
     def passages(self, artifact: Artifact, query: str) -> list[tuple[int, str]]:
@@ -102,10 +111,14 @@ class ArtifactStore:
 
 
 def stored_result(text: str, artifact: Artifact, limit: int) -> str:
-    """Return what the model sees of a stored result: its head, its size and how to read on."""
+    """Return what the model sees of a stored result: its head, its size and how to read on.
+
+    The sizes are the stored text's, which offsets count (scrubbing may have changed it).
+    """
+    chars = artifact.chars
     return (
-        f"{text[:limit]}\n[… cut by tiny: {len(text) - limit} more characters not shown. "
-        f"The whole result ({len(text)} characters) is stored as artifact {artifact.handle}: "
+        f"{text[:limit]}\n[… cut by tiny: {chars - limit} more characters not shown. "
+        f"The whole result ({chars} characters) is stored as artifact {artifact.handle}: "
         f"call {READ_ARTIFACT} with handle {artifact.handle!r} and a query for the passages "
         f"that match it, or with offset={limit} to read on.]"
     )
@@ -136,18 +149,62 @@ def _write_atomically(path: Path, text: str) -> None:
         raise
 
 
+def _read(path: Path, most: int | None = None) -> str:
+    """Read a regular file as UTF-8 (a FIFO or a device is refused: it could block or never end).
+
+    newline="": offsets count "\r\n" as two characters, as the model was told. With `most`,
+    a larger file raises ValueError.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO's open waits else
+    with os.fdopen(fd, encoding="utf-8", newline="") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        text = f.read() if most is None else f.read(most + 1)
+    if most is not None and len(text) > most:
+        raise ValueError(f"over {most:,} characters")
+    return text
+
+
+def _why(exc: Exception) -> str:
+    """Say in a few words why a file could not be read."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    return str(exc) or type(exc).__name__
+
+
 def _preview(text: str) -> str:
     flat = " ".join(text[: PREVIEW_CHARS * 4].split())
     return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
 
 
-def _record(data: dict[str, Any]) -> Artifact:
-    """Read a metadata file's record; a field of the wrong type raises TypeError."""
-    handle, tool, chars = data["handle"], data["tool"], data["chars"]
-    if not isinstance(handle, str) or not isinstance(tool, str) or type(chars) is not int:
-        raise TypeError("not an artifact record")
-    extra = {k: str(data.get(k) or "") for k in ("created", "card", "preview")}
+def _record(data: Any, handle: str) -> Artifact:
+    """Read a metadata file's record of `handle`; ValueError naming what is wrong with it."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    if data.get("handle") != handle:  # the file's name decides which text is read, nothing else
+        raise ValueError(f"'handle' is {_brief(data.get('handle'))}, not {handle!r}")
+    tool, chars = data.get("tool"), data.get("chars")
+    if not isinstance(tool, str):
+        raise ValueError(f"'tool' must be a string, got {_brief(tool)}")
+    if type(chars) is not int or chars < 0:
+        raise ValueError(f"'chars' must be a whole number, got {_brief(chars)}")
+    extra = {k: _field(data.get(k)) for k in ("created", "card", "preview")}
     return Artifact(handle, tool, chars, **extra)
+
+
+def _brief(value: Any) -> str:
+    """A value for an error line: its repr (one line, escaped), cut short."""
+    shown = repr(value)
+    return shown if len(shown) <= BRIEF_CHARS else shown[: BRIEF_CHARS - 1] + "…"
+
+
+def _field(value: Any) -> str:
+    """A metadata field as text: strings as they are, anything else left out."""
+    return value if isinstance(value, str) else ""
 
 
 def _now() -> str:
@@ -197,7 +254,7 @@ class _Index:
 
     text: str
     spans: tuple[tuple[int, int], ...]
-    bm25: Any  # bm25s.BM25
+    bm25: Any  # bm25s.BM25; None when the text has no searchable word (bm25s needs one)
 
     @classmethod
     def build(cls, text: str) -> _Index:
@@ -206,12 +263,17 @@ class _Index:
         from tiny_cli.text import tokenize
 
         spans = _spans(text)
+        chunks = [tokenize(text[a:b]) for a, b in spans]
+        if not any(chunks):
+            return cls(text, spans, None)
         bm25 = bm25s.BM25()
-        bm25.index([tokenize(text[a:b]) for a, b in spans], show_progress=False)
+        bm25.index(chunks, show_progress=False)
         return cls(text, spans, bm25)
 
     def best(self, words: list[str], count: int) -> list[tuple[int, str]]:
         """Return the `count` best chunks that match at all, in document order, overlaps merged."""
+        if self.bm25 is None:
+            return []
         scores = self.bm25.get_scores(words)
         ranked = sorted(range(len(self.spans)), key=lambda i: -scores[i])
         picked = sorted(self.spans[i] for i in ranked[:count] if scores[i] > 0)

@@ -16,6 +16,9 @@ import concurrent.futures
 import contextlib
 import functools
 import json
+import logging
+import os
+import sys
 import tempfile
 import threading
 import time
@@ -27,7 +30,7 @@ from typing import IO, Any, TypeVar
 import jsonschema
 
 from tiny_cli.errors import ConfigError, ToolCallError, ToolServerError
-from tiny_cli.tools.mcp_config import McpConfig, McpServer, original, qualified
+from tiny_cli.tools.mcp_config import McpConfig, McpServer, WireName, original, qualified
 from tiny_cli.tools.registry import Tool
 
 T = TypeVar("T")
@@ -43,7 +46,11 @@ QUICK_SDK_WAITS = {
 }
 LIST_PAGES = 100  # tools/list pages read at most: a paginator that never ends cannot hang a run
 STDERR_CHARS = 200  # of a server's last stderr line, quoted when it fails
+STDERR_TAIL_BYTES = 4096  # of its stderr file, read to find that line
 REDACTED = "[redacted]"
+# the SDK's loggers: its modules' (`mcp.client.stdio`, ...) and its client session's ("client")
+SDK_LOGGERS = ("mcp", "client")
+SDK_WARNINGS = 5  # lines of the SDK's own logging shown per process; the rest are counted
 MIN_SECRET_CHARS = 4  # shorter values would scrub ordinary words
 
 
@@ -66,12 +73,16 @@ class McpTools:
     def __init__(self, config: McpConfig, environ: Mapping[str, str] | None = None) -> None:
         self.config = config
         self.environ = environ
-        self._tools: dict[str, Tool] = {}
+        self._tools: dict[str, Tool] = {}  # by qualified name: two may share a wire name
         self._unusable: dict[str, str] = {}  # `check`: server -> why it could not be started
 
     def owns(self, name: str) -> bool:
-        """Say whether `name` is the wire name of a tool of a server in this file."""
-        parts = qualified(original(name))
+        """Say whether `name`, a card's tool name, is a tool of a server in this file.
+
+        Only a card's own name for a tool (a WireName, holding its qualified name) is owned:
+        the bare wire name a model sends resolves through the card that lists it, or not at all.
+        """
+        parts = qualified(original(name)) if isinstance(name, WireName) else None
         return parts is not None and parts[0] in self.config.servers
 
     def bind(self, names: Sequence[str], seconds: float, may_write: bool) -> None:
@@ -85,8 +96,8 @@ class McpTools:
                     raise ToolServerError(problem)
 
     def bound(self, name: str) -> Tool | None:
-        """Return the tool `name` once bound, else None."""
-        return self._tools.get(name)
+        """Return the tool a card's `name` stands for once bound, else None."""
+        return self._tools.get(original(name)) if self.owns(name) else None
 
     def check(self, tools: Sequence[str], may_write: bool, seconds: float) -> list[Check]:
         """Start the servers a card's `tools` need; name each tool missing or not allowed."""
@@ -124,7 +135,7 @@ class McpTools:
                 f"tool {name!r} writes (its MCP annotations do not say readOnlyHint, or say "
                 "destructiveHint), so the card needs 'side_effects: write'"
             )
-        self._tools[wire] = tool
+        self._tools[name] = tool
         return None
 
 
@@ -137,6 +148,7 @@ def stop_servers(quick: bool = False) -> None:
     global _HOST
     with _HOST_LOCK:
         host, _HOST = _HOST, None
+    _SDK_LOG.tell_the_rest()
     if host is None:
         return
     if not quick:
@@ -166,6 +178,72 @@ def _stop_at_exit() -> None:
     atexit.register(stop_servers)
 
 
+class _SdkLog(logging.Handler):
+    """The SDK's own logging as one-line warnings on stderr: never a traceback, a few lines.
+
+    A server that prints 200 lines of noise on stdout makes the SDK log 200 tracebacks;
+    tiny shows the first SDK_WARNINGS, one line each, and counts the rest.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.shown = self.hidden = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write the record as one line, or count it once SDK_WARNINGS are shown."""
+        if self.shown >= SDK_WARNINGS:  # `handle` holds the handler's lock: threads agree
+            self.hidden += 1
+            return
+        self.shown += 1
+        try:
+            line = _sdk_line(record)
+        except Exception:  # logging would print its own traceback for a handler that raises
+            line = f"MCP SDK: a {record.levelname} record from {record.name}"
+        _warn(line)
+
+    def tell_the_rest(self) -> None:
+        """Say how many warnings were not shown (when the servers stop), and start over."""
+        self.acquire()
+        try:
+            hidden, self.shown, self.hidden = self.hidden, 0, 0
+        finally:
+            self.release()
+        if hidden:
+            _warn(f"{hidden} more warning(s) from the MCP SDK not shown")
+
+
+_SDK_LOG = _SdkLog()
+
+
+@functools.cache
+def _route_sdk_logging() -> None:
+    """Send the SDK's loggers to _SDK_LOG only (once per process, when a server starts)."""
+    for name in SDK_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.addHandler(_SDK_LOG)
+        logger.propagate = False  # not to the root, or Python's last resort: a traceback each
+
+
+def _sdk_line(record: logging.LogRecord) -> str:
+    """One line for a record: its message and the type of its exception, secrets redacted."""
+    try:
+        text = record.getMessage()
+    except Exception:  # a bad format string in a library's call: its template still says much
+        text = str(record.msg)
+    error = record.exc_info[1] if record.exc_info else None
+    text += f" ({type(error).__name__})" if error is not None else ""
+    host = _HOST
+    for session in list(host.sessions.values()) if host is not None else []:
+        text = session.redact(text)
+    return "MCP SDK: " + " ".join(text.split())[:STDERR_CHARS]
+
+
+def _warn(message: str) -> None:
+    with contextlib.suppress(OSError, ValueError):  # stderr closed: nobody left to tell
+        sys.stderr.write(f"tiny: warning: {message}\n")
+        sys.stderr.flush()
+
+
 def _host() -> _Host:
     global _HOST
     with _HOST_LOCK:
@@ -185,6 +263,7 @@ class _Host:
         thread = threading.Thread(target=self.loop.run_forever, name="tiny-mcp", daemon=True)
         thread.start()
         _stop_at_exit()
+        _route_sdk_logging()
 
     def session(
         self, server: McpServer, seconds: float, environ: Mapping[str, str] | None
@@ -427,7 +506,7 @@ def _by_server(names: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
     """Group wire names by server: server -> [(wire name, tool name on that server)]."""
     grouped: dict[str, list[tuple[str, str]]] = {}
     for wire in names:
-        parts = qualified(original(wire))
+        parts = qualified(original(wire)) if isinstance(wire, WireName) else None
         if parts is not None:
             grouped.setdefault(parts[0], []).append((wire, parts[1]))
     return grouped
@@ -447,16 +526,31 @@ def _no_answer(name: str, seconds: float, tool: str | None = None) -> str:
 
 
 def _stderr_tail(errlog: IO[str] | None) -> str:
-    """Return the last line the server wrote to stderr, cut short."""
+    """Return the last line the server wrote to stderr, cut short.
+
+    Only the file's last STDERR_TAIL_BYTES are read: a server that wrote 300 MB before dying
+    costs no more memory than one that wrote a line.
+    """
     if errlog is None:
         return ""
     try:
         errlog.flush()
-        errlog.seek(0)
-        lines = [line.strip() for line in errlog.read()[-4000:].splitlines() if line.strip()]
+        tail = _tail_bytes(errlog.fileno(), STDERR_TAIL_BYTES)
     except (OSError, ValueError):
         return ""
+    text = tail.decode("utf-8", errors="replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:STDERR_CHARS] if lines else ""
+
+
+def _tail_bytes(fd: int, limit: int) -> bytes:
+    """Read at most `limit` bytes from the end of the file `fd`, leaving its offset alone."""
+    start = max(0, os.fstat(fd).st_size - limit)
+    if hasattr(os, "pread"):
+        return os.pread(fd, limit, start)
+    with open(os.dup(fd), "rb") as file:  # no pread (Windows): a handle of our own to seek
+        file.seek(start)
+        return file.read(limit)
 
 
 def _failure(exc: BaseException | None) -> str:

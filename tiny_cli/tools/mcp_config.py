@@ -27,8 +27,11 @@ WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-compatible serve
 WIRE_SEPARATOR = "__"
 WIRE_HASH_CHARS = 8
 REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# an env entry whose name says it holds a secret must take it from the environment
+# a header or env entry whose name says it holds a secret must take it from the environment
 SECRET_NAME = re.compile(r"(?i)key|token|secret|passw|credential|authorization|^auth|cookie")
+# ...and hold nothing but `${VAR}`, after an auth scheme at most: no literal part to leak
+SCHEMES = ("Bearer", "Basic", "Token", "Bot", "Digest", "ApiKey", "Key", "JWT", "OAuth")
+SECRET_VALUE = re.compile(rf"(?i)(?:(?:{'|'.join(SCHEMES)}) )?\$\{{[A-Za-z_][A-Za-z0-9_]*\}}")
 SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "type")
 TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamable_http": "url"}
 
@@ -140,7 +143,8 @@ def wire_name(name: str) -> str:
 
     `time.get_current_time` is `time__get_current_time`. A name that would still break the
     rule (a '.' inside the tool's name, over 64 characters) keeps a readable head and gets a
-    hash of the whole qualified name, so two tools never share a wire name.
+    hash of the whole qualified name. Two qualified names can still meet on one wire name
+    (`a__b.c` and `a.b__c` are both `a__b__c`): card validation refuses that.
     """
     parts = qualified(name)
     if parts is None:
@@ -153,21 +157,34 @@ def wire_name(name: str) -> str:
     return f"{head}_{digest}"
 
 
-def remember(name: str) -> str:
-    """Return the wire name of a tool name and remember the qualified name it stands for."""
-    wire = wire_name(name)
-    if wire != name:
-        _QUALIFIED[wire] = name
-    return wire
+class WireName(str):
+    """A card's name for one of its MCP tools: the wire name, holding the qualified name.
+
+    Each card's tools carry their own qualified names, so a wire name is resolved through the
+    card that lists it, never through a map every card loaded shares (where the last card
+    loaded would decide which server a colliding wire name reaches).
+    """
+
+    qualified: str
+
+    def __new__(cls, name: str) -> WireName:
+        """Return the wire name of the qualified `name`, holding `name`."""
+        self = super().__new__(cls, wire_name(name))
+        self.qualified = name
+        return self
+
+    def __getnewargs__(self) -> tuple[str]:  # pickled as its qualified name
+        return (self.qualified,)
 
 
-def original(wire: str) -> str:
-    """Return the qualified name a wire name stands for (itself if it stands for none)."""
-    return _QUALIFIED.get(wire, wire)
+def offered(name: str) -> str:
+    """Return the name the model calls a card's tool by: a WireName for `server.tool`."""
+    return WireName(name) if qualified(name) is not None else name
 
 
-# wire name -> qualified name, filled as cards load (a wire name is a pure function of it)
-_QUALIFIED: dict[str, str] = {}
+def original(name: str) -> str:
+    """Return the qualified name a card's tool name stands for (itself for a plain tool)."""
+    return name.qualified if isinstance(name, WireName) else name
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -237,17 +254,24 @@ def _string_map(where: str, spec: dict, key: str) -> dict[str, str]:
 
 
 def _check_secrets(where: str, server: McpServer) -> None:
-    """Refuse a secret written into the file: it must be a `${VAR}` from the environment."""
-    for key, value in {**server.headers, **server.env}.items():
-        section = "headers" if key in server.headers else "env"
-        if SECRET_NAME.search(key) and not REFERENCE.search(value):
+    """Refuse a secret written into the file, whole or in part: it must be a `${VAR}`.
+
+    A value literal in part (`Bearer abc${X}`) is refused as well: nothing would redact
+    the literal part. The message never repeats the value.
+    """
+    entries = [("headers", k, v) for k, v in server.headers.items()]
+    for section, key, value in entries + [("env", k, v) for k, v in server.env.items()]:
+        if SECRET_NAME.search(key) and not SECRET_VALUE.fullmatch(value):
+            said = "part of a secret is" if REFERENCE.search(value) else "a secret cannot be"
+            example = f"${{MY_{_env_name(key)}}}"
             raise ConfigError(
-                f"{where}.{section}.{key}: a secret cannot be written in the file; "
-                f"take it from the environment, e.g. {key}: ${{MY_{_env_name(key)}}}"
+                f"{where}.{section}.{key}: {said} written in the file; the value may be only "
+                f"${{VAR}} from the environment, or a scheme and ${{VAR}}, e.g. {key}: {example} "
+                f"or {key}: Bearer {example}"
             )
-    userinfo = re.match(r"^[a-z][a-z0-9+.-]*://([^/@]*:[^/@]*)@", server.url or "", re.I)
-    if userinfo and not REFERENCE.search(userinfo.group(1)):
-        raise ConfigError(f"{where}.url: a password in the URL must be a ${{VAR}}")
+    userinfo = re.match(r"^[a-z][a-z0-9+.-]*://[^/@:]*:([^/@]*)@", server.url or "", re.I)
+    if userinfo and not REFERENCE.fullmatch(userinfo.group(1)):
+        raise ConfigError(f"{where}.url: a password in the URL must be exactly a ${{VAR}}")
 
 
 def _env_name(key: str) -> str:

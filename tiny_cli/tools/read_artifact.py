@@ -10,7 +10,7 @@ from typing import Annotated
 
 import pydantic
 
-from tiny_cli.errors import ToolCallError
+from tiny_cli.errors import ConfigError, ToolCallError
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore
 from tiny_cli.tools.registry import LazyTool, Tool
 
@@ -67,9 +67,12 @@ class _Reader:
             length: How many characters to read (without a query).
         """
         artifact = _held(self._held(), handle)
-        if query is not None and query.strip():
-            return _passages_text(artifact, query, self._store.passages(artifact, query))
-        return window(self._store.text(artifact), artifact, offset, min(length, self._most))
+        try:
+            if query is not None and query.strip():
+                return _passages_text(artifact, query, self._store.passages(artifact, query))
+            return window(self._store.text(artifact), artifact, offset, min(length, self._most))
+        except ConfigError as exc:  # its text removed or damaged since: the model is told so
+            raise ToolCallError(str(exc)) from None
 
 
 def window(text: str, artifact: Artifact, offset: int, length: int) -> str:

@@ -141,7 +141,8 @@ class Registry(Mapping[str, Tool]):
 
     A `LazyTool` is made on first lookup, once per registry (thread-safe); `schemas`,
     `writes` and `in` never make one. Tools of a `ToolSource` (MCP servers) are found once
-    bound: `bind` before a run.
+    bound (`bind` before a run), by a card's own name for them: the wire name a model sends
+    is looked up through the card that lists it.
     """
 
     def __init__(self, tools: Iterable[Tool | LazyTool] = (), origin: str = "built-in") -> None:
@@ -163,8 +164,9 @@ class Registry(Mapping[str, Tool]):
         Raises ToolServerError when a server cannot be used; `may_write` False refuses a
         source tool that writes.
         """
+        names = list(names)
         for source in self.sources:
-            mine = [n for n in names if n not in self._origins and source.owns(n)]
+            mine = [n for n in names if source.owns(n)]
             if mine:
                 source.bind(mine, seconds, may_write)
 
@@ -206,7 +208,7 @@ class Registry(Mapping[str, Tool]):
         return {name: self.entry(name).writes for name in self._origins}
 
     def _schema(self, name: str) -> dict[str, Any]:
-        lazy = self._lazy.get(name)
+        lazy = self._lazy.get(name) if self._source_of(name) is None else None
         if lazy is not None and name not in self._tools:
             return lazy.schema()
         return self[name].schema()
@@ -217,21 +219,36 @@ class Registry(Mapping[str, Tool]):
                 self._tools[name] = self._lazy[name].build()
             return self._tools[name]
 
+    def _source_of(self, name: str) -> ToolSource | None:
+        """The source that owns `name` (a card's name for an MCP tool), if any: it decides alone.
+
+        A source's tool is found through its own source only, even where a registered tool
+        has the same name on the wire.
+        """
+        if not self.sources:
+            return None
+        return next((s for s in self.sources if s.owns(name)), None)
+
     def __getitem__(self, name: str) -> Tool:
+        source = self._source_of(name)
+        if source is not None:
+            found = source.bound(name)
+            if found is None:
+                raise KeyError(name)
+            return found
         if name in self._tools:
             return self._tools[name]
         if name in self._lazy:
             return self._make(name)
-        for source in self.sources:
-            found = source.bound(name)
-            if found is not None:
-                return found
         raise KeyError(name)
 
     def __contains__(self, name: object) -> bool:
-        if name in self._origins:
-            return True  # without making it
-        return isinstance(name, str) and any(s.bound(name) is not None for s in self.sources)
+        if not isinstance(name, str):
+            return False
+        source = self._source_of(name)
+        if source is not None:
+            return source.bound(name) is not None
+        return name in self._origins  # without making it
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._origins)

@@ -1,7 +1,10 @@
-"""The secret scrubber: API keys and Authorization headers out of every text before it is stored.
+"""Ground: the one secret scrubber, which every store passes what it writes through.
 
-JSON columns are compact ASCII (other characters as \\u escapes, which SQLite's json functions
-decode).
+API keys and anything shaped like a key or an Authorization header are replaced by [redacted]
+before the run log, an artifact, a recording, a bench report or a run export is written. It
+lives in the ground layer so that the edges (the artifact store, recordings) use it as the
+run log does. The run log's JSON columns are compact ASCII (other characters as \\u escapes,
+which SQLite's json functions decode).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+__all__ = ["REDACTED", "SECRET_ENV", "Scrubber", "env_secrets", "scrubber"]
 
 SECRET_ENV = ("TINY_API_KEY", "OPENAI_API_KEY")  # where settings read the key from
 MIN_SECRET_CHARS = 6  # a shorter "key" would scrub ordinary words out of transcripts
@@ -68,6 +73,12 @@ class Scrubber:
             return [self.tree(v) for v in value]
         return self.text(value) if isinstance(value, str) else value
 
+    def document(self, value: Any) -> Any:
+        """Return a JSON-like value to be stored whole, scrubbed; a clean one as it is."""
+        if not self._suspect(_JSON.encode(value)):  # one look in C spares a clean one the walk
+            return value
+        return self.tree(value)
+
     def columns(self, values: Iterable[Any]) -> list[Any]:
         """Return a row's column values to store; one look in C spares a clean row the walk."""
         raw = list(values)
@@ -117,6 +128,12 @@ def _redact(found: re.Match[str]) -> str:
     return REDACTED
 
 
-def env_secrets() -> list[str]:
-    """Return the API keys settings would read from the environment."""
-    return [os.environ[name] for name in SECRET_ENV if os.environ.get(name)]
+def env_secrets(env: Mapping[str, str] | None = None) -> list[str]:
+    """Return the API keys settings would read from the environment (default os.environ)."""
+    env = os.environ if env is None else env
+    return [env[name] for name in SECRET_ENV if env.get(name)]
+
+
+def scrubber(*also: str | None) -> Scrubber:
+    """Return the scrubber of the environment's API keys and `also` (e.g. settings.api_key)."""
+    return Scrubber([*env_secrets(), *(s for s in also if s)])

@@ -7,7 +7,8 @@ command line: `allow_writes` approves every one; a host that declares elicitatio
 about each write call, shown exactly; with neither, a writer card stops with
 `needs_confirmation` before any model call. From protocol 2026-07-28 on a server may not send
 requests, so the question goes back as an `InputRequiredResult` and the run waits, parked,
-for the host's retry carrying the answer.
+for the host's retry carrying the answer. On stdio the SDK talks to the host through
+`stdio.answering_stdio`, so a host that closes stdin still gets every answer.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from tiny_cli.digest import Brief, Digest
 from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.client import Provider
+from tiny_cli.serve.stdio import answering_stdio
 from tiny_cli.session import build_brief, open_session
 from tiny_cli.settings import DEFAULT_TOP, Settings
 from tiny_cli.text import printable, write_call
@@ -58,6 +60,18 @@ from tiny_cli.workspace import Workspace, make_router, open_workspace
 
 if TYPE_CHECKING:
     from tiny_cli.routing.router import Decision, Router
+
+__all__ = [
+    "Served",
+    "build_server",
+    "card_facts",
+    "card_resources",
+    "digest_result",
+    "digest_text",
+    "error_result",
+    "route_text",
+    "serve",
+]
 
 HOST = "127.0.0.1"  # --http listens on loopback only: the server runs agents with your key
 COMMAND = "serve"  # the run log's `command` for every served run
@@ -75,6 +89,7 @@ APPROVAL_SCHEMA: dict[str, Any] = {
         }
     },
 }
+DRAIN_GRACE_SECONDS = 30.0  # past the longest card's wall budget: routing, the answer's way out
 NOT_CONFIRMED_NOTE = (
     "{card} writes and nobody can approve a write here: use a host that supports "
     "elicitation (each write call is then asked), or start `tiny serve --allow-writes`"
@@ -135,7 +150,8 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
         served = Served(ws, provider, session.observe, allow_writes, session.artifacts)
         server = build_server(served)
         if http_port is None:
-            anyio.run(server.run_stdio_async)  # stdout is the protocol's alone from here
+            with answering_stdio(_drain_seconds(ws, settings)):
+                anyio.run(server.run_stdio_async)  # stdout is the protocol's alone from here
             return
         print(f"tiny serve: MCP at http://{HOST}:{http_port}/mcp", file=sys.stderr, flush=True)
         anyio.run(lambda: server.run_streamable_http_async(host=HOST, port=http_port))
@@ -519,3 +535,9 @@ def _check_port(port: int) -> None:
             raise ConfigError(
                 f"--http {port}: cannot listen on {HOST}:{port}: {exc.strerror}"
             ) from None
+
+
+def _drain_seconds(ws: Workspace, settings: Settings) -> float:
+    """How long a closed stdin waits for the calls in flight: the longest wall budget, and some."""
+    longest = max((c.budget.max_wall_seconds for c in ws.cards.values()), default=0.0)
+    return longest * settings.wall_scale + DRAIN_GRACE_SECONDS
