@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import select
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -13,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from tiny_cli.cli.common import console, emit, model_settings, picked, run_session, wants_live
+from tiny_cli.cli.common import (
+    confirm,
+    console,
+    emit,
+    model_settings,
+    picked,
+    run_session,
+    wants_live,
+)
 from tiny_cli.cli.options import (
     AllowHostOpt,
     ArtifactOpt,
@@ -47,7 +53,6 @@ if TYPE_CHECKING:
     from tiny_cli.workspace import Workspace
 
 TaskArg = Annotated[str | None, typer.Argument(help="The task (or the goal in --brief).")]
-ANSWER_POLL_SECONDS = 0.1  # the longest a Ctrl-C at the [y/N] prompt waits for its handler
 AskRouteOpt = Annotated[
     bool | None,
     typer.Option(
@@ -284,48 +289,4 @@ def _ask(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
 
     with pause_current():  # a live view redrawing over the prompt would hide it
         render.write_request(console(stderr=True), card.id, tool, arguments)
-        return _confirm("Allow this write?")
-
-
-def _confirm(question: str) -> bool:
-    """Ask [y/N] on stderr: y approves; Enter or the end of input is no; Ctrl-C ends it all.
-
-    Not click's prompt: it turns Ctrl-C into "Aborted!" (exit 1) instead of the 130 every
-    other Ctrl-C ends with, and the end of input into that too.
-    """
-    while True:
-        typer.echo(f"{question} [y/N]: ", nl=False, err=True)
-        line = _read_line()
-        if line is None:
-            typer.echo(err=True)  # the end of input (Ctrl-D) left the cursor on the prompt
-            return False
-        answer = line.strip().lower()
-        if answer in ("y", "yes"):
-            return True
-        if answer in ("", "n", "no"):
-            return False
-        typer.echo("Error: invalid input", err=True)
-
-
-def _read_line() -> str | None:
-    """Read one line of stdin, None at its end, while a Ctrl-C can always end the wait.
-
-    Python runs a signal's handler between bytecodes: a SIGINT that lands just before a
-    blocking read began would wait for that read to end, that is for a line nobody types.
-    Waiting in short selects gives the handler its turn at least every ANSWER_POLL_SECONDS.
-    """
-    try:
-        fd = sys.stdin.fileno()
-    except (AttributeError, OSError, ValueError):  # not a file (a test's input): read it plainly
-        fd = -1
-    if fd < 0 or sys.platform == "win32":  # Windows: select takes sockets only
-        return sys.stdin.readline() or None
-    line = b""
-    while not line.endswith(b"\n"):
-        if not select.select([fd], [], [], ANSWER_POLL_SECONDS)[0]:
-            continue
-        byte = os.read(fd, 1)  # one at a time: the next prompt's typed-ahead answer stays
-        if not byte:
-            return None  # ended before the line did: no answer, so no
-        line += byte
-    return line.decode("utf-8", "replace")
+        return confirm("Allow this write?")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from tiny_cli.cli.common import console, emit, settings_from
+from tiny_cli.cli.common import confirm, console, emit, settings_from
 from tiny_cli.cli.examples import EXAMPLES
 from tiny_cli.cli.options import CardsOpt, JsonOpt
 from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
@@ -222,7 +222,7 @@ def _confirm_deletion(ids: Sequence[int]) -> bool:
     """Name the runs a deletion takes on stderr and ask [y/N]; the default is no."""
     named = ", ".join(map(str, ids[:SHOWN_IDS])) + (", …" if len(ids) > SHOWN_IDS else "")
     question = f"Delete {len(ids)} run(s) ({named}) and their corrections?"
-    return typer.confirm(question, default=False, err=True)
+    return confirm(question)
 
 
 def _show_deletion(done: Deletion) -> None:
