@@ -162,6 +162,10 @@ def test_content_as_text_parts_is_joined() -> None:
             "'usage.prompt_tokens' is 'ten'",
         ),
         (
+            httpx.Response(200, json={**completion(), "usage": {"completion_tokens": 2**64}}),
+            "'usage.completion_tokens' is 1844674407370955",  # cut: a count, not a page of digits
+        ),
+        (
             httpx.Response(200, json=completion(tool_calls=[{"function": {"arguments": "{}"}}])),
             "tool_calls[0].function.name",
         ),

@@ -39,6 +39,10 @@ RETRY_STATUSES = frozenset({408, 429})  # plus every 5xx
 log = logging.getLogger(__name__)
 
 
+# no answer holds more; a bigger count would overflow the run log's INTEGER column at exit
+MAX_TOKENS = 10**9
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """One tool call the model asked for; `arguments` is the raw JSON text it sent."""
@@ -392,8 +396,8 @@ def _usage(usage: object, server: _Server) -> tuple[int, int]:
     counts = []
     for key in ("prompt_tokens", "completion_tokens"):
         value = usage.get(key) or 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise server.malformed(f"'usage.{key}' is {value!r}, not a token count")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+            raise server.malformed(f"'usage.{key}' is {value!r:.40}, not a token count")
         counts.append(value)
     return counts[0], counts[1]
 

@@ -37,15 +37,13 @@ from typing import IO, Any, Self
 
 from tiny_cli._version import __version__
 from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, ReplayError
-from tiny_cli.provider.client import Completion, OpenAIProvider, Provider, ToolCall
+from tiny_cli.provider.client import MAX_TOKENS, Completion, OpenAIProvider, Provider, ToolCall
 from tiny_cli.secrets import Scrubber, scrubber
 
 RECORDING_FORMAT = 1
 PREVIEW_CHARS = 80  # how much of the last message names a request in a ReplayError
 KEY_CHARS = 24  # hex digits of the sha256 kept as a request's key
 MAX_RECORDING_BYTES = 1 << 30  # 1 GiB: the largest shipped one is 15 MB
-# tokens one recorded answer may count: no context comes near, and sums stay in SQLite's int
-MAX_TOKENS = 10**9
 TIME_PLACEHOLDER = "{time}"
 TIMESTAMP = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
