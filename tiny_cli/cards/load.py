@@ -130,9 +130,9 @@ def check_cards(
     files, missing = card_files(paths, (mcp.path,) if mcp is not None else ())
     problems.extend(missing)
     seen: dict[str, Problem] = {}
-    memo = CardCache.open(cache_dir, paths, _salt(known_tools, mcp))
+    memo = CardCache.open(cache_dir, paths, card_salt(known_tools, mcp))
     for path in files:
-        card, found, id_line = _checked(path, known_tools, mcp, memo)
+        card, found, id_line = check_one(path, known_tools, mcp, memo)
         problems.extend(found)
         if card is None:
             continue
@@ -154,18 +154,25 @@ def check_cards(
     return cards, problems + _declared_twice(cards) + _wire_clashes(cards, known_tools)
 
 
-def _checked(
-    path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None, memo: CardCache
+def check_one(
+    path: Path,
+    known_tools: Mapping[str, bool],
+    mcp: McpConfig | None,
+    memo: CardCache,
+    stamp: tuple[int, int] | None = None,
 ) -> tuple[Card | None, list[Problem], int | None]:
-    """Check one card file, or take what an earlier check of the unchanged file accepted."""
-    hit = memo.get(path)
+    """Check one card file, or take what an earlier check of the unchanged file accepted.
+
+    `stamp`: the size and mtime the file had when it was listed (default: it has now).
+    """
+    hit = memo.get(path, stamp)
     if hit is not None:
         return _build(hit[0], path), [], hit[1]
     card, found, id_line = _check_file(path, known_tools, mcp, memo)
     return card, found, id_line
 
 
-def _salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
+def card_salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
     """Everything a card's check depends on besides its file (tiny_cli.cards.cache)."""
     parts = [__version__, json.dumps(card_schema(), sort_keys=True), sorted(known_tools.items()),
              sorted(mcp.servers) if mcp is not None else None, markdown.CLAUDE_TOOLS]  # fmt: skip
@@ -206,19 +213,22 @@ def _folder(folder: Path, skipped: set[Path]) -> list[tuple[Path, str | None]]:
     call (at 10,000 cards, a Path method per file cost 0.15 s of every command).
     """
     found = []
+    base = folder.resolve() if skipped else folder
     with os.scandir(folder) as entries:
         for entry in entries:
             path = Path(entry.path)
-            if _card_like(entry.name, path, skipped):
+            if _card_like(entry, path, base, skipped):
                 found.append((entry.name, path, _refusal(entry, path, folder)))
     return [(path, refusal) for _, path, refusal in sorted(found, key=lambda f: f[0])]
 
 
-def _card_like(name: str, path: Path, skipped: set[Path]) -> bool:
-    if os.path.splitext(name)[1] not in CARD_SUFFIXES or name in NOT_CARDS:
+def _card_like(entry: os.DirEntry[str], path: Path, base: Path, skipped: set[Path]) -> bool:
+    if os.path.splitext(entry.name)[1] not in CARD_SUFFIXES or entry.name in NOT_CARDS:
         return False
-    # resolving is a system call per file: 0.6 s at 10,000 cards, for a set that is mostly empty
-    return not skipped or path.resolve() not in skipped
+    if not skipped:
+        return True
+    # only a link needs resolving: a system call per file cost 0.6 s at 10,000 cards
+    return (path.resolve() if entry.is_symlink() else base / entry.name) not in skipped
 
 
 def _refusal(entry: os.DirEntry[str], path: Path, folder: Path) -> str | None:

@@ -26,6 +26,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from tiny_cli.cards.load import Card, card_text
+from tiny_cli.cards.snapshot import CardSet, card_ids
 from tiny_cli.digest import check_task
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder, Progress, VectorCache, fingerprint
@@ -211,7 +212,9 @@ class Router:
             raise ConfigError(
                 "no cards to route to; add a card or point --cards at a folder of cards"
             )
-        self.cards = tuple(cards)
+        # a card set taken whole stays lazy: routing needs the ids, a card only when shown
+        self.cards: Sequence[Card] = cards if isinstance(cards, CardSet) else tuple(cards)
+        self.ids = card_ids(self.cards)
         self.embedder = embedder
         self.knn = knn
         self.margin = margin
@@ -294,7 +297,7 @@ class Router:
         decision = self._decide(task, row[0], float(confidence[0]), top)
         query = query[0]
         lexical = self._lexical.scores([task])[0]
-        by_id = {card.id: i for i, card in enumerate(self.cards)}
+        by_id = {card_id: i for i, card_id in enumerate(self.ids)}
         reasons = tuple(
             self._reason(by_id[c.agent_id], c.score, query, float(lexical[by_id[c.agent_id]]), task)
             for c in decision.candidates
@@ -311,10 +314,10 @@ class Router:
         own, other, nearest = self._space.closeness()
         return [
             Overlap(
-                self.cards[c].id,
+                self.ids[c],
                 kind,
                 text,
-                self.cards[nearest[i]].id,
+                self.ids[nearest[i]],
                 float(own[i]),
                 float(other[i]),
             )
@@ -336,7 +339,7 @@ class Router:
 
     def _decide(self, task: str, row: np.ndarray, score: float, top: int) -> Decision:
         order = np.argsort(-row, kind="stable")[:top]
-        candidates = tuple(Candidate(self.cards[i].id, float(row[i])) for i in order)
+        candidates = tuple(Candidate(self.ids[i], float(row[i])) for i in order)
         key = normalise(task)
         taught = key in self.taught
         agent_id = self.taught[key] if taught else None
@@ -353,7 +356,7 @@ class Router:
     ) -> Reason:
         near = self._space.nearest(card, query)
         return Reason(
-            agent_id=self.cards[card].id,
+            agent_id=self.ids[card],
             score=score,
             cosine=near.cosine,
             source=near.source,

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from tiny_cli.cards.load import Card
+from tiny_cli.cards.snapshot import routing_digests
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.lexical import Lexical
 from tiny_cli.routing.space import CardSpace, space_from_parts, space_parts
@@ -49,10 +50,12 @@ class Saved:
 def state_key(
     cards: Sequence[Card], out_of_scope: Sequence[str], embedder: str, settings: Sequence[object]
 ) -> str:
-    """Hash everything a router is built from (`settings`: knn, margin, the background's sha)."""
+    """Hash everything a router is built from (`settings`: knn, margin, the background's sha).
+
+    A card counts by its routing digest, which a card set taken whole has without its cards.
+    """
     digest = hashlib.sha256(f"{STATE_VERSION}\0{embedder}\0{list(settings)!r}".encode())
-    for card in cards:
-        digest.update(json.dumps([card.id, card.summary, list(card.examples)]).encode())
+    digest.update(routing_digests(cards).encode())  # fixed-width hex: the cards end unambiguously
     digest.update(json.dumps(list(out_of_scope)).encode())
     return digest.hexdigest()[:32]
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from tiny_cli.cards.load import Card
+from tiny_cli.cards.snapshot import CardSet, card_ids
 from tiny_cli.routing.embed import CachedEmbedder, Embedder, Progress, VectorCache, fingerprint
 from tiny_cli.routing.evaluation import ABSTAIN_TARGET
 from tiny_cli.routing.learned import DerivedThreshold, Learned, normalise, with_learned
@@ -55,17 +56,24 @@ def build_router(
     else:
         value, margin, source = DEFAULT_THRESHOLD, 0.0, _why_default(learned, embedder)
     return Router(
-        with_learned(cards, learned),
+        _taught_cards(cards, learned),
         embedder,
         cache_dir,
         value,
         out_of_scope=learned.out_of_scope,
         margin=margin,
         threshold_source=source,
-        taught=taught_tasks(learned, {card.id for card in cards}),
+        taught=taught_tasks(learned, set(card_ids(cards))),
         progress=progress,
         keep_state=keep_state,
     )
+
+
+def _taught_cards(cards: Sequence[Card], learned: Learned) -> Sequence[Card]:
+    """The cards with their learned examples; a card set stays lazy (only those are built)."""
+    if isinstance(cards, CardSet):
+        return cards.with_examples(learned.examples)
+    return with_learned(cards, learned)
 
 
 def taught_tasks(learned: Learned, card_ids: set[str]) -> dict[str, str | None]:
