@@ -175,7 +175,7 @@ def _eval_line(path: Path, number: int, line: str) -> tuple[str, str | None]:
 
 
 def _check_expected(router: Router, labelled: Labelled) -> None:
-    known = {card.id for card in router.cards}
+    known = set(router.ids)
     unknown = sorted({want for _, want in labelled if want is not None and want not in known})
     if unknown:
         shown = ", ".join(unknown[:5]) + (
@@ -243,14 +243,14 @@ def _per_card(
     got: Sequence[str | None],
 ) -> tuple[CardQuality, ...]:
     rows = []
-    for card in router.cards:
-        mine = [i for i, want in enumerate(expected) if want == card.id]
-        right = sum(got[i] == card.id for i in mine)
-        routed = sum(g == card.id for g in got)
+    for card_id in router.ids:
+        mine = [i for i, want in enumerate(expected) if want == card_id]
+        right = sum(got[i] == card_id for i in mine)
+        routed = sum(g == card_id for g in got)
         lost = sum(got[i] is None for i in mine)
         rows.append(
             CardQuality(
-                agent_id=card.id,
+                agent_id=card_id,
                 tasks=len(mine),
                 routed=routed,
                 recall=right / len(mine) if mine else 0.0,
