@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +15,8 @@ import pytest
 import yaml
 
 from tiny_cli.bench.universe import sample_tasks
-from tiny_cli.testing import http_error, reply, respond, tool_call
+from tiny_cli.provider.replay import Replayer
+from tiny_cli.testing import ScriptedServer, http_error, reply, respond, tool_call
 
 # the bench at scale on 200 BFCL cards, routed, ~4 s a test on 2 cores: CI runs them (test-slow)
 pytestmark = pytest.mark.slow
@@ -202,3 +208,34 @@ def test_a_sweep_resumes_size_by_size_and_replays_from_several_recordings(
     again = tiny(*base, "--all-tools-sizes", "10,30", *both, env=env)
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["rows"] == report["rows"]
+
+
+def test_a_sweep_stopped_mid_request_keeps_what_it_recorded(tmp_path: Path) -> None:
+    """SIGTERM while a slow answer is awaited: out in 5 s, the answers so far kept for --resume."""
+    record = tmp_path / "sweep.jsonl"
+    args = ["bench", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(BFCL / "cards")]
+    args += ["--all-tools-sizes", "10", "--sample", "4", "--irrelevance", "0", "--arm", "all-tools"]
+    args += ["--tool-mode", "native", "--no-log", "--record", str(record)]
+    with ScriptedServer() as server:
+        server.add(*[respond(_policy({}))] * 2)
+        server.add(*[respond(lambda r: reply("{}", delay=20.0))] * 10)
+        env = {**os.environ, "TINY_BASE_URL": server.url, "TINY_EMBEDDER": "hashing",
+               "TINY_HOME": str(tmp_path / "home")}  # fmt: skip
+        child = subprocess.Popen([sys.executable, "-m", "tiny_cli", *args], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while len(server.requests) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)  # two answered, the third under way
+            child.send_signal(signal.SIGTERM)
+            sent = time.monotonic()
+            code = child.wait(timeout=10)
+            waited = time.monotonic() - sent
+        finally:
+            child.kill()
+            _, stderr = child.communicate()
+    assert code == 130 and waited < 5, stderr.decode()
+    kept = tmp_path / "sweep.interrupted.jsonl"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", kept.name]
+    assert "pass it to --resume" in stderr.decode()
+    assert Replayer.load(kept).unused() == 2

@@ -173,16 +173,39 @@ def run_scale(
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     records: list[RunRecord] = []
     asked = _Asked()
+
+    def keep(record: RunRecord) -> None:
+        records.append(record)
+        if on_run is not None:
+            on_run(record)
+
     for size in options.sizes:
         jobs = _jobs(ws, picked, tools_of, size, router_for, options)
-        with ThreadPoolExecutor(max(1, options.concurrency)) as pool:
-            for record in pool.map(lambda job: _run(ws, session, job, options, asked), jobs):
-                records.append(record)
-                if on_run is not None:
-                    on_run(record)
+        _each(lambda job: _run(ws, session, job, options, asked), jobs, options, keep)
     model = model_for(ws.settings, None)
     mode = ws.settings.tool_mode or "auto"
     return build_report(records, options, model, started, sum(tools_of.values()), mode)
+
+
+def _each(
+    run: Callable[[Any], RunRecord],
+    jobs: Sequence[Any],
+    options: ScaleOptions,
+    keep: Callable[[RunRecord], None],
+) -> None:
+    """Run the jobs `options.concurrency` at a time, handing each result to `keep` in order.
+
+    After Ctrl-C the running requests are left behind, not awaited: the recording must be
+    saved before the process's 2 s net ends it (a pool's own exit waits for them).
+    """
+    pool = ThreadPoolExecutor(max(1, options.concurrency))
+    try:
+        for record in pool.map(run, jobs):
+            keep(record)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _sample(tasks: Sequence[SelectionTask], options: ScaleOptions) -> list[SelectionTask]:
