@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -81,6 +82,7 @@ def test_the_store_has_an_outcome_for_any_files(
 
 
 # through the CLI each example costs two commands: fewer of them, the store test has the rest
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 @settings(QUICK, max_examples=10)
 @given(records, texts)
 @example(GOOD_RECORD, b"\xff\xfe not utf-8")

@@ -453,6 +453,7 @@ def test_ctrl_c_stops_the_bench_at_once_with_130_and_no_partial_files(tmp_path: 
     assert list(out.iterdir()) == []  # no report, no recording, no partial file
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_recording_keeps_its_answers_for_resume(tmp_path, signum) -> None:
     code, _, stderr, out = _interrupted_bench(tmp_path, quick=2, signum=signum)

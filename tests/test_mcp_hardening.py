@@ -285,6 +285,7 @@ def test_a_server_that_floods_stderr_and_dies_costs_only_its_last_lines(
     assert read < 4 * 2**20, f"read {read:,} bytes to find the last line of 50 MB"
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_a_server_that_babbles_on_stdout_gives_a_few_one_line_warnings(
     tmp_path: Path, raw: Callable[..., dict[str, Any]], scripted_server: ScriptedServer,
     cli_env: dict[str, str],
@@ -384,6 +385,7 @@ input_schemas = _with_subschemas(schemas) | st.builds(  # most servers: an objec
 BOX = McpServer("box", Path("mcp.yaml"), command="srv")
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 @QUICK
 @given(input_schemas, json_values)
 @example({"type": "object", "properties": {"q": True}}, {"q": 1})

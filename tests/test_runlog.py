@@ -601,6 +601,7 @@ def _put_row(home: Path, row: dict) -> None:
         db.close()
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 @QUICK
 @given(any_row)
 @example(DEEP_ROW)
@@ -628,6 +629,7 @@ def test_a_row_of_any_shape_reads_and_renders(home: Path, row: dict) -> None:
 
 
 # through the CLI each example costs two commands: fewer of them, the test above has the rest
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 @settings(QUICK, max_examples=8)
 @given(any_row)
 @example(DEEP_ROW)

@@ -113,6 +113,7 @@ def test_invoke_leaves_the_key_in_no_file_under_the_data_dir(
     assert artifact["chars"] == PAGE_CHARS - 2 * (len(KEY) - len(REDACTED))
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_a_bench_report_written_with_out_holds_no_key(
     tiny, scripted_server, tmp_path, home
 ) -> None:

@@ -179,6 +179,7 @@ def test_a_resource_names_mcp_tools_as_the_card_does(tmp_path, home) -> None:
     assert card_facts(ws.cards["clock"])["tools"] == ["time.get_current_time", "http_get"]
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_route_returns_the_decision_and_candidates(stdio, scripted_server) -> None:
     result = stdio(_call("route", task=DOCS_TASK))
     decision = _digest(result)
@@ -260,6 +261,7 @@ def _lines(stream: Any) -> queue.Queue[str | None]:
     return lines
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_stdout_carries_nothing_but_the_protocol(env, scripted_server) -> None:
     # a host reads every stdout line as JSON-RPC: one stray print breaks the connection
     hello = {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -306,6 +308,7 @@ def _host_that_hangs_up(
     return [json.loads(line) for line in done.stdout.splitlines()], done.returncode, done.stderr
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_a_host_that_closes_stdin_still_gets_every_answer(env, scripted_server, plain_cards):
     # the calls are still running when stdin ends: each is finished and answered, then the exit
     tasks = [f"how does onboarding work, question {n}" for n in range(3)]
@@ -325,6 +328,7 @@ def test_a_host_that_closes_stdin_still_gets_every_answer(env, scripted_server, 
     scripted_server.assert_done()
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_a_write_question_to_a_host_that_hung_up_is_declined(env, scripted_server, home):
     # the host could elicit, but it is gone: nobody can approve, so the write never runs
     scripted_server.add(tool_call("crm_add_company", MUSTERMANN), reply(json.dumps(CLAIM_OK)))
@@ -463,6 +467,7 @@ def _wait_for(port: int, process: subprocess.Popen, seconds: float = 30.0) -> No
     raise AssertionError(f"tiny serve --http {port} did not listen within {seconds}s")
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_streamable_http_serves_the_same_tools(env, scripted_server, home) -> None:
     scripted_server.add(
         tool_call("docs_search", {"query": "onboarding"}), reply(json.dumps(DOCS_ANSWER))
