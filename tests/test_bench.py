@@ -293,6 +293,7 @@ def test_one_arm_only(bench, scripted_server) -> None:
 # --- concurrency --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_concurrency_overlaps_slow_model_calls(tiny, tmp_path) -> None:
     """Four runs of three slow turns each: four at once must take well under half as long."""
     same = [{**TASKS[0], "id": f"onboarding-{i}"} for i in range(4)]

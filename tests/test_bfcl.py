@@ -59,6 +59,7 @@ def test_raw_files_are_bfcls_bytes() -> None:
         assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob, name
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_regeneration_reproduces_the_shipped_files(tmp_path: Path, capsys) -> None:
     assert _generator().main(["--raw", str(RAW), "--out", str(tmp_path)]) == 0
     made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
@@ -81,6 +82,7 @@ def test_counts_and_order() -> None:
     assert ids == [f"multiple_{i}" for i in range(200)] + [f"irrelevance_{i}" for i in range(240)]
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_cards_fit_the_card_schema_apart_from_functions() -> None:
     schema = json.loads((REPO / "tiny_cli" / "cards" / "card.schema.json").read_text("utf-8"))
     for stem, card in CATALOGUE.items():

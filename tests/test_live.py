@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from tiny_cli.cli import common, live
@@ -378,6 +379,7 @@ def test_live_view_pauses_for_the_write_prompt(scripted_server, home) -> None:
     assert not any("waiting for the model" in line for line in kept)
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_bench_shows_each_run_and_its_progress_in_one_display(
     scripted_server, home, tmp_path
 ) -> None:

@@ -290,6 +290,7 @@ def test_a_server_that_never_answers_at_start_fails_within_the_wall_budget(
     assert seconds < 1.5 + SLACK
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_a_tool_that_never_answers_ends_the_run_within_the_wall_budget(
     tmp_path: Path, scripted_server: ScriptedServer, tiny: Callable[..., Any]
 ) -> None:
@@ -360,6 +361,7 @@ def _server_pid(server: ScriptedServer) -> int:
     return int(results[0])
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_a_server_does_not_outlive_tiny(
     tmp_path: Path, scripted_server: ScriptedServer, cli_env: dict[str, str]
@@ -374,6 +376,7 @@ def test_a_server_does_not_outlive_tiny(
     assert _gone(_server_pid(scripted_server), SLACK)  # stopped at exit, not orphaned
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_ctrl_c_stops_the_servers_too(
     tmp_path: Path, scripted_server: ScriptedServer, cli_env: dict[str, str]

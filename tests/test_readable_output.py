@@ -240,6 +240,7 @@ def test_the_bench_fits_80_columns_and_leaves_out_a_chart_of_zeros(replayed) -> 
     assert "█" in tokens  # a chart with values is still drawn
 
 
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_a_one_arm_bench_names_no_better_arm(tmp_path) -> None:
     from typer.testing import CliRunner
 
