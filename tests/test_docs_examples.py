@@ -155,7 +155,9 @@ def test_every_bench_option_is_in_the_docs_flag_tables() -> None:
 
     from tiny_cli.cli import app
 
-    bench = typer.main.get_command(app).commands["bench"]
+    root = typer.main.get_command(app)
+    bench = root.get_command(typer.Context(root), "bench")  # type: ignore[attr-defined]
+    assert bench is not None
     text = (REPO / "docs" / "bench.md").read_text(encoding="utf-8")
     tables = "\n".join(line for line in text.splitlines() if line.startswith("| `-"))
     options = [o for p in bench.params for o in p.opts if o.startswith("--") and o != "--help"]

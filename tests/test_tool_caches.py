@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tiny_cli.agent import calls
+import tiny_cli.tools.read_artifact as read_artifact_module
 from tiny_cli.agent.loop import approve_writes, decline_writes, invoke
 from tiny_cli.bench.arms import scratch_registry
 from tiny_cli.digest import make_brief
@@ -227,13 +227,14 @@ def test_approval_is_per_run_not_per_tool(workspace: Workspace, scripted_server)
 
 def _counting_reader(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     made: list[int] = []
-    real = calls.read_artifact_tool
+    real = read_artifact_module.read_artifact_tool
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         made.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(calls, "read_artifact_tool", counted)
+    # the run imports it when it first needs it, from its module
+    monkeypatch.setattr(read_artifact_module, "read_artifact_tool", counted)
     return made
 
 

@@ -1,5 +1,7 @@
 """Imports tiny defers: httpx's command-line client stays unloaded until someone runs it.
 
+`lazy_module` is the general form: a module whose body runs when a name is first read from it.
+
 `httpx/__init__` (0.28) imports `httpx._main`, its CLI, whenever click, pygments and rich are
 installed (they are: the MCP SDK brings click, tiny brings rich), which about doubles the cost
 of `import httpx` for a client that never runs that CLI. `defer_httpx_cli` puts a stand-in
@@ -11,6 +13,7 @@ the real module too, so nothing of httpx is lost, only delayed.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from types import ModuleType
 from typing import Any
@@ -47,3 +50,17 @@ def _getattr(name: str) -> Any:
     if name.startswith("__"):  # __file__, __path__…: tools that scan sys.modules must not load it
         raise AttributeError(f"module {HTTPX_CLI!r} has no attribute {name!r}")
     return getattr(httpx_cli(), name)
+
+
+def lazy_module(name: str) -> ModuleType:
+    """Return module `name`, its body run when a name is first read from it (LazyLoader)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(f"no module named {name!r}", name=name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

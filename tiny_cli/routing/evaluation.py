@@ -13,13 +13,11 @@ import numpy as np
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.router import Router
+from tiny_cli.routing.threshold import ABSTAIN_TARGET
 
 SWEEP_STEP = 0.5
 SWEEP_STEPS_EACH_SIDE = 4
 MAX_CONFUSIONS = 20
-# The project's bar for the abstain rule: abstain on at least this share of the tasks that
-# no card fits (`best_at_target` reports the best in-scope accuracy that still reaches it).
-ABSTAIN_TARGET = 0.80
 
 Labelled = Sequence[tuple[str, str | None]]
 

@@ -19,7 +19,6 @@ import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -27,7 +26,6 @@ import numpy as np
 
 from tiny_cli.cards.load import Card, card_text
 from tiny_cli.cards.snapshot import CardSet, card_ids
-from tiny_cli.digest import check_task
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder, Progress, VectorCache, fingerprint
 from tiny_cli.routing.learned import normalise
@@ -35,6 +33,7 @@ from tiny_cli.routing.lexical import Lexical, capabilities
 from tiny_cli.routing.space import CardSpace, Source, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
 from tiny_cli.settings import DEFAULT_TOP
+from tiny_cli.text import check_task
 
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
 # its tasks, the larger of without and with examples (1.47 / 1.39), rounded up to 0.05.
@@ -50,6 +49,7 @@ KNN_K = 3
 # Weight of the margin over the second card in the abstain score (z + w * margin), measured
 # with learned examples; 0 keeps the plain best z.
 MARGIN_WEIGHT = 0.5
+DATA = Path(__file__).resolve().parents[1] / "data"  # shipped with the package, as files
 BACKGROUND_TEXT = "background.txt"
 BACKGROUND_VECTORS = "background-vectors.npz"
 _T = TypeVar("_T")
@@ -397,14 +397,14 @@ def card_texts(card: Card) -> list[tuple[str, str]]:
 
 def background_texts() -> list[str]:
     """Return the shipped generic sentences the abstain rule measures tasks against."""
-    text = resources.files("tiny_cli").joinpath("data", BACKGROUND_TEXT).read_text("utf-8")
+    text = (DATA / BACKGROUND_TEXT).read_text("utf-8")
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
 def background_vectors(embedder: Embedder, cache: VectorCache) -> np.ndarray:
     """Return the background's vectors: shipped ones when they match, else embed and cache."""
     texts = background_texts()
-    shipped = resources.files("tiny_cli").joinpath("data", BACKGROUND_VECTORS)
+    shipped = DATA / BACKGROUND_VECTORS
     if shipped.is_file():
         with shipped.open("rb") as handle, np.load(handle) as data:
             if str(data["fingerprint"]) == fingerprint(embedder) and str(data["text_sha"]) == _sha(

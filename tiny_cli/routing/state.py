@@ -3,8 +3,8 @@
 The state is keyed by a hash of everything it was built from — each card's id, summary and
 examples, the out-of-scope examples, the embedder's fingerprint, the background and the
 router's settings — so a changed card is a new key, never a stale state. It lives in the
-cache directory as a folder per key (arrays in .npy files, the rest in JSON, BM25 in its
-own format); at most KEEP_STATES are kept. A state that cannot be read is rebuilt.
+cache directory as a folder per key (arrays in .npy files, BM25's matrix too, the rest in
+JSON); at most KEEP_STATES are kept. A state that cannot be read is rebuilt.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from tiny_cli.routing.space import CardSpace, space_from_parts, space_parts
 
 __all__ = ["KEEP_STATES", "STATE_VERSION", "Saved", "load_state", "save_state", "state_key"]
 
-STATE_VERSION = 2  # bump when what a router computes changes: old states are then ignored
+STATE_VERSION = 3  # bump when what a router computes changes: old states are then ignored
 KEEP_STATES = 4  # card sets whose state is kept (a bench, a project, its tests)
 STATE_DIR = "router"
 TEXTS_FILE = "texts.json"  # read only when a text is shown

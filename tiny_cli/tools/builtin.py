@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import pydantic
-
+from tiny_cli.deferred import lazy_module
 from tiny_cli.settings import Settings
-from tiny_cli.tools.handbook import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Handbook
+from tiny_cli.tools.handbook import DEFAULT_SEARCH_LIMIT, Handbook
 from tiny_cli.tools.registry import LazyTool, Registry, Tool, load_tool_module
 
 if TYPE_CHECKING:
@@ -24,14 +23,14 @@ if TYPE_CHECKING:
 
     import httpx
 
+    from tiny_cli.tools import bounds
     from tiny_cli.tools.web import AddressPolicy
+else:  # pydantic loads when a schema is built: a route, which builds none, never imports it
+    bounds = lazy_module("tiny_cli.tools.bounds")
 
-__all__ = ["SearchLimit", "builtin_entries", "builtin_tools", "default_registry"]
+__all__ = ["builtin_entries", "builtin_tools", "default_registry"]
 
 T = TypeVar("T")
-
-# The bound goes into the schema, so the runner rejects limit=500 before the call.
-SearchLimit = Annotated[int, pydantic.Field(ge=1, le=MAX_SEARCH_LIMIT)]
 
 
 def default_registry(settings: Settings, transport: httpx.BaseTransport | None = None) -> Registry:
@@ -107,7 +106,7 @@ class _DocsTools:
         self._handbook = handbook
 
     def docs_search(
-        self, query: str, limit: SearchLimit = DEFAULT_SEARCH_LIMIT
+        self, query: str, limit: bounds.SearchLimit = DEFAULT_SEARCH_LIMIT
     ) -> list[dict[str, Any]]:
         """Search the internal handbook and return matching pages, best first.
 

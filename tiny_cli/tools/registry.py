@@ -16,12 +16,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
-
-import pydantic
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tiny_cli.errors import ToolCallError, ToolError
 from tiny_cli.tools.specs import TOOL_NAME_PATTERN, Spec, one_line, spec_of
+
+if TYPE_CHECKING:
+    import pydantic  # a tool's arguments model brings it: listing tools needs none
 
 __all__ = [
     "LazyTool",
@@ -54,6 +55,8 @@ class Tool:
     def __call__(self, **arguments: Any) -> Any:
         """Call the tool with keyword arguments converted to the types its signature declares."""
         if self.arguments_model is not None:
+            import pydantic
+
             try:
                 typed = self.arguments_model.model_validate(arguments)
             except pydantic.ValidationError as exc:

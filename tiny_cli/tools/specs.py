@@ -22,12 +22,23 @@ import types
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin, get_type_hints
-
-import docstring_parser
-import pydantic
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Literal,
+    NamedTuple,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from tiny_cli.errors import ToolError
+
+if TYPE_CHECKING:  # both load when a spec is first built: naming tools needs neither
+    import docstring_parser
+    import pydantic
 
 __all__ = [
     "TOOL_NAME_PATTERN",
@@ -181,6 +192,8 @@ def _frozen(value: Any) -> Any:
 def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
     if not TOOL_NAME_PATTERN.match(name):
         raise ToolError(f"tool {name!r}: a name is 1-64 letters, digits, '_' or '-'")
+    import docstring_parser
+
     doc = docstring_parser.parse(inspect.getdoc(f) or "")
     # Docstrings wrap at the code's line length; the model should see flowing text.
     description = flow(doc.short_description, doc.long_description)
@@ -194,6 +207,8 @@ def _arguments_model(
     tool_name: str, f: Callable[..., Any], doc: docstring_parser.Docstring, bound: bool
 ) -> type[pydantic.BaseModel]:
     """Build the arguments' model from the signature, type hints and docstring Args."""
+    import pydantic
+
     hints = _hints(tool_name, f)
     params = dict(list(inspect.signature(f).parameters.items())[1 if bound else 0 :])
     helps = {p.arg_name: flow(p.description) for p in doc.params}

@@ -1,0 +1,117 @@
+"""A call's arguments against its tool's schema: a compiled check first, jsonschema's words after.
+
+jsonschema (Draft 2020-12) decides every call it sees and words what is wrong. Most tool
+schemas use only keywords that drafts 7 to 2020-12 read alike; for those, a validator that
+fastjsonschema compiled (once per schema and process) lets good arguments through without
+importing jsonschema, about 50 ms of a command's start. Arguments it rejects, and every schema
+with another keyword, go to jsonschema, so its verdict is the one that counts.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["argument_problem", "fast_pass"]
+
+MAX_SCHEMA_DEPTH = 32  # deeper ones go to jsonschema: no tool needs more, recursion stays bounded
+COMPILED_SCHEMAS = 256  # compiled validators kept per process (a bench at scale offers hundreds)
+# Keywords drafts 7 to 2020-12 read alike (fastjsonschema compiles 2019-09, jsonschema decides by
+# 2020-12). `format` checks nothing: fastjsonschema is told not to, jsonschema does not by default.
+ALIKE = frozenset(
+    {
+        *("type", "enum", "const", "required", "multipleOf", "pattern", "format"),
+        *("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength"),
+        *("minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties"),
+        *("title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly"),
+        *("$comment", "$schema", "$defs", "definitions", "$ref", "properties"),
+        *("patternProperties", "additionalProperties", "propertyNames", "items", "contains"),
+        *("anyOf", "oneOf", "allOf", "not", "if", "then", "else"),
+    }
+)
+SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")  # name -> schema
+ONE_SCHEMA = ("additionalProperties", "propertyNames", "items", "contains", "not")
+CONDITIONS = ("if", "then", "else")  # each one schema too
+SCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
+NOT_CHECKS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated"})
+
+
+def argument_problem(schema: Mapping[str, Any], args: dict[str, Any]) -> str | None:
+    """Say what is wrong with a call's `args` under its tool's `schema`; None if nothing is."""
+    if fast_pass(schema, args):
+        return None
+    import jsonschema  # words the failure (and decides schemas fastjsonschema cannot)
+
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(args), key=str)
+    if not errors:
+        return None
+    where = "/".join(map(str, errors[0].absolute_path)) or "arguments"
+    return f"invalid arguments: {where}: {errors[0].message}"
+
+
+def fast_pass(schema: Mapping[str, Any], value: Any, *, formats: bool = False) -> bool:
+    """True when a compiled check finds `value` valid; False means: ask jsonschema.
+
+    `formats=True` is for a check that judges formats (jsonschema's format checker on): a
+    schema with `format` then always goes to jsonschema.
+    """
+    try:
+        check = _compiled(json.dumps(schema, sort_keys=True), formats)
+    except (TypeError, ValueError, RecursionError):  # not JSON, or too deep to spell
+        return False
+    return check is not None and _passes(check, value)
+
+
+@functools.lru_cache(maxsize=COMPILED_SCHEMAS)
+def _compiled(key: str, formats: bool) -> Callable[[Any], Any] | None:
+    """A compiled check of the schema spelt `key`, or None where it might judge differently."""
+    schema = json.loads(key)
+    if not _alike(schema, 0, ALIKE - {"format"} if formats else ALIKE):
+        return None
+    import fastjsonschema
+
+    if isinstance(schema, dict):  # its own default draft (2019-09), not one the schema names
+        schema.pop("$schema", None)
+    try:  # never fill in defaults (it would change the arguments), never judge formats
+        return fastjsonschema.compile(schema, use_default=False, use_formats=False)
+    except Exception:
+        return None
+
+
+def _passes(check: Callable[[Any], Any], args: dict[str, Any]) -> bool:
+    try:
+        check(args)
+    except Exception:
+        return False
+    return True
+
+
+def _alike(schema: Any, depth: int, keywords: frozenset[str]) -> bool:
+    """Whether draft 7 and 2020-12 read `schema` alike: known keywords, local `$ref`s only."""
+    if isinstance(schema, bool):
+        return True
+    if not isinstance(schema, dict) or depth > MAX_SCHEMA_DEPTH or not set(schema) <= keywords:
+        return False
+    if any(isinstance(schema.get(k), bool) for k in ("exclusiveMinimum", "exclusiveMaximum")):
+        return False  # draft 4's spelling: a later draft reads it differently
+    ref = schema.get("$ref", "#")  # draft 7 ignores a $ref's siblings; only a local one is offline
+    if not (isinstance(ref, str) and ref.startswith("#")):
+        return False
+    if "$ref" in schema and set(schema) - NOT_CHECKS - {"$ref"}:
+        return False
+    return all(_alike(s, depth + 1, keywords) for s in _subschemas(schema))
+
+
+def _subschemas(schema: dict[str, Any]) -> list[Any]:
+    """The schemas directly inside `schema`; a malformed place yields a non-schema (not alike)."""
+    found: list[Any] = []
+    for key in SCHEMA_MAPS:
+        value = schema.get(key, {})
+        found.extend(value.values() if isinstance(value, dict) else [None])
+    found.extend(schema[key] for key in (*ONE_SCHEMA, *CONDITIONS) if key in schema)
+    for key in SCHEMA_LISTS:
+        value = schema.get(key, [])
+        found.extend(value if isinstance(value, list) else [None])
+    return found
