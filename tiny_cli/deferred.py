@@ -13,7 +13,6 @@ the real module too, so nothing of httpx is lost, only delayed.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from types import ModuleType
 from typing import Any
@@ -56,6 +55,8 @@ def lazy_module(name: str) -> ModuleType:
     """Return module `name`, its body run when a name is first read from it (LazyLoader)."""
     if name in sys.modules:
         return sys.modules[name]
+    import importlib.util  # here: `tiny --help` needs none of it
+
     spec = importlib.util.find_spec(name)
     if spec is None or spec.loader is None:
         raise ModuleNotFoundError(f"no module named {name!r}", name=name)

@@ -39,21 +39,28 @@ class LazyGroup(TinyGroup):
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         """The command named `cmd_name`, built now; None for a name tiny has not."""
         if cmd_name not in self.commands and cmd_name in COMMANDS:
-            self.commands[cmd_name] = _build(cmd_name)
+            self.commands.update(_build([cmd_name]))
         return super().get_command(ctx, cmd_name)
 
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """List every command (--help): all are built at once, as one app builds them."""
+        self.commands.update(_build([n for n in COMMANDS if n not in self.commands]))
+        super().format_commands(ctx, formatter)
 
-def _build(name: str) -> Any:
-    """Import one command's module and build its click command, as `app.command` would."""
-    module, attribute = COMMANDS[name]
-    target = getattr(importlib.import_module(module), attribute)
+
+def _build(names: list[str]) -> dict[str, Any]:
+    """Import the commands' modules and build their click commands, as `app.command` would."""
     holder = typer.Typer(add_completion=False, rich_markup_mode=None)
     holder.callback()(_holder)  # a group, so a one-command group stays a group
-    if isinstance(target, typer.Typer):  # a command group (`tiny runs ...`)
-        holder.add_typer(target, name=name)
-    else:
-        holder.command(epilog=EXAMPLES.get(name))(target)
-    return typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
+    for name in names:
+        module, attribute = COMMANDS[name]
+        target = getattr(importlib.import_module(module), attribute)
+        if isinstance(target, typer.Typer):  # a command group (`tiny runs ...`)
+            holder.add_typer(target, name=name)
+        else:
+            holder.command(epilog=EXAMPLES.get(name))(target)
+    built = typer.main.get_command(holder).commands  # type: ignore[attr-defined]
+    return {name: built[name] for name in names}
 
 
 def _holder() -> None:
