@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Annotated, Any
 
 import typer
@@ -43,9 +44,22 @@ class LazyGroup(TinyGroup):
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
-        """List every command (--help): all are built at once, as one app builds them."""
-        self.commands.update(_build([n for n in COMMANDS if n not in self.commands]))
-        super().format_commands(ctx, formatter)
+        """List every command (--help) by its help text: listing builds none of them."""
+        built = self.commands
+        self.commands = {name: built.get(name) or _listed(name) for name in COMMANDS}
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self.commands = built
+
+
+def _listed(name: str) -> Any:
+    """A command as --help lists it: its name and help text, no options (none are parsed)."""
+    module, attribute = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attribute)
+    if isinstance(target, typer.Typer):  # a group's help is the one its Typer was given
+        return typer.core.TyperGroup(name=name, help=target.info.help)
+    return typer.core.TyperCommand(name, help=inspect.getdoc(target))
 
 
 def _build(names: list[str]) -> dict[str, Any]:
