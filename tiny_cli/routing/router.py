@@ -32,7 +32,7 @@ from tiny_cli.routing.learned import normalise
 from tiny_cli.routing.lexical import Lexical, capabilities
 from tiny_cli.routing.space import CardSpace, Source, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
-from tiny_cli.settings import DEFAULT_TOP
+from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
 from tiny_cli.text import check_task
 
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
@@ -49,7 +49,6 @@ KNN_K = 3
 # Weight of the margin over the second card in the abstain score (z + w * margin), measured
 # with learned examples; 0 keeps the plain best z.
 MARGIN_WEIGHT = 0.5
-DATA = Path(__file__).resolve().parents[1] / "data"  # shipped with the package, as files
 BACKGROUND_TEXT = "background.txt"
 BACKGROUND_VECTORS = "background-vectors.npz"
 _T = TypeVar("_T")
@@ -397,14 +396,14 @@ def card_texts(card: Card) -> list[tuple[str, str]]:
 
 def background_texts() -> list[str]:
     """Return the shipped generic sentences the abstain rule measures tasks against."""
-    text = (DATA / BACKGROUND_TEXT).read_text("utf-8")
+    text = (PACKAGE_DATA / BACKGROUND_TEXT).read_text("utf-8")
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
 def background_vectors(embedder: Embedder, cache: VectorCache) -> np.ndarray:
     """Return the background's vectors: shipped ones when they match, else embed and cache."""
     texts = background_texts()
-    shipped = DATA / BACKGROUND_VECTORS
+    shipped = PACKAGE_DATA / BACKGROUND_VECTORS
     if shipped.is_file():
         with shipped.open("rb") as handle, np.load(handle) as data:
             if str(data["fingerprint"]) == fingerprint(embedder) and str(data["text_sha"]) == _sha(
