@@ -59,3 +59,34 @@ def test_a_lazy_module_that_does_not_exist_is_an_import_error() -> None:
 
     with pytest.raises(ModuleNotFoundError, match="no_such_module"):
         lazy_module("tiny_cli.no_such_module")
+
+
+def test_html_to_text_leaves_css_selectors_unloaded_until_one_is_used() -> None:
+    code = (
+        "import sys\n"
+        "from tiny_cli.tools.web import html_to_text\n"
+        "print(html_to_text('<title>T</title><p class=a>one</p>'))\n"
+        "print('soupsieve.css_parser' in sys.modules)\n"
+        "from bs4 import BeautifulSoup\n"
+        "print(BeautifulSoup('<p class=a>x</p>', 'html.parser').select_one('p.a').text)\n"
+        "print('soupsieve.css_parser' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["T", "one", "False", "x", "True"]
+
+
+def test_a_stand_in_runs_nothing_on_import_and_loads_on_first_name() -> None:
+    code = (
+        "import sys\n"
+        "from tiny_cli.deferred import stand_in\n"
+        "stand_in('email.mime', package=True)\n"
+        "import email.mime\n"
+        "print('email.mime.base' in sys.modules, 'email.mime' in sys.modules)\n"
+        "import email.mime.text\n"  # a submodule: the real package loads first
+        "print(type(sys.modules['email.mime']).__name__, email.mime.text.MIMEText.__name__)\n"
+        "stand_in('json.tool')\n"
+        "from json import tool\n"  # as httpx imports its CLI: `from ._main import main`
+        "print(hasattr(tool, '__file__'), callable(tool.main))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True", "module", "MIMEText", "False", "True"]

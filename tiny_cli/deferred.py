@@ -1,6 +1,7 @@
 """Imports tiny defers: httpx's command-line client stays unloaded until someone runs it.
 
-`lazy_module` is the general form: a module whose body runs when a name is first read from it.
+`lazy_module` is the general form: a module whose body runs when a name is first read from it;
+`stand_in` is the form an `import` statement finds without running the module.
 `import_numpy` imports numpy with OpenBLAS on one thread: its worker threads spin when they
 start, about 0.1 s of CPU in every process, for the microseconds of linear algebra a route does.
 
@@ -28,20 +29,13 @@ STAND_IN = "__tiny_stand_in__"  # marks the stand-in module
 
 def defer_httpx_cli() -> None:
     """Let `import httpx` skip its CLI module until `httpx.main()` (or the module) is used."""
-    if "httpx" in sys.modules or HTTPX_CLI in sys.modules:
-        return  # imported already (too late to defer), or deferred already
-    stand_in = ModuleType(HTTPX_CLI, "Stand-in for httpx's CLI: loads the real one when used.")
-    vars(stand_in).update({STAND_IN: True, "main": _main, "__getattr__": _getattr})
-    sys.modules[HTTPX_CLI] = stand_in
+    if "httpx" not in sys.modules:  # imported already: too late to defer
+        stand_in(HTTPX_CLI, main=_main)
 
 
 def httpx_cli() -> ModuleType:
     """Return httpx's real CLI module, imported (click, pygments, rich) in the stand-in's place."""
-    module = sys.modules.get(HTTPX_CLI)
-    if module is None or vars(module).get(STAND_IN):
-        sys.modules.pop(HTTPX_CLI, None)
-        module = importlib.import_module(HTTPX_CLI)
-    return module
+    return real_module(HTTPX_CLI)
 
 
 def _main(*args: Any, **kwargs: Any) -> Any:
@@ -49,11 +43,36 @@ def _main(*args: Any, **kwargs: Any) -> Any:
     return httpx_cli().main(*args, **kwargs)
 
 
-def _getattr(name: str) -> Any:
-    """Read any other name of `httpx._main` from the real module (PEP 562)."""
-    if name.startswith("__"):  # __file__, __path__…: tools that scan sys.modules must not load it
-        raise AttributeError(f"module {HTTPX_CLI!r} has no attribute {name!r}")
-    return getattr(httpx_cli(), name)
+def stand_in(name: str, package: bool = False, **names: Any) -> ModuleType:
+    """Put a stand-in for module `name` into sys.modules (unless it is imported already).
+
+    `import name` then finds the stand-in and runs nothing; `names` are its own. Any other
+    name read from it imports the real module in its place (PEP 562). importlib's LazyLoader
+    cannot do this: an `import` of a lazy module reads its `__spec__`, which runs its body.
+    A `package`'s `__path__` loads it too, so that its submodules can still be imported.
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    module = ModuleType(name, f"Stand-in for {name}: the real module loads when a name is read.")
+
+    def __getattr__(attr: str) -> Any:  # the module-level hook of PEP 562
+        # __file__, __spec__…: tools that scan sys.modules must not load it
+        if attr.startswith("__") and not (package and attr == "__path__"):
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+        return getattr(real_module(name), attr)
+
+    vars(module).update({STAND_IN: True, "__getattr__": __getattr__, **names})
+    sys.modules[name] = module
+    return module
+
+
+def real_module(name: str) -> ModuleType:
+    """Return module `name`, imported in its stand-in's place if there is one."""
+    module = sys.modules.get(name)
+    if module is None or vars(module).get(STAND_IN):
+        sys.modules.pop(name, None)
+        module = importlib.import_module(name)
+    return module
 
 
 def lazy_module(name: str) -> ModuleType:

@@ -7,17 +7,39 @@ first and walking the node graph with a budget refuses such a file in microsecon
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+from tiny_cli.deferred import lazy_module
+
+if TYPE_CHECKING:
+    import yaml
+else:  # PyYAML loads when a file is first parsed: a route from cached cards never pays its ~18 ms
+    yaml = lazy_module("yaml")
+
+__all__ = [
+    "MAX_YAML_BYTES",
+    "MAX_YAML_DEPTH",
+    "MAX_YAML_VALUES",
+    "compose",
+    "load",
+    "read_bounded",
+    "yaml",
+]
 
 MAX_YAML_BYTES = 256 * 1024
 MAX_YAML_DEPTH = 32
 MAX_YAML_VALUES = 20_000  # scalars, lists and mappings, every alias counted as expanded
-# libyaml's parser when PyYAML was built with it: 0.20 s per 1,000 cards instead of 1.17 s.
-# Only the parser changes: every bound below is checked on the node graph it composes.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@cache
+def _loader() -> Any:
+    """libyaml's safe loader when PyYAML was built with it: 0.20 s per 1,000 cards, not 1.17 s.
+
+    Only the parser changes: every bound below is checked on the node graph it composes.
+    """
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_bounded(path: Path) -> str:
@@ -36,7 +58,7 @@ def load(text: str) -> tuple[yaml.Node | None, Any]:
     node = compose(text)
     if node is None:
         return None, None
-    return node, _LOADER("").construct_document(node)
+    return node, _loader()("").construct_document(node)
 
 
 def compose(text: str) -> yaml.Node | None:
@@ -49,7 +71,7 @@ def compose(text: str) -> yaml.Node | None:
         mark = yaml.Mark("<text>", 0, line, 0, None, 0)
         raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
     try:
-        node = yaml.compose(text, Loader=_LOADER)
+        node = yaml.compose(text, Loader=_loader())
     except RecursionError:
         raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
     if node is not None:

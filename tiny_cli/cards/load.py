@@ -20,8 +20,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from tiny_cli import yamlsafe
 from tiny_cli._version import __version__
 from tiny_cli.cards import markdown
@@ -31,6 +29,7 @@ from tiny_cli.cards.wording import message, missing, short, yaml_message
 from tiny_cli.errors import CardError
 from tiny_cli.settings import ToolMode
 from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig, offered, original, qualified
+from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
 # where tools come from, said with every unknown tool: the one thing a new user must find
 TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS)'

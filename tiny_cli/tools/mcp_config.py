@@ -14,10 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
+from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
 MCP_FILENAMES = ("mcp.yaml", "mcp.yml")  # in the cards folder; never read as cards
 SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
