@@ -11,7 +11,7 @@ import referencing.exceptions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiny_cli.agent.args_check import argument_problem, fast_pass
+from tiny_cli.tools.args_check import argument_problem, fast_pass
 
 
 def _jsonschema_ok(schema: dict, args: dict) -> bool:
@@ -21,7 +21,7 @@ def _jsonschema_ok(schema: dict, args: dict) -> bool:
 def test_a_good_call_passes_without_importing_jsonschema() -> None:
     code = (
         "import sys\n"
-        "from tiny_cli.agent.args_check import argument_problem\n"
+        "from tiny_cli.tools.args_check import argument_problem\n"
         "schema = {'type': 'object', 'properties': {'html': {'type': 'string'}},"
         " 'required': ['html'], 'additionalProperties': False}\n"
         "assert argument_problem(schema, {'html': '<p>hi</p>'}) is None\n"

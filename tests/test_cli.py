@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -176,3 +177,23 @@ def test_the_import_check_sees_rich_when_a_person_reads_the_output(cli_env) -> N
     done, modules = _imports(["runs"], cli_env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "rich" in _human_only(modules)
+
+
+def test_a_second_run_whose_calls_convert_nothing_imports_no_pydantic(
+    cli_env: dict[str, str], scripted_server: ScriptedServer
+) -> None:
+    """The built-in tools' specs are read from the cache folder; no call needs their models."""
+    html = "<html><title>Hi</title><p>Hello there</p></html>"
+    env = {**cli_env, "TINY_BASE_URL": scripted_server.url}
+    loaded = []
+    for _ in range(2):
+        scripted_server.add(tool_call("html_to_text", {"html": html}), reply(WEB_FINAL))
+        done, modules = _imports(["invoke", "web-reader", WEB_TASK, "--json"], env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert json.loads(done.stdout)["status"] == "ok"
+        loaded.append({m.split(".")[0] for m in modules} & {"pydantic", "docstring_parser"})
+    assert loaded == [{"pydantic", "docstring_parser"}, set()]  # the first built the specs
+    scripted_server.assert_done()
+    tools = scripted_server.requests[-2]["tools"]  # the second run still offered both tools
+    assert [t["function"]["name"] for t in tools] == ["http_get", "html_to_text"]
+    assert tools[1]["function"]["parameters"]["required"] == ["html"]

@@ -59,7 +59,9 @@ def test_a_second_registry_builds_no_spec(settings: Settings, tmp_path: Path) ->
     made = [second[name] for name in BUILTIN_NAMES]
     after = spec_cache_info()
     assert after.misses == before.misses  # nothing built again
-    assert after.hits >= before.hits + 2 * len(BUILTIN_NAMES)  # schemas, then the tools
+    # its schemas: from this process's cache (its own cache folder is new); then its tools:
+    # from the specs it wrote to that folder
+    assert after.hits == before.hits + len(BUILTIN_NAMES)
     assert schemas == first.schemas(BUILTIN_NAMES)
     assert [t.arguments_model for t in made] == [first[n].arguments_model for n in BUILTIN_NAMES]
 

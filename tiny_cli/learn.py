@@ -72,8 +72,8 @@ def learn(
         before = load_learned(folder)
         merged = merge(before, labelled, cards)
         embedder = embedder_for(settings, transport)
-        learned, dropped = _capped(merged.learned, embedder, settings.home / "cache")
-        derived = derive_threshold(cards, learned, embedder, settings.home / "cache")
+        learned, dropped = _capped(merged.learned, embedder, settings.cache_dir)
+        derived = derive_threshold(cards, learned, embedder, settings.cache_dir)
         learned = replace(learned, threshold=derived)
         changed = learned != before
         if changed:

@@ -33,6 +33,8 @@ DEFAULT_TOOL_MODE: ToolMode = "auto"
 # TINY_NO_LOG values that turn the run log off, and TINY_ASK_ROUTE values that turn it on
 NO_LOG_VALUES = ("1", "true", "yes", "on")
 
+CACHE_FOLDER = "cache"  # under the data directory
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -57,6 +59,11 @@ class Settings:
     # ask whether the card was right and record the answer as a correction; off by default
     ask_route: bool = False
     project_file: Path | None = None  # the project file these settings read, if any
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where tiny keeps what it can rebuild: card checks, router state, tool specs."""
+        return self.home / CACHE_FOLDER
 
     def with_flags(self, **flags: Any) -> Settings:
         """Return a copy where every flag that was given (not None) wins.
@@ -198,9 +205,7 @@ def _user_data_dir() -> str:
 
 def _seed(name: str) -> Path:
     """Return the seed folder shipped in the wheel, or the repository's one in a checkout."""
-    from importlib import resources  # not at import: `tiny --help` loads settings, needs none
-
-    packaged = Path(str(resources.files("tiny_cli"))) / "_seed" / name
+    packaged = PACKAGE_DATA.parent / "_seed" / name  # the package is files on disk, as pip installs
     if packaged.exists():
         return packaged
     repo = Path(__file__).resolve().parent.parent

@@ -64,7 +64,7 @@ def open_workspace(
         )
     mcp = mcp_settings(settings)
     try:
-        cards = load_card_set([settings.cards_dir], registry.writes(), mcp, settings.home / "cache")
+        cards = load_card_set([settings.cards_dir], registry.writes(), mcp, settings.cache_dir)
     except CardError as exc:
         raise _unknown_first(exc, wanted, settings.cards_dir) from None
     if cards.facts.mcp:
@@ -159,7 +159,7 @@ def validate(
     registry = default_registry(settings)
     folders = list(paths) or [settings.cards_dir]
     mcp = mcp_settings(_checked_folder(settings, folders))
-    cards, problems = check_cards(folders, registry.writes(), mcp, settings.home / "cache")
+    cards, problems = check_cards(folders, registry.writes(), mcp, settings.cache_dir)
     if connect and mcp is not None:
         problems += connect_problems(cards, mcp)
     if not paths:  # the cards folder as a whole: its learned examples too
@@ -237,7 +237,7 @@ def _router(
 
     learned = load_learned(learned_folder(s))
     embedder = embedder_for(s, transport)
-    return build_router(cards, embedder, s.home / "cache", learned, s.threshold, progress)
+    return build_router(cards, embedder, s.cache_dir, learned, s.threshold, progress)
 
 
 def embedder_for(s: Settings, transport: httpx.BaseTransport | None = None) -> Embedder:

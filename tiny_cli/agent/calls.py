@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tiny_cli.agent.args_check import argument_problem
 from tiny_cli.agent.budget import DEFAULT_MAX_RESULT_CHARS, Meter, cap_result
 from tiny_cli.agent.evidence import evidence_of
 from tiny_cli.cards.load import Card
@@ -21,6 +20,7 @@ from tiny_cli.deadline import call_within
 from tiny_cli.digest import CallOutcome, CallRecord
 from tiny_cli.errors import AddressRefused, DeadlineExceeded, ToolCallError, ToolServerError
 from tiny_cli.provider.client import Completion, ToolCall
+from tiny_cli.tools.args_check import argument_problem
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, stored_result
 from tiny_cli.tools.registry import Tool
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tiny_cli.agent.args_check import fast_pass
 from tiny_cli.digest import MODEL_STATUSES
 from tiny_cli.text import printable
+from tiny_cli.tools.args_check import fast_pass
 
 # A final answer is bounded by max_tokens; far more is a broken server, not an answer.
 MAX_REPLY_CHARS = 200_000

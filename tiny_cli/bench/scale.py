@@ -145,7 +145,7 @@ def scale_from_settings(
     ws = open_workspace(settings)
     tasks = load_selection_tasks(tasks_path, ws.cards)
     embedder = get_embedder(settings.embedder, base_url=settings.base_url, api_key=settings.api_key)
-    cache = settings.home / "cache"
+    cache = settings.cache_dir
     session.exchanges.probe()
     report = run_scale(
         ws,

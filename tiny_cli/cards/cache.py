@@ -13,7 +13,6 @@ whole set found, read instead of every card while the folder's listing stays the
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -21,7 +20,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CardCache", "cache_file", "read_json", "write_json"]
+from tiny_cli.jsonfile import read_json, write_json
+
+__all__ = ["CardCache", "cache_file"]
 
 CACHE_DIR = "cards"
 SNAPSHOT_SUFFIX = ".set.json"
@@ -89,27 +90,6 @@ def cache_file(cache_dir: Path, paths: Sequence[Path], suffix: str = ".json") ->
     """The cache file of the card folders `paths` (`suffix`: the card cache or its snapshot)."""
     where = hashlib.sha256("\0".join(str(p.resolve()) for p in paths).encode()).hexdigest()
     return cache_dir / CACHE_DIR / f"{where[:24]}{suffix}"
-
-
-def read_json(file: Path, salt: str) -> dict[str, Any] | None:
-    """The JSON object in `file` if it was written with `salt`; None when not (or unreadable)."""
-    try:
-        data = json.loads(file.read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("salt") == salt else None
-
-
-def write_json(file: Path, data: Mapping[str, Any]) -> None:
-    """Write `data` to `file` atomically; a failure only costs the next process time."""
-    tmp = file.with_name(f".{file.name}.{os.getpid()}")
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data), "utf-8")
-        tmp.replace(file)
-    except (OSError, TypeError, ValueError):  # a cache: not being able to write it is no error
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

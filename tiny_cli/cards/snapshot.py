@@ -24,7 +24,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, overload
 
-from tiny_cli.cards.cache import SNAPSHOT_SUFFIX, CardCache, cache_file, read_json, write_json
+from tiny_cli.cards.cache import SNAPSHOT_SUFFIX, CardCache, cache_file
 from tiny_cli.cards.load import (
     CARD_SUFFIXES,
     NOT_CARDS,
@@ -35,6 +35,7 @@ from tiny_cli.cards.load import (
     load_cards,
 )
 from tiny_cli.errors import CardError
+from tiny_cli.jsonfile import read_json, write_json
 from tiny_cli.tools.mcp_config import McpConfig, original, qualified
 
 __all__ = ["CardSet", "Facts", "card_ids", "load_card_set", "routing_digest", "routing_digests"]

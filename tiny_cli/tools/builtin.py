@@ -54,12 +54,13 @@ def builtin_entries(
     web = _once(lambda: _WebTools(policy, transport))
     docs = _once(lambda: _DocsTools(Handbook(settings.docs_dir)))
     crm = _once(lambda: _CrmTools(settings.home))
+    kept = settings.cache_dir  # their specs, read there by the next process
     return [
-        LazyTool(_WebTools.http_get, web),
-        LazyTool(_WebTools.html_to_text, web),
-        LazyTool(_DocsTools.docs_search, docs),
-        LazyTool(_CrmTools.crm_find_company, crm),
-        LazyTool(_CrmTools.crm_add_company, crm, writes=True),
+        LazyTool(_WebTools.http_get, web, cache_dir=kept),
+        LazyTool(_WebTools.html_to_text, web, cache_dir=kept),
+        LazyTool(_DocsTools.docs_search, docs, cache_dir=kept),
+        LazyTool(_CrmTools.crm_find_company, crm, cache_dir=kept),
+        LazyTool(_CrmTools.crm_add_company, crm, writes=True, cache_dir=kept),
     ]
 
 

@@ -14,11 +14,13 @@ import importlib.util
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tiny_cli.errors import ToolCallError, ToolError
+from tiny_cli.tools.args_check import fast_pass
+from tiny_cli.tools.spec_store import stored_spec
 from tiny_cli.tools.specs import TOOL_NAME_PATTERN, Spec, one_line, spec_of
 
 if TYPE_CHECKING:
@@ -44,9 +46,14 @@ class Tool:
     parameters: dict[str, Any]
     func: Callable[..., Any]
     writes: bool = False
-    # The pydantic model behind `parameters`: it turns JSON values into the declared types
-    # (5.0 for an int parameter is 5), as the schema check alone does not.
-    arguments_model: type[pydantic.BaseModel] | None = None
+    # The spec behind `parameters`: its pydantic model turns JSON values into the declared
+    # types (5.0 for an int parameter is 5), as the schema check alone does not.
+    spec: Spec | None = field(default=None, repr=False)
+
+    @property
+    def arguments_model(self) -> type[pydantic.BaseModel] | None:
+        """The pydantic model that types the arguments (built on first use), if any."""
+        return self.spec.model if self.spec is not None else None
 
     def schema(self) -> dict[str, Any]:
         """Return the OpenAI `tools` entry for this tool."""
@@ -54,18 +61,45 @@ class Tool:
 
     def __call__(self, **arguments: Any) -> Any:
         """Call the tool with keyword arguments converted to the types its signature declares."""
-        if self.arguments_model is not None:
-            import pydantic
-
-            try:
-                typed = self.arguments_model.model_validate(arguments)
-            except pydantic.ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(map(str, first["loc"])) or "arguments"
-                raise ToolCallError(f"invalid arguments: {where}: {first['msg']}") from None
-            fields = self.arguments_model.model_fields.items()
-            arguments = {f.alias or name: getattr(typed, name) for name, f in fields}
+        if self.spec is not None and not self._as_given(arguments):
+            arguments = self._typed(self.spec.model, arguments)
         return self.func(**arguments)
+
+    def _as_given(self, arguments: dict[str, Any]) -> bool:
+        """Whether the model would hand the arguments on unchanged, so none needs building.
+
+        So it would for a plain spec's arguments that pass its schema, name only its
+        parameters and hold no number (5.0 for an int is 5, 5 for a float is 5.0).
+        """
+        assert self.spec is not None
+        known = self.parameters.get("properties", {})
+        return (
+            self.spec.plain
+            and all(name in known for name in arguments)
+            and not _has_number(arguments)
+            and fast_pass(self.parameters, arguments)
+        )
+
+    @staticmethod
+    def _typed(model: type[pydantic.BaseModel], arguments: dict[str, Any]) -> dict[str, Any]:
+        import pydantic
+
+        try:
+            typed = model.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "arguments"
+            raise ToolCallError(f"invalid arguments: {where}: {first['msg']}") from None
+        return {f.alias or name: getattr(typed, name) for name, f in model.model_fields.items()}
+
+
+def _has_number(value: Any) -> bool:
+    """Whether a JSON value holds an int or a float anywhere (a bool is neither)."""
+    if isinstance(value, dict):
+        return any(_has_number(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_number(v) for v in value)
+    return type(value) in (int, float)
 
 
 def _schema_entry(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
@@ -88,6 +122,7 @@ class LazyTool:
     owner: Callable[[], Any]
     writes: bool = False
     name: str = ""  # the method's name when empty
+    cache_dir: Path | None = None  # where its spec is kept between processes (spec_store)
 
     @property
     def tool_name(self) -> str:
@@ -96,6 +131,8 @@ class LazyTool:
 
     def spec(self) -> Spec:
         """Return the description, schema and arguments model (built once per process)."""
+        if self.cache_dir is not None:
+            return stored_spec(self.method, self.tool_name, self.cache_dir)
         return spec_of(self.method, self.tool_name, bound=True)
 
     def schema(self) -> dict[str, Any]:
@@ -107,7 +144,7 @@ class LazyTool:
         """Make the tool: its owner, and the method bound to it."""
         spec = self.spec()
         func = getattr(self.owner(), self.method.__name__)
-        return Tool(spec.name, spec.description, spec.parameters(), func, self.writes, spec.model)
+        return Tool(spec.name, spec.description, spec.parameters(), func, self.writes, spec)
 
 
 def declared_tool(name: str, description: str, parameters: dict[str, Any]) -> Tool:
@@ -274,7 +311,7 @@ def tool(
 
     def wrap(f: Callable[..., Any]) -> Tool:
         spec = spec_of(f, name or f.__name__)
-        return Tool(spec.name, spec.description, spec.parameters(), f, writes, spec.model)
+        return Tool(spec.name, spec.description, spec.parameters(), f, writes, spec)
 
     return wrap(func) if func is not None else wrap
 

@@ -21,7 +21,7 @@ import threading
 import types
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
     Annotated,
@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # both load when a spec is first built: naming tools needs ne
 
 __all__ = [
     "TOOL_NAME_PATTERN",
+    "ModelSlot",
     "Spec",
     "SpecCacheInfo",
     "clear_spec_cache",
@@ -57,6 +58,8 @@ SCALAR_TYPES = (str, int, float, bool)
 SUPPORTED_TYPES_HINT = (
     "str, int, float, bool, list[...], dict[str, ...], Literal[...], Optional[...], Annotated[...]"
 )
+# where metadata that only bounds a value comes from: pydantic.Field(ge=1), annotated_types.Ge(1)
+PLAIN_METADATA = frozenset({"pydantic.fields", "annotated_types"})
 MAX_CACHED_SPECS = 512  # tool modules loaded again (tests do) add keys; the oldest go
 
 
@@ -67,11 +70,43 @@ class Spec:
     name: str
     description: str
     schema_json: str  # the arguments' JSON Schema, as text: each caller gets its own copy
-    model: type[pydantic.BaseModel]
+    # converting arguments the schema accepts changes only their numbers (5.0 for an int is 5):
+    # no hint carries a validator of its own
+    plain: bool
+    arguments: ModelSlot = field(repr=False, compare=False)
+
+    @property
+    def model(self) -> type[pydantic.BaseModel]:
+        """The pydantic model of the arguments (built on first use, once)."""
+        return self.arguments.get()
 
     def parameters(self) -> dict[str, Any]:
         """Return a fresh copy of the arguments' JSON Schema."""
         return json.loads(self.schema_json)
+
+
+class ModelSlot:
+    """A model built once, when first asked for: a spec read from disk may never need one."""
+
+    def __init__(self, build: Callable[[], type[pydantic.BaseModel]]) -> None:
+        self._build: Callable[[], type[pydantic.BaseModel]] | None = build
+        self._model: type[pydantic.BaseModel] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, model: type[pydantic.BaseModel]) -> ModelSlot:
+        """A slot holding a model built already."""
+        slot = cls(lambda: model)
+        slot._model, slot._build = model, None
+        return slot
+
+    def get(self) -> type[pydantic.BaseModel]:
+        """Return the model, building it on the first call."""
+        with self._lock:
+            if self._model is None:
+                assert self._build is not None  # cleared only once the model is there
+                self._model, self._build = self._build(), None
+            return self._model
 
 
 class SpecCacheInfo(NamedTuple):
@@ -199,14 +234,17 @@ def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
     description = flow(doc.short_description, doc.long_description)
     if not description:
         raise ToolError(f"tool {name!r} needs a docstring: the model reads it")
-    model = _arguments_model(name, f, doc, bound)
-    return Spec(name, description, json.dumps(_schema(name, model)), model)
+    model, plain = _arguments_model(name, f, doc, bound)
+    return Spec(name, description, json.dumps(_schema(name, model)), plain, ModelSlot.of(model))
 
 
 def _arguments_model(
     tool_name: str, f: Callable[..., Any], doc: docstring_parser.Docstring, bound: bool
-) -> type[pydantic.BaseModel]:
-    """Build the arguments' model from the signature, type hints and docstring Args."""
+) -> tuple[type[pydantic.BaseModel], bool]:
+    """Build the arguments' model from the signature, type hints and docstring Args.
+
+    Also say whether it is plain: no hint carries metadata but pydantic's own fields.
+    """
     import pydantic
 
     hints = _hints(tool_name, f)
@@ -223,8 +261,9 @@ def _arguments_model(
         # "schema" or "model_config", which would clash with pydantic's own attributes.
         field = pydantic.Field(default, alias=pname, description=helps.get(pname) or None)
         fields[f"arg{i}"] = (hints[pname], field)
+    plain = all(_plain(hints[pname]) for pname in params)
     try:
-        return pydantic.create_model(f"{tool_name}_arguments", **fields)
+        return pydantic.create_model(f"{tool_name}_arguments", **fields), plain
     except Exception as exc:  # pydantic's messages span lines; the user needs one
         raise ToolError(f"tool {tool_name!r}: cannot build a schema: {one_line(exc)}") from exc
 
@@ -274,6 +313,17 @@ def _supported(hint: Any) -> bool:
         rest = [a for a in args if a is not type(None)]
         return len(rest) == 1 and len(args) == 2 and _supported(rest[0])
     return False
+
+
+def _plain(hint: Any) -> bool:
+    """Say whether `hint` converts as its bare types do: Annotated only with Field bounds."""
+    args = get_args(hint)
+    if get_origin(hint) is Annotated:
+        extras = args[1:]
+        if not all(type(m).__module__ in PLAIN_METADATA for m in extras):
+            return False  # a validator, or anything else pydantic might act on
+        args = args[:1]
+    return all(_plain(a) for a in args if not isinstance(a, (str, int, float, bool)))
 
 
 def flow(*parts: str | None) -> str:
