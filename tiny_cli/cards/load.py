@@ -10,25 +10,22 @@ imported only for a card that fails it, to word each problem.
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
 from tiny_cli import yamlsafe
-from tiny_cli._version import __version__
 from tiny_cli.cards import markdown
+from tiny_cli.cards.basis import CARD_SUFFIXES, NOT_CARDS, card_salt, card_schema
 from tiny_cli.cards.cache import CardCache
 from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema
 from tiny_cli.cards.wording import message, missing, short, yaml_message
 from tiny_cli.errors import CardError
 from tiny_cli.settings import ToolMode
-from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig, offered, original, qualified
+from tiny_cli.tools.mcp_config import McpConfig, offered, original, qualified
 from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
 # where tools come from, said with every unknown tool: the one thing a new user must find
@@ -36,9 +33,6 @@ TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS
 DEFAULT_MAX_TOOL_CALLS = 8
 DEFAULT_MAX_OUTPUT_TOKENS = 512
 DEFAULT_MAX_WALL_SECONDS = 60.0
-CARD_SUFFIXES = (".yaml", ".yml", ".md")
-# a folder's MCP servers, and what the folder is for (its README.md): never read as cards
-NOT_CARDS = {*MCP_FILENAMES, "README.md", "Readme.md", "readme.md"}
 
 SideEffects = Literal["none", "write"]
 First = Literal["any", "tool"]  # `tool`: a tool call must come before the first answer
@@ -171,13 +165,6 @@ def check_one(
     return card, found, id_line
 
 
-def card_salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
-    """Everything a card's check depends on besides its file (tiny_cli.cards.cache)."""
-    parts = [__version__, json.dumps(card_schema(), sort_keys=True), sorted(known_tools.items()),
-             sorted(mcp.servers) if mcp is not None else None, markdown.CLAUDE_TOOLS]  # fmt: skip
-    return hashlib.sha256(repr(parts).encode()).hexdigest()
-
-
 def card_files(
     paths: Sequence[Path], skip: Sequence[Path] = ()
 ) -> tuple[list[Path], list[Problem]]:
@@ -242,14 +229,6 @@ def _refusal(entry: os.DirEntry[str], path: Path, folder: Path) -> str | None:
     if not entry.is_file():
         return "not a regular file; not read"
     return None
-
-
-@cache
-def card_schema() -> dict[str, Any]:
-    """Return the card JSON Schema shipped inside the package."""
-    from tiny_cli.cards.schema_check import schema_text
-
-    return json.loads(schema_text())
 
 
 def card_text(card: Card) -> str:

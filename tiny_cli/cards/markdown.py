@@ -17,21 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiny_cli import yamlsafe
+from tiny_cli.cards.basis import CLAUDE_TOOLS
 from tiny_cli.cards.returns import yaml_type
 from tiny_cli.tools.mcp_config import qualified
 
-__all__ = ["CLAUDE_TOOLS", "Fields", "Frontmatter", "Issue", "card_fields", "mapping_text", "split"]
+__all__ = ["Fields", "Frontmatter", "Issue", "card_fields", "mapping_text", "split"]
 
 Issue = tuple[int | None, str, str]  # line, field, message
 
-# Claude Code's tools -> tiny's built-in tools that do that job; any other Claude tool
-# (Bash, Edit, Write, Task, WebSearch, ...) has none and is a problem, never dropped
-CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
-    "Read": ("docs_search",),  # over the knowledge folder (TINY_DOCS), not the file system
-    "Grep": ("docs_search",),
-    "Glob": ("docs_search",),
-    "WebFetch": ("http_get", "html_to_text"),
-}
 # `model` is Claude's alias (sonnet, opus, haiku, inherit), no tiny model; `color` its UI's
 IGNORED = ("model", "color")
 CLAUDE_KEYS = ("name", "description", "tools", *IGNORED)

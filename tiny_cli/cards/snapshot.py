@@ -22,21 +22,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
+from tiny_cli.cards.basis import CARD_SUFFIXES, NOT_CARDS, card_salt
 from tiny_cli.cards.cache import SNAPSHOT_SUFFIX, CardCache, cache_file
-from tiny_cli.cards.load import (
-    CARD_SUFFIXES,
-    NOT_CARDS,
-    Card,
-    Problem,
-    card_salt,
-    check_one,
-    load_cards,
-)
 from tiny_cli.errors import CardError
 from tiny_cli.jsonfile import read_json, write_json
 from tiny_cli.tools.mcp_config import McpConfig, original, qualified
+
+if TYPE_CHECKING:  # the checker loads only for a set that is not taken whole
+    from tiny_cli.cards.load import Card
 
 __all__ = ["CardSet", "Facts", "card_ids", "load_card_set", "routing_digest", "routing_digests"]
 
@@ -88,7 +83,7 @@ class Facts:
         )
 
 
-class CardSet(Sequence[Card]):
+class CardSet(Sequence["Card"]):
     """A card set in load order; a card taken from a snapshot is built when first asked for."""
 
     def __init__(
@@ -175,7 +170,7 @@ class CardSet(Sequence[Card]):
         )
 
 
-class CardsById(Mapping[str, Card]):
+class CardsById(Mapping[str, "Card"]):
     """A CardSet by id: asking whether a card is there, or for the ids, builds none."""
 
     def __init__(self, cards: CardSet) -> None:
@@ -208,14 +203,26 @@ def load_card_set(
     salt = card_salt(known_tools, mcp)
     seen = listing(paths, (mcp.path,) if mcp is not None else ()) if cache_dir else None
     if cache_dir is None or seen is None:
-        return CardSet.of(load_cards(paths, known_tools, mcp, cache_dir))
+        return _loaded(paths, known_tools, mcp, cache_dir)
     file = cache_file(cache_dir, paths, SNAPSHOT_SUFFIX)
     facts = _read(file, salt, seen.digest)
     if facts is not None:
         return CardSet(facts, _maker(paths, known_tools, mcp, cache_dir, facts, seen), None, True)
-    cards = CardSet.of(load_cards(paths, known_tools, mcp, cache_dir))
+    cards = _loaded(paths, known_tools, mcp, cache_dir)
     _write(file, salt, seen.digest, cards.facts)
     return cards
+
+
+def _loaded(
+    paths: Sequence[Path],
+    known_tools: Mapping[str, bool],
+    mcp: McpConfig | None,
+    cache_dir: Path | None,
+) -> CardSet:
+    """Load and check every card (the checker is imported only for a set not taken whole)."""
+    from tiny_cli.cards.load import load_cards
+
+    return CardSet.of(load_cards(paths, known_tools, mcp, cache_dir))
 
 
 def _maker(
@@ -235,6 +242,8 @@ def _maker(
     memo: list[CardCache] = []  # opened when the first card is asked for
 
     def make(i: int) -> Card:
+        from tiny_cli.cards.load import Problem, check_one
+
         if not memo:
             memo.append(CardCache.open(cache_dir, paths, card_salt(known_tools, mcp)))
         path = Path(facts.files[i])

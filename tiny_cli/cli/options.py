@@ -116,3 +116,7 @@ YesOpt = Annotated[
         "a writer card stops with needs_confirmation.",
     ),
 ]
+WideOpt = Annotated[
+    bool,
+    typer.Option("--wide", help="Print tables whole, names uncut, however wide the terminal."),
+]

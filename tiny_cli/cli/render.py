@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from tiny_cli.cards.load import Card, Problem
 from tiny_cli.cli.render_fit import WIDE_HINT, Col, fitted, print_fitted
 from tiny_cli.text import printable, write_call
 from tiny_cli.tools.mcp_config import original
+
+if TYPE_CHECKING:  # a route from the snapshot prints cards it never built
+    from tiny_cli.cards.load import Card, Problem
 
 
 def validation(

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from tiny_cli.cli.common import console, emit, settings_from
-from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt
+from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt, WideOpt
 from tiny_cli.cli.process import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-from tiny_cli.cli.runs import WideOpt
 from tiny_cli.settings import DEFAULT_TOP
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import typer
 
 from tiny_cli.cli.common import confirm, console, emit, settings_from
 from tiny_cli.cli.examples import EXAMPLES
-from tiny_cli.cli.options import CardsOpt, JsonOpt
+from tiny_cli.cli.options import CardsOpt, JsonOpt, WideOpt
 from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
 
 if TYPE_CHECKING:
@@ -41,10 +41,6 @@ StatusOpt = Annotated[
     str | None, typer.Option("--status", help="Only runs with this status, e.g. failed.")
 ]
 LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="How many runs to list.")]
-WideOpt = Annotated[
-    bool,
-    typer.Option("--wide", help="Print tables whole, names uncut, however wide the terminal."),
-]
 SHOWN_IDS = 10  # a confirmation names this many of the runs it would delete
 
 

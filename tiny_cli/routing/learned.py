@@ -18,10 +18,12 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tiny_cli.cards.load import Card, Problem
 from tiny_cli.errors import ConfigError
+
+if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card is built
+    from tiny_cli.cards.load import Card, Problem
 
 __all__ = [
     "LEARNED_FILENAME",
@@ -207,6 +209,8 @@ def write_learned(learned: Learned) -> None:
 
 def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
     """Check `folder`'s learned.jsonl: readable, known cards, no task taught twice."""
+    from tiny_cli.cards.load import Problem
+
     path = folder / LEARNED_FILENAME
     if not path.is_file():
         return []

@@ -25,24 +25,26 @@ MATRIX = ("data", "indices", "indptr")  # bm25s's score matrix, by word (compres
 def capabilities(summary: str) -> list[str]:
     """Split the list after a colon in a summary into its items ("X: a, b and c" → a, b, c)."""
     items: list[str] = []
-    for sentence in _SENTENCE_END.split(summary.strip()):
+    for sentence in re.split(_SENTENCE_END, summary.strip()):
         _, colon, tail = sentence.strip().rstrip(".!?").partition(":")
         if not colon:
             continue
-        parts = [_LEADING_AND.sub("", p) for p in _top_level_split(tail)]
+        parts = [re.sub(_LEADING_AND, "", p) for p in _top_level_split(tail)]
         if parts and "(" not in parts[-1]:
-            parts[-1:] = _LAST_AND.split(parts[-1], maxsplit=1)
+            parts[-1:] = re.split(_LAST_AND, parts[-1], maxsplit=1)
         parts = [p.strip() for p in parts if p.strip()]
         if len(parts) >= 2:  # a single item restates the summary
             items += parts
     return items
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# Patterns as text: `re` compiles each when a state is first built (a route that loads one
+# never splits a summary) and keeps it
+_SENTENCE_END = r"(?<=[.!?])\s+"
 _CONJUNCTION = r"(?:and|or|und|oder|et|ou|y|o)"
-_LEADING_AND = re.compile(rf"^\s*{_CONJUNCTION}\s+", re.IGNORECASE)
+_LEADING_AND = rf"(?i)^\s*{_CONJUNCTION}\s+"
 # the last "and" of the last item: "reads them out and sends emails" → two items
-_LAST_AND = re.compile(rf"\s+{_CONJUNCTION}\s+(?!.*\s{_CONJUNCTION}\s)", re.IGNORECASE)
+_LAST_AND = rf"(?i)\s+{_CONJUNCTION}\s+(?!.*\s{_CONJUNCTION}\s)"
 
 
 def _top_level_split(text: str) -> list[str]:

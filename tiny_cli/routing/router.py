@@ -20,11 +20,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
-from tiny_cli.cards.load import Card, card_text
 from tiny_cli.cards.snapshot import CardSet, card_ids
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder, Progress, VectorCache, fingerprint
@@ -34,6 +33,9 @@ from tiny_cli.routing.space import CardSpace, Source, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
 from tiny_cli.text import check_task
+
+if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card is built
+    from tiny_cli.cards.load import Card
 
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
 # its tasks, the larger of without and with examples (1.47 / 1.39), rounded up to 0.05.
@@ -388,6 +390,8 @@ def _with_margin(margin: float, scores: np.ndarray, out_of_scope: np.ndarray) ->
 
 def card_texts(card: Card) -> list[tuple[str, str]]:
     """Return a card's routing texts as (kind, text): summary, capabilities, examples."""
+    from tiny_cli.cards.load import card_text  # the checker: a router from its state needs none
+
     texts = [("summary", card_text(card))]
     texts += [("capability", item) for item in capabilities(card.summary)]
     texts += [("example", example) for example in card.examples]

@@ -15,19 +15,20 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiny_cli.cards.load import Card
 from tiny_cli.cards.snapshot import routing_digests
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.lexical import Lexical
 from tiny_cli.routing.space import CardSpace, space_from_parts, space_parts
+
+if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card is built
+    from tiny_cli.cards.load import Card
 
 __all__ = ["KEEP_STATES", "STATE_VERSION", "Saved", "load_state", "save_state", "state_key"]
 
@@ -83,6 +84,8 @@ def save_state(cache_dir: Path | None, key: str, saved: Saved) -> None:
     """Write the state for `key` atomically (a temporary folder, then a rename); prune old ones."""
     if cache_dir is None:
         return
+    import tempfile  # here: a route that loads its state writes none
+
     root = cache_dir / STATE_DIR
     arrays, space = space_parts(saved.space)
     arrays = {**arrays, "out_of_scope": saved.out_of_scope}

@@ -20,14 +20,17 @@ import hashlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tiny_cli.cards.load import Card
 from tiny_cli.cards.snapshot import CardSet, card_ids
 from tiny_cli.routing.embed import CachedEmbedder, Embedder, Progress, VectorCache, fingerprint
 from tiny_cli.routing.learned import DerivedThreshold, Learned, normalise, with_learned
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
+
+if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card is built
+    from tiny_cli.cards.load import Card
 
 __all__ = ["FOLDS", "MIN_OUT_OF_SCOPE", "build_router", "derive_threshold"]
 

@@ -1,14 +1,36 @@
-"""Bounds of built-in tools' arguments, as pydantic fields: loaded when a tool's schema is built."""
+"""Bounds of built-in tools' arguments; as pydantic fields, built when a tool's schema is.
+
+The numbers are plain: the handbook and the tool's signature read them without pydantic.
+`SearchLimit` (PEP 562) imports pydantic when a schema first reads it.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import functools
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pydantic
+__all__ = ["DEFAULT_SEARCH_LIMIT", "MAX_SEARCH_LIMIT", "SearchLimit"]
 
-from tiny_cli.tools.handbook import MAX_SEARCH_LIMIT
+DEFAULT_SEARCH_LIMIT = 5  # docs_search's pages, unless the model asks for more
+MAX_SEARCH_LIMIT = 20
 
-__all__ = ["SearchLimit"]
+if TYPE_CHECKING:
+    import pydantic
 
-# The bound goes into the schema, so the runner rejects limit=500 before the call.
-SearchLimit = Annotated[int, pydantic.Field(ge=1, le=MAX_SEARCH_LIMIT)]
+    # The bound goes into the schema, so the runner rejects limit=500 before the call.
+    SearchLimit = Annotated[int, pydantic.Field(ge=1, le=MAX_SEARCH_LIMIT)]
+
+
+def __getattr__(name: str) -> Any:
+    """Build `SearchLimit` (and import pydantic) on first use."""
+    if name == "SearchLimit":
+        return _search_limit()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _search_limit() -> Any:
+    import pydantic
+
+    # The bound goes into the schema, so the runner rejects limit=500 before the call.
+    return Annotated[int, pydantic.Field(ge=1, le=MAX_SEARCH_LIMIT)]

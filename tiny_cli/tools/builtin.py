@@ -13,9 +13,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tiny_cli.deferred import lazy_module
 from tiny_cli.settings import Settings
-from tiny_cli.tools.handbook import DEFAULT_SEARCH_LIMIT, Handbook
+from tiny_cli.tools import bounds
+from tiny_cli.tools.bounds import DEFAULT_SEARCH_LIMIT
 from tiny_cli.tools.registry import LazyTool, Registry, Tool, load_tool_module
 
 if TYPE_CHECKING:
@@ -23,10 +23,8 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from tiny_cli.tools import bounds
+    from tiny_cli.tools.handbook import Handbook
     from tiny_cli.tools.web import AddressPolicy
-else:  # pydantic loads when a schema is built: a route, which builds none, never imports it
-    bounds = lazy_module("tiny_cli.tools.bounds")
 
 __all__ = ["builtin_entries", "builtin_tools", "default_registry"]
 
@@ -52,7 +50,7 @@ def builtin_entries(
     """
     policy = _policy(settings.allow_hosts)
     web = _once(lambda: _WebTools(policy, transport))
-    docs = _once(lambda: _DocsTools(Handbook(settings.docs_dir)))
+    docs = _once(lambda: _DocsTools(_handbook(settings.docs_dir)))
     crm = _once(lambda: _CrmTools(settings.home))
     kept = settings.cache_dir  # their specs, read there by the next process
     return [
@@ -67,6 +65,12 @@ def builtin_entries(
 def builtin_tools(settings: Settings, transport: httpx.BaseTransport | None = None) -> list[Tool]:
     """Return the built-in tools made now, bound to `settings` (see `builtin_entries`)."""
     return [entry.build() for entry in builtin_entries(settings, transport)]
+
+
+def _handbook(folder: Path) -> Handbook:
+    from tiny_cli.tools.handbook import Handbook  # its index and numpy: only when a run searches
+
+    return Handbook(folder)
 
 
 # --- the tools ----------------------------------------------------------------------------

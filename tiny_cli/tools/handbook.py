@@ -20,9 +20,8 @@ from typing import Any
 from tiny_cli.deferred import import_numpy
 from tiny_cli.errors import ToolCallError
 from tiny_cli.text import tokenize
+from tiny_cli.tools.bounds import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 
-DEFAULT_SEARCH_LIMIT = 5
-MAX_SEARCH_LIMIT = 20
 DEFAULT_SNIPPET_CHARS = 400
 DOC_SUFFIXES = (".md", ".markdown", ".txt")
 TITLE_WEIGHT = 1.0  # the title field's BM25 score is added with this weight

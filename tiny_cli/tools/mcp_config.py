@@ -19,18 +19,20 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
 MCP_FILENAMES = ("mcp.yaml", "mcp.yml")  # in the cards folder; never read as cards
-SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+# Patterns as text: `re` compiles each on first use and keeps it (~3 M instructions each, at
+# every start, for commands that never read an mcp.yaml)
+SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
 # `server.tool`: MCP tool names are 1-128 of letters, digits, '_', '-' and '.' (the spec's)
-QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]{0,31})\.([A-Za-z0-9_.-]{1,128})$")
-WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-compatible servers accept
+QUALIFIED_NAME = r"^([A-Za-z0-9][A-Za-z0-9_-]{0,31})\.([A-Za-z0-9_.-]{1,128})$"
+WIRE_NAME = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI-compatible servers accept
 WIRE_SEPARATOR = "__"
 WIRE_HASH_CHARS = 8
-REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+REFERENCE = r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"
 # a header or env entry whose name says it holds a secret must take it from the environment
-SECRET_NAME = re.compile(r"(?i)key|token|secret|passw|credential|authorization|^auth|cookie")
+SECRET_NAME = r"(?i)key|token|secret|passw|credential|authorization|^auth|cookie"
 # ...and hold nothing but `${VAR}`, after an auth scheme at most: no literal part to leak
 SCHEMES = ("Bearer", "Basic", "Token", "Bot", "Digest", "ApiKey", "Key", "JWT", "OAuth")
-SECRET_VALUE = re.compile(rf"(?i)(?:(?:{'|'.join(SCHEMES)}) )?\$\{{[A-Za-z_][A-Za-z0-9_]*\}}")
+SECRET_VALUE = rf"(?i)(?:(?:{'|'.join(SCHEMES)}) )?\$\{{[A-Za-z_][A-Za-z0-9_]*\}}"
 SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "type")
 TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamable_http": "url"}
 
@@ -133,7 +135,7 @@ def load_mcp_config(path: Path | None) -> McpConfig | None:
 
 def qualified(name: str) -> tuple[str, str] | None:
     """Split `server.tool` into its parts; None for a plain (built-in or user) tool name."""
-    found = QUALIFIED_NAME.match(name)
+    found = re.match(QUALIFIED_NAME, name)
     return (found.group(1), found.group(2)) if found and "\n" not in name else None
 
 
@@ -149,7 +151,7 @@ def wire_name(name: str) -> str:
     if parts is None:
         return name
     plain = WIRE_SEPARATOR.join(parts)
-    if WIRE_NAME.match(plain):
+    if re.match(WIRE_NAME, plain):
         return plain
     digest = hashlib.sha1(name.encode()).hexdigest()[:WIRE_HASH_CHARS]
     head = re.sub(r"[^A-Za-z0-9_-]", "_", plain)[: 64 - WIRE_HASH_CHARS - 1]
@@ -192,7 +194,7 @@ def original(name: str) -> str:
 def _server(path: Path, name: Any, spec: Any) -> McpServer:
     """Check one server's settings and build it; ConfigError names the first fault."""
     where = f"{path}: servers.{name}"
-    if not isinstance(name, str) or not SERVER_NAME.match(name):
+    if not isinstance(name, str) or not re.match(SERVER_NAME, name):
         raise ConfigError(f"{where}: a server name is 1-32 letters, digits, '_' or '-'")
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: must be a mapping (command: ... or url: ...)")
@@ -260,8 +262,8 @@ def _check_secrets(where: str, server: McpServer) -> None:
     """
     entries = [("headers", k, v) for k, v in server.headers.items()]
     for section, key, value in entries + [("env", k, v) for k, v in server.env.items()]:
-        if SECRET_NAME.search(key) and not SECRET_VALUE.fullmatch(value):
-            said = "part of a secret is" if REFERENCE.search(value) else "a secret cannot be"
+        if re.search(SECRET_NAME, key) and not re.fullmatch(SECRET_VALUE, value):
+            said = "part of a secret is" if re.search(REFERENCE, value) else "a secret cannot be"
             example = f"${{MY_{_env_name(key)}}}"
             raise ConfigError(
                 f"{where}.{section}.{key}: {said} written in the file; the value may be only "
@@ -269,7 +271,7 @@ def _check_secrets(where: str, server: McpServer) -> None:
                 f"or {key}: Bearer {example}"
             )
     userinfo = re.match(r"^[a-z][a-z0-9+.-]*://[^/@:]*:([^/@]*)@", server.url or "", re.I)
-    if userinfo and not REFERENCE.fullmatch(userinfo.group(1)):
+    if userinfo and not re.fullmatch(REFERENCE, userinfo.group(1)):
         raise ConfigError(f"{where}.url: a password in the URL must be exactly a ${{VAR}}")
 
 
@@ -287,4 +289,4 @@ def _expand(value: str, environ: Mapping[str, str], found: set[str], where: str)
         found.add(environ[name])
         return environ[name]
 
-    return REFERENCE.sub(one, value)
+    return re.sub(REFERENCE, one, value)
