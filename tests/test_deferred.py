@@ -90,3 +90,38 @@ def test_a_stand_in_runs_nothing_on_import_and_loads_on_first_name() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "True", "module", "MIMEText", "False", "True"]
+
+
+def test_the_first_parses_in_many_threads_load_pyyaml_once() -> None:
+    code = (
+        "import sys, threading\n"
+        "from tiny_cli import yamlsafe\n"
+        "assert 'yaml.constructor' not in sys.modules\n"
+        "results, errors = [], []\n"
+        "def parse():\n"
+        "    try:\n"
+        "        results.append(yamlsafe.load('id: a\\nexamples: [x, y]\\n')[1])\n"
+        "    except Exception as exc:\n"
+        "        errors.append(repr(exc))\n"
+        "threads = [threading.Thread(target=parse) for _ in range(16)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "same = all(r == {'id': 'a', 'examples': ['x', 'y']} for r in results)\n"
+        "print(errors, len(results), same)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["[]", "16", "True"]
+
+
+def test_a_stand_in_taken_out_by_many_threads_gives_them_one_module() -> None:
+    code = (
+        "import sys, threading\n"
+        "from tiny_cli.deferred import stand_in\n"
+        "stand_in('json.tool')\n"
+        "from json import tool\n"
+        "seen = []\n"
+        "threads = [threading.Thread(target=lambda: seen.append(tool.main)) for _ in range(16)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "print(len(seen), len({id(m) for m in seen}), sys.modules['json.tool'].main is seen[0])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["16", "1", "True"]

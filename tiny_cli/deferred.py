@@ -18,12 +18,14 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
 HTTPX_CLI = "httpx._main"
+_SWAP = threading.Lock()
 STAND_IN = "__tiny_stand_in__"  # marks the stand-in module
 
 
@@ -68,11 +70,11 @@ def stand_in(name: str, package: bool = False, **names: Any) -> ModuleType:
 
 def real_module(name: str) -> ModuleType:
     """Return module `name`, imported in its stand-in's place if there is one."""
-    module = sys.modules.get(name)
-    if module is None or vars(module).get(STAND_IN):
-        sys.modules.pop(name, None)
-        module = importlib.import_module(name)
-    return module
+    with _SWAP:  # two threads must not both take the stand-in out (one would drop the other's)
+        module = sys.modules.get(name)
+        if module is not None and vars(module).get(STAND_IN):
+            del sys.modules[name]
+    return importlib.import_module(name)  # waits on the import lock if another thread imports
 
 
 def lazy_module(name: str) -> ModuleType:

@@ -7,7 +7,7 @@ first and walking the node graph with a budget refuses such a file in microsecon
 
 from __future__ import annotations
 
-from functools import cache
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,13 +33,18 @@ MAX_YAML_DEPTH = 32
 MAX_YAML_VALUES = 20_000  # scalars, lists and mappings, every alias counted as expanded
 
 
-@cache
+_FIRST_USE = threading.Lock()  # LazyLoader runs the body with no lock of its own before 3.12
+
+
 def _loader() -> Any:
     """libyaml's safe loader when PyYAML was built with it: 0.20 s per 1,000 cards, not 1.17 s.
 
     Only the parser changes: every bound below is checked on the node graph it composes.
+    Every parse asks for it first, so PyYAML's body runs once, in one thread, before any
+    name is read from it (bench and serve threads load cards too).
     """
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with _FIRST_USE:
+        return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_bounded(path: Path) -> str:
@@ -63,6 +68,7 @@ def load(text: str) -> tuple[yaml.Node | None, Any]:
 
 def compose(text: str) -> yaml.Node | None:
     """Return the node graph of `text`, refusing oversized, too deep or alias-bomb input."""
+    loader = _loader()
     size = len(text.encode("utf-8", errors="replace"))
     if size > MAX_YAML_BYTES:
         raise _limit(f"{size} bytes is more than the {MAX_YAML_BYTES} allowed")
@@ -71,7 +77,7 @@ def compose(text: str) -> yaml.Node | None:
         mark = yaml.Mark("<text>", 0, line, 0, None, 0)
         raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
     try:
-        node = yaml.compose(text, Loader=_loader())
+        node = yaml.compose(text, Loader=loader)
     except RecursionError:
         raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
     if node is not None:
