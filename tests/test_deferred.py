@@ -20,6 +20,12 @@ PROBE = (
 )
 
 
+def _words(code: str) -> list[str]:
+    """Run `code` in a fresh interpreter; return the words it printed."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
 def _probe(env: dict[str, str]) -> dict:
     done = subprocess.run(
         [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True
@@ -50,8 +56,7 @@ def test_a_lazy_module_runs_its_body_on_first_use() -> None:
         "print(bounds.SearchLimit.__metadata__[0].metadata[0].ge)\n"
         "print('pydantic' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["False", "1", "True"]
+    assert _words(code) == ["False", "1", "True"]
 
 
 def test_a_lazy_module_that_does_not_exist_is_an_import_error() -> None:
@@ -71,8 +76,7 @@ def test_html_to_text_leaves_css_selectors_unloaded_until_one_is_used() -> None:
         "print(BeautifulSoup('<p class=a>x</p>', 'html.parser').select_one('p.a').text)\n"
         "print('soupsieve.css_parser' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["T", "one", "False", "x", "True"]
+    assert _words(code) == ["T", "one", "False", "x", "True"]
 
 
 def test_a_stand_in_runs_nothing_on_import_and_loads_on_first_name() -> None:
@@ -88,8 +92,7 @@ def test_a_stand_in_runs_nothing_on_import_and_loads_on_first_name() -> None:
         "from json import tool\n"  # as httpx imports its CLI: `from ._main import main`
         "print(hasattr(tool, '__file__'), callable(tool.main))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["False", "True", "module", "MIMEText", "False", "True"]
+    assert _words(code) == ["False", "True", "module", "MIMEText", "False", "True"]
 
 
 def test_the_first_parses_in_many_threads_load_pyyaml_once() -> None:
@@ -108,8 +111,7 @@ def test_the_first_parses_in_many_threads_load_pyyaml_once() -> None:
         "same = all(r == {'id': 'a', 'examples': ['x', 'y']} for r in results)\n"
         "print(errors, len(results), same)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["[]", "16", "True"]
+    assert _words(code) == ["[]", "16", "True"]
 
 
 def test_a_stand_in_taken_out_by_many_threads_gives_them_one_module() -> None:
@@ -123,5 +125,4 @@ def test_a_stand_in_taken_out_by_many_threads_gives_them_one_module() -> None:
         "[t.start() for t in threads]; [t.join() for t in threads]\n"
         "print(len(seen), len({id(m) for m in seen}), sys.modules['json.tool'].main is seen[0])\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["16", "1", "True"]
+    assert _words(code) == ["16", "1", "True"]
