@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tiny_cli.jsonfile import read_json, write_json
+from tiny_cli.jsonfile import stamp as file_stamp
 
 __all__ = ["CardCache", "cache_file"]
 
@@ -57,7 +57,7 @@ class CardCache:
         entry = self._entries.get(str(path))
         if entry is None:
             return None
-        stamp = stamp or _stamp(path)
+        stamp = stamp or file_stamp(path)
         if stamp is None or entry[:2] != list(stamp):  # changed: forget it until it passes again
             del self._entries[str(path)]
             self._dirty = True
@@ -66,7 +66,7 @@ class CardCache:
 
     def put(self, path: Path, data: Mapping[str, Any], id_line: int | None) -> None:
         """Remember that `path`, as it is now, was accepted with `data`."""
-        stamp = _stamp(path)
+        stamp = file_stamp(path)
         if stamp is None:
             return
         try:
@@ -90,11 +90,3 @@ def cache_file(cache_dir: Path, paths: Sequence[Path], suffix: str = ".json") ->
     """The cache file of the card folders `paths` (`suffix`: the card cache or its snapshot)."""
     where = hashlib.sha256("\0".join(str(p.resolve()) for p in paths).encode()).hexdigest()
     return cache_dir / CACHE_DIR / f"{where[:24]}{suffix}"
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = os.stat(path)  # not Path.stat: its overhead adds up over 10,000 files
-    except OSError:
-        return None
-    return stat.st_size, stat.st_mtime_ns

@@ -14,10 +14,9 @@ __all__ = ["DEFAULT_SEARCH_LIMIT", "MAX_SEARCH_LIMIT", "SearchLimit"]
 DEFAULT_SEARCH_LIMIT = 5  # docs_search's pages, unless the model asks for more
 MAX_SEARCH_LIMIT = 20
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what _search_limit builds
     import pydantic
 
-    # The bound goes into the schema, so the runner rejects limit=500 before the call.
     SearchLimit = Annotated[int, pydantic.Field(ge=1, le=MAX_SEARCH_LIMIT)]
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from tiny_cli._version import __version__
-from tiny_cli.jsonfile import read_json, write_json
+from tiny_cli.jsonfile import read_json, stamp, write_json
 from tiny_cli.tools.specs import ModelSlot, Spec, spec_of
 
 __all__ = ["SPEC_FILE", "stored_spec"]
@@ -50,8 +50,11 @@ def stored_spec(method: Callable[..., Any], name: str, cache_dir: Path) -> Spec:
         if _valid(entry):
             return _spec(entry, method, name)
         spec = spec_of(method, name, bound=True)  # a ToolError here is the tool's, raised
-        entries[key] = {"description": spec.description, "schema": spec.schema_json}
-        entries[key]["plain"] = spec.plain
+        entries[key] = {
+            "description": spec.description,
+            "schema": spec.schema_json,
+            "plain": spec.plain,
+        }
         write_json(file, {"salt": _salt(), "specs": entries})
         return spec
 
@@ -83,18 +86,10 @@ def _salt() -> str:
     parts = [__version__, sys.version, *_stamps(Path(__file__).parent)]
     for module in BUILDERS:
         found = importlib.util.find_spec(module)  # finds the files without importing them
-        parts.append(f"{module}:{_stamp(found.origin) if found and found.origin else None}")
+        parts.append(f"{module}:{stamp(found.origin) if found and found.origin else None}")
     return "|".join(parts)
 
 
 def _stamps(folder: Path) -> list[str]:
     names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
-    return [f"{n}:{_stamp(str(folder / n))}" for n in names]
-
-
-def _stamp(path: str) -> str | None:
-    try:
-        found = os.stat(path)
-    except OSError:
-        return None
-    return f"{found.st_size}:{found.st_mtime_ns}"
+    return [f"{n}:{stamp(folder / n)}" for n in names]

@@ -93,13 +93,6 @@ class ModelSlot:
         self._model: type[pydantic.BaseModel] | None = None
         self._lock = threading.Lock()
 
-    @classmethod
-    def of(cls, model: type[pydantic.BaseModel]) -> ModelSlot:
-        """A slot holding a model built already."""
-        slot = cls(lambda: model)
-        slot._model, slot._build = model, None
-        return slot
-
     def get(self) -> type[pydantic.BaseModel]:
         """Return the model, building it on the first call."""
         with self._lock:
@@ -235,7 +228,9 @@ def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
     if not description:
         raise ToolError(f"tool {name!r} needs a docstring: the model reads it")
     model, plain = _arguments_model(name, f, doc, bound)
-    return Spec(name, description, json.dumps(_schema(name, model)), plain, ModelSlot.of(model))
+    return Spec(
+        name, description, json.dumps(_schema(name, model)), plain, ModelSlot(lambda: model)
+    )
 
 
 def _arguments_model(
