@@ -21,10 +21,11 @@ from tiny_cli.errors import ConfigError, CrmDuplicate, ToolError
 from tiny_cli.settings import Settings
 from tiny_cli.text import tokenize
 from tiny_cli.tools import Registry, ToolCallError
-from tiny_cli.tools.builtin import builtin_tools, default_registry
+from tiny_cli.tools.builtin import builtin_tools, builtin_writes, default_registry
 from tiny_cli.tools.crm import CrmStore, name_key
 from tiny_cli.tools.handbook import Handbook
 from tiny_cli.tools.web import AddressPolicy, html_to_text, http_get
+from tiny_cli.workspace import known_tools
 
 REPO = Path(__file__).resolve().parent.parent
 HANDBOOK = REPO / "examples" / "handbook"
@@ -522,6 +523,20 @@ def test_default_registry_adds_user_tools(settings: Settings, tmp_path: Path) ->
     assert list(registry) == [*BUILTIN_NAMES, "days_between", "word_stats", "ping"]
     assert registry.origin("ping") == str(other)
     assert registry["ping"]() == "pong"
+
+
+def test_a_route_knows_the_tools_the_registry_knows(settings: Settings, tmp_path: Path) -> None:
+    """open_router checks cards against known_tools, which builds no registry for built-ins."""
+    assert known_tools(settings) == default_registry(settings).writes()
+    assert builtin_writes() == default_registry(settings).writes()
+    mine = tmp_path / "writer_tools.py"
+    mine.write_text(
+        "from tiny_cli.tools import tool\n\n@tool(writes=True)\ndef note(text: str) -> str:\n"
+        '    """Save a note."""\n    return text\n'
+    )
+    theirs = replace(settings, tools_spec=f"{MY_TOOLS}, {mine}")
+    assert known_tools(theirs) == default_registry(theirs).writes()
+    assert known_tools(theirs)["note"] is True and "word_stats" in known_tools(theirs)
 
 
 def test_default_registry_name_clash_names_both(settings: Settings, tmp_path: Path) -> None:

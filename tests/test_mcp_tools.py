@@ -27,7 +27,8 @@ import yaml
 from tiny_cli.errors import ConfigError
 from tiny_cli.testing import ScriptedServer, Turn, reply, respond, tool_call, tool_calls
 from tiny_cli.tools.mcp_client import stop_servers
-from tiny_cli.tools.mcp_config import WIRE_NAME, load_mcp_config, wire_name
+from tiny_cli.tools.mcp_config import load_mcp_config
+from tiny_cli.tools.mcp_names import WIRE_NAME, wire_name
 
 TOOLBOX = Path(__file__).resolve().parent / "mcp_servers" / "toolbox.py"
 TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
@@ -478,7 +479,8 @@ def test_validate_connect_waits_once_for_a_server_that_never_starts(
 ) -> None:
     from tiny_cli.settings import load_settings
     from tiny_cli.tools import mcp_client as mcp_tools
-    from tiny_cli.workspace import connect_problems, mcp_settings, validate
+    from tiny_cli.validation import connect_problems, validate
+    from tiny_cli.workspace import mcp_settings
 
     silent = {**BOX, "args": [str(TOOLBOX), "silent"]}
     cards = folder(tmp_path, {"box": silent}, a={"tools": ["box.add"]}, b={"tools": ["box.pid"]})

@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tiny_cli.cards.snapshot import CardSet, load_card_set
-from tiny_cli.errors import CardError, ConfigError, EmbedderError, TinyError
+from tiny_cli.errors import CardError, ConfigError, TinyError
 from tiny_cli.settings import Settings
-from tiny_cli.tools.builtin import default_registry
-from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original
-from tiny_cli.tools.registry import Registry, declared_tool
+from tiny_cli.tools.builtin import builtin_writes, default_registry
+from tiny_cli.tools.mcp_names import mcp_path
 
 if TYPE_CHECKING:  # routing brings numpy and the embedder: only commands that route pay
     import httpx
 
-    from tiny_cli.cards.load import Card, Problem  # the checker: only for a set not taken whole
+    from tiny_cli.cards.load import Card  # the checker: only for a set not taken whole
     from tiny_cli.routing.embed import Embedder, Progress
-    from tiny_cli.routing.router import Overlap, Router
-
-
-CONNECT_SECONDS = 30.0  # `tiny validate --connect`: how long a server may take to start
+    from tiny_cli.routing.router import Router
+    from tiny_cli.tools.mcp_config import McpConfig  # read only where an mcp.yaml is
+    from tiny_cli.tools.registry import Registry  # a route builds none (open_router)
 
 
 @dataclass(frozen=True)
@@ -58,19 +55,47 @@ def open_workspace(
     run needs it. An unchanged card folder is taken from its snapshot (tiny_cli.cards.snapshot).
     """
     registry = default_registry(settings, transport=transport)
-    if not settings.cards_dir.exists():
-        raise ConfigError(
-            f"no cards directory {settings.cards_dir}; pass --cards or set TINY_CARDS"
-        )
     mcp = mcp_settings(settings)
-    try:
-        cards = load_card_set([settings.cards_dir], registry.writes(), mcp, settings.cache_dir)
-    except CardError as exc:
-        raise _unknown_first(exc, wanted, settings.cards_dir) from None
+    cards = _card_set(settings, registry.writes(), mcp, wanted)
     if cards.facts.mcp:
         _add_mcp(registry, mcp)
     _add_declared(registry, cards)
     return Workspace(settings, registry, cards)
+
+
+def open_router(
+    settings: Settings,
+    transport: httpx.BaseTransport | None = None,
+    progress: Progress | None = None,
+) -> Router:
+    """Build the concierge for the settings' cards, as `make_router(open_workspace(...))`.
+
+    A route runs no tool, so no tool registry is built: the built-in tools' names suffice
+    to check the cards, unless the user's own tools (TINY_TOOLS) must be imported to be known.
+    """
+    cards = _card_set(settings, known_tools(settings), mcp_settings(settings))
+    return router_for(settings, cards, transport, progress)
+
+
+def known_tools(settings: Settings) -> dict[str, bool]:
+    """Map every tool a card may name (but MCP servers' and cards' own) to whether it writes."""
+    if settings.tools_spec:  # the user's tools are known only once imported
+        return default_registry(settings).writes()
+    return builtin_writes()
+
+
+def _card_set(
+    settings: Settings, known: Mapping[str, bool], mcp: McpConfig | None, wanted: str | None = None
+) -> CardSet:
+    """Load the cards folder (from its snapshot when unchanged); CardError if a card is broken."""
+    if not settings.cards_dir.exists():
+        raise ConfigError(
+            f"no cards directory {settings.cards_dir}; pass --cards or set TINY_CARDS"
+        )
+    try:
+        return load_card_set([settings.cards_dir], known, mcp, settings.cache_dir)
+    except CardError as exc:
+        raise _unknown_first(exc, wanted, settings.cards_dir) from None
 
 
 def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyError:
@@ -90,6 +115,8 @@ def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyErro
 
 def _add_declared(registry: Registry, cards: CardSet) -> None:
     """Register the functions cards declare (validation made sure each name means one schema)."""
+    from tiny_cli.tools.registry import declared_tool
+
     for card_id, spec in cards.facts.functions:
         if spec["name"] not in registry:
             tool = declared_tool(spec["name"], spec.get("description", ""), spec["parameters"])
@@ -98,7 +125,12 @@ def _add_declared(registry: Registry, cards: CardSet) -> None:
 
 def mcp_settings(settings: Settings) -> McpConfig | None:
     """Read the MCP servers file (TINY_MCP, or mcp.yaml in the cards folder), if there is one."""
-    return load_mcp_config(mcp_path(settings.cards_dir, settings.mcp_file))
+    path = mcp_path(settings.cards_dir, settings.mcp_file)
+    if path is None:  # no servers: their reader and types are not needed
+        return None
+    from tiny_cli.tools.mcp_config import load_mcp_config
+
+    return load_mcp_config(path)
 
 
 def _add_mcp(registry: Registry, mcp: McpConfig | None) -> None:
@@ -110,115 +142,6 @@ def _add_mcp(registry: Registry, mcp: McpConfig | None) -> None:
         registry.add_source(McpTools(mcp))
 
 
-@dataclass(frozen=True)
-class Validation:
-    """What `tiny validate` found: good cards, problems (fail), and routing warnings (don't)."""
-
-    cards: list[Card]
-    problems: list[Problem]
-    warnings: list[Problem]
-
-    @property
-    def missing_path(self) -> bool:
-        """Whether a path given to check does not exist: a usage error, not a card's problem."""
-        return any(p.field == "path" for p in self.problems)
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the result as one JSON document (`tiny validate --json`)."""
-        return {
-            "ok": not self.problems,
-            "cards": [
-                {
-                    "id": c.id,
-                    "file": str(c.path) if c.path else None,
-                    "tools": [original(t) for t in c.tools],  # as the card writes them
-                    "side_effects": c.side_effects,
-                }
-                for c in self.cards
-            ],
-            "problems": [_problem_json(p) for p in self.problems],
-            "warnings": [_problem_json(p) for p in self.warnings],
-        }
-
-
-def _problem_json(p: Problem) -> dict[str, Any]:
-    return {"file": p.file, "line": p.line, "field": p.field, "message": p.message}
-
-
-def validate(
-    settings: Settings,
-    paths: Sequence[Path],
-    transport: httpx.BaseTransport | None = None,
-    connect: bool = False,
-) -> Validation:
-    """Check card files (default: the cards directory); warn where cards overlap for routing.
-
-    `connect` also starts the MCP servers the cards name and checks each tool exists there
-    (and that a card with a writing tool says `side_effects: write`).
-    """
-    from tiny_cli.cards.load import check_cards
-
-    registry = default_registry(settings)
-    folders = list(paths) or [settings.cards_dir]
-    mcp = mcp_settings(_checked_folder(settings, folders))
-    cards, problems = check_cards(folders, registry.writes(), mcp, settings.cache_dir)
-    if connect and mcp is not None:
-        problems += connect_problems(cards, mcp)
-    if not paths:  # the cards folder as a whole: its learned examples too
-        from tiny_cli.routing.learned import check_learned
-
-        problems += check_learned(learned_folder(settings), cards)
-    if problems or len(cards) < 2:
-        return Validation(cards, problems, [])
-    return Validation(cards, problems, routing_warnings(settings, cards, transport))
-
-
-def _checked_folder(settings: Settings, folders: Sequence[Path]) -> Settings:
-    """The MCP servers of the one folder named (its mcp.yaml), unless TINY_MCP names a file.
-
-    `tiny validate examples/mcp/cards` checks that folder's cards against its own servers,
-    as pre-commit calls it with files of one folder: their folder's mcp.yaml.
-    """
-    named = {p if p.is_dir() else p.parent for p in folders}
-    if settings.mcp_file or len(named) != 1:
-        return settings
-    return replace(settings, cards_dir=named.pop())
-
-
-def connect_problems(
-    cards: Sequence[Card], mcp: McpConfig, seconds: float = CONNECT_SECONDS
-) -> list[Problem]:
-    """Start the servers the cards name; a problem for each tool missing or not allowed."""
-    from tiny_cli.cards.load import Problem
-    from tiny_cli.tools.mcp_client import McpTools
-
-    source = McpTools(mcp)
-    problems = []
-    for card in cards:
-        file = str(card.path) if card.path else card.id
-        for found in source.check(card.tools, card.writes, seconds):
-            line = _line_of(card.path, found.name)
-            problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
-    return problems
-
-
-def routing_warnings(
-    settings: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None = None
-) -> list[Problem]:
-    """Name every card text that sits closer to another card than to its own card."""
-    from tiny_cli.cards.load import Problem
-
-    try:
-        router = _router(settings, cards, transport)
-    except EmbedderError as exc:
-        return [Problem(str(settings.cards_dir), None, "routing", f"overlap check skipped: {exc}")]
-    from tiny_cli.routing.learned import LEARNED_FILENAME
-
-    by_id = {card.id: card for card in cards}
-    learned = learned_folder(settings) / LEARNED_FILENAME
-    return [_overlap_problem(by_id[o.agent_id], o, learned) for o in router.overlaps()]
-
-
 def make_router(
     ws: Workspace,
     transport: httpx.BaseTransport | None = None,
@@ -228,15 +151,16 @@ def make_router(
 
     `progress(done, total)` hears how far embedding new card texts has got.
     """
-    return _router(ws.settings, ws.card_set, transport, progress)
+    return router_for(ws.settings, ws.card_set, transport, progress)
 
 
-def _router(
+def router_for(
     s: Settings,
     cards: Sequence[Card],
-    transport: httpx.BaseTransport | None,
+    transport: httpx.BaseTransport | None = None,
     progress: Progress | None = None,
 ) -> Router:
+    """Build the concierge for `cards` with the settings' embedder and learned examples."""
     from tiny_cli.routing.learned import load_learned
     from tiny_cli.routing.threshold import build_router
 
@@ -255,35 +179,3 @@ def embedder_for(s: Settings, transport: httpx.BaseTransport | None = None) -> E
 def learned_folder(s: Settings) -> Path:
     """Return the folder whose learned.jsonl teaches the router: the cards folder."""
     return s.cards_dir if s.cards_dir.is_dir() else s.cards_dir.parent
-
-
-def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
-    from tiny_cli.cards.load import Problem
-
-    taught = overlap.kind == "example" and overlap.text not in card.examples
-    kind = "learned example" if taught else overlap.kind
-    message = (
-        f"{kind} {overlap.text!r} sits closer to card {overlap.other_id!r} "
-        f"({overlap.other:.2f}) than to the rest of {card.id!r} ({overlap.own:.2f}); "
-        + ("teach it to the right card with tiny learn, or delete its line" if taught
-           else "reword it, or move it there")
-    )  # fmt: skip
-    if taught:  # the line of learned.jsonl that holds it, as JSON writes it
-        return Problem(
-            str(learned), _line_of(learned, json.dumps(overlap.text)[1:-1]), "routing", message
-        )
-    file = str(card.path) if card.path else card.id
-    probe = card.summary if overlap.kind == "summary" else overlap.text
-    return Problem(file, _line_of(card.path, probe), "routing", message)
-
-
-def _line_of(path: Path | None, text: str) -> int | None:
-    """Return the first line of the card file that holds the start of `text`, if any."""
-    if path is None:
-        return None
-    probe = text.strip()[:40]  # a folded summary's first line holds at least its start
-    try:
-        lines = path.read_text("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return next((n for n, line in enumerate(lines, 1) if probe and probe in line), None)

@@ -15,7 +15,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from tiny_cli._version import __version__
-from tiny_cli.tools.mcp_config import MCP_FILENAMES
+from tiny_cli.tools.mcp_names import MCP_FILENAMES
 
 if TYPE_CHECKING:
     from tiny_cli.tools.mcp_config import McpConfig

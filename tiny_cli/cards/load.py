@@ -25,7 +25,8 @@ from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema
 from tiny_cli.cards.wording import message, missing, short, yaml_message
 from tiny_cli.errors import CardError
 from tiny_cli.settings import ToolMode
-from tiny_cli.tools.mcp_config import McpConfig, offered, original, qualified
+from tiny_cli.tools.mcp_config import McpConfig
+from tiny_cli.tools.mcp_names import offered, original, qualified
 from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
 # where tools come from, said with every unknown tool: the one thing a new user must find

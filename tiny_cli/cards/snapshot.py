@@ -28,10 +28,11 @@ from tiny_cli.cards.basis import CARD_SUFFIXES, NOT_CARDS, card_salt
 from tiny_cli.cards.cache import SNAPSHOT_SUFFIX, CardCache, cache_file
 from tiny_cli.errors import CardError
 from tiny_cli.jsonfile import read_json, write_json
-from tiny_cli.tools.mcp_config import McpConfig, original, qualified
+from tiny_cli.tools.mcp_names import original, qualified
 
 if TYPE_CHECKING:  # the checker loads only for a set that is not taken whole
     from tiny_cli.cards.load import Card
+    from tiny_cli.tools.mcp_config import McpConfig  # read only where an mcp.yaml is
 
 __all__ = ["CardSet", "Facts", "card_ids", "load_card_set", "routing_digest", "routing_digests"]
 

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from tiny_cli.cli.render_fit import WIDE_HINT, Col, fitted, print_fitted
 from tiny_cli.text import printable, write_call
-from tiny_cli.tools.mcp_config import original
+from tiny_cli.tools.mcp_names import original
 
 if TYPE_CHECKING:  # a route from the snapshot prints cards it never built
     from tiny_cli.cards.load import Card, Problem

@@ -41,7 +41,7 @@ def validate(
     Exit 0: all clean; 1: problems found; 2: a path given does not exist.
     """
     from tiny_cli.cli import render
-    from tiny_cli.workspace import validate as validate_cards
+    from tiny_cli.validation import validate as validate_cards
 
     found = validate_cards(settings_from(cards=cards, tools=tools), paths or [], connect=connect)
     if json_out:
@@ -82,10 +82,10 @@ def route(
             "give one of a TASK, '-' for stdin, or --eval FILE", param_hint="TASK"
         )
     from tiny_cli.cli.progress import index_progress
-    from tiny_cli.workspace import make_router, open_workspace
+    from tiny_cli.workspace import open_router
 
     with index_progress() as progress:
-        router = make_router(open_workspace(settings), progress=progress)
+        router = open_router(settings, progress=progress)
     if eval_file is not None:
         _evaluate(router, eval_file, json_out)
     elif explain:

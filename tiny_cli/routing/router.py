@@ -29,13 +29,14 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder, Progress, VectorCache, fingerprint
 from tiny_cli.routing.learned import normalise
 from tiny_cli.routing.lexical import Lexical, capabilities
-from tiny_cli.routing.space import CardSpace, Source, nearest_mean
+from tiny_cli.routing.space import CardSpace, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
 from tiny_cli.text import check_task
 
 if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card is built
     from tiny_cli.cards.load import Card
+    from tiny_cli.routing.explain import Explanation, Overlap, Reason  # --explain, validate
 
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
 # its tasks, the larger of without and with examples (1.47 / 1.39), rounded up to 0.05.
@@ -82,74 +83,13 @@ class Decision:
             "task": self.task,
             "decision": self.decision,
             "agent_id": self.agent_id,
-            "score": _round(self.score),
-            "threshold": _round(self.threshold),
+            "score": rounded(self.score),
+            "threshold": rounded(self.threshold),
             "candidates": [
-                {"agent_id": c.agent_id, "score": _round(c.score)} for c in self.candidates
+                {"agent_id": c.agent_id, "score": rounded(c.score)} for c in self.candidates
             ],
         }
         return {**doc, "taught": True} if self.taught else doc
-
-
-@dataclass(frozen=True)
-class Reason:
-    """Why one card scored what it did for one task."""
-
-    agent_id: str
-    score: float
-    cosine: float
-    source: Source
-    text: str
-    lexical: float
-    words: tuple[str, ...]
-    nearest_example: str | None
-    nearest_example_cosine: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        """Return this reason as plain JSON types."""
-        return {
-            "agent_id": self.agent_id,
-            "score": _round(self.score),
-            "cosine": _round(self.cosine),
-            "source": self.source,
-            "text": self.text,
-            "lexical": _round(self.lexical),
-            "words": list(self.words),
-            "nearest_example": self.nearest_example,
-            "nearest_example_cosine": None
-            if self.nearest_example_cosine is None
-            else _round(self.nearest_example_cosine),
-        }
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """A routing decision with the reason behind each candidate's score."""
-
-    decision: Decision
-    reasons: tuple[Reason, ...]
-    threshold_source: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the `tiny route --explain --json` object."""
-        reasons = [r.to_json() for r in self.reasons]
-        return {
-            **self.decision.to_json(),
-            "threshold_source": self.threshold_source,
-            "reasons": reasons,
-        }
-
-
-@dataclass(frozen=True)
-class Overlap:
-    """A card text that sits closer to another card than to the rest of its own card."""
-
-    agent_id: str
-    kind: str
-    text: str
-    other_id: str
-    own: float
-    other: float
 
 
 def _one_blas_thread(method: Callable[..., _T]) -> Callable[..., _T]:
@@ -291,6 +231,8 @@ class Router:
     @_one_blas_thread
     def explain(self, task: str, top: int = DEFAULT_TOP) -> Explanation:
         """Route one task and say which text and which words drove each candidate's score."""
+        from tiny_cli.routing.explain import Explanation
+
         check_task(task)
         query = self._space.project(self.embedder.embed([task]))
         row = self._z(self._raw(query, [task]))
@@ -312,6 +254,8 @@ class Router:
         Closeness to a card is the best of the cosine to any of its texts and to the mean of
         its texts; for the text's own card, both without the text itself.
         """
+        from tiny_cli.routing.explain import Overlap
+
         own, other, nearest = self._space.closeness()
         return [
             Overlap(
@@ -325,8 +269,6 @@ class Router:
             for i, (c, kind, text) in enumerate(self._space.flat)
             if other[i] > own[i]
         ]
-
-    # --- building -------------------------------------------------------------------------
 
     # --- scoring --------------------------------------------------------------------------
 
@@ -355,6 +297,8 @@ class Router:
     def _reason(
         self, card: int, score: float, query: np.ndarray, lexical: float, task: str
     ) -> Reason:
+        from tiny_cli.routing.explain import Reason
+
         near = self._space.nearest(card, query)
         return Reason(
             agent_id=self.ids[card],
@@ -435,5 +379,6 @@ def _sha(texts: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(texts).encode()).hexdigest()
 
 
-def _round(value: float) -> float:
+def rounded(value: float) -> float:
+    """Round a score for JSON output (four decimals)."""
     return round(float(value), 4)

@@ -11,15 +11,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tiny_cli.routing.explain import Nearest
 
 __all__ = [
     "KNN_CHUNK",
     "WITHIN_SHRINKAGE",
     "CardSpace",
-    "Nearest",
     "Source",
     "nearest_mean",
     "space_from_parts",
@@ -44,17 +46,6 @@ class _Vector:
     card: int
     source: Source
     text: str
-
-
-@dataclass(frozen=True)
-class Nearest:
-    """Which of a card's vectors sits nearest a task, and its nearest example."""
-
-    cosine: float
-    source: Source
-    text: str
-    example: str | None
-    example_cosine: float | None
 
 
 class CardSpace:
@@ -110,6 +101,8 @@ class CardSpace:
 
     def nearest(self, card: int, query: np.ndarray) -> Nearest:
         """Say which of `card`'s vectors (or its kNN view) is nearest `query`, one task's row."""
+        from tiny_cli.routing.explain import Nearest  # --explain's: a plain route never asks
+
         mine = [j for j, o in enumerate(self._owners) if o.card == card]
         best = max(mine, key=lambda j: float(self._vectors[j] @ query))
         owner = self._owners[best]

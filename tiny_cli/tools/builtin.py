@@ -16,23 +16,25 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tiny_cli.settings import Settings
 from tiny_cli.tools import bounds
 from tiny_cli.tools.bounds import DEFAULT_SEARCH_LIMIT
-from tiny_cli.tools.registry import LazyTool, Registry, Tool, load_tool_module
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a route needs the tools' names only (builtin_writes): no registry
     from pathlib import Path
 
     import httpx
 
     from tiny_cli.tools.handbook import Handbook
+    from tiny_cli.tools.registry import LazyTool, Registry, Tool
     from tiny_cli.tools.web import AddressPolicy
 
-__all__ = ["builtin_entries", "builtin_tools", "default_registry"]
+__all__ = ["builtin_entries", "builtin_tools", "builtin_writes", "default_registry"]
 
 T = TypeVar("T")
 
 
 def default_registry(settings: Settings, transport: httpx.BaseTransport | None = None) -> Registry:
     """Return the built-in tools plus the user's tools from `settings.tools_spec`."""
+    from tiny_cli.tools.registry import Registry, load_tool_module
+
     registry = Registry(builtin_entries(settings, transport), origin="built-in")
     for spec in _specs(settings.tools_spec):
         for t in load_tool_module(spec):
@@ -48,18 +50,24 @@ def builtin_entries(
     http_get fetches public addresses plus `settings.allow_hosts`; a malformed entry there
     raises ConfigError here, before any tool runs. The tools of one class share one owner.
     """
+    from tiny_cli.tools.registry import LazyTool
+
     policy = _policy(settings.allow_hosts)
-    web = _once(lambda: _WebTools(policy, transport))
-    docs = _once(lambda: _DocsTools(_handbook(settings.docs_dir)))
-    crm = _once(lambda: _CrmTools(settings.home))
+    owners: dict[type, Callable[[], Any]] = {
+        _WebTools: _once(lambda: _WebTools(policy, transport)),
+        _DocsTools: _once(lambda: _DocsTools(_handbook(settings.docs_dir))),
+        _CrmTools: _once(lambda: _CrmTools(settings.home)),
+    }
     kept = settings.cache_dir  # their specs, read there by the next process
     return [
-        LazyTool(_WebTools.http_get, web, cache_dir=kept),
-        LazyTool(_WebTools.html_to_text, web, cache_dir=kept),
-        LazyTool(_DocsTools.docs_search, docs, cache_dir=kept),
-        LazyTool(_CrmTools.crm_find_company, crm, cache_dir=kept),
-        LazyTool(_CrmTools.crm_add_company, crm, writes=True, cache_dir=kept),
+        LazyTool(method, owners[owner], writes=writes, cache_dir=kept)
+        for owner, method, writes in _BUILTINS
     ]
+
+
+def builtin_writes() -> dict[str, bool]:
+    """Map each built-in tool's name to whether it writes, making none (what a route needs)."""
+    return {method.__name__: writes for _, method, writes in _BUILTINS}
 
 
 def builtin_tools(settings: Settings, transport: httpx.BaseTransport | None = None) -> list[Tool]:
@@ -158,6 +166,16 @@ class _CrmTools:
             notes: Short notes about the company, if any.
         """
         return self._store.add(name, city, website, notes)
+
+
+# Each built-in tool: the class that holds its state, its method, and whether it writes.
+_BUILTINS: tuple[tuple[type, Callable[..., Any], bool], ...] = (
+    (_WebTools, _WebTools.http_get, False),
+    (_WebTools, _WebTools.html_to_text, False),
+    (_DocsTools, _DocsTools.docs_search, False),
+    (_CrmTools, _CrmTools.crm_find_company, False),
+    (_CrmTools, _CrmTools.crm_add_company, True),
+)
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -1,0 +1,165 @@
+"""`tiny validate`: check card files, and warn where cards overlap for routing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tiny_cli.errors import EmbedderError
+from tiny_cli.settings import Settings
+from tiny_cli.tools.mcp_names import original
+from tiny_cli.workspace import known_tools, learned_folder, mcp_settings, router_for
+
+if TYPE_CHECKING:
+    import httpx
+
+    from tiny_cli.cards.load import Card, Problem
+    from tiny_cli.routing.explain import Overlap
+    from tiny_cli.tools.mcp_config import McpConfig
+
+__all__ = ["CONNECT_SECONDS", "Validation", "connect_problems", "routing_warnings", "validate"]
+
+CONNECT_SECONDS = 30.0  # `tiny validate --connect`: how long a server may take to start
+
+
+@dataclass(frozen=True)
+class Validation:
+    """What `tiny validate` found: good cards, problems (fail), and routing warnings (don't)."""
+
+    cards: list[Card]
+    problems: list[Problem]
+    warnings: list[Problem]
+
+    @property
+    def missing_path(self) -> bool:
+        """Whether a path given to check does not exist: a usage error, not a card's problem."""
+        return any(p.field == "path" for p in self.problems)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the result as one JSON document (`tiny validate --json`)."""
+        return {
+            "ok": not self.problems,
+            "cards": [
+                {
+                    "id": c.id,
+                    "file": str(c.path) if c.path else None,
+                    "tools": [original(t) for t in c.tools],  # as the card writes them
+                    "side_effects": c.side_effects,
+                }
+                for c in self.cards
+            ],
+            "problems": [_problem_json(p) for p in self.problems],
+            "warnings": [_problem_json(p) for p in self.warnings],
+        }
+
+
+def _problem_json(p: Problem) -> dict[str, Any]:
+    return {"file": p.file, "line": p.line, "field": p.field, "message": p.message}
+
+
+def validate(
+    settings: Settings,
+    paths: Sequence[Path],
+    transport: httpx.BaseTransport | None = None,
+    connect: bool = False,
+) -> Validation:
+    """Check card files (default: the cards directory); warn where cards overlap for routing.
+
+    `connect` also starts the MCP servers the cards name and checks each tool exists there
+    (and that a card with a writing tool says `side_effects: write`).
+    """
+    from tiny_cli.cards.load import check_cards
+
+    folders = list(paths) or [settings.cards_dir]
+    mcp = mcp_settings(_checked_folder(settings, folders))
+    cards, problems = check_cards(folders, known_tools(settings), mcp, settings.cache_dir)
+    if connect and mcp is not None:
+        problems += connect_problems(cards, mcp)
+    if not paths:  # the cards folder as a whole: its learned examples too
+        from tiny_cli.routing.learned import check_learned
+
+        problems += check_learned(learned_folder(settings), cards)
+    if problems or len(cards) < 2:
+        return Validation(cards, problems, [])
+    return Validation(cards, problems, routing_warnings(settings, cards, transport))
+
+
+def _checked_folder(settings: Settings, folders: Sequence[Path]) -> Settings:
+    """The MCP servers of the one folder named (its mcp.yaml), unless TINY_MCP names a file.
+
+    `tiny validate examples/mcp/cards` checks that folder's cards against its own servers,
+    as pre-commit calls it with files of one folder: their folder's mcp.yaml.
+    """
+    named = {p if p.is_dir() else p.parent for p in folders}
+    if settings.mcp_file or len(named) != 1:
+        return settings
+    return replace(settings, cards_dir=named.pop())
+
+
+def connect_problems(
+    cards: Sequence[Card], mcp: McpConfig, seconds: float = CONNECT_SECONDS
+) -> list[Problem]:
+    """Start the servers the cards name; a problem for each tool missing or not allowed."""
+    from tiny_cli.cards.load import Problem
+    from tiny_cli.tools.mcp_client import McpTools
+
+    source = McpTools(mcp)
+    problems = []
+    for card in cards:
+        file = str(card.path) if card.path else card.id
+        for found in source.check(card.tools, card.writes, seconds):
+            line = _line_of(card.path, found.name)
+            problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
+    return problems
+
+
+def routing_warnings(
+    settings: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None = None
+) -> list[Problem]:
+    """Name every card text that sits closer to another card than to its own card."""
+    from tiny_cli.cards.load import Problem
+
+    try:
+        router = router_for(settings, cards, transport)
+    except EmbedderError as exc:
+        return [Problem(str(settings.cards_dir), None, "routing", f"overlap check skipped: {exc}")]
+    from tiny_cli.routing.learned import LEARNED_FILENAME
+
+    by_id = {card.id: card for card in cards}
+    learned = learned_folder(settings) / LEARNED_FILENAME
+    return [_overlap_problem(by_id[o.agent_id], o, learned) for o in router.overlaps()]
+
+
+def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
+    from tiny_cli.cards.load import Problem
+
+    taught = overlap.kind == "example" and overlap.text not in card.examples
+    kind = "learned example" if taught else overlap.kind
+    message = (
+        f"{kind} {overlap.text!r} sits closer to card {overlap.other_id!r} "
+        f"({overlap.other:.2f}) than to the rest of {card.id!r} ({overlap.own:.2f}); "
+        + ("teach it to the right card with tiny learn, or delete its line" if taught
+           else "reword it, or move it there")
+    )  # fmt: skip
+    if taught:  # the line of learned.jsonl that holds it, as JSON writes it
+        return Problem(
+            str(learned), _line_of(learned, json.dumps(overlap.text)[1:-1]), "routing", message
+        )
+    file = str(card.path) if card.path else card.id
+    probe = card.summary if overlap.kind == "summary" else overlap.text
+    return Problem(file, _line_of(card.path, probe), "routing", message)
+
+
+def _line_of(path: Path | None, text: str) -> int | None:
+    """Return the first line of the card file that holds the start of `text`, if any."""
+    if path is None:
+        return None
+    probe = text.strip()[:40]  # a folded summary's first line holds at least its start
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return next((n for n, line in enumerate(lines, 1) if probe and probe in line), None)
