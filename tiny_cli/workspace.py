@@ -78,7 +78,7 @@ def open_router(
 
 
 def known_tools(settings: Settings) -> dict[str, bool]:
-    """Map every tool a card may name (but MCP servers' and cards' own) to whether it writes."""
+    """Map each built-in and user tool a card may name to whether it writes (no MCP tools)."""
     if settings.tools_spec:  # the user's tools are known only once imported
         return default_registry(settings).writes()
     return builtin_writes()
