@@ -1,0 +1,149 @@
+"""Files a user gives or commits, read and written by one set of rules.
+
+Reading: every file is read with a byte bound that holds for pipes and devices too (their
+`st_size` is 0, so a bound on the size `stat` reports would read `/dev/zero` forever); a FIFO
+with no writer reads as empty instead of hanging; a folder is one clear ConfigError. Parsers
+whose recursion a hostile file can exhaust (TOML, JSON) run under `parse_guarded`.
+
+Writing: a file users commit is written whole or not at all (a temporary file beside it,
+then `os.replace`), never over anything that is not a regular file (a FIFO, a device, a
+symlink such as `/dev/stdout`), and under a lock that lives beside the file it guards, so two
+processes with different homes still take turns. JSON Lines escape the line separators
+(U+2028, U+2029, U+0085) that `str.splitlines` would split on, and are split on "\\n" only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tiny_cli.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "jsonl_line",
+    "jsonl_lines",
+    "locked",
+    "parse_guarded",
+    "read_bytes",
+    "read_text",
+    "write_text",
+]
+
+DEFAULT_MAX_BYTES = 16 * 2**20
+_CHUNK = 1 << 16
+_LINE_SEPARATORS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"}
+T = TypeVar("T")
+
+
+def read_bytes(path: Path, limit: int = DEFAULT_MAX_BYTES) -> bytes:
+    """At most `limit` bytes of `path`, from a file, pipe or device; ConfigError past that."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer: no hang
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, not a file") from None
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot be read ({err.strerror})") from None
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigError(f"{path}: is a folder, not a file")
+    with os.fdopen(fd, "rb") as handle:
+        os.set_blocking(fd, True)
+        return _read_capped(handle, path, limit)
+
+
+def _read_capped(handle: Any, path: Path, limit: int) -> bytes:
+    """Read in chunks and stop one byte past `limit`, so `/dev/zero` costs one chunk."""
+    parts: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = handle.read(min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            return b"".join(parts)
+        parts.append(chunk)
+        size += len(chunk)
+    raise ConfigError(f"{path}: larger than {_size(limit)}; not read")
+
+
+def read_text(path: Path, limit: int = DEFAULT_MAX_BYTES) -> str:
+    """`read_bytes` decoded as UTF-8; bytes that are not UTF-8 are one ConfigError."""
+    data = read_bytes(path, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 (byte {err.start})") from None
+
+
+def parse_guarded(parse: Callable[[str], T], text: str, path: Path) -> T:
+    """`parse(text)`, with nesting too deep for the parser turned into one ConfigError."""
+    try:
+        return parse(text)
+    except (RecursionError, MemoryError):
+        raise ConfigError(f"{path}: nested too deeply to read") from None
+
+
+def jsonl_line(record: Any) -> str:
+    """One JSON Lines record with its line separators escaped, ending in "\\n"."""
+    text = json.dumps(record, ensure_ascii=False)
+    for raw, escaped in _LINE_SEPARATORS.items():
+        text = text.replace(raw, escaped)
+    return text + "\n"
+
+
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSON Lines text, split on "\\n" only (U+2028 inside a value stays)."""
+    return [line.rstrip("\r") for line in text.split("\n")]
+
+
+def _refuse_special(path: Path) -> None:
+    """Raise when `path` exists and is not a regular file: a write would replace it."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise ConfigError(f"{path}: is a link; tiny writes only regular files, not through links")
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{path}: exists and is not a regular file; not replaced")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` whole (temporary file, fsync, replace); special files refused."""
+    _refuse_special(path)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temp, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            temp.unlink(missing_ok=True)
+        raise ConfigError(f"{path}: cannot be written ({err.strerror})") from None
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `.NAME.lock` beside `path` for the block."""
+    lock = path.with_name(f".{path.name}.lock")
+    try:
+        handle = open(lock, "a")  # noqa: SIM115 - held for the block
+    except OSError as err:
+        raise ConfigError(f"{lock}: cannot take the lock ({err.strerror})") from None
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _size(limit: int) -> str:
+    """A byte bound as people write it."""
+    return f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit:,} bytes"
