@@ -196,3 +196,47 @@ def test_any_tiny_toml_is_settings_or_one_line_that_shows_no_secret(tmp_path, te
         assert "\n" not in message and SECRET not in message and "\x1b" not in message
         return
     assert SECRET not in loaded.base_url
+
+
+# --- tiny init: all or nothing --------------------------------------------------------------
+
+
+def test_init_with_cards_a_plain_file_fails_in_one_line_and_writes_nothing(tiny, tmp_path) -> None:
+    """Finding 14: it exited 0 and reported `kept cards/word-counter.yaml`, which was no file."""
+    (tmp_path / "cards").write_text("not a folder\n")
+    result = tiny("init", str(tmp_path), env=UNSET)
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'cards'}: not a folder; tiny init wrote nothing" in _one_line(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cards", "home"]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc: a folder no one writes")
+def test_a_failed_init_leaves_nothing_so_the_rerun_works(tiny, tmp_path) -> None:
+    """Finding 18: a failure part way left tiny.toml behind, and the rerun refused."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "my_tools.py").write_text("# mine\n")
+    (project / "cards").symlink_to("/proc/self")  # a folder whose files cannot be created
+    failed = tiny("init", str(project), env=UNSET)
+    assert failed.exit_code == 2
+    assert "word-counter.yaml: cannot write" in _one_line(failed)
+    assert sorted(p.name for p in project.iterdir()) == ["cards", "my_tools.py"]
+    (project / "cards").unlink()  # the cause fixed
+    again = tiny("init", str(project), env=UNSET)
+    assert again.exit_code == 0, again.output
+    assert sorted(again.output.split()) == sorted(
+        ["written", str(project / "tiny.toml"), "written",
+         str(project / "cards/word-counter.yaml"), "kept", str(project / "my_tools.py")]
+    )  # fmt: skip
+    assert (project / "my_tools.py").read_text() == "# mine\n"
+
+
+def test_init_keeps_only_files_and_refuses_a_folder_in_a_file_s_place(tmp_path) -> None:
+    """A folder named my_tools.py was reported `kept`, and tiny.toml pointed at it."""
+    from tiny_cli.scaffold import init_project
+
+    target = tmp_path / "proj"
+    (target / "my_tools.py").mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"my_tools\.py: exists and is not a file"):
+        init_project(target)
+    assert sorted(p.name for p in target.iterdir()) == ["my_tools.py"]
