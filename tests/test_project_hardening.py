@@ -126,6 +126,8 @@ def test_a_mistyped_value_is_never_echoed(tmp_path, text) -> None:
         ('embedder = "bogus"\n', "embedder='bogus'"),
         ('embedder = "openai:"\n', "embedder='openai:'"),
         ('allow_hosts = ["a b"]\n', "allow_hosts"),
+        ('base_url = "ftp://host/v1"\n', "base_url: must be an http:// or https:// URL"),
+        ('base_url = "http://[::1/v1"\n', "base_url: not a usable URL"),
         ('cards = "a\\u0000b"\n', "cards: holds a NUL"),
     ],
 )

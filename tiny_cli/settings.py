@@ -146,7 +146,8 @@ def check_setting(name: str, key: str, value: Any) -> Any:
 
 
 def check_base_url(name: str, url: str) -> str:
-    """Return `url`; ConfigError when it holds credentials (user info, or a key in its query).
+    """Return `url`; ConfigError unless it is http(s) with a host and no credentials (user
+    info, or a key in its query or fragment).
 
     The message never shows the URL: what is wrong with it may be a key.
     """
@@ -155,6 +156,10 @@ def check_base_url(name: str, url: str) -> str:
         parts.port  # noqa: B018 - parses host and port, or raises
     except ValueError:
         raise ConfigError(f"{name}: not a usable URL (the value is not shown)") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"{name}: must be an http:// or https:// URL with a host (the value is not shown)"
+        )
     if "@" in parts.netloc:
         raise ConfigError(
             f"{name}: credentials in the URL; keep them out of it (the key goes in TINY_API_KEY)"
@@ -163,7 +168,7 @@ def check_base_url(name: str, url: str) -> str:
         for param, _ in parse_qsl(field, keep_blank_values=True):
             if _credential_param(param):
                 raise ConfigError(
-                    f"{name}: a credential in the URL's query ({param[:40]!r}); "
+                    f"{name}: a credential in the URL's query (not shown); "
                     "keep it out of the URL (the key goes in TINY_API_KEY)"
                 )
     return url
