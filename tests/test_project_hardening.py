@@ -129,6 +129,7 @@ def test_a_mistyped_value_is_never_echoed(tmp_path, text) -> None:
         ('base_url = "ftp://host/v1"\n', "base_url: must be an http:// or https:// URL"),
         ('base_url = "http://[::1/v1"\n', "base_url: not a usable URL"),
         ('cards = "a\\u0000b"\n', "cards: holds a NUL"),
+        ('cards = " "\n', "cards: empty"),
     ],
 )
 def test_every_value_error_names_file_line_and_field(tmp_path, text, field) -> None:
@@ -188,16 +189,18 @@ toml_text = st.one_of(
 @example(text=f'base_url = "http://{SECRET}@h"')
 @example(text=f'"\\u001b[31m{SECRET}" = 1')
 @example(text="threshold = 99999999999999999999999999999999999999999999999999999")
-def test_any_tiny_toml_is_settings_or_one_line_that_shows_no_secret(tmp_path, text) -> None:
-    """Whatever tiny.toml holds: settings, or one ConfigError line; never the secret."""
-    (tmp_path / "tiny.toml").write_text(text, "utf-8", errors="surrogatepass")
-    try:
-        loaded = _settings(tmp_path, TINY_PROJECT=str(tmp_path / "tiny.toml"))
-    except ConfigError as err:
-        message = str(err)
-        assert "\n" not in message and SECRET not in message and "\x1b" not in message
-        return
-    assert SECRET not in loaded.base_url
+def test_any_project_file_is_settings_or_one_line_that_shows_no_secret(tmp_path, text) -> None:
+    """Whatever tiny.toml (or pyproject's [tool.tiny]) holds: settings, or one ConfigError
+    line; never the secret, never a terminal escape."""
+    for name, body in (("tiny.toml", text), ("pyproject.toml", "[tool.tiny]\n" + text)):
+        (tmp_path / name).write_text(body, "utf-8", errors="surrogatepass")
+        try:
+            loaded = _settings(tmp_path, TINY_PROJECT=str(tmp_path / name))
+        except ConfigError as err:
+            message = str(err)
+            assert "\n" not in message and SECRET not in message and "\x1b" not in message
+            continue
+        assert SECRET not in loaded.base_url
 
 
 # --- tiny init: all or nothing --------------------------------------------------------------

@@ -125,6 +125,8 @@ def _checked(path: Path, table: Mapping[str, Any], where: str, text: str) -> Pro
             raise ConfigError(f"{name}: expected {_kind_name(kind)}, got {_shown(value)}")
         if "\x00" in str(value):  # no path, URL or name holds one; the OS refuses it
             raise ConfigError(f"{name}: holds a NUL character")
+        if isinstance(value, str) and not value.strip():  # cards = "" would be the folder itself
+            raise ConfigError(f"{name}: empty; give a value or leave the key out")
         if key == "allow_hosts":
             _hosts(name, value)
         value = check_setting(name, key, value)
