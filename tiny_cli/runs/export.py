@@ -61,7 +61,10 @@ def _checked(out: Path, log: Path) -> Path:
     """Return `out`; ConfigError when it is the run log (or a file of it) or cannot be a file."""
     if any(_same(out, log.with_name(log.name + suffix)) for suffix in LOG_SUFFIXES):
         raise ConfigError(f"{out}: that is the run log itself: export to another file")
-    refuse_special(out)  # a FIFO or /dev/stdout's link would be replaced, not written to
+    try:
+        refuse_special(out)  # a FIFO or /dev/stdout's link would be replaced, not written to
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (without --out the runs go to stdout)") from None
     if out.is_dir():
         raise ConfigError(f"{out}: is a folder: name the file to export to")
     if not out.parent.is_dir():
