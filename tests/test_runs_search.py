@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -392,3 +394,20 @@ def test_a_failed_export_leaves_the_file_as_it_was(run, two_runs, home, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "runs.jsonl"]  # no temp left
     missing = run("runs", "export", "--out", str(tmp_path / "nowhere" / "runs.jsonl"))
     assert missing.exit_code == 2 and "there is no folder" in missing.output
+
+
+def test_export_refuses_to_replace_a_fifo_or_a_link(run, two_runs, tmp_path) -> None:
+    """Issue 31, finding 12: a FIFO or /proc/self/fd/1 was replaced by a regular file."""
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    link = tmp_path / "stdout.jsonl"
+    link.symlink_to("/proc/self/fd/1")
+    for out, why in ((fifo, "is not a regular file"), (link, "is a link")):
+        result = run("runs", "export", "--out", str(out))
+        assert result.exit_code == 2
+        [line] = result.output.strip().splitlines()
+        assert line.startswith(f"tiny: error: {out}: ") and why in line
+        assert line.endswith("(without --out the runs go to stdout)")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and link.is_symlink()
+    assert os.readlink(link) == "/proc/self/fd/1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "pipe.jsonl", "stdout.jsonl"]

@@ -14,13 +14,15 @@ A project file never holds a secret: keys stay in the environment, so a key name
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from tiny_cli.errors import ConfigError
+from tiny_cli.settings import check_setting
+from tiny_cli.userfiles import parse_guarded, read_text
 
 __all__ = ["KEYS", "PROJECT_FILE", "Project", "find_project", "read_project"]
 
@@ -43,6 +45,14 @@ KEYS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "ask_route": (bool, False),
 }
 SECRET_WORDS = ("key", "token", "secret", "password", "credential")
+TOOL_TABLE = "[tool.tiny]"
+# a project file is a page of settings; a pyproject.toml a few pages: this bounds a pipe or
+# /dev/zero named tiny.toml, and what TOML's parser is given
+MAX_PROJECT_BYTES = 2**20
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,60}")  # a key an error shows as written
+HOST_NOT = "/@ \t\x00"  # what no host[:port] entry holds
+_HEADER = re.compile(r"^\s*\[+\s*([^\[\]]*?)\s*\]")
+_ASSIGN = re.compile(r"""^\s*(["']?)([A-Za-z0-9_-]+)\1\s*=""")
 
 
 @dataclass(frozen=True)
@@ -66,68 +76,109 @@ def find_project(start: Path) -> Project | None:
             return read_project(own)
         pyproject = folder / PYPROJECT_FILE
         if pyproject.is_file():
-            table = _tool_table(pyproject)
+            text, data = _toml(pyproject)
+            table = _tool_table(pyproject, data)
             if table is not None:
-                return _checked(pyproject, table, "[tool.tiny]")
+                return _checked(pyproject, table, TOOL_TABLE, text)
     return None
 
 
 def read_project(path: Path) -> Project:
     """Read one project file (`tiny.toml`, or a pyproject.toml's `[tool.tiny]`)."""
+    text, data = _toml(path)
     if path.name == PYPROJECT_FILE:
-        return _checked(path, _tool_table(path) or {}, "[tool.tiny]")
-    return _checked(path, _toml(path), "")
+        return _checked(path, _tool_table(path, data) or {}, TOOL_TABLE, text)
+    return _checked(path, data, "", text)
 
 
-def _tool_table(path: Path) -> dict[str, Any] | None:
-    tool = _toml(path).get("tool")
+def _tool_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any] | None:
+    tool = data.get("tool")
     table = tool.get("tiny") if isinstance(tool, dict) else None
     if table is not None and not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tool.tiny] must be a table")
+        raise ConfigError(f"{path}: {TOOL_TABLE} must be a table")
     return table
 
 
-def _toml(path: Path) -> dict[str, Any]:
+def _toml(path: Path) -> tuple[str, dict[str, Any]]:
+    """The file's text and its TOML, read with a bound (a pipe or device too) and a depth limit."""
     import tomllib  # here: most commands run where no project file is, and it costs ~4 ms
 
+    text = read_text(path, MAX_PROJECT_BYTES)
     try:
-        return tomllib.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"{path}: cannot read the project file: {reason}") from None
+        return text, parse_guarded(tomllib.loads, text, path)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        raise ConfigError(f"{path}: not valid TOML: {str(exc).splitlines()[0]}") from None
 
 
-def _checked(path: Path, table: Mapping[str, Any], where: str) -> Project:
+def _checked(path: Path, table: Mapping[str, Any], where: str, text: str) -> Project:
     """Check every key and value; resolve paths against the file's folder."""
+    lines = _key_lines(text, where)
     values: dict[str, Any] = {}
     for key, value in table.items():
-        name = f"{path}: {where + '.' if where else ''}{key}"
-        _no_secret(name, key, value)
+        line = f":{lines[key]}" if key in lines else ""
+        name = f"{path}{line}: {where + '.' if where else ''}{_shown_key(key)}"
+        _no_secret(name, key)
         if key not in KEYS:
             raise ConfigError(f"{name}: unknown setting{_did_you_mean(key)}; known: {_known()}")
         kind, is_path = KEYS[key]
         if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
-            raise ConfigError(f"{name}: expected {_kind_name(kind)}, got {value!r}")
+            raise ConfigError(f"{name}: expected {_kind_name(kind)}, got {_shown(value)}")
+        if "\x00" in str(value):  # no path, URL or name holds one; the OS refuses it
+            raise ConfigError(f"{name}: holds a NUL character")
+        if isinstance(value, str) and not value.strip():  # cards = "" would be the folder itself
+            raise ConfigError(f"{name}: empty; give a value or leave the key out")
+        if key == "allow_hosts":
+            _hosts(name, value)
+        value = check_setting(name, key, value)
         values[key] = (
             _resolved(path.parent, key, str(value)) if is_path or key == "tools" else value
         )
-    if "allow_hosts" in values and not all(isinstance(h, str) for h in values["allow_hosts"]):
-        raise ConfigError(f"{path}: allow_hosts: expected a list of host[:port] strings")
     return Project(path, values)
 
 
-def _no_secret(name: str, key: str, value: Any) -> None:
+def _no_secret(name: str, key: str) -> None:
     """Keys live in the environment; a project file is committed and shared."""
     if any(word in key.lower() for word in SECRET_WORDS):
         raise ConfigError(
             f"{name}: a project file never holds a secret; set TINY_API_KEY in the environment"
         )
-    if key == "base_url" and isinstance(value, str) and (urlsplit(value).password is not None):
-        raise ConfigError(
-            f"{name}: credentials in the URL; keep them out of the file (TINY_API_KEY)"
-        )
+
+
+def _hosts(name: str, hosts: Any) -> None:
+    """allow_hosts: a list of host[:port] strings (the web tools parse each one further)."""
+    for host in hosts:
+        if not isinstance(host, str) or not host.strip() or any(c in host for c in HOST_NOT):
+            raise ConfigError(f"{name}: expected a list of host[:port] strings")
+
+
+def _key_lines(text: str, where: str) -> dict[str, int]:
+    """The line of each key `key = ...` in the table `where` ("" for the top level)."""
+    lines: dict[str, int] = {}
+    inside = not where
+    for number, line in enumerate(text.split("\n"), 1):
+        header = _HEADER.match(line)
+        if header:
+            inside = header.group(1).replace(" ", "") == where.strip("[]")
+            continue
+        assigned = _ASSIGN.match(line) if inside else None
+        if assigned:
+            lines.setdefault(assigned.group(2), number)
+    return lines
+
+
+def _shown(value: Any) -> str:
+    """A wrong value as an error shows it: numbers and switches as written, the rest by kind
+    only (a string or list may hold a key, pasted into the wrong place)."""
+    if isinstance(value, bool | int | float):
+        return repr(value)
+    kinds: dict[type, str] = {str: "a string", list: "a list", dict: "a table"}
+    return kinds.get(type(value), "a date or time")
+
+
+def _shown_key(key: str) -> str:
+    """A key as an error shows it: a setting-like name as written; anything else (a pasted URL,
+    a terminal escape) is not shown, as it may hold a secret."""
+    return key if _NAME.fullmatch(key) else "(a quoted key, not shown)"
 
 
 def _resolved(root: Path, key: str, value: str) -> str:

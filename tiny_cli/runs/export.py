@@ -2,7 +2,8 @@
 
 A line is the document `tiny runs show ID --json` prints. A file appears only complete: the
 lines go to a temporary file beside it (owner-only, as the log: transcripts hold what agents
-read), renamed onto it at the end; a failure leaves any earlier file as it was.
+read), renamed onto it at the end; a failure leaves any earlier file as it was. Only a regular file
+is replaced: a FIFO, a device or a link (`/dev/stdout`) is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, TextIO
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.runs.query import RunQuery, record, select_records
+from tiny_cli.userfiles import refuse_special
 
 Write = Callable[[Mapping[str, Any]], object]
 LOG_SUFFIXES = ("", "-wal", "-shm", "-journal")  # the files SQLite keeps a database in
@@ -59,6 +61,10 @@ def _checked(out: Path, log: Path) -> Path:
     """Return `out`; ConfigError when it is the run log (or a file of it) or cannot be a file."""
     if any(_same(out, log.with_name(log.name + suffix)) for suffix in LOG_SUFFIXES):
         raise ConfigError(f"{out}: that is the run log itself: export to another file")
+    try:
+        refuse_special(out)  # a FIFO or /dev/stdout's link would be replaced, not written to
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (without --out the runs go to stdout)") from None
     if out.is_dir():
         raise ConfigError(f"{out}: is a folder: name the file to export to")
     if not out.parent.is_dir():
