@@ -13,6 +13,8 @@ import pytest
 
 from tiny_cli.agent.reply import parse_reply
 from tiny_cli.cards.returns import field_template
+from tiny_cli.digest import Digest
+from tiny_cli.serve import digest_text
 from tiny_cli.testing import reply, tool_call
 from tiny_cli.tools.args_check import coerce_scalar
 
@@ -221,3 +223,9 @@ def test_the_crm_writers_honest_partial_ends_partial(tiny, scripted_server) -> N
     assert not _repairs(scripted_server.requests[-1])
     assert system_rule in scripted_server.requests[0]["messages"][0]["content"]
     scripted_server.assert_done()
+
+
+def test_the_mcp_digest_names_the_missing_fields_too() -> None:
+    digest = Digest("counter", "partial", "No file.", reason="partial_by_agent", missing=("rows",))
+    assert "missing: rows" in digest_text(digest).splitlines()
+    assert digest.to_json()["missing"] == ["rows"]
