@@ -140,6 +140,8 @@ class Digest:
     field_sources: Mapping[str, FieldSource] = field(default_factory=dict)
     # earlier runs of this task by other cards, oldest first; `cost` above includes theirs
     attempts: tuple[Attempt, ...] = ()
+    # required fields the answer left out: a `partial` is taken with the fields it has
+    missing: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Return the Digest as the JSON document `--json` prints (DESIGN §5 keys)."""
@@ -154,6 +156,8 @@ class Digest:
             "reason": self.reason,
             "field_sources": dict(self.field_sources),
         }
+        if self.missing:  # only when some are: a complete answer's JSON is as it always was
+            doc["missing"] = list(self.missing)
         approved, declined = self.approved_writes(), self.declined_writes()
         if approved or declined:
             doc["approved_writes"] = [c.to_json() for c in approved]

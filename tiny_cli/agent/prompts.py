@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tiny_cli.cards.load import Card
-from tiny_cli.cards.returns import field_hint
+from tiny_cli.cards.returns import field_template
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief
 
 
@@ -31,7 +31,7 @@ def system_prompt(
     lines += [
         "",
         "When you are done, answer with exactly one JSON object and no other text:",
-        json.dumps(_contract(required, card.returns), ensure_ascii=False),
+        _contract(required, card.returns),
         'Use "status": "partial" if you could do only part of it, and say what is missing.',
         'If the task is not your job, answer {"status": "refused", "summary": "<why>"}.',
         "",
@@ -59,7 +59,7 @@ def repair_message(
     listed = "; ".join(problems)
     return (
         f"Your answer cannot be used: {listed}. Answer again with exactly one JSON object: "
-        f"{json.dumps(_contract(required, types), ensure_ascii=False)}"
+        f"{_contract(required, types)}"
     )
 
 
@@ -113,9 +113,12 @@ def _evidence_rules(card: Card) -> list[str]:
     return []
 
 
-def _contract(required: Sequence[str], types: Mapping[str, Any] | None = None) -> dict[str, str]:
-    hints = {f: field_hint((types or {}).get(f)) for f in required}
-    return {"status": "ok", "summary": "<the answer, briefly>", **hints}
+def _contract(required: Sequence[str], types: Mapping[str, Any] | None = None) -> str:
+    """The answer template: JSON but for typed values, shown bare (`"rows": <integer>`)."""
+    shown = {"status": '"ok"', "summary": '"<the answer, briefly>"'}
+    shown |= {f: field_template((types or {}).get(f)) for f in required}
+    pairs = (f"{json.dumps(k, ensure_ascii=False)}: {v}" for k, v in shown.items())
+    return "{" + ", ".join(pairs) + "}"
 
 
 def _brevity(max_output_tokens: int) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tiny_cli.digest import MODEL_STATUSES
 from tiny_cli.text import printable
-from tiny_cli.tools.args_check import fast_pass
+from tiny_cli.tools.args_check import coerce_scalar, fast_pass
 
 # A final answer is bounded by max_tokens; far more is a broken server, not an answer.
 MAX_REPLY_CHARS = 200_000
@@ -37,7 +37,9 @@ def parse_reply(
 ) -> Reply:
     """Find the JSON object in a final answer (prose and code fences tolerated) and check it.
 
-    `types` maps fields to the JSON Schema their values must match (a card's `returns`).
+    `types` maps fields to the JSON Schema their values must match (a card's `returns`); a
+    string that is exactly a number or boolean of its field's type is read as that value.
+    A `partial` may leave out required fields (`missing_fields` names them); `ok` may not.
     """
     text = text or ""
     if len(text) > MAX_REPLY_CHARS:
@@ -47,10 +49,17 @@ def parse_reply(
     data, notes, problem = _locate_object(text)
     if data is None:
         return Reply({}, (problem,))
+    data, coerced = _coerced(data, types or {})
+    notes += coerced
     problems = _contract_problems(data, required)
     if data.get("status") != "refused":  # a refusal carries no fields to check
         problems += _type_problems(data, types or {}, required)
     return Reply(data, tuple(problems), notes)
+
+
+def missing_fields(data: Mapping[str, Any], names: Sequence[str]) -> tuple[str, ...]:
+    """Return the fields of `names` that a reply leaves out or leaves empty."""
+    return tuple(name for name in names if _value(data, name) in (None, ""))
 
 
 def field_values(data: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
@@ -100,16 +109,39 @@ _VALUE_KINDS = (
 
 
 def _contract_problems(data: Mapping[str, Any], required: Sequence[str]) -> list[str]:
-    """Check the status and that every required field has a value."""
+    """Check the status and the fields it needs: `ok` all required ones, `partial` a summary."""
     problems = []
     status = data.get("status")
     if status not in MODEL_STATUSES:
         problems.append(f"'status' must be one of {', '.join(MODEL_STATUSES)}, got {status!r}")
-    if status != "refused":
-        for name in ("summary", *required):
-            if _value(data, name) in (None, ""):
-                problems.append(f"missing required field {name!r}")
-    return problems
+    if status == "refused":
+        return problems
+    # a partial says it could not do all of it: the fields it lacks are named, not repaired
+    needed = ("summary",) if status == "partial" else ("summary", *required)
+    return problems + [f"missing required field {n!r}" for n in missing_fields(data, needed)]
+
+
+def _coerced(
+    data: dict[str, Any], types: Mapping[str, dict]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Read typed fields given as strings ("3" for an integer) as their values, with a note each.
+
+    The rule is `coerce_scalar`, beside the tools' argument checks; the field stays where it
+    was, flat or under `fields`.
+    """
+    notes: tuple[str, ...] = ()
+    for name, schema in types.items():
+        value = _value(data, name)
+        typed = coerce_scalar(schema, value)
+        if typed is value:
+            continue
+        if name in data:
+            data = {**data, name: typed}
+        else:  # found under `fields`
+            data = {**data, "fields": {**data["fields"], name: typed}}
+        said = f"field {name!r} came as the string {_dumps(value)}"
+        notes += (f"{said}; tiny read it as {_dumps(typed)}",)
+    return data, notes
 
 
 def _locate_object(text: str) -> tuple[dict[str, Any] | None, tuple[str, ...], str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tiny_cli.agent.budget import Meter, cut_summary
 from tiny_cli.agent.evidence import field_sources, needs_evidence
-from tiny_cli.agent.reply import Reply, field_values
+from tiny_cli.agent.reply import Reply, field_values, missing_fields
 from tiny_cli.cards.load import Card
 from tiny_cli.digest import CHARS_PER_TOKEN, MODEL_STATUSES, Brief, CallRecord, Digest, Status
 from tiny_cli.tools.artifacts import Artifact
@@ -34,6 +34,7 @@ class Claim:
     notes: tuple[str, ...] = ()
     summary: str = ""
     fields: Mapping[str, Any] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()  # required fields the answer left out (a partial may)
 
 
 def answered(
@@ -63,7 +64,9 @@ def answered(
     if forced and status != "refused":
         status, reason = "partial", forced
     fields = {} if status == "refused" else field_values(data, required)
-    return judged(card, brief, meter, Claim(status, reason, notes, summary, fields), artifacts)
+    missing = () if status == "refused" else missing_fields(data, required)
+    claim = Claim(status, reason, notes, summary, fields, missing)
+    return judged(card, brief, meter, claim, artifacts)
 
 
 def out_of_time(
@@ -107,9 +110,10 @@ def judged(
         notes += (
             f"{len(ghosts)} ghost call(s) to tools this agent does not have: {', '.join(ghosts)}",
         )
-    summary, fields = claim.summary, claim.fields
+    summary, fields, missing = claim.summary, claim.fields, claim.missing
     if claim.reason == UNVERIFIED_WRITE:  # the claim and its invented fields are not printed
         summary, fields = "Nothing was written: the agent claimed a write that no tool made.", {}
+        missing = ()
     return Digest(
         card.id,
         claim.status,
@@ -121,6 +125,7 @@ def judged(
         claim.reason,
         calls=tuple(meter.calls),
         field_sources=field_sources(fields, meter.evidence, _asked(brief)),
+        missing=missing,
     )
 
 

@@ -3,7 +3,8 @@
 A `returns` entry is a shorthand type (`number`), a list of one type (`[string]`) or a JSON
 Schema mapping. `field_schema` turns it into a schema or names what is wrong with it (the card
 loader reports that as a Problem); `answer_schema` and `grammar_schema` are what the runner
-sends for constrained decoding; `field_hint` is how the prompt describes a value.
+sends for constrained decoding; `field_hint` is how the prompt describes a value and
+`field_template` how the answer template shows it.
 """
 
 from __future__ import annotations
@@ -62,6 +63,25 @@ def grammar_schema(schema: Any) -> Any:
 def field_hint(schema: Mapping[str, Any] | None) -> str:
     """Describe a field's value for a prompt: '<number>', '<list of string>', '<...>' if untyped."""
     return f"<{_hint(schema or {})}>"
+
+
+def field_template(schema: Mapping[str, Any] | None) -> str:
+    """Show a field's value in the prompt's answer template: a string in quotes, others not.
+
+    `"title": "<string>"`, `"rows": <integer>`, `"tags": <list of string>`: a model that
+    copies the template then writes a number as a number. An untyped field is `"<...>"`.
+    """
+    hint = field_hint(schema)
+    return json.dumps(hint, ensure_ascii=False) if _stringish(schema or {}) else hint
+
+
+def _stringish(schema: Mapping[str, Any]) -> bool:
+    """Whether a value of the schema may be a string (or its type is not known)."""
+    if "enum" in schema or "const" in schema:  # the hint spells each value as JSON
+        return False
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return "string" in kinds or kind is None
 
 
 def _hint(schema: Mapping[str, Any]) -> str:

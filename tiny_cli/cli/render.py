@@ -251,6 +251,8 @@ def digest(console: Console, d: Any) -> None:
         console.print(reason)
     if d.fields:
         console.print(_fields(d.fields, d.field_sources))
+    if d.missing:  # a partial taken with the fields it has: say which it lacks
+        console.print(f"missing: {_shown(', '.join(d.missing))}", style="yellow", highlight=False)
     for label, calls in (
         ("approved write", d.approved_writes()),
         ("declined write", d.declined_writes()),

@@ -441,6 +441,7 @@ def digest_text(d: Digest) -> str:
         for a in d.attempts
     ]
     lines += [f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in d.fields.items()]
+    lines += [f"missing: {', '.join(d.missing)}"] if d.missing else []
     lines += [f"note: {n}" for n in d.notes_for_caller]
     lines += [
         f"approved write: {write_call(c.name, c.arguments or {})}" for c in d.approved_writes()

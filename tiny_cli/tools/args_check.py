@@ -5,16 +5,20 @@ schemas use only keywords that drafts 7 to 2020-12 read alike; for those, a vali
 fastjsonschema compiled (once per schema and process) lets good arguments through without
 importing jsonschema, about 50 ms of a command's start. Arguments it rejects, and every schema
 with another keyword, go to jsonschema, so its verdict is the one that counts.
+
+`coerce_scalar` reads a string that is exactly a number or boolean of a schema's type as
+that value; a final answer's typed fields go through it before they are checked.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["argument_problem", "fast_pass"]
+__all__ = ["argument_problem", "coerce_scalar", "fast_pass"]
 
 MAX_SCHEMA_DEPTH = 32  # deeper ones go to jsonschema: no tool needs more, recursion stays bounded
 COMPILED_SCHEMAS = 256  # compiled validators kept per process (a bench at scale offers hundreds)
@@ -49,6 +53,34 @@ def argument_problem(schema: Mapping[str, Any], args: dict[str, Any]) -> str | N
         return None
     where = "/".join(map(str, errors[0].absolute_path)) or "arguments"
     return f"invalid arguments: {where}: {errors[0].message}"
+
+
+def coerce_scalar(schema: Any, value: Any) -> Any:
+    """Read a string that is exactly a number or boolean `schema`'s type allows as that value.
+
+    "3" for an integer is 3, "2.5" for a number 2.5, "true" for a boolean True. Anything else,
+    and every value where the type allows a string, is returned as it is.
+    """
+    kinds = schema.get("type") if isinstance(schema, Mapping) else None
+    kinds = {kinds} if isinstance(kinds, str) else set(kinds if isinstance(kinds, list) else ())
+    if not isinstance(value, str) or "string" in kinds or value != value.strip():
+        return value
+    parsed = _loads(value)
+    if isinstance(parsed, bool):
+        return parsed if "boolean" in kinds else value
+    if isinstance(parsed, int):
+        return parsed if kinds & {"integer", "number"} else value
+    if isinstance(parsed, float) and math.isfinite(parsed):
+        return parsed if "number" in kinds else value
+    return value
+
+
+def _loads(text: str) -> Any:
+    """Parse a JSON scalar; None for anything else (NaN and Infinity are no JSON)."""
+    try:
+        return json.loads(text, parse_constant=lambda _: None)
+    except (ValueError, RecursionError):
+        return None
 
 
 def fast_pass(schema: Mapping[str, Any], value: Any, *, formats: bool = False) -> bool:
