@@ -85,10 +85,13 @@ def test_github_format_prints_annotations(tiny) -> None:
     )
 
 
-def test_missing_path_is_a_usage_error_not_a_crash(tiny, tmp_path: Path) -> None:
-    result = tiny("validate", str(tmp_path / "nope.yaml"))
-    assert result.exit_code == 2  # README's exit codes: a missing file is a usage error
+@pytest.mark.parametrize("flag", [[], ["--cards"]])
+def test_a_missing_path_is_a_problem_found_exit_1_as_every_other(tiny, tmp_path, flag) -> None:
+    """`tiny validate nope.yaml` and `--cards nope` exit 1, as the problem count says."""
+    result = tiny("validate", *flag, str(tmp_path / "nope.yaml"))
+    assert result.exit_code == 1  # README's exit codes: 1, validate found problems
     assert "nope.yaml: path: no such file or directory" in result.stdout
+    assert "1 problem(s) found" in result.stdout and "Traceback" not in result.output
     (tmp_path / "bad.yaml").write_text("id: [\n")
     assert tiny("validate", str(tmp_path / "bad.yaml")).exit_code == 1  # a card's problem
 
