@@ -161,3 +161,19 @@ def test_cards_list_and_show_say_what_the_model_gets(tiny) -> None:
     assert "system prompt:" in human.output and "Tools you can call: docs_search." in human.output
     missing = tiny("cards", "show", "nope")
     assert missing.exit_code == 2 and "no card 'nope'" in missing.output
+
+
+def test_a_missing_cards_folder_says_who_named_it_and_hints_only_without_cards(
+    tiny, tmp_path, monkeypatch
+) -> None:
+    """`--cards nope` needs no advice to pass --cards; a variable or tiny.toml is named."""
+    _project(tmp_path, 'cards = "agents"\n')
+    monkeypatch.chdir(tmp_path)  # the project file is found from here
+    flagged = tiny("route", "hi", "--cards", "nope", env=UNSET)
+    assert flagged.exit_code == 2
+    assert flagged.stderr == "tiny: error: no cards directory nope (given by --cards)\n"
+    env = tiny("route", "hi", env={**UNSET, "TINY_CARDS": "gone"})
+    assert "no cards directory gone (from TINY_CARDS); pass --cards or change it" in env.stderr
+    toml = tiny("route", "hi", env=UNSET)
+    named = f"{tmp_path / 'agents'} (from cards in {tmp_path / 'tiny.toml'}); pass --cards"
+    assert toml.exit_code == 2 and named in toml.stderr
