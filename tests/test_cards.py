@@ -298,3 +298,24 @@ def test_a_symlink_loop_in_the_cards_folder_is_a_problem_not_a_traceback(tiny, t
     result = tiny("validate", str(tmp_path))
     assert result.exit_code == 1
     assert "loop.yaml: file: a symlink that leads nowhere" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "noticed"),
+    [
+        ("id: x\nsummary: s\ntools: [http_get\nreturns_required: [url]\n", 3, 4),  # next key
+        ("id: x\nsummary: s\ntools: [http_get\n\n# a note\nreturns_required: [url]\n", 3, 6),
+        ("id: x\nbudget: {max_tool_calls: 3\nreturns_required: [url]\n", 2, 3),
+        ("id: x\ntools: [http_get\n", 2, 3),  # at the end of the file
+        ('id: x\ntools: ["a" "b"]\n', 2, None),  # wrong on the line itself: that line
+    ],
+)
+def test_a_yaml_error_names_the_line_that_opened_the_bracket(tmp_path, text, line, noticed) -> None:
+    """PyYAML notices an unclosed [ on a later line; the line to fix is the one with the [."""
+    (tmp_path / "c.yaml").write_text(text)
+    _, problems = check_cards([tmp_path], KNOWN)
+    assert [(p.line, p.field) for p in problems] == [(line, "yaml")]
+    if noticed is not None:
+        assert problems[0].message.endswith(f"opened on this line; noticed on line {noticed})")
+    else:
+        assert "noticed" not in problems[0].message

@@ -22,7 +22,7 @@ from tiny_cli.cards import markdown
 from tiny_cli.cards.basis import CARD_SUFFIXES, NOT_CARDS, card_salt, card_schema
 from tiny_cli.cards.cache import CardCache
 from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema
-from tiny_cli.cards.wording import message, missing, short, yaml_message
+from tiny_cli.cards.wording import message, missing, short, yaml_line, yaml_message
 from tiny_cli.errors import CardError
 from tiny_cli.settings import ToolMode
 from tiny_cli.tools.mcp_config import McpConfig
@@ -257,9 +257,7 @@ def _check_file(
     try:
         node, data = yamlsafe.load(front.yaml)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        return None, [Problem(name, line, "yaml", yaml_message(exc))], None
+        return None, [Problem(name, yaml_line(exc), "yaml", yaml_message(exc))], None
     if not isinstance(data, dict) or node is None:
         kind = "empty" if data is None else f"a {type(data).__name__}"
         line = node.start_mark.line + 1 if node is not None else 1
