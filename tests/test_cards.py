@@ -26,6 +26,11 @@ KNOWN = {
 }
 
 
+def _shown(path: Path) -> str:
+    """A file as tiny prints it: relative to the working folder (the repository) when under it."""
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
 def _expectation(path: Path) -> tuple[str, str, str]:
     header = path.read_bytes().split(b"\n", 1)[0].decode()
     line, field, text = header.removeprefix("# expect: ").split("|", 2)
@@ -37,9 +42,9 @@ def test_each_broken_card_gets_one_line_and_exit_1(tiny, path: Path) -> None:
     line, field, text = _expectation(path)
     result = tiny("validate", str(path))
     assert result.exit_code == 1, result.output
-    problems = [ln for ln in result.stdout.splitlines() if ln.startswith(str(path))]
+    problems = [ln for ln in result.stdout.splitlines() if ln.startswith(_shown(path))]
     assert len(problems) == 1, result.stdout
-    where = str(path) if line == "-" else f"{path}:{line}"
+    where = _shown(path) if line == "-" else f"{_shown(path)}:{line}"
     assert problems[0].startswith(f"{where}: {field}: "), problems[0]
     assert text in problems[0]
     assert "Traceback" not in result.output
@@ -53,7 +58,8 @@ def test_broken_corpus_has_at_least_15_distinct_faults() -> None:
 def test_all_problems_reported_at_once(tiny) -> None:
     result = tiny("validate", str(BROKEN))
     assert result.exit_code == 1
-    files = {ln.split(":", 1)[0] for ln in result.stdout.splitlines() if ln.startswith(str(BROKEN))}
+    shown = _shown(BROKEN)
+    files = {ln.split(":", 1)[0] for ln in result.stdout.splitlines() if ln.startswith(shown)}
     assert len(files) == len(list(BROKEN.glob("*.yaml")))
 
 
@@ -78,7 +84,7 @@ def test_github_format_prints_annotations(tiny) -> None:
     result = tiny("validate", "--format", "github", str(path))
     assert result.exit_code == 1
     assert re.search(
-        rf"^::error file={re.escape(str(path))},line=4,title=tiny validate::tools\[0\]: "
+        rf"^::error file={re.escape(_shown(path))},line=4,title=tiny validate::tools\[0\]: "
         r"unknown tool 'web_serch'",
         result.stdout,
         re.M,

@@ -89,8 +89,20 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
+        shown = shown_path(self.file)
+        where = f"{shown}:{self.line}" if self.line else shown
         return f"{where}: {self.field}: {self.message}"
+
+
+def shown_path(file: str) -> str:
+    """A file as the docs write it: relative to the working folder when it lies under it."""
+    path = Path(file)
+    if not path.is_absolute():
+        return file
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except (ValueError, OSError):  # elsewhere, or the working folder is gone
+        return file
 
 
 def load_cards(
@@ -133,14 +145,9 @@ def check_cards(
         where = Problem(str(path), id_line, "id", "")
         if card.id in seen:
             first = seen[card.id]
-            problems.append(
-                Problem(
-                    where.file,
-                    where.line,
-                    "id",
-                    f"duplicate id {card.id!r} (already used in {first.file}:{first.line})",
-                )
-            )
+            used = f"{shown_path(first.file)}:{first.line}"
+            message = f"duplicate id {card.id!r} (already used in {used})"
+            problems.append(Problem(where.file, where.line, "id", message))
             continue
         seen[card.id] = where
         cards.append(card)
