@@ -325,3 +325,18 @@ def test_a_yaml_error_names_the_line_that_opened_the_bracket(tmp_path, text, lin
         assert problems[0].message.endswith(f"opened on this line; noticed on line {noticed})")
     else:
         assert "noticed" not in problems[0].message
+
+
+def test_a_card_with_two_problems_stops_route_with_one_line_and_a_count(tiny, tmp_path) -> None:
+    """The brief's rule for bad input: one clear line; `tiny validate` lists them all."""
+    (tmp_path / "c.yaml").write_text(
+        "id: c\nsummary: Reads one web page and answers.\ntools: [web_serch]\n"
+        "returns_required: [url]\nbudget: {max_tool_calls: 0}\n"
+    )
+    result = tiny("route", "read a page", "--cards", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1, result.stderr  # one line
+    assert result.stderr.startswith(
+        "tiny: error: 2 problems in the cards (tiny validate lists them all); "
+        f"the first: {tmp_path / 'c.yaml'}:5: budget.max_tool_calls: 0 is impossible"
+    )
