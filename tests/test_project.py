@@ -177,3 +177,22 @@ def test_a_missing_cards_folder_says_who_named_it_and_hints_only_without_cards(
     toml = tiny("route", "hi", env=UNSET)
     named = f"{tmp_path / 'agents'} (from cards in {tmp_path / 'tiny.toml'}); pass --cards"
     assert toml.exit_code == 2 and named in toml.stderr
+
+
+def test_init_says_it_kept_a_tool_module_and_validate_names_who_chose_it(
+    tiny, tmp_path, monkeypatch
+) -> None:
+    """A my_tools.py of the user's own, kept by init, is named with the setting that names it."""
+    (tmp_path / "my_tools.py").write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path)
+    made = tiny("init", env=UNSET)
+    assert made.exit_code == 0 and "kept     my_tools.py" in made.stdout
+    assert "tiny: warning: kept my_tools.py, which was already there; tiny.toml names it" in (
+        made.stderr
+    )
+    checked = tiny("validate", env=UNSET)
+    assert checked.exit_code == 2 and "Traceback" not in checked.output
+    assert checked.stderr == (
+        f"tiny: error: {tmp_path / 'my_tools.py'}: no tools found; decorate functions with "
+        f"@tiny_cli.tools.tool (the tool module named by tools in {tmp_path / 'tiny.toml'})\n"
+    )

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tiny_cli.cli.common import console, emit, settings_from
+from tiny_cli.cli.common import console, emit, settings_from, warn
 from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt
 from tiny_cli.cli.process import TinyGroup
 from tiny_cli.text import printable
@@ -33,11 +33,17 @@ def init(
 
     Then edit cards/word-counter.yaml, and run tiny validate and tiny route "count my words".
     """
-    from tiny_cli.scaffold import init_project
+    from tiny_cli.scaffold import STARTER_TOOLS, init_project
 
     report = init_project(folder)
     lines = [f"{status:8} {folder / path}" for path, status in report.files]
     emit(json_out, report.to_json(), lambda: typer.echo("\n".join(lines)))
+    if (STARTER_TOOLS, "kept") in report.files:  # a file of the user's, now tiny's tool module
+        warn(
+            f"kept {folder / STARTER_TOOLS}, which was already there; tiny.toml names it as "
+            "your tool module, so it must define the @tool functions your cards name "
+            "(the starter card's count_words)"
+        )
 
 
 @cards_app.command("list")
