@@ -196,3 +196,13 @@ def test_init_says_it_kept_a_tool_module_and_validate_names_who_chose_it(
         f"tiny: error: {tmp_path / 'my_tools.py'}: no tools found; decorate functions with "
         f"@tiny_cli.tools.tool (the tool module named by tools in {tmp_path / 'tiny.toml'})\n"
     )
+
+
+def test_cards_show_piped_is_not_wrapped_so_its_json_parses(tiny) -> None:
+    """Not at a terminal there are no 80 columns to fit: the schemas print as one JSON text."""
+    shown = json.loads(tiny("cards", "show", "crm-writer", "--json").stdout)
+    human = tiny("cards", "show", "crm-writer").stdout
+    prompt, schemas = human.split("\nsystem prompt:\n", 1)[1].split("\n\ntool schemas:\n")
+    assert json.loads(schemas) == shown["tool_schemas"]
+    assert prompt == shown["system_prompt"]
+    assert max(map(len, human.splitlines())) > 80  # there were lines to wrap

@@ -87,16 +87,22 @@ def _list_table(rows: list[dict[str, Any]]) -> None:
 
 
 def _detail(detail: dict[str, Any]) -> None:
+    """Print one card; never wrapped: piped, a long line stays one line (the JSON stays JSON)."""
     import json
 
     out = console()
     for key in ("id", "file", "summary", "tools", "side_effects", "returns_required", "first"):
         value = detail[key]
         shown = ", ".join(value) if isinstance(value, list) else str(value)
-        out.print(f"{key:17} {printable(shown)}", markup=False, highlight=False)
-    out.print(f"{'budget':17} {json.dumps(detail['budget'])}", markup=False, highlight=False)
-    out.print("\nsystem prompt:", markup=False)
-    out.print(printable(detail["system_prompt"], keep="\n"), markup=False, highlight=False)
-    out.print("\ntool schemas:", markup=False)
+        _line(out, f"{key:17} {printable(shown)}")
+    _line(out, f"{'budget':17} {json.dumps(detail['budget'])}")
+    _line(out, "\nsystem prompt:")
+    _line(out, printable(detail["system_prompt"], keep="\n"))
+    _line(out, "\ntool schemas:")
     text = json.dumps(detail["tool_schemas"], ensure_ascii=False, indent=2)
-    out.print(printable(text, keep="\n"), markup=False, highlight=False)
+    _line(out, printable(text, keep="\n"))
+
+
+def _line(out: Any, text: str) -> None:
+    """Print text as it is: no markup, no colour, no wrap (a terminal wraps it itself)."""
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
