@@ -26,6 +26,11 @@ KNOWN = {
 }
 
 
+def _shown(path: Path) -> str:
+    """A file as tiny prints it: relative to the working folder (the repository) when under it."""
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
 def _expectation(path: Path) -> tuple[str, str, str]:
     header = path.read_bytes().split(b"\n", 1)[0].decode()
     line, field, text = header.removeprefix("# expect: ").split("|", 2)
@@ -37,9 +42,9 @@ def test_each_broken_card_gets_one_line_and_exit_1(tiny, path: Path) -> None:
     line, field, text = _expectation(path)
     result = tiny("validate", str(path))
     assert result.exit_code == 1, result.output
-    problems = [ln for ln in result.stdout.splitlines() if ln.startswith(str(path))]
+    problems = [ln for ln in result.stdout.splitlines() if ln.startswith(_shown(path))]
     assert len(problems) == 1, result.stdout
-    where = str(path) if line == "-" else f"{path}:{line}"
+    where = _shown(path) if line == "-" else f"{_shown(path)}:{line}"
     assert problems[0].startswith(f"{where}: {field}: "), problems[0]
     assert text in problems[0]
     assert "Traceback" not in result.output
@@ -53,7 +58,8 @@ def test_broken_corpus_has_at_least_15_distinct_faults() -> None:
 def test_all_problems_reported_at_once(tiny) -> None:
     result = tiny("validate", str(BROKEN))
     assert result.exit_code == 1
-    files = {ln.split(":", 1)[0] for ln in result.stdout.splitlines() if ln.startswith(str(BROKEN))}
+    shown = _shown(BROKEN)
+    files = {ln.split(":", 1)[0] for ln in result.stdout.splitlines() if ln.startswith(shown)}
     assert len(files) == len(list(BROKEN.glob("*.yaml")))
 
 
@@ -78,17 +84,20 @@ def test_github_format_prints_annotations(tiny) -> None:
     result = tiny("validate", "--format", "github", str(path))
     assert result.exit_code == 1
     assert re.search(
-        rf"^::error file={re.escape(str(path))},line=4,title=tiny validate::tools\[0\]: "
+        rf"^::error file={re.escape(_shown(path))},line=4,title=tiny validate::tools\[0\]: "
         r"unknown tool 'web_serch'",
         result.stdout,
         re.M,
     )
 
 
-def test_missing_path_is_a_usage_error_not_a_crash(tiny, tmp_path: Path) -> None:
-    result = tiny("validate", str(tmp_path / "nope.yaml"))
-    assert result.exit_code == 2  # README's exit codes: a missing file is a usage error
+@pytest.mark.parametrize("flag", [[], ["--cards"]])
+def test_a_missing_path_is_a_problem_found_exit_1_as_every_other(tiny, tmp_path, flag) -> None:
+    """`tiny validate nope.yaml` and `--cards nope` exit 1, as the problem count says."""
+    result = tiny("validate", *flag, str(tmp_path / "nope.yaml"))
+    assert result.exit_code == 1  # README's exit codes: 1, validate found problems
     assert "nope.yaml: path: no such file or directory" in result.stdout
+    assert "1 problem(s) found" in result.stdout and "Traceback" not in result.output
     (tmp_path / "bad.yaml").write_text("id: [\n")
     assert tiny("validate", str(tmp_path / "bad.yaml")).exit_code == 1  # a card's problem
 
@@ -295,3 +304,39 @@ def test_a_symlink_loop_in_the_cards_folder_is_a_problem_not_a_traceback(tiny, t
     result = tiny("validate", str(tmp_path))
     assert result.exit_code == 1
     assert "loop.yaml: file: a symlink that leads nowhere" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "noticed"),
+    [
+        ("id: x\nsummary: s\ntools: [http_get\nreturns_required: [url]\n", 3, 4),  # next key
+        ("id: x\nsummary: s\ntools: [http_get\n\n# a note\nreturns_required: [url]\n", 3, 6),
+        ("id: x\nbudget: {max_tool_calls: 3\nreturns_required: [url]\n", 2, 3),
+        ("id: x\ntools: [http_get\n", 2, 3),  # at the end of the file
+        ('id: x\ntools: ["a" "b"]\n', 2, None),  # wrong on the line itself: that line
+    ],
+)
+def test_a_yaml_error_names_the_line_that_opened_the_bracket(tmp_path, text, line, noticed) -> None:
+    """PyYAML notices an unclosed [ on a later line; the line to fix is the one with the [."""
+    (tmp_path / "c.yaml").write_text(text)
+    _, problems = check_cards([tmp_path], KNOWN)
+    assert [(p.line, p.field) for p in problems] == [(line, "yaml")]
+    if noticed is not None:
+        assert problems[0].message.endswith(f"opened on this line; noticed on line {noticed})")
+    else:
+        assert "noticed" not in problems[0].message
+
+
+def test_a_card_with_two_problems_stops_route_with_one_line_and_a_count(tiny, tmp_path) -> None:
+    """The brief's rule for bad input: one clear line; `tiny validate` lists them all."""
+    (tmp_path / "c.yaml").write_text(
+        "id: c\nsummary: Reads one web page and answers.\ntools: [web_serch]\n"
+        "returns_required: [url]\nbudget: {max_tool_calls: 0}\n"
+    )
+    result = tiny("route", "read a page", "--cards", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1, result.stderr  # one line
+    assert result.stderr.startswith(
+        "tiny: error: 2 problems in the cards (tiny validate lists them all); "
+        f"the first: {tmp_path / 'c.yaml'}:5: budget.max_tool_calls: 0 is impossible"
+    )

@@ -72,7 +72,8 @@ def test_a_broken_card_stops_route_with_the_usage_exit_code(tiny, tmp_path) -> N
     (tmp_path / "bad.yaml").write_text("id: bad\nsummary: too short\ntool: [http_get]\n", "utf-8")
     result = tiny("route", "hello", "--cards", str(tmp_path))
     assert result.exit_code == 2  # README: 2 is "broken card on load"; only validate exits 1
-    assert result.stderr.startswith(f"tiny: error: {tmp_path / 'bad.yaml'}:")
+    assert result.stderr.startswith("tiny: error: 3 problems in the cards")  # one line
+    assert f"the first: {tmp_path / 'bad.yaml'}:" in result.stderr
 
 
 def test_an_unusable_data_dir_is_one_line(tiny, tmp_path) -> None:

@@ -37,3 +37,13 @@ def test_an_unknown_command_is_one_line() -> None:
     result = CliRunner().invoke(app, ["nosuch"])
     assert result.exit_code == 2
     assert "No such command 'nosuch'" in result.output
+
+
+@pytest.mark.parametrize("group", [[], ["cards"]])
+def test_a_bare_group_prints_its_help_and_exits_0(group: list[str]) -> None:
+    """`tiny` alone asks what tiny can do: the help, as --help prints it, and no error."""
+    runner = CliRunner()
+    bare = runner.invoke(app, group)
+    assert bare.exit_code == 0, bare.output
+    assert bare.stdout == runner.invoke(app, [*group, "--help"]).stdout
+    assert "error:" not in bare.output and bare.stdout.startswith("Usage: ")

@@ -163,3 +163,28 @@ def test_every_bench_option_is_in_the_docs_flag_tables() -> None:
     options = [o for p in bench.params for o in p.opts if o.startswith("--") and o != "--help"]
     missing = [o for o in options if f"`{o}" not in tables]
     assert not missing, f"docs/bench.md has no flag-table row for {missing}"
+
+
+def test_the_readmes_recording_example_says_it_is_live_and_writes_outside_the_repo() -> None:
+    """A newcomer copies it: visible text says it needs a model server (the docs-test comment
+    is invisible), and its file lands in their working folder, not in the repo's examples/."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = [m for m in FENCE.finditer(text) if "tiny bench --record" in m.group(2)]
+    assert blocks
+    for block in blocks:
+        assert not re.search(r"--(record|replay)\s+examples/", block.group(2)), block.group(2)
+        prose = re.sub(r"<!--.*?-->", "", text[: block.start()].rsplit("```", 1)[-1], flags=re.S)
+        assert "needs a model server" in " ".join(prose.split()), prose
+
+
+def test_a_local_model_is_set_up_with_commands_a_user_has_not_a_workspace_path() -> None:
+    """docs/providers.md starts Ollama or llama.cpp step by step; no doc sends a user to a
+    path of the machine the docs were written on."""
+    providers = (REPO / "docs" / "providers.md").read_text(encoding="utf-8")
+    local = providers.split("## A local model", 1)[1].split("\n## ", 1)[0]
+    for command in ("ollama pull ", "ollama serve", "llama-server -hf ", "-m ./FILE.gguf"):
+        assert command in local
+    for path in documents():
+        assert "shared/llm" not in path.read_text(encoding="utf-8"), path
+    for doc in ("README.md", "docs/bench.md"):
+        assert "providers.md#a-local-model" in (REPO / doc).read_text(encoding="utf-8"), doc

@@ -301,3 +301,26 @@ def test_the_cache_hit_returns_identical_markdown_cards(
     assert second == first
     assert [c.instructions for c in second] == [c.instructions for c in first]
     assert "exactly as the page" in second[0].instructions
+
+
+def test_problems_name_files_relative_to_the_working_folder_as_the_docs_do(
+    tiny, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The project file makes the cards folder absolute; a person reads `cards/x.md:4`."""
+    _write(tmp_path, "tiny.toml", 'cards = "cards"\n')
+    cards = tmp_path / "cards"
+    fields = "summary: Reads a page.\ntools: [docs_serch]\nreturns_required: [a]\n"
+    _write(cards, "x.md", f"---\nid: x\n{fields}---\nGo.\n")
+    _write(cards, "y.yaml", f"id: y\n{fields}")
+    monkeypatch.chdir(tmp_path)  # where the user works: the project file is found from here
+    env = {"TINY_CARDS": "", "TINY_PROJECT": ""}
+    checked = tiny("validate", env=env)
+    assert checked.exit_code == 1
+    assert checked.stdout.startswith("cards/x.md:4: tools[0]: unknown tool 'docs_serch'")
+    assert "\ncards/y.yaml:3: tools[0]: unknown tool 'docs_serch'" in checked.stdout
+    assert str(tmp_path) not in checked.stdout
+    github = tiny("validate", "--format", "github", env=env)
+    assert github.stdout.startswith("::error file=cards/x.md,line=4,title=tiny validate::")
+    routed = tiny("route", "read a page", env=env)
+    assert routed.exit_code == 2 and "cards/x.md:4: tools[0]" in routed.stderr
+    assert str(tmp_path) not in routed.stderr

@@ -161,3 +161,48 @@ def test_cards_list_and_show_say_what_the_model_gets(tiny) -> None:
     assert "system prompt:" in human.output and "Tools you can call: docs_search." in human.output
     missing = tiny("cards", "show", "nope")
     assert missing.exit_code == 2 and "no card 'nope'" in missing.output
+
+
+def test_a_missing_cards_folder_says_who_named_it_and_hints_only_without_cards(
+    tiny, tmp_path, monkeypatch
+) -> None:
+    """`--cards nope` needs no advice to pass --cards; a variable or tiny.toml is named."""
+    _project(tmp_path, 'cards = "agents"\n')
+    monkeypatch.chdir(tmp_path)  # the project file is found from here
+    flagged = tiny("route", "hi", "--cards", "nope", env=UNSET)
+    assert flagged.exit_code == 2
+    assert flagged.stderr == "tiny: error: no cards directory nope (given by --cards)\n"
+    env = tiny("route", "hi", env={**UNSET, "TINY_CARDS": "gone"})
+    assert "no cards directory gone (from TINY_CARDS); pass --cards or change it" in env.stderr
+    toml = tiny("route", "hi", env=UNSET)
+    named = f"{tmp_path / 'agents'} (from cards in {tmp_path / 'tiny.toml'}); pass --cards"
+    assert toml.exit_code == 2 and named in toml.stderr
+
+
+def test_init_says_it_kept_a_tool_module_and_validate_names_who_chose_it(
+    tiny, tmp_path, monkeypatch
+) -> None:
+    """A my_tools.py of the user's own, kept by init, is named with the setting that names it."""
+    (tmp_path / "my_tools.py").write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path)
+    made = tiny("init", env=UNSET)
+    assert made.exit_code == 0 and "kept     my_tools.py" in made.stdout
+    assert "tiny: warning: kept my_tools.py, which was already there; tiny.toml names it" in (
+        made.stderr
+    )
+    checked = tiny("validate", env=UNSET)
+    assert checked.exit_code == 2 and "Traceback" not in checked.output
+    assert checked.stderr == (
+        f"tiny: error: {tmp_path / 'my_tools.py'}: no tools found; decorate functions with "
+        f"@tiny_cli.tools.tool (the tool module named by tools in {tmp_path / 'tiny.toml'})\n"
+    )
+
+
+def test_cards_show_piped_is_not_wrapped_so_its_json_parses(tiny) -> None:
+    """Not at a terminal there are no 80 columns to fit: the schemas print as one JSON text."""
+    shown = json.loads(tiny("cards", "show", "crm-writer", "--json").stdout)
+    human = tiny("cards", "show", "crm-writer").stdout
+    prompt, schemas = human.split("\nsystem prompt:\n", 1)[1].split("\n\ntool schemas:\n")
+    assert json.loads(schemas) == shown["tool_schemas"]
+    assert prompt == shown["system_prompt"]
+    assert max(map(len, human.splitlines())) > 80  # there were lines to wrap

@@ -59,7 +59,15 @@ class CardError(TinyError):
     def __init__(self, problems: list, loaded: tuple = ()) -> None:
         self.problems = problems
         self.loaded = loaded  # the cards that did load: a command may still name what it needs
-        super().__init__("\n".join(str(p) for p in problems))
+        super().__init__(_one_line(problems))
+
+
+def _one_line(problems: list) -> str:
+    """The problem, or how many there are and the first: an error is one line."""
+    if len(problems) == 1:
+        return str(problems[0])
+    first = f"; the first: {problems[0]}" if problems else ""
+    return f"{len(problems)} problems in the cards (tiny validate lists them all){first}"
 
 
 class ToolError(TinyError):

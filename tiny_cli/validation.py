@@ -33,11 +33,6 @@ class Validation:
     problems: list[Problem]
     warnings: list[Problem]
 
-    @property
-    def missing_path(self) -> bool:
-        """Whether a path given to check does not exist: a usage error, not a card's problem."""
-        return any(p.field == "path" for p in self.problems)
-
     def to_json(self) -> dict[str, Any]:
         """Return the result as one JSON document (`tiny validate --json`)."""
         return {

@@ -89,13 +89,21 @@ def _card_set(
 ) -> CardSet:
     """Load the cards folder (from its snapshot when unchanged); CardError if a card is broken."""
     if not settings.cards_dir.exists():
-        raise ConfigError(
-            f"no cards directory {settings.cards_dir}; pass --cards or set TINY_CARDS"
-        )
+        raise _no_cards(settings)
     try:
         return load_card_set([settings.cards_dir], known, mcp, settings.cache_dir)
     except CardError as exc:
         raise _unknown_first(exc, wanted, settings.cards_dir) from None
+
+
+def _no_cards(settings: Settings) -> ConfigError:
+    """The cards folder is not there: say who named it, and how to name another one."""
+    folder, where = settings.cards_dir, settings.origin("cards_dir")
+    if where == "--cards":  # the user just typed it: no advice to type it
+        return ConfigError(f"no cards directory {folder} (given by --cards)")
+    if where:
+        return ConfigError(f"no cards directory {folder} (from {where}); pass --cards or change it")
+    return ConfigError(f"no cards directory {folder}; pass --cards or set TINY_CARDS")
 
 
 def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyError:

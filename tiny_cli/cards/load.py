@@ -22,7 +22,7 @@ from tiny_cli.cards import markdown
 from tiny_cli.cards.basis import CARD_SUFFIXES, NOT_CARDS, card_salt, card_schema
 from tiny_cli.cards.cache import CardCache
 from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema
-from tiny_cli.cards.wording import message, missing, short, yaml_message
+from tiny_cli.cards.wording import message, missing, short, yaml_line, yaml_message
 from tiny_cli.errors import CardError
 from tiny_cli.settings import ToolMode
 from tiny_cli.tools.mcp_config import McpConfig
@@ -89,8 +89,20 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
+        shown = shown_path(self.file)
+        where = f"{shown}:{self.line}" if self.line else shown
         return f"{where}: {self.field}: {self.message}"
+
+
+def shown_path(file: str) -> str:
+    """A file as the docs write it: relative to the working folder when it lies under it."""
+    path = Path(file)
+    if not path.is_absolute():
+        return file
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except (ValueError, OSError):  # elsewhere, or the working folder is gone
+        return file
 
 
 def load_cards(
@@ -133,14 +145,9 @@ def check_cards(
         where = Problem(str(path), id_line, "id", "")
         if card.id in seen:
             first = seen[card.id]
-            problems.append(
-                Problem(
-                    where.file,
-                    where.line,
-                    "id",
-                    f"duplicate id {card.id!r} (already used in {first.file}:{first.line})",
-                )
-            )
+            used = f"{shown_path(first.file)}:{first.line}"
+            message = f"duplicate id {card.id!r} (already used in {used})"
+            problems.append(Problem(where.file, where.line, "id", message))
             continue
         seen[card.id] = where
         cards.append(card)
@@ -257,9 +264,7 @@ def _check_file(
     try:
         node, data = yamlsafe.load(front.yaml)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        return None, [Problem(name, line, "yaml", yaml_message(exc))], None
+        return None, [Problem(name, yaml_line(exc), "yaml", yaml_message(exc))], None
     if not isinstance(data, dict) or node is None:
         kind = "empty" if data is None else f"a {type(data).__name__}"
         line = node.start_mark.line + 1 if node is not None else 1

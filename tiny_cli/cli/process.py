@@ -29,10 +29,18 @@ EXIT_BY_STATUS = {
 
 # the framework's usage error (typer vendors click, so it is found through a public subclass)
 UsageError: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+# what a group raises when called bare (`tiny`, `tiny cards`): no mistake, a request for help
+NoArgsIsHelp: Any = getattr(sys.modules[UsageError.__module__], "NoArgsIsHelpError", ())
 
 
 def _usage_error(exc: Any) -> typer.Exit:
-    """Say a usage error in one line, as every other error is, with where to find help."""
+    """Say a usage error in one line, as every other error is, with where to find help.
+
+    A bare group (`tiny`) prints its help on stdout and exits 0, as `tiny --help` does.
+    """
+    if isinstance(exc, NoArgsIsHelp) and exc.ctx is not None:
+        typer.echo(exc.ctx.get_help())
+        return typer.Exit(EXIT_OK)
     where = exc.ctx.command_path if exc.ctx is not None else "tiny"
     typer.echo(f"tiny: error: {exc.format_message()} (see '{where} --help')", err=True)
     return typer.Exit(exc.exit_code)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tiny_cli.cli.common import console, emit, settings_from
+from tiny_cli.cli.common import console, emit, settings_from, warn
 from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt
 from tiny_cli.cli.process import TinyGroup
 from tiny_cli.text import printable
@@ -33,11 +33,17 @@ def init(
 
     Then edit cards/word-counter.yaml, and run tiny validate and tiny route "count my words".
     """
-    from tiny_cli.scaffold import init_project
+    from tiny_cli.scaffold import STARTER_TOOLS, init_project
 
     report = init_project(folder)
     lines = [f"{status:8} {folder / path}" for path, status in report.files]
     emit(json_out, report.to_json(), lambda: typer.echo("\n".join(lines)))
+    if (STARTER_TOOLS, "kept") in report.files:  # a file of the user's, now tiny's tool module
+        warn(
+            f"kept {folder / STARTER_TOOLS}, which was already there; tiny.toml names it as "
+            "your tool module, so it must define the @tool functions your cards name "
+            "(the starter card's count_words)"
+        )
 
 
 @cards_app.command("list")
@@ -81,16 +87,22 @@ def _list_table(rows: list[dict[str, Any]]) -> None:
 
 
 def _detail(detail: dict[str, Any]) -> None:
+    """Print one card; never wrapped: piped, a long line stays one line (the JSON stays JSON)."""
     import json
 
     out = console()
     for key in ("id", "file", "summary", "tools", "side_effects", "returns_required", "first"):
         value = detail[key]
         shown = ", ".join(value) if isinstance(value, list) else str(value)
-        out.print(f"{key:17} {printable(shown)}", markup=False, highlight=False)
-    out.print(f"{'budget':17} {json.dumps(detail['budget'])}", markup=False, highlight=False)
-    out.print("\nsystem prompt:", markup=False)
-    out.print(printable(detail["system_prompt"], keep="\n"), markup=False, highlight=False)
-    out.print("\ntool schemas:", markup=False)
+        _line(out, f"{key:17} {printable(shown)}")
+    _line(out, f"{'budget':17} {json.dumps(detail['budget'])}")
+    _line(out, "\nsystem prompt:")
+    _line(out, printable(detail["system_prompt"], keep="\n"))
+    _line(out, "\ntool schemas:")
     text = json.dumps(detail["tool_schemas"], ensure_ascii=False, indent=2)
-    out.print(printable(text, keep="\n"), markup=False, highlight=False)
+    _line(out, printable(text, keep="\n"))
+
+
+def _line(out: Any, text: str) -> None:
+    """Print text as it is: no markup, no colour, no wrap (a terminal wraps it itself)."""
+    out.print(text, markup=False, highlight=False, soft_wrap=True)

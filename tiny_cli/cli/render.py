@@ -31,8 +31,10 @@ def validation(
     for level, found in (("error", problems), ("warning", warnings)):
         for p in found:
             if fmt == "github":
+                from tiny_cli.cards.load import shown_path  # loaded: validate checked cards
+
                 line = f",line={p.line}" if p.line else ""
-                where = f"file={_gh_property(p.file)}{line},title=tiny validate"
+                where = f"file={_gh_property(shown_path(p.file))}{line},title=tiny validate"
                 text = f"::{level} {where}::{_gh_data(f'{p.field}: {p.message}')}"
             else:
                 text = printable(str(p) if level == "error" else f"warning: {p}")

@@ -11,7 +11,7 @@ import typer
 
 from tiny_cli.cli.common import console, emit, settings_from
 from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt, WideOpt
-from tiny_cli.cli.process import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from tiny_cli.cli.process import EXIT_OK, EXIT_PROBLEMS
 from tiny_cli.settings import DEFAULT_TOP
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def validate(
 ) -> None:
     """Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets.
 
-    Exit 0: all clean; 1: problems found; 2: a path given does not exist.
+    Exit 0: all clean; 1: problems found (a path given that does not exist is one).
     """
     from tiny_cli.cli import render
     from tiny_cli.validation import validate as validate_cards
@@ -48,8 +48,7 @@ def validate(
         typer.echo(json.dumps(found.to_json(), ensure_ascii=False, indent=2))
     else:
         render.validation(console(), found.cards, found.problems, fmt, found.warnings, wide)
-    failed = EXIT_USAGE if found.missing_path else EXIT_PROBLEMS
-    raise typer.Exit(failed if found.problems else EXIT_OK)
+    raise typer.Exit(EXIT_PROBLEMS if found.problems else EXIT_OK)
 
 
 def route(

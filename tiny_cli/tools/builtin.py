@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tiny_cli.errors import ToolError
 from tiny_cli.settings import Settings
 from tiny_cli.tools import bounds
 from tiny_cli.tools.bounds import DEFAULT_SEARCH_LIMIT
@@ -33,13 +34,29 @@ T = TypeVar("T")
 
 def default_registry(settings: Settings, transport: httpx.BaseTransport | None = None) -> Registry:
     """Return the built-in tools plus the user's tools from `settings.tools_spec`."""
-    from tiny_cli.tools.registry import Registry, load_tool_module
+    from tiny_cli.tools.registry import Registry
 
     registry = Registry(builtin_entries(settings, transport), origin="built-in")
     for spec in _specs(settings.tools_spec):
-        for t in load_tool_module(spec):
+        for t in _user_tools(spec, settings.origin("tools_spec")):
             registry.add(t, origin=spec)
     return registry
+
+
+def _user_tools(spec: str, origin: str) -> list[Tool]:
+    """The tools of one module the settings name; its error says which setting named it.
+
+    `tiny init` keeps a my_tools.py that was there before and names it in tiny.toml: without
+    the setting's name, "no tools found" in a file the user never meant as tools is a riddle.
+    """
+    from tiny_cli.tools.registry import load_tool_module
+
+    try:
+        return load_tool_module(spec)
+    except ToolError as exc:
+        if not origin:
+            raise
+        raise ToolError(f"{exc} (the tool module named by {origin})") from None
 
 
 def builtin_entries(
