@@ -144,7 +144,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         mcp_file=_env_or(env, "TINY_MCP", p, "mcp"),
         ask_route=_switch(env, "TINY_ASK_ROUTE", p.get("ask_route", False)),
         project_file=project.path if project is not None else None,
-        origins=_origins(env, p, name),
+        origins=_origins(env, p, str(project.path) if project is not None else ""),
     )
 
 
