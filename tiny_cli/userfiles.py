@@ -27,6 +27,7 @@ from tiny_cli.errors import ConfigError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "check_writable",
     "jsonl_line",
     "jsonl_lines",
     "locked",
@@ -113,6 +114,20 @@ def _refuse_special(path: Path) -> None:
         raise ConfigError(f"{path}: is a link; tiny writes only regular files, not through links")
     if not stat.S_ISREG(mode):
         raise ConfigError(f"{path}: exists and is not a regular file; not replaced")
+
+
+def check_writable(path: Path) -> None:
+    """Raise now where a later write to `path` would fail (folder, special file, unwritable)."""
+    if path.is_dir() and not path.is_symlink():
+        raise ConfigError(f"{path}: is a folder; name a file to write")
+    _refuse_special(path)
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{path}: {folder} is not a folder; cannot write there")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{path}: the folder {folder} is not writable")
 
 
 def write_text(path: Path, text: str) -> None:

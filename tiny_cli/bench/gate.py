@@ -41,13 +41,17 @@ def parse_gates(specs: Iterable[str]) -> list[Gate]:
     return [_gate(spec) for spec in specs]
 
 
-def check_gates(gates: Sequence[Gate], kind: str) -> None:
-    """Refuse, before any run, a gate naming a metric the report of `kind` does not have."""
+def check_gates(gates: Sequence[Gate], kind: str, arms: Sequence[str] | None = None) -> None:
+    """Refuse, before any run, a gate naming a metric or an arm (of `arms`) the report lacks."""
     for gate in gates:
         if gate.metric not in METRICS[kind]:
             known = ", ".join(METRICS[kind])
             raise ConfigError(
                 f"--fail-under {gate}: {gate.metric!r} is not a metric here ({known})"
+            )
+        if arms is not None and gate.arm not in arms:
+            raise ConfigError(
+                f"--fail-under {gate}: {gate.arm!r} is not an arm of this bench ({', '.join(arms)})"
             )
 
 

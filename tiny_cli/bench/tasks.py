@@ -13,6 +13,7 @@ import yaml
 
 from tiny_cli.cards.load import Card
 from tiny_cli.errors import ConfigError
+from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_text
 
 __all__ = [
     "DEFAULT_TASKS_FILE",
@@ -146,27 +147,19 @@ def as_text(value: Any) -> str:
 
 def _read_entries(path: Path) -> list[tuple[str, Any]]:
     """Return (where, entry) pairs: JSONL lines by number, YAML list items by index."""
-    text = _read_text(path)
+    text = read_text(path)  # bounded, and one line for a missing file, a folder or a FIFO
     if path.suffix == ".jsonl":
         return [
             (f"line {n}", _json(path, n, line))
-            for n, line in enumerate(text.splitlines(), 1)
+            for n, line in enumerate(jsonl_lines(text), 1)
             if line.strip()
         ]
     return _yaml_entries(path, text)
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"{path}: cannot read the task file: {reason}") from exc
-
-
 def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
     try:
-        data = yaml.safe_load(text)
+        data = parse_guarded(yaml.safe_load, text, path)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, list):
@@ -176,7 +169,7 @@ def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
 
 def _json(path: Path, n: int, line: str) -> Any:
     try:
-        return json.loads(line)
+        return parse_guarded(json.loads, line, Path(f"{path}:{n}"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
 
