@@ -120,7 +120,6 @@ def check_writable(path: Path) -> None:
     """Raise now where a later write to `path` would fail (folder, special file, unwritable)."""
     if path.is_dir() and not path.is_symlink():
         raise ConfigError(f"{path}: is a folder; name a file to write")
-    _refuse_special(path)
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -128,6 +127,7 @@ def check_writable(path: Path) -> None:
         raise ConfigError(f"{path}: {folder} is not a folder; cannot write there")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ConfigError(f"{path}: the folder {folder} is not writable")
+    _refuse_special(path)  # after the folder: under a plain file, lstat fails otherwise
 
 
 def write_text(path: Path, text: str) -> None:

@@ -26,6 +26,7 @@ from tiny_cli.agent.prompts import tools_section
 from tiny_cli.bench.arms import generalist
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
 from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
+from tiny_cli.bench.tasks import read_task_text
 from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, universes
 from tiny_cli.cards.load import Budget, Card
 from tiny_cli.digest import Digest, estimate_tokens, make_brief
@@ -33,7 +34,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.router import Router
 from tiny_cli.session import Session
 from tiny_cli.settings import Settings, model_for
-from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_text
+from tiny_cli.userfiles import jsonl_lines, parse_guarded
 from tiny_cli.workspace import Workspace, open_workspace
 
 __all__ = [
@@ -97,7 +98,7 @@ def is_selection_file(path: Path) -> bool:
     """Whether a task file holds selection tasks (JSONL whose first entry has `expect_call`)."""
     if path.suffix != ".jsonl":
         return False
-    lines = jsonl_lines(read_text(path))  # bounded: a folder, FIFO or device is one line
+    lines = jsonl_lines(read_task_text(path))  # bounded: a folder, FIFO or device is one line
     first = next((line for line in lines if line.strip()), "")
     try:
         entry = parse_guarded(json.loads, first[:MAX_SELECTION_LINE], path)
@@ -110,7 +111,7 @@ def load_selection_tasks(path: Path, cards: Mapping[str, Card]) -> list[Selectio
     """Read a selection task file; a bad line is a one-line ConfigError naming file and line."""
     tasks: list[SelectionTask] = []
     seen: dict[str, int] = {}
-    for n, line in enumerate(jsonl_lines(read_text(path)), 1):
+    for n, line in enumerate(jsonl_lines(read_task_text(path)), 1):
         if not line.strip():
             continue
         task = _selection_task(path, n, line, cards)

@@ -13,7 +13,7 @@ import yaml
 
 from tiny_cli.cards.load import Card
 from tiny_cli.errors import ConfigError
-from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_text
+from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_bytes
 
 __all__ = [
     "DEFAULT_TASKS_FILE",
@@ -30,6 +30,7 @@ __all__ = [
     "default_tasks_path",
     "load_tasks",
     "pages_folder",
+    "read_task_text",
 ]
 
 DEFAULT_TASKS_FILE = Path("examples/bench/tasks.yaml")
@@ -147,7 +148,7 @@ def as_text(value: Any) -> str:
 
 def _read_entries(path: Path) -> list[tuple[str, Any]]:
     """Return (where, entry) pairs: JSONL lines by number, YAML list items by index."""
-    text = read_text(path)  # bounded, and one line for a missing file, a folder or a FIFO
+    text = read_task_text(path)
     if path.suffix == ".jsonl":
         return [
             (f"line {n}", _json(path, n, line))
@@ -155,6 +156,19 @@ def _read_entries(path: Path) -> list[tuple[str, Any]]:
             if line.strip()
         ]
     return _yaml_entries(path, text)
+
+
+def read_task_text(path: Path) -> str:
+    """A task file's text, read bounded (a missing file, folder or FIFO is one ConfigError).
+
+    Bytes that are not UTF-8 are one ConfigError naming the line they are on.
+    """
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 (byte {err.start})") from None
 
 
 def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
