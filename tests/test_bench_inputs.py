@@ -203,29 +203,38 @@ def _no_request(result, scripted_server) -> str:
     [
         ("tinyy.right=0.5", "'tinyy' is not an arm of this bench (tiny, all-tools)"),
         ("all-tools.right=0.5", "'all-tools' is not an arm of this bench (tiny)"),
+        ("all-tools.routing=0.5",
+         "arm 'all-tools' has no routing figure, so no run could meet it (arms with one: tiny)"),
     ],
-)
-def test_a_misspelt_fail_under_arm_stops_the_example_bench_at_once(
+)  # fmt: skip
+def test_a_bar_the_example_bench_cannot_read_stops_it_at_once(
     tiny, scripted_server, spec, words
 ) -> None:
     env = {"TINY_BASE_URL": scripted_server.url}
-    result = tiny(
-        "bench", "--arm", "tiny" if "all" in spec else "both", "--fail-under", spec, env=env
-    )
+    arm = "tiny" if spec.startswith("all-tools.right") else "both"
+    result = tiny("bench", "--arm", arm, "--fail-under", spec, env=env)
     assert _no_request(result, scripted_server) == f"--fail-under {spec}: {words}"
 
 
-def test_a_misspelt_fail_under_arm_stops_the_bench_at_scale_at_once(
-    tiny, scripted_server, tmp_path
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("tinyy.right_call=0.5",
+         "'tinyy' is not an arm of this bench (oracle, tiny, top-k, hybrid, all-tools)"),
+        ("oracle.irrelevance=0.5", "arm 'oracle' has no irrelevance figure, so no run could "
+         "meet it (arms with one: tiny, top-k, hybrid, all-tools)"),
+        ("top-k.routing=0.5", "arm 'top-k' has no routing figure, so no run could meet it "
+         "(arms with one: tiny, hybrid)"),
+    ],
+)  # fmt: skip
+def test_a_bar_the_bench_at_scale_cannot_read_stops_it_at_once(
+    tiny, scripted_server, tmp_path, spec, words
 ) -> None:
     tasks = _selection(tmp_path)
     env = {"TINY_BASE_URL": scripted_server.url}
-    args = ["--cards", str(BFCL_CARDS), "--fail-under", "tinyy.right_call=0.5"]
+    args = ["--cards", str(BFCL_CARDS), "--fail-under", spec]
     line = _no_request(tiny("bench", "--tasks", str(tasks), *args, env=env), scripted_server)
-    assert line == (
-        "--fail-under tinyy.right_call=0.5: 'tinyy' is not an arm of this bench "
-        "(oracle, tiny, top-k, hybrid, all-tools)"
-    )
+    assert line == f"--fail-under {spec}: {words}"
 
 
 @pytest.mark.parametrize("flag", ["--html", "--out", "--record"])
