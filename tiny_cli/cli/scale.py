@@ -55,7 +55,8 @@ PromptOpt = Annotated[
     ),
 ]
 HtmlOpt = Annotated[
-    Path | None, typer.Option("--html", help="Also write the report as one HTML page.")
+    Path | None,
+    typer.Option("--html", help="Also write the report as one HTML page (at scale: with charts)."),
 ]
 
 
