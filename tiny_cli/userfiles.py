@@ -27,6 +27,7 @@ from tiny_cli.errors import ConfigError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "check_writable",
     "jsonl_line",
     "jsonl_lines",
     "locked",
@@ -104,7 +105,7 @@ def jsonl_lines(text: str) -> list[str]:
     return [line.rstrip("\r") for line in text.split("\n")]
 
 
-def _refuse_special(path: Path) -> None:
+def refuse_special(path: Path) -> None:
     """Raise when `path` exists and is not a regular file: a write would replace it."""
     try:
         mode = os.lstat(path).st_mode
@@ -116,15 +117,23 @@ def _refuse_special(path: Path) -> None:
         raise ConfigError(f"{path}: exists and is not a regular file; not replaced")
 
 
-def refuse_special(path: Path) -> None:
-    """Raise ConfigError when `path` exists and is not a regular file (a FIFO, a device, a
-    link): for a writer that streams into its own temporary file, as `write_text` checks."""
-    _refuse_special(path)
+def check_writable(path: Path) -> None:
+    """Raise now where a later write to `path` would fail (folder, special file, unwritable)."""
+    if path.is_dir() and not path.is_symlink():
+        raise ConfigError(f"{path}: is a folder; name a file to write")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{path}: {folder} is not a folder; cannot write there")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{path}: the folder {folder} is not writable")
+    refuse_special(path)  # after the folder: under a plain file, lstat fails otherwise
 
 
 def write_text(path: Path, text: str) -> None:
     """Write `text` to `path` whole (temporary file, fsync, replace); special files refused."""
-    _refuse_special(path)
+    refuse_special(path)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(temp, "w", encoding="utf-8", newline="") as handle:

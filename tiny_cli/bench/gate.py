@@ -22,6 +22,13 @@ METRICS = {
     "bench": ("right", "ok", "routing"),
     "selection": ("right_call", "right_tool", "irrelevance", "routing"),
 }
+# the metrics only some arms measure: a bar on another arm reads n/a and would always fail
+# (only tiny and hybrid route; the oracle is never asked an irrelevance question)
+_MEASURED_BY = {
+    ("bench", "routing"): ("tiny",),
+    ("selection", "routing"): ("tiny", "hybrid"),
+    ("selection", "irrelevance"): ("tiny", "top-k", "hybrid", "all-tools"),
+}
 
 
 @dataclass(frozen=True)
@@ -41,25 +48,33 @@ def parse_gates(specs: Iterable[str]) -> list[Gate]:
     return [_gate(spec) for spec in specs]
 
 
-def check_gates(gates: Sequence[Gate], kind: str) -> None:
-    """Refuse, before any run, a gate naming a metric the report of `kind` does not have."""
+def check_gates(gates: Sequence[Gate], kind: str, arms: Sequence[str] | None = None) -> None:
+    """Refuse, before any run, a bar the report of `kind` (with `arms`) could never read."""
     for gate in gates:
-        if gate.metric not in METRICS[kind]:
-            known = ", ".join(METRICS[kind])
-            raise ConfigError(
-                f"--fail-under {gate}: {gate.metric!r} is not a metric here ({known})"
-            )
+        problem = _unreadable(gate, kind, arms)
+        if problem:
+            raise ConfigError(f"--fail-under {gate}: {problem}")
+
+
+def _unreadable(gate: Gate, kind: str, arms: Sequence[str] | None) -> str:
+    """Why the report cannot hold the gate's figure ("" when it can)."""
+    if gate.metric not in METRICS[kind]:
+        return f"{gate.metric!r} is not a metric here ({', '.join(METRICS[kind])})"
+    if arms is None:
+        return ""
+    if gate.arm not in arms:
+        return f"{gate.arm!r} is not an arm of this bench ({', '.join(arms)})"
+    only = _MEASURED_BY.get((kind, gate.metric), arms)
+    if gate.arm not in only:
+        measured = f"arms with one: {', '.join(only)}"
+        return f"arm {gate.arm!r} has no {gate.metric} figure, so no run could meet it ({measured})"
+    return ""
 
 
 def below(document: Mapping[str, Any], gates: Sequence[Gate]) -> list[str]:
     """Say, one line each, where the report falls below a gate (empty: all met)."""
     kind = document.get("kind", "bench")
-    for gate in gates:
-        if gate.metric not in METRICS[kind]:
-            known = ", ".join(METRICS[kind])
-            raise ConfigError(
-                f"--fail-under {gate}: {gate.metric!r} is not a metric here ({known})"
-            )
+    check_gates(gates, kind)
     values = _selection_values if kind == "selection" else _bench_values
     return [line for gate in gates for line in _misses(gate, values(document, gate))]
 

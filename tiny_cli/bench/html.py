@@ -5,17 +5,16 @@ from __future__ import annotations
 import contextlib
 import html
 import io
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tiny_cli.errors import ConfigError
+from tiny_cli.userfiles import write_text
 
-__all__ = ["write_html"]
+__all__ = ["require_charts", "write_html"]
 
 Row = Mapping[str, Any]
 
@@ -77,6 +76,11 @@ def write_html(report: Mapping[str, Any], path: Path) -> None:
     rows: list[Row] = list(report.get("rows") or [])
     charts = (_accuracy_svg(rows, new_figure), _tokens_svg(rows, new_figure))
     _write_atomic(Path(path), _page(report, rows, charts))
+
+
+def require_charts() -> None:
+    """Raise ConfigError now, before a bench runs for hours, if the page cannot be drawn."""
+    _figure_maker()
 
 
 def _figure_maker() -> Any:
@@ -421,17 +425,6 @@ def _esc(value: Any) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write `text` to a temp file beside `path`, then move it into place in one step."""
+    """Write `text` whole (a temp file moved into place); never over a folder or special file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, 0o644)  # mkstemp makes it 0600; a report is for others to read
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    write_text(path, text)

@@ -26,6 +26,7 @@ from tiny_cli.agent.prompts import tools_section
 from tiny_cli.bench.arms import generalist
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
 from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
+from tiny_cli.bench.tasks import read_task_text
 from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, universes
 from tiny_cli.cards.load import Budget, Card
 from tiny_cli.digest import Digest, estimate_tokens, make_brief
@@ -33,6 +34,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.router import Router
 from tiny_cli.session import Session
 from tiny_cli.settings import Settings, model_for
+from tiny_cli.userfiles import jsonl_lines, parse_guarded
 from tiny_cli.workspace import Workspace, open_workspace
 
 __all__ = [
@@ -96,20 +98,29 @@ def is_selection_file(path: Path) -> bool:
     """Whether a task file holds selection tasks (JSONL whose first entry has `expect_call`)."""
     if path.suffix != ".jsonl":
         return False
-    with path.open(encoding="utf-8") as lines:
-        first = next((line for line in lines if line.strip()), "")
+    lines = jsonl_lines(read_task_text(path))  # bounded: a folder, FIFO or device is one line
+    first = next((line for line in lines if line.strip()), "")
     try:
-        return "expect_call" in json.loads(first)
-    except (json.JSONDecodeError, TypeError):
+        entry = parse_guarded(json.loads, first[:MAX_SELECTION_LINE], path)
+    except json.JSONDecodeError:
         return False
+    return isinstance(entry, dict) and "expect_call" in entry
 
 
 def load_selection_tasks(path: Path, cards: Mapping[str, Card]) -> list[SelectionTask]:
     """Read a selection task file; a bad line is a one-line ConfigError naming file and line."""
-    tasks = []
-    for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
-        if line.strip():
-            tasks.append(_selection_task(path, n, line, cards))
+    tasks: list[SelectionTask] = []
+    seen: dict[str, int] = {}
+    for n, line in enumerate(jsonl_lines(read_task_text(path)), 1):
+        if not line.strip():
+            continue
+        task = _selection_task(path, n, line, cards)
+        if task.id in seen:
+            raise ConfigError(
+                f"{path}:{n}: duplicate task id {task.id!r} (first on line {seen[task.id]})"
+            )
+        seen[task.id] = n
+        tasks.append(task)
     if not tasks:
         raise ConfigError(f"{path}: no tasks in the file")
     return tasks
@@ -118,18 +129,33 @@ def load_selection_tasks(path: Path, cards: Mapping[str, Card]) -> list[Selectio
 def _selection_task(path: Path, n: int, line: str, cards: Mapping[str, Card]) -> SelectionTask:
     where = f"{path}:{n}"
     try:
-        entry = json.loads(line[:MAX_SELECTION_LINE])
+        entry = parse_guarded(json.loads, line[:MAX_SELECTION_LINE], Path(where))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: not JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: a task must be a JSON object, got {_kind(entry)}")
+    try:
         expected = expected_call(entry)
-    except (json.JSONDecodeError, ConfigError) as exc:
+    except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    card = entry.get("expected_agent")
-    if not isinstance(entry.get("task"), str) or not isinstance(entry.get("id"), str):
+    task_id, card = entry.get("id"), entry.get("expected_agent")
+    if not isinstance(entry.get("task"), str) or not isinstance(task_id, str) or not task_id:
         raise ConfigError(f"{where}: id and task must be strings")
+    if not (card is None or isinstance(card, str)):
+        raise ConfigError(f"{where}: expected_agent must be a card id or null")
     if (card is None) != (expected is None) or (card is not None and card not in cards):
         raise ConfigError(f"{where}: expected_agent {card!r} is not a card here")
-    if expected is not None and expected["name"] not in cards[card].tools:
+    if card is not None and expected is not None and expected["name"] not in cards[card].tools:
         raise ConfigError(f"{where}: {expected['name']!r} is not a tool of card {card!r}")
-    return SelectionTask(entry["id"], entry["task"], card, expected)
+    return SelectionTask(task_id, entry["task"], card, expected)
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's kind, as a person names it."""
+    if value is None:
+        return "null"
+    names = {bool: "a boolean", str: "a string", list: "a list", int: "a number"}
+    return next((name for t, name in names.items() if isinstance(value, t)), "a number")
 
 
 def scale_from_settings(

@@ -13,6 +13,7 @@ import yaml
 
 from tiny_cli.cards.load import Card
 from tiny_cli.errors import ConfigError
+from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_bytes
 
 __all__ = [
     "DEFAULT_TASKS_FILE",
@@ -29,6 +30,7 @@ __all__ = [
     "default_tasks_path",
     "load_tasks",
     "pages_folder",
+    "read_task_text",
 ]
 
 DEFAULT_TASKS_FILE = Path("examples/bench/tasks.yaml")
@@ -146,27 +148,32 @@ def as_text(value: Any) -> str:
 
 def _read_entries(path: Path) -> list[tuple[str, Any]]:
     """Return (where, entry) pairs: JSONL lines by number, YAML list items by index."""
-    text = _read_text(path)
+    text = read_task_text(path)
     if path.suffix == ".jsonl":
         return [
             (f"line {n}", _json(path, n, line))
-            for n, line in enumerate(text.splitlines(), 1)
+            for n, line in enumerate(jsonl_lines(text), 1)
             if line.strip()
         ]
     return _yaml_entries(path, text)
 
 
-def _read_text(path: Path) -> str:
+def read_task_text(path: Path) -> str:
+    """A task file's text, read bounded (a missing file, folder or FIFO is one ConfigError).
+
+    Bytes that are not UTF-8 are one ConfigError naming the line they are on.
+    """
+    data = read_bytes(path)
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"{path}: cannot read the task file: {reason}") from exc
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 (byte {err.start})") from None
 
 
 def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
     try:
-        data = yaml.safe_load(text)
+        data = parse_guarded(yaml.safe_load, text, path)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, list):
@@ -176,7 +183,7 @@ def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
 
 def _json(path: Path, n: int, line: str) -> Any:
     try:
-        return json.loads(line)
+        return parse_guarded(json.loads, line, Path(f"{path}:{n}"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
 

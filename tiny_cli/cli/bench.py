@@ -47,6 +47,7 @@ from tiny_cli.cli.scale import (
     SizesOpt,
     TopKOpt,
     fail_below,
+    scale_arms,
     scale_bench,
     wants_scale,
 )
@@ -117,11 +118,12 @@ def bench(
 
     _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, *(replay or ()), *(resume or ())),
                    outputs=(record, out, html))  # fmt: skip
-    _gates(fail_under or (), "selection" if wants_scale(tasks, sizes) else "bench")
+    scale = wants_scale(tasks, sizes)  # reads the task file: a bad path stops here
+    _check_options(scale, arm, fail_under or (), (record, out, html))
     settings = model_settings(
         cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
     )
-    if wants_scale(tasks, sizes):
+    if scale and tasks is not None:  # (wants_scale: never without a task file)
         flags = ScaleFlags(sizes, arm, sample, irrelevance, seed, top_k, hybrid_margin,
                            context_tokens, concurrency, html, record, replay, out, not no_log,
                            markdown, json_out, expected_tools, prompt, resume,
@@ -147,6 +149,7 @@ class ExampleFlags:
     out: Path | None
     markdown: bool
     fail_under: list[str] | None
+    html: Path | None = None
 
     @classmethod
     def pick(cls, options: dict[str, Any]) -> ExampleFlags:
@@ -166,6 +169,8 @@ def _example_bench(settings: Any, f: ExampleFlags) -> None:
     ) as s:  # fmt: skip
         report = _run_bench(settings, s, f.tasks, options)
         warn_unused(s.exchanges)
+    if f.html is not None:
+        _write_page(report, f.html)
     _show_report(report, f.out, f.markdown, f.json_out)
     fail_below(report.to_json(), f.fail_under or ())
 
@@ -182,11 +187,21 @@ def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) ->
         )
 
 
-def _gates(specs: Sequence[str], kind: str) -> None:
-    """Check --fail-under before any model time is spent on a bar that cannot be read."""
+def _check_options(
+    scale: bool, arm: str, specs: Sequence[str], targets: tuple[Path | None, ...]
+) -> None:
+    """Check what a bench uses only at its end (bars, files to write) before any model time."""
     from tiny_cli.bench.gate import check_gates, parse_gates
+    from tiny_cli.userfiles import check_writable
 
-    check_gates(parse_gates(specs), kind)
+    arms = scale_arms(arm) if scale else _arms(arm)
+    check_gates(parse_gates(specs), "selection" if scale else "bench", arms)
+    for path in (p for p in targets if p is not None):
+        check_writable(path)
+    if scale and targets[-1] is not None:  # the page at scale draws charts: matplotlib
+        from tiny_cli.bench.html import require_charts
+
+        require_charts()
 
 
 def _arms(arm: str) -> tuple[Arm, ...]:
@@ -211,6 +226,14 @@ def _show_report(report: BenchReport, out: Path | None, markdown: bool, json_out
     emit(json_out, document, lambda: render.bench(console(), report))
 
 
+def _write_page(report: BenchReport, path: Path) -> None:
+    """Write the example bench's HTML page, scrubbed of secrets like the JSON report."""
+    from tiny_cli.bench.bench_html import write_bench_html
+    from tiny_cli.secrets import scrubber
+
+    write_bench_html(scrubber().document(report.to_json()), path)
+
+
 def _outputs_apart(inputs: tuple[Path | None, ...], outputs: tuple[Path | None, ...]) -> None:
     """Refuse to write over a file this command reads, or to write one file twice."""
     read = {p.resolve(): p for p in inputs if p is not None}
@@ -225,12 +248,9 @@ def _outputs_apart(inputs: tuple[Path | None, ...], outputs: tuple[Path | None, 
 def write_report(path: Path, document: Any) -> None:
     """Write the JSON report whole or not at all, scrubbed of secrets (tiny_cli.secrets)."""
     from tiny_cli.secrets import scrubber
+    from tiny_cli.userfiles import write_text
 
     document = scrubber().document(document)  # the keys settings read: the environment's
-    partial = path.with_name(f".{path.name}.partial")
-    try:  # whole or not at all: a failed write never leaves half a report in place
-        partial.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", "utf-8")
-        partial.replace(path)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise ConfigError(f"{path}: cannot write the report: {exc.strerror}") from exc
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # whole or not at all, and never over a folder, a FIFO or a link (tiny_cli.userfiles)
+    write_text(path, json.dumps(document, ensure_ascii=False, indent=2) + "\n")

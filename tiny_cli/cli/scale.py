@@ -55,7 +55,8 @@ PromptOpt = Annotated[
     ),
 ]
 HtmlOpt = Annotated[
-    Path | None, typer.Option("--html", help="Also write the report as one HTML page.")
+    Path | None,
+    typer.Option("--html", help="Also write the report as one HTML page (at scale: with charts)."),
 ]
 
 
@@ -142,15 +143,10 @@ def _show_scale(report: ScaleReport) -> None:
 
 def scale_options(flags: ScaleFlags, wall_scale: float) -> ScaleOptions:
     """Turn the flags into ScaleOptions; a bad size or arm is a usage error naming it."""
-    from tiny_cli.bench.scale import DEFAULT_SIZES, SCALE_ARMS, ScaleArm, ScaleOptions
+    from tiny_cli.bench.scale import DEFAULT_SIZES, ScaleArm, ScaleOptions
 
     sizes = tuple(_size(s) for s in flags.sizes.split(",")) if flags.sizes else DEFAULT_SIZES
-    arms = SCALE_ARMS if flags.arm == "both" else tuple(a.strip() for a in flags.arm.split(","))
-    for arm in arms:
-        if arm not in SCALE_ARMS:
-            raise typer.BadParameter(
-                f"{arm!r} is not one of {', '.join(SCALE_ARMS)}", param_hint="--arm"
-            )
+    arms = scale_arms(flags.arm)
     return ScaleOptions(
         sizes,
         cast("tuple[ScaleArm, ...]", arms),
@@ -165,6 +161,19 @@ def scale_options(flags: ScaleFlags, wall_scale: float) -> ScaleOptions:
         _place(flags.expected_tools),
         _prompt(flags.prompt),
     )
+
+
+def scale_arms(arm: str) -> tuple[str, ...]:
+    """The arms `--arm` names at scale (both: every arm); an unknown one is a usage error."""
+    from tiny_cli.bench.scale import SCALE_ARMS
+
+    arms = SCALE_ARMS if arm == "both" else tuple(a.strip() for a in arm.split(","))
+    for name in arms:
+        if name not in SCALE_ARMS:
+            raise typer.BadParameter(
+                f"{name!r} is not one of {', '.join(SCALE_ARMS)}", param_hint="--arm"
+            )
+    return arms
 
 
 def _prompt(value: str) -> Literal["same", "card"]:
@@ -192,5 +201,6 @@ def _size(text: str) -> int:
 
 def _write_html(report: ScaleReport, path: Path) -> None:
     from tiny_cli.bench.html import write_html
+    from tiny_cli.secrets import scrubber
 
-    write_html(report.to_json(), path)
+    write_html(scrubber().document(report.to_json()), path)
