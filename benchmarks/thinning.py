@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         table.add_column(column, justify="right")
     for size in (int(s) for s in args.sizes.split(",")):
         table.add_row(*row(size, args.embedder, args.cubic_max))
-    Console().print(table)
+    Console(width=120).print(table)
 
 
 if __name__ == "__main__":

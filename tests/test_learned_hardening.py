@@ -28,6 +28,7 @@ from typer.testing import Result
 
 from tiny_cli.cards.cache import CACHE_DIR
 from tiny_cli.cards.load import load_cards
+from tiny_cli.cards.snapshot import load_card_set
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import HashingEmbedder, fingerprint
 from tiny_cli.routing.evaluation import load_eval_file
@@ -370,14 +371,15 @@ JSON = st.recursive(
     ),
     max_leaves=12,
 )
+TEXT = st.text(max_size=20) | st.text(st.sampled_from("ab \u2028\u2029\u0085\r\x00é"), max_size=8)
 LINES = st.one_of(
     st.binary(max_size=200),
     st.lists(
         st.one_of(
             JSON.map(json.dumps),
-            st.fixed_dictionaries(
-                {"task": st.text(max_size=20), "card": st.none() | st.text(max_size=8)}
-            ).map(json.dumps),
+            st.fixed_dictionaries({"task": TEXT, "card": st.none() | TEXT}).map(
+                lambda row: json.dumps(row, ensure_ascii=False)
+            ),
             st.text(max_size=30),
         ),
         max_size=6,
@@ -385,10 +387,18 @@ LINES = st.one_of(
 )
 
 
+FIELDS = {
+    "value": 1.5, "target_recall": 0.8, "examples": 3, "out_of_scope": 20, "folds": 5,
+    "cv_top1": 0.9, "cv_recall": 0.8, "generic_recall": 0.7, "embedder": "hashing-v1-2048",
+    "sha": "0" * 64,
+}  # fmt: skip
+THRESHOLDS = st.fixed_dictionaries({k: st.just(v) | JSON for k, v in FIELDS.items()})
+
+
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(data=LINES, header=st.none() | JSON)
+@given(data=LINES, header=st.none() | JSON | THRESHOLDS)
 def test_any_learned_file_loads_clean_or_is_one_config_error(
     tmp_path: Path, data: bytes, header: object
 ) -> None:
@@ -438,3 +448,19 @@ def test_any_card_cache_entry_is_used_or_rebuilt(
         stored[2] = entry
     file.write_text(json.dumps(data), "utf-8")
     assert load_cards([folder], TOOLS, None, cache) == first
+
+
+@settings(max_examples=100, deadline=None)
+@given(field=st.sampled_from(["ids", "files", "routing", "mcp", "functions", "listing"]),
+       value=JSON)  # fmt: skip
+def test_any_snapshot_field_is_used_or_the_set_loaded_again(
+    cached: tuple[Path, Path, list], field: str, value: object
+) -> None:
+    folder, cache, first = cached
+    load_card_set([folder], TOOLS, None, cache)  # (re)write the snapshot
+    [file] = (cache / CACHE_DIR).glob("*.set.json")
+    data = json.loads(file.read_text("utf-8"))
+    data[field] = value
+    file.write_text(json.dumps(data), "utf-8")
+    cards = load_card_set([folder], TOOLS, None, cache)
+    assert list(cards.ids) == [card.id for card in first] and list(cards) == first

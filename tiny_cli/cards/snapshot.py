@@ -363,7 +363,7 @@ def _read(file: Path, salt: str, seen: str) -> Facts | None:
         )
     except (KeyError, TypeError, ValueError):
         return None
-    return facts if _well_formed(facts) else None
+    return facts if _well_formed(facts) and data.get("sha") == _sha(facts) else None
 
 
 def _well_formed(facts: Facts) -> bool:
@@ -379,6 +379,13 @@ def _well_formed(facts: Facts) -> bool:
     return len(sizes) == 1 and texts and functions
 
 
+def _sha(facts: Facts) -> str:
+    """A digest of the facts: an edited snapshot no longer matches it, and is stale."""
+    digest = hashlib.sha256("\0".join((*facts.ids, "", *facts.files, "", facts.routing)).encode())
+    digest.update(json.dumps([facts.mcp, facts.functions], sort_keys=True).encode())
+    return digest.hexdigest()
+
+
 def _write(file: Path, salt: str, seen: str, facts: Facts) -> None:
     data = {
         "salt": salt,
@@ -388,6 +395,7 @@ def _write(file: Path, salt: str, seen: str, facts: Facts) -> None:
         "routing": facts.routing,
         "mcp": facts.mcp,
         "functions": facts.functions,
+        "sha": _sha(facts),
     }
     write_json(file, data)
 
