@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -74,7 +74,7 @@ def go(tiny: Callable[..., Result], cards: Path) -> Callable[..., Result]:
     return run
 
 
-def _lesson(path: Path, rows: list[tuple[str, str | None]]) -> Path:
+def _lesson(path: Path, rows: Sequence[tuple[str, str | None]]) -> Path:
     path.write_text("".join(json.dumps({"task": t, "card": c}) + "\n" for t, c in rows), "utf-8")
     return path
 

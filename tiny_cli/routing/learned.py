@@ -286,7 +286,7 @@ def _example(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str 
     return task.strip(), card
 
 
-_THRESHOLD_TYPES = {f.name: f.type for f in fields(DerivedThreshold)}
+_THRESHOLD_TYPES = {f.name: str(f.type) for f in fields(DerivedThreshold)}  # "float", "int"
 
 
 def _threshold(data: Any) -> DerivedThreshold | None:

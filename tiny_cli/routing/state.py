@@ -121,9 +121,13 @@ def _intact(folder: Path, meta: Any) -> bool:
     if type(meta) is not dict or type(meta.get("sizes")) is not dict:
         return False
     scales, knn = meta.get("scales"), meta.get("knn")
-    numbers = type(scales) is list and len(scales) == 4
-    numbers = numbers and all(type(v) in (int, float) for v in scales)
-    if not numbers or type(knn) is not int or type(meta.get("arrays")) is not list:
+    if not isinstance(scales, list) or len(scales) != 4:
+        return False
+    if (
+        not all(type(v) in (int, float) for v in scales)
+        or type(knn) is not int
+        or type(meta.get("arrays")) is not list
+    ):
         return False
     sizes: dict[str, Any] = meta["sizes"]
     if TEXTS_FILE not in sizes or len(sizes) <= len(meta["arrays"]):
