@@ -259,6 +259,20 @@ def test_a_line_separator_in_a_task_keeps_the_file_readable(
     assert go("route", task, "--json").exit_code == 0
 
 
+def test_validate_names_the_line_of_a_learned_example_as_the_file_holds_it(
+    go: Callable[..., Result], cards: Path, tmp_path: Path
+) -> None:
+    task = "please add müstermann gmbh\u2028as a new customer today"  # crm-writer's, nearly
+    lesson = tmp_path / "lesson.jsonl"
+    rows = [{"task": task, "card": "docs-finder"}, {"task": "a b", "card": "docs-finder"}]
+    lesson.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    assert go("learn", str(lesson)).exit_code == 0
+    result = go("validate")
+    assert result.exit_code == 0, result.output
+    shown = "please add müstermann gmbh\\u2028as a new customer today"
+    assert f"{cards / LEARNED_FILENAME}:3: routing: learned example '{shown}'" in result.output
+
+
 def test_an_eval_file_splits_on_newlines_only(tmp_path: Path) -> None:
     path = tmp_path / "eval.jsonl"
     path.write_text(json.dumps({"task": "a\u2028b", "expected": None}, ensure_ascii=False))
