@@ -8,16 +8,13 @@ threshold again from what the file now holds. Nothing is written when nothing ch
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from tiny_cli.errors import ConfigError
 from tiny_cli.routing.learned import (
+    LEARNED_FILENAME,
     MAX_EXAMPLES_PER_CARD,
     MAX_OUT_OF_SCOPE,
     DerivedThreshold,
@@ -26,13 +23,15 @@ from tiny_cli.routing.learned import (
     merge,
     write_learned,
 )
+from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
+from tiny_cli.userfiles import locked
 from tiny_cli.workspace import embedder_for, learned_folder, open_workspace
 
 if TYPE_CHECKING:
     import httpx
 
-    from tiny_cli.routing.embed import Embedder, VectorCache
+    from tiny_cli.routing.embed import Embedder
 
 __all__ = ["LearnReport", "learn"]
 
@@ -62,19 +61,25 @@ def learn(
     labelled: Sequence[tuple[str, str | None]],
     transport: httpx.BaseTransport | None = None,
 ) -> LearnReport:
-    """Teach `labelled` (card id, or None for out of scope); rewrite learned.jsonl if it changed."""
+    """Teach `labelled` (card id, or None for out of scope); rewrite learned.jsonl if it changed.
+
+    Every task is scrubbed of secrets first: the file is meant to be committed.
+    """
     from tiny_cli.routing.threshold import MIN_OUT_OF_SCOPE, derive_threshold
 
     ws = open_workspace(settings, transport)
     cards = list(ws.cards.values())
     folder = learned_folder(settings)
-    with _locked(settings.home, folder):  # two `tiny learn` at once must not lose a lesson
-        before = load_learned(folder)
-        merged = merge(before, labelled, cards)
+    scrub = scrubber(settings.api_key)
+    labelled = [(scrub.text(task), card) for task, card in labelled]
+    # the lock lives beside the file: two `tiny learn` with other homes still take turns
+    with locked(folder / LEARNED_FILENAME):
+        before = load_learned(folder)  # read inside the lock: another writer's lessons stay
+        merged = merge(before.scrubbed(scrub), labelled, cards)
         embedder = embedder_for(settings, transport)
         learned, dropped = _capped(merged.learned, embedder, settings.cache_dir)
         derived = derive_threshold(cards, learned, embedder, settings.cache_dir)
-        learned = replace(learned, threshold=derived)
+        learned = replace(learned, threshold=derived, damaged_header=False)
         changed = learned != before
         if changed:
             write_learned(learned)
@@ -100,54 +105,21 @@ def learn(
     )
 
 
-@contextmanager
-def _locked(home: Path, folder: Path) -> Iterator[None]:
-    """Hold an exclusive lock on the folder's learned examples while reading and rewriting.
-
-    The lock file lives in the data directory, not beside the cards: nothing to commit.
-    """
-    digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:16]
-    lock = home / "locks" / f"learned-{digest}.lock"
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        handle = lock.open("a")
-    except OSError as exc:
-        raise ConfigError(f"{lock}: cannot lock the learned examples: {exc.strerror}") from exc
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
 def _capped(learned: Learned, embedder: Embedder, cache_dir: Path) -> tuple[Learned, int]:
     """Drop the most redundant examples of every card (and out of scope) past its cap."""
     from tiny_cli.routing.embed import VectorCache
+    from tiny_cli.routing.thinning import least_redundant
 
     cache = VectorCache(cache_dir)
     examples = dict(learned.examples)
     dropped = 0
     for card, tasks in learned.examples.items():
         if len(tasks) > MAX_EXAMPLES_PER_CARD:
-            examples[card] = _least_redundant(tasks, MAX_EXAMPLES_PER_CARD, embedder, cache)
+            vectors = cache.embed(embedder, list(tasks))
+            examples[card] = least_redundant(tasks, vectors, MAX_EXAMPLES_PER_CARD)
             dropped += len(tasks) - MAX_EXAMPLES_PER_CARD
     out = learned.out_of_scope
     if len(out) > MAX_OUT_OF_SCOPE:
         dropped += len(out) - MAX_OUT_OF_SCOPE
-        out = _least_redundant(out, MAX_OUT_OF_SCOPE, embedder, cache)
+        out = least_redundant(out, cache.embed(embedder, list(out)), MAX_OUT_OF_SCOPE)
     return replace(learned, examples=examples, out_of_scope=out), dropped
-
-
-def _least_redundant(
-    tasks: Sequence[str], keep: int, embedder: Embedder, cache: VectorCache
-) -> tuple[str, ...]:
-    """Keep `keep` tasks: repeatedly drop one of the two closest (the one listed later)."""
-    import numpy as np
-
-    vectors = cache.embed(embedder, list(tasks))
-    cosines = vectors @ vectors.T
-    np.fill_diagonal(cosines, -np.inf)
-    alive = list(range(len(tasks)))
-    while len(alive) > keep:
-        sub = cosines[np.ix_(alive, alive)]
-        i, j = np.unravel_index(int(np.argmax(sub)), sub.shape)
-        alive.pop(max(int(i), int(j)))
-    return tuple(tasks[k] for k in alive)

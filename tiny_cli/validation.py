@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiny_cli.errors import EmbedderError
+from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_names import original
+from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text
 from tiny_cli.workspace import known_tools, learned_folder, mcp_settings, router_for
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
     )  # fmt: skip
     if taught:  # the line of learned.jsonl that holds it, as JSON writes it
         return Problem(
-            str(learned), _line_of(learned, json.dumps(overlap.text)[1:-1]), "routing", message
+            str(learned), _line_of(learned, jsonl_line(overlap.text)[1:-2]), "routing", message
         )
     file = str(card.path) if card.path else card.id
     probe = card.summary if overlap.kind == "summary" else overlap.text
@@ -154,7 +154,7 @@ def _line_of(path: Path | None, text: str) -> int | None:
         return None
     probe = text.strip()[:40]  # a folded summary's first line holds at least its start
     try:
-        lines = path.read_text("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        lines = jsonl_lines(read_text(path))  # lines as a file's lines: "\n" only
+    except ConfigError:
         return None
     return next((n for n, line in enumerate(lines, 1) if probe and probe in line), None)

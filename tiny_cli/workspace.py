@@ -171,8 +171,10 @@ def router_for(
     """Build the concierge for `cards` with the settings' embedder and learned examples."""
     from tiny_cli.routing.learned import load_learned
     from tiny_cli.routing.threshold import build_router
+    from tiny_cli.secrets import scrubber
 
-    learned = load_learned(learned_folder(s))
+    # a hand-added secret in learned.jsonl reaches neither the router's cache nor --explain
+    learned = load_learned(learned_folder(s)).scrubbed(scrubber(s.api_key))
     embedder = embedder_for(s, transport)
     return build_router(cards, embedder, s.cache_dir, learned, s.threshold, progress)
 

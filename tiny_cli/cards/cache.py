@@ -58,11 +58,17 @@ class CardCache:
         if entry is None:
             return None
         stamp = stamp or file_stamp(path)
-        if stamp is None or entry[:2] != list(stamp):  # changed: forget it until it passes again
+        # changed, or damaged (not as `put` wrote it): forget it until it passes again
+        if stamp is None or not _well_formed(entry) or entry[:2] != list(stamp):
             del self._entries[str(path)]
             self._dirty = True
             return None
         return entry[2], entry[3]
+
+    def forget(self, path: Path) -> None:
+        """Drop `path`'s entry: what it held could not be built into a card (damaged)."""
+        if self._entries.pop(str(path), None) is not None:
+            self._dirty = True
 
     def put(self, path: Path, data: Mapping[str, Any], id_line: int | None) -> None:
         """Remember that `path`, as it is now, was accepted with `data`."""
@@ -84,6 +90,15 @@ class CardCache:
             return
         entries = {k: v for k, v in self._entries.items() if k in wanted}
         write_json(self.file, {"salt": self.salt, "files": entries})
+
+
+def _well_formed(entry: Any) -> bool:
+    """Tell whether an entry has the shape `put` writes: [size, mtime, data, id line]."""
+    if type(entry) is not list or len(entry) != 4:
+        return False
+    size, mtime, data, line = entry
+    ints = all(type(v) is int for v in (size, mtime))
+    return ints and type(data) is dict and (line is None or type(line) is int)
 
 
 def cache_file(cache_dir: Path, paths: Sequence[Path], suffix: str = ".json") -> Path:

@@ -167,8 +167,11 @@ def check_one(
     `stamp`: the size and mtime the file had when it was listed (default: it has now).
     """
     hit = memo.get(path, stamp)
+    card = _from_cache(hit[0], path) if hit is not None else None
+    if card is not None and hit is not None:
+        return card, [], hit[1]
     if hit is not None:
-        return _build(hit[0], path), [], hit[1]
+        memo.forget(path)  # damaged: not what a check accepted; the file is checked again
     card, found, id_line = _check_file(path, known_tools, mcp, memo)
     return card, found, id_line
 
@@ -492,6 +495,24 @@ def _declared(data: dict) -> Any:
 def _list(data: dict, key: str) -> list[Any]:
     value = data.get(key)
     return value if isinstance(value, list) else []
+
+
+def _from_cache(data: dict, path: Path) -> Card | None:
+    """The card a cache entry holds; None when the entry is damaged (not as a check wrote it)."""
+    try:
+        card = _build(data, path)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    texts = (card.id, card.summary, *card.tools, *card.examples, *card.does_not)
+    budget = (card.budget.max_tool_calls, card.budget.max_output_tokens)
+    return (
+        card
+        if all(type(t) is str for t in (*texts, *card.returns_required, card.instructions))
+        and all(type(b) is int for b in budget)
+        and card.side_effects in ("none", "write")
+        and all(isinstance(f, dict) and type(f.get("name")) is str for f in card.functions)
+        else None
+    )
 
 
 def _build(data: dict, path: Path) -> Card:

@@ -358,13 +358,32 @@ def _read(file: Path, salt: str, seen: str) -> Facts | None:
             ids=tuple(data["ids"]),
             files=tuple(data["files"]),
             routing=data["routing"],
-            mcp=bool(data["mcp"]),
+            mcp=data["mcp"],
             functions=tuple((card_id, spec) for card_id, spec in data["functions"]),
         )
     except (KeyError, TypeError, ValueError):
         return None
+    return facts if _well_formed(facts) and data.get("sha") == _sha(facts) else None
+
+
+def _well_formed(facts: Facts) -> bool:
+    """Tell whether facts read back are as `_write` wrote them (a damaged snapshot is stale)."""
+    if type(facts.routing) is not str or type(facts.mcp) is not bool:
+        return False
     sizes = {len(facts.ids), len(facts.files), len(facts.routing) / ROUTING_HEX}
-    return facts if len(sizes) == 1 and isinstance(facts.routing, str) else None
+    texts = all(type(v) is str for v in (*facts.ids, *facts.files))
+    functions = all(
+        type(c) is str and type(s) is dict and type(s.get("name")) is str
+        for c, s in facts.functions
+    )
+    return len(sizes) == 1 and texts and functions
+
+
+def _sha(facts: Facts) -> str:
+    """A digest of the facts: an edited snapshot no longer matches it, and is stale."""
+    digest = hashlib.sha256("\0".join((*facts.ids, "", *facts.files, "", facts.routing)).encode())
+    digest.update(json.dumps([facts.mcp, facts.functions], sort_keys=True).encode())
+    return digest.hexdigest()
 
 
 def _write(file: Path, salt: str, seen: str, facts: Facts) -> None:
@@ -376,6 +395,7 @@ def _write(file: Path, salt: str, seen: str, facts: Facts) -> None:
         "routing": facts.routing,
         "mcp": facts.mcp,
         "functions": facts.functions,
+        "sha": _sha(facts),
     }
     write_json(file, data)
 

@@ -14,6 +14,7 @@ import numpy as np
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.threshold import ABSTAIN_TARGET
+from tiny_cli.userfiles import jsonl_lines, read_text
 
 SWEEP_STEP = 0.5
 SWEEP_STEPS_EACH_SIDE = 4
@@ -105,12 +106,12 @@ class EvalReport:
 
 def load_eval_file(path: Path) -> list[tuple[str, str | None]]:
     """Read JSONL lines `{"task": ..., "expected": card id or null}`; null means abstain."""
+    # bounded for pipes and devices; split on "\n" only (a U+2028 inside a task stays)
     try:
-        lines = path.read_text("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"{path}: cannot read eval file: {getattr(exc, 'strerror', None) or exc}"
-        ) from exc
+        lines = jsonl_lines(read_text(path))
+    except ConfigError as exc:
+        why = str(exc).removeprefix(f"{path}: ")
+        raise ConfigError(f"{path}: cannot read eval file: {why}") from None
     labelled = [
         _eval_line(path, number, line) for number, line in enumerate(lines, 1) if line.strip()
     ]
@@ -159,6 +160,8 @@ def _eval_line(path: Path, number: int, line: str) -> tuple[str, str | None]:
         raise ConfigError(f"{where}: invalid JSON: {exc.msg}") from exc
     except RecursionError:
         raise ConfigError(f"{where}: invalid JSON: nested too deeply") from None
+    except ValueError:  # a number past Python's digit limit
+        raise ConfigError(f"{where}: invalid JSON: a number too long to read") from None
     if not isinstance(item, dict):
         raise ConfigError(f"{where}: expected an object with 'task' and 'expected'")
     task = item.get("task")

@@ -13,17 +13,18 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiny_cli.errors import ConfigError
+from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text, write_text
 
 if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card is built
     from tiny_cli.cards.load import Card, Problem
+    from tiny_cli.secrets import Scrubber
 
 __all__ = [
     "LEARNED_FILENAME",
@@ -86,6 +87,18 @@ class Learned:
     examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     out_of_scope: tuple[str, ...] = ()
     threshold: DerivedThreshold | None = None
+    damaged_header: bool = False  # a header threshold not as tiny learn writes it: stale
+
+    def scrubbed(self, scrub: Scrubber) -> Learned:
+        """Return these examples with every secret replaced (the file is meant to be committed)."""
+        every = "\n".join(
+            [*(t for tasks in self.examples.values() for t in tasks), *self.out_of_scope]
+        )
+        if scrub.text(every) == every:  # one pass over all: a clean file (most) costs no walk
+            return self
+        examples = {card: tuple(map(scrub.text, tasks)) for card, tasks in self.examples.items()}
+        out = tuple(map(scrub.text, self.out_of_scope))
+        return replace(self, examples=examples, out_of_scope=out)
 
     def sha(self) -> str:
         """Return the sha256 of the examples (what a derived threshold is valid for)."""
@@ -101,21 +114,19 @@ class Learned:
         return t if t is not None and t.sha == self.sha() and t.embedder == embedder else None
 
     def _lines(self, header: bool = True) -> str:
+        # line separators escaped: a pasted U+2028 must not split a line for `str.splitlines`
         rows = [
-            json.dumps({"task": task, "card": card}, ensure_ascii=False)
+            jsonl_line({"task": task, "card": card})
             for card in sorted(self.examples)
             for task in sorted(self.examples[card])
         ]
-        rows += [
-            json.dumps({"task": t, "card": None}, ensure_ascii=False)
-            for t in sorted(self.out_of_scope)
-        ]
+        rows += [jsonl_line({"task": t, "card": None}) for t in sorted(self.out_of_scope)]
         if header:
             head: dict[str, Any] = {"kind": HEADER_KIND, "version": VERSION}
             if self.threshold is not None:
                 head["threshold"] = asdict(self.threshold)
-            rows.insert(0, json.dumps(head, ensure_ascii=False))
-        return "".join(row + "\n" for row in rows)
+            rows.insert(0, jsonl_line(head))
+        return "".join(rows)
 
 
 @dataclass(frozen=True)
@@ -145,8 +156,10 @@ def load_learned(folder: Path) -> Learned:
     for number, row in rows:
         task, card = _example(path, number, row)
         (out if card is None else examples.setdefault(card, [])).append(task)
-    threshold = _threshold(path, header.get("threshold")) if header else None
-    return Learned(path, {k: tuple(v) for k, v in examples.items()}, tuple(out), threshold)
+    threshold = _threshold(header.get("threshold")) if header else None
+    damaged = threshold is None and header.get("threshold") is not None
+    found = {k: tuple(v) for k, v in examples.items()}
+    return Learned(path, found, tuple(out), threshold, damaged)
 
 
 def load_labelled(path: Path) -> list[tuple[str, str | None]]:
@@ -197,14 +210,8 @@ def with_learned(cards: Sequence[Card], learned: Learned) -> list[Card]:
 
 
 def write_learned(learned: Learned) -> None:
-    """Write the file atomically (a temporary file beside it, then a rename)."""
-    tmp = learned.path.with_name(f".{learned.path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(learned._lines(), "utf-8")
-        tmp.replace(learned.path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ConfigError(f"{learned.path}: cannot write: {exc.strerror or exc}") from exc
+    """Write the file atomically (a temporary file beside it, then a rename); never a link."""
+    write_text(learned.path, learned._lines())
 
 
 def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
@@ -217,7 +224,7 @@ def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
     try:
         rows = _read_rows(path)
         if rows and rows[0][1].get("kind") == HEADER_KIND:
-            _threshold(path, rows.pop(0)[1].get("threshold"))
+            rows.pop(0)  # a damaged threshold is stale, as an edited one is: no problem
         labelled = [(number, *_example(path, number, row)) for number, row in rows]
     except ConfigError as exc:
         return [Problem(str(path), None, "file", str(exc).removeprefix(f"{path}").lstrip(": "))]
@@ -255,20 +262,18 @@ def _rebuild(learned: Learned, placed: Iterable[tuple[str, str | None]]) -> Lear
 
 
 def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    try:
-        if path.stat().st_size > MAX_LEARNED_BYTES:
-            raise ConfigError(f"{path}: larger than {MAX_LEARNED_BYTES // 2**20} MiB")
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
+    # bounded for pipes and devices too (`tiny learn /dev/zero`); lines split on "\n" only
+    text = read_text(path, MAX_LEARNED_BYTES)
     rows = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(jsonl_lines(text), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{number}: not JSON: {exc.msg}") from None
+        except (ValueError, RecursionError):  # a 5,000-digit number, or nesting too deep
+            raise ConfigError(f"{path}:{number}: not JSON tiny can read") from None
         if not isinstance(row, dict):
             raise ConfigError(
                 f'{path}:{number}: expected an object like {{"task": ..., "card": ...}}'
@@ -286,13 +291,22 @@ def _example(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str 
     return task.strip(), card
 
 
-def _threshold(path: Path, data: Any) -> DerivedThreshold | None:
-    if data is None:
+_THRESHOLD_TYPES = {f.name: str(f.type) for f in fields(DerivedThreshold)}  # "float", "int"
+
+
+def _threshold(data: Any) -> DerivedThreshold | None:
+    """The header's threshold; None (stale: the default applies) when it is not as written."""
+    if not isinstance(data, dict) or set(data) != set(_THRESHOLD_TYPES):
         return None
-    try:
-        threshold = DerivedThreshold(**data)
-    except TypeError:
-        raise ConfigError(f"{path}:1: threshold: not a threshold tiny learn wrote") from None
-    if not isinstance(threshold.value, (int, float)) or not math.isfinite(threshold.value):
-        raise ConfigError(f"{path}:1: threshold: value {threshold.value!r} is not a number")
-    return threshold
+    if all(_typed(data[name], kind) for name, kind in _THRESHOLD_TYPES.items()):
+        return DerivedThreshold(**data)
+    return None
+
+
+def _typed(value: Any, kind: str) -> bool:
+    """Tell whether a header value has the type tiny learn writes (`kind`: the field's type)."""
+    if kind == "str":
+        return isinstance(value, str)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) if kind == "int" else math.isfinite(value)

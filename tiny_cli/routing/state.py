@@ -68,13 +68,15 @@ def load_state(cache_dir: Path | None, key: str) -> Saved | None:
     folder = cache_dir / STATE_DIR / key
     try:
         meta = json.loads((folder / "meta.json").read_text("utf-8"))
+        if not _intact(folder, meta):  # an edited or truncated file: stale, built again
+            return None
         arrays = {
             name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in meta["arrays"]
         }
         space = space_from_parts(arrays, meta["knn"], _reader(folder / TEXTS_FILE))
         saved = Saved(space, Lexical.load(folder), arrays["out_of_scope"], tuple(meta["scales"]))
-    except (OSError, ValueError, KeyError, TypeError):  # missing, partial or from elsewhere
-        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return None  # missing, partial, damaged or from elsewhere: built again
     with contextlib.suppress(OSError):
         os.utime(folder)  # most recently used: the last one pruned
     return saved
@@ -99,13 +101,38 @@ def save_state(cache_dir: Path | None, key: str, saved: Saved) -> None:
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
         saved.lexical.save(tmp)
         (tmp / TEXTS_FILE).write_text(json.dumps(space, ensure_ascii=False), "utf-8")
-        meta = {"arrays": sorted(arrays), "knn": saved.space.knn, "scales": list(saved.scales)}
+        sizes = {p.name: p.stat().st_size for p in tmp.iterdir()}
+        meta = {
+            "arrays": sorted(arrays),
+            "knn": saved.space.knn,
+            "scales": list(saved.scales),
+            "sizes": sizes,
+        }
         (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), "utf-8")
         os.replace(tmp, root / key)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)  # a cache: failing to write it is not an error
         return
     _prune(root)
+
+
+def _intact(folder: Path, meta: Any) -> bool:
+    """Tell whether a state's files are the sizes it wrote, and its meta the types it wrote."""
+    if type(meta) is not dict or type(meta.get("sizes")) is not dict:
+        return False
+    scales, knn = meta.get("scales"), meta.get("knn")
+    if not isinstance(scales, list) or len(scales) != 4:
+        return False
+    if (
+        not all(type(v) in (int, float) for v in scales)
+        or type(knn) is not int
+        or type(meta.get("arrays")) is not list
+    ):
+        return False
+    sizes: dict[str, Any] = meta["sizes"]
+    if TEXTS_FILE not in sizes or len(sizes) <= len(meta["arrays"]):
+        return False
+    return all(os.stat(folder / name).st_size == size for name, size in sizes.items())
 
 
 def _reader(path: Path) -> Callable[[], dict[str, Any]]:
@@ -118,9 +145,30 @@ def _reader(path: Path) -> Callable[[], dict[str, Any]]:
             raise ConfigError(
                 f"{path}: the saved router state went away while in use ({exc}); run again"
             ) from exc
-        return data if isinstance(data, dict) else {}
+        if not _texts_ok(data):  # damaged after it loaded: gone, so the next run builds it
+            shutil.rmtree(path.parent, ignore_errors=True)
+            raise ConfigError(f"{path}: the saved router state is damaged; removed, run again")
+        return data
 
     return functools.cache(read)
+
+
+def _texts_ok(data: Any) -> bool:
+    """Tell whether texts.json holds what `save_state` wrote: texts and owners, typed."""
+    if type(data) is not dict or type(data.get("texts")) is not list:
+        return False
+    owners = data.get("owners")
+    if type(owners) is not list or not all(type(rows) is list for rows in data["texts"]):
+        return False
+    pairs = (pair for rows in data["texts"] for pair in rows)
+    texts = all(type(p) is list and len(p) == 2 and _strs(p) for p in pairs)
+    return texts and all(
+        type(o) is list and len(o) == 3 and type(o[0]) is int and _strs(o[1:]) for o in owners
+    )
+
+
+def _strs(values: list[Any]) -> bool:
+    return all(type(v) is str for v in values)
 
 
 def _prune(root: Path) -> None:

@@ -171,7 +171,7 @@ def _fold(task: str) -> int:
 
 def _why_default(learned: Learned, embedder: Embedder) -> str:
     base = f"default {DEFAULT_THRESHOLD}"
-    if learned.threshold is not None:
+    if learned.threshold is not None or learned.damaged_header:
         return f"{base}: the derived threshold in {learned.path.name} is stale; run `tiny learn`"
     if learned.out_of_scope or learned.examples:
         return (
