@@ -428,4 +428,4 @@ def test_a_threshold_that_is_not_a_number_is_refused(
         else tiny(*args, env={"TINY_THRESHOLD": value})
     )
     assert result.exit_code == 2
-    assert "is not a number" in result.stderr and result.stdout == ""
+    assert "must be a finite number" in result.stderr and result.stdout == ""
