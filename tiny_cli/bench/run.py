@@ -33,6 +33,7 @@ from tiny_cli.bench.arms import (
     route_all,
     run_job,
 )
+from tiny_cli.bench.making import RouteBook, digests, portable
 from tiny_cli.bench.pages import PageServer
 from tiny_cli.bench.report import BenchReport, summarize
 from tiny_cli.bench.scoring import (
@@ -93,6 +94,7 @@ def bench_from_settings(
     router = router_for(ws) if "tiny" in options.arms else None
     exchanges = session.exchanges
     exchanges.probe()
+    _note_making(exchanges, path, ws, options)
     return run_bench(
         ws,
         tasks,
@@ -130,7 +132,9 @@ def run_bench(
     started = now().isoformat(timespec="seconds")
     with _site(tasks, pages) as site:
         volatile = Volatile.of({SITE: site, "{site_host}": netloc(site)})
-        routes = route_all(router, tasks, site) if "tiny" in options.arms else {}
+        book = RouteBook(exchanges)
+        routes = route_all(router, tasks, site, book) if "tiny" in options.arms else {}
+        book.save()
         context = JobContext(ws, exchanges, routes, site, volatile, observe)
         jobs = [
             Job(t, arm, r) for r in range(options.repeat) for t in tasks for arm in options.arms
@@ -162,6 +166,16 @@ def _report(
         replay_file=recording,
         tool_mode=ws.settings.tool_mode,
     )
+
+
+def _note_making(
+    exchanges: ExchangeSource, tasks: Path, ws: Workspace, options: BenchOptions
+) -> None:
+    """Keep the options and the digests in the recording's header (if this run writes one)."""
+    arm = "both" if options.arms == ARMS else ",".join(options.arms)
+    flags = {"tasks": tasks, "cards": ws.settings.cards_dir, "arm": arm, "repeat": options.repeat}
+    exchanges.note("bench", portable(flags, exchanges.written_to()))
+    exchanges.note("digests", digests(tasks, ws.cards))
 
 
 def _check_options(options: BenchOptions, router: RouterLike | None) -> None:
