@@ -110,15 +110,21 @@ def as_offered(
 ) -> Entry:
     """Make a live decision agree with what the replayed recording's runs offered.
 
-    `runs` names the recorded runs that show it: `one` (a run offered the routed card alone)
-    and `top` (a run offered the top cards' tools, in rank order).
+    `runs` names the recorded runs that show it, by arm: `tiny` (offered the routed card
+    alone), `top-k` (the top cards' tools, in rank order), `hybrid` (either, as `clear` says).
     """
     ids = [c[0] for c in entry["candidates"]]
-    one = _offered(book, runs.get("one"), cards)
-    if entry["agent"] is not None and len(one) == 1:
+    one = _offered(book, runs.get("tiny"), cards)
+    hybrid = _offered(book, runs.get("hybrid"), cards)
+    if len(hybrid) == 1:  # a run offered one card: routing chose it (and hybrid was clear)
+        one, entry = hybrid, {**entry, "clear": True}
+    if len(one) == 1:
         entry = {**entry, "agent": one[0]}
         ids = [one[0], *(i for i in ids if i != one[0])]
-    ranked = _offered(book, runs.get("top"), cards)
+    ranked = _offered(book, runs.get("top-k"), cards)
+    if len(hybrid) > 1:  # hybrid ran, so routing chose a card; not clearly: the top ones
+        ranked = ranked or hybrid
+        entry = {**entry, "agent": entry["agent"] or ranked[0], "clear": False}
     ids = [*ranked, *(i for i in ids if i not in ranked)] if ranked else ids
     return {**entry, "candidates": _reordered(entry["candidates"], ids)}
 

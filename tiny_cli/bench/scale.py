@@ -303,11 +303,11 @@ def _rankings(
     top = options.top_k
     decisions = router().route_many([t.task for t in missing], top + SPARE) if missing else []
     for task, d in zip(missing, decisions, strict=True):
-        made = decision_entry(d.agent_id if d.decision == "route" else None, d.candidates)
-        runs = {"one": f"{task.id}/tiny/{world.label}", "top": f"{task.id}/top-k/{world.label}"}
-        made = as_offered(made, runs, book, ws.cards)
+        agent = d.agent_id if d.decision == "route" else None
+        made = decision_entry(agent, d.candidates, score=d.score, threshold=d.threshold)
         made["clear"] = _ranking(made, top)[2] >= options.hybrid_margin  # hybrid's one card
-        entries[task.id] = book.keep(keys[task.id], made)
+        runs = {arm: f"{task.id}/{arm}/{world.label}" for arm in ("tiny", "top-k", "hybrid")}
+        entries[task.id] = book.keep(keys[task.id], as_offered(made, runs, book, ws.cards))
     return {t.id: _ranking(entries[t.id], top) for t in tasks}
 
 

@@ -462,7 +462,9 @@ class Replayer(ExchangeSource):
         """Say which options the recording was made with, or that they matter."""
         options = self.header.get("bench")
         if isinstance(options, dict):
-            shown = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items())
+            shown = " ".join(
+                f"--{k.replace('_', '-')} {v}" for k, v in options.items() if v is not None
+            )
             return f"; it was recorded with {shown} (`--replay FILE` alone uses them)"
         return (
             "; replay with the options it was recorded with (--tasks, --cards, --arm, "

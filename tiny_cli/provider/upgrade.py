@@ -70,9 +70,10 @@ class Upgrader(Replayer):
         """Replace the recording with the upgraded one, whole; refuse a partial replay."""
         left = self.unused()
         if left:
+            first = next(run for (run, _), queue in self._answers.items() if queue)
             raise ConfigError(
                 f"{self.path}: not upgraded: this replay left {left} recorded exchange(s) "
-                "unasked; give the options it was recorded with (docs/bench.md)"
+                f"unasked (first of run {first}); give the options it was recorded with"
             )
         header = {**self.header, **self._notes}
         lines = [json.dumps(e, ensure_ascii=False) for e in (header, *self._rewritten)]
