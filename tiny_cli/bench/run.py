@@ -29,6 +29,7 @@ from tiny_cli.bench.arms import (
     Job,
     JobContext,
     RouterLike,
+    RoutingDecision,
     netloc,
     route_all,
     run_job,
@@ -91,7 +92,7 @@ def bench_from_settings(
     tasks = load_tasks(path)
     ws = open_workspace(settings)
     check_agents(path, tasks, ws.cards)
-    router = router_for(ws) if "tiny" in options.arms else None
+    router = _Deferred(lambda: router_for(ws)) if "tiny" in options.arms else None
     exchanges = session.exchanges
     exchanges.probe()
     _note_making(exchanges, path, ws, options)
@@ -166,6 +167,20 @@ def _report(
         replay_file=recording,
         tool_mode=ws.settings.tool_mode,
     )
+
+
+class _Deferred:
+    """The router, built when first asked: a replay that routes from its recording needs none."""
+
+    def __init__(self, make: Callable[[], RouterLike]) -> None:
+        self._make = make
+        self._router: RouterLike | None = None
+
+    def route(self, task: str) -> RoutingDecision:
+        """Route one task with the router, built now if it is not yet."""
+        if self._router is None:
+            self._router = self._make()
+        return self._router.route(task)
 
 
 def _note_making(

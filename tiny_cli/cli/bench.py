@@ -121,9 +121,8 @@ def bench(
     _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, *(replay or ()), *(resume or ())),
                    outputs=(record, out, html))  # fmt: skip
     _gates(fail_under or (), "selection" if wants_scale(tasks, sizes) else "bench")
-    settings = model_settings(
-        cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
-    )
+    settings = model_settings(cards, tools, base_url, model, record, replay, allow_host,
+                              tool_mode, wall_scale)  # fmt: skip
     _changed(replay, tasks or DEFAULT_TASKS_FILE, settings, upgrade)
     if wants_scale(tasks, sizes):
         flags = ScaleFlags(sizes, arm, sample, irrelevance, seed, top_k, hybrid_margin,

@@ -158,8 +158,7 @@ class Router:
         self.ids = card_ids(self.cards)
         self._by_id = np.argsort(np.argsort(np.array(self.ids)))  # each card's rank by id: ties
         self.embedder = embedder
-        self.knn = knn
-        self.margin = margin
+        self.knn, self.margin = knn, margin
         self.threshold = DEFAULT_THRESHOLD if threshold is None else float(threshold)
         if not math.isfinite(self.threshold):  # nan would abstain on everything, silently
             raise ConfigError(f"threshold {threshold!r} is not a number; use e.g. 1.5")
