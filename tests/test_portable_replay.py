@@ -24,8 +24,6 @@ from tiny_cli.session import open_session
 from tiny_cli.settings import load_settings
 from tiny_cli.workspace import Workspace
 
-pytestmark = pytest.mark.slow  # nine whole benches replayed, two of them at scale with 200 cards
-
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "bench.md"
 BLOCK = re.compile(r"<!-- (replay(?:-scale)?): (\S+) -->\n(.*?)<!-- /\1 -->", re.S)
@@ -78,6 +76,7 @@ def test_a_recording_replays_to_its_table_with_a_perturbed_embedder(
     header = read_header(recording)
     settings = settings.with_flags(tool_mode=header["tool_mode"], wall_scale=header["wall_scale"])
     settings = replace(settings, model=header["model"])
+    calls = perturbed.calls
     with open_session(settings, "bench", replay=[recording], log=False) as session:
         if "all_tools_sizes" in options:
             flags = _scale_flags(options, recording)
@@ -93,6 +92,7 @@ def test_a_recording_replays_to_its_table_with_a_perturbed_embedder(
             )
             printed = bench_markdown(report)
     assert printed == DOCUMENTED[name]
+    assert perturbed.calls == calls  # every routing decision came from the recording
 
 
 def _router(embedder: Embedder) -> Callable[[Workspace], Router]:

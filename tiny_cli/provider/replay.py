@@ -227,7 +227,7 @@ class Recorder(ExchangeSource):
         }
         if resume is not None:  # which answers came from where: the files, by name only
             header["resumed_from"] = [p.name for p in resume.paths]
-        self._header: dict[str, Any] = header  # written first when the recording is closed
+        self._header: dict[str, Any] = header  # written again, with its notes, when closed
         # written beside the target and renamed into place when the command ends with at
         # least one exchange: a run that fails early never truncates an older recording
         self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
@@ -240,6 +240,7 @@ class Recorder(ExchangeSource):
             self._file: IO[str] = self._partial.open("w", encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{path}: cannot write the recording: {exc.strerror}") from exc
+        self._write(header)  # a .partial left by a crash is a recording too (for --resume)
 
     def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return a provider that forwards to the endpoint and records under `run`."""
@@ -285,13 +286,14 @@ class Recorder(ExchangeSource):
         return self.path
 
     def _finish(self, target: Path) -> None:
-        """Write the header, then the exchanges so far, to `target` (whole, then renamed)."""
+        """Write the header as it is now, then the exchanges, to `target` (whole, then renamed)."""
         finished = self._partial.with_suffix(".finished")
         with (
             finished.open("w", encoding="utf-8") as out,
             self._partial.open(encoding="utf-8") as body,
         ):
             out.write(self._line(self._header) + "\n")
+            body.readline()  # the header as it was when the recording began
             shutil.copyfileobj(body, out)
         finished.replace(target)
         self._partial.unlink(missing_ok=True)
