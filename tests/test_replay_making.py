@@ -98,6 +98,22 @@ def test_a_replay_routes_as_recorded_whatever_the_embedder(tiny, tmp_path: Path)
     assert {r["status"] for r in runs} == {"abstain"}  # as recorded, not as routed now
 
 
+@pytest.mark.parametrize(
+    "broken",
+    [{"agent": "no-such-card", "candidates": [["no-such-card", 2.0]]}, {"agent": 3}, "route"],
+    ids=["unknown card", "wrong types", "not an object"],
+)
+def test_a_route_that_is_no_decision_here_routes_live(tiny, tmp_path: Path, broken) -> None:
+    _, recording, recorded = _recorded(tiny, tmp_path)
+    header, *exchanges = recording.read_text("utf-8").splitlines()
+    making = json.loads(header)
+    making["routes"][next(iter(making["routes"]))] = broken  # edited by hand, or cards changed
+    recording.write_text("\n".join([json.dumps(making), *exchanges]) + "\n", "utf-8")
+    result = tiny("bench", "--replay", str(recording), "--json")
+    assert result.exit_code == 0, result.output  # routed live, as the recording was made here
+    assert _same_runs(json.loads(result.stdout), recorded)
+
+
 def test_a_flag_given_still_wins_over_the_recorded_one(tiny, tmp_path: Path) -> None:
     _, recording, _ = _recorded(tiny, tmp_path)
     result = tiny("bench", "--replay", str(recording), "--json", "--repeat", "1")

@@ -6,7 +6,7 @@ import json
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -104,25 +104,26 @@ def route_all(
     tasks: Sequence[BenchTask],
     site: str | None,
     book: RouteBook | None = None,
+    cards: Collection[str] = (),
 ) -> dict[str, Route]:
     """Route every task once, in this thread (the embedder need not be thread-safe).
 
-    A decision `book` holds (a replayed recording's) is used as recorded, in no time.
+    A decision `book` holds (a replayed recording's) among `cards` is used as recorded.
     """
     assert router is not None  # run_bench's option check made sure
     book = book or RouteBook(None)
-    live = [t for t in tasks if book.get(t.id) is None]
+    live = [t for t in tasks if book.get(t.id, cards) is None]
     fresh = {t.id for t in live}
     if live:  # the embedder's one-time load is not any task's routing time
         router.route(live[0].text(site))
     routes = {}
     for t in tasks:
         start = time.perf_counter()
-        entry = book.get(t.id) or book.keep(t.id, _decided(router, t, site, book))
+        entry = book.get(t.id, cards) or book.keep(t.id, _decided(router, t, site, book))
         seconds = time.perf_counter() - start if t.id in fresh else 0.0
         agent = entry["agent"]
-        routing = Routing("route" if agent else "abstain", agent, round(entry["score"], 4))
-        routes[t.id] = Route(agent, routing, entry["threshold"], seconds)
+        routing = Routing("route" if agent else "abstain", agent, round(entry.get("score", 0.0), 4))
+        routes[t.id] = Route(agent, routing, entry.get("threshold", 0.0), seconds)
     return routes
 
 

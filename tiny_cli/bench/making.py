@@ -16,16 +16,20 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from tiny_cli.cards.load import Card
 from tiny_cli.provider.replay import ExchangeSource, Replayer
 
 __all__ = [
+    "Entry",
     "RouteBook",
+    "as_offered",
+    "cards_offering",
     "changed_since",
+    "decision_entry",
     "digests",
     "offered_tools",
     "portable",
@@ -48,11 +52,16 @@ class RouteBook:
         self._exchanges = exchanges
         self._made: dict[str, Entry] = {}
 
-    def get(self, key: str) -> Entry | None:
-        """The recorded decision for `key`, kept again for this run's recording (None: none)."""
+    def get(self, key: str, cards: Collection[str]) -> Entry | None:
+        """The recorded decision for `key`, kept again for this run's recording.
+
+        None when there is none, or it is not one (a header edited by hand), or it names a
+        card not among `cards` (the cards changed since): that task routes live.
+        """
         entry = self._recorded.get(key)
-        if entry is not None:
-            self._made[key] = entry
+        if not _usable(entry, cards):
+            return None
+        self._made[key] = entry
         return entry
 
     def keep(self, key: str, entry: Entry) -> Entry:
@@ -73,6 +82,24 @@ class RouteBook:
         """Whether this replays a recording whose runs include arm `arm`'s."""
         runs = self._exchanges.runs() if isinstance(self._exchanges, Replayer) else ()
         return any(f"/{arm}/" in run for run in runs)
+
+
+def _usable(entry: Any, cards: Collection[str]) -> TypeGuard[Entry]:
+    """Whether `entry` is a routing decision among `cards`: agent, [id, score] candidates."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("candidates"), list):
+        return False
+    pairs = entry["candidates"]
+    named = [entry.get("agent"), *(c[0] if isinstance(c, list) and c else None for c in pairs)]
+    numbers = [entry.get(k, 0.0) for k in ("score", "threshold")] + [
+        c[1] if isinstance(c, list) and len(c) == 2 else None for c in pairs
+    ]
+    return (
+        bool(pairs)
+        and all(n is None or n in cards for n in named[:1])
+        and all(isinstance(n, str) and n in cards for n in named[1:])
+        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in numbers)
+        and isinstance(entry.get("clear", False), bool)
+    )
 
 
 def decision_entry(agent: str | None, candidates: Sequence[Any], **more: Any) -> Entry:

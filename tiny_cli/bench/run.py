@@ -134,7 +134,7 @@ def run_bench(
     with _site(tasks, pages) as site:
         volatile = Volatile.of({SITE: site, "{site_host}": netloc(site)})
         book = RouteBook(exchanges)
-        routes = route_all(router, tasks, site, book) if "tiny" in options.arms else {}
+        routes = route_all(router, tasks, site, book, ws.cards) if "tiny" in options.arms else {}
         book.save()
         context = JobContext(ws, exchanges, routes, site, volatile, observe)
         jobs = [

@@ -298,7 +298,7 @@ def _rankings(
     agree with what the replayed recording's runs offered, and kept for this run's recording.
     """
     keys = {t.id: f"{world.label}/{t.id}" for t in tasks}
-    entries = {t.id: book.get(keys[t.id]) for t in tasks}
+    entries = {t.id: book.get(keys[t.id], world.cards) for t in tasks}
     missing = [t for t in tasks if entries[t.id] is None]
     top = options.top_k
     decisions = router().route_many([t.task for t in missing], top + SPARE) if missing else []

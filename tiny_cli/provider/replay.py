@@ -467,7 +467,10 @@ class Replayer(ExchangeSource):
             shown = " ".join(
                 f"--{k.replace('_', '-')} {v}" for k, v in options.items() if v is not None
             )
-            return f"; it was recorded with {shown} (`--replay FILE` alone uses them)"
+            return (
+                f"; it was recorded with {shown} (paths from the recording's folder; "
+                "`--replay FILE` alone uses them)"
+            )
         return (
             "; replay with the options it was recorded with (--tasks, --cards, --arm, "
             "--repeat, --all-tools-sizes, --sample, --irrelevance, --seed, --prompt)"
