@@ -78,6 +78,11 @@ def test_the_file_alone_replays_the_run_and_is_not_logged(tiny, tmp_path: Path) 
     assert result.exit_code == 0, result.output
     assert _same_runs(json.loads(result.stdout), recorded)
     assert json.loads(tiny("runs", "--json").stdout) == before  # a replay is not a run
+    home = tmp_path / "fresh-home"
+    fresh = tiny("bench", "--replay", str(recording), "--json", env={"TINY_HOME": str(home)})
+    assert fresh.exit_code == 0, fresh.output
+    written = {p.relative_to(home).parts[0] for p in home.rglob("*") if p.is_file()}
+    assert written == {"cache"}  # docs/bench.md: all a replay writes under TINY_HOME
     logged = tiny("bench", "--replay", str(recording), "--json", "--log")
     assert logged.exit_code == 0, logged.output
     assert len(json.loads(tiny("runs", "--json").stdout)) > len(before)  # unless asked
