@@ -1,15 +1,15 @@
-"""Reading a recording file: its bounded size, its header, its exchanges, each line checked."""
+"""A recording file: reading it (bounded, its header, each exchange checked), answers as JSON."""
 
 from __future__ import annotations
 
 import json
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.provider.client import MAX_TOKENS
+from tiny_cli.provider.client import MAX_TOKENS, Completion, ToolCall
 
 RECORDING_FORMAT = 1
 MAX_RECORDING_BYTES = 1 << 30  # 1 GiB: the largest shipped one is 23 MB
@@ -28,6 +28,40 @@ def header_of(path: Path, numbered: tuple[int, str] | None) -> dict[str, Any]:
 def entry_of(path: Path, n: int, line: str) -> dict[str, Any]:
     """Return one exchange line, its types checked; ConfigError naming file and line."""
     return _entry(path, n, line)
+
+
+def completion_to_json(completion: Completion) -> dict[str, Any]:
+    """Return a Completion as a JSON-ready dict."""
+    return {
+        "content": completion.content,
+        "tool_calls": [[c.id, c.name, c.arguments] for c in completion.tool_calls],
+        "tokens_in": completion.tokens_in,
+        "tokens_out": completion.tokens_out,
+        "finish_reason": completion.finish_reason,
+        "raw": completion.raw,
+    }
+
+
+def completion_from_json(data: dict[str, Any]) -> Completion:
+    """Rebuild a Completion from `completion_to_json`'s dict."""
+    calls = tuple(ToolCall(str(i), str(n), str(a)) for i, n, a in data.get("tool_calls") or ())
+    return Completion(
+        data.get("content"),
+        calls,
+        int(data.get("tokens_in") or 0),
+        int(data.get("tokens_out") or 0),
+        data.get("finish_reason"),
+        data.get("raw") or {},
+    )
+
+
+def same_endpoint(paths: Sequence[Path], headers: Sequence[dict[str, Any]]) -> None:
+    """Recordings replayed together must come from one model in one tool mode."""
+    for key in ("model", "tool_mode"):
+        values = {h.get(key) for h in headers}
+        if len(values) > 1:
+            shown = ", ".join(f"{p}: {h.get(key)!r}" for p, h in zip(paths, headers, strict=True))
+            raise ConfigError(f"recordings of different {key.replace('_', ' ')}s: {shown}")
 
 
 def _read_lines(path: Path) -> Iterator[tuple[int, str]]:

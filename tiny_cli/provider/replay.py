@@ -44,10 +44,17 @@ from tiny_cli.provider.client import (
     Completion,
     OpenAIProvider,
     Provider,
-    ToolCall,
     request_body,
 )
-from tiny_cli.provider.recfile import RECORDING_FORMAT, entry_of, header_of, read_lines
+from tiny_cli.provider.recfile import (
+    RECORDING_FORMAT,
+    completion_from_json,
+    completion_to_json,
+    entry_of,
+    header_of,
+    read_lines,
+    same_endpoint,
+)
 from tiny_cli.secrets import Scrubber, scrubber
 
 PREVIEW_CHARS = 80  # how much of the last message names a request in a ReplayError
@@ -383,7 +390,7 @@ class Replayer(ExchangeSource):
             lines = list(read_lines(one))
             headers.append(header_of(one, lines[0] if lines else None))
             entries += [entry_of(one, n, line) for n, line in lines[1:]]
-        _same_endpoint(paths, headers)
+        same_endpoint(paths, headers)
         replayer = cls(paths[0], headers[0], entries)
         replayer.paths = tuple(paths)
         return replayer
@@ -457,12 +464,14 @@ class Replayer(ExchangeSource):
             f"replay {self.path}: no recorded answer for run {label.run} "
             f"(agent {label.agent}), request {key[:12]}, last {last.get('role', '?')} "
             f"message {preview!r}; the recording holds {held} exchange(s) for this run"
-            f"{self._hint()}"
+            f"{self._hint(label.run)}"
         )
 
-    def _hint(self) -> str:
-        """Say which options the recording was made with, or that they matter."""
+    def _hint(self, run: str) -> str:
+        """Say which options a bench's recording was made with, or that they matter."""
         options = self.header.get("bench")
+        if "/" not in run:  # `invoke`, `delegate`: no bench options to name
+            return ""
         if isinstance(options, dict):
             shown = " ".join(
                 f"--{k.replace('_', '-')} {v}" for k, v in options.items() if v is not None
@@ -482,31 +491,6 @@ def read_header(path: Path) -> dict[str, Any]:
     for line in read_lines(Path(path)):
         return header_of(Path(path), line)
     return header_of(Path(path), None)
-
-
-def completion_to_json(completion: Completion) -> dict[str, Any]:
-    """Return a Completion as a JSON-ready dict."""
-    return {
-        "content": completion.content,
-        "tool_calls": [[c.id, c.name, c.arguments] for c in completion.tool_calls],
-        "tokens_in": completion.tokens_in,
-        "tokens_out": completion.tokens_out,
-        "finish_reason": completion.finish_reason,
-        "raw": completion.raw,
-    }
-
-
-def completion_from_json(data: dict[str, Any]) -> Completion:
-    """Rebuild a Completion from `completion_to_json`'s dict."""
-    calls = tuple(ToolCall(str(i), str(n), str(a)) for i, n, a in data.get("tool_calls") or ())
-    return Completion(
-        data.get("content"),
-        calls,
-        int(data.get("tokens_in") or 0),
-        int(data.get("tokens_out") or 0),
-        data.get("finish_reason"),
-        data.get("raw") or {},
-    )
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -579,15 +563,6 @@ def _request(
 def _since(started: float) -> float:
     """Seconds since `started`, kept in a recording so a resumed run can say what it cost."""
     return round(time.monotonic() - started, 3)
-
-
-def _same_endpoint(paths: Sequence[Path], headers: Sequence[dict[str, Any]]) -> None:
-    """Recordings replayed together must come from one model in one tool mode."""
-    for key in ("model", "tool_mode"):
-        values = {h.get(key) for h in headers}
-        if len(values) > 1:
-            shown = ", ".join(f"{p}: {h.get(key)!r}" for p, h in zip(paths, headers, strict=True))
-            raise ConfigError(f"recordings of different {key.replace('_', ' ')}s: {shown}")
 
 
 def _masked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:
