@@ -17,6 +17,7 @@ from tiny_cli.cli.common import (
     picked,
     run_session,
     wants_live,
+    warn,
     warn_unused,
 )
 from tiny_cli.cli.options import (
@@ -28,12 +29,12 @@ from tiny_cli.cli.options import (
     NoLogOpt,
     QuietOpt,
     RecordOpt,
-    ReplayOpt,
     ResumeOpt,
     ToolModeOpt,
     ToolsOpt,
     WallScaleOpt,
 )
+from tiny_cli.cli.replay_opts import BenchReplayOpt, LogOpt, UpgradeOpt, warn_changed
 from tiny_cli.cli.scale import (
     ContextOpt,
     HtmlOpt,
@@ -90,7 +91,7 @@ def bench(
     concurrency: ConcurrencyOpt = 1,
     out: OutOpt = None,
     record: RecordOpt = None,
-    replay: ReplayOpt = None,
+    replay: BenchReplayOpt = None,
     resume: ResumeOpt = None,
     allow_host: AllowHostOpt = None,
     base_url: BaseUrlOpt = None,
@@ -112,6 +113,8 @@ def bench(
     expected_tools: PlaceOpt = None,
     prompt: PromptOpt = "same",
     fail_under: FailUnderOpt = None,
+    upgrade: UpgradeOpt = False,
+    log: LogOpt = False,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
     from tiny_cli.bench import DEFAULT_TASKS_FILE
@@ -120,14 +123,14 @@ def bench(
                    outputs=(record, out, html))  # fmt: skip
     scale = wants_scale(tasks, sizes)  # reads the task file: a bad path stops here
     _check_options(scale, arm, fail_under or (), (record, out, html))
-    settings = model_settings(
-        cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
-    )
+    settings = model_settings(cards, tools, base_url, model, record, replay, allow_host,
+                              tool_mode, wall_scale)  # fmt: skip
+    _changed(replay, tasks or DEFAULT_TASKS_FILE, settings, upgrade)
     if scale and tasks is not None:  # (wants_scale: never without a task file)
         flags = ScaleFlags(sizes, arm, sample, irrelevance, seed, top_k, hybrid_margin,
                            context_tokens, concurrency, html, record, replay, out, not no_log,
                            markdown, json_out, expected_tools, prompt, resume,
-                           tuple(fail_under or ()))  # fmt: skip
+                           tuple(fail_under or ()), upgrade, log)  # fmt: skip
         return scale_bench(settings, tasks, flags)
     return _example_bench(settings, ExampleFlags.pick(locals()))
 
@@ -149,7 +152,9 @@ class ExampleFlags:
     out: Path | None
     markdown: bool
     fail_under: list[str] | None
-    html: Path | None = None
+    html: Path | None
+    upgrade: bool
+    log: bool
 
     @classmethod
     def pick(cls, options: dict[str, Any]) -> ExampleFlags:
@@ -165,12 +170,13 @@ def _example_bench(settings: Any, f: ExampleFlags) -> None:
     live = f.concurrency == 1 and wants_live(f.quiet, f.json_out)  # one run at a time: watched
     with run_session(
         settings, "bench", record=f.record, replay=f.replay, no_log=f.no_log, live=live,
-        resume=f.resume or (),
+        resume=f.resume or (), log_replay=f.log, upgrade=f.upgrade,
     ) as s:  # fmt: skip
         report = _run_bench(settings, s, f.tasks, options)
         warn_unused(s.exchanges)
     if f.html is not None:
         _write_page(report, f.html)
+    upgraded(f.upgrade, f.replay)
     _show_report(report, f.out, f.markdown, f.json_out)
     fail_below(report.to_json(), f.fail_under or ())
 
@@ -185,6 +191,21 @@ def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) ->
         return bench_from_settings(
             settings, session, make_router, tasks_path=tasks, options=options, on_progress=progress
         )
+
+
+def _changed(replay: list[Path] | None, tasks: Path, settings: Any, upgrade: bool) -> None:
+    """Say in one line what changed since the recording; --upgrade needs a --replay."""
+    if upgrade and not replay:
+        raise ConfigError("--upgrade rewrites a recording: name it with --replay")
+    line = warn_changed(replay, tasks, settings)
+    if line is not None:
+        warn(line)
+
+
+def upgraded(upgrade: bool, replay: list[Path] | None) -> None:
+    """Say which recording --upgrade rewrote."""
+    if upgrade and replay:
+        warn(f"upgraded {replay[0]}: its header holds its options, digests and routing now")
 
 
 def _check_options(

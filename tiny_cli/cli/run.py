@@ -42,6 +42,7 @@ from tiny_cli.cli.options import (
     YesOpt,
 )
 from tiny_cli.cli.process import EXIT_BY_STATUS
+from tiny_cli.cli.replay_opts import LogOpt
 
 if TYPE_CHECKING:
     from tiny_cli.agent.loop import Approve
@@ -86,6 +87,7 @@ class RunFlags:
     quiet: bool
     no_log: bool
     json_out: bool
+    log: bool = False  # a replay is logged only when asked (--log)
 
     @classmethod
     def pick(cls, options: Mapping[str, Any]) -> RunFlags:
@@ -146,6 +148,7 @@ def invoke(
     artifact: ArtifactOpt = None,
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
+    log: LogOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one card on a task in a fresh context under its budget; print the Digest."""
@@ -186,6 +189,7 @@ def delegate(
     ask_route: AskRouteOpt = None,
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
+    log: LogOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before each write call."""
@@ -228,6 +232,7 @@ def running(
         record=flags.record,
         replay=flags.replay,
         no_log=flags.no_log,
+        log_replay=flags.log,
         live=wants_live(flags.quiet, flags.json_out),
         handles=handles,
     ) as session:

@@ -84,6 +84,8 @@ class ScaleFlags:
     prompt: str = "same"
     resume: list[Path] | None = None
     fail_under: tuple[str, ...] = ()
+    upgrade: bool = False
+    log_replay: bool = False
 
 
 def wants_scale(tasks: Path | None, sizes: str | None) -> TypeGuard[Path]:
@@ -97,7 +99,7 @@ def scale_bench(settings: Settings, tasks: Path, flags: ScaleFlags) -> None:
     """Run the bench at scale and show it: table and chart, Markdown, JSON; --html, --out."""
     from tiny_cli.bench.scale import scale_from_settings
     from tiny_cli.bench.scale_report import markdown_table
-    from tiny_cli.cli.bench import write_report
+    from tiny_cli.cli.bench import upgraded, write_report
 
     options = scale_options(flags, settings.wall_scale)
     with run_session(
@@ -108,9 +110,12 @@ def scale_bench(settings: Settings, tasks: Path, flags: ScaleFlags) -> None:
         resume=flags.resume or (),
         no_log=not flags.log,
         live=False,
+        log_replay=flags.log_replay,
+        upgrade=flags.upgrade,
     ) as s:
         report = scale_from_settings(settings, s, tasks, options)
         warn_unused(s.exchanges)
+    upgraded(flags.upgrade, flags.replay)
     document = report.to_json()
     if flags.out is not None:
         write_report(flags.out, document)
