@@ -153,8 +153,9 @@ def warn_unused(exchanges: Any) -> None:
     left = exchanges.unused()
     if left:
         warn(
-            f"the recording holds {left} exchange(s) this replay never asked for: it was "
-            "recorded with other options (--repeat, --arm, sizes, sample?), so fewer runs replayed"
+            f"the recording holds {left} exchange(s) this replay never asked for: fewer runs "
+            "(other --repeat, --arm, sizes or sample) or shorter ones (a turn this tiny no "
+            "longer takes, such as a repair) than when it was recorded"
         )
 
 
