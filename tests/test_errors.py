@@ -6,15 +6,18 @@ The endpoint is a real HTTP server on 127.0.0.1 (the scripted server), reached b
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from tiny_cli import errors
 from tiny_cli.cli.process import EXIT_USAGE, exit_code
-from tiny_cli.errors import ProviderError, ProviderTimeout, TinyError
+from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, TinyError
 from tiny_cli.provider.client import OpenAIProvider
+from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, http_error, raw_response
+from tiny_cli.userfiles import read_text
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -64,6 +67,16 @@ def test_an_unusable_answer_names_the_url_but_no_status() -> None:
 
     assert error.status is None and error.url == server.url
     assert "malformed" in str(error)
+
+
+def test_a_setting_error_names_the_variable_and_a_file_error_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as bad_setting:
+        load_settings({"TINY_THRESHOLD": "high", "TINY_HOME": str(tmp_path)}, cwd=tmp_path)
+    with pytest.raises(ConfigError) as missing:
+        read_text(tmp_path / "brief.yaml")
+
+    assert (bad_setting.value.field, bad_setting.value.path) == ("TINY_THRESHOLD", None)
+    assert (missing.value.path, missing.value.field) == (tmp_path / "brief.yaml", None)
 
 
 def test_the_library_errors_carry_no_exit_codes_the_cli_decides_them() -> None:

@@ -2,6 +2,7 @@
 
     TinyError                   one line on stderr at a face (the faces own the exit codes)
     ├── ConfigError             a setting, flag, path or file the user gave is wrong
+    │                           (`path`, `field` where known)
     ├── CardError               cards failed to load (every problem in `problems`)
     ├── ToolError               a tool module or tool definition is broken
     ├── ToolCallError           one tool call failed; its message goes back to the model
@@ -25,6 +26,8 @@ that failed), so no caller parses a message; which exit code it means is the fac
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = [
     "AddressRefused",
     "CardError",
@@ -47,7 +50,16 @@ class TinyError(Exception):
 
 
 class ConfigError(TinyError):
-    """A setting, flag, path or file the user gave is wrong."""
+    """A setting, flag, path or file the user gave is wrong.
+
+    `path` is the file that could not be used and `field` the setting, flag or variable that
+    is wrong (as `TINY_THRESHOLD` or `--threshold`), where the error knows them; else None.
+    """
+
+    def __init__(self, message: str, *, path: Path | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.field = field
 
 
 class CardError(TinyError):
