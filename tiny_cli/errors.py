@@ -65,8 +65,8 @@ class ConfigError(TinyError):
 class CardError(TinyError):
     """One or more cards failed to load; `problems` holds every one of them.
 
-    A command that needs the cards stops with the usage exit code; `tiny validate` reports
-    the same problems itself and exits 1.
+    A command that needs the cards stops with it; `tiny validate` reports the same problems
+    itself, as its findings.
     """
 
     def __init__(self, problems: list, loaded: tuple = ()) -> None:
