@@ -282,6 +282,7 @@ def test_a_server_that_floods_stderr_and_dies_costs_only_its_last_lines(
     read = _bytes_read() - before
 
     assert str(caught.value) == "MCP server 'box' did not start: box: last words"
+    assert caught.value.server == "box"  # which server, without reading the message
     assert read < 4 * 2**20, f"read {read:,} bytes to find the last line of 50 MB"
 
 

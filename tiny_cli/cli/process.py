@@ -25,6 +25,9 @@ EXIT_BY_STATUS = {
     "abstain": 6,
     "needs_confirmation": 7,
 }
+# the exit code of an error that ends a command: its class's, or its nearest base class's;
+# the library's errors carry no codes, the face decides what each one means to a shell
+EXIT_BY_ERROR: dict[type[TinyError], int] = {TinyError: EXIT_USAGE}
 
 
 # the framework's usage error (typer vendors click, so it is found through a public subclass)
@@ -69,7 +72,12 @@ class TinyGroup(typer.core.TyperGroup):
             typer.echo(f"tiny: error: {first}", err=True)
             for line in rest:
                 typer.echo(f"  {line}", err=True)
-            raise typer.Exit(exc.exit_code) from None
+            raise typer.Exit(exit_code(exc)) from None
+
+
+def exit_code(exc: TinyError) -> int:
+    """Return the code a command that ended with `exc` exits with (EXIT_BY_ERROR)."""
+    return next(EXIT_BY_ERROR[c] for c in type(exc).__mro__ if c in EXIT_BY_ERROR)
 
 
 def main() -> None:

@@ -146,12 +146,14 @@ class OpenAIProvider:
                 return _parse(answer.content, self._server)
             failure = answer if isinstance(answer, _Failure) else self._server.judge(answer, model)
             if not failure.retryable or attempt == tries - 1:
-                raise ProviderError(self._server.final_message(failure, attempt + 1))
+                raise self._server.failed(failure, attempt + 1)
             delay = self._delay(attempt, failure.retry_after)
             if deadline is not None and self._clock() + delay >= deadline:
                 raise ProviderTimeout(
                     f"gave up on {self._shown_url} within the time budget "
-                    f"({_describe(failure)}; next retry in {delay:g}s)"
+                    f"({_describe(failure)}; next retry in {delay:g}s)",
+                    status=failure.status,
+                    url=self._shown_url,
                 )
             log.info("retrying %s in %.2fs: %s", self._shown_url, delay, failure.detail)
             self._sleep(delay)
@@ -165,8 +167,7 @@ class OpenAIProvider:
         try:
             self._client.get(f"{self.base_url}/models", timeout=timeout)
         except httpx.TransportError:
-            failure = _Failure("connect", "", True)
-            raise ProviderError(self._server.final_message(failure, 1)) from None
+            raise self._server.failed(_Failure("connect", "", True), 1) from None
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -199,7 +200,9 @@ class OpenAIProvider:
         """Send one request; return what came back or why nothing usable did."""
         remaining = None if deadline is None else deadline - self._clock()
         if remaining is not None and remaining <= 0:
-            raise ProviderTimeout(f"no answer from {self._shown_url} within the time budget")
+            raise ProviderTimeout(
+                f"no answer from {self._shown_url} within the time budget", url=self._shown_url
+            )
         limit = self._timeout if remaining is None else min(self._timeout, remaining)
         try:
             if remaining is None:
@@ -208,12 +211,14 @@ class OpenAIProvider:
         except DeadlineExceeded:
             raise ProviderTimeout(
                 f"{self._shown_url} was still answering when the time budget ran out "
-                f"({remaining:.1f}s): the server is slow or stalled"
+                f"({remaining:.1f}s): the server is slow or stalled",
+                url=self._shown_url,
             ) from None
         except httpx.TimeoutException as exc:
             if remaining is not None and limit >= remaining:  # the caller's budget, not ours
                 raise ProviderTimeout(
-                    f"no answer from {self._shown_url} within the time budget ({remaining:.1f}s)"
+                    f"no answer from {self._shown_url} within the time budget ({remaining:.1f}s)",
+                    url=self._shown_url,
                 ) from exc
             return _Failure("timeout", f"no answer within {limit:g}s", retryable=True)
         except httpx.ConnectError as exc:
@@ -237,12 +242,14 @@ class OpenAIProvider:
                 if deadline is not None and self._clock() >= deadline:
                     raise ProviderTimeout(
                         f"{self._shown_url} was still sending its answer "
-                        "when the time budget ran out"
+                        "when the time budget ran out",
+                        url=self._shown_url,
                     )
                 if size > MAX_RESPONSE_BYTES:
                     raise ProviderError(
                         f"{self._shown_url} sent more than "
-                        f"{MAX_RESPONSE_BYTES // 2**20} MiB; not a chat completion"
+                        f"{MAX_RESPONSE_BYTES // 2**20} MiB; not a chat completion",
+                        url=self._shown_url,
                     )
             return _Answer(response.status_code, response.headers, b"".join(chunks))
 
@@ -313,6 +320,11 @@ class _Server:
             detail = f"{self.url} refused the request (HTTP {status}): {short}"
         return _Failure("status", detail, False, None, status)
 
+    def failed(self, failure: _Failure, tries: int) -> ProviderError:
+        """Return the error of a request that failed for good, with the HTTP status it got."""
+        message = self.final_message(failure, tries)
+        return ProviderError(message, status=failure.status, url=self.url)
+
     def final_message(self, failure: _Failure, tries: int) -> str:
         """Say, in one line, why the request failed for good."""
         n = f"{tries} {'try' if tries == 1 else 'tries'}"
@@ -345,7 +357,7 @@ class _Server:
 
     def malformed(self, what: str) -> ProviderError:
         """Return the error for a response that is not a usable chat completion."""
-        return ProviderError(f"malformed response from {self.url}: {what}")
+        return ProviderError(f"malformed response from {self.url}: {what}", url=self.url)
 
 
 def _describe(failure: _Failure) -> str:
@@ -369,7 +381,8 @@ def _parse(content: bytes, server: _Server) -> Completion:
     if not isinstance(choices, list) or not choices:
         if "error" in data:
             raise ProviderError(
-                f"{server.url} answered with an error: {server.short_body(content)}"
+                f"{server.url} answered with an error: {server.short_body(content)}",
+                url=server.url,
             )
         raise server.malformed("no 'choices'")
     choice = choices[0]

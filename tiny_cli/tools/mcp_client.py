@@ -94,7 +94,7 @@ class McpTools:
             for wire, tool_name in wanted:
                 problem = self._bind_one(session, wire, tool_name, may_write)
                 if problem:
-                    raise ToolServerError(problem)
+                    raise ToolServerError(problem, server=server)
 
     def bound(self, name: str) -> Tool | None:
         """Return the tool a card's `name` stands for once bound, else None."""
@@ -108,7 +108,7 @@ class McpTools:
             spec = self.config.servers[server]
             try:
                 if server in self._unusable:  # one wait per server, not one per card naming it
-                    raise ToolServerError(self._unusable[server])
+                    raise ToolServerError(self._unusable[server], server=server)
                 session = _host().session(spec, _left(deadline), self.environ)
             except (ToolServerError, ConfigError) as exc:
                 self._unusable[server] = str(exc)
@@ -274,7 +274,7 @@ class _Host:
         with self.lock:
             lock = self.locks.setdefault(key, threading.Lock())
         if not lock.acquire(timeout=max(0.0, seconds)):  # another run is starting it
-            raise ToolServerError(_no_answer(server.name, seconds))
+            raise ToolServerError(_no_answer(server.name, seconds), server=server.name)
         try:
             current = self.sessions.get(key)
             if current is None or current.dead:
@@ -331,15 +331,19 @@ class _Session:
             self.host.run(self._start(), seconds)
         except TimeoutError:
             self.dead = True
-            raise ToolServerError(self.redact(_no_answer(self.server.name, seconds))) from None
+            raise self.failed(_no_answer(self.server.name, seconds)) from None
         if self.dead:
-            raise ToolServerError(self.redact(self._why("did not start")))
+            raise self.failed(self._why("did not start"))
 
     def call(self, tool: str, arguments: dict[str, Any]) -> str:
         """Call `tool` and return its result as text (waits; the runner bounds the wait)."""
         if self.dead or self.client is None:
-            raise ToolServerError(self.redact(self._why("is not running")))
+            raise self.failed(self._why("is not running"))
         return self.redact(self.host.run(self._call(tool, arguments), None))
+
+    def failed(self, why: str) -> ToolServerError:
+        """Return the error that this server cannot be used, with `why` redacted."""
+        return ToolServerError(self.redact(why), server=self.server.name)
 
     def redact(self, text: str) -> str:
         """Hide every value that came from an environment variable."""
@@ -413,10 +417,9 @@ class _Session:
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED or self.dead:
                 self.dead = True
-                why = self.redact(self._why(f"stopped during a call of {tool}"))
-                raise ToolServerError(why) from None
+                raise self.failed(self._why(f"stopped during a call of {tool}")) from None
             if exc.code == REQUEST_TIMEOUT:
-                raise ToolServerError(_no_answer(self.server.name, CALL_CEILING, tool)) from None
+                raise self.failed(_no_answer(self.server.name, CALL_CEILING, tool)) from None
             said = self.redact(f"the server answered with an error: {exc.error.message}")
             raise ToolCallError(said) from None
         except Exception as exc:  # a result the SDK cannot read: the model may try otherwise
@@ -486,7 +489,7 @@ def _call(server: McpServer, tool: str, **arguments: Any) -> str:
     """Call `tool` on the running session of `server` (one started by `bind`)."""
     session = _host().sessions.get(server.key())
     if session is None:
-        raise ToolServerError(f"MCP server {server.name!r} is not running")
+        raise ToolServerError(f"MCP server {server.name!r} is not running", server=server.name)
     return session.call(tool, arguments)
 
 
