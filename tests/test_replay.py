@@ -309,6 +309,16 @@ def test_provider_errors_are_recorded_and_replayed(tmp_path) -> None:
     assert not isinstance(err.value, ProviderTimeout)
 
 
+def test_a_replayed_refusal_keeps_its_http_status(tmp_path) -> None:
+    path = tmp_path / "r.jsonl"
+    refused = ProviderError("401 Unauthorized", status=401)
+    with Recorder(_Scripted(refused), path, None, "h") as recorder, pytest.raises(ProviderError):
+        _ask(recorder.for_run("r", "a"))
+    with pytest.raises(ProviderError) as err:
+        _ask(Replayer.load(path).for_run("r", "a"))
+    assert err.value.status == 401
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

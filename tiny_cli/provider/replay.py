@@ -337,8 +337,9 @@ class Recorder(ExchangeSource):
             completion = self._inner.complete(**request, timeout=timeout)
         except ProviderError as exc:
             kind = "timeout" if isinstance(exc, ProviderTimeout) else "provider"
+            message = label.volatile.mask(str(exc))
             self._write(
-                {**entry, "error": {"kind": kind, "message": label.volatile.mask(str(exc))}}
+                {**entry, "error": {"kind": kind, "message": message, "status": exc.status}}
             )
             raise
         answer = _masked(completion_to_json(completion), label.volatile)
@@ -453,7 +454,9 @@ class Replayer(ExchangeSource):
         if "error" in entry:
             error = entry["error"]
             kind = ProviderTimeout if error.get("kind") == "timeout" else ProviderError
-            raise kind(label.volatile.unmask(str(error.get("message"))))
+            status = error.get("status")  # an int where the endpoint refused with one
+            message = label.volatile.unmask(str(error.get("message")))
+            raise kind(message, status=status if type(status) is int else None)
         return completion_from_json(_unmasked(entry["completion"], label.volatile))
 
     def _missing(self, label: _RunLabel, key: str, messages: list[dict]) -> str:
