@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from tiny_cli.bench.scale import is_selection_file, load_selection_tasks
 from tiny_cli.bench.tasks import load_tasks
 from tiny_cli.cards.load import Card
+from tiny_cli.cli.process import exit_code
 from tiny_cli.errors import ConfigError
 
 from .conftest import REPO
@@ -28,7 +29,7 @@ CARDS = {"c1": Card("c1", "a card", ("f", "g"), ())}
 GOOD = {"id": "t1", "task": "do f", "expected_agent": "c1",
         "expect_call": {"name": "f", "arguments": {"x": [1]}}}  # fmt: skip
 NONE = {"id": "t2", "task": "make me a sandwich", "expected_agent": None, "expect_call": None}
-EXIT = ConfigError.exit_code
+EXIT = exit_code(ConfigError("x"))
 
 
 def _selection(folder: Path, *lines: str | bytes, first: dict = GOOD) -> Path:
