@@ -83,13 +83,13 @@ def _lesson(path: Path, rows: Sequence[tuple[str, str | None]]) -> Path:
 
 
 def test_tiny_learn_reads_a_pipe_with_a_bound(go: Callable[..., Result], tmp_path: Path) -> None:
-    fifo = tmp_path / "lesson.jsonl"
-    os.mkfifo(fifo)
+    read_end, write_end = os.pipe()  # as `tiny learn <(yes …)` gets it: the writer is there
+    fifo = Path(f"/proc/self/fd/{read_end}")
     endless = b'{"task": "x", "card": null}\n' * (1 << 16)  # 1.8 MB a write, without end
 
     def write() -> None:
         try:
-            with open(fifo, "wb") as pipe:
+            with open(write_end, "wb") as pipe:
                 for _ in range(40):  # 72 MB: past the 16 MiB bound, finite if it is not kept
                     pipe.write(endless)
         except BrokenPipeError:
@@ -97,7 +97,10 @@ def test_tiny_learn_reads_a_pipe_with_a_bound(go: Callable[..., Result], tmp_pat
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
-    result = go("learn", str(fifo))
+    try:
+        result = go("learn", str(fifo))
+    finally:
+        os.close(read_end)  # the writer's next write fails: it stops
     writer.join(timeout=60)
     assert result.exit_code != 0  # a ConfigError's exit code
     assert result.stderr.strip() == f"tiny: error: {fifo}: larger than 16 MiB; not read"

@@ -121,8 +121,7 @@ def bench(
 
     _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, *(replay or ()), *(resume or ())),
                    outputs=(record, out, html))  # fmt: skip
-    scale = wants_scale(tasks, sizes)  # reads the task file: a bad path stops here
-    _check_options(scale, arm, fail_under or (), (record, out, html))
+    scale = _check_options(tasks, sizes, arm, fail_under or (), (record, out, html))
     settings = model_settings(cards, tools, base_url, model, record, replay, allow_host,
                               tool_mode, wall_scale)  # fmt: skip
     _changed(replay, tasks or DEFAULT_TASKS_FILE, settings, upgrade)
@@ -209,11 +208,20 @@ def upgraded(upgrade: bool, replay: list[Path] | None) -> None:
 
 
 def _check_options(
-    scale: bool, arm: str, specs: Sequence[str], targets: tuple[Path | None, ...]
-) -> None:
-    """Check what a bench uses only at its end (bars, files to write) before any model time."""
+    tasks: Path | None,
+    sizes: str | None,
+    arm: str,
+    specs: Sequence[str],
+    targets: tuple[Path | None, ...],
+) -> bool:
+    """Check what a bench uses only at its end (bars, files to write) before any model time.
+
+    Returns whether this is the bench at scale (which reads the task file: a bad path stops here).
+    """
     from tiny_cli.bench.gate import check_gates, parse_gates
     from tiny_cli.userfiles import check_writable
+
+    scale = wants_scale(tasks, sizes)
 
     arms = scale_arms(arm) if scale else _arms(arm)
     check_gates(parse_gates(specs), "selection" if scale else "bench", arms)
@@ -223,6 +231,7 @@ def _check_options(
         from tiny_cli.bench.html import require_charts
 
         require_charts()
+    return scale
 
 
 def _arms(arm: str) -> tuple[Arm, ...]:
