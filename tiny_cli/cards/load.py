@@ -30,6 +30,7 @@ from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
 # where tools come from, said with every unknown tool: the one thing a new user must find
 TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS)'
+DEFAULT_BUDGET = Budget()  # frozen: every card without a `budget` shares it
 
 
 def load_cards(
@@ -61,7 +62,7 @@ def check_cards(
     cards: list[Card] = []
     listing = list_cards(paths, (mcp.path,) if mcp is not None else ())
     problems = list(listing.problems)
-    seen: dict[str, Problem] = {}
+    seen: dict[str, tuple[Path, int | None]] = {}  # id -> where it was first
     index = CardIndex.open(cache_dir, paths, card_salt(known_tools, mcp))
     for path, stamp in listing.files:
         card, found, id_line = _indexed(path, stamp, known_tools, mcp, index)
@@ -69,12 +70,11 @@ def check_cards(
         if card is None:
             continue
         if card.id in seen:
-            first = seen[card.id]
-            used = f"{shown_path(first.file)}:{first.line}"
-            message = f"duplicate id {card.id!r} (already used in {used})"
+            file, line = seen[card.id]
+            message = f"duplicate id {card.id!r} (already used in {shown_path(str(file))}:{line})"
             problems.append(Problem(str(path), id_line, "id", message))
             continue
-        seen[card.id] = Problem(str(path), id_line, "id", "")
+        seen[card.id] = (path, id_line)
         cards.append(card)
     index.save(listing.paths)
     return cards, problems + _declared_twice(cards) + _wire_clashes(cards, known_tools)
@@ -365,19 +365,17 @@ def _from_index(data: dict, path: Path) -> Card | None:
 
 
 def _build(data: dict, path: Path) -> Card:
-    budget = Budget(**data.get("budget", {}))
-    returns = _returns(data)
+    returns = _returns(data) if "returns" in data else {}
+    required = data.get("returns_required", ())
     return Card(
         id=data["id"],
         summary=" ".join(data["summary"].split()),
         tools=tuple(offered(t) for t in data["tools"]),  # the model sees wire names
-        returns_required=tuple(dict.fromkeys((*data.get("returns_required", ()), *returns))),
+        returns_required=tuple(dict.fromkeys((*required, *returns))),
         examples=tuple(data.get("examples", ())),
         does_not=tuple(data.get("does_not", ())),
         side_effects=data.get("side_effects", "none"),
-        budget=Budget(
-            budget.max_tool_calls, budget.max_output_tokens, float(budget.max_wall_seconds)
-        ),
+        budget=_budget(data["budget"]) if "budget" in data else DEFAULT_BUDGET,
         model=data.get("model"),
         path=path,
         tool_mode=data.get("tool_mode"),
@@ -386,6 +384,11 @@ def _build(data: dict, path: Path) -> Card:
         functions=tuple(data.get("functions", ())),
         instructions=data.get("instructions", "").strip(),
     )
+
+
+def _budget(data: dict) -> Budget:
+    given = Budget(**data)
+    return Budget(given.max_tool_calls, given.max_output_tokens, float(given.max_wall_seconds))
 
 
 # --- line numbers (the wording of problems: tiny_cli.cards.wording) -----------------------
