@@ -84,9 +84,9 @@ def route(
     from tiny_cli.routing.factory import build_router
     from tiny_cli.workspace import open_cards
 
-    cards = open_cards(settings)  # a route runs no tool: it builds no tool registry
+    loaded = open_cards(settings)  # a route runs no tool: it builds no tool registry
     with index_progress() as progress:
-        router = build_router(settings, cards.values(), progress=progress)
+        router = build_router(settings, loaded.values(), progress=progress)
     if eval_file is not None:
         _evaluate(router, eval_file, json_out)
     elif explain:
