@@ -80,7 +80,7 @@ def _folder(
     for entry in found:
         if os.path.splitext(entry.name)[1] not in CARD_SUFFIXES or entry.name in NOT_CARDS:
             continue
-        path = Path(entry.path)
+        path = folder / entry.name  # a join parses only the name, not the whole entry.path
         link = entry.is_symlink()
         # only a link needs resolving: a system call per file shows at 10,000 cards
         if skipped and (path.resolve() if link else base / entry.name) in skipped:
