@@ -33,10 +33,10 @@ from rich.console import Console
 from tiny_cli.bench import BenchOptions, BenchReport, bench_from_settings
 from tiny_cli.cli import render
 from tiny_cli.digest import estimate_tokens
+from tiny_cli.routing.factory import build_router
 from tiny_cli.session import open_session
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, Turn, reply, respond, tool_call
-from tiny_cli.workspace import make_router
 
 REPO = Path(__file__).resolve().parent.parent
 TASKS = REPO / "examples" / "bench" / "tasks.yaml"
@@ -87,7 +87,7 @@ def main() -> int:
             report = bench_from_settings(
                 settings,
                 session,
-                make_router,
+                lambda ws: build_router(ws.settings, ws.cards.values()),
                 tasks_path=TASKS,
                 options=BenchOptions(concurrency=CONCURRENCY),
             )

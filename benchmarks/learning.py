@@ -25,12 +25,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 from tiny_cli.routing.embed import Embedder
 from tiny_cli.routing.evaluation import evaluate, load_eval_file
+from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.learned import Learned, merge
 from tiny_cli.routing.router import Router
-from tiny_cli.routing.threshold import build_router, derive_threshold
+from tiny_cli.routing.threshold import derive_threshold
+from tiny_cli.settings import Settings
 
 Labelled = list[tuple[str, str | None]]
 STEPS = (0, 3, 10, 30, 60)
@@ -98,11 +100,19 @@ def _teach(
         taught = {task for tasks in learned.examples.values() for task in tasks}
         taught.update(learned.out_of_scope)
         remaining = [(t, c) for t, c in pool if t not in taught]
-        router = build_router(cards, embedder, cache_dir, learned, keep_state=False)
+        router = _router(cards, embedder, cache_dir, learned, keep_state=False)
         batch = _round(router, remaining, have, n)
         if not batch:
             return learned
         learned = merge(learned, batch, cards).learned
+
+
+def _router(
+    cards: Sequence[Card], embedder: Embedder, cache_dir: Path, learned: Learned, **kw: Any
+) -> Router:
+    """The router tiny builds (tiny_cli.routing.factory), its files under `cache_dir`."""
+    settings = Settings(home=cache_dir, cards_dir=cache_dir, docs_dir=cache_dir)
+    return build_router(settings, cards, learned=learned, embedder=embedder, **kw)
 
 
 def _round(router: Any, remaining: Labelled, have: Counter[str], n: int) -> Labelled:
@@ -144,7 +154,7 @@ def _measure(
     cache_dir: Path,
     n: int,
 ) -> CurvePoint:
-    router = build_router(cards, embedder, cache_dir, learned, keep_state=False)
+    router = _router(cards, embedder, cache_dir, learned, keep_state=False)
     report = evaluate(router, test)
     best = report.best_at_target
     return CurvePoint(
@@ -213,12 +223,12 @@ def bfcl_routing(
         ("before (no kNN view)", Router(cards, embedder, cache_dir, knn=0), in_scope + keep),
         (
             "after, untaught",
-            build_router(cards, embedder, cache_dir, Learned(Path("-"))),
+            _router(cards, embedder, cache_dir, Learned(Path("-"))),
             in_scope + keep,
         ),
         (
             f"after, {len(teach)} irrelevance tasks taught",
-            build_router(cards, embedder, cache_dir, taught),
+            _router(cards, embedder, cache_dir, taught),
             in_scope + keep,
         ),
     ]

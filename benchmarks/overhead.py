@@ -554,7 +554,7 @@ def _client(name: str, url: str, tasks: int, warmup: int) -> int:
 
 def _setup_tiny(url: str) -> tuple[Callable[[], Any], bool]:
     from tiny_cli.agent.loop import invoke
-    from tiny_cli.cards.load import Budget, Card
+    from tiny_cli.cards.card import Budget, Card
     from tiny_cli.digest import Brief
     from tiny_cli.provider.client import OpenAIProvider
     from tiny_cli.tools import Registry, tool

@@ -30,7 +30,8 @@ import platformdirs
 from rich.console import Console
 from rich.table import Table
 
-from tiny_cli.cards.load import Card, load_cards
+from tiny_cli.cards.card import Card
+from tiny_cli.cards.load import load_cards
 from tiny_cli.routing.embed import CachedEmbedder, Embedder, VectorCache, get_embedder
 from tiny_cli.routing.evaluation import EvalReport, evaluate, load_eval_file
 from tiny_cli.routing.router import (

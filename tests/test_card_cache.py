@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.cards.cache import CACHE_DIR
+from tiny_cli.cards.index import CACHE_DIR
 from tiny_cli.cards.load import check_cards, load_cards
 from tiny_cli.errors import CardError
 

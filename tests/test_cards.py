@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tiny_cli.cards import schema_check
-from tiny_cli.cards.load import Budget, card_schema, check_cards
+from tiny_cli.cards.card import Budget
+from tiny_cli.cards.context import card_schema
+from tiny_cli.cards.load import check_cards
 
 BROKEN = Path(__file__).parent / "broken_cards"
 KNOWN = {

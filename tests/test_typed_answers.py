@@ -11,7 +11,8 @@ import yaml
 from hypothesis import given, settings
 
 from tiny_cli.agent.reply import parse_reply
-from tiny_cli.cards.load import Card, check_cards
+from tiny_cli.cards.card import Card
+from tiny_cli.cards.load import check_cards
 from tiny_cli.cards.returns import ANY_VALUE, answer_schema, field_hint
 from tiny_cli.testing import reply
 

@@ -41,15 +41,17 @@ if TYPE_CHECKING:  # the names `__getattr__` imports, as type checkers and edito
     from tiny_cli.delegate import delegate, run_card
     from tiny_cli.digest import Brief, Digest, load_brief, make_brief
     from tiny_cli.provider.client import Completion, OpenAIProvider, Provider, ToolCall
+    from tiny_cli.routing.factory import build_router
     from tiny_cli.routing.router import Decision, Router
     from tiny_cli.testing import ScriptedServer, http_error, reply, tool_call
     from tiny_cli.tools.registry import Tool, tool
-    from tiny_cli.workspace import Workspace, make_router, open_router, open_workspace
+    from tiny_cli.workspace import Workspace, open_cards, open_workspace
 
 # where each name `__getattr__` gives comes from (tests/test_library.py keeps it and the
 # block above the same)
 _FROM = {
-    "tiny_cli.workspace": ("Workspace", "open_workspace", "make_router", "open_router"),
+    "tiny_cli.workspace": ("Workspace", "open_workspace", "open_cards"),
+    "tiny_cli.routing.factory": ("build_router",),
     "tiny_cli.routing.router": ("Router", "Decision"),
     "tiny_cli.digest": ("Brief", "Digest", "make_brief", "load_brief"),
     "tiny_cli.agent.loop": ("invoke", "approve_writes", "decline_writes"),
@@ -88,6 +90,7 @@ __all__ = [
     "Workspace",
     "__version__",
     "approve_writes",
+    "build_router",
     "decline_writes",
     "delegate",
     "http_error",
@@ -95,8 +98,7 @@ __all__ = [
     "load_brief",
     "load_settings",
     "make_brief",
-    "make_router",
-    "open_router",
+    "open_cards",
     "open_workspace",
     "reply",
     "run_card",

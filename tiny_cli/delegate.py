@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tiny_cli.agent.budget import Clock, effective_budget, left_after, short_of
 from tiny_cli.agent.calls import Approve
 from tiny_cli.agent.loop import decline_writes, invoke
-from tiny_cli.cards.load import Budget, Card
+from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Attempt, Brief, Digest, Routing, with_caller_tokens
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Event, Finished, Observer, ignore

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from tiny_cli.routing.factory import embedder_for, learned_folder
 from tiny_cli.routing.learned import (
     LEARNED_FILENAME,
     MAX_EXAMPLES_PER_CARD,
@@ -26,7 +27,7 @@ from tiny_cli.routing.learned import (
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.userfiles import locked
-from tiny_cli.workspace import embedder_for, learned_folder, open_workspace
+from tiny_cli.workspace import open_workspace
 
 if TYPE_CHECKING:
     import httpx

@@ -7,16 +7,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tiny_cli.cards.card import Card, Problem
+from tiny_cli.cards.load import check_cards
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_names import original
 from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text
-from tiny_cli.workspace import known_tools, learned_folder, mcp_settings, router_for
+from tiny_cli.workspace import known_tools, mcp_settings
 
 if TYPE_CHECKING:
     import httpx
 
-    from tiny_cli.cards.load import Card, Problem
     from tiny_cli.routing.explain import Overlap
     from tiny_cli.tools.mcp_config import McpConfig
 
@@ -66,14 +67,13 @@ def validate(
     `connect` also starts the MCP servers the cards name and checks each tool exists there
     (and that a card with a writing tool says `side_effects: write`).
     """
-    from tiny_cli.cards.load import check_cards
-
     folders = list(paths) or [settings.cards_dir]
     mcp = mcp_settings(_checked_folder(settings, folders))
     cards, problems = check_cards(folders, known_tools(settings), mcp, settings.cache_dir)
     if connect and mcp is not None:
         problems += connect_problems(cards, mcp)
     if not paths:  # the cards folder as a whole: its learned examples too
+        from tiny_cli.routing.factory import learned_folder  # numpy: routing's own import
         from tiny_cli.routing.learned import check_learned
 
         problems += check_learned(learned_folder(settings), cards)
@@ -98,7 +98,6 @@ def connect_problems(
     cards: Sequence[Card], mcp: McpConfig, seconds: float = CONNECT_SECONDS
 ) -> list[Problem]:
     """Start the servers the cards name; a problem for each tool missing or not allowed."""
-    from tiny_cli.cards.load import Problem
     from tiny_cli.tools.mcp_client import McpTools
 
     source = McpTools(mcp)
@@ -115,10 +114,10 @@ def routing_warnings(
     settings: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None = None
 ) -> list[Problem]:
     """Name every card text that sits closer to another card than to its own card."""
-    from tiny_cli.cards.load import Problem
+    from tiny_cli.routing.factory import build_router, learned_folder
 
     try:
-        router = router_for(settings, cards, transport)
+        router = build_router(settings, cards, transport=transport)
     except EmbedderError as exc:
         return [Problem(str(settings.cards_dir), None, "routing", f"overlap check skipped: {exc}")]
     from tiny_cli.routing.learned import LEARNED_FILENAME
@@ -129,8 +128,6 @@ def routing_warnings(
 
 
 def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
-    from tiny_cli.cards.load import Problem
-
     taught = overlap.kind == "example" and overlap.text not in card.examples
     kind = "learned example" if taught else overlap.kind
     message = (

@@ -2,39 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tiny_cli.cards.snapshot import CardSet, load_card_set
+from tiny_cli.cards.card import Card
+from tiny_cli.cards.load import load_cards
 from tiny_cli.errors import CardError, ConfigError, TinyError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import builtin_writes, default_registry
-from tiny_cli.tools.mcp_names import mcp_path
+from tiny_cli.tools.mcp_names import mcp_path, original, qualified
 
-if TYPE_CHECKING:  # routing brings numpy and the embedder: only commands that route pay
+if TYPE_CHECKING:
     import httpx
 
-    from tiny_cli.cards.load import Card  # the checker: only for a set not taken whole
-    from tiny_cli.routing.embed import Embedder, Progress
-    from tiny_cli.routing.router import Router
     from tiny_cli.tools.mcp_config import McpConfig  # read only where an mcp.yaml is
-    from tiny_cli.tools.registry import Registry  # a route builds none (open_router)
+    from tiny_cli.tools.registry import Registry  # a route builds none (open_cards)
 
 
 @dataclass(frozen=True)
 class Workspace:
-    """Settings, every registered tool, and the loaded cards (built when first asked for)."""
+    """Settings, every registered tool, and the loaded cards."""
 
     settings: Settings
     registry: Registry
-    card_set: CardSet  # in load order
-
-    @property
-    def cards(self) -> Mapping[str, Card]:
-        """The loaded cards by id: asking for ids, or whether one is there, builds no card."""
-        return self.card_set.by_id
+    cards: Mapping[str, Card]  # by id, in load order
 
     def card(self, card_id: str) -> Card:
         """Return the card named `card_id`, or raise ConfigError listing the known ids."""
@@ -52,29 +45,15 @@ def open_workspace(
     `wanted` names the card the command needs: if it is missing too, that is said first.
 
     Tools of MCP servers (mcp.yaml) join the registry unbound: a server starts only when a
-    run needs it. An unchanged card folder is taken from its snapshot (tiny_cli.cards.snapshot).
+    run needs it. Unchanged card files come from the card index (tiny_cli.cards.index).
     """
     registry = default_registry(settings, transport=transport)
     mcp = mcp_settings(settings)
-    cards = _card_set(settings, registry.writes(), mcp, wanted)
-    if cards.facts.mcp:
+    cards = open_cards(settings, registry.writes(), mcp, wanted)
+    if any(qualified(original(t)) for card in cards.values() for t in card.tools):
         _add_mcp(registry, mcp)
-    _add_declared(registry, cards)
+    _add_declared(registry, cards.values())
     return Workspace(settings, registry, cards)
-
-
-def open_router(
-    settings: Settings,
-    transport: httpx.BaseTransport | None = None,
-    progress: Progress | None = None,
-) -> Router:
-    """Build the concierge for the settings' cards, as `make_router(open_workspace(...))`.
-
-    A route runs no tool, so no tool registry is built: the built-in tools' names suffice
-    to check the cards, unless the user's own tools (TINY_TOOLS) must be imported to be known.
-    """
-    cards = _card_set(settings, known_tools(settings), mcp_settings(settings))
-    return router_for(settings, cards, transport, progress)
 
 
 def known_tools(settings: Settings) -> dict[str, bool]:
@@ -84,16 +63,26 @@ def known_tools(settings: Settings) -> dict[str, bool]:
     return builtin_writes()
 
 
-def _card_set(
-    settings: Settings, known: Mapping[str, bool], mcp: McpConfig | None, wanted: str | None = None
-) -> CardSet:
-    """Load the cards folder (from its snapshot when unchanged); CardError if a card is broken."""
+def open_cards(
+    settings: Settings,
+    known: Mapping[str, bool] | None = None,
+    mcp: McpConfig | None = None,
+    wanted: str | None = None,
+) -> dict[str, Card]:
+    """Load the cards folder by id; CardError if a card is broken.
+
+    `known`: the tools cards may name (default `known_tools`: a route builds no registry);
+    `mcp`: the MCP servers (default: the settings' mcp.yaml, if any).
+    """
     if not settings.cards_dir.exists():
         raise _no_cards(settings)
+    known = known_tools(settings) if known is None else known
+    mcp = mcp_settings(settings) if mcp is None else mcp
     try:
-        return load_card_set([settings.cards_dir], known, mcp, settings.cache_dir)
+        cards = load_cards([settings.cards_dir], known, mcp, settings.cache_dir)
     except CardError as exc:
         raise _unknown_first(exc, wanted, settings.cards_dir) from None
+    return {card.id: card for card in cards}
 
 
 def _no_cards(settings: Settings) -> ConfigError:
@@ -121,14 +110,15 @@ def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyErro
     )
 
 
-def _add_declared(registry: Registry, cards: CardSet) -> None:
+def _add_declared(registry: Registry, cards: Iterable[Card]) -> None:
     """Register the functions cards declare (validation made sure each name means one schema)."""
     from tiny_cli.tools.registry import declared_tool
 
-    for card_id, spec in cards.facts.functions:
-        if spec["name"] not in registry:
-            tool = declared_tool(spec["name"], spec.get("description", ""), spec["parameters"])
-            registry.add(tool, f"card {card_id}")
+    for card in cards:
+        for spec in card.functions:
+            if spec["name"] not in registry:
+                tool = declared_tool(spec["name"], spec.get("description", ""), spec["parameters"])
+                registry.add(tool, f"card {card.id}")
 
 
 def mcp_settings(settings: Settings) -> McpConfig | None:
@@ -148,44 +138,3 @@ def _add_mcp(registry: Registry, mcp: McpConfig | None) -> None:
         )
 
         registry.add_source(McpTools(mcp))
-
-
-def make_router(
-    ws: Workspace,
-    transport: httpx.BaseTransport | None = None,
-    progress: Progress | None = None,
-) -> Router:
-    """Build the concierge for the workspace's cards with the configured embedder.
-
-    `progress(done, total)` hears how far embedding new card texts has got.
-    """
-    return router_for(ws.settings, ws.card_set, transport, progress)
-
-
-def router_for(
-    s: Settings,
-    cards: Sequence[Card],
-    transport: httpx.BaseTransport | None = None,
-    progress: Progress | None = None,
-) -> Router:
-    """Build the concierge for `cards` with the settings' embedder and learned examples."""
-    from tiny_cli.routing.learned import load_learned
-    from tiny_cli.routing.threshold import build_router
-    from tiny_cli.secrets import scrubber
-
-    # a hand-added secret in learned.jsonl reaches neither the router's cache nor --explain
-    learned = load_learned(learned_folder(s)).scrubbed(scrubber(s.api_key))
-    embedder = embedder_for(s, transport)
-    return build_router(cards, embedder, s.cache_dir, learned, s.threshold, progress)
-
-
-def embedder_for(s: Settings, transport: httpx.BaseTransport | None = None) -> Embedder:
-    """Return the configured embedder (TINY_EMBEDDER / --embedder)."""
-    from tiny_cli.routing.embed import get_embedder
-
-    return get_embedder(s.embedder, base_url=s.base_url, api_key=s.api_key, transport=transport)
-
-
-def learned_folder(s: Settings) -> Path:
-    """Return the folder whose learned.jsonl teaches the router: the cards folder."""
-    return s.cards_dir if s.cards_dir.is_dir() else s.cards_dir.parent

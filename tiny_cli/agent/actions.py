@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 from tiny_cli.provider.client import ToolCall
 from tiny_cli.settings import DEFAULT_TOOL_MODE, ToolMode
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from tiny_cli.cards.load import Budget, Card
+from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallRecord, Cost
 
 DEFAULT_MAX_GHOST_CALLS = 3  # tolerated per run; one more ends it `failed`, reason ghost_calls

@@ -15,7 +15,7 @@ from typing import Any
 
 from tiny_cli.agent.budget import DEFAULT_MAX_RESULT_CHARS, Meter, cap_result
 from tiny_cli.agent.evidence import evidence_of
-from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 from tiny_cli.deadline import call_within
 from tiny_cli.digest import CallOutcome, CallRecord
 from tiny_cli.errors import AddressRefused, DeadlineExceeded, ToolCallError, ToolServerError

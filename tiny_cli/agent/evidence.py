@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 from tiny_cli.digest import FieldSource
 
 WORD_SHARE = 0.6  # share of a prose value's words that must appear in the evidence

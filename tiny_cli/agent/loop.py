@@ -47,7 +47,7 @@ from tiny_cli.agent.prompts import (
     wrap_up_message,
 )
 from tiny_cli.agent.reply import Reply, parse_reply
-from tiny_cli.cards.load import Budget, Card
+from tiny_cli.cards.card import Budget, Card
 from tiny_cli.cards.returns import answer_schema
 from tiny_cli.digest import Brief, CallOutcome, CallRecord, Digest, Routing, with_caller_tokens
 from tiny_cli.errors import ProviderError, ProviderTimeout, ToolServerError

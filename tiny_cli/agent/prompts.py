@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 from tiny_cli.cards.returns import field_template
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief
 

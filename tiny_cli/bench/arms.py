@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 from tiny_cli.agent.loop import approve_writes, fresh_context, invoke
 from tiny_cli.bench.making import Entry, RouteBook, decision_entry
 from tiny_cli.bench.tasks import BenchTask
-from tiny_cli.cards.load import Budget, Card, SideEffects
+from tiny_cli.cards.card import Budget, Card, SideEffects
 from tiny_cli.digest import Brief, Digest, Routing, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Finished, Observer

@@ -30,7 +30,7 @@ from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, re
 from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
 from tiny_cli.bench.tasks import read_task_text
 from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, universes
-from tiny_cli.cards.load import Budget, Card
+from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Digest, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder

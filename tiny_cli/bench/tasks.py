@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
 from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_bytes
 

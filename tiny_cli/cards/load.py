@@ -11,98 +11,28 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from tiny_cli import yamlsafe
 from tiny_cli.cards import markdown
-from tiny_cli.cards.basis import CARD_SUFFIXES, NOT_CARDS, card_salt, card_schema
-from tiny_cli.cards.cache import CardCache
+from tiny_cli.cards.card import Budget, Card, Problem, shown_path
+from tiny_cli.cards.context import card_salt, card_schema
+from tiny_cli.cards.index import CardIndex, list_cards
 from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema
 from tiny_cli.cards.wording import message, missing, short, yaml_line, yaml_message
 from tiny_cli.errors import CardError
-from tiny_cli.settings import ToolMode
-from tiny_cli.tools.mcp_config import McpConfig
 from tiny_cli.tools.mcp_names import offered, original, qualified
 from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
+if TYPE_CHECKING:  # read only where an mcp.yaml is (tiny_cli.workspace.mcp_settings)
+    from tiny_cli.tools.mcp_config import McpConfig
+
 # where tools come from, said with every unknown tool: the one thing a new user must find
 TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS)'
-DEFAULT_MAX_TOOL_CALLS = 8
-DEFAULT_MAX_OUTPUT_TOKENS = 512
-DEFAULT_MAX_WALL_SECONDS = 60.0
-
-SideEffects = Literal["none", "write"]
-First = Literal["any", "tool"]  # `tool`: a tool call must come before the first answer
-
-
-@dataclass(frozen=True)
-class Budget:
-    """The hard limits of one invocation, enforced by the runner, not the model."""
-
-    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
-    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
-    max_wall_seconds: float = DEFAULT_MAX_WALL_SECONDS
-
-
-@dataclass(frozen=True)
-class Card:
-    """One tiny agent: who it is, what it may call, what it must return, and its budget."""
-
-    id: str
-    summary: str
-    tools: tuple[str, ...]
-    returns_required: tuple[str, ...]
-    examples: tuple[str, ...] = ()
-    does_not: tuple[str, ...] = ()
-    side_effects: SideEffects = "none"
-    budget: Budget = field(default_factory=Budget)
-    model: str | None = None
-    path: Path | None = None
-    tool_mode: ToolMode | None = None  # None: the setting's (flag > env), else DEFAULT_TOOL_MODE
-    first: First = "any"
-    # not a YAML field: set for the bench's all-tools agent, whose job may or may not write,
-    # so its `ok` without a write is no unverified write (the bench checks the CRM itself)
-    write_optional: bool = False
-    # field -> JSON Schema of its value; every typed field is in returns_required too
-    returns: Mapping[str, dict[str, Any]] = field(default_factory=dict, hash=False)
-    # tools the card declares itself, {name, description, parameters}, with no implementation
-    functions: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)
-    instructions: str = ""  # the prompt text after who it is: a Markdown card's body
-
-    @property
-    def writes(self) -> bool:
-        """True for a card that may call write tools (`side_effects: write`)."""
-        return self.side_effects == "write"
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with one card file, printed as `file:line: field: message`."""
-
-    file: str
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        shown = shown_path(self.file)
-        where = f"{shown}:{self.line}" if self.line else shown
-        return f"{where}: {self.field}: {self.message}"
-
-
-def shown_path(file: str) -> str:
-    """A file as the docs write it: relative to the working folder when it lies under it."""
-    path = Path(file)
-    if not path.is_absolute():
-        return file
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except (ValueError, OSError):  # elsewhere, or the working folder is gone
-        return file
+DEFAULT_BUDGET = Budget()  # frozen: every card without a `budget` shares it
 
 
 def load_cards(
@@ -128,167 +58,88 @@ def check_cards(
 
     `known_tools` maps each registered tool name to whether it writes; `mcp` holds the servers
     whose tools cards name as `server.tool` (checked offline: the server must be declared).
-    With `cache_dir`, a card file accepted before and unchanged since is not checked again
-    (tiny_cli.cards.cache).
+    With `cache_dir`, a card file accepted before and unchanged since is taken from the card
+    index (tiny_cli.cards.index) instead of being checked again.
     """
     cards: list[Card] = []
-    problems: list[Problem] = []
-    files, missing = card_files(paths, (mcp.path,) if mcp is not None else ())
-    problems.extend(missing)
-    seen: dict[str, Problem] = {}
-    memo = CardCache.open(cache_dir, paths, card_salt(known_tools, mcp))
-    for path in files:
-        card, found, id_line = check_one(path, known_tools, mcp, memo)
+    listing = list_cards(paths, (mcp.path,) if mcp is not None else ())
+    problems = list(listing.problems)
+    seen: dict[str, tuple[Path, int | None]] = {}  # id -> where it was first
+    index = CardIndex.open(cache_dir, paths, card_salt(known_tools, mcp))
+    for path, stamp in listing.files:
+        card, found, id_line = _indexed(path, stamp, known_tools, mcp, index)
         problems.extend(found)
         if card is None:
             continue
-        where = Problem(str(path), id_line, "id", "")
         if card.id in seen:
-            first = seen[card.id]
-            used = f"{shown_path(first.file)}:{first.line}"
-            message = f"duplicate id {card.id!r} (already used in {used})"
-            problems.append(Problem(where.file, where.line, "id", message))
+            file, line = seen[card.id]
+            message = f"duplicate id {card.id!r} (already used in {shown_path(str(file))}:{line})"
+            problems.append(Problem(str(path), id_line, "id", message))
             continue
-        seen[card.id] = where
+        seen[card.id] = (path, id_line)
         cards.append(card)
-    memo.save(files)
+    index.save(listing.paths)
     return cards, problems + _declared_twice(cards) + _wire_clashes(cards, known_tools)
 
 
-def check_one(
+def _indexed(
     path: Path,
+    stamp: tuple[int, int],
     known_tools: Mapping[str, bool],
     mcp: McpConfig | None,
-    memo: CardCache,
-    stamp: tuple[int, int] | None = None,
+    index: CardIndex,
 ) -> tuple[Card | None, list[Problem], int | None]:
-    """Check one card file, or take what an earlier check of the unchanged file accepted.
-
-    `stamp`: the size and mtime the file had when it was listed (default: it has now).
-    """
-    hit = memo.get(path, stamp)
-    card = _from_cache(hit[0], path) if hit is not None else None
+    """The card the index holds for the unchanged file, else the file checked (and indexed)."""
+    hit = index.get(path, stamp)
+    card = _from_index(hit[0], path) if hit is not None else None
     if card is not None and hit is not None:
         return card, [], hit[1]
     if hit is not None:
-        memo.forget(path)  # damaged: not what a check accepted; the file is checked again
-    card, found, id_line = _check_file(path, known_tools, mcp, memo)
+        index.forget(path)  # damaged: not what a check accepted; the file is checked again
+    card, found, id_line, data = check_file(path, known_tools, mcp)
+    if card is not None and data is not None:
+        index.put(path, stamp, data, id_line)
     return card, found, id_line
-
-
-def card_files(
-    paths: Sequence[Path], skip: Sequence[Path] = ()
-) -> tuple[list[Path], list[Problem]]:
-    """Expand directories into their card files, sorted; report paths that do not exist.
-
-    A folder's mcp.yaml (and the `skip` files) is the MCP server list, not a card; its
-    README.md says what the folder is for.
-    """
-    files: list[Path] = []
-    problems: list[Problem] = []
-    skipped = {p.resolve() for p in skip}
-    for path in paths:
-        if path.is_dir():
-            for p, refusal in _folder(path, skipped):
-                if refusal:
-                    problems.append(Problem(str(p), None, "file", refusal))
-                else:
-                    files.append(p)
-        elif path.is_file():
-            files.append(path)
-        elif path.exists():
-            problems.append(Problem(str(path), None, "file", "not a regular file"))
-        else:
-            problems.append(Problem(str(path), None, "path", "no such file or directory"))
-    return files, problems
-
-
-def _folder(folder: Path, skipped: set[Path]) -> list[tuple[Path, str | None]]:
-    """A folder's card files in name order, each with why it is not read (None: it is).
-
-    One directory scan: the entry's type comes with it, so a regular file costs no system
-    call (at 10,000 cards, a Path method per file cost 0.15 s of every command).
-    """
-    found = []
-    base = folder.resolve() if skipped else folder
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            path = Path(entry.path)
-            if _card_like(entry, path, base, skipped):
-                found.append((entry.name, path, _refusal(entry, path, folder)))
-    return [(path, refusal) for _, path, refusal in sorted(found, key=lambda f: f[0])]
-
-
-def _card_like(entry: os.DirEntry[str], path: Path, base: Path, skipped: set[Path]) -> bool:
-    if os.path.splitext(entry.name)[1] not in CARD_SUFFIXES or entry.name in NOT_CARDS:
-        return False
-    if not skipped:
-        return True
-    # only a link needs resolving: a system call per file cost 0.6 s at 10,000 cards
-    return (path.resolve() if entry.is_symlink() else base / entry.name) not in skipped
-
-
-def _refusal(entry: os.DirEntry[str], path: Path, folder: Path) -> str | None:
-    """Say why a file in a cards folder is not read: a FIFO hangs, a link may leave it."""
-    if entry.is_symlink():
-        try:
-            target = path.resolve(strict=True)
-        except (OSError, RuntimeError):  # a loop (RuntimeError before Python 3.13) or dangling
-            return "a symlink that leads nowhere (a loop, or a missing target); not read"
-        if not target.is_relative_to(folder.resolve()):
-            return "a symlink to outside the cards folder; not read"
-    if not entry.is_file():
-        return "not a regular file; not read"
-    return None
-
-
-def card_text(card: Card) -> str:
-    """Return the routing text of a card: its id as words, then its summary."""
-    return f"{card.id.replace('-', ' ').replace('_', ' ')}: {card.summary}"
 
 
 # --- one file -----------------------------------------------------------------------------
 
 
-def _check_file(
-    path: Path,
-    known_tools: Mapping[str, bool],
-    mcp: McpConfig | None = None,
-    memo: CardCache | None = None,
-) -> tuple[Card | None, list[Problem], int | None]:
+def check_file(
+    path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None = None
+) -> tuple[Card | None, list[Problem], int | None, dict[str, Any] | None]:
+    """Check one card file: its card, or every problem; its id's line, and the data accepted."""
     name = str(path)
     try:
         text = yamlsafe.read_bounded(path)
     except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem(name, None, "file", f"cannot read: {short(exc)}")], None
+        return None, [Problem(name, None, "file", f"cannot read: {short(exc)}")], None, None
     front = markdown.split(text) if path.suffix == ".md" else markdown.Frontmatter(text, "", 0)
     if not isinstance(front, markdown.Frontmatter):
-        return None, [Problem(name, *front)], None
+        return None, [Problem(name, *front)], None, None
     try:
         node, data = yamlsafe.load(front.yaml)
     except yaml.YAMLError as exc:
-        return None, [Problem(name, yaml_line(exc), "yaml", yaml_message(exc))], None
+        return None, [Problem(name, yaml_line(exc), "yaml", yaml_message(exc))], None, None
     if not isinstance(data, dict) or node is None:
         kind = "empty" if data is None else f"a {type(data).__name__}"
         line = node.start_mark.line + 1 if node is not None else 1
         problem = Problem(name, line, "card", f"must be a mapping of fields, got {kind}")
-        return None, [problem], None
+        return None, [problem], None, None
     problems = _duplicate_keys(name, node)
     fields = markdown.Fields(data, _line_index(node))
     if path.suffix == ".md":
         fields = markdown.card_fields(data, fields.lines, front, known_tools)
         problems += [Problem(name, *issue) for issue in fields.issues]
     if fields.data is None:
-        return None, problems, None
+        return None, problems, None, None
     data, lines = fields.data, fields.lines
     problems += _schema_problems(name, data, lines)
     problems += _semantic_problems(name, data, lines, known_tools, mcp)
     if problems:
         shown = fields.shown  # a subagent's `name` is the card's id: say `name`
-        return None, [replace(p, field=shown.get(p.field, p.field)) for p in problems], None
-    if memo is not None:
-        memo.put(path, data, lines.get(("id",)))
-    return _build(data, path), [], lines.get(("id",))
+        return None, [replace(p, field=shown.get(p.field, p.field)) for p in problems], None, None
+    return _build(data, path), [], lines.get(("id",)), data
 
 
 def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
@@ -497,8 +348,8 @@ def _list(data: dict, key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _from_cache(data: dict, path: Path) -> Card | None:
-    """The card a cache entry holds; None when the entry is damaged (not as a check wrote it)."""
+def _from_index(data: dict, path: Path) -> Card | None:
+    """The card an index entry holds; None when the entry is damaged (not as a check wrote it)."""
     try:
         card = _build(data, path)
     except (KeyError, TypeError, ValueError, AttributeError):
@@ -516,19 +367,17 @@ def _from_cache(data: dict, path: Path) -> Card | None:
 
 
 def _build(data: dict, path: Path) -> Card:
-    budget = Budget(**data.get("budget", {}))
-    returns = _returns(data)
+    returns = _returns(data) if "returns" in data else {}
+    required = data.get("returns_required", ())
     return Card(
         id=data["id"],
         summary=" ".join(data["summary"].split()),
         tools=tuple(offered(t) for t in data["tools"]),  # the model sees wire names
-        returns_required=tuple(dict.fromkeys((*data.get("returns_required", ()), *returns))),
+        returns_required=tuple(dict.fromkeys((*required, *returns))),
         examples=tuple(data.get("examples", ())),
         does_not=tuple(data.get("does_not", ())),
         side_effects=data.get("side_effects", "none"),
-        budget=Budget(
-            budget.max_tool_calls, budget.max_output_tokens, float(budget.max_wall_seconds)
-        ),
+        budget=_budget(data["budget"]) if "budget" in data else DEFAULT_BUDGET,
         model=data.get("model"),
         path=path,
         tool_mode=data.get("tool_mode"),
@@ -537,6 +386,11 @@ def _build(data: dict, path: Path) -> Card:
         functions=tuple(data.get("functions", ())),
         instructions=data.get("instructions", "").strip(),
     )
+
+
+def _budget(data: dict) -> Budget:
+    given = Budget(**data)
+    return Budget(given.max_tool_calls, given.max_output_tokens, float(given.max_wall_seconds))
 
 
 # --- line numbers (the wording of problems: tiny_cli.cards.wording) -----------------------

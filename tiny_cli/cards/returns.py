@@ -13,10 +13,9 @@ import copy
 import difflib
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # a Card holds its typed fields; this module only reads them
-    from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 
 RESERVED_FIELDS = ("summary", "status")
 SHORTHANDS = ("string", "number", "integer", "boolean", "object", "array")

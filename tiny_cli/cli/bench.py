@@ -184,11 +184,14 @@ def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) ->
     """Run the example bench with a progress bar on stderr."""
     from tiny_cli.bench import bench_from_settings
     from tiny_cli.cli import render
-    from tiny_cli.workspace import make_router
+    from tiny_cli.routing.factory import build_router
+
+    def router(ws: Any) -> Any:
+        return build_router(ws.settings, ws.cards.values())
 
     with render.BenchProgress(console(stderr=True)) as progress:
         return bench_from_settings(
-            settings, session, make_router, tasks_path=tasks, options=options, on_progress=progress
+            settings, session, router, tasks_path=tasks, options=options, on_progress=progress
         )
 
 

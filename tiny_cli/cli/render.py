@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from tiny_cli.cards.card import Card, Problem, shown_path
 from tiny_cli.cli.render_fit import WIDE_HINT, Col, fitted, print_fitted
 from tiny_cli.text import printable, write_call
 from tiny_cli.tools.mcp_names import original
-
-if TYPE_CHECKING:  # a route from the snapshot prints cards it never built
-    from tiny_cli.cards.load import Card, Problem
 
 
 def validation(
@@ -31,8 +29,6 @@ def validation(
     for level, found in (("error", problems), ("warning", warnings)):
         for p in found:
             if fmt == "github":
-                from tiny_cli.cards.load import shown_path  # loaded: validate checked cards
-
                 line = f",line={p.line}" if p.line else ""
                 where = f"file={_gh_property(shown_path(p.file))}{line},title=tiny validate"
                 text = f"::{level} {where}::{_gh_data(f'{p.field}: {p.message}')}"

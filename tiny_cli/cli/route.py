@@ -81,10 +81,12 @@ def route(
             "give one of a TASK, '-' for stdin, or --eval FILE", param_hint="TASK"
         )
     from tiny_cli.cli.progress import index_progress
-    from tiny_cli.workspace import open_router
+    from tiny_cli.routing.factory import build_router
+    from tiny_cli.workspace import open_cards
 
+    loaded = open_cards(settings)  # a route runs no tool: it builds no tool registry
     with index_progress() as progress:
-        router = open_router(settings, progress=progress)
+        router = build_router(settings, loaded.values(), progress=progress)
     if eval_file is not None:
         _evaluate(router, eval_file, json_out)
     elif explain:

@@ -46,7 +46,7 @@ from tiny_cli.cli.replay_opts import LogOpt
 
 if TYPE_CHECKING:
     from tiny_cli.agent.loop import Approve
-    from tiny_cli.cards.load import Card
+    from tiny_cli.cards.card import Card
     from tiny_cli.digest import Brief, Digest
     from tiny_cli.routing.router import Router
     from tiny_cli.session import Session
@@ -196,10 +196,10 @@ def delegate(
     flags = RunFlags.pick(locals())  # the options above, by name
     from tiny_cli.cli.ask_route import wants_answer
     from tiny_cli.delegate import delegate as run_delegate
-    from tiny_cli.workspace import make_router
+    from tiny_cli.routing.factory import build_router
 
     with running("delegate", flags) as run:
-        router = make_router(run.ws)
+        router = build_router(run.ws.settings, run.ws.cards.values())
         digest = run_delegate(
             run.ws,
             router,

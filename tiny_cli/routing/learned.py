@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tiny_cli.cards.card import Card, Problem
 from tiny_cli.errors import ConfigError
 from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text, write_text
 
-if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card is built
-    from tiny_cli.cards.load import Card, Problem
+if TYPE_CHECKING:
     from tiny_cli.secrets import Scrubber
 
 __all__ = [
@@ -216,8 +216,6 @@ def write_learned(learned: Learned) -> None:
 
 def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
     """Check `folder`'s learned.jsonl: readable, known cards, no task taught twice."""
-    from tiny_cli.cards.load import Problem
-
     path = folder / LEARNED_FILENAME
     if not path.is_file():
         return []

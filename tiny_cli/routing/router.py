@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
-from tiny_cli.cards.snapshot import CardSet, card_ids
+from tiny_cli.cards.card import Card, card_text
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder, Progress, VectorCache, fingerprint
 from tiny_cli.routing.learned import normalise
@@ -34,8 +34,7 @@ from tiny_cli.routing.state import Saved, load_state, save_state, state_key
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
 from tiny_cli.text import check_task
 
-if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card is built
-    from tiny_cli.cards.load import Card
+if TYPE_CHECKING:
     from tiny_cli.routing.explain import Explanation, Overlap, Reason  # --explain, validate
 
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
@@ -153,9 +152,8 @@ class Router:
             raise ConfigError(
                 "no cards to route to; add a card or point --cards at a folder of cards"
             )
-        # a card set taken whole stays lazy: routing needs the ids, a card only when shown
-        self.cards: Sequence[Card] = cards if isinstance(cards, CardSet) else tuple(cards)
-        self.ids = card_ids(self.cards)
+        self.cards = tuple(cards)
+        self.ids = tuple(card.id for card in self.cards)
         self._by_id = np.argsort(np.argsort(np.array(self.ids)))  # each card's rank by id: ties
         self.embedder = embedder
         self.knn, self.margin = knn, margin
@@ -334,8 +332,6 @@ def _with_margin(margin: float, scores: np.ndarray, out_of_scope: np.ndarray) ->
 
 def card_texts(card: Card) -> list[tuple[str, str]]:
     """Return a card's routing texts as (kind, text): summary, capabilities, examples."""
-    from tiny_cli.cards.load import card_text  # the checker: a router from its state needs none
-
     texts = [("summary", card_text(card))]
     texts += [("capability", item) for item in capabilities(card.summary)]
     texts += [("example", example) for example in card.examples]

@@ -18,17 +18,14 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from tiny_cli.cards.snapshot import routing_digests
+from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.lexical import Lexical
 from tiny_cli.routing.space import CardSpace, space_from_parts, space_parts
-
-if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card is built
-    from tiny_cli.cards.load import Card
 
 __all__ = ["KEEP_STATES", "STATE_VERSION", "Saved", "load_state", "save_state", "state_key"]
 
@@ -53,10 +50,10 @@ def state_key(
 ) -> str:
     """Hash everything a router is built from (`settings`: knn, margin, the background's sha).
 
-    A card counts by its routing digest, which a card set taken whole has without its cards.
+    A card counts by what routing reads of it: its id, summary and examples.
     """
     digest = hashlib.sha256(f"{STATE_VERSION}\0{embedder}\0{list(settings)!r}".encode())
-    digest.update(routing_digests(cards).encode())  # fixed-width hex: the cards end unambiguously
+    digest.update(json.dumps([[c.id, c.summary, c.examples] for c in cards]).encode())
     digest.update(json.dumps(list(out_of_scope)).encode())
     return digest.hexdigest()[:32]
 

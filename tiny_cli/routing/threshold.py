@@ -1,4 +1,4 @@
-"""The abstain threshold a cards folder derives from its own examples, and the router it feeds.
+"""The abstain threshold a cards folder derives from its own examples, and which one applies.
 
 With learned examples the fixed default stops fitting: the kNN view lifts in-scope scores,
 and the out-of-scope examples pull their neighbours down. `derive_threshold` cross-validates
@@ -20,19 +20,15 @@ import hashlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tiny_cli.cards.snapshot import CardSet, card_ids
-from tiny_cli.routing.embed import CachedEmbedder, Embedder, Progress, VectorCache, fingerprint
-from tiny_cli.routing.learned import DerivedThreshold, Learned, normalise, with_learned
+from tiny_cli.cards.card import Card
+from tiny_cli.routing.embed import CachedEmbedder, Embedder, VectorCache, fingerprint
+from tiny_cli.routing.learned import DerivedThreshold, Learned, with_learned
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
 
-if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card is built
-    from tiny_cli.cards.load import Card
-
-__all__ = ["FOLDS", "MIN_OUT_OF_SCOPE", "build_router", "derive_threshold"]
+__all__ = ["FOLDS", "MIN_OUT_OF_SCOPE", "chosen_threshold", "derive_threshold"]
 
 FOLDS = 5
 # The project's bar for the abstain rule: abstain on at least this share of the tasks that
@@ -43,51 +39,19 @@ ABSTAIN_TARGET = 0.80
 MIN_OUT_OF_SCOPE = 20
 
 
-def build_router(
-    cards: Sequence[Card],
-    embedder: Embedder,
-    cache_dir: Path | None,
-    learned: Learned,
-    threshold: float | None = None,
-    progress: Progress | None = None,
-    keep_state: bool = True,
-) -> Router:
-    """Return the router for `cards` with the folder's learned examples and its threshold."""
+def chosen_threshold(
+    learned: Learned, embedder: Embedder, given: float | None
+) -> tuple[float, float, str]:
+    """The threshold a router uses, the margin's weight, and where the threshold comes from.
+
+    Precedence: `given` (--threshold / TINY_THRESHOLD) > a fresh derived one > the default.
+    """
     derived = learned.fresh_threshold(fingerprint(embedder))
-    if threshold is not None:
-        value, margin, source = threshold, 0.0, "given by --threshold or TINY_THRESHOLD"
-    elif derived is not None:
-        value, margin, source = derived.value, MARGIN_WEIGHT, derived.describe()
-    else:
-        value, margin, source = DEFAULT_THRESHOLD, 0.0, _why_default(learned, embedder)
-    return Router(
-        _taught_cards(cards, learned),
-        embedder,
-        cache_dir,
-        value,
-        out_of_scope=learned.out_of_scope,
-        margin=margin,
-        threshold_source=source,
-        taught=taught_tasks(learned, set(card_ids(cards))),
-        progress=progress,
-        keep_state=keep_state,
-    )
-
-
-def _taught_cards(cards: Sequence[Card], learned: Learned) -> Sequence[Card]:
-    """The cards with their learned examples; a card set stays lazy (only those are built)."""
-    if isinstance(cards, CardSet):
-        return cards.with_examples(learned.examples)
-    return with_learned(cards, learned)
-
-
-def taught_tasks(learned: Learned, card_ids: set[str]) -> dict[str, str | None]:
-    """Map each taught task (normalised) to its card, or None for out of scope."""
-    taught: dict[str, str | None] = {normalise(t): None for t in learned.out_of_scope}
-    for card, tasks in learned.examples.items():
-        if card in card_ids:  # a card deleted since: `tiny validate` names its lines
-            taught.update((normalise(t), card) for t in tasks)
-    return taught
+    if given is not None:
+        return given, 0.0, "given by --threshold or TINY_THRESHOLD"
+    if derived is not None:
+        return derived.value, MARGIN_WEIGHT, derived.describe()
+    return DEFAULT_THRESHOLD, 0.0, _why_default(learned, embedder)
 
 
 def derive_threshold(

@@ -43,7 +43,7 @@ from pydantic import Field
 
 from tiny_cli._version import __version__
 from tiny_cli.agent.loop import Approve, approve_writes, decline_writes
-from tiny_cli.cards.load import Card
+from tiny_cli.cards.card import Card
 from tiny_cli.delegate import WRITE_NOT_CONFIRMED, run_card
 from tiny_cli.delegate import delegate as run_delegate
 from tiny_cli.digest import Brief, Digest
@@ -56,7 +56,7 @@ from tiny_cli.settings import DEFAULT_TOP, Settings
 from tiny_cli.text import printable, write_call
 from tiny_cli.tools.artifacts import ArtifactStore
 from tiny_cli.tools.mcp_names import original
-from tiny_cli.workspace import Workspace, make_router, open_workspace
+from tiny_cli.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
     from tiny_cli.routing.router import Decision, Router
@@ -123,7 +123,7 @@ class Served:
 
 def build_server(served: Served, router: Callable[[], Router] | None = None) -> MCPServer:
     """Return the MCP server for a workspace; `router` builds the concierge on first use."""
-    service = _Service(served, router or (lambda: make_router(served.ws)))
+    service = _Service(served, router or (lambda: _router(served.ws)))
     server: MCPServer = MCPServer(
         "tiny",
         version=__version__,
@@ -136,6 +136,13 @@ def build_server(served: Served, router: Callable[[], Router] | None = None) -> 
     for resource in card_resources(served.ws):
         server.add_resource(resource)
     return server
+
+
+def _router(ws: Workspace) -> Router:
+    """The concierge for the workspace's cards (numpy and the embedder load on first use)."""
+    from tiny_cli.routing.factory import build_router
+
+    return build_router(ws.settings, ws.cards.values())
 
 
 def serve(settings: Settings, *, http_port: int | None = None, allow_writes: bool = False) -> None:

@@ -46,6 +46,8 @@ def mcp_path(cards_dir: Path, explicit: str | None) -> Path | None:
 
 def qualified(name: str) -> tuple[str, str] | None:
     """Split `server.tool` into its parts; None for a plain (built-in or user) tool name."""
+    if "." not in name:  # most names: no pattern to match (cards load by the thousand)
+        return None
     found = re.match(QUALIFIED_NAME, name)
     return (found.group(1), found.group(2)) if found and "\n" not in name else None
 

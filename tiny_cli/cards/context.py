@@ -1,9 +1,8 @@
-"""What a card's check rests on besides the card file, and the salt it makes: light on purpose.
+"""The context a card file is checked in, besides the file itself, and the salt it makes.
 
 Which files of a folder are cards, the Claude Code tool table a Markdown card's tools are read
-by, the card schema, the registered tools and the MCP servers: a check of the same file on the
-same basis finds the same. A command served whole from the snapshot (tiny_cli.cards.snapshot)
-needs only this module, not the checker (tiny_cli.cards.load) or the YAML parser.
+by, the card schema, the registered tools and the MCP servers: a check of the same file in
+the same context finds the same, so the card index (tiny_cli.cards.index) keys on the salt.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
 
 
 def card_salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
-    """Everything a card's check depends on besides its file (tiny_cli.cards.cache)."""
+    """Everything a card's check depends on besides its file (tiny_cli.cards.index)."""
     from tiny_cli.cards.schema_check import schema_text
 
     parts = [__version__, schema_text(), sorted(known_tools.items()),

@@ -1,0 +1,177 @@
+"""A cards folder's index: which files are cards, and what the check of each unchanged one found.
+
+Reading and checking 10,000 card files costs seconds in every process; the index keeps, per
+card file, its size, mtime and the data its check accepted, so a load lists the folder once
+(`list_cards`) and checks again only a file whose size or mtime differ. A file with problems
+is never kept (its problems are reported fresh every time). Everything else a check depends
+on (tiny_cli.cards.context) goes into the salt: another salt, another index. It is one JSON
+file per set of card folders under the cache directory. An entry that is not as the index
+wrote it (a damaged or hand-edited file) is stale: its card file is checked again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tiny_cli.cards.card import Problem
+from tiny_cli.cards.context import CARD_SUFFIXES, NOT_CARDS
+from tiny_cli.jsonfile import read_json, write_json
+
+__all__ = ["CACHE_DIR", "CardIndex", "Listing", "list_cards"]
+
+CACHE_DIR = "cards"
+INDEX_VERSION = 2  # bump when what an entry holds changes: old indexes are then ignored
+
+Stamp = tuple[int, int]  # a file's size and mtime (ns) when it was listed
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The card files under some paths, in load order, and what is wrong with the paths."""
+
+    files: list[tuple[Path, Stamp]]
+    problems: list[Problem]
+
+    @property
+    def paths(self) -> list[Path]:
+        """The card files alone."""
+        return [path for path, _ in self.files]
+
+
+def list_cards(paths: Sequence[Path], skip: Sequence[Path] = ()) -> Listing:
+    """Expand folders into their card files, sorted by name; report paths that cannot be read.
+
+    A folder's mcp.yaml (and the `skip` files) is the MCP server list, not a card; its
+    README.md says what the folder is for. One directory scan per folder and one stat per
+    file: at 10,000 cards, every call per file shows in every command.
+    """
+    files: list[tuple[Path, Stamp]] = []
+    problems: list[Problem] = []
+    skipped = {p.resolve() for p in skip}
+    for path in paths:
+        try:
+            if path.is_dir():
+                _folder(path, skipped, files, problems)
+            elif path.is_file():
+                found = path.stat()
+                files.append((path, (found.st_size, found.st_mtime_ns)))
+            elif path.exists():
+                problems.append(Problem(str(path), None, "file", "not a regular file"))
+            else:
+                problems.append(Problem(str(path), None, "path", "no such file or directory"))
+        except OSError as exc:  # unreadable folder, or a file gone while listed
+            problems.append(Problem(str(path), None, "path", f"cannot read: {exc.strerror}"))
+    return Listing(files, problems)
+
+
+def _folder(
+    folder: Path, skipped: set[Path], files: list[tuple[Path, Stamp]], problems: list[Problem]
+) -> None:
+    """Add a folder's card files (and why any of them is not read) in name order."""
+    base = folder.resolve() if skipped else folder
+    with os.scandir(folder) as entries:
+        found = sorted(entries, key=lambda entry: entry.name)
+    for entry in found:
+        if os.path.splitext(entry.name)[1] not in CARD_SUFFIXES or entry.name in NOT_CARDS:
+            continue
+        path = folder / entry.name  # a join parses only the name, not the whole entry.path
+        link = entry.is_symlink()
+        # only a link needs resolving: a system call per file shows at 10,000 cards
+        if skipped and (path.resolve() if link else base / entry.name) in skipped:
+            continue
+        refusal = _refusal(entry, path, folder) if link or not entry.is_file() else None
+        if refusal:
+            problems.append(Problem(str(path), None, "file", refusal))
+            continue
+        found_stat = entry.stat()
+        files.append((path, (found_stat.st_size, found_stat.st_mtime_ns)))
+
+
+def _refusal(entry: os.DirEntry[str], path: Path, folder: Path) -> str | None:
+    """Say why a file in a cards folder is not read: a FIFO hangs, a link may leave it."""
+    if entry.is_symlink():
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # a loop (RuntimeError before Python 3.13) or dangling
+            return "a symlink that leads nowhere (a loop, or a missing target); not read"
+        if not target.is_relative_to(folder.resolve()):
+            return "a symlink to outside the cards folder; not read"
+    if not entry.is_file():
+        return "not a regular file; not read"
+    return None
+
+
+class CardIndex:
+    """The accepted data of unchanged card files, for one salt."""
+
+    def __init__(self, file: Path | None, salt: str, entries: dict[str, list[Any]]) -> None:
+        self.file = file
+        self.salt = salt
+        self._entries = entries
+        self._dirty = False
+
+    @classmethod
+    def open(cls, cache_dir: Path | None, paths: Sequence[Path], salt: str) -> CardIndex:
+        """Open the index of the card folders `paths` (nothing is read when there is none)."""
+        if cache_dir is None:
+            return cls(None, salt, {})
+        salt = f"{INDEX_VERSION}:{salt}"
+        file = index_file(cache_dir, paths)
+        data = read_json(file, salt)
+        entries = data.get("files") if data is not None else None
+        return cls(file, salt, entries if isinstance(entries, dict) else {})
+
+    def get(self, path: Path, stamp: Stamp) -> tuple[dict[str, Any], int | None] | None:
+        """Return the accepted data and id line of `path`, if the file is as it was then."""
+        entry = self._entries.get(str(path))
+        if entry is None:
+            return None
+        # changed, or damaged (not as `put` wrote it): forget it until it passes again
+        if not _well_formed(entry) or entry[0] != stamp[0] or entry[1] != stamp[1]:
+            self.forget(path)
+            return None
+        return entry[2], entry[3]
+
+    def forget(self, path: Path) -> None:
+        """Drop `path`'s entry: it is stale, or what it held could not be built into a card."""
+        if self._entries.pop(str(path), None) is not None:
+            self._dirty = True
+
+    def put(self, path: Path, stamp: Stamp, data: Mapping[str, Any], id_line: int | None) -> None:
+        """Remember that `path`, as it was when listed (`stamp`), was accepted with `data`."""
+        try:
+            json.dumps(data)  # YAML can hold what JSON cannot (dates): such a card is not kept
+        except (TypeError, ValueError):
+            return
+        self._entries[str(path)] = [*stamp, dict(data), id_line]
+        self._dirty = True
+
+    def save(self, keep: Sequence[Path]) -> None:
+        """Write the index if it changed, dropping files no longer among `keep`."""
+        wanted = {str(p) for p in keep}
+        stale = set(self._entries) - wanted
+        if self.file is None or not (self._dirty or stale):
+            return
+        entries = {k: v for k, v in self._entries.items() if k in wanted}
+        write_json(self.file, {"salt": self.salt, "files": entries})
+
+
+def _well_formed(entry: Any) -> bool:
+    """Tell whether an entry has the shape `put` writes: [size, mtime, data, id line]."""
+    if type(entry) is not list or len(entry) != 4:
+        return False
+    size, mtime, data, line = entry
+    ints = type(size) is int and type(mtime) is int
+    return ints and type(data) is dict and (line is None or type(line) is int)
+
+
+def index_file(cache_dir: Path, paths: Sequence[Path]) -> Path:
+    """The index file of the card folders `paths`."""
+    where = hashlib.sha256("\0".join(str(p.resolve()) for p in paths).encode()).hexdigest()
+    return cache_dir / CACHE_DIR / f"{where[:24]}.json"
