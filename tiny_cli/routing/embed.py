@@ -263,7 +263,8 @@ class VectorCache:
 
         Missing texts are embedded and committed STORE_BATCH at a time, so an interrupted
         build keeps what it did; `progress(done, total)` hears of each batch. `keep=False`
-        does not keep them in memory too (a card set's texts, needed once, on disk already).
+        does not keep them in memory too (a card set's texts, needed once): the array
+        returned is then the caller's alone.
         """
         tag = fingerprint(embedder)
         keys = [_cache_key(tag, text) for text in texts]
@@ -282,7 +283,7 @@ class VectorCache:
         if not keys:
             return np.zeros((0, 0), np.float32)
         stacked = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
-        if keep or self.path is None:  # rows of the one array returned, not of each batch
+        if keep:  # rows of the one array returned, not of each batch
             self._memory.update(zip(keys, stacked, strict=True))
         return stacked
 

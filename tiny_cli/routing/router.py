@@ -178,10 +178,14 @@ class Router:
         background = background_vectors(self.embedder, cache)
         texts = [card_texts(card) for card in self.cards]
         flat = [text for rows in texts for _, text in rows]
-        # the raw vectors are not kept once the space has them: thousands of cards' worth
-        embedded = cache.embed(self.embedder, flat, self._progress, keep=False)
-        self._space = CardSpace(texts, embedded, background.mean(axis=0), knn)
-        del embedded
+        # the raw vectors are the space's to overwrite: thousands of cards' worth, kept once
+        self._space = CardSpace(
+            texts,
+            cache.embed(self.embedder, flat, self._progress, keep=False),
+            background.mean(axis=0),
+            knn,
+            overwrite=True,
+        )
         self._lexical = Lexical(["\n".join(text for _, text in rows) for rows in texts])
         oos = cache.embed(self.embedder, list(self.out_of_scope)) if self.out_of_scope else None
         self._oos = self._space.project(oos) if oos is not None else np.zeros((0, 1), np.float32)
