@@ -91,10 +91,14 @@ _NO_MEMORY = re.compile(r"from memory|make up|^first:")
 
 @pytest.fixture
 def tiny(cli_env: dict[str, str]) -> Callable[..., Result]:
-    """Run `tiny ARGS...` in-process; extra env and stdin as keywords."""
+    """Run `tiny ARGS...` in-process; extra env, stdin and the click context's obj (a
+    tiny_cli.cli.terminal.Terminal) as keywords."""
 
-    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
-        result = CliRunner().invoke(app, list(args), input=input, env={**cli_env, **(env or {})})
+    def run(
+        *args: str, input: str | None = None, env: dict[str, str] | None = None, obj: Any = None
+    ) -> Result:
+        environ = {**cli_env, **(env or {})}
+        result = CliRunner().invoke(app, list(args), input=input, env=environ, obj=obj)
         if result.exception and not isinstance(result.exception, SystemExit):
             raise result.exception  # a traceback is a bug: surface it in the test
         return result

@@ -10,7 +10,10 @@ parser and evaluator Sybil is given for shell blocks. In the Markdown:
 - A ```console block is a transcript: `$ COMMAND` lines, each followed by the output it
   shows. The output (stdout and stderr, as a terminal shows them) must match line by line;
   `...` alone on a line stands for any lines, `...` or `…` inside a line for any text (blank
-  lines at the start and the end of an output are not compared). A
+  lines at the start and the end of an output are not compared). A decimal number shown
+  (`0.367`, `-1.25`) matches a printed one with as many decimals that is within
+  NUMBER_TOLERANCE of it: scores come from an embedder whose floating point differs a
+  little between CPUs, so a doc shows a number, never a CPU's last digits. A
   command must exit 0 unless the next command is `echo $?`, which then shows its status.
 - `<!-- skip: next "why" -->` before a block skips it, and says why (Sybil's directive).
 - `<!-- docs-test: OPTION, ... -->` right before a block: `slow` (runs only with `-m slow`),
@@ -56,6 +59,8 @@ CLAIM = re.compile(r"\s#\s*→\s*(.+?)\s*$")
 BOX_TOP = re.compile(r"^\s*┏")
 BOX = re.compile(r"[\u2500-\u257f]")
 ELLIPSIS = re.compile(r"\.\.\.|…")
+DECIMAL = re.compile(r"(?<![\d.])-?\d+\.(\d+)(?![\d.])")
+NUMBER_TOLERANCE = (0.02, 0.02)  # absolute, relative: what another CPU's embedder moves a score
 
 
 @dataclass
@@ -379,13 +384,34 @@ def without_tables(shown: list[str]) -> list[str]:
 
 
 def matches(shown: list[str], printed: list[str]) -> bool:
-    """Whether printed lines match shown ones, `...` lines and `...`/`…` in lines as wildcards."""
+    """Whether printed lines match shown ones, `...` lines and `...`/`…` in lines as wildcards,
+    and shown decimals as printed ones within NUMBER_TOLERANCE."""
     pattern = []
+    numbers: list[float] = []
     for line in shown:
         if line.strip() in ("...", "…"):
             pattern.append(r"(?:[^\n]*\n)*?")
         else:
-            parts = [re.escape(part) for part in ELLIPSIS.split(line)]
+            parts = [_line_pattern(part, numbers) for part in ELLIPSIS.split(line)]
             pattern.append("[^\n]*".join(parts) + r"\n")
     text = "".join(line + "\n" for line in printed)
-    return re.fullmatch("".join(pattern), text) is not None
+    found = re.fullmatch("".join(pattern), text)
+    return found is not None and all(map(_close, numbers, map(float, found.groups())))
+
+
+def _line_pattern(text: str, numbers: list[float]) -> str:
+    """Return the regex of a piece of a shown line: its decimals as groups, kept in `numbers`."""
+    out, start = [], 0
+    for number in DECIMAL.finditer(text):
+        out.append(re.escape(text[start : number.start()]))
+        out.append(rf"(-?\d+\.\d{{{len(number.group(1))}}})")
+        numbers.append(float(number.group(0)))
+        start = number.end()
+    out.append(re.escape(text[start:]))
+    return "".join(out)
+
+
+def _close(shown: float, printed: float) -> bool:
+    """Whether a printed number is within NUMBER_TOLERANCE of the shown one."""
+    absolute, relative = NUMBER_TOLERANCE
+    return abs(shown - printed) <= max(absolute, relative * abs(shown))

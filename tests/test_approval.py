@@ -22,7 +22,7 @@ import pytest
 
 from tiny_cli.agent.loop import approve_writes, invoke
 from tiny_cli.cards.card import Card
-from tiny_cli.cli import run as cli
+from tiny_cli.cli.terminal import Terminal
 from tiny_cli.delegate import run_card
 from tiny_cli.digest import make_brief
 from tiny_cli.provider.client import OpenAIProvider
@@ -73,9 +73,13 @@ def workspace(home: Path):
 
 
 @pytest.fixture
-def run(tiny, scripted_server):
+def run(tiny, scripted_server, request: pytest.FixtureRequest):
+    """Run `tiny ARGS`; a test that asks for `terminal` runs it as if stdin were a terminal."""
+    at_terminal = Terminal(True) if "terminal" in request.fixturenames else None
+
     def go(*args: str, input: str | None = None):
-        result = tiny(*args, input=input, env={"TINY_BASE_URL": scripted_server.url})
+        env = {"TINY_BASE_URL": scripted_server.url}
+        result = tiny(*args, input=input, env=env, obj=at_terminal)
         assert "Traceback" not in result.output
         return result
 
@@ -83,9 +87,9 @@ def run(tiny, scripted_server):
 
 
 @pytest.fixture
-def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the CLI believe stdin is a terminal; answers come from the runner's input."""
-    monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: True)
+def terminal() -> Terminal:
+    """The CLI is told stdin is a terminal (its invoker's Terminal); answers come from input."""
+    return Terminal(True)
 
 
 # --- library: the approve parameter --------------------------------------------------------

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from tiny_cli.cli import common, live
 from tiny_cli.cli import run as cli
+from tiny_cli.cli.common import wants_live
 from tiny_cli.cli.live import LiveView, pause_current
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.events import (
@@ -199,14 +200,25 @@ def test_ask_prompts_with_the_view_paused(monkeypatch) -> None:
 # --- never without a terminal ---------------------------------------------------------------
 
 
-def test_no_live_view_when_stderr_is_not_a_terminal(tiny, scripted_server, monkeypatch) -> None:
-    made: list[LiveView] = []
+class _Stream(io.StringIO):
+    """A stderr that says whether it is a terminal."""
 
-    def enter(self: LiveView) -> LiveView:
-        made.append(self)
-        return self
+    def __init__(self, terminal: bool) -> None:
+        super().__init__()
+        self.terminal = terminal
 
-    monkeypatch.setattr(live.LiveView, "__enter__", enter)
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+def test_the_live_view_is_only_for_a_terminal_and_a_person() -> None:
+    assert wants_live(False, False, stderr=_Stream(True))
+    assert not wants_live(False, False, stderr=_Stream(False))  # a pipe, a file, CI's log
+    assert not wants_live(True, False, stderr=_Stream(True))  # --quiet
+    assert not wants_live(False, True, stderr=_Stream(True))  # --json
+
+
+def test_no_live_view_when_stderr_is_not_a_terminal(tiny, scripted_server) -> None:
     scripted_server.add(
         tool_call("web_search", {"q": "x"}),
         tool_call("docs_search", {"query": "onboarding"}),
@@ -215,7 +227,7 @@ def test_no_live_view_when_stderr_is_not_a_terminal(tiny, scripted_server, monke
     env = {"TINY_BASE_URL": scripted_server.url, "TINY_NO_LOG": "1"}
     result = tiny("invoke", "docs-finder", TASK, "--tool-mode", "native", env=env)
     assert result.exit_code == 0, result.output
-    assert made == [] and "docs-finder · ok" in result.stdout
+    assert "docs-finder · ok" in result.stdout
     assert "ghost" not in result.stderr and "tool calls" not in result.stderr
 
 

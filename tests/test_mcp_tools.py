@@ -474,9 +474,7 @@ def test_validate_connect_starts_the_servers_and_checks_each_tool(
     assert "tools[1]" not in "".join(line for line in lines if "noter.yaml" in line)
 
 
-def test_validate_connect_waits_once_for_a_server_that_never_starts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_validate_connect_waits_once_for_a_server_that_never_starts(tmp_path: Path) -> None:
     from tiny_cli.settings import load_settings
     from tiny_cli.tools import mcp_client as mcp_tools
     from tiny_cli.validation import connect_problems, validate
@@ -486,16 +484,15 @@ def test_validate_connect_waits_once_for_a_server_that_never_starts(
     cards = folder(tmp_path, {"box": silent}, a={"tools": ["box.add"]}, b={"tools": ["box.pid"]})
     settings = load_settings({"TINY_CARDS": str(cards), "TINY_HOME": str(tmp_path)})
     starts: list[str] = []
-    real = mcp_tools._Host.session
 
-    def session(self: Any, server: Any, seconds: float, environ: Any) -> Any:
+    def opener(server: Any, seconds: float, environ: Any) -> Any:
         starts.append(server.name)
-        return real(self, server, seconds, environ)
+        return mcp_tools.open_session(server, seconds, environ)
 
-    monkeypatch.setattr(mcp_tools._Host, "session", session)
     mcp = mcp_settings(settings)
     assert mcp is not None
-    problems = connect_problems(validate(settings, []).cards, mcp, seconds=1.0)
+    source = mcp_tools.McpTools(mcp, opener=opener)
+    problems = connect_problems(validate(settings, []).cards, mcp, seconds=1.0, source=source)
 
     assert starts == ["box"]  # two cards name the server: it is waited for once
     assert sorted(p.file.rsplit("/", 1)[-1] for p in problems) == ["a.yaml", "b.yaml"]

@@ -447,14 +447,14 @@ def test_nothing_listening_says_cannot_reach() -> None:
 
 
 def test_a_slow_server_is_abandoned_at_the_budget(scripted_server: ScriptedServer) -> None:
-    delay, budget = 5.0, 0.5
+    delay, budget = 60.0, 0.5  # the answer comes far past the budget, even on a loaded machine
     scripted_server.add(reply("too late", delay=delay))
     provider = OpenAIProvider(scripted_server.url, KEY)
     start = time.monotonic()
     with pytest.raises(ProviderTimeout):
         ask(provider, timeout=budget)
     elapsed = time.monotonic() - start
-    assert budget * 0.8 <= elapsed < budget * 2  # gave up at the budget, not at the answer
+    assert budget * 0.8 <= elapsed < delay / 6  # gave up at the budget, not at the answer
     assert len(scripted_server.requests) == 1  # and did not retry past it
 
 

@@ -7,14 +7,16 @@ import os
 import sqlite3
 import stat
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tiny_cli.cli.terminal import Terminal
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.events import Finished, RunStarted
 from tiny_cli.runs import DB_NAME, RunLog, RunQuery
-from tiny_cli.runs import migrations as migrations_module
 from tiny_cli.runs.migrations import MIGRATIONS, SCHEMA_VERSION, fts5_available
 from tiny_cli.runs.search import indexed
 from tiny_cli.testing import reply, tool_call
@@ -33,8 +35,11 @@ needs_fts5 = pytest.mark.skipif(not HAS_FTS5, reason="this SQLite has no FTS5: s
 def run(tiny, scripted_server):
     """Run `tiny ARGS` against the scripted server; `--json` output is parsed."""
 
-    def go(*args: str, input: str | None = None, env: dict[str, str] | None = None):
-        result = tiny(*args, input=input, env={"TINY_BASE_URL": scripted_server.url, **(env or {})})
+    def go(
+        *args: str, input: str | None = None, env: dict[str, str] | None = None, obj: Any = None
+    ):
+        environ = {"TINY_BASE_URL": scripted_server.url, **(env or {})}
+        result = tiny(*args, input=input, env=environ, obj=obj)
         assert "Traceback" not in result.output
         return json.loads(result.stdout) if "--json" in args and result.exit_code == 0 else result
 
@@ -204,10 +209,9 @@ def test_v5_upgrades_a_log_with_a_damaged_row(run, home) -> None:
     assert _ids(run, "runs", "search", "onboarding") == [2, 1]  # its task is still indexed
 
 
-def test_without_fts5_search_reads_the_rows(run, two_runs, home, monkeypatch) -> None:
+def test_without_fts5_search_reads_the_rows(run, two_runs, home) -> None:
     fresh = home / "no-fts5"
-    monkeypatch.setattr(migrations_module, "fts5_available", lambda db: False)
-    RunLog.open(fresh).close()
+    RunLog.open(fresh, fts5=lambda db: False).close()  # a SQLite built without FTS5
     with sqlite3.connect(fresh / DB_NAME) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert not indexed(db)
@@ -284,10 +288,8 @@ def test_delete_without_a_terminal_refuses_unless_yes(run, home) -> None:
     assert _ids(run, "runs") == [1]
 
 
-def test_delete_at_a_terminal_asks_first(run, home, monkeypatch) -> None:
-    from tiny_cli.cli import runs as runs_cli
-
-    monkeypatch.setattr(runs_cli, "_stdin_is_terminal", lambda: True)
+def test_delete_at_a_terminal_asks_first(run, home) -> None:
+    run = partial(run, obj=Terminal(True))  # the CLI is told stdin is a terminal
     with RunLog.open(home) as log:
         _record(log, "one")
         _record(log, "two")

@@ -169,7 +169,7 @@ def test_url_before_start_is_an_error() -> None:
 
 
 def test_on_routes_concurrent_requests_to_their_own_scripts() -> None:
-    delay = 0.3
+    delay = 1.5  # six answers one after another take 9 s; side by side about 1.5 s
     server = ScriptedServer([reply("default")])
     for name in ("alpha", "beta"):
         turns = [reply(f"{name} {i}", delay=delay) for i in range(3)]

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-import tiny_cli.tools.read_artifact as read_artifact_module
 from tiny_cli.agent.loop import approve_writes, decline_writes, invoke
 from tiny_cli.bench.arms import scratch_registry
 from tiny_cli.digest import make_brief
@@ -227,20 +226,19 @@ def test_approval_is_per_run_not_per_tool(workspace: Workspace, scripted_server)
 # --- read_artifact: only for a run that holds artifacts -----------------------------------
 
 
-def _counting_reader(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    made: list[int] = []
-    real = read_artifact_module.read_artifact_tool
+class _CountingStore(ArtifactStore):
+    """An artifact store that counts the `read_artifact` tools runs make over it."""
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        made.append(1)
-        return real(*args, **kwargs)
+    def __init__(self, home: Path) -> None:
+        super().__init__(home)
+        self.readers = 0
 
-    # the run imports it when it first needs it, from its module
-    monkeypatch.setattr(read_artifact_module, "read_artifact_tool", counted)
-    return made
+    def reader(self, held: Any, max_chars: int) -> Any:
+        self.readers += 1
+        return super().reader(held, max_chars)
 
 
-def _docs_run(workspace: Workspace, server: Any, home: Path, held: tuple = ()) -> Any:
+def _docs_run(workspace: Workspace, server: Any, store: ArtifactStore, held: tuple = ()) -> Any:
     server.add(tool_call("docs_search", {"query": "onboarding"}), reply(json.dumps(DOCS_ANSWER)))
     return invoke(
         workspace.card("docs-finder"),
@@ -248,7 +246,7 @@ def _docs_run(workspace: Workspace, server: Any, home: Path, held: tuple = ()) -
         registry=workspace.registry,
         provider=OpenAIProvider(server.url),
         model="m",
-        artifacts=ArtifactStore(home),
+        artifacts=store,
         held=held,
     )
 
@@ -258,21 +256,21 @@ def _offered(request: dict) -> list[str]:
 
 
 def test_read_artifact_is_not_made_without_artifacts(
-    workspace: Workspace, scripted_server, home: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Workspace, scripted_server, home: Path
 ) -> None:
-    made = _counting_reader(monkeypatch)
-    digest = _docs_run(workspace, scripted_server, home)
-    assert digest.status == "ok" and made == []
+    store = _CountingStore(home)
+    digest = _docs_run(workspace, scripted_server, store)
+    assert digest.status == "ok" and store.readers == 0
     assert all(READ_ARTIFACT not in _offered(r) for r in scripted_server.requests)
 
 
 def test_read_artifact_is_made_once_for_a_run_with_artifacts(
-    workspace: Workspace, scripted_server, home: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Workspace, scripted_server, home: Path
 ) -> None:
-    held = (ArtifactStore(home).save("a long page " * 50, tool="http_get", card="web-reader"),)
-    made = _counting_reader(monkeypatch)
-    digest = _docs_run(workspace, scripted_server, home, held)
-    assert digest.status == "ok" and made == [1]
+    store = _CountingStore(home)
+    held = (store.save("a long page " * 50, tool="http_get", card="web-reader"),)
+    digest = _docs_run(workspace, scripted_server, store, held)
+    assert digest.status == "ok" and store.readers == 1
     assert all(READ_ARTIFACT in _offered(r) for r in scripted_server.requests)
 
 

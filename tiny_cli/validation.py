@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import httpx
 
     from tiny_cli.routing.explain import Overlap
+    from tiny_cli.tools.mcp_client import McpTools
     from tiny_cli.tools.mcp_config import McpConfig
 
 __all__ = ["CONNECT_SECONDS", "Validation", "connect_problems", "routing_warnings", "validate"]
@@ -95,12 +96,18 @@ def _checked_folder(settings: Settings, folders: Sequence[Path]) -> Settings:
 
 
 def connect_problems(
-    cards: Sequence[Card], mcp: McpConfig, seconds: float = CONNECT_SECONDS
+    cards: Sequence[Card],
+    mcp: McpConfig,
+    seconds: float = CONNECT_SECONDS,
+    source: McpTools | None = None,
 ) -> list[Problem]:
-    """Start the servers the cards name; a problem for each tool missing or not allowed."""
+    """Start the servers the cards name; a problem for each tool missing or not allowed.
+
+    `source`: the MCP tools to check with (default: those of `mcp`, this process's sessions).
+    """
     from tiny_cli.tools.mcp_client import McpTools
 
-    source = McpTools(mcp)
+    source = source or McpTools(mcp)
     problems = []
     for card in cards:
         file = str(card.path) if card.path else card.id

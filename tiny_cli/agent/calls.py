@@ -56,11 +56,7 @@ class Shelf:
     def reader(self) -> Tool:
         """Return the run's `read_artifact`, made on first use (only a run with artifacts asks)."""
         if self._reader is None:
-            from tiny_cli.tools.read_artifact import read_artifact_tool  # brings pydantic
-
-            self._reader = read_artifact_tool(
-                self.store, lambda: self.held, DEFAULT_MAX_RESULT_CHARS
-            )
+            self._reader = self.store.reader(lambda: self.held, DEFAULT_MAX_RESULT_CHARS)
         return self._reader
 
     def keep(self, tool: str, text: str, card: str) -> Artifact:

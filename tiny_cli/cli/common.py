@@ -70,9 +70,10 @@ def model_settings(
     return replay_settings(settings, record=record, replay=replay, model_flag=model)
 
 
-def wants_live(quiet: bool, json_out: bool) -> bool:
-    """Show the live view only to a person: not with --quiet or --json, only on a terminal."""
-    return not quiet and not json_out and sys.stderr.isatty()
+def wants_live(quiet: bool, json_out: bool, stderr: Any = None) -> bool:
+    """Show the live view only to a person: not with --quiet or --json, only on a terminal
+    (`stderr`, default the process's, is where it would draw)."""
+    return not quiet and not json_out and (stderr or sys.stderr).isatty()
 
 
 @contextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from tiny_cli.cli.options import (
 )
 from tiny_cli.cli.process import EXIT_BY_STATUS
 from tiny_cli.cli.replay_opts import LogOpt
+from tiny_cli.cli.terminal import stdin_is_terminal
 
 if TYPE_CHECKING:
     from tiny_cli.agent.loop import Approve
@@ -278,13 +278,9 @@ def _approver(yes: bool, json_out: bool) -> Approve:
 
     if yes:
         return approve_writes
-    if json_out or not _stdin_is_terminal():
+    if json_out or not stdin_is_terminal():
         return decline_writes  # run_card then stops a writer card before any model call
     return _ask
-
-
-def _stdin_is_terminal() -> bool:
-    return sys.stdin.isatty()
 
 
 def _ask(card: Card, tool: str, arguments: dict[str, Any]) -> bool:

@@ -14,6 +14,7 @@ from tiny_cli.cli.common import confirm, console, emit, settings_from
 from tiny_cli.cli.examples import EXAMPLES
 from tiny_cli.cli.options import CardsOpt, JsonOpt, WideOpt
 from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
+from tiny_cli.cli.terminal import stdin_is_terminal
 
 if TYPE_CHECKING:
     from tiny_cli.runs.log import Deletion, RunLog, RunQuery
@@ -166,7 +167,7 @@ def runs_delete(
     if bool(ids) == (older_than is not None):
         both = ", not both" if ids else ""
         raise typer.BadParameter(f"give run IDs or --older-than AGE{both}", param_hint="ID")
-    if not yes and not _stdin_is_terminal():
+    if not yes and not stdin_is_terminal():
         typer.echo("tiny: error: no terminal to confirm the deletion on: add --yes", err=True)
         raise typer.Exit(EXIT_PROBLEMS)
     from tiny_cli.runs.log import parse_since
@@ -208,10 +209,6 @@ def _show_runs(
     from tiny_cli.cli import render_runs
 
     render_runs.runs(console(), found, path, matching, wide)
-
-
-def _stdin_is_terminal() -> bool:
-    return sys.stdin.isatty()
 
 
 def _confirm_deletion(ids: Sequence[int]) -> bool:

@@ -253,12 +253,18 @@ class VectorCache:
         self._memory: dict[str, np.ndarray] = {}
 
     def embed(
-        self, embedder: Embedder, texts: Sequence[str], progress: Progress | None = None
+        self,
+        embedder: Embedder,
+        texts: Sequence[str],
+        progress: Progress | None = None,
+        keep: bool = True,
     ) -> np.ndarray:
         """Return the vectors of `texts`, embedding (and storing) only the ones not cached.
 
         Missing texts are embedded and committed STORE_BATCH at a time, so an interrupted
-        build keeps what it did; `progress(done, total)` hears of each batch.
+        build keeps what it did; `progress(done, total)` hears of each batch. `keep=False`
+        does not keep them in memory too (a card set's texts, needed once): the array
+        returned is then the caller's alone.
         """
         tag = fingerprint(embedder)
         keys = [_cache_key(tag, text) for text in texts]
@@ -274,10 +280,12 @@ class VectorCache:
             found.update(fresh)
             if progress is not None:
                 progress(start + len(batch), len(missing))
-        self._memory.update(found)
         if not keys:
             return np.zeros((0, 0), np.float32)
-        return np.stack([found[k] for k in keys]).astype(np.float32)
+        stacked = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+        if keep:  # rows of the one array returned, not of each batch
+            self._memory.update(zip(keys, stacked, strict=True))
+        return stacked
 
     def _load(self, keys: list[str]) -> dict[str, np.ndarray]:
         if self.path is None or not keys:

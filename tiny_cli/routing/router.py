@@ -175,9 +175,8 @@ class Router:
         """Embed the card texts, whiten, index, and measure the background: a new state."""
         background = background_vectors(self.embedder, cache)
         texts = [card_texts(card) for card in self.cards]
-        flat = [text for rows in texts for _, text in rows]
-        embedded = cache.embed(self.embedder, flat, self._progress)
-        self._space = CardSpace(texts, embedded, background.mean(axis=0), knn)
+        centre = background.mean(axis=0)
+        self._space = _card_space(cache, self.embedder, texts, centre, knn, self._progress)
         self._lexical = Lexical(["\n".join(text for _, text in rows) for rows in texts])
         oos = cache.embed(self.embedder, list(self.out_of_scope)) if self.out_of_scope else None
         self._oos = self._space.project(oos) if oos is not None else np.zeros((0, 1), np.float32)
@@ -336,6 +335,21 @@ def card_texts(card: Card) -> list[tuple[str, str]]:
     texts += [("capability", item) for item in capabilities(card.summary)]
     texts += [("example", example) for example in card.examples]
     return list(dict.fromkeys(texts))
+
+
+def _card_space(
+    cache: VectorCache,
+    embedder: Embedder,
+    texts: list[list[tuple[str, str]]],
+    centre: np.ndarray,
+    knn: int,
+    progress: Progress | None,
+) -> CardSpace:
+    """Embed the card texts into their space, which overwrites the vectors: thousands of
+    cards' worth are held once, and not past the space's making."""
+    flat = [text for rows in texts for _, text in rows]
+    vectors = cache.embed(embedder, flat, progress, keep=False)
+    return CardSpace(texts, vectors, centre, knn, overwrite=True)
 
 
 def background_texts() -> list[str]:

@@ -35,6 +35,11 @@ Source = Literal["summary", "capability", "summary + examples", "examples (kNN)"
 # dimensions the weight rises smoothly towards 1 (see _whitening).
 WITHIN_SHRINKAGE = 0.6
 CLOSENESS_BLOCK = 512  # texts compared with every text at once by `tiny validate`
+# past this many residual cells (texts x dimensions) the thin SVD's copies and workspace grow
+# with the texts (3,000 cards with two examples: over 1 GB at 2,048 dimensions); the
+# dimensions' Gram matrix, summed in blocks of GRAM_BLOCK texts, stays dim x dim
+SVD_MAX_CELLS = 4_000_000
+GRAM_BLOCK = 512
 KNN_CHUNK = 64  # tasks scored at once by the kNN view: memory is chunk x cards x examples
 MIN_SPREAD = 1e-6  # a degenerate within-card spread keeps plain cosine
 
@@ -57,17 +62,23 @@ class CardSpace:
         embedded: np.ndarray,
         centre: np.ndarray,
         knn: int,
+        overwrite: bool = False,
     ) -> None:
+        """`overwrite`: `embedded` is the caller's to give up, and is centred in place."""
         self.texts = texts
         self.knn = knn
         self.flat = [(i, kind, text) for i, rows in enumerate(texts) for kind, text in rows]
         self._centre = centre
-        projected = unit(embedded - centre)
+        # scaled in place: each full (texts, dim) copy is 70 MB at 3,000 cards of 2,048 dimensions
+        centred = np.subtract(embedded, centre, out=embedded) if overwrite else embedded - centre
+        projected = _unit_in_place(centred)
+        del embedded, centred
         self.labels = np.array([i for i, _, _ in self.flat])
         means = np.stack([projected[self.labels == i].mean(axis=0) for i in range(len(texts))])
-        residuals = projected - means[self.labels]
-        self._whiten = _whitening(residuals, dof=len(projected) - len(texts))
-        self.text_vectors = unit(projected @ self._whiten)
+        self._whiten = _whitening(projected, means, self.labels, dof=len(projected) - len(texts))
+        del means
+        self.text_vectors = _unit_in_place(projected @ self._whiten)
+        del projected
         vectors, self._owners = self._reason_vectors()
         self._vectors = np.stack(vectors)
         self._starts = np.flatnonzero(np.diff([-1, *(o.card for o in self._owners)]))
@@ -204,7 +215,9 @@ def nearest_mean(vectors: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
     return -np.partition(-cosines, k - 1, axis=1)[:, :k].mean(axis=1)
 
 
-def _whitening(residuals: np.ndarray, dof: int) -> np.ndarray:
+def _whitening(
+    projected: np.ndarray, means: np.ndarray, labels: np.ndarray, dof: int
+) -> np.ndarray:
     """Return S^-1/2 of the within-card covariance shrunk towards a multiple of identity.
 
     The weight of identity is dim / (dim + dof), at least WITHIN_SHRINKAGE: with few texts
@@ -213,25 +226,60 @@ def _whitening(residuals: np.ndarray, dof: int) -> np.ndarray:
     Computed from the thin SVD of the residuals: with 20 texts that is 20 directions, not a
     384 x 384 eigendecomposition on every `tiny route`.
     """
-    count, dim = residuals.shape
+    count, dim = projected.shape  # the residuals: each text less its card's mean
     if dof <= 0 or not count:  # nothing to learn from: plain cosine
         return np.eye(dim, dtype=np.float32)
-    _, singular, directions = np.linalg.svd(residuals.astype(np.float64), full_matrices=False)
-    variances = singular**2 / count  # the within-card covariance's eigenvalues
+    squares, directions = _principal(projected, means, labels)
+    variances = squares / count  # the within-card covariance's eigenvalues
     spread = float(variances.sum()) / dim
     if spread <= MIN_SPREAD:
         return np.eye(dim, dtype=np.float32)
     weight = max(WITHIN_SHRINKAGE, dim / (dim + dof))
     floor = weight * spread  # every direction the residuals do not span keeps this variance
     boost = 1 / np.sqrt((1 - weight) * variances + floor) - 1 / np.sqrt(floor)
-    whiten = np.eye(dim) / np.sqrt(floor) + (directions.T * boost) @ directions
+    whiten = (directions.T * boost) @ directions
+    whiten[np.diag_indices(dim)] += 1 / np.sqrt(floor)  # plus identity / sqrt(floor), no copy
     return whiten.astype(np.float32)
+
+
+def _principal(
+    projected: np.ndarray,
+    means: np.ndarray,
+    labels: np.ndarray,
+    max_cells: int = SVD_MAX_CELLS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return the squared singular values of the residuals and their directions (as rows).
+
+    The thin SVD while the residuals are small; past SVD_MAX_CELLS the eigendecomposition of
+    their Gram matrix, summed block by block: the same values and directions in dim x dim
+    memory, the residuals never whole.
+    """
+    count, dim = projected.shape
+    if count * dim <= max_cells:
+        residuals = (projected - means[labels]).astype(np.float64)
+        _, singular, directions = np.linalg.svd(residuals, full_matrices=False)
+        return singular**2, directions
+    gram = np.zeros((dim, dim))
+    for start in range(0, count, GRAM_BLOCK):
+        rows = slice(start, start + GRAM_BLOCK)
+        block = (projected[rows] - means[labels[rows]]).astype(np.float64)
+        gram += block.T @ block
+    values, vectors = np.linalg.eigh(gram)  # ascending: largest first, as the SVD gives them
+    return np.clip(values[::-1], 0.0, None), vectors[:, ::-1].T
+
+
+def _unit_in_place(matrix: np.ndarray) -> np.ndarray:
+    """`unit` of a float32 matrix no one else holds, without a copy (the same values)."""
+    matrix = matrix.astype(np.float32, copy=False)
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    matrix /= np.where(norms > 0, norms, 1.0)
+    return matrix
 
 
 def unit(matrix: np.ndarray) -> np.ndarray:
     """Scale each row to unit length (a zero row stays zero)."""
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+    return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
 
 
 # the arrays a CardSpace is made of, saved and loaded by tiny_cli.routing.state

@@ -21,7 +21,7 @@ from tiny_cli.errors import ConfigError, ReplayError
 from tiny_cli.runs import corrections, prune, recorder, search
 from tiny_cli.runs.corrections import Correction
 from tiny_cli.runs.export import destination, write_runs
-from tiny_cli.runs.migrations import migrate
+from tiny_cli.runs.migrations import Probe, migrate
 from tiny_cli.runs.prune import Deletion
 from tiny_cli.runs.query import (
     RUN_SQL,
@@ -63,15 +63,16 @@ class RunLog:
         self._writer = recorder.Writer(db, scrub)
 
     @classmethod
-    def open(cls, home: Path, scrub: Scrubber | None = None) -> RunLog:
+    def open(cls, home: Path, scrub: Scrubber | None = None, fts5: Probe | None = None) -> RunLog:
         """Open (creating or upgrading) the run log in `home`; mark dead runs interrupted.
 
         `scrub` keeps secrets out of every row and export; by default the environment's keys.
+        `fts5` says whether SQLite has FTS5 (default: it is asked).
         """
         path = home / DB_NAME
         db = connect(path)
         try:
-            migrate(db, path)
+            migrate(db, path, fts5)
         except BaseException:
             db.close()
             raise

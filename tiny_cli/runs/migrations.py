@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.runs.schema import SCHEMA_V1, SEARCH_V5, TEXT_VIEW, repaired
 from tiny_cli.runs.store import NO_LOG_HINT, transaction
+
+Probe = Callable[[sqlite3.Connection], bool]
 
 
 def _v1(db: sqlite3.Connection) -> None:
@@ -53,13 +56,14 @@ def _v4(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX corrections_pending ON corrections (id) WHERE learned_at IS NULL")
 
 
-def _v5(db: sqlite3.Connection) -> None:
+def _v5(db: sqlite3.Connection, fts5: Probe | None = None) -> None:
     """Index each run's text for `tiny runs search` (FTS5): the rows so far, then by triggers.
 
-    A SQLite without FTS5 gets no index: search then reads the text view (LIKE).
+    A SQLite without FTS5 (as `fts5`, default fts5_available, tells) gets no index: search
+    then reads the text view (LIKE).
     """
     db.execute(TEXT_VIEW)
-    if fts5_available(db):
+    if (fts5 or fts5_available)(db):
         for statement in SEARCH_V5:
             db.execute(statement)
 
@@ -79,8 +83,10 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def migrate(db: sqlite3.Connection, path: Path) -> None:
-    """Apply every migration the database lacks, in order, in one transaction."""
+def migrate(db: sqlite3.Connection, path: Path, fts5: Probe | None = None) -> None:
+    """Apply every migration the database lacks, in order, in one transaction; `fts5` says
+    whether this SQLite has FTS5 (default: fts5_available asks it)."""
+    steps = [partial(m, fts5=fts5) if m is _v5 else m for m in MIGRATIONS]
     try:
         with transaction(db):
             version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -89,7 +95,7 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
                     f"{path}: the run log has schema v{version}, this tiny knows up to "
                     f"v{SCHEMA_VERSION}: upgrade tiny{NO_LOG_HINT}"
                 )
-            for number, migration in enumerate(MIGRATIONS[version:], start=version + 1):
+            for number, migration in enumerate(steps[version:], start=version + 1):
                 migration(db)
                 db.execute(f"PRAGMA user_version = {number}")
     except sqlite3.Error as exc:

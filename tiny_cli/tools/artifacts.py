@@ -20,14 +20,17 @@ import secrets
 import stat
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiny_cli.errors import ConfigError, ToolCallError
 from tiny_cli.secrets import Scrubber, scrubber
+
+if TYPE_CHECKING:  # the registry's Tool: only for the annotation
+    from tiny_cli.tools.registry import Tool
 
 ARTIFACTS_DIR = "artifacts"
 READ_ARTIFACT = "read_artifact"  # the runner's own tool, offered while a run holds artifacts
@@ -46,6 +49,13 @@ class ArtifactStore:
         self.scrub = scrubber() if scrub is None else scrub  # default: the environment's keys
         self._indexes: dict[str, _Index] = {}
         self._lock = threading.Lock()
+
+    def reader(self, held: Callable[[], Sequence[Artifact]], max_chars: int) -> Tool:
+        """Return the `read_artifact` tool over the artifacts `held()` names (made by a run
+        that holds artifacts, and only then: it brings pydantic)."""
+        from tiny_cli.tools.read_artifact import read_artifact_tool
+
+        return read_artifact_tool(self, held, max_chars)
 
     def save(self, text: str, *, tool: str, card: str) -> Artifact:
         """Store `text`, scrubbed of secrets, under a new handle; return its record.

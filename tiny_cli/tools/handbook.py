@@ -9,14 +9,16 @@ outranking the page that is named after the topic.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tiny_cli.deadline import stop_if_abandoned
 from tiny_cli.deferred import import_numpy
 from tiny_cli.errors import ToolCallError
 from tiny_cli.text import tokenize
@@ -26,6 +28,11 @@ DEFAULT_SNIPPET_CHARS = 400
 DOC_SUFFIXES = (".md", ".markdown", ".txt")
 TITLE_WEIGHT = 1.0  # the title field's BM25 score is added with this weight
 MAX_CACHED_FOLDERS = 16  # indexes kept per process: one per folder, its latest state
+MAX_FOLDER_ENTRIES = (
+    100_000  # files and folders a knowledge folder may hold: a handbook, not a disk
+)
+MAX_PAGES = 10_000  # pages a knowledge folder may hold
+MAX_PAGE_CHARS = 1_000_000  # a longer page is read up to here
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
@@ -50,9 +57,17 @@ class Handbook:
     mtime_ns), so every Handbook over an unchanged folder (one per bench run) shares one index.
     """
 
-    def __init__(self, folder: Path, snippet_chars: int = DEFAULT_SNIPPET_CHARS) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        snippet_chars: int = DEFAULT_SNIPPET_CHARS,
+        max_entries: int = MAX_FOLDER_ENTRIES,
+        max_pages: int = MAX_PAGES,
+    ) -> None:
         self.folder = Path(folder)
         self.snippet_chars = snippet_chars
+        self.max_entries = max_entries
+        self.max_pages = max_pages
         self.builds = 0  # how often this handbook built the index: once per change of the folder
 
     def search(self, query: str, limit: int = DEFAULT_SEARCH_LIMIT) -> list[Hit]:
@@ -70,7 +85,7 @@ class Handbook:
 
     def _current_index(self) -> _Index:
         """Return the folder's index, rebuilt when any page was added, removed or edited."""
-        pages = _page_files(self.folder)
+        pages = _page_files(self.folder, self.max_entries, self.max_pages)
         stats = [p.stat() for p in pages]
         signature = tuple(
             (p.relative_to(self.folder).as_posix(), s.st_size, s.st_mtime_ns)
@@ -132,7 +147,8 @@ class _Index:
         pages: list[_Page] = []
         chunks: list[_Chunk] = []
         for i, path in enumerate(files):
-            text = path.read_text(encoding="utf-8", errors="replace")
+            stop_if_abandoned()  # the run that asked is over: free the lock and the memory
+            text = _read_page(path)
             pages.append(_Page(path.relative_to(folder).as_posix(), _title(text, path)))
             chunks += [_Chunk(i, h, t) for h, t in _split(text)] or [_Chunk(i, "", "")]
         bodies = _bm25([f"{c.heading}\n{c.text}" for c in chunks])
@@ -163,21 +179,61 @@ class _Index:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _page_files(folder: Path) -> list[Path]:
+def _page_files(folder: Path, max_entries: int, max_pages: int) -> list[Path]:
+    """Return the folder's pages, sorted; hidden files and folders, and links out, left out."""
     if not folder.is_dir():
         raise ToolCallError(f"knowledge folder {folder} does not exist; set TINY_DOCS")
     inside = folder.resolve()
-    files = sorted(
-        p
-        for p in folder.rglob("*")
-        if p.suffix.lower() in DOC_SUFFIXES
-        and p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-        and p.resolve().is_relative_to(inside)  # a link out of the folder is not a page
-    )
+    files: list[Path] = []
+    for path in _walk(folder, max_entries):
+        if path.suffix.lower() in DOC_SUFFIXES and path.resolve().is_relative_to(inside):
+            files.append(path)
+        if len(files) > max_pages:
+            raise ToolCallError(
+                f"knowledge folder {folder} has over {max_pages:,} pages; "
+                "set TINY_DOCS to the handbook's own folder"
+            )
     if not files:
         raise ToolCallError(f"knowledge folder {folder} has no .md or .txt pages; set TINY_DOCS")
-    return files
+    return sorted(files)
+
+
+def _walk(folder: Path, max_entries: int) -> Iterator[Path]:
+    """Yield the files under `folder`, not entering hidden or linked folders; a folder that
+    cannot be read is left out. Stops when the run that asked gave up, or past max_entries."""
+    pending, seen = [folder], 0
+    while pending:
+        stop_if_abandoned()
+        try:
+            with os.scandir(pending.pop()) as found:
+                entries = [e for e in found if not e.name.startswith(".")]
+        except OSError:  # unreadable, or gone since it was listed (as under /proc)
+            continue
+        seen += len(entries)
+        if seen > max_entries:
+            raise ToolCallError(
+                f"knowledge folder {folder} holds over {max_entries:,} files and folders; "
+                "set TINY_DOCS to the handbook's own folder"
+            )
+        for entry in entries:
+            if _is(entry.is_dir, follow_symlinks=False):
+                pending.append(Path(entry.path))
+            elif _is(entry.is_file):
+                yield Path(entry.path)
+
+
+def _is(test: Any, **options: bool) -> bool:
+    """Ask a DirEntry what it is; one that vanished or cannot be read is neither."""
+    try:
+        return bool(test(**options))
+    except OSError:
+        return False
+
+
+def _read_page(path: Path) -> str:
+    """Return a page's text, up to MAX_PAGE_CHARS."""
+    with path.open(encoding="utf-8", errors="replace") as page:
+        return page.read(MAX_PAGE_CHARS)
 
 
 def _title(text: str, path: Path) -> str:

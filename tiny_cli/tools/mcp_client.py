@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import IO, Any, TypeVar
@@ -64,6 +64,9 @@ class Check:
     message: str
 
 
+Opener = Callable[[McpServer, float, "Mapping[str, str] | None"], "_Session"]
+
+
 class McpTools:
     """The tools of the servers in one mcp.yaml, as a ToolSource for the registry.
 
@@ -71,9 +74,16 @@ class McpTools:
     and description the server publishes, when a run needs it.
     """
 
-    def __init__(self, config: McpConfig, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: McpConfig,
+        environ: Mapping[str, str] | None = None,
+        opener: Opener | None = None,
+    ) -> None:
+        """`opener` starts (or finds) a server's session; default: open_session."""
         self.config = config
         self.environ = environ
+        self._open = opener or open_session
         self._tools: dict[str, Tool] = {}  # by qualified name: two may share a wire name
         self._unusable: dict[str, str] = {}  # `check`: server -> why it could not be started
 
@@ -90,7 +100,7 @@ class McpTools:
         """Start the servers `names` need and bind their tools; ToolServerError if impossible."""
         deadline = time.monotonic() + seconds
         for server, wanted in _by_server(names).items():
-            session = _host().session(self.config.servers[server], _left(deadline), self.environ)
+            session = self._open(self.config.servers[server], _left(deadline), self.environ)
             for wire, tool_name in wanted:
                 problem = self._bind_one(session, wire, tool_name, may_write)
                 if problem:
@@ -109,7 +119,7 @@ class McpTools:
             try:
                 if server in self._unusable:  # one wait per server, not one per card naming it
                     raise ToolServerError(self._unusable[server], server=server)
-                session = _host().session(spec, _left(deadline), self.environ)
+                session = self._open(spec, _left(deadline), self.environ)
             except (ToolServerError, ConfigError) as exc:
                 self._unusable[server] = str(exc)
                 found += [_check(tools, w, str(exc)) for w, _ in wanted]
@@ -243,6 +253,11 @@ def _warn(message: str) -> None:
     with contextlib.suppress(OSError, ValueError):  # stderr closed: nobody left to tell
         sys.stderr.write(f"tiny: warning: {message}\n")
         sys.stderr.flush()
+
+
+def open_session(server: McpServer, seconds: float, environ: Mapping[str, str] | None) -> _Session:
+    """Return `server`'s running session in this process, starting it (once) within `seconds`."""
+    return _host().session(server, seconds, environ)
 
 
 def _host() -> _Host:
