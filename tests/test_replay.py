@@ -309,6 +309,14 @@ def test_provider_errors_are_recorded_and_replayed(tmp_path) -> None:
     assert not isinstance(err.value, ProviderTimeout)
 
 
+def test_a_line_separator_in_an_answer_stays_in_its_recording_line(tmp_path) -> None:
+    path = tmp_path / "r.jsonl"
+    pasted = "first\u2028second\u0085third"  # str.splitlines splits on both
+    with Recorder(_Scripted(_completion(pasted)), path, None, "h") as recorder:
+        _ask(recorder.for_run("r", "a"))
+    assert _ask(Replayer.load(path).for_run("r", "a")).content == pasted
+
+
 def test_a_replayed_refusal_keeps_its_http_status(tmp_path) -> None:
     path = tmp_path / "r.jsonl"
     refused = ProviderError("401 Unauthorized", status=401)

@@ -359,6 +359,15 @@ def test_export_filters_by_card_and_age(run, two_runs, home) -> None:
     assert run("runs", "export", "--card", "nobody").stdout == ""
 
 
+def test_an_exported_file_keeps_a_pasted_line_separator_inside_its_run(run, home, tmp_path) -> None:
+    with RunLog.open(home) as log:
+        _record(log, "pasted\u2028task", summary="a\u0085b")
+    out = tmp_path / "runs.jsonl"
+    assert run("runs", "export", "--out", str(out)).exit_code == 0
+    [line] = out.read_text(encoding="utf-8").splitlines()  # one run, one line for any reader
+    assert json.loads(line)["goal"] == "pasted\u2028task"
+
+
 def test_export_to_a_file(run, two_runs, tmp_path) -> None:
     out = tmp_path / "runs.jsonl"
     out.write_text("an older export\n", encoding="utf-8")

@@ -28,6 +28,7 @@ from tiny_cli.errors import ConfigError
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "check_writable",
+    "escape_separators",
     "jsonl_line",
     "jsonl_lines",
     "locked",
@@ -94,10 +95,14 @@ def parse_guarded(parse: Callable[[str], T], text: str, path: Path) -> T:
 
 def jsonl_line(record: Any) -> str:
     """One JSON Lines record with its line separators escaped, ending in "\\n"."""
-    text = json.dumps(record, ensure_ascii=False)
+    return escape_separators(json.dumps(record, ensure_ascii=False)) + "\n"
+
+
+def escape_separators(text: str) -> str:
+    """JSON text with U+2028, U+2029 and U+0085 written as escapes (the same JSON value)."""
     for raw, escaped in _LINE_SEPARATORS.items():
         text = text.replace(raw, escaped)
-    return text + "\n"
+    return text
 
 
 def jsonl_lines(text: str) -> list[str]:

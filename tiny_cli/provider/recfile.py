@@ -10,6 +10,7 @@ from typing import Any
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.provider.client import MAX_TOKENS, Completion, ToolCall
+from tiny_cli.userfiles import jsonl_lines
 
 RECORDING_FORMAT = 1
 MAX_RECORDING_BYTES = 1 << 30  # 1 GiB: the largest shipped one is 23 MB
@@ -71,7 +72,7 @@ def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ConfigError(f"{path}: cannot read the recording: {reason}") from exc
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(jsonl_lines(text), 1):  # a U+2028 in an answer stays in its line
         if line.strip():
             yield n, line
 

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.runs.query import RunQuery, record, select_records
-from tiny_cli.userfiles import refuse_special
+from tiny_cli.userfiles import escape_separators, refuse_special
 
 Write = Callable[[Mapping[str, Any]], object]
 LOG_SUFFIXES = ("", "-wal", "-shm", "-journal")  # the files SQLite keeps a database in
@@ -54,7 +54,8 @@ def destination(out: Path | None, stream: TextIO, log: Path) -> Iterator[Write]:
 
 
 def _line(document: Mapping[str, Any], ascii_only: bool) -> str:
-    return json.dumps(document, ensure_ascii=ascii_only, separators=(",", ":")) + "\n"
+    text = json.dumps(document, ensure_ascii=ascii_only, separators=(",", ":"))
+    return escape_separators(text) + "\n"  # a reader's splitlines() keeps each run whole
 
 
 def _checked(out: Path, log: Path) -> Path:
