@@ -194,6 +194,30 @@ def test_capabilities_split_the_list_after_a_colon(summary: str, items: list[str
     assert capabilities(summary) == items
 
 
+@pytest.mark.parametrize(
+    ("summary", "items"),
+    [
+        ("Books a table. Time format: '9:30 AM', '14:45' or '18:00'.", []),
+        ("Books a table at a time such as '9:30 AM' or '14:45', for up to 8 people.", []),
+        ("Opening hours: 9:30, 14:45 and 18:00.", []),  # times, not capabilities
+        ("Returns the status: 1, 2 or 3.", []),  # numbers
+        ("Gets the schedule of a date: YYYY-MM-DD, e.g. 2024-01-01.", []),  # a format
+        ("Finds flights (format: city, country) and hotels.", []),  # a colon in brackets
+        ("Greets people, e.g.: hello, goodbye and thanks.", []),  # examples, not a list
+        ("Searches the catalogue: \"books, magazines\" and films.", []),  # a quoted value
+        ("Fetches the page at https://example.com/a, b and c.", []),  # a URL's colon
+        ("Checks a time (e.g. 09:30, 14:45): open, closed or unknown.",
+         ["open", "closed", "unknown"]),
+        ("Runs the team's desk: opens tickets, assigns them and closes them.",
+         ["opens tickets", "assigns them", "closes them"]),
+    ],
+)  # fmt: skip
+def test_capabilities_split_lists_never_values_times_or_quotes(
+    summary: str, items: list[str]
+) -> None:
+    assert capabilities(summary) == items
+
+
 def test_card_texts_are_summary_capabilities_then_examples() -> None:
     kinds = [kind for kind, _ in card_texts(HOME)]
     assert kinds == ["summary", "capability", "capability", "capability", "example"]
@@ -285,6 +309,17 @@ def test_validate_warns_about_an_example_that_belongs_to_another_card(
     assert "closer to card 'music'" in warnings[0] and "'weather'" in warnings[0]
     github = tiny("validate", "--cards", str(tmp_path), "--format", "github").stdout
     assert "::warning file=" in github and "weather.yaml,line=6," in github
+
+
+def test_validate_finds_no_capability_in_times_a_summary_quotes(
+    tiny: Callable[..., Result], tmp_path: Path
+) -> None:
+    times = "a time written like '9:30 AM' or '14:45'"  # once cut into two "capabilities"
+    write_card(tmp_path, "alarms", f"Sets alarms at {times}.", ["wake me at seven"])
+    write_card(tmp_path, "meetings", f"Books meeting rooms at {times}.", ["book room 4"])
+    result = tiny("validate", "--cards", str(tmp_path), "--json")
+    texts = [w["message"] for w in json.loads(result.stdout)["warnings"]]
+    assert not [t for t in texts if t.startswith("capability")], texts
 
 
 def test_validate_is_quiet_about_distinct_cards(tiny: Callable[..., Result]) -> None:
