@@ -311,6 +311,28 @@ def test_validate_warns_about_an_example_that_belongs_to_another_card(
     assert "::warning file=" in github and "weather.yaml,line=6," in github
 
 
+def test_validate_counts_a_cards_overlaps_in_one_line_and_verbose_names_each(
+    tiny: Callable[..., Result], tmp_path: Path
+) -> None:
+    songs = ["play my favourite songs", "put on some jazz", "next song please"]
+    forecasts = ["will it rain in Paris tomorrow", "how warm is it in Rome today"]
+    write_card(tmp_path, "weather", "Tells the weather forecast for a city.", forecasts + songs)
+    write_card(tmp_path, "music", "Plays songs, albums and playlists.", songs)  # the same songs
+
+    def warnings(*flags: str) -> list[str]:
+        result = tiny("validate", "--cards", str(tmp_path), *flags)
+        assert result.exit_code == 0, result.stdout
+        return [ln for ln in result.stdout.splitlines() if ln.startswith("warning:")]
+
+    music, weather = warnings()  # one line per card, in the order of their ids
+    assert "music.yaml:4: routing: 3 texts of 'music' (3 examples)" in music
+    assert "weather.yaml:6: routing: 3 texts of 'weather' (3 examples)" in weather
+    assert "('music' 3); --verbose names each" in weather
+    detail = [w for w in warnings("--verbose") if "weather.yaml" in w]
+    assert len(detail) == 3 and all("closer to card 'music'" in w for w in detail)
+    assert [song for song in songs if any(repr(song) in w for w in detail)] == songs
+
+
 def test_validate_finds_no_capability_in_times_a_summary_quotes(
     tiny: Callable[..., Result], tmp_path: Path
 ) -> None:

@@ -34,6 +34,10 @@ def validate(
         typer.Option("--connect", help="Also start the MCP servers and check each tool exists."),
     ] = False,
     wide: WideOpt = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", help="Name every overlapping card text, not a count per card."),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets.
@@ -43,7 +47,9 @@ def validate(
     from tiny_cli.cli import render
     from tiny_cli.validation import validate as validate_cards
 
-    found = validate_cards(settings_from(cards=cards, tools=tools), paths or [], connect=connect)
+    settings = settings_from(cards=cards, tools=tools)
+    detail = verbose or json_out  # JSON is read by programs: every overlap, always
+    found = validate_cards(settings, paths or [], connect=connect, detail=detail)
     if json_out:
         typer.echo(json.dumps(found.to_json(), ensure_ascii=False, indent=2))
     else:
