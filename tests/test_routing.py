@@ -69,6 +69,21 @@ def test_cli_routes_the_seed_tasks_from_stdin(tiny: Callable[..., Result]) -> No
     assert [d["agent_id"] for d in lines] == [want for _, want in SEED_TASKS]
 
 
+def test_cli_routes_every_other_line_past_one_too_long(tiny: Callable[..., Result]) -> None:
+    tasks = [task for task, _ in SEED_TASKS]
+    lines = [tasks[0], "x" * 10_000, *tasks[1:]]
+    result = tiny("route", "-", "--json", input="\n".join(lines) + "\n")
+    assert result.exit_code == 1  # some line failed; the others were routed
+    documents = [json.loads(line) for line in result.stdout.splitlines()]
+    assert documents[1] == {"line": 2, "error": documents[1]["error"]}
+    assert "10,000 characters" in documents[1]["error"]
+    del documents[1]
+    assert [d["agent_id"] for d in documents] == [want for _, want in SEED_TASKS]
+    assert "tiny: error: line 2: the task is 10,000 characters" in result.stderr
+    human = tiny("route", "-", input="\n".join(lines) + "\n")
+    assert human.exit_code == 1 and human.stdout.count("route: ") == len(tasks)
+
+
 def test_hashing_fallback_handles_the_english_seed_tasks(seed_cards: list[Card]) -> None:
     router = Router(seed_cards, HashingEmbedder(), None)
     english = SEED_TASKS[:4]
