@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import Result
 
 from tiny_cli.errors import ConfigError
@@ -18,7 +21,10 @@ from tiny_cli.routing.evaluation import (
 )
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, Router
 
-from .conftest import SEED_TASKS
+from .conftest import REPO, SEED_TASKS
+
+BENCH_TASKS = REPO / "examples" / "bench" / "tasks.yaml"
+BFCL = REPO / "examples" / "bfcl"
 
 # --- eval files ---------------------------------------------------------------------------
 
@@ -133,6 +139,43 @@ def test_cli_eval_shows_ranking_rule_and_cards(tiny: Callable[..., Result], tmp_
     human = tiny("route", "--eval", str(path)).stdout
     for label in ("never abstaining", "abstain recall ≥ 0.80", "per card", "lost to abstain"):
         assert label in human
+
+
+def test_cli_eval_reports_a_bad_line_and_scores_the_rest(
+    tiny: Callable[..., Result], tmp_path: Path
+) -> None:
+    lines = [json.dumps({"task": t, "expected": w}) for t, w in SEED_TASKS]
+    lines[1:1] = [
+        json.dumps({"task": "x" * 10_000, "expected": None}),
+        json.dumps({"task": "", "expected": None}),
+    ]
+    path = write_lines(tmp_path / "seed.jsonl", lines)
+    result = tiny("route", "--eval", str(path), "--json")
+    assert result.exit_code == 1, result.stderr  # two lines failed; the rest were scored
+    data = json.loads(result.stdout)
+    assert data["n"] == len(SEED_TASKS)
+    assert [e.split(": ", 1)[0] for e in data["errors"]] == [f"{path}:2", f"{path}:3"]
+    assert "10,000 characters" in data["errors"][0] and "non-empty" in data["errors"][1]
+    assert f"tiny: error: {path}:2: task: the task is 10,000" in result.stderr
+
+
+def test_cli_eval_reads_the_bench_task_files_as_they_are(
+    tiny: Callable[..., Result], tmp_path: Path
+) -> None:
+    bench = json.loads(tiny("route", "--eval", str(BENCH_TASKS), "--json").stdout)
+    entries = yaml.safe_load(BENCH_TASKS.read_text("utf-8"))
+    assert bench["n"] == len(entries) and not bench["errors"]
+    per_card = Counter(e["expected_agent"] for e in entries if e["expected_agent"])
+    assert {r["agent_id"]: r["tasks"] for r in bench["per_card"]} == per_card
+    selection = BFCL / "tasks.jsonl"  # the BFCL selection's tasks, with their expect_call
+    rows = [json.loads(line) for line in selection.read_text("utf-8").splitlines()[:2]]
+    for row in rows:
+        shutil.copy(BFCL / "cards" / f"{row['expected_agent']}.yaml", tmp_path)
+    path = write_lines(tmp_path / "tasks.jsonl", [json.dumps(row) for row in rows])
+    result = tiny("route", "--eval", str(path), "--cards", str(tmp_path), "--json")
+    assert result.exit_code == 0, result.stderr
+    scored = {r["agent_id"]: r["tasks"] for r in json.loads(result.stdout)["per_card"]}
+    assert scored == {row["expected_agent"]: 1 for row in rows}
 
 
 def test_evaluate_refuses_labels_for_cards_that_are_not_loaded(router: Router) -> None:

@@ -69,6 +69,21 @@ def test_cli_routes_the_seed_tasks_from_stdin(tiny: Callable[..., Result]) -> No
     assert [d["agent_id"] for d in lines] == [want for _, want in SEED_TASKS]
 
 
+def test_cli_routes_every_other_line_past_one_too_long(tiny: Callable[..., Result]) -> None:
+    tasks = [task for task, _ in SEED_TASKS]
+    lines = [tasks[0], "x" * 10_000, *tasks[1:]]
+    result = tiny("route", "-", "--json", input="\n".join(lines) + "\n")
+    assert result.exit_code == 1  # some line failed; the others were routed
+    documents = [json.loads(line) for line in result.stdout.splitlines()]
+    assert documents[1] == {"line": 2, "error": documents[1]["error"]}
+    assert "10,000 characters" in documents[1]["error"]
+    del documents[1]
+    assert [d["agent_id"] for d in documents] == [want for _, want in SEED_TASKS]
+    assert "tiny: error: line 2: the task is 10,000 characters" in result.stderr
+    human = tiny("route", "-", input="\n".join(lines) + "\n")
+    assert human.exit_code == 1 and human.stdout.count("route: ") == len(tasks)
+
+
 def test_hashing_fallback_handles_the_english_seed_tasks(seed_cards: list[Card]) -> None:
     router = Router(seed_cards, HashingEmbedder(), None)
     english = SEED_TASKS[:4]
@@ -194,6 +209,30 @@ def test_capabilities_split_the_list_after_a_colon(summary: str, items: list[str
     assert capabilities(summary) == items
 
 
+@pytest.mark.parametrize(
+    ("summary", "items"),
+    [
+        ("Books a table. Time format: '9:30 AM', '14:45' or '18:00'.", []),
+        ("Books a table at a time such as '9:30 AM' or '14:45', for up to 8 people.", []),
+        ("Opening hours: 9:30, 14:45 and 18:00.", []),  # times, not capabilities
+        ("Returns the status: 1, 2 or 3.", []),  # numbers
+        ("Gets the schedule of a date: YYYY-MM-DD, e.g. 2024-01-01.", []),  # a format
+        ("Finds flights (format: city, country) and hotels.", []),  # a colon in brackets
+        ("Greets people, e.g.: hello, goodbye and thanks.", []),  # examples, not a list
+        ("Searches the catalogue: \"books, magazines\" and films.", []),  # a quoted value
+        ("Fetches the page at https://example.com/a, b and c.", []),  # a URL's colon
+        ("Checks a time (e.g. 09:30, 14:45): open, closed or unknown.",
+         ["open", "closed", "unknown"]),
+        ("Runs the team's desk: opens tickets, assigns them and closes them.",
+         ["opens tickets", "assigns them", "closes them"]),
+    ],
+)  # fmt: skip
+def test_capabilities_split_lists_never_values_times_or_quotes(
+    summary: str, items: list[str]
+) -> None:
+    assert capabilities(summary) == items
+
+
 def test_card_texts_are_summary_capabilities_then_examples() -> None:
     kinds = [kind for kind, _ in card_texts(HOME)]
     assert kinds == ["summary", "capability", "capability", "capability", "example"]
@@ -285,6 +324,39 @@ def test_validate_warns_about_an_example_that_belongs_to_another_card(
     assert "closer to card 'music'" in warnings[0] and "'weather'" in warnings[0]
     github = tiny("validate", "--cards", str(tmp_path), "--format", "github").stdout
     assert "::warning file=" in github and "weather.yaml,line=6," in github
+
+
+def test_validate_counts_a_cards_overlaps_in_one_line_and_verbose_names_each(
+    tiny: Callable[..., Result], tmp_path: Path
+) -> None:
+    songs = ["play my favourite songs", "put on some jazz", "next song please"]
+    forecasts = ["will it rain in Paris tomorrow", "how warm is it in Rome today"]
+    write_card(tmp_path, "weather", "Tells the weather forecast for a city.", forecasts + songs)
+    write_card(tmp_path, "music", "Plays songs, albums and playlists.", songs)  # the same songs
+
+    def warnings(*flags: str) -> list[str]:
+        result = tiny("validate", "--cards", str(tmp_path), *flags)
+        assert result.exit_code == 0, result.stdout
+        return [ln for ln in result.stdout.splitlines() if ln.startswith("warning:")]
+
+    music, weather = warnings()  # one line per card, in the order of their ids
+    assert "music.yaml:4: routing: 3 texts of 'music' (3 examples)" in music
+    assert "weather.yaml:6: routing: 3 texts of 'weather' (3 examples)" in weather
+    assert "('music' 3); --verbose names each" in weather
+    detail = [w for w in warnings("--verbose") if "weather.yaml" in w]
+    assert len(detail) == 3 and all("closer to card 'music'" in w for w in detail)
+    assert [song for song in songs if any(repr(song) in w for w in detail)] == songs
+
+
+def test_validate_finds_no_capability_in_times_a_summary_quotes(
+    tiny: Callable[..., Result], tmp_path: Path
+) -> None:
+    times = "a time written like '9:30 AM' or '14:45'"  # once cut into two "capabilities"
+    write_card(tmp_path, "alarms", f"Sets alarms at {times}.", ["wake me at seven"])
+    write_card(tmp_path, "meetings", f"Books meeting rooms at {times}.", ["book room 4"])
+    result = tiny("validate", "--cards", str(tmp_path), "--json")
+    texts = [w["message"] for w in json.loads(result.stdout)["warnings"]]
+    assert not [t for t in texts if t.startswith("capability")], texts
 
 
 def test_validate_is_quiet_about_distinct_cards(tiny: Callable[..., Result]) -> None:

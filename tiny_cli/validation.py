@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["CONNECT_SECONDS", "Validation", "connect_problems", "routing_warnings", "validate"]
 
 CONNECT_SECONDS = 30.0  # `tiny validate --connect`: how long a server may take to start
+NAMED_CARDS = 3  # a card's grouped overlap warning names this many of the other cards
 
 
 @dataclass(frozen=True)
@@ -62,11 +64,13 @@ def validate(
     paths: Sequence[Path],
     transport: httpx.BaseTransport | None = None,
     connect: bool = False,
+    detail: bool = True,
 ) -> Validation:
     """Check card files (default: the cards directory); warn where cards overlap for routing.
 
     `connect` also starts the MCP servers the cards name and checks each tool exists there
-    (and that a card with a writing tool says `side_effects: write`).
+    (and that a card with a writing tool says `side_effects: write`). Without `detail`, a
+    card with several overlapping texts gets one warning that counts them.
     """
     folders = list(paths) or [settings.cards_dir]
     mcp = mcp_settings(_checked_folder(settings, folders))
@@ -80,7 +84,7 @@ def validate(
         problems += check_learned(learned_folder(settings), cards)
     if problems or len(cards) < 2:
         return Validation(cards, problems, [])
-    return Validation(cards, problems, routing_warnings(settings, cards, transport))
+    return Validation(cards, problems, routing_warnings(settings, cards, transport, detail))
 
 
 def _checked_folder(settings: Settings, folders: Sequence[Path]) -> Settings:
@@ -118,9 +122,15 @@ def connect_problems(
 
 
 def routing_warnings(
-    settings: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None = None
+    settings: Settings,
+    cards: Sequence[Card],
+    transport: httpx.BaseTransport | None = None,
+    detail: bool = True,
 ) -> list[Problem]:
-    """Name every card text that sits closer to another card than to its own card."""
+    """Name every card text that sits closer to another card than to its own card.
+
+    Without `detail`, one warning per card: the first such text's place, and the count.
+    """
     from tiny_cli.routing.factory import build_router, learned_folder
 
     try:
@@ -131,12 +141,56 @@ def routing_warnings(
 
     by_id = {card.id: card for card in cards}
     learned = learned_folder(settings) / LEARNED_FILENAME
-    return [_overlap_problem(by_id[o.agent_id], o, learned) for o in router.overlaps()]
+    overlaps = router.overlaps()
+    problems = [_overlap_problem(by_id[o.agent_id], o, learned) for o in overlaps]
+    return problems if detail else _grouped(by_id, overlaps, problems)
+
+
+def _grouped(
+    cards: dict[str, Card], overlaps: Sequence[Overlap], problems: Sequence[Problem]
+) -> list[Problem]:
+    """One warning per card: a single overlap as it is, several counted in one line."""
+    by_card: dict[str, list[int]] = {}
+    for at, overlap in enumerate(overlaps):
+        by_card.setdefault(overlap.agent_id, []).append(at)
+    grouped = []
+    for ats in by_card.values():
+        first = problems[ats[0]]
+        if len(ats) > 1:
+            counted = _count(cards[overlaps[ats[0]].agent_id], [overlaps[a] for a in ats])
+            first = Problem(first.file, first.line, first.field, counted)
+        grouped.append(first)
+    return grouped
+
+
+def _count(card: Card, overlaps: Sequence[Overlap]) -> str:
+    """Say how many texts of a card sit closer to other cards, and which cards."""
+    kinds = Counter(_kind(card, o) for o in overlaps)
+    others = Counter(o.other_id for o in overlaps).most_common()
+    nearest = ", ".join(f"{other!r} {n}" for other, n in others[:NAMED_CARDS])
+    more = f", {len(others) - NAMED_CARDS} more" if len(others) > NAMED_CARDS else ""
+    what = ", ".join(f"{n} {_plural(kind, n)}" for kind, n in kinds.items())
+    return (
+        f"{len(overlaps)} texts of {card.id!r} ({what}) sit closer to other cards than to "
+        f"the rest of it ({nearest}{more}); --verbose names each"
+    )
+
+
+def _kind(card: Card, overlap: Overlap) -> str:
+    """The kind of text as a warning names it: a taught example is a learned one."""
+    taught = overlap.kind == "example" and overlap.text not in card.examples
+    return "learned example" if taught else overlap.kind
+
+
+def _plural(kind: str, n: int) -> str:
+    if n == 1:
+        return kind
+    return kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
 
 
 def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
-    taught = overlap.kind == "example" and overlap.text not in card.examples
-    kind = "learned example" if taught else overlap.kind
+    kind = _kind(card, overlap)
+    taught = kind == "learned example"
     message = (
         f"{kind} {overlap.text!r} sits closer to card {overlap.other_id!r} "
         f"({overlap.other:.2f}) than to the rest of {card.id!r} ({overlap.own:.2f}); "

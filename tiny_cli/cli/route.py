@@ -5,18 +5,22 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
 from tiny_cli.cli.common import console, emit, settings_from
 from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt, WideOpt
 from tiny_cli.cli.process import EXIT_OK, EXIT_PROBLEMS
+from tiny_cli.errors import ConfigError
 from tiny_cli.settings import DEFAULT_TOP
+from tiny_cli.text import check_task, printable
 
 if TYPE_CHECKING:
     from tiny_cli.routing.evaluation import EvalReport
     from tiny_cli.routing.router import Router
+
+Slot = tuple[int, str | None]  # an input line's number, and why it was not routed (None: it was)
 
 
 def validate(
@@ -34,6 +38,10 @@ def validate(
         typer.Option("--connect", help="Also start the MCP servers and check each tool exists."),
     ] = False,
     wide: WideOpt = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", help="Name every overlapping card text, not a count per card."),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets.
@@ -43,7 +51,9 @@ def validate(
     from tiny_cli.cli import render
     from tiny_cli.validation import validate as validate_cards
 
-    found = validate_cards(settings_from(cards=cards, tools=tools), paths or [], connect=connect)
+    settings = settings_from(cards=cards, tools=tools)
+    detail = verbose or json_out  # JSON is read by programs: every overlap, always
+    found = validate_cards(settings, paths or [], connect=connect, detail=detail)
     if json_out:
         typer.echo(json.dumps(found.to_json(), ensure_ascii=False, indent=2))
     else:
@@ -67,7 +77,11 @@ def route(
     ] = None,
     eval_file: Annotated[
         Path | None,
-        typer.Option("--eval", help='Score a JSONL file of {"task", "expected": id|null}.'),
+        typer.Option(
+            "--eval",
+            help='Score a labelled file: JSONL {"task", "expected": id|null}, or a bench '
+            "task file (expected_agent).",
+        ),
     ] = None,
     explain: Annotated[
         bool, typer.Option("--explain", help="Show which card text and words drove each score.")
@@ -88,27 +102,75 @@ def route(
     with index_progress() as progress:
         router = build_router(settings, loaded.values(), progress=progress)
     if eval_file is not None:
-        _evaluate(router, eval_file, json_out)
-    elif explain:
-        _explain(router, _tasks(task), top, json_out)
+        failed = _evaluate(router, eval_file, json_out)
     else:
-        _decide(router, _tasks(task), top, json_out)
+        failed = _route_lines(router, _tasks(task), top, json_out, explain)
+    if failed:  # the other lines were routed and reported
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
-def _tasks(task: str | None) -> list[str]:
-    """Return the task, or with '-' every non-blank line of stdin."""
-    tasks = [t.strip() for t in sys.stdin if t.strip()] if task == "-" else [task or ""]
+def _tasks(task: str | None) -> list[tuple[int, str]]:
+    """Return the task (line 0), or with '-' every non-blank line of stdin, numbered."""
+    if task != "-":
+        return [(0, task or "")]
+    tasks = [(n, t.strip()) for n, t in enumerate(sys.stdin, 1) if t.strip()]
     if not tasks:
         raise typer.BadParameter("no tasks on stdin", param_hint="TASK")
     return tasks
 
 
-def _evaluate(router: Router, eval_file: Path, json_out: bool) -> None:
-    """Score the router on a labelled file: accuracy, abstentions, confusions."""
-    from tiny_cli.routing.evaluation import evaluate, load_eval_file
+def _route_lines(
+    router: Router, lines: list[tuple[int, str]], top: int, json_out: bool, explain: bool
+) -> bool:
+    """Route (or explain) each line; a line that cannot be routed is its own error.
 
-    report = evaluate(router, load_eval_file(eval_file))
-    emit(json_out, report.to_json(), lambda: _show_evaluation(report))
+    Return whether any line failed. A single TASK is checked by the router: its error ends
+    the command as before.
+    """
+    errors = dict(_unroutable(lines)) if lines[0][0] else {}
+    good = [t for n, t in lines if n not in errors]
+    if explain:
+        _explain(router, good, top, json_out, _errors_first(lines, errors))
+    else:
+        _decide(router, good, top, json_out, _errors_first(lines, errors))
+    return bool(errors)
+
+
+def _unroutable(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The stdin lines no route can take (too long), each with why."""
+    found = []
+    for number, text in lines:
+        try:
+            check_task(text)
+        except ConfigError as exc:
+            found.append((number, str(exc)))
+    return found
+
+
+def _errors_first(lines: list[tuple[int, str]], errors: dict[int, str]) -> list[Slot]:
+    """Report each bad line on stderr; return each line's number and error (None: routed)."""
+    for number, why in errors.items():
+        typer.echo(f"tiny: error: line {number}: {printable(why)}", err=True)
+    return [(number, errors.get(number)) for number, _ in lines]
+
+
+def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
+    """Score the router on a labelled file: accuracy, abstentions, confusions.
+
+    A line that cannot be read or routed is reported on its own and left out; return
+    whether any was.
+    """
+    from tiny_cli.routing.evaluation import evaluate, read_eval_file
+
+    found = read_eval_file(eval_file)
+    for error in found.errors:
+        typer.echo(f"tiny: error: {printable(error)}", err=True)
+    if not found.labelled:
+        return True
+    report = evaluate(router, found.labelled)
+    document = {**report.to_json(), "errors": list(found.errors)}
+    emit(json_out, document, lambda: _show_evaluation(report))
+    return bool(found.errors)
 
 
 def _show_evaluation(report: EvalReport) -> None:
@@ -118,12 +180,11 @@ def _show_evaluation(report: EvalReport) -> None:
     render.evaluation(console(), report)
 
 
-def _explain(router: Router, tasks: list[str], top: int, json_out: bool) -> None:
+def _explain(router: Router, tasks: list[str], top: int, json_out: bool, slots: list[Slot]) -> None:
     """Show, per task, which card text and words drove each score."""
     explained = [router.explain(t, top) for t in tasks]
     if json_out:
-        for e in explained:
-            typer.echo(json.dumps(e.to_json(), ensure_ascii=False))
+        _json_lines([e.to_json() for e in explained], slots)
         return
     from tiny_cli.cli import render  # rich: only for output a person reads
 
@@ -131,13 +192,20 @@ def _explain(router: Router, tasks: list[str], top: int, json_out: bool) -> None
         render.explanation(console(), e, router)
 
 
-def _decide(router: Router, tasks: list[str], top: int, json_out: bool) -> None:
+def _decide(router: Router, tasks: list[str], top: int, json_out: bool, slots: list[Slot]) -> None:
     """Route every task: one JSON line each, or one table."""
     decisions = router.route_many(tasks, top)
     if json_out:
-        for d in decisions:
-            typer.echo(json.dumps(d.to_json(), ensure_ascii=False))
+        _json_lines([d.to_json() for d in decisions], slots)
         return
     from tiny_cli.cli import render  # rich: only for output a person reads
 
     render.decisions(console(), decisions, router)
+
+
+def _json_lines(documents: list[dict[str, Any]], slots: list[Slot]) -> None:
+    """One JSON line per input line, in order: a task's document, or a bad line's error."""
+    left = iter(documents)
+    for number, error in slots:
+        document = next(left) if error is None else {"line": number, "error": error}
+        typer.echo(json.dumps(document, ensure_ascii=False))

@@ -14,11 +14,16 @@ import numpy as np
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.threshold import ABSTAIN_TARGET
-from tiny_cli.userfiles import jsonl_lines, read_text
+from tiny_cli.text import check_task
+from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_text
 
 SWEEP_STEP = 0.5
 SWEEP_STEPS_EACH_SIDE = 4
 MAX_CONFUSIONS = 20
+YAML_SUFFIXES = (".yaml", ".yml")
+# a bench task's `{site}` is its page server; routed as a loopback URL, as the bench routes it
+BENCH_SITE = "{site}"
+BENCH_SITE_URL = "http://127.0.0.1"
 
 Labelled = Sequence[tuple[str, str | None]]
 
@@ -104,20 +109,39 @@ class EvalReport:
         }
 
 
+@dataclass(frozen=True)
+class EvalTasks:
+    """A labelled task file as read: the tasks that can be routed, and each line that cannot."""
+
+    labelled: tuple[tuple[str, str | None], ...]
+    errors: tuple[str, ...]  # "file:line: field: why", one per line left out
+
+
 def load_eval_file(path: Path) -> list[tuple[str, str | None]]:
-    """Read JSONL lines `{"task": ..., "expected": card id or null}`; null means abstain."""
-    # bounded for pipes and devices; split on "\n" only (a U+2028 inside a task stays)
-    try:
-        lines = jsonl_lines(read_text(path))
-    except ConfigError as exc:
-        why = str(exc).removeprefix(f"{path}: ")
-        raise ConfigError(f"{path}: cannot read eval file: {why}") from None
-    labelled = [
-        _eval_line(path, number, line) for number, line in enumerate(lines, 1) if line.strip()
-    ]
-    if not labelled:
+    """Read labelled tasks (see `read_eval_file`); the first bad line is a ConfigError."""
+    found = read_eval_file(path)
+    if found.errors:
+        raise ConfigError(found.errors[0])
+    return list(found.labelled)
+
+
+def read_eval_file(path: Path) -> EvalTasks:
+    """Read labelled tasks, each bad line an error of its own and the rest kept.
+
+    JSONL lines `{"task": ..., "expected": card id or null}` (null means abstain), or the
+    bench's task files as they are: JSONL or a YAML list whose entries name
+    `expected_agent` (their other fields are the bench's and are not read here).
+    """
+    entries = _eval_entries(path)
+    labelled, errors = [], []
+    for where, entry in entries:
+        try:
+            labelled.append(_eval_entry(where, entry))
+        except ConfigError as exc:
+            errors.append(str(exc))
+    if not entries:
         raise ConfigError(f"{path}: no tasks in eval file")
-    return labelled
+    return EvalTasks(tuple(labelled), tuple(errors))
 
 
 def evaluate(router: Router, labelled: Labelled) -> EvalReport:
@@ -152,27 +176,72 @@ def evaluate(router: Router, labelled: Labelled) -> EvalReport:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _eval_line(path: Path, number: int, line: str) -> tuple[str, str | None]:
-    where = f"{path}:{number}"
+def _eval_entries(path: Path) -> list[tuple[str, Any]]:
+    """Each entry with where it is: "file:line" of JSONL, "file: task N" of a YAML list."""
+    # bounded for pipes and devices; split on "\n" only (a U+2028 inside a task stays)
     try:
-        item = json.loads(line)
+        text = read_text(path)
+    except ConfigError as exc:
+        why = str(exc).removeprefix(f"{path}: ")
+        raise ConfigError(f"{path}: cannot read eval file: {why}") from None
+    if path.suffix.lower() in YAML_SUFFIXES:
+        return [(f"{path}: task {n}", entry) for n, entry in enumerate(_yaml_list(path, text), 1)]
+    return [
+        (f"{path}:{number}", _JsonLine(line))
+        for number, line in enumerate(jsonl_lines(text), 1)
+        if line.strip()
+    ]
+
+
+@dataclass(frozen=True)
+class _JsonLine:
+    """A JSONL line not parsed yet: a line that is not JSON is that line's error."""
+
+    text: str
+
+
+def _yaml_list(path: Path, text: str) -> list[Any]:
+    import yaml  # here: only a YAML task file needs it
+
+    try:
+        data = parse_guarded(yaml.safe_load, text, path)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: an eval file in YAML is a list of tasks")
+    return data
+
+
+def _eval_entry(where: str, entry: Any) -> tuple[str, str | None]:
+    item = _json_item(where, entry.text) if isinstance(entry, _JsonLine) else entry
+    if not isinstance(item, dict):
+        raise ConfigError(f"{where}: expected an object with 'task' and 'expected'")
+    task = item.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise ConfigError(f"{where}: task: must be a non-empty string")
+    try:
+        check_task(task)  # a task too long to route is this line's error, not the file's
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: task: {exc}") from None
+    key = "expected" if "expected" in item or "expected_agent" not in item else "expected_agent"
+    if key not in item:
+        raise ConfigError(f"{where}: expected: missing (use null for a task that should abstain)")
+    want = item[key]
+    if want is not None and not isinstance(want, str):
+        raise ConfigError(f"{where}: {key}: must be a card id or null, got {want!r}")
+    bench = key == "expected_agent"  # a bench task: its {site} is the page server
+    return (task.replace(BENCH_SITE, BENCH_SITE_URL) if bench else task), want
+
+
+def _json_item(where: str, line: str) -> Any:
+    try:
+        return json.loads(line)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where}: invalid JSON: {exc.msg}") from exc
     except RecursionError:
         raise ConfigError(f"{where}: invalid JSON: nested too deeply") from None
     except ValueError:  # a number past Python's digit limit
         raise ConfigError(f"{where}: invalid JSON: a number too long to read") from None
-    if not isinstance(item, dict):
-        raise ConfigError(f"{where}: expected an object with 'task' and 'expected'")
-    task = item.get("task")
-    if not isinstance(task, str) or not task.strip():
-        raise ConfigError(f"{where}: task: must be a non-empty string")
-    if "expected" not in item:
-        raise ConfigError(f"{where}: expected: missing (use null for a task that should abstain)")
-    want = item["expected"]
-    if want is not None and not isinstance(want, str):
-        raise ConfigError(f"{where}: expected: must be a card id or null, got {want!r}")
-    return task, want
 
 
 def _check_expected(router: Router, labelled: Labelled) -> None:

@@ -23,44 +23,99 @@ MATRIX = ("data", "indices", "indptr")  # bm25s's score matrix, by word (compres
 
 
 def capabilities(summary: str) -> list[str]:
-    """Split the list after a colon in a summary into its items ("X: a, b and c" → a, b, c)."""
+    """Split the list of capabilities after a colon ("Handles X: a, b and c" → a, b, c).
+
+    Only a list of things the card does splits: never inside quotes or brackets, never at
+    the colon of a time ("9:30") or a URL, and never a list of values: quoted, numbers,
+    times, formats ("HH:MM"), or examples ("e.g. a, b").
+    """
     items: list[str] = []
-    for sentence in re.split(_SENTENCE_END, summary.strip()):
-        _, colon, tail = sentence.strip().rstrip(".!?").partition(":")
-        if not colon:
-            continue
-        parts = [re.sub(_LEADING_AND, "", p) for p in _top_level_split(tail)]
-        if parts and "(" not in parts[-1]:
-            parts[-1:] = re.split(_LAST_AND, parts[-1], maxsplit=1)
-        parts = [p.strip() for p in parts if p.strip()]
-        if len(parts) >= 2:  # a single item restates the summary
-            items += parts
+    for sentence in _split_free(summary.strip(), _SENTENCE_END):
+        items += _listed(sentence.strip().rstrip(".!?"))
     return items
 
 
 # Patterns as text: `re` compiles each when a state is first built (a route that loads one
 # never splits a summary) and keeps it
-_SENTENCE_END = r"(?<=[.!?])\s+"
+_SENTENCE_END = r"(?<![Ee]\.g\.)(?<![Ii]\.e\.)(?<=[.!?])\s+"
 _CONJUNCTION = r"(?:and|or|und|oder|et|ou|y|o)"
 _LEADING_AND = rf"(?i)^\s*{_CONJUNCTION}\s+"
-# the last "and" of the last item: "reads them out and sends emails" → two items
-_LAST_AND = rf"(?i)\s+{_CONJUNCTION}\s+(?!.*\s{_CONJUNCTION}\s)"
+_AND = rf"(?i)\s+{_CONJUNCTION}\s+"  # the last of the last item: "reads and sends" → two
+# quoted spans: straight, curly and guillemet quotes, backticks; a single quote only as
+# a quote, not as the apostrophe of "team's"
+_QUOTED = (
+    r"\"[^\"\n]*\"|“[^”\n]*”|\u2018[^\u2019\n]*\u2019|„[^“”\n]*[“”]|«[^»\n]*»"
+    r"|`[^`\n]*`|(?<!\w)'[^'\n]*'(?!\w)"
+)
+_BRACKETED = r"\([^()]*\)|\[[^\[\]]*\]"
+# a head that introduces values, not capabilities: "Format: ...", "e.g.: ..."
+_VALUE_HEAD = r"(?i)\b(?:formats?|e\.\s?g|i\.\s?e|examples?|such as|like|defaults?|values?)\W*$"
+_EXAMPLE = r"(?i)^(?:e\.\s?g\.|i\.\s?e\.|for example|for instance|such as)"
+_FORMAT_WORD = r"(?:YYYY|YY|MM|DD|HH|hh|mm|ss)"
+_TIME_OR_FORMAT = (
+    rf"\b\d{{1,2}}:\d{{2}}\b|\b\d{{4}}-\d{{2}}|\b{_FORMAT_WORD}(?:[-:/.]{_FORMAT_WORD})+\b"
+)
 
 
-def _top_level_split(text: str) -> list[str]:
-    """Split on commas and semicolons outside brackets: "lights (on, off), plugs" → 2."""
-    parts: list[str] = []
-    current: list[str] = []
+def _listed(sentence: str) -> list[str]:
+    """The capabilities one sentence lists after its colon; none if it lists values."""
+    colon = _list_colon(sentence)
+    if colon is None or re.search(_VALUE_HEAD, sentence[:colon]):
+        return []
+    parts = [
+        re.sub(_LEADING_AND, "", p).strip() for p in _split_free(sentence[colon + 1 :], "[,;]")
+    ]
+    parts = [p for p in parts if p]
+    if parts:
+        parts[-1:] = [p.strip() for p in _split_free(parts[-1], _AND, last_only=True)]
+    parts = [p for p in parts if p]
+    if len(parts) < 2 or any(_is_value(p) for p in parts):  # one item restates the summary
+        return []
+    return parts
+
+
+def _list_colon(sentence: str) -> int | None:
+    """The first colon that opens a list: outside quotes and brackets, a space after it."""
+    shield = _shielded(sentence)
+    for at, char in enumerate(sentence[:-1]):
+        if char == ":" and not shield[at] and sentence[at + 1].isspace():
+            return at
+    return None
+
+
+def _is_value(item: str) -> bool:
+    """Tell a listed value (quoted, a number, a time, a format, an example) from a capability."""
+    bare = re.sub(_BRACKETED, " ", re.sub(_QUOTED, " ", item))
+    return (
+        not re.search(r"[^\W\d_]", bare)  # no letter outside quotes: a value or a number
+        or re.search(_TIME_OR_FORMAT, item) is not None
+        or re.match(_EXAMPLE, item) is not None
+    )
+
+
+def _split_free(text: str, pattern: str, last_only: bool = False) -> list[str]:
+    """Split `text` where `pattern` matches outside quotes and brackets (stripped, non-empty)."""
+    shield = _shielded(text)
+    cuts = [m for m in re.finditer(pattern, text) if not shield[m.start()]]
+    pieces, start = [], 0
+    for cut in cuts[-1:] if last_only else cuts:
+        pieces.append(text[start : cut.start()])
+        start = cut.end()
+    pieces.append(text[start:])
+    return [p.strip() for p in pieces if p.strip()]
+
+
+def _shielded(text: str) -> list[bool]:
+    """Mark each character inside quotes or brackets: "lights (on, off), plugs" → 2 items."""
+    marks = [False] * len(text)
+    for quoted in re.finditer(_QUOTED, text):
+        marks[quoted.start() : quoted.end()] = [True] * (quoted.end() - quoted.start())
     depth = 0
-    for char in text:
-        depth += (char in "([") - (char in ")]")
-        if char in ",;" and depth <= 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return [p.strip() for p in parts if p.strip()]
+    for at, char in enumerate(text):
+        if not marks[at]:  # a bracket inside quotes is text
+            depth = max(0, depth + (char in "([") - (char in ")]"))
+            marks[at] = depth > 0
+    return marks
 
 
 class Lexical:
