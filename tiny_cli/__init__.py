@@ -3,9 +3,6 @@
 from typing import Any
 
 from tiny_cli._version import __version__
-from tiny_cli.deferred import defer_httpx_cli
-
-defer_httpx_cli()  # before anything imports httpx: its CLI module (click, rich) stays unloaded
 
 __all__ = ["Tool", "__version__", "tool"]
 

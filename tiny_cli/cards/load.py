@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
 from tiny_cli import yamlsafe
 from tiny_cli.cards import markdown
 from tiny_cli.cards.basis import CARD_SUFFIXES, NOT_CARDS, card_salt, card_schema
@@ -27,7 +29,6 @@ from tiny_cli.errors import CardError
 from tiny_cli.settings import ToolMode
 from tiny_cli.tools.mcp_config import McpConfig
 from tiny_cli.tools.mcp_names import offered, original, qualified
-from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
 # where tools come from, said with every unknown tool: the one thing a new user must find
 TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS)'

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
-from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
 # Patterns as text: `re` compiles each on first use and keeps it (~3 M instructions each, at
 # every start, for commands that never read an mcp.yaml)

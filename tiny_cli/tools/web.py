@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import codecs
-import importlib.util
 import ipaddress
 import re
 import socket
-import sys
 import threading
 import time
 import warnings
@@ -20,7 +18,6 @@ import httpcore
 import httpx
 
 from tiny_cli._version import __version__
-from tiny_cli.deferred import stand_in
 from tiny_cli.errors import AddressRefused, ConfigError, ToolCallError
 
 if TYPE_CHECKING:
@@ -115,7 +112,6 @@ def html_to_text(html: str) -> str:
     """Return the readable text of an HTML document: title first, one block per line."""
     if re.fullmatch(r"\s*https?://\S+\s*", html):
         raise ToolCallError("html_to_text takes the HTML itself, not a URL; call http_get first")
-    _prepare_bs4()  # imported here: bs4 costs ~0.1 s, and most commands never convert HTML
     from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning
 
     with warnings.catch_warnings():
@@ -399,7 +395,6 @@ def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]
 
 def _encoding(response: httpx.Response, body: bytes) -> str:
     """Use the header's charset, else the document's own declaration, else UTF-8."""
-    _prepare_bs4()
     from bs4.dammit import EncodingDetector
 
     declared = response.charset_encoding or EncodingDetector.find_declared_encoding(
@@ -420,19 +415,6 @@ def _describe(url: str, exc: httpx.HTTPError, timeout: float) -> str:
     if isinstance(exc, httpx.UnsupportedProtocol):
         return f"{url} redirected to an address http_get cannot fetch: {exc}"
     return f"cannot fetch {url}: {type(exc).__name__}: {exc}"
-
-
-def _prepare_bs4() -> None:
-    """Before bs4's first import, make soupsieve (its CSS selectors) load on first use.
-
-    bs4 imports soupsieve eagerly, and soupsieve compiles its selector grammar on import:
-    ~35 ms of a cold run that converts HTML but never selects. A selector still works.
-    """
-    if "bs4" in sys.modules:
-        return
-    spec = importlib.util.find_spec("soupsieve")
-    if spec is not None:  # without it bs4 warns, as it always would
-        stand_in("soupsieve", package=spec.submodule_search_locations is not None)
 
 
 def _is_hidden(tag: Tag) -> bool:
