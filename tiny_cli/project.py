@@ -101,7 +101,7 @@ def _tool_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _toml(path: Path) -> tuple[str, dict[str, Any]]:
     """The file's text and its TOML, read with a bound (a pipe or device too) and a depth limit."""
-    import tomllib  # here: most commands run where no project file is, and it costs ~4 ms
+    import tomllib  # here: most commands run where no project file is
 
     text = read_text(path, MAX_PROJECT_BYTES)
     try:
