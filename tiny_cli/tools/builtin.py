@@ -17,7 +17,6 @@ from annotated_types import Interval
 
 from tiny_cli.errors import ToolError
 from tiny_cli.settings import Settings
-from tiny_cli.tools.crm import CRM_FILENAME, CrmStore
 from tiny_cli.tools.handbook import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Handbook
 
 if TYPE_CHECKING:  # a route needs the tools' names only (builtin_writes): no registry
@@ -155,6 +154,8 @@ class _CrmTools:
     """crm_find_company and crm_add_company over the CRM file in one data directory."""
 
     def __init__(self, home: Path) -> None:
+        from tiny_cli.tools.crm import CRM_FILENAME, CrmStore  # sqlite3: only when a run needs it
+
         self._store = CrmStore(home / CRM_FILENAME)
 
     def crm_find_company(self, name: str) -> list[dict[str, Any]]:
