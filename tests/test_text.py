@@ -42,7 +42,7 @@ def test_a_cached_route_imports_no_bm25s_pydantic_httpx_yaml_checker_tools_or_ot
         "try:\n"
         "    main()\n"
         "finally:\n"
-        "    found = set(sys.modules)  # top-level names: httpx._main is tiny's stand-in\n"
+        "    found = set(sys.modules)\n"
         "    heavy = {'bm25s', 'pydantic', 'httpx', 'jsonschema', 'yaml.constructor',\n"
         "             'tiny_cli.cards.load', 'tiny_cli.tools.handbook',\n"
         "             'tiny_cli.tools.registry', 'tiny_cli.tools.mcp_config',\n"

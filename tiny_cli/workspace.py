@@ -12,7 +12,6 @@ from tiny_cli.errors import CardError, ConfigError, TinyError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import builtin_writes, default_registry
 from tiny_cli.tools.mcp_names import mcp_path
-from tiny_cli.tools.registry import declared_tool
 
 if TYPE_CHECKING:  # routing brings numpy and the embedder: only commands that route pay
     import httpx
@@ -124,6 +123,8 @@ def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyErro
 
 def _add_declared(registry: Registry, cards: CardSet) -> None:
     """Register the functions cards declare (validation made sure each name means one schema)."""
+    from tiny_cli.tools.registry import declared_tool
+
     for card_id, spec in cards.facts.functions:
         if spec["name"] not in registry:
             tool = declared_tool(spec["name"], spec.get("description", ""), spec["parameters"])

