@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tiny_cli.cards.load import Card, Problem, check_cards
 from tiny_cli.errors import EmbedderError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_names import original
@@ -16,7 +17,6 @@ from tiny_cli.workspace import known_tools, learned_folder, mcp_settings, router
 if TYPE_CHECKING:
     import httpx
 
-    from tiny_cli.cards.load import Card, Problem
     from tiny_cli.routing.explain import Overlap
     from tiny_cli.tools.mcp_config import McpConfig
 
@@ -66,8 +66,6 @@ def validate(
     `connect` also starts the MCP servers the cards name and checks each tool exists there
     (and that a card with a writing tool says `side_effects: write`).
     """
-    from tiny_cli.cards.load import check_cards
-
     folders = list(paths) or [settings.cards_dir]
     mcp = mcp_settings(_checked_folder(settings, folders))
     cards, problems = check_cards(folders, known_tools(settings), mcp, settings.cache_dir)
@@ -98,7 +96,6 @@ def connect_problems(
     cards: Sequence[Card], mcp: McpConfig, seconds: float = CONNECT_SECONDS
 ) -> list[Problem]:
     """Start the servers the cards name; a problem for each tool missing or not allowed."""
-    from tiny_cli.cards.load import Problem
     from tiny_cli.tools.mcp_client import McpTools
 
     source = McpTools(mcp)
@@ -115,8 +112,6 @@ def routing_warnings(
     settings: Settings, cards: Sequence[Card], transport: httpx.BaseTransport | None = None
 ) -> list[Problem]:
     """Name every card text that sits closer to another card than to its own card."""
-    from tiny_cli.cards.load import Problem
-
     try:
         router = router_for(settings, cards, transport)
     except EmbedderError as exc:
@@ -129,8 +124,6 @@ def routing_warnings(
 
 
 def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
-    from tiny_cli.cards.load import Problem
-
     taught = overlap.kind == "example" and overlap.text not in card.examples
     kind = "learned example" if taught else overlap.kind
     message = (
