@@ -320,6 +320,23 @@ def test_html_to_text_edge_cases() -> None:
         html_to_text("https://example.org/page")
 
 
+@pytest.mark.parametrize(
+    ("html", "text"),
+    [
+        ("<p>one<p>two", "one\n\ntwo"),  # an element open until the page ends
+        ("<div>a</span>b</div>c", "ab\nc"),  # a stray end tag closes nothing
+        ("<ul><li>x<li>y</ul>after", "- x\n- y\n\nafter"),  # an end tag closes what it holds
+        ("<svg><title>icon</title></svg><title>Page</title><h1>Head</h1>", "Page\n\nHead"),
+        ("<title>T <b>bold</b></title>body", "T bold\n\nbody"),
+        ("line<br>next<hr>rule", "line\nnext\nrule"),  # void elements hold nothing
+        ("x &amp; y &#147;q&#148; &nbsp;z", "x & y \u201cq\u201d z"),
+        ("<script>var x = '<p>no</p>';</script>ok", "ok"),
+    ],
+)
+def test_html_to_text_reads_loose_html(html: str, text: str) -> None:
+    assert html_to_text(html) == text
+
+
 # --- docs_search ------------------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import jsonschema
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tiny_cli import yamlsafe
 from tiny_cli.cards import schema_check
 from tiny_cli.cards.card import Budget
 from tiny_cli.cards.context import card_schema
@@ -264,8 +266,6 @@ def test_the_precompiled_validator_agrees_with_jsonschema(card: dict) -> None:
 def test_the_precompiled_validator_agrees_on_the_broken_corpus() -> None:
     import yaml
 
-    from tiny_cli import yamlsafe
-
     compared = []
     for path in sorted(BROKEN.glob("*.yaml")):
         try:
@@ -342,3 +342,23 @@ def test_a_card_with_two_problems_stops_route_with_one_line_and_a_count(tiny, tm
         "tiny: error: 2 problems in the cards (tiny validate lists them all); "
         f"the first: {tmp_path / 'c.yaml'}:5: budget.max_tool_calls: 0 is impossible"
     )
+
+
+def test_many_threads_parse_yaml_at_once() -> None:
+    """bench and serve threads load cards too: parses in many threads all succeed alike."""
+    results: list[object] = []
+    errors: list[str] = []
+
+    def parse() -> None:
+        try:
+            results.append(yamlsafe.load("id: a\nexamples: [x, y]\n")[1])
+        except Exception as exc:  # recorded, so the assertion names it
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=parse) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert results == [{"id": "a", "examples": ["x", "y"]}] * 16

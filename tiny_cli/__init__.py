@@ -15,11 +15,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from tiny_cli._version import __version__
-from tiny_cli.deferred import defer_httpx_cli
-
-defer_httpx_cli()  # before anything imports httpx: its CLI module (click, rich) stays unloaded
-
-from tiny_cli.errors import (  # noqa: E402
+from tiny_cli.errors import (
     AddressRefused,
     CardError,
     ConfigError,
@@ -34,7 +30,7 @@ from tiny_cli.errors import (  # noqa: E402
     ToolError,
     ToolServerError,
 )
-from tiny_cli.settings import Settings, load_settings  # noqa: E402
+from tiny_cli.settings import Settings, load_settings
 
 if TYPE_CHECKING:  # the names `__getattr__` imports, as type checkers and editors see them
     from tiny_cli.agent.loop import approve_writes, decline_writes, invoke

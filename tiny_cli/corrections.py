@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiny_cli.learn import LearnReport, learn
+from tiny_cli.routing.learned import load_labelled
 from tiny_cli.runs.corrections import Correction
+from tiny_cli.runs.log import RunLog
 from tiny_cli.settings import Settings
 from tiny_cli.workspace import open_workspace
 
@@ -70,8 +72,6 @@ def correct_run(
     The card must be one of the cards folder's (ConfigError listing the known ids). A
     correction whose teaching fails stays recorded, pending for `tiny learn --from-runs`.
     """
-    from tiny_cli.runs.log import RunLog
-
     if card is not None:
         open_workspace(settings, transport).card(card)
     with RunLog.open(settings.home) as log:
@@ -96,12 +96,9 @@ def learn_from(
     corrections are marked taught; one naming a card that is no longer there is skipped and
     stays pending (correct that run again).
     """
-    from tiny_cli.routing.learned import load_labelled
-
     labelled = load_labelled(file) if file is not None else []
     if not from_runs:
         return Taught(learn(settings, labelled, transport), file, len(labelled), None)
-    from tiny_cli.runs.log import RunLog
 
     known = open_workspace(settings, transport).cards
     with RunLog.open(settings.home) as log:

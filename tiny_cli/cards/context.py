@@ -14,6 +14,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from tiny_cli._version import __version__
+from tiny_cli.cards.schema_check import schema_text
 from tiny_cli.tools.mcp_names import MCP_FILENAMES
 
 if TYPE_CHECKING:
@@ -36,8 +37,6 @@ CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
 
 def card_salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
     """Everything a card's check depends on besides its file (tiny_cli.cards.index)."""
-    from tiny_cli.cards.schema_check import schema_text
-
     parts = [__version__, schema_text(), sorted(known_tools.items()),
              sorted(mcp.servers) if mcp is not None else None, CLAUDE_TOOLS]  # fmt: skip
     return hashlib.sha256(repr(parts).encode()).hexdigest()
@@ -46,6 +45,4 @@ def card_salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
 @cache
 def card_schema() -> dict[str, Any]:
     """Return the card JSON Schema shipped inside the package."""
-    from tiny_cli.cards.schema_check import schema_text
-
     return json.loads(schema_text())

@@ -16,16 +16,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from tiny_cli import yamlsafe
 from tiny_cli.cards import markdown
 from tiny_cli.cards.card import Budget, Card, Problem, shown_path
 from tiny_cli.cards.context import card_salt, card_schema
 from tiny_cli.cards.index import CardIndex, list_cards
 from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema
+from tiny_cli.cards.schema_check import is_valid
 from tiny_cli.cards.wording import message, missing, short, yaml_line, yaml_message
 from tiny_cli.errors import CardError
 from tiny_cli.tools.mcp_names import offered, original, qualified
-from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
 if TYPE_CHECKING:  # read only where an mcp.yaml is (tiny_cli.workspace.mcp_settings)
     from tiny_cli.tools.mcp_config import McpConfig
@@ -143,8 +145,6 @@ def check_file(
 
 
 def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
-    from tiny_cli.cards.schema_check import is_valid
-
     if is_valid(data):  # the precompiled check: most cards stop here
         return []
     import jsonschema  # only to word what is wrong

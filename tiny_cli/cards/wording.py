@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from tiny_cli.cards.returns import yaml_type
-from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
 FIELD_KEYS = ("returns_required", "returns")  # where a card names its answer's fields
 

@@ -6,6 +6,7 @@ Card text comes from files people and models wrote: every value is shown through
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +15,7 @@ import typer
 from tiny_cli.cli.common import console, emit, settings_from, warn
 from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt
 from tiny_cli.cli.process import TinyGroup
+from tiny_cli.scaffold import STARTER_TOOLS, init_project
 from tiny_cli.text import printable
 
 cards_app = typer.Typer(
@@ -33,8 +35,6 @@ def init(
 
     Then edit cards/word-counter.yaml, and run tiny validate and tiny route "count my words".
     """
-    from tiny_cli.scaffold import STARTER_TOOLS, init_project
-
     report = init_project(folder)
     lines = [f"{status:8} {folder / path}" for path, status in report.files]
     emit(json_out, report.to_json(), lambda: typer.echo("\n".join(lines)))
@@ -88,8 +88,6 @@ def _list_table(rows: list[dict[str, Any]]) -> None:
 
 def _detail(detail: dict[str, Any]) -> None:
     """Print one card; never wrapped: piped, a long line stays one line (the JSON stays JSON)."""
-    import json
-
     out = console()
     for key in ("id", "file", "summary", "tools", "side_effects", "returns_required", "first"):
         value = detail[key]

@@ -12,6 +12,7 @@ import typer
 from tiny_cli.cli.common import console, emit, settings_from
 from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt, WideOpt
 from tiny_cli.cli.process import EXIT_OK, EXIT_PROBLEMS
+from tiny_cli.cli.progress import index_progress
 from tiny_cli.errors import ConfigError
 from tiny_cli.settings import DEFAULT_TOP
 from tiny_cli.text import check_task, printable
@@ -94,7 +95,6 @@ def route(
         raise typer.BadParameter(
             "give one of a TASK, '-' for stdin, or --eval FILE", param_hint="TASK"
         )
-    from tiny_cli.cli.progress import index_progress
     from tiny_cli.routing.factory import build_router
     from tiny_cli.workspace import open_cards
 

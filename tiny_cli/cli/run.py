@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from tiny_cli.cli.ask_route import ask_route, wants_answer
 from tiny_cli.cli.common import (
     confirm,
     console,
@@ -194,7 +195,6 @@ def delegate(
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before each write call."""
     flags = RunFlags.pick(locals())  # the options above, by name
-    from tiny_cli.cli.ask_route import wants_answer
     from tiny_cli.delegate import delegate as run_delegate
     from tiny_cli.routing.factory import build_router
 
@@ -256,8 +256,6 @@ def _show_and_ask(
     settings: Settings, router: Router, goal: str, digest: Digest, run_id: int
 ) -> NoReturn:
     """Print the Digest, ask whether the card was right (recorded), exit by its status."""
-    from tiny_cli.cli.ask_route import ask_route
-
     _panel(digest)
     assert digest.routing is not None  # wants_answer checked
     candidates = [c.agent_id for c in router.route(goal).candidates]

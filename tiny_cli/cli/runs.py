@@ -12,9 +12,11 @@ import typer
 
 from tiny_cli.cli.common import confirm, console, emit, settings_from
 from tiny_cli.cli.examples import EXAMPLES
+from tiny_cli.cli.learn import correction_line
 from tiny_cli.cli.options import CardsOpt, JsonOpt, WideOpt
 from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
 from tiny_cli.cli.terminal import stdin_is_terminal
+from tiny_cli.text import printable
 
 if TYPE_CHECKING:
     from tiny_cli.runs.log import Deletion, RunLog, RunQuery
@@ -142,7 +144,6 @@ def runs_correct(
     """Say where a delegate run's task should have gone, and teach the router that."""
     if abstain == (card is not None):
         raise typer.BadParameter("give one of --card ID or --abstain", param_hint="--card")
-    from tiny_cli.cli.learn import correction_line
     from tiny_cli.corrections import correct_run
 
     done = correct_run(settings_from(cards=cards), run_id, card, teach=learn)
@@ -275,8 +276,6 @@ def artifacts_show(
 def _show_text(text: str) -> None:
     """Print the text escaped at a terminal (a page must not steer it), exactly when piped."""
     if sys.stdout.isatty():
-        from tiny_cli.text import printable
-
         typer.echo(printable(text, keep="\n\t"))
     else:
         sys.stdout.write(text)  # exactly the artifact, for a pipe or a file

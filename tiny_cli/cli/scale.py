@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, TypeGuard, cast
 import typer
 
 from tiny_cli.cli.common import console, emit, run_session, warn_unused
+from tiny_cli.secrets import scrubber
 
 if TYPE_CHECKING:
     from tiny_cli.bench.scale import ScaleOptions
@@ -99,7 +100,7 @@ def scale_bench(settings: Settings, tasks: Path, flags: ScaleFlags) -> None:
     """Run the bench at scale and show it: table and chart, Markdown, JSON; --html, --out."""
     from tiny_cli.bench.scale import scale_from_settings
     from tiny_cli.bench.scale_report import markdown_table
-    from tiny_cli.cli.bench import upgraded, write_report
+    from tiny_cli.cli.bench import upgraded, write_report  # bench's module imports this one
 
     options = scale_options(flags, settings.wall_scale)
     with run_session(
@@ -206,6 +207,5 @@ def _size(text: str) -> int:
 
 def _write_html(report: ScaleReport, path: Path) -> None:
     from tiny_cli.bench.html import write_html
-    from tiny_cli.secrets import scrubber
 
     write_html(scrubber().document(report.to_json()), path)

@@ -4,9 +4,9 @@
 measures a router on a labelled set. Rule: routing never imports the agent or the run log.
 """
 
-from tiny_cli.deferred import import_numpy
+from tiny_cli.threads import import_numpy
 
-import_numpy()  # first, before any routing module: OpenBLAS on one thread (tiny_cli.deferred)
+import_numpy()  # first, before any routing module: OpenBLAS on one thread (tiny_cli.threads)
 
 from tiny_cli.routing.router import Decision, Router  # noqa: E402
 

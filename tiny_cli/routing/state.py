@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,7 +84,6 @@ def save_state(cache_dir: Path | None, key: str, saved: Saved) -> None:
     """Write the state for `key` atomically (a temporary folder, then a rename); prune old ones."""
     if cache_dir is None:
         return
-    import tempfile  # here: a route that loads its state writes none
 
     root = cache_dir / STATE_DIR
     arrays, space = space_parts(saved.space)

@@ -162,9 +162,9 @@ class Writer:
     commits the rows in order, so the agent loop never waits on the disk, nor on another tiny
     process holding the database's write lock. It wakes every FLUSH_SECONDS and writes in one
     transaction what is queued and a `running` row for each run started since. Waking it
-    sooner (per event, per finished run, before each model call) cost a scripted run 5-10 %
-    more: the threads' hand-offs of the GIL. Readers wait for a pass first (`flush`), then
-    take `lock`; `close` drains the queue.
+    sooner (per event, per finished run, before each model call) made a scripted run
+    measurably slower: the threads' hand-offs of the GIL. Readers wait for a pass first
+    (`flush`), then take `lock`; `close` drains the queue.
     """
 
     def __init__(self, db: sqlite3.Connection, scrub: Scrubber) -> None:

@@ -76,7 +76,7 @@ SEARCH_V5 = (  # with FTS5 only: without it, search reads runs_text (LIKE)
     f"CREATE VIRTUAL TABLE runs_fts USING fts5({_NAMES}, state UNINDEXED, "
     "tokenize = 'unicode61 remove_diacritics 2')",
     # rows are indexed when a search needs them (CATCH_UP), not as runs are written: indexing
-    # a run's tool results in the write path cost 0.3-0.5 ms a run, ~10 % of a scripted run
+    # a run's tool results in the write path slowed every scripted run (docs/overhead.md)
     "CREATE TRIGGER runs_fts_delete AFTER DELETE ON runs "
     "BEGIN DELETE FROM runs_fts WHERE rowid = old.id; END",
 )

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tiny_cli.errors import ToolCallError
+
 if TYPE_CHECKING:
-    from tiny_cli.errors import ToolCallError
     from tiny_cli.tools.registry import Registry, Tool, load_tool_module, tool
 
 __all__ = ["Registry", "Tool", "ToolCallError", "load_tool_module", "tool"]
@@ -18,10 +19,6 @@ __all__ = ["Registry", "Tool", "ToolCallError", "load_tool_module", "tool"]
 
 def __getattr__(name: str) -> Any:
     """Load `tool`, `Tool`, `Registry` and `load_tool_module` from the registry on first use."""
-    if name == "ToolCallError":
-        from tiny_cli import errors
-
-        return errors.ToolCallError
     if name in __all__:
         from tiny_cli.tools import registry
 

@@ -3,7 +3,7 @@
 jsonschema (Draft 2020-12) decides every call it sees and words what is wrong. Most tool
 schemas use only keywords that drafts 7 to 2020-12 read alike; for those, a validator that
 fastjsonschema compiled (once per schema and process) lets good arguments through without
-importing jsonschema, about 50 ms of a command's start. Arguments it rejects, and every schema
+importing jsonschema, a large share of a command's start. Arguments it rejects, and every schema
 with another keyword, go to jsonschema, so its verdict is the one that counts.
 
 `coerce_scalar` reads a string that is exactly a number or boolean of a schema's type as

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from tiny_cli.errors import ConfigError, ToolCallError
 from tiny_cli.secrets import Scrubber, scrubber
+from tiny_cli.text import tokenize
+from tiny_cli.threads import import_numpy
 
 if TYPE_CHECKING:  # the registry's Tool: only for the annotation
     from tiny_cli.tools.registry import Tool
@@ -268,9 +270,8 @@ class _Index:
 
     @classmethod
     def build(cls, text: str) -> _Index:
+        import_numpy()  # the rule in tiny_cli.threads, if bm25s brings numpy first
         import bm25s  # as the handbook: numpy only when someone searches
-
-        from tiny_cli.text import tokenize
 
         spans = _spans(text)
         chunks = [tokenize(text[a:b]) for a, b in spans]

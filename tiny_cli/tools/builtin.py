@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from annotated_types import Interval
 
 from tiny_cli.errors import ToolError
-from tiny_cli.settings import Settings
-from tiny_cli.tools import bounds
-from tiny_cli.tools.bounds import DEFAULT_SEARCH_LIMIT
+from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Settings
 
 if TYPE_CHECKING:  # a route needs the tools' names only (builtin_writes): no registry
     from pathlib import Path
@@ -136,7 +136,9 @@ class _DocsTools:
         self._handbook = handbook
 
     def docs_search(
-        self, query: str, limit: bounds.SearchLimit = DEFAULT_SEARCH_LIMIT
+        self,
+        query: str,
+        limit: Annotated[int, Interval(ge=1, le=MAX_SEARCH_LIMIT)] = DEFAULT_SEARCH_LIMIT,
     ) -> list[dict[str, Any]]:
         """Search the internal handbook and return matching pages, best first.
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from tiny_cli.deadline import stop_if_abandoned
-from tiny_cli.deferred import import_numpy
 from tiny_cli.errors import ToolCallError
+from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 from tiny_cli.text import tokenize
-from tiny_cli.tools.bounds import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
+from tiny_cli.threads import import_numpy
 
 DEFAULT_SNIPPET_CHARS = 400
 DOC_SUFFIXES = (".md", ".markdown", ".txt")

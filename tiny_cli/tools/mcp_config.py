@@ -15,12 +15,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
-from tiny_cli.yamlsafe import yaml  # loaded when a file is first parsed
 
-# Patterns as text: `re` compiles each on first use and keeps it (~3 M instructions each, at
-# every start, for commands that never read an mcp.yaml)
+# Patterns as text: `re` compiles each on first use and keeps it (compiled at import, they
+# would cost every start, for commands that never read an mcp.yaml)
 SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
 REFERENCE = r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"
 # a header or env entry whose name says it holds a secret must take it from the environment

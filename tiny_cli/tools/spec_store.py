@@ -1,8 +1,8 @@
 """The built-in tools' specs, kept on disk: a run whose calls convert nothing never loads pydantic.
 
-Building a tool's arguments model and schema imports pydantic and docstring_parser and costs
-about 1.4x a bare `import typer` in the first build of a process, more than all the rest of
-a `tiny invoke` of a card with two web tools. The description, schema and plainness of each
+Building a tool's arguments model and schema imports pydantic and docstring_parser, which
+costs more than all the rest of a `tiny invoke` of a card with two web tools (figures in
+docs/overhead.md). The description, schema and plainness of each
 built-in tool are written to one JSON file under the cache directory, and read there by the
 next process; the arguments model is built only when a call's arguments need converting
 (tiny_cli.tools.registry.Tool).

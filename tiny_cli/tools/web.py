@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 import codecs
-import importlib.util
 import ipaddress
 import re
 import socket
-import sys
 import threading
 import time
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from html.parser import HTMLParser
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpcore
 import httpx
 
 from tiny_cli._version import __version__
-from tiny_cli.deferred import stand_in
 from tiny_cli.errors import AddressRefused, ConfigError, ToolCallError
-
-if TYPE_CHECKING:
-    from bs4 import BeautifulSoup, Tag
 
 DEFAULT_HTTP_TIMEOUT = 15.0  # seconds, per connect/read/write phase
 DEFAULT_MAX_BYTES = 1_000_000  # a page past this is cut: the runner caps results anyway
@@ -76,6 +70,16 @@ BREAK_RUN = re.compile(r"[\s\ue000\ue001]*[\n\ue001][\s\ue000\ue001]*")
 WHITESPACE = re.compile(r"\s+")
 # Spaces doubled where inline strings meet; not at a <pre> line start, whose indent counts.
 SPACE_RUN = re.compile(r"(?<=[^\s\ue000]) {2,}")
+# Elements whose text is code or a template, never page text (not even a title's)
+RAW_TEXT_TAGS = ("script", "style", "template")
+# Elements that never hold anything: the parser sees no end tag for them.
+VOID_TAGS = frozenset(
+    {*("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param")}
+    | {"source", "track", "wbr"}
+)
+# A page's own charset declaration: an XML prolog first, else a <meta> in its first 2 KiB.
+XML_CHARSET = re.compile(rb"^\s*<\?.*encoding=['\"](.*?)['\"].*\?>", re.I)
+META_CHARSET = re.compile(rb"<\s*meta[^>]+charset\s*=\s*[\"']?([^>]*?)[ /;'\">]", re.I)
 
 
 def http_get(
@@ -115,14 +119,11 @@ def html_to_text(html: str) -> str:
     """Return the readable text of an HTML document: title first, one block per line."""
     if re.fullmatch(r"\s*https?://\S+\s*", html):
         raise ToolCallError("html_to_text takes the HTML itself, not a URL; call http_get first")
-    _prepare_bs4()  # imported here: bs4 costs ~0.1 s, and most commands never convert HTML
-    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
-        soup = BeautifulSoup(html, "html.parser")
-    title = _title(soup)
-    body = _layout(_render(soup))
+    page = _Page()
+    page.feed(html)
+    page.close()
+    title = " ".join("".join(page.title or ()).split())
+    body = _layout("".join(page.out))
     if not title or body.split("\n", 1)[0] == title:  # an <h1> that repeats the title
         return body
     return f"{title}\n\n{body}".strip()
@@ -399,12 +400,8 @@ def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]
 
 def _encoding(response: httpx.Response, body: bytes) -> str:
     """Use the header's charset, else the document's own declaration, else UTF-8."""
-    _prepare_bs4()
-    from bs4.dammit import EncodingDetector
-
-    declared = response.charset_encoding or EncodingDetector.find_declared_encoding(
-        body[:4096], is_html=True
-    )
+    found = XML_CHARSET.search(body, 0, 1024) or META_CHARSET.search(body, 0, 2048)
+    declared = response.charset_encoding or (found and found.group(1).decode("ascii", "replace"))
     try:
         return codecs.lookup(declared).name if declared else "utf-8"
     except LookupError:
@@ -422,70 +419,87 @@ def _describe(url: str, exc: httpx.HTTPError, timeout: float) -> str:
     return f"cannot fetch {url}: {type(exc).__name__}: {exc}"
 
 
-def _prepare_bs4() -> None:
-    """Before bs4's first import, make soupsieve (its CSS selectors) load on first use.
+class _Page(HTMLParser):
+    """A page's text and break marks, written as html.parser reads it: no tree is kept.
 
-    bs4 imports soupsieve eagerly, and soupsieve compiles its selector grammar on import:
-    ~35 ms of a cold run that converts HTML but never selects. A selector still works.
+    An element opens where its start tag is and closes at its end tag, or at an enclosing
+    element's, or at the end of the page (a stray end tag closes nothing). Script, style and
+    hidden elements are skipped whole; <title> is kept apart, unless it is an icon's.
     """
-    if "bs4" in sys.modules:
-        return
-    spec = importlib.util.find_spec("soupsieve")
-    if spec is not None:  # without it bs4 warns, as it always would
-        stand_in("soupsieve", package=spec.submodule_search_locations is not None)
 
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.title: list[str] | None = None  # the first <title> outside an <svg>, once seen
+        self._open: list[list[Any]] = []  # [name, mark after it, cells so far, skipped]
+        self._data: list[str] = []
+        self._skipped = 0  # open elements that skip what they hold
+        self._title: list[Any] | None = None  # that <title>'s entry in _open
 
-def _is_hidden(tag: Tag) -> bool:
-    """Match elements the page hides from readers."""
-    return tag.has_attr("hidden") or tag.get("aria-hidden") == "true"
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        """Open an element: its mark before, a cell separator in a row, or a skip."""
+        self._flush()
+        values = dict(attrs)
+        skip = tag in SKIP_TAGS or "hidden" in values or values.get("aria-hidden") == "true"
+        before, after = _marks(tag)
+        parent = self._open[-1] if self._open else None
+        if not self._skipped and parent is not None and parent[0] == "tr" and tag in ("td", "th"):
+            self.out.append(" | " if parent[2] else "")  # between a row's cells, hidden or not
+            parent[2] += 1
+        if not self._skipped and not skip:
+            self.out.append(before)
+        if tag in VOID_TAGS:
+            if not self._skipped and not skip:
+                self.out.append(after)
+            return
+        entry = [tag, after, 0, skip]
+        if tag == "title" and self.title is None and all(e[0] != "svg" for e in self._open):
+            self.title, self._title = [], entry
+        self._open.append(entry)
+        self._skipped += skip
 
+    def handle_endtag(self, tag: str) -> None:
+        """Close the innermost open `tag` and everything opened inside it."""
+        self._flush()
+        if tag not in (entry[0] for entry in self._open):
+            return
+        while True:
+            name, after, _, skip = self._open.pop()
+            self._skipped -= skip
+            if not self._skipped and not skip:
+                self.out.append(after)
+            if name == tag:
+                return
 
-def _title(soup: BeautifulSoup) -> str:
-    """Return the document's <title>, not an icon's <svg><title>."""
-    for tag in soup.find_all("title"):
-        if not tag.find_parent("svg"):
-            return " ".join(tag.get_text().split())
-    return ""
+    def handle_data(self, data: str) -> None:
+        """Collect text: html.parser may hand one run of text over in several pieces."""
+        self._data.append(data)
 
+    def close(self) -> None:
+        """Read what is left and close every element still open."""
+        super().close()
+        self._flush()
+        while self._open:
+            self.handle_endtag(self._open[-1][0])
 
-class _Mark(str):
-    """A break or separator the walk writes; told apart from the page's own strings."""
+    def _in_title(self) -> bool:
+        """Say whether text read now is the title's (text in a script or template is not)."""
+        names = [entry[0] for entry in self._open]
+        inside = any(entry is self._title for entry in self._open)
+        return inside and not any(name in RAW_TEXT_TAGS for name in names)
 
-
-def _render(root: BeautifulSoup) -> str:
-    """Walk the tree once, writing text and break marks.
-
-    The tree is read, never edited: inserting marks into a big page's tree is quadratic
-    in bs4 (a 1 MB page took seconds).
-    """
-    from bs4 import NavigableString, Tag
-
-    out: list[str] = []
-    stack: list[tuple[Any, bool]] = [(root, False)]  # (node, inside <pre>)
-    while stack:
-        node, in_pre = stack.pop()
-        if isinstance(node, _Mark):
-            out.append(node)
-        elif type(node) is NavigableString:  # subclasses are comments, doctype, CDATA
-            out.append(node.replace("\n", PRE_BREAK) if in_pre else WHITESPACE.sub(" ", node))
-        elif isinstance(node, Tag) and node.name not in SKIP_TAGS and not _is_hidden(node):
-            stack.extend(_expand(node, in_pre or node.name == "pre"))
-    return "".join(out)
-
-
-def _expand(tag: Tag, in_pre: bool) -> list[tuple[Any, bool]]:
-    """Return the tag's children framed by its break marks, reversed for the stack."""
-    before, after = _marks(tag.name)
-    items: list[tuple[Any, bool]] = [(_Mark(before), in_pre)]
-    cells = 0
-    for child in tag.contents:
-        if tag.name == "tr" and getattr(child, "name", None) in ("td", "th"):
-            if cells:
-                items.append((_Mark(" | "), in_pre))
-            cells += 1
-        items.append((child, in_pre))
-    items.append((_Mark(after), in_pre))
-    return items[::-1]
+    def _flush(self) -> None:
+        text, self._data = "".join(self._data), []
+        if not text:
+            return
+        if self.title is not None and self._in_title():
+            self.title.append(text)
+        if self._skipped:
+            return
+        if any(entry[0] == "pre" for entry in self._open):
+            self.out.append(text.replace("\n", PRE_BREAK))
+        else:
+            self.out.append(WHITESPACE.sub(" ", text))
 
 
 def _marks(name: str) -> tuple[str, str]:
