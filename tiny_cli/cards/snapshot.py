@@ -36,13 +36,17 @@ if TYPE_CHECKING:  # the checker loads only for a set that is not taken whole
 
 __all__ = ["CardSet", "Facts", "card_ids", "load_card_set", "routing_digest", "routing_digests"]
 
-SNAPSHOT_VERSION = 1  # bump when what a snapshot holds changes: old ones are then ignored
+SNAPSHOT_VERSION = 2  # bump when what a snapshot holds changes: old ones are then ignored
 ROUTING_HEX = 32  # hex digits of one card's routing digest
 
 
 def routing_digest(card: Card) -> str:
-    """Hash what the router's state depends on in one card: its id, summary and examples."""
-    text = json.dumps([card.id, card.summary, list(card.examples)])
+    """Hash what the router's state depends on in one card: id, summary, examples, tools.
+
+    Its tools count by name and the description of those it declares (their routing views).
+    """
+    functions = [[f["name"], f.get("description") or ""] for f in card.functions]
+    text = json.dumps([card.id, card.summary, list(card.examples), list(card.tools), functions])
     return hashlib.sha256(text.encode()).hexdigest()[:ROUTING_HEX]
 
 

@@ -26,11 +26,13 @@ import numpy as np
 
 from tiny_cli.cards.snapshot import CardSet, card_ids
 from tiny_cli.errors import ConfigError
+from tiny_cli.routing import space
 from tiny_cli.routing.embed import Embedder, Progress, VectorCache, fingerprint
 from tiny_cli.routing.learned import normalise
 from tiny_cli.routing.lexical import Lexical, capabilities
 from tiny_cli.routing.space import CardSpace, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
+from tiny_cli.routing.tooltexts import card_tools, tool_key, tool_views, view_text
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
 from tiny_cli.text import check_task
 
@@ -128,7 +130,10 @@ class Router:
         taught: Mapping[str, str | None] | None = None,
         progress: Progress | None = None,
         keep_state: bool = True,
+        tool_texts: Mapping[str, str] | None = None,
     ) -> None:
+        # descriptions of tools a card does not declare itself (@tool functions, MCP tools)
+        self.tool_texts = dict(tool_texts or {})
         self._progress = progress  # hears how far embedding the cards has got (a new state)
         self._keep_state = keep_state  # False for throwaway routers (cross-validation folds)
         with _blas().limit(limits=1, user_api="blas"):
@@ -163,7 +168,7 @@ class Router:
         if not math.isfinite(self.threshold):  # nan would abstain on everything, silently
             raise ConfigError(f"threshold {threshold!r} is not a number; use e.g. 1.5")
         self.out_of_scope = tuple(dict.fromkeys(out_of_scope))
-        settings = (knn, margin, _sha(background_texts()), LEXICAL_WEIGHT)
+        settings = (knn, margin, _sha(background_texts()), LEXICAL_WEIGHT, self._tool_settings())
         key = state_key(self.cards, self.out_of_scope, fingerprint(embedder), settings)
         saved = load_state(cache_dir, key) if self._keep_state else None
         if saved is None:
@@ -176,7 +181,11 @@ class Router:
     def _computed(self, cache: VectorCache, knn: int, margin: float) -> Saved:
         """Embed the card texts, whiten, index, and measure the background: a new state."""
         background = background_vectors(self.embedder, cache)
-        texts = [card_texts(card) for card in self.cards]
+        views = tool_views(self.cards, self.tool_texts)
+        texts = [
+            list(dict.fromkeys([*card_texts(card), *(("tool", v) for _, v in tools)]))
+            for card, tools in zip(self.cards, views, strict=True)
+        ]
         flat = [text for rows in texts for _, text in rows]
         embedded = cache.embed(self.embedder, flat, self._progress)
         self._space = CardSpace(texts, embedded, background.mean(axis=0), knn)
@@ -191,6 +200,10 @@ class Router:
         rival = self._z(self._oos_raw(projected))
         conf = _spread(_with_margin(margin, self._z(raw), rival)) if margin else (0.0, 1.0)
         return Saved(self._space, self._lexical, self._oos, (self._loc, self._scale, *conf))
+
+    def _tool_settings(self) -> tuple[str, str, float]:
+        """What the tool views depend on beyond the cards: descriptions given, fusion."""
+        return tool_key(self.tool_texts), space.TOOL_FUSION, space.TOOL_WEIGHT
 
     def route(self, task: str, top: int = DEFAULT_TOP) -> Decision:
         """Route one task."""
@@ -267,7 +280,7 @@ class Router:
                 float(other[i]),
             )
             for i, (c, kind, text) in enumerate(self._space.flat)
-            if other[i] > own[i]
+            if other[i] > own[i] and kind != "tool"  # a tool's text is not the card's to edit
         ]
 
     # --- scoring --------------------------------------------------------------------------
@@ -310,7 +323,13 @@ class Router:
             words=self._lexical.matched(task, card),
             nearest_example=near.example,
             nearest_example_cosine=near.example_cosine,
+            tool=self._tool_named(card, near.text) if near.source == "tool" else None,
         )
+
+    def _tool_named(self, card: int, text: str) -> str | None:
+        """The tool of `card` whose routing view is `text` (builds that one card only)."""
+        tools = card_tools(self.cards[card], self.tool_texts)
+        return next((name for name, about in tools if view_text(name, about) == text), None)
 
 
 def _spread(values: np.ndarray) -> tuple[float, float]:

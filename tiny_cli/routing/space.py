@@ -29,7 +29,12 @@ __all__ = [
     "unit",
 ]
 
-Source = Literal["summary", "capability", "summary + examples", "examples (kNN)"]
+Source = Literal["summary", "capability", "tool", "summary + examples", "examples (kNN)"]
+# How a card's best tool view joins its own texts' score: "max" takes the better of the two
+# (a tool view is one more reason vector), "blend" adds TOOL_WEIGHT of the tool's lead.
+# Measured on BFCL, HWU64, MetaTool and the seed tasks (docs/routing.md, "Tools").
+TOOL_FUSION: Literal["max", "blend"] = "max"
+TOOL_WEIGHT = 1.0
 # Weight of identity in the within-card covariance, at least: 5-fold cross-validation on
 # the MetaTool cards' own texts (not its tasks) scored 0.5-0.8 alike. With fewer texts than
 # dimensions the weight rises smoothly towards 1 (see _whitening).
@@ -70,6 +75,7 @@ class CardSpace:
         self.text_vectors = unit(projected @ self._whiten)
         vectors, self._owners = self._reason_vectors()
         self._vectors = np.stack(vectors)
+        self._tool_mask = np.array([o.source == "tool" for o in self._owners], dtype=bool)
         self._starts = np.flatnonzero(np.diff([-1, *(o.card for o in self._owners)]))
         self._build_knn()
 
@@ -80,9 +86,15 @@ class CardSpace:
     def semantic(self, projected: np.ndarray) -> np.ndarray:
         """Return (tasks, cards): the best cosine to any of a card's vectors or its kNN view."""
         cosines = projected @ self._vectors.T
-        # each card's vectors are contiguous and it has at least one: max within each run
-        best = np.maximum.reduceat(cosines, self._starts, axis=1)
-        return np.maximum(best, self.knn_scores(projected)) if self._index.size else best
+        tools = self._tool_mask
+        # each card's vectors are contiguous, its summary first: max within each run
+        best = np.maximum.reduceat(np.where(tools, -np.inf, cosines), self._starts, axis=1)
+        if self._index.size:
+            best = np.maximum(best, self.knn_scores(projected))
+        if not tools.any():
+            return best
+        tool = np.maximum.reduceat(np.where(tools, cosines, -np.inf), self._starts, axis=1)
+        return fuse_tools(best, tool)
 
     def knn_scores(self, projected: np.ndarray) -> np.ndarray:
         """Return (tasks, cards): the mean of each card's `knn` best example cosines."""
@@ -170,9 +182,9 @@ class CardSpace:
             for row, (kind, text) in zip(rows, texts, strict=True):
                 if kind != "example":
                     vectors.append(row)
-                    owners.append(
-                        _Vector(i, "summary" if kind == "summary" else "capability", text)
-                    )
+                    source: Source = "summary" if kind == "summary" else "capability"
+                    source = "tool" if kind == "tool" else source
+                    owners.append(_Vector(i, source, text))
             examples = [j for j, (kind, _) in enumerate(texts) if kind == "example"]
             if examples:
                 vectors.append(unit(rows[[0, *examples]].mean(axis=0)))
@@ -193,6 +205,13 @@ class CardSpace:
             self._index[row, : len(mine)] = mine
         self._owner_cards = cards
         self._counts = counts.astype(np.float32)
+
+
+def fuse_tools(own: np.ndarray, tool: np.ndarray) -> np.ndarray:
+    """Join a card's own score with its best tool view's (-inf: the card has no tool view)."""
+    lead = np.maximum(tool - own, 0.0)
+    weight = 1.0 if TOOL_FUSION == "max" else TOOL_WEIGHT
+    return (own + weight * lead).astype(np.float32)
 
 
 def nearest_mean(vectors: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
@@ -236,7 +255,7 @@ def unit(matrix: np.ndarray) -> np.ndarray:
 
 # the arrays a CardSpace is made of, saved and loaded by tiny_cli.routing.state
 SPACE_ARRAYS = ("_centre", "labels", "_whiten", "text_vectors", "_vectors", "_starts",
-                "_examples", "_index", "_owner_cards", "_counts")  # fmt: skip
+                "_examples", "_index", "_owner_cards", "_counts", "_tool_mask")  # fmt: skip
 
 
 def space_parts(space: CardSpace) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

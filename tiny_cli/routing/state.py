@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card i
 
 __all__ = ["KEEP_STATES", "STATE_VERSION", "Saved", "load_state", "save_state", "state_key"]
 
-STATE_VERSION = 3  # bump when what a router computes changes: old states are then ignored
+STATE_VERSION = 4  # bump when what a router computes changes: old states are then ignored
 KEEP_STATES = 4  # card sets whose state is kept (a bench, a project, its tests)
 STATE_DIR = "router"
 TEXTS_FILE = "texts.json"  # read only when a text is shown

