@@ -43,9 +43,11 @@ ROUTING_HEX = 32  # hex digits of one card's routing digest
 def routing_digest(card: Card) -> str:
     """Hash what the router's state depends on in one card: id, summary, examples, tools.
 
-    Its tools count by name and the description of those it declares (their routing views).
+    Its tools count by name, those it declares by their routing text (tiny_cli.routing.tooltexts).
     """
-    functions = [[f["name"], f.get("description") or ""] for f in card.functions]
+    from tiny_cli.routing.tooltexts import described
+
+    functions = [[f["name"], described(f)] for f in card.functions]
     text = json.dumps([card.id, card.summary, list(card.examples), list(card.tools), functions])
     return hashlib.sha256(text.encode()).hexdigest()[:ROUTING_HEX]
 

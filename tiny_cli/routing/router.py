@@ -26,7 +26,6 @@ import numpy as np
 
 from tiny_cli.cards.snapshot import CardSet, card_ids
 from tiny_cli.errors import ConfigError
-from tiny_cli.routing import space
 from tiny_cli.routing.embed import Embedder, Progress, VectorCache, fingerprint
 from tiny_cli.routing.learned import normalise
 from tiny_cli.routing.lexical import Lexical, capabilities
@@ -168,7 +167,13 @@ class Router:
         if not math.isfinite(self.threshold):  # nan would abstain on everything, silently
             raise ConfigError(f"threshold {threshold!r} is not a number; use e.g. 1.5")
         self.out_of_scope = tuple(dict.fromkeys(out_of_scope))
-        settings = (knn, margin, _sha(background_texts()), LEXICAL_WEIGHT, self._tool_settings())
+        settings = (
+            knn,
+            margin,
+            _sha(background_texts()),
+            LEXICAL_WEIGHT,
+            tool_key(self.tool_texts),
+        )
         key = state_key(self.cards, self.out_of_scope, fingerprint(embedder), settings)
         saved = load_state(cache_dir, key) if self._keep_state else None
         if saved is None:
@@ -189,7 +194,7 @@ class Router:
         flat = [text for rows in texts for _, text in rows]
         embedded = cache.embed(self.embedder, flat, self._progress)
         self._space = CardSpace(texts, embedded, background.mean(axis=0), knn)
-        self._lexical = Lexical(["\n".join(text for _, text in rows) for rows in texts])
+        self._lexical = _lexical(texts)
         oos = cache.embed(self.embedder, list(self.out_of_scope)) if self.out_of_scope else None
         self._oos = self._space.project(oos) if oos is not None else np.zeros((0, 1), np.float32)
         projected = self._space.project(background)
@@ -200,10 +205,6 @@ class Router:
         rival = self._z(self._oos_raw(projected))
         conf = _spread(_with_margin(margin, self._z(raw), rival)) if margin else (0.0, 1.0)
         return Saved(self._space, self._lexical, self._oos, (self._loc, self._scale, *conf))
-
-    def _tool_settings(self) -> tuple[str, str, float]:
-        """What the tool views depend on beyond the cards: descriptions given, fusion."""
-        return tool_key(self.tool_texts), space.TOOL_FUSION, space.TOOL_WEIGHT
 
     def route(self, task: str, top: int = DEFAULT_TOP) -> Decision:
         """Route one task."""
@@ -349,6 +350,21 @@ def _with_margin(margin: float, scores: np.ndarray, out_of_scope: np.ndarray) ->
     # an out-of-scope example closer than every card counts in full, margin or not
     weight = np.where(out_of_scope > best, max(margin, 1.0), margin)
     return best + weight * lead
+
+
+def _lexical(texts: Sequence[Sequence[tuple[str, str]]]) -> Lexical:
+    """BM25 over each card's own texts and, apart, each of its tools: a card scores its best.
+
+    Its tools' texts joined into its document ranked a little worse on BFCL (docs/routing.md).
+    """
+    documents: list[str] = []
+    owners: list[int] = []
+    for card, rows in enumerate(texts):
+        tools = [text for kind, text in rows if kind == "tool"]
+        own = "\n".join(text for kind, text in rows if kind != "tool")
+        documents += [own, *tools]
+        owners += [card] * (1 + len(tools))
+    return Lexical(documents, owners)
 
 
 def card_texts(card: Card) -> list[tuple[str, str]]:

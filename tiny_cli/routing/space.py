@@ -30,11 +30,6 @@ __all__ = [
 ]
 
 Source = Literal["summary", "capability", "tool", "summary + examples", "examples (kNN)"]
-# How a card's best tool view joins its own texts' score: "max" takes the better of the two
-# (a tool view is one more reason vector), "blend" adds TOOL_WEIGHT of the tool's lead.
-# Measured on BFCL, HWU64, MetaTool and the seed tasks (docs/routing.md, "Tools").
-TOOL_FUSION: Literal["max", "blend"] = "max"
-TOOL_WEIGHT = 1.0
 # Weight of identity in the within-card covariance, at least: 5-fold cross-validation on
 # the MetaTool cards' own texts (not its tasks) scored 0.5-0.8 alike. With fewer texts than
 # dimensions the weight rises smoothly towards 1 (see _whitening).
@@ -84,7 +79,8 @@ class CardSpace:
         return unit(unit(vectors - self._centre) @ self._whiten)
 
     def semantic(self, projected: np.ndarray) -> np.ndarray:
-        """Return (tasks, cards): the best cosine to any of a card's vectors or its kNN view."""
+        """Return (tasks, cards): the best cosine to any of a card's vectors (its tools' too)
+        or its kNN view."""
         cosines = projected @ self._vectors.T
         tools = self._tool_mask
         # each card's vectors are contiguous, its summary first: max within each run
@@ -93,8 +89,10 @@ class CardSpace:
             best = np.maximum(best, self.knn_scores(projected))
         if not tools.any():
             return best
+        # a tool view is one more reason, kept apart only to say which tool drove a score;
+        # a weighted blend and tool votes ranked worse on BFCL (docs/routing.md, "Tools")
         tool = np.maximum.reduceat(np.where(tools, cosines, -np.inf), self._starts, axis=1)
-        return fuse_tools(best, tool)
+        return np.maximum(best, tool)
 
     def knn_scores(self, projected: np.ndarray) -> np.ndarray:
         """Return (tasks, cards): the mean of each card's `knn` best example cosines."""
@@ -205,13 +203,6 @@ class CardSpace:
             self._index[row, : len(mine)] = mine
         self._owner_cards = cards
         self._counts = counts.astype(np.float32)
-
-
-def fuse_tools(own: np.ndarray, tool: np.ndarray) -> np.ndarray:
-    """Join a card's own score with its best tool view's (-inf: the card has no tool view)."""
-    lead = np.maximum(tool - own, 0.0)
-    weight = 1.0 if TOOL_FUSION == "max" else TOOL_WEIGHT
-    return (own + weight * lead).astype(np.float32)
 
 
 def nearest_mean(vectors: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tiny_cli.cards.load import Card
 
-__all__ = ["MAX_TOOL_SHARE", "card_tools", "split_name", "tool_key", "tool_views"]
+__all__ = ["MAX_TOOL_SHARE", "card_tools", "described", "split_name", "tool_key", "tool_views"]
 
 # A tool allowed by more than this share of the cards (and by more than one) is left out of
 # every card's views: a placeholder every card lists (HWU64's docs_search) is no evidence.
@@ -41,7 +41,7 @@ def card_tools(card: Card, descriptions: Mapping[str, str]) -> list[tuple[str, s
 
     The card's own declared function comes first, then `descriptions`, then the built-ins.
     """
-    own = {f["name"]: str(f.get("description") or "") for f in card.functions}
+    own = {f["name"]: described(f) for f in card.functions}
     builtin = builtin_descriptions()
     return [
         (tool, own.get(tool) or descriptions.get(tool) or builtin.get(tool, ""))
@@ -60,6 +60,17 @@ def tool_views(
             for rows in tools]  # fmt: skip
 
 
+def described(spec: Mapping[str, object]) -> str:
+    """A declared function's description and its parameters' names (not their descriptions:
+    with them BFCL ranked worse, docs/routing.md "Tools")."""
+    text = str(spec.get("description") or "")
+    schema = spec.get("parameters")
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return text
+    return f"{text} Parameters: {', '.join(split_name(str(name)) for name in properties)}."
+
+
 def view_text(name: str, description: str) -> str:
     """One tool's routing text: its name as words, then its description."""
     words = split_name(name)
@@ -75,6 +86,6 @@ def tool_key(descriptions: Mapping[str, str]) -> str:
 
 def builtin_descriptions() -> dict[str, str]:
     """The built-in tools' descriptions, read from their docstrings (no registry is built)."""
-    from tiny_cli.tools.builtin import builtin_descriptions as described
+    from tiny_cli.tools import builtin
 
-    return described()
+    return builtin.builtin_descriptions()
