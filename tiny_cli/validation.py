@@ -72,7 +72,7 @@ def validate(
     mcp = mcp_settings(_checked_folder(settings, folders))
     cards, problems = check_cards(folders, known_tools(settings), mcp, settings.cache_dir)
     if connect and mcp is not None:
-        problems += connect_problems(cards, mcp)
+        problems += connect_problems(cards, mcp, cache_dir=settings.cache_dir)
     if not paths:  # the cards folder as a whole: its learned examples too
         from tiny_cli.routing.learned import check_learned
 
@@ -95,10 +95,17 @@ def _checked_folder(settings: Settings, folders: Sequence[Path]) -> Settings:
 
 
 def connect_problems(
-    cards: Sequence[Card], mcp: McpConfig, seconds: float = CONNECT_SECONDS
+    cards: Sequence[Card],
+    mcp: McpConfig,
+    seconds: float = CONNECT_SECONDS,
+    cache_dir: Path | None = None,
 ) -> list[Problem]:
-    """Start the servers the cards name; a problem for each tool missing or not allowed."""
+    """Start the servers the cards name; a problem for each tool missing or not allowed.
+
+    The descriptions of the tools found are kept in `cache_dir`: routes read them from there.
+    """
     from tiny_cli.cards.load import Problem
+    from tiny_cli.routing.tooltexts import save_mcp_tools
     from tiny_cli.tools.mcp_client import McpTools
 
     source = McpTools(mcp)
@@ -108,6 +115,8 @@ def connect_problems(
         for found in source.check(card.tools, card.writes, seconds):
             line = _line_of(card.path, found.name)
             problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
+    if cache_dir is not None and source.descriptions():
+        save_mcp_tools(cache_dir, source.descriptions())
     return problems
 
 

@@ -175,8 +175,12 @@ def router_for(
 
     # a hand-added secret in learned.jsonl reaches neither the router's cache nor --explain
     learned = load_learned(learned_folder(s)).scrubbed(scrubber(s.api_key))
+    from tiny_cli.routing.tooltexts import gathered
+
     embedder = embedder_for(s, transport)
-    return build_router(cards, embedder, s.cache_dir, learned, s.threshold, progress)
+    return build_router(
+        cards, embedder, s.cache_dir, learned, s.threshold, progress, tool_texts=gathered(s)
+    )
 
 
 def embedder_for(s: Settings, transport: httpx.BaseTransport | None = None) -> Embedder:

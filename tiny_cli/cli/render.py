@@ -128,6 +128,8 @@ def explanation(console: Console, e: Any, router: Any) -> None:
         table.add_row(r.agent_id, f"{r.score:.3f}", driver, words)
     console.print(table)
     console.print(f"threshold {e.decision.threshold:.3f}: {escape(printable(e.threshold_source))}")
+    if e.tools_source:
+        console.print(f"tools: {escape(printable(e.tools_source))}")
     console.print(
         "[dim]score: z of (cosine + words) against generic text. cosine: the closest of the "
         "card's vectors (summary, each capability the summary lists, each tool it allows, "

@@ -69,6 +69,7 @@ class Explanation:
     decision: Decision
     reasons: tuple[Reason, ...]
     threshold_source: str = ""
+    tools_source: str = ""  # where tool descriptions not in the cards came from, how old
 
     def to_json(self) -> dict[str, Any]:
         """Return the `tiny route --explain --json` object."""
@@ -76,6 +77,7 @@ class Explanation:
         return {
             **self.decision.to_json(),
             "threshold_source": self.threshold_source,
+            "tools_source": self.tools_source,
             "reasons": reasons,
         }
 

@@ -31,7 +31,7 @@ from tiny_cli.routing.learned import normalise
 from tiny_cli.routing.lexical import Lexical, capabilities
 from tiny_cli.routing.space import CardSpace, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
-from tiny_cli.routing.tooltexts import card_tools, tool_key, tool_views, view_text
+from tiny_cli.routing.tooltexts import ToolTexts, card_tools, tool_key, tool_views, view_text
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
 from tiny_cli.text import check_task
 
@@ -129,10 +129,11 @@ class Router:
         taught: Mapping[str, str | None] | None = None,
         progress: Progress | None = None,
         keep_state: bool = True,
-        tool_texts: Mapping[str, str] | None = None,
+        tool_texts: ToolTexts | None = None,
     ) -> None:
         # descriptions of tools a card does not declare itself (@tool functions, MCP tools)
-        self.tool_texts = dict(tool_texts or {})
+        given = tool_texts or ToolTexts()
+        self.tool_texts, self.tools_source = dict(given.descriptions), given.source
         self._progress = progress  # hears how far embedding the cards has got (a new state)
         self._keep_state = keep_state  # False for throwaway routers (cross-validation folds)
         with _blas().limit(limits=1, user_api="blas"):
@@ -259,7 +260,7 @@ class Router:
             self._reason(by_id[c.agent_id], c.score, query, float(lexical[by_id[c.agent_id]]), task)
             for c in decision.candidates
         )
-        return Explanation(decision, reasons, self.threshold_source)
+        return Explanation(decision, reasons, self.threshold_source, self.tools_source)
 
     @_one_blas_thread
     def overlaps(self) -> list[Overlap]:

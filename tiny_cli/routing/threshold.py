@@ -31,6 +31,7 @@ from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, ba
 
 if TYPE_CHECKING:  # cards from the snapshot: the checker loads only if a card is built
     from tiny_cli.cards.load import Card
+    from tiny_cli.routing.tooltexts import ToolTexts
 
 __all__ = ["FOLDS", "MIN_OUT_OF_SCOPE", "build_router", "derive_threshold"]
 
@@ -51,8 +52,12 @@ def build_router(
     threshold: float | None = None,
     progress: Progress | None = None,
     keep_state: bool = True,
+    tool_texts: ToolTexts | None = None,
 ) -> Router:
-    """Return the router for `cards` with the folder's learned examples and its threshold."""
+    """Return the router for `cards` with the folder's learned examples and its threshold.
+
+    `tool_texts`: descriptions of the tools cards name but do not declare (tooltexts).
+    """
     derived = learned.fresh_threshold(fingerprint(embedder))
     if threshold is not None:
         value, margin, source = threshold, 0.0, "given by --threshold or TINY_THRESHOLD"
@@ -71,6 +76,7 @@ def build_router(
         taught=taught_tasks(learned, set(card_ids(cards))),
         progress=progress,
         keep_state=keep_state,
+        tool_texts=tool_texts,
     )
 
 

@@ -14,18 +14,48 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tiny_cli.jsonfile import read_json, write_json
+from tiny_cli.tools.mcp_names import original
 
 if TYPE_CHECKING:
     from tiny_cli.cards.load import Card
+    from tiny_cli.settings import Settings
 
-__all__ = ["MAX_TOOL_SHARE", "card_tools", "described", "split_name", "tool_key", "tool_views"]
+__all__ = [
+    "MAX_TOOL_SHARE",
+    "MCP_TOOLS_FILE",
+    "ToolTexts",
+    "card_tools",
+    "described",
+    "gathered",
+    "save_mcp_tools",
+    "split_name",
+    "tool_key",
+    "tool_views",
+]
 
 # A tool allowed by more than this share of the cards (and by more than one) is left out of
 # every card's views: a placeholder every card lists (HWU64's docs_search) is no evidence.
 MAX_TOOL_SHARE = 0.5
+MCP_TOOLS_FILE = "mcp-tools.json"  # in the cache dir: the servers' last tool lists
+MCP_TOOLS_SALT = "mcp-tools 1"
+
+
+@dataclass(frozen=True)
+class ToolTexts:
+    """Descriptions of tools cards do not declare themselves, and where they came from."""
+
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+    source: str = ""  # said by `tiny route --explain`: e.g. how old the MCP tool list is
+
+
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[^0-9A-Za-z]+")
 
@@ -39,12 +69,13 @@ def split_name(name: str) -> str:
 def card_tools(card: Card, descriptions: Mapping[str, str]) -> list[tuple[str, str]]:
     """Return (tool name, description) for each tool `card` allows; "" when none is known.
 
+    An MCP tool is named as the card writes it (`server.tool`), not by its wire name.
     The card's own declared function comes first, then `descriptions`, then the built-ins.
     """
     own = {f["name"]: described(f) for f in card.functions}
     builtin = builtin_descriptions()
     return [
-        (tool, own.get(tool) or descriptions.get(tool) or builtin.get(tool, ""))
+        (original(tool), own.get(tool) or _given(descriptions, tool) or builtin.get(tool, ""))
         for tool in dict.fromkeys(card.tools)
     ]
 
@@ -89,3 +120,56 @@ def builtin_descriptions() -> dict[str, str]:
     from tiny_cli.tools import builtin
 
     return builtin.builtin_descriptions()
+
+
+def _given(descriptions: Mapping[str, str], tool: str) -> str:
+    """A tool's description from the caller: by the card's name for it, or `server.tool`."""
+    return descriptions.get(tool) or descriptions.get(original(tool), "")
+
+
+def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
+    """The descriptions a route can have without starting anything: the user's @tool
+    functions when TINY_TOOLS names a module (imported to check cards anyway), and the MCP
+    tool list `tiny validate --connect` kept in the cache dir, with its age."""
+    descriptions: dict[str, str] = {}
+    if settings.tools_spec:
+        from tiny_cli.tools.builtin import default_registry
+
+        registry = default_registry(settings)
+        builtin = builtin_descriptions()
+        descriptions.update(
+            (name, registry[name].description) for name in registry if name not in builtin
+        )
+    mcp, written = _mcp_tools(settings.cache_dir)
+    descriptions.update(mcp)
+    if written is None:
+        return ToolTexts(descriptions)
+    age = max(0.0, (time.time() if now is None else now) - written)
+    return ToolTexts(
+        descriptions, f"MCP tool list cached {_age(age)} ago by tiny validate --connect"
+    )
+
+
+def save_mcp_tools(cache_dir: Path, tools: Mapping[str, str], now: float | None = None) -> None:
+    """Keep the servers' tool descriptions (`server.tool` → text) for routes to read."""
+    found, _ = _mcp_tools(cache_dir)
+    data = {"salt": MCP_TOOLS_SALT, "written": time.time() if now is None else now,
+            "tools": {**found, **tools}}  # fmt: skip
+    write_json(cache_dir / MCP_TOOLS_FILE, data)
+
+
+def _mcp_tools(cache_dir: Path) -> tuple[dict[str, str], float | None]:
+    """The kept MCP tool descriptions and when they were written; none if unreadable."""
+    data: Any = read_json(cache_dir / MCP_TOOLS_FILE, MCP_TOOLS_SALT)
+    tools = data.get("tools") if isinstance(data, dict) else None
+    written = data.get("written") if isinstance(data, dict) else None
+    if not isinstance(tools, dict) or not isinstance(written, int | float):
+        return {}, None
+    return {str(k): str(v) for k, v in tools.items() if isinstance(v, str)}, float(written)
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"
