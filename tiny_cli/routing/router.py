@@ -31,7 +31,7 @@ from tiny_cli.routing.learned import normalise
 from tiny_cli.routing.lexical import Lexical, capabilities
 from tiny_cli.routing.space import CardSpace, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
-from tiny_cli.routing.tooltexts import ToolTexts, card_tools, tool_key, tool_views, view_text
+from tiny_cli.routing.tooltexts import ToolTexts, tool_named, tool_views
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
 from tiny_cli.text import check_task
 
@@ -131,9 +131,7 @@ class Router:
         keep_state: bool = True,
         tool_texts: ToolTexts | None = None,
     ) -> None:
-        # descriptions of tools a card does not declare itself (@tool functions, MCP tools)
-        given = tool_texts or ToolTexts()
-        self.tool_texts, self.tools_source = dict(given.descriptions), given.source
+        self.tools = tool_texts or ToolTexts()  # what cards name but do not declare
         self._progress = progress  # hears how far embedding the cards has got (a new state)
         self._keep_state = keep_state  # False for throwaway routers (cross-validation folds)
         with _blas().limit(limits=1, user_api="blas"):
@@ -168,13 +166,7 @@ class Router:
         if not math.isfinite(self.threshold):  # nan would abstain on everything, silently
             raise ConfigError(f"threshold {threshold!r} is not a number; use e.g. 1.5")
         self.out_of_scope = tuple(dict.fromkeys(out_of_scope))
-        settings = (
-            knn,
-            margin,
-            _sha(background_texts()),
-            LEXICAL_WEIGHT,
-            tool_key(self.tool_texts),
-        )
+        settings = (knn, margin, _sha(background_texts()), LEXICAL_WEIGHT, self.tools.key())
         key = state_key(self.cards, self.out_of_scope, fingerprint(embedder), settings)
         saved = load_state(cache_dir, key) if self._keep_state else None
         if saved is None:
@@ -187,11 +179,7 @@ class Router:
     def _computed(self, cache: VectorCache, knn: int, margin: float) -> Saved:
         """Embed the card texts, whiten, index, and measure the background: a new state."""
         background = background_vectors(self.embedder, cache)
-        views = tool_views(self.cards, self.tool_texts)
-        texts = [
-            list(dict.fromkeys([*card_texts(card), *(("tool", v) for _, v in tools)]))
-            for card, tools in zip(self.cards, views, strict=True)
-        ]
+        texts = routing_texts(self.cards, self.tools.descriptions)
         flat = [text for rows in texts for _, text in rows]
         embedded = cache.embed(self.embedder, flat, self._progress)
         self._space = CardSpace(texts, embedded, background.mean(axis=0), knn)
@@ -257,10 +245,12 @@ class Router:
         lexical = self._lexical.scores([task])[0]
         by_id = {card_id: i for i, card_id in enumerate(self.ids)}
         reasons = tuple(
-            self._reason(by_id[c.agent_id], c.score, query, float(lexical[by_id[c.agent_id]]), task)
+            _reason(
+                self, by_id[c.agent_id], c.score, query, float(lexical[by_id[c.agent_id]]), task
+            )
             for c in decision.candidates
         )
-        return Explanation(decision, reasons, self.threshold_source, self.tools_source)
+        return Explanation(decision, reasons, self.threshold_source, self.tools.source)
 
     @_one_blas_thread
     def overlaps(self) -> list[Overlap]:
@@ -309,29 +299,26 @@ class Router:
     def _z(self, raw: np.ndarray) -> np.ndarray:
         return (raw - self._loc) / self._scale
 
-    def _reason(
-        self, card: int, score: float, query: np.ndarray, lexical: float, task: str
-    ) -> Reason:
-        from tiny_cli.routing.explain import Reason
 
-        near = self._space.nearest(card, query)
-        return Reason(
-            agent_id=self.ids[card],
-            score=score,
-            cosine=near.cosine,
-            source=near.source,
-            text=near.text,
-            lexical=LEXICAL_WEIGHT * lexical,
-            words=self._lexical.matched(task, card),
-            nearest_example=near.example,
-            nearest_example_cosine=near.example_cosine,
-            tool=self._tool_named(card, near.text) if near.source == "tool" else None,
-        )
+def _reason(
+    router: Router, card: int, score: float, query: np.ndarray, lexical: float, task: str
+) -> Reason:
+    """Why `card` scored `score` for `task` (its row `query`): the text, words and tool."""
+    from tiny_cli.routing.explain import Reason
 
-    def _tool_named(self, card: int, text: str) -> str | None:
-        """The tool of `card` whose routing view is `text` (builds that one card only)."""
-        tools = card_tools(self.cards[card], self.tool_texts)
-        return next((name for name, about in tools if view_text(name, about) == text), None)
+    near = router._space.nearest(card, query)
+    return Reason(
+        agent_id=router.ids[card],
+        score=score,
+        cosine=near.cosine,
+        source=near.source,
+        text=near.text,
+        lexical=LEXICAL_WEIGHT * lexical,
+        words=router._lexical.matched(task, card),
+        nearest_example=near.example,
+        nearest_example_cosine=near.example_cosine,
+        tool=tool_named(router.cards, card, router.tools.descriptions, near),
+    )
 
 
 def _spread(values: np.ndarray) -> tuple[float, float]:
@@ -366,6 +353,17 @@ def _lexical(texts: Sequence[Sequence[tuple[str, str]]]) -> Lexical:
         documents += [own, *tools]
         owners += [card] * (1 + len(tools))
     return Lexical(documents, owners)
+
+
+def routing_texts(
+    cards: Sequence[Card], descriptions: Mapping[str, str]
+) -> list[list[tuple[str, str]]]:
+    """Each card's routing texts as (kind, text): `card_texts`, then its tools' views."""
+    views = tool_views(cards, descriptions)
+    return [
+        list(dict.fromkeys([*card_texts(card), *(("tool", v) for _, v in tools)]))
+        for card, tools in zip(cards, views, strict=True)
+    ]
 
 
 def card_texts(card: Card) -> list[tuple[str, str]]:

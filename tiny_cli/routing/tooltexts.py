@@ -26,6 +26,7 @@ from tiny_cli.tools.mcp_names import original
 
 if TYPE_CHECKING:
     from tiny_cli.cards.load import Card
+    from tiny_cli.routing.explain import Nearest
     from tiny_cli.settings import Settings
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "save_mcp_tools",
     "split_name",
     "tool_key",
+    "tool_named",
     "tool_views",
 ]
 
@@ -54,6 +56,10 @@ class ToolTexts:
 
     descriptions: Mapping[str, str] = field(default_factory=dict)
     source: str = ""  # said by `tiny route --explain`: e.g. how old the MCP tool list is
+
+    def key(self) -> str:
+        """Hash what routing reads of these (part of the router state's key)."""
+        return tool_key(self.descriptions)
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -100,6 +106,19 @@ def described(spec: Mapping[str, object]) -> str:
     if not isinstance(properties, dict) or not properties:
         return text
     return f"{text} Parameters: {', '.join(split_name(str(name)) for name in properties)}."
+
+
+def tool_named(
+    cards: Sequence[Card], card: int, descriptions: Mapping[str, str], near: Nearest
+) -> str | None:
+    """The tool of card `card` whose view is the text nearest a task, if a tool's view is.
+
+    Only then is the card built (a card set from a snapshot builds a card when asked for).
+    """
+    if near.source != "tool":
+        return None
+    tools = card_tools(cards[card], descriptions)
+    return next((name for name, about in tools if view_text(name, about) == near.text), None)
 
 
 def view_text(name: str, description: str) -> str:
