@@ -43,12 +43,13 @@ ROUTING_HEX = 32  # hex digits of one card's routing digest
 def routing_digest(card: Card) -> str:
     """Hash what the router's state depends on in one card: id, summary, examples, tools.
 
-    Its tools count by name, those it declares by their routing text (tiny_cli.routing.tooltexts).
+    Its tools count by name, those it declares by their description and parameters: the
+    router reads them as routing texts (tiny_cli.routing.tooltexts).
     """
-    from tiny_cli.routing.tooltexts import described
-
-    functions = [[f["name"], described(f)] for f in card.functions]
-    text = json.dumps([card.id, card.summary, list(card.examples), list(card.tools), functions])
+    functions = [[f["name"], f.get("description"), f.get("parameters")] for f in card.functions]
+    text = json.dumps(
+        [card.id, card.summary, list(card.examples), list(card.tools), functions], default=str
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:ROUTING_HEX]
 
 
