@@ -148,3 +148,29 @@ def test_validate_connect_keeps_the_mcp_tool_list_for_routes(
     assert after["tools_source"].startswith("MCP tool list cached ")
     human = tiny(*task[:1], "--explain", task[-1], env=env).stdout
     assert "tool box.add" in human and "MCP tool list cached" in human
+
+
+def test_a_tool_function_routes_by_its_docstring(
+    tiny: Callable[..., Result], tmp_path: Path
+) -> None:
+    tools = tmp_path / "my_tools.py"
+    tools.write_text(
+        "from tiny_cli.tools import tool\n\n\n@tool\ndef rotate_certs(host: str) -> str:\n"
+        f'    """{CERTS["description"]}"""\n    return host\n',
+        "utf-8",
+    )
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    for card in (
+        {"id": "keys", "summary": KEYS.summary, "tools": ["rotate_certs"]},
+        {"id": "web-admin", "summary": WEB.summary, "tools": []},
+        {"id": "travel", "summary": TRAVEL.summary, "tools": []},
+    ):
+        (cards / f"{card['id']}.yaml").write_text(
+            yaml.safe_dump({**card, "returns_required": []}), "utf-8"
+        )
+    env = {"TINY_CARDS": str(cards), "TINY_TOOLS": str(tools)}
+    found = json.loads(tiny("route", "--explain", "--json", TASK, env=env).stdout)
+    assert found["agent_id"] == "keys"
+    assert found["reasons"][0]["tool"] == "rotate_certs"
+    assert found["reasons"][0]["text"] == f"rotate certs: {CERTS['description']}"
