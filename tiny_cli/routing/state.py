@@ -30,7 +30,7 @@ from tiny_cli.routing.space import CardSpace, space_from_parts, space_parts
 
 __all__ = ["KEEP_STATES", "STATE_VERSION", "Saved", "load_state", "save_state", "state_key"]
 
-STATE_VERSION = 3  # bump when what a router computes changes: old states are then ignored
+STATE_VERSION = 5  # bump when what a router computes changes: old states are then ignored
 KEEP_STATES = 4  # card sets whose state is kept (a bench, a project, its tests)
 STATE_DIR = "router"
 TEXTS_FILE = "texts.json"  # read only when a text is shown
@@ -51,12 +51,19 @@ def state_key(
 ) -> str:
     """Hash everything a router is built from (`settings`: knn, margin, the background's sha).
 
-    A card counts by what routing reads of it: its id, summary and examples.
+    A card counts by what routing reads of it: its id, summary, examples and tools (those it
+    declares by their description and parameters: tiny_cli.routing.tooltexts reads them).
     """
     digest = hashlib.sha256(f"{STATE_VERSION}\0{embedder}\0{list(settings)!r}".encode())
-    digest.update(json.dumps([[c.id, c.summary, c.examples] for c in cards]).encode())
+    digest.update(json.dumps([_routing_view(c) for c in cards], default=str).encode())
     digest.update(json.dumps(list(out_of_scope)).encode())
     return digest.hexdigest()[:32]
+
+
+def _routing_view(card: Card) -> list[Any]:
+    """What the router reads of one card."""
+    functions = [[f["name"], f.get("description"), f.get("parameters")] for f in card.functions]
+    return [card.id, card.summary, list(card.examples), list(card.tools), functions]
 
 
 def load_state(cache_dir: Path | None, key: str) -> Saved | None:

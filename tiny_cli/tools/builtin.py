@@ -27,7 +27,13 @@ if TYPE_CHECKING:  # a route needs the tools' names only (builtin_writes): no re
     from tiny_cli.tools.registry import LazyTool, Registry, Tool
     from tiny_cli.tools.web import AddressPolicy
 
-__all__ = ["builtin_entries", "builtin_tools", "builtin_writes", "default_registry"]
+__all__ = [
+    "builtin_descriptions",
+    "builtin_entries",
+    "builtin_tools",
+    "builtin_writes",
+    "default_registry",
+]
 
 T = TypeVar("T")
 
@@ -85,6 +91,14 @@ def builtin_entries(
 def builtin_writes() -> dict[str, bool]:
     """Map each built-in tool's name to whether it writes, making none (what a route needs)."""
     return {method.__name__: writes for _, method, writes in _BUILTINS}
+
+
+def builtin_descriptions() -> dict[str, str]:
+    """Map each built-in tool's name to its description (its docstring's first paragraph)."""
+    return {
+        method.__name__: " ".join((method.__doc__ or "").split("\n\n")[0].split())
+        for _, method, _ in _BUILTINS
+    }
 
 
 def builtin_tools(settings: Settings, transport: httpx.BaseTransport | None = None) -> list[Tool]:

@@ -129,6 +129,10 @@ class McpTools:
                 found += [_check(tools, wire, problem)] if problem else []
         return found
 
+    def descriptions(self) -> dict[str, str]:
+        """Map each tool bound so far (`server.tool`) to the description its server gave."""
+        return {name: tool.description for name, tool in self._tools.items()}
+
     def _bind_one(
         self, session: _Session, wire: str, tool_name: str, may_write: bool
     ) -> str | None:

@@ -1,0 +1,194 @@
+"""Tools as routing texts: each tool a card allows is one more view of what the card can do.
+
+A tool's view is its name split into words ("crm_find_company" → "crm find company",
+"getWeather" → "get weather") and its description. Descriptions come from where they are
+without running anything: the built-in tools' docstrings (static), the functions a card
+declares itself, and a mapping the caller passes in (the user's @tool functions when their
+module is imported anyway, an MCP server's last tool list kept beside the cards). A tool
+with no known description routes by its name alone. A tool that more than MAX_TOOL_SHARE of
+the cards allow says nothing about which of them a task wants, so it is no view of any.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tiny_cli.jsonfile import read_json, write_json
+from tiny_cli.tools.mcp_names import original
+
+if TYPE_CHECKING:
+    from tiny_cli.cards.load import Card
+    from tiny_cli.routing.explain import Nearest
+    from tiny_cli.settings import Settings
+
+__all__ = [
+    "MAX_TOOL_SHARE",
+    "MCP_TOOLS_FILE",
+    "ToolTexts",
+    "card_tools",
+    "described",
+    "gathered",
+    "save_mcp_tools",
+    "split_name",
+    "tool_key",
+    "tool_named",
+    "tool_views",
+]
+
+# A tool allowed by more than this share of the cards (and by more than one) is left out of
+# every card's views: a placeholder every card lists (HWU64's docs_search) is no evidence.
+MAX_TOOL_SHARE = 0.5
+MCP_TOOLS_FILE = "mcp-tools.json"  # in the cache dir: the servers' last tool lists
+MCP_TOOLS_SALT = "mcp-tools 1"
+
+
+@dataclass(frozen=True)
+class ToolTexts:
+    """Descriptions of tools cards do not declare themselves, and where they came from."""
+
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+    source: str = ""  # said by `tiny route --explain`: e.g. how old the MCP tool list is
+
+    def key(self) -> str:
+        """Hash what routing reads of these (part of the router state's key)."""
+        return tool_key(self.descriptions)
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[^0-9A-Za-z]+")
+
+
+def split_name(name: str) -> str:
+    """Split a tool name into lower-case words: "crm_find_company" → "crm find company"."""
+    words = _SEPARATORS.split(_CAMEL.sub(" ", name))
+    return " ".join(word.lower() for word in words if word)
+
+
+def card_tools(card: Card, descriptions: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Return (tool name, description) for each tool `card` allows; "" when none is known.
+
+    An MCP tool is named as the card writes it (`server.tool`), not by its wire name.
+    The card's own declared function comes first, then `descriptions`, then the built-ins.
+    """
+    own = {f["name"]: described(f) for f in card.functions}
+    builtin = builtin_descriptions()
+    return [
+        (original(tool), own.get(tool) or _given(descriptions, tool) or builtin.get(tool, ""))
+        for tool in dict.fromkeys(card.tools)
+    ]
+
+
+def tool_views(
+    cards: Sequence[Card], descriptions: Mapping[str, str]
+) -> list[list[tuple[str, str]]]:
+    """Return each card's tool views as (tool name, routing text), shared tools left out."""
+    tools = [card_tools(card, descriptions) for card in cards]
+    held = Counter(name for rows in tools for name, _ in rows)
+    limit = max(1, int(MAX_TOOL_SHARE * len(cards)))
+    return [[(name, view_text(name, text)) for name, text in rows if held[name] <= limit]
+            for rows in tools]  # fmt: skip
+
+
+def described(spec: Mapping[str, object]) -> str:
+    """A declared function's description and its parameters' names (not their descriptions:
+    with them BFCL ranked worse, docs/routing.md "Tools")."""
+    text = str(spec.get("description") or "")
+    schema = spec.get("parameters")
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return text
+    return f"{text} Parameters: {', '.join(split_name(str(name)) for name in properties)}."
+
+
+def tool_named(
+    cards: Sequence[Card], card: int, descriptions: Mapping[str, str], near: Nearest
+) -> str | None:
+    """The tool of card `card` whose view is the text nearest a task, if a tool's view is.
+
+    Only then is the card built (a card set from a snapshot builds a card when asked for).
+    """
+    if near.source != "tool":
+        return None
+    tools = card_tools(cards[card], descriptions)
+    return next((name for name, about in tools if view_text(name, about) == near.text), None)
+
+
+def view_text(name: str, description: str) -> str:
+    """One tool's routing text: its name as words, then its description."""
+    words = split_name(name)
+    return f"{words}: {' '.join(description.split())}" if description.strip() else words
+
+
+def tool_key(descriptions: Mapping[str, str]) -> str:
+    """Hash the tool descriptions a router is given (part of its state's key)."""
+    text = json.dumps(sorted(descriptions.items()), ensure_ascii=False)
+    builtin = json.dumps(sorted(builtin_descriptions().items()), ensure_ascii=False)
+    return hashlib.sha256(f"{text}\0{builtin}\0{MAX_TOOL_SHARE}".encode()).hexdigest()[:32]
+
+
+def builtin_descriptions() -> dict[str, str]:
+    """The built-in tools' descriptions, read from their docstrings (no registry is built)."""
+    from tiny_cli.tools import builtin
+
+    return builtin.builtin_descriptions()
+
+
+def _given(descriptions: Mapping[str, str], tool: str) -> str:
+    """A tool's description from the caller: by the card's name for it, or `server.tool`."""
+    return descriptions.get(tool) or descriptions.get(original(tool), "")
+
+
+def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
+    """The descriptions a route can have without starting anything: the user's @tool
+    functions when TINY_TOOLS names a module (imported to check cards anyway), and the MCP
+    tool list `tiny validate --connect` kept in the cache dir, with its age."""
+    descriptions: dict[str, str] = {}
+    if settings.tools_spec:
+        from tiny_cli.tools.builtin import default_registry
+
+        registry = default_registry(settings)
+        builtin = builtin_descriptions()
+        descriptions.update(
+            (name, registry[name].description) for name in registry if name not in builtin
+        )
+    mcp, written = _mcp_tools(settings.cache_dir)
+    descriptions.update(mcp)
+    if written is None:
+        return ToolTexts(descriptions)
+    age = max(0.0, (time.time() if now is None else now) - written)
+    return ToolTexts(
+        descriptions, f"MCP tool list cached {_age(age)} ago by tiny validate --connect"
+    )
+
+
+def save_mcp_tools(cache_dir: Path, tools: Mapping[str, str], now: float | None = None) -> None:
+    """Keep the servers' tool descriptions (`server.tool` → text) for routes to read."""
+    found, _ = _mcp_tools(cache_dir)
+    data = {"salt": MCP_TOOLS_SALT, "written": time.time() if now is None else now,
+            "tools": {**found, **tools}}  # fmt: skip
+    write_json(cache_dir / MCP_TOOLS_FILE, data)
+
+
+def _mcp_tools(cache_dir: Path) -> tuple[dict[str, str], float | None]:
+    """The kept MCP tool descriptions and when they were written; none if unreadable."""
+    data: Any = read_json(cache_dir / MCP_TOOLS_FILE, MCP_TOOLS_SALT)
+    tools = data.get("tools") if isinstance(data, dict) else None
+    written = data.get("written") if isinstance(data, dict) else None
+    if not isinstance(tools, dict) or not isinstance(written, int | float):
+        return {}, None
+    return {str(k): str(v) for k, v in tools.items() if isinstance(v, str)}, float(written)
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"
