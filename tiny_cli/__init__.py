@@ -36,7 +36,13 @@ if TYPE_CHECKING:  # the names `__getattr__` imports, as type checkers and edito
     from tiny_cli.agent.loop import approve_writes, decline_writes, invoke
     from tiny_cli.delegate import delegate, run_card
     from tiny_cli.digest import Brief, Digest, load_brief, make_brief
-    from tiny_cli.provider.client import Completion, OpenAIProvider, Provider, ToolCall
+    from tiny_cli.provider.client import (
+        ChatRequest,
+        Completion,
+        OpenAIProvider,
+        Provider,
+        ToolCall,
+    )
     from tiny_cli.routing.factory import build_router
     from tiny_cli.routing.router import Decision, Router
     from tiny_cli.testing import ScriptedServer, http_error, reply, tool_call
@@ -52,7 +58,13 @@ _FROM = {
     "tiny_cli.digest": ("Brief", "Digest", "make_brief", "load_brief"),
     "tiny_cli.agent.loop": ("invoke", "approve_writes", "decline_writes"),
     "tiny_cli.delegate": ("delegate", "run_card"),
-    "tiny_cli.provider.client": ("OpenAIProvider", "Provider", "Completion", "ToolCall"),
+    "tiny_cli.provider.client": (
+        "OpenAIProvider",
+        "Provider",
+        "ChatRequest",
+        "Completion",
+        "ToolCall",
+    ),
     "tiny_cli.testing": ("ScriptedServer", "reply", "tool_call", "http_error"),
     "tiny_cli.tools.registry": ("Tool", "tool"),
 }
@@ -62,6 +74,7 @@ __all__ = [
     "AddressRefused",
     "Brief",
     "CardError",
+    "ChatRequest",
     "Completion",
     "ConfigError",
     "CrmDuplicate",

@@ -64,7 +64,7 @@ from tiny_cli.events import (
     TurnStarted,
     ignore,
 )
-from tiny_cli.provider.client import Completion, Provider, ToolCall
+from tiny_cli.provider.client import ChatRequest, Completion, Provider, ToolCall
 from tiny_cli.settings import ToolMode
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, held_note
 from tiny_cli.tools.registry import Registry, Tool
@@ -246,15 +246,15 @@ class _Run:
         meter, asked, turn = self.meter, self.meter.clock(), self.meter.turns + 1
         self.observer(TurnStarted(turn, meter.remaining(), len(meter.calls), self.json))
         try:
-            reply = provider.complete(
-                model=model,
-                messages=self.messages,
-                tools=tools,
-                max_tokens=meter.budget.max_output_tokens,
-                timeout=meter.remaining(),
+            request = ChatRequest(
+                model,
+                list(self.messages),  # the context as asked: later turns append to it
+                tools,
+                meter.budget.max_output_tokens,
                 response_format=self._constraint(forced) if self.json else None,
                 tool_choice="required" if forced and tools else None,
             )
+            reply = provider.complete(request, timeout=meter.remaining())
         finally:
             meter.model_seconds += meter.clock() - asked
         meter.turns += 1

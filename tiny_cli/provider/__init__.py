@@ -5,6 +5,6 @@ or replaying for a command. Rule: the provider never imports `tiny_cli.tools`.
 """
 
 from tiny_cli.errors import ProviderTimeout
-from tiny_cli.provider.client import Completion, OpenAIProvider, Provider, ToolCall
+from tiny_cli.provider.client import ChatRequest, Completion, OpenAIProvider, Provider, ToolCall
 
-__all__ = ["Completion", "OpenAIProvider", "Provider", "ProviderTimeout", "ToolCall"]
+__all__ = ["ChatRequest", "Completion", "OpenAIProvider", "Provider", "ProviderTimeout", "ToolCall"]

@@ -1,10 +1,11 @@
 """The model provider: one chat completion from any OpenAI-compatible endpoint, over httpx.
 
-`OpenAIProvider.complete()` posts to `{base_url}/chat/completions`, retries 429/5xx and
-connection errors a bounded number of times (honouring `Retry-After`), never runs past the
-caller's time budget, and turns every failure into a one-line ProviderError a person can act
-on. The API key travels only in the Authorization header: it is never part of a message,
-a repr or a log line. `_Server` words a failed request; `_parse` reads a 200 answer.
+`OpenAIProvider.complete()` posts a ChatRequest's body to `{base_url}/chat/completions`,
+retries 429/5xx and connection errors a bounded number of times (honouring `Retry-After`),
+never runs past the caller's time budget, and turns every failure into a one-line
+ProviderError a person can act on. The API key travels only in the Authorization header: it is
+never part of a message, a repr or a log line. `_Server` words a failed request; `_parse`
+reads a 200 answer.
 """
 
 from __future__ import annotations
@@ -64,21 +65,53 @@ class Completion:
     raw: dict
 
 
-class Provider(Protocol):
-    """Anything that turns messages and tool schemas into one Completion."""
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion to ask for: the model, the context, the tools and the answer's limits.
 
-    def complete(
-        self,
-        *,
-        model: str,
-        messages: list[dict],
-        tools: list[dict],
-        max_tokens: int,
-        timeout: float | None = None,
-        response_format: dict | None = None,
-        tool_choice: str | None = None,
-    ) -> Completion:
-        """Return the model's one answer to `messages`, given `tools`, within `timeout` seconds."""
+    `body()` is the request as it goes over the wire; a recording keys it by `parts()`
+    (tiny_cli.provider.replay.request_key). The lists are the caller's, not copies.
+    """
+
+    model: str
+    messages: list[dict]
+    tools: list[dict]
+    max_tokens: int
+    response_format: dict | None = None  # a json_schema constraint (json tool mode)
+    tool_choice: str | None = None  # e.g. "required"; sent only with tools
+
+    def body(self) -> dict[str, Any]:
+        """Return the chat-completions body in the order sent; optional parts only when set."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.messages,
+            "max_tokens": self.max_tokens,
+        }
+        if self.tools:
+            body["tools"] = self.tools
+            if self.tool_choice is not None:  # without tools a tool_choice is an error on most
+                body["tool_choice"] = self.tool_choice
+        if self.response_format is not None:
+            body["response_format"] = self.response_format
+        return body
+
+    def parts(self) -> dict[str, Any]:
+        """Return what identifies the request: every field, the optional ones only when set."""
+        parts: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.messages,
+            "tools": self.tools,
+            "max_tokens": self.max_tokens,
+        }
+        optional = {"response_format": self.response_format, "tool_choice": self.tool_choice}
+        return {**parts, **{k: v for k, v in optional.items() if v is not None}}
+
+
+class Provider(Protocol):
+    """Anything that turns a ChatRequest into one Completion."""
+
+    def complete(self, request: ChatRequest, *, timeout: float | None = None) -> Completion:
+        """Return the model's one answer to `request` within `timeout` seconds."""
         ...
 
 
@@ -122,22 +155,9 @@ class OpenAIProvider:
             transport=transport, follow_redirects=False, verify=_tls(self.base_url)
         )
 
-    def complete(
-        self,
-        *,
-        model: str,
-        messages: list[dict],
-        tools: list[dict],
-        max_tokens: int,
-        timeout: float | None = None,
-        response_format: dict | None = None,
-        tool_choice: str | None = None,
-    ) -> Completion:
-        """Return the model's answer, retrying transient failures within the time budget.
-
-        `response_format` (a json_schema constraint) and `tool_choice` are sent only when given.
-        """
-        body = request_body(model, messages, tools, max_tokens, response_format, tool_choice)
+    def complete(self, request: ChatRequest, *, timeout: float | None = None) -> Completion:
+        """Return the model's answer, retrying transient failures within `timeout` seconds."""
+        body, model = request.body(), request.model
         deadline = None if timeout is None else self._clock() + timeout
         tries = self._retries + 1
         for attempt in range(tries):
@@ -470,22 +490,3 @@ def _retry_after(headers: httpx.Headers) -> float | None:
     except (TypeError, ValueError, IndexError):
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def request_body(
-    model: str,
-    messages: list[dict],
-    tools: list[dict],
-    max_tokens: int,
-    response_format: dict | None = None,
-    tool_choice: str | None = None,
-) -> dict[str, Any]:
-    """Return the chat-completions request body; optional parts only when they are set."""
-    body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": max_tokens}
-    if tools:
-        body["tools"] = tools
-        if tool_choice is not None:  # without tools a tool_choice is an error on most servers
-            body["tool_choice"] = tool_choice
-    if response_format is not None:
-        body["response_format"] = response_format
-    return body

@@ -7,7 +7,7 @@ answer (or the provider error). A bench adds its making to the header once the r
 options, the digests of its tasks and cards, and every routing decision it used
 (tiny_cli.bench.making), so that a replay needs no flag and no embedder.
 
-Requests are matched by a canonical form of (model, messages, tools, max_tokens) in which
+Requests are matched by a canonical form of their ChatRequest's parts in which
 values that change from run to run are replaced by stable placeholders: the loopback page
 server's URL (``{site}``), the run's scratch home (``{home}``) and ISO timestamps
 (``{time}``, e.g. a CRM record's ``created_at``). Answers are stored with the same
@@ -40,12 +40,7 @@ from typing import IO, Any, Self
 
 from tiny_cli._version import __version__
 from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, ReplayError
-from tiny_cli.provider.client import (
-    Completion,
-    OpenAIProvider,
-    Provider,
-    request_body,
-)
+from tiny_cli.provider.client import ChatRequest, Completion, OpenAIProvider, Provider
 from tiny_cli.provider.recfile import (
     RECORDING_FORMAT,
     completion_from_json,
@@ -97,40 +92,28 @@ class Volatile:
 NO_VOLATILE = Volatile()
 
 
-def canonical_request(
-    model: str,
-    messages: list[dict],
-    tools: list[dict],
-    max_tokens: int,
-    volatile: Volatile,
-    response_format: dict | None = None,
-    tool_choice: str | None = None,
-) -> str:
-    """Return the request as stable JSON text: sorted keys, run-specific values masked.
+def canonical_request(request: ChatRequest, volatile: Volatile) -> str:
+    """Return the request's parts as stable JSON text: sorted keys, run-specific values masked.
 
-    `response_format` and `tool_choice` appear only when set, so older recordings keep their keys.
+    The optional parts appear only when set, so older recordings keep their keys.
     """
-    request = {"model": model, "messages": messages, "tools": tools, "max_tokens": max_tokens}
-    optional = {"response_format": response_format, "tool_choice": tool_choice}
-    request.update({k: v for k, v in optional.items() if v is not None})
-    text = json.dumps(
-        request,
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-    return TIMESTAMP.sub(TIME_PLACEHOLDER, volatile.mask(text))
+    text = json.dumps(request.parts(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return _stable(text, volatile)
 
 
-def request_key(canonical: str) -> str:
-    """Return the key of a canonical request: a short sha256."""
-    return hashlib.sha256(canonical.encode()).hexdigest()[:KEY_CHARS]
+def request_key(request: ChatRequest, volatile: Volatile) -> str:
+    """Return the key a recording files a request under: a short sha256 of its canonical form."""
+    return hashlib.sha256(canonical_request(request, volatile).encode()).hexdigest()[:KEY_CHARS]
 
 
-def sent_body(request: Mapping[str, Any], volatile: Volatile) -> dict[str, Any]:
+def sent_body(request: ChatRequest, volatile: Volatile) -> dict[str, Any]:
     """Return the body as it went over the wire, in its order, run-specific values masked."""
-    text = json.dumps(request_body(**request), ensure_ascii=False)
-    return dict(json.loads(TIMESTAMP.sub(TIME_PLACEHOLDER, volatile.mask(text))))
+    return dict(json.loads(_stable(json.dumps(request.body(), ensure_ascii=False), volatile)))
+
+
+def _stable(text: str, volatile: Volatile) -> str:
+    """Mask this run's values and every timestamp in a request's JSON text."""
+    return TIMESTAMP.sub(TIME_PLACEHOLDER, volatile.mask(text))
 
 
 class ExchangeSource(ABC):
@@ -315,15 +298,12 @@ class Recorder(ExchangeSource):
     ) -> None:
         self.close(keep=not isinstance(exc, KeyboardInterrupt))
 
-    def forward(
-        self, label: _RunLabel, request: dict[str, Any], timeout: float | None
-    ) -> Completion:
+    def forward(self, label: _RunLabel, request: ChatRequest, timeout: float | None) -> Completion:
         """Ask the endpoint, store the answer or the error, and pass it on."""
-        canonical = canonical_request(**request, volatile=label.volatile)
         entry = {
             "run": label.run,
             "agent": label.agent,
-            "key": request_key(canonical),
+            "key": request_key(request, label.volatile),
             "body": sent_body(request, label.volatile),  # as sent: the key is order-blind
         }
         earlier = self._resume.reuse(label, request) if self._resume is not None else None
@@ -334,7 +314,7 @@ class Recorder(ExchangeSource):
             return completion_from_json(_unmasked(earlier, label.volatile))
         started = time.monotonic()
         try:
-            completion = self._inner.complete(**request, timeout=timeout)
+            completion = self._inner.complete(request, timeout=timeout)
         except ProviderError as exc:
             kind = "timeout" if isinstance(exc, ProviderTimeout) else "provider"
             message = label.volatile.mask(str(exc))
@@ -417,12 +397,12 @@ class Replayer(ExchangeSource):
         """The recordings this replay answers from."""
         return ", ".join(str(p) for p in self.paths)
 
-    def reuse(self, label: _RunLabel, request: dict[str, Any]) -> dict[str, Any] | None:
+    def reuse(self, label: _RunLabel, request: ChatRequest) -> dict[str, Any] | None:
         """Pop this run's recorded answer to `request` for a resumed recording, masked.
 
         A recorded error is skipped: a request that failed or timed out is asked again.
         """
-        key = request_key(canonical_request(**request, volatile=label.volatile))
+        key = request_key(request, label.volatile)
         with self._lock:
             queue = self._answers.get((label.run, key))
             while queue:
@@ -435,18 +415,18 @@ class Replayer(ExchangeSource):
         """Return a provider that answers `run`'s requests from the recording."""
         return _ReplayingProvider(self, _RunLabel(run, agent, volatile))
 
-    def answer(self, label: _RunLabel, request: dict[str, Any]) -> Completion:
+    def answer(self, label: _RunLabel, request: ChatRequest) -> Completion:
         """Pop the next recorded answer for this run and request, or raise ReplayError."""
         return self.replayed(label, self.popped(label, request))
 
-    def popped(self, label: _RunLabel, request: dict[str, Any]) -> dict[str, Any]:
+    def popped(self, label: _RunLabel, request: ChatRequest) -> dict[str, Any]:
         """Pop the recorded exchange for this run and request, or raise ReplayError."""
-        key = request_key(canonical_request(**request, volatile=label.volatile))
+        key = request_key(request, label.volatile)
         with self._lock:
             queue = self._answers.get((label.run, key))
             entry = queue.popleft() if queue else None
         if entry is None:
-            raise ReplayError(self._missing(label, key, request["messages"]))
+            raise ReplayError(self._missing(label, key, request.messages))
         return entry
 
     def replayed(self, label: _RunLabel, entry: dict[str, Any]) -> Completion:
@@ -510,18 +490,7 @@ class _RecordingProvider:
     def __init__(self, recorder: Recorder, run: str, agent: str, volatile: Volatile) -> None:
         self._recorder, self._label = recorder, _RunLabel(run, agent, volatile)
 
-    def complete(
-        self,
-        *,
-        model: str,
-        messages: list[dict],
-        tools: list[dict],
-        max_tokens: int,
-        timeout: float | None = None,
-        response_format: dict | None = None,
-        tool_choice: str | None = None,
-    ) -> Completion:
-        request = _request(model, messages, tools, max_tokens, response_format, tool_choice)
+    def complete(self, request: ChatRequest, *, timeout: float | None = None) -> Completion:
         return self._recorder.forward(self._label, request, timeout)
 
 
@@ -529,38 +498,8 @@ class _ReplayingProvider:
     def __init__(self, replayer: Replayer, label: _RunLabel) -> None:
         self._replayer, self._label = replayer, label
 
-    def complete(
-        self,
-        *,
-        model: str,
-        messages: list[dict],
-        tools: list[dict],
-        max_tokens: int,
-        timeout: float | None = None,
-        response_format: dict | None = None,
-        tool_choice: str | None = None,
-    ) -> Completion:
-        request = _request(model, messages, tools, max_tokens, response_format, tool_choice)
+    def complete(self, request: ChatRequest, *, timeout: float | None = None) -> Completion:
         return self._replayer.answer(self._label, request)
-
-
-def _request(
-    model: str,
-    messages: list[dict],
-    tools: list[dict],
-    max_tokens: int,
-    response_format: dict | None,
-    tool_choice: str | None,
-) -> dict[str, Any]:
-    """Return a request as keyword arguments for `complete`, optional parts only when set."""
-    request: dict[str, Any] = {
-        "model": model,
-        "messages": messages,
-        "tools": tools,
-        "max_tokens": max_tokens,
-    }
-    optional = {"response_format": response_format, "tool_choice": tool_choice}
-    return {**request, **{k: v for k, v in optional.items() if v is not None}}
 
 
 def _since(started: float) -> float:

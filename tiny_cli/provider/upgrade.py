@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.provider.client import Completion
+from tiny_cli.provider.client import ChatRequest, Completion
 from tiny_cli.provider.recfile import entry_of, header_of, read_lines
 from tiny_cli.provider.replay import Replayer, _RunLabel, sent_body
 
@@ -42,7 +42,7 @@ class Upgrader(Replayer):
         header = header_of(Path(path), lines[0] if lines else None)
         return cls(Path(path), header, [entry_of(Path(path), n, line) for n, line in lines[1:]])
 
-    def answer(self, label: _RunLabel, request: dict[str, Any]) -> Completion:
+    def answer(self, label: _RunLabel, request: ChatRequest) -> Completion:
         """Answer from the recording and keep the exchange with the body as sent."""
         entry = self.popped(label, request)
         first = {k: entry[k] for k in KEPT if k in entry}
