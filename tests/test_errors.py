@@ -14,7 +14,7 @@ import pytest
 from tiny_cli import errors
 from tiny_cli.cli.process import EXIT_USAGE, exit_code
 from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, TinyError
-from tiny_cli.provider.client import OpenAIProvider
+from tiny_cli.provider.client import ChatRequest, OpenAIProvider
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, http_error, raw_response
 from tiny_cli.userfiles import read_text
@@ -28,7 +28,7 @@ def _ask(url: str, api_key: str | None = None) -> ProviderError:
         OpenAIProvider(url, api_key, retries=0) as provider,
         pytest.raises(ProviderError) as caught,
     ):
-        provider.complete(model="m", messages=MESSAGES, tools=[], max_tokens=8)
+        provider.complete(ChatRequest("m", MESSAGES, [], 8))
     return caught.value
 
 

@@ -12,8 +12,15 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tiny_cli.agent.actions import response_format
 from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout
-from tiny_cli.provider.client import DEFAULT_MAX_RETRY_AFTER, Completion, OpenAIProvider, ToolCall
+from tiny_cli.provider.client import (
+    DEFAULT_MAX_RETRY_AFTER,
+    ChatRequest,
+    Completion,
+    OpenAIProvider,
+    ToolCall,
+)
 from tiny_cli.testing import ScriptedServer, hang_up, http_error, raw_response, reply, tool_call
 
 KEY = "sk-test-SECRET-7f3a9c"
@@ -76,14 +83,11 @@ def mocked(
     return provider, seen, fake
 
 
-def ask(provider: OpenAIProvider, tools: list[dict] | None = None, **kw: object) -> Completion:
-    return provider.complete(
-        model="m1",
-        messages=MESSAGES,
-        tools=TOOLS if tools is None else tools,
-        max_tokens=64,
-        **kw,  # type: ignore[arg-type]
-    )
+def ask(
+    provider: OpenAIProvider, tools: list[dict] | None = None, timeout: float | None = None
+) -> Completion:
+    request = ChatRequest("m1", MESSAGES, TOOLS if tools is None else tools, 64)
+    return provider.complete(request, timeout=timeout)
 
 
 def ok(body: dict | None = None) -> httpx.Response:
@@ -388,6 +392,28 @@ def test_loopback_round_trip_with_tool_call(scripted_server: ScriptedServer) -> 
         {"model": "m1", "messages": MESSAGES, "max_tokens": 64, "tools": TOOLS}
     ]
     assert scripted_server.headers[0]["authorization"] == f"Bearer {KEY}"
+
+
+def test_a_chat_requests_body_is_what_went_over_the_wire_in_tinys_order(
+    scripted_server: ScriptedServer,
+) -> None:
+    scripted_server.add(reply("ok"))
+    constraint = response_format(TOOLS, None)  # json mode's: `tool` before `arguments`
+    request = ChatRequest("m1", MESSAGES, TOOLS, 64, constraint, tool_choice="required")
+    with real(scripted_server)[0] as provider:
+        provider.complete(request)
+    (sent,) = scripted_server.requests
+    assert sent == request.body()
+    order = ["model", "messages", "max_tokens", "tools", "tool_choice", "response_format"]
+    assert list(sent) == list(request.body()) == order  # tiny's order, not sorted
+    schema = sent["response_format"]["json_schema"]["schema"]
+    assert list(schema["properties"]) == ["tool", "arguments"]  # decoded in this order
+
+
+def test_a_tool_choice_goes_over_the_wire_only_with_tools() -> None:
+    bare = ChatRequest("m1", MESSAGES, [], 64, tool_choice="required")
+    assert bare.body() == {"model": "m1", "messages": MESSAGES, "max_tokens": 64}
+    assert bare.parts()["tool_choice"] == "required"  # still part of what the request is
 
 
 def test_loopback_429_then_success(scripted_server: ScriptedServer) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, ReplayError
-from tiny_cli.provider.client import Completion, ToolCall
+from tiny_cli.provider.client import ChatRequest, Completion, OpenAIProvider, ToolCall
 from tiny_cli.provider.replay import (
     Recorder,
     Replayer,
@@ -224,7 +224,7 @@ class _Scripted:
     def __init__(self, *answers: Completion | Exception) -> None:
         self.answers, self.asked = list(answers), 0
 
-    def complete(self, **request) -> Completion:
+    def complete(self, request: ChatRequest, *, timeout: float | None = None) -> Completion:
         self.asked += 1
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
@@ -238,7 +238,7 @@ def _completion(text: str, calls: tuple[ToolCall, ...] = ()) -> Completion:
 
 def _ask(provider, text: str = "hi", model: str = "m") -> Completion:
     messages = [{"role": "user", "content": text}]
-    return provider.complete(model=model, messages=messages, tools=[], max_tokens=64)
+    return provider.complete(ChatRequest(model, messages, [], 64))
 
 
 def test_canonical_form_masks_run_specific_values() -> None:
@@ -249,7 +249,7 @@ def test_canonical_form_masks_run_specific_values() -> None:
             "content": f"{SITE}/a.html saved to /tmp/tiny-bench-abc at 2025-03-01T10:00:00+00:00",
         }
     ]
-    text = canonical_request("m", messages, [], 64, volatile)
+    text = canonical_request(ChatRequest("m", messages, [], 64), volatile)
     assert "{site}/a.html saved to {home} at {time}" in text
     other = Volatile.of({"{site}": "http://127.0.0.1:51111", "{home}": "/tmp/tiny-bench-xyz"})
     moved = [
@@ -259,8 +259,46 @@ def test_canonical_form_masks_run_specific_values() -> None:
             "/tmp/tiny-bench-xyz at 2026-01-02T03:04:05+00:00",
         }
     ]
-    assert request_key(canonical_request("m", moved, [], 64, other)) == request_key(text)
-    assert request_key(canonical_request("m2", moved, [], 64, other)) != request_key(text)
+    key = request_key(ChatRequest("m", messages, [], 64), volatile)
+    assert request_key(ChatRequest("m", moved, [], 64), other) == key
+    assert request_key(ChatRequest("m2", moved, [], 64), other) != key
+
+
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+ACTION = {"type": "json_schema", "json_schema": {"name": "action", "schema": {"type": "object"}}}
+STAMPED = [{"role": "user", "content": "ünï at 2025-03-01T10:00:00Z in http://127.0.0.1:5000/x"}]
+
+
+@pytest.mark.parametrize(
+    ("tools", "constraint", "choice", "key"),
+    [  # the keys tiny filed these requests under before ChatRequest: shipped recordings hold them
+        ([], None, None, "dc0a88fff6144c30d7aefa5f"),
+        ([TOOL], None, "required", "411ed4f721d8f24542f18074"),
+        ([], ACTION, None, "bc14733cc880b4ce06c3e4fa"),
+    ],
+)
+def test_a_requests_key_is_the_one_recordings_were_filed_under(
+    tools: list, constraint: dict | None, choice: str | None, key: str
+) -> None:
+    volatile = Volatile.of({"{site}": "http://127.0.0.1:5000"})
+    request = ChatRequest("m", STAMPED, tools, 64, constraint, choice)
+    assert request_key(request, volatile) == key
+    same = json.loads(json.dumps(request.parts()))  # the same request, built again
+    assert request_key(ChatRequest(**same), volatile) == key
+
+
+def test_a_recorded_body_is_the_body_sent_and_filed_under_its_key(tmp_path: Path) -> None:
+    path, request = tmp_path / "r.jsonl", ChatRequest("m", STAMPED, [TOOL], 64, ACTION, "required")
+    volatile = Volatile.of({"{site}": "http://127.0.0.1:5000"})
+    with ScriptedServer([reply("ok")]) as server:
+        with Recorder(OpenAIProvider(server.url), path, "m", "127.0.0.1") as recorder:
+            recorder.for_run("invoke", "a", volatile).complete(request)
+        sent = server.requests[0]
+    exchange = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
+    assert sent == request.body()
+    assert list(exchange["body"]) == list(sent)  # in the order sent
+    assert exchange["body"]["messages"][0]["content"] == "ünï at {time} in {site}/x"
+    assert exchange["key"] == request_key(request, volatile)
 
 
 def test_answers_replay_per_run_in_order_with_this_runs_values(tmp_path) -> None:

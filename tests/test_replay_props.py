@@ -16,19 +16,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tiny_cli.errors import ConfigError, ReplayError, TinyError
-from tiny_cli.provider.client import Completion, ToolCall
-from tiny_cli.provider.replay import NO_VOLATILE, Replayer, canonical_request, request_key
+from tiny_cli.provider.client import ChatRequest, Completion, ToolCall
+from tiny_cli.provider.replay import NO_VOLATILE, Replayer, request_key
 
 from .test_properties import QUICK
 
 RUN, AGENT = "invoke", "docs-finder"
-REQUEST: dict[str, Any] = {
-    "model": "m",
-    "messages": [{"role": "user", "content": "hi"}],
-    "tools": [],
-    "max_tokens": 64,
-}
-KEY = request_key(canonical_request(**REQUEST, volatile=NO_VOLATILE))
+REQUEST = ChatRequest("m", [{"role": "user", "content": "hi"}], [], 64)
+KEY = request_key(REQUEST, NO_VOLATILE)
 HEADER = json.dumps({"tiny_recording": 1, "model": "m", "base_url": "h"})
 SQLITE_MAX_INT = 2**63 - 1  # what the run log can store of a count
 
@@ -118,7 +113,7 @@ def test_a_recording_of_any_completion_types_loads_or_names_the_file(
     provider = replayer.for_run(RUN, AGENT)
     for _ in range(replayer.unused()):  # each exchange recorded for this request, in turn
         try:
-            answer = provider.complete(**REQUEST)
+            answer = provider.complete(REQUEST)
         except TinyError:  # a recorded error (ProviderError), or a miss (ReplayError)
             continue
         assert _well_typed(answer), answer
