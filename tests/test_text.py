@@ -25,7 +25,7 @@ def test_stopwords_are_dropped_and_words_stemmed() -> None:
     assert tokenize("und wie viele Reisekosten") == ["viel", "reisekost"]
 
 
-def test_a_cached_route_imports_no_bm25s_pydantic_httpx_yaml_tools_or_other_commands(
+def test_a_cached_route_imports_no_bm25s_pydantic_httpx_tools_or_other_commands(
     tmp_path: Path,
 ) -> None:
     env = {
@@ -43,7 +43,7 @@ def test_a_cached_route_imports_no_bm25s_pydantic_httpx_yaml_tools_or_other_comm
         "    main()\n"
         "finally:\n"
         "    found = set(sys.modules)\n"
-        "    heavy = {'bm25s', 'pydantic', 'httpx', 'jsonschema', 'yaml.constructor',\n"
+        "    heavy = {'bm25s', 'pydantic', 'httpx', 'jsonschema',\n"
         "             'tiny_cli.tools.handbook',\n"
         "             'tiny_cli.tools.registry', 'tiny_cli.tools.mcp_config',\n"
         "             'tiny_cli.routing.explain', 'tiny_cli.validation', 'sqlite3'}\n"
@@ -55,7 +55,7 @@ def test_a_cached_route_imports_no_bm25s_pydantic_httpx_yaml_tools_or_other_comm
     first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     built = first.stdout.splitlines()[-2]  # the first route checks the cards, builds the index
-    assert all(m in built for m in ("'bm25s'", "'yaml.constructor'"))
+    assert "'bm25s'" in built  # PyYAML is a plain import since issue 32: a few ms, no parse
     again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert '"agent_id": "docs-finder"' in again.stdout
