@@ -13,12 +13,15 @@ import typer
 
 from tiny_cli.cli.common import emit, settings_from
 from tiny_cli.cli.options import CardsOpt, JsonOpt
+from tiny_cli.generate import DEFAULT_PER_CARD
 from tiny_cli.text import printable
 
 if TYPE_CHECKING:
     from tiny_cli.corrections import Taught
+    from tiny_cli.generate import Generated
     from tiny_cli.learn import LearnReport
     from tiny_cli.runs.corrections import Correction
+    from tiny_cli.settings import Settings
 
 TASK_CHARS = 60  # of a task in a correction's line
 
@@ -38,6 +41,30 @@ def learn(
             "--no-learn`, the question after `tiny delegate`), and mark them taught.",
         ),
     ] = False,
+    generate: Annotated[
+        bool,
+        typer.Option(
+            "--generate",
+            help="Ask the configured model for typical requests for each card (from its summary "
+            "and tools), written as generated examples; cards done with the same inputs are "
+            "skipped.",
+        ),
+    ] = False,
+    per_card: Annotated[
+        int, typer.Option("--per-card", help="Examples to generate per card (1 to 20).")
+    ] = DEFAULT_PER_CARD,
+    regenerate: Annotated[
+        bool,
+        typer.Option("--regenerate", "--force", help="With --generate: generate done cards again."),
+    ] = False,
+    prune_generated: Annotated[
+        bool,
+        typer.Option("--prune-generated", help="Remove the generated examples; taught ones stay."),
+    ] = False,
+    card: Annotated[
+        list[str] | None,
+        typer.Option("--card", help="With --generate or --prune-generated: only this card."),
+    ] = None,
     cards: CardsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -45,10 +72,59 @@ def learn(
 
     Without FILE or --from-runs, only the threshold is derived again from learned.jsonl.
     """
+    settings = settings_from(cards=cards)
+    if generate or prune_generated:
+        _generated(settings, generate, per_card, regenerate, card or [], json_out)
+        return
     from tiny_cli.corrections import learn_from
 
-    taught = learn_from(settings_from(cards=cards), file, from_runs)
+    taught = learn_from(settings, file, from_runs)
     emit(json_out, taught.to_json(), lambda: typer.echo("\n".join(taught_lines(taught))))
+
+
+def _generated(
+    settings: Settings, generate: bool, per_card: int, force: bool, only: list[str], json_out: bool
+) -> None:
+    """Run --generate or --prune-generated; exit 1 when some card's answer was unusable."""
+    from tiny_cli.generate import generate as run_generate
+    from tiny_cli.generate import prune_generated
+
+    if not generate:
+        removed, report = prune_generated(settings, only)
+        head = f"pruned {removed} generated example(s) from {_shown(str(report.path))}"
+        document = {"removed": removed, "report": report.to_json()}
+        emit(
+            json_out,
+            document,
+            lambda: typer.echo(f"{head}\n  threshold: {_shown(report.threshold_note)}"),
+        )
+        return
+    outcome = run_generate(
+        settings, per_card, only, force, progress=lambda line: typer.echo(_shown(line), err=True)
+    )
+    emit(json_out, outcome.to_json(), lambda: typer.echo("\n".join(generated_lines(outcome))))
+    if outcome.failed:
+        raise typer.Exit(1)
+
+
+def generated_lines(outcome: Generated) -> list[str]:
+    """Say what --generate wrote, what failed, and what it cost."""
+    counts = {s: sum(c.status == s for c in outcome.cards) for s in ("generated", "skipped")}
+    written = sum(c.written for c in outcome.cards)
+    lines = [
+        f"{outcome.status}: {_shown(str(outcome.path))}: {written} example(s) for "
+        f"{counts['generated']} card(s), {counts['skipped']} card(s) already done, "
+        f"{len(outcome.failed)} failed, {outcome.overlapping} dropped as closer to another card"
+    ]
+    lines += [f"  failed {_shown(c.card)}: {_shown(c.problem)}" for c in outcome.cards
+              if c.status == "failed"]  # fmt: skip
+    lines.append(
+        f"  cost: {outcome.requests} request(s) to {_shown(outcome.model)}, "
+        f"{outcome.tokens_in} tokens in, {outcome.tokens_out} out, {outcome.seconds:.1f} s"
+    )
+    if outcome.report is not None:
+        lines.append(f"  threshold: {_shown(outcome.report.threshold_note)}")
+    return lines
 
 
 def taught_lines(taught: Taught) -> list[str]:

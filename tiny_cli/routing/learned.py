@@ -6,6 +6,9 @@ sorted by card and task so a diff shows what was taught. Its first line is a hea
 the threshold derived from these examples (tiny_cli.routing.threshold), and the sha of the
 examples it was derived from: hand edits make it stale, and a stale threshold is not used.
 The file is the same shape `tiny learn FILE` reads, so it can be taught to another folder.
+Examples a model wrote (`tiny learn --generate`) follow the taught ones, each line marked
+`"source": "generated"` with the `key` of the inputs it was written from; readers that
+ignore the mark read them as taught examples.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ MAX_OUT_OF_SCOPE = 1000
 MAX_LEARNED_BYTES = 16 * 1024 * 1024  # 200 cards x 100 examples is ~2 MB
 LEARNED_FILENAME = "learned.jsonl"  # in the cards folder; not a card (cards are YAML)
 HEADER_KIND = "tiny learned routing examples"
+GENERATED = "generated"  # the `source` of a line `tiny learn --generate` wrote
 VERSION = 1
 
 
@@ -88,17 +92,32 @@ class Learned:
     out_of_scope: tuple[str, ...] = ()
     threshold: DerivedThreshold | None = None
     damaged_header: bool = False  # a header threshold not as tiny learn writes it: stale
+    generated: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by a model
+    generation: Mapping[str, str] = field(default_factory=dict)  # card -> key of its inputs
 
     def scrubbed(self, scrub: Scrubber) -> Learned:
         """Return these examples with every secret replaced (the file is meant to be committed)."""
         every = "\n".join(
-            [*(t for tasks in self.examples.values() for t in tasks), *self.out_of_scope]
+            [
+                *(t for tasks in self.examples.values() for t in tasks),
+                *self.out_of_scope,
+                *(t for tasks in self.generated.values() for t in tasks),
+            ]
         )
         if scrub.text(every) == every:  # one pass over all: a clean file (most) costs no walk
             return self
         examples = {card: tuple(map(scrub.text, tasks)) for card, tasks in self.examples.items()}
         out = tuple(map(scrub.text, self.out_of_scope))
-        return replace(self, examples=examples, out_of_scope=out)
+        made = {card: tuple(map(scrub.text, tasks)) for card, tasks in self.generated.items()}
+        return replace(self, examples=examples, out_of_scope=out, generated=made)
+
+    def every_example(self) -> Learned:
+        """Return these examples with the generated ones counted as the card's own (routing)."""
+        if not self.generated:
+            return self
+        cards = sorted({*self.examples, *self.generated})
+        both = {c: (*self.examples.get(c, ()), *self.generated.get(c, ())) for c in cards}
+        return replace(self, examples=both, generated={}, generation={})
 
     def sha(self) -> str:
         """Return the sha256 of the examples (what a derived threshold is valid for)."""
@@ -121,6 +140,12 @@ class Learned:
             for task in sorted(self.examples[card])
         ]
         rows += [jsonl_line({"task": t, "card": None}) for t in sorted(self.out_of_scope)]
+        rows += [
+            jsonl_line({"task": task, "card": card, "source": GENERATED, "key": key})
+            for card in sorted(self.generated)
+            for key in [self.generation.get(card, "")]
+            for task in sorted(self.generated[card])
+        ]
         if header:
             head: dict[str, Any] = {"kind": HEADER_KIND, "version": VERSION}
             if self.threshold is not None:
@@ -152,14 +177,22 @@ def load_learned(folder: Path) -> Learned:
     rows = _read_rows(path)
     header = rows.pop(0)[1] if rows and rows[0][1].get("kind") == HEADER_KIND else {}
     examples: dict[str, list[str]] = {}
+    made: dict[str, list[str]] = {}
+    keys: dict[str, str] = {}
     out: list[str] = []
     for number, row in rows:
         task, card = _example(path, number, row)
+        if card is not None and row.get("source") == GENERATED:
+            made.setdefault(card, []).append(task)
+            key = row.get("key")
+            keys[card] = key if isinstance(key, str) else ""
+            continue
         (out if card is None else examples.setdefault(card, [])).append(task)
     threshold = _threshold(header.get("threshold")) if header else None
     damaged = threshold is None and header.get("threshold") is not None
     found = {k: tuple(v) for k, v in examples.items()}
-    return Learned(path, found, tuple(out), threshold, damaged)
+    generated = {k: tuple(v) for k, v in made.items()}
+    return Learned(path, found, tuple(out), threshold, damaged, generated, keys)
 
 
 def load_labelled(path: Path) -> list[tuple[str, str | None]]:
@@ -197,7 +230,8 @@ def merge(
 
 
 def with_learned(cards: Sequence[Card], learned: Learned) -> list[Card]:
-    """Return the cards with their learned examples added after their own."""
+    """Return the cards with their learned examples (taught, then generated) after their own."""
+    learned = learned.every_example()
     return [
         replace(
             card,
@@ -252,10 +286,22 @@ def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
 def _rebuild(learned: Learned, placed: Iterable[tuple[str, str | None]]) -> Learned:
     examples: dict[str, list[str]] = {}
     out: list[str] = []
+    taught = set()
     for task, card in placed:
         (out if card is None else examples.setdefault(card, [])).append(task)
+        taught.add(normalise(task))
+    # what a user taught wins over what a model wrote: a generated equal to it goes
+    made = {
+        card: kept
+        for card, tasks in learned.generated.items()
+        if (kept := tuple(t for t in tasks if normalise(t) not in taught))
+    }
     return replace(
-        learned, examples={k: tuple(v) for k, v in examples.items()}, out_of_scope=tuple(out)
+        learned,
+        examples={k: tuple(v) for k, v in examples.items()},
+        out_of_scope=tuple(out),
+        generated=made,
+        generation={c: k for c, k in learned.generation.items() if c in made},
     )
 
 

@@ -64,6 +64,9 @@ def derive_threshold(
     """Cross-validate the threshold on the folder's examples; None with too few out of scope."""
     if len(learned.out_of_scope) < MIN_OUT_OF_SCOPE:
         return None
+    sha = learned.sha()  # of the file as written, generated lines included
+    # generated examples route like taught ones, so the threshold is cross-validated on both
+    learned = learned.every_example()
     if not isinstance(embedder, CachedEmbedder):  # every fold embeds the same texts again
         embedder = CachedEmbedder(embedder, VectorCache(cache_dir))
     outside: list[float] = []
@@ -97,7 +100,7 @@ def derive_threshold(
         cv_recall=round(sum(s < value for s in outside) / len(outside), 4),
         generic_recall=round(sum(s < value for s in generic) / len(generic), 4),
         embedder=fingerprint(embedder),
-        sha=learned.sha(),
+        sha=sha,
     )
 
 

@@ -1,0 +1,316 @@
+"""Examples before anyone teaches: a model writes typical requests for each card.
+
+`tiny learn --generate` asks the configured model, one request per card, for N varied
+requests a user might send that card, from its summary and its tools' names and
+descriptions. The answers go into learned.jsonl marked as generated, keyed by a hash of
+what they were written from (summary, tools, N, model): a card whose key is already there is
+skipped, so an interrupted run resumes. A generated example equal to a taught one, to an
+example of the card's own, or to another generated one is dropped; one that sits closer to
+another card than to its own (the check `tiny validate` makes) is dropped too. A bad answer
+is asked again once, then counted and reported: it never stops the other cards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from tiny_cli.errors import ConfigError, ProviderError
+from tiny_cli.secrets import scrubber
+from tiny_cli.settings import Settings, model_for
+from tiny_cli.userfiles import locked
+
+LEARNED_FILENAME = "learned.jsonl"  # tiny_cli.routing.learned's, without importing numpy
+
+if TYPE_CHECKING:
+    import httpx
+
+    from tiny_cli.cards.card import Card
+    from tiny_cli.learn import LearnReport
+    from tiny_cli.provider.client import ChatRequest, Provider
+    from tiny_cli.routing.learned import Learned
+
+__all__ = ["CardGeneration", "Generated", "generate", "prune_generated"]
+
+DEFAULT_PER_CARD = 8  # the prototype's count on the MCP dev set
+MAX_PER_CARD = 20
+TOKENS_PER_EXAMPLE = 48  # a request of a sentence or two, with its JSON quoting
+TOKENS_SLACK = 64  # the list's brackets, and a model that writes a word too many
+TRIES = 2  # a bad answer is asked again once
+GENERATE_TIMEOUT = 120.0  # seconds for one card's answer
+MAX_DESCRIPTION_CHARS = 300  # of one tool's description in the prompt
+MAX_EXAMPLE_CHARS = 300  # a longer "request" is not one a user types
+SYSTEM_PROMPT = (
+    "You write test data for a router that sends user requests to the right assistant. "
+    "Answer with a JSON list of strings and nothing else."
+)
+
+
+@dataclass(frozen=True)
+class CardGeneration:
+    """What generating one card's examples did."""
+
+    card: str
+    status: Literal["generated", "skipped", "failed"]
+    written: int = 0
+    duplicates: int = 0
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What `tiny learn --generate` did, and what it cost."""
+
+    path: Path
+    status: Literal["generated", "unchanged", "failed"]
+    cards: tuple[CardGeneration, ...]
+    overlapping: int  # generated examples dropped: closer to another card than to their own
+    requests: int
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+    model: str
+    report: LearnReport | None = None  # the threshold derived again afterwards
+    failed: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the outcome as plain JSON types (`--json`)."""
+        data = asdict(self)
+        data["path"] = str(self.path)
+        data["report"] = self.report.to_json() if self.report is not None else None
+        return data
+
+
+@dataclass
+class _Cost:
+    requests: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+def generate(
+    settings: Settings,
+    per_card: int = DEFAULT_PER_CARD,
+    only: Sequence[str] = (),
+    force: bool = False,
+    *,
+    provider: Provider | None = None,
+    transport: httpx.BaseTransport | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Generated:
+    """Write `per_card` generated examples for each card (of `only`, if given) not done yet."""
+    from tiny_cli.learn import learn
+    from tiny_cli.provider.client import OpenAIProvider
+    from tiny_cli.routing.factory import learned_folder
+    from tiny_cli.routing.tooltexts import card_tools, gathered
+    from tiny_cli.workspace import open_workspace
+
+    if not 1 <= per_card <= MAX_PER_CARD:
+        raise ConfigError(f"--per-card {per_card}: expected 1 to {MAX_PER_CARD}")
+    started = clock()
+    cards = _chosen(list(open_workspace(settings, transport).cards.values()), only)
+    model = model_for(settings, None)
+    ask = provider or OpenAIProvider(settings.base_url, settings.api_key, transport=transport)
+    descriptions = gathered(settings).descriptions
+    folder, cost, done = learned_folder(settings), _Cost(), []
+    for number, card in enumerate(cards, 1):
+        tools = card_tools(card, descriptions)
+        key = generation_key(card, tools, per_card, model)
+        outcome = _one(settings, folder, card, tools, key, per_card, model, ask, cost, force)
+        done.append(outcome)
+        progress(f"[{number}/{len(cards)}] {card.id}: {_said(outcome)}")
+    wrote = any(c.status == "generated" for c in done)
+    overlapping = _drop_overlaps(settings, folder, transport) if wrote else 0
+    report = learn(settings, [], transport) if wrote else None
+    failed = tuple(c.card for c in done if c.status == "failed")
+    status: Literal["generated", "unchanged", "failed"] = (
+        "generated" if wrote else ("failed" if failed else "unchanged")
+    )
+    return Generated(
+        folder / LEARNED_FILENAME, status, tuple(done), overlapping, cost.requests,
+        cost.tokens_in, cost.tokens_out, round(clock() - started, 3), model, report, failed,
+    )  # fmt: skip
+
+
+def prune_generated(
+    settings: Settings, only: Sequence[str] = (), transport: httpx.BaseTransport | None = None
+) -> tuple[int, LearnReport]:
+    """Remove the generated examples (of `only`, if given); taught ones stay. Return how many."""
+    from tiny_cli.learn import learn
+    from tiny_cli.routing.factory import learned_folder
+    from tiny_cli.routing.learned import load_learned
+
+    folder = learned_folder(settings)
+    with locked(folder / LEARNED_FILENAME):
+        learned = load_learned(folder)
+        gone = [c for c in learned.generated if not only or c in only]
+        removed = sum(len(learned.generated[c]) for c in gone)
+        if removed:
+            _write(_without(learned, gone))
+    return removed, learn(settings, [], transport)
+
+
+def generation_key(card: Card, tools: Sequence[tuple[str, str]], per_card: int, model: str) -> str:
+    """Hash what a card's examples are written from: summary, tools, how many, the model."""
+    inputs = json.dumps([card.summary, [list(t) for t in tools], per_card, model])
+    return hashlib.sha256(inputs.encode()).hexdigest()[:16]
+
+
+def request_for(
+    card: Card, tools: Sequence[tuple[str, str]], per_card: int, model: str
+) -> ChatRequest:
+    """Return the one request that asks for `per_card` examples of `card`."""
+    from tiny_cli.provider.client import ChatRequest
+
+    lines = [f"- {name}: {text[:MAX_DESCRIPTION_CHARS]}" if text else f"- {name}"
+             for name, text in tools]  # fmt: skip
+    listed = "\n".join(lines) if lines else "(none)"
+    user = (
+        f"An assistant does this: {card.summary}\nIts tools:\n{listed}\n\n"
+        f"Write {per_card} typical, varied requests a user would send this assistant, each "
+        "in the user's own words, one or two sentences, with concrete details. Do not name "
+        f"the tools. Answer with a JSON list of {per_card} strings."
+    )
+    schema = {"type": "array", "items": {"type": "string"}, "minItems": 1}
+    return ChatRequest(
+        model=model,
+        messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
+        tools=[],
+        max_tokens=per_card * TOKENS_PER_EXAMPLE + TOKENS_SLACK,
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "examples", "schema": schema},
+        },
+    )
+
+
+def parse_examples(text: str | None) -> list[str] | None:
+    """Read a JSON list of strings from an answer (fences and prose around it allowed)."""
+    text = text or ""
+    start, end = text.find("["), text.rfind("]")
+    if start < 0 or end <= start:
+        return None
+    try:
+        data = json.loads(text[start : end + 1])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, list):
+        return None
+    found = [" ".join(x.split()) for x in data if isinstance(x, str)]
+    found = [x for x in found if x and len(x) <= MAX_EXAMPLE_CHARS]
+    return found or None
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _chosen(cards: list[Card], only: Sequence[str]) -> list[Card]:
+    known = {card.id for card in cards}
+    missing = [c for c in only if c not in known]
+    if missing:
+        raise ConfigError(f"--card {missing[0]!r}: no such card in the cards folder")
+    return [card for card in cards if not only or card.id in only]
+
+
+def _one(
+    settings: Settings,
+    folder: Path,
+    card: Card,
+    tools: Sequence[tuple[str, str]],
+    key: str,
+    per_card: int,
+    model: str,
+    ask: Provider,
+    cost: _Cost,
+    force: bool,
+) -> CardGeneration:
+    """Generate one card's examples and write them, or say why not."""
+    from tiny_cli.routing.learned import load_learned
+
+    if not force and load_learned(folder).generation.get(card.id) == key:
+        return CardGeneration(card.id, "skipped")
+    request = request_for(card, tools, per_card, model)
+    problem = ""
+    for _ in range(TRIES):
+        try:
+            answer = ask.complete(request, timeout=GENERATE_TIMEOUT)
+        except ProviderError as exc:
+            problem = str(exc)
+            continue
+        cost.requests += 1
+        cost.tokens_in += answer.tokens_in
+        cost.tokens_out += answer.tokens_out
+        found = parse_examples(answer.content)
+        if found is not None:
+            return _store(settings, folder, card, key, found[:per_card])
+        problem = "the answer was not a JSON list of strings"
+    return CardGeneration(card.id, "failed", problem=problem)
+
+
+def _store(
+    settings: Settings, folder: Path, card: Card, key: str, found: list[str]
+) -> CardGeneration:
+    """Write `found` as `card`'s generated examples, less what is taught or repeated."""
+    from tiny_cli.routing.learned import load_learned, normalise
+
+    scrub = scrubber(settings.api_key)
+    with locked(folder / LEARNED_FILENAME):  # read inside the lock: another writer's lines stay
+        learned = load_learned(folder)
+        taught = {normalise(t) for ts in learned.examples.values() for t in ts}
+        taught |= {normalise(t) for t in (*learned.out_of_scope, *card.examples)}
+        kept: dict[str, str] = {}
+        for task in map(scrub.text, found):
+            if normalise(task) not in taught:
+                kept.setdefault(normalise(task), task)
+        made = {**learned.generated, card.id: tuple(kept.values())}
+        _write(replace(learned, generated=made, generation={**learned.generation, card.id: key}))
+    return CardGeneration(card.id, "generated", len(kept), len(found) - len(kept))
+
+
+def _drop_overlaps(settings: Settings, folder: Path, transport: httpx.BaseTransport | None) -> int:
+    """Drop generated examples that `tiny validate` would name: closer to another card."""
+    from tiny_cli.routing.factory import build_router
+    from tiny_cli.routing.learned import load_learned
+    from tiny_cli.workspace import open_workspace
+
+    cards = list(open_workspace(settings, transport).cards.values())
+    with locked(folder / LEARNED_FILENAME):
+        learned = load_learned(folder)
+        router = build_router(settings, cards, learned=learned, transport=transport,
+                              keep_state=False)  # fmt: skip
+        made = {c: set(ts) for c, ts in learned.generated.items()}
+        bad = [
+            (o.agent_id, o.text) for o in router.overlaps() if o.text in made.get(o.agent_id, ())
+        ]
+        for card, text in bad:
+            made[card].discard(text)
+        if bad:
+            kept = {c: tuple(t for t in learned.generated[c] if t in made[c]) for c in made}
+            _write(replace(learned, generated=kept))
+    return len(bad)
+
+
+def _without(learned: Learned, cards: Sequence[str]) -> Learned:
+    made = {c: ts for c, ts in learned.generated.items() if c not in cards}
+    keys = {c: k for c, k in learned.generation.items() if c not in cards}
+    return replace(learned, generated=made, generation=keys)
+
+
+def _write(learned: Learned) -> None:
+    from tiny_cli.routing.learned import write_learned
+
+    write_learned(learned)
+
+
+def _said(outcome: CardGeneration) -> str:
+    if outcome.status == "skipped":
+        return "already generated from the same summary, tools and model; skipped"
+    if outcome.status == "failed":
+        return f"failed: {outcome.problem}"
+    return f"{outcome.written} example(s) written, {outcome.duplicates} duplicate(s) dropped"
