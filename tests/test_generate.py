@@ -1,0 +1,211 @@
+"""`tiny learn --generate`: a model writes each card's examples before anyone teaches (issue 33).
+
+A scripted model server on loopback answers; the cards, learned.jsonl and the hashing
+embedder are real. The tests read what went over the wire and what the file holds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from tiny_cli.cards.card import Card
+from tiny_cli.generate import TOKENS_PER_EXAMPLE, TOKENS_SLACK
+from tiny_cli.routing.embed import HashingEmbedder
+from tiny_cli.routing.learned import LEARNED_FILENAME, Learned, load_learned, with_learned
+from tiny_cli.routing.threshold import derive_threshold
+from tiny_cli.settings import load_settings
+from tiny_cli.testing import ScriptedServer, reply
+from tiny_cli.workspace import open_workspace
+
+from .conftest import SEED_CARDS
+
+TOOL_OF = {"crm-writer": "crm_add_company", "docs-finder": "docs_search", "web-reader": "http_get"}
+TAUGHT = "who is on call for the payroll system this week"
+ANSWERS = {
+    "crm-writer": [
+        "Add Globex Ltd from Hamburg as a customer",
+        "add globex  ltd from hamburg as a CUSTOMER",
+    ],
+    "docs-finder": ["Where does the handbook explain parental leave?", TAUGHT.upper()],
+    "web-reader": ["Summarise the article at https://example.net/story for me"],
+}  # fmt: skip
+
+
+@pytest.fixture
+def cards(tmp_path: Path) -> Path:
+    """The seed cards copied, with one taught example: learned.jsonl is written beside them."""
+    folder = Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))
+    head = {"kind": "tiny learned routing examples", "version": 1}
+    rows = [head, {"task": TAUGHT, "card": "docs-finder"}]
+    (folder / LEARNED_FILENAME).write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    return folder
+
+
+@pytest.fixture
+def go(tiny: Callable[..., Result], cards: Path, scripted_server: ScriptedServer):
+    """Run `tiny learn ARGS` on the copied cards against the scripted server."""
+
+    def run(*args: str) -> Result:
+        env = {"TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing",
+               "TINY_BASE_URL": scripted_server.url, "TINY_MODEL": "tiny-test-model"}  # fmt: skip
+        result = tiny("learn", *args, env=env)
+        assert "Traceback" not in result.output
+        return result
+
+    return run
+
+
+def _script(server: ScriptedServer, answers: dict[str, list[str]]) -> None:
+    """Answer each card's request (told apart by its tool's name) with its scripted turns."""
+    for card, texts in answers.items():
+        server.on(lambda body, tool=TOOL_OF[card]: tool in _user(body), *map(reply, texts))
+
+
+def load_cards(folder: Path) -> list[Card]:
+    """The cards in `folder` as tiny loads them."""
+    return list(open_workspace(load_settings(env={"TINY_CARDS": str(folder)})).cards.values())
+
+
+def _user(body: dict) -> str:
+    return str(body["messages"][-1]["content"])
+
+
+def _lines(cards: Path) -> list[dict]:
+    text = (cards / LEARNED_FILENAME).read_text("utf-8")
+    return [json.loads(line) for line in text.splitlines()[1:]]
+
+
+def _generated(cards: Path) -> dict[str, list[str]]:
+    return {k: sorted(v) for k, v in load_learned(cards).generated.items()}
+
+
+def test_generate_asks_once_per_card_and_writes_marked_lines(go, cards, scripted_server) -> None:
+    _script(scripted_server, {c: [json.dumps(a)] for c, a in ANSWERS.items()})
+    result = go("--generate", "--per-card", "4", "--json")
+    assert result.exit_code == 0, result.output
+    summaries = {c.id: " ".join(c.summary.split()) for c in load_cards(cards)}
+    assert len(scripted_server.requests) == 3  # one request per card
+    for body in scripted_server.requests:
+        card = next(c for c, tool in TOOL_OF.items() if tool in _user(body))
+        assert summaries[card] in _user(body)
+        assert body["max_tokens"] == 4 * TOKENS_PER_EXAMPLE + TOKENS_SLACK
+        assert body["model"] == "tiny-test-model"
+        assert body["response_format"]["json_schema"]["schema"]["type"] == "array"
+    assert "docs_search" in _user(scripted_server.requests[0]) or "crm_add_company" in _user(
+        scripted_server.requests[0]
+    )
+    rows = _lines(cards)
+    taught = [r for r in rows if "source" not in r]
+    assert taught == [{"task": TAUGHT, "card": "docs-finder"}]  # the taught line stays, once
+    made = [r for r in rows if r.get("source") == "generated"]
+    assert all(len(r["key"]) == 16 for r in made)
+    # the CRM answer's two lines are one request normalised; the docs answer's copy of the
+    # taught example is dropped: what a user taught wins
+    assert _generated(cards) == {
+        "crm-writer": ["Add Globex Ltd from Hamburg as a customer"],
+        "docs-finder": ["Where does the handbook explain parental leave?"],
+        "web-reader": ["Summarise the article at https://example.net/story for me"],
+    }
+    data = json.loads(result.stdout)
+    assert (data["requests"], data["tokens_in"] > 0, data["tokens_out"] > 0) == (3, True, True)
+    assert {c["card"]: c["duplicates"] for c in data["cards"]} == {
+        "crm-writer": 1, "docs-finder": 1, "web-reader": 0,
+    }  # fmt: skip
+
+
+def test_a_second_run_resumes_and_regenerate_asks_again(go, cards, scripted_server) -> None:
+    _script(scripted_server, {c: [json.dumps(a)] * 2 for c, a in ANSWERS.items()})
+    assert go("--generate").exit_code == 0
+    first = (cards / LEARNED_FILENAME).read_text("utf-8")
+    again = go("--generate")
+    assert again.exit_code == 0, again.output
+    assert len(scripted_server.requests) == 3  # nothing on the wire for cards already done
+    assert "3 card(s) already done" in again.stdout
+    assert "cost: 0 request(s)" in again.stdout
+    assert (cards / LEARNED_FILENAME).read_text("utf-8") == first
+    assert go("--generate", "--regenerate", "--card", "web-reader").exit_code == 0
+    assert len(scripted_server.requests) == 4
+    assert "http_get" in _user(scripted_server.requests[-1])
+
+
+def test_a_garbage_answer_is_asked_again_once_then_reported(go, cards, scripted_server) -> None:
+    _script(
+        scripted_server,
+        {
+            "crm-writer": ["Sure! Here are some requests: add a company"] * 2,
+            "docs-finder": [json.dumps(ANSWERS["docs-finder"])],
+            "web-reader": ["not json", json.dumps(ANSWERS["web-reader"])],
+        },
+    )
+    result = go("--generate")
+    assert result.exit_code == 1, result.output
+    assert len(scripted_server.requests) == 5  # 2 + 1 + 2: one retry each, no more
+    assert "failed crm-writer: the answer was not a JSON list of strings" in result.stdout
+    assert "crm-writer: failed" in result.stderr  # the progress line, per card
+    assert sorted(_generated(cards)) == ["docs-finder", "web-reader"]
+    assert "cost: 5 request(s) to tiny-test-model" in result.stdout
+
+
+def test_prune_removes_only_generated_examples(go, cards, scripted_server) -> None:
+    _script(scripted_server, {c: [json.dumps(a)] for c, a in ANSWERS.items()})
+    assert go("--generate").exit_code == 0
+    one = go("--prune-generated", "--card", "crm-writer")
+    assert one.exit_code == 0, one.output
+    assert "pruned 1 generated example(s)" in one.stdout
+    assert sorted(_generated(cards)) == ["docs-finder", "web-reader"]
+    assert go("--prune-generated").exit_code == 0
+    assert _lines(cards) == [{"task": TAUGHT, "card": "docs-finder"}]
+
+
+def test_an_example_closer_to_another_card_is_dropped(go, cards, scripted_server) -> None:
+    crm = next(c for c in load_cards(cards) if c.id == "crm-writer")
+    stray = crm.examples[0].upper()  # a CRM request, written for the docs card
+    answers = {**ANSWERS, "docs-finder": ["Where does the handbook explain parental leave?", stray]}
+    _script(scripted_server, {c: [json.dumps(a)] for c, a in answers.items()})
+    result = go("--generate", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["overlapping"] >= 1
+    assert stray not in _generated(cards)["docs-finder"]
+
+
+def test_teaching_a_generated_example_makes_it_taught(go, tiny, cards, scripted_server) -> None:
+    _script(scripted_server, {c: [json.dumps(a)] for c, a in ANSWERS.items()})
+    assert go("--generate").exit_code == 0
+    text = ANSWERS["web-reader"][0]
+    (cards.parent / "teach.jsonl").write_text(json.dumps({"task": text, "card": "web-reader"}))
+    assert go(str(cards.parent / "teach.jsonl")).exit_code == 0
+    learned = load_learned(cards)
+    assert learned.examples["web-reader"] == (text,)
+    assert "web-reader" not in learned.generated
+
+
+def test_the_router_reads_generated_examples_as_card_examples() -> None:
+    cards = load_cards(SEED_CARDS)
+    learned = Learned(
+        Path("learned.jsonl"),
+        {"docs-finder": (TAUGHT,)},
+        generated={"docs-finder": ("parental leave rules",)},
+        generation={"docs-finder": "k"},
+    )
+    docs = next(c for c in with_learned(cards, learned) if c.id == "docs-finder")
+    assert docs.examples[-2:] == (TAUGHT, "parental leave rules")
+    assert learned.every_example().examples["docs-finder"] == (TAUGHT, "parental leave rules")
+
+
+def test_the_threshold_is_derived_from_generated_examples_too(tmp_path: Path) -> None:
+    cards = load_cards(SEED_CARDS)
+    out = tuple(f"unrelated request number {n} about the weather on mars" for n in range(20))
+    made = {"web-reader": ("summarise https://example.net/a", "what does example.org/b say")}
+    learned = Learned(tmp_path / LEARNED_FILENAME, {"docs-finder": (TAUGHT,)}, out)
+    with_made = replace(learned, generated=made, generation={"web-reader": "k"})
+    derived = derive_threshold(cards, with_made, HashingEmbedder(), tmp_path / "cache")
+    assert derived is not None
+    assert derived.examples == 3  # the taught one and the two generated
+    assert derived.sha == with_made.sha() != learned.sha()  # the file as written, lines and all
