@@ -13,7 +13,7 @@ import typer
 
 from tiny_cli.cli.common import emit, settings_from
 from tiny_cli.cli.options import CardsOpt, JsonOpt
-from tiny_cli.generate import DEFAULT_PER_CARD
+from tiny_cli.generate import DEFAULT_PER_CARD, MAX_PER_CARD
 from tiny_cli.text import printable
 
 if TYPE_CHECKING:
@@ -24,6 +24,28 @@ if TYPE_CHECKING:
     from tiny_cli.settings import Settings
 
 TASK_CHARS = 60  # of a task in a correction's line
+GenerateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--generate",
+        help="Ask the configured model for typical requests for each card (from its summary "
+        "and tools), written as generated examples; cards done with the same inputs are skipped.",
+    ),
+]
+PerCardOpt = Annotated[
+    int, typer.Option("--per-card", help=f"Examples to generate per card (1 to {MAX_PER_CARD}).")
+]
+RegenerateOpt = Annotated[
+    bool,
+    typer.Option("--regenerate", "--force", help="With --generate: generate done cards again."),
+]
+PruneOpt = Annotated[
+    bool, typer.Option("--prune-generated", help="Remove the generated examples; taught ones stay.")
+]
+OnlyOpt = Annotated[
+    list[str] | None,
+    typer.Option("--card", help="With --generate or --prune-generated: only this card."),
+]
 
 
 def learn(
@@ -41,30 +63,11 @@ def learn(
             "--no-learn`, the question after `tiny delegate`), and mark them taught.",
         ),
     ] = False,
-    generate: Annotated[
-        bool,
-        typer.Option(
-            "--generate",
-            help="Ask the configured model for typical requests for each card (from its summary "
-            "and tools), written as generated examples; cards done with the same inputs are "
-            "skipped.",
-        ),
-    ] = False,
-    per_card: Annotated[
-        int, typer.Option("--per-card", help="Examples to generate per card (1 to 20).")
-    ] = DEFAULT_PER_CARD,
-    regenerate: Annotated[
-        bool,
-        typer.Option("--regenerate", "--force", help="With --generate: generate done cards again."),
-    ] = False,
-    prune_generated: Annotated[
-        bool,
-        typer.Option("--prune-generated", help="Remove the generated examples; taught ones stay."),
-    ] = False,
-    card: Annotated[
-        list[str] | None,
-        typer.Option("--card", help="With --generate or --prune-generated: only this card."),
-    ] = None,
+    generate: GenerateOpt = False,
+    per_card: PerCardOpt = DEFAULT_PER_CARD,
+    regenerate: RegenerateOpt = False,
+    prune_generated: PruneOpt = False,
+    card: OnlyOpt = None,
     cards: CardsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
