@@ -18,7 +18,13 @@ from typer.testing import Result
 from tiny_cli.cards.card import Card
 from tiny_cli.generate import TOKENS_PER_EXAMPLE, TOKENS_SLACK
 from tiny_cli.routing.embed import HashingEmbedder
-from tiny_cli.routing.learned import LEARNED_FILENAME, Learned, load_learned, with_learned
+from tiny_cli.routing.learned import (
+    LEARNED_FILENAME,
+    Learned,
+    check_learned,
+    load_learned,
+    with_learned,
+)
 from tiny_cli.routing.threshold import derive_threshold
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, reply
@@ -153,6 +159,16 @@ def test_a_garbage_answer_is_asked_again_once_then_reported(go, cards, scripted_
     assert "cost: 5 request(s) to tiny-test-model" in result.stdout
 
 
+def test_what_validate_would_flag_is_not_written(go, cards, scripted_server) -> None:
+    copies = ["How did the onboarding process work again?", ANSWERS["crm-writer"][0].lower()]
+    answers = {**ANSWERS, "web-reader": [*ANSWERS["web-reader"], *copies]}
+    _script(scripted_server, {c: [json.dumps(a)] for c, a in answers.items()})
+    assert go("--generate").exit_code == 0
+    # a docs-finder example of its own, and the CRM card's generated one: both taken
+    assert _generated(cards)["web-reader"] == ANSWERS["web-reader"]
+    assert check_learned(cards, load_cards(cards)) == []
+
+
 def test_prune_removes_only_generated_examples(go, cards, scripted_server) -> None:
     _script(scripted_server, {c: [json.dumps(a)] for c, a in ANSWERS.items()})
     assert go("--generate").exit_code == 0
@@ -166,7 +182,7 @@ def test_prune_removes_only_generated_examples(go, cards, scripted_server) -> No
 
 def test_an_example_closer_to_another_card_is_dropped(go, cards, scripted_server) -> None:
     crm = next(c for c in load_cards(cards) if c.id == "crm-writer")
-    stray = crm.examples[0].upper()  # a CRM request, written for the docs card
+    stray = f"{crm.examples[0]} today"  # a CRM request, written for the docs card
     answers = {**ANSWERS, "docs-finder": ["Where does the handbook explain parental leave?", stray]}
     _script(scripted_server, {c: [json.dumps(a)] for c, a in answers.items()})
     result = go("--generate", "--json")

@@ -93,6 +93,20 @@ class _Cost:
     tokens_out: int = 0
 
 
+@dataclass(frozen=True)
+class _Job:
+    """What every card's generation shares: where, how many, whom to ask, what is taken."""
+
+    settings: Settings
+    folder: Path
+    per_card: int
+    model: str
+    ask: Provider
+    force: bool
+    own: frozenset[str]  # every card's own examples, normalised: `tiny validate` flags copies
+    cost: _Cost = field(default_factory=_Cost)
+
+
 def generate(
     settings: Settings,
     per_card: int = DEFAULT_PER_CARD,
@@ -108,21 +122,25 @@ def generate(
     from tiny_cli.learn import learn
     from tiny_cli.provider.client import OpenAIProvider
     from tiny_cli.routing.factory import learned_folder
+    from tiny_cli.routing.learned import normalise
     from tiny_cli.routing.tooltexts import card_tools, gathered
     from tiny_cli.workspace import open_workspace
 
     if not 1 <= per_card <= MAX_PER_CARD:
         raise ConfigError(f"--per-card {per_card}: expected 1 to {MAX_PER_CARD}")
     started = clock()
-    cards = _chosen(list(open_workspace(settings, transport).cards.values()), only)
+    every = list(open_workspace(settings, transport).cards.values())
+    cards = _chosen(every, only)
     model = model_for(settings, None)
     ask = provider or OpenAIProvider(settings.base_url, settings.api_key, transport=transport)
     descriptions = gathered(settings).descriptions
-    folder, cost, done = learned_folder(settings), _Cost(), []
+    folder, done = learned_folder(settings), []
+    own = frozenset(normalise(e) for c in every for e in c.examples)
+    job = _Job(settings, folder, per_card, model, ask, force, own)
+    cost = job.cost
     for number, card in enumerate(cards, 1):
         tools = card_tools(card, descriptions)
-        key = generation_key(card, tools, per_card, model)
-        outcome = _one(settings, folder, card, tools, key, per_card, model, ask, cost, force)
+        outcome = _one(job, card, tools, generation_key(card, tools, per_card, model))
         done.append(outcome)
         progress(f"[{number}/{len(cards)}] {card.id}: {_said(outcome)}")
     wrote = any(c.status == "generated" for c in done)
@@ -218,52 +236,42 @@ def _chosen(cards: list[Card], only: Sequence[str]) -> list[Card]:
     return [card for card in cards if not only or card.id in only]
 
 
-def _one(
-    settings: Settings,
-    folder: Path,
-    card: Card,
-    tools: Sequence[tuple[str, str]],
-    key: str,
-    per_card: int,
-    model: str,
-    ask: Provider,
-    cost: _Cost,
-    force: bool,
-) -> CardGeneration:
+def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> CardGeneration:
     """Generate one card's examples and write them, or say why not."""
     from tiny_cli.routing.learned import load_learned
 
-    if not force and load_learned(folder).generation.get(card.id) == key:
+    if not job.force and load_learned(job.folder).generation.get(card.id) == key:
         return CardGeneration(card.id, "skipped")
-    request = request_for(card, tools, per_card, model)
+    request = request_for(card, tools, job.per_card, job.model)
     problem = ""
     for _ in range(TRIES):
+        job.cost.requests += 1  # a request that failed still went out
         try:
-            answer = ask.complete(request, timeout=GENERATE_TIMEOUT)
+            answer = job.ask.complete(request, timeout=GENERATE_TIMEOUT)
         except ProviderError as exc:
             problem = str(exc)
             continue
-        cost.requests += 1
-        cost.tokens_in += answer.tokens_in
-        cost.tokens_out += answer.tokens_out
+        job.cost.tokens_in += answer.tokens_in
+        job.cost.tokens_out += answer.tokens_out
         found = parse_examples(answer.content)
         if found is not None:
-            return _store(settings, folder, card, key, found[:per_card])
+            return _store(job, card, key, found[: job.per_card])
         problem = "the answer was not a JSON list of strings"
     return CardGeneration(card.id, "failed", problem=problem)
 
 
-def _store(
-    settings: Settings, folder: Path, card: Card, key: str, found: list[str]
-) -> CardGeneration:
-    """Write `found` as `card`'s generated examples, less what is taught or repeated."""
+def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
+    """Write `found` as `card`'s generated examples, less what is taught, taken or repeated."""
     from tiny_cli.routing.learned import load_learned, normalise
 
+    settings, folder = job.settings, job.folder
     scrub = scrubber(settings.api_key)
     with locked(folder / LEARNED_FILENAME):  # read inside the lock: another writer's lines stay
         learned = load_learned(folder)
         taught = {normalise(t) for ts in learned.examples.values() for t in ts}
-        taught |= {normalise(t) for t in (*learned.out_of_scope, *card.examples)}
+        taught |= {normalise(t) for t in learned.out_of_scope} | job.own
+        # another card's generated example: `tiny validate` flags a task in the file twice
+        taught |= {normalise(t) for c, ts in learned.generated.items() if c != card.id for t in ts}
         kept: dict[str, str] = {}
         for task in map(scrub.text, found):
             if normalise(task) not in taught:
