@@ -163,8 +163,12 @@ def test_what_validate_would_flag_is_not_written(go, cards, scripted_server) -> 
     copies = ["How did the onboarding process work again?", ANSWERS["crm-writer"][0].lower()]
     answers = {**ANSWERS, "web-reader": [*ANSWERS["web-reader"], *copies]}
     _script(scripted_server, {c: [json.dumps(a)] for c, a in answers.items()})
-    assert go("--generate").exit_code == 0
-    # a docs-finder example of its own, and the CRM card's generated one: both taken
+    result = go("--generate", "--json")
+    assert result.exit_code == 0, result.output
+    # a docs-finder example of its own, and the CRM card's generated one: both taken, not
+    # written (left to the overlap check, they would go only where it tells them apart)
+    done = {c["card"]: c for c in json.loads(result.stdout)["cards"]}
+    assert (done["web-reader"]["written"], done["web-reader"]["duplicates"]) == (1, 2)
     assert _generated(cards)["web-reader"] == ANSWERS["web-reader"]
     assert check_learned(cards, load_cards(cards)) == []
 
