@@ -160,7 +160,7 @@ def test_a_garbage_answer_is_asked_again_once_then_reported(go, cards, scripted_
 
 
 def test_what_validate_would_flag_is_not_written(go, cards, scripted_server) -> None:
-    copies = ["How did the onboarding process work again?", ANSWERS["crm-writer"][0].lower()]
+    copies = ["How did the onboarding process work AGAIN", ANSWERS["crm-writer"][0].lower()]
     answers = {**ANSWERS, "web-reader": [*ANSWERS["web-reader"], *copies]}
     _script(scripted_server, {c: [json.dumps(a)] for c, a in answers.items()})
     result = go("--generate", "--json")
