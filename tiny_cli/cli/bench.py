@@ -13,10 +13,9 @@ import typer
 from tiny_cli.cli.common import (
     console,
     emit,
-    model_settings,
-    picked,
     run_session,
     wants_live,
+    warn,
     warn_unused,
 )
 from tiny_cli.cli.options import (
@@ -30,6 +29,7 @@ from tiny_cli.cli.options import (
     RecordOpt,
     ReplayOpt,
     ResumeOpt,
+    RunOptions,
     ToolModeOpt,
     ToolsOpt,
     WallScaleOpt,
@@ -49,7 +49,6 @@ from tiny_cli.cli.scale import (
     fail_below,
     scale_arms,
     scale_bench,
-    wants_scale,
 )
 from tiny_cli.errors import ConfigError
 
@@ -81,6 +80,16 @@ MarkdownOpt = Annotated[
 ]
 
 
+ScaleModeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--scale",
+        help="The bench at scale: tool selection as the tool count grows, on a selection "
+        "task file (--tasks, JSONL); see --all-tools-sizes and the options after it.",
+    ),
+]
+
+
 def bench(
     tasks: TasksOpt = None,
     cards: CardsOpt = None,
@@ -101,6 +110,7 @@ def bench(
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
     json_out: JsonOpt = False,
+    scale: ScaleModeOpt = False,
     sizes: SizesOpt = None,
     sample: SampleOpt = 60,
     irrelevance: IrrelevanceOpt = 30,
@@ -114,65 +124,92 @@ def bench(
     fail_under: FailUnderOpt = None,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
-    from tiny_cli.bench import DEFAULT_TASKS_FILE
-
-    _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, *(replay or ()), *(resume or ())),
-                   outputs=(record, out, html))  # fmt: skip
-    scale = wants_scale(tasks, sizes)  # reads the task file: a bad path stops here
-    _check_options(scale, arm, fail_under or (), (record, out, html))
-    settings = model_settings(
-        cards, tools, base_url, model, record, replay, allow_host, tool_mode, wall_scale
-    )
-    if scale and tasks is not None:  # (wants_scale: never without a task file)
-        flags = ScaleFlags(sizes, arm, sample, irrelevance, seed, top_k, hybrid_margin,
-                           context_tokens, concurrency, html, record, replay, out, not no_log,
-                           markdown, json_out, expected_tools, prompt, resume,
-                           tuple(fail_under or ()))  # fmt: skip
-        return scale_bench(settings, tasks, flags)
-    return _example_bench(settings, ExampleFlags.pick(locals()))
+    options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
+                         allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
+                         record=record, replay=replay, no_log=no_log)  # fmt: skip
+    flags = BenchFlags(options, tasks=tasks, arm=arm, repeat=repeat, concurrency=concurrency,
+                       resume=resume or (), out=out, html=html, markdown=markdown, quiet=quiet,
+                       json_out=json_out, fail_under=fail_under or ())  # fmt: skip
+    at_scale = ScaleFlags(sizes=sizes, sample=sample, irrelevance=irrelevance, seed=seed,
+                          top_k=top_k, hybrid_margin=hybrid_margin, context_tokens=context_tokens,
+                          expected_tools=expected_tools, prompt=prompt)  # fmt: skip
+    _bench(flags, at_scale if at_scale_asked(scale, tasks, sizes) else None)
 
 
 @dataclass(frozen=True)
-class ExampleFlags:
-    """The options of the example bench (not at scale), as given."""
+class BenchFlags:
+    """The options both benches read: the run's, the task file and arms, the outputs."""
 
-    tasks: Path | None
-    arm: str
-    repeat: int
-    concurrency: int
-    record: Path | None
-    replay: list[Path] | None
-    resume: list[Path] | None
-    quiet: bool
-    no_log: bool
-    json_out: bool
-    out: Path | None
-    markdown: bool
-    fail_under: list[str] | None
+    options: RunOptions
+    tasks: Path | None = None
+    arm: str = "both"
+    repeat: int = 1
+    concurrency: int = 1
+    resume: Sequence[Path] = ()
+    out: Path | None = None
     html: Path | None = None
+    markdown: bool = False
+    quiet: bool = False
+    json_out: bool = False
+    fail_under: Sequence[str] = ()
 
-    @classmethod
-    def pick(cls, options: dict[str, Any]) -> ExampleFlags:
-        """Take the flags from the command's options (its `locals()`)."""
-        return picked(cls, options)
+
+def _bench(flags: BenchFlags, scale: ScaleFlags | None) -> None:
+    """Run the example bench, or the bench at scale when `scale` holds its options."""
+    from tiny_cli.bench import DEFAULT_TASKS_FILE
+
+    o = flags.options
+    _outputs_apart(inputs=(flags.tasks or DEFAULT_TASKS_FILE, *(o.replay or ()), *flags.resume),
+                   outputs=(o.record, flags.out, flags.html))  # fmt: skip
+    _check_options(
+        scale is not None, flags.arm, flags.fail_under, (o.record, flags.out, flags.html)
+    )
+    settings = o.settings()
+    if scale is None:
+        return _example_bench(settings, flags)
+    if flags.tasks is None:
+        raise typer.BadParameter("the bench at scale needs a selection task file: --tasks FILE",
+                                 param_hint="--scale")  # fmt: skip
+    return scale_bench(settings, flags.tasks, flags, scale)
 
 
-def _example_bench(settings: Any, f: ExampleFlags) -> None:
+def at_scale_asked(scale: bool, tasks: Path | None, sizes: str | None) -> bool:
+    """Whether the bench runs at scale: --scale (or --all-tools-sizes, its own option) says so.
+
+    The old spelling, a selection task file given to plain `tiny bench`, still runs at scale
+    for now, with a one-line note naming the new one.
+    """
+    if scale or sizes is not None:
+        return True
+    from tiny_cli.bench.scale import is_selection_file
+
+    if tasks is None or not is_selection_file(tasks):  # reads the file: a bad path stops here
+        return False
+    from tiny_cli.text import printable
+
+    shown = printable(str(tasks))
+    warn(f"{shown} runs at scale: spell it `tiny bench --scale --tasks {shown}` (a selection "
+         "task file without --scale is the old spelling, to be dropped)")  # fmt: skip
+    return True
+
+
+def _example_bench(settings: Any, f: BenchFlags) -> None:
     """Run the example bench (tasks with Digest expectations) and show it."""
     from tiny_cli.bench import BenchOptions
 
     options = BenchOptions(_arms(f.arm), f.repeat, f.concurrency)
     live = f.concurrency == 1 and wants_live(f.quiet, f.json_out)  # one run at a time: watched
+    o = f.options
     with run_session(
-        settings, "bench", record=f.record, replay=f.replay, no_log=f.no_log, live=live,
-        resume=f.resume or (),
+        settings, "bench", record=o.record, replay=o.replay, no_log=o.no_log, live=live,
+        resume=f.resume,
     ) as s:  # fmt: skip
         report = _run_bench(settings, s, f.tasks, options)
         warn_unused(s.exchanges)
     if f.html is not None:
         _write_page(report, f.html)
     _show_report(report, f.out, f.markdown, f.json_out)
-    fail_below(report.to_json(), f.fail_under or ())
+    fail_below(report.to_json(), f.fail_under)
 
 
 def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) -> BenchReport:
