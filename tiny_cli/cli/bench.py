@@ -215,10 +215,10 @@ def _example_bench(settings: Any, f: BenchFlags) -> None:
 def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) -> BenchReport:
     """Run the example bench with a progress bar on stderr."""
     from tiny_cli.bench import bench_from_settings
-    from tiny_cli.cli import render
+    from tiny_cli.cli import render_bench
     from tiny_cli.workspace import make_router
 
-    with render.BenchProgress(console(stderr=True)) as progress:
+    with render_bench.BenchProgress(console(stderr=True)) as progress:
         return bench_from_settings(
             settings, session, make_router, tasks_path=tasks, options=options, on_progress=progress
         )
@@ -252,15 +252,15 @@ def _arms(arm: str) -> tuple[Arm, ...]:
 
 def _show_report(report: BenchReport, out: Path | None, markdown: bool, json_out: bool) -> None:
     """Write the report to --out if given; print it as JSON, Markdown or tables."""
-    from tiny_cli.cli import render
+    from tiny_cli.cli import render_bench
 
     document = report.to_json()
     if out is not None:
         write_report(out, document)
     if markdown and not json_out:
-        typer.echo(render.bench_markdown(report), nl=False)
+        typer.echo(render_bench.bench_markdown(report), nl=False)
         return
-    emit(json_out, document, lambda: render.bench(console(), report))
+    emit(json_out, document, lambda: render_bench.bench(console(), report))
 
 
 def _write_page(report: BenchReport, path: Path) -> None:

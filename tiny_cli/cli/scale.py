@@ -120,7 +120,7 @@ def fail_below(document: dict, specs: Sequence[str]) -> None:
 
 def _show_scale(report: ScaleReport) -> None:
     """Print the tables and the chart (rich is imported for a person's output only)."""
-    from tiny_cli.cli.render_scale import scale as render_scale
+    from tiny_cli.cli.render_bench import scale as render_scale
 
     render_scale(console(), report)
 
