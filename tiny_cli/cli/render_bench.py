@@ -148,8 +148,8 @@ def _bench_table(console: Console, report: Any) -> None:
     if both:
         table.add_column(BETTER, justify="right")
     for label, values, better in _bench_values(report):
-        said = [_bench_better(values, better, styled=True)] if both else []
-        table.add_row(label, *map(_bench_number, values), *said)
+        better_cell = [_bench_better(values, better, styled=True)] if both else []
+        table.add_row(label, *map(_bench_number, values), *better_cell)
     console.print(table)
     if both:
         console.print(BETTER_LEGEND, style="dim", highlight=False)
@@ -174,8 +174,8 @@ def bench_markdown(report: Any) -> str:
     head = ["metric", *report.arms, *([BETTER] if both else [])]
     lines = [_md_row(head), _md_row(["---", *["---:"] * (len(head) - 1)])]
     for label, values, better in _bench_values(report):
-        said = [_bench_better(values, better)] if both else []
-        lines.append(_md_row([label.strip(), *map(_bench_number, values), *said]))
+        better_cell = [_bench_better(values, better)] if both else []
+        lines.append(_md_row([label.strip(), *map(_bench_number, values), *better_cell]))
     legend = ["", BETTER_LEGEND] if both else []
     return "\n".join([*lines, *legend]) + "\n"
 
