@@ -1,4 +1,5 @@
-"""A replay that misses an exchange is logged as failed, with the miss as its reason (issue 21)."""
+"""A replay logged (--log) that misses an exchange is logged as failed, with the miss as its reason
+(issue 21; a replay is logged only when asked, issue 30)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _recorded_without_its_answer(tiny, tmp_path: Path) -> Path:
 def _replay_misses(tiny, tmp_path: Path) -> None:
     """Replay the cut recording: the same one-line usage error as ever, exit 2."""
     recording = _recorded_without_its_answer(tiny, tmp_path)
-    result = tiny("invoke", "docs-finder", TASK, "--json", "--replay", str(recording))
+    result = tiny("invoke", "docs-finder", TASK, "--json", "--replay", str(recording), "--log")
     assert result.exit_code == 2 and result.stdout == "", result.output
     (line,) = result.stderr.strip().splitlines()
     assert MISS in line and "Traceback" not in result.output

@@ -12,13 +12,12 @@ REPO = Path(__file__).resolve().parent.parent
 BFCL = REPO / "examples" / "bfcl"
 RECORDINGS = sorted((BFCL / "recordings").glob("*.jsonl"))
 BENCH_DOC = REPO / "docs" / "bench.md"
-# <!-- replay-scale: PATH bench options -->, the table, <!-- /replay-scale -->
-BLOCK = re.compile(r"<!-- replay-scale: (\S+)((?: \S+)*) -->\n(.*?)<!-- /replay-scale -->", re.S)
+# <!-- replay-scale: PATH -->, the table, <!-- /replay-scale -->: the recording holds its options
+BLOCK = re.compile(r"<!-- replay-scale: (\S+) -->\n(.*?)<!-- /replay-scale -->", re.S)
 
 
-def _documented() -> dict[str, tuple[list[str], str]]:
-    found = BLOCK.findall(BENCH_DOC.read_text(encoding="utf-8"))
-    return {name: (options.split(), table) for name, options, table in found}
+def _documented() -> dict[str, str]:
+    return dict(BLOCK.findall(BENCH_DOC.read_text(encoding="utf-8")))
 
 
 def test_every_shipped_scale_recording_is_documented() -> None:
@@ -26,24 +25,22 @@ def test_every_shipped_scale_recording_is_documented() -> None:
     assert set(_documented()) == {p.relative_to(REPO).as_posix() for p in RECORDINGS}
 
 
-@pytest.mark.slow  # routing 200 cards with the real embedder: about a minute on 2 cores
+@pytest.mark.slow  # a whole bench at scale replayed, the largest from a 23 MB recording
 @pytest.mark.parametrize("recording", RECORDINGS, ids=lambda p: p.stem)
 def test_a_scale_recording_replays_to_its_documented_table(
     tiny, tmp_path: Path, recording: Path
 ) -> None:
-    options, table = _documented()[recording.relative_to(REPO).as_posix()]
-    args = ["bench", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(BFCL / "cards")]
+    table = _documented()[recording.relative_to(REPO).as_posix()]
     page = tmp_path / "report.html"
     result = tiny(
-        *args,
+        "bench",
         "--replay",
-        str(recording),
+        str(recording),  # alone: the recording holds its tasks, cards and options
         "--markdown",
         "--html",
         str(page),
         "--out",
         str(tmp_path / "report.json"),
-        *options,
         env={"TINY_BASE_URL": "http://127.0.0.1:9/v1"},  # nothing listens: offline
     )
     assert result.exit_code == 0, result.output

@@ -75,6 +75,7 @@ def open_session(
     watchers: Sequence[ObserverFor] = (),
     on_log_error: Callable[[str], None] | None = None,
     handles: Sequence[str] = (),
+    upgrade: bool = False,
 ) -> Iterator[Session]:
     """Open the exchanges and the run log (unless `log` or the settings turn it off).
 
@@ -89,7 +90,9 @@ def open_session(
         runlog = _run_log(stack, settings, on_log_error, scrub) if wanted else None
         # entered after the log, so closed before it: after Ctrl-C a recording is saved at
         # once, not after the log's wait for its queued writes (the 2 s net may end it first)
-        opened = open_exchanges(settings, record=record, replay=replay, resume=resume)
+        opened = open_exchanges(
+            settings, record=record, replay=replay, resume=resume, upgrade=upgrade
+        )
         exchanges = stack.enter_context(opened)
         endpoint = endpoint_host(settings.base_url)
         observe = _fanned(runlog, command, endpoint, watchers)

@@ -6,12 +6,13 @@ import json
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from tiny_cli.agent.loop import approve_writes, fresh_context, invoke
+from tiny_cli.bench.making import Entry, RouteBook, decision_entry
 from tiny_cli.bench.tasks import BenchTask
 from tiny_cli.cards.load import Budget, Card, SideEffects
 from tiny_cli.digest import Brief, Digest, Routing, estimate_tokens, make_brief
@@ -99,20 +100,42 @@ class Route:
 
 
 def route_all(
-    router: RouterLike | None, tasks: Sequence[BenchTask], site: str | None
+    router: RouterLike | None,
+    tasks: Sequence[BenchTask],
+    site: str | None,
+    book: RouteBook | None = None,
+    cards: Collection[str] = (),
 ) -> dict[str, Route]:
-    """Route every task once, in this thread (the embedder need not be thread-safe)."""
+    """Route every task once, in this thread (the embedder need not be thread-safe).
+
+    A decision `book` holds (a replayed recording's) among `cards` is used as recorded.
+    """
     assert router is not None  # run_bench's option check made sure
-    if tasks:  # the embedder's one-time load is not any task's routing time
-        router.route(tasks[0].text(site))
+    book = book or RouteBook(None)
+    live = [t for t in tasks if book.get(t.id, cards) is None]
+    fresh = {t.id for t in live}
+    if live:  # the embedder's one-time load is not any task's routing time
+        router.route(live[0].text(site))
     routes = {}
     for t in tasks:
         start = time.perf_counter()
-        d = router.route(t.text(site))
-        seconds = time.perf_counter() - start
-        routing = Routing("route" if d.agent_id else "abstain", d.agent_id, round(d.score, 4))
-        routes[t.id] = Route(d.agent_id, routing, d.threshold, seconds)
+        entry = book.get(t.id, cards) or book.keep(t.id, _decided(router, t, site, book))
+        seconds = time.perf_counter() - start if t.id in fresh else 0.0
+        agent = entry["agent"]
+        routing = Routing("route" if agent else "abstain", agent, round(entry.get("score", 0.0), 4))
+        routes[t.id] = Route(agent, routing, entry.get("threshold", 0.0), seconds)
     return routes
+
+
+def _decided(router: RouterLike, task: BenchTask, site: str | None, book: RouteBook) -> Entry:
+    """Route one task live; a replayed recording's tiny run shows which card it ran, if any."""
+    d = router.route(task.text(site))
+    candidates = getattr(d, "candidates", ())
+    entry = decision_entry(d.agent_id, candidates, score=float(d.score), threshold=d.threshold)
+    if book.replaying("tiny"):
+        ran = book.first_exchange(f"{task.id}/tiny/0")
+        entry["agent"] = ran.get("agent") if ran is not None else None
+    return entry
 
 
 # --- one job ------------------------------------------------------------------------------

@@ -29,10 +29,12 @@ from tiny_cli.bench.arms import (
     Job,
     JobContext,
     RouterLike,
+    RoutingDecision,
     netloc,
     route_all,
     run_job,
 )
+from tiny_cli.bench.making import RouteBook, digests, portable
 from tiny_cli.bench.pages import PageServer
 from tiny_cli.bench.report import BenchReport, summarize
 from tiny_cli.bench.scoring import (
@@ -90,9 +92,10 @@ def bench_from_settings(
     tasks = load_tasks(path)
     ws = open_workspace(settings)
     check_agents(path, tasks, ws.cards)
-    router = router_for(ws) if "tiny" in options.arms else None
+    router = _Deferred(lambda: router_for(ws)) if "tiny" in options.arms else None
     exchanges = session.exchanges
     exchanges.probe()
+    _note_making(exchanges, path, ws, options)
     return run_bench(
         ws,
         tasks,
@@ -130,7 +133,9 @@ def run_bench(
     started = now().isoformat(timespec="seconds")
     with _site(tasks, pages) as site:
         volatile = Volatile.of({SITE: site, "{site_host}": netloc(site)})
-        routes = route_all(router, tasks, site) if "tiny" in options.arms else {}
+        book = RouteBook(exchanges)
+        routes = route_all(router, tasks, site, book, ws.cards) if "tiny" in options.arms else {}
+        book.save()
         context = JobContext(ws, exchanges, routes, site, volatile, observe)
         jobs = [
             Job(t, arm, r) for r in range(options.repeat) for t in tasks for arm in options.arms
@@ -162,6 +167,30 @@ def _report(
         replay_file=recording,
         tool_mode=ws.settings.tool_mode,
     )
+
+
+class _Deferred:
+    """The router, built when first asked: a replay that routes from its recording needs none."""
+
+    def __init__(self, make: Callable[[], RouterLike]) -> None:
+        self._make = make
+        self._router: RouterLike | None = None
+
+    def route(self, task: str) -> RoutingDecision:
+        """Route one task with the router, built now if it is not yet."""
+        if self._router is None:
+            self._router = self._make()
+        return self._router.route(task)
+
+
+def _note_making(
+    exchanges: ExchangeSource, tasks: Path, ws: Workspace, options: BenchOptions
+) -> None:
+    """Keep the options and the digests in the recording's header (if this run writes one)."""
+    arm = "both" if options.arms == ARMS else ",".join(options.arms)
+    flags = {"tasks": tasks, "cards": ws.settings.cards_dir, "arm": arm, "repeat": options.repeat}
+    exchanges.note("bench", portable(flags, exchanges.written_to()))
+    exchanges.note("digests", digests(tasks, ws.cards))
 
 
 def _check_options(options: BenchOptions, router: RouterLike | None) -> None:

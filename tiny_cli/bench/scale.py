@@ -18,12 +18,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 from tiny_cli.agent.loop import invoke
 from tiny_cli.agent.prompts import tools_section
 from tiny_cli.bench.arms import generalist
+from tiny_cli.bench.making import RouteBook, as_offered, decision_entry, digests, portable
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
 from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
 from tiny_cli.bench.tasks import read_task_text
@@ -31,6 +33,7 @@ from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, universes
 from tiny_cli.cards.load import Budget, Card
 from tiny_cli.digest import Digest, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
+from tiny_cli.routing.embed import Embedder
 from tiny_cli.routing.router import Router
 from tiny_cli.session import Session
 from tiny_cli.settings import Settings, model_for
@@ -164,25 +167,46 @@ def scale_from_settings(
     tasks_path: Path,
     options: ScaleOptions = ScaleOptions(),
     on_run: Callable[[RunRecord], None] | None = None,
+    embedder: Embedder | None = None,
 ) -> ScaleReport:
-    """Load the cards and the selection tasks, check the endpoint, and run the bench at scale."""
-    from tiny_cli.routing.embed import get_embedder  # numpy and the model: only for routing
+    """Load the cards and the selection tasks, check the endpoint, and run the bench at scale.
+
+    Routing uses `embedder` (default: the settings' one, loaded only when a task routes live).
+    """
+    from tiny_cli.routing.embed import get_embedder  # the model: only for routing
 
     ws = open_workspace(settings)
     tasks = load_selection_tasks(tasks_path, ws.cards)
-    embedder = get_embedder(settings.embedder, base_url=settings.base_url, api_key=settings.api_key)
     cache = settings.cache_dir
     session.exchanges.probe()
-    report = run_scale(
-        ws,
-        tasks,
-        session,
-        lambda cards: Router(cards, embedder, cache, settings.threshold),
-        options,
-        on_run,
-    )
+    _note_making(session, tasks_path, ws, options)
+    found: list[Embedder] = [embedder] if embedder is not None else []
+
+    def router_for(cards: Sequence[Card]) -> Router:  # the embedder loads only if one routes
+        if not found:
+            found.append(
+                get_embedder(
+                    settings.embedder, base_url=settings.base_url, api_key=settings.api_key
+                )
+            )
+        return Router(cards, found[0], cache, settings.threshold)
+
+    report = run_scale(ws, tasks, session, router_for, options, on_run)
     replayed = session.exchanges.answered_from()
     return report if replayed is None else rebuild(report, options, replayed)
+
+
+def _note_making(session: Session, tasks: Path, ws: Workspace, options: ScaleOptions) -> None:
+    """Keep the options and the digests in the recording's header (if this run writes one)."""
+    sizes = ",".join("all" if s == CATALOGUE else str(s) for s in options.sizes)
+    arms = "both" if options.arms == SCALE_ARMS else ",".join(options.arms)
+    flags = {"tasks": tasks, "cards": ws.settings.cards_dir, "all_tools_sizes": sizes,
+             "arm": arms, "sample": options.sample, "irrelevance": options.irrelevance,
+             "seed": options.seed, "top_k": options.top_k, "hybrid_margin": options.hybrid_margin,
+             "context_tokens": options.context_tokens, "expected_tools": options.expected_tools,
+             "prompt": options.prompt}  # fmt: skip
+    session.exchanges.note("bench", portable(flags, session.exchanges.written_to()))
+    session.exchanges.note("digests", digests(tasks, ws.cards))
 
 
 def run_scale(
@@ -199,6 +223,7 @@ def run_scale(
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     records: list[RunRecord] = []
     asked = _Asked()
+    book = RouteBook(session.exchanges)
 
     def keep(record: RunRecord) -> None:
         records.append(record)
@@ -206,8 +231,9 @@ def run_scale(
             on_run(record)
 
     for size in options.sizes:
-        jobs = _jobs(ws, picked, tools_of, size, router_for, options)
+        jobs = _jobs(ws, picked, tools_of, size, router_for, options, book)
         _each(lambda job: _run(ws, session, job, options, asked), jobs, options, keep)
+    book.save()
     model = model_for(ws.settings, None)
     mode = ws.settings.tool_mode or "auto"
     return build_report(records, options, model, started, sum(tools_of.values()), mode)
@@ -263,6 +289,7 @@ def _jobs(
     size: int,
     router_for: Callable[[Sequence[Card]], Router],
     options: ScaleOptions,
+    book: RouteBook,
 ) -> list[_Job]:
     """Build the jobs of one size, grouped by universe so a prompt prefix repeats back to back."""
     worlds = universes([t.card for t in tasks], tools_of, size, options.seed)
@@ -273,24 +300,54 @@ def _jobs(
     for world, group in by_world.items():
         cards = [ws.cards[c] for c in world.cards]
         routed = set(options.arms) & {"tiny", "top-k", "hybrid"}  # else no router is needed
-        ranking = _rankings(router_for(cards), group, options.top_k) if routed else _unranked(group)
+        ranking = (
+            _rankings(book, partial(router_for, cards), ws, world, group, options)
+            if routed
+            else _unranked(group)
+        )
         for arm in options.arms:
             jobs += [_job(ws, task, arm, world, ranking[task.id], options) for task in group]
     return [j for j in jobs if not (j.arm == "oracle" and j.task.card is None)]
 
 
 def _rankings(
-    router: Router, tasks: Sequence[SelectionTask], top: int
+    book: RouteBook,
+    router: Callable[[], Router],
+    ws: Workspace,
+    world: Universe,
+    tasks: Sequence[SelectionTask],
+    options: ScaleOptions,
 ) -> dict[str, tuple[str | None, tuple[str, ...], float]]:
-    """Route each task once: (the card or None on abstain, the top cards, the margin)."""
-    decisions = router.route_many([t.task for t in tasks], max(top, 2))
-    out = {}
-    for task, d in zip(tasks, decisions, strict=True):
-        ids = tuple(c.agent_id for c in d.candidates)
-        scores = [c.score for c in d.candidates]
-        margin = scores[0] - scores[1] if len(scores) > 1 else float("inf")
-        out[task.id] = (d.agent_id if d.decision == "route" else None, ids[:top], margin)
-    return out
+    """Route each task once: (the card or None on abstain, the top cards, the margin).
+
+    A decision the recording holds is used as recorded; the others are routed live, made to
+    agree with what the replayed recording's runs offered, and kept for this run's recording.
+    """
+    keys = {t.id: f"{world.label}/{t.id}" for t in tasks}
+    entries = {t.id: book.get(keys[t.id], world.cards) for t in tasks}
+    missing = [t for t in tasks if entries[t.id] is None]
+    top = options.top_k
+    decisions = router().route_many([t.task for t in missing], top + SPARE) if missing else []
+    for task, d in zip(missing, decisions, strict=True):
+        agent = d.agent_id if d.decision == "route" else None
+        made = decision_entry(agent, d.candidates, score=d.score, threshold=d.threshold)
+        made["clear"] = _ranking(made, top)[2] >= options.hybrid_margin  # hybrid's one card
+        runs = {arm: f"{task.id}/{arm}/{world.label}" for arm in ("tiny", "top-k", "hybrid")}
+        entries[task.id] = book.keep(keys[task.id], as_offered(made, runs, book, ws.cards))
+    return {t.id: _ranking(entries[t.id], top) for t in tasks}
+
+
+SPARE = 2  # candidates kept past the top k: the margin needs two, a corrected order a few more
+
+
+def _ranking(entry: Any, top: int) -> tuple[str | None, tuple[str, ...], float]:
+    """(card, top cards, margin); a recorded `clear` verdict stands for the margin's side."""
+    ids = tuple(str(c[0]) for c in entry["candidates"])
+    scores = [float(c[1]) for c in entry["candidates"]]
+    margin = scores[0] - scores[1] if len(scores) > 1 else float("inf")
+    if isinstance(entry.get("clear"), bool):
+        margin = float("inf") if entry["clear"] else float("-inf")
+    return (entry["agent"], ids[:top], margin)
 
 
 def _unranked(

@@ -27,13 +27,13 @@ from tiny_cli.cli.options import (
     NoLogOpt,
     QuietOpt,
     RecordOpt,
-    ReplayOpt,
     ResumeOpt,
     RunOptions,
     ToolModeOpt,
     ToolsOpt,
     WallScaleOpt,
 )
+from tiny_cli.cli.replay_opts import BenchReplayOpt, LogOpt, UpgradeOpt, warn_changed
 from tiny_cli.cli.scale import (
     ContextOpt,
     HtmlOpt,
@@ -99,7 +99,7 @@ def bench(
     concurrency: ConcurrencyOpt = 1,
     out: OutOpt = None,
     record: RecordOpt = None,
-    replay: ReplayOpt = None,
+    replay: BenchReplayOpt = None,
     resume: ResumeOpt = None,
     allow_host: AllowHostOpt = None,
     base_url: BaseUrlOpt = None,
@@ -122,14 +122,16 @@ def bench(
     expected_tools: PlaceOpt = None,
     prompt: PromptOpt = "same",
     fail_under: FailUnderOpt = None,
+    upgrade: UpgradeOpt = False,
+    log: LogOpt = False,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
     options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
                          allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
-                         record=record, replay=replay, no_log=no_log)  # fmt: skip
+                         record=record, replay=replay, no_log=no_log, log=log)  # fmt: skip
     flags = BenchFlags(options, tasks=tasks, arm=arm, repeat=repeat, concurrency=concurrency,
                        resume=resume or (), out=out, html=html, markdown=markdown, quiet=quiet,
-                       json_out=json_out, fail_under=fail_under or ())  # fmt: skip
+                       json_out=json_out, fail_under=fail_under or (), upgrade=upgrade)  # fmt: skip
     at_scale = ScaleFlags(sizes=sizes, sample=sample, irrelevance=irrelevance, seed=seed,
                           top_k=top_k, hybrid_margin=hybrid_margin, context_tokens=context_tokens,
                           expected_tools=expected_tools, prompt=prompt)  # fmt: skip
@@ -152,6 +154,7 @@ class BenchFlags:
     quiet: bool = False
     json_out: bool = False
     fail_under: Sequence[str] = ()
+    upgrade: bool = False  # --upgrade: rewrite the --replay recording with its making
 
 
 def _bench(flags: BenchFlags, scale: ScaleFlags | None) -> None:
@@ -165,6 +168,7 @@ def _bench(flags: BenchFlags, scale: ScaleFlags | None) -> None:
         scale is not None, flags.arm, flags.fail_under, (o.record, flags.out, flags.html)
     )
     settings = o.settings()
+    _changed(o.replay, flags.tasks or DEFAULT_TASKS_FILE, settings, flags.upgrade)
     if scale is None:
         return _example_bench(settings, flags)
     if flags.tasks is None:
@@ -202,10 +206,11 @@ def _example_bench(settings: Any, f: BenchFlags) -> None:
     o = f.options
     with run_session(
         settings, "bench", record=o.record, replay=o.replay, no_log=o.no_log, live=live,
-        resume=f.resume,
+        resume=f.resume, log_replay=o.log, upgrade=f.upgrade,
     ) as s:  # fmt: skip
         report = _run_bench(settings, s, f.tasks, options)
         warn_unused(s.exchanges)
+    upgraded(f.upgrade, o.replay)
     if f.html is not None:
         _write_page(report, f.html)
     _show_report(report, f.out, f.markdown, f.json_out)
@@ -222,6 +227,21 @@ def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) ->
         return bench_from_settings(
             settings, session, make_router, tasks_path=tasks, options=options, on_progress=progress
         )
+
+
+def _changed(replay: Sequence[Path] | None, tasks: Path, settings: Any, upgrade: bool) -> None:
+    """Say in one line what changed since the recording; --upgrade needs a --replay."""
+    if upgrade and not replay:
+        raise ConfigError("--upgrade rewrites a recording: name it with --replay")
+    line = warn_changed(replay, tasks, settings)
+    if line is not None:
+        warn(line)
+
+
+def upgraded(upgrade: bool, replay: Sequence[Path] | None) -> None:
+    """Say which recording --upgrade rewrote."""
+    if upgrade and replay:
+        warn(f"upgraded {replay[0]}: its header holds its options, digests and routing now")
 
 
 def _check_options(

@@ -64,12 +64,20 @@ def run_session(
     live: bool,
     handles: Sequence[str] = (),
     resume: Sequence[Path] = (),
+    log_replay: bool = False,
+    upgrade: bool = False,
 ) -> Iterator[Session]:
-    """Open the command's session, with the live view on stderr while it runs when `live`."""
+    """Open the command's session, with the live view on stderr while it runs when `live`.
+
+    A replay is not a run: it stays out of the run log unless `log_replay` (`--log`).
+    """
     view = _live_view() if live else None
     opened: list[Session] = []
+    no_log = no_log or (bool(replay) and not log_replay)
     try:
-        with _session(settings, command, record, replay, resume, no_log, view, handles) as s:
+        with _session(
+            settings, command, record, replay, resume, no_log, view, handles, upgrade
+        ) as s:
             opened.append(s)
             yield s
     except KeyboardInterrupt:
@@ -89,6 +97,7 @@ def _session(
     no_log: bool,
     view: LiveView | None,
     handles: Sequence[str],
+    upgrade: bool = False,
 ) -> Iterator[Session]:
     """Open the session itself, the live view inside it."""
     from tiny_cli.session import open_session
@@ -103,6 +112,7 @@ def _session(
         watchers=[view.observer] if view is not None else [],
         on_log_error=warn,
         handles=handles,
+        upgrade=upgrade,
     ) as session:
         if view is None:
             yield session

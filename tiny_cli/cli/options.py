@@ -152,6 +152,7 @@ class RunOptions:
     record: Path | None = None
     replay: Sequence[Path] | None = None
     no_log: bool = False
+    log: bool = False  # --log: a replay is kept in the run log too (else it is not a run)
 
     def settings(self) -> Settings:
         """Return the settings (environment, then config) with these options on top.

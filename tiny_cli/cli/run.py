@@ -41,6 +41,7 @@ from tiny_cli.cli.options import (
     YesOpt,
 )
 from tiny_cli.cli.process import EXIT_BY_STATUS
+from tiny_cli.cli.replay_opts import LogOpt
 
 if TYPE_CHECKING:
     from tiny_cli.agent.loop import Approve
@@ -119,12 +120,13 @@ def invoke(
     artifact: ArtifactOpt = None,
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
+    log: LogOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one card on a task in a fresh context under its budget; print the Digest."""
     options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
                          allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
-                         record=record, replay=replay, no_log=no_log)  # fmt: skip
+                         record=record, replay=replay, no_log=no_log, log=log)  # fmt: skip
     flags = RunFlags(options, task=task, brief_file=brief, must_return=must_return,
                      inputs=inputs or (), hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
@@ -164,12 +166,13 @@ def delegate(
     ask_route: AskRouteOpt = None,
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
+    log: LogOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before each write call."""
     options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
                          allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
-                         record=record, replay=replay, no_log=no_log)  # fmt: skip
+                         record=record, replay=replay, no_log=no_log, log=log)  # fmt: skip
     flags = RunFlags(options, task=task, brief_file=brief, must_return=must_return,
                      inputs=inputs or (), hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
@@ -211,6 +214,7 @@ def running(
         record=flags.options.record,
         replay=flags.options.replay,
         no_log=flags.options.no_log,
+        log_replay=flags.options.log,
         live=wants_live(flags.quiet, flags.json_out),
         handles=handles,
     ) as session:

@@ -80,7 +80,7 @@ def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: Scale
     """Run the bench at scale and show it: table and chart, Markdown, JSON; --html, --out."""
     from tiny_cli.bench.scale import scale_from_settings
     from tiny_cli.bench.scale_report import markdown_table
-    from tiny_cli.cli.bench import write_report
+    from tiny_cli.cli.bench import upgraded, write_report
 
     options = scale_options(flags, bench.arm, bench.concurrency, settings.wall_scale)
     run = bench.options
@@ -92,9 +92,12 @@ def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: Scale
         resume=bench.resume,
         no_log=run.no_log,
         live=False,
+        log_replay=run.log,
+        upgrade=bench.upgrade,
     ) as s:
         report = scale_from_settings(settings, s, tasks, options)
         warn_unused(s.exchanges)
+    upgraded(bench.upgrade, run.replay)
     document = report.to_json()
     if bench.out is not None:
         write_report(bench.out, document)

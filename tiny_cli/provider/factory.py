@@ -21,15 +21,19 @@ def open_exchanges(
     record: Path | None = None,
     replay: Replays = None,
     resume: Sequence[Path] = (),
+    upgrade: bool = False,
 ) -> ExchangeSource:
     """Return where model answers come from: the endpoint, the endpoint recorded, or files.
 
     `replay` may name several recordings of one model, answered from together; `resume`
-    (with `record`) names earlier recordings whose answers are reused instead of asked again.
+    (with `record`) names earlier recordings whose answers are reused instead of asked again;
+    `upgrade` rewrites the one replayed recording with its making (tiny_cli.provider.upgrade).
     """
     _one_of(record, replay)
     if resume and record is None:
         raise ConfigError("--resume needs --record: the file that gathers old and new answers")
+    if upgrade:
+        return _upgrader(_paths(replay))
     if replay:
         return Replayer.load(_paths(replay))
     # --wall-scale is for slow servers: one request may take as much longer as the whole run
@@ -73,6 +77,14 @@ def _paths(replay: Replays) -> list[Path]:
     if replay is None:
         return []
     return [Path(replay)] if isinstance(replay, str | Path) else [Path(p) for p in replay]
+
+
+def _upgrader(paths: list[Path]) -> ExchangeSource:
+    from tiny_cli.provider.upgrade import Upgrader
+
+    if len(paths) != 1:
+        raise ConfigError("--upgrade needs --replay with exactly one recording: the one to rewrite")
+    return Upgrader.open(paths[0])
 
 
 def _resumable(settings: Settings, earlier: Replayer | None) -> None:

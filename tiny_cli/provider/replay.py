@@ -2,7 +2,10 @@
 
 A recording is a JSONL file: one header line (format, tiny version, model, endpoint host),
 then one line per model exchange: the run it belongs to (e.g. ``onboarding/tiny/0``), the
-agent, the request in canonical form, its key, and the answer (or the provider error).
+agent, its key, the body exactly as it was sent (in its order, volatile values masked) and the
+answer (or the provider error). A bench adds its making to the header once the run ends: its
+options, the digests of its tasks and cards, and every routing decision it used
+(tiny_cli.bench.making), so that a replay needs no flag and no embedder.
 
 Requests are matched by a canonical form of (model, messages, tools, max_tokens) in which
 values that change from run to run are replaced by stable placeholders: the loopback page
@@ -23,12 +26,12 @@ import hashlib
 import json
 import os
 import re
-import stat
+import shutil
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,13 +40,25 @@ from typing import IO, Any, Self
 
 from tiny_cli._version import __version__
 from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, ReplayError
-from tiny_cli.provider.client import MAX_TOKENS, Completion, OpenAIProvider, Provider, ToolCall
+from tiny_cli.provider.client import (
+    Completion,
+    OpenAIProvider,
+    Provider,
+    request_body,
+)
+from tiny_cli.provider.recfile import (
+    RECORDING_FORMAT,
+    completion_from_json,
+    completion_to_json,
+    entry_of,
+    header_of,
+    read_lines,
+    same_endpoint,
+)
 from tiny_cli.secrets import Scrubber, scrubber
 
-RECORDING_FORMAT = 1
 PREVIEW_CHARS = 80  # how much of the last message names a request in a ReplayError
 KEY_CHARS = 24  # hex digits of the sha256 kept as a request's key
-MAX_RECORDING_BYTES = 1 << 30  # 1 GiB: the largest shipped one is 15 MB
 TIME_PLACEHOLDER = "{time}"
 TIMESTAMP = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
@@ -112,6 +127,12 @@ def request_key(canonical: str) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:KEY_CHARS]
 
 
+def sent_body(request: Mapping[str, Any], volatile: Volatile) -> dict[str, Any]:
+    """Return the body as it went over the wire, in its order, run-specific values masked."""
+    text = json.dumps(request_body(**request), ensure_ascii=False)
+    return dict(json.loads(TIMESTAMP.sub(TIME_PLACEHOLDER, volatile.mask(text))))
+
+
 class ExchangeSource(ABC):
     """Gives each run its Provider; `host` and `model` describe the endpoint for reports."""
 
@@ -138,6 +159,21 @@ class ExchangeSource(ABC):
 
     def kept_on_interrupt(self) -> Path | None:
         """The file an interrupted recording's exchanges were kept in, once closed (or None)."""
+        return None
+
+    def recorded(self, part: str) -> Any:
+        """A part of the replayed recording's header (e.g. `routes`); None when not a replay."""
+        return None
+
+    def note(self, part: str, value: Any) -> None:  # noqa: B027 - only a recording keeps notes
+        """Keep `value` as `part` of the recording's header (a recording of a bench's making)."""
+
+    def first_exchange(self, run: str) -> dict[str, Any] | None:
+        """The replayed recording's first exchange of `run` (None: not a replay, or none)."""
+        return None
+
+    def written_to(self) -> Path | None:
+        """The recording file this source writes (None: it writes none)."""
         return None
 
     def __enter__(self) -> Self:
@@ -198,6 +234,7 @@ class Recorder(ExchangeSource):
         }
         if resume is not None:  # which answers came from where: the files, by name only
             header["resumed_from"] = [p.name for p in resume.paths]
+        self._header: dict[str, Any] = header  # written again, with its notes, when closed
         # written beside the target and renamed into place when the command ends with at
         # least one exchange: a run that fails early never truncates an older recording
         self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
@@ -210,7 +247,7 @@ class Recorder(ExchangeSource):
             self._file: IO[str] = self._partial.open("w", encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{path}: cannot write the recording: {exc.strerror}") from exc
-        self._write(header)
+        self._write(header)  # a .partial left by a crash is a recording too (for --resume)
 
     def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return a provider that forwards to the endpoint and records under `run`."""
@@ -234,9 +271,9 @@ class Recorder(ExchangeSource):
             if not self._exchanges:
                 self._partial.unlink(missing_ok=True)
             elif keep:
-                self._partial.replace(self.path)
+                self._finish(self.path)
             else:
-                self._partial.replace(self.interrupted_path)
+                self._finish(self.interrupted_path)
                 self.kept_interrupted = True
         close = getattr(self._inner, "close", None)
         if close is not None:
@@ -245,6 +282,28 @@ class Recorder(ExchangeSource):
     def kept_on_interrupt(self) -> Path | None:
         """The interrupted recording's file once closed after Ctrl-C, else None."""
         return self.interrupted_path if self.kept_interrupted else None
+
+    def note(self, part: str, value: Any) -> None:
+        """Keep `value` as `part` of the header, written when the recording is closed."""
+        with self._lock:
+            self._header[part] = value
+
+    def written_to(self) -> Path | None:
+        """The recording's file."""
+        return self.path
+
+    def _finish(self, target: Path) -> None:
+        """Write the header as it is now, then the exchanges, to `target` (whole, then renamed)."""
+        finished = self._partial.with_suffix(".finished")
+        with (
+            finished.open("w", encoding="utf-8") as out,
+            self._partial.open(encoding="utf-8") as body,
+        ):
+            out.write(self._line(self._header) + "\n")
+            body.readline()  # the header as it was when the recording began
+            shutil.copyfileobj(body, out)
+        finished.replace(target)
+        self._partial.unlink(missing_ok=True)
 
     @property
     def interrupted_path(self) -> Path:
@@ -265,7 +324,7 @@ class Recorder(ExchangeSource):
             "run": label.run,
             "agent": label.agent,
             "key": request_key(canonical),
-            "request": json.loads(canonical),
+            "body": sent_body(request, label.volatile),  # as sent: the key is order-blind
         }
         earlier = self._resume.reuse(label, request) if self._resume is not None else None
         if earlier is not None:
@@ -293,11 +352,15 @@ class Recorder(ExchangeSource):
         return f"{self._resume.answered_from()}, resumed (the rest live)"
 
     def _write(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(self._scrub.document(entry), ensure_ascii=False, sort_keys=True)
+        line = self._line(entry)
         with self._lock:
             self._exchanges += "run" in entry
             self._file.write(line + "\n")
             self._file.flush()  # a run that crashes still leaves what it recorded
+
+    def _line(self, entry: dict[str, Any]) -> str:
+        """One JSONL line, scrubbed; keys in the order written (a body's order is the wire's)."""
+        return json.dumps(self._scrub.document(entry), ensure_ascii=False)
 
 
 class Replayer(ExchangeSource):
@@ -305,13 +368,16 @@ class Replayer(ExchangeSource):
 
     def __init__(self, path: Path, header: dict[str, Any], entries: Iterable[dict[str, Any]]):
         self.path, self.model, self.host = path, header.get("model"), header.get("base_url") or ""
+        self.header = header
         self.paths: tuple[Path, ...] = (path,)
         self._answers: dict[tuple[str, str], deque[dict[str, Any]]] = {}
         self._per_run: dict[str, int] = {}
+        self._first: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         for entry in entries:
             self._answers.setdefault((entry["run"], entry["key"]), deque()).append(entry)
             self._per_run[entry["run"]] = self._per_run.get(entry["run"], 0) + 1
+            self._first.setdefault(entry["run"], entry)
 
     @classmethod
     def load(cls, path: Path | Sequence[Path]) -> Replayer:
@@ -321,13 +387,25 @@ class Replayer(ExchangeSource):
             raise ConfigError("no recording to replay")
         headers, entries = [], []
         for one in paths:
-            lines = list(_read_lines(one))
-            headers.append(_header(one, lines[0] if lines else None))
-            entries += [_entry(one, n, line) for n, line in lines[1:]]
-        _same_endpoint(paths, headers)
+            lines = list(read_lines(one))
+            headers.append(header_of(one, lines[0] if lines else None))
+            entries += [entry_of(one, n, line) for n, line in lines[1:]]
+        same_endpoint(paths, headers)
         replayer = cls(paths[0], headers[0], entries)
         replayer.paths = tuple(paths)
         return replayer
+
+    def recorded(self, part: str) -> Any:
+        """A part of the (first) recording's header, e.g. `bench`, `digests` or `routes`."""
+        return self.header.get(part)
+
+    def first_exchange(self, run: str) -> dict[str, Any] | None:
+        """The recording's first exchange of `run`: which agent it ran, what it was asked."""
+        return self._first.get(run)
+
+    def runs(self) -> tuple[str, ...]:
+        """The runs the recording holds exchanges of, in file order."""
+        return tuple(self._first)
 
     def unused(self) -> int:
         """Recorded answers not asked for: the replay ran other runs than the recording."""
@@ -358,12 +436,20 @@ class Replayer(ExchangeSource):
 
     def answer(self, label: _RunLabel, request: dict[str, Any]) -> Completion:
         """Pop the next recorded answer for this run and request, or raise ReplayError."""
+        return self.replayed(label, self.popped(label, request))
+
+    def popped(self, label: _RunLabel, request: dict[str, Any]) -> dict[str, Any]:
+        """Pop the recorded exchange for this run and request, or raise ReplayError."""
         key = request_key(canonical_request(**request, volatile=label.volatile))
         with self._lock:
             queue = self._answers.get((label.run, key))
             entry = queue.popleft() if queue else None
         if entry is None:
             raise ReplayError(self._missing(label, key, request["messages"]))
+        return entry
+
+    def replayed(self, label: _RunLabel, entry: dict[str, Any]) -> Completion:
+        """Return a recorded exchange's answer with this run's values, or raise its error."""
         if "error" in entry:
             error = entry["error"]
             kind = ProviderTimeout if error.get("kind") == "timeout" else ProviderError
@@ -378,39 +464,33 @@ class Replayer(ExchangeSource):
             f"replay {self.path}: no recorded answer for run {label.run} "
             f"(agent {label.agent}), request {key[:12]}, last {last.get('role', '?')} "
             f"message {preview!r}; the recording holds {held} exchange(s) for this run"
+            f"{self._hint(label.run)}"
+        )
+
+    def _hint(self, run: str) -> str:
+        """Say which options a bench's recording was made with, or that they matter."""
+        options = self.header.get("bench")
+        if "/" not in run:  # `invoke`, `delegate`: no bench options to name
+            return ""
+        if isinstance(options, dict):
+            shown = " ".join(
+                f"--{k.replace('_', '-')} {v}" for k, v in options.items() if v is not None
+            )
+            return (
+                f"; it was recorded with {shown} (paths from the recording's folder; "
+                "`--replay FILE` alone uses them)"
+            )
+        return (
+            "; replay with the options it was recorded with (--tasks, --cards, --arm, "
+            "--repeat, --all-tools-sizes, --sample, --irrelevance, --seed, --prompt)"
         )
 
 
 def read_header(path: Path) -> dict[str, Any]:
     """Return a recording's header line (format, tiny version, model, endpoint host)."""
-    for line in _read_lines(Path(path)):
-        return _header(Path(path), line)
-    return _header(Path(path), None)
-
-
-def completion_to_json(completion: Completion) -> dict[str, Any]:
-    """Return a Completion as a JSON-ready dict."""
-    return {
-        "content": completion.content,
-        "tool_calls": [[c.id, c.name, c.arguments] for c in completion.tool_calls],
-        "tokens_in": completion.tokens_in,
-        "tokens_out": completion.tokens_out,
-        "finish_reason": completion.finish_reason,
-        "raw": completion.raw,
-    }
-
-
-def completion_from_json(data: dict[str, Any]) -> Completion:
-    """Rebuild a Completion from `completion_to_json`'s dict."""
-    calls = tuple(ToolCall(str(i), str(n), str(a)) for i, n, a in data.get("tool_calls") or ())
-    return Completion(
-        data.get("content"),
-        calls,
-        int(data.get("tokens_in") or 0),
-        int(data.get("tokens_out") or 0),
-        data.get("finish_reason"),
-        data.get("raw") or {},
-    )
+    for line in read_lines(Path(path)):
+        return header_of(Path(path), line)
+    return header_of(Path(path), None)
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -485,108 +565,9 @@ def _since(started: float) -> float:
     return round(time.monotonic() - started, 3)
 
 
-def _same_endpoint(paths: Sequence[Path], headers: Sequence[dict[str, Any]]) -> None:
-    """Recordings replayed together must come from one model in one tool mode."""
-    for key in ("model", "tool_mode"):
-        values = {h.get(key) for h in headers}
-        if len(values) > 1:
-            shown = ", ".join(f"{p}: {h.get(key)!r}" for p, h in zip(paths, headers, strict=True))
-            raise ConfigError(f"recordings of different {key.replace('_', ' ')}s: {shown}")
-
-
 def _masked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:
     return json.loads(volatile.mask(json.dumps(data, ensure_ascii=False)))
 
 
 def _unmasked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:
     return json.loads(volatile.unmask(json.dumps(data, ensure_ascii=False)))
-
-
-def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
-    _bounded(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"{path}: cannot read the recording: {reason}") from exc
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            yield n, line
-
-
-def _header(path: Path, numbered: tuple[int, str] | None) -> dict[str, Any]:
-    if numbered is None:
-        raise ConfigError(f"{path}: empty file, not a tiny recording")
-    n, line = numbered
-    data = _json_line(path, n, line)
-    if data.get("tiny_recording") != RECORDING_FORMAT:
-        raise ConfigError(
-            f"{path}:{n}: not a tiny recording (format "
-            f"{data.get('tiny_recording')!r}, expected {RECORDING_FORMAT})"
-        )
-    return data
-
-
-def _bounded(path: Path) -> None:
-    """A recording is a regular file of at most MAX_RECORDING_BYTES (not /dev/zero, a FIFO)."""
-    try:
-        info = path.stat()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the recording: {exc.strerror}") from exc
-    if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(f"{path}: not a regular file, not a tiny recording")
-    if info.st_size > MAX_RECORDING_BYTES:
-        raise ConfigError(
-            f"{path}: {info.st_size:,} bytes, over the {MAX_RECORDING_BYTES:,} a recording may hold"
-        )
-
-
-def _entry(path: Path, n: int, line: str) -> dict[str, Any]:
-    data = _json_line(path, n, line)
-    for name in ("run", "key"):
-        if not isinstance(data.get(name), str):
-            raise ConfigError(f"{path}:{n}: exchange without a {name!r}")
-    if not isinstance(data.get("completion"), dict) and not isinstance(data.get("error"), dict):
-        raise ConfigError(f"{path}:{n}: exchange without a 'completion' or an 'error'")
-    if "error" in data and not isinstance(data["error"], dict):  # replayed as the error it is
-        raise ConfigError(f"{path}:{n}: 'error' must be an object")
-    problem = _completion_problem(data["completion"]) if "completion" in data else None
-    if problem:
-        raise ConfigError(f"{path}:{n}: {problem}")
-    return data
-
-
-def _completion_problem(data: Any) -> str | None:
-    """Say what is wrong with a recorded completion's types (a file edited by hand)."""
-    if not isinstance(data, dict):
-        return "'completion' must be an object"
-    calls = data.get("tool_calls") or []
-    if not isinstance(calls, list) or not all(
-        isinstance(c, list) and len(c) == 3 and all(isinstance(x, str) for x in c) for c in calls
-    ):
-        return "'tool_calls' must be a list of [id, name, arguments] strings"
-    for name in ("tokens_in", "tokens_out"):
-        value = data.get(name) or 0
-        if not isinstance(value, int) or isinstance(value, bool):
-            return f"{name!r} must be a whole number, got {value!r}"
-        if not 0 <= value <= MAX_TOKENS:
-            return f"{name!r} must be from 0 to {MAX_TOKENS:,}, got {value:,}"
-    if not isinstance(data.get("content") or "", str):
-        return "'content' must be a string or null"
-    if not isinstance(data.get("raw") or {}, dict):
-        return "'raw' must be an object"
-    return None
-
-
-def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}:{n}: JSON nested too deeply") from None
-    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits)
-        raise ConfigError(f"{path}:{n}: a number with too many digits") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}:{n}: a recording line must be a JSON object")
-    return data

@@ -156,9 +156,9 @@ class Router:
         # a card set taken whole stays lazy: routing needs the ids, a card only when shown
         self.cards: Sequence[Card] = cards if isinstance(cards, CardSet) else tuple(cards)
         self.ids = card_ids(self.cards)
+        self._by_id = np.argsort(np.argsort(np.array(self.ids)))  # each card's rank by id: ties
         self.embedder = embedder
-        self.knn = knn
-        self.margin = margin
+        self.knn, self.margin = knn, margin
         self.threshold = DEFAULT_THRESHOLD if threshold is None else float(threshold)
         if not math.isfinite(self.threshold):  # nan would abstain on everything, silently
             raise ConfigError(f"threshold {threshold!r} is not a number; use e.g. 1.5")
@@ -281,7 +281,7 @@ class Router:
         return nearest_mean(self._oos, projected, self.knn)
 
     def _decide(self, task: str, row: np.ndarray, score: float, top: int) -> Decision:
-        order = np.argsort(-row, kind="stable")[:top]
+        order = np.lexsort((self._by_id, -row))[:top]  # the higher score; a tie: the lower id
         candidates = tuple(Candidate(self.ids[i], float(row[i])) for i in order)
         key = normalise(task)
         taught = key in self.taught

@@ -1,0 +1,230 @@
+"""A bench's making, kept in its recording: options, digests, and every routing decision.
+
+A recording's header holds what made it: `bench` (the command's options, paths relative to the
+recording's folder, so `tiny bench --replay FILE` alone can replay it), `digests` (sha256 of the
+task file and of each card's file, so a replay can say what changed since) and `routes` (each
+routing decision the run used: the chosen card, or none, and the candidates with their scores).
+
+On replay the routing decisions come from the recording, never from the embedder: the last
+digits of an embedding differ from one CPU to another, and two cards in a near-tie would swap.
+A recording made before tiny kept its routes (or one replayed with other options) routes live;
+where the recorded requests show what the original run offered, they win over the live order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from tiny_cli.cards.load import Card
+from tiny_cli.provider.replay import ExchangeSource, Replayer
+
+__all__ = [
+    "Entry",
+    "RouteBook",
+    "as_offered",
+    "cards_offering",
+    "changed_since",
+    "decision_entry",
+    "digests",
+    "offered_tools",
+    "portable",
+    "recorded_options",
+]
+
+PATH_OPTIONS = ("tasks", "cards")  # options holding paths: kept relative to the recording
+SHOWN_CHANGES = 3  # cards named in the one line that says what changed; the rest counted
+TOOLS_LINE = re.compile(r"Tools you can call: (.*?)\. No other tool exists")
+
+Entry = dict[str, Any]  # one routing decision: {"agent": id | None, "candidates": [[id, score]]}
+
+
+class RouteBook:
+    """The routing decisions of one bench: from its recording on replay, kept for a recording."""
+
+    def __init__(self, exchanges: ExchangeSource | None) -> None:
+        recorded = exchanges.recorded("routes") if exchanges is not None else None
+        self._recorded: Mapping[str, Entry] = recorded if isinstance(recorded, dict) else {}
+        self._exchanges = exchanges
+        self._made: dict[str, Entry] = {}
+
+    def get(self, key: str, cards: Collection[str]) -> Entry | None:
+        """The recorded decision for `key`, kept again for this run's recording.
+
+        None when there is none, or it is not one (a header edited by hand), or it names a
+        card not among `cards` (the cards changed since): that task routes live.
+        """
+        entry = self._recorded.get(key)
+        if not _usable(entry, cards):
+            return None
+        self._made[key] = entry
+        return entry
+
+    def keep(self, key: str, entry: Entry) -> Entry:
+        """Keep a decision made live."""
+        self._made[key] = entry
+        return entry
+
+    def save(self) -> None:
+        """Note the decisions in the recording's header (if this run writes one)."""
+        if self._exchanges is not None:
+            self._exchanges.note("routes", dict(sorted(self._made.items())))
+
+    def first_exchange(self, run: str) -> dict[str, Any] | None:
+        """The replayed recording's first exchange of `run`: the evidence of what it offered."""
+        return self._exchanges.first_exchange(run) if self._exchanges is not None else None
+
+    def replaying(self, arm: str) -> bool:
+        """Whether this replays a recording whose runs include arm `arm`'s."""
+        runs = self._exchanges.runs() if isinstance(self._exchanges, Replayer) else ()
+        return any(f"/{arm}/" in run for run in runs)
+
+
+def _usable(entry: Any, cards: Collection[str]) -> TypeGuard[Entry]:
+    """Whether `entry` is a routing decision among `cards`: agent, [id, score] candidates."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("candidates"), list):
+        return False
+    pairs = entry["candidates"]
+    named = [entry.get("agent"), *(c[0] if isinstance(c, list) and c else None for c in pairs)]
+    numbers = [entry.get(k, 0.0) for k in ("score", "threshold")] + [
+        c[1] if isinstance(c, list) and len(c) == 2 else None for c in pairs
+    ]
+    return (
+        bool(pairs)
+        and all(n is None or n in cards for n in named[:1])
+        and all(isinstance(n, str) and n in cards for n in named[1:])
+        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in numbers)
+        and isinstance(entry.get("clear", False), bool)
+    )
+
+
+def decision_entry(agent: str | None, candidates: Sequence[Any], **more: Any) -> Entry:
+    """One routing decision as kept: the chosen card (None: abstain) and the candidates."""
+    return {
+        "agent": agent,
+        "candidates": [[c.agent_id, float(c.score)] for c in candidates],
+        **more,
+    }
+
+
+def offered_tools(exchange: Mapping[str, Any]) -> list[str]:
+    """The tool names a recorded request offered, in order (native tools or the json prompt)."""
+    body = exchange.get("body") or exchange.get("request") or {}
+    names = [t.get("function", {}).get("name") for t in body.get("tools") or []]
+    if names:
+        return [str(n) for n in names]
+    messages: list[dict[str, Any]] = body.get("messages") or []
+    system = next((m for m in messages if m.get("role") == "system"), {})
+    found = TOOLS_LINE.search(str(system.get("content") or ""))
+    return [n.strip() for n in found.group(1).split(",")] if found else []
+
+
+def cards_offering(tools: Sequence[str], cards: Mapping[str, Card]) -> list[str]:
+    """The cards whose tools make up `tools`, in the order their tools come."""
+    owner: dict[str, str] = {}
+    for card in cards.values():
+        for tool in card.tools:
+            owner.setdefault(tool, card.id)
+    return list(dict.fromkeys(owner[t] for t in tools if t in owner))
+
+
+def as_offered(
+    entry: Entry, runs: Mapping[str, str], book: RouteBook, cards: Mapping[str, Card]
+) -> Entry:
+    """Make a live decision agree with what the replayed recording's runs offered.
+
+    `runs` names the recorded runs that show it, by arm: `tiny` (offered the routed card
+    alone), `top-k` (the top cards' tools, in rank order), `hybrid` (either, as `clear` says).
+    """
+    ids = [c[0] for c in entry["candidates"]]
+    one = _offered(book, runs.get("tiny"), cards)
+    hybrid = _offered(book, runs.get("hybrid"), cards)
+    if len(hybrid) == 1:  # a run offered one card: routing chose it (and hybrid was clear)
+        one, entry = hybrid, {**entry, "clear": True}
+    if len(one) == 1:
+        entry = {**entry, "agent": one[0]}
+        ids = [one[0], *(i for i in ids if i != one[0])]
+    ranked = _offered(book, runs.get("top-k"), cards)
+    if len(hybrid) > 1:  # hybrid ran, so routing chose a card; not clearly: the top ones
+        ranked = ranked or hybrid
+        entry = {**entry, "agent": entry["agent"] or ranked[0], "clear": False}
+    ids = [*ranked, *(i for i in ids if i not in ranked)] if ranked else ids
+    return {**entry, "candidates": _reordered(entry["candidates"], ids)}
+
+
+def _offered(book: RouteBook, run: str | None, cards: Mapping[str, Card]) -> list[str]:
+    exchange = book.first_exchange(run) if run is not None else None
+    return cards_offering(offered_tools(exchange), cards) if exchange is not None else []
+
+
+def _reordered(candidates: Sequence[list[Any]], ids: Sequence[str]) -> list[list[Any]]:
+    """The candidates in the order of `ids`; a card not scored gets the lowest score."""
+    score = {c[0]: c[1] for c in candidates}
+    lowest = min(score.values(), default=0.0)
+    return [[i, score.get(i, lowest)] for i in ids]
+
+
+def digests(tasks: Path, cards: Mapping[str, Card]) -> dict[str, Any]:
+    """sha256 of the task file and of each card's file, by card id."""
+    return {
+        "tasks": _sha(tasks),
+        "cards": {c.id: _sha(c.path) for c in cards.values() if c.path is not None},
+    }
+
+
+def changed_since(recorded: Any, tasks: Path, cards: Mapping[str, Card]) -> str | None:
+    """One line saying what changed since the recording (None: nothing, or nothing known)."""
+    if not isinstance(recorded, dict):
+        return None
+    now = digests(tasks, cards)
+    was: dict[str, Any] = recorded.get("cards") or {}
+    parts = [f"the task file {tasks}"] if recorded.get("tasks") != now["tasks"] else []
+    changed = sorted(k for k in {*was, *now["cards"]} if was.get(k) != now["cards"].get(k))
+    if changed:
+        shown = ", ".join(changed[:SHOWN_CHANGES])
+        more = f" and {len(changed) - SHOWN_CHANGES} more" if len(changed) > SHOWN_CHANGES else ""
+        parts.append(f"card(s) {shown}{more}")
+    if not parts:
+        return None
+    return f"changed since the recording: {'; '.join(parts)}; runs that use them may not replay"
+
+
+def portable(options: Mapping[str, Any], recording: Path | None) -> dict[str, Any]:
+    """The options with their paths relative to the recording's folder (as given if none)."""
+    out = dict(options)
+    for name in PATH_OPTIONS:
+        if out.get(name) is not None and recording is not None:
+            out[name] = _relative(Path(out[name]), recording.parent)
+        elif out.get(name) is not None:
+            out[name] = str(out[name])
+    return out
+
+
+def recorded_options(header: Mapping[str, Any], recording: Path) -> dict[str, Any]:
+    """A recording's options as a command's defaults, its paths made absolute again."""
+    options = header.get("bench")
+    if not isinstance(options, dict):
+        return {}
+    out = {k: v for k, v in options.items() if v is not None}
+    for name in PATH_OPTIONS:
+        if isinstance(out.get(name), str):
+            out[name] = str((recording.parent / out[name]).resolve())
+    return out
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return os.path.relpath(path.resolve(), base.resolve()).replace(os.sep, "/")
+    except ValueError:  # another drive: no relative path exists
+        return str(path.resolve())
+
+
+def _sha(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""

@@ -1,0 +1,66 @@
+"""`tiny bench --replay FILE` alone: the recording's own options, --upgrade and --log.
+
+A recording made by this tiny holds the bench's options in its header (tiny_cli.bench.making).
+The `--replay` option is eager: it reads that header first and makes those options the
+defaults of the command, so a flag given on the command line still wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+# the header names an option as its flag reads; the command's parameter is named otherwise
+PARAMETERS = {"all_tools_sizes": "sizes"}
+
+
+def recorded_defaults(ctx: typer.Context, value: list[Path] | None) -> list[Path] | None:
+    """Make the first recording's options the command's defaults (flags given still win)."""
+    from tiny_cli.bench.making import recorded_options
+    from tiny_cli.provider.replay import read_header
+
+    if value:
+        options = recorded_options(read_header(value[0]), value[0])
+        named = {PARAMETERS.get(k, k): v for k, v in options.items()}
+        ctx.default_map = {**(ctx.default_map or {}), **named}
+    return value
+
+
+BenchReplayOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--replay",
+        help="Answer from a --record FILE instead of the model server; repeatable "
+        "(recordings of one model). A recording holds its options: FILE alone replays it.",
+        callback=recorded_defaults,
+        is_eager=True,
+    ),
+]
+UpgradeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--upgrade",
+        help="With --replay of an older recording and its options: rewrite it in place with "
+        "its options, digests and routing decisions in the header (answers unchanged).",
+    ),
+]
+LogOpt = Annotated[
+    bool, typer.Option("--log", help="Keep a replay in the run log too (a replay is not a run).")
+]
+
+
+def warn_changed(replay: Sequence[Path] | None, tasks: Path, settings: Any) -> str | None:
+    """One line naming the tasks or cards that changed since the recording (None: none)."""
+    from tiny_cli.bench.making import changed_since
+    from tiny_cli.provider.replay import read_header
+    from tiny_cli.workspace import open_workspace
+
+    if not replay or not tasks.is_file():
+        return None
+    recorded = read_header(replay[0]).get("digests")
+    if recorded is None:
+        return None
+    return changed_since(recorded, tasks, open_workspace(settings).cards)
