@@ -151,9 +151,9 @@ class Column:
     terminal: bool = True  # False: left out of the terminal's narrower table
 
 
-def count(row: ScaleRow, n: int | None, d: int, cut: str = "does not fit") -> str:
-    """Show `n` of `d` for a row: `cut` where the prompt did not fit, a dash where n/a."""
-    return cut if not row.fits else ("—" if n is None or not d else f"{n} / {d}")
+def count(row: ScaleRow, n: int | None, d: int) -> str:
+    """Show `n` of `d` for a row: "does not fit" where the prompt did not, a dash where n/a."""
+    return "does not fit" if not row.fits else ("—" if n is None or not d else f"{n} / {d}")
 
 
 def _of_tasks(n: int | None, row: ScaleRow) -> str:
