@@ -31,7 +31,7 @@ from typing import Any
 from rich.console import Console
 
 from tiny_cli.bench import BenchOptions, BenchReport, bench_from_settings
-from tiny_cli.cli import render
+from tiny_cli.cli import render_bench
 from tiny_cli.digest import estimate_tokens
 from tiny_cli.routing.factory import build_router
 from tiny_cli.session import open_session
@@ -91,7 +91,7 @@ def main() -> int:
                 tasks_path=TASKS,
                 options=BenchOptions(concurrency=CONCURRENCY),
             )
-    render.bench(console, report)
+    render_bench.bench(console, report)
     console.print(BANNER)
     return _check(console, report, server)
 

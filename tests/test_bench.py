@@ -473,3 +473,24 @@ def test_bench_passes_the_tool_mode_to_every_run(bench, scripted_server) -> None
     assert result.exit_code == 0 and report["tool_mode"] == "json"
     assert scripted_server.requests  # the scripted model answers native calls: they go unread
     assert all("response_format" in r and "tools" not in r for r in scripted_server.requests)
+
+
+def test_the_tiny_arm_logs_each_run_finished_with_its_routing(bench, home) -> None:
+    """Each tiny-arm run is logged as `tiny delegate` would hand it over: routed or abstained
+    (so `tiny runs correct` can teach from it), its size to the caller counted on that Digest."""
+    import sqlite3
+
+    from tiny_cli.digest import estimate_tokens
+    from tiny_cli.runs import DB_NAME
+
+    result, _report = bench("--arm", "tiny", "--json")
+    assert result.exit_code == 0, result.output
+    with sqlite3.connect(home / DB_NAME) as db:
+        rows = db.execute("SELECT label, routing, caller_tokens, digest FROM runs").fetchall()
+    assert len(rows) == 4
+    for label, routing, size, digest in rows:
+        assert json.loads(routing)["decision"] in ("route", "abstain"), label
+        stored = json.loads(digest)
+        assert stored["routing"] == json.loads(routing)
+        blank = {**stored, "cost": {**stored["cost"], "caller_tokens": 0}}
+        assert size == estimate_tokens(json.dumps(blank, ensure_ascii=False)) > 0, label

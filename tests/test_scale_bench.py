@@ -75,10 +75,12 @@ def bench(tiny, scripted_server):
     def go(plan: dict[str, str], *extra: str) -> dict:
         scripted_server.add(*[respond(_policy(plan))] * 400)
         env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
-        args = ["bench", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(BFCL / "cards")]
+        args = ["bench", "--scale", "--tasks", str(BFCL / "tasks.jsonl")]
+        args += ["--cards", str(BFCL / "cards")]
         args += ["--all-tools-sizes", SIZES, "--sample", "6", "--irrelevance", "3"]
         result = tiny(*args, "--tool-mode", "native", "--json", "--no-log", *extra, env=env)
         assert result.exit_code == 0, result.output
+        assert "warning" not in result.stderr  # the new spelling: no note
         assert scripted_server.errors == []
         return json.loads(result.stdout)
 
@@ -182,7 +184,8 @@ def test_a_sweep_resumes_size_by_size_and_replays_from_several_recordings(
 ) -> None:
     """A sweep recorded in parts: the later part asks only what the first did not hold."""
     env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
-    base = ["bench", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(BFCL / "cards")]
+    base = ["bench", "--scale", "--tasks", str(BFCL / "tasks.jsonl")]
+    base += ["--cards", str(BFCL / "cards")]
     base += ["--sample", "6", "--irrelevance", "3", "--tool-mode", "native", "--json", "--no-log"]
     scripted_server.add(*[respond(_policy({}))] * 400)
     part, whole = tmp_path / "part.jsonl", tmp_path / "whole.jsonl"
@@ -213,7 +216,8 @@ def test_a_sweep_resumes_size_by_size_and_replays_from_several_recordings(
 def test_a_sweep_stopped_mid_request_keeps_what_it_recorded(tmp_path: Path) -> None:
     """SIGTERM while a slow answer is awaited: out in 5 s, the answers so far kept for --resume."""
     record = tmp_path / "sweep.jsonl"
-    args = ["bench", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(BFCL / "cards")]
+    args = ["bench", "--scale", "--tasks", str(BFCL / "tasks.jsonl")]
+    args += ["--cards", str(BFCL / "cards")]
     args += ["--all-tools-sizes", "10", "--sample", "4", "--irrelevance", "0", "--arm", "all-tools"]
     args += ["--tool-mode", "native", "--no-log", "--record", str(record)]
     with ScriptedServer() as server:

@@ -35,7 +35,7 @@ from tiny_cli.settings import Settings, load_settings
 if TYPE_CHECKING:  # the names `__getattr__` imports, as type checkers and editors see them
     from tiny_cli.agent.loop import approve_writes, decline_writes, invoke
     from tiny_cli.delegate import delegate, run_card
-    from tiny_cli.digest import Brief, Digest, load_brief, make_brief
+    from tiny_cli.digest import Brief, Digest, make_brief
     from tiny_cli.provider.client import (
         ChatRequest,
         Completion,
@@ -55,7 +55,7 @@ _FROM = {
     "tiny_cli.workspace": ("Workspace", "open_workspace", "open_cards"),
     "tiny_cli.routing.factory": ("build_router",),
     "tiny_cli.routing.router": ("Router", "Decision"),
-    "tiny_cli.digest": ("Brief", "Digest", "make_brief", "load_brief"),
+    "tiny_cli.digest": ("Brief", "Digest", "make_brief"),
     "tiny_cli.agent.loop": ("invoke", "approve_writes", "decline_writes"),
     "tiny_cli.delegate": ("delegate", "run_card"),
     "tiny_cli.provider.client": (
@@ -104,7 +104,6 @@ __all__ = [
     "delegate",
     "http_error",
     "invoke",
-    "load_brief",
     "load_settings",
     "make_brief",
     "open_cards",

@@ -14,9 +14,9 @@ from tiny_cli.agent.budget import Clock, effective_budget, left_after, short_of
 from tiny_cli.agent.calls import Approve
 from tiny_cli.agent.loop import decline_writes, invoke
 from tiny_cli.cards.card import Budget, Card
-from tiny_cli.digest import Attempt, Brief, Digest, Routing, with_caller_tokens
+from tiny_cli.digest import Attempt, Brief, Digest, Routing
 from tiny_cli.errors import ConfigError
-from tiny_cli.events import Event, Finished, Observer, ignore
+from tiny_cli.events import Event, Finished, Observer, finish, ignore
 from tiny_cli.provider.client import Provider
 from tiny_cli.settings import model_for
 from tiny_cli.tools.artifacts import Artifact, ArtifactStore
@@ -61,20 +61,18 @@ def delegate(
             if decision.taught
             else f"no card fits: {best}"
         )
-        digest = with_caller_tokens(Digest(None, "abstain", reason=reason, routing=routing))
-        observer(Finished(digest))
-        return digest
+        return finish(observer, Digest(None, "abstain", reason=reason, routing=routing))
     task = _Task(ws, brief, provider, approve, clock, artifacts)
-    held = _Holding(observer)
+    held = _FinishedHeldBack(observer)
     started = clock()
     first = task.run(decision.agent_id, routing, held)
     left = left_after(task.budget(decision.agent_id), first.cost, clock() - started)
-    digest, messages = first, held.messages
     after = next_candidate(decision) if first.status == "refused" else None
-    if after is not None:
-        digest, messages = _second_try(task, first, messages, after, left, observer)
-    observer(Finished(digest, messages))
-    return digest
+    if after is None:  # the card's own end is the task's: its Digest was finished by its run
+        held.release()
+        return first
+    digest, messages = _second_try(task, first, held.messages, after, left, observer)
+    return finish(observer, digest, messages)
 
 
 def next_candidate(decision: Decision) -> Candidate | None:
@@ -109,9 +107,7 @@ def run_card(
     held = _held(artifacts, handles)
     card = ws.card(card_id)
     if card.writes and approve is decline_writes:
-        digest = _not_confirmed(ws, card, routing)
-        observer(Finished(digest))
-        return digest
+        return finish(observer, _not_confirmed(ws, card, routing))
     model = model_for(ws.settings, card.model)
     return invoke(
         card,
@@ -145,14 +141,13 @@ def _not_confirmed(ws: Workspace, card: Card, routing: Routing | None) -> Digest
         f"{card.id} writes ({', '.join(writers or card.tools)}) and nobody can approve a write "
         "here: run it at a terminal to approve each call, or pass --yes to approve every write"
     )
-    digest = Digest(
+    return Digest(
         card.id,
         "needs_confirmation",
         reason=WRITE_NOT_CONFIRMED,
         notes_for_caller=(note,),
         routing=routing,
     )
-    return with_caller_tokens(digest)
 
 
 # --- re-routing after a refusal ---------------------------------------------------------
@@ -191,8 +186,8 @@ class _Task:
         return effective_budget(self.ws.card(card_id), self.brief, self.ws.settings.wall_scale)
 
 
-class _Holding:
-    """Pass every event on but `Finished`, which is kept: the task may not be over yet."""
+class _FinishedHeldBack:
+    """Pass every event on but `Finished`, which is held back: the task may not be over yet."""
 
     def __init__(self, observer: Observer) -> None:
         self.observer = observer
@@ -204,6 +199,11 @@ class _Holding:
             self.finished = event
         else:
             self.observer(event)
+
+    def release(self) -> None:
+        """Pass the held `Finished` on: the run's end is the task's."""
+        if self.finished is not None:
+            self.observer(self.finished)
 
     @property
     def messages(self) -> tuple[Mapping[str, Any], ...]:
@@ -230,8 +230,8 @@ def _second_try(
     if why_not is not None:
         note = f"not re-routed to {after.agent_id} after the refusal: {why_not}"
         noted = replace(first, notes_for_caller=(*first.notes_for_caller, note))
-        return with_caller_tokens(noted), messages
-    held = _Holding(observer)
+        return noted, messages
+    held = _FinishedHeldBack(observer)
     routing = Routing("route", after.agent_id, round(after.score, 4), first.agent_id)
     second = task.run(after.agent_id, routing, held, cap=left)
     score = first.routing.score if first.routing is not None else None
@@ -269,4 +269,4 @@ def _with_attempt(first: Digest, score: float | None, second: Digest) -> Digest:
         calls=first.calls + second.calls,
         attempts=(*first.attempts, attempt),
     )
-    return with_caller_tokens(digest)
+    return digest

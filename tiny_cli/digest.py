@@ -179,26 +179,54 @@ class Digest:
 
 
 def make_brief(
-    goal: str,
+    goal: str | None = None,
     must_return: Sequence[str] = (),
     inputs: Mapping[str, str] | None = None,
-    context_hint: str = "",
+    context_hint: str | None = None,
     max_output_tokens: int | None = None,
+    *,
+    file: Path | None = None,
 ) -> Brief:
-    """Build a Brief, cutting the hint to MAX_HINT_CHARS and noting the cut."""
-    check_task(goal)
-    if max_output_tokens is not None and max_output_tokens < 16:
-        raise ConfigError(f"max_output_tokens {max_output_tokens} is impossible: must be >= 16")
+    """Build a Brief from a task, a Brief `file` (YAML or JSON), or both: the one way to make one.
+
+    Every face builds its Brief here: the command line (a task, --brief and options), serve
+    (a tool call's arguments) and the benches. With a file, what is given here goes on top:
+    `goal` wins over the file's, `must_return` adds to its fields, `inputs` win key by key,
+    a hint or token cap given here wins. The hint is cut to MAX_HINT_CHARS, and the cut noted.
+    """
+    base = _brief_file(file) if file is not None else {}
+    task = goal or ""
+    if file is not None and not goal:
+        task = _file_goal(file, base.get("goal"))
+    else:
+        check_task(task)
+    cap = max_output_tokens if max_output_tokens is not None else base.get("max_output_tokens")
+    if cap is not None and cap < 16:
+        raise ConfigError(f"max_output_tokens {cap} is impossible: must be >= 16")
+    hint = context_hint if context_hint is not None else base.get("context_hint", "")
     notes: tuple[str, ...] = ()
-    if len(context_hint) > MAX_HINT_CHARS:
-        notes = (f"context_hint cut from {len(context_hint)} to {MAX_HINT_CHARS} characters",)
-        context_hint = context_hint[:MAX_HINT_CHARS]
-    fields = tuple(dict.fromkeys(f.strip() for f in must_return if f.strip()))
-    return Brief(goal.strip(), fields, dict(inputs or {}), context_hint, max_output_tokens, notes)
+    if len(hint) > MAX_HINT_CHARS:
+        notes = (f"context_hint cut from {len(hint)} to {MAX_HINT_CHARS} characters",)
+        hint = hint[:MAX_HINT_CHARS]
+    asked = [*base.get("must_return", ()), *must_return]
+    fields = tuple(dict.fromkeys(f.strip() for f in asked if f.strip()))
+    given = {**base.get("inputs", {}), **(inputs or {})}
+    return Brief(task.strip(), fields, given, hint, cap, notes)
 
 
-def load_brief(path: Path, goal: str | None = None) -> Brief:
-    """Read a Brief from a YAML or JSON file; a TASK given on the command line wins over `goal`."""
+def _file_goal(path: Path, goal: Any) -> str:
+    """The goal a Brief file gives, checked as a task; a problem names the file."""
+    if not isinstance(goal, str):
+        raise ConfigError(f"{path}: goal: must be a string (one sentence)")
+    try:
+        check_task(goal)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: goal: {exc}") from None
+    return goal
+
+
+def _brief_file(path: Path) -> dict[str, Any]:
+    """Read a Brief file's fields, each checked for its type; a problem names the file."""
     try:
         _, data = yamlsafe.load(yamlsafe.read_bounded(path))
     except (OSError, UnicodeDecodeError) as exc:
@@ -210,22 +238,26 @@ def load_brief(path: Path, goal: str | None = None) -> Brief:
     unknown = set(data) - {"goal", "must_return", "inputs", "context_hint", "max_output_tokens"}
     if unknown:
         raise ConfigError(f"{path}: unknown brief field {sorted(unknown, key=str)[0]!r}")
-    goal = goal or data.get("goal")
-    if not isinstance(goal, str):
-        raise ConfigError(f"{path}: goal: must be a string (one sentence)")
     cap = data.get("max_output_tokens")
     if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool)):
         raise ConfigError(f"{path}: max_output_tokens: must be an integer, got {cap!r}")
-    hint = str(data.get("context_hint") or "")
-    return make_brief(goal, _strings(path, data, "must_return"), _inputs(path, data), hint, cap)
+    return {
+        "goal": data.get("goal"),
+        "must_return": _strings(path, data, "must_return"),
+        "inputs": _inputs(path, data),
+        "context_hint": str(data.get("context_hint") or ""),
+        "max_output_tokens": cap,
+    }
 
 
-def with_caller_tokens(digest: Digest) -> Digest:
-    """Return the Digest with cost.caller_tokens set to the estimated size of its JSON."""
-    # measured with caller_tokens 0: the previous estimate's digits must not change the count
+def caller_tokens(digest: Digest) -> int:
+    """Estimate the tokens the caller reads: the size of the Digest's JSON.
+
+    Measured with caller_tokens 0: the previous estimate's digits must not change the count.
+    A run's Digest gets it once, from `tiny_cli.events.finish`.
+    """
     blank = replace(digest, cost=replace(digest.cost, caller_tokens=0))
-    size = estimate_tokens(json.dumps(blank.to_json(), ensure_ascii=False))
-    return replace(digest, cost=replace(digest.cost, caller_tokens=size))
+    return estimate_tokens(json.dumps(blank.to_json(), ensure_ascii=False))
 
 
 def estimate_tokens(text: str) -> int:

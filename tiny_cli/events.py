@@ -8,10 +8,10 @@ and must not raise: `notify` swallows nothing, a failing observer is a bug to su
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tiny_cli.digest import CallOutcome, Digest
+from tiny_cli.digest import CallOutcome, Digest, caller_tokens
 
 
 @dataclass(frozen=True)
@@ -136,3 +136,16 @@ def fan_out(*observers: Observer | None) -> Observer:
             observer(event)
 
     return notify
+
+
+def finish(
+    observer: Observer, digest: Digest, messages: Sequence[Mapping[str, Any]] = ()
+) -> Digest:
+    """End a run: size the Digest for its caller (`cost.caller_tokens`) and report `Finished`.
+
+    The one place a Digest is finished. Every run ends here (`invoke`, `delegate`, `tiny
+    serve`'s tools, both benches), after the last change to its Digest.
+    """
+    sized = replace(digest, cost=replace(digest.cost, caller_tokens=caller_tokens(digest)))
+    observer(Finished(sized, tuple(messages)))
+    return sized

@@ -4,18 +4,17 @@ A session holds where model answers come from (live, recorded or replayed), who 
 run (the run log, plus what the face adds, such as the live view) and the artifact store; the
 run log and the artifact store share one secret scrubber (tiny_cli.secrets).
 `tiny invoke`, `tiny delegate`, `tiny bench` and `tiny serve` all open one; the Brief a face
-builds from its options comes from `build_brief`.
+builds from its options comes from `tiny_cli.digest.make_brief`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tiny_cli.digest import Brief, load_brief, make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, fan_out
 from tiny_cli.provider.client import Provider
@@ -28,7 +27,7 @@ from tiny_cli.tools.artifacts import ArtifactStore
 if TYPE_CHECKING:
     from tiny_cli.runs.log import RunLog
 
-__all__ = ["Observe", "ObserverFor", "Session", "artifact_store", "build_brief", "open_session"]
+__all__ = ["Observe", "ObserverFor", "Session", "artifact_store", "open_session"]
 
 ObserverFor = Callable[[str], Observer]
 """The observer of one run, given its label (e.g. `invoke`, `onboarding/tiny/0`)."""
@@ -108,26 +107,6 @@ def artifact_store(
     for handle in handles:
         store.get(handle)
     return store
-
-
-def build_brief(
-    task: str | None,
-    path: Path | None = None,
-    must_return: Sequence[str] = (),
-    inputs: Mapping[str, str] | None = None,
-    hint: str | None = None,
-    max_output_tokens: int | None = None,
-) -> Brief:
-    """Build the Brief from a face's options: a brief file, with the options added or winning."""
-    base = load_brief(path, task) if path else make_brief(task or "")
-    brief = make_brief(
-        base.goal,
-        [*base.must_return, *must_return],
-        {**base.inputs, **(inputs or {})},
-        hint if hint is not None else base.context_hint,
-        max_output_tokens or base.max_output_tokens,
-    )
-    return replace(brief, notes=tuple(dict.fromkeys(base.notes + brief.notes)))
 
 
 def _run_log(

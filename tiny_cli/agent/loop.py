@@ -49,11 +49,10 @@ from tiny_cli.agent.prompts import (
 from tiny_cli.agent.reply import Reply, parse_reply
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.cards.returns import answer_schema
-from tiny_cli.digest import Brief, CallOutcome, CallRecord, Digest, Routing, with_caller_tokens
+from tiny_cli.digest import Brief, CallOutcome, CallRecord, Digest, Routing
 from tiny_cli.errors import ProviderError, ProviderTimeout, ToolServerError
 from tiny_cli.events import (
     BudgetHit,
-    Finished,
     GhostCall,
     ModelReplied,
     ModeSwitched,
@@ -62,6 +61,7 @@ from tiny_cli.events import (
     ToolCalled,
     ToolFinished,
     TurnStarted,
+    finish,
     ignore,
 )
 from tiny_cli.provider.client import ChatRequest, Completion, Provider, ToolCall
@@ -121,13 +121,13 @@ def invoke(
     except ToolServerError as exc:  # `failed` before any model call
         observer(_started(card, brief, meter, model, mode, ()))
         digest = verdict.failed(card, brief, meter, (), str(exc))
-        return _delivered(digest, routing, (), observer)
+        return finish(observer, replace(digest, routing=routing))
     run = _Run(
         card, brief, registry, approve, meter, mode, observer, shelf_for(card, artifacts, held)
     )
     observer(_started(card, brief, meter, model, mode, run.messages))
     digest = _loop(run, provider, model, stop_at_first_call)
-    return _delivered(digest, routing, run.messages, observer)
+    return finish(observer, replace(digest, routing=routing), run.messages)
 
 
 def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Digest:
@@ -180,15 +180,6 @@ def _stopped(run: _Run, call: ToolCall) -> Digest:
     run.meter.calls.append(CallRecord(call.name, outcome, False, arguments))
     claim = verdict.Claim("partial", STOPPED, ("stopped at the first tool call; it did not run",))
     return verdict.judged(run.card, run.brief, run.meter, claim)
-
-
-def _delivered(
-    digest: Digest, routing: Routing | None, messages: Sequence[Any], observer: Observer
-) -> Digest:
-    """Finish the Digest once: the routing, then its size to the caller; report `Finished`."""
-    digest = with_caller_tokens(replace(digest, routing=routing))
-    observer(Finished(digest, tuple(messages)))
-    return digest
 
 
 def _started(

@@ -17,7 +17,7 @@ from tiny_cli.bench.tasks import BenchTask
 from tiny_cli.cards.card import Budget, Card, SideEffects
 from tiny_cli.digest import Brief, Digest, Routing, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
-from tiny_cli.events import Finished, Observer
+from tiny_cli.events import Observer, finish
 from tiny_cli.provider.replay import ExchangeSource, Volatile
 from tiny_cli.session import ObserverFor
 from tiny_cli.settings import Settings, model_for
@@ -186,17 +186,15 @@ def run_job(context: JobContext, job: Job) -> Ran:
     route = context.routes[job.task.id] if job.arm == "tiny" else None
     observer = context.observe(job.run)
     if route is not None and route.agent_id is None:  # no model call: the outcome is `abstain`
-        digest = _abstain_digest(route)
-        observer(Finished(digest))
+        digest = finish(observer, _abstain_digest(route))
         return Ran(job, digest, route, context.volatile)
     card = _card(context.ws, job.task, route)
     with tempfile.TemporaryDirectory(prefix="tiny-bench-") as scratch:
         volatile = context.volatile.plus({"{home}": scratch})
         home = Path(scratch)
-        digest = _invoke(context, job, card, brief, home=home, volatile=volatile, observer=observer)
+        digest = _invoke(context, job, card, brief, route, home=home, volatile=volatile,
+                         observer=observer)  # fmt: skip
         records = _crm_records(home) if job.task.writes else ()  # before it is gone
-    if route is not None:  # what `tiny delegate` hands its caller
-        digest = replace(digest, routing=route.routing)
     split = first_request_split(card, brief, context.ws.registry)
     tools = _expected_tools(context.ws, job.task)
     return Ran(job, digest, route, volatile, split, tools, records)
@@ -214,12 +212,16 @@ def _invoke(
     job: Job,
     card: Card,
     brief: Brief,
+    route: Route | None,
     *,
     home: Path,
     volatile: Volatile,
     observer: Observer,
 ) -> Digest:
-    """Invoke `card` with its home, CRM and artifacts in the scratch folder `home`."""
+    """Invoke `card` with its home, CRM and artifacts in the scratch folder `home`.
+
+    The tiny arm's Digest carries its routing, as the one `tiny delegate` hands its caller.
+    """
     settings = _with_site(replace(context.ws.settings, home=home), context.site)
     provider = context.exchanges.for_run(job.run, card.id, volatile)
     return invoke(
@@ -233,6 +235,7 @@ def _invoke(
         wall_scale=settings.wall_scale,
         observer=observer,
         artifacts=ArtifactStore(home),  # kept in the scratch home, gone with it
+        routing=route.routing if route is not None else None,
     )
 
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from tiny_cli.bench.universe import CATALOGUE
 
 __all__ = [
+    "COLUMNS",
+    "Column",
     "RunRecord",
     "ScaleReport",
     "ScaleRow",
@@ -139,57 +141,62 @@ def build_report(
     )
 
 
-HEADER = (
-    "size",
-    "tools",
-    "arm",
-    "right tool",
-    "right call",
-    "95 % interval",
-    "irrelevance right",
-    "routing right",
-    "top-k recall",
-    "prompt tokens / task",
-    "schema tokens / task",
-    "completion tokens / task",
-    "ghost calls",
-    "failed runs",
+@dataclass(frozen=True)
+class Column:
+    """One column of the bench-at-scale table: its name, a row's cell, where it is shown."""
+
+    name: str
+    cell: Callable[[ScaleRow], str]
+    markdown: bool = True  # False: wall times, which a replay (each table in the docs) has not
+    terminal: bool = True  # False: left out of the terminal's narrower table
+
+
+def count(row: ScaleRow, n: int | None, d: int) -> str:
+    """Show `n` of `d` for a row: "does not fit" where the prompt did not, a dash where n/a."""
+    return "does not fit" if not row.fits else ("—" if n is None or not d else f"{n} / {d}")
+
+
+def _of_tasks(n: int | None, row: ScaleRow) -> str:
+    """`n` of the row's selection tasks, a dash where the arm does not measure it."""
+    return "—" if n is None else f"{n} / {row.tasks}"
+
+
+def _interval(row: ScaleRow) -> str:
+    ci = row.right_call_ci
+    return f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "—"
+
+
+# The one column order of the table, in every rendering (Markdown, terminal; the HTML page
+# keeps it too, with the interval inside the right-call cell): `routing right` is the routed
+# card's, `top-k recall` the k best's, never one shown for the other.
+COLUMNS = (
+    Column("size", lambda r: r.label),
+    Column("tools", lambda r: f"{r.tools:g}"),
+    Column("arm", lambda r: r.arm),
+    Column("right tool", lambda r: count(r, r.right_tool, r.tasks)),
+    Column("right call", lambda r: count(r, r.right_call, r.tasks)),
+    Column("95 % interval", _interval, terminal=False),
+    Column("irrelevance right", lambda r: count(r, r.irrelevance_right, r.irrelevance_tasks)),
+    Column("routing right", lambda r: _of_tasks(r.routing_right, r)),
+    Column("top-k recall", lambda r: _of_tasks(r.topk_recall, r)),
+    Column("prompt tokens / task", lambda r: f"{r.prompt_tokens:,.0f}"),
+    Column("schema tokens / task", lambda r: f"{r.schema_tokens:,.0f}", terminal=False),
+    Column("completion tokens / task", lambda r: f"{r.completion_tokens:,.0f}", terminal=False),
+    Column(
+        "wall p50 s", lambda r: "—" if r.wall_p50 is None else f"{r.wall_p50:.1f}", markdown=False
+    ),
+    Column("ghost calls", lambda r: str(r.ghost_calls), terminal=False),
+    Column("failed runs", lambda r: str(r.failed), terminal=False),
 )
+MARKDOWN_COLUMNS = tuple(c for c in COLUMNS if c.markdown)
+TERMINAL_COLUMNS = tuple(c for c in COLUMNS if c.terminal)
 
 
 def markdown_table(report: ScaleReport) -> str:
     """Return the rows as a Markdown table (the shape docs/bench.md shows); no wall times."""
-    lines = [_md(HEADER), _md(["---"] * len(HEADER))]
-    lines += [_md(_cells(row)) for row in report.rows]
+    lines = [_md([c.name for c in MARKDOWN_COLUMNS]), _md(["---"] * len(MARKDOWN_COLUMNS))]
+    lines += [_md([c.cell(row) for c in MARKDOWN_COLUMNS]) for row in report.rows]
     return "\n".join(lines) + "\n"
-
-
-def count(row: ScaleRow, n: int | None, d: int, cut: str = "does not fit", sep: str = " / ") -> str:
-    """Show `n` of `d` for a row: `cut` where the prompt did not fit, a dash where n/a."""
-    return cut if not row.fits else ("—" if n is None or not d else f"{n}{sep}{d}")
-
-
-def _cells(row: ScaleRow) -> list[str]:
-    def part(n: int | None, d: int) -> str:
-        return count(row, n, d)
-
-    ci = row.right_call_ci
-    return [
-        row.label,
-        f"{row.tools:g}",
-        row.arm,
-        part(row.right_tool, row.tasks),
-        part(row.right_call, row.tasks),
-        f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "—",
-        part(row.irrelevance_right, row.irrelevance_tasks),
-        "—" if row.routing_right is None else f"{row.routing_right} / {row.tasks}",
-        "—" if row.topk_recall is None else f"{row.topk_recall} / {row.tasks}",
-        f"{row.prompt_tokens:,.0f}",
-        f"{row.schema_tokens:,.0f}",
-        f"{row.completion_tokens:,.0f}",
-        str(row.ghost_calls),
-        str(row.failed),
-    ]
 
 
 def _md(cells: Sequence[str]) -> str:

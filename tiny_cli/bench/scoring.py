@@ -9,8 +9,7 @@ from typing import Any, Literal, get_args
 
 from tiny_cli.bench.arms import Arm, PromptSplit, Ran
 from tiny_cli.bench.tasks import BenchTask, as_text
-from tiny_cli.digest import Digest, Status
-from tiny_cli.digest import with_caller_tokens as _with_caller_tokens
+from tiny_cli.digest import Digest, Status, caller_tokens
 from tiny_cli.provider.replay import Volatile
 
 __all__ = [
@@ -238,7 +237,7 @@ def _caller_tokens(digest: Digest) -> int:
     still = replace(digest, cost=replace(digest.cost, wall_seconds=0.0))
     if still.routing is not None:
         still = replace(still, routing=replace(still.routing, score=0.0))
-    return _with_caller_tokens(still).cost.caller_tokens
+    return caller_tokens(still)
 
 
 def _masked(value: Any, volatile: Volatile) -> Any:

@@ -13,8 +13,6 @@ import typer
 from tiny_cli.cli.common import (
     console,
     emit,
-    model_settings,
-    picked,
     run_session,
     wants_live,
     warn,
@@ -30,6 +28,7 @@ from tiny_cli.cli.options import (
     QuietOpt,
     RecordOpt,
     ResumeOpt,
+    RunOptions,
     ToolModeOpt,
     ToolsOpt,
     WallScaleOpt,
@@ -50,7 +49,6 @@ from tiny_cli.cli.scale import (
     fail_below,
     scale_arms,
     scale_bench,
-    wants_scale,
 )
 from tiny_cli.errors import ConfigError
 
@@ -82,6 +80,16 @@ MarkdownOpt = Annotated[
 ]
 
 
+ScaleModeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--scale",
+        help="The bench at scale: tool selection as the tool count grows, on a selection "
+        "task file (--tasks, JSONL); see --all-tools-sizes and the options after it.",
+    ),
+]
+
+
 def bench(
     tasks: TasksOpt = None,
     cards: CardsOpt = None,
@@ -102,6 +110,7 @@ def bench(
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
     json_out: JsonOpt = False,
+    scale: ScaleModeOpt = False,
     sizes: SizesOpt = None,
     sample: SampleOpt = 60,
     irrelevance: IrrelevanceOpt = 30,
@@ -117,85 +126,113 @@ def bench(
     log: LogOpt = False,
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
-    from tiny_cli.bench import DEFAULT_TASKS_FILE
-
-    _outputs_apart(inputs=(tasks or DEFAULT_TASKS_FILE, *(replay or ()), *(resume or ())),
-                   outputs=(record, out, html))  # fmt: skip
-    scale = _check_options(tasks, sizes, arm, fail_under or (), (record, out, html))
-    settings = model_settings(cards, tools, base_url, model, record, replay, allow_host,
-                              tool_mode, wall_scale)  # fmt: skip
-    _changed(replay, tasks or DEFAULT_TASKS_FILE, settings, upgrade)
-    if scale and tasks is not None:  # (wants_scale: never without a task file)
-        flags = ScaleFlags(sizes, arm, sample, irrelevance, seed, top_k, hybrid_margin,
-                           context_tokens, concurrency, html, record, replay, out, not no_log,
-                           markdown, json_out, expected_tools, prompt, resume,
-                           tuple(fail_under or ()), upgrade, log)  # fmt: skip
-        return scale_bench(settings, tasks, flags)
-    return _example_bench(settings, ExampleFlags.pick(locals()))
+    options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
+                         allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
+                         record=record, replay=replay, no_log=no_log, log=log)  # fmt: skip
+    flags = BenchFlags(options, tasks=tasks, arm=arm, repeat=repeat, concurrency=concurrency,
+                       resume=resume or (), out=out, html=html, markdown=markdown, quiet=quiet,
+                       json_out=json_out, fail_under=fail_under or (), upgrade=upgrade)  # fmt: skip
+    at_scale = ScaleFlags(sizes=sizes, sample=sample, irrelevance=irrelevance, seed=seed,
+                          top_k=top_k, hybrid_margin=hybrid_margin, context_tokens=context_tokens,
+                          expected_tools=expected_tools, prompt=prompt)  # fmt: skip
+    _bench(flags, at_scale if at_scale_asked(scale, tasks, sizes) else None)
 
 
 @dataclass(frozen=True)
-class ExampleFlags:
-    """The options of the example bench (not at scale), as given."""
+class BenchFlags:
+    """The options both benches read: the run's, the task file and arms, the outputs."""
 
-    tasks: Path | None
-    arm: str
-    repeat: int
-    concurrency: int
-    record: Path | None
-    replay: list[Path] | None
-    resume: list[Path] | None
-    quiet: bool
-    no_log: bool
-    json_out: bool
-    out: Path | None
-    markdown: bool
-    fail_under: list[str] | None
-    html: Path | None
-    upgrade: bool
-    log: bool
-
-    @classmethod
-    def pick(cls, options: dict[str, Any]) -> ExampleFlags:
-        """Take the flags from the command's options (its `locals()`)."""
-        return picked(cls, options)
+    options: RunOptions
+    tasks: Path | None = None
+    arm: str = "both"
+    repeat: int = 1
+    concurrency: int = 1
+    resume: Sequence[Path] = ()
+    out: Path | None = None
+    html: Path | None = None
+    markdown: bool = False
+    quiet: bool = False
+    json_out: bool = False
+    fail_under: Sequence[str] = ()
+    upgrade: bool = False  # --upgrade: rewrite the --replay recording with its making
 
 
-def _example_bench(settings: Any, f: ExampleFlags) -> None:
+def _bench(flags: BenchFlags, scale: ScaleFlags | None) -> None:
+    """Run the example bench, or the bench at scale when `scale` holds its options."""
+    from tiny_cli.bench import DEFAULT_TASKS_FILE
+
+    o = flags.options
+    _outputs_apart(inputs=(flags.tasks or DEFAULT_TASKS_FILE, *(o.replay or ()), *flags.resume),
+                   outputs=(o.record, flags.out, flags.html))  # fmt: skip
+    _check_options(
+        scale is not None, flags.arm, flags.fail_under, (o.record, flags.out, flags.html)
+    )
+    settings = o.settings()
+    _changed(o.replay, flags.tasks or DEFAULT_TASKS_FILE, settings, flags.upgrade)
+    if scale is None:
+        return _example_bench(settings, flags)
+    if flags.tasks is None:
+        raise typer.BadParameter("the bench at scale needs a selection task file: --tasks FILE",
+                                 param_hint="--scale")  # fmt: skip
+    return scale_bench(settings, flags.tasks, flags, scale)
+
+
+def at_scale_asked(scale: bool, tasks: Path | None, sizes: str | None) -> bool:
+    """Whether the bench runs at scale: --scale (or --all-tools-sizes, its own option) says so.
+
+    The old spelling, a selection task file given to plain `tiny bench`, still runs at scale
+    for now, with a one-line note naming the new one.
+    """
+    if scale or sizes is not None:
+        return True
+    from tiny_cli.bench.scale import is_selection_file
+
+    if tasks is None or not is_selection_file(tasks):  # reads the file: a bad path stops here
+        return False
+    from tiny_cli.text import printable
+
+    shown = printable(str(tasks))
+    warn(f"{shown} runs at scale: spell it `tiny bench --scale --tasks {shown}` (a selection "
+         "task file without --scale is the old spelling, to be dropped)")  # fmt: skip
+    return True
+
+
+def _example_bench(settings: Any, f: BenchFlags) -> None:
     """Run the example bench (tasks with Digest expectations) and show it."""
     from tiny_cli.bench import BenchOptions
 
     options = BenchOptions(_arms(f.arm), f.repeat, f.concurrency)
     live = f.concurrency == 1 and wants_live(f.quiet, f.json_out)  # one run at a time: watched
+    o = f.options
     with run_session(
-        settings, "bench", record=f.record, replay=f.replay, no_log=f.no_log, live=live,
-        resume=f.resume or (), log_replay=f.log, upgrade=f.upgrade,
+        settings, "bench", record=o.record, replay=o.replay, no_log=o.no_log, live=live,
+        resume=f.resume, log_replay=o.log, upgrade=f.upgrade,
     ) as s:  # fmt: skip
         report = _run_bench(settings, s, f.tasks, options)
         warn_unused(s.exchanges)
+    upgraded(f.upgrade, o.replay)
     if f.html is not None:
         _write_page(report, f.html)
-    upgraded(f.upgrade, f.replay)
     _show_report(report, f.out, f.markdown, f.json_out)
-    fail_below(report.to_json(), f.fail_under or ())
+    fail_below(report.to_json(), f.fail_under)
 
 
 def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) -> BenchReport:
     """Run the example bench with a progress bar on stderr."""
     from tiny_cli.bench import bench_from_settings
-    from tiny_cli.cli import render
+    from tiny_cli.cli import render_bench
     from tiny_cli.routing.factory import build_router
 
     def router(ws: Any) -> Any:
         return build_router(ws.settings, ws.cards.values())
 
-    with render.BenchProgress(console(stderr=True)) as progress:
+    with render_bench.BenchProgress(console(stderr=True)) as progress:
         return bench_from_settings(
             settings, session, router, tasks_path=tasks, options=options, on_progress=progress
         )
 
 
-def _changed(replay: list[Path] | None, tasks: Path, settings: Any, upgrade: bool) -> None:
+def _changed(replay: Sequence[Path] | None, tasks: Path, settings: Any, upgrade: bool) -> None:
     """Say in one line what changed since the recording; --upgrade needs a --replay."""
     if upgrade and not replay:
         raise ConfigError("--upgrade rewrites a recording: name it with --replay")
@@ -204,27 +241,18 @@ def _changed(replay: list[Path] | None, tasks: Path, settings: Any, upgrade: boo
         warn(line)
 
 
-def upgraded(upgrade: bool, replay: list[Path] | None) -> None:
+def upgraded(upgrade: bool, replay: Sequence[Path] | None) -> None:
     """Say which recording --upgrade rewrote."""
     if upgrade and replay:
         warn(f"upgraded {replay[0]}: its header holds its options, digests and routing now")
 
 
 def _check_options(
-    tasks: Path | None,
-    sizes: str | None,
-    arm: str,
-    specs: Sequence[str],
-    targets: tuple[Path | None, ...],
-) -> bool:
-    """Check what a bench uses only at its end (bars, files to write) before any model time.
-
-    Returns whether this is the bench at scale (which reads the task file: a bad path stops here).
-    """
+    scale: bool, arm: str, specs: Sequence[str], targets: tuple[Path | None, ...]
+) -> None:
+    """Check what a bench uses only at its end (bars, files to write) before any model time."""
     from tiny_cli.bench.gate import check_gates, parse_gates
     from tiny_cli.userfiles import check_writable
-
-    scale = wants_scale(tasks, sizes)
 
     arms = scale_arms(arm) if scale else _arms(arm)
     check_gates(parse_gates(specs), "selection" if scale else "bench", arms)
@@ -234,7 +262,6 @@ def _check_options(
         from tiny_cli.bench.html import require_charts
 
         require_charts()
-    return scale
 
 
 def _arms(arm: str) -> tuple[Arm, ...]:
@@ -248,15 +275,15 @@ def _arms(arm: str) -> tuple[Arm, ...]:
 
 def _show_report(report: BenchReport, out: Path | None, markdown: bool, json_out: bool) -> None:
     """Write the report to --out if given; print it as JSON, Markdown or tables."""
-    from tiny_cli.cli import render
+    from tiny_cli.cli import render_bench
 
     document = report.to_json()
     if out is not None:
         write_report(out, document)
     if markdown and not json_out:
-        typer.echo(render.bench_markdown(report), nl=False)
+        typer.echo(render_bench.bench_markdown(report), nl=False)
         return
-    emit(json_out, document, lambda: render.bench(console(), report))
+    emit(json_out, document, lambda: render_bench.bench(console(), report))
 
 
 def _write_page(report: BenchReport, path: Path) -> None:

@@ -10,18 +10,16 @@ import json
 import os
 import select
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from tiny_cli.settings import load_settings
 
 ANSWER_POLL_SECONDS = 0.1  # the longest a Ctrl-C at a [y/N] prompt waits for its handler
-T = TypeVar("T")
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -48,26 +46,6 @@ def settings_from(**flags: Any) -> Settings:
     """Return the settings (environment, then config) with the command's flags on top."""
     names = {"cards": "cards_dir", "tools": "tools_spec"}
     return load_settings().with_flags(**{names.get(k, k): v for k, v in flags.items()})
-
-
-def model_settings(
-    cards: Path | None,
-    tools: str | None,
-    base_url: str | None,
-    model: str | None,
-    record: Path | None,
-    replay: Sequence[Path] | None,
-    allow_hosts: list[str] | None,
-    tool_mode: str | None = None,
-    wall_scale: float | None = None,
-) -> Settings:
-    """Return the settings of a command that calls the model (a replay names its model)."""
-    settings = settings_from(
-        cards=cards, tools=tools, base_url=base_url, model=model, allow_hosts=allow_hosts
-    ).with_flags(tool_mode=tool_mode, wall_scale=wall_scale)
-    from tiny_cli.provider.factory import replay_settings
-
-    return replay_settings(settings, record=record, replay=replay, model_flag=model)
 
 
 def wants_live(quiet: bool, json_out: bool, stderr: Any = None) -> bool:
@@ -142,11 +120,6 @@ def _session(
             return
         with view:  # ends before the run log closes: a warning then reads below the runs
             yield session
-
-
-def picked(cls: type[T], options: Mapping[str, Any]) -> T:
-    """Build a flags dataclass from a command's options (its `locals()`), each by its name."""
-    return cls(**{f.name: options[f.name] for f in fields(cls)})  # type: ignore[arg-type]
 
 
 def warn_unused(exchanges: Any) -> None:

@@ -32,7 +32,7 @@ Examples:
 Examples:
   tiny bench --repeat 3 --record run.jsonl --fail-under tiny.right=0.8
   tiny bench --replay examples/bench/recordings/qwen2.5-coder-1.5b-json.jsonl
-  tiny bench --tasks examples/bfcl/tasks.jsonl --cards examples/bfcl/cards \\
+  tiny bench --scale --tasks examples/bfcl/tasks.jsonl --cards examples/bfcl/cards \\
       --all-tools-sizes 10,100,all --record sweep.jsonl --html report.html
   tiny bench ... --resume .sweep.jsonl.1234.partial --record sweep.jsonl""",
     "runs search": """\b

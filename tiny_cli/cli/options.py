@@ -1,11 +1,23 @@
-"""The options several commands share, as Annotated aliases: one name, one help text."""
+"""The options several commands share: Annotated aliases (one name, one help text) and the
+`RunOptions` value the commands that run cards (invoke, delegate, serve, bench) build from them.
+
+Typer needs one parameter per option, so each command declares its own; it then builds its
+`RunOptions` with keywords, never from `locals()` or a positional list.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from tiny_cli.cli.common import settings_from
+
+if TYPE_CHECKING:
+    from tiny_cli.settings import Settings
 
 CardsOpt = Annotated[
     Path | None,
@@ -120,3 +132,42 @@ WideOpt = Annotated[
     bool,
     typer.Option("--wide", help="Print tables whole, names uncut, however wide the terminal."),
 ]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Where a command that runs cards finds them, their tools and the model; what it records.
+
+    One value for invoke, delegate, serve and bench: each builds it, by keyword, from the
+    options above (serve has no --record or --replay).
+    """
+
+    cards: Path | None = None
+    tools: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    allow_hosts: Sequence[str] | None = None
+    tool_mode: str | None = None
+    wall_scale: float | None = None
+    record: Path | None = None
+    replay: Sequence[Path] | None = None
+    no_log: bool = False
+    log: bool = False  # --log: a replay is kept in the run log too (else it is not a run)
+
+    def settings(self) -> Settings:
+        """Return the settings (environment, then config) with these options on top.
+
+        A replay runs with the recording's model and tool mode unless these name others.
+        """
+        from tiny_cli.provider.factory import replay_settings  # httpx: not for `--help`
+
+        settings = settings_from(
+            cards=self.cards,
+            tools=self.tools,
+            base_url=self.base_url,
+            model=self.model,
+            allow_hosts=self.allow_hosts,
+        ).with_flags(tool_mode=self.tool_mode, wall_scale=self.wall_scale)
+        return replay_settings(
+            settings, record=self.record, replay=self.replay, model_flag=self.model
+        )

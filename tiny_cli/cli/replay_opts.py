@@ -7,6 +7,7 @@ defaults of the command, so a flag given on the command line still wins.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -51,7 +52,7 @@ LogOpt = Annotated[
 ]
 
 
-def warn_changed(replay: list[Path] | None, tasks: Path, settings: Any) -> str | None:
+def warn_changed(replay: Sequence[Path] | None, tasks: Path, settings: Any) -> str | None:
     """One line naming the tasks or cards that changed since the recording (None: none)."""
     from tiny_cli.bench.making import changed_since
     from tiny_cli.provider.replay import read_header

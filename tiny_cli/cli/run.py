@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +15,6 @@ from tiny_cli.cli.common import (
     confirm,
     console,
     emit,
-    model_settings,
-    picked,
     run_session,
     wants_live,
 )
@@ -36,6 +34,7 @@ from tiny_cli.cli.options import (
     QuietOpt,
     RecordOpt,
     ReplayOpt,
+    RunOptions,
     ToolModeOpt,
     ToolsOpt,
     WallScaleOpt,
@@ -67,55 +66,28 @@ AskRouteOpt = Annotated[
 
 @dataclass(frozen=True)
 class RunFlags:
-    """The options invoke and delegate share: where the cards and the model are, the Brief."""
+    """What invoke and delegate are given: the run's options, the Brief's parts, the face's."""
 
-    cards: Path | None
-    tools: str | None
-    base_url: str | None
-    model: str | None
-    record: Path | None
-    replay: list[Path] | None
-    allow_host: list[str] | None
-    tool_mode: str | None
-    wall_scale: float | None
-    task: str | None
-    brief: Path | None
-    must_return: str | None
-    inputs: list[str] | None
-    hint: str | None
-    max_output_tokens: int | None
-    yes: bool
-    quiet: bool
-    no_log: bool
-    json_out: bool
-    log: bool = False  # a replay is logged only when asked (--log)
+    options: RunOptions
+    task: str | None = None
+    brief_file: Path | None = None
+    must_return: str | None = None  # comma-separated
+    inputs: Sequence[str] = ()  # each key=value
+    hint: str | None = None
+    max_output_tokens: int | None = None
+    yes: bool = False
+    quiet: bool = False
+    json_out: bool = False
 
-    @classmethod
-    def pick(cls, options: Mapping[str, Any]) -> RunFlags:
-        """Take the flags from the command's options (its `locals()`)."""
-        return picked(cls, options)
-
-    def settings(self) -> Settings:
-        """Return the settings these flags make."""
-        return model_settings(
-            self.cards,
-            self.tools,
-            self.base_url,
-            self.model,
-            self.record,
-            self.replay,
-            self.allow_host,
-            self.tool_mode,
-            self.wall_scale,
-        )
-
-    def make_brief(self) -> Brief:
+    def brief(self) -> Brief:
         """Build the Brief: the --brief file, with the task and the other options on top."""
-        from tiny_cli.session import build_brief
+        from tiny_cli.digest import make_brief
 
-        pairs = dict(_pair(i) for i in self.inputs or [])
-        extra = (self.must_return or "").split(",")
-        return build_brief(self.task, self.brief, extra, pairs, self.hint, self.max_output_tokens)
+        pairs = dict(_pair(i) for i in self.inputs)
+        fields = (self.must_return or "").split(",")
+        return make_brief(
+            self.task, fields, pairs, self.hint, self.max_output_tokens, file=self.brief_file
+        )
 
 
 @dataclass(frozen=True)
@@ -153,7 +125,12 @@ def invoke(
     json_out: JsonOpt = False,
 ) -> None:
     """Run one card on a task in a fresh context under its budget; print the Digest."""
-    flags = RunFlags.pick(locals())  # the options above, by name
+    options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
+                         allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
+                         record=record, replay=replay, no_log=no_log, log=log)  # fmt: skip
+    flags = RunFlags(options, task=task, brief_file=brief, must_return=must_return,
+                     inputs=inputs or (), hint=hint, max_output_tokens=max_output_tokens,
+                     yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
     from tiny_cli.delegate import run_card
 
     with running("invoke", flags, handles=artifact or (), wanted=card_id) as run:
@@ -194,7 +171,12 @@ def delegate(
     json_out: JsonOpt = False,
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before each write call."""
-    flags = RunFlags.pick(locals())  # the options above, by name
+    options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
+                         allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
+                         record=record, replay=replay, no_log=no_log, log=log)  # fmt: skip
+    flags = RunFlags(options, task=task, brief_file=brief, must_return=must_return,
+                     inputs=inputs or (), hint=hint, max_output_tokens=max_output_tokens,
+                     yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
     from tiny_cli.delegate import delegate as run_delegate
     from tiny_cli.routing.factory import build_router
 
@@ -221,18 +203,18 @@ def running(
     command: str, flags: RunFlags, handles: Sequence[str] = (), wanted: str | None = None
 ) -> Iterator[Running]:
     """Set a run up: settings, workspace (`wanted`: the card it needs), Brief, then the session."""
-    settings = flags.settings()
+    settings = flags.options.settings()
     from tiny_cli.workspace import open_workspace
 
     ws = open_workspace(settings, wanted=wanted)
-    the_brief = flags.make_brief()
+    the_brief = flags.brief()
     with run_session(
         settings,
         command,
-        record=flags.record,
-        replay=flags.replay,
-        no_log=flags.no_log,
-        log_replay=flags.log,
+        record=flags.options.record,
+        replay=flags.options.replay,
+        no_log=flags.options.no_log,
+        log_replay=flags.options.log,
         live=wants_live(flags.quiet, flags.json_out),
         handles=handles,
     ) as session:

@@ -1,11 +1,11 @@
-"""`tiny bench --all-tools-sizes …`: tool selection as the tool count grows, table and page."""
+"""`tiny bench --scale`: tool selection as the tool count grows, table and page."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, TypeGuard, cast
+from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 import typer
 
@@ -15,6 +15,7 @@ from tiny_cli.secrets import scrubber
 if TYPE_CHECKING:
     from tiny_cli.bench.scale import ScaleOptions
     from tiny_cli.bench.scale_report import ScaleReport
+    from tiny_cli.cli.bench import BenchFlags
     from tiny_cli.settings import Settings
 
 SizesOpt = Annotated[
@@ -22,8 +23,8 @@ SizesOpt = Annotated[
     typer.Option(
         "--all-tools-sizes",
         "--sizes",
-        help="Tool counts to compare at, e.g. 10,30,100,all (a selection task file: the bench "
-        "at scale; all = every card). [default for a selection file: 10,30,100,all]",
+        help="The bench at scale's tool counts, e.g. 10,30,100,all (all = every card); "
+        "given, it names the bench at scale as --scale does. [default: 10,30,100,all]",
     ),
 ]
 SampleOpt = Annotated[int, typer.Option("--sample", min=1, help="Selection tasks drawn.")]
@@ -63,70 +64,51 @@ HtmlOpt = Annotated[
 
 @dataclass(frozen=True)
 class ScaleFlags:
-    """The bench-at-scale options of `tiny bench`, as given."""
+    """The options only the bench at scale reads, as given (defaults: the options' own)."""
 
-    sizes: str | None
-    arm: str
-    sample: int
-    irrelevance: int
-    seed: int
-    top_k: int
-    hybrid_margin: float
-    context_tokens: int
-    concurrency: int
-    html: Path | None
-    record: Path | None
-    replay: list[Path] | None
-    out: Path | None
-    log: bool
-    markdown: bool
-    json_out: bool
+    sizes: str | None = None
+    sample: int = 60
+    irrelevance: int = 30
+    seed: int = 0
+    top_k: int = 3
+    hybrid_margin: float = 1.0
+    context_tokens: int = 32_768
     expected_tools: str | None = None
     prompt: str = "same"
-    resume: list[Path] | None = None
-    fail_under: tuple[str, ...] = ()
-    upgrade: bool = False
-    log_replay: bool = False
 
 
-def wants_scale(tasks: Path | None, sizes: str | None) -> TypeGuard[Path]:
-    """Whether `tiny bench` runs at scale: sizes were given, or the task file is a selection one."""
-    from tiny_cli.bench.scale import is_selection_file
-
-    return tasks is not None and (sizes is not None or is_selection_file(tasks))
-
-
-def scale_bench(settings: Settings, tasks: Path, flags: ScaleFlags) -> None:
+def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: ScaleFlags) -> None:
     """Run the bench at scale and show it: table and chart, Markdown, JSON; --html, --out."""
     from tiny_cli.bench.scale import scale_from_settings
     from tiny_cli.bench.scale_report import markdown_table
     from tiny_cli.cli.bench import upgraded, write_report  # bench's module imports this one
 
-    options = scale_options(flags, settings.wall_scale)
+    options = scale_options(flags, bench.arm, bench.concurrency, settings.wall_scale)
+    run = bench.options
     with run_session(
         settings,
         "bench",
-        record=flags.record,
-        replay=flags.replay,
-        resume=flags.resume or (),
-        no_log=not flags.log,
+        record=run.record,
+        replay=run.replay,
+        resume=bench.resume,
+        no_log=run.no_log,
         live=False,
-        log_replay=flags.log_replay,
-        upgrade=flags.upgrade,
+        log_replay=run.log,
+        upgrade=bench.upgrade,
     ) as s:
         report = scale_from_settings(settings, s, tasks, options)
         warn_unused(s.exchanges)
-    upgraded(flags.upgrade, flags.replay)
+    upgraded(bench.upgrade, run.replay)
     document = report.to_json()
-    if flags.out is not None:
-        write_report(flags.out, document)
-    if flags.html is not None:
-        _write_html(report, flags.html)
-    if flags.markdown and not flags.json_out:
+    if bench.out is not None:
+        write_report(bench.out, document)
+    if bench.html is not None:
+        _write_html(report, bench.html)
+    if bench.markdown and not bench.json_out:
         typer.echo(markdown_table(report), nl=False)
     else:
-        emit(flags.json_out, document, lambda: _show_scale(report))
-    fail_below(document, flags.fail_under)
+        emit(bench.json_out, document, lambda: _show_scale(report))
+    fail_below(document, bench.fail_under)
 
 
 def fail_below(document: dict, specs: Sequence[str]) -> None:
@@ -142,30 +124,29 @@ def fail_below(document: dict, specs: Sequence[str]) -> None:
 
 def _show_scale(report: ScaleReport) -> None:
     """Print the tables and the chart (rich is imported for a person's output only)."""
-    from tiny_cli.cli.render_scale import scale as render_scale
+    from tiny_cli.cli.render_bench import scale as render_scale
 
     render_scale(console(), report)
 
 
-def scale_options(flags: ScaleFlags, wall_scale: float) -> ScaleOptions:
+def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: float) -> ScaleOptions:
     """Turn the flags into ScaleOptions; a bad size or arm is a usage error naming it."""
     from tiny_cli.bench.scale import DEFAULT_SIZES, ScaleArm, ScaleOptions
 
     sizes = tuple(_size(s) for s in flags.sizes.split(",")) if flags.sizes else DEFAULT_SIZES
-    arms = scale_arms(flags.arm)
     return ScaleOptions(
-        sizes,
-        cast("tuple[ScaleArm, ...]", arms),
-        flags.sample,
-        flags.irrelevance,
-        flags.seed,
-        flags.top_k,
-        flags.hybrid_margin,
-        flags.context_tokens,
-        flags.concurrency,
-        wall_scale,
-        _place(flags.expected_tools),
-        _prompt(flags.prompt),
+        sizes=sizes,
+        arms=cast("tuple[ScaleArm, ...]", scale_arms(arm)),
+        sample=flags.sample,
+        irrelevance=flags.irrelevance,
+        seed=flags.seed,
+        top_k=flags.top_k,
+        hybrid_margin=flags.hybrid_margin,
+        context_tokens=flags.context_tokens,
+        concurrency=concurrency,
+        wall_scale=wall_scale,
+        expected_tools=_place(flags.expected_tools),
+        prompt=_prompt(flags.prompt),
     )
 
 

@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from tiny_cli.cli.common import model_settings
 from tiny_cli.cli.options import (
     AllowHostOpt,
     BaseUrlOpt,
     CardsOpt,
     ModelOpt,
     NoLogOpt,
+    RunOptions,
     ToolModeOpt,
     ToolsOpt,
     WallScaleOpt,
@@ -43,10 +43,11 @@ def serve(
     no_log: NoLogOpt = False,
 ) -> None:
     """Serve the cards to MCP hosts: delegate, invoke and route tools; cards as resources."""
-    settings = model_settings(
-        cards, tools, base_url, model, None, None, allow_host, tool_mode, wall_scale
-    )
+    options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
+                         allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
+                         no_log=no_log)  # fmt: skip
+    settings = options.settings()
     from tiny_cli.serve import serve as run_server  # the mcp SDK loads only here
 
-    logged = replace(settings, log_runs=settings.log_runs and not no_log)
+    logged = replace(settings, log_runs=settings.log_runs and not options.no_log)
     run_server(logged, http_port=http, allow_writes=allow_writes)

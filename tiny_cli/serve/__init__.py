@@ -46,12 +46,12 @@ from tiny_cli.agent.loop import Approve, approve_writes, decline_writes
 from tiny_cli.cards.card import Card
 from tiny_cli.delegate import WRITE_NOT_CONFIRMED, run_card
 from tiny_cli.delegate import delegate as run_delegate
-from tiny_cli.digest import Brief, Digest
+from tiny_cli.digest import Brief, Digest, make_brief
 from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.client import Provider
 from tiny_cli.serve.stdio import answering_stdio
-from tiny_cli.session import build_brief, open_session
+from tiny_cli.session import open_session
 from tiny_cli.settings import DEFAULT_TOP, Settings
 from tiny_cli.text import printable, write_call
 from tiny_cli.tools.artifacts import ArtifactStore
@@ -222,9 +222,7 @@ def _brief(
     max_output_tokens: int | None,
 ) -> Callable[[], Brief]:
     """Return the Brief's builder: bad input raises only when the call is not a retry."""
-    return lambda: build_brief(
-        task, None, must_return or (), inputs, context_hint, max_output_tokens
-    )
+    return lambda: make_brief(task, must_return or (), inputs, context_hint, max_output_tokens)
 
 
 class _Service:

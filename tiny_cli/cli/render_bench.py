@@ -1,0 +1,316 @@
+"""The benches' output: the example bench's comparison (terminal, Markdown, progress bar) and
+the bench at scale's table and chart, in the columns `tiny_cli.bench.scale_report` names."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import attrgetter
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tiny_cli.bench.scale_report import TERMINAL_COLUMNS, ScaleReport
+from tiny_cli.cli.render import BAR_WIDTH, STATUS_STYLE
+from tiny_cli.text import printable
+
+# --- the example bench ----------------------------------------------------------------------
+
+BENCH_ARM_STYLE = {"tiny": "green", "all-tools": "magenta"}
+
+
+def bench(console: Console, report: Any) -> None:
+    """Print a bench report: arms side by side with the better one, disagreements, two charts."""
+    _bench_table(console, report)
+    _bench_disagreements(console, report)
+    _bench_bars(console, report, "ghost calls per task", lambda r: r.ghost_calls)
+    _bench_bars(
+        console,
+        report,
+        "tokens per task (prompt + completion)",
+        lambda r: r.tokens_in + r.tokens_out,
+    )
+
+
+class BenchProgress:
+    """A progress bar on `console` (stderr) while runs finish; call it with (done, total)."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        self._progress = Progress(*columns, console=console, transient=True)
+        self._task = self._progress.add_task("bench", total=None)
+
+    def __enter__(self) -> BenchProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def __call__(self, done: int, total: int) -> None:
+        self._progress.update(self._task, completed=done, total=total)
+
+
+# what a claimed answer lacked (bench.EVIDENCE), as the table words it
+BENCH_EVIDENCE_LABEL = {
+    "tool_call": "claimed, no successful tool call",
+    "field_source": "claimed, a field not from a tool",
+    "crm_record": "claimed, no record in the CRM",
+}
+REPLAY_WALL_NOTE = (
+    "replay: wall times are not shown; they are the replay's, not the model's (the JSON keeps them)"
+)
+
+
+# which way a figure is better: "up" (more is better), "down" (less is), None (neither)
+BENCH_FIGURES: tuple[tuple[str, str, str | None], ...] = (
+    ("routing accuracy", "routing_accuracy", "up"),
+    ("fields correct (from a tool)", "fields_correct", "up"),
+    ("fields matching on their face", "fields_matching", None),  # fabricated ones match too
+    ("fields filled", "fields_filled", None),
+    ("fields expected", "fields_expected", None),
+    ("ghost calls", "ghost_calls", "down"),
+    ("wrong-tool calls", "wrong_tool_calls", "down"),
+    ("unwanted writes", "unwanted_writes", "down"),
+    ("tool calls", "tool_calls", None),
+    ("  recovered from text", "recovered_calls", None),
+    ("prompt tokens", "tokens_in", "down"),
+    ("completion tokens", "tokens_out", "down"),
+    ("1st request: system prompt", "first_request.system", "down"),
+    ("1st request: tool schemas", "first_request.tools", "down"),
+    ("1st request: task", "first_request.task", "down"),
+    ("tokens back to the caller", "caller_tokens", "down"),
+)
+BENCH_WALL = (
+    ("wall seconds (sum)", "wall_seconds", "down"),
+    ("wall seconds (median)", "wall_median", "down"),
+)
+STATUS_BETTER = {"ok": "up", "failed": "down"}  # a partial, refusal or abstention may be right
+BETTER = "better"  # the column naming the arm with the better figure, and by what factor
+BETTER_LEGEND = (
+    "better: the arm with the better figure, by how many times (more is better for status ok, "
+    "right outcomes, routing and correct fields; less for the rest); blank: neither way is "
+    "better by nature"
+)
+BenchRow = tuple[str, Any, str | None]  # label, an arm's figure, which way is better
+
+
+def _bench_rows(report: Any) -> list[BenchRow]:
+    """Return the comparison's rows: a label, how to read an arm's figure, which way is better."""
+    arms = report.arms.values()
+    rows: list[BenchRow] = [("runs", lambda s: s.runs, None)]
+    shown = [st for st in STATUS_STYLE if any(s.outcomes.get(st) for s in arms)]
+    rows += [
+        (f"  status {st}", lambda s, st=st: s.outcomes.get(st, 0), STATUS_BETTER.get(st))
+        for st in shown
+    ]
+    rows += [
+        ("right outcome (on evidence)", lambda s: s.right, "up"),
+        ("fabricated (looks right, no evidence)", lambda s: s.fabricated, "down"),
+    ]
+    missing = [e for e in BENCH_EVIDENCE_LABEL if any(s.missing_evidence.get(e) for s in arms)]
+    rows += [
+        (f"  {BENCH_EVIDENCE_LABEL[e]}", lambda s, e=e: s.missing_evidence.get(e, 0), "down")
+        for e in missing
+    ]
+    # a replay's wall times measure the replay, not the model
+    figures = BENCH_FIGURES + (() if report.replayed else BENCH_WALL)
+    rows += [(label, attrgetter(name), better) for label, name, better in figures]
+    return rows
+
+
+def _bench_title(report: Any) -> str:
+    where = f"model {escape(report.model)} @ {escape(report.base_url or '?')}"
+    if report.tool_mode:
+        where += f" · tool mode {escape(report.tool_mode)}"
+    if not report.replayed:
+        return f"tiny bench · {where}"
+    source = f"replayed from {escape(printable(report.replay_file))}" if report.replay_file else ""
+    return f"tiny bench · {source or 'replay'} · {where}"
+
+
+def _bench_table(console: Console, report: Any) -> None:
+    arms = list(report.arms)
+    table = Table(title=_bench_title(report), title_justify="left")
+    table.add_column("metric")
+    for arm in arms:
+        table.add_column(arm, justify="right", style=BENCH_ARM_STYLE.get(arm))
+    both = arms == ["tiny", "all-tools"]
+    if both:
+        table.add_column(BETTER, justify="right")
+    for label, values, better in _bench_values(report):
+        better_cell = [_bench_better(values, better, styled=True)] if both else []
+        table.add_row(label, *map(_bench_number, values), *better_cell)
+    console.print(table)
+    if both:
+        console.print(BETTER_LEGEND, style="dim", highlight=False)
+    if report.replayed:
+        console.print(REPLAY_WALL_NOTE, style="dim", highlight=False)
+    for arm in arms:
+        names = report.arms[arm].ghost_names
+        if names:
+            listed = ", ".join(f"{n} x{c}" for n, c in names.items())
+            console.print(f"ghost calls in {arm}: {escape(listed)}", highlight=False)
+
+
+def _bench_values(report: Any) -> list[tuple[str, list[Any], str | None]]:
+    """Return each row's label, its figure in each arm, and which way is better."""
+    rows = _bench_rows(report)
+    return [(label, [get(s) for s in report.arms.values()], b) for label, get, b in rows]
+
+
+def bench_markdown(report: Any) -> str:
+    """Return the bench's comparison table as Markdown (docs/bench.md is made of these)."""
+    both = list(report.arms) == ["tiny", "all-tools"]
+    head = ["metric", *report.arms, *([BETTER] if both else [])]
+    lines = [_md_row(head), _md_row(["---", *["---:"] * (len(head) - 1)])]
+    for label, values, better in _bench_values(report):
+        better_cell = [_bench_better(values, better)] if both else []
+        lines.append(_md_row([label.strip(), *map(_bench_number, values), *better_cell]))
+    legend = ["", BETTER_LEGEND] if both else []
+    return "\n".join([*lines, *legend]) + "\n"
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _bench_disagreements(console: Console, report: Any) -> None:
+    tasks = report.disagreements()
+    if len(report.arms) < 2:
+        return
+    if not tasks:
+        console.print("both arms ended every task the same way", style="dim")
+        return
+    table = Table(title=f"{len(tasks)} task(s) where the arms disagree", title_justify="left")
+    for col in ("task", "expected", "tiny", "all-tools"):
+        table.add_column(col)
+    for t in tasks:
+        cells = [_bench_outcome(report, t.id, arm) for arm in ("tiny", "all-tools")]
+        table.add_row(escape(t.id), escape(t.expected_agent or "abstain"), *cells)
+    console.print(table)
+
+
+def _bench_outcome(report: Any, task_id: str, arm: str) -> str:
+    """Describe a task's runs in one arm: the usual status, the agent, ghosts and writes."""
+    runs = report.runs_of(task_id, arm)
+    status = report.outcome(task_id, arm)
+    text = f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
+    agents = sorted({r.agent_id for r in runs if r.agent_id and r.agent_id != "all-tools"})
+    if arm == "tiny" and agents:
+        text += f" → {escape(', '.join(agents))}"
+    ghosts = sum(r.ghost_calls for r in runs)
+    unwanted = sum(r.unwanted_writes for r in runs)
+    fabricated = sum(r.fabricated for r in runs)
+    if fabricated:
+        text += f", [red]{fabricated} fabricated[/]"
+    if ghosts:
+        text += f", {ghosts} ghost call(s)"
+    if unwanted:
+        text += f", [red]{unwanted} unwanted write(s)[/]"
+    return text
+
+
+def _bench_bars(console: Console, report: Any, title: str, value: Any) -> None:
+    """Draw one horizontal bar per task and arm, scaled to the largest value."""
+    rows = [
+        (t.id, arm, sum(value(r) for r in report.runs_of(t.id, arm)))
+        for t in report.tasks
+        for arm in report.arms
+    ]
+    top = max((v for *_, v in rows), default=0)
+    if not top:  # a chart of zeros says nothing
+        console.print(f"{title}: 0 in every task and arm, chart left out", highlight=False)
+        return
+    table = Table(title=title, title_justify="left", box=None, show_header=False, pad_edge=False)
+    table.add_column("task")
+    table.add_column("arm")
+    table.add_column("bar")
+    table.add_column("value", justify="right")
+    for i, (task_id, arm, v) in enumerate(rows):
+        width = round(BAR_WIDTH * v / top) if top else 0
+        bar = "█" * width if width or not v else "▏"
+        label = escape(task_id) if i % len(report.arms) == 0 else ""
+        table.add_row(label, arm, f"[{BENCH_ARM_STYLE.get(arm, 'white')}]{bar}[/]", str(v))
+    console.print(table)
+
+
+def _bench_number(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}" if value < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def _bench_better(values: Sequence[Any], better: str | None, styled: bool = False) -> str:
+    """Name the arm whose figure is better and by what factor (tiny's first in `values`).
+
+    Blank where neither way is better, — where an arm has no figure, `same` when they tie;
+    no factor when the worse figure is 0 (more is better) or the better one is (less is).
+    """
+    if better is None:
+        return ""
+    tiny, other = values
+    if tiny is None or other is None:
+        return "—"
+    if tiny == other:
+        return "same"
+    tiny_wins = (tiny > other) == (better == "up")
+    arm = "tiny" if tiny_wins else "all-tools"
+    high, low = max(tiny, other), min(tiny, other)
+    factor = f" {high / low:.2f}x" if low else ""
+    return (f"[{BENCH_ARM_STYLE[arm]}]{arm}[/]" if styled else arm) + factor
+
+
+# --- the bench at scale ---------------------------------------------------------------------
+
+SCALE_ARM_STYLE = {
+    "oracle": "dim",
+    "tiny": "green",
+    "top-k": "cyan",
+    "hybrid": "yellow",
+    "all-tools": "magenta",
+}
+
+
+def scale(console: Console, report: ScaleReport) -> None:
+    """Print the tool-selection table, then right calls per arm and size as bars."""
+    console.print(_table(report))
+    if any(row.right_call for row in report.rows):
+        _chart(console, report)
+    else:  # a chart of zeros says nothing
+        console.print("no right calls in any arm and size: chart left out", highlight=False)
+    if report.replayed_from:
+        console.print("[dim]replayed: no wall times (they would be the replay's)[/dim]")
+
+
+def _table(report: ScaleReport) -> Table:
+    """The rows in the report's column order and names (those the terminal has room for)."""
+    title = f"tool selection · {escape(printable(report.model))} · {report.tool_mode} mode"
+    table = Table(title=title, title_justify="left")
+    for column in TERMINAL_COLUMNS:
+        table.add_column(column.name, justify="left" if column.name == "arm" else "right")
+    for row in report.rows:
+        table.add_row(*(c.cell(row) for c in TERMINAL_COLUMNS), style=SCALE_ARM_STYLE.get(row.arm))
+    return table
+
+
+def _chart(console: Console, report: ScaleReport) -> None:
+    console.print("right calls (first call: the expected tool with accepted arguments)")
+    for row in report.rows:
+        if not row.tasks:
+            continue
+        share = (row.right_call or 0) / row.tasks
+        bar = "█" * round(share * BAR_WIDTH) if row.fits else "does not fit"
+        style = SCALE_ARM_STYLE.get(row.arm, "")
+        console.print(f"{row.label:>4} {row.arm:<9} [{style}]{bar}[/] {share:.0%}")
