@@ -12,12 +12,16 @@ from typing import Any
 
 import yaml
 
+from tiny_cli.errors import ConfigError
+from tiny_cli.userfiles import parse_guarded
+
 __all__ = [
     "MAX_YAML_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_VALUES",
     "compose",
     "load",
+    "load_list",
     "read_bounded",
 ]
 
@@ -39,6 +43,17 @@ def read_bounded(path: Path) -> str:
         raise OSError(f"{path} is not a regular file")
     with path.open("rb") as handle:
         return handle.read(MAX_YAML_BYTES + 1).decode("utf-8")
+
+
+def load_list(path: Path, text: str, not_a_list: str) -> list[Any]:
+    """A task file in YAML: a list, with nesting guarded; one ConfigError naming `path` else."""
+    try:
+        data = parse_guarded(yaml.safe_load, text, path)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: {not_a_list}")
+    return data
 
 
 def load(text: str) -> tuple[yaml.Node | None, Any]:

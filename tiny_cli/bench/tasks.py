@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
 from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_bytes
+from tiny_cli.yamlsafe import load_list
 
 __all__ = [
     "DEFAULT_TASKS_FILE",
@@ -172,12 +171,7 @@ def read_task_text(path: Path) -> str:
 
 
 def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
-    try:
-        data = parse_guarded(yaml.safe_load, text, path)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
-    if not isinstance(data, list):
-        raise ConfigError(f"{path}: a task file is a YAML list of tasks (or JSONL)")
+    data = load_list(path, text, "a task file is a YAML list of tasks (or JSONL)")
     return [(f"task {i + 1}", entry) for i, entry in enumerate(data)]
 
 

@@ -15,7 +15,8 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.threshold import ABSTAIN_TARGET
 from tiny_cli.text import check_task
-from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_text
+from tiny_cli.userfiles import jsonl_lines, read_text
+from tiny_cli.yamlsafe import load_list
 
 SWEEP_STEP = 0.5
 SWEEP_STEPS_EACH_SIDE = 4
@@ -185,7 +186,8 @@ def _eval_entries(path: Path) -> list[tuple[str, Any]]:
         why = str(exc).removeprefix(f"{path}: ")
         raise ConfigError(f"{path}: cannot read eval file: {why}") from None
     if path.suffix.lower() in YAML_SUFFIXES:
-        return [(f"{path}: task {n}", entry) for n, entry in enumerate(_yaml_list(path, text), 1)]
+        data = load_list(path, text, "an eval file in YAML is a list of tasks")
+        return [(f"{path}: task {n}", entry) for n, entry in enumerate(data, 1)]
     return [
         (f"{path}:{number}", _JsonLine(line))
         for number, line in enumerate(jsonl_lines(text), 1)
@@ -198,18 +200,6 @@ class _JsonLine:
     """A JSONL line not parsed yet: a line that is not JSON is that line's error."""
 
     text: str
-
-
-def _yaml_list(path: Path, text: str) -> list[Any]:
-    import yaml  # here: only a YAML task file needs it
-
-    try:
-        data = parse_guarded(yaml.safe_load, text, path)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
-    if not isinstance(data, list):
-        raise ConfigError(f"{path}: an eval file in YAML is a list of tasks")
-    return data
 
 
 def _eval_entry(where: str, entry: Any) -> tuple[str, str | None]:
