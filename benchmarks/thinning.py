@@ -3,7 +3,7 @@
 Issue 31 found the thinning cubic: 3,000 examples for one card took 36 s to learn, 10,000
 would have taken about 25 minutes and a 400 MB matrix. For each size, the real HWU64 and
 MetaTool training tasks (the first N distinct ones) are taught to one seed card through
-`tiny_cli.learn.learn` in a fresh home, so the card keeps 100 and the rest are thinned; the
+`tiny_cli.teach.learn` in a fresh home, so the card keeps 100 and the rest are thinned; the
 thinning alone is timed on the same vectors, and so is the cubic rule it replaced (up to
 `--cubic-max` examples: it is the slow part). Wall and CPU seconds side by side: on a busy
 machine wall grows, CPU much less. The embedder is the offline hashing one unless
@@ -31,11 +31,11 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tiny_cli.learn import learn  # noqa: E402
 from tiny_cli.routing.embed import get_embedder  # noqa: E402
-from tiny_cli.routing.learned import MAX_EXAMPLES_PER_CARD  # noqa: E402
+from tiny_cli.routing.examples_file import MAX_EXAMPLES_PER_CARD  # noqa: E402
 from tiny_cli.routing.thinning import least_redundant  # noqa: E402
 from tiny_cli.settings import load_settings  # noqa: E402
+from tiny_cli.teach import learn  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data"
 SEED_CARDS = REPO / "cards"

@@ -16,9 +16,9 @@ import pytest
 from typer.testing import Result
 
 from tiny_cli.cards.card import Card
-from tiny_cli.generate import TOKENS_PER_EXAMPLE, TOKENS_SLACK
+from tiny_cli.example_writer import TOKENS_PER_EXAMPLE, TOKENS_SLACK
 from tiny_cli.routing.embed import HashingEmbedder
-from tiny_cli.routing.learned import (
+from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
     Learned,
     check_learned,

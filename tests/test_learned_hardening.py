@@ -31,7 +31,7 @@ from tiny_cli.cards.load import load_cards
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import HashingEmbedder, fingerprint
 from tiny_cli.routing.evaluation import load_eval_file
-from tiny_cli.routing.learned import (
+from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
     DerivedThreshold,
     Learned,

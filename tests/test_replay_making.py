@@ -181,7 +181,7 @@ def test_an_upgrade_of_a_partial_replay_writes_nothing(tiny, tmp_path: Path) -> 
     assert recording.read_text("utf-8") == before
 
 
-class _Same:
+class _ByIdentity:
     """An embedder that gives every text the same vector: every card ties on every task."""
 
     name = "same"
@@ -195,6 +195,6 @@ def test_a_tie_in_routing_goes_to_the_lower_card_id() -> None:
     cards = [
         Card(name, "look things up", ("docs_search",), ()) for name in ("zeta", "alpha", "mid")
     ]
-    decision = Router(cards, _Same(), None, threshold=-100).route("anything at all")
+    decision = Router(cards, _ByIdentity(), None, threshold=-100).route("anything at all")
     assert [c.agent_id for c in decision.candidates] == ["alpha", "mid", "zeta"]
     assert decision.agent_id == "alpha"

@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 from tiny_cli.cards.index import CACHE_DIR
 from tiny_cli.cards.load import load_cards
 from tiny_cli.errors import CardError
-from tiny_cli.routing.factory import build_router
-from tiny_cli.routing.learned import (
+from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
     Learned,
     merge,
     with_learned,
     write_learned,
 )
+from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.state import STATE_DIR, state_key
 from tiny_cli.settings import Settings, load_settings

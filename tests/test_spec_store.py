@@ -16,7 +16,7 @@ from tiny_cli.tools import tool
 from tiny_cli.tools.builtin import default_registry
 from tiny_cli.tools.registry import Tool
 from tiny_cli.tools.spec_store import SPEC_FILE
-from tiny_cli.tools.specs import ModelSlot, Spec, spec_cache_info, spec_of
+from tiny_cli.tools.specs import BuiltOnce, Spec, spec_cache_info, spec_of
 
 from .conftest import HANDBOOK, SEED_CARDS
 
@@ -98,7 +98,7 @@ def _refusing_spec(plain: bool) -> Spec:
         "properties": {"word": {"type": "string"}, "n": {"type": "integer"}},
         "required": ["word"],
     }
-    return Spec("echo", "Echo.", json.dumps(schema), plain, ModelSlot(build))
+    return Spec("echo", "Echo.", json.dumps(schema), plain, BuiltOnce(build))
 
 
 def _echo(word: str, n: int = 1) -> str:

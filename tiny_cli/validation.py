@@ -78,8 +78,8 @@ def validate(
     if connect and mcp is not None:
         problems += connect_problems(cards, mcp, cache_dir=settings.cache_dir)
     if not paths:  # the cards folder as a whole: its learned examples too
+        from tiny_cli.routing.examples_file import check_learned
         from tiny_cli.routing.factory import learned_folder  # numpy: routing's own import
-        from tiny_cli.routing.learned import check_learned
 
         problems += check_learned(learned_folder(settings), cards)
     if problems or len(cards) < 2:
@@ -142,7 +142,7 @@ def routing_warnings(
         router = build_router(settings, cards, transport=transport)
     except EmbedderError as exc:
         return [Problem(str(settings.cards_dir), None, "routing", f"overlap check skipped: {exc}")]
-    from tiny_cli.routing.learned import LEARNED_FILENAME
+    from tiny_cli.routing.examples_file import LEARNED_FILENAME
 
     by_id = {card.id: card for card in cards}
     learned = learned_folder(settings) / LEARNED_FILENAME

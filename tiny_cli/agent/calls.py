@@ -43,7 +43,7 @@ class Called:
     note: str | None = None  # for the Digest: a tool that hung, a result that was not stored
 
 
-class Shelf:
+class RunArtifacts:
     """The artifacts one run may read: given by the caller, or stored by this run."""
 
     def __init__(self, store: ArtifactStore, given: Sequence[Artifact]) -> None:
@@ -67,11 +67,13 @@ class Shelf:
         return artifact
 
 
-def shelf_for(card: Card, store: ArtifactStore | None, held: Sequence[Artifact]) -> Shelf | None:
+def run_artifacts(
+    card: Card, store: ArtifactStore | None, held: Sequence[Artifact]
+) -> RunArtifacts | None:
     """Return the run's artifacts: none without a store, or if the card has a tool so named."""
     if store is None or READ_ARTIFACT in card.tools:
         return None  # long results are then cut, as they always were
-    return Shelf(store, held)
+    return RunArtifacts(store, held)
 
 
 def call_tool(
@@ -81,7 +83,7 @@ def call_tool(
     card: Card,
     approve: Approve,
     meter: Meter,
-    shelf: Shelf | None = None,
+    artifacts: RunArtifacts | None = None,
     recovered: bool = False,
     have: Sequence[str] = (),
 ) -> Called:
@@ -116,7 +118,7 @@ def call_tool(
         record("tool_error", tool.writes, shown)
         raise
     record(outcome, tool.writes, shown)
-    return _result(call.name, outcome, result, args, meter, shelf, card.id)
+    return _result(call.name, outcome, result, args, meter, artifacts, card.id)
 
 
 def _refused(
@@ -181,7 +183,7 @@ def _result(
     result: Any,
     args: dict[str, Any],
     meter: Meter,
-    shelf: Shelf | None,
+    artifacts: RunArtifacts | None,
     card: str,
 ) -> Called:
     """Say what a call that ran gave back; a successful one is kept as evidence."""
@@ -194,22 +196,24 @@ def _result(
     text = (
         result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
     )
-    shown, note = _shown(name, text, shelf, card)
+    shown, note = _shown(name, text, artifacts, card)
     meter.evidence.append(evidence_of(args, shown))  # what the model saw, not what was cut
     return Called(shown, outcome, note)
 
 
-def _shown(name: str, text: str, shelf: Shelf | None, card: str) -> tuple[str, str | None]:
+def _shown(
+    name: str, text: str, artifacts: RunArtifacts | None, card: str
+) -> tuple[str, str | None]:
     """Return what the model sees of a result, and a note if a long one could not be stored.
 
-    A result over the limit is stored as an artifact when the run has a shelf (the model
+    A result over the limit is stored as an artifact when the run has artifacts (the model
     sees its head and handle), else cut.
     """
     # a read_artifact window is short already: it is never stored again
-    if len(text) <= DEFAULT_MAX_RESULT_CHARS or shelf is None or name == READ_ARTIFACT:
+    if len(text) <= DEFAULT_MAX_RESULT_CHARS or artifacts is None or name == READ_ARTIFACT:
         return cap_result(text), None
     try:
-        artifact = shelf.keep(name, text, card)
+        artifact = artifacts.keep(name, text, card)
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         return cap_result(text), f"a {name} result was cut: it could not be stored ({why})"
@@ -251,6 +255,6 @@ def assistant_message(reply: Completion) -> dict[str, Any]:
     return message
 
 
-def said(content: str | None) -> dict[str, Any]:
+def text_message(content: str | None) -> dict[str, Any]:
     """Return the model's reply as plain assistant text (json mode, recovered calls, answers)."""
     return {"role": "assistant", "content": content or ""}

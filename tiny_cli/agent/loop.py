@@ -31,11 +31,11 @@ from tiny_cli.agent.budget import (
 )
 from tiny_cli.agent.calls import (
     Approve,
-    Shelf,
+    RunArtifacts,
     assistant_message,
     call_tool,
-    said,
-    shelf_for,
+    run_artifacts,
+    text_message,
     tool_message,
 )
 from tiny_cli.agent.prompts import (
@@ -123,7 +123,7 @@ def invoke(
         digest = verdict.failed(card, brief, meter, (), str(exc))
         return finish(observer, replace(digest, routing=routing))
     run = _Run(
-        card, brief, registry, approve, meter, mode, observer, shelf_for(card, artifacts, held)
+        card, brief, registry, approve, meter, mode, observer, run_artifacts(card, artifacts, held)
     )
     observer(_started(card, brief, meter, model, mode, run.messages))
     digest = _loop(run, provider, model, stop_at_first_call)
@@ -211,16 +211,16 @@ class _Run:
         meter: Meter,
         mode: ToolMode,
         observer: Observer = ignore,
-        shelf: Shelf | None = None,
+        artifacts: RunArtifacts | None = None,
     ) -> None:
         self.card, self.brief, self.registry, self.approve = card, brief, registry, approve
-        self.meter, self.mode, self.observer, self.shelf = meter, mode, observer, shelf
+        self.meter, self.mode, self.observer, self.artifacts = meter, mode, observer, artifacts
         self.required = required_fields(card, brief)
         self._card_schemas = registry.schemas(card.tools)
         self.json = mode == "json"  # auto starts native and may switch
         self.messages = _context(self._prompted(), brief, meter.budget, self._tools_text())
-        if shelf is not None and shelf.held:
-            self.messages[1]["content"] += "\n\n" + held_note(shelf.held)
+        if artifacts is not None and artifacts.held:
+            self.messages[1]["content"] += "\n\n" + held_note(artifacts.held)
         self.wrapping = self.repaired = self.insisted = False
         self.draft = ""
         self.notes: tuple[str, ...] = ()
@@ -271,7 +271,7 @@ class _Run:
         """Run each call and answer it; a call not sent as `tool_calls` is answered as text."""
         native = bool(reply.tool_calls) and not self.json
         recovered = not native and not self.json
-        self.messages.append(assistant_message(reply) if native else said(reply.content))
+        self.messages.append(assistant_message(reply) if native else text_message(reply.content))
         for call in calls:
             content = self._handle(call, recovered)
             self.messages.append(
@@ -295,7 +295,7 @@ class _Run:
             card=self.card,
             approve=self.approve,
             meter=self.meter,
-            shelf=self.shelf,
+            artifacts=self.artifacts,
             recovered=recovered,
             have=[s["function"]["name"] for s in self.schemas],
         )
@@ -315,13 +315,16 @@ class _Run:
         if parse_reply(reply.content, ()).data.get("status") == "refused":
             return False  # not its job: a refusal needs no tool result
         self.insisted = True
-        self.messages += [said(reply.content), {"role": "user", "content": call_first_message()}]
+        self.messages += [
+            text_message(reply.content),
+            {"role": "user", "content": call_first_message()},
+        ]
         self._switch_to_json("the model answered before calling a tool")
         return True
 
     def take_answer(self, reply: Completion) -> Reply:
         """Take a reply without calls as the answer: into the context, parsed by the contract."""
-        self.messages.append(said(reply.content))
+        self.messages.append(text_message(reply.content))
         return parse_reply(reply.content, self.required, self.card.returns)
 
     def ask_for_repair(self, answer: Reply, content: str | None) -> None:
@@ -354,12 +357,12 @@ class _Run:
         own = next((t for t in self.card.tools if t == name), None)
         if own is not None and own in self.registry:
             return self.registry[own]
-        if name == READ_ARTIFACT and self.shelf is not None and self.shelf.held:
-            return self.shelf.reader
+        if name == READ_ARTIFACT and self.artifacts is not None and self.artifacts.held:
+            return self.artifacts.reader
         return None
 
     def _created(self) -> tuple[Artifact, ...]:
-        return tuple(self.shelf.created) if self.shelf is not None else ()
+        return tuple(self.artifacts.created) if self.artifacts is not None else ()
 
     def _reader_schema(self) -> list[dict[str, Any]]:
         reader = self.tool(READ_ARTIFACT) if READ_ARTIFACT not in self.card.tools else None

@@ -13,15 +13,14 @@ import typer
 
 from tiny_cli.cli.common import emit, settings_from
 from tiny_cli.cli.options import CardsOpt, JsonOpt
-from tiny_cli.generate import DEFAULT_PER_CARD, MAX_PER_CARD
+from tiny_cli.example_writer import DEFAULT_PER_CARD, MAX_PER_CARD
 from tiny_cli.text import printable
 
 if TYPE_CHECKING:
-    from tiny_cli.corrections import Taught
-    from tiny_cli.generate import Generated
-    from tiny_cli.learn import LearnReport
+    from tiny_cli.example_writer import Generated
     from tiny_cli.runs.corrections import Correction
     from tiny_cli.settings import Settings
+    from tiny_cli.teach import LearnReport, Taught
 
 TASK_CHARS = 60  # of a task in a correction's line
 GenerateOpt = Annotated[
@@ -79,7 +78,7 @@ def learn(
     if generate or prune_generated:
         _generated(settings, generate, per_card, regenerate, card or [], json_out)
         return
-    from tiny_cli.corrections import learn_from
+    from tiny_cli.teach import learn_from
 
     taught = learn_from(settings, file, from_runs)
     emit(json_out, taught.to_json(), lambda: typer.echo("\n".join(taught_lines(taught))))
@@ -89,8 +88,8 @@ def _generated(
     settings: Settings, generate: bool, per_card: int, force: bool, only: list[str], json_out: bool
 ) -> None:
     """Run --generate or --prune-generated; exit 1 when some card's answer was unusable."""
-    from tiny_cli.generate import generate as run_generate
-    from tiny_cli.generate import prune_generated
+    from tiny_cli.example_writer import generate as run_generate
+    from tiny_cli.example_writer import prune_generated
 
     if not generate:
         removed, report = prune_generated(settings, only)

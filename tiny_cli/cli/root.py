@@ -16,7 +16,7 @@ from tiny_cli.cli.process import TinyGroup
 # and its click command built, only when that command runs (or --help lists them all): typer
 # would otherwise build all of them, each option's type included, for every run.
 COMMANDS = {
-    "init": ("tiny_cli.cli.project", "init"),
+    "init": ("tiny_cli.cli.cards", "init"),
     "validate": ("tiny_cli.cli.route", "validate"),
     "route": ("tiny_cli.cli.route", "route"),
     "learn": ("tiny_cli.cli.learn", "learn"),
@@ -24,7 +24,7 @@ COMMANDS = {
     "delegate": ("tiny_cli.cli.run", "delegate"),
     "serve": ("tiny_cli.cli.serve", "serve"),
     "bench": ("tiny_cli.cli.bench", "bench"),
-    "cards": ("tiny_cli.cli.project", "cards_app"),
+    "cards": ("tiny_cli.cli.cards", "cards_app"),
     "runs": ("tiny_cli.cli.runs", "runs_app"),
     "artifacts": ("tiny_cli.cli.runs", "artifacts_app"),
 }

@@ -144,7 +144,7 @@ def runs_correct(
     """Say where a delegate run's task should have gone, and teach the router that."""
     if abstain == (card is not None):
         raise typer.BadParameter("give one of --card ID or --abstain", param_hint="--card")
-    from tiny_cli.corrections import correct_run
+    from tiny_cli.teach import correct_run
 
     done = correct_run(settings_from(cards=cards), run_id, card, teach=learn)
     emit(

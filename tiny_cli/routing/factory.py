@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from tiny_cli.cards.card import Card
 from tiny_cli.routing.embed import Embedder, Progress, get_embedder
-from tiny_cli.routing.learned import Learned, load_learned, normalise, with_learned
+from tiny_cli.routing.examples_file import Learned, load_learned, normalise, with_learned
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.threshold import chosen_threshold
 from tiny_cli.routing.tooltexts import ToolTexts, gathered

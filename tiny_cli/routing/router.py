@@ -26,7 +26,7 @@ import numpy as np
 from tiny_cli.cards.card import Card, card_text
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder, Progress, VectorCache, fingerprint
-from tiny_cli.routing.learned import normalise
+from tiny_cli.routing.examples_file import normalise
 from tiny_cli.routing.lexical import Lexical, capabilities
 from tiny_cli.routing.space import CardSpace, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key

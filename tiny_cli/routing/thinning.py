@@ -102,17 +102,17 @@ class _Thinner:
         count, width = int(finite.sum()), int(self.width[row])
         if count > width:
             bound = np.partition(cosines, -(width + 1))[-(width + 1)]
-            picked = np.flatnonzero(cosines > bound)
-            if picked.size == 0:  # everything ties at the bound: keep the ties
-                picked = np.flatnonzero(cosines == bound)
+            kept = np.flatnonzero(cosines > bound)
+            if kept.size == 0:  # everything ties at the bound: keep the ties
+                kept = np.flatnonzero(cosines == bound)
         else:
-            picked = np.flatnonzero(finite)
-        values, picked = cosines[picked], ids[picked]
-        order = np.lexsort((-picked, values))  # ascending: the best (first among equals) last
-        self.near[row] = (values[order], picked[order])
+            kept = np.flatnonzero(finite)
+        values, kept = cosines[kept], ids[kept]
+        order = np.lexsort((-kept, values))  # ascending: the best (first among equals) last
+        self.near[row] = (values[order], kept[order])
         self.unread[row] = len(order)
         if len(order):
-            heapq.heappush(self.heap, (-float(values[order[-1]]), row, int(picked[order[-1]])))
+            heapq.heappush(self.heap, (-float(values[order[-1]]), row, int(kept[order[-1]])))
 
 
 _NONE = (np.empty(0), np.empty(0, dtype=np.int64))

@@ -25,7 +25,7 @@ import numpy as np
 
 from tiny_cli.cards.card import Card
 from tiny_cli.routing.embed import CachedEmbedder, Embedder, VectorCache, fingerprint
-from tiny_cli.routing.learned import DerivedThreshold, Learned, with_learned
+from tiny_cli.routing.examples_file import DerivedThreshold, Learned, with_learned
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
 
 __all__ = ["FOLDS", "MIN_OUT_OF_SCOPE", "chosen_threshold", "derive_threshold"]

@@ -287,9 +287,9 @@ class _Index:
             return []
         scores = self.bm25.get_scores(words)
         ranked = sorted(range(len(self.spans)), key=lambda i: -scores[i])
-        picked = sorted(self.spans[i] for i in ranked[:count] if scores[i] > 0)
+        chosen = sorted(self.spans[i] for i in ranked[:count] if scores[i] > 0)
         merged: list[tuple[int, int]] = []
-        for start, end in picked:
+        for start, end in chosen:
             if merged and start <= merged[-1][1]:
                 merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
             else:

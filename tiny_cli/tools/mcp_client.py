@@ -439,11 +439,11 @@ class _Session:
                 raise self.failed(self._why(f"stopped during a call of {tool}")) from None
             if exc.code == REQUEST_TIMEOUT:
                 raise self.failed(_no_answer(self.server.name, CALL_CEILING, tool)) from None
-            said = self.redact(f"the server answered with an error: {exc.error.message}")
-            raise ToolCallError(said) from None
+            message = self.redact(f"the server answered with an error: {exc.error.message}")
+            raise ToolCallError(message) from None
         except Exception as exc:  # a result the SDK cannot read: the model may try otherwise
-            said = f"the server's answer could not be read ({type(exc).__name__})"
-            raise ToolCallError(said) from None
+            message = f"the server's answer could not be read ({type(exc).__name__})"
+            raise ToolCallError(message) from None
         text = _text(result)
         if result.is_error:  # its words go to the model and the log: no secret in them
             raise ToolCallError(self.redact(text) or "the tool reported an error")
@@ -452,8 +452,8 @@ class _Session:
     def _why(self, what: str) -> str:
         """Say why the server is gone: its failure, or the last line it wrote to stderr."""
         detail = _stderr_tail(self.errlog) or _failure(self.failure)
-        said = f": {detail}" if detail else ""
-        return f"MCP server {self.server.name!r} {what}{said}"
+        suffix = f": {detail}" if detail else ""
+        return f"MCP server {self.server.name!r} {what}{suffix}"
 
 
 def _http_transport(server: McpServer) -> Any:

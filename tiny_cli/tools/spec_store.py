@@ -26,7 +26,7 @@ from typing import Any, TypeGuard
 
 from tiny_cli._version import __version__
 from tiny_cli.jsonfile import read_json, stamp, write_json
-from tiny_cli.tools.specs import ModelSlot, Spec, spec_of
+from tiny_cli.tools.specs import BuiltOnce, Spec, spec_of
 
 __all__ = ["SPEC_FILE", "stored_spec"]
 
@@ -76,7 +76,7 @@ def _valid(entry: Any) -> TypeGuard[dict[str, Any]]:
 
 
 def _spec(entry: dict[str, Any], method: Callable[..., Any], name: str) -> Spec:
-    slot = ModelSlot(lambda: spec_of(method, name, bound=True).model)
+    slot = BuiltOnce(lambda: spec_of(method, name, bound=True).model)
     return Spec(name, entry["description"], entry["schema"], entry["plain"], slot)
 
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # both load when a spec is first built: naming tools needs ne
 
 __all__ = [
     "TOOL_NAME_PATTERN",
-    "ModelSlot",
+    "BuiltOnce",
     "Spec",
     "SpecCacheInfo",
     "clear_spec_cache",
@@ -73,7 +73,7 @@ class Spec:
     # converting arguments the schema accepts changes only their numbers (5.0 for an int is 5):
     # no hint carries a validator of its own
     plain: bool
-    arguments: ModelSlot = field(repr=False, compare=False)
+    arguments: BuiltOnce = field(repr=False, compare=False)
 
     @property
     def model(self) -> type[pydantic.BaseModel]:
@@ -85,7 +85,7 @@ class Spec:
         return json.loads(self.schema_json)
 
 
-class ModelSlot:
+class BuiltOnce:
     """A model built once, when first asked for: a spec read from disk may never need one."""
 
     def __init__(self, build: Callable[[], type[pydantic.BaseModel]]) -> None:
@@ -178,7 +178,7 @@ class _Cache:
 _CACHE = _Cache(MAX_CACHED_SPECS)
 
 
-class _Same:
+class _ByIdentity:
     """Key a value by identity (unhashable defaults and annotations, a module's globals)."""
 
     __slots__ = ("value",)
@@ -190,7 +190,7 @@ class _Same:
         return id(self.value)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Same) and other.value is self.value
+        return isinstance(other, _ByIdentity) and other.value is self.value
 
 
 def _key(f: Callable[..., Any], name: str, bound: bool) -> tuple[Any, ...] | None:
@@ -202,7 +202,7 @@ def _key(f: Callable[..., Any], name: str, bound: bool) -> tuple[Any, ...] | Non
         (k, _frozen(v)) for k, v in (getattr(f, "__kwdefaults__", None) or {}).items()
     )
     defaults = tuple(_frozen(v) for v in getattr(f, "__defaults__", None) or ())
-    scope = _Same(getattr(f, "__globals__", None))
+    scope = _ByIdentity(getattr(f, "__globals__", None))
     return (name, bound, code, f.__doc__, scope, defaults, kwdefaults, annotations)
 
 
@@ -210,7 +210,7 @@ def _frozen(value: Any) -> Any:
     try:
         hash(value)
     except TypeError:
-        return _Same(value)
+        return _ByIdentity(value)
     return value
 
 
@@ -229,7 +229,7 @@ def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
         raise ToolError(f"tool {name!r} needs a docstring: the model reads it")
     model, plain = _arguments_model(name, f, doc, bound)
     return Spec(
-        name, description, json.dumps(_schema(name, model)), plain, ModelSlot(lambda: model)
+        name, description, json.dumps(_schema(name, model)), plain, BuiltOnce(lambda: model)
     )
 
 

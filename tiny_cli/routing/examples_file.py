@@ -45,7 +45,7 @@ __all__ = [
     "write_learned",
 ]
 
-# Beyond these, the least useful example goes (tiny_cli.learn): measured gains flatten from
+# Beyond these, the least useful example goes (tiny_cli.teach): measured gains flatten from
 # 60 to 100 examples per card, and the kNN view reads only each card's 3 nearest.
 MAX_EXAMPLES_PER_CARD = 100
 MAX_OUT_OF_SCOPE = 1000

@@ -25,15 +25,15 @@ from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.userfiles import locked
 
-LEARNED_FILENAME = "learned.jsonl"  # tiny_cli.routing.learned's, without importing numpy
+LEARNED_FILENAME = "learned.jsonl"  # tiny_cli.routing.examples_file's, without importing numpy
 
 if TYPE_CHECKING:
     import httpx
 
     from tiny_cli.cards.card import Card
-    from tiny_cli.learn import LearnReport
     from tiny_cli.provider.client import ChatRequest, Provider
-    from tiny_cli.routing.learned import Learned
+    from tiny_cli.routing.examples_file import Learned
+    from tiny_cli.teach import LearnReport
 
 __all__ = ["CardGeneration", "Generated", "generate", "prune_generated"]
 
@@ -119,11 +119,11 @@ def generate(
     clock: Callable[[], float] = time.monotonic,
 ) -> Generated:
     """Write `per_card` generated examples for each card (of `only`, if given) not done yet."""
-    from tiny_cli.learn import learn
     from tiny_cli.provider.client import OpenAIProvider
+    from tiny_cli.routing.examples_file import normalise
     from tiny_cli.routing.factory import learned_folder
-    from tiny_cli.routing.learned import normalise
     from tiny_cli.routing.tooltexts import card_tools, gathered
+    from tiny_cli.teach import learn
     from tiny_cli.workspace import open_workspace
 
     if not 1 <= per_card <= MAX_PER_CARD:
@@ -160,9 +160,9 @@ def prune_generated(
     settings: Settings, only: Sequence[str] = (), transport: httpx.BaseTransport | None = None
 ) -> tuple[int, LearnReport]:
     """Remove the generated examples (of `only`, if given); taught ones stay. Return how many."""
-    from tiny_cli.learn import learn
+    from tiny_cli.routing.examples_file import load_learned
     from tiny_cli.routing.factory import learned_folder
-    from tiny_cli.routing.learned import load_learned
+    from tiny_cli.teach import learn
 
     folder = learned_folder(settings)
     with locked(folder / LEARNED_FILENAME):
@@ -238,7 +238,7 @@ def _chosen(cards: list[Card], only: Sequence[str]) -> list[Card]:
 
 def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> CardGeneration:
     """Generate one card's examples and write them, or say why not."""
-    from tiny_cli.routing.learned import load_learned
+    from tiny_cli.routing.examples_file import load_learned
 
     if not job.force and load_learned(job.folder).generation.get(card.id) == key:
         return CardGeneration(card.id, "skipped")
@@ -262,7 +262,7 @@ def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> C
 
 def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
     """Write `found` as `card`'s generated examples, less what is taught, taken or repeated."""
-    from tiny_cli.routing.learned import load_learned, normalise
+    from tiny_cli.routing.examples_file import load_learned, normalise
 
     settings, folder = job.settings, job.folder
     scrub = scrubber(settings.api_key)
@@ -283,8 +283,8 @@ def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
 
 def _drop_overlaps(settings: Settings, folder: Path, transport: httpx.BaseTransport | None) -> int:
     """Drop generated examples that `tiny validate` would name: closer to another card."""
+    from tiny_cli.routing.examples_file import load_learned
     from tiny_cli.routing.factory import build_router
-    from tiny_cli.routing.learned import load_learned
     from tiny_cli.workspace import open_workspace
 
     cards = list(open_workspace(settings, transport).cards.values())
@@ -311,7 +311,7 @@ def _without(learned: Learned, cards: Sequence[str]) -> Learned:
 
 
 def _write(learned: Learned) -> None:
-    from tiny_cli.routing.learned import write_learned
+    from tiny_cli.routing.examples_file import write_learned
 
     write_learned(learned)
 
