@@ -1,0 +1,321 @@
+"""`tiny cards import` and `tiny cards sync`: cards from MCP servers, kept in step with them.
+
+Import reads the servers (mcp.yaml, or a host's config carried into it), lists each one's
+tools, groups them into cards (tiny_cli.cards.grouping) and writes them with a manifest
+(tiny_cli.cards.generated). Again later, it rewrites only the cards nobody edited: an edited
+card is kept, and its tools stay out of the new groups. `check` writes nothing and says
+whether the cards are behind. Sync refreshes the tool lists routing reads, as
+`tiny validate --connect` does.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from tiny_cli.cards.card import Problem
+from tiny_cli.cards.generated import Generated, card_text, read_generated
+from tiny_cli.cards.grouping import CARD_TOOLS, CardPlan, plan_cards
+from tiny_cli.secrets import Scrubber
+from tiny_cli.settings import Settings
+from tiny_cli.tools.mcp_hosts import HostServers, Lifted, merge_mcp_yaml, read_host_config
+from tiny_cli.tools.mcp_listing import LIST_SECONDS, ListedTool, Listing, list_servers
+from tiny_cli.tools.mcp_names import MCP_FILENAMES, mcp_path, qualified
+from tiny_cli.userfiles import write_text
+
+__all__ = [
+    "CardChange",
+    "ImportReport",
+    "ServerAge",
+    "ServerResult",
+    "SyncReport",
+    "import_cards",
+    "sync_tool_lists",
+]
+
+Action = Literal["added", "updated", "unchanged", "removed", "kept"]
+CHANGES: tuple[Action, ...] = ("added", "updated", "removed")
+
+
+@dataclass(frozen=True)
+class CardChange:
+    """What import did (or, with `check`, would do) to one card file."""
+
+    card_id: str
+    server: str
+    file: Path
+    action: Action  # `kept`: edited by someone, left as it is
+    tools: tuple[str, ...]  # qualified names
+    writes: bool
+    note: str = ""
+    text: str = field(default="", repr=False)  # the card file to write (added, updated)
+
+
+@dataclass(frozen=True)
+class ServerResult:
+    """One server: its tools, or why it could not be read."""
+
+    server: str
+    status: Literal["ok", "unreachable", "skipped"]
+    tools: int = 0
+    writers: int = 0
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What `tiny cards import` found and did."""
+
+    status: Literal["ok", "behind", "unreachable"]
+    mcp_file: Path
+    servers: tuple[ServerResult, ...]
+    cards: tuple[CardChange, ...]
+    lifted: tuple[Lifted, ...] = ()
+    carried: tuple[str, ...] = ()  # servers added to mcp.yaml
+    checked: bool = False  # `check`: nothing was written
+    card_tools: int = CARD_TOOLS
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as one JSON document (`--json`)."""
+        return {
+            "status": self.status,
+            "checked": self.checked,
+            "mcp_file": str(self.mcp_file),
+            "card_tools": self.card_tools,
+            "servers": [vars(s) for s in self.servers],
+            "cards": [_card_json(c) for c in self.cards],
+            "set": [vars(v) for v in self.lifted],
+            "carried": list(self.carried),
+        }
+
+
+def _card_json(change: CardChange) -> dict[str, Any]:
+    fields = {k: v for k, v in vars(change).items() if k != "text"}
+    return {**fields, "file": str(change.file), "tools": list(change.tools)}
+
+
+def import_cards(
+    settings: Settings,
+    source: Path | None = None,
+    check: bool = False,
+    environ: Mapping[str, str] | None = None,
+    seconds: float = LIST_SECONDS,
+) -> ImportReport:
+    """Make or refresh the cards of the MCP servers (those of `source`, a host config, or all
+    of mcp.yaml); with `check` write nothing and say whether the cards are behind."""
+    from tiny_cli.tools.mcp_config import load_mcp_config
+
+    mcp_file = (
+        mcp_path(settings.cards_dir, settings.mcp_file) or settings.cards_dir / MCP_FILENAMES[0]
+    )
+    host = read_host_config(source) if source is not None else None
+    carried: list[str] = []
+    if host is not None and not check:
+        mcp_file.parent.mkdir(parents=True, exist_ok=True)
+        carried = merge_mcp_yaml(mcp_file, host.servers)
+    config = load_mcp_config(mcp_file) if mcp_file.is_file() else None
+    declared = dict(config.servers) if config is not None else {}
+    wanted = list(host.servers) if host is not None else list(declared)
+    results = [ServerResult(n, "skipped", why=w) for n, w in (host.skipped if host else ())]
+    results += [
+        ServerResult(n, "skipped", why=f"not in {mcp_file} (run without --check)")
+        for n in wanted
+        if n not in declared
+    ]
+    environ = {**(os.environ if environ is None else environ), **(host.values if host else {})}
+    listings = list_servers([declared[n] for n in wanted if n in declared], environ, seconds)
+    changes = _changes(settings.cards_dir, listings)
+    results += [_result(listing) for listing in listings]
+    if not check:
+        _apply(changes)
+        _save_descriptions(settings.cache_dir, listings, host)
+    return ImportReport(
+        _status(results, changes, check), mcp_file, tuple(results), tuple(changes),
+        host.lifted if host else (), tuple(carried), check,
+    )  # fmt: skip
+
+
+def _status(results: Sequence[ServerResult], changes: Sequence[CardChange], check: bool) -> Any:
+    if any(r.status == "unreachable" or (check and r.status == "skipped") for r in results):
+        return "unreachable"
+    behind = any(c.action in CHANGES or (c.action == "kept" and c.note) for c in changes)
+    return "behind" if check and behind else "ok"
+
+
+def _result(listing: Listing) -> ServerResult:
+    if listing.status != "ok":
+        return ServerResult(listing.server, "unreachable", why=listing.why)
+    writers = sum(t.writes for t in listing.tools)
+    usable = [t for t in listing.tools if _usable(listing.server, t)]
+    left = len(listing.tools) - len(usable)
+    why = f"{left} tool name(s) cannot be a card's SERVER.TOOL; left out" if left else ""
+    return ServerResult(listing.server, "ok", len(usable), writers, why)
+
+
+def _usable(server: str, tool: ListedTool) -> bool:
+    return qualified(f"{server}.{tool.name}") is not None
+
+
+def _changes(cards_dir: Path, listings: Sequence[Listing]) -> list[CardChange]:
+    """Plan every card file's change, server by server; unreachable servers keep theirs."""
+    existing = _generated(cards_dir)
+    taken = {p.stem for p in _card_files(cards_dir)}  # file names no plan may take...
+    changes: list[CardChange] = []
+    for listing in listings:
+        if listing.status == "ok":
+            mine = [g for g in existing if g.server == listing.server]
+            taken -= {g.path.stem for g in mine if not g.edited}  # ...but its own server's
+            changes += _server_changes(cards_dir, listing, mine, taken)
+    return changes
+
+
+def _server_changes(
+    cards_dir: Path, listing: Listing, mine: list[Generated], taken: set[str]
+) -> list[CardChange]:
+    """One server's cards: edited ones kept, the rest made again from its tools now."""
+    scrub = Scrubber(listing.secrets)
+    tools = [
+        replace(t, description=scrub.text(t.description))
+        for t in listing.tools
+        if _usable(listing.server, t)
+    ]
+    have = {t.name for t in tools}
+    edited = [g for g in mine if g.edited]
+    claimed = {
+        q.split(".", 1)[1] for g in edited for q in g.listed if q.startswith(f"{listing.server}.")
+    }
+    changes = [_kept(g, listing.server, have) for g in edited]
+    planned = plan_cards(listing.server, [t for t in tools if t.name not in claimed])
+    fresh = {g.path.stem: g for g in mine if not g.edited}
+    for plan in _free_ids(planned, taken):
+        changes.append(_change(cards_dir, plan, plan.id in fresh))
+        fresh.pop(plan.id, None)
+    for gone in fresh.values():
+        qualified_tools = tuple(f"{gone.server}.{t}" for t in gone.tools)
+        changes.append(
+            CardChange(gone.card_id, gone.server, gone.path, "removed", qualified_tools, False)
+        )
+    return changes
+
+
+def _kept(card: Generated, server: str, have: set[str]) -> CardChange:
+    missing = [
+        q for q in card.listed if q.startswith(f"{server}.") and q.split(".", 1)[1] not in have
+    ]
+    note = (
+        f"edited, so kept; it lists {', '.join(missing)}, which the server no longer has"
+        if missing
+        else "edited, so kept"
+    )
+    return CardChange(card.card_id, server, card.path, "kept", card.listed, False, note)
+
+
+def _free_ids(plans: list[CardPlan], taken: set[str]) -> list[CardPlan]:
+    """Give a plan whose file name is someone else's card the next free id."""
+    free = []
+    for plan in plans:
+        card_id, n = plan.id, 2
+        while card_id in taken:
+            card_id, n = f"{plan.id}-{n}", n + 1
+        taken.add(card_id)
+        free.append(replace(plan, id=card_id))
+    return free
+
+
+def _change(cards_dir: Path, plan: CardPlan, existed: bool) -> CardChange:
+    path = cards_dir / f"{plan.id}.yaml"
+    text = card_text(plan)
+    same = existed and path.is_file() and path.read_text(encoding="utf-8") == text
+    action: Action = "unchanged" if same else "updated" if existed else "added"
+    qualified_tools = tuple(plan.qualified)
+    return CardChange(plan.id, plan.server, path, action, qualified_tools, plan.writes, text=text)
+
+
+def _apply(changes: Sequence[CardChange]) -> None:
+    """Write the added and updated cards, delete the removed ones."""
+    for change in changes:
+        if change.action in ("added", "updated"):
+            change.file.parent.mkdir(parents=True, exist_ok=True)
+            write_text(change.file, change.text)
+        elif change.action == "removed":
+            change.file.unlink(missing_ok=True)
+
+
+def _generated(cards_dir: Path) -> list[Generated]:
+    found = (read_generated(p) for p in _card_files(cards_dir))
+    return [g for g in found if g is not None]
+
+
+def _card_files(cards_dir: Path) -> list[Path]:
+    if not cards_dir.is_dir():
+        return []
+    return sorted(p for p in cards_dir.glob("*.y*ml") if p.name not in MCP_FILENAMES)
+
+
+def _save_descriptions(
+    cache_dir: Path, listings: Sequence[Listing], host: HostServers | None
+) -> None:
+    """Keep every listed tool's description where routes read them (the cache dir)."""
+    from tiny_cli.routing.tooltexts import save_mcp_tools
+
+    scrub = Scrubber(list(host.values.values()) if host else [])
+    tools = {
+        f"{listing.server}.{tool.name}": scrub.text(tool.description)
+        for listing in listings if listing.status == "ok" for tool in listing.tools
+    }  # fmt: skip
+    if tools:
+        save_mcp_tools(cache_dir, tools)
+
+
+# --- sync ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServerAge:
+    """One server of mcp.yaml: how many of its tools routing knows, and how old that list is."""
+
+    server: str
+    tools: int
+    age_seconds: float | None  # None: never listed
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What `tiny cards sync` refreshed, and what it found wrong."""
+
+    status: Literal["ok", "problems"]
+    servers: tuple[ServerAge, ...] = ()
+    problems: tuple[Problem, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as one JSON document (`--json`)."""
+        return {
+            "status": self.status,
+            "servers": [vars(s) for s in self.servers],
+            "problems": [str(p) for p in self.problems],
+        }
+
+
+def sync_tool_lists(settings: Settings, now: float | None = None) -> SyncReport:
+    """Start the servers the cards name and keep their tool lists for routing, as
+    `tiny validate --connect` does; say how old each server's list is."""
+    from tiny_cli.routing.tooltexts import mcp_tool_lists
+    from tiny_cli.validation import connect_problems
+    from tiny_cli.workspace import mcp_settings, open_cards
+
+    mcp = mcp_settings(settings)
+    if mcp is None:
+        return SyncReport("ok")
+    problems = connect_problems(
+        list(open_cards(settings).values()), mcp, cache_dir=settings.cache_dir
+    )
+    tools, ages = mcp_tool_lists(settings.cache_dir, time.time() if now is None else now)
+    servers = tuple(
+        ServerAge(name, sum(1 for t in tools if t.startswith(f"{name}.")), ages.get(name))
+        for name in mcp.servers
+    )
+    return SyncReport("problems" if problems else "ok", servers, tuple(problems))
