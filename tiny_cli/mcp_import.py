@@ -52,6 +52,7 @@ class CardChange:
     tools: tuple[str, ...]  # qualified names
     writes: bool
     note: str = ""
+    missing: tuple[str, ...] = ()  # `kept`: tools it lists that the server no longer has
     text: str = field(default="", repr=False)  # the card file to write (added, updated)
 
 
@@ -95,7 +96,8 @@ class ImportReport:
 
 def _card_json(change: CardChange) -> dict[str, Any]:
     fields = {k: v for k, v in vars(change).items() if k != "text"}
-    return {**fields, "file": str(change.file), "tools": list(change.tools)}
+    return {**fields, "file": str(change.file), "tools": list(change.tools),
+            "missing": list(change.missing)}  # fmt: skip
 
 
 def import_cards(
@@ -142,7 +144,7 @@ def import_cards(
 def _status(results: Sequence[ServerResult], changes: Sequence[CardChange], check: bool) -> Any:
     if any(r.status == "unreachable" or (check and r.status == "skipped") for r in results):
         return "unreachable"
-    behind = any(c.action in CHANGES or (c.action == "kept" and c.note) for c in changes)
+    behind = any(c.action in CHANGES or c.missing for c in changes)
     return "behind" if check and behind else "ok"
 
 
@@ -189,8 +191,9 @@ def _server_changes(
         q.split(".", 1)[1] for g in edited for q in g.listed if q.startswith(f"{listing.server}.")
     }
     changes = [_kept(g, listing.server, have) for g in edited]
-    planned = plan_cards(listing.server, [t for t in tools if t.name not in claimed])
     fresh = {g.path.stem: g for g in mine if not g.edited}
+    kept = {stem: g.tools for stem, g in fresh.items()}
+    planned = plan_cards(listing.server, [t for t in tools if t.name not in claimed], kept)
     for plan in _free_ids(planned, taken):
         changes.append(_change(cards_dir, plan, plan.id in fresh))
         fresh.pop(plan.id, None)
@@ -203,15 +206,13 @@ def _server_changes(
 
 
 def _kept(card: Generated, server: str, have: set[str]) -> CardChange:
-    missing = [
-        q for q in card.listed if q.startswith(f"{server}.") and q.split(".", 1)[1] not in have
-    ]
-    note = (
-        f"edited, so kept; it lists {', '.join(missing)}, which the server no longer has"
-        if missing
-        else "edited, so kept"
-    )
-    return CardChange(card.card_id, server, card.path, "kept", card.listed, False, note)
+    mine = [q for q in card.listed if q.startswith(f"{server}.")]
+    missing = tuple(q for q in mine if q.split(".", 1)[1] not in have)
+    gone = f"; it lists {', '.join(missing)}, which the server no longer has" if missing else ""
+    return CardChange(
+        card.card_id, server, card.path, "kept", card.listed, False, f"edited, so kept{gone}",
+        missing,
+    )  # fmt: skip
 
 
 def _free_ids(plans: list[CardPlan], taken: set[str]) -> list[CardPlan]:

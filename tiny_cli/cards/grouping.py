@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tiny_cli.text import stem, tokenize
@@ -54,24 +54,43 @@ class CardPlan:
         return [f"{self.server}.{name}" for name in self.tools]
 
 
-def plan_cards(server: str, tools: Sequence[ListedTool]) -> list[CardPlan]:
-    """Group one server's tools into cards: readers first, then writers."""
+def plan_cards(
+    server: str, tools: Sequence[ListedTool], kept: Mapping[str, Sequence[str]] | None = None
+) -> list[CardPlan]:
+    """Group one server's tools into cards: readers first, then writers.
+
+    `kept`: cards an earlier import made and nobody edited (id -> tool names). Each keeps its
+    id and the tools the server still has; a new tool joins the most alike one it fits in,
+    or a card of new tools, so a server that adds a tool does not reshuffle every card.
+    """
     about = {t.name: t for t in tools}
-    groups: list[tuple[bool, list[str]]] = []
+    seeds = _seeds(about, kept or {})
+    groups: list[tuple[str | None, bool, list[str]]] = []
     for writes in (False, True):
-        kind = sorted(t.name for t in tools if t.writes == writes)
-        groups += [(writes, g) for g in _groups([about[n] for n in kind])]
+        placed = {n for names in seeds[writes].values() for n in names}
+        new = sorted(t.name for t in tools if t.writes == writes and t.name not in placed)
+        grouped = _groups(seeds[writes], [about[n] for n in new], about)
+        groups += [(card_id, writes, names) for card_id, names in grouped]
     ids = _ids(server, groups)
     return [
-        CardPlan(
-            card_id,
-            server,
-            tuple(names),
-            writes,
-            summary_of(server, [about[n] for n in names], writes),
-        )
-        for card_id, (writes, names) in zip(ids, groups, strict=True)
-    ]
+        CardPlan(card_id, server, tuple(names), writes,
+                 summary_of(server, [about[n] for n in names], writes))
+        for card_id, (_, writes, names) in zip(ids, groups, strict=True)
+    ]  # fmt: skip
+
+
+def _seeds(
+    about: Mapping[str, ListedTool], kept: Mapping[str, Sequence[str]]
+) -> dict[bool, dict[str, list[str]]]:
+    """The kept cards' tools still on the server, by kind: a card is of its tools' main kind,
+    and a tool that changed kind leaves it (read-only and writing tools never share one)."""
+    seeds: dict[bool, dict[str, list[str]]] = {False: {}, True: {}}
+    for card_id, names in sorted(kept.items()):
+        have = [n for n in names if n in about]
+        if have:
+            writes = 2 * sum(about[n].writes for n in have) >= len(have)
+            seeds[writes][card_id] = sorted(n for n in have if about[n].writes == writes)
+    return seeds
 
 
 def summary_of(server: str, tools: Sequence[ListedTool], writes: bool) -> str:
@@ -103,39 +122,53 @@ def _words_of_name(name: str) -> str:
     return " ".join(w.lower() for w in re.split(r"[^0-9A-Za-z]+", _CAMEL.sub(" ", name)) if w)
 
 
-def _groups(tools: list[ListedTool]) -> list[list[str]]:
+def _groups(
+    seeds: Mapping[str, list[str]], new: list[ListedTool], about: Mapping[str, ListedTool]
+) -> list[tuple[str | None, list[str]]]:
     """Split one kind of tools into groups of at most CARD_TOOLS related ones.
 
     Related groups merge first (most alike first); then, while there are more than
-    MAX_GROUPS_PER_CARD times the cards the tools need at least, the most alike that fit.
+    MAX_GROUPS_PER_CARD times the cards the tools need at least (one, for a few), the most
+    alike that fit. Two kept cards never merge; a group that holds one keeps its id.
     """
-    if len(tools) <= CARD_TOOLS:
-        return [[t.name for t in tools]] if tools else []
-    groups = _Groups(tools)
-    most = MAX_GROUPS_PER_CARD * math.ceil(len(tools) / CARD_TOOLS)
+    total = len(new) + sum(map(len, seeds.values()))
+    if not seeds and total <= CARD_TOOLS:
+        return [(None, [t.name for t in new])] if new else []
+    groups = _Groups(seeds, new, about)
+    most = 1 if total <= CARD_TOOLS else MAX_GROUPS_PER_CARD * math.ceil(total / CARD_TOOLS)
     while groups.merge(RELATED) or (len(groups.members) > most and groups.merge(-1.0)):
         pass
-    return sorted(sorted(names) for names in groups.members.values())
+    return sorted(
+        ((groups.fixed.get(i), sorted(names)) for i, names in groups.members.items()),
+        key=lambda group: group[1],
+    )
 
 
 class _Groups:
     """Groups of tools being merged: members, summed word vectors, and how alike pairs are."""
 
-    def __init__(self, tools: list[ListedTool]) -> None:
-        self.members = {i: [t.name] for i, t in enumerate(tools)}
-        self.sums = dict(enumerate(_vectors(tools)))
+    def __init__(
+        self, seeds: Mapping[str, list[str]], new: list[ListedTool], about: Mapping[str, ListedTool]
+    ) -> None:
+        start = [list(names) for names in seeds.values()] + [[t.name] for t in new]
+        self.members = dict(enumerate(start))
+        self.fixed = dict(enumerate(seeds))  # group -> the kept card's id
+        vectors = _vectors([about[n] for names in start for n in names])
+        flat = iter(vectors)
+        self.sums = {i: _sum([next(flat) for _ in names]) for i, names in self.members.items()}
         self.near = {(i, j): _cosine(self.sums[i], self.sums[j])
                      for i in self.members for j in self.members if i < j}  # fmt: skip
 
     def merge(self, least: float) -> bool:
         """Merge the most alike pair that fits in a card and is more alike than `least`."""
-        size = self.members
+        size, fixed = self.members, self.fixed
         fits = [(s, -len(size[i]) - len(size[j]), -i, -j) for (i, j), s in self.near.items()
-                if s > least and len(size[i]) + len(size[j]) <= CARD_TOOLS]  # fmt: skip
+                if s > least and len(size[i]) + len(size[j]) <= CARD_TOOLS
+                and not (i in fixed and j in fixed)]  # fmt: skip
         if not fits:
             return False
         _, _, i, j = max(fits)
-        i, j = -i, -j
+        i, j = (-j, -i) if -j in fixed else (-i, -j)  # the kept card's group stays
         self.members[i] += self.members.pop(j)
         self.sums[i] = _add(self.sums[i], self.sums.pop(j))
         self.near = {p: s for p, s in self.near.items() if j not in p and i not in p}
@@ -160,6 +193,13 @@ def _vectors(tools: list[ListedTool]) -> list[Vector]:
     return [{w: c * idf[w] for w, c in bag.items()} for bag in bags]
 
 
+def _sum(vectors: list[Vector]) -> Vector:
+    total: Vector = {}
+    for vector in vectors:
+        total = _add(total, vector)
+    return total
+
+
 def _add(a: Vector, b: Vector) -> Vector:
     return {w: a.get(w, 0.0) + b.get(w, 0.0) for w in a.keys() | b.keys()}
 
@@ -170,19 +210,22 @@ def _cosine(a: Vector, b: Vector) -> float:
     return round(dot / norm, 9) if norm else 0.0  # rounded: the same order on every CPU
 
 
-def _ids(server: str, groups: list[tuple[bool, list[str]]]) -> list[str]:
-    """`server`, `server-write`; split kinds get the group's own commonest name word."""
+def _ids(server: str, groups: list[tuple[str | None, bool, list[str]]]) -> list[str]:
+    """A kept card's own id; else `server`, `server-write`, and where a kind is split, the
+    group's commonest name word between them."""
     base = re.sub(r"[^a-z0-9_-]", "-", server.lower())[:40]
-    split = Counter(writes for writes, _ in groups)
-    everywhere = _common_words([n for _, names in groups for n in names])
-    ids: list[str] = []
-    for writes, names in groups:
+    split = Counter(writes for _, writes, _ in groups)
+    everywhere = _common_words([n for _, _, names in groups for n in names])
+    ids: list[str] = [card_id for card_id, _, _ in groups if card_id]
+    for at, (kept, writes, names) in enumerate(groups):
+        if kept:
+            continue
         topic = f"-{_topic(names, everywhere)}" if split[writes] > 1 else ""
         card_id = (base + topic)[: ID_CHARS - 6] + ("-write" if writes else "")
         taken, n = card_id, 2
         while taken in ids:
             taken, n = f"{card_id}-{n}", n + 1
-        ids.append(taken)
+        ids.insert(at, taken)
     return ids
 
 
