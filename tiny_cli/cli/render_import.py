@@ -34,11 +34,11 @@ def import_report(out: Console, report: ImportReport) -> None:
     """The servers (tools, writers, or why not), the cards, the variables to set."""
     servers = _table("server", "status", "tools", "writers", "cards", "why")
     for s in report.servers:
-        cards = sum(c.server == s.server for c in report.cards if c.action != "removed")
+        made = sum(c.server == s.server for c in report.cards if c.action != "removed")
         style = STATUS_STYLE.get(s.status, "")
         status = f"[{style}]{s.status}[/]" if style else s.status
         servers.add_row(
-            _cell(s.server), status, str(s.tools), str(s.writers), str(cards), _cell(s.why)
+            _cell(s.server), status, str(s.tools), str(s.writers), str(made), _cell(s.why)
         )
     out.print(servers)
     cards = _table("card", "action", "tools", "writes", "note")
