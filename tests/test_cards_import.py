@@ -224,3 +224,29 @@ def test_sync_refreshes_the_tool_lists_and_says_their_age(
     assert ages["idle"] == {"server": "idle", "tools": 0, "age_seconds": None}  # no card names it
     shown = tiny("cards", "sync", env={"TINY_CARDS": str(cards)}).stdout
     assert "time" in shown and "s ago" in shown and "never" in shown
+
+
+def test_what_a_server_says_reaches_the_terminal_escaped(
+    tmp_path: Path, tiny: Callable[..., Any]
+) -> None:
+    says = "import sys; sys.stderr.write('\\x1b[2J[bold red]owned[/] \\u202e\\n'); sys.exit(1)"
+    cards = project(tmp_path, {"loud": {"command": sys.executable, "args": ["-c", says]}})
+    result = tiny("cards", "import", env={"TINY_CARDS": str(cards), "COLUMNS": "300"})
+    assert result.exit_code == 1
+    assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
+    assert "\\u001b[2J[bold red]owned[/]" in result.stdout and "\\u202e" in result.stdout
+
+
+def test_a_url_key_and_a_key_shaped_argument_are_lifted_too(tmp_path: Path) -> None:
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "search": {"url": f"https://search.example.com/mcp?api_key={TOKEN}&region=eu"},
+        "db": {"command": "db-mcp", "args": ["--dsn", "postgres://localhost/app", TOKEN]},
+    }}))  # fmt: skip
+    found = read_host_config(config)
+    assert found.servers["search"]["url"] == (
+        "https://search.example.com/mcp?api_key=${SEARCH_API_KEY}&region=eu"
+    )
+    assert found.servers["db"]["args"] == ["--dsn", "postgres://localhost/app", "${DB_ARG}"]
+    assert [lifted.variable for lifted in found.lifted] == ["SEARCH_API_KEY", "DB_ARG"]
+    assert set(found.values.values()) == {TOKEN}

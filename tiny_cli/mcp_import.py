@@ -111,9 +111,8 @@ def import_cards(
     of mcp.yaml); with `check` write nothing and say whether the cards are behind."""
     from tiny_cli.tools.mcp_config import load_mcp_config
 
-    mcp_file = (
-        mcp_path(settings.cards_dir, settings.mcp_file) or settings.cards_dir / MCP_FILENAMES[0]
-    )
+    cards_dir = _cards_folder(settings)
+    mcp_file = mcp_path(cards_dir, settings.mcp_file) or cards_dir / MCP_FILENAMES[0]
     host = read_host_config(source) if source is not None else None
     carried: list[str] = []
     if host is not None and not check:
@@ -130,7 +129,7 @@ def import_cards(
     ]
     environ = {**(os.environ if environ is None else environ), **(host.values if host else {})}
     listings = list_servers([declared[n] for n in wanted if n in declared], environ, seconds)
-    changes = _changes(settings.cards_dir, listings)
+    changes = _changes(cards_dir, listings)
     results += [_result(listing) for listing in listings]
     if not check:
         _apply(changes)
@@ -139,6 +138,15 @@ def import_cards(
         _status(results, changes, check), mcp_file, tuple(results), tuple(changes),
         host.lifted if host else (), tuple(carried), check,
     )  # fmt: skip
+
+
+def _cards_folder(settings: Settings) -> Path:
+    """Where the cards go: the cards folder named (flag, variable, project file), else
+    `cards` in the project or the working folder; never the seed cards tiny ships."""
+    if settings.origin("cards_dir"):
+        return settings.cards_dir
+    root = settings.project_file.parent if settings.project_file else Path.cwd()
+    return root / "cards"
 
 
 def _status(results: Sequence[ServerResult], changes: Sequence[CardChange], check: bool) -> Any:
