@@ -177,12 +177,13 @@ def test_a_host_config_with_a_literal_token_imports_with_a_variable(
 
 def test_vs_code_servers_and_placeholders_carry_over(tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"inputs": [], "servers": {
+    config.write_text("// VS Code allows comment lines\n" + json.dumps({"inputs": [], "servers": {
         "gh": {"type": "http", "url": "https://api.example.com/mcp",
                "headers": {"Authorization": "Bearer ${input:gh_token}"}},
         "fs": {"type": "stdio", "command": "npx", "args": ["-y", "server-fs", "${env:HOME}/notes"]},
         "old": {"type": "sse", "url": "https://sse.example.com"},
-        "my.server": {"command": "uvx", "args": ["thing"], "env": {"LOG_LEVEL": "warn"}},
+        "my.server": {"command": "uvx", "args": ["thing", "--tokenizer", "cl100k"],
+                      "env": {"LOG_LEVEL": "warn"}},
     }}))  # fmt: skip
     found = read_host_config(config)
     assert found.servers["gh"] == {
@@ -192,7 +193,7 @@ def test_vs_code_servers_and_placeholders_carry_over(tmp_path: Path) -> None:
     assert found.servers["fs"]["args"] == ["-y", "server-fs", "${HOME}/notes"]
     assert found.servers["my-server"] == {
         "command": "uvx",
-        "args": ["thing"],
+        "args": ["thing", "--tokenizer", "cl100k"],  # not a secret: no word of it names one
         "env": {"LOG_LEVEL": "warn"},
     }
     assert found.skipped == (("old", "SSE transport: tiny speaks stdio and streamable HTTP"),)

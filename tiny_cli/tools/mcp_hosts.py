@@ -21,7 +21,7 @@ import yaml
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
-from tiny_cli.tools.mcp_config import REFERENCE, SCHEMES, SECRET_NAME, SERVER_NAME
+from tiny_cli.tools.mcp_config import REFERENCE, SCHEMES, SECRET_NAME, SERVER_NAME, _server
 from tiny_cli.userfiles import write_text
 
 __all__ = ["HostServers", "Lifted", "merge_mcp_yaml", "read_host_config"]
@@ -32,6 +32,10 @@ KEY_PREFIX = (
     r"[A-Za-z0-9_-]{6,}"
 )
 LONG_RUN = r"^[A-Za-z0-9_+=-][A-Za-z0-9_+/=.-]{31,}$"
+SECRET_FLAG_WORDS = frozenset(
+    ("key", "apikey", "token", "secret", "password", "passwd", "pat", "auth", "credential",
+     "credentials", "authorization", "cookie")
+)  # fmt: skip
 MIN_TOKEN_DIGITS = 4  # a long run counts as a key only with digits in it (not a long word)
 HOST_KEYS = {"mcpServers", "servers"}  # Claude Code/Desktop and Cursor; VS Code
 # VS Code's and Claude Code's own placeholders, as mcp.yaml writes them
@@ -63,7 +67,8 @@ class HostServers:
 def read_host_config(path: Path) -> HostServers:
     """Read a host's MCP config; ConfigError naming the file for one tiny cannot read."""
     try:
-        _, data = yamlsafe.load(yamlsafe.read_bounded(path))  # JSON is YAML
+        # JSON is YAML; VS Code's file may hold // comment lines (JSONC)
+        _, data = yamlsafe.load(re.sub(r"(?m)^\s*//.*$", "", yamlsafe.read_bounded(path)))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     except yaml.YAMLError as exc:
@@ -82,7 +87,13 @@ def read_host_config(path: Path) -> HostServers:
         if why:
             skipped.append((name, why))
             continue
-        servers[name] = lifter.server(name, spec)
+        entry = lifter.server(name, spec)
+        try:
+            _server(path, name, entry)  # as mcp.yaml will check it
+        except ConfigError as exc:
+            skipped.append((name, str(exc)))
+            continue
+        servers[name] = entry
     return HostServers(path, servers, tuple(lifter.lifted), dict(lifter.values), tuple(skipped))
 
 
@@ -91,8 +102,11 @@ def merge_mcp_yaml(path: Path, servers: Mapping[str, dict[str, Any]]) -> list[st
 
     A server mcp.yaml already declares keeps mcp.yaml's settings.
     """
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    _, data = yamlsafe.load(text) if text else (None, None)
+    text = yamlsafe.read_bounded(path) if path.is_file() else ""
+    try:
+        _, data = yamlsafe.load(text) if text else (None, None)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
     have = (data or {}).get("servers") or {} if isinstance(data, dict) else {}
     new = {name: spec for name, spec in servers.items() if name not in have}
     if not new:
@@ -178,11 +192,9 @@ class _Lifter:
     def _arg(self, server: str, args: list[str], at: int) -> str:
         text = _references(args[at], server)
         flag, eq, value = text.partition("=")
-        if eq and flag.startswith("-") and re.search(SECRET_NAME, flag):  # --api-key=VALUE
+        if eq and _secret_flag(flag):  # --api-key=VALUE
             return f"{flag}={self._lift(server, f'args[{at}]', flag, value)}"
-        after_flag = (
-            at > 0 and args[at - 1].startswith("-") and re.search(SECRET_NAME, args[at - 1])
-        )
+        after_flag = at > 0 and _secret_flag(args[at - 1]) and not text.startswith("-")
         if after_flag or _looks_secret(text):  # --token VALUE, or a value shaped like a key
             return self._lift(server, f"args[{at}]", args[at - 1] if after_flag else "arg", text)
         return text
@@ -236,6 +248,14 @@ def _references(value: str, server: str) -> str:
         lambda m: "${" + f"{head}_{re.sub(r'[^A-Za-z0-9]+', '_', m.group(1)).upper()}" + "}",
         value,
     )
+
+
+def _secret_flag(arg: str) -> bool:
+    """`--api-key`, `--token`, `-p`assword-like flags: a word of the flag names a secret."""
+    if not arg.startswith("-"):
+        return False
+    words = set(re.split(r"[-_.]+", arg.lower().lstrip("-")))
+    return bool(words & SECRET_FLAG_WORDS)
 
 
 def _looks_secret(value: str) -> bool:
