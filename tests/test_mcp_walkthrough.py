@@ -76,6 +76,10 @@ def test_from_a_host_config_to_a_delegate_through_tiny_serve(
     assert "set OFFICE_API_KEY" in imported.stdout and KEY not in imported.stdout
     assert "tiny itself" in imported.stdout  # tiny's own entry is not a server of tools
     assert (folder / "cards" / "office-weather.yaml").is_file()  # ./cards: never tiny's seed
+    again = tiny(
+        folder, {**env, "OFFICE_API_KEY": KEY}, "cards", "import", "--from", ".mcp.json", "--check"
+    )
+    assert again.returncode == 0, again.stdout  # up to date; tiny's own entry is no reason not
     checked = tiny(folder, env, "validate")
     assert checked.returncode == 0, checked.stdout
     routed = tiny(folder, env, "route", TASK)

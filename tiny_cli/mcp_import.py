@@ -37,6 +37,7 @@ __all__ = [
     "sync_tool_lists",
 ]
 
+Status = Literal["ok", "behind", "unreachable"]
 Action = Literal["added", "updated", "unchanged", "removed", "kept"]
 CHANGES: tuple[Action, ...] = ("added", "updated", "removed")
 
@@ -61,7 +62,7 @@ class ServerResult:
     """One server: its tools, or why it could not be read."""
 
     server: str
-    status: Literal["ok", "unreachable", "skipped"]
+    status: Literal["ok", "unreachable", "skipped", "new"]  # new: not in mcp.yaml yet (check)
     tools: int = 0
     writers: int = 0
     why: str = ""
@@ -71,7 +72,7 @@ class ServerResult:
 class ImportReport:
     """What `tiny cards import` found and did."""
 
-    status: Literal["ok", "behind", "unreachable"]
+    status: Status
     mcp_file: Path
     servers: tuple[ServerResult, ...]
     cards: tuple[CardChange, ...]
@@ -123,7 +124,7 @@ def import_cards(
     wanted = list(host.servers) if host is not None else list(declared)
     results = [ServerResult(n, "skipped", why=w) for n, w in (host.skipped if host else ())]
     results += [
-        ServerResult(n, "skipped", why=f"not in {mcp_file} (run without --check)")
+        ServerResult(n, "new", why=f"not in {mcp_file} yet (import without --check)")
         for n in wanted
         if n not in declared
     ]
@@ -149,18 +150,21 @@ def _cards_folder(settings: Settings) -> Path:
     return root / "cards"
 
 
-def _status(results: Sequence[ServerResult], changes: Sequence[CardChange], check: bool) -> Any:
-    if any(r.status == "unreachable" or (check and r.status == "skipped") for r in results):
+def _status(results: Sequence[ServerResult], changes: Sequence[CardChange], check: bool) -> Status:
+    """`unreachable` when a server could not be read; with `check`, `behind` when a card
+    would change, an edited card names a tool that is gone, or a server is not carried yet."""
+    if any(r.status == "unreachable" for r in results):
         return "unreachable"
-    behind = any(c.action in CHANGES or c.missing for c in changes)
+    new = any(r.status == "new" for r in results)
+    behind = new or any(c.action in CHANGES or c.missing for c in changes)
     return "behind" if check and behind else "ok"
 
 
 def _result(listing: Listing) -> ServerResult:
     if listing.status != "ok":
         return ServerResult(listing.server, "unreachable", why=listing.why)
-    writers = sum(t.writes for t in listing.tools)
     usable = [t for t in listing.tools if _usable(listing.server, t)]
+    writers = sum(t.writes for t in usable)
     left = len(listing.tools) - len(usable)
     why = f"{left} tool name(s) cannot be a card's SERVER.TOOL; left out" if left else ""
     return ServerResult(listing.server, "ok", len(usable), writers, why)

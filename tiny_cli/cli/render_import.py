@@ -15,7 +15,7 @@ from rich.table import Table
 from tiny_cli.mcp_import import ImportReport, SyncReport
 from tiny_cli.text import printable
 
-STATUS_STYLE = {"ok": "green", "unreachable": "red", "skipped": "yellow"}
+STATUS_STYLE = {"ok": "green", "unreachable": "red", "skipped": "yellow", "new": "cyan"}
 ACTION_STYLE = {"added": "green", "updated": "cyan", "removed": "red", "kept": "yellow"}
 
 
