@@ -251,3 +251,18 @@ def test_a_url_key_and_a_key_shaped_argument_are_lifted_too(tmp_path: Path) -> N
     assert found.servers["db"]["args"] == ["--dsn", "postgres://localhost/app", "${DB_ARG}"]
     assert [lifted.variable for lifted in found.lifted] == ["SEARCH_API_KEY", "DB_ARG"]
     assert set(found.values.values()) == {TOKEN}
+
+
+def test_a_host_config_tiny_cannot_read_is_one_line(
+    tmp_path: Path, tiny: Callable[..., Any]
+) -> None:
+    cards = tmp_path / "cards"
+    odd = tmp_path / "settings.json"
+    odd.write_text(json.dumps({"editor.fontSize": 12}), encoding="utf-8")
+    for source, said in (
+        (tmp_path / "missing.json", "missing.json: cannot read"),
+        (odd, "settings.json: no 'mcpServers' (Claude, Cursor) or 'servers' (VS Code)"),
+    ):
+        result = tiny("cards", "import", "--from", str(source), env={"TINY_CARDS": str(cards)})
+        assert result.exit_code == 2 and said in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not cards.exists()

@@ -166,7 +166,8 @@ def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
         return ToolTexts(descriptions)
     age = max(0.0, (time.time() if now is None else now) - written)
     return ToolTexts(
-        descriptions, f"MCP tool list cached {_age(age)} ago by tiny validate --connect"
+        descriptions,
+        f"MCP tool list cached {_age(age)} ago (validate --connect, cards import or sync)",
     )
 
 
