@@ -275,7 +275,11 @@ def _save_descriptions(
     """Keep every listed tool's description where routes read them (the cache dir)."""
     from tiny_cli.routing.tooltexts import save_mcp_tools
 
-    scrub = Scrubber(list(host.values.values()) if host else [])
+    secrets = [
+        *(host.values.values() if host else ()),
+        *(v for one in listings for v in one.secrets),
+    ]
+    scrub = Scrubber(secrets)
     tools = {
         f"{listing.server}.{tool.name}": scrub.text(tool.description)
         for listing in listings if listing.status == "ok" for tool in listing.tools
