@@ -20,7 +20,8 @@ import yaml
 
 from tiny_cli.cards.grouping import CARD_TOOLS, plan_cards
 from tiny_cli.tools.mcp_client import stop_servers
-from tiny_cli.tools.mcp_hosts import read_host_config
+from tiny_cli.tools.mcp_config import load_mcp_config
+from tiny_cli.tools.mcp_hosts import merge_mcp_yaml, read_host_config
 from tiny_cli.tools.mcp_listing import ListedTool
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
@@ -266,3 +267,16 @@ def test_a_host_config_tiny_cannot_read_is_one_line(
         result = tiny("cards", "import", "--from", str(source), env={"TINY_CARDS": str(cards)})
         assert result.exit_code == 2 and said in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and not cards.exists()
+
+
+def test_servers_carried_over_keep_mcp_yaml_and_its_comments(tmp_path: Path) -> None:
+    shipped = Path(__file__).resolve().parent.parent / "examples" / "mcp" / "cards" / "mcp.yaml"
+    mcp = tmp_path / "mcp.yaml"
+    mcp.write_text(shipped.read_text(encoding="utf-8"), encoding="utf-8")
+    time_changed = {"command": "python", "args": ["-m", "mcp_server_time"]}
+    added = merge_mcp_yaml(mcp, {"time": time_changed, "box": BOX})
+    assert added == ["box"]  # `time` is mcp.yaml's already: its settings stay
+    text = mcp.read_text(encoding="utf-8")
+    assert text.startswith(shipped.read_text(encoding="utf-8").rstrip("\n"))  # comments kept
+    servers = load_mcp_config(mcp).servers
+    assert servers["time"].command == "uvx" and servers["box"].args == tuple(BOX["args"])

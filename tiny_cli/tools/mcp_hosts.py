@@ -113,8 +113,7 @@ def merge_mcp_yaml(path: Path, servers: Mapping[str, dict[str, Any]]) -> list[st
         return []
     block = yaml.safe_dump({"servers": new}, sort_keys=False, allow_unicode=True, width=1000)
     merged = _appended(text, block) if text.strip() else _HEADER + block
-    _, check = yamlsafe.load(merged)
-    if not isinstance(check, dict) or set(check.get("servers") or {}) != set(have) | set(new):
+    if not _holds(merged, set(have) | set(new)):
         # the file's own layout does not take an appended block: write it whole
         merged = _HEADER + yaml.safe_dump(
             {"servers": {**have, **new}}, sort_keys=False, allow_unicode=True, width=1000
@@ -124,6 +123,15 @@ def merge_mcp_yaml(path: Path, servers: Mapping[str, dict[str, Any]]) -> list[st
 
 
 _HEADER = "# MCP servers (docs/mcp.md); `tiny cards import` adds the ones it carries over.\n"
+
+
+def _holds(text: str, names: set[str]) -> bool:
+    """Tell whether mcp.yaml's text declares exactly the servers `names`."""
+    try:
+        _, data = yamlsafe.load(text)
+    except yaml.YAMLError:
+        return False
+    return isinstance(data, dict) and set(data.get("servers") or {}) == names
 
 
 def _appended(text: str, block: str) -> str:
