@@ -278,5 +278,7 @@ def test_servers_carried_over_keep_mcp_yaml_and_its_comments(tmp_path: Path) -> 
     assert added == ["box"]  # `time` is mcp.yaml's already: its settings stay
     text = mcp.read_text(encoding="utf-8")
     assert text.startswith(shipped.read_text(encoding="utf-8").rstrip("\n"))  # comments kept
-    servers = load_mcp_config(mcp).servers
+    config = load_mcp_config(mcp)
+    assert config is not None
+    servers = config.servers
     assert servers["time"].command == "uvx" and servers["box"].args == tuple(BOX["args"])
