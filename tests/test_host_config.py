@@ -27,12 +27,13 @@ CALL_SECONDS = 60
 
 
 def host_configs() -> list[tuple[str, str]]:
-    """Return (where, JSON text) for every mcpServers block of the docs."""
+    """Return (where, JSON text) for every mcpServers block of the docs that registers tiny."""
     found = []
     for name in ("README.md", "docs/mcp.md"):
         text = (REPO / name).read_text(encoding="utf-8")
         for match in JSON_BLOCK.finditer(text):
-            if '"mcpServers"' in match.group(1):
+            # a host's config that registers tiny (not one whose servers go behind it)
+            if '"mcpServers"' in match.group(1) and '"tiny"' in match.group(1):
                 line = text[: match.start()].count("\n") + 1
                 found.append((f"{name}:{line}", match.group(1)))
     return found

@@ -1,4 +1,5 @@
-"""`tiny init` and `tiny cards list / show`: start a project, and see its cards as tiny does.
+"""`tiny init` and `tiny cards list / show / import / sync`: start a project, see its cards as
+tiny does, make cards from MCP servers.
 
 Card text comes from files people and models wrote: every value is shown through
 `printable` and escaped before it reaches the terminal.
@@ -14,7 +15,7 @@ import typer
 
 from tiny_cli.cli.common import console, emit, settings_from, warn
 from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt
-from tiny_cli.cli.process import TinyGroup
+from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
 from tiny_cli.scaffold import STARTER_TOOLS, init_project
 from tiny_cli.text import printable
 
@@ -69,6 +70,44 @@ def cards_show(
 
     detail = card_detail(open_workspace(settings_from(cards=cards, tools=tools)), card_id)
     emit(json_out, detail, lambda: _detail(detail))
+
+
+@cards_app.command("import")
+def cards_import(
+    source: Annotated[
+        Path | None,
+        typer.Option("--from", help="A host's MCP config (.mcp.json, .vscode/mcp.json, ...)."),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Write nothing; exit 1 if the cards are behind.")
+    ] = False,
+    cards: CardsOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Make cards from MCP servers (mcp.yaml's, or a host config's carried into it).
+
+    Again later: new tools added, removed ones dropped, cards you edited kept. Exit 1 when a
+    server could not be read, or with --check when the cards are behind.
+    """
+    from tiny_cli.cli.render_import import import_report
+    from tiny_cli.mcp_import import import_cards
+
+    report = import_cards(settings_from(cards=cards), source, check=check)
+    emit(json_out, report.to_json(), lambda: import_report(console(), report))
+    if report.status != "ok":
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@cards_app.command("sync")
+def cards_sync(cards: CardsOpt = None, json_out: JsonOpt = False) -> None:
+    """Refresh the MCP tool lists routing reads (as validate --connect); show their age."""
+    from tiny_cli.cli.render_import import sync_report
+    from tiny_cli.mcp_import import sync_tool_lists
+
+    report = sync_tool_lists(settings_from(cards=cards))
+    emit(json_out, report.to_json(), lambda: sync_report(console(), report))
+    if report.status != "ok":
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 def _list_table(rows: list[dict[str, Any]]) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "card_tools",
     "described",
     "gathered",
+    "mcp_tool_lists",
     "save_mcp_tools",
     "split_name",
     "tool_key",
@@ -165,16 +166,38 @@ def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
         return ToolTexts(descriptions)
     age = max(0.0, (time.time() if now is None else now) - written)
     return ToolTexts(
-        descriptions, f"MCP tool list cached {_age(age)} ago by tiny validate --connect"
+        descriptions,
+        f"MCP tool list cached {_age(age)} ago (validate --connect, cards import or sync)",
     )
 
 
 def save_mcp_tools(cache_dir: Path, tools: Mapping[str, str], now: float | None = None) -> None:
     """Keep the servers' tool descriptions (`server.tool` → text) for routes to read."""
     found, _ = _mcp_tools(cache_dir)
-    data = {"salt": MCP_TOOLS_SALT, "written": time.time() if now is None else now,
-            "tools": {**found, **tools}}  # fmt: skip
+    now = time.time() if now is None else now
+    listed = {**_server_times(cache_dir), **{name.split(".", 1)[0]: now for name in tools}}
+    data = {"salt": MCP_TOOLS_SALT, "written": now, "tools": {**found, **tools},
+            "servers": listed}  # fmt: skip
     write_json(cache_dir / MCP_TOOLS_FILE, data)
+
+
+def mcp_tool_lists(cache_dir: Path, now: float) -> tuple[dict[str, str], dict[str, float]]:
+    """The kept MCP tool descriptions, and how many seconds ago each server's were listed."""
+    tools, written = _mcp_tools(cache_dir)
+    times = _server_times(cache_dir)
+    for name in tools:  # a list kept before servers had their own times: the file's time
+        server = name.split(".", 1)[0]
+        if server not in times and written is not None:
+            times[server] = written
+    return tools, {server: max(0.0, now - at) for server, at in times.items()}
+
+
+def _server_times(cache_dir: Path) -> dict[str, float]:
+    data: Any = read_json(cache_dir / MCP_TOOLS_FILE, MCP_TOOLS_SALT)
+    servers = data.get("servers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        return {}
+    return {str(k): float(v) for k, v in servers.items() if isinstance(v, int | float)}
 
 
 def _mcp_tools(cache_dir: Path) -> tuple[dict[str, str], float | None]:

@@ -1,0 +1,99 @@
+"""Cards `tiny cards import` wrote: their text, and what each was made from.
+
+A generated card starts with two comment lines; the second holds its manifest as JSON (the
+server, its tools, and a hash of the text below the header). A card whose text no longer has
+that hash was edited by someone: a later import keeps it as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tiny_cli import yamlsafe
+from tiny_cli.cards.grouping import CardPlan
+from tiny_cli.errors import ConfigError
+from tiny_cli.userfiles import read_text
+
+__all__ = ["MARK", "Generated", "card_text", "read_generated"]
+
+MARK = "# tiny-import: "
+NOTE = (
+    "# Made by `tiny cards import` from the MCP server {server}; edit freely: "
+    "a card you edit is kept, never overwritten.\n"
+)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A card file `tiny cards import` wrote, read back."""
+
+    path: Path
+    card_id: str
+    server: str
+    tools: tuple[str, ...]  # as the manifest records them: names on the server
+    edited: bool
+    listed: tuple[str, ...]  # the qualified names the card allows now (an edit may change them)
+
+
+def card_text(plan: CardPlan) -> str:
+    """The card file for `plan`: the note, the manifest, the card."""
+    card: dict[str, Any] = {
+        "id": plan.id,
+        "summary": plan.summary,
+        "tools": plan.qualified,
+        "returns_required": [],
+        "side_effects": "write" if plan.writes else "none",
+    }
+    body = yaml.safe_dump(card, sort_keys=False, allow_unicode=True, width=100)
+    manifest = {"server": plan.server, "tools": list(plan.tools), "sha256": _hash(body)}
+    return NOTE.format(server=plan.server) + MARK + json.dumps(manifest) + "\n" + body
+
+
+def read_generated(path: Path) -> Generated | None:
+    """Read a card file's manifest; None for a card `tiny cards import` did not write."""
+    try:
+        text = read_text(path)
+    except ConfigError:
+        return None
+    lines = text.split("\n", 2)
+    if len(lines) < 3 or not lines[1].startswith(MARK):
+        return None
+    try:
+        manifest = json.loads(lines[1][len(MARK) :])
+        server, tools, digest = manifest["server"], manifest["tools"], manifest["sha256"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    body = lines[2]
+    listed, card_id = _allowlist(body)
+    return Generated(
+        path,
+        card_id or path.stem,
+        str(server),
+        tuple(map(str, tools)),
+        edited=_hash(body) != digest,
+        listed=listed if listed is not None else tuple(f"{server}.{t}" for t in tools),
+    )
+
+
+def _allowlist(body: str) -> tuple[tuple[str, ...] | None, str | None]:
+    """The card's `tools` and `id` as the file says now (None where it cannot be read)."""
+    try:
+        _, data = yamlsafe.load(body)
+    except yaml.YAMLError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    tools = data.get("tools")
+    card_id = data.get("id")
+    listed = tuple(map(str, tools)) if isinstance(tools, list) else None
+    return listed, card_id if isinstance(card_id, str) else None
+
+
+def _hash(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()

@@ -1,0 +1,242 @@
+"""An MCP server's tools grouped into cards: few tools one card, more a few of related tools.
+
+Read-only tools and tools that write never share a card. A server with more than CARD_TOOLS
+of one kind is split by the tools' texts (names and descriptions as stemmed words, weighted by
+how rare a word is on that server): the two most alike groups merge while they fit in a card.
+Ties go to the smaller pair, then to the names' order, so the same tools give the same cards.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tiny_cli.text import stem, tokenize
+from tiny_cli.tools.mcp_listing import ListedTool
+
+__all__ = ["CARD_TOOLS", "CardPlan", "plan_cards", "summary_of"]
+
+CARD_TOOLS = 8  # tools in one imported card at most: a small model picks well among few
+SUMMARY_CHARS = 600  # the card schema's maxLength for a summary
+SENTENCE_CHARS = 140  # of one tool's description in a summary
+NAME_WEIGHT = 3
+RELATED = 0.05
+MAX_GROUPS_PER_CARD = 3
+# the cards a server's tools need at least
+ID_CHARS = 63  # the card schema's id pattern allows 63
+
+# verbs say what a tool does, not which things: a card's id names the things
+VERBS = frozenset((
+    "get", "list", "set", "create", "update", "delete", "add", "remove", "search", "find",
+    "read", "write", "fetch", "put", "post", "make", "new", "edit", "run", "query", "show",
+    "move", "send", "cancel", "close", "open", "mark", "change", "complete",
+))  # fmt: skip
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+Vector = dict[str, float]
+
+
+@dataclass(frozen=True)
+class CardPlan:
+    """One card to write: its id, server, tools (names on the server) and whether it writes."""
+
+    id: str
+    server: str
+    tools: tuple[str, ...]
+    writes: bool
+    summary: str
+
+    @property
+    def qualified(self) -> list[str]:
+        """The card's allowlist: `server.tool` for each tool."""
+        return [f"{self.server}.{name}" for name in self.tools]
+
+
+def plan_cards(
+    server: str, tools: Sequence[ListedTool], kept: Mapping[str, Sequence[str]] | None = None
+) -> list[CardPlan]:
+    """Group one server's tools into cards: readers first, then writers.
+
+    `kept`: cards an earlier import made and nobody edited (id -> tool names). Each keeps its
+    id and the tools the server still has; a new tool joins the most alike one it fits in,
+    or a card of new tools, so a server that adds a tool does not reshuffle every card.
+    """
+    about = {t.name: t for t in tools}
+    seeds = _seeds(about, kept or {})
+    groups: list[tuple[str | None, bool, list[str]]] = []
+    for writes in (False, True):
+        placed = {n for names in seeds[writes].values() for n in names}
+        new = sorted(t.name for t in tools if t.writes == writes and t.name not in placed)
+        grouped = _groups(seeds[writes], [about[n] for n in new], about)
+        groups += [(card_id, writes, names) for card_id, names in grouped]
+    ids = _ids(server, groups)
+    return [
+        CardPlan(card_id, server, tuple(names), writes,
+                 summary_of(server, [about[n] for n in names], writes))
+        for card_id, (_, writes, names) in zip(ids, groups, strict=True)
+    ]  # fmt: skip
+
+
+def _seeds(
+    about: Mapping[str, ListedTool], kept: Mapping[str, Sequence[str]]
+) -> dict[bool, dict[str, list[str]]]:
+    """The kept cards' tools still on the server, by kind: a card is of its tools' main kind,
+    and a tool that changed kind leaves it (read-only and writing tools never share one)."""
+    seeds: dict[bool, dict[str, list[str]]] = {False: {}, True: {}}
+    for card_id, names in sorted(kept.items()):
+        have = [n for n in names if n in about]
+        if have:
+            writes = 2 * sum(about[n].writes for n in have) >= len(have)
+            seeds[writes][card_id] = sorted(n for n in have if about[n].writes == writes)
+    return seeds
+
+
+def summary_of(server: str, tools: Sequence[ListedTool], writes: bool) -> str:
+    """A summary from the tools' descriptions, within the schema's length."""
+    head = f"{'Reads' if not writes else 'Changes'} through the MCP server {server}: "
+    parts = [_sentence(t) for t in tools]
+    text = head + "; ".join(parts) + "."
+    if len(text) <= SUMMARY_CHARS:
+        return text
+    cut = text[: SUMMARY_CHARS - 1].rsplit(" ", 1)[0]
+    return cut.rstrip(" ;,.") + "…"
+
+
+def _sentence(tool: ListedTool) -> str:
+    """A tool's first sentence (or its name in words), without the closing full stop."""
+    first = (
+        re.split(r"(?<=[.!?])\s", tool.description, maxsplit=1)[0].strip()
+        if tool.description
+        else ""
+    )
+    text = first or _words_of_name(tool.name)
+    text = (
+        text if len(text) <= SENTENCE_CHARS else text[: SENTENCE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    )
+    return text.rstrip(".")
+
+
+def _words_of_name(name: str) -> str:
+    return " ".join(w.lower() for w in re.split(r"[^0-9A-Za-z]+", _CAMEL.sub(" ", name)) if w)
+
+
+def _groups(
+    seeds: Mapping[str, list[str]], new: list[ListedTool], about: Mapping[str, ListedTool]
+) -> list[tuple[str | None, list[str]]]:
+    """Split one kind of tools into groups of at most CARD_TOOLS related ones.
+
+    Related groups merge first (most alike first); then, while there are more than
+    MAX_GROUPS_PER_CARD times the cards the tools need at least (one, for a few), the most
+    alike that fit. Two kept cards never merge; a group that holds one keeps its id.
+    """
+    total = len(new) + sum(map(len, seeds.values()))
+    if not seeds and total <= CARD_TOOLS:
+        return [(None, [t.name for t in new])] if new else []
+    groups = _Groups(seeds, new, about)
+    most = 1 if total <= CARD_TOOLS else MAX_GROUPS_PER_CARD * math.ceil(total / CARD_TOOLS)
+    while groups.merge(RELATED) or (len(groups.members) > most and groups.merge(-1.0)):
+        pass
+    return sorted(
+        ((groups.fixed.get(i), sorted(names)) for i, names in groups.members.items()),
+        key=lambda group: group[1],
+    )
+
+
+class _Groups:
+    """Groups of tools being merged: members, summed word vectors, and how alike pairs are."""
+
+    def __init__(
+        self, seeds: Mapping[str, list[str]], new: list[ListedTool], about: Mapping[str, ListedTool]
+    ) -> None:
+        start = [list(names) for names in seeds.values()] + [[t.name] for t in new]
+        self.members = dict(enumerate(start))
+        self.fixed = dict(enumerate(seeds))  # group -> the kept card's id
+        vectors = _vectors([about[n] for names in start for n in names])
+        flat = iter(vectors)
+        self.sums = {i: _sum([next(flat) for _ in names]) for i, names in self.members.items()}
+        self.near = {(i, j): _cosine(self.sums[i], self.sums[j])
+                     for i in self.members for j in self.members if i < j}  # fmt: skip
+
+    def merge(self, least: float) -> bool:
+        """Merge the most alike pair that fits in a card and is more alike than `least`."""
+        size, fixed = self.members, self.fixed
+        fits = [(s, -len(size[i]) - len(size[j]), -i, -j) for (i, j), s in self.near.items()
+                if s > least and len(size[i]) + len(size[j]) <= CARD_TOOLS
+                and not (i in fixed and j in fixed)]  # fmt: skip
+        if not fits:
+            return False
+        _, _, i, j = max(fits)
+        i, j = (-j, -i) if -j in fixed else (-i, -j)  # the kept card's group stays
+        self.members[i] += self.members.pop(j)
+        self.sums[i] = _add(self.sums[i], self.sums.pop(j))
+        self.near = {p: s for p, s in self.near.items() if j not in p and i not in p}
+        for k in self.members:
+            if k != i:
+                self.near[(min(i, k), max(i, k))] = _cosine(self.sums[i], self.sums[k])
+        return True
+
+
+def _vectors(tools: list[ListedTool]) -> list[Vector]:
+    """Each tool's words, weighted by their rarity here; a name's words count NAME_WEIGHT
+    times (a name says what the tool is about; a description's words wander)."""
+    verbs = {stem(v) for v in VERBS}  # what a tool does to things: the things group it
+    bags = []
+    for tool in tools:
+        bag = Counter(tokenize(f"{tool.description} {' '.join(tool.parameters)}"))
+        for word in tokenize(_words_of_name(tool.name)):
+            bag[word] += NAME_WEIGHT
+        bags.append(Counter({w: n for w, n in bag.items() if w not in verbs}))
+    seen = Counter(word for bag in bags for word in bag)
+    idf = {w: math.log((1 + len(bags)) / (1 + n)) + 1.0 for w, n in seen.items()}
+    return [{w: c * idf[w] for w, c in bag.items()} for bag in bags]
+
+
+def _sum(vectors: list[Vector]) -> Vector:
+    total: Vector = {}
+    for vector in vectors:
+        total = _add(total, vector)
+    return total
+
+
+def _add(a: Vector, b: Vector) -> Vector:
+    return {w: a.get(w, 0.0) + b.get(w, 0.0) for w in a.keys() | b.keys()}
+
+
+def _cosine(a: Vector, b: Vector) -> float:
+    dot = sum(v * b[w] for w, v in a.items() if w in b)
+    norm = math.sqrt(sum(v * v for v in a.values()) * sum(v * v for v in b.values()))
+    return round(dot / norm, 9) if norm else 0.0  # rounded: the same order on every CPU
+
+
+def _ids(server: str, groups: list[tuple[str | None, bool, list[str]]]) -> list[str]:
+    """A kept card's own id; else `server`, `server-write`, and where a kind is split, the
+    group's commonest name word between them."""
+    base = re.sub(r"[^a-z0-9_-]", "-", server.lower())[:40]
+    split = Counter(writes for _, writes, _ in groups)
+    everywhere = _common_words([n for _, _, names in groups for n in names])
+    ids: list[str] = [card_id for card_id, _, _ in groups if card_id]
+    for at, (kept, writes, names) in enumerate(groups):
+        if kept:
+            continue
+        topic = f"-{_topic(names, everywhere)}" if split[writes] > 1 else ""
+        card_id = (base + topic)[: ID_CHARS - 6] + ("-write" if writes else "")
+        taken, n = card_id, 2
+        while taken in ids:
+            taken, n = f"{card_id}-{n}", n + 1
+        ids.insert(at, taken)
+    return ids
+
+
+def _common_words(names: list[str]) -> set[str]:
+    """Words in every tool name of the server: they tell no group from another."""
+    sets = [set(_words_of_name(n).split()) for n in names]
+    return set.intersection(*sets) if sets else set()
+
+
+def _topic(names: list[str], skip: set[str]) -> str:
+    words = [w for n in names for w in _words_of_name(n).split() if w not in skip]
+    counts = Counter(w for w in words if w not in VERBS) or Counter(words)
+    best = sorted(counts.items(), key=lambda wc: (-wc[1], -len(wc[0]), wc[0]))
+    return re.sub(r"[^a-z0-9_-]", "", best[0][0])[:20] if best else "tools"

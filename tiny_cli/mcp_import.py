@@ -1,0 +1,338 @@
+"""`tiny cards import` and `tiny cards sync`: cards from MCP servers, kept in step with them.
+
+Import reads the servers (mcp.yaml, or a host's config carried into it), lists each one's
+tools, groups them into cards (tiny_cli.cards.grouping) and writes them with a manifest
+(tiny_cli.cards.generated). Again later, it rewrites only the cards nobody edited: an edited
+card is kept, and its tools stay out of the new groups. `check` writes nothing and says
+whether the cards are behind. Sync refreshes the tool lists routing reads, as
+`tiny validate --connect` does.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from tiny_cli.cards.card import Problem
+from tiny_cli.cards.generated import Generated, card_text, read_generated
+from tiny_cli.cards.grouping import CARD_TOOLS, CardPlan, plan_cards
+from tiny_cli.secrets import Scrubber
+from tiny_cli.settings import Settings
+from tiny_cli.tools.mcp_hosts import HostServers, Lifted, merge_mcp_yaml, read_host_config
+from tiny_cli.tools.mcp_listing import LIST_SECONDS, ListedTool, Listing, list_servers
+from tiny_cli.tools.mcp_names import MCP_FILENAMES, mcp_path, qualified
+from tiny_cli.userfiles import write_text
+
+__all__ = [
+    "CardChange",
+    "ImportReport",
+    "ServerAge",
+    "ServerResult",
+    "SyncReport",
+    "import_cards",
+    "sync_tool_lists",
+]
+
+Status = Literal["ok", "behind", "unreachable"]
+Action = Literal["added", "updated", "unchanged", "removed", "kept"]
+CHANGES: tuple[Action, ...] = ("added", "updated", "removed")
+
+
+@dataclass(frozen=True)
+class CardChange:
+    """What import did (or, with `check`, would do) to one card file."""
+
+    card_id: str
+    server: str
+    file: Path
+    action: Action  # `kept`: edited by someone, left as it is
+    tools: tuple[str, ...]  # qualified names
+    writes: bool
+    note: str = ""
+    missing: tuple[str, ...] = ()  # `kept`: tools it lists that the server no longer has
+    text: str = field(default="", repr=False)  # the card file to write (added, updated)
+
+
+@dataclass(frozen=True)
+class ServerResult:
+    """One server: its tools, or why it could not be read."""
+
+    server: str
+    status: Literal["ok", "unreachable", "skipped", "new"]  # new: not in mcp.yaml yet (check)
+    tools: int = 0
+    writers: int = 0
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What `tiny cards import` found and did."""
+
+    status: Status
+    mcp_file: Path
+    servers: tuple[ServerResult, ...]
+    cards: tuple[CardChange, ...]
+    lifted: tuple[Lifted, ...] = ()
+    carried: tuple[str, ...] = ()  # servers added to mcp.yaml
+    checked: bool = False  # `check`: nothing was written
+    card_tools: int = CARD_TOOLS
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as one JSON document (`--json`)."""
+        return {
+            "status": self.status,
+            "checked": self.checked,
+            "mcp_file": str(self.mcp_file),
+            "card_tools": self.card_tools,
+            "servers": [vars(s) for s in self.servers],
+            "cards": [_card_json(c) for c in self.cards],
+            "set": [vars(v) for v in self.lifted],
+            "carried": list(self.carried),
+        }
+
+
+def _card_json(change: CardChange) -> dict[str, Any]:
+    fields = {k: v for k, v in vars(change).items() if k != "text"}
+    return {**fields, "file": str(change.file), "tools": list(change.tools),
+            "missing": list(change.missing)}  # fmt: skip
+
+
+def import_cards(
+    settings: Settings,
+    source: Path | None = None,
+    check: bool = False,
+    environ: Mapping[str, str] | None = None,
+    seconds: float = LIST_SECONDS,
+) -> ImportReport:
+    """Make or refresh the cards of the MCP servers (those of `source`, a host config, or all
+    of mcp.yaml); with `check` write nothing and say whether the cards are behind."""
+    from tiny_cli.tools.mcp_config import load_mcp_config
+
+    cards_dir = _cards_folder(settings)
+    mcp_file = mcp_path(cards_dir, settings.mcp_file) or cards_dir / MCP_FILENAMES[0]
+    host = read_host_config(source) if source is not None else None
+    carried: list[str] = []
+    if host is not None and not check:
+        mcp_file.parent.mkdir(parents=True, exist_ok=True)
+        carried = merge_mcp_yaml(mcp_file, host.servers)
+    config = load_mcp_config(mcp_file) if mcp_file.is_file() else None
+    declared = dict(config.servers) if config is not None else {}
+    wanted = list(host.servers) if host is not None else list(declared)
+    results = [ServerResult(n, "skipped", why=w) for n, w in (host.skipped if host else ())]
+    results += [
+        ServerResult(n, "new", why=f"not in {mcp_file} yet (import without --check)")
+        for n in wanted
+        if n not in declared
+    ]
+    environ = {**(os.environ if environ is None else environ), **(host.values if host else {})}
+    listings = list_servers([declared[n] for n in wanted if n in declared], environ, seconds)
+    changes = _changes(cards_dir, listings)
+    results += [_result(listing) for listing in listings]
+    if not check:
+        _apply(changes)
+        _save_descriptions(settings.cache_dir, listings, host)
+    return ImportReport(
+        _status(results, changes, check), mcp_file, tuple(results), tuple(changes),
+        host.lifted if host else (), tuple(carried), check,
+    )  # fmt: skip
+
+
+def _cards_folder(settings: Settings) -> Path:
+    """Where the cards go: the cards folder named (flag, variable, project file), else
+    `cards` in the project or the working folder; never the seed cards tiny ships."""
+    if settings.origin("cards_dir"):
+        return settings.cards_dir
+    root = settings.project_file.parent if settings.project_file else Path.cwd()
+    return root / "cards"
+
+
+def _status(results: Sequence[ServerResult], changes: Sequence[CardChange], check: bool) -> Status:
+    """`unreachable` when a server could not be read; with `check`, `behind` when a card
+    would change, an edited card names a tool that is gone, or a server is not carried yet."""
+    if any(r.status == "unreachable" for r in results):
+        return "unreachable"
+    new = any(r.status == "new" for r in results)
+    behind = new or any(c.action in CHANGES or c.missing for c in changes)
+    return "behind" if check and behind else "ok"
+
+
+def _result(listing: Listing) -> ServerResult:
+    if listing.status != "ok":
+        return ServerResult(listing.server, "unreachable", why=listing.why)
+    usable = [t for t in listing.tools if _usable(listing.server, t)]
+    writers = sum(t.writes for t in usable)
+    left = len(listing.tools) - len(usable)
+    why = f"{left} tool name(s) cannot be a card's SERVER.TOOL; left out" if left else ""
+    return ServerResult(listing.server, "ok", len(usable), writers, why)
+
+
+def _usable(server: str, tool: ListedTool) -> bool:
+    return qualified(f"{server}.{tool.name}") is not None
+
+
+def _changes(cards_dir: Path, listings: Sequence[Listing]) -> list[CardChange]:
+    """Plan every card file's change, server by server; unreachable servers keep theirs."""
+    existing = _generated(cards_dir)
+    taken = {p.stem for p in _card_files(cards_dir)}  # file names no plan may take...
+    changes: list[CardChange] = []
+    for listing in listings:
+        if listing.status == "ok":
+            mine = [g for g in existing if g.server == listing.server]
+            taken -= {g.path.stem for g in mine if not g.edited}  # ...but its own server's
+            changes += _server_changes(cards_dir, listing, mine, taken)
+    return changes
+
+
+def _server_changes(
+    cards_dir: Path, listing: Listing, mine: list[Generated], taken: set[str]
+) -> list[CardChange]:
+    """One server's cards: edited ones kept, the rest made again from its tools now."""
+    scrub = Scrubber(listing.secrets)
+    tools = [
+        replace(t, description=scrub.text(t.description))
+        for t in listing.tools
+        if _usable(listing.server, t)
+    ]
+    have = {t.name for t in tools}
+    edited = [g for g in mine if g.edited]
+    claimed = {
+        q.split(".", 1)[1] for g in edited for q in g.listed if q.startswith(f"{listing.server}.")
+    }
+    changes = [_kept(g, listing.server, have) for g in edited]
+    fresh = {g.path.stem: g for g in mine if not g.edited}
+    kept = {stem: g.tools for stem, g in fresh.items()}
+    planned = plan_cards(listing.server, [t for t in tools if t.name not in claimed], kept)
+    for plan in _free_ids(planned, taken):
+        changes.append(_change(cards_dir, plan, plan.id in fresh))
+        fresh.pop(plan.id, None)
+    for gone in fresh.values():
+        qualified_tools = tuple(f"{gone.server}.{t}" for t in gone.tools)
+        changes.append(
+            CardChange(gone.card_id, gone.server, gone.path, "removed", qualified_tools, False)
+        )
+    return changes
+
+
+def _kept(card: Generated, server: str, have: set[str]) -> CardChange:
+    mine = [q for q in card.listed if q.startswith(f"{server}.")]
+    missing = tuple(q for q in mine if q.split(".", 1)[1] not in have)
+    gone = f"; it lists {', '.join(missing)}, which the server no longer has" if missing else ""
+    return CardChange(
+        card.card_id, server, card.path, "kept", card.listed, False, f"edited, so kept{gone}",
+        missing,
+    )  # fmt: skip
+
+
+def _free_ids(plans: list[CardPlan], taken: set[str]) -> list[CardPlan]:
+    """Give a plan whose file name is someone else's card the next free id."""
+    free = []
+    for plan in plans:
+        card_id, n = plan.id, 2
+        while card_id in taken:
+            card_id, n = f"{plan.id}-{n}", n + 1
+        taken.add(card_id)
+        free.append(replace(plan, id=card_id))
+    return free
+
+
+def _change(cards_dir: Path, plan: CardPlan, existed: bool) -> CardChange:
+    path = cards_dir / f"{plan.id}.yaml"
+    text = card_text(plan)
+    same = existed and path.is_file() and path.read_text(encoding="utf-8") == text
+    action: Action = "unchanged" if same else "updated" if existed else "added"
+    qualified_tools = tuple(plan.qualified)
+    return CardChange(plan.id, plan.server, path, action, qualified_tools, plan.writes, text=text)
+
+
+def _apply(changes: Sequence[CardChange]) -> None:
+    """Write the added and updated cards, delete the removed ones."""
+    for change in changes:
+        if change.action in ("added", "updated"):
+            change.file.parent.mkdir(parents=True, exist_ok=True)
+            write_text(change.file, change.text)
+        elif change.action == "removed":
+            change.file.unlink(missing_ok=True)
+
+
+def _generated(cards_dir: Path) -> list[Generated]:
+    found = (read_generated(p) for p in _card_files(cards_dir))
+    return [g for g in found if g is not None]
+
+
+def _card_files(cards_dir: Path) -> list[Path]:
+    if not cards_dir.is_dir():
+        return []
+    return sorted(p for p in cards_dir.glob("*.y*ml") if p.name not in MCP_FILENAMES)
+
+
+def _save_descriptions(
+    cache_dir: Path, listings: Sequence[Listing], host: HostServers | None
+) -> None:
+    """Keep every listed tool's description where routes read them (the cache dir)."""
+    from tiny_cli.routing.tooltexts import save_mcp_tools
+
+    secrets = [
+        *(host.values.values() if host else ()),
+        *(v for one in listings for v in one.secrets),
+    ]
+    scrub = Scrubber(secrets)
+    tools = {
+        f"{listing.server}.{tool.name}": scrub.text(tool.description)
+        for listing in listings if listing.status == "ok" for tool in listing.tools
+    }  # fmt: skip
+    if tools:
+        save_mcp_tools(cache_dir, tools)
+
+
+# --- sync ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServerAge:
+    """One server of mcp.yaml: how many of its tools routing knows, and how old that list is."""
+
+    server: str
+    tools: int
+    age_seconds: float | None  # None: never listed
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What `tiny cards sync` refreshed, and what it found wrong."""
+
+    status: Literal["ok", "problems"]
+    servers: tuple[ServerAge, ...] = ()
+    problems: tuple[Problem, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as one JSON document (`--json`)."""
+        return {
+            "status": self.status,
+            "servers": [vars(s) for s in self.servers],
+            "problems": [str(p) for p in self.problems],
+        }
+
+
+def sync_tool_lists(settings: Settings, now: float | None = None) -> SyncReport:
+    """Start the servers the cards name and keep their tool lists for routing, as
+    `tiny validate --connect` does; say how old each server's list is."""
+    from tiny_cli.routing.tooltexts import mcp_tool_lists
+    from tiny_cli.validation import connect_problems
+    from tiny_cli.workspace import mcp_settings, open_cards
+
+    mcp = mcp_settings(settings)
+    if mcp is None:
+        return SyncReport("ok")
+    problems = connect_problems(
+        list(open_cards(settings).values()), mcp, cache_dir=settings.cache_dir
+    )
+    tools, ages = mcp_tool_lists(settings.cache_dir, time.time() if now is None else now)
+    servers = tuple(
+        ServerAge(name, sum(1 for t in tools if t.startswith(f"{name}.")), ages.get(name))
+        for name in mcp.servers
+    )
+    return SyncReport("problems" if problems else "ok", servers, tuple(problems))

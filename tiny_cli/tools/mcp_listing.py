@@ -1,0 +1,88 @@
+"""A server's tools as `tools/list` gives them now: what `tiny cards import` makes cards from.
+
+A server this process already started is asked again (its list may have changed since);
+one that cannot be started is a Listing with the reason, never an exception: one server
+that fails does not stop the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tiny_cli.errors import ConfigError, ToolServerError
+from tiny_cli.tools.mcp_config import McpServer
+
+__all__ = ["LIST_SECONDS", "ListedTool", "Listing", "list_servers"]
+
+LIST_SECONDS = 30.0  # how long one server may take to start and list its tools
+LIST_THREADS = 4  # servers started at once
+
+
+@dataclass(frozen=True)
+class ListedTool:
+    """One published tool: its name on the server, its description, whether it writes."""
+
+    name: str
+    description: str
+    writes: bool  # MCP annotations: not readOnlyHint, or destructiveHint (no hint: writes)
+    parameters: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One server's tools, or why it could not be reached."""
+
+    server: str
+    status: Literal["ok", "unreachable"]
+    tools: tuple[ListedTool, ...] = ()
+    why: str = ""
+    secrets: frozenset[str] = field(default_factory=frozenset, repr=False)
+
+
+def list_servers(
+    servers: Sequence[McpServer],
+    environ: Mapping[str, str] | None = None,
+    seconds: float = LIST_SECONDS,
+) -> list[Listing]:
+    """Start each server (a few at once), list its tools; in the order given."""
+    with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
+        return list(pool.map(lambda s: _list_one(s, environ, seconds), servers))
+
+
+def _list_one(server: McpServer, environ: Mapping[str, str] | None, seconds: float) -> Listing:
+    # tools/list read again on the running session: a server started earlier in this process
+    # (a test, a second import) may have changed its tools since
+    from tiny_cli.tools.mcp_client import _listing, open_session
+
+    session = None
+    try:
+        session = open_session(server, seconds, environ)
+        tools = session.host.run(_listing(session.client), seconds)
+    except (ToolServerError, ConfigError) as exc:
+        return Listing(server.name, "unreachable", why=str(exc))
+    except TimeoutError:
+        why = f"MCP server {server.name!r} did not list its tools within {seconds:.0f}s"
+        return Listing(server.name, "unreachable", why=why)
+    except Exception as exc:  # the SDK's own errors: the server is unusable, the rest go on
+        why = f"MCP server {server.name!r} could not list its tools ({type(exc).__name__})"
+        return Listing(server.name, "unreachable", why=why)
+    session.tools = tools
+    listed = tuple(_listed(tools[name]) for name in sorted(tools))
+    return Listing(server.name, "ok", listed, secrets=frozenset(session.secrets))
+
+
+def _listed(published: Any) -> ListedTool:
+    annotations = published.annotations
+    read_only = annotations is not None and annotations.read_only_hint is True
+    destructive = annotations is not None and annotations.destructive_hint is True
+    schema = published.input_schema if isinstance(published.input_schema, dict) else {}
+    properties = schema.get("properties")
+    return ListedTool(
+        published.name,
+        " ".join((published.description or published.title or "").split()),
+        writes=not read_only or destructive,
+        parameters=tuple(properties) if isinstance(properties, dict) else (),
+    )
