@@ -41,8 +41,10 @@ SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
     "Wikipedia": ("wikipedia-mcp", ("wikipedia_mcp/server.py",)),
     "Google Maps": ("mcp-google-map", ("src/tools/maps",)),
     "Bibliomantic": ("bibliomantic-mcp-server", ("enhanced_bibliomantic_server.py",)),
-    "BioMCP": ("biomcp", ("src/biomcp/individual_tools.py", "src/biomcp/router.py",
-                          "src/biomcp/thinking_tool.py")),  # fmt: skip
+    "BioMCP": (
+        "biomcp",
+        ("src/biomcp/individual_tools.py", "src/biomcp/router.py", "src/biomcp/thinking_tool.py"),
+    ),
     "Call for Papers": ("call-for-papers-mcp", ("call-for-papers-mcp-main/server.py",)),
     "Car Price Evaluator": ("car-price-mcp-main", ("server.py",)),
     "Context7": ("context7-mcp", ("src/index.ts",)),
@@ -183,9 +185,11 @@ _TS_PATTERNS = (
     # { name: "x", description: "y", inputSchema: ... }
     re.compile(rf"\bname\s*:\s*(?P<name>{_STRING})\s*,\s*description\s*:\s*(?P<description>{_JOINED})(?P<rest>)"),
     # class fields: name: string = 'x'; description: string = '...'
-    re.compile(rf"\bname\s*:\s*string\s*=\s*(?P<name>{_STRING});\s*(?:public\s+readonly\s+)?description\s*:\s*string\s*=\s*(?P<description>{_JOINED})(?P<rest>)"),
+    re.compile(rf"\bname\s*:\s*string\s*=\s*(?P<name>{_STRING});\s*(?:public\s+readonly\s+)?"
+               rf"description\s*:\s*string\s*=\s*(?P<description>{_JOINED})(?P<rest>)"),
     # const NAME = "x"; const DESCRIPTION = "y"; const SCHEMA = { params }
-    re.compile(rf"const NAME\s*=\s*(?P<name>{_STRING});\s*const DESCRIPTION\s*=\s*(?P<description>{_JOINED})(?P<rest>)"),
+    re.compile(rf"const NAME\s*=\s*(?P<name>{_STRING});\s*"
+               rf"const DESCRIPTION\s*=\s*(?P<description>{_JOINED})(?P<rest>)"),
 )  # fmt: skip
 
 
@@ -249,8 +253,7 @@ def server_tools(files: dict[str, str], server: str) -> list[dict[str, Any]]:
 def descriptions(readme: str) -> dict[str, str]:
     """Each server's description as MCP-Bench's README lists it: "- [Name](url) - text"."""
     return {
-        m[1]: m[2].strip()
-        for m in re.finditer(r"^- \[([^\]]+)\]\([^)]+\) - (.+)$", readme, re.M)
+        m[1]: m[2].strip() for m in re.finditer(r"^- \[([^\]]+)\]\([^)]+\) - (.+)$", readme, re.M)
     }
 
 
@@ -264,16 +267,30 @@ def write_cards(files: dict[str, str], servers: list[str]) -> dict[str, int]:
     about = descriptions(files["README.md"])
     folder = OUT / "cards"
     folder.mkdir(parents=True, exist_ok=True)
-    counts = {}
+    counts: dict[str, int] = {}
+    taken: set[str] = set()
     for server in servers:
         if server in NO_CARD:
             continue
-        tools = server_tools(files, server)
-        card = {"id": card_id(server), "summary": f"{about[server]}.", "functions": tools}
+        tools = [_unique(tool, taken) for tool in server_tools(files, server)]
+        card = {"id": card_id(server), "summary": f"{about[server]}.",
+                "tools": [t["name"] for t in tools], "returns_required": [],
+                "side_effects": "none", "functions": tools}  # fmt: skip
         text = yaml.safe_dump(card, sort_keys=False, allow_unicode=True, width=100)
         (folder / f"{card_id(server)}.yaml").write_text(text, "utf-8", newline="\n")
         counts[server] = len(tools)
     return counts
+
+
+def _unique(tool: dict[str, Any], taken: set[str]) -> dict[str, Any]:
+    """The tool, renamed `<name>_<n>` if an earlier card declares its name (as BFCL's cards
+    do: one catalogue, one definition a name); `taken` gains its name."""
+    name, n = tool["name"], 1
+    while name in taken:
+        n += 1
+        name = f"{tool['name']}_{n}"
+    taken.add(name)
+    return {**tool, "name": name}
 
 
 def task_rows(files: dict[str, str]) -> list[dict[str, Any]]:
@@ -297,7 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", required=True, type=Path, help="a clone of Accenture/mcp-bench")
     args = parser.parse_args(argv)
-    paths = ["README.md", "tasks", *(f"mcp_servers/{f}/{p}" for f, ps in SOURCES.values() for p in ps)]
+    paths = [
+        "README.md",
+        "tasks",
+        *(f"mcp_servers/{f}/{p}" for f, ps in SOURCES.values() for p in ps),
+    ]
     files = archive(args.repo, paths)
     servers = [*SOURCES, "Time MCP"]
     counts = write_cards(files, servers)
