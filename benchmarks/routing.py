@@ -325,6 +325,23 @@ def dev_row(router: Router, labelled: Accepted) -> dict[str, Any]:
         "in_scope_abstained": _share(d.agent_id is None for _, d in inside),
         "abstain_recall": _share(d.agent_id is None for d in outside) if outside else None,
         "routed_right": _share(d.agent_id in ok for ok, d in inside),
+        "at_target": _at_target(inside, outside),
+    }
+
+
+def _at_target(inside: list[tuple[frozenset[str], Any]], outside: list[Any]) -> Any:
+    """The set's own threshold for abstain recall TARGET_ABSTAIN_RECALL (the lowest that
+    reaches it), with the in-scope share it abstains on and the share it routes right."""
+    if not outside:
+        return None
+    ranked = sorted(d.score for d in outside)
+    cut = float(np.nextafter(ranked[math.ceil(TARGET_ABSTAIN_RECALL * len(ranked)) - 1], np.inf))
+    return {
+        "threshold": round(cut, 4),
+        "in_scope_abstained": _share(d.score < cut for _, d in inside),
+        "routed_right": _share(
+            d.score >= cut and d.candidates[0].agent_id in ok for ok, d in inside
+        ),
     }
 
 
@@ -336,22 +353,29 @@ def _share(flags: Any) -> float:
 def _print_dev(console: Console, rows: list[dict[str, Any]]) -> None:
     table = Table(title=f"every dev set, untaught, default threshold {DEFAULT_THRESHOLD}")
     heads = ("set", "cards", "in scope", "out of scope", "@1", "@3", "@5",
-             "in scope abstained", "abstain recall", "routed right")  # fmt: skip
+             "in scope abstained", "abstain recall", "routed right",
+             "own threshold for R ≥ 0.80: z / abstained / routed right")  # fmt: skip
     for name in heads:
         table.add_column(name, justify="left" if name == "set" else "right")
     for r in rows:
         recall = "—" if r["abstain_recall"] is None else f"{r['abstain_recall']:.3f}"
+        own = r["at_target"]
+        tuned = "—"
+        if own is not None:
+            parts = (own["threshold"], own["in_scope_abstained"], own["routed_right"])
+            tuned = f"{parts[0]:.2f} / {parts[1]:.3f} / {parts[2]:.3f}"
         table.add_row(
             r["set"], str(r["cards"]), str(r["in_scope"]), str(r["out_of_scope"]),
             *(f"{r[f'@{k}']:.3f}" for k in (1, 3, 5)),
-            f"{r['in_scope_abstained']:.3f}", recall, f"{r['routed_right']:.3f}",
+            f"{r['in_scope_abstained']:.3f}", recall, f"{r['routed_right']:.3f}", tuned,
         )  # fmt: skip
     console.print(table)
     console.print(
         "[dim]@k: a right card among the first k (ranking alone, never abstaining). Right: "
         "the expected card; BFCL shared function: or a card holding the expected function "
         "with the same definition; real MCP: any server the task needs. routed right: "
-        "routed (not abstained) to a right card.[/dim]"
+        "routed (not abstained) to a right card. own threshold: the lowest that abstains on "
+        "80 % of this set's out-of-scope tasks (what tuning per set would buy).[/dim]"
     )
 
 
