@@ -80,6 +80,12 @@ TIME_TOOLS = [
                     "time": {"type": "string"}, "target_timezone": {"type": "string"}},
                     "required": ["source_timezone", "time", "target_timezone"]}},
 ]  # fmt: skip
+# MCP-Bench's generator ends 66 of the 104 user-facing tasks with this same text; it is the
+# generator's, not the user's, and says nothing about which server a task needs
+BOILERPLATE = (
+    "Please ensure all findings are supported by concrete data and verifiable sources. "
+    "I need specific numbers and evidence, not generalizations."
+)
 MAX_DESCRIPTION = 600  # characters of a tool's description kept: its first paragraphs
 SCHEMA_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
                 "list": "array", "dict": "object"}  # fmt: skip
@@ -302,7 +308,8 @@ def task_rows(files: dict[str, str]) -> list[dict[str, Any]]:
             servers = group.get("servers") or [group["server_name"]]
             right = [card_id(s) for s in servers if s not in NO_CARD]
             for task in group["tasks"]:
-                rows.append({"task": task["fuzzy_description"].strip(),
+                text = task["fuzzy_description"].strip().removesuffix(BOILERPLATE).strip()
+                rows.append({"task": text,
                              "expected_agent": right[0] if right else None,
                              "acceptable": right, "servers": servers,
                              "id": task["task_id"]})  # fmt: skip
