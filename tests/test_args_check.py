@@ -11,7 +11,7 @@ import referencing.exceptions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiny_cli.tools.args_check import argument_problem, fast_pass
+from tiny_cli.tools.args_check import argument_problem, dialect, fast_pass
 
 
 def _jsonschema_ok(schema: dict, args: dict) -> bool:
@@ -165,3 +165,52 @@ def test_a_fast_pass_that_judges_formats_is_never_wrong(schema: dict | bool, val
     if fast_pass(full, value, formats=True):
         assert ok
     assert not fast_pass({"type": "string", "format": "uri"}, "not a uri", formats=True)
+
+
+D4 = "http://json-schema.org/draft-04/schema#"
+D6 = "http://json-schema.org/draft-06/schema#"
+D7 = "http://json-schema.org/draft-07/schema#"
+D2019 = "https://json-schema.org/draft/2019-09/schema"
+D2020 = "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize(
+    ("declared", "validator"),
+    [
+        (None, jsonschema.Draft202012Validator),  # MCP's default dialect (SEP-1613)
+        (D4, jsonschema.Draft4Validator),
+        ("https://json-schema.org/draft-04/schema", jsonschema.Draft4Validator),
+        (D6, jsonschema.Draft6Validator),
+        (D7, jsonschema.Draft7Validator),
+        ("https://json-schema.org/draft-07/schema#", jsonschema.Draft7Validator),
+        (D2019, jsonschema.Draft201909Validator),
+        (D2020, jsonschema.Draft202012Validator),
+        ("https://example.com/my-own-meta", jsonschema.Draft202012Validator),
+    ],
+)
+def test_a_schema_is_read_in_the_dialect_it_declares(declared, validator) -> None:
+    schema = {"type": "object"} if declared is None else {"$schema": declared, "type": "object"}
+    assert dialect(schema) is validator
+
+
+def _exclusive(declared: str | None, bound: object) -> dict:
+    schema = {"type": "object", "properties": {"x": {"type": "number", "minimum": 0}}}
+    schema["properties"]["x"]["exclusiveMinimum"] = bound
+    return schema if declared is None else {"$schema": declared, **schema}
+
+
+@pytest.mark.parametrize("declared", [D4])
+def test_draft_04_boolean_exclusive_minimum_excludes_the_bound(declared) -> None:
+    schema = _exclusive(declared, True)
+    dialect(schema).check_schema(schema)  # a valid draft-04 schema
+    assert argument_problem(schema, {"x": 0}) is not None
+    assert argument_problem(schema, {"x": 0.5}) is None
+
+
+@pytest.mark.parametrize("declared", [D6, D7, D2019, D2020, None])
+def test_later_drafts_take_a_number_and_refuse_the_boolean(declared) -> None:
+    numeric = _exclusive(declared, 0)
+    assert argument_problem(numeric, {"x": 0}) is not None
+    assert argument_problem(numeric, {"x": 1}) is None
+    with pytest.raises(jsonschema.SchemaError):
+        dialect(_exclusive(declared, True)).check_schema(_exclusive(declared, True))

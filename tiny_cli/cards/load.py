@@ -27,6 +27,7 @@ from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema
 from tiny_cli.cards.schema_check import is_valid
 from tiny_cli.cards.wording import message, missing, short, yaml_line, yaml_message
 from tiny_cli.errors import CardError
+from tiny_cli.tools.args_check import dialect
 from tiny_cli.tools.mcp_names import offered, original, qualified
 
 if TYPE_CHECKING:  # read only where an mcp.yaml is (tiny_cli.workspace.mcp_settings)
@@ -235,7 +236,11 @@ def _declared_functions(data: dict) -> set[str]:
 def _function_problems(
     name: str, data: dict, lines: dict[tuple, int], declared: set[str], known: Mapping[str, bool]
 ) -> list[Problem]:
-    """Each declared function is allowlisted, has a valid schema and shadows no real tool."""
+    """Each declared function is allowlisted and has a valid schema.
+
+    A declared function may have a registered tool's name (a server's `html_to_text`): the
+    card declares it, so in this card the name means the declared function.
+    """
     problems, tools = [], {t for t in _list(data, "tools") if isinstance(t, str)}
     for i, spec in enumerate(_list(data, "functions")):
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
@@ -244,8 +249,6 @@ def _function_problems(
         msg = None
         if fn not in tools:
             msg = f"function {fn!r} is declared but not in tools: list it to offer it"
-        elif fn in known:
-            msg = f"function {fn!r} has the name of a registered tool; rename it"
         elif (trouble := _schema_trouble(spec.get("parameters"))) is not None:
             msg = f"function {fn!r}: parameters are not a valid JSON Schema: {trouble}"
         if msg:
@@ -256,8 +259,8 @@ def _function_problems(
 def _schema_trouble(schema: Any) -> str | None:
     import jsonschema  # a card that declares functions: their parameters are JSON Schemas
 
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
+    try:  # in the dialect the schema declares, as a call's arguments will be checked
+        dialect(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         return exc.message.splitlines()[0][:160]
     return None

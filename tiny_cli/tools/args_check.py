@@ -1,7 +1,9 @@
 """A call's arguments against its tool's schema: a compiled check first, jsonschema's words after.
 
-jsonschema (Draft 2020-12) decides every call it sees and words what is wrong. Most tool
-schemas use only keywords that drafts 7 to 2020-12 read alike; for those, a validator that
+jsonschema decides every call it sees and words what is wrong, in the dialect the schema
+declares in `$schema` (draft-04, -06, -07, 2019-09 or 2020-12); a schema that declares none is
+read as 2020-12, MCP's default dialect (SEP-1613, spec 2025-11-25). Most tool schemas use only
+keywords that drafts 7 to 2020-12 read alike; for those, a validator that
 fastjsonschema compiled (once per schema and process) lets good arguments through without
 importing jsonschema, a large share of a command's start. Arguments it rejects, and every schema
 with another keyword, go to jsonschema, so its verdict is the one that counts.
@@ -15,10 +17,12 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["argument_problem", "coerce_scalar", "fast_pass"]
+__all__ = ["argument_problem", "coerce_scalar", "dialect", "fast_pass"]
 
 MAX_SCHEMA_DEPTH = 32  # deeper ones go to jsonschema: no tool needs more, recursion stays bounded
 COMPILED_SCHEMAS = 256  # compiled validators kept per process (a bench at scale offers hundreds)
@@ -39,6 +43,9 @@ SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")  # nam
 ONE_SCHEMA = ("additionalProperties", "propertyNames", "items", "contains", "not")
 CONDITIONS = ("if", "then", "else")  # each one schema too
 SCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
+# Drafts whose keywords mean something else in 2019-09 (draft-04's boolean exclusiveMinimum):
+# the compiled check never sees them
+OLD_DRAFTS = re.compile(r"draft-0[3-6]/")
 NOT_CHECKS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated"})
 
 
@@ -46,13 +53,27 @@ def argument_problem(schema: Mapping[str, Any], args: dict[str, Any]) -> str | N
     """Say what is wrong with a call's `args` under its tool's `schema`; None if nothing is."""
     if fast_pass(schema, args):
         return None
-    import jsonschema  # words the failure (and decides schemas fastjsonschema cannot)
-
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(args), key=str)
+    errors = sorted(dialect(schema)(schema).iter_errors(args), key=str)
     if not errors:
         return None
     where = "/".join(map(str, errors[0].absolute_path)) or "arguments"
     return f"invalid arguments: {where}: {errors[0].message}"
+
+
+def dialect(schema: Any) -> Any:
+    """The jsonschema validator class of the dialect `schema` declares; 2020-12 without one."""
+    import jsonschema  # words a failure (and decides schemas fastjsonschema cannot)
+
+    declared = schema.get("$schema") if isinstance(schema, Mapping) else None
+    if not isinstance(declared, str):
+        return jsonschema.Draft202012Validator
+    # servers write the old drafts' ids with https too; jsonschema knows them by http
+    uri = re.sub(r"^https://(json-schema\.org/draft-0)", r"http://\1", declared.strip())
+    with warnings.catch_warnings():  # an unknown $schema is read as the default, not warned on
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return jsonschema.validators.validator_for(
+            {"$schema": uri}, default=jsonschema.Draft202012Validator
+        )
 
 
 def coerce_scalar(schema: Any, value: Any) -> Any:
@@ -100,6 +121,8 @@ def fast_pass(schema: Mapping[str, Any], value: Any, *, formats: bool = False) -
 def _compiled(key: str, formats: bool) -> Callable[[Any], Any] | None:
     """A compiled check of the schema spelt `key`, or None where it might judge differently."""
     schema = json.loads(key)
+    if isinstance(schema, dict) and OLD_DRAFTS.search(str(schema.get("$schema", ""))):
+        return None
     if not _alike(schema, 0, ALIKE - {"format"} if formats else ALIKE):
         return None
     import fastjsonschema

@@ -30,6 +30,7 @@ from typing import IO, Any, TypeVar
 import jsonschema
 
 from tiny_cli.errors import ConfigError, ToolCallError, ToolServerError
+from tiny_cli.tools.args_check import dialect
 from tiny_cli.tools.mcp_config import McpConfig, McpServer
 from tiny_cli.tools.mcp_names import WireName, original, qualified
 from tiny_cli.tools.registry import Tool
@@ -493,7 +494,7 @@ def _tool(wire: str, name: str, published: Any, server: McpServer) -> Tool | str
     """Build the registry's Tool from a published MCP tool, or say why it cannot be offered."""
     schema = published.input_schema
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
+        dialect(schema).check_schema(schema)  # the one it declares; MCP's default without
     except jsonschema.SchemaError as exc:
         return f"tool {name!r} publishes an inputSchema that is not a JSON Schema: {exc.message}"
     annotations = published.annotations

@@ -8,6 +8,7 @@ a run asks for one.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib
 import importlib.util
@@ -226,6 +227,16 @@ class Registry(Mapping[str, Tool]):
         else:
             self._tools[name] = tool
         self._origins[name] = origin
+
+    def overlaid(self, tools: Sequence[Tool], origin: str) -> Registry:
+        """This registry as one card sees it: `tools` (its own declarations) win their names."""
+        if not tools:
+            return self
+        view = copy.copy(self)  # shares the sources, the lock and every tool made so far
+        view._tools = {**self._tools, **{t.name: t for t in tools}}
+        view._lazy = {n: lazy for n, lazy in self._lazy.items() if n not in view._tools}
+        view._origins = {**self._origins, **{t.name: origin for t in tools}}
+        return view
 
     def origin(self, name: str) -> str:
         """Return where the tool `name` came from ('built-in' or a tool module spec)."""
