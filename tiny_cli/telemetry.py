@@ -125,7 +125,7 @@ class Tracing:
         if url.port is not None:
             self.server["server.port"] = url.port
         self.parent: Context | None = None  # the span every run goes under (the bench's)
-        self._runs: list[_RunTrace] = []
+        self._runs: set[_RunTrace] = set()  # the runs not finished yet
 
     def observer(self, run: str, carrier: Mapping[str, str] | None = None) -> Observer:
         """Return the observer of run `run`, under the W3C trace context in `carrier` if any."""
@@ -135,7 +135,7 @@ class Tracing:
 
             parent = extract(dict(carrier))
         traced = _RunTrace(self, run, parent)
-        self._runs.append(traced)
+        self._runs.add(traced)
         return traced
 
     @contextmanager
@@ -156,7 +156,7 @@ class Tracing:
 
     def close(self) -> None:
         """End what is still open (a run cut short) with an error; export every span left."""
-        for run in self._runs:
+        for run in list(self._runs):
             run.abandon()
         self.provider.shutdown()
 
@@ -279,6 +279,7 @@ class _RunTrace:
         if self.task is not None:
             _close(self.task, e.digest, self.t.text)
             self.task = None
+        self.t._runs.discard(self)
 
     def abandon(self) -> None:
         """End the spans of a run cut short (an error, Ctrl-C): status error."""
