@@ -32,7 +32,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tiny_cli.testing import reply, tool_call
+from tiny_cli.testing import reply, respond, tool_call
 
 from .test_reroute import REFUSAL, TASK, WEB_OK, _cards
 
@@ -266,3 +266,24 @@ def test_tracing_on_without_the_sdk_is_one_warning(tmp_path, scripted_server, re
         "pip install 'tiny-cli[otel]'"
     ]
     assert receiver.bodies == []
+
+
+def test_a_bench_is_one_span_with_one_span_per_run_under_it(
+    tiny, scripted_server, receiver, tmp_path
+):
+    from .test_bench import TASKS, TURNS, model, write_tasks
+
+    scripted_server.add(*[respond(model)] * TURNS)
+    tasks = write_tasks(tmp_path / "bench")
+    env = {"TINY_BASE_URL": scripted_server.url, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+    result = tiny("bench", "--tasks", str(tasks), "--arm", "all-tools", "--json", env=env)
+    assert result.exit_code == 0, result.output
+    spans = receiver.wait_for("bench")
+    [bench] = [s for s in spans if s["name"] == "bench"]
+    assert bench["parent"] == "" and bench["attributes"]["tiny.bench.tasks"] == len(TASKS)
+    runs = [s for s in spans if s["parent"] == bench["id"]]
+    assert sorted(s["attributes"]["tiny.run"] for s in runs) == sorted(
+        f"{t['id']}/all-tools/0" for t in TASKS
+    )
+    assert all(s["name"].startswith("invoke_agent ") for s in runs)
+    assert len({s["trace"] for s in spans}) == 1

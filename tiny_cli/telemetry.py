@@ -91,7 +91,7 @@ def open_tracing(
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
     resource = Resource.create({"service.version": __version__})
-    if resource.attributes.get("service.name", "").startswith("unknown_service"):
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": SERVICE}))
     provider = TracerProvider(resource=resource)
     if exporter is not None:
