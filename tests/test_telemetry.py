@@ -175,3 +175,93 @@ def test_content_is_opt_in_and_scrubbed(tmp_path, scripted_server, capture) -> N
         assert any("[redacted]" in s.attributes["gen_ai.output.messages"] for s in answered)
     else:
         assert TASK not in text and "gen_ai.output.messages" not in text
+
+
+# --- span events: a kept artifact, a budget stop, a declined write, the repair --------------
+
+
+def long_text(topic: str) -> str:
+    """Return a long text about a topic.
+
+    Args:
+        topic: What the text is about.
+    """
+    return f"{topic} " * 4000  # over the result limit: kept as an artifact
+
+
+def save_note(text: str) -> str:
+    """Save a note.
+
+    Args:
+        text: The note.
+    """
+    return "saved"
+
+
+def _invoke(tmp_path: Path, server: Any, card: Any, *turns: Any) -> list[ReadableSpan]:
+    """Invoke `card` (tools: long_text, save_note, which writes) with tracing into memory."""
+    from tiny_cli.agent.loop import invoke
+    from tiny_cli.tools import Registry, tool
+    from tiny_cli.tools.artifacts import ArtifactStore
+
+    settings = load_settings(env={"TINY_HOME": str(tmp_path), "TINY_BASE_URL": server.url})
+    memory = InMemorySpanExporter()
+    tracing = open_tracing(settings, scrubber(), exporter=memory)
+    server.add(*turns)
+    invoke(
+        card,
+        make_brief("tell me about onboarding"),
+        registry=Registry([tool(long_text), tool(save_note, writes=True)]),
+        provider=OpenAIProvider(server.url),
+        model="scripted",
+        approve=lambda card, tool, arguments: False,  # a person who says no
+        observer=tracing.observer("invoke"),
+        artifacts=ArtifactStore(tmp_path, scrubber()),
+    )
+    tracing.close()
+    return list(memory.get_finished_spans())
+
+
+def _events(span: ReadableSpan) -> dict[str, dict[str, Any]]:
+    return {e.name: dict(e.attributes or {}) for e in span.events}
+
+
+def test_a_kept_artifact_a_budget_stop_and_a_declined_write_are_span_events(
+    tmp_path, scripted_server
+) -> None:
+    from tiny_cli.cards.card import Budget, Card
+
+    card = Card(
+        "notes", "Reads and notes.", ("long_text", "save_note"), ("result",),
+        side_effects="write", budget=Budget(max_tool_calls=2),
+    )  # fmt: skip
+    spans = _invoke(
+        tmp_path,
+        scripted_server,
+        card,
+        tool_call("long_text", {"topic": "onboarding"}, call_id="c1"),
+        tool_call("save_note", {"text": "onboarding"}, call_id="c2"),
+        reply(json.dumps({"status": "ok", "summary": "Done.", "result": "x"})),
+    )
+    [agent] = _named(spans, "invoke_agent notes")
+    [read] = _named(spans, "execute_tool long_text")
+    [write] = _named(spans, "execute_tool save_note")
+    kept = _events(read)["tiny.artifact.kept"]
+    assert kept["gen_ai.tool.name"] == "long_text" and kept["tiny.artifact.chars"] > 6000
+    assert _events(write)["tiny.write.declined"]["tiny.tool.outcome"] == "declined"
+    assert _events(agent)["tiny.budget.stop"] == {"tiny.budget.limit": "max_tool_calls"}
+    assert agent.attributes["tiny.digest.status"] == "needs_confirmation"
+
+
+def test_the_repair_is_a_span_event_and_a_failed_run_an_error(tmp_path, scripted_server) -> None:
+    from tiny_cli.cards.card import Card
+
+    card = Card("notes", "Reads and notes.", ("long_text",), ("result",))
+    bad = reply(json.dumps({"status": "ok", "summary": "Done."}))  # no `result`
+    spans = _invoke(tmp_path, scripted_server, card, bad, bad)
+    [agent] = _named(spans, "invoke_agent notes")
+    assert _events(agent)["tiny.repair"] == {"tiny.repair.count": 1}
+    assert agent.attributes["tiny.digest.status"] == "failed"
+    assert (
+        agent.status.status_code is StatusCode.ERROR and agent.attributes["error.type"] == "schema"
+    )
