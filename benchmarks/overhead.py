@@ -26,6 +26,10 @@ parts, each reported as ratios against a baseline measured in the same run:
    in another process, so it never counts as client CPU; it has exactly one scripted turn
    per expected request and answers any extra request with HTTP 500, so the requests a
    framework sends per task are counted and shown. Frameworks alternate over the rounds.
+   `tiny + tracing` is the same tiny loop with OpenTelemetry on (the `otel` extra, when
+   installed): every span of the task (invoke_agent, chat, execute_tool) made and handed to
+   the SDK's in-memory exporter, span by span, so its row less tiny's is what tracing costs
+   per turn on the client. The `tiny` row runs with tracing off, as before.
 
 The scripted server is Python's http.server speaking HTTP/1.0: it closes the connection after
 every answer, so each request (of every framework, and of each cold start) pays for a new TCP
@@ -119,10 +123,15 @@ LOOP_FINAL = '{"status": "ok", "summary": "3 + 4 + 5 = 12", "result": "12"}'
 LOOP_CALLS = ({"a": 3, "b": 4}, {"a": 7, "b": 5})
 MODEL_TURNS = len(LOOP_CALLS) + 1  # two tool-call turns, then the final answer
 MODEL = "scripted"
-FRAMEWORKS = ("tiny", "openai-agents", "pydantic-ai", "bare httpx")
-PEER_IMPORTS = {"openai-agents": "agents", "pydantic-ai": "pydantic_ai"}
+FRAMEWORKS = ("tiny", "tiny + tracing", "openai-agents", "pydantic-ai", "bare httpx")
+PEER_IMPORTS = {
+    "tiny + tracing": "opentelemetry.sdk",
+    "openai-agents": "agents",
+    "pydantic-ai": "pydantic_ai",
+}
 DISTRIBUTIONS = {
     "tiny": "tiny-cli",
+    "tiny + tracing": "opentelemetry-sdk",
     "openai-agents": "openai-agents",
     "pydantic-ai": "pydantic-ai-slim",
     "bare httpx": "httpx",
@@ -552,10 +561,11 @@ def _client(name: str, url: str, tasks: int, warmup: int) -> int:
     return 0
 
 
-def _setup_tiny(url: str) -> tuple[Callable[[], Any], bool]:
+def _setup_tiny(url: str, traced: bool = False) -> tuple[Callable[[], Any], bool]:
     from tiny_cli.agent.loop import invoke
     from tiny_cli.cards.card import Budget, Card
     from tiny_cli.digest import Brief
+    from tiny_cli.events import ignore
     from tiny_cli.provider.client import OpenAIProvider
     from tiny_cli.tools import Registry, tool
 
@@ -569,9 +579,13 @@ def _setup_tiny(url: str) -> tuple[Callable[[], Any], bool]:
     )
     provider = OpenAIProvider(url)
     brief = Brief(LOOP_PROMPT)
+    observe = _tracing(url) if traced else None
 
     def task() -> str:
-        digest = invoke(card, brief, registry=registry, provider=provider, model=MODEL)
+        observer = observe("overhead") if observe is not None else ignore
+        digest = invoke(
+            card, brief, registry=registry, provider=provider, model=MODEL, observer=observer
+        )
         if digest.status != "ok":
             raise SystemExit(f"tiny: digest status {digest.status}: {digest.reason}")
         return str(digest.fields.get("result"))
@@ -659,8 +673,28 @@ def _setup_bare_httpx(url: str) -> tuple[Callable[[], Any], bool]:
     return task, False
 
 
+def _tracing(url: str) -> Callable[[str], Any]:
+    """tiny's tracing, as `open_session` starts it, exporting to the SDK's in-memory exporter."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tiny_cli.secrets import scrubber
+    from tiny_cli.settings import load_settings
+    from tiny_cli.telemetry import open_tracing
+
+    settings = load_settings(env={"TINY_BASE_URL": url, "TINY_PROJECT": "none"})
+    memory = InMemorySpanExporter()
+    tracing = open_tracing(settings, scrubber(), exporter=memory)
+
+    def observe(run: str) -> Any:
+        memory.clear()  # what a collector would have taken away
+        return tracing.observer(run)
+
+    return observe
+
+
 SETUPS: dict[str, Callable[[str], tuple[Callable[[], Any], bool]]] = {
     "tiny": _setup_tiny,
+    "tiny + tracing": lambda url: _setup_tiny(url, traced=True),
     "openai-agents": _setup_openai_agents,
     "pydantic-ai": _setup_pydantic_ai,
     "bare httpx": _setup_bare_httpx,

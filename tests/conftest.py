@@ -68,6 +68,10 @@ def cli_env(home: Path) -> dict[str, str]:
         "TINY_TOOL_MODE": "",
         "TINY_WALL_SCALE": "",
         "TINY_MCP": "",
+        # tracing off whatever the caller's shell exports (empty reads as unset)
+        "OTEL_TRACES_EXPORTER": "",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "",
     }
 
 

@@ -258,7 +258,7 @@ def make_sandbox(folder: Path) -> Path:
 
 def environment(sandbox: Path, base_url: str = CLOSED_PORT_URL) -> dict[str, str]:
     """Return the environment the examples run in: none of the caller's tiny settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TINY_", "OPENAI_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TINY_", "OPENAI_", "OTEL_"))}
     path = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(
         PATH=path,

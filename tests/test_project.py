@@ -206,3 +206,51 @@ def test_cards_show_piped_is_not_wrapped_so_its_json_parses(tiny) -> None:
     assert json.loads(schemas) == shown["tool_schemas"]
     assert prompt == shown["system_prompt"]
     assert max(map(len, human.splitlines())) > 80  # there were lines to wrap
+
+
+# --- tracing: the OTEL_* variables as the SDK reads them, else the project file (issue 35) ---
+
+
+@pytest.mark.parametrize(
+    ("file", "env", "exporters"),
+    [
+        ("", {}, ()),
+        ("", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, ("otlp",)),
+        ("", {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c.test/v1/traces"}, ("otlp",)),
+        ("", {"OTEL_TRACES_EXPORTER": "otlp, console"}, ("otlp", "console")),
+        ("", {"OTEL_SERVICE_NAME": "svc"}, ()),  # names the service; says nothing of where to
+        ("tracing = true\n", {}, ("otlp",)),
+        ("tracing = true\n", {"OTEL_TRACES_EXPORTER": "none"}, ()),  # the variable wins
+        ("tracing = false\n", {"OTEL_TRACES_EXPORTER": "console"}, ("console",)),
+        ("tracing = true\n", {"OTEL_SDK_DISABLED": "true"}, ()),
+    ],
+)
+def test_tracing_is_on_when_the_variables_or_the_file_say_so(
+    tmp_path, file: str, env: dict[str, str], exporters: tuple[str, ...]
+) -> None:
+    _project(tmp_path, file)
+    settings = load_settings(env=env, cwd=tmp_path)
+    assert settings.tracing == exporters and not settings.trace_content
+    capture = {**env, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "True"}
+    assert load_settings(env=capture, cwd=tmp_path).trace_content
+
+
+@pytest.mark.parametrize(
+    ("file", "env", "message"),
+    [
+        ("", {"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER='zipkin': tiny exports"),
+        (
+            "",
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c.test", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+            "OTEL_EXPORTER_OTLP_PROTOCOL='grpc': tiny sends OTLP as http/protobuf",
+        ),
+        ('tracing = "yes"\n', {}, "tracing: expected true or false, got a string"),
+    ],
+)
+def test_a_tracing_setting_tiny_cannot_follow_is_one_clear_error(
+    tmp_path, file: str, env: dict[str, str], message: str
+) -> None:
+    _project(tmp_path, file)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")) as caught:
+        load_settings(env=env, cwd=tmp_path)
+    assert "\n" not in str(caught.value)

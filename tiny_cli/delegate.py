@@ -16,7 +16,7 @@ from tiny_cli.agent.loop import decline_writes, invoke
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Attempt, Brief, Digest, Routing
 from tiny_cli.errors import ConfigError
-from tiny_cli.events import Event, Finished, Observer, finish, ignore
+from tiny_cli.events import Ended, Event, Finished, Observer, Routed, finish, ignore
 from tiny_cli.provider.client import Provider
 from tiny_cli.settings import model_for
 from tiny_cli.tools.artifacts import Artifact, ArtifactStore
@@ -52,7 +52,9 @@ def delegate(
     run's events and one `Finished`, the final Digest's, which carries the routing decision,
     an abstain included. Long tool results are kept in `artifacts` (see `run_card`).
     """
+    asked = clock()
     decision = router.route(brief.goal)
+    observer(_routed(decision, clock() - asked))
     routing = Routing(decision.decision, decision.agent_id, round(decision.score, 4))
     if decision.agent_id is None:
         best = f"best score {decision.score:.3f} < threshold {decision.threshold:.3f}"
@@ -73,6 +75,14 @@ def delegate(
         return first
     digest, messages = _second_try(task, first, held.messages, after, left, observer)
     return finish(observer, digest, messages)
+
+
+def _routed(decision: Decision, seconds: float) -> Routed:
+    """The routing decision as an event: what was chosen, how sure, among which cards."""
+    ids = tuple(c.agent_id for c in decision.candidates)
+    return Routed(
+        decision.decision, decision.agent_id, decision.score, decision.threshold, ids, seconds
+    )
 
 
 def next_candidate(decision: Decision) -> Candidate | None:
@@ -187,7 +197,10 @@ class _Task:
 
 
 class _FinishedHeldBack:
-    """Pass every event on but `Finished`, which is held back: the task may not be over yet."""
+    """Pass every event on but `Finished`, which is held back: the task may not be over yet.
+
+    The observer gets `Ended` in its place: that invocation is over, whatever follows.
+    """
 
     def __init__(self, observer: Observer) -> None:
         self.observer = observer
@@ -197,6 +210,7 @@ class _FinishedHeldBack:
         """Keep `Finished`; hand any other event to the observer."""
         if isinstance(event, Finished):
             self.finished = event
+            self.observer(Ended(event.digest))
         else:
             self.observer(event)
 

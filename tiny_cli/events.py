@@ -48,6 +48,7 @@ class ModelReplied:
     seconds: float
     content: str | None
     tool_calls: int  # native tool calls in the reply
+    finish_reason: str | None = None  # as the server said it ("stop", "tool_calls", "length")
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,47 @@ class BudgetHit:
 
 
 @dataclass(frozen=True)
+class Repairing:
+    """The answer broke the output contract: the model is asked, once, to repair it."""
+
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ArtifactKept:
+    """A tool result over the limit was stored whole; the model got its handle."""
+
+    handle: str
+    tool: str
+    chars: int
+
+
+@dataclass(frozen=True)
+class Routed:
+    """The concierge chose a card for a delegated task, or abstained (`agent_id` None).
+
+    `candidates` are the ids it ranked, best first; `seconds` is how long routing took.
+    """
+
+    decision: str
+    agent_id: str | None
+    score: float
+    threshold: float
+    candidates: tuple[str, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Ended:
+    """One invocation of a delegated task ended; the task may go on (a re-route).
+
+    `Finished` still comes once per task, after the last invocation's `Ended`.
+    """
+
+    digest: Digest
+
+
+@dataclass(frozen=True)
 class ModeSwitched:
     """The run changed tool mode (auto → json) and why."""
 
@@ -113,7 +155,11 @@ Event = (
     | ToolFinished
     | GhostCall
     | BudgetHit
+    | Repairing
+    | ArtifactKept
     | ModeSwitched
+    | Routed
+    | Ended
     | Finished
 )
 Observer = Callable[[Event], None]

@@ -44,6 +44,7 @@ KEYS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "wall_scale": ((int, float), False),
     "log_runs": (bool, False),
     "ask_route": (bool, False),
+    "tracing": (bool, False),  # OpenTelemetry spans over OTLP (tiny_cli.telemetry)
 }
 SECRET_WORDS = ("key", "token", "secret", "password", "credential")
 TOOL_TABLE = "[tool.tiny]"

@@ -9,7 +9,8 @@ builds from its options comes from `tiny_cli.digest.make_brief`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from tiny_cli.tools.artifacts import ArtifactStore
 
 if TYPE_CHECKING:
     from tiny_cli.runs.log import RunLog
+    from tiny_cli.telemetry import Tracing
 
 __all__ = ["Observe", "ObserverFor", "Session", "artifact_store", "open_session"]
 
@@ -37,9 +39,13 @@ class Observe(Protocol):
     """A session's observers of one run: by its label, with its task when the face knows it.
 
     The run log keeps `goal` even when no card runs (an abstain), so the run can be corrected.
+    `trace` is a caller's W3C trace context (`traceparent`, `tracestate`): the run's spans
+    continue that trace when tracing is on (tiny_cli.telemetry).
     """
 
-    def __call__(self, run: str, goal: str = "") -> Observer:
+    def __call__(
+        self, run: str, goal: str = "", trace: Mapping[str, str] | None = None
+    ) -> Observer:
         """Return the observer of one run."""
         ...
 
@@ -53,6 +59,16 @@ class Session:
     artifacts: ArtifactStore
     observe: Observe
     log: RunLog | None = None  # None: the run log is off
+    tracing: Tracing | None = None  # None: tracing is off
+
+    @contextmanager
+    def traced(self, name: str, **attributes: Any) -> Iterator[None]:
+        """Put the runs inside the block under one span `name` (the bench's) when tracing."""
+        if self.tracing is None:
+            yield
+            return
+        with self.tracing.span(name, attributes):
+            yield
 
     def recorded(self) -> list[int]:
         """Return the ids the run log gave this session's runs so far, oldest first."""
@@ -76,16 +92,20 @@ def open_session(
     on_log_error: Callable[[str], None] | None = None,
     handles: Sequence[str] = (),
     upgrade: bool = False,
+    on_warning: Callable[[str], None] | None = None,
 ) -> Iterator[Session]:
     """Open the exchanges and the run log (unless `log` or the settings turn it off).
 
     `watchers` observe every run beside the log. A run log that fails while closing is
     reported to `on_log_error` (a warning: the runs happened), else raised. An unknown
-    artifact handle in `handles` stops here, before any model call.
+    artifact handle in `handles` stops here, before any model call. Tracing that is on without
+    the OpenTelemetry SDK is one warning to `on_warning` (default: stderr); the runs go on.
     """
     scrub = scrubber(settings.api_key)
     store = artifact_store(settings, handles, scrub)
     with ExitStack() as stack:
+        # entered first, so closed last: every run's spans are ended before the export
+        tracing = _tracing(stack, settings, scrub, on_warning) if settings.tracing else None
         wanted = log and settings.log_runs
         runlog = _run_log(stack, settings, on_log_error, scrub) if wanted else None
         # entered after the log, so closed before it: after Ctrl-C a recording is saved at
@@ -95,8 +115,8 @@ def open_session(
         )
         exchanges = stack.enter_context(opened)
         endpoint = endpoint_host(settings.base_url)
-        observe = _fanned(runlog, command, endpoint, watchers)
-        yield Session(command, exchanges, store, observe, runlog)
+        observe = _fanned(runlog, command, endpoint, watchers, tracing)
+        yield Session(command, exchanges, store, observe, runlog, tracing)
 
 
 def artifact_store(
@@ -134,13 +154,39 @@ def _closing(runlog: Any, on_error: Callable[[str], None] | None) -> Callable[..
     return close
 
 
-def _fanned(
-    runlog: RunLog | None, command: str, endpoint: str, watchers: Sequence[ObserverFor]
-) -> Observe:
-    """Return the observers of one run: the run log's (which keeps the goal), then watchers'."""
+def _tracing(
+    stack: ExitStack, settings: Settings, scrub: Scrubber, warn: Callable[[str], None] | None
+) -> Tracing | None:
+    """Start tracing (closed, and exported, when the session ends); without the SDK, warn."""
+    from tiny_cli.telemetry import INSTALL, open_tracing  # the SDK only when tracing is on
 
-    def observe(run: str, goal: str = "") -> Observer:
+    try:
+        tracing = open_tracing(settings, scrub)
+    except ImportError:
+        message = f"tracing is on but OpenTelemetry is not installed: {INSTALL}"
+        (warn or _to_stderr)(message)
+        return None
+    stack.callback(tracing.close)
+    return tracing
+
+
+def _to_stderr(message: str) -> None:
+    print(f"tiny: warning: {message}", file=sys.stderr)
+
+
+def _fanned(
+    runlog: RunLog | None,
+    command: str,
+    endpoint: str,
+    watchers: Sequence[ObserverFor],
+    tracing: Tracing | None = None,
+) -> Observe:
+    """Return the observers of one run: the run log's (which keeps the goal), then watchers',
+    then the run's spans."""
+
+    def observe(run: str, goal: str = "", trace: Mapping[str, str] | None = None) -> Observer:
         logged = [runlog.observer(command, run, endpoint, goal)] if runlog is not None else []
-        return fan_out(*logged, *(watch(run) for watch in watchers))
+        traced = tracing.observer(run, trace) if tracing is not None else None
+        return fan_out(*logged, *(watch(run) for watch in watchers), traced)
 
     return observe

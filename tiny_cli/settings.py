@@ -37,6 +37,12 @@ DEFAULT_TOOL_MODE: ToolMode = "auto"
 NO_LOG_VALUES = ("1", "true", "yes", "on")
 
 CACHE_FOLDER = "cache"  # under the data directory
+# OpenTelemetry (tiny_cli.telemetry): the span exporters tiny ships, and the one OTLP protocol
+TRACE_EXPORTERS = ("otlp", "console")
+OTLP_PROTOCOL = "http/protobuf"
+OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+OTLP_PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 # A base_url query parameter named so carries a credential: refused from every source (the key
 # goes in TINY_API_KEY, sent as a header and kept out of logs), its value never echoed
 CREDENTIAL_WORDS = ("key", "token", "secret", "passw", "credential", "auth")
@@ -72,6 +78,10 @@ class Settings:
     # --ask-route / --no-ask-route > TINY_ASK_ROUTE=1: after a human `delegate` at a terminal,
     # ask whether the card was right and record the answer as a correction; off by default
     ask_route: bool = False
+    # the OpenTelemetry span exporters that run ("otlp", "console"); () is off. OTEL_SDK_DISABLED
+    # and OTEL_TRACES_EXPORTER decide when set, else an OTLP endpoint variable or `tracing`
+    tracing: tuple[str, ...] = ()
+    trace_content: bool = False  # CAPTURE_CONTENT: messages, tool arguments, results on spans
     project_file: Path | None = None  # the project file these settings read, if any
     # (setting, where its value came from) for the SOURCES settings not left to their default
     origins: tuple[tuple[str, str], ...] = ()
@@ -145,6 +155,8 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         log_runs=not _switch(env, "TINY_NO_LOG", not p.get("log_runs", True)),
         mcp_file=_env_or(env, "TINY_MCP", p, "mcp"),
         ask_route=_switch(env, "TINY_ASK_ROUTE", p.get("ask_route", False)),
+        tracing=_tracing(env, p.get("tracing", False)),
+        trace_content=_on(env.get(CAPTURE_CONTENT)),
         project_file=project.path if project is not None else None,
         origins=_origins(env, p, str(project.path) if project is not None else ""),
     )
@@ -251,6 +263,33 @@ def _checked(
     when the file was read), else None."""
     value = env.get(var)
     return check(var, value) if value else project.get(key)
+
+
+def _tracing(env: Mapping[str, str], project: bool) -> tuple[str, ...]:
+    """The span exporters asked for: the OTEL_* variables as the SDK reads them, else the file."""
+    if _on(env.get("OTEL_SDK_DISABLED")):
+        return ()
+    named = [n.strip().lower() for n in (env.get("OTEL_TRACES_EXPORTER") or "").split(",")]
+    named = [n for n in named if n]
+    for name in named:
+        if name not in (*TRACE_EXPORTERS, "none"):
+            raise ConfigError(
+                f"OTEL_TRACES_EXPORTER={name[:40]!r}: tiny exports spans with otlp or console "
+                "(none turns tracing off)",
+                field="OTEL_TRACES_EXPORTER",
+            )
+    if named:
+        chosen = tuple(n for n in dict.fromkeys(named) if n != "none")
+    else:
+        chosen = ("otlp",) if any(env.get(v) for v in OTLP_ENDPOINTS) or project else ()
+    for var in OTLP_PROTOCOLS if "otlp" in chosen else ():
+        protocol = (env.get(var) or OTLP_PROTOCOL).strip()
+        if protocol != OTLP_PROTOCOL:
+            raise ConfigError(
+                f"{var}={protocol[:40]!r}: tiny sends OTLP as {OTLP_PROTOCOL} (port 4318)",
+                field=var,
+            )
+    return chosen
 
 
 def model_for(settings: Settings, card_model: str | None) -> str:

@@ -52,11 +52,13 @@ from tiny_cli.cards.returns import answer_schema
 from tiny_cli.digest import Brief, CallOutcome, CallRecord, Digest, Routing
 from tiny_cli.errors import ProviderError, ProviderTimeout, ToolServerError
 from tiny_cli.events import (
+    ArtifactKept,
     BudgetHit,
     GhostCall,
     ModelReplied,
     ModeSwitched,
     Observer,
+    Repairing,
     RunStarted,
     ToolCalled,
     ToolFinished,
@@ -254,7 +256,8 @@ class _Run:
         meter.tokens_out += reply.tokens_out
         seconds = meter.clock() - asked
         tokens = reply.tokens_in, reply.tokens_out
-        self.observer(ModelReplied(turn, *tokens, seconds, reply.content, len(reply.tool_calls)))
+        calls, finish_reason = len(reply.tool_calls), reply.finish_reason
+        self.observer(ModelReplied(turn, *tokens, seconds, reply.content, calls, finish_reason))
         return reply
 
     def calls_in(self, reply: Completion) -> tuple[ToolCall, ...]:
@@ -289,7 +292,7 @@ class _Run:
     def _handle(self, call: ToolCall, recovered: bool) -> str:
         """Run one call between its two events; a ghost is reported as such."""
         self.observer(ToolCalled(call.id, call.name, call.arguments, recovered))
-        started = self.meter.clock()
+        started, kept = self.meter.clock(), len(self._created())
         called = call_tool(
             call,
             self.tool(call.name),
@@ -304,6 +307,8 @@ class _Run:
         if called.outcome == "ghost":
             self.observer(GhostCall(call.name, len(self.meter.ghosts())))
         seconds = self.meter.clock() - started
+        for artifact in self._created()[kept:]:
+            self.observer(ArtifactKept(artifact.handle, artifact.tool, artifact.chars))
         self.observer(ToolFinished(call.id, call.name, called.outcome, seconds, called.content))
         return called.content
 
@@ -331,6 +336,7 @@ class _Run:
     def ask_for_repair(self, answer: Reply, content: str | None) -> None:
         """Keep the bad answer as the draft and tell the model, once, what is wrong with it."""
         self.repaired, self.draft = True, content or self.draft
+        self.observer(Repairing(tuple(answer.problems)))
         repair = repair_message(answer.problems, self.required, self.card.returns)
         self.messages.append({"role": "user", "content": repair})
 

@@ -86,7 +86,8 @@ def bench_from_settings(
 ) -> BenchReport:
     """Load the task file and the workspace, route if the tiny arm runs, and run the bench.
 
-    The session's exchanges answer every run; `session.observe` watches each one.
+    The session's exchanges answer every run; `session.observe` watches each one. With tracing
+    on, each run's span is a child of one `bench` span (tiny_cli.telemetry).
     """
     path = tasks_path or default_tasks_path(Path.cwd())
     tasks = load_tasks(path)
@@ -96,17 +97,19 @@ def bench_from_settings(
     exchanges = session.exchanges
     exchanges.probe()
     _note_making(exchanges, path, ws, options)
-    return run_bench(
-        ws,
-        tasks,
-        exchanges,
-        router=router,
-        options=options,
-        pages=pages_folder(path),
-        on_progress=on_progress,
-        replayed_from=exchanges.answered_from(),
-        observe=session.observe,
-    )
+    arms = ",".join(options.arms)
+    with session.traced("bench", **{"tiny.bench.tasks": len(tasks), "tiny.bench.arms": arms}):
+        return run_bench(
+            ws,
+            tasks,
+            exchanges,
+            router=router,
+            options=options,
+            pages=pages_folder(path),
+            on_progress=on_progress,
+            replayed_from=exchanges.answered_from(),
+            observe=session.observe,
+        )
 
 
 def run_bench(

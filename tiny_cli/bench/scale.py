@@ -191,7 +191,8 @@ def scale_from_settings(
             )
         return Router(cards, found[0], cache, settings.threshold)
 
-    report = run_scale(ws, tasks, session, router_for, options, on_run)
+    with session.traced("bench", **{"tiny.bench.tasks": len(tasks), "tiny.bench.scale": True}):
+        report = run_scale(ws, tasks, session, router_for, options, on_run)
     replayed = session.exchanges.answered_from()
     return report if replayed is None else rebuild(report, options, replayed)
 

@@ -112,6 +112,7 @@ def _session(
         log=not no_log,
         watchers=[view.observer] if view is not None else [],
         on_log_error=warn,
+        on_warning=warn,
         handles=handles,
         upgrade=upgrade,
     ) as session:

@@ -116,7 +116,8 @@ class Served:
 
     ws: Workspace
     provider: Provider
-    observe: Callable[[str], Observer] = lambda label: ignore  # run label -> its observer
+    # run label (and the host's W3C trace context, as `trace=`, when it sent one) -> its observer
+    observe: Callable[..., Observer] = lambda label, **_: ignore
     allow_writes: bool = False
     artifacts: ArtifactStore | None = None
 
@@ -211,7 +212,8 @@ def _add_tools(server: MCPServer, service: _Service, ws: Workspace) -> None:
         server.add_tool(fn, annotations=hints, structured_output=False)
 
 
-Start = Callable[[Brief, Approve], Digest]
+Start = Callable[[Brief, Approve, Mapping[str, str]], Digest]  # the last: the host's trace
+TRACE_KEYS = ("traceparent", "tracestate")  # W3C trace context a host may put in `_meta`
 
 
 def _brief(
@@ -233,7 +235,7 @@ class _Service:
         self.router = _SerialRouter(router)
         self.parked: dict[str, _Pending] = {}
 
-    def delegate(self, brief: Brief, approve: Approve) -> Digest:
+    def delegate(self, brief: Brief, approve: Approve, trace: Mapping[str, str]) -> Digest:
         """Route the Brief and run the card it goes to."""
         s = self.served
         return run_delegate(
@@ -242,14 +244,14 @@ class _Service:
             brief,
             provider=s.provider,
             approve=approve,
-            observer=s.observe("delegate"),
+            observer=_observer(s, "delegate", trace),
             artifacts=s.artifacts,
         )
 
     def invoker(self, card_id: str) -> Start:
         """Return the start of a run of the card named `card_id`."""
 
-        def start(brief: Brief, approve: Approve) -> Digest:
+        def start(brief: Brief, approve: Approve, trace: Mapping[str, str]) -> Digest:
             s = self.served
             return run_card(
                 s.ws,
@@ -257,7 +259,7 @@ class _Service:
                 brief,
                 provider=s.provider,
                 approve=approve,
-                observer=s.observe("invoke"),
+                observer=_observer(s, "invoke", trace),
                 artifacts=s.artifacts,
             )
 
@@ -289,8 +291,8 @@ class _Service:
         except TinyError as exc:
             return error_result(exc)
         pending = _Pending()
-        approve = self._approver(ctx, pending)
-        pending.start(lambda: start(the_brief, approve))
+        approve, trace = self._approver(ctx, pending), _trace_context(ctx)
+        pending.start(lambda: start(the_brief, approve, trace))
         return await self._follow(ctx, pending)
 
     def _approver(self, ctx: Context, pending: _Pending) -> Approve:
@@ -326,6 +328,17 @@ class _Service:
         return InputRequiredResult(
             input_requests={WRITE_KEY: ElicitRequest(params=form)}, request_state=key
         )
+
+
+def _trace_context(ctx: Context) -> dict[str, str]:
+    """The host's W3C trace context from the request's `_meta`; empty when it sent none."""
+    meta = ctx.request_context.meta or {}
+    return {k: v for k in TRACE_KEYS if isinstance(v := meta.get(k), str)}
+
+
+def _observer(served: Served, label: str, trace: Mapping[str, str]) -> Observer:
+    """A run's observer: its spans continue the host's trace when the host sent one."""
+    return served.observe(label, trace=trace) if trace else served.observe(label)
 
 
 @dataclass(frozen=True)
