@@ -251,13 +251,11 @@ class _Run:
             reply = provider.complete(request, timeout=meter.remaining())
         finally:
             meter.model_seconds += meter.clock() - asked
-        meter.turns += 1
-        meter.tokens_in += reply.tokens_in
+        meter.turns, meter.tokens_in = meter.turns + 1, meter.tokens_in + reply.tokens_in
         meter.tokens_out += reply.tokens_out
         seconds = meter.clock() - asked
-        tokens = reply.tokens_in, reply.tokens_out
-        calls, finish_reason = len(reply.tool_calls), reply.finish_reason
-        self.observer(ModelReplied(turn, *tokens, seconds, reply.content, calls, finish_reason))
+        replied = reply.content, len(reply.tool_calls), reply.finish_reason
+        self.observer(ModelReplied(turn, reply.tokens_in, reply.tokens_out, seconds, *replied))
         return reply
 
     def calls_in(self, reply: Completion) -> tuple[ToolCall, ...]:
