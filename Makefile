@@ -25,3 +25,4 @@ bench:
 	$(PYTHON) benchmarks/overhead.py
 	$(PYTHON) benchmarks/runlog.py
 	$(PYTHON) benchmarks/scale.py
+	$(PYTHON) benchmarks/context_diet.py

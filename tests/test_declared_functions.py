@@ -141,3 +141,88 @@ def test_a_draft_04_declaration_validates_and_its_own_rules_check_the_call(
     tiny("invoke", "circles", "area of a circle of radius 0", "--json", env=env)
     answer = [m["content"] for m in scripted_server.requests[1]["messages"] if m["role"] == "tool"]
     assert len(answer) == 1 and "less than or equal to the minimum of 0" in answer[0]
+
+
+SERVER_HTML = {  # a server's html_to_text: a built-in tool has that name, with other arguments
+    "name": "html_to_text",
+    "description": "Fetch a page and return its text.",
+    "parameters": {
+        "type": "object",
+        "properties": {"url": {"type": "string"}},
+        "required": ["url"],
+    },
+}
+
+
+def _clash_cards(cards: Path) -> None:
+    """`fetcher` declares html_to_text itself; `reader` lists the built-in one."""
+    _card(cards, "fetcher", [SERVER_HTML], ["html_to_text"])
+    _card(cards, "reader", [], ["html_to_text"])
+
+
+def test_a_card_declaring_a_builtin_name_means_its_own_function(tiny, tmp_path: Path) -> None:
+    cards = tmp_path / "cards"
+    _clash_cards(cards)
+    result = tiny("validate", str(cards), env={"TINY_EMBEDDER": "hashing"})
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("card", ["fetcher", "reader"])
+def test_each_card_gets_the_html_to_text_its_allowlist_names(
+    tiny, tmp_path: Path, scripted_server, card: str
+) -> None:
+    cards = tmp_path / "cards"
+    _clash_cards(cards)
+    scripted_server.add(reply({"status": "partial", "summary": "Nothing read."}))
+    env = {"TINY_BASE_URL": scripted_server.url, "TINY_CARDS": str(cards)}
+    assert tiny("validate", env=env).exit_code == 0  # the invoke reads the cards' index
+    tiny("invoke", card, "read https://example.org", "--json", env=env)
+    (sent,) = [t["function"] for t in scripted_server.requests[0]["tools"]]
+    assert sent["name"] == "html_to_text"
+    if card == "fetcher":  # the card's own declaration, as written
+        assert sent == SERVER_HTML
+    else:  # the built-in: it takes the page's HTML
+        assert "html" in sent["parameters"]["properties"]
+
+
+def test_a_declared_call_never_runs_the_builtin_of_that_name(
+    tiny, tmp_path: Path, scripted_server
+) -> None:
+    cards = tmp_path / "cards"
+    _clash_cards(cards)
+    scripted_server.add(
+        tool_call("html_to_text", {"url": "https://example.org"}),
+        reply({"status": "partial", "summary": "The tool could not run."}),
+    )
+    env = {"TINY_BASE_URL": scripted_server.url, "TINY_CARDS": str(cards)}
+    tiny("invoke", "fetcher", "read https://example.org", "--json", env=env)
+    answer = [m["content"] for m in scripted_server.requests[1]["messages"] if m["role"] == "tool"]
+    assert answer == [
+        "error: html_to_text failed: html_to_text is declared only: it has no implementation to run"
+    ]
+
+
+def test_an_mcp_tool_with_a_builtin_name_is_allowed_by_its_qualified_name(
+    tiny, tmp_path: Path
+) -> None:
+    cards = tmp_path / "cards"
+    _card(cards, "web", [], ["web.html_to_text", "html_to_text"])
+    server = {"command": "python", "args": ["-c", "pass"]}
+    (cards / "mcp.yaml").write_text(json.dumps({"servers": {"web": server}}))
+    result = tiny("validate", str(cards), env={"TINY_EMBEDDER": "hashing"})
+    assert result.exit_code == 0, result.output
+
+
+def test_two_tools_one_card_offers_under_one_name_is_one_line_with_the_way_out(
+    tiny, tmp_path: Path
+) -> None:
+    cards = tmp_path / "cards"
+    wire = {**SERVER_HTML, "name": "web__html_to_text"}  # what web.html_to_text is on the wire
+    path = _card(cards, "web", [wire], ["web.html_to_text", "web__html_to_text"])
+    server = {"command": "python", "args": ["-c", "pass"]}
+    (cards / "mcp.yaml").write_text(json.dumps({"servers": {"web": server}}))
+    result = tiny("validate", str(cards), env={"TINY_EMBEDDER": "hashing"})
+    assert result.exit_code == 1
+    (line,) = [x for x in result.output.splitlines() if "web__html_to_text" in x]
+    assert line.startswith(str(path)) and "both reach the model as 'web__html_to_text'" in line
+    assert "rename" in line
