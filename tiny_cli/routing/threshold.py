@@ -27,6 +27,7 @@ from tiny_cli.cards.card import Card
 from tiny_cli.routing.embed import CachedEmbedder, Embedder, VectorCache, fingerprint
 from tiny_cli.routing.learned import DerivedThreshold, Learned, with_learned
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
+from tiny_cli.routing.tooltexts import ToolTexts
 
 __all__ = ["FOLDS", "MIN_OUT_OF_SCOPE", "chosen_threshold", "derive_threshold"]
 
@@ -60,8 +61,15 @@ def derive_threshold(
     embedder: Embedder,
     cache_dir: Path | None,
     target: float = ABSTAIN_TARGET,
+    *,
+    tool_texts: ToolTexts | None = None,
 ) -> DerivedThreshold | None:
-    """Cross-validate the threshold on the folder's examples; None with too few out of scope."""
+    """Cross-validate the threshold on the folder's examples; None with too few out of scope.
+
+    `tool_texts` are the descriptions the real router reads of the tools cards do not declare
+    (tiny_cli.routing.tooltexts.gathered): each fold router reads them too, so the threshold
+    is derived on the scores routing sees.
+    """
     if len(learned.out_of_scope) < MIN_OUT_OF_SCOPE:
         return None
     sha = learned.sha()  # of the file as written, generated lines included
@@ -75,7 +83,7 @@ def derive_threshold(
     background = background_texts()
     ids = {card.id for card in cards}
     for fold in range(FOLDS):
-        router = _fold_router(cards, learned, embedder, cache_dir, fold)
+        router = _fold_router(cards, learned, embedder, cache_dir, fold, tool_texts)
         held_out = [t for t in learned.out_of_scope if _fold(t) == fold]
         known = [
             (t, c) for c, ts in learned.examples.items() if c in ids for t in ts if _fold(t) == fold
@@ -105,7 +113,12 @@ def derive_threshold(
 
 
 def _fold_router(
-    cards: Sequence[Card], learned: Learned, embedder: Embedder, cache_dir: Path | None, fold: int
+    cards: Sequence[Card],
+    learned: Learned,
+    embedder: Embedder,
+    cache_dir: Path | None,
+    fold: int,
+    tool_texts: ToolTexts | None,
 ) -> Router:
     """The router built without fold `fold`'s examples and out-of-scope examples."""
     kept = Learned(
@@ -120,6 +133,7 @@ def _fold_router(
         out_of_scope=kept.out_of_scope,
         margin=MARGIN_WEIGHT,
         keep_state=False,
+        tool_texts=tool_texts,
     )
 
 
