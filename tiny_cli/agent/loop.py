@@ -99,6 +99,7 @@ def invoke(
     routing: Routing | None = None,
     stop_at_first_call: bool = False,
     cap: Budget | None = None,
+    temperature: float | None = None,
 ) -> Digest:
     """Run `card` on `brief` in a fresh context under its budget; return the Digest.
 
@@ -113,6 +114,7 @@ def invoke(
     `stop_at_first_call` ends the run at the first tool call the model asks for, recorded with
     its arguments and never run (`partial`, reason `stopped_at_first_call`): a function-calling
     bench scores that call. `cap` lowers each limit of the card's budget (delegate's re-route).
+    `temperature` goes with every request (None: none, the server samples at its default).
     """
     meter = Meter(capped(effective_budget(card, brief, wall_scale), cap), clock)
     mode = tool_mode_for(card, tool_mode)
@@ -122,9 +124,8 @@ def invoke(
         observer(_started(card, brief, meter, model, mode, ()))
         digest = verdict.failed(card, brief, meter, (), str(exc))
         return finish(observer, replace(digest, routing=routing))
-    run = _Run(
-        card, brief, registry, approve, meter, mode, observer, shelf_for(card, artifacts, held)
-    )
+    shelf = shelf_for(card, artifacts, held)
+    run = _Run(card, brief, registry, approve, meter, mode, observer, shelf, temperature)
     observer(_started(card, brief, meter, model, mode, run.messages))
     digest = _loop(run, provider, model, stop_at_first_call)
     return finish(observer, replace(digest, routing=routing), run.messages)
@@ -212,8 +213,10 @@ class _Run:
         mode: ToolMode,
         observer: Observer = ignore,
         shelf: Shelf | None = None,
+        temperature: float | None = None,
     ) -> None:
         self.card, self.brief, self.registry, self.approve = card, brief, registry, approve
+        self.temperature = temperature  # sent with every request when set
         self.meter, self.mode, self.observer, self.shelf = meter, mode, observer, shelf
         self.required = required_fields(card, brief)
         self._card_schemas = registry.schemas(card.tools)
@@ -244,6 +247,7 @@ class _Run:
                 meter.budget.max_output_tokens,
                 response_format=self._constraint(forced) if self.json else None,
                 tool_choice="required" if forced and tools else None,
+                temperature=self.temperature,
             )
             reply = provider.complete(request, timeout=meter.remaining())
         finally:

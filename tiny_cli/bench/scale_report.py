@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tiny_cli.bench.universe import CATALOGUE
+from tiny_cli.settings import decoding
 
 __all__ = [
     "COLUMNS",
@@ -99,6 +100,7 @@ class ScaleReport:
     rows: tuple[ScaleRow, ...]
     runs: tuple[RunRecord, ...]
     replayed_from: str | None = None
+    temperature: float | None = None  # sent with every request; None: none (server default)
 
     def to_json(self) -> dict[str, Any]:
         """Return the report as one JSON document (`--json`, `--out`, the HTML page)."""
@@ -122,6 +124,7 @@ def build_report(
     catalogue_tools: int,
     tool_mode: str = "",
     replayed_from: str | None = None,
+    temperature: float | None = None,
 ) -> ScaleReport:
     """Aggregate the runs into one row per size and arm, in the order they ran."""
     keys = list(dict.fromkeys((r.size, r.arm) for r in records))
@@ -138,6 +141,7 @@ def build_report(
         rows,
         tuple(records),
         replayed_from,
+        temperature,
     )
 
 
@@ -196,7 +200,7 @@ def markdown_table(report: ScaleReport) -> str:
     """Return the rows as a Markdown table (the shape docs/bench.md shows); no wall times."""
     lines = [_md([c.name for c in MARKDOWN_COLUMNS]), _md(["---"] * len(MARKDOWN_COLUMNS))]
     lines += [_md([c.cell(row) for c in MARKDOWN_COLUMNS]) for row in report.rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", decoding(report.temperature)]) + "\n"
 
 
 def _md(cells: Sequence[str]) -> str:
@@ -213,6 +217,7 @@ def rebuild(report: ScaleReport, options: Any, replayed_from: str) -> ScaleRepor
         report.catalogue_tools,
         report.tool_mode,
         replayed_from,
+        report.temperature,
     )
 
 
