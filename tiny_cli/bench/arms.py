@@ -236,6 +236,7 @@ def _invoke(
         observer=observer,
         artifacts=ArtifactStore(home),  # kept in the scratch home, gone with it
         routing=route.routing if route is not None else None,
+        temperature=settings.temperature,
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tiny_cli.settings import sampling
 from tiny_cli.userfiles import write_text
 
 __all__ = ["write_bench_html"]
@@ -76,6 +77,7 @@ def _meta(report: Mapping[str, Any]) -> str:
         for part in (
             f"host {report.get('base_url') or '?'}",
             f"tool mode {report.get('tool_mode') or 'each card its own'}",
+            sampling(report.get("temperature")),
             f"started {report.get('started_at') or '?'}",
             f"tiny {report.get('tiny_version') or '?'}",
             run,

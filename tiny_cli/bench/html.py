@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tiny_cli.errors import ConfigError
+from tiny_cli.settings import sampling
 from tiny_cli.userfiles import write_text
 
 __all__ = ["require_charts", "write_html"]
@@ -326,7 +327,8 @@ def _meta(report: Mapping[str, Any]) -> str:
     replayed = report.get("replayed_from")
     run = f"replay of {_esc(replayed)}" if replayed else "live run"
     mode = _esc(report.get("tool_mode", "?"))
-    return f"tool mode <b>{mode}</b> · started {_esc(started or '?')} · {run}"
+    asked = _esc(sampling(report.get("temperature")))
+    return f"tool mode <b>{mode}</b> · {asked} · started {_esc(started or '?')} · {run}"
 
 
 def _setup(report: Mapping[str, Any]) -> str:

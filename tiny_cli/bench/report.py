@@ -106,6 +106,7 @@ class BenchReport:
     replayed: bool = False  # answered from a recording: wall times are the replay's
     replay_file: str | None = None  # the recording (shown, not in the JSON: reports compare)
     tool_mode: str | None = None  # --tool-mode / TINY_TOOL_MODE; None: each card's own
+    temperature: float | None = None  # sent with every request; None: none (server default)
 
     def runs_of(self, task_id: str, arm: Arm) -> list[RunResult]:
         """Return one task's runs in one arm, by repeat."""
@@ -140,6 +141,7 @@ class BenchReport:
             "tiny_version": self.tiny_version,
             "replayed": self.replayed,
             "tool_mode": self.tool_mode,
+            "temperature": self.temperature,
         }
 
     def _task_json(self, t: BenchTask) -> dict[str, Any]:

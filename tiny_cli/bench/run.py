@@ -169,6 +169,7 @@ def _report(
         replayed=recording is not None,
         replay_file=recording,
         tool_mode=ws.settings.tool_mode,
+        temperature=ws.settings.temperature,
     )
 
 
@@ -191,7 +192,8 @@ def _note_making(
 ) -> None:
     """Keep the options and the digests in the recording's header (if this run writes one)."""
     arm = "both" if options.arms == ARMS else ",".join(options.arms)
-    flags = {"tasks": tasks, "cards": ws.settings.cards_dir, "arm": arm, "repeat": options.repeat}
+    flags = {"tasks": tasks, "cards": ws.settings.cards_dir, "arm": arm, "repeat": options.repeat,
+             "temperature": ws.settings.temperature}  # fmt: skip
     exchanges.note("bench", portable(flags, exchanges.written_to()))
     exchanges.note("digests", digests(tasks, ws.cards))
 

@@ -205,7 +205,7 @@ def _note_making(session: Session, tasks: Path, ws: Workspace, options: ScaleOpt
              "arm": arms, "sample": options.sample, "irrelevance": options.irrelevance,
              "seed": options.seed, "top_k": options.top_k, "hybrid_margin": options.hybrid_margin,
              "context_tokens": options.context_tokens, "expected_tools": options.expected_tools,
-             "prompt": options.prompt}  # fmt: skip
+             "prompt": options.prompt, "temperature": ws.settings.temperature}  # fmt: skip
     session.exchanges.note("bench", portable(flags, session.exchanges.written_to()))
     session.exchanges.note("digests", digests(tasks, ws.cards))
 
@@ -237,7 +237,8 @@ def run_scale(
     book.save()
     model = model_for(ws.settings, None)
     mode = ws.settings.tool_mode or "auto"
-    return build_report(records, options, model, started, sum(tools_of.values()), mode)
+    return build_report(records, options, model, started, sum(tools_of.values()), mode,
+                        temperature=ws.settings.temperature)  # fmt: skip
 
 
 def _each(
@@ -491,6 +492,7 @@ def _invoke(
         wall_scale=options.wall_scale,
         observer=session.observe(label),
         stop_at_first_call=True,
+        temperature=ws.settings.temperature,
     )
 
 

@@ -99,6 +99,7 @@ class ScaleReport:
     rows: tuple[ScaleRow, ...]
     runs: tuple[RunRecord, ...]
     replayed_from: str | None = None
+    temperature: float | None = None  # sent with every request; None: none (server default)
 
     def to_json(self) -> dict[str, Any]:
         """Return the report as one JSON document (`--json`, `--out`, the HTML page)."""
@@ -122,6 +123,7 @@ def build_report(
     catalogue_tools: int,
     tool_mode: str = "",
     replayed_from: str | None = None,
+    temperature: float | None = None,
 ) -> ScaleReport:
     """Aggregate the runs into one row per size and arm, in the order they ran."""
     keys = list(dict.fromkeys((r.size, r.arm) for r in records))
@@ -138,6 +140,7 @@ def build_report(
         rows,
         tuple(records),
         replayed_from,
+        temperature,
     )
 
 
@@ -213,6 +216,7 @@ def rebuild(report: ScaleReport, options: Any, replayed_from: str) -> ScaleRepor
         report.catalogue_tools,
         report.tool_mode,
         replayed_from,
+        report.temperature,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,6 +21,7 @@ from tiny_cli.cli.common import (
 from tiny_cli.cli.options import (
     AllowHostOpt,
     BaseUrlOpt,
+    BenchTemperatureOpt,
     CardsOpt,
     JsonOpt,
     ModelOpt,
@@ -54,6 +55,9 @@ from tiny_cli.errors import ConfigError
 
 if TYPE_CHECKING:
     from tiny_cli.bench import Arm, BenchReport
+    from tiny_cli.settings import Settings
+
+BENCH_TEMPERATURE = 0.0  # greedy, as BFCL asks: the arms differ by what they offer, not by luck
 
 TasksOpt = Annotated[
     Path | None,
@@ -106,6 +110,7 @@ def bench(
     model: ModelOpt = None,
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
+    temperature: BenchTemperatureOpt = None,
     markdown: MarkdownOpt = False,
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
@@ -128,7 +133,8 @@ def bench(
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
     options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
                          allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
-                         record=record, replay=replay, no_log=no_log, log=log)  # fmt: skip
+                         temperature=temperature, record=record, replay=replay, no_log=no_log,
+                         log=log)  # fmt: skip
     flags = BenchFlags(options, tasks=tasks, arm=arm, repeat=repeat, concurrency=concurrency,
                        resume=resume or (), out=out, html=html, markdown=markdown, quiet=quiet,
                        json_out=json_out, fail_under=fail_under or (), upgrade=upgrade)  # fmt: skip
@@ -167,7 +173,7 @@ def _bench(flags: BenchFlags, scale: ScaleFlags | None) -> None:
     _check_options(
         scale is not None, flags.arm, flags.fail_under, (o.record, flags.out, flags.html)
     )
-    settings = o.settings()
+    settings = asked_at(o.settings(), o.replay)
     _changed(o.replay, flags.tasks or DEFAULT_TASKS_FILE, settings, flags.upgrade)
     if scale is None:
         return _example_bench(settings, flags)
@@ -175,6 +181,14 @@ def _bench(flags: BenchFlags, scale: ScaleFlags | None) -> None:
         raise typer.BadParameter("the bench at scale needs a selection task file: --tasks FILE",
                                  param_hint="--scale")  # fmt: skip
     return scale_bench(settings, flags.tasks, flags, scale)
+
+
+def asked_at(settings: Settings, replay: Sequence[Path] | None) -> Settings:
+    """The bench asks greedy (BENCH_TEMPERATURE) unless --temperature or the replayed
+    recording says otherwise: sampling adds noise to every arm it compares."""
+    if replay or settings.temperature is not None:
+        return settings  # a replay sends what its recording sent (RunOptions.settings)
+    return replace(settings, temperature=BENCH_TEMPERATURE)
 
 
 def at_scale_asked(scale: bool, tasks: Path | None, sizes: str | None) -> bool:

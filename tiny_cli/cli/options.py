@@ -100,6 +100,24 @@ WallScaleOpt = Annotated[
         "[env TINY_WALL_SCALE; default 1].",
     ),
 ]
+TemperatureOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature",
+        metavar="T",
+        help="Sampling temperature sent with every request, 0 (greedy) to 2 [default: none "
+        "sent, the server's own; a replay: the recording's].",
+    ),
+]
+BenchTemperatureOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature",
+        metavar="T",
+        help="Sampling temperature sent with every request, 0 (greedy) to 2 [default: 0; "
+        "a replay: the recording's, none for one made before tiny sent it].",
+    ),
+]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="Show no live view of the run on stderr.")
 ]
@@ -149,6 +167,7 @@ class RunOptions:
     allow_hosts: Sequence[str] | None = None
     tool_mode: str | None = None
     wall_scale: float | None = None
+    temperature: float | None = None  # --temperature; None: the recording's, else none sent
     record: Path | None = None
     replay: Sequence[Path] | None = None
     no_log: bool = False
@@ -157,7 +176,8 @@ class RunOptions:
     def settings(self) -> Settings:
         """Return the settings (environment, then config) with these options on top.
 
-        A replay runs with the recording's model and tool mode unless these name others.
+        A replay runs with the recording's model, tool mode and temperature unless these name
+        others.
         """
         from tiny_cli.provider.factory import replay_settings  # httpx: not for `--help`
 
@@ -167,7 +187,9 @@ class RunOptions:
             base_url=self.base_url,
             model=self.model,
             allow_hosts=self.allow_hosts,
-        ).with_flags(tool_mode=self.tool_mode, wall_scale=self.wall_scale)
+        ).with_flags(
+            tool_mode=self.tool_mode, wall_scale=self.wall_scale, temperature=self.temperature
+        )
         return replay_settings(
             settings, record=self.record, replay=self.replay, model_flag=self.model
         )

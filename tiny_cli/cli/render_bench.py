@@ -13,6 +13,7 @@ from rich.table import Table
 
 from tiny_cli.bench.scale_report import TERMINAL_COLUMNS, ScaleReport
 from tiny_cli.cli.render import BAR_WIDTH, STATUS_STYLE
+from tiny_cli.settings import sampling
 from tiny_cli.text import printable
 
 # --- the example bench ----------------------------------------------------------------------
@@ -132,6 +133,7 @@ def _bench_title(report: Any) -> str:
     where = f"model {escape(report.model)} @ {escape(report.base_url or '?')}"
     if report.tool_mode:
         where += f" · tool mode {escape(report.tool_mode)}"
+    where += f" · {sampling(report.temperature)}"
     if not report.replayed:
         return f"tiny bench · {where}"
     source = f"replayed from {escape(printable(report.replay_file))}" if report.replay_file else ""
@@ -296,7 +298,10 @@ def scale(console: Console, report: ScaleReport) -> None:
 
 def _table(report: ScaleReport) -> Table:
     """The rows in the report's column order and names (those the terminal has room for)."""
-    title = f"tool selection · {escape(printable(report.model))} · {report.tool_mode} mode"
+    title = (
+        f"tool selection · {escape(printable(report.model))} · {report.tool_mode} mode"
+        f" · {sampling(report.temperature)}"
+    )
     table = Table(title=title, title_justify="left")
     for column in TERMINAL_COLUMNS:
         table.add_column(column.name, justify="left" if column.name == "arm" else "right")

@@ -35,6 +35,7 @@ from tiny_cli.cli.options import (
     RecordOpt,
     ReplayOpt,
     RunOptions,
+    TemperatureOpt,
     ToolModeOpt,
     ToolsOpt,
     WallScaleOpt,
@@ -117,6 +118,7 @@ def invoke(
     allow_host: AllowHostOpt = None,
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
+    temperature: TemperatureOpt = None,
     yes: YesOpt = False,
     artifact: ArtifactOpt = None,
     quiet: QuietOpt = False,
@@ -127,7 +129,8 @@ def invoke(
     """Run one card on a task in a fresh context under its budget; print the Digest."""
     options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
                          allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
-                         record=record, replay=replay, no_log=no_log, log=log)  # fmt: skip
+                         temperature=temperature, record=record, replay=replay, no_log=no_log,
+                         log=log)  # fmt: skip
     flags = RunFlags(options, task=task, brief_file=brief, must_return=must_return,
                      inputs=inputs or (), hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
@@ -164,6 +167,7 @@ def delegate(
     allow_host: AllowHostOpt = None,
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
+    temperature: TemperatureOpt = None,
     ask_route: AskRouteOpt = None,
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
@@ -173,7 +177,8 @@ def delegate(
     """Route a task to the right card and run it; abstain, or ask before each write call."""
     options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
                          allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
-                         record=record, replay=replay, no_log=no_log, log=log)  # fmt: skip
+                         temperature=temperature, record=record, replay=replay, no_log=no_log,
+                         log=log)  # fmt: skip
     flags = RunFlags(options, task=task, brief_file=brief, must_return=must_return,
                      inputs=inputs or (), hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
@@ -182,15 +187,10 @@ def delegate(
 
     with running("delegate", flags) as run:
         router = build_router(run.ws.settings, run.ws.cards.values())
-        digest = run_delegate(
-            run.ws,
-            router,
-            run.brief,
-            provider=run.session.provider("delegate", "routed card"),
-            approve=run.approve,
-            observer=run.session.observe("delegate", run.brief.goal),
-            artifacts=run.session.artifacts,
-        )
+        provider = run.session.provider("delegate", "routed card")
+        digest = run_delegate(run.ws, router, run.brief, provider=provider, approve=run.approve,
+                              observer=run.session.observe("delegate", run.brief.goal),
+                              artifacts=run.session.artifacts)  # fmt: skip
         settings = run.ws.settings.with_flags(ask_route=ask_route)
         asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
     if not asked:

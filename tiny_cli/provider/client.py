@@ -79,6 +79,7 @@ class ChatRequest:
     max_tokens: int
     response_format: dict | None = None  # a json_schema constraint (json tool mode)
     tool_choice: str | None = None  # e.g. "required"; sent only with tools
+    temperature: float | None = None  # None: none sent, the server samples at its own default
 
     def body(self) -> dict[str, Any]:
         """Return the chat-completions body in the order sent; optional parts only when set."""
@@ -87,6 +88,8 @@ class ChatRequest:
             "messages": self.messages,
             "max_tokens": self.max_tokens,
         }
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
         if self.tools:
             body["tools"] = self.tools
             if self.tool_choice is not None:  # without tools a tool_choice is an error on most
@@ -103,7 +106,11 @@ class ChatRequest:
             "tools": self.tools,
             "max_tokens": self.max_tokens,
         }
-        optional = {"response_format": self.response_format, "tool_choice": self.tool_choice}
+        optional = {
+            "response_format": self.response_format,
+            "tool_choice": self.tool_choice,
+            "temperature": self.temperature,  # absent when unset: older recordings keep their keys
+        }
         return {**parts, **{k: v for k, v in optional.items() if v is not None}}
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.provider.client import DEFAULT_TIMEOUT, OpenAIProvider
 from tiny_cli.provider.replay import ExchangeSource, LiveSource, Recorder, Replayer, read_header
-from tiny_cli.settings import Settings
+from tiny_cli.settings import Settings, check_temperature, sampling
 
 Replays = Path | Sequence[Path] | None  # one recording, or several answered from together
 
@@ -43,19 +44,20 @@ def open_exchanges(
         host = endpoint_host(settings.base_url)
         earlier = Replayer.load(list(resume)) if resume else None
         _resumable(settings, earlier)
-        return Recorder(
-            provider, record, settings.model, host, settings.tool_mode, settings.wall_scale, earlier
-        )
+        made = (settings.model, host, settings.tool_mode, settings.wall_scale, earlier)
+        return Recorder(provider, record, *made, temperature=settings.temperature)
     return LiveSource(provider, endpoint_host(settings.base_url))
 
 
 def replay_settings(
     settings: Settings, *, record: Path | None, replay: Replays, model_flag: str | None
 ) -> Settings:
-    """Replay with the recording's model and tool mode unless told otherwise (both shape keys).
+    """Replay with the recording's model, tool mode and temperature unless told otherwise
+    (each shapes the keys).
 
     The tool mode decides what each request carries (tools or a response_format), so a replay
-    in another mode would ask questions the recording never saw.
+    in another mode would ask questions the recording never saw. A recording without a
+    temperature (made before tiny sent one, or without --temperature) replays sending none.
     """
     _one_of(record, replay)
     if not replay:
@@ -65,7 +67,20 @@ def replay_settings(
         settings = replace(settings, model=header.get("model"))
     if settings.tool_mode is None and header.get("tool_mode") in ("native", "json", "auto"):
         settings = replace(settings, tool_mode=header["tool_mode"])
+    if settings.temperature is None:
+        settings = replace(settings, temperature=recorded_temperature(header, _paths(replay)[0]))
     return settings
+
+
+def recorded_temperature(header: Mapping[str, Any], path: Path) -> float | None:
+    """The temperature a recording was made at (None: none was sent); ConfigError if bad."""
+    value = header.get("temperature")
+    if value is None:
+        return None
+    try:
+        return check_temperature(f"{path}: header 'temperature'", value)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), path=path) from None
 
 
 def endpoint_host(base_url: str) -> str:
@@ -93,6 +108,12 @@ def _resumable(settings: Settings, earlier: Replayer | None) -> None:
         raise ConfigError(
             f"{earlier.path}: recorded model {earlier.model!r}, not {settings.model!r}: "
             "resume a recording of the model asked now"
+        )
+    was = recorded_temperature(earlier.header, earlier.path) if earlier is not None else None
+    if earlier is not None and was != settings.temperature:  # no key would match: none reused
+        raise ConfigError(
+            f"{earlier.path}: recorded at {sampling(was)}, not {sampling(settings.temperature)}: "
+            "resume a recording made at the temperature asked now"
         )
 
 

@@ -1,6 +1,7 @@
 """Record and replay model exchanges: a run on a real endpoint, reproduced offline, bit for bit.
 
-A recording is a JSONL file: one header line (format, tiny version, model, endpoint host),
+A recording is a JSONL file: one header line (format, tiny version, model, endpoint host,
+tool mode, temperature: absent or null when none was sent),
 then one line per model exchange: the run it belongs to (e.g. ``onboarding/tiny/0``), the
 agent, its key, the body exactly as it was sent (in its order, volatile values masked) and the
 answer (or the provider error). A bench adds its making to the header once the run ends: its
@@ -200,6 +201,7 @@ class Recorder(ExchangeSource):
         wall_scale: float = 1.0,
         resume: Replayer | None = None,
         scrub: Scrubber | None = None,
+        temperature: float | None = None,
     ) -> None:
         self._inner, self.path, self.model, self.host = inner, Path(path), model, host
         self._resume = resume  # earlier recordings: their answers are reused, not asked again
@@ -214,6 +216,7 @@ class Recorder(ExchangeSource):
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "tool_mode": tool_mode,  # None: each card's own (default auto)
             "wall_scale": wall_scale,
+            "temperature": temperature,  # None: none sent, the server sampled at its default
         }
         if resume is not None:  # which answers came from where: the files, by name only
             header["resumed_from"] = [p.name for p in resume.paths]

@@ -27,6 +27,7 @@ from tiny_cli.cards.card import Card
 from tiny_cli.routing.embed import CachedEmbedder, Embedder, VectorCache, fingerprint
 from tiny_cli.routing.examples_file import DerivedThreshold, Learned, with_learned
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
+from tiny_cli.routing.tooltexts import ToolTexts
 
 __all__ = ["FOLDS", "MIN_OUT_OF_SCOPE", "chosen_threshold", "derive_threshold"]
 
@@ -60,22 +61,24 @@ def derive_threshold(
     embedder: Embedder,
     cache_dir: Path | None,
     target: float = ABSTAIN_TARGET,
+    *,
+    tool_texts: ToolTexts | None = None,
 ) -> DerivedThreshold | None:
-    """Cross-validate the threshold on the folder's examples; None with too few out of scope."""
+    """Cross-validate the threshold on the folder's examples (each fold router reading
+    `tool_texts` as the real router does); None with too few out of scope."""
     if len(learned.out_of_scope) < MIN_OUT_OF_SCOPE:
         return None
-    sha = learned.sha()  # of the file as written, generated lines included
-    # generated examples route like taught ones, so the threshold is cross-validated on both
-    learned = learned.every_example()
+    # generated examples route like taught ones, so the threshold is cross-validated on both;
+    # the sha is of the file as written, generated lines included
+    sha, learned = learned.sha(), learned.every_example()
     if not isinstance(embedder, CachedEmbedder):  # every fold embeds the same texts again
         embedder = CachedEmbedder(embedder, VectorCache(cache_dir))
     outside: list[float] = []
     generic: list[float] = []
     inside: list[tuple[float, bool]] = []
-    background = background_texts()
-    ids = {card.id for card in cards}
+    background, ids = background_texts(), {card.id for card in cards}
     for fold in range(FOLDS):
-        router = _fold_router(cards, learned, embedder, cache_dir, fold)
+        router = _fold_router(cards, learned, embedder, cache_dir, fold, tool_texts)
         held_out = [t for t in learned.out_of_scope if _fold(t) == fold]
         known = [
             (t, c) for c, ts in learned.examples.items() if c in ids for t in ts if _fold(t) == fold
@@ -105,7 +108,12 @@ def derive_threshold(
 
 
 def _fold_router(
-    cards: Sequence[Card], learned: Learned, embedder: Embedder, cache_dir: Path | None, fold: int
+    cards: Sequence[Card],
+    learned: Learned,
+    embedder: Embedder,
+    cache_dir: Path | None,
+    fold: int,
+    tool_texts: ToolTexts | None,
 ) -> Router:
     """The router built without fold `fold`'s examples and out-of-scope examples."""
     kept = Learned(
@@ -120,6 +128,7 @@ def _fold_router(
         out_of_scope=kept.out_of_scope,
         margin=MARGIN_WEIGHT,
         keep_state=False,
+        tool_texts=tool_texts,
     )
 
 
