@@ -196,7 +196,7 @@ def test_the_import_check_sees_rich_when_a_person_reads_the_output(cli_env) -> N
     """The check above is honest: the same command without --json does import rich."""
     done, modules = _imports(["runs"], cli_env)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "rich" in _human_only(modules)
+    assert any(m.split(".")[0] == "rich" for m in _human_only(modules))  # httpx may load its top
 
 
 def test_a_second_run_whose_calls_convert_nothing_imports_no_pydantic(

@@ -17,16 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from tiny_cli.settings import load_settings
+from tiny_cli.session import Session, open_session
+from tiny_cli.settings import Settings, load_settings
 
-ANSWER_POLL_SECONDS = 0.1  # the longest a Ctrl-C at a [y/N] prompt waits for its handler
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich: a person's output only
     from rich.console import Console
 
     from tiny_cli.cli.live import LiveView
-    from tiny_cli.session import Session
-    from tiny_cli.settings import Settings
+
+ANSWER_POLL_SECONDS = 0.1  # the longest a Ctrl-C at a [y/N] prompt waits for its handler
 
 Human = Callable[[], object]
 """Print the human rendering of a result (called only without --json)."""
@@ -34,7 +33,7 @@ Human = Callable[[], object]
 
 def console(stderr: bool = False) -> Console:
     """Return the console for stdout (or stderr): under a live view, the view's own."""
-    from rich.console import Console
+    from rich.console import Console  # rich: a person's output only
 
     live = sys.modules.get("tiny_cli.cli.live")  # loaded only once a live view was made
     shared = live.active_console() if live is not None and stderr else None
@@ -101,8 +100,6 @@ def _session(
     upgrade: bool = False,
 ) -> Iterator[Session]:
     """Open the session itself, the live view inside it."""
-    from tiny_cli.session import open_session
-
     with open_session(
         settings,
         command,
