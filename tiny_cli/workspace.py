@@ -5,20 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import httpx
 
 from tiny_cli.cards.card import Card
 from tiny_cli.cards.load import load_cards
 from tiny_cli.errors import CardError, ConfigError, TinyError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import builtin_writes, default_registry
+from tiny_cli.tools.mcp_config import McpConfig
 from tiny_cli.tools.mcp_names import mcp_path, original, qualified
-
-if TYPE_CHECKING:
-    import httpx
-
-    from tiny_cli.tools.mcp_config import McpConfig  # read only where an mcp.yaml is
-    from tiny_cli.tools.registry import Registry  # a route builds none (open_cards)
+from tiny_cli.tools.registry import Registry, declared_tool
 
 
 @dataclass(frozen=True)
@@ -112,8 +109,6 @@ def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyErro
 
 def _add_declared(registry: Registry, cards: Iterable[Card]) -> None:
     """Register the functions cards declare (validation made sure each name means one schema)."""
-    from tiny_cli.tools.registry import declared_tool
-
     for card in cards:
         for spec in card.functions:
             if spec["name"] not in registry:

@@ -11,14 +11,12 @@ import hashlib
 import json
 from collections.abc import Mapping
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tiny_cli._version import __version__
 from tiny_cli.cards.schema_check import schema_text
+from tiny_cli.tools.mcp_config import McpConfig
 from tiny_cli.tools.mcp_names import MCP_FILENAMES
-
-if TYPE_CHECKING:
-    from tiny_cli.tools.mcp_config import McpConfig
 
 __all__ = ["CARD_SUFFIXES", "CLAUDE_TOOLS", "NOT_CARDS", "card_salt", "card_schema"]
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -27,10 +27,8 @@ from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema
 from tiny_cli.cards.schema_check import is_valid
 from tiny_cli.cards.wording import message, missing, short, yaml_line, yaml_message
 from tiny_cli.errors import CardError
+from tiny_cli.tools.mcp_config import McpConfig
 from tiny_cli.tools.mcp_names import offered, original, qualified
-
-if TYPE_CHECKING:  # read only where an mcp.yaml is (tiny_cli.workspace.mcp_settings)
-    from tiny_cli.tools.mcp_config import McpConfig
 
 # where tools come from, said with every unknown tool: the one thing a new user must find
 TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS)'

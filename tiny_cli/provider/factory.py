@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from tiny_cli.errors import ConfigError
 from tiny_cli.provider.client import DEFAULT_TIMEOUT, OpenAIProvider
 from tiny_cli.provider.replay import ExchangeSource, LiveSource, Recorder, Replayer, read_header
+from tiny_cli.provider.upgrade import Upgrader
 from tiny_cli.settings import Settings
 
 Replays = Path | Sequence[Path] | None  # one recording, or several answered from together
@@ -80,8 +81,6 @@ def _paths(replay: Replays) -> list[Path]:
 
 
 def _upgrader(paths: list[Path]) -> ExchangeSource:
-    from tiny_cli.provider.upgrade import Upgrader
-
     if len(paths) != 1:
         raise ConfigError("--upgrade needs --replay with exactly one recording: the one to rewrite")
     return Upgrader.open(paths[0])

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import httpx
 
 from tiny_cli.cards.card import Card
 from tiny_cli.routing.embed import Embedder, Progress, get_embedder
@@ -21,9 +22,6 @@ from tiny_cli.routing.threshold import chosen_threshold
 from tiny_cli.routing.tooltexts import ToolTexts, gathered
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
-
-if TYPE_CHECKING:
-    import httpx
 
 __all__ = ["build_router", "embedder_for", "learned_folder", "taught_tasks"]
 

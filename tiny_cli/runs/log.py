@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from tiny_cli.errors import ConfigError, ReplayError
+from tiny_cli.events import Observer
 from tiny_cli.runs import corrections, prune, recorder, search
 from tiny_cli.runs.corrections import Correction
 from tiny_cli.runs.export import destination, write_runs
@@ -39,9 +40,6 @@ from tiny_cli.runs.schema import INTERRUPT, now
 from tiny_cli.runs.stats import RunStats, count_reroutes, run_stats
 from tiny_cli.runs.store import DB_NAME, NO_LOG_HINT, connect, transaction
 from tiny_cli.secrets import Scrubber, scrubber
-
-if TYPE_CHECKING:
-    from tiny_cli.events import Observer
 
 __all__ = ["DB_NAME", "Correction", "Deletion", "RunLog", "RunQuery", "parse_since"]
 
