@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -18,11 +18,13 @@ from tiny_cli.routing.explain import Overlap
 from tiny_cli.routing.factory import build_router, learned_folder
 from tiny_cli.routing.tooltexts import save_mcp_tools
 from tiny_cli.settings import Settings
-from tiny_cli.tools.mcp_client import McpTools
 from tiny_cli.tools.mcp_config import McpConfig
 from tiny_cli.tools.mcp_names import original
 from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text
 from tiny_cli.workspace import known_tools, mcp_settings
+
+if TYPE_CHECKING:  # the MCP SDK: only with servers
+    from tiny_cli.tools.mcp_client import McpTools
 
 __all__ = ["CONNECT_SECONDS", "Validation", "connect_problems", "routing_warnings", "validate"]
 
@@ -109,6 +111,8 @@ def connect_problems(
     `source`: the MCP tools to check with (default: those of `mcp`, this process's sessions).
     The descriptions of the tools found are kept in `cache_dir`: routes read them from there.
     """
+    from tiny_cli.tools.mcp_client import McpTools  # the MCP SDK: only with servers
+
     source = source or McpTools(mcp)
     problems = []
     for card in cards:

@@ -13,7 +13,7 @@ from tiny_cli.cards.load import load_cards
 from tiny_cli.errors import CardError, ConfigError, TinyError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import builtin_writes, default_registry
-from tiny_cli.tools.mcp_config import McpConfig
+from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config
 from tiny_cli.tools.mcp_names import mcp_path, original, qualified
 from tiny_cli.tools.registry import Registry, declared_tool
 
@@ -119,17 +119,13 @@ def _add_declared(registry: Registry, cards: Iterable[Card]) -> None:
 def mcp_settings(settings: Settings) -> McpConfig | None:
     """Read the MCP servers file (TINY_MCP, or mcp.yaml in the cards folder), if there is one."""
     path = mcp_path(settings.cards_dir, settings.mcp_file)
-    if path is None:  # no servers: their reader and types are not needed
+    if path is None:
         return None
-    from tiny_cli.tools.mcp_config import load_mcp_config
-
     return load_mcp_config(path)
 
 
 def _add_mcp(registry: Registry, mcp: McpConfig | None) -> None:
     if mcp is not None and mcp.servers:
-        from tiny_cli.tools.mcp_client import (
-            McpTools,  # the SDK itself loads only when a server starts
-        )
+        from tiny_cli.tools.mcp_client import McpTools  # the MCP SDK: only with servers
 
         registry.add_source(McpTools(mcp))

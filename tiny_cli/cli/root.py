@@ -9,7 +9,7 @@ import typer
 
 from tiny_cli._version import __version__
 from tiny_cli.cli.examples import EXAMPLES
-from tiny_cli.cli.process import TinyGroup
+from tiny_cli.cli.process import TinyGroup, run
 
 # Every command in --help's order: name -> (module, attribute, the help --help lists). A
 # command's module is imported, and its click command built, only when that command runs:
@@ -148,3 +148,8 @@ def _root(
     ] = False,
 ) -> None:
     """Run tiny agents defined by YAML cards, route tasks to them, and bench them."""
+
+
+def main() -> None:
+    """Run the `tiny` command line."""
+    run(app)
