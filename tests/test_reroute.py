@@ -27,7 +27,7 @@ from tiny_cli.events import Event, Finished, RunStarted
 from tiny_cli.provider.client import OpenAIProvider
 from tiny_cli.routing.factory import build_router
 from tiny_cli.runs import RunLog
-from tiny_cli.runs.stats import count_reroutes
+from tiny_cli.runs.query import count_reroutes
 from tiny_cli.serve import digest_text
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import Turn, reply, respond, tool_call

@@ -35,8 +35,7 @@ from tiny_cli.routing.examples_file import (
 from tiny_cli.routing.factory import embedder_for, learned_folder
 from tiny_cli.routing.thinning import least_redundant
 from tiny_cli.routing.threshold import MIN_OUT_OF_SCOPE, derive_threshold
-from tiny_cli.runs.corrections import Correction
-from tiny_cli.runs.log import RunLog
+from tiny_cli.runs.log import Correction, RunLog
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.userfiles import locked

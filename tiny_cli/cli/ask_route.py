@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from tiny_cli.digest import Digest, Routing
-from tiny_cli.runs.corrections import Correction
-from tiny_cli.runs.log import RunLog
+from tiny_cli.runs.log import Correction, RunLog
 from tiny_cli.settings import Settings
 from tiny_cli.text import printable
 

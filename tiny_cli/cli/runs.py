@@ -17,8 +17,7 @@ from tiny_cli.cli.options import CardsOpt, JsonOpt, WideOpt
 from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
 from tiny_cli.cli.terminal import stdin_is_terminal
 from tiny_cli.runs.log import DB_NAME, Deletion, RunLog, RunQuery, parse_since
-from tiny_cli.runs.query import RunRecord, RunSummary
-from tiny_cli.runs.stats import RunStats
+from tiny_cli.runs.query import RunRecord, RunStats, RunSummary
 from tiny_cli.text import printable
 from tiny_cli.tools.artifacts import ArtifactStore
 

@@ -17,8 +17,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tiny_cli.events import Event, Finished, Observer, RunStarted, ToolCalled, ToolFinished
-from tiny_cli.runs.schema import FINISHED, INTERRUPT, STARTED, insert_sql, now, repaired, stamp
-from tiny_cli.runs.store import transaction
+from tiny_cli.runs.store import (
+    FINISHED,
+    INTERRUPT,
+    STARTED,
+    insert_sql,
+    now,
+    repaired,
+    stamp,
+    transaction,
+)
 from tiny_cli.secrets import Scrubber
 
 FLUSH_SECONDS = 0.1  # the writer's tick: a process killed this soon after an event loses it

@@ -4,9 +4,8 @@ The runner is synchronous and runs on many threads (the bench); the `mcp` SDK is
 daemon thread runs an asyncio loop that owns every server session of the process; the runner's
 threads submit calls to it and wait with a deadline. A server starts the first time a card that
 names one of its tools runs, stays up for the rest of the process (the bench reuses it across
-runs) and is stopped at exit. The SDK is imported with this module, and this module only where
-a cards folder has MCP servers (tiny_cli.workspace, tiny_cli.validation): commands without
-them do not pay for it.
+runs) and is stopped at exit. The SDK is imported only then: commands that run no MCP tool do
+not pay for it.
 """
 
 from __future__ import annotations
@@ -28,14 +27,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import IO, Any, TypeVar
 
-import httpx2
 import jsonschema
-from mcp import Client
-from mcp.client import stdio
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from tiny_cli.errors import ConfigError, ToolCallError, ToolServerError
 from tiny_cli.tools.mcp_config import McpConfig, McpServer
@@ -177,6 +169,8 @@ def stop_servers(quick: bool = False) -> None:
     if not quick:
         host.close(STOP_SECONDS)
         return
+    from mcp.client import stdio  # loaded: a host exists only once a server was started
+
     kept = {name: getattr(stdio, name) for name in QUICK_SDK_WAITS if hasattr(stdio, name)}
     try:  # module constants the SDK reads at each stop; put back for a later, polite stop
         for name in kept:
@@ -418,8 +412,12 @@ class _Session:
 
     def _client(self) -> Any:
         """Build the SDK client for this server (stdio with its stderr kept, or HTTP)."""
+        from mcp import Client  # the SDK is slow to import: only when a server starts
+
         server = self.resolved
         if server.command is not None:
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
             params = StdioServerParameters(
                 command=server.command, args=list(server.args), env=dict(server.env), cwd=server.cwd
             )
@@ -430,6 +428,9 @@ class _Session:
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> str:
         """Call the tool; a gone server is ToolServerError, a failing call ToolCallError."""
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
         try:
             result = await self.client.call_tool(tool, arguments, read_timeout_seconds=CALL_CEILING)
         except MCPError as exc:
@@ -457,6 +458,9 @@ class _Session:
 
 def _http_transport(server: McpServer) -> Any:
     """Return a streamable HTTP transport that sends the server's headers."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
     # headers go on our own client: the SDK's default one cannot carry them
     client = httpx2.AsyncClient(headers=dict(server.headers), timeout=httpx2.Timeout(30, read=300))
     return _closing(client, streamable_http_client(server.url or "", http_client=client))
