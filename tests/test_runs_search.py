@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tiny_cli.cli.terminal import Terminal
+from tiny_cli.cli.common import Terminal
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.events import Finished, RunStarted
 from tiny_cli.runs import DB_NAME, RunLog, RunQuery

@@ -1,7 +1,14 @@
-"""What the commands share: settings from flags, the console, JSON or human output, the session.
+"""What the commands share: settings from flags, the console, JSON or human output, the session,
+and whether a person sits at stdin to answer a prompt.
 
-Each command imports the library it needs when it runs: `tiny --help` must not pay for numpy,
-httpx, jsonschema and pydantic, and `tiny validate` not for the model client.
+`tiny --help` imports no command module (cli/root.py lists each by name and help), so each
+command's module imports the library it uses at its top; rich is imported only where output is
+drawn for a person, never for --json.
+
+A command that would ask (approve a write, confirm a deletion) asks `stdin_is_terminal()`.
+It is the stdin's own answer unless whoever invoked the command passed a `Terminal` as the
+click context's object (`CliRunner().invoke(app, args, obj=Terminal(True))`): a parameter of
+the invocation, as the provider and the clock are parameters of the library.
 """
 
 from __future__ import annotations
@@ -12,10 +19,14 @@ import select
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+
+# typer runs its own copy of click: the context is on its stack, not on the click package's
+from typer.main import get_current_context
 
 from tiny_cli.session import Session, open_session
 from tiny_cli.settings import Settings, load_settings
@@ -191,3 +202,20 @@ def _read_line() -> str | None:
             return None  # ended before the line did: no answer, so no
         line += byte
     return line.decode("utf-8", "replace")
+
+
+# --- whether a person sits at stdin to answer a prompt ------------------------------------
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """What the invoker says about stdin: True, a person can answer there."""
+
+    stdin_is_terminal: bool
+
+
+def stdin_is_terminal() -> bool:
+    """Whether a prompt on stdin can be answered: the invoker's Terminal, else stdin's isatty."""
+    context = get_current_context(silent=True)
+    said = context.find_object(Terminal) if context is not None else None
+    return said.stdin_is_terminal if said is not None else sys.stdin.isatty()

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from tiny_cli._version import __version__
-from tiny_cli.cli.examples import EXAMPLES
+from tiny_cli.cli.options import EXAMPLES
 from tiny_cli.cli.process import TinyGroup, run
 
 # Every command in --help's order: name -> (module, attribute, the help --help lists). A

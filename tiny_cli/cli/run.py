@@ -18,6 +18,7 @@ from tiny_cli.cli.common import (
     console,
     emit,
     run_session,
+    stdin_is_terminal,
     wants_live,
 )
 from tiny_cli.cli.options import (
@@ -44,7 +45,6 @@ from tiny_cli.cli.options import (
     YesOpt,
 )
 from tiny_cli.cli.process import EXIT_BY_STATUS
-from tiny_cli.cli.terminal import stdin_is_terminal
 from tiny_cli.delegate import delegate as run_delegate
 from tiny_cli.delegate import run_card
 from tiny_cli.digest import Brief, Digest, make_brief
