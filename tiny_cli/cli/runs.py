@@ -12,8 +12,9 @@ import typer
 
 from tiny_cli.cli.ask_route import correction_line
 from tiny_cli.cli.common import confirm, console, emit, settings_from, stdin_is_terminal
-from tiny_cli.cli.options import EXAMPLES, CardsOpt, JsonOpt, WideOpt
+from tiny_cli.cli.options import CardsOpt, JsonOpt, WideOpt
 from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
+from tiny_cli.cli.root import EXAMPLES
 from tiny_cli.runs.log import DB_NAME, Deletion, RunLog, RunQuery, parse_since
 from tiny_cli.runs.query import RunRecord, RunStats, RunSummary
 from tiny_cli.text import printable
