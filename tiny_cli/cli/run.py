@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -51,9 +51,6 @@ from tiny_cli.digest import Brief, Digest, make_brief
 from tiny_cli.session import Session
 from tiny_cli.settings import Settings
 from tiny_cli.workspace import Workspace, open_workspace
-
-if TYPE_CHECKING:  # routing loads numpy, and invoke routes nothing
-    from tiny_cli.routing.router import Router
 
 TaskArg = Annotated[str | None, typer.Argument(help="The task (or the goal in --brief).")]
 AskRouteOpt = Annotated[
@@ -194,7 +191,8 @@ def delegate(
         asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
     if not asked:
         show_digest(json_out, digest)
-    _show_and_ask(settings, router, run.brief.goal, digest, asked[-1])
+    candidates = [c.agent_id for c in router.route(run.brief.goal).candidates]
+    _show_and_ask(settings, candidates, digest, asked[-1])
 
 
 @contextmanager
@@ -233,12 +231,11 @@ def _panel(digest: Digest) -> None:
 
 
 def _show_and_ask(
-    settings: Settings, router: Router, goal: str, digest: Digest, run_id: int
+    settings: Settings, candidates: Sequence[str], digest: Digest, run_id: int
 ) -> NoReturn:
     """Print the Digest, ask whether the card was right (recorded), exit by its status."""
     _panel(digest)
     assert digest.routing is not None  # wants_answer checked
-    candidates = [c.agent_id for c in router.route(goal).candidates]
     ask_route(settings, run_id, digest.routing, candidates)
     raise typer.Exit(EXIT_BY_STATUS[digest.status])
 

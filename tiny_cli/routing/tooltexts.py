@@ -19,15 +19,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tiny_cli.cards.load import Card
 from tiny_cli.jsonfile import read_json, write_json
+from tiny_cli.routing.explain import Nearest
+from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_names import original
-
-if TYPE_CHECKING:
-    from tiny_cli.cards.load import Card
-    from tiny_cli.routing.explain import Nearest
-    from tiny_cli.settings import Settings
 
 __all__ = [
     "MAX_TOOL_SHARE",
