@@ -18,8 +18,7 @@ from tiny_cli.routing.explain import Overlap
 from tiny_cli.routing.factory import build_router, learned_folder
 from tiny_cli.routing.tooltexts import save_mcp_tools
 from tiny_cli.settings import Settings
-from tiny_cli.tools.mcp_config import McpConfig
-from tiny_cli.tools.mcp_names import original
+from tiny_cli.tools.mcp_config import McpConfig, original
 from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text
 from tiny_cli.workspace import known_tools, mcp_settings
 

@@ -13,8 +13,7 @@ from tiny_cli.cards.load import load_cards
 from tiny_cli.errors import CardError, ConfigError, TinyError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import builtin_writes, default_registry
-from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config
-from tiny_cli.tools.mcp_names import mcp_path, original, qualified
+from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
 from tiny_cli.tools.registry import Registry, declared_tool
 
 

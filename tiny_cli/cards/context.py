@@ -15,8 +15,7 @@ from typing import Any
 
 from tiny_cli._version import __version__
 from tiny_cli.cards.schema_check import schema_text
-from tiny_cli.tools.mcp_config import McpConfig
-from tiny_cli.tools.mcp_names import MCP_FILENAMES
+from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig
 
 __all__ = ["CARD_SUFFIXES", "CLAUDE_TOOLS", "NOT_CARDS", "card_salt", "card_schema"]
 

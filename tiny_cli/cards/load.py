@@ -27,8 +27,7 @@ from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema
 from tiny_cli.cards.schema_check import is_valid
 from tiny_cli.cards.wording import message, missing, short, yaml_line, yaml_message
 from tiny_cli.errors import CardError
-from tiny_cli.tools.mcp_config import McpConfig
-from tiny_cli.tools.mcp_names import offered, original, qualified
+from tiny_cli.tools.mcp_config import McpConfig, offered, original, qualified
 
 # where tools come from, said with every unknown tool: the one thing a new user must find
 TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS)'

@@ -25,7 +25,7 @@ from tiny_cli.cards.load import Card
 from tiny_cli.jsonfile import read_json, write_json
 from tiny_cli.routing.explain import Nearest
 from tiny_cli.settings import Settings
-from tiny_cli.tools.mcp_names import original
+from tiny_cli.tools.mcp_config import original
 
 __all__ = [
     "MAX_TOOL_SHARE",

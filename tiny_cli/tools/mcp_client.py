@@ -30,8 +30,7 @@ from typing import IO, Any, TypeVar
 import jsonschema
 
 from tiny_cli.errors import ConfigError, ToolCallError, ToolServerError
-from tiny_cli.tools.mcp_config import McpConfig, McpServer
-from tiny_cli.tools.mcp_names import WireName, original, qualified
+from tiny_cli.tools.mcp_config import McpConfig, McpServer, WireName, original, qualified
 from tiny_cli.tools.registry import Tool
 
 T = TypeVar("T")
