@@ -8,8 +8,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.load import check_cards
 from tiny_cli.errors import ConfigError, EmbedderError
@@ -22,7 +20,9 @@ from tiny_cli.tools.mcp_config import McpConfig, original
 from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text
 from tiny_cli.workspace import known_tools, mcp_settings
 
-if TYPE_CHECKING:  # the MCP SDK: only with servers
+if TYPE_CHECKING:  # the MCP SDK: only with servers; httpx: a route (this module's) needs none
+    import httpx
+
     from tiny_cli.tools.mcp_client import McpTools
 
 __all__ = ["CONNECT_SECONDS", "Validation", "connect_problems", "routing_warnings", "validate"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from tiny_cli.cards.card import Card
 from tiny_cli.cards.load import load_cards
@@ -15,6 +14,9 @@ from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import builtin_writes, default_registry
 from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
 from tiny_cli.tools.registry import Registry, declared_tool
+
+if TYPE_CHECKING:  # HTTP only where tools are built: a route needs none
+    import httpx
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,13 @@ import typer
 # typer runs its own copy of click: the context is on its stack, not on the click package's
 from typer.main import get_current_context
 
-from tiny_cli.session import Session, open_session
 from tiny_cli.settings import Settings, load_settings
 
-if TYPE_CHECKING:  # rich: a person's output only
+if TYPE_CHECKING:  # rich: a person's output only; the session: for commands that run cards
     from rich.console import Console
 
     from tiny_cli.cli.live import LiveView
+    from tiny_cli.session import Session
 
 ANSWER_POLL_SECONDS = 0.1  # the longest a Ctrl-C at a [y/N] prompt waits for its handler
 
@@ -111,6 +111,8 @@ def _session(
     upgrade: bool = False,
 ) -> Iterator[Session]:
     """Open the session itself, the live view inside it."""
+    from tiny_cli.session import open_session  # the model client: not for route or runs
+
     with open_session(
         settings,
         command,

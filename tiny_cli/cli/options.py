@@ -15,7 +15,6 @@ from typing import Annotated
 import typer
 
 from tiny_cli.cli.common import settings_from
-from tiny_cli.provider.factory import replay_settings
 from tiny_cli.settings import Settings
 
 CardsOpt = Annotated[
@@ -161,6 +160,8 @@ class RunOptions:
 
         A replay runs with the recording's model and tool mode unless these name others.
         """
+        from tiny_cli.provider.factory import replay_settings  # httpx: not for a route
+
         settings = settings_from(
             cards=self.cards,
             tools=self.tools,

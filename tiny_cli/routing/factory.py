@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from tiny_cli.cards.card import Card
 from tiny_cli.routing.embed import Embedder, Progress, get_embedder
@@ -22,6 +21,9 @@ from tiny_cli.routing.threshold import chosen_threshold
 from tiny_cli.routing.tooltexts import ToolTexts, gathered
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["build_router", "embedder_for", "learned_folder", "taught_tasks"]
 

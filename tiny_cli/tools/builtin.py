@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import httpx
 from annotated_types import Interval
 
 from tiny_cli.errors import ToolError
 from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Settings
-from tiny_cli.tools import web
-from tiny_cli.tools.crm import CRM_FILENAME, CrmStore
-from tiny_cli.tools.handbook import Handbook
-from tiny_cli.tools.registry import LazyTool, Registry, Tool, load_tool_module
-from tiny_cli.tools.web import AddressPolicy
+
+if TYPE_CHECKING:  # a route needs the tools' names only (builtin_writes): no registry
+    from pathlib import Path
+
+    import httpx
+
+    from tiny_cli.tools.handbook import Handbook
+    from tiny_cli.tools.registry import LazyTool, Registry, Tool
+    from tiny_cli.tools.web import AddressPolicy
 
 __all__ = [
     "builtin_descriptions",
@@ -38,6 +40,8 @@ T = TypeVar("T")
 
 def default_registry(settings: Settings, transport: httpx.BaseTransport | None = None) -> Registry:
     """Return the built-in tools plus the user's tools from `settings.tools_spec`."""
+    from tiny_cli.tools.registry import Registry
+
     registry = Registry(builtin_entries(settings, transport), origin="built-in")
     for spec in _specs(settings.tools_spec):
         for t in _user_tools(spec, settings.origin("tools_spec")):
@@ -51,6 +55,8 @@ def _user_tools(spec: str, origin: str) -> list[Tool]:
     `tiny init` keeps a my_tools.py that was there before and names it in tiny.toml: without
     the setting's name, "no tools found" in a file the user never meant as tools is a riddle.
     """
+    from tiny_cli.tools.registry import load_tool_module
+
     try:
         return load_tool_module(spec)
     except ToolError as exc:
@@ -67,6 +73,8 @@ def builtin_entries(
     http_get fetches public addresses plus `settings.allow_hosts`; a malformed entry there
     raises ConfigError here, before any tool runs. The tools of one class share one owner.
     """
+    from tiny_cli.tools.registry import LazyTool
+
     policy = _policy(settings.allow_hosts)
     owners: dict[type, Callable[[], Any]] = {
         _WebTools: _once(lambda: _WebTools(policy, transport)),
@@ -99,6 +107,8 @@ def builtin_tools(settings: Settings, transport: httpx.BaseTransport | None = No
 
 
 def _handbook(folder: Path) -> Handbook:
+    from tiny_cli.tools.handbook import Handbook  # its index and numpy: only when a run searches
+
     return Handbook(folder)
 
 
@@ -109,6 +119,8 @@ class _WebTools:
     """http_get and html_to_text under one address policy (None: public addresses only)."""
 
     def __init__(self, policy: AddressPolicy | None, transport: httpx.BaseTransport | None):
+        from tiny_cli.tools import web  # httpx and its address checks: only when a run needs them
+
         self._web, self._policy, self._transport = web, policy, transport
 
     def http_get(self, url: str) -> str:
@@ -158,6 +170,8 @@ class _CrmTools:
     """crm_find_company and crm_add_company over the CRM file in one data directory."""
 
     def __init__(self, home: Path) -> None:
+        from tiny_cli.tools.crm import CRM_FILENAME, CrmStore  # sqlite3: only when a run needs it
+
         self._store = CrmStore(home / CRM_FILENAME)
 
     def crm_find_company(self, name: str) -> list[dict[str, Any]]:
@@ -209,6 +223,7 @@ def _policy(allow_hosts: tuple[str, ...]) -> AddressPolicy | None:
     """Parse the allowed hosts now (a bad one is a ConfigError); none: public addresses only."""
     if not allow_hosts:
         return None
+    from tiny_cli.tools import web
 
     return web.AddressPolicy.of(allow_hosts)
 
