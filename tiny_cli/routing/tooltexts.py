@@ -25,6 +25,8 @@ from tiny_cli.cards.load import Card
 from tiny_cli.jsonfile import read_json, write_json
 from tiny_cli.routing.explain import Nearest
 from tiny_cli.settings import Settings
+from tiny_cli.tools import builtin
+from tiny_cli.tools.builtin import default_registry
 from tiny_cli.tools.mcp_config import original
 
 __all__ = [
@@ -134,8 +136,6 @@ def tool_key(descriptions: Mapping[str, str]) -> str:
 
 def builtin_descriptions() -> dict[str, str]:
     """The built-in tools' descriptions, read from their docstrings (no registry is built)."""
-    from tiny_cli.tools import builtin
-
     return builtin.builtin_descriptions()
 
 
@@ -150,8 +150,6 @@ def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
     tool list `tiny validate --connect` kept in the cache dir, with its age."""
     descriptions: dict[str, str] = {}
     if settings.tools_spec:
-        from tiny_cli.tools.builtin import default_registry
-
         registry = default_registry(settings)
         builtin = builtin_descriptions()
         descriptions.update(
