@@ -18,7 +18,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tiny_cli.agent.prompts import repair_message
+from tiny_cli.agent.loop import repair_message
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Finished, RunStarted, ToolCalled, ToolFinished

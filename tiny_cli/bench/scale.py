@@ -22,8 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from tiny_cli.agent.loop import invoke
-from tiny_cli.agent.prompts import tools_section
+from tiny_cli.agent.loop import invoke, tools_section
 from tiny_cli.bench.arms import generalist
 from tiny_cli.bench.making import RouteBook, as_offered, decision_entry, digests, portable
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild

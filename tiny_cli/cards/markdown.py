@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiny_cli import yamlsafe
-from tiny_cli.cards.context import CLAUDE_TOOLS
+from tiny_cli.cards.index import CLAUDE_TOOLS
 from tiny_cli.cards.returns import yaml_type
 from tiny_cli.tools.mcp_config import qualified
 

@@ -58,7 +58,7 @@ def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     db.execute("COMMIT")
 
 
-# How tiny_cli.agent.prompts.repair_message begins: a transcript holding it needed a repair.
+# How tiny_cli.agent.loop.repair_message begins: a transcript holding it needed a repair.
 REPAIR_MARK = "Your answer cannot be used"
 
 # The first schema. tests/data/runlog-v1.sql keeps a copy: never edit this, add a migration.
