@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from tiny_cli.agent.budget import capped, left_after, short_of
+from tiny_cli.agent.calls import capped, left_after, short_of
 from tiny_cli.agent.loop import approve_writes
 from tiny_cli.cards.card import Budget
 from tiny_cli.cli.live import LiveView

@@ -24,19 +24,17 @@ from tiny_cli.agent.actions import (
     result_message,
     tool_mode_for,
 )
-from tiny_cli.agent.budget import (
+from tiny_cli.agent.calls import (
     DEFAULT_MAX_GHOST_CALLS,
     DEFAULT_WALL_SCALE,
+    Approve,
     Clock,
     Meter,
-    capped,
-    effective_budget,
-)
-from tiny_cli.agent.calls import (
-    Approve,
     RunArtifacts,
     assistant_message,
     call_tool,
+    capped,
+    effective_budget,
     run_artifacts,
     text_message,
     tool_message,

@@ -29,8 +29,8 @@ from typing import Any
 from tiny_cli._version import __version__
 from tiny_cli.cards.card import Problem
 from tiny_cli.cards.schema_check import schema_text
-from tiny_cli.jsonfile import read_json, write_json
 from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig
+from tiny_cli.userfiles import read_json, write_json
 
 __all__ = [
     "CACHE_DIR",

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from tiny_cli.cards.load import Card
-from tiny_cli.jsonfile import read_json, write_json
 from tiny_cli.routing.explain import Nearest
 from tiny_cli.settings import Settings
 from tiny_cli.tools import builtin
 from tiny_cli.tools.builtin import default_registry
 from tiny_cli.tools.mcp_config import original
+from tiny_cli.userfiles import read_json, write_json
 
 __all__ = [
     "MAX_TOOL_SHARE",
