@@ -18,7 +18,6 @@ from tiny_cli.cli.options import (
     ToolsOpt,
     WallScaleOpt,
 )
-from tiny_cli.serve import serve as run_server
 
 
 def serve(
@@ -48,6 +47,7 @@ def serve(
                          allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
                          no_log=no_log)  # fmt: skip
     settings = options.settings()
+    from tiny_cli.serve import serve as run_server  # the mcp SDK loads only here
 
     logged = replace(settings, log_runs=settings.log_runs and not options.no_log)
     run_server(logged, http_port=http, allow_writes=allow_writes)
