@@ -4,7 +4,7 @@
 
 For each recording docs/bench.md shows (`<!-- replay: FILE -->`, `<!-- replay-scale: FILE -->`)
 whose header holds no options yet, this runs `tiny bench --replay FILE FLAGS --upgrade`
-(tiny_cli.provider.upgrade) with the flags it was made with (FLAGS, as docs/bench.md gave
+(tiny_cli.provider.replay) with the flags it was made with (FLAGS, as docs/bench.md gave
 them): the header gains the options, the digests of the tasks and cards, and the routing
 decisions, and each exchange keeps its answer with the body as sent. The routing is the
 original run's wherever its recorded requests show it (the card a tiny run was offered, the

@@ -96,7 +96,7 @@ _NO_MEMORY = re.compile(r"from memory|make up|^first:")
 @pytest.fixture
 def tiny(cli_env: dict[str, str]) -> Callable[..., Result]:
     """Run `tiny ARGS...` in-process; extra env, stdin and the click context's obj (a
-    tiny_cli.cli.terminal.Terminal) as keywords."""
+    tiny_cli.cli.common.Terminal) as keywords."""
 
     def run(
         *args: str, input: str | None = None, env: dict[str, str] | None = None, obj: Any = None

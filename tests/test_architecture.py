@@ -12,7 +12,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tiny_cli"
-MAX_MODULE_LINES = 600
+# a module of one purpose may run to 800 lines: splitting it only to stay short makes two
+# fragments that call each other (issue 32), e.g. provider/replay.py, which records, reads and
+# upgrades one file format
+MAX_MODULE_LINES = 800
 MAX_CLASS_LINES = 200
 MAX_FUNCTION_LINES = 50
 # written by a tool, never by hand (tests/test_cards.py checks it is current): no size rules

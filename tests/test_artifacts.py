@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.agent.budget import DEFAULT_MAX_RESULT_CHARS
+from tiny_cli.agent.calls import DEFAULT_MAX_RESULT_CHARS
 from tiny_cli.bench.pages import PageServer
 from tiny_cli.secrets import Scrubber
 from tiny_cli.testing import reply, respond, tool_call

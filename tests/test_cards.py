@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tiny_cli import yamlsafe
 from tiny_cli.cards import schema_check
 from tiny_cli.cards.card import Budget
-from tiny_cli.cards.context import card_schema
+from tiny_cli.cards.index import card_schema
 from tiny_cli.cards.load import check_cards
 
 BROKEN = Path(__file__).parent / "broken_cards"

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import subprocess
+import sys
+from typing import Any
+
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from tiny_cli.cli.root import COMMANDS, _build, _listed, app
@@ -15,6 +22,34 @@ def test_help_lists_each_command_as_the_built_one_would(name: str) -> None:
     assert listed.hidden == built.hidden
     for limit in (20, 45, 80, 200):
         assert listed.get_short_help_str(limit) == built.get_short_help_str(limit)
+
+
+def _help_of(target: Any) -> str:
+    """The first paragraph of a command's help: its docstring's, or the one its Typer was given."""
+    text = target.info.help if isinstance(target, typer.Typer) else inspect.getdoc(target)
+    return " ".join(str(text).split("\n\n")[0].split())
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_the_listed_help_is_the_commands_own(name: str) -> None:
+    """The table's help cannot drift from the docstring (or group help) the command shows."""
+    module, attribute, listed = COMMANDS[name]
+    assert listed == _help_of(getattr(importlib.import_module(module), attribute))
+
+
+def test_help_imports_no_command_module() -> None:
+    """`tiny --help` lists every command from the table, importing none of their modules."""
+    probe = (
+        "import sys; from tiny_cli.cli import main; sys.argv = ['tiny', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tiny_cli.')), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert "Commands:" in done.stdout
+    # nor what the commands share (options, session): --help stays `import typer` and a table
+    commands = {module for module, _, _ in COMMANDS.values()}
+    commands |= {"tiny_cli.cli.options", "tiny_cli.cli.common", "tiny_cli.session"}
+    assert sorted(m for m in commands if f"'{m}'" in done.stderr) == []
 
 
 def test_help_names_every_command_in_order() -> None:

@@ -13,7 +13,7 @@ from tiny_cli.cli.ask_route import ABSTAINED, ROUTED, ask_route
 from tiny_cli.digest import Routing
 from tiny_cli.errors import ConfigError
 from tiny_cli.runs import DB_NAME, RunLog
-from tiny_cli.runs.migrations import MIGRATIONS, SCHEMA_VERSION
+from tiny_cli.runs.store import MIGRATIONS, SCHEMA_VERSION
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import reply
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tiny_cli.agent.evidence import evidence_of, field_sources
+from tiny_cli.agent.calls import evidence_of, field_sources
 from tiny_cli.bench.tasks import Expect
 from tiny_cli.testing import reply, tool_call
 

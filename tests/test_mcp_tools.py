@@ -27,8 +27,7 @@ import yaml
 from tiny_cli.errors import ConfigError
 from tiny_cli.testing import ScriptedServer, Turn, reply, respond, tool_call, tool_calls
 from tiny_cli.tools.mcp_client import stop_servers
-from tiny_cli.tools.mcp_config import load_mcp_config
-from tiny_cli.tools.mcp_names import WIRE_NAME, wire_name
+from tiny_cli.tools.mcp_config import WIRE_NAME, load_mcp_config, wire_name
 
 TOOLBOX = Path(__file__).resolve().parent / "mcp_servers" / "toolbox.py"
 TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}

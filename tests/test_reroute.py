@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from tiny_cli.agent.budget import capped, left_after, short_of
+from tiny_cli.agent.calls import capped, left_after, short_of
 from tiny_cli.agent.loop import approve_writes
 from tiny_cli.cards.card import Budget
 from tiny_cli.cli.live import LiveView
@@ -27,7 +27,7 @@ from tiny_cli.events import Event, Finished, RunStarted
 from tiny_cli.provider.client import OpenAIProvider
 from tiny_cli.routing.factory import build_router
 from tiny_cli.runs import RunLog
-from tiny_cli.runs.stats import count_reroutes
+from tiny_cli.runs.query import count_reroutes
 from tiny_cli.serve import digest_text
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import Turn, reply, respond, tool_call

@@ -18,14 +18,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tiny_cli.agent.prompts import repair_message
+from tiny_cli.agent.loop import repair_message
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Finished, RunStarted, ToolCalled, ToolFinished
 from tiny_cli.runs import DB_NAME, RunLog, RunQuery, parse_since
-from tiny_cli.runs.migrations import SCHEMA_VERSION
-from tiny_cli.runs.schema import REPAIR_MARK
-from tiny_cli.runs.stats import percentile
+from tiny_cli.runs.query import percentile
+from tiny_cli.runs.store import REPAIR_MARK, SCHEMA_VERSION
 from tiny_cli.secrets import Scrubber
 from tiny_cli.testing import reply, respond, tool_call
 

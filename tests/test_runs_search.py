@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from tiny_cli.cli.terminal import Terminal
+from tiny_cli.cli.common import Terminal
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.events import Finished, RunStarted
 from tiny_cli.runs import DB_NAME, RunLog, RunQuery
-from tiny_cli.runs.migrations import MIGRATIONS, SCHEMA_VERSION, fts5_available
-from tiny_cli.runs.search import indexed
+from tiny_cli.runs.query import indexed
+from tiny_cli.runs.store import MIGRATIONS, SCHEMA_VERSION, fts5_available
 from tiny_cli.testing import reply, tool_call
 
 V1_SQL = Path(__file__).parent / "data" / "runlog-v1.sql"

@@ -247,7 +247,7 @@ def test_a_refusal_cut_before_its_brace_is_completed_and_noted(run, scripted_ser
 
 
 def test_a_boolean_property_schema_is_listed_as_any_not_a_crash() -> None:
-    from tiny_cli.agent.prompts import tools_section
+    from tiny_cli.agent.loop import tools_section
 
     schema = {"type": "object", "properties": {"q": True, "n": {"type": "integer"}}}
     text = tools_section([{"function": {"name": "find", "parameters": schema}}])

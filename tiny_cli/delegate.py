@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from tiny_cli.agent.budget import Clock, effective_budget, left_after, short_of
-from tiny_cli.agent.calls import Approve
+from tiny_cli.agent.calls import Approve, Clock, effective_budget, left_after, short_of
 from tiny_cli.agent.loop import decline_writes, invoke
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Attempt, Brief, Digest, Routing

@@ -18,22 +18,23 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+import httpx
+
+from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError, ProviderError
+from tiny_cli.provider.client import ChatRequest, OpenAIProvider, Provider
+from tiny_cli.routing.examples_file import Learned, load_learned, normalise, write_learned
+from tiny_cli.routing.factory import build_router, learned_folder
+from tiny_cli.routing.tooltexts import card_tools, gathered
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings, model_for
+from tiny_cli.teach import LearnReport, learn
 from tiny_cli.userfiles import locked
+from tiny_cli.workspace import open_workspace
 
 LEARNED_FILENAME = "learned.jsonl"  # tiny_cli.routing.examples_file's, without importing numpy
-
-if TYPE_CHECKING:
-    import httpx
-
-    from tiny_cli.cards.card import Card
-    from tiny_cli.provider.client import ChatRequest, Provider
-    from tiny_cli.routing.examples_file import Learned
-    from tiny_cli.teach import LearnReport
 
 __all__ = ["CardGeneration", "Generated", "generate", "prune_generated"]
 
@@ -119,13 +120,6 @@ def generate(
     clock: Callable[[], float] = time.monotonic,
 ) -> Generated:
     """Write `per_card` generated examples for each card (of `only`, if given) not done yet."""
-    from tiny_cli.provider.client import OpenAIProvider
-    from tiny_cli.routing.examples_file import normalise
-    from tiny_cli.routing.factory import learned_folder
-    from tiny_cli.routing.tooltexts import card_tools, gathered
-    from tiny_cli.teach import learn
-    from tiny_cli.workspace import open_workspace
-
     if not 1 <= per_card <= MAX_PER_CARD:
         raise ConfigError(f"--per-card {per_card}: expected 1 to {MAX_PER_CARD}")
     started = clock()
@@ -160,10 +154,6 @@ def prune_generated(
     settings: Settings, only: Sequence[str] = (), transport: httpx.BaseTransport | None = None
 ) -> tuple[int, LearnReport]:
     """Remove the generated examples (of `only`, if given); taught ones stay. Return how many."""
-    from tiny_cli.routing.examples_file import load_learned
-    from tiny_cli.routing.factory import learned_folder
-    from tiny_cli.teach import learn
-
     folder = learned_folder(settings)
     with locked(folder / LEARNED_FILENAME):
         learned = load_learned(folder)
@@ -184,8 +174,6 @@ def request_for(
     card: Card, tools: Sequence[tuple[str, str]], per_card: int, model: str
 ) -> ChatRequest:
     """Return the one request that asks for `per_card` examples of `card`."""
-    from tiny_cli.provider.client import ChatRequest
-
     lines = [f"- {name}: {text[:MAX_DESCRIPTION_CHARS]}" if text else f"- {name}"
              for name, text in tools]  # fmt: skip
     listed = "\n".join(lines) if lines else "(none)"
@@ -238,8 +226,6 @@ def _chosen(cards: list[Card], only: Sequence[str]) -> list[Card]:
 
 def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> CardGeneration:
     """Generate one card's examples and write them, or say why not."""
-    from tiny_cli.routing.examples_file import load_learned
-
     if not job.force and load_learned(job.folder).generation.get(card.id) == key:
         return CardGeneration(card.id, "skipped")
     request = request_for(card, tools, job.per_card, job.model)
@@ -262,8 +248,6 @@ def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> C
 
 def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
     """Write `found` as `card`'s generated examples, less what is taught, taken or repeated."""
-    from tiny_cli.routing.examples_file import load_learned, normalise
-
     settings, folder = job.settings, job.folder
     scrub = scrubber(settings.api_key)
     with locked(folder / LEARNED_FILENAME):  # read inside the lock: another writer's lines stay
@@ -283,10 +267,6 @@ def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
 
 def _drop_overlaps(settings: Settings, folder: Path, transport: httpx.BaseTransport | None) -> int:
     """Drop generated examples that `tiny validate` would name: closer to another card."""
-    from tiny_cli.routing.examples_file import load_learned
-    from tiny_cli.routing.factory import build_router
-    from tiny_cli.workspace import open_workspace
-
     cards = list(open_workspace(settings, transport).cards.values())
     with locked(folder / LEARNED_FILENAME):
         learned = load_learned(folder)
@@ -311,8 +291,6 @@ def _without(learned: Learned, cards: Sequence[str]) -> Learned:
 
 
 def _write(learned: Learned) -> None:
-    from tiny_cli.routing.examples_file import write_learned
-
     write_learned(learned)
 
 

@@ -22,9 +22,9 @@ from tiny_cli.cards.generated import Generated, card_text, read_generated
 from tiny_cli.cards.grouping import CARD_TOOLS, CardPlan, plan_cards
 from tiny_cli.secrets import Scrubber
 from tiny_cli.settings import Settings
+from tiny_cli.tools.mcp_config import MCP_FILENAMES, mcp_path, qualified
 from tiny_cli.tools.mcp_hosts import HostServers, Lifted, merge_mcp_yaml, read_host_config
 from tiny_cli.tools.mcp_listing import LIST_SECONDS, ListedTool, Listing, list_servers
-from tiny_cli.tools.mcp_names import MCP_FILENAMES, mcp_path, qualified
 from tiny_cli.userfiles import write_text
 
 __all__ = [

@@ -21,12 +21,12 @@ from tiny_cli.events import Observer, fan_out
 from tiny_cli.provider.client import Provider
 from tiny_cli.provider.factory import Replays, endpoint_host, open_exchanges
 from tiny_cli.provider.replay import ExchangeSource
+from tiny_cli.runs.log import RunLog
 from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.tools.artifacts import ArtifactStore
 
 if TYPE_CHECKING:
-    from tiny_cli.runs.log import RunLog
     from tiny_cli.telemetry import Tracing
 
 __all__ = ["Observe", "ObserverFor", "Session", "artifact_store", "open_session"]
@@ -132,8 +132,6 @@ def artifact_store(
 def _run_log(
     stack: ExitStack, settings: Settings, on_error: Callable[[str], None] | None, scrub: Scrubber
 ) -> RunLog:
-    from tiny_cli.runs.log import RunLog  # sqlite: only when runs are logged
-
     runlog = RunLog.open(settings.home, scrub)
     stack.push(_closing(runlog, on_error))
     return runlog

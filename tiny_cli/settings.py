@@ -221,7 +221,7 @@ def _credential_param(param: str) -> bool:
 
 def _project(env: Mapping[str, str], cwd: Path) -> Project | None:
     """TINY_PROJECT names the project file (`none`: use none); else the nearest one above cwd."""
-    from tiny_cli.project import find_project, read_project
+    from tiny_cli.project import find_project, read_project  # it imports this module back
 
     chosen = env.get("TINY_PROJECT")
     if chosen and chosen.lower() == "none":

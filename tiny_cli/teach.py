@@ -16,8 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+import httpx
+
+from tiny_cli.routing.embed import Embedder, VectorCache
 from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
     MAX_EXAMPLES_PER_CARD,
@@ -30,17 +33,14 @@ from tiny_cli.routing.examples_file import (
     write_learned,
 )
 from tiny_cli.routing.factory import embedder_for, learned_folder
-from tiny_cli.runs.corrections import Correction
-from tiny_cli.runs.log import RunLog
+from tiny_cli.routing.thinning import least_redundant
+from tiny_cli.routing.threshold import MIN_OUT_OF_SCOPE, derive_threshold
+from tiny_cli.routing.tooltexts import gathered
+from tiny_cli.runs.log import Correction, RunLog
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.userfiles import locked
 from tiny_cli.workspace import open_workspace
-
-if TYPE_CHECKING:
-    import httpx
-
-    from tiny_cli.routing.embed import Embedder
 
 __all__ = ["Corrected", "LearnReport", "Taught", "correct_run", "learn", "learn_from"]
 
@@ -74,9 +74,6 @@ def learn(
 
     Every task is scrubbed of secrets first: the file is meant to be committed.
     """
-    from tiny_cli.routing.threshold import MIN_OUT_OF_SCOPE, derive_threshold
-    from tiny_cli.routing.tooltexts import gathered
-
     ws = open_workspace(settings, transport)
     cards = list(ws.cards.values())
     folder = learned_folder(settings)
@@ -118,9 +115,6 @@ def learn(
 
 def _capped(learned: Learned, embedder: Embedder, cache_dir: Path) -> tuple[Learned, int]:
     """Drop the most redundant examples of every card (and out of scope) past its cap."""
-    from tiny_cli.routing.embed import VectorCache
-    from tiny_cli.routing.thinning import least_redundant
-
     cache = VectorCache(cache_dir)
     examples = dict(learned.examples)
     dropped = 0

@@ -9,7 +9,10 @@ Writing: a file users commit is written whole or not at all (a temporary file be
 then `os.replace`), never over anything that is not a regular file (a FIFO, a device, a
 symlink such as `/dev/stdout`), and under a lock that lives beside the file it guards, so two
 processes with different homes still take turns. JSON Lines escape the line separators
-(U+2028, U+2029, U+0085) that `str.splitlines` would split on, and are split on "\\n" only.
+(U+2028, U+2029, U+0085) that `str.splitlines` would split on, and are split on "\n" only.
+
+Cache files as JSON are here too: read back only under the salt they were written with, written
+atomically.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,10 +37,14 @@ __all__ = [
     "locked",
     "parse_guarded",
     "read_bytes",
+    "read_json",
     "read_text",
     "refuse_special",
+    "stamp",
+    "write_json",
     "write_text",
 ]
+
 
 DEFAULT_MAX_BYTES = 16 * 2**20
 _CHUNK = 1 << 16
@@ -170,3 +177,33 @@ def locked(path: Path) -> Iterator[None]:
 def _size(limit: int) -> str:
     """A byte bound as people write it."""
     return f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit:,} bytes"
+
+
+def read_json(file: Path, salt: str) -> dict[str, Any] | None:
+    """The JSON object in `file` if it was written with `salt`; None when not (or unreadable)."""
+    try:
+        data = json.loads(file.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("salt") == salt else None
+
+
+def stamp(path: str | Path) -> tuple[int, int] | None:
+    """A file's size and mtime (ns), what a cache compares; None when it cannot be read."""
+    try:
+        found = os.stat(path)  # not Path.stat: its overhead adds up over 10,000 files
+    except OSError:
+        return None
+    return found.st_size, found.st_mtime_ns
+
+
+def write_json(file: Path, data: Mapping[str, Any]) -> None:
+    """Write `data` to `file` atomically; a failure only costs the next process time."""
+    tmp = file.with_name(f".{file.name}.{os.getpid()}")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data), "utf-8")
+        tmp.replace(file)
+    except (OSError, TypeError, ValueError):  # a cache: not being able to write it is no error
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)

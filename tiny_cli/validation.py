@@ -11,17 +11,19 @@ from typing import TYPE_CHECKING, Any
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.load import check_cards
 from tiny_cli.errors import ConfigError, EmbedderError
+from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned
+from tiny_cli.routing.explain import Overlap
+from tiny_cli.routing.factory import build_router, learned_folder
+from tiny_cli.routing.tooltexts import save_mcp_tools
 from tiny_cli.settings import Settings
-from tiny_cli.tools.mcp_names import original
+from tiny_cli.tools.mcp_config import McpConfig, original
 from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text
 from tiny_cli.workspace import known_tools, mcp_settings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the MCP SDK: only with servers; httpx: a route (this module's) needs none
     import httpx
 
-    from tiny_cli.routing.explain import Overlap
     from tiny_cli.tools.mcp_client import McpTools
-    from tiny_cli.tools.mcp_config import McpConfig
 
 __all__ = ["CONNECT_SECONDS", "Validation", "connect_problems", "routing_warnings", "validate"]
 
@@ -78,9 +80,6 @@ def validate(
     if connect and mcp is not None:
         problems += connect_problems(cards, mcp, cache_dir=settings.cache_dir)
     if not paths:  # the cards folder as a whole: its learned examples too
-        from tiny_cli.routing.examples_file import check_learned
-        from tiny_cli.routing.factory import learned_folder  # numpy: routing's own import
-
         problems += check_learned(learned_folder(settings), cards)
     if problems or len(cards) < 2:
         return Validation(cards, problems, [])
@@ -111,8 +110,7 @@ def connect_problems(
     `source`: the MCP tools to check with (default: those of `mcp`, this process's sessions).
     The descriptions of the tools found are kept in `cache_dir`: routes read them from there.
     """
-    from tiny_cli.routing.tooltexts import save_mcp_tools
-    from tiny_cli.tools.mcp_client import McpTools
+    from tiny_cli.tools.mcp_client import McpTools  # the MCP SDK: only with servers
 
     source = source or McpTools(mcp)
     problems = []
@@ -136,13 +134,10 @@ def routing_warnings(
 
     Without `detail`, one warning per card: the first such text's place, and the count.
     """
-    from tiny_cli.routing.factory import build_router, learned_folder
-
     try:
         router = build_router(settings, cards, transport=transport)
     except EmbedderError as exc:
         return [Problem(str(settings.cards_dir), None, "routing", f"overlap check skipped: {exc}")]
-    from tiny_cli.routing.examples_file import LEARNED_FILENAME
 
     by_id = {card.id: card for card in cards}
     learned = learned_folder(settings) / LEARNED_FILENAME

@@ -12,13 +12,11 @@ from tiny_cli.cards.load import load_cards
 from tiny_cli.errors import CardError, ConfigError, TinyError
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import builtin_writes, default_registry
-from tiny_cli.tools.mcp_names import mcp_path, original, qualified
+from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
+from tiny_cli.tools.registry import Registry, declared_tool
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # HTTP only where tools are built: a route needs none
     import httpx
-
-    from tiny_cli.tools.mcp_config import McpConfig  # read only where an mcp.yaml is
-    from tiny_cli.tools.registry import Registry  # a route builds none (open_cards)
 
 
 @dataclass(frozen=True)
@@ -112,8 +110,6 @@ def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyErro
 
 def _add_declared(registry: Registry, cards: Iterable[Card]) -> None:
     """Register the functions cards declare (validation made sure each name means one schema)."""
-    from tiny_cli.tools.registry import declared_tool
-
     for card in cards:
         for spec in card.functions:
             if spec["name"] not in registry:
@@ -124,17 +120,13 @@ def _add_declared(registry: Registry, cards: Iterable[Card]) -> None:
 def mcp_settings(settings: Settings) -> McpConfig | None:
     """Read the MCP servers file (TINY_MCP, or mcp.yaml in the cards folder), if there is one."""
     path = mcp_path(settings.cards_dir, settings.mcp_file)
-    if path is None:  # no servers: their reader and types are not needed
+    if path is None:
         return None
-    from tiny_cli.tools.mcp_config import load_mcp_config
-
     return load_mcp_config(path)
 
 
 def _add_mcp(registry: Registry, mcp: McpConfig | None) -> None:
     if mcp is not None and mcp.servers:
-        from tiny_cli.tools.mcp_client import (
-            McpTools,  # the SDK itself loads only when a server starts
-        )
+        from tiny_cli.tools.mcp_client import McpTools  # the MCP SDK: only with servers
 
         registry.add_source(McpTools(mcp))

@@ -1,8 +1,9 @@
 """Wing: the agent — one card, one Brief, a fresh context, a hard budget, a Digest back.
 
-`loop` is the run loop; `calls` runs one tool call; `verdict` holds the honesty rules that
-decide a Digest's status, as plain functions of data; `reply` parses the model's answer;
-`actions`, `prompts`, `budget` and `evidence` are the loop's parts. Rule: the agent imports
+`loop` is the run loop and its prompts; `calls` runs one tool call under the budget (its
+meter and limits) and finds where each answered value came from (evidence); `verdict` holds
+the honesty rules that decide a Digest's status, as plain functions of data; `reply` parses
+the model's answer; `actions` is json tool mode. Rule: the agent imports
 only the ground, the edges and the contracts — never routing, the run log or numpy.
 """
 

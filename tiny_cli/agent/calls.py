@@ -3,26 +3,271 @@
 Every failure becomes a tool result the model can act on. The one exception is a tool server
 that died (ToolServerError): the call is recorded, then the error goes up to the run loop,
 which ends the run, because no later call could reach that server either.
+
+Evidence: where an answer's values came from, and which cards must not answer without it.
+
+The runner knows which tools ran and what they returned. A returned field is `tool` when its
+substance is found in a call's result (or is a URL a successful call reached: the tool answered
+from it), `task` when the task holds it, `args` when only the arguments the model itself wrote
+into a call hold it (a number it put in a search query: its own value echoed, no tool's), and
+`model` when none does: the model alone vouches for it (a URL no tool call used, a CRM id no
+tool returned). "Substance": the numbers, URLs and ids in the value when it has any, else most
+of its words; a summary-like field that paraphrases a page still counts as found.
+
+The budget is here too: the limits enforced outside the model, and the meter that tracks one
+invocation.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tiny_cli.agent.budget import DEFAULT_MAX_RESULT_CHARS, Meter, cap_result
-from tiny_cli.agent.evidence import evidence_of
-from tiny_cli.cards.card import Card
+from tiny_cli.cards.card import Budget, Card
 from tiny_cli.deadline import call_within
-from tiny_cli.digest import CallOutcome, CallRecord
+from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallOutcome, CallRecord, Cost, FieldSource
 from tiny_cli.errors import AddressRefused, DeadlineExceeded, ToolCallError, ToolServerError
 from tiny_cli.provider.client import Completion, ToolCall
 from tiny_cli.tools.args_check import argument_problem
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, stored_result
 from tiny_cli.tools.registry import Tool
+
+DEFAULT_MAX_GHOST_CALLS = 3  # tolerated per run; one more ends it `failed`, reason ghost_calls
+DEFAULT_WALL_SCALE = 1.0  # multiplies every card's max_wall_seconds
+DEFAULT_MAX_RESULT_CHARS = 6000  # per tool result, so one page cannot flood the context
+CUT_MARKER = " [… cut by tiny: over the {tokens}-token budget]"
+
+Clock = Callable[[], float]
+
+
+def effective_budget(card: Card, brief: Brief, wall_scale: float = DEFAULT_WALL_SCALE) -> Budget:
+    """Return the card's budget: output lowered (never raised) by the Brief, wall time scaled.
+
+    `wall_scale` (--wall-scale, TINY_WALL_SCALE) stretches every wall budget for slow servers:
+    a CPU server reads a long prompt slower than a card's wall budget allows for.
+    """
+    budget = replace(card.budget, max_wall_seconds=card.budget.max_wall_seconds * wall_scale)
+    cap = brief.max_output_tokens
+    if cap is None or cap >= budget.max_output_tokens:
+        return budget
+    return replace(budget, max_output_tokens=cap)
+
+
+def capped(budget: Budget, cap: Budget | None) -> Budget:
+    """Return `budget` with each limit lowered (never raised) to `cap`'s; None caps nothing."""
+    if cap is None:
+        return budget
+    return Budget(
+        min(budget.max_tool_calls, cap.max_tool_calls),
+        min(budget.max_output_tokens, cap.max_output_tokens),
+        min(budget.max_wall_seconds, cap.max_wall_seconds),
+    )
+
+
+def left_after(budget: Budget, cost: Cost, seconds: float) -> Budget:
+    """Return what is left of `budget` after a run that spent `cost` in `seconds` of wall time.
+
+    Output tokens left are the budget less the replies' tokens; nothing goes below zero.
+    """
+    return Budget(
+        max(0, budget.max_tool_calls - cost.tool_calls),
+        max(0, budget.max_output_tokens - cost.tokens_out),
+        max(0.0, budget.max_wall_seconds - seconds),
+    )
+
+
+def short_of(left: Budget, own: Budget, share: float) -> str | None:
+    """Say which limit `left` holds less than `share` of `own` of (None: every one is enough).
+
+    Tool calls and tokens are rounded up: a quarter of 6 calls is 2.
+    """
+    wall = share * own.max_wall_seconds
+    if left.max_wall_seconds < wall:
+        return f"{left.max_wall_seconds:.1f} s of wall time left, under the {wall:.1f} s needed"
+    tokens = math.ceil(share * own.max_output_tokens)
+    if left.max_output_tokens < tokens:
+        return f"{left.max_output_tokens} output tokens left, under the {tokens} needed"
+    calls = math.ceil(share * own.max_tool_calls)
+    if left.max_tool_calls < calls:
+        return f"{left.max_tool_calls} tool call(s) left, under the {calls} needed"
+    return None
+
+
+def cut_summary(summary: str, max_output_tokens: int) -> tuple[str, bool]:
+    """Cut a summary longer than max_output_tokens * 4 characters, marked; say if it was cut."""
+    limit = max_output_tokens * CHARS_PER_TOKEN
+    if len(summary) <= limit:
+        return summary, False
+    marker = CUT_MARKER.format(tokens=max_output_tokens)
+    return summary[: max(0, limit - len(marker))].rstrip() + marker, True
+
+
+def cap_result(text: str, limit: int = DEFAULT_MAX_RESULT_CHARS) -> str:
+    """Keep the head of a long tool result and say how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[… cut by tiny: {len(text) - limit} more characters not shown]"
+
+
+@dataclass
+class Meter:
+    """Counts what one invocation spends and how much wall time is left."""
+
+    budget: Budget
+    clock: Clock = time.monotonic
+    started: float = field(init=False)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    calls: list[CallRecord] = field(default_factory=list)
+    model_seconds: float = 0.0  # waiting for the model server
+    tool_seconds: float = 0.0  # running tools
+    turns: int = 0  # model requests answered
+    evidence: list[str] = field(default_factory=list)  # arguments and results of calls that ran
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
+    def remaining(self) -> float:
+        """Seconds left of max_wall_seconds (never negative)."""
+        return max(0.0, self.budget.max_wall_seconds - (self.clock() - self.started))
+
+    def ghosts(self) -> list[str]:
+        """Names of the ghost calls so far, in order."""
+        return [c.name for c in self.calls if c.outcome == "ghost"]
+
+    def tools_spent(self) -> bool:
+        """True when every allowed tool call has been attempted."""
+        return len(self.calls) >= self.budget.max_tool_calls
+
+    def slowest(self) -> str:
+        """Say where the wall time went, for a note when it ran out."""
+        spent = f"{self.model_seconds:.1f}s waiting for the model ({self.turns} answer(s))"
+        spent += f" and {self.tool_seconds:.1f}s in tools"
+        slow = "the model server" if self.model_seconds >= self.tool_seconds else "a tool"
+        return f"time ran out after {spent}: {slow} was slow"
+
+    def cost(self) -> Cost:
+        """Freeze the tally into a Cost (caller_tokens is filled in by the Digest builder)."""
+        ghosts = self.ghosts()
+        return Cost(
+            self.tokens_in,
+            self.tokens_out,
+            len(self.calls),
+            len(ghosts),
+            tuple(ghosts),
+            round(self.clock() - self.started, 3),
+            recovered_calls=sum(c.recovered for c in self.calls),
+        )
+
+
+WORD_SHARE = 0.6  # share of a prose value's words that must appear in the evidence
+MIN_WORD_CHARS = 3  # shorter words (articles, "per") say nothing about where a value came from
+_URL = re.compile(r"https?://[^\s\"'<>)\]]+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_WORD = re.compile(r"\w+")
+# a `does_not` line like "answer from memory" or "make up a policy": answers need a tool result
+_NO_MEMORY = re.compile(r"\bfrom memory\b|\bmake up\b|\bmade up\b|\binvent\b|\bguess", re.I)
+
+
+def needs_evidence(card: Card) -> bool:
+    """Tell whether the card may answer only from a tool result (`first: tool`, or its does_not)."""
+    return card.first == "tool" or any(_NO_MEMORY.search(line) for line in card.does_not)
+
+
+def field_sources(
+    fields: Mapping[str, Any], evidence: Sequence[str], task: str
+) -> dict[str, FieldSource]:
+    """Say for each field whether a result, the task, a call's arguments or the model holds it."""
+    split = [_split(entry) for entry in evidence]
+    reached = [url for args, _ in split for url in _URL.findall(args)]
+    results = _Text(" ".join([*(result for _, result in split), *reached]))
+    asked = _Text(task)
+    written = _Text(" ".join(args for args, _ in split)).plus(results).plus(asked)
+    return {name: _source(value, results, asked, written) for name, value in fields.items()}
+
+
+def _source(value: Any, results: _Text, asked: _Text, written: _Text) -> FieldSource:
+    """Where `value` was found: a result first, then the task, then the model's own arguments."""
+    if results.holds(value):
+        return "tool"
+    if asked.holds(value) or results.plus(asked).holds(value):
+        return "task"
+    return "args" if written.holds(value) else "model"
+
+
+def evidence_of(arguments: Mapping[str, Any], result: Any) -> str:
+    """Return what one successful call contributes: its arguments' JSON line, then its result."""
+    shown = (
+        result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    )
+    # compact JSON escapes every newline, so the first line is the arguments, whole
+    return f"{json.dumps(dict(arguments), ensure_ascii=False, default=str)}\n{shown}"
+
+
+def _split(entry: str) -> tuple[str, str]:
+    """Return an `evidence_of` entry's arguments and result apart."""
+    args, _, result = entry.partition("\n")
+    return args, result
+
+
+class _Text:
+    """Normalised text to look values up in: case-folded, URLs and numbers indexed."""
+
+    def __init__(self, text: str) -> None:
+        self.raw = text
+        self.folded = " ".join(text.casefold().split())
+        self.words = set(_WORD.findall(self.folded))
+        self.numbers = {_number(n) for n in _NUMBER.findall(self.folded)}
+
+    def plus(self, other: _Text) -> _Text:
+        """Return this text and `other` as one text to look values up in."""
+        return _Text(f"{self.raw}\n{other.raw}")
+
+    def holds(self, value: Any) -> bool:
+        """Tell whether every leaf of `value` is found here; an empty value is never found."""
+        leaves = list(_leaves(value))
+        return bool(leaves) and all(self._holds_leaf(leaf) for leaf in leaves)
+
+    def _holds_leaf(self, leaf: str) -> bool:
+        folded = " ".join(leaf.casefold().split())
+        if folded in self.folded:
+            return True
+        urls = [u.rstrip(".,;:") for u in _URL.findall(folded)]
+        numbers = {_number(n) for n in _NUMBER.findall(_URL.sub(" ", folded))}
+        if urls or numbers:
+            return all(u in self.folded for u in urls) and numbers <= self.numbers
+        words = [w for w in _WORD.findall(folded) if len(w) >= MIN_WORD_CHARS]
+        found = sum(w in self.words for w in words)
+        return bool(words) and found >= WORD_SHARE * len(words)
+
+
+def _leaves(value: Any) -> Iterable[str]:
+    """Yield the scalar values inside `value` as text (booleans and empty strings say nothing)."""
+    if isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield _number(str(value))
+    elif isinstance(value, str) and value.strip():
+        yield value
+
+
+def _number(text: str) -> str:
+    """Write a number one way: '200.00' and '200' match, '1,5' and '1.5' match."""
+    text = text.replace(",", ".")
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return str(float(text)).removesuffix(".0")
+    return text
+
 
 Approve = Callable[[Card, str, dict[str, Any]], bool]
 """Asked before every call of a write tool: may `card` call this tool with these arguments?

@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tiny_cli.agent.budget import Meter, cut_summary
-from tiny_cli.agent.evidence import field_sources, needs_evidence
+from tiny_cli.agent.calls import Meter, cut_summary, field_sources, needs_evidence
 from tiny_cli.agent.reply import Reply, field_values, missing_fields
 from tiny_cli.cards.card import Card
 from tiny_cli.digest import CHARS_PER_TOKEN, MODEL_STATUSES, Brief, CallRecord, Digest, Status

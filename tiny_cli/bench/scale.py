@@ -22,8 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from tiny_cli.agent.loop import invoke
-from tiny_cli.agent.prompts import tools_section
+from tiny_cli.agent.loop import invoke, tools_section
 from tiny_cli.bench.arms import generalist
 from tiny_cli.bench.making import RouteBook, as_offered, decision_entry, digests, portable
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
@@ -33,7 +32,7 @@ from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, universes
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Digest, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
-from tiny_cli.routing.embed import Embedder
+from tiny_cli.routing.embed import Embedder, get_embedder
 from tiny_cli.routing.router import Router
 from tiny_cli.session import Session
 from tiny_cli.settings import Settings, model_for
@@ -173,8 +172,6 @@ def scale_from_settings(
 
     Routing uses `embedder` (default: the settings' one, loaded only when a task routes live).
     """
-    from tiny_cli.routing.embed import get_embedder  # the model: only for routing
-
     ws = open_workspace(settings)
     tasks = load_selection_tasks(tasks_path, ws.cards)
     cache = settings.cache_dir

@@ -1,8 +1,8 @@
 """Contract: cards — the YAML agent definitions, loaded and checked against the shipped schema.
 
 `card` holds what a card is (`Card`, `Budget`, `Problem`); `load` checks card files and reports
-every problem; `index` lists a cards folder and keeps what the check of each unchanged file
-found; `context` is what a check rests on besides the file; `returns` turns a card's typed
+every problem, worded; `index` lists a cards folder, keeps what the check of each unchanged
+file found, and holds what a check rests on besides the file; `returns` turns a card's typed
 `returns` fields into the JSON Schemas the runner sends and checks answers against.
 """
 

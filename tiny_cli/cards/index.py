@@ -4,9 +4,15 @@ Reading and checking 10,000 card files costs seconds in every process; the index
 card file, its size, mtime and the data its check accepted, so a load lists the folder once
 (`list_cards`) and checks again only a file whose size or mtime differ. A file with problems
 is never kept (its problems are reported fresh every time). Everything else a check depends
-on (tiny_cli.cards.context) goes into the salt: another salt, another index. It is one JSON
+on goes into the salt: another salt, another index. It is one JSON
 file per set of card folders under the cache directory. An entry that is not as the index
 wrote it (a damaged or hand-edited file) is stale: its card file is checked again.
+
+The context a card file is checked in, besides the file itself, and the salt it makes.
+
+Which files of a folder are cards, the Claude Code tool table a Markdown card's tools are read
+by, the card schema, the registered tools and the MCP servers: a check of the same file in
+the same context finds the same, so the index keys on the salt.
 """
 
 from __future__ import annotations
@@ -16,14 +22,54 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from tiny_cli._version import __version__
 from tiny_cli.cards.card import Problem
-from tiny_cli.cards.context import CARD_SUFFIXES, NOT_CARDS
-from tiny_cli.jsonfile import read_json, write_json
+from tiny_cli.cards.schema_check import schema_text
+from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig
+from tiny_cli.userfiles import read_json, write_json
 
-__all__ = ["CACHE_DIR", "CardIndex", "Listing", "list_cards"]
+__all__ = [
+    "CACHE_DIR",
+    "CARD_SUFFIXES",
+    "CLAUDE_TOOLS",
+    "NOT_CARDS",
+    "CardIndex",
+    "Listing",
+    "card_salt",
+    "card_schema",
+    "list_cards",
+]
+
+
+CARD_SUFFIXES = (".yaml", ".yml", ".md")
+# a folder's MCP servers, and what the folder is for (its README.md): never read as cards
+NOT_CARDS = {*MCP_FILENAMES, "README.md", "Readme.md", "readme.md"}
+# Claude Code's tools -> tiny's built-in tools that do that job; any other Claude tool
+# (Bash, Edit, Write, Task, WebSearch, ...) has none and is a problem, never dropped
+CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
+    "Read": ("docs_search",),  # over the knowledge folder (TINY_DOCS), not the file system
+    "Grep": ("docs_search",),
+    "Glob": ("docs_search",),
+    "WebFetch": ("http_get", "html_to_text"),
+}
+
+
+def card_salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
+    """Everything a card's check depends on besides its file (tiny_cli.cards.index)."""
+    parts = [__version__, schema_text(), sorted(known_tools.items()),
+             sorted(mcp.servers) if mcp is not None else None, CLAUDE_TOOLS]  # fmt: skip
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+@cache
+def card_schema() -> dict[str, Any]:
+    """Return the card JSON Schema shipped inside the package."""
+    return json.loads(schema_text())
+
 
 CACHE_DIR = "cards"
 INDEX_VERSION = 2  # bump when what an entry holds changes: old indexes are then ignored

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiny_cli import yamlsafe
-from tiny_cli.cards.context import CLAUDE_TOOLS
+from tiny_cli.cards.index import CLAUDE_TOOLS
 from tiny_cli.cards.returns import yaml_type
-from tiny_cli.tools.mcp_names import qualified
+from tiny_cli.tools.mcp_config import qualified
 
 __all__ = ["Fields", "Frontmatter", "Issue", "card_fields", "mapping_text", "split"]
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tiny_cli.cli.learn import correction_line
+from tiny_cli.digest import Digest, Routing
+from tiny_cli.runs.log import Correction, RunLog
+from tiny_cli.settings import Settings
 from tiny_cli.text import printable
 
-if TYPE_CHECKING:
-    from tiny_cli.digest import Digest, Routing
-    from tiny_cli.runs.corrections import Correction
-    from tiny_cli.settings import Settings
+if TYPE_CHECKING:  # teach loads the router (numpy): a run never teaches
+    from tiny_cli.teach import LearnReport
 
 Ask = Callable[[str], str]
 """Show a question, return the key pressed ('' for Enter)."""
@@ -31,6 +31,7 @@ Say = Callable[[str], None]
 ROUTED = "Right card? [enter] yes · [c] choose another · [a] should have abstained"
 ABSTAINED = "No card took it. Right? [enter] yes · [c] choose a card"
 MAX_CHOICES = 9  # one key each
+TASK_CHARS = 60  # of a task in a correction's line
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,6 @@ def ask_route(
     answer = choose(routing, candidates, ask, say)
     if answer is None:
         return None
-    from tiny_cli.runs.log import RunLog
 
     with RunLog.open(settings.home) as log:
         correction = log.correct(run_id, answer.card)
@@ -110,3 +110,16 @@ def read_key(question: str) -> str:
 
 def _say(line: str) -> None:
     typer.echo(line, err=True)
+
+
+def correction_line(correction: Correction, report: LearnReport | None) -> str:
+    """Say in one line what a correction said and whether it was taught."""
+    c = correction
+    task = c.task if len(c.task) <= TASK_CHARS else c.task[: TASK_CHARS - 1].rstrip() + "…"
+    to, was = c.card or "abstain", c.routed or "abstain"
+    line = f'run {c.run_id}: "{printable(task)}" → {printable(to)} (was: {printable(was)})'
+    if report is None:
+        return f"{line}; recorded: `tiny learn --from-runs` teaches it"
+    where = "learned into" if report.status == "learned" else "already known in"
+    note = printable(report.threshold_note)
+    return f"{line}; {where} {printable(str(report.path))} (threshold: {note})"

@@ -6,10 +6,22 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
+from tiny_cli.bench import (
+    ARMS,
+    DEFAULT_TASKS_FILE,
+    Arm,
+    BenchOptions,
+    BenchReport,
+    bench_from_settings,
+)
+from tiny_cli.bench.bench_html import write_bench_html
+from tiny_cli.bench.gate import check_gates, parse_gates
+from tiny_cli.bench.html import require_charts
+from tiny_cli.bench.scale import is_selection_file
 from tiny_cli.cli.common import (
     console,
     emit,
@@ -24,6 +36,7 @@ from tiny_cli.cli.options import (
     BenchTemperatureOpt,
     CardsOpt,
     JsonOpt,
+    LogOpt,
     ModelOpt,
     NoLogOpt,
     QuietOpt,
@@ -34,7 +47,7 @@ from tiny_cli.cli.options import (
     ToolsOpt,
     WallScaleOpt,
 )
-from tiny_cli.cli.replay_opts import BenchReplayOpt, LogOpt, UpgradeOpt, warn_changed
+from tiny_cli.cli.replay_opts import BenchReplayOpt, UpgradeOpt, warn_changed
 from tiny_cli.cli.scale import (
     ContextOpt,
     HtmlOpt,
@@ -52,10 +65,11 @@ from tiny_cli.cli.scale import (
     scale_bench,
 )
 from tiny_cli.errors import ConfigError
-
-if TYPE_CHECKING:
-    from tiny_cli.bench import Arm, BenchReport
-    from tiny_cli.settings import Settings
+from tiny_cli.routing.factory import build_router
+from tiny_cli.secrets import scrubber
+from tiny_cli.settings import Settings
+from tiny_cli.text import printable
+from tiny_cli.userfiles import check_writable, write_text
 
 BENCH_TEMPERATURE = 0.0  # greedy, as BFCL asks: the arms differ by what they offer, not by luck
 
@@ -165,8 +179,6 @@ class BenchFlags:
 
 def _bench(flags: BenchFlags, scale: ScaleFlags | None) -> None:
     """Run the example bench, or the bench at scale when `scale` holds its options."""
-    from tiny_cli.bench import DEFAULT_TASKS_FILE
-
     o = flags.options
     _outputs_apart(inputs=(flags.tasks or DEFAULT_TASKS_FILE, *(o.replay or ()), *flags.resume),
                    outputs=(o.record, flags.out, flags.html))  # fmt: skip
@@ -199,11 +211,9 @@ def at_scale_asked(scale: bool, tasks: Path | None, sizes: str | None) -> bool:
     """
     if scale or sizes is not None:
         return True
-    from tiny_cli.bench.scale import is_selection_file
 
     if tasks is None or not is_selection_file(tasks):  # reads the file: a bad path stops here
         return False
-    from tiny_cli.text import printable
 
     shown = printable(str(tasks))
     warn(f"{shown} runs at scale: spell it `tiny bench --scale --tasks {shown}` (a selection "
@@ -213,8 +223,6 @@ def at_scale_asked(scale: bool, tasks: Path | None, sizes: str | None) -> bool:
 
 def _example_bench(settings: Any, f: BenchFlags) -> None:
     """Run the example bench (tasks with Digest expectations) and show it."""
-    from tiny_cli.bench import BenchOptions
-
     options = BenchOptions(_arms(f.arm), f.repeat, f.concurrency)
     live = f.concurrency == 1 and wants_live(f.quiet, f.json_out)  # one run at a time: watched
     o = f.options
@@ -233,9 +241,8 @@ def _example_bench(settings: Any, f: BenchFlags) -> None:
 
 def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) -> BenchReport:
     """Run the example bench with a progress bar on stderr."""
-    from tiny_cli.bench import bench_from_settings
-    from tiny_cli.cli import render_bench
-    from tiny_cli.routing.factory import build_router
+
+    from tiny_cli.cli import render_bench  # rich: a person's output only
 
     def router(ws: Any) -> Any:
         return build_router(ws.settings, ws.cards.values())
@@ -265,23 +272,16 @@ def _check_options(
     scale: bool, arm: str, specs: Sequence[str], targets: tuple[Path | None, ...]
 ) -> None:
     """Check what a bench uses only at its end (bars, files to write) before any model time."""
-    from tiny_cli.bench.gate import check_gates, parse_gates
-    from tiny_cli.userfiles import check_writable
-
     arms = scale_arms(arm) if scale else _arms(arm)
     check_gates(parse_gates(specs), "selection" if scale else "bench", arms)
     for path in (p for p in targets if p is not None):
         check_writable(path)
     if scale and targets[-1] is not None:  # the page at scale draws charts: matplotlib
-        from tiny_cli.bench.html import require_charts
-
         require_charts()
 
 
 def _arms(arm: str) -> tuple[Arm, ...]:
     """Return the arms --arm names: one of them, or both."""
-    from tiny_cli.bench import ARMS
-
     if arm not in (*ARMS, "both"):
         raise typer.BadParameter(f"{arm!r} is not tiny, all-tools or both", param_hint="--arm")
     return ARMS if arm == "both" else tuple(a for a in ARMS if a == arm)
@@ -289,7 +289,7 @@ def _arms(arm: str) -> tuple[Arm, ...]:
 
 def _show_report(report: BenchReport, out: Path | None, markdown: bool, json_out: bool) -> None:
     """Write the report to --out if given; print it as JSON, Markdown or tables."""
-    from tiny_cli.cli import render_bench
+    from tiny_cli.cli import render_bench  # rich: a person's output only
 
     document = report.to_json()
     if out is not None:
@@ -302,9 +302,6 @@ def _show_report(report: BenchReport, out: Path | None, markdown: bool, json_out
 
 def _write_page(report: BenchReport, path: Path) -> None:
     """Write the example bench's HTML page, scrubbed of secrets like the JSON report."""
-    from tiny_cli.bench.bench_html import write_bench_html
-    from tiny_cli.secrets import scrubber
-
     write_bench_html(scrubber().document(report.to_json()), path)
 
 
@@ -321,9 +318,6 @@ def _outputs_apart(inputs: tuple[Path | None, ...], outputs: tuple[Path | None, 
 
 def write_report(path: Path, document: Any) -> None:
     """Write the JSON report whole or not at all, scrubbed of secrets (tiny_cli.secrets)."""
-    from tiny_cli.secrets import scrubber
-    from tiny_cli.userfiles import write_text
-
     document = scrubber().document(document)  # the keys settings read: the environment's
     path.parent.mkdir(parents=True, exist_ok=True)
     # whole or not at all, and never over a folder, a FIFO or a link (tiny_cli.userfiles)

@@ -13,11 +13,13 @@ from typing import Annotated, Any
 
 import typer
 
+from tiny_cli.cards_view import card_detail, card_rows
 from tiny_cli.cli.common import console, emit, settings_from, warn
 from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt
 from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
 from tiny_cli.scaffold import STARTER_TOOLS, init_project
 from tiny_cli.text import printable
+from tiny_cli.workspace import open_workspace
 
 cards_app = typer.Typer(
     cls=TinyGroup,
@@ -50,9 +52,6 @@ def init(
 @cards_app.command("list")
 def cards_list(cards: CardsOpt = None, tools: ToolsOpt = None, json_out: JsonOpt = False) -> None:
     """List the cards: id, tools, side effects, summary."""
-    from tiny_cli.cards_view import card_rows
-    from tiny_cli.workspace import open_workspace
-
     rows = card_rows(open_workspace(settings_from(cards=cards, tools=tools)))
     emit(json_out, rows, lambda: _list_table(rows))
 
@@ -65,9 +64,6 @@ def cards_show(
     json_out: JsonOpt = False,
 ) -> None:
     """Show one card: its fields, the system prompt the model gets, and its tools' schemas."""
-    from tiny_cli.cards_view import card_detail
-    from tiny_cli.workspace import open_workspace
-
     detail = card_detail(open_workspace(settings_from(cards=cards, tools=tools)), card_id)
     emit(json_out, detail, lambda: _detail(detail))
 
@@ -111,7 +107,7 @@ def cards_sync(cards: CardsOpt = None, json_out: JsonOpt = False) -> None:
 
 
 def _list_table(rows: list[dict[str, Any]]) -> None:
-    from rich.markup import escape
+    from rich.markup import escape  # rich: a person's output only
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)

@@ -1,7 +1,14 @@
-"""What the commands share: settings from flags, the console, JSON or human output, the session.
+"""What the commands share: settings from flags, the console, JSON or human output, the session,
+and whether a person sits at stdin to answer a prompt.
 
-Each command imports the library it needs when it runs: `tiny --help` must not pay for numpy,
-httpx, jsonschema and pydantic, and `tiny validate` not for the model client.
+`tiny --help` imports no command module (cli/root.py lists each by name and help), so each
+command's module imports the library it uses at its top; rich is imported only where output is
+drawn for a person, never for --json.
+
+A command that would ask (approve a write, confirm a deletion) asks `stdin_is_terminal()`.
+It is the stdin's own answer unless whoever invoked the command passed a `Terminal` as the
+click context's object (`CliRunner().invoke(app, args, obj=Terminal(True))`): a parameter of
+the invocation, as the provider and the clock are parameters of the library.
 """
 
 from __future__ import annotations
@@ -12,21 +19,24 @@ import select
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from tiny_cli.settings import load_settings
+# typer runs its own copy of click: the context is on its stack, not on the click package's
+from typer.main import get_current_context
 
-ANSWER_POLL_SECONDS = 0.1  # the longest a Ctrl-C at a [y/N] prompt waits for its handler
+from tiny_cli.settings import Settings, load_settings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich: a person's output only; the session: for commands that run cards
     from rich.console import Console
 
     from tiny_cli.cli.live import LiveView
     from tiny_cli.session import Session
-    from tiny_cli.settings import Settings
+
+ANSWER_POLL_SECONDS = 0.1  # the longest a Ctrl-C at a [y/N] prompt waits for its handler
 
 Human = Callable[[], object]
 """Print the human rendering of a result (called only without --json)."""
@@ -34,7 +44,7 @@ Human = Callable[[], object]
 
 def console(stderr: bool = False) -> Console:
     """Return the console for stdout (or stderr): under a live view, the view's own."""
-    from rich.console import Console
+    from rich.console import Console  # rich: a person's output only
 
     live = sys.modules.get("tiny_cli.cli.live")  # loaded only once a live view was made
     shared = live.active_console() if live is not None and stderr else None
@@ -101,7 +111,7 @@ def _session(
     upgrade: bool = False,
 ) -> Iterator[Session]:
     """Open the session itself, the live view inside it."""
-    from tiny_cli.session import open_session
+    from tiny_cli.session import open_session  # the model client: not for route or runs
 
     with open_session(
         settings,
@@ -195,3 +205,20 @@ def _read_line() -> str | None:
             return None  # ended before the line did: no answer, so no
         line += byte
     return line.decode("utf-8", "replace")
+
+
+# --- whether a person sits at stdin to answer a prompt ------------------------------------
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """What the invoker says about stdin: True, a person can answer there."""
+
+    stdin_is_terminal: bool
+
+
+def stdin_is_terminal() -> bool:
+    """Whether a prompt on stdin can be answered: the invoker's Terminal, else stdin's isatty."""
+    context = get_current_context(silent=True)
+    said = context.find_object(Terminal) if context is not None else None
+    return said.stdin_is_terminal if said is not None else sys.stdin.isatty()

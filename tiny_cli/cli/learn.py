@@ -7,22 +7,18 @@ control characters) and printed without markup.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from tiny_cli.cli.common import emit, settings_from
 from tiny_cli.cli.options import CardsOpt, JsonOpt
-from tiny_cli.example_writer import DEFAULT_PER_CARD, MAX_PER_CARD
+from tiny_cli.example_writer import DEFAULT_PER_CARD, MAX_PER_CARD, Generated, prune_generated
+from tiny_cli.example_writer import generate as run_generate
+from tiny_cli.settings import Settings
+from tiny_cli.teach import Taught, learn_from
 from tiny_cli.text import printable
 
-if TYPE_CHECKING:
-    from tiny_cli.example_writer import Generated
-    from tiny_cli.runs.corrections import Correction
-    from tiny_cli.settings import Settings
-    from tiny_cli.teach import LearnReport, Taught
-
-TASK_CHARS = 60  # of a task in a correction's line
 GenerateOpt = Annotated[
     bool,
     typer.Option(
@@ -78,7 +74,6 @@ def learn(
     if generate or prune_generated:
         _generated(settings, generate, per_card, regenerate, card or [], json_out)
         return
-    from tiny_cli.teach import learn_from
 
     taught = learn_from(settings, file, from_runs)
     emit(json_out, taught.to_json(), lambda: typer.echo("\n".join(taught_lines(taught))))
@@ -88,9 +83,6 @@ def _generated(
     settings: Settings, generate: bool, per_card: int, force: bool, only: list[str], json_out: bool
 ) -> None:
     """Run --generate or --prune-generated; exit 1 when some card's answer was unusable."""
-    from tiny_cli.example_writer import generate as run_generate
-    from tiny_cli.example_writer import prune_generated
-
     if not generate:
         removed, report = prune_generated(settings, only)
         head = f"pruned {removed} generated example(s) from {_shown(str(report.path))}"
@@ -155,19 +147,6 @@ def taught_lines(taught: Taught) -> list[str]:
     )
     lines.append(f"  threshold: {_shown(r.threshold_note)}")
     return lines
-
-
-def correction_line(correction: Correction, report: LearnReport | None) -> str:
-    """Say in one line what a correction said and whether it was taught."""
-    c = correction
-    task = c.task if len(c.task) <= TASK_CHARS else c.task[: TASK_CHARS - 1].rstrip() + "…"
-    to, was = c.card or "abstain", c.routed or "abstain"
-    line = f'run {c.run_id}: "{_shown(task)}" → {_shown(to)} (was: {_shown(was)})'
-    if report is None:
-        return f"{line}; recorded: `tiny learn --from-runs` teaches it"
-    where = "learned into" if report.status == "learned" else "already known in"
-    note = _shown(report.threshold_note)
-    return f"{line}; {where} {_shown(str(report.path))} (threshold: {note})"
 
 
 def _shown(text: str) -> str:

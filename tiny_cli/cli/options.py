@@ -10,14 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from tiny_cli.cli.common import settings_from
-
-if TYPE_CHECKING:
-    from tiny_cli.settings import Settings
+from tiny_cli.settings import Settings
 
 CardsOpt = Annotated[
     Path | None,
@@ -125,6 +123,9 @@ NoLogOpt = Annotated[
     bool,
     typer.Option("--no-log", help="Keep this command out of the run log [env TINY_NO_LOG=1]."),
 ]
+LogOpt = Annotated[
+    bool, typer.Option("--log", help="Keep a replay in the run log too (a replay is not a run).")
+]
 ArtifactOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -179,7 +180,7 @@ class RunOptions:
         A replay runs with the recording's model, tool mode and temperature unless these name
         others.
         """
-        from tiny_cli.provider.factory import replay_settings  # httpx: not for `--help`
+        from tiny_cli.provider.factory import replay_settings  # httpx: not for a route
 
         settings = settings_from(
             cards=self.cards,

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import typer
@@ -80,10 +81,8 @@ def exit_code(exc: TinyError) -> int:
     return next(EXIT_BY_ERROR[c] for c in type(exc).__mro__ if c in EXIT_BY_ERROR)
 
 
-def main() -> None:
-    """Run the `tiny` command line."""
-    from tiny_cli.cli.root import app  # the app's groups are this module's TinyGroup
-
+def run(app: Callable[[], object]) -> None:
+    """Run `app` as the `tiny` command line: bad bytes read as U+FFFD, Ctrl-C bounded."""
     _tolerate_bad_bytes()
     _bound_interrupts()
     app()

@@ -17,7 +17,7 @@ from rich.table import Table
 from tiny_cli.cards.card import Card, Problem, shown_path
 from tiny_cli.cli.render_fit import WIDE_HINT, Col, fitted, print_fitted
 from tiny_cli.text import printable, write_call
-from tiny_cli.tools.mcp_names import original
+from tiny_cli.tools.mcp_config import original
 
 
 def validation(

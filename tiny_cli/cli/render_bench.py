@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tiny_cli.bench.scale_report import TERMINAL_COLUMNS, ScaleReport
@@ -38,14 +39,6 @@ class BenchProgress:
     """A progress bar on `console` (stderr) while runs finish; call it with (done, total)."""
 
     def __init__(self, console: Console) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
         columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         self._progress = Progress(*columns, console=console, transient=True)
         self._task = self._progress.add_task("bench", total=None)

@@ -21,9 +21,8 @@ from rich.text import Text
 
 from tiny_cli.cli.render import BAR_WIDTH, STATUS_STYLE
 from tiny_cli.cli.render_fit import WIDE_HINT, Cell, Col, fitted, print_fitted
-from tiny_cli.runs.query import RunRecord, RunSummary
-from tiny_cli.runs.schema import REPAIR_MARK
-from tiny_cli.runs.stats import GroupStats, RunStats
+from tiny_cli.runs.query import GroupStats, RunRecord, RunStats, RunSummary
+from tiny_cli.runs.store import REPAIR_MARK
 from tiny_cli.text import printable
 
 RUN_STYLE = {**STATUS_STYLE, "running": "blue", "interrupted": "bright_red"}

@@ -13,15 +13,16 @@ from typing import Annotated, Any
 
 import typer
 
+from tiny_cli.bench.making import changed_since, recorded_options
+from tiny_cli.provider.replay import read_header
+from tiny_cli.workspace import open_workspace
+
 # the header names an option as its flag reads; the command's parameter is named otherwise
 PARAMETERS = {"all_tools_sizes": "sizes"}
 
 
 def recorded_defaults(ctx: typer.Context, value: list[Path] | None) -> list[Path] | None:
     """Make the first recording's options the command's defaults (flags given still win)."""
-    from tiny_cli.bench.making import recorded_options
-    from tiny_cli.provider.replay import read_header
-
     if value:
         options = recorded_options(read_header(value[0]), value[0])
         named = {PARAMETERS.get(k, k): v for k, v in options.items()}
@@ -47,17 +48,10 @@ UpgradeOpt = Annotated[
         "its options, digests and routing decisions in the header (answers unchanged).",
     ),
 ]
-LogOpt = Annotated[
-    bool, typer.Option("--log", help="Keep a replay in the run log too (a replay is not a run).")
-]
 
 
 def warn_changed(replay: Sequence[Path] | None, tasks: Path, settings: Any) -> str | None:
     """One line naming the tasks or cards that changed since the recording (None: none)."""
-    from tiny_cli.bench.making import changed_since
-    from tiny_cli.provider.replay import read_header
-    from tiny_cli.workspace import open_workspace
-
     if not replay or not tasks.is_file():
         return None
     recorded = read_header(replay[0]).get("digests")

@@ -3,30 +3,122 @@
 from __future__ import annotations
 
 import importlib
-import inspect
 from typing import Annotated, Any
 
 import typer
 
 from tiny_cli._version import __version__
-from tiny_cli.cli.examples import EXAMPLES
-from tiny_cli.cli.process import TinyGroup
+from tiny_cli.cli.process import TinyGroup, run
 
-# Every command in --help's order: name -> (module, attribute). A command's module is imported,
-# and its click command built, only when that command runs (or --help lists them all): typer
-# would otherwise build all of them, each option's type included, for every run.
+# Every command in --help's order: name -> (module, attribute, the help --help lists). A
+# command's module is imported, and its click command built, only when that command runs:
+# typer would otherwise build all of them, each option's type included, for every run. The
+# help is written here so --help imports no command module; a test keeps it equal to the
+# command's docstring (a group's: its Typer's help).
 COMMANDS = {
-    "init": ("tiny_cli.cli.cards", "init"),
-    "validate": ("tiny_cli.cli.route", "validate"),
-    "route": ("tiny_cli.cli.route", "route"),
-    "learn": ("tiny_cli.cli.learn", "learn"),
-    "invoke": ("tiny_cli.cli.run", "invoke"),
-    "delegate": ("tiny_cli.cli.run", "delegate"),
-    "serve": ("tiny_cli.cli.serve", "serve"),
-    "bench": ("tiny_cli.cli.bench", "bench"),
-    "cards": ("tiny_cli.cli.cards", "cards_app"),
-    "runs": ("tiny_cli.cli.runs", "runs_app"),
-    "artifacts": ("tiny_cli.cli.runs", "artifacts_app"),
+    "init": (
+        "tiny_cli.cli.cards",
+        "init",
+        "Start a project: tiny.toml, a starter card and a tool module (existing files are kept).",
+    ),
+    "validate": (
+        "tiny_cli.cli.route",
+        "validate",
+        "Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets.",
+    ),
+    "route": (
+        "tiny_cli.cli.route",
+        "route",
+        "Pick the card for a task by embedding similarity, or abstain; no model call.",
+    ),
+    "learn": (
+        "tiny_cli.cli.learn",
+        "learn",
+        "Teach the router: tasks into the cards folder's learned.jsonl, the threshold derived "
+        "again.",
+    ),
+    "invoke": (
+        "tiny_cli.cli.run",
+        "invoke",
+        "Run one card on a task in a fresh context under its budget; print the Digest.",
+    ),
+    "delegate": (
+        "tiny_cli.cli.run",
+        "delegate",
+        "Route a task to the right card and run it; abstain, or ask before each write call.",
+    ),
+    "serve": (
+        "tiny_cli.cli.serve",
+        "serve",
+        "Serve the cards to MCP hosts: delegate, invoke and route tools; cards as resources.",
+    ),
+    "bench": (
+        "tiny_cli.cli.bench",
+        "bench",
+        "Run the task file as tiny agents and as one all-tools agent; compare them side by side.",
+    ),
+    "cards": (
+        "tiny_cli.cli.cards",
+        "cards_app",
+        "The cards of this project: list them, or show one as the model gets it.",
+    ),
+    "runs": (
+        "tiny_cli.cli.runs",
+        "runs_app",
+        "The run log: every invoke, delegate and bench run, kept under the data directory.",
+    ),
+    "artifacts": (
+        "tiny_cli.cli.runs",
+        "artifacts_app",
+        "Tool results too long for an agent's context, kept whole under a handle.",
+    ),
+}
+
+
+# Examples under each command's --help (its epilog): what a user types first.
+EXAMPLES = {
+    "init": """\b
+Examples:
+  tiny init                  # tiny.toml, cards/word-counter.yaml, my_tools.py here
+  tiny init my-project""",
+    "validate": """\b
+Examples:
+  tiny validate
+  tiny validate cards/new.yaml --json
+  tiny validate --format github   # annotations in a GitHub Actions job""",
+    "route": """\b
+Examples:
+  tiny route "how did the onboarding process work again"
+  tiny route "..." --explain --top 3
+  tiny route - < tasks.txt
+  tiny route --eval labelled.jsonl""",
+    "invoke": """\b
+Examples:
+  tiny invoke docs-finder "how did the onboarding process work again"
+  tiny invoke web-reader "read https://example.org/" --json --record run.jsonl""",
+    "delegate": """\b
+Examples:
+  tiny delegate "what is our policy on expenses and travel"
+  tiny delegate "add the company ACME to the CRM" --yes --json""",
+    "bench": """\b
+Examples:
+  tiny bench --repeat 3 --record run.jsonl --fail-under tiny.right=0.8
+  tiny bench --replay examples/bench/recordings/qwen2.5-coder-1.5b-json.jsonl
+  tiny bench --scale --tasks examples/bfcl/tasks.jsonl --cards examples/bfcl/cards \\
+      --all-tools-sizes 10,100,all --record sweep.jsonl --html report.html
+  tiny bench ... --resume .sweep.jsonl.1234.partial --record sweep.jsonl""",
+    "runs search": """\b
+Examples:
+  tiny runs search "vacation personio"
+  tiny runs search onboard* --card docs-finder --json""",
+    "runs delete": """\b
+Examples:
+  tiny runs delete 12 13
+  tiny runs delete --older-than 30d --yes""",
+    "runs export": """\b
+Examples:
+  tiny runs export --since 7d --out week.jsonl
+  tiny runs export --card crm-writer | jq .digest.status""",
 }
 
 
@@ -54,12 +146,8 @@ class LazyGroup(TinyGroup):
 
 
 def _listed(name: str) -> Any:
-    """A command as --help lists it: its name and help text, no options (none are parsed)."""
-    module, attribute = COMMANDS[name]
-    target = getattr(importlib.import_module(module), attribute)
-    if isinstance(target, typer.Typer):  # a group's help is the one its Typer was given
-        return typer.core.TyperGroup(name=name, help=target.info.help)
-    return typer.core.TyperCommand(name, help=inspect.getdoc(target))
+    """A command as --help lists it: its name and help text from COMMANDS, no module imported."""
+    return typer.core.TyperCommand(name, help=COMMANDS[name][2])
 
 
 def _build(names: list[str]) -> dict[str, Any]:
@@ -67,7 +155,7 @@ def _build(names: list[str]) -> dict[str, Any]:
     holder = typer.Typer(add_completion=False, rich_markup_mode=None)
     holder.callback()(_holder)  # a group, so a one-command group stays a group
     for name in names:
-        module, attribute = COMMANDS[name]
+        module, attribute, _ = COMMANDS[name]
         target = getattr(importlib.import_module(module), attribute)
         if isinstance(target, typer.Typer):  # a command group (`tiny runs ...`)
             holder.add_typer(target, name=name)
@@ -106,3 +194,8 @@ def _root(
     ] = False,
 ) -> None:
     """Run tiny agents defined by YAML cards, route tasks to them, and bench them."""
+
+
+def main() -> None:
+    """Run the `tiny` command line."""
+    run(app)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -14,12 +14,13 @@ from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt, WideOpt
 from tiny_cli.cli.process import EXIT_OK, EXIT_PROBLEMS
 from tiny_cli.cli.progress import index_progress
 from tiny_cli.errors import ConfigError
+from tiny_cli.routing.evaluation import EvalReport, evaluate, read_eval_file
+from tiny_cli.routing.factory import build_router
+from tiny_cli.routing.router import Router
 from tiny_cli.settings import DEFAULT_TOP
 from tiny_cli.text import check_task, printable
-
-if TYPE_CHECKING:
-    from tiny_cli.routing.evaluation import EvalReport
-    from tiny_cli.routing.router import Router
+from tiny_cli.validation import validate as validate_cards
+from tiny_cli.workspace import open_cards
 
 Slot = tuple[int, str | None]  # an input line's number, and why it was not routed (None: it was)
 
@@ -49,8 +50,7 @@ def validate(
 
     Exit 0: all clean; 1: problems found (a path given that does not exist is one).
     """
-    from tiny_cli.cli import render
-    from tiny_cli.validation import validate as validate_cards
+    from tiny_cli.cli import render  # rich: a person's output only
 
     settings = settings_from(cards=cards, tools=tools)
     detail = verbose or json_out  # JSON is read by programs: every overlap, always
@@ -95,8 +95,6 @@ def route(
         raise typer.BadParameter(
             "give one of a TASK, '-' for stdin, or --eval FILE", param_hint="TASK"
         )
-    from tiny_cli.routing.factory import build_router
-    from tiny_cli.workspace import open_cards
 
     loaded = open_cards(settings)  # a route runs no tool: it builds no tool registry
     with index_progress() as progress:
@@ -160,8 +158,6 @@ def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
     A line that cannot be read or routed is reported on its own and left out; return
     whether any was.
     """
-    from tiny_cli.routing.evaluation import evaluate, read_eval_file
-
     found = read_eval_file(eval_file)
     for error in found.errors:
         typer.echo(f"tiny: error: {printable(error)}", err=True)
@@ -174,8 +170,8 @@ def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
 
 
 def _show_evaluation(report: EvalReport) -> None:
-    """Print the evaluation as tables (rich is imported for a person's output only)."""
-    from tiny_cli.cli import render
+    """Print the evaluation as tables."""
+    from tiny_cli.cli import render  # rich: a person's output only
 
     render.evaluation(console(), report)
 
@@ -186,7 +182,7 @@ def _explain(router: Router, tasks: list[str], top: int, json_out: bool, slots: 
     if json_out:
         _json_lines([e.to_json() for e in explained], slots)
         return
-    from tiny_cli.cli import render  # rich: only for output a person reads
+    from tiny_cli.cli import render  # rich: a person's output only
 
     for e in explained:
         render.explanation(console(), e, router)
@@ -198,7 +194,7 @@ def _decide(router: Router, tasks: list[str], top: int, json_out: bool, slots: l
     if json_out:
         _json_lines([d.to_json() for d in decisions], slots)
         return
-    from tiny_cli.cli import render  # rich: only for output a person reads
+    from tiny_cli.cli import render  # rich: a person's output only
 
     render.decisions(console(), decisions, router)
 

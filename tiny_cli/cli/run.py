@@ -6,16 +6,19 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
+from tiny_cli.agent.loop import Approve, approve_writes, decline_writes
+from tiny_cli.cards.card import Card
 from tiny_cli.cli.ask_route import ask_route, wants_answer
 from tiny_cli.cli.common import (
     confirm,
     console,
     emit,
     run_session,
+    stdin_is_terminal,
     wants_live,
 )
 from tiny_cli.cli.options import (
@@ -27,6 +30,7 @@ from tiny_cli.cli.options import (
     HintOpt,
     InputOpt,
     JsonOpt,
+    LogOpt,
     MaxTokensOpt,
     ModelOpt,
     MustReturnOpt,
@@ -42,17 +46,12 @@ from tiny_cli.cli.options import (
     YesOpt,
 )
 from tiny_cli.cli.process import EXIT_BY_STATUS
-from tiny_cli.cli.replay_opts import LogOpt
-from tiny_cli.cli.terminal import stdin_is_terminal
-
-if TYPE_CHECKING:
-    from tiny_cli.agent.loop import Approve
-    from tiny_cli.cards.card import Card
-    from tiny_cli.digest import Brief, Digest
-    from tiny_cli.routing.router import Router
-    from tiny_cli.session import Session
-    from tiny_cli.settings import Settings
-    from tiny_cli.workspace import Workspace
+from tiny_cli.delegate import delegate as run_delegate
+from tiny_cli.delegate import run_card
+from tiny_cli.digest import Brief, Digest, make_brief
+from tiny_cli.session import Session
+from tiny_cli.settings import Settings
+from tiny_cli.workspace import Workspace, open_workspace
 
 TaskArg = Annotated[str | None, typer.Argument(help="The task (or the goal in --brief).")]
 AskRouteOpt = Annotated[
@@ -82,8 +81,6 @@ class RunFlags:
 
     def brief(self) -> Brief:
         """Build the Brief: the --brief file, with the task and the other options on top."""
-        from tiny_cli.digest import make_brief
-
         pairs = dict(_pair(i) for i in self.inputs)
         fields = (self.must_return or "").split(",")
         return make_brief(
@@ -134,7 +131,6 @@ def invoke(
     flags = RunFlags(options, task=task, brief_file=brief, must_return=must_return,
                      inputs=inputs or (), hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
-    from tiny_cli.delegate import run_card
 
     with running("invoke", flags, handles=artifact or (), wanted=card_id) as run:
         digest = run_card(
@@ -182,10 +178,10 @@ def delegate(
     flags = RunFlags(options, task=task, brief_file=brief, must_return=must_return,
                      inputs=inputs or (), hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
-    from tiny_cli.delegate import delegate as run_delegate
-    from tiny_cli.routing.factory import build_router
 
     with running("delegate", flags) as run:
+        from tiny_cli.routing.factory import build_router  # only delegate routes (numpy)
+
         router = build_router(run.ws.settings, run.ws.cards.values())
         provider = run.session.provider("delegate", "routed card")
         digest = run_delegate(run.ws, router, run.brief, provider=provider, approve=run.approve,
@@ -195,7 +191,8 @@ def delegate(
         asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
     if not asked:
         show_digest(json_out, digest)
-    _show_and_ask(settings, router, run.brief.goal, digest, asked[-1])
+    candidates = [c.agent_id for c in router.route(run.brief.goal).candidates]
+    _show_and_ask(settings, candidates, digest, asked[-1])
 
 
 @contextmanager
@@ -204,7 +201,6 @@ def running(
 ) -> Iterator[Running]:
     """Set a run up: settings, workspace (`wanted`: the card it needs), Brief, then the session."""
     settings = flags.options.settings()
-    from tiny_cli.workspace import open_workspace
 
     ws = open_workspace(settings, wanted=wanted)
     the_brief = flags.brief()
@@ -228,19 +224,18 @@ def show_digest(json_out: bool, digest: Digest) -> NoReturn:
 
 
 def _panel(digest: Digest) -> None:
-    """Print the Digest as a panel (rich is imported only here, never for --json)."""
-    from tiny_cli.cli import render
+    """Print the Digest as a panel."""
+    from tiny_cli.cli import render  # rich: a person's output only
 
     render.digest(console(), digest)
 
 
 def _show_and_ask(
-    settings: Settings, router: Router, goal: str, digest: Digest, run_id: int
+    settings: Settings, candidates: Sequence[str], digest: Digest, run_id: int
 ) -> NoReturn:
     """Print the Digest, ask whether the card was right (recorded), exit by its status."""
     _panel(digest)
     assert digest.routing is not None  # wants_answer checked
-    candidates = [c.agent_id for c in router.route(goal).candidates]
     ask_route(settings, run_id, digest.routing, candidates)
     raise typer.Exit(EXIT_BY_STATUS[digest.status])
 
@@ -254,8 +249,6 @@ def _pair(text: str) -> tuple[str, str]:
 
 def _approver(yes: bool, json_out: bool) -> Approve:
     """--yes approves every write; a terminal asks per call; otherwise nothing is approved."""
-    from tiny_cli.agent.loop import approve_writes, decline_writes
-
     if yes:
         return approve_writes
     if json_out or not stdin_is_terminal():
@@ -265,7 +258,7 @@ def _approver(yes: bool, json_out: bool) -> Approve:
 
 def _ask(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
     """Show this write call exactly (escaped) on stderr and ask [y/N]; the default is no."""
-    from tiny_cli.cli import render
+    from tiny_cli.cli import render  # rich: a person's output only
     from tiny_cli.cli.live import pause_current
 
     with pause_current():  # a live view redrawing over the prompt would hide it

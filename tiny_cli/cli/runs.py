@@ -6,22 +6,19 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 import typer
 
-from tiny_cli.cli.common import confirm, console, emit, settings_from
-from tiny_cli.cli.examples import EXAMPLES
-from tiny_cli.cli.learn import correction_line
+from tiny_cli.cli.ask_route import correction_line
+from tiny_cli.cli.common import confirm, console, emit, settings_from, stdin_is_terminal
 from tiny_cli.cli.options import CardsOpt, JsonOpt, WideOpt
 from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
-from tiny_cli.cli.terminal import stdin_is_terminal
+from tiny_cli.cli.root import EXAMPLES
+from tiny_cli.runs.log import DB_NAME, Deletion, RunLog, RunQuery, parse_since
+from tiny_cli.runs.query import RunRecord, RunStats, RunSummary
 from tiny_cli.text import printable
-
-if TYPE_CHECKING:
-    from tiny_cli.runs.log import Deletion, RunLog, RunQuery
-    from tiny_cli.runs.query import RunRecord, RunSummary
-    from tiny_cli.runs.stats import RunStats
+from tiny_cli.tools.artifacts import ArtifactStore
 
 runs_app = typer.Typer(
     cls=TinyGroup,
@@ -116,8 +113,6 @@ def runs_stats(
 @runs_app.command("path")
 def runs_path() -> None:
     """Print where the run log is (an SQLite file: `sqlite3 "$(tiny runs path)"` opens it)."""
-    from tiny_cli.runs.log import DB_NAME
-
     typer.echo(str(settings_from().home / DB_NAME))
 
 
@@ -144,7 +139,8 @@ def runs_correct(
     """Say where a delegate run's task should have gone, and teach the router that."""
     if abstain == (card is not None):
         raise typer.BadParameter("give one of --card ID or --abstain", param_hint="--card")
-    from tiny_cli.teach import correct_run
+
+    from tiny_cli.teach import correct_run  # the router (numpy), for this command only
 
     done = correct_run(settings_from(cards=cards), run_id, card, teach=learn)
     emit(
@@ -171,7 +167,6 @@ def runs_delete(
     if not yes and not stdin_is_terminal():
         typer.echo("tiny: error: no terminal to confirm the deletion on: add --yes", err=True)
         raise typer.Exit(EXIT_PROBLEMS)
-    from tiny_cli.runs.log import parse_since
 
     before = parse_since(older_than, option="--older-than") if older_than else None
     with _run_log() as log:
@@ -201,13 +196,13 @@ def runs_export(
         typer.echo(f"{count} run(s) written to {out}", err=True)
 
 
-# the human renderings: rich is imported only for output a person reads, never for --json
+# the human renderings, for output a person reads (never for --json)
 
 
 def _show_runs(
     found: list[RunSummary], path: Path, matching: str | None = None, wide: bool = False
 ) -> None:
-    from tiny_cli.cli import render_runs
+    from tiny_cli.cli import render_runs  # rich: a person's output only
 
     render_runs.runs(console(), found, path, matching, wide)
 
@@ -227,21 +222,19 @@ def _show_deletion(done: Deletion) -> None:
 
 
 def _show_run(record: RunRecord, full: bool) -> None:
-    from tiny_cli.cli import render_runs
+    from tiny_cli.cli import render_runs  # rich: a person's output only
 
     render_runs.run(console(), record, full)
 
 
 def _show_stats(figures: RunStats, wide: bool) -> None:
-    from tiny_cli.cli import render_runs
+    from tiny_cli.cli import render_runs  # rich: a person's output only
 
     render_runs.stats(console(), figures, wide)
 
 
 @contextmanager
 def _run_log() -> Iterator[RunLog]:
-    from tiny_cli.runs.log import RunLog
-
     with RunLog.open(settings_from().home) as log:
         yield log
 
@@ -254,8 +247,6 @@ def _run_query(
     limit: int | None,
     text: str | None = None,
 ) -> RunQuery:
-    from tiny_cli.runs.log import RunQuery, parse_since
-
     return RunQuery(card, status, model, parse_since(since) if since else None, limit, text)
 
 
@@ -265,8 +256,6 @@ def artifacts_show(
     json_out: JsonOpt = False,
 ) -> None:
     """Print a stored tool result whole (escaped at a terminal, exact when piped)."""
-    from tiny_cli.tools.artifacts import ArtifactStore
-
     store = ArtifactStore(settings_from().home)
     found = store.get(handle)
     text = store.text(found)

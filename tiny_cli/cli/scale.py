@@ -9,14 +9,22 @@ from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 import typer
 
+from tiny_cli.bench.gate import below, parse_gates
+from tiny_cli.bench.html import write_html
+from tiny_cli.bench.scale import (
+    DEFAULT_SIZES,
+    SCALE_ARMS,
+    ScaleArm,
+    ScaleOptions,
+    scale_from_settings,
+)
+from tiny_cli.bench.scale_report import ScaleReport, markdown_table
 from tiny_cli.cli.common import console, emit, run_session, warn_unused
 from tiny_cli.secrets import scrubber
+from tiny_cli.settings import Settings
 
-if TYPE_CHECKING:
-    from tiny_cli.bench.scale import ScaleOptions
-    from tiny_cli.bench.scale_report import ScaleReport
+if TYPE_CHECKING:  # cli.bench imports this module
     from tiny_cli.cli.bench import BenchFlags
-    from tiny_cli.settings import Settings
 
 SizesOpt = Annotated[
     str | None,
@@ -79,8 +87,6 @@ class ScaleFlags:
 
 def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: ScaleFlags) -> None:
     """Run the bench at scale and show it: table and chart, Markdown, JSON; --html, --out."""
-    from tiny_cli.bench.scale import scale_from_settings
-    from tiny_cli.bench.scale_report import markdown_table
     from tiny_cli.cli.bench import upgraded, write_report  # bench's module imports this one
 
     options = scale_options(flags, bench.arm, bench.concurrency, settings.wall_scale)
@@ -113,8 +119,6 @@ def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: Scale
 
 def fail_below(document: dict, specs: Sequence[str]) -> None:
     """Exit 1, a line each on stderr, where the report falls below a --fail-under bar."""
-    from tiny_cli.bench.gate import below, parse_gates
-
     misses = below(document, parse_gates(specs)) if specs else []
     for line in misses:
         typer.echo(f"tiny: below --fail-under: {line}", err=True)
@@ -123,16 +127,14 @@ def fail_below(document: dict, specs: Sequence[str]) -> None:
 
 
 def _show_scale(report: ScaleReport) -> None:
-    """Print the tables and the chart (rich is imported for a person's output only)."""
-    from tiny_cli.cli.render_bench import scale as render_scale
+    """Print the tables and the chart."""
+    from tiny_cli.cli.render_bench import scale as render_scale  # rich: a person's output
 
     render_scale(console(), report)
 
 
 def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: float) -> ScaleOptions:
     """Turn the flags into ScaleOptions; a bad size or arm is a usage error naming it."""
-    from tiny_cli.bench.scale import DEFAULT_SIZES, ScaleArm, ScaleOptions
-
     sizes = tuple(_size(s) for s in flags.sizes.split(",")) if flags.sizes else DEFAULT_SIZES
     return ScaleOptions(
         sizes=sizes,
@@ -152,8 +154,6 @@ def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: flo
 
 def scale_arms(arm: str) -> tuple[str, ...]:
     """The arms `--arm` names at scale (both: every arm); an unknown one is a usage error."""
-    from tiny_cli.bench.scale import SCALE_ARMS
-
     arms = SCALE_ARMS if arm == "both" else tuple(a.strip() for a in arm.split(","))
     for name in arms:
         if name not in SCALE_ARMS:
@@ -187,6 +187,4 @@ def _size(text: str) -> int:
 
 
 def _write_html(report: ScaleReport, path: Path) -> None:
-    from tiny_cli.bench.html import write_html
-
     write_html(scrubber().document(report.to_json()), path)

@@ -10,7 +10,14 @@ from urllib.parse import urlsplit
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.provider.client import DEFAULT_TIMEOUT, OpenAIProvider
-from tiny_cli.provider.replay import ExchangeSource, LiveSource, Recorder, Replayer, read_header
+from tiny_cli.provider.replay import (
+    ExchangeSource,
+    LiveSource,
+    Recorder,
+    Replayer,
+    Upgrader,
+    read_header,
+)
 from tiny_cli.settings import Settings, check_temperature, sampling
 
 Replays = Path | Sequence[Path] | None  # one recording, or several answered from together
@@ -28,7 +35,7 @@ def open_exchanges(
 
     `replay` may name several recordings of one model, answered from together; `resume`
     (with `record`) names earlier recordings whose answers are reused instead of asked again;
-    `upgrade` rewrites the one replayed recording with its making (tiny_cli.provider.upgrade).
+    `upgrade` rewrites the one replayed recording with its making (tiny_cli.provider.replay).
     """
     _one_of(record, replay)
     if resume and record is None:
@@ -95,8 +102,6 @@ def _paths(replay: Replays) -> list[Path]:
 
 
 def _upgrader(paths: list[Path]) -> ExchangeSource:
-    from tiny_cli.provider.upgrade import Upgrader
-
     if len(paths) != 1:
         raise ConfigError("--upgrade needs --replay with exactly one recording: the one to rewrite")
     return Upgrader.open(paths[0])

@@ -20,14 +20,12 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.errors import ConfigError
+from tiny_cli.secrets import Scrubber
 from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text, write_text
-
-if TYPE_CHECKING:
-    from tiny_cli.secrets import Scrubber
 
 __all__ = [
     "LEARNED_FILENAME",

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tiny_cli.routing.router import rounded
-
 if TYPE_CHECKING:
     from tiny_cli.routing.router import Decision
     from tiny_cli.routing.space import Source
@@ -92,3 +90,8 @@ class Overlap:
     other_id: str
     own: float
     other: float
+
+
+def rounded(value: float) -> float:
+    """Round a score for JSON output (four decimals)."""
+    return round(float(value), 4)

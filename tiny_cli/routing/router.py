@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -27,15 +27,13 @@ from tiny_cli.cards.card import Card, card_text
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder, Progress, VectorCache, fingerprint
 from tiny_cli.routing.examples_file import normalise
+from tiny_cli.routing.explain import Explanation, Overlap, Reason, rounded
 from tiny_cli.routing.lexical import Lexical, capabilities
 from tiny_cli.routing.space import CardSpace, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
 from tiny_cli.routing.tooltexts import ToolTexts, tool_named, tool_views
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
 from tiny_cli.text import check_task
-
-if TYPE_CHECKING:
-    from tiny_cli.routing.explain import Explanation, Overlap, Reason  # --explain, validate
 
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
 # its tasks, the larger of without and with examples (1.47 / 1.39), rounded up to 0.05.
@@ -206,7 +204,6 @@ class Router:
 
     def explain(self, task: str, top: int = DEFAULT_TOP) -> Explanation:
         """Route one task and say which text and which words drove each candidate's score."""
-        from tiny_cli.routing.explain import Explanation
 
         check_task(task)
         query = self._space.project(self.embedder.embed([task]))
@@ -230,7 +227,6 @@ class Router:
         Closeness to a card is the best of the cosine to any of its texts and to the mean of
         its texts; for the text's own card, both without the text itself.
         """
-        from tiny_cli.routing.explain import Overlap
 
         own, other, nearest = self._space.closeness()
         return [
@@ -275,7 +271,6 @@ def _reason(
     router: Router, card: int, score: float, query: np.ndarray, lexical: float, task: str
 ) -> Reason:
     """Why `card` scored `score` for `task` (its row `query`): the text, words and tool."""
-    from tiny_cli.routing.explain import Reason
 
     near = router._space.nearest(card, query)
     return Reason(
@@ -395,8 +390,3 @@ def write_background_vectors(embedder: Embedder, path: Path) -> None:
 
 def _sha(texts: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(texts).encode()).hexdigest()
-
-
-def rounded(value: float) -> float:
-    """Round a score for JSON output (four decimals)."""
-    return round(float(value), 4)

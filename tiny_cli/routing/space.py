@@ -11,12 +11,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from tiny_cli.routing.explain import Nearest
+from tiny_cli.routing.explain import Nearest
 
 __all__ = [
     "KNN_CHUNK",
@@ -122,8 +121,6 @@ class CardSpace:
 
     def nearest(self, card: int, query: np.ndarray) -> Nearest:
         """Say which of `card`'s vectors (or its kNN view) is nearest `query`, one task's row."""
-        from tiny_cli.routing.explain import Nearest  # --explain's: a plain route never asks
-
         mine = [j for j, o in enumerate(self._owners) if o.card == card]
         best = max(mine, key=lambda j: float(self._vectors[j] @ query))
         owner = self._owners[best]

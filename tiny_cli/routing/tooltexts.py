@@ -19,15 +19,15 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tiny_cli.jsonfile import read_json, write_json
-from tiny_cli.tools.mcp_names import original
-
-if TYPE_CHECKING:
-    from tiny_cli.cards.load import Card
-    from tiny_cli.routing.explain import Nearest
-    from tiny_cli.settings import Settings
+from tiny_cli.cards.load import Card
+from tiny_cli.routing.explain import Nearest
+from tiny_cli.settings import Settings
+from tiny_cli.tools import builtin
+from tiny_cli.tools.builtin import default_registry
+from tiny_cli.tools.mcp_config import original
+from tiny_cli.userfiles import read_json, write_json
 
 __all__ = [
     "MAX_TOOL_SHARE",
@@ -137,8 +137,6 @@ def tool_key(descriptions: Mapping[str, str]) -> str:
 
 def builtin_descriptions() -> dict[str, str]:
     """The built-in tools' descriptions, read from their docstrings (no registry is built)."""
-    from tiny_cli.tools import builtin
-
     return builtin.builtin_descriptions()
 
 
@@ -153,8 +151,6 @@ def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
     tool list `tiny validate --connect` kept in the cache dir, with its age."""
     descriptions: dict[str, str] = {}
     if settings.tools_spec:
-        from tiny_cli.tools.builtin import default_registry
-
         registry = default_registry(settings)
         builtin = builtin_descriptions()
         descriptions.update(

@@ -9,11 +9,16 @@ where a routed run's task should have gone, `schema`, `migrations` and `store` t
 Rule: the run log knows runs only through their events; it never imports the agent or routing.
 """
 
-from tiny_cli.runs.corrections import Correction
-from tiny_cli.runs.log import RunLog
-from tiny_cli.runs.prune import Deletion
-from tiny_cli.runs.query import RunQuery, RunRecord, RunSummary, parse_since
-from tiny_cli.runs.stats import GroupStats, Reroutes, RunStats
+from tiny_cli.runs.log import Correction, Deletion, RunLog
+from tiny_cli.runs.query import (
+    GroupStats,
+    Reroutes,
+    RunQuery,
+    RunRecord,
+    RunStats,
+    RunSummary,
+    parse_since,
+)
 from tiny_cli.runs.store import DB_NAME
 
 __all__ = [

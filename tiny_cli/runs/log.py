@@ -1,49 +1,289 @@
-"""The run log's facade, RunLog: open, observe, read, search, show, count, delete, export.
+"""The run log's facade, RunLog: open, observe, read, search, show, count, delete, export; and
+what it writes besides runs.
 
 A row left `running` by a process that is gone (killed, crashed) becomes `interrupted`
 whenever the log is opened. Also re-exported here, for the modules that import them from
 this one: DB_NAME, Correction, RunQuery and parse_since.
+
+Deleting: a run still `running` belongs to a live process (opening the log marked the others
+interrupted): it is never deleted. A run's corrections go with it, and so does its row of the
+search index (a trigger, tiny_cli.runs.store.SEARCH_V5).
+
+Exporting: each matching run as one JSON line (the document `tiny runs show ID --json`
+prints), to a stream or to a file that appears only complete: the lines go to a temporary file
+beside it (owner-only, as the log: transcripts hold what agents read), renamed onto it at the
+end; a failure leaves any earlier file as it was. Only a regular file is replaced: a FIFO, a
+device or a link (`/dev/stdout`) is refused.
+
+Corrections: where a routed run's task should have gone, kept beside the run. A run with a
+routing decision (routed, or abstained on: `tiny delegate`, a served `delegate`, the tiny arm
+of a bench) whose task the log kept can be corrected: to another card, or to nowhere (it should
+have abstained). One correction per run: correcting again replaces it (a new id, not learned
+yet). `learned_at` stays empty until the correction was taught (`tiny runs correct`, `tiny
+learn --from-runs`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sqlite3
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, TextIO
+from typing import Any, TextIO
 
 from tiny_cli.errors import ConfigError, ReplayError
-from tiny_cli.runs import corrections, prune, recorder, search
-from tiny_cli.runs.corrections import Correction
-from tiny_cli.runs.export import destination, write_runs
-from tiny_cli.runs.migrations import Probe, migrate
-from tiny_cli.runs.prune import Deletion
+from tiny_cli.events import Observer
+from tiny_cli.runs import recorder
 from tiny_cli.runs.query import (
     RUN_SQL,
     SQLITE_MAX_INT,
     RunQuery,
     RunRecord,
+    RunStats,
     RunSummary,
+    count_reroutes,
     parse_since,
     record,
+    run_stats,
+    search_ready,
+    select_records,
     select_rerouted,
     select_runs,
     summary,
 )
-from tiny_cli.runs.schema import INTERRUPT, now
-from tiny_cli.runs.stats import RunStats, count_reroutes, run_stats
-from tiny_cli.runs.store import DB_NAME, NO_LOG_HINT, connect, transaction
+from tiny_cli.runs.store import (
+    DB_NAME,
+    INTERRUPT,
+    NO_LOG_HINT,
+    Probe,
+    connect,
+    iso,
+    migrate,
+    now,
+    transaction,
+)
 from tiny_cli.secrets import Scrubber, scrubber
-
-if TYPE_CHECKING:
-    from tiny_cli.events import Observer
+from tiny_cli.userfiles import escape_separators, refuse_special
 
 __all__ = ["DB_NAME", "Correction", "Deletion", "RunLog", "RunQuery", "parse_since"]
+
+CORRECTION_COLUMNS = ("id", "run_id", "task", "routed", "card", "created_at", "learned_at")
+CORRECTIONS_SQL = f"SELECT {', '.join(CORRECTION_COLUMNS)} FROM corrections"
+CORRECTION_RUN_SQL = "SELECT command, goal, status, routing FROM runs WHERE id = ?"
+NOT_FINISHED = ("running", "interrupted")
+
+
+@dataclass(frozen=True)
+class Correction:
+    """Where one run's task should have gone, and whether that was taught yet."""
+
+    id: int
+    run_id: int
+    task: str  # the run's goal, as the run log keeps it (secrets scrubbed)
+    routed: str | None  # the card the router chose first; None: it abstained
+    card: str | None  # where the task should have gone; None: no card (abstain)
+    created_at: str  # ISO 8601, UTC
+    learned_at: str | None  # None until taught
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the correction as a JSON object."""
+        return asdict(self)
+
+
+def correctable(path: Path, run_id: int, row: Sequence[Any]) -> tuple[str, str | None]:
+    """Return the task and the router's first card of a run row; ConfigError if none.
+
+    Correctable: a run that finished with a routing decision (routed or abstained) and whose
+    task the log kept.
+    """
+    command, goal, status, routing = row
+    if routing is None:
+        if command == "delegate" and status in NOT_FINISHED:
+            raise ConfigError(f"run {run_id} did not finish ({status}): no routing to correct")
+        raise ConfigError(
+            f"run {run_id} ({command}) was not routed: only delegate runs, which the router "
+            "routed or abstained on, can be corrected"
+        )
+    if not goal:
+        raise ConfigError(f"run {run_id} has no task in the run log: nothing to correct")
+    try:
+        decision = json.loads(routing)
+        first = decision.get("rerouted_from") or decision.get("agent_id")
+    except (ValueError, AttributeError):
+        raise ConfigError(f"{path}: run {run_id} is damaged: its routing is not JSON") from None
+    routed = first if decision.get("decision") == "route" and isinstance(first, str) else None
+    return goal, routed
+
+
+def store_correction(
+    db: sqlite3.Connection, run_id: int, task: str, routed: str | None, card: str | None
+) -> Correction:
+    """Record the correction of run `run_id` (in the caller's transaction), replacing any."""
+    db.execute("DELETE FROM corrections WHERE run_id = ?", (run_id,))
+    at = now()
+    cursor = db.execute(
+        "INSERT INTO corrections (run_id, task, routed, card, created_at) VALUES (?, ?, ?, ?, ?)",
+        (run_id, task, routed, card, at),
+    )
+    assert cursor.lastrowid is not None
+    return Correction(cursor.lastrowid, run_id, task, routed, card, at, None)
+
+
+def select_corrections(db: sqlite3.Connection, pending_only: bool) -> list[Correction]:
+    """Return the corrections, oldest first; only those not taught yet with `pending_only`."""
+    where = " WHERE learned_at IS NULL" if pending_only else ""
+    rows = db.execute(f"{CORRECTIONS_SQL}{where} ORDER BY id").fetchall()
+    return [Correction(*row) for row in rows]
+
+
+def mark_learned(db: sqlite3.Connection, ids: Iterable[int]) -> int:
+    """Mark these corrections taught (in the caller's transaction); return how many were not."""
+    at = now()
+    sql = "UPDATE corrections SET learned_at = ? WHERE id = ? AND learned_at IS NULL"
+    return sum(db.execute(sql, (at, i)).rowcount for i in dict.fromkeys(ids))
+
+
+OLDER_SQL = "SELECT id FROM runs WHERE started_at < ? AND status != 'running' ORDER BY id"
+STATE_SQL = "SELECT status, pid FROM runs WHERE id = ?"
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """What a deletion removed: the runs' ids and how many corrections; `declined`: nothing."""
+
+    runs: tuple[int, ...]
+    corrections: int
+    declined: bool = False  # the confirmation said no
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the deletion as a JSON object."""
+        return {
+            "deleted": list(self.runs),
+            "corrections": self.corrections,
+            "declined": self.declined,
+        }
+
+
+def chosen_for_deletion(
+    db: sqlite3.Connection, path: Path, ids: Iterable[int], before: datetime | None
+) -> list[int]:
+    """Return the ids to delete, in order: the runs `ids`, and those started before `before`.
+
+    ConfigError for an id the log lacks or a run still running: all or nothing.
+    """
+    wanted = {_deletable(db, path, run_id) for run_id in ids}
+    if before is not None:
+        wanted.update(run_id for (run_id,) in db.execute(OLDER_SQL, (iso(before),)))
+    return sorted(wanted)
+
+
+def _deletable(db: sqlite3.Connection, path: Path, run_id: int) -> int:
+    """Return `run_id` if the log has that run and it is over; else ConfigError."""
+    row = db.execute(STATE_SQL, (run_id,)).fetchone() if abs(run_id) <= SQLITE_MAX_INT else None
+    if row is None:
+        raise ConfigError(f"no run {run_id} in the run log {path}: nothing deleted")
+    if row[0] == "running":
+        raise ConfigError(f"run {run_id} is still running (pid {row[1]}): nothing deleted")
+    return run_id
+
+
+def delete_runs(db: sqlite3.Connection, ids: Sequence[int]) -> Deletion:
+    """Delete these runs, unless running, and their corrections (in the caller's transaction)."""
+    sql = "DELETE FROM runs WHERE id = ? AND status != 'running'"
+    gone = tuple(run_id for run_id in ids if db.execute(sql, (run_id,)).rowcount)
+    dropped = db.executemany("DELETE FROM corrections WHERE run_id = ?", [(i,) for i in gone])
+    return Deletion(gone, dropped.rowcount)
+
+
+Write = Callable[[Mapping[str, Any]], object]
+LOG_SUFFIXES = ("", "-wal", "-shm", "-journal")  # the files SQLite keeps a database in
+
+
+def write_runs(
+    db: sqlite3.Connection, query: RunQuery, indexed: bool, write: Write, path: Path
+) -> int:
+    """Write each matching run, oldest first, as `runs show --json` has it; return how many."""
+    sql, params = select_records(query, indexed)
+    count = 0
+    for row in db.execute(sql, params):
+        try:
+            document = record(row).to_json()
+        except ValueError as exc:  # edited or damaged by hand: say so, no traceback
+            raise ConfigError(f"{path}: run {row[0]} is damaged: {exc}") from None
+        write(document)
+        count += 1
+    return count
+
+
+@contextmanager
+def destination(out: Path | None, stream: TextIO, log: Path) -> Iterator[Write]:
+    """Yield what writes one JSON line: to `stream`, or to the file `out`, which appears whole."""
+    if out is None:
+        ascii_only = stream.isatty()  # on a terminal no character a page wrote may steer it
+        yield lambda document: stream.write(_line(document, ascii_only))
+        return
+    with _whole(_checked(out, log)) as file:
+        yield lambda document: file.write(_line(document, False))
+
+
+def _line(document: Mapping[str, Any], ascii_only: bool) -> str:
+    text = json.dumps(document, ensure_ascii=ascii_only, separators=(",", ":"))
+    return escape_separators(text) + "\n"  # a reader's splitlines() keeps each run whole
+
+
+def _checked(out: Path, log: Path) -> Path:
+    """Return `out`; ConfigError when it is the run log (or a file of it) or cannot be a file."""
+    if any(_same(out, log.with_name(log.name + suffix)) for suffix in LOG_SUFFIXES):
+        raise ConfigError(f"{out}: that is the run log itself: export to another file")
+    try:
+        refuse_special(out)  # a FIFO or /dev/stdout's link would be replaced, not written to
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (without --out the runs go to stdout)") from None
+    if out.is_dir():
+        raise ConfigError(f"{out}: is a folder: name the file to export to")
+    if not out.parent.is_dir():
+        raise ConfigError(f"{out}: there is no folder {out.parent}")
+    return out
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Tell whether two paths name one file (a link, a relative path or a hard link included)."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+@contextmanager
+def _whole(path: Path) -> Iterator[TextIO]:
+    """Yield a temporary file beside `path`, renamed onto it once complete; removed on failure."""
+    try:
+        handle, temporary = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+        )
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write there: {exc.strerror}") from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())  # the rename must not publish a file still in the page cache
+        os.replace(temporary, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(exc, OSError):  # a full disk, a quota: one line, not a traceback
+            raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise
+
 
 INTERRUPTED_WAIT = 1.0  # seconds Ctrl-C waits for queued writes (the sweep covers the rest)
 GONE = "the process ended before the run finished"
@@ -111,7 +351,7 @@ class RunLog:
     def runs(self, query: RunQuery = RunQuery()) -> list[RunSummary]:
         """Return the matching runs, newest first (`query.text`: those holding its words)."""
         with self._reading() as db:
-            sql, params = select_runs(query, query.text is not None and search.ready(db))
+            sql, params = select_runs(query, query.text is not None and search_ready(db))
             rows = db.execute(sql, params).fetchall()
         return [summary(row) for row in rows]
 
@@ -132,7 +372,7 @@ class RunLog:
         """Return the figures of every matching run: in all, per card, per model, re-routes."""
         found = self.runs(query)
         with self._reading() as db:
-            sql, params = select_rerouted(query, query.text is not None and search.ready(db))
+            sql, params = select_rerouted(query, query.text is not None and search_ready(db))
             rerouted = db.execute(sql, params).fetchall()
         return run_stats(found, count_reroutes(rerouted))
 
@@ -144,12 +384,12 @@ class RunLog:
         with self._reading() as db:
             row = None
             if abs(run_id) <= SQLITE_MAX_INT:
-                row = db.execute(corrections.RUN_SQL, (run_id,)).fetchone()
+                row = db.execute(CORRECTION_RUN_SQL, (run_id,)).fetchone()
             if row is None:
                 raise self._no_run(run_id)
-            task, routed = corrections.correctable(self.path, run_id, row)
+            task, routed = correctable(self.path, run_id, row)
             with transaction(db):  # the goal was scrubbed when stored: once more costs little
-                return corrections.store(db, run_id, self._writer.scrub.text(task), routed, card)
+                return store_correction(db, run_id, self._writer.scrub.text(task), routed, card)
 
     def delete(
         self,
@@ -163,11 +403,11 @@ class RunLog:
         id the log lacks or a run still running; by age, running runs are left alone.
         """
         with self._reading() as db:
-            doomed = prune.chosen(db, self.path, ids, before)
+            doomed = chosen_for_deletion(db, self.path, ids, before)
         if doomed and confirm is not None and not confirm(doomed):
             return Deletion((), 0, declined=True)  # asked outside the lock: others may write
         with self._reading() as db, transaction(db):
-            return prune.delete(db, doomed)
+            return delete_runs(db, doomed)
 
     def export(self, query: RunQuery, out: Path | None, stream: TextIO) -> int:
         """Write each matching run as a JSON line to `stream`, or whole to `out`; count them.
@@ -176,19 +416,19 @@ class RunLog:
         run was logged is kept out too); the oldest run comes first.
         """
         with destination(out, stream, self.path) as write, self._reading() as db:
-            searched = query.text is not None and search.ready(db)
+            searched = query.text is not None and search_ready(db)
             scrubbed = self._writer.scrub.document
             return write_runs(db, query, searched, lambda doc: write(scrubbed(doc)), self.path)
 
     def corrections(self, pending_only: bool = True) -> list[Correction]:
         """Return the corrections, oldest first: by default only those not taught yet."""
         with self._reading() as db:
-            return corrections.select(db, pending_only)
+            return select_corrections(db, pending_only)
 
     def mark_learned(self, ids: Iterable[int]) -> int:
         """Mark these corrections as taught; return how many were pending."""
         with self._reading() as db, transaction(db):
-            return corrections.mark(db, ids)
+            return mark_learned(db, ids)
 
     def flush(self) -> None:
         """Wait until every run so far has its row committed, finished or running."""

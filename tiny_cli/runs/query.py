@@ -1,17 +1,78 @@
-"""Reading the log: the rows as records, which runs a query matches, and `--since`."""
+"""Reading the log: the rows as records, which runs a query matches, `--since`, full-text
+search, and `tiny runs stats`'s figures over the matching runs (in all, per card, per model).
+
+Search: with the index (runs_fts: FTS5, brought up to date by each search) a run matches when
+each word of the query is among its indexed words, a word ending in `*` as a prefix;
+without it (a SQLite without FTS5), when each word is in the same text as LIKE reads it
+(ASCII case folded).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.runs import search
-from tiny_cli.runs.schema import iso
+from tiny_cli.runs.store import CATCH_UP, SEARCH_COLUMNS, iso, transaction
+
+# A run's text (the view runs_text) as one string: what LIKE reads without the index
+TEXT_SQL = " || ' ' || ".join(f"coalesce({column}, '')" for column in SEARCH_COLUMNS)
+INDEX_SQL = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs_fts'"
+
+
+def indexed(db: sqlite3.Connection) -> bool:
+    """Tell whether the log has the search index (v5 made it where SQLite has FTS5)."""
+    return db.execute(INDEX_SQL).fetchone() is not None
+
+
+def search_ready(db: sqlite3.Connection) -> bool:
+    """Index the finished runs not indexed yet; tell whether the log has the index at all."""
+    if not indexed(db):
+        return False
+    with transaction(db):  # all or nothing: a search that fails leaves the index as it was
+        for statement in CATCH_UP:
+            db.execute(statement)
+    return True
+
+
+def search_words(text: str) -> list[str]:
+    """Return the words of a query; ConfigError when it has none."""
+    found = [word for word in text.split() if any(c.isalnum() for c in word)]
+    if not found:  # a word without letters or digits indexes nothing: it would match no run
+        raise ConfigError(f"search {text!r}: no word to search for (letters or digits)")
+    return found
+
+
+def search_clause(text: str, with_index: bool) -> tuple[str, list[Any]]:
+    """Return the condition on a runs row that the query's words match, and its parameters."""
+    if with_index:
+        return "id IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)", [match_query(text)]
+    terms = search_words(text)
+    likes = " AND ".join(["text LIKE ? ESCAPE '\\'"] * len(terms))
+    sql = f"id IN (SELECT id FROM (SELECT id, {TEXT_SQL} AS text FROM runs_text) WHERE {likes})"
+    return sql, [f"%{_like_escaped(word.rstrip('*'))}%" for word in terms]
+
+
+def match_query(text: str) -> str:
+    """Return the FTS5 query of the words: each one a quoted phrase, so no operator, all needed."""
+    return " ".join(_phrase(word) for word in search_words(text))
+
+
+def _phrase(word: str) -> str:
+    """Quote one word for FTS5 (`"` doubled); a trailing `*` stays outside: a prefix."""
+    body = word.rstrip("*")
+    return '"' + body.replace('"', '""') + '"' + ("*" if body != word else "")
+
+
+def _like_escaped(word: str) -> str:
+    return word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
 
 DEFAULT_LIMIT = 20
 SQLITE_MAX_INT = 2**63 - 1  # a larger id or --limit cannot go into a query
@@ -117,7 +178,7 @@ class RunQuery:
     model: str | None = None
     since: datetime | None = None
     limit: int | None = DEFAULT_LIMIT
-    text: str | None = None  # words each run must hold (tiny_cli.runs.search)
+    text: str | None = None  # words each run must hold (search_clause)
 
 
 def summary(row: Sequence[Any]) -> RunSummary:
@@ -153,7 +214,7 @@ def _json(value: Any) -> Any:
 def select_runs(query: RunQuery, indexed: bool = True) -> tuple[str, list[Any]]:
     """Return the SELECT of the matching runs' summaries, newest first, and its parameters.
 
-    `indexed`: the log has the search index (`search.indexed`), which `query.text` then reads.
+    `indexed`: the log has the search index (`indexed`), which `query.text` then reads.
     """
     where, params = _where(query, indexed)
     sql = f"SELECT {SUMMARY_SQL} FROM runs{where} ORDER BY id DESC"
@@ -190,7 +251,7 @@ def _where(query: RunQuery, indexed: bool) -> tuple[str, list[Any]]:
         clauses.append("started_at >= ?")
         params.append(iso(query.since))
     if query.text is not None:
-        matching, words = search.clause(query.text, indexed)
+        matching, words = search_clause(query.text, indexed)
         clauses.append(matching)
         params.extend(words)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
@@ -217,3 +278,136 @@ def parse_since(text: str, now: datetime | None = None, option: str = "--since")
         return moment.astimezone(UTC)  # a naive time is taken as local, as a person means it
     except (OverflowError, ValueError):  # 99999999999d, 0001-01-01 or 9999-12-31 made UTC
         raise ConfigError(f"{option} {text!r}: out of the calendar's range") from None
+
+
+UNFINISHED = ("running", "interrupted")  # no Digest: left out of the means in `stats`
+RESCUED = ("ok", "partial")  # a re-routed task's final statuses that count as rescued
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Figures for one card or one model over the matching runs."""
+
+    name: str | None
+    runs: int
+    statuses: Mapping[str, int]
+    ghost_calls: int
+    ghost_rate: float | None  # ghost calls / tool calls attempted
+    repair_rate: float | None  # finished runs that needed a repair / finished runs
+    mean_tokens_in: float | None
+    mean_tokens_out: float | None
+    mean_caller_tokens: float | None
+    compression: float | None  # caller tokens / tokens the agent read
+    wall_p50: float | None
+    wall_p95: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the figures as a JSON object."""
+        return {**asdict(self), "statuses": dict(self.statuses)}
+
+
+@dataclass(frozen=True)
+class Reroutes:
+    """Delegated runs re-routed after a refusal, and how many the next card rescued."""
+
+    rerouted: int = 0  # runs whose Digest names an earlier attempt that was refused
+    rescued: int = 0  # of those, the runs that ended ok or partial
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """`tiny runs stats`: every matching run, per card and per model, and the re-routes."""
+
+    total: GroupStats
+    by_card: tuple[GroupStats, ...]
+    by_model: tuple[GroupStats, ...]
+    reroutes: Reroutes = field(default_factory=Reroutes)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the statistics as a JSON object."""
+        return {
+            "total": self.total.to_json(),
+            "by_card": [g.to_json() for g in self.by_card],
+            "by_model": [g.to_json() for g in self.by_model],
+            "reroutes": asdict(self.reroutes),
+        }
+
+
+def run_stats(found: Sequence[RunSummary], reroutes: Reroutes | None = None) -> RunStats:
+    """Return the figures of these runs, in all, per card and per model, with `reroutes`."""
+    return RunStats(
+        _group(None, found),
+        tuple(_group(name, rows) for name, rows in _by(found, lambda r: r.card)),
+        tuple(_group(name, rows) for name, rows in _by(found, lambda r: r.model)),
+        reroutes or Reroutes(),
+    )
+
+
+def count_reroutes(rows: Iterable[tuple[str, str | None]]) -> Reroutes:
+    """Count (status, stored Digest JSON) rows re-routed after a refusal, and those rescued.
+
+    Read from the Digest's `attempts` statuses and the run's final status, never from text;
+    a Digest that does not parse counts for nothing.
+    """
+    rerouted = rescued = 0
+    for status, stored in rows:
+        try:
+            attempts = json.loads(stored or "null").get("attempts")
+        except (ValueError, AttributeError):
+            continue
+        if not isinstance(attempts, list):
+            continue
+        if any(isinstance(a, dict) and a.get("status") == "refused" for a in attempts):
+            rerouted += 1
+            rescued += status in RESCUED
+    return Reroutes(rerouted, rescued)
+
+
+def _by(
+    runs: Sequence[RunSummary], key: Callable[[RunSummary], str | None]
+) -> list[tuple[str | None, list[RunSummary]]]:
+    """Group runs by `key`, the largest group first."""
+    groups: dict[str | None, list[RunSummary]] = {}
+    for run in runs:
+        groups.setdefault(key(run), []).append(run)
+    return sorted(groups.items(), key=lambda g: (-len(g[1]), g[0] or ""))
+
+
+def _group(name: str | None, runs: Sequence[RunSummary]) -> GroupStats:
+    """Compute one group's figures; means over runs that finished."""
+    done = [r for r in runs if r.status not in UNFINISHED]
+    statuses: dict[str, int] = {}
+    for r in runs:
+        statuses[r.status] = statuses.get(r.status, 0) + 1
+    ghosts, calls = sum(r.ghost_calls for r in runs), sum(r.tool_calls for r in runs)
+    read = [r for r in done if r.tokens_in > 0]
+    walls = sorted(r.wall_seconds for r in done if r.wall_seconds is not None)
+    return GroupStats(
+        name,
+        len(runs),
+        statuses,
+        ghosts,
+        _ratio(ghosts, calls),
+        _ratio(sum(bool(r.repaired) for r in done), len(done)),
+        _mean([r.tokens_in for r in done]),
+        _mean([r.tokens_out for r in done]),
+        _mean([r.caller_tokens for r in done]),
+        _ratio(sum(r.caller_tokens for r in read), sum(r.tokens_in for r in read)),
+        percentile(walls, 50),
+        percentile(walls, 95),
+    )
+
+
+def _ratio(part: float, whole: float) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 1) if values else None
+
+
+def percentile(ordered: Sequence[float], p: float) -> float | None:
+    """Return the nearest-rank `p`th percentile of sorted values (None when there are none)."""
+    if not ordered:
+        return None
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]

@@ -14,14 +14,20 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tiny_cli.runs.schema import FINISHED, INTERRUPT, STARTED, insert_sql, now, repaired, stamp
-from tiny_cli.runs.store import transaction
+from tiny_cli.events import Event, Finished, Observer, RunStarted, ToolCalled, ToolFinished
+from tiny_cli.runs.store import (
+    FINISHED,
+    INTERRUPT,
+    STARTED,
+    insert_sql,
+    now,
+    repaired,
+    stamp,
+    transaction,
+)
 from tiny_cli.secrets import Scrubber
-
-if TYPE_CHECKING:  # the events bring the Digest (jsonschema, yaml): `tiny runs` needs neither
-    from tiny_cli.events import Event, Finished, Observer, RunStarted, ToolCalled, ToolFinished
 
 FLUSH_SECONDS = 0.1  # the writer's tick: a process killed this soon after an event loses it
 LEFT = "the command ended before the run finished"
@@ -36,8 +42,6 @@ Job = Callable[[sqlite3.Connection], None]
 
 def observer(writer: Writer, command: str, run: str, endpoint: str, goal: str = "") -> Observer:
     """Return the observer that records one run of `command` (`run` labels it, `goal` its task)."""
-    from tiny_cli.events import Finished, RunStarted, ToolCalled, ToolFinished
-
     recorder = Recorder(writer, command, run, endpoint, goal)
     handlers: dict[type, Callable[[Any], None]] = {
         RunStarted: recorder.started,

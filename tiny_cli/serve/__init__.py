@@ -55,7 +55,7 @@ from tiny_cli.session import open_session
 from tiny_cli.settings import DEFAULT_TOP, Settings
 from tiny_cli.text import printable, write_call
 from tiny_cli.tools.artifacts import ArtifactStore
-from tiny_cli.tools.mcp_names import original
+from tiny_cli.tools.mcp_config import original
 from tiny_cli.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:

@@ -24,15 +24,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tiny_cli.errors import ConfigError, ToolCallError
 from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.text import tokenize
 from tiny_cli.threads import import_numpy
-
-if TYPE_CHECKING:  # the registry's Tool: only for the annotation
-    from tiny_cli.tools.registry import Tool
+from tiny_cli.tools.registry import Tool
 
 ARTIFACTS_DIR = "artifacts"
 READ_ARTIFACT = "read_artifact"  # the runner's own tool, offered while a run holds artifacts
@@ -55,7 +53,7 @@ class ArtifactStore:
     def reader(self, held: Callable[[], Sequence[Artifact]], max_chars: int) -> Tool:
         """Return the `read_artifact` tool over the artifacts `held()` names (made by a run
         that holds artifacts, and only then: it brings pydantic)."""
-        from tiny_cli.tools.read_artifact import read_artifact_tool
+        from tiny_cli.tools.read_artifact import read_artifact_tool  # it imports this module
 
         return read_artifact_tool(self, held, max_chars)
 
@@ -102,8 +100,6 @@ class ArtifactStore:
 
     def passages(self, artifact: Artifact, query: str) -> list[tuple[int, str]]:
         """Return (offset, text) of the chunks that best match `query`, in document order."""
-        from tiny_cli.text import tokenize
-
         words = tokenize(query)
         if not words:
             raise ToolCallError(f"the query {query!r} has no searchable words; use key terms")

@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from annotated_types import Interval
 
 from tiny_cli.errors import ToolError
 from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Settings
+from tiny_cli.tools.registry import LazyTool, Registry, Tool, load_tool_module
 
-if TYPE_CHECKING:  # a route needs the tools' names only (builtin_writes): no registry
-    from pathlib import Path
-
+if TYPE_CHECKING:  # a route needs the tools' names only (builtin_writes): no HTTP, no index
     import httpx
 
     from tiny_cli.tools.handbook import Handbook
-    from tiny_cli.tools.registry import LazyTool, Registry, Tool
     from tiny_cli.tools.web import AddressPolicy
 
 __all__ = [
@@ -40,8 +39,6 @@ T = TypeVar("T")
 
 def default_registry(settings: Settings, transport: httpx.BaseTransport | None = None) -> Registry:
     """Return the built-in tools plus the user's tools from `settings.tools_spec`."""
-    from tiny_cli.tools.registry import Registry
-
     registry = Registry(builtin_entries(settings, transport), origin="built-in")
     for spec in _specs(settings.tools_spec):
         for t in _user_tools(spec, settings.origin("tools_spec")):
@@ -55,8 +52,6 @@ def _user_tools(spec: str, origin: str) -> list[Tool]:
     `tiny init` keeps a my_tools.py that was there before and names it in tiny.toml: without
     the setting's name, "no tools found" in a file the user never meant as tools is a riddle.
     """
-    from tiny_cli.tools.registry import load_tool_module
-
     try:
         return load_tool_module(spec)
     except ToolError as exc:
@@ -73,8 +68,6 @@ def builtin_entries(
     http_get fetches public addresses plus `settings.allow_hosts`; a malformed entry there
     raises ConfigError here, before any tool runs. The tools of one class share one owner.
     """
-    from tiny_cli.tools.registry import LazyTool
-
     policy = _policy(settings.allow_hosts)
     owners: dict[type, Callable[[], Any]] = {
         _WebTools: _once(lambda: _WebTools(policy, transport)),

@@ -31,8 +31,7 @@ import jsonschema
 
 from tiny_cli.errors import ConfigError, ToolCallError, ToolServerError
 from tiny_cli.tools.args_check import dialect
-from tiny_cli.tools.mcp_config import McpConfig, McpServer
-from tiny_cli.tools.mcp_names import WireName, original, qualified
+from tiny_cli.tools.mcp_config import McpConfig, McpServer, WireName, original, qualified
 from tiny_cli.tools.registry import Tool
 
 T = TypeVar("T")

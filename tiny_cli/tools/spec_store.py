@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from tiny_cli._version import __version__
-from tiny_cli.jsonfile import read_json, stamp, write_json
 from tiny_cli.tools.specs import BuiltOnce, Spec, spec_of
+from tiny_cli.userfiles import read_json, stamp, write_json
 
 __all__ = ["SPEC_FILE", "stored_spec"]
 
