@@ -20,12 +20,15 @@ from typing import Any, Literal
 from tiny_cli.cards.card import Problem
 from tiny_cli.cards.generated import Generated, card_text, read_generated
 from tiny_cli.cards.grouping import CARD_TOOLS, CardPlan, plan_cards
+from tiny_cli.routing.tooltexts import mcp_tool_lists, save_mcp_tools
 from tiny_cli.secrets import Scrubber
 from tiny_cli.settings import Settings
-from tiny_cli.tools.mcp_config import MCP_FILENAMES, mcp_path, qualified
+from tiny_cli.tools.mcp_config import MCP_FILENAMES, load_mcp_config, mcp_path, qualified
 from tiny_cli.tools.mcp_hosts import HostServers, Lifted, merge_mcp_yaml, read_host_config
 from tiny_cli.tools.mcp_listing import LIST_SECONDS, ListedTool, Listing, list_servers
 from tiny_cli.userfiles import write_text
+from tiny_cli.validation import connect_problems
+from tiny_cli.workspace import mcp_settings, open_cards
 
 __all__ = [
     "CardChange",
@@ -110,8 +113,6 @@ def import_cards(
 ) -> ImportReport:
     """Make or refresh the cards of the MCP servers (those of `source`, a host config, or all
     of mcp.yaml); with `check` write nothing and say whether the cards are behind."""
-    from tiny_cli.tools.mcp_config import load_mcp_config
-
     cards_dir = _cards_folder(settings)
     mcp_file = mcp_path(cards_dir, settings.mcp_file) or cards_dir / MCP_FILENAMES[0]
     host = read_host_config(source) if source is not None else None
@@ -273,8 +274,6 @@ def _save_descriptions(
     cache_dir: Path, listings: Sequence[Listing], host: HostServers | None
 ) -> None:
     """Keep every listed tool's description where routes read them (the cache dir)."""
-    from tiny_cli.routing.tooltexts import save_mcp_tools
-
     secrets = [
         *(host.values.values() if host else ()),
         *(v for one in listings for v in one.secrets),
@@ -320,10 +319,6 @@ class SyncReport:
 def sync_tool_lists(settings: Settings, now: float | None = None) -> SyncReport:
     """Start the servers the cards name and keep their tool lists for routing, as
     `tiny validate --connect` does; say how old each server's list is."""
-    from tiny_cli.routing.tooltexts import mcp_tool_lists
-    from tiny_cli.validation import connect_problems
-    from tiny_cli.workspace import mcp_settings, open_cards
-
     mcp = mcp_settings(settings)
     if mcp is None:
         return SyncReport("ok")

@@ -29,6 +29,8 @@ from tiny_cli.tools.artifacts import ArtifactStore
 if TYPE_CHECKING:
     from tiny_cli.telemetry import Tracing
 
+INSTALL = "pip install 'tiny-cli[otel]'"  # the extra tracing needs
+
 __all__ = ["Observe", "ObserverFor", "Session", "artifact_store", "open_session"]
 
 ObserverFor = Callable[[str], Observer]
@@ -156,9 +158,9 @@ def _tracing(
     stack: ExitStack, settings: Settings, scrub: Scrubber, warn: Callable[[str], None] | None
 ) -> Tracing | None:
     """Start tracing (closed, and exported, when the session ends); without the SDK, warn."""
-    from tiny_cli.telemetry import INSTALL, open_tracing  # the SDK only when tracing is on
+    try:  # the module imports the SDK: only when tracing is on
+        from tiny_cli.telemetry import open_tracing
 
-    try:
         tracing = open_tracing(settings, scrub)
     except ImportError:
         message = f"tracing is on but OpenTelemetry is not installed: {INSTALL}"

@@ -2,7 +2,7 @@
 
 An observer of the run events (tiny_cli.events): it turns them into spans and never changes a
 run. It is imported only when tracing is on (tiny_cli.settings: the OTEL_* variables, or the
-project file's `tracing`), and imports the OpenTelemetry SDK only then; the SDK comes with
+project file's `tracing`), so the OpenTelemetry SDK it imports loads only then; the SDK comes with
 `pip install 'tiny-cli[otel]'`. One delegated task, re-routed after a refusal:
 
     delegate
@@ -24,8 +24,21 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 from urllib.parse import urlsplit
+
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.propagate import extract
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+    SpanExporter,
+)
+from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer, set_span_in_context
 
 from tiny_cli._version import __version__
 from tiny_cli.digest import Digest
@@ -49,15 +62,8 @@ from tiny_cli.events import (
 from tiny_cli.secrets import Scrubber
 from tiny_cli.settings import Settings
 
-if TYPE_CHECKING:
-    from opentelemetry.context import Context
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SpanExporter
-    from opentelemetry.trace import Span, Tracer
+__all__ = ["SCHEMA_URL", "Tracing", "open_tracing"]
 
-__all__ = ["INSTALL", "SCHEMA_URL", "Tracing", "open_tracing"]
-
-INSTALL = "pip install 'tiny-cli[otel]'"
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"  # the GenAI conventions followed
 PROVIDER = "openai"  # the API tiny speaks (OpenAI chat completions); server.address says whose
 SERVICE = "tiny"  # service.name unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES name one
@@ -83,13 +89,9 @@ def open_tracing(
 ) -> Tracing:
     """Start a tracer provider with the settings' exporters (or `exporter`, sent span by span).
 
-    Raises ImportError without the SDK. The OTLP exporter reads its OTEL_EXPORTER_OTLP_*
+    The OTLP exporter reads its OTEL_EXPORTER_OTLP_*
     variables itself; `console` writes to `stream` (stderr: stdout is the command's).
     """
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-
     resource = Resource.create({"service.version": __version__})
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": SERVICE}))
@@ -103,11 +105,7 @@ def open_tracing(
 
 def _exporter(name: str, stream: TextIO) -> SpanExporter:
     if name == "console":
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
         return ConsoleSpanExporter(out=stream)
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
     return OTLPSpanExporter()
 
 
@@ -131,8 +129,6 @@ class Tracing:
         """Return the observer of run `run`, under the W3C trace context in `carrier` if any."""
         parent = self.parent
         if carrier and carrier.get("traceparent"):
-            from opentelemetry.propagate import extract
-
             parent = extract(dict(carrier))
         traced = _RunTrace(self, run, parent)
         self._runs.add(traced)
@@ -141,8 +137,6 @@ class Tracing:
     @contextmanager
     def span(self, name: str, attributes: Mapping[str, Any]) -> Iterator[None]:
         """Put every run observed inside the block under one span `name` (e.g. the bench's)."""
-        from opentelemetry.trace import StatusCode, set_span_in_context
-
         span = self.tracer.start_span(name, context=self.parent, attributes=dict(attributes))
         outer, self.parent = self.parent, set_span_in_context(span)
         try:
@@ -303,8 +297,6 @@ class _RunTrace:
         self.agent = None
 
     def _under(self, span: Span) -> Context:
-        from opentelemetry.trace import set_span_in_context
-
         return set_span_in_context(span, self.parent)
 
     def _start(
@@ -315,8 +307,6 @@ class _RunTrace:
         start: int | None = None,
         kind: str = "internal",
     ) -> Span:
-        from opentelemetry.trace import SpanKind
-
         self.opened = True
         spans_kind = SpanKind.CLIENT if kind == "client" else SpanKind.INTERNAL
         return self.t.tracer.start_span(
@@ -370,8 +360,6 @@ def _close(span: Span, digest: Digest, text: Callable[[str], str]) -> None:
 
 
 def _failed(span: Span, kind: str, description: str) -> None:
-    from opentelemetry.trace import StatusCode
-
     span.set_attribute("error.type", kind)
     span.set_status(StatusCode.ERROR, description or None)
 
