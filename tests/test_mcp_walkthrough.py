@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client, StdioServerParameters
 
 from tiny_cli.testing import ScriptedServer, reply, tool_call
@@ -62,6 +63,7 @@ async def delegate(params: StdioServerParameters) -> Any:
             return await client.call_tool("delegate", {"task": TASK})
 
 
+@pytest.mark.slow  # four tiny processes and two MCP servers: CI runs it with -m slow
 def test_from_a_host_config_to_a_delegate_through_tiny_serve(
     tmp_path: Path, scripted_server: ScriptedServer
 ) -> None:

@@ -67,6 +67,7 @@ def test_invoke_sends_no_temperature_unless_asked(tiny, scripted_server) -> None
     assert "temperature" not in first and second["temperature"] == 0.0
 
 
+@pytest.mark.slow  # replays the 60-task sweep: CI runs it with -m slow
 def test_a_recording_made_before_temperature_replays_labelled_sampled(tiny) -> None:
     shipped = Path(__file__).resolve().parent.parent / "examples/bfcl/recordings"
     recording = shipped / "qwen2.5-coder-1.5b-json-60.jsonl"
