@@ -226,3 +226,11 @@ def test_two_tools_one_card_offers_under_one_name_is_one_line_with_the_way_out(
     (line,) = [x for x in result.output.splitlines() if "web__html_to_text" in x]
     assert line.startswith(str(path)) and "both reach the model as 'web__html_to_text'" in line
     assert "rename" in line
+
+
+def test_cards_show_gives_the_declaration_the_model_is_sent(tiny, tmp_path: Path) -> None:
+    cards = tmp_path / "cards"
+    _clash_cards(cards)
+    shown = tiny("cards", "show", "fetcher", "--cards", str(cards), "--json")
+    assert shown.exit_code == 0, shown.output
+    assert [s["function"] for s in json.loads(shown.stdout)["tool_schemas"]] == [SERVER_HTML]

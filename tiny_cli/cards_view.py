@@ -39,7 +39,7 @@ def card_detail(ws: Workspace, card_id: str) -> dict[str, Any]:
             "max_wall_seconds": budget.max_wall_seconds,
         },
         "system_prompt": system_prompt(card, required, budget.max_output_tokens),
-        "tool_schemas": ws.registry.schemas(card.tools),
+        "tool_schemas": ws.registry.with_declared(card.functions, card.id).schemas(card.tools),
     }
 
 

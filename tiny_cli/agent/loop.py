@@ -62,7 +62,7 @@ from tiny_cli.events import (
 from tiny_cli.provider.client import ChatRequest, Completion, Provider, ToolCall
 from tiny_cli.settings import ToolMode
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, held_note
-from tiny_cli.tools.registry import Registry, Tool, declared_tool
+from tiny_cli.tools.registry import Registry, Tool
 
 
 def system_prompt(
@@ -229,7 +229,7 @@ def invoke(
     """
     meter = Meter(capped(effective_budget(card, brief, wall_scale), cap), clock)
     mode = tool_mode_for(card, tool_mode)
-    registry = registry.overlaid(_declared(card), f"card {card.id}")
+    registry = registry.with_declared(card.functions, f"card {card.id}")
     try:  # start the MCP servers the card needs, within its wall budget
         registry.bind(card.tools, meter.remaining(), card.writes)
     except ToolServerError as exc:  # `failed` before any model call
@@ -528,10 +528,3 @@ def _context(
     required = required_fields(card, brief)
     system = system_prompt(card, required, budget.max_output_tokens, tools_text)
     return [{"role": "system", "content": system}, {"role": "user", "content": user_message(brief)}]
-
-
-def _declared(card: Card) -> list[Tool]:
-    """The functions the card declares: in this card their names mean these, not a registry's."""
-    return [
-        declared_tool(s["name"], s.get("description", ""), s["parameters"]) for s in card.functions
-    ]

@@ -228,8 +228,15 @@ class Registry(Mapping[str, Tool]):
             self._tools[name] = tool
         self._origins[name] = origin
 
-    def overlaid(self, tools: Sequence[Tool], origin: str) -> Registry:
-        """This registry as one card sees it: `tools` (its own declarations) win their names."""
+    def with_declared(self, functions: Sequence[Mapping[str, Any]], origin: str) -> Registry:
+        """This registry as one card sees it: the functions it declares win their names.
+
+        A card may declare a function with a registered tool's name (a server's `html_to_text`):
+        in that card the name means the declaration, in every other card the registered tool.
+        """
+        tools = [
+            declared_tool(f["name"], f.get("description", ""), f["parameters"]) for f in functions
+        ]
         if not tools:
             return self
         view = copy.copy(self)  # shares the sources, the lock and every tool made so far
