@@ -159,3 +159,22 @@ def test_new_dev_sets_stay_above_the_measured_floor(request: pytest.FixtureReque
         row = routing.dev_row(Router(cards, embedder, cache_dir), labelled)
         assert row["@1"] >= at1 and row["@3"] >= at3, (name, row)
         assert row["in_scope_abstained"] <= abstained and row["routed_right"] >= right, (name, row)
+
+
+@pytest.mark.parametrize(
+    ("folder", "cards"),
+    [
+        ("mcpbench", MCP / "cards"),
+        ("hwu64", REPO / "benchmarks" / "data" / "hwu64" / "cards"),
+        ("bfcl", REPO / "examples" / "bfcl" / "cards"),
+        ("seed", REPO / "cards"),
+    ],
+)
+def test_kept_generated_examples_are_marked_and_name_the_sets_cards(folder, cards) -> None:
+    from tiny_cli.routing.examples_file import load_learned
+
+    path = REPO / "benchmarks" / "data" / "generated" / folder
+    lines = [json.loads(x) for x in (path / "learned.jsonl").read_text("utf-8").splitlines()[1:]]
+    ids = {c.id for c in load_cards([cards], default_registry(load_settings(env={})).writes())}
+    assert lines and all(x["source"] == "generated" and x["card"] in ids for x in lines)
+    assert load_learned(path).every_example().count() == len(lines)  # read back whole

