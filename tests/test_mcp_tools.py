@@ -475,7 +475,7 @@ def test_validate_connect_starts_the_servers_and_checks_each_tool(
 
 def test_validate_connect_waits_once_for_a_server_that_never_starts(tmp_path: Path) -> None:
     from tiny_cli.settings import load_settings
-    from tiny_cli.tools import mcp_client as mcp_tools
+    from tiny_cli.tools import mcp_client, mcp_tools
     from tiny_cli.validation import connect_problems, validate
     from tiny_cli.workspace import mcp_settings
 
@@ -486,7 +486,7 @@ def test_validate_connect_waits_once_for_a_server_that_never_starts(tmp_path: Pa
 
     def opener(server: Any, seconds: float, environ: Any) -> Any:
         starts.append(server.name)
-        return mcp_tools.open_session(server, seconds, environ)
+        return mcp_client.open_session(server, seconds, environ)
 
     mcp = mcp_settings(settings)
     assert mcp is not None

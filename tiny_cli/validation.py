@@ -23,7 +23,7 @@ from tiny_cli.workspace import known_tools, mcp_settings
 if TYPE_CHECKING:  # the MCP SDK: only with servers; httpx: a route (this module's) needs none
     import httpx
 
-    from tiny_cli.tools.mcp_client import McpTools
+    from tiny_cli.tools.mcp_tools import McpTools
 
 __all__ = ["CONNECT_SECONDS", "Validation", "connect_problems", "routing_warnings", "validate"]
 
@@ -110,7 +110,7 @@ def connect_problems(
     `source`: the MCP tools to check with (default: those of `mcp`, this process's sessions).
     The descriptions of the tools found are kept in `cache_dir`: routes read them from there.
     """
-    from tiny_cli.tools.mcp_client import McpTools  # the MCP SDK: only with servers
+    from tiny_cli.tools.mcp_tools import McpTools  # the MCP SDK: only with servers
 
     source = source or McpTools(mcp)
     problems = []

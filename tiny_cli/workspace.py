@@ -127,6 +127,6 @@ def mcp_settings(settings: Settings) -> McpConfig | None:
 
 def _add_mcp(registry: Registry, mcp: McpConfig | None) -> None:
     if mcp is not None and mcp.servers:
-        from tiny_cli.tools.mcp_client import McpTools  # the MCP SDK: only with servers
+        from tiny_cli.tools.mcp_tools import McpTools  # the MCP SDK: only with servers
 
         registry.add_source(McpTools(mcp))

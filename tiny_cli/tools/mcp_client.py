@@ -1,11 +1,12 @@
-"""Tools from MCP servers: start a server when a card needs it, offer its tools, call them.
+"""MCP servers running: start a server when a card needs it, list its tools, call them.
 
 The runner is synchronous and runs on many threads (the bench); the `mcp` SDK is async. One
 daemon thread runs an asyncio loop that owns every server session of the process; the runner's
 threads submit calls to it and wait with a deadline. A server starts the first time a card that
 names one of its tools runs, stays up for the rest of the process (the bench reuses it across
-runs) and is stopped at exit. The SDK is imported only then: commands that run no MCP tool do
-not pay for it.
+runs) and is stopped at exit. This module imports the SDK at its top, and is itself imported
+only where a server starts (tiny_cli.tools.mcp_tools binds a tool, `tiny cards import` lists
+a server's tools): commands that run no MCP tool do not pay for it.
 """
 
 from __future__ import annotations
@@ -21,17 +22,22 @@ import os
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Coroutine, Iterable, Mapping
 from functools import partial
 from typing import IO, Any, TypeVar
 
+import httpx2
 import jsonschema
+from mcp import Client
+from mcp.client import stdio
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from tiny_cli.errors import ConfigError, ToolCallError, ToolServerError
+from tiny_cli.errors import ToolCallError, ToolServerError
 from tiny_cli.tools.args_check import dialect
-from tiny_cli.tools.mcp_config import McpConfig, McpServer, WireName, original, qualified
+from tiny_cli.tools.mcp_config import McpServer
 from tiny_cli.tools.registry import Tool
 
 T = TypeVar("T")
@@ -55,105 +61,6 @@ SDK_WARNINGS = 5  # lines of the SDK's own logging shown per process; the rest a
 MIN_SECRET_CHARS = 4  # shorter values would scrub ordinary words
 
 
-@dataclass(frozen=True)
-class Check:
-    """What `tiny validate --connect` found wrong with one MCP tool a card names."""
-
-    index: int  # position in the card's tools
-    name: str  # the qualified name, as the card writes it
-    message: str
-
-
-Opener = Callable[[McpServer, float, "Mapping[str, str] | None"], "_Session"]
-
-
-class McpTools:
-    """The tools of the servers in one mcp.yaml, as a ToolSource for the registry.
-
-    A tool is known by its wire name (`time__get_current_time`); it is bound, with the schema
-    and description the server publishes, when a run needs it.
-    """
-
-    def __init__(
-        self,
-        config: McpConfig,
-        environ: Mapping[str, str] | None = None,
-        opener: Opener | None = None,
-    ) -> None:
-        """`opener` starts (or finds) a server's session; default: open_session."""
-        self.config = config
-        self.environ = environ
-        self._open = opener or open_session
-        self._tools: dict[str, Tool] = {}  # by qualified name: two may share a wire name
-        self._unusable: dict[str, str] = {}  # `check`: server -> why it could not be started
-
-    def owns(self, name: str) -> bool:
-        """Say whether `name`, a card's tool name, is a tool of a server in this file.
-
-        Only a card's own name for a tool (a WireName, holding its qualified name) is owned:
-        the bare wire name a model sends resolves through the card that lists it, or not at all.
-        """
-        parts = qualified(original(name)) if isinstance(name, WireName) else None
-        return parts is not None and parts[0] in self.config.servers
-
-    def bind(self, names: Sequence[str], seconds: float, may_write: bool) -> None:
-        """Start the servers `names` need and bind their tools; ToolServerError if impossible."""
-        deadline = time.monotonic() + seconds
-        for server, wanted in _by_server(names).items():
-            session = self._open(self.config.servers[server], _left(deadline), self.environ)
-            for wire, tool_name in wanted:
-                problem = self._bind_one(session, wire, tool_name, may_write)
-                if problem:
-                    raise ToolServerError(problem, server=server)
-
-    def bound(self, name: str) -> Tool | None:
-        """Return the tool a card's `name` stands for once bound, else None."""
-        return self._tools.get(original(name)) if self.owns(name) else None
-
-    def check(self, tools: Sequence[str], may_write: bool, seconds: float) -> list[Check]:
-        """Start the servers a card's `tools` need; name each tool missing or not allowed."""
-        found: list[Check] = []
-        deadline = time.monotonic() + seconds
-        for server, wanted in _by_server([t for t in tools if self.owns(t)]).items():
-            spec = self.config.servers[server]
-            try:
-                if server in self._unusable:  # one wait per server, not one per card naming it
-                    raise ToolServerError(self._unusable[server], server=server)
-                session = self._open(spec, _left(deadline), self.environ)
-            except (ToolServerError, ConfigError) as exc:
-                self._unusable[server] = str(exc)
-                found += [_check(tools, w, str(exc)) for w, _ in wanted]
-                continue
-            for wire, tool_name in wanted:
-                problem = self._bind_one(session, wire, tool_name, may_write)
-                found += [_check(tools, wire, problem)] if problem else []
-        return found
-
-    def descriptions(self) -> dict[str, str]:
-        """Map each tool bound so far (`server.tool`) to the description its server gave."""
-        return {name: tool.description for name, tool in self._tools.items()}
-
-    def _bind_one(
-        self, session: _Session, wire: str, tool_name: str, may_write: bool
-    ) -> str | None:
-        """Bind one tool from the server's listing; return what is wrong instead, if anything."""
-        published = session.tools.get(tool_name)
-        name = f"{session.server.name}.{tool_name}"
-        if published is None:
-            have = ", ".join(sorted(session.tools)) or "none"
-            return f"MCP server {session.server.name!r} has no tool {tool_name!r} (it has: {have})"
-        tool = _tool(wire, name, published, session.server)
-        if isinstance(tool, str):
-            return tool
-        if tool.writes and not may_write:
-            return (
-                f"tool {name!r} writes (its MCP annotations do not say readOnlyHint, or say "
-                "destructiveHint), so the card needs 'side_effects: write'"
-            )
-        self._tools[name] = tool
-        return None
-
-
 def stop_servers(quick: bool = False) -> None:
     """Stop every server this process started (at exit, and between tests).
 
@@ -169,8 +76,6 @@ def stop_servers(quick: bool = False) -> None:
     if not quick:
         host.close(STOP_SECONDS)
         return
-    from mcp.client import stdio  # loaded: a host exists only once a server was started
-
     kept = {name: getattr(stdio, name) for name in QUICK_SDK_WAITS if hasattr(stdio, name)}
     try:  # module constants the SDK reads at each stop; put back for a later, polite stop
         for name in kept:
@@ -360,6 +265,10 @@ class _Session:
             raise self.failed(self._why("is not running"))
         return self.redact(self.host.run(self._call(tool, arguments), None))
 
+    def tool(self, wire: str, name: str, published: Any) -> Tool | str:
+        """The registry's Tool for one of this server's published tools, or why it cannot be."""
+        return _tool(wire, name, published, self.server)
+
     def failed(self, why: str) -> ToolServerError:
         """Return the error that this server cannot be used, with `why` redacted."""
         return ToolServerError(self.redact(why), server=self.server.name)
@@ -412,12 +321,8 @@ class _Session:
 
     def _client(self) -> Any:
         """Build the SDK client for this server (stdio with its stderr kept, or HTTP)."""
-        from mcp import Client  # the SDK is slow to import: only when a server starts
-
         server = self.resolved
         if server.command is not None:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
             params = StdioServerParameters(
                 command=server.command, args=list(server.args), env=dict(server.env), cwd=server.cwd
             )
@@ -428,9 +333,6 @@ class _Session:
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> str:
         """Call the tool; a gone server is ToolServerError, a failing call ToolCallError."""
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
         try:
             result = await self.client.call_tool(tool, arguments, read_timeout_seconds=CALL_CEILING)
         except MCPError as exc:
@@ -458,9 +360,6 @@ class _Session:
 
 def _http_transport(server: McpServer) -> Any:
     """Return a streamable HTTP transport that sends the server's headers."""
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-
     # headers go on our own client: the SDK's default one cannot carry them
     client = httpx2.AsyncClient(headers=dict(server.headers), timeout=httpx2.Timeout(30, read=300))
     return _closing(client, streamable_http_client(server.url or "", http_client=client))
@@ -523,24 +422,6 @@ def _text(result: Any) -> str:
     if not parts and result.structured_content is not None:
         return json.dumps(result.structured_content, ensure_ascii=False)
     return "\n".join(parts)
-
-
-def _by_server(names: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
-    """Group wire names by server: server -> [(wire name, tool name on that server)]."""
-    grouped: dict[str, list[tuple[str, str]]] = {}
-    for wire in names:
-        parts = qualified(original(wire)) if isinstance(wire, WireName) else None
-        if parts is not None:
-            grouped.setdefault(parts[0], []).append((wire, parts[1]))
-    return grouped
-
-
-def _check(tools: Sequence[str], wire: str, message: str) -> Check:
-    return Check(tools.index(wire), original(wire), message)
-
-
-def _left(deadline: float) -> float:
-    return max(0.0, deadline - time.monotonic())
 
 
 def _no_answer(name: str, seconds: float, tool: str | None = None) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tiny_cli.errors import ConfigError, ToolServerError
+from tiny_cli.tools.mcp_client import _listing, open_session
 from tiny_cli.tools.mcp_config import McpServer
 
 __all__ = ["LIST_SECONDS", "ListedTool", "Listing", "list_servers"]
@@ -55,8 +56,6 @@ def list_servers(
 def _list_one(server: McpServer, environ: Mapping[str, str] | None, seconds: float) -> Listing:
     # tools/list read again on the running session: a server started earlier in this process
     # (a test, a second import) may have changed its tools since
-    from tiny_cli.tools.mcp_client import _listing, open_session
-
     session = None
     try:
         session = open_session(server, seconds, environ)
