@@ -15,8 +15,7 @@ from tiny_cli.settings import Settings
 from tiny_cli.tools import tool
 from tiny_cli.tools.builtin import default_registry
 from tiny_cli.tools.registry import Tool
-from tiny_cli.tools.spec_store import SPEC_FILE
-from tiny_cli.tools.specs import BuiltOnce, Spec, spec_cache_info, spec_of
+from tiny_cli.tools.specs import SPEC_FILE, BuiltOnce, Spec, spec_cache_info, spec_of
 
 from .conftest import HANDBOOK, SEED_CARDS
 

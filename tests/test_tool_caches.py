@@ -150,7 +150,7 @@ def test_validating_cards_imports_no_tool_module() -> None:
         "registry = default_registry(load_settings(env={}))\n"
         "registry.writes()\n"
         "registry.schemas(list(registry))\n"
-        "heavy = ('tiny_cli.tools.web', 'bm25s', 'numpy', 'bs4', 'sqlite3')\n"
+        "heavy = ('tiny_cli.tools.web', 'httpx', 'bm25s', 'numpy', 'bs4')\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     env = {**os.environ, "TINY_HOME": str(REPO / "nowhere"), "TINY_ALLOW_HOSTS": ""}

@@ -1,7 +1,7 @@
 """Edge: the tools an agent may call — the registry and `@tool`, the built-ins, MCP servers.
 
 Rule: tools never import `tiny_cli.provider` (nor anything above the edges). The public
-names below are the registry's, which imports pydantic only when a tool is built.
+names below are the registry's.
 """
 
 from __future__ import annotations

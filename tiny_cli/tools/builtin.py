@@ -3,13 +3,16 @@
 Each built-in is a method of a small class that holds one registry's state (the address
 policy, the knowledge folder, the CRM file). A registry gets them as `LazyTool`s: their
 names, writes flags, descriptions and schemas are known at once (the schemas are built once
-per process), while the object a tool runs on, and what it imports (the web module, the
-sqlite3 for the CRM), is made only when a run looks the tool up.
+per process), while the object a tool runs on is made only when a run looks the tool up.
+The web tools' module (httpx and the address checks) is imported in one place, `_web`, and
+only when a registry has web tools to make or hosts to allow: a route needs the tools' names
+only (`builtin_writes`), and httpx is the largest import tiny's commands can skip.
 """
 
 from __future__ import annotations
 
 import threading
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -18,12 +21,13 @@ from annotated_types import Interval
 
 from tiny_cli.errors import ToolError
 from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Settings
+from tiny_cli.tools.crm import CRM_FILENAME, CrmStore
+from tiny_cli.tools.handbook import Handbook
 from tiny_cli.tools.registry import LazyTool, Registry, Tool, load_tool_module
 
-if TYPE_CHECKING:  # a route needs the tools' names only (builtin_writes): no HTTP, no index
+if TYPE_CHECKING:  # the web module is imported by `_web` only: these name its types
     import httpx
 
-    from tiny_cli.tools.handbook import Handbook
     from tiny_cli.tools.web import AddressPolicy
 
 __all__ = [
@@ -71,7 +75,7 @@ def builtin_entries(
     policy = _policy(settings.allow_hosts)
     owners: dict[type, Callable[[], Any]] = {
         _WebTools: _once(lambda: _WebTools(policy, transport)),
-        _DocsTools: _once(lambda: _DocsTools(_handbook(settings.docs_dir))),
+        _DocsTools: _once(lambda: _DocsTools(Handbook(settings.docs_dir))),
         _CrmTools: _once(lambda: _CrmTools(settings.home)),
     }
     kept = settings.cache_dir  # their specs, read there by the next process
@@ -99,12 +103,6 @@ def builtin_tools(settings: Settings, transport: httpx.BaseTransport | None = No
     return [entry.build() for entry in builtin_entries(settings, transport)]
 
 
-def _handbook(folder: Path) -> Handbook:
-    from tiny_cli.tools.handbook import Handbook  # its index and numpy: only when a run searches
-
-    return Handbook(folder)
-
-
 # --- the tools ----------------------------------------------------------------------------
 
 
@@ -112,9 +110,7 @@ class _WebTools:
     """http_get and html_to_text under one address policy (None: public addresses only)."""
 
     def __init__(self, policy: AddressPolicy | None, transport: httpx.BaseTransport | None):
-        from tiny_cli.tools import web  # httpx and its address checks: only when a run needs them
-
-        self._web, self._policy, self._transport = web, policy, transport
+        self._web, self._policy, self._transport = _web(), policy, transport
 
     def http_get(self, url: str) -> str:
         """Fetch a web page over HTTP(S) and return its body (HTML as served).
@@ -163,8 +159,6 @@ class _CrmTools:
     """crm_find_company and crm_add_company over the CRM file in one data directory."""
 
     def __init__(self, home: Path) -> None:
-        from tiny_cli.tools.crm import CRM_FILENAME, CrmStore  # sqlite3: only when a run needs it
-
         self._store = CrmStore(home / CRM_FILENAME)
 
     def crm_find_company(self, name: str) -> list[dict[str, Any]]:
@@ -214,11 +208,14 @@ def _specs(tools_spec: str | None) -> list[str]:
 
 def _policy(allow_hosts: tuple[str, ...]) -> AddressPolicy | None:
     """Parse the allowed hosts now (a bad one is a ConfigError); none: public addresses only."""
-    if not allow_hosts:
-        return None
+    return _web().AddressPolicy.of(allow_hosts) if allow_hosts else None
+
+
+def _web() -> types.ModuleType:
+    """The web tools' module, imported on first use: the one place builtin imports httpx."""
     from tiny_cli.tools import web
 
-    return web.AddressPolicy.of(allow_hosts)
+    return web
 
 
 def _once(make: Callable[[], T]) -> Callable[[], T]:

@@ -17,15 +17,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
+
+import pydantic
 
 from tiny_cli.errors import ToolCallError, ToolError
 from tiny_cli.tools.args_check import fast_pass
-from tiny_cli.tools.spec_store import stored_spec
-from tiny_cli.tools.specs import TOOL_NAME_PATTERN, Spec, one_line, spec_of
-
-if TYPE_CHECKING:
-    import pydantic  # a tool's arguments model brings it: listing tools needs none
+from tiny_cli.tools.specs import TOOL_NAME_PATTERN, Spec, one_line, spec_of, stored_spec
 
 __all__ = [
     "LazyTool",
@@ -83,8 +81,6 @@ class Tool:
 
     @staticmethod
     def _typed(model: type[pydantic.BaseModel], arguments: dict[str, Any]) -> dict[str, Any]:
-        import pydantic
-
         try:
             typed = model.model_validate(arguments)
         except pydantic.ValidationError as exc:
@@ -123,7 +119,9 @@ class LazyTool:
     owner: Callable[[], Any]
     writes: bool = False
     name: str = ""  # the method's name when empty
-    cache_dir: Path | None = None  # where its spec is kept between processes (spec_store)
+    cache_dir: Path | None = (
+        None  # where its spec is kept between processes (tiny_cli.tools.specs.stored_spec)
+    )
 
     @property
     def tool_name(self) -> str:

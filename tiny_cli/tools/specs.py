@@ -10,37 +10,52 @@ closures or methods bound to one run's state (its CRM, its artifacts), made anew
 run, whose signature never changes. A key holds the code object, the docstring, the defaults,
 the annotations and the module's globals the annotations are read in; a value that cannot be
 hashed is keyed by identity (and kept alive by the key, so the identity cannot be reused).
+
+The built-in tools' specs are also kept on disk (`stored_spec`): a run whose calls convert
+nothing never builds a model. The description, schema and plainness of each built-in tool
+are written to one JSON file under the cache directory, and read there by the next process;
+the arguments model is built only when a call's arguments need converting
+(tiny_cli.tools.registry.Tool). What a stored spec depends on goes into the salt: tiny's
+version and Python's, the files of the tools package (a built-in's signature may read a bound
+from any of them), and the installed pydantic and docstring_parser (their files' size and
+mtime). Another salt, another file content: the specs are built again and the file rewritten.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import inspect
 import json
+import os
 import re
+import sys
 import threading
 import types
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import (
-    TYPE_CHECKING,
     Annotated,
     Any,
     Literal,
     NamedTuple,
+    TypeGuard,
     Union,
     get_args,
     get_origin,
     get_type_hints,
 )
 
-from tiny_cli.errors import ToolError
+import pydantic
 
-if TYPE_CHECKING:  # both load when a spec is first built: naming tools needs neither
-    import docstring_parser
-    import pydantic
+from tiny_cli._version import __version__
+from tiny_cli.errors import ToolError
+from tiny_cli.userfiles import read_json, stamp, write_json
 
 __all__ = [
+    "SPEC_FILE",
     "TOOL_NAME_PATTERN",
     "BuiltOnce",
     "Spec",
@@ -50,6 +65,7 @@ __all__ = [
     "one_line",
     "spec_cache_info",
     "spec_of",
+    "stored_spec",
 ]
 
 # What OpenAI-compatible servers accept as a function name.
@@ -61,6 +77,8 @@ SUPPORTED_TYPES_HINT = (
 # where metadata that only bounds a value comes from: pydantic.Field(ge=1), annotated_types.Ge(1)
 PLAIN_METADATA = frozenset({"pydantic.fields", "annotated_types"})
 MAX_CACHED_SPECS = 512  # tool modules loaded again (tests do) add keys; the oldest go
+SPEC_FILE = "tool-specs.json"
+BUILDERS = ("pydantic", "docstring_parser")  # what builds a spec: another version, another salt
 
 
 @dataclass(frozen=True)
@@ -220,31 +238,29 @@ def _frozen(value: Any) -> Any:
 def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
     if not TOOL_NAME_PATTERN.match(name):
         raise ToolError(f"tool {name!r}: a name is 1-64 letters, digits, '_' or '-'")
-    import docstring_parser
+    import docstring_parser  # a spec kept on disk (`stored_spec`) needs no docstring parsed
 
     doc = docstring_parser.parse(inspect.getdoc(f) or "")
     # Docstrings wrap at the code's line length; the model should see flowing text.
     description = flow(doc.short_description, doc.long_description)
     if not description:
         raise ToolError(f"tool {name!r} needs a docstring: the model reads it")
-    model, plain = _arguments_model(name, f, doc, bound)
+    helps = {p.arg_name: flow(p.description) for p in doc.params}
+    model, plain = _arguments_model(name, f, helps, bound)
     return Spec(
         name, description, json.dumps(_schema(name, model)), plain, BuiltOnce(lambda: model)
     )
 
 
 def _arguments_model(
-    tool_name: str, f: Callable[..., Any], doc: docstring_parser.Docstring, bound: bool
+    tool_name: str, f: Callable[..., Any], helps: dict[str, str], bound: bool
 ) -> tuple[type[pydantic.BaseModel], bool]:
     """Build the arguments' model from the signature, type hints and docstring Args.
 
     Also say whether it is plain: no hint carries metadata but pydantic's own fields.
     """
-    import pydantic
-
     hints = _hints(tool_name, f)
     params = dict(list(inspect.signature(f).parameters.items())[1 if bound else 0 :])
-    helps = {p.arg_name: flow(p.description) for p in doc.params}
     unknown = sorted(set(helps) - set(params))
     if unknown:
         raise ToolError(f"tool {tool_name!r}: docstring documents unknown parameter {unknown[0]!r}")
@@ -340,3 +356,67 @@ def _clean(schema: Any) -> Any:
     if "properties" in schema:  # keys here are parameter names: a parameter may be "title"
         cleaned["properties"] = {k: _clean(v) for k, v in schema["properties"].items()}
     return cleaned
+
+
+# --- the built-in tools' specs kept on disk ----------------------------------------------
+
+_LOCK = threading.Lock()
+_LOADED: dict[Path, dict[str, Any]] = {}  # per file: its entries, read once per process
+
+
+def stored_spec(method: Callable[..., Any], name: str, cache_dir: Path) -> Spec:
+    """Return the spec of the method `method` (self is no argument) under `name`, from disk.
+
+    A spec not on disk (or under another salt) is built with `spec_of` and written there.
+    """
+    file = cache_dir / SPEC_FILE
+    key = f"{method.__module__}.{method.__qualname__} as {name}"
+    with _LOCK:
+        entries = _entries(file)
+        entry = entries.get(key)
+        if _valid(entry):
+            return _spec(entry, method, name)
+        spec = spec_of(method, name, bound=True)  # a ToolError here is the tool's, raised
+        entries[key] = {
+            "description": spec.description,
+            "schema": spec.schema_json,
+            "plain": spec.plain,
+        }
+        write_json(file, {"salt": _salt(), "specs": entries})
+        return spec
+
+
+def _entries(file: Path) -> dict[str, Any]:
+    if file not in _LOADED:
+        data = read_json(file, _salt())
+        specs = data.get("specs") if data is not None else None
+        _LOADED[file] = specs if isinstance(specs, dict) else {}
+    return _LOADED[file]
+
+
+def _valid(entry: Any) -> TypeGuard[dict[str, Any]]:
+    """An entry as this module writes it (a file edited by hand is built again)."""
+    if not isinstance(entry, dict):
+        return False
+    kinds = {"description": str, "schema": str, "plain": bool}
+    return all(isinstance(entry.get(k), kind) for k, kind in kinds.items())
+
+
+def _spec(entry: dict[str, Any], method: Callable[..., Any], name: str) -> Spec:
+    slot = BuiltOnce(lambda: spec_of(method, name, bound=True).model)
+    return Spec(name, entry["description"], entry["schema"], entry["plain"], slot)
+
+
+@functools.cache
+def _salt() -> str:
+    """What the specs depend on, besides each method itself."""
+    parts = [__version__, sys.version, *_stamps(Path(__file__).parent)]
+    for module in BUILDERS:
+        found = importlib.util.find_spec(module)  # finds the files without importing them
+        parts.append(f"{module}:{stamp(found.origin) if found and found.origin else None}")
+    return "|".join(parts)
+
+
+def _stamps(folder: Path) -> list[str]:
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
+    return [f"{n}:{stamp(folder / n)}" for n in names]
