@@ -29,9 +29,8 @@ from tiny_cli.cards.card import Card
 from tiny_cli.routing.embed import Embedder
 from tiny_cli.routing.evaluation import evaluate, load_eval_file
 from tiny_cli.routing.examples_file import Learned, merge
-from tiny_cli.routing.factory import build_router
+from tiny_cli.routing.factory import build_router, derive_threshold
 from tiny_cli.routing.router import Router
-from tiny_cli.routing.threshold import derive_threshold
 from tiny_cli.settings import Settings
 
 Labelled = list[tuple[str, str | None]]

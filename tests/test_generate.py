@@ -25,7 +25,7 @@ from tiny_cli.routing.examples_file import (
     load_learned,
     with_learned,
 )
-from tiny_cli.routing.threshold import derive_threshold
+from tiny_cli.routing.factory import derive_threshold
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, reply
 from tiny_cli.workspace import open_workspace

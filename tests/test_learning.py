@@ -24,9 +24,14 @@ from tiny_cli.routing.examples_file import (
     merge,
     write_learned,
 )
-from tiny_cli.routing.factory import build_router
+from tiny_cli.routing.factory import (
+    ABSTAIN_TARGET,
+    FOLDS,
+    MIN_OUT_OF_SCOPE,
+    build_router,
+    derive_threshold,
+)
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
-from tiny_cli.routing.threshold import ABSTAIN_TARGET, FOLDS, MIN_OUT_OF_SCOPE, derive_threshold
 from tiny_cli.settings import load_settings
 from tiny_cli.workspace import open_workspace
 

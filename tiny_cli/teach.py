@@ -32,9 +32,13 @@ from tiny_cli.routing.examples_file import (
     merge,
     write_learned,
 )
-from tiny_cli.routing.factory import embedder_for, learned_folder
+from tiny_cli.routing.factory import (
+    MIN_OUT_OF_SCOPE,
+    derive_threshold,
+    embedder_for,
+    learned_folder,
+)
 from tiny_cli.routing.thinning import least_redundant
-from tiny_cli.routing.threshold import MIN_OUT_OF_SCOPE, derive_threshold
 from tiny_cli.routing.tooltexts import gathered
 from tiny_cli.runs.log import Correction, RunLog
 from tiny_cli.secrets import scrubber

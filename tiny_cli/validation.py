@@ -12,8 +12,8 @@ from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.load import check_cards
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned
-from tiny_cli.routing.explain import Overlap
 from tiny_cli.routing.factory import build_router, learned_folder
+from tiny_cli.routing.router import Overlap
 from tiny_cli.routing.tooltexts import save_mcp_tools
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import McpConfig, original

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from tiny_cli.errors import ConfigError
+from tiny_cli.routing.factory import ABSTAIN_TARGET
 from tiny_cli.routing.router import Router
-from tiny_cli.routing.threshold import ABSTAIN_TARGET
 from tiny_cli.text import check_task
 from tiny_cli.userfiles import jsonl_lines, read_text
 from tiny_cli.yamlsafe import load_list

@@ -3,7 +3,7 @@
 `learned.jsonl` in the cards folder holds one line per example, `{"task": ..., "card": ID}`,
 or `"card": null` for a task no card should take (the folder's out-of-scope examples),
 sorted by card and task so a diff shows what was taught. Its first line is a header with
-the threshold derived from these examples (tiny_cli.routing.threshold), and the sha of the
+the threshold derived from these examples (tiny_cli.routing.factory), and the sha of the
 examples it was derived from: hand edits make it stale, and a stale threshold is not used.
 The file is the same shape `tiny learn FILE` reads, so it can be taught to another folder.
 Examples a model wrote (`tiny learn --generate`) follow the taught ones, each line marked

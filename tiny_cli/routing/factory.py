@@ -3,21 +3,52 @@
 Every command that routes (route, delegate, serve, validate's overlap check, the bench)
 calls `build_router`. What it does not get it reads from the settings: the embedder they
 name, the learned examples beside the cards (scrubbed of the API key) and the threshold,
-given or derived (tiny_cli.routing.threshold). The router's state is cached by what it is
-built from (tiny_cli.routing.state).
+given or derived (below). The router's state is cached by what it is built from
+(tiny_cli.routing.state).
+
+The abstain threshold a cards folder derives from its own examples, and which one applies.
+
+With learned examples the fixed default stops fitting: the kNN view lifts in-scope scores,
+and the out-of-scope examples pull their neighbours down. `derive_threshold` cross-validates
+on the folder's own data: each fold's examples and out-of-scope examples are held out, the
+router is built from the rest, and the threshold is the lowest score that abstains on the
+target share of the held-out out-of-scope examples together with the shipped background
+of generic requests. The background is there because corrections are a biased sample: a
+user marks out of scope only what was routed, the hardest out-of-scope tasks; alone they
+set the threshold far too high (HWU64, 30 corrections per card: 2.06 where 0.5 reaches
+the target, top-1 0.71 instead of 0.88). Too few of them (`MIN_OUT_OF_SCOPE`):
+no derivation, and the default applies. Precedence: --threshold / TINY_THRESHOLD > a fresh
+derived threshold > DEFAULT_THRESHOLD. The margin over the second card counts in the score
+only with a derived threshold, the one scale it was derived on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tiny_cli.cards.card import Card
-from tiny_cli.routing.embed import Embedder, Progress, get_embedder
-from tiny_cli.routing.examples_file import Learned, load_learned, normalise, with_learned
-from tiny_cli.routing.router import Router
-from tiny_cli.routing.threshold import chosen_threshold
+from tiny_cli.routing.embed import (
+    CachedEmbedder,
+    Embedder,
+    Progress,
+    VectorCache,
+    fingerprint,
+    get_embedder,
+)
+from tiny_cli.routing.examples_file import (
+    DerivedThreshold,
+    Learned,
+    load_learned,
+    normalise,
+    with_learned,
+)
+from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
 from tiny_cli.routing.tooltexts import ToolTexts, gathered
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
@@ -25,7 +56,25 @@ from tiny_cli.settings import Settings
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["build_router", "embedder_for", "learned_folder", "taught_tasks"]
+__all__ = [
+    "ABSTAIN_TARGET",
+    "FOLDS",
+    "MIN_OUT_OF_SCOPE",
+    "build_router",
+    "chosen_threshold",
+    "derive_threshold",
+    "embedder_for",
+    "learned_folder",
+    "taught_tasks",
+]
+
+FOLDS = 5
+# The project's bar for the abstain rule: abstain on at least this share of the tasks that
+# no card fits (`best_at_target` in evaluation reports the best in-scope accuracy reaching it).
+ABSTAIN_TARGET = 0.80
+# Under this many out-of-scope examples, the quantile a fold can see is mostly noise: with
+# 20, each fold holds out 4 and the 80 % point rests on 16 scores.
+MIN_OUT_OF_SCOPE = 20
 
 
 def build_router(
@@ -84,3 +133,123 @@ def embedder_for(s: Settings, transport: httpx.BaseTransport | None = None) -> E
 def learned_folder(s: Settings) -> Path:
     """Return the folder whose learned.jsonl teaches the router: the cards folder."""
     return s.cards_dir if s.cards_dir.is_dir() else s.cards_dir.parent
+
+
+# --- the threshold ------------------------------------------------------------------------
+
+
+def chosen_threshold(
+    learned: Learned, embedder: Embedder, given: float | None
+) -> tuple[float, float, str]:
+    """The threshold a router uses, the margin's weight, and where the threshold comes from.
+
+    Precedence: `given` (--threshold / TINY_THRESHOLD) > a fresh derived one > the default.
+    """
+    derived = learned.fresh_threshold(fingerprint(embedder))
+    if given is not None:
+        return given, 0.0, "given by --threshold or TINY_THRESHOLD"
+    if derived is not None:
+        return derived.value, MARGIN_WEIGHT, derived.describe()
+    return DEFAULT_THRESHOLD, 0.0, _why_default(learned, embedder)
+
+
+def derive_threshold(
+    cards: Sequence[Card],
+    learned: Learned,
+    embedder: Embedder,
+    cache_dir: Path | None,
+    target: float = ABSTAIN_TARGET,
+    *,
+    tool_texts: ToolTexts | None = None,
+) -> DerivedThreshold | None:
+    """Cross-validate the threshold on the folder's examples (each fold router reading
+    `tool_texts` as the real router does); None with too few out of scope."""
+    if len(learned.out_of_scope) < MIN_OUT_OF_SCOPE:
+        return None
+    # generated examples route like taught ones, so the threshold is cross-validated on both;
+    # the sha is of the file as written, generated lines included
+    sha, learned = learned.sha(), learned.every_example()
+    if not isinstance(embedder, CachedEmbedder):  # every fold embeds the same texts again
+        embedder = CachedEmbedder(embedder, VectorCache(cache_dir))
+    outside: list[float] = []
+    generic: list[float] = []
+    inside: list[tuple[float, bool]] = []
+    background, ids = background_texts(), {card.id for card in cards}
+    for fold in range(FOLDS):
+        router = _fold_router(cards, learned, embedder, cache_dir, fold, tool_texts)
+        held_out = [t for t in learned.out_of_scope if _fold(t) == fold]
+        known = [
+            (t, c) for c, ts in learned.examples.items() if c in ids for t in ts if _fold(t) == fold
+        ]
+        decisions = router.route_many([*held_out, *(t for t, _ in known), *background], 1)
+        split = len(held_out), len(held_out) + len(known)
+        outside += [d.score for d in decisions[: split[0]]]
+        generic += [d.score for d in decisions[split[1] :]]
+        inside += [
+            (d.score, d.candidates[0].agent_id == card)
+            for d, (_, card) in zip(decisions[split[0] : split[1]], known, strict=True)
+        ]
+    # every fold scores the whole background: each held-out example counts FOLDS times
+    value = _lowest_abstaining(outside * FOLDS + generic, target)
+    return DerivedThreshold(
+        value=value,
+        target_recall=target,
+        examples=sum(len(ts) for c, ts in learned.examples.items() if c in ids),
+        out_of_scope=len(learned.out_of_scope),
+        folds=FOLDS,
+        cv_top1=round(sum(s >= value and ok for s, ok in inside) / max(len(inside), 1), 4),
+        cv_recall=round(sum(s < value for s in outside) / len(outside), 4),
+        generic_recall=round(sum(s < value for s in generic) / len(generic), 4),
+        embedder=fingerprint(embedder),
+        sha=sha,
+    )
+
+
+def _fold_router(
+    cards: Sequence[Card],
+    learned: Learned,
+    embedder: Embedder,
+    cache_dir: Path | None,
+    fold: int,
+    tool_texts: ToolTexts | None,
+) -> Router:
+    """The router built without fold `fold`'s examples and out-of-scope examples."""
+    kept = Learned(
+        learned.path,
+        {c: tuple(t for t in ts if _fold(t) != fold) for c, ts in learned.examples.items()},
+        tuple(t for t in learned.out_of_scope if _fold(t) != fold),
+    )
+    return Router(
+        with_learned(cards, kept),
+        embedder,
+        cache_dir,
+        out_of_scope=kept.out_of_scope,
+        margin=MARGIN_WEIGHT,
+        keep_state=False,
+        tool_texts=tool_texts,
+    )
+
+
+def _lowest_abstaining(scores: Sequence[float], target: float) -> float:
+    """The lowest threshold, rounded up to 0.01, under which `target` of `scores` fall."""
+    ranked = np.sort(np.asarray(scores, dtype=np.float64))
+    k = max(1, math.ceil(target * len(ranked) - 1e-9))
+    above = float(np.nextafter(ranked[k - 1], np.inf))  # abstain means score < threshold
+    return math.ceil(above * 100) / 100
+
+
+def _fold(task: str) -> int:
+    """Assign a text to a fold by its hash: the same split on every machine and every run."""
+    return int(hashlib.sha256(task.encode()).hexdigest(), 16) % FOLDS
+
+
+def _why_default(learned: Learned, embedder: Embedder) -> str:
+    base = f"default {DEFAULT_THRESHOLD}"
+    if learned.threshold is not None or learned.damaged_header:
+        return f"{base}: the derived threshold in {learned.path.name} is stale; run `tiny learn`"
+    if learned.out_of_scope or learned.examples:
+        return (
+            f"{base}: {learned.path.name} has {len(learned.out_of_scope)} out-of-scope "
+            f"examples, and deriving one needs {MIN_OUT_OF_SCOPE}"
+        )
+    return f"{base}: no learned examples beside the cards"

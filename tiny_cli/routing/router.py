@@ -10,6 +10,9 @@ task against the card's texts, divided by what the task's words could score at m
 added with a small weight. The sum becomes a z-score against the same sum for the
 background sentences, so one threshold means the same for three cards or a thousand.
 docs/routing.md has the rule, its measurements and the threshold's derivation.
+
+A route also says why (`explain`: the reason behind each score, for `tiny route --explain`)
+and which card texts overlap (`overlaps`, which `tiny validate` warns of).
 """
 
 from __future__ import annotations
@@ -27,9 +30,8 @@ from tiny_cli.cards.card import Card, card_text
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder, Progress, VectorCache, fingerprint
 from tiny_cli.routing.examples_file import normalise
-from tiny_cli.routing.explain import Explanation, Overlap, Reason, rounded
 from tiny_cli.routing.lexical import Lexical, capabilities
-from tiny_cli.routing.space import CardSpace, nearest_mean
+from tiny_cli.routing.space import CardSpace, Source, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
 from tiny_cli.routing.tooltexts import ToolTexts, tool_named, tool_views
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
@@ -86,6 +88,76 @@ class Decision:
             ],
         }
         return {**doc, "taught": True} if self.taught else doc
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why one card scored what it did for one task."""
+
+    agent_id: str
+    score: float
+    cosine: float
+    source: Source
+    text: str
+    lexical: float
+    words: tuple[str, ...]
+    nearest_example: str | None
+    nearest_example_cosine: float | None
+    tool: str | None = None  # the tool whose view drove the score (source "tool")
+
+    def to_json(self) -> dict[str, Any]:
+        """Return this reason as plain JSON types."""
+        return {
+            "agent_id": self.agent_id,
+            "score": rounded(self.score),
+            "cosine": rounded(self.cosine),
+            "source": self.source,
+            "tool": self.tool,
+            "text": self.text,
+            "lexical": rounded(self.lexical),
+            "words": list(self.words),
+            "nearest_example": self.nearest_example,
+            "nearest_example_cosine": None
+            if self.nearest_example_cosine is None
+            else rounded(self.nearest_example_cosine),
+        }
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A routing decision with the reason behind each candidate's score."""
+
+    decision: Decision
+    reasons: tuple[Reason, ...]
+    threshold_source: str = ""
+    tools_source: str = ""  # where tool descriptions not in the cards came from, how old
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the `tiny route --explain --json` object."""
+        reasons = [r.to_json() for r in self.reasons]
+        return {
+            **self.decision.to_json(),
+            "threshold_source": self.threshold_source,
+            "tools_source": self.tools_source,
+            "reasons": reasons,
+        }
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """A card text that sits closer to another card than to the rest of its own card."""
+
+    agent_id: str
+    kind: str
+    text: str
+    other_id: str
+    own: float
+    other: float
+
+
+def rounded(value: float) -> float:
+    """Round a score for JSON output (four decimals)."""
+    return round(float(value), 4)
 
 
 class Router:

@@ -15,12 +15,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tiny_cli.routing.explain import Nearest
-
 __all__ = [
     "KNN_CHUNK",
     "WITHIN_SHRINKAGE",
     "CardSpace",
+    "Nearest",
     "Source",
     "nearest_mean",
     "space_from_parts",
@@ -29,6 +28,19 @@ __all__ = [
 ]
 
 Source = Literal["summary", "capability", "tool", "summary + examples", "examples (kNN)"]
+
+
+@dataclass(frozen=True)
+class Nearest:
+    """Which of a card's vectors sits nearest a task, and its nearest example."""
+
+    cosine: float
+    source: Source
+    text: str
+    example: str | None
+    example_cosine: float | None
+
+
 # Weight of identity in the within-card covariance, at least: 5-fold cross-validation on
 # the MetaTool cards' own texts (not its tasks) scored 0.5-0.8 alike. With fewer texts than
 # dimensions the weight rises smoothly towards 1 (see _whitening).

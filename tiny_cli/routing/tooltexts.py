@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tiny_cli.cards.load import Card
-from tiny_cli.routing.explain import Nearest
+from tiny_cli.routing.space import Nearest
 from tiny_cli.settings import Settings
 from tiny_cli.tools import builtin
 from tiny_cli.tools.builtin import default_registry
