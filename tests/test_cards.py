@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tiny_cli import yamlsafe
-from tiny_cli.cards import schema_check
+from tiny_cli.cards import index as schema_check
 from tiny_cli.cards.card import Budget
 from tiny_cli.cards.index import card_schema
 from tiny_cli.cards.load import check_cards
@@ -246,7 +246,7 @@ def _jsonschema_valid(data: object) -> bool:
 
 
 def test_the_precompiled_validator_is_generated_from_the_shipped_schema() -> None:
-    """After editing card.schema.json: python -m tiny_cli.cards.schema_check."""
+    """After editing card.schema.json: python -m tiny_cli.cards.index."""
     import fastjsonschema
 
     text = schema_check.GENERATED.read_text("utf-8")

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.cards.index import CACHE_DIR, list_cards
+from tiny_cli.cards.index import CACHE_DIR, CLAUDE_TOOLS, list_cards
 from tiny_cli.cards.load import check_cards, load_cards
-from tiny_cli.cards.markdown import CLAUDE_TOOLS
 from tiny_cli.testing import reply, tool_call
 
 from .conftest import REPO

@@ -1,6 +1,6 @@
 """Generated from card.schema.json by fastjsonschema 2.22.3; do not edit.
 
-Regenerate: python -m tiny_cli.cards.schema_check
+Regenerate: python -m tiny_cli.cards.index
 """
 
 # schema sha256: 8597500f25fc86d4c55b1cedb27bf04d51daa6688be00a4234db5af508f56856

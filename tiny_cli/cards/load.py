@@ -1,37 +1,89 @@
 """Cards: load agent cards, validate them against the shipped schema, report every problem.
 
 A card is a YAML file, or a Markdown file whose YAML frontmatter holds the fields and whose
-text is the agent's instructions (a Claude Code subagent file too: `markdown`).
+text is the agent's instructions (a Claude Code subagent file too: the last section).
 
-The schema check is the validator fastjsonschema precompiled (`schema_check`); jsonschema is
+The schema check is the validator fastjsonschema precompiled (`index.is_valid`); jsonschema is
 imported only for a card that fails it, to word each problem.
 
 The wording of a problem: a schema error or a YAML error, as a person reads it.
 
 jsonschema's own messages quote whole values and name validators; these say what is wrong in
 the card's terms ("missing required field 'tools'", "0 is impossible: must be >= 1").
+
+Markdown cards (the last section): a card file `*.md` is a `---` line, the card's YAML
+fields, a `---` line, then Markdown text that becomes the card's `instructions`. A frontmatter
+with Claude Code's `name` and `description` and no `id` or `summary` is a subagent file
+(`.claude/agents/*.md`): its fields and tools are read into tiny's there, by the table
+`CLAUDE_TOOLS`; the result is then checked like any card. What is wrong there is an `Issue`,
+(line, field, message), its line counted in the file itself.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tiny_cli import yamlsafe
-from tiny_cli.cards import markdown
 from tiny_cli.cards.card import Budget, Card, Problem, shown_path
-from tiny_cli.cards.index import CardIndex, card_salt, card_schema, list_cards
+from tiny_cli.cards.index import (
+    CLAUDE_TOOLS,
+    CardIndex,
+    card_salt,
+    card_schema,
+    is_valid,
+    list_cards,
+)
 from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema, yaml_type
-from tiny_cli.cards.schema_check import is_valid
 from tiny_cli.errors import CardError
 from tiny_cli.tools.args_check import dialect
 from tiny_cli.tools.mcp_config import McpConfig, offered, original, qualified
+
+Issue = tuple[int | None, str, str]  # line, field, message
+
+# `model` is Claude's alias (sonnet, opus, haiku, inherit), no tiny model; `color` its UI's
+IGNORED = ("model", "color")
+CLAUDE_KEYS = ("name", "description", "tools", *IGNORED)
+SHOWN = {"id": "name", "summary": "description"}  # a Claude file's names for tiny's fields
+INSTRUCTIONS = "instructions"
+FENCE = "---"
+_MCP_NAME = re.compile(r"^mcp__([A-Za-z0-9][A-Za-z0-9_-]*?)__(.+)$")  # Claude's MCP tool names
+NO_FRONTMATTER = (
+    "a Markdown card starts with a '---' line, then its YAML fields, then a '---' line; "
+    "this file has no frontmatter"
+)
+UNCLOSED = "the frontmatter opened by the '---' on line 1 is never closed by a '---' line"
+NO_TOOLS = (
+    "missing: a Claude Code subagent without tools may use every tool, a tiny card only the "
+    "tools it lists; list them (tools: Read, WebFetch), or write tools: [] for none"
+)
+
+
+@dataclass(frozen=True)
+class Frontmatter:
+    """A Markdown card split in two: its YAML, line for line as in the file, and its body."""
+
+    yaml: str
+    body: str
+    body_line: int
+
+
+@dataclass
+class Fields:
+    """A Markdown card's fields as a YAML card writes them, with the file line of each."""
+
+    data: dict[str, Any] | None  # None: too broken to check any further
+    lines: dict[tuple, int]
+    issues: list[Issue] = field(default_factory=list)
+    shown: Mapping[str, str] = field(default_factory=dict)  # field -> its name in the file
+
 
 FIELD_KEYS = ("returns_required", "returns")  # where a card names its answer's fields
 
@@ -205,8 +257,8 @@ def check_file(
         text = yamlsafe.read_bounded(path)
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Problem(name, None, "file", f"cannot read: {short(exc)}")], None, None
-    front = markdown.split(text) if path.suffix == ".md" else markdown.Frontmatter(text, "", 0)
-    if not isinstance(front, markdown.Frontmatter):
+    front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
+    if not isinstance(front, Frontmatter):
         return None, [Problem(name, *front)], None, None
     try:
         node, data = yamlsafe.load(front.yaml)
@@ -218,9 +270,9 @@ def check_file(
         problem = Problem(name, line, "card", f"must be a mapping of fields, got {kind}")
         return None, [problem], None, None
     problems = _duplicate_keys(name, node)
-    fields = markdown.Fields(data, _line_index(node))
+    fields = Fields(data, _line_index(node))
     if path.suffix == ".md":
-        fields = markdown.card_fields(data, fields.lines, front, known_tools)
+        fields = markdown_fields(data, fields.lines, front, known_tools)
         problems += [Problem(name, *issue) for issue in fields.issues]
     if fields.data is None:
         return None, problems, None, None
@@ -527,3 +579,147 @@ def _dotted(path: Iterable) -> str:
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "card"
+
+
+# --- Markdown cards -----------------------------------------------------------------------
+
+
+def split_markdown(text: str) -> Frontmatter | Issue:
+    """Split a Markdown card into frontmatter and body, or say why it cannot be."""
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > yamlsafe.MAX_YAML_BYTES:  # the YAML bound holds for the whole file
+        return None, "file", f"{size} bytes is more than the {yamlsafe.MAX_YAML_BYTES} allowed"
+    lines = text.removeprefix("\ufeff").split("\n")
+    if lines[0].rstrip() != FENCE:
+        return 1, "frontmatter", NO_FRONTMATTER
+    end = next((i for i, line in enumerate(lines[1:], 1) if line.rstrip() == FENCE), None)
+    if end is None:
+        return 1, "frontmatter", UNCLOSED
+    # the opening line kept as an empty one: YAML's line n is the file's line n
+    yaml = "\n" + "\n".join(lines[1:end])
+    rest = "\n".join(lines[end + 1 :])
+    skipped = rest[: len(rest) - len(rest.lstrip())].count("\n")
+    return Frontmatter(yaml, rest.strip().replace("\r\n", "\n"), end + 2 + skipped)
+
+
+def markdown_fields(
+    data: dict[str, Any], lines: dict[tuple, int], front: Frontmatter, known: Mapping[str, bool]
+) -> Fields:
+    """Read a Markdown card's frontmatter and body into a card's fields (a subagent's too)."""
+    fields = _claude(data, lines, known) if _is_claude(data) else Fields(dict(data), dict(lines))
+    if fields.data is not None and front.body:
+        _add_body(fields, fields.data, front)
+    return fields
+
+
+def _is_claude(data: Mapping[str, Any]) -> bool:
+    """A subagent names itself and says when to use it, where a tiny card has id and summary."""
+    return ("name" in data or "description" in data) and not ("id" in data or "summary" in data)
+
+
+def _add_body(fields: Fields, data: dict[str, Any], front: Frontmatter) -> None:
+    if INSTRUCTIONS in data:
+        key = fields.lines.get((INSTRUCTIONS,))
+        msg = f"given twice, as a key on line {key} and as the text after the frontmatter"
+        fields.issues.append((front.body_line, INSTRUCTIONS, f"{msg}; keep one"))
+        return
+    data[INSTRUCTIONS] = front.body
+    fields.lines[(INSTRUCTIONS,)] = front.body_line
+
+
+def _claude(data: dict[str, Any], lines: dict[tuple, int], known: Mapping[str, bool]) -> Fields:
+    """A Claude Code subagent's fields as tiny's: name, description and tools translated."""
+    root = lines.get(())
+    missing = [key for key in ("name", "description") if key not in data]
+    if missing:
+        msg = "missing: a Claude Code subagent has a name (its id) and a description"
+        return Fields(None, lines, [(root, key, msg) for key in missing])
+    issues: list[Issue] = []
+    tools, at = _tools(data, lines, known, issues)
+    kept = {k: v for k, v in data.items() if k not in CLAUDE_KEYS}
+    out = {"id": data["name"], "summary": data["description"], "tools": tools, **kept}
+    if "returns_required" not in out and "returns" not in out:
+        out["returns_required"] = []  # the summary is the answer, as a subagent's reply is
+    if "side_effects" not in out and any(known.get(t) for t in tools):
+        out["side_effects"] = "write"
+    index = {k: v for k, v in lines.items() if k[:1] != ("tools",) or len(k) == 1}
+    index.update({("id",): lines[("name",)], ("summary",): lines[("description",)], **at})
+    return Fields(out, index, issues, SHOWN)
+
+
+def _tools(
+    data: dict[str, Any], lines: dict[tuple, int], known: Mapping[str, bool], issues: list[Issue]
+) -> tuple[list[str], dict[tuple, int]]:
+    """Translate the subagent's tools; return tiny's names and the line of each."""
+    if data.get("tools") is None:  # omitted: every tool, which a tiny card never has
+        issues.append((lines.get(("tools",), lines.get(())), "tools", NO_TOOLS))
+        return [], {}
+    declared = _function_names(data.get("functions"))
+    tools: list[str] = []
+    at: dict[tuple, int] = {}
+    for name, line, where in _names(data["tools"], lines, issues):
+        for tool in _mapped(name, (line, where), known, declared, issues):
+            if tool in tools:  # Read, Grep and Glob are all docs_search
+                continue
+            if line is not None:
+                at[("tools", len(tools))] = line
+            tools.append(tool)
+    return tools, at
+
+
+def _function_names(specs: Any) -> set[Any]:
+    """The names of the functions a card declares (they are tools of its own)."""
+    specs = specs if isinstance(specs, list) else []
+    return {f.get("name") for f in specs if isinstance(f, dict)}
+
+
+def _names(
+    value: Any, lines: dict[tuple, int], issues: list[Issue]
+) -> list[tuple[str, int | None, str]]:
+    """The tool names a subagent lists (a comma-separated string or a list), each with its place."""
+    line = lines.get(("tools",))
+    if isinstance(value, str):
+        return [(name.strip(), line, "tools") for name in value.split(",") if name.strip()]
+    if not isinstance(value, list):
+        msg = f"must be a comma-separated string or a list of tool names, got {yaml_type(value)}"
+        issues.append((line, "tools", msg))
+        return []
+    names = []
+    for i, name in enumerate(value):
+        at = lines.get(("tools", i), line)
+        if isinstance(name, str):
+            names.append((name.strip(), at, f"tools[{i}]"))
+        else:
+            issues.append((at, f"tools[{i}]", f"must be a tool name, got {yaml_type(name)}"))
+    return names
+
+
+def _mapped(
+    name: str,
+    place: tuple[int | None, str],
+    known: Mapping[str, bool],
+    declared: set[Any],
+    issues: list[Issue],
+) -> tuple[str, ...]:
+    """Tiny's tools for one Claude tool: by the table, an MCP tool, or a tiny name as it is."""
+    if name in CLAUDE_TOOLS:
+        return CLAUDE_TOOLS[name]
+    mcp = _MCP_NAME.match(name)
+    if mcp:
+        return (f"{mcp[1]}.{mcp[2]}",)
+    if name in known or name in declared or qualified(name) is not None:
+        return (name,)
+    hint = difflib.get_close_matches(name, [*CLAUDE_TOOLS, *known], n=1)
+    tip = f" (did you mean {hint[0]!r}?)" if hint else ""
+    msg = (f"Claude Code tool {name!r} has no tiny equivalent{tip}; tiny maps "
+           f"{mapping_text()} (a tiny tool's own name is taken as it is)")  # fmt: skip
+    issues.append((*place, msg))
+    return ()
+
+
+def mapping_text() -> str:
+    """The table in one line: `Read, Grep, Glob -> docs_search; WebFetch -> http_get + ...`."""
+    by_target: dict[tuple[str, ...], list[str]] = {}
+    for claude, tiny in CLAUDE_TOOLS.items():
+        by_target.setdefault(tiny, []).append(claude)
+    return "; ".join(f"{', '.join(c)} -> {' + '.join(t)}" for t, c in by_target.items())
