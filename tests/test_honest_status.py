@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tiny_cli.agent.reply import parse_reply
-from tiny_cli.cards.returns import field_template
+from tiny_cli.cards.card import field_template
 from tiny_cli.digest import Digest
 from tiny_cli.serve import digest_text
 from tiny_cli.testing import reply, tool_call

@@ -11,9 +11,8 @@ import yaml
 from hypothesis import given, settings
 
 from tiny_cli.agent.reply import parse_reply
-from tiny_cli.cards.card import Card
+from tiny_cli.cards.card import ANY_VALUE, Card, answer_schema, field_hint
 from tiny_cli.cards.load import check_cards
-from tiny_cli.cards.returns import ANY_VALUE, answer_schema, field_hint
 from tiny_cli.testing import reply
 
 from .test_properties import json_values

@@ -40,8 +40,7 @@ from tiny_cli.agent.calls import (
     tool_message,
 )
 from tiny_cli.agent.reply import Reply, parse_reply
-from tiny_cli.cards.card import Budget, Card
-from tiny_cli.cards.returns import answer_schema, field_template
+from tiny_cli.cards.card import Budget, Card, answer_schema, field_template
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallOutcome, CallRecord, Digest, Routing
 from tiny_cli.errors import ProviderError, ProviderTimeout, ToolServerError
 from tiny_cli.events import (

@@ -1,19 +1,45 @@
-"""A card as the rest of tiny holds it: `Card`, its `Budget`, and a `Problem` with a card file.
+"""A card as the rest of tiny holds it: `Card`, its `Budget`, a `Problem` with a card file,
+and the JSON Schemas of its typed answer.
 
 Light on purpose: whoever runs, routes or shows cards imports this, never the checker
 (tiny_cli.cards.load) that makes them from files.
+
+Typed answers (the last section): a `returns` entry is a shorthand type (`number`), a list of
+one type (`[string]`) or a JSON Schema mapping. `field_schema` turns it into a schema or names
+what is wrong with it (the card loader reports that as a Problem); `answer_schema` and
+`grammar_schema` are what the runner sends for constrained decoding; `field_hint` is how the
+prompt describes a value and `field_template` how the answer template shows it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+import difflib
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from tiny_cli.settings import ToolMode
 
-__all__ = ["Budget", "Card", "First", "Problem", "SideEffects", "card_text", "shown_path"]
+__all__ = [
+    "ANY_VALUE",
+    "RESERVED_FIELDS",
+    "Budget",
+    "Card",
+    "First",
+    "Problem",
+    "SideEffects",
+    "answer_schema",
+    "card_text",
+    "field_hint",
+    "field_schema",
+    "field_template",
+    "grammar_schema",
+    "shown_path",
+    "yaml_type",
+]
 
 DEFAULT_MAX_TOOL_CALLS = 8
 DEFAULT_MAX_OUTPUT_TOKENS = 512
@@ -92,3 +118,193 @@ def shown_path(file: str) -> str:
 def card_text(card: Card) -> str:
     """Return the routing text of a card: its id as words, then its summary."""
     return f"{card.id.replace('-', ' ').replace('_', ' ')}: {card.summary}"
+
+
+# --- typed answers ------------------------------------------------------------------------
+
+RESERVED_FIELDS = ("summary", "status")
+SHORTHANDS = ("string", "number", "integer", "boolean", "object", "array")
+# an untyped field: any JSON value but null (null reads as "missing" to the reply checks)
+ANY_VALUE: dict[str, Any] = {"type": ["string", "number", "integer", "boolean", "array", "object"]}
+# what llama.cpp's json_schema grammars and OpenAI's response_format both understand
+GRAMMAR_KEYWORDS = frozenset(
+    ("type", "enum", "const", "properties", "required", "items", "additionalProperties", "anyOf")
+)
+
+
+def answer_schema(card: Card, required: Sequence[str]) -> dict[str, Any]:
+    """Return the JSON Schema of a final `ok`/`partial` answer with `required` fields."""
+    names = [n for n in dict.fromkeys(required) if n not in RESERVED_FIELDS]
+    # a copy: the caller may edit it without touching the card or ANY_VALUE
+    fields = {n: copy.deepcopy(grammar_schema(card.returns.get(n, ANY_VALUE))) for n in names}
+    return {
+        "type": "object",
+        "properties": {
+            "status": {"enum": ["ok", "partial"]},
+            "summary": {"type": "string"},
+            **fields,
+        },
+        "required": ["status", "summary", *names],
+        "additionalProperties": False,
+    }
+
+
+def grammar_schema(schema: Any) -> Any:
+    """Keep only the keywords constrained decoding supports; dropping one only loosens it."""
+    if isinstance(schema, list):
+        return [grammar_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kept = {k: v for k, v in schema.items() if k in GRAMMAR_KEYWORDS}
+    for key in ("items", "additionalProperties", "anyOf"):
+        if isinstance(kept.get(key), dict | list):
+            kept[key] = grammar_schema(kept[key])
+    if isinstance(kept.get("properties"), dict):
+        kept["properties"] = {k: grammar_schema(v) for k, v in kept["properties"].items()}
+    return kept
+
+
+def field_hint(schema: Mapping[str, Any] | None) -> str:
+    """Describe a field's value for a prompt: '<number>', '<list of string>', '<...>' if untyped."""
+    return f"<{_hint(schema or {})}>"
+
+
+def field_template(schema: Mapping[str, Any] | None) -> str:
+    """Show a field's value in the prompt's answer template: a string in quotes, others not.
+
+    `"title": "<string>"`, `"rows": <integer>`, `"tags": <list of string>`: a model that
+    copies the template then writes a number as a number. An untyped field is `"<...>"`.
+    """
+    hint = field_hint(schema)
+    return json.dumps(hint, ensure_ascii=False) if _stringish(schema or {}) else hint
+
+
+def _stringish(schema: Mapping[str, Any]) -> bool:
+    """Whether a value of the schema may be a string (or its type is not known)."""
+    if "enum" in schema or "const" in schema:  # the hint spells each value as JSON
+        return False
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return "string" in kinds or kind is None
+
+
+def _hint(schema: Mapping[str, Any]) -> str:
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"], ensure_ascii=False)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "..." if set(ANY_VALUE["type"]) <= set(kind) else " or ".join(map(str, kind))
+    if kind == "array":
+        items = schema.get("items")
+        return f"list of {_hint(items)}" if isinstance(items, dict) and items else "list"
+    if isinstance(kind, str):
+        fmt = schema.get("format")
+        return f"{kind} ({fmt})" if isinstance(fmt, str) else kind
+    return "..."
+
+
+def field_schema(spec: Any) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    """Turn one `returns` entry into a JSON Schema, or say what is wrong (and where inside it)."""
+    if isinstance(spec, str):
+        return _shorthand(spec)
+    if isinstance(spec, list):
+        return _list_of(spec)
+    if isinstance(spec, dict):
+        return _checked_schema(spec)
+    names = ", ".join(SHORTHANDS)
+    msg = f"must be a type ({names}), [type] or a JSON Schema mapping, got {yaml_type(spec)}"
+    return {}, ((), msg)
+
+
+def _shorthand(spec: str) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    if spec in SHORTHANDS:
+        return {"type": spec}, None
+    return {}, ((), _unknown_type(spec))
+
+
+def _unknown_type(name: str) -> str:
+    hint = difflib.get_close_matches(name, SHORTHANDS, n=1)
+    tip = f" (did you mean {hint[0]!r}?)" if hint else f"; use one of {', '.join(SHORTHANDS)}"
+    return f"unknown type {name!r}{tip}"
+
+
+def _list_of(spec: list) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    if len(spec) != 1:
+        return {}, ((), "a list names the type of its items: write one, like [string]")
+    items, trouble = field_schema(spec[0])
+    if trouble:
+        return {}, ((0, *trouble[0]), trouble[1])
+    return {"type": "array", "items": items}, None
+
+
+def _checked_schema(spec: dict) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
+    if not _plain_json(spec):  # the runner sends it to the server as JSON
+        return {}, ((), "a JSON Schema must be plain JSON (strings, numbers, lists, mappings)")
+    import jsonschema  # only for a card with a JSON Schema mapping in `returns`
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(spec)
+    except jsonschema.SchemaError as err:
+        path = tuple(err.absolute_path)
+        if path[-1:] == ("type",) and isinstance(err.instance, str):
+            return {}, (path, _unknown_type(err.instance))
+        return {}, (path, f"not a valid JSON Schema: {_clip(err.message)}")
+    trouble = _ref_problem(spec)
+    return ({}, trouble) if trouble else (spec, None)
+
+
+def _plain_json(spec: dict) -> bool:
+    """YAML dates, integer keys or .nan would change (or fail) on their way to the server."""
+    try:
+        return json.loads(json.dumps(spec, allow_nan=False)) == spec
+    except (TypeError, ValueError):
+        return False
+
+
+def _ref_problem(spec: dict) -> tuple[tuple, str] | None:
+    """Refuse a $ref tiny would have to fetch, or one that points nowhere (it fails mid-run)."""
+    import referencing.exceptions
+    from referencing.jsonschema import DRAFT202012
+
+    resolver = referencing.Registry().resolver_with_root(DRAFT202012.create_resource(spec))
+    for path, ref in _refs(spec):
+        if not ref.startswith("#"):
+            return path, f"{ref!r}: tiny fetches no schemas; refer inside this one ('#/$defs/…')"
+        try:
+            resolver.lookup(ref)
+        except referencing.exceptions.Unresolvable:
+            return path, f"{ref!r} points to nothing in this schema"
+    return None
+
+
+def _refs(node: Any, path: tuple = ()) -> Iterator[tuple[tuple, str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                yield (*path, key), value
+            else:
+                yield from _refs(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _refs(value, (*path, i))
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def yaml_type(value: Any) -> str:
+    """Name a YAML value's type for a problem message: 'an integer 3', 'a list'."""
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+        type(None): "nothing (null)",
+    }
+    shown = repr(value) if not isinstance(value, list | dict) else ""
+    return f"{names.get(type(value), type(value).__name__)} {shown}".strip()

@@ -32,7 +32,15 @@ from typing import Any
 import yaml
 
 from tiny_cli import yamlsafe
-from tiny_cli.cards.card import Budget, Card, Problem, shown_path
+from tiny_cli.cards.card import (
+    RESERVED_FIELDS,
+    Budget,
+    Card,
+    Problem,
+    field_schema,
+    shown_path,
+    yaml_type,
+)
 from tiny_cli.cards.index import (
     CLAUDE_TOOLS,
     CardIndex,
@@ -41,7 +49,6 @@ from tiny_cli.cards.index import (
     is_valid,
     list_cards,
 )
-from tiny_cli.cards.returns import RESERVED_FIELDS, field_schema, yaml_type
 from tiny_cli.errors import CardError
 from tiny_cli.tools.args_check import dialect
 from tiny_cli.tools.mcp_config import McpConfig, offered, original, qualified
