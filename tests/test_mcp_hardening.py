@@ -23,9 +23,9 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tiny_cli.agent.actions import response_format
 from tiny_cli.agent.calls import _arguments  # the tool-argument validator the run loop uses
 from tiny_cli.agent.loop import tools_section
+from tiny_cli.agent.reply import response_format
 from tiny_cli.errors import ConfigError, ToolServerError
 from tiny_cli.testing import ScriptedServer, reply, tool_call
 from tiny_cli.tools.mcp_client import SDK_WARNINGS, _tool, stop_servers

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tiny_cli.agent.actions import response_format
+from tiny_cli.agent.reply import response_format
 from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout
 from tiny_cli.provider.client import (
     DEFAULT_MAX_RETRY_AFTER,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.agent.actions import read_action, recover_calls, response_format
+from tiny_cli.agent.reply import read_action, recover_calls, response_format
 from tiny_cli.testing import reply, tool_call
 
 TASK = "how did the onboarding process work again"

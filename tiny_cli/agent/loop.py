@@ -17,13 +17,6 @@ from dataclasses import replace
 from typing import Any
 
 from tiny_cli.agent import verdict
-from tiny_cli.agent.actions import (
-    read_action,
-    recover_calls,
-    response_format,
-    result_message,
-    tool_mode_for,
-)
 from tiny_cli.agent.calls import (
     DEFAULT_MAX_GHOST_CALLS,
     DEFAULT_WALL_SCALE,
@@ -39,7 +32,15 @@ from tiny_cli.agent.calls import (
     text_message,
     tool_message,
 )
-from tiny_cli.agent.reply import Reply, parse_reply
+from tiny_cli.agent.reply import (
+    Reply,
+    parse_reply,
+    read_action,
+    recover_calls,
+    response_format,
+    result_message,
+    tool_mode_for,
+)
 from tiny_cli.cards.card import Budget, Card, answer_schema, field_template
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallOutcome, CallRecord, Digest, Routing
 from tiny_cli.errors import ProviderError, ProviderTimeout, ToolServerError
@@ -215,7 +216,7 @@ def invoke(
 
     Every call of a tool that writes is put to `approve` first, as that call with those
     arguments; a declined call is answered to the model as declined and never runs.
-    `tool_mode` (flag or env) wins over the card's; see `tiny_cli.agent.actions`. `observer` gets
+    `tool_mode` (flag or env) wins over the card's; see `tiny_cli.agent.reply`. `observer` gets
     every step as an event (`tiny_cli.events`), ending with `Finished`.
 
     With `artifacts`, a tool result over the result limit is stored there whole and the agent
