@@ -2,10 +2,10 @@
 
 It keeps one row per run (its Digest, transcript and tool calls, secrets scrubbed) so that
 `tiny runs` can list, search, show, count, delete and export past runs: `log` is the facade
-(RunLog), `recorder` the observer and the writer thread that record runs, `query`, `search`
-and `stats` the reading side, `prune` and `export` deleting and exporting runs, `corrections`
-where a routed run's task should have gone, `schema`, `migrations` and `store` the tables
-(and the search index) and their SQLite file. Secrets are kept out by tiny_cli.secrets.
+(RunLog: deleting, exporting, corrections, where a routed run's task should have gone),
+`query` the reading side (queries, full-text search, stats), `store` the SQLite file, its
+tables, the search index and their migrations, and the writing side: the observer and the
+writer thread that record runs. Secrets are kept out by tiny_cli.secrets.
 Rule: the run log knows runs only through their events; it never imports the agent or routing.
 """
 

@@ -41,7 +41,7 @@ from typing import Any, TextIO
 
 from tiny_cli.errors import ConfigError, ReplayError
 from tiny_cli.events import Observer
-from tiny_cli.runs import recorder
+from tiny_cli.runs import store
 from tiny_cli.runs.query import (
     RUN_SQL,
     SQLITE_MAX_INT,
@@ -293,14 +293,14 @@ Confirm = Callable[[Sequence[int]], bool]  # shown the ids a deletion takes: go 
 class RunLog:
     """The SQLite run log under TINY_HOME; safe to share between threads.
 
-    Observers queue each run's row for one writer thread (tiny_cli.runs.recorder), so the
+    Observers queue each run's row for one writer thread (tiny_cli.runs.store), so the
     agent loop never waits on the disk; reads wait for a writer pass first; `close` drains
     the queue.
     """
 
     def __init__(self, db: sqlite3.Connection, path: Path, scrub: Scrubber) -> None:
         self.path = path
-        self._writer = recorder.Writer(db, scrub)
+        self._writer = store.Writer(db, scrub)
 
     @classmethod
     def open(cls, home: Path, scrub: Scrubber | None = None, fts5: Probe | None = None) -> RunLog:
@@ -329,7 +329,7 @@ class RunLog:
 
         `goal` is the task, kept even when no card runs (an abstain): a correction needs it.
         """
-        return recorder.observer(self._writer, command, run, endpoint, goal)
+        return store.observer(self._writer, command, run, endpoint, goal)
 
     def recorded(self) -> list[int]:
         """Return the ids of the runs this log recorded since it was opened, oldest first."""
