@@ -14,8 +14,7 @@ from tiny_cli.bench.pages import PageServer
 from tiny_cli.secrets import Scrubber
 from tiny_cli.testing import reply, respond, tool_call
 from tiny_cli.tools import ToolCallError
-from tiny_cli.tools.artifacts import ArtifactStore, stored_result
-from tiny_cli.tools.read_artifact import window
+from tiny_cli.tools.artifacts import ArtifactStore, stored_result, window
 
 PAGE_CHARS = 100_000
 MARKER = "The vault codeword is zebraquartz."

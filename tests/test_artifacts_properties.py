@@ -16,8 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tiny_cli.errors import ConfigError, ToolCallError
-from tiny_cli.tools.artifacts import Artifact, ArtifactStore
-from tiny_cli.tools.read_artifact import read_artifact_tool
+from tiny_cli.tools.artifacts import Artifact, ArtifactStore, read_artifact_tool
 
 from .test_properties import QUICK, SLOW_TEXTS, json_values
 

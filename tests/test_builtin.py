@@ -21,8 +21,13 @@ from tiny_cli.errors import ConfigError, CrmDuplicate, ToolError
 from tiny_cli.settings import Settings
 from tiny_cli.text import tokenize
 from tiny_cli.tools import Registry, ToolCallError
-from tiny_cli.tools.builtin import builtin_tools, builtin_writes, default_registry
-from tiny_cli.tools.crm import CrmStore, name_key
+from tiny_cli.tools.builtin import (
+    CrmStore,
+    builtin_tools,
+    builtin_writes,
+    default_registry,
+    name_key,
+)
 from tiny_cli.tools.handbook import Handbook
 from tiny_cli.tools.web import AddressPolicy, html_to_text, http_get
 from tiny_cli.workspace import known_tools

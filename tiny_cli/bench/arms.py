@@ -22,8 +22,7 @@ from tiny_cli.provider.replay import ExchangeSource, Volatile
 from tiny_cli.session import ObserverFor
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.tools.artifacts import ArtifactStore
-from tiny_cli.tools.builtin import builtin_entries
-from tiny_cli.tools.crm import CRM_FILENAME, CrmStore
+from tiny_cli.tools.builtin import CRM_FILENAME, CrmStore, builtin_entries
 from tiny_cli.tools.registry import Registry
 from tiny_cli.workspace import Workspace
 

@@ -151,8 +151,8 @@ class _Index:
             text = _read_page(path)
             pages.append(_Page(path.relative_to(folder).as_posix(), _title(text, path)))
             chunks += [_Chunk(i, h, t) for h, t in _split(text)] or [_Chunk(i, "", "")]
-        bodies = _bm25([f"{c.heading}\n{c.text}" for c in chunks])
-        titles = _bm25([p.title for p in pages])
+        bodies = bm25_index([tokenize(f"{c.heading}\n{c.text}") for c in chunks])
+        titles = bm25_index([tokenize(p.title) for p in pages])
         return cls(signature, tuple(pages), tuple(chunks), bodies, titles)
 
     def search(self, words: list[str], limit: int, snippet_chars: int) -> list[Hit]:
@@ -264,10 +264,14 @@ def _shorten(text: str, limit: int) -> str:
     return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
 
 
-def _bm25(texts: list[str]) -> Any:
+def bm25_index(tokens: list[list[str]]) -> Any:
+    """A bm25s index of tokenized texts: the one place the tools import bm25s (and numpy).
+
+    Imported on first search: commands that never search stay fast to start.
+    """
     import_numpy()  # OpenBLAS on one thread, if bm25s brings numpy first
-    import bm25s  # imported on first search: commands that never search stay fast to start
+    import bm25s
 
     index = bm25s.BM25()
-    index.index([tokenize(t) for t in texts], show_progress=False)
+    index.index(tokens, show_progress=False)
     return index
