@@ -35,7 +35,7 @@ import pydantic
 from tiny_cli.errors import ConfigError, ToolCallError
 from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.text import tokenize
-from tiny_cli.tools.handbook import bm25_index
+from tiny_cli.threads import import_numpy
 from tiny_cli.tools.registry import LazyTool, Tool
 
 ARTIFACTS_DIR = "artifacts"
@@ -309,6 +309,20 @@ def _after_space(text: str, at: int, floor: int) -> int:
         return len(text)
     space = text.rfind(" ", max(floor + 1, at - CHUNK_SLACK), at)
     return space + 1 if space != -1 else at
+
+
+def bm25_index(tokens: list[list[str]]) -> Any:
+    """A bm25s index of tokenized texts: the one place the tools import bm25s (and numpy).
+
+    Here, with the artifact store every run loads, for the handbook (docs_search) and a
+    run's artifacts alike; imported on first search: commands that never search stay fast.
+    """
+    import_numpy()  # OpenBLAS on one thread, if bm25s brings numpy first
+    import bm25s
+
+    index = bm25s.BM25()
+    index.index(tokens, show_progress=False)
+    return index
 
 
 # --- read_artifact ------------------------------------------------------------------------

@@ -5,8 +5,9 @@ policy, the knowledge folder, the CRM file). A registry gets them as `LazyTool`s
 names, writes flags, descriptions and schemas are known at once (the schemas are built once
 per process), while the object a tool runs on is made only when a run looks the tool up.
 The web tools' module (httpx and the address checks) is imported in one place, `_web`, and
-only when a registry has web tools to make or hosts to allow: a route needs the tools' names
-only (`builtin_writes`), and httpx is the largest import tiny's commands can skip.
+only when a registry has web tools to make or hosts to allow; the handbook (docs_search) in
+`_handbook`, when a run looks it up: a route needs the tools' names only (`builtin_writes`),
+and a web run no knowledge folder.
 
 The CRM the CRM tools work on (the last section) is a small real one: companies in a SQLite
 file, found by a forgiving name match.
@@ -28,12 +29,12 @@ from annotated_types import Interval
 
 from tiny_cli.errors import ConfigError, CrmDuplicate, ToolError
 from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Settings
-from tiny_cli.tools.handbook import Handbook
 from tiny_cli.tools.registry import LazyTool, Registry, Tool, load_tool_module
 
-if TYPE_CHECKING:  # the web module is imported by `_web` only: these name its types
+if TYPE_CHECKING:  # imported by `_web` and `_handbook` only: these name their types
     import httpx
 
+    from tiny_cli.tools.handbook import Handbook
     from tiny_cli.tools.web import AddressPolicy
 
 __all__ = [
@@ -83,7 +84,7 @@ def builtin_entries(
     policy = _policy(settings.allow_hosts)
     owners: dict[type, Callable[[], Any]] = {
         _WebTools: _once(lambda: _WebTools(policy, transport)),
-        _DocsTools: _once(lambda: _DocsTools(Handbook(settings.docs_dir))),
+        _DocsTools: _once(lambda: _DocsTools(_handbook(settings.docs_dir))),
         _CrmTools: _once(lambda: _CrmTools(settings.home)),
     }
     kept = settings.cache_dir  # their specs, read there by the next process
@@ -217,6 +218,14 @@ def _specs(tools_spec: str | None) -> list[str]:
 def _policy(allow_hosts: tuple[str, ...]) -> AddressPolicy | None:
     """Parse the allowed hosts now (a bad one is a ConfigError); none: public addresses only."""
     return _web().AddressPolicy.of(allow_hosts) if allow_hosts else None
+
+
+def _handbook(folder: Path) -> Handbook:
+    """The knowledge folder's search, made when a run looks docs_search up (its module's
+    four frozen dataclasses are a route's and a web run's largest import of tiny's own)."""
+    from tiny_cli.tools.handbook import Handbook
+
+    return Handbook(folder)
 
 
 def _web() -> types.ModuleType:

@@ -22,7 +22,7 @@ from tiny_cli.deadline import stop_if_abandoned
 from tiny_cli.errors import ToolCallError
 from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 from tiny_cli.text import tokenize
-from tiny_cli.threads import import_numpy
+from tiny_cli.tools.artifacts import bm25_index
 
 DEFAULT_SNIPPET_CHARS = 400
 DOC_SUFFIXES = (".md", ".markdown", ".txt")
@@ -262,16 +262,3 @@ def _shorten(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
-
-
-def bm25_index(tokens: list[list[str]]) -> Any:
-    """A bm25s index of tokenized texts: the one place the tools import bm25s (and numpy).
-
-    Imported on first search: commands that never search stay fast to start.
-    """
-    import_numpy()  # OpenBLAS on one thread, if bm25s brings numpy first
-    import bm25s
-
-    index = bm25s.BM25()
-    index.index(tokens, show_progress=False)
-    return index
