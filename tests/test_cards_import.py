@@ -81,6 +81,7 @@ def run_import(tiny: Callable[..., Any], cards: Path, *flags: str) -> tuple[int,
     return result.exit_code, json.loads(result.stdout)
 
 
+@pytest.mark.slow  # seconds each on 2 cores: in `make test-slow`
 def test_forty_tools_become_cards_that_validate_route_and_never_mix_writes(
     tmp_path: Path, tiny: Callable[..., Any]
 ) -> None:
@@ -108,6 +109,7 @@ def test_forty_tools_become_cards_that_validate_route_and_never_mix_writes(
         assert json.loads(routed.stdout)["agent_id"] == card_id, task
 
 
+@pytest.mark.slow  # seconds each on 2 cores: in `make test-slow`
 def test_reimport_follows_the_server_and_keeps_an_edited_card(
     tmp_path: Path, tiny: Callable[..., Any]
 ) -> None:

@@ -87,6 +87,7 @@ def test_an_unusable_data_dir_is_one_line(tiny, tmp_path) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # seconds each on 2 cores: in `make test-slow`
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
 def test_ctrl_c_ends_the_process_even_when_the_way_out_hangs(signum: str) -> None:
     """The net under Ctrl-C (and SIGTERM): cleanup that never returns cannot keep `tiny` alive."""

@@ -338,6 +338,7 @@ def _script(server) -> None:
     )
 
 
+@pytest.mark.slow  # seconds each on 2 cores: in `make test-slow`
 def test_live_view_in_a_real_terminal(scripted_server, home) -> None:
     _script(scripted_server)
     args = ["invoke", "docs-finder", TASK, "--tool-mode", "native"]
@@ -358,6 +359,7 @@ def test_live_view_in_a_real_terminal(scripted_server, home) -> None:
     assert "tool calls 2/4" not in kept and "waiting" not in kept  # nothing of the view is left
 
 
+@pytest.mark.slow  # seconds each on 2 cores: in `make test-slow`
 def test_no_live_view_with_json_in_a_real_terminal(scripted_server, home) -> None:
     _script(scripted_server)
     args = ["invoke", "docs-finder", TASK, "--tool-mode", "native", "--json"]
@@ -368,6 +370,7 @@ def test_no_live_view_with_json_in_a_real_terminal(scripted_server, home) -> Non
     assert document["status"] == "ok" and document["cost"]["ghost_calls"] == 1
 
 
+@pytest.mark.slow  # seconds each on 2 cores: in `make test-slow`
 def test_live_view_pauses_for_the_write_prompt(scripted_server, home) -> None:
     claim = {"status": "ok", "summary": "Added.", "company_id": 1, "name": "Mustermann GmbH"}
     scripted_server.add(

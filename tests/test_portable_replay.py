@@ -64,6 +64,7 @@ def test_every_shipped_recording_is_documented_by_its_file_name_alone() -> None:
     assert set(DOCUMENTED) == shipped
 
 
+@pytest.mark.slow  # seconds each on 2 cores: in `make test-slow`
 @pytest.mark.parametrize("name", sorted(DOCUMENTED), ids=lambda n: Path(n).stem)
 def test_a_recording_replays_to_its_table_with_a_perturbed_embedder(
     tmp_path: Path, perturbed: Perturbed, name: str
