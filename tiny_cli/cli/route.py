@@ -17,8 +17,9 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.evaluation import EvalReport, evaluate, read_eval_file
 from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import Router
-from tiny_cli.settings import DEFAULT_TOP
+from tiny_cli.settings import DEFAULT_TOP, Settings
 from tiny_cli.text import check_task, printable
+from tiny_cli.validation import Connect
 from tiny_cli.validation import validate as validate_cards
 from tiny_cli.workspace import open_cards
 
@@ -52,7 +53,8 @@ def validate(
     """
     settings = settings_from(cards=cards, tools=tools)
     detail = verbose or json_out  # JSON is read by programs: every overlap, always
-    found = validate_cards(settings, paths or [], connect=connect, detail=detail)
+    checked = _connect(settings) if connect else None
+    found = validate_cards(settings, paths or [], connect=checked, detail=detail)
     if json_out:
         typer.echo(json.dumps(found.to_json(), ensure_ascii=False, indent=2))
     else:
@@ -193,6 +195,14 @@ def _decide(router: Router, tasks: list[str], top: int, json_out: bool, slots: l
         return
     render, out = _drawing()
     render.decisions(out, decisions, router)
+
+
+def _connect(settings: Settings) -> Connect:
+    """--connect: start the cards' MCP servers and check their tools (the MCP client loads
+    only here); keep the tools' descriptions for routing."""
+    from tiny_cli.mcp_import import connect_problems
+
+    return lambda cards, mcp: connect_problems(cards, mcp, cache_dir=settings.cache_dir)
 
 
 def _drawing() -> tuple[ModuleType, Any]:
