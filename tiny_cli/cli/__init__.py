@@ -23,6 +23,8 @@ import typer
 from tiny_cli._version import __version__
 from tiny_cli.errors import TinyError
 
+__all__ = ["app", "main"]
+
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2  # bad flags, settings or files (every TinyError without its own code)
