@@ -150,11 +150,12 @@ def runs_correct(
 
     done = correct_run(settings_from(cards=cards), run_id, card, teach=learn)
     taught = done.report.outcome() if done.report is not None else None
-    emit(
-        json_out,
-        done.to_json(),
-        lambda: typer.echo(_terminal()[1].correction_line(done.correction, taught)),
-    )
+
+    def human() -> None:
+        _, live = _terminal()
+        typer.echo(live.correction_line(done.correction, taught))
+
+    emit(json_out, done.to_json(), human)
 
 
 @runs_app.command("delete", epilog=EXAMPLES["runs delete"])
