@@ -206,11 +206,13 @@ def _connect(settings: Settings) -> Connect:
 
 
 def _drawing() -> tuple[ModuleType, Any]:
-    """The render layer and the console, for output a person reads: only there does a route
-    load rich (`--json` never does)."""
-    from tiny_cli.cli import live, render
+    """The render layer and a console, for output a person reads: only there does a route
+    load rich (`--json` never does). A route shows no live view: a plain console prints it."""
+    from rich.console import Console
 
-    return render, live.console()
+    from tiny_cli.cli import render
+
+    return render, Console()
 
 
 def _json_lines(documents: list[dict[str, Any]], slots: list[Slot]) -> None:
