@@ -74,7 +74,7 @@ def main() -> int:
 
 
 def _tiny(*args: str, check: bool = True) -> str:
-    from tiny_cli.cli.root import app
+    from tiny_cli.cli import app
 
     result = CliRunner().invoke(app, list(args))
     if result.exit_code != 0 and check:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from tiny_cli.bench.scale import is_selection_file, load_selection_tasks
 from tiny_cli.bench.tasks import load_tasks
 from tiny_cli.cards.card import Card
-from tiny_cli.cli.process import exit_code
+from tiny_cli.cli import exit_code
 from tiny_cli.errors import ConfigError
 
 from .conftest import REPO

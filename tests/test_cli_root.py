@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tiny_cli.cli.root import COMMANDS, _build, _listed, app
+from tiny_cli.cli import COMMANDS, _build, _listed, app
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
@@ -46,9 +46,11 @@ def test_help_imports_no_command_module() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert "Commands:" in done.stdout
-    # nor what the commands share (options, session): --help stays `import typer` and a table
+    # nor what the commands share (options, session), nor the settings (and the project file
+    # they read): --help stays `import typer` and a table
     commands = {module for module, _, _ in COMMANDS.values()}
-    commands |= {"tiny_cli.cli.options", "tiny_cli.cli.common", "tiny_cli.session"}
+    commands |= {"tiny_cli.cli.common", "tiny_cli.cli.live", "tiny_cli.session"}
+    commands |= {"tiny_cli.settings"}
     assert sorted(m for m in commands if f"'{m}'" in done.stderr) == []
 
 

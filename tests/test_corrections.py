@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.cli.ask_route import ABSTAINED, ROUTED, ask_route
+from tiny_cli.cli.run import ABSTAINED, ROUTED, ask_route
 from tiny_cli.digest import Routing
 from tiny_cli.errors import ConfigError
 from tiny_cli.runs import DB_NAME, RunLog

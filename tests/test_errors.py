@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from tiny_cli import errors
-from tiny_cli.cli.process import EXIT_USAGE, exit_code
+from tiny_cli.cli import EXIT_USAGE, exit_code
 from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, TinyError
 from tiny_cli.provider.client import ChatRequest, OpenAIProvider
 from tiny_cli.settings import load_settings

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tiny_cli.cli import common, live
+from tiny_cli.cli import live
 from tiny_cli.cli import run as cli
 from tiny_cli.cli.common import wants_live
 from tiny_cli.cli.live import LiveView, pause_current
@@ -176,9 +176,9 @@ def test_pause_current_stops_the_view_and_starts_it_again() -> None:
 
 def test_stderr_output_goes_through_the_view_while_it_is_on() -> None:
     with _terminal_view() as view:
-        assert common.console(stderr=True) is view.console  # rich stacks a progress bar in it
-        assert common.console() is not view.console
-    assert common.console(stderr=True) is not view.console
+        assert live.console(stderr=True) is view.console  # rich stacks a progress bar in it
+        assert live.console() is not view.console
+    assert live.console(stderr=True) is not view.console
 
 
 def test_ask_prompts_with_the_view_paused(monkeypatch) -> None:

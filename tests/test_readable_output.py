@@ -15,7 +15,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from tiny_cli.bench.scale_report import ScaleReport, ScaleRow
-from tiny_cli.cli import render, render_bench
+from tiny_cli.cli import live, render_bench
 from tiny_cli.digest import Cost, Digest
 from tiny_cli.testing import reply, tool_call
 
@@ -311,7 +311,7 @@ def test_a_failed_digest_shows_its_reason_in_the_box_and_no_table_of_zeros() -> 
     console = _console()
     why = "cannot reach http://127.0.0.1:9/v1 — is the server running? [bold]x[/bold]"
     cost = Cost(wall_seconds=3.52, caller_tokens=98)
-    render.digest(console, Digest("docs-finder", "failed", reason=why, cost=cost))
+    live.digest_panel(console, Digest("docs-finder", "failed", reason=why, cost=cost))
     text = _text(console)
     _fits(text)
     inside = " ".join(line.strip("│ ") for line in text.splitlines() if line.startswith("│"))
@@ -325,7 +325,7 @@ def test_a_failed_digest_shows_its_reason_in_the_box_and_no_table_of_zeros() -> 
 def test_a_failed_digest_that_spent_tokens_keeps_its_cost_table() -> None:
     console = _console()
     cost = Cost(tokens_in=20, tokens_out=10, wall_seconds=0.5, caller_tokens=100)
-    render.digest(console, Digest("docs-finder", "failed", reason="schema", cost=cost))
+    live.digest_panel(console, Digest("docs-finder", "failed", reason="schema", cost=cost))
     text = _text(console)
     assert "reason: schema" in text and "tokens in" in text and "│        20 │" in text
 
@@ -333,6 +333,6 @@ def test_a_failed_digest_that_spent_tokens_keeps_its_cost_table() -> None:
 def test_a_digest_with_a_summary_keeps_it_in_the_box_and_the_reason_below() -> None:
     console = _console()
     d = Digest("docs-finder", "partial", summary="Found one page.", reason="max_tool_calls")
-    render.digest(console, d)
+    live.digest_panel(console, d)
     lines = _text(console).splitlines()
     assert "Found one page." in lines[1] and lines[3].startswith("reason: max_tool_calls")

@@ -5,9 +5,9 @@ router, make a Brief, run a card or delegate a task against a provider, read the
 scripted model server for tests; and the error tree. Every other module is internal: import
 from `tiny_cli`, not from `tiny_cli.<module>`, which may change or move without notice.
 
-The error tree and the settings are imported here; every other name when first asked for
-(`__getattr__`), because the `tiny` command runs through this package too: `tiny --help`
-must not load httpx, numpy and pytest for a library it does not use.
+The error tree is imported here; every other name when first asked for (`__getattr__`),
+because the `tiny` command runs through this package too: `tiny --help` must not load httpx,
+numpy and pytest for a library it does not use, nor read settings it does not need.
 """
 
 import importlib
@@ -30,7 +30,6 @@ from tiny_cli.errors import (
     ToolError,
     ToolServerError,
 )
-from tiny_cli.settings import Settings, load_settings
 
 if TYPE_CHECKING:  # the names `__getattr__` imports, as type checkers and editors see them
     from tiny_cli.agent.loop import approve_writes, decline_writes, invoke
@@ -45,6 +44,7 @@ if TYPE_CHECKING:  # the names `__getattr__` imports, as type checkers and edito
     )
     from tiny_cli.routing.factory import build_router
     from tiny_cli.routing.router import Decision, Router
+    from tiny_cli.settings import Settings, load_settings
     from tiny_cli.testing import ScriptedServer, http_error, reply, tool_call
     from tiny_cli.tools.registry import Tool, tool
     from tiny_cli.workspace import Workspace, open_cards, open_workspace
@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # the names `__getattr__` imports, as type checkers and edito
 # where each name `__getattr__` gives comes from (tests/test_library.py keeps it and the
 # block above the same)
 _FROM = {
+    "tiny_cli.settings": ("Settings", "load_settings"),
     "tiny_cli.workspace": ("Workspace", "open_workspace", "open_cards"),
     "tiny_cli.routing.factory": ("build_router",),
     "tiny_cli.routing.router": ("Router", "Decision"),

@@ -21,7 +21,7 @@ tool result; model misbehaviour is counted in the Digest, never raised; programm
 errors raise, and only the faces (`tiny_cli.cli`, `tiny_cli.serve`) catch TinyError. An error
 carries what a caller may act on as attributes (a provider error's HTTP status, the server
 that failed), so no caller parses a message; which exit code it means is the face's business
-(`tiny_cli.cli.process`).
+(`tiny_cli.cli`).
 """
 
 from __future__ import annotations

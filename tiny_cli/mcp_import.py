@@ -4,8 +4,9 @@ Import reads the servers (mcp.yaml, or a host's config carried into it), lists e
 tools, groups them into cards (tiny_cli.cards.grouping) and writes them with a manifest
 (tiny_cli.cards.generated). Again later, it rewrites only the cards nobody edited: an edited
 card is kept, and its tools stay out of the new groups. `check` writes nothing and says
-whether the cards are behind. Sync refreshes the tool lists routing reads, as
-`tiny validate --connect` does.
+whether the cards are behind. Sync refreshes the tool lists routing reads with
+`connect_problems`, the check `tiny validate --connect` runs: start the servers the cards
+name, and say which tool is missing or not allowed.
 """
 
 from __future__ import annotations
@@ -17,17 +18,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from tiny_cli.cards.card import Problem
+from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.generated import Generated, card_text, read_generated
 from tiny_cli.cards.grouping import CARD_TOOLS, CardPlan, plan_cards
 from tiny_cli.routing.tooltexts import mcp_tool_lists, save_mcp_tools
 from tiny_cli.secrets import Scrubber
 from tiny_cli.settings import Settings
-from tiny_cli.tools.mcp_config import MCP_FILENAMES, load_mcp_config, mcp_path, qualified
+from tiny_cli.tools.mcp_config import (
+    MCP_FILENAMES,
+    McpConfig,
+    load_mcp_config,
+    mcp_path,
+    qualified,
+)
 from tiny_cli.tools.mcp_hosts import HostServers, Lifted, merge_mcp_yaml, read_host_config
 from tiny_cli.tools.mcp_listing import LIST_SECONDS, ListedTool, Listing, list_servers
+from tiny_cli.tools.mcp_tools import McpTools
 from tiny_cli.userfiles import write_text
-from tiny_cli.validation import connect_problems
+from tiny_cli.validation import line_of
 from tiny_cli.workspace import mcp_settings, open_cards
 
 __all__ = [
@@ -36,10 +44,12 @@ __all__ = [
     "ServerAge",
     "ServerResult",
     "SyncReport",
+    "connect_problems",
     "import_cards",
     "sync_tool_lists",
 ]
 
+CONNECT_SECONDS = 30.0  # `tiny validate --connect`: how long a server may take to start
 Status = Literal["ok", "behind", "unreachable"]
 Action = Literal["added", "updated", "unchanged", "removed", "kept"]
 CHANGES: tuple[Action, ...] = ("added", "updated", "removed")
@@ -331,3 +341,27 @@ def sync_tool_lists(settings: Settings, now: float | None = None) -> SyncReport:
         for name in mcp.servers
     )
     return SyncReport("problems" if problems else "ok", servers, tuple(problems))
+
+
+def connect_problems(
+    cards: Sequence[Card],
+    mcp: McpConfig,
+    seconds: float = CONNECT_SECONDS,
+    source: McpTools | None = None,
+    cache_dir: Path | None = None,
+) -> list[Problem]:
+    """Start the servers the cards name; a problem for each tool missing or not allowed.
+
+    `source`: the MCP tools to check with (default: those of `mcp`, this process's sessions).
+    The descriptions of the tools found are kept in `cache_dir`: routes read them from there.
+    """
+    source = source or McpTools(mcp)
+    problems = []
+    for card in cards:
+        file = str(card.path) if card.path else card.id
+        for found in source.check(card.tools, card.writes, seconds):
+            line = line_of(card.path, found.name)
+            problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
+    if cache_dir is not None and source.descriptions():
+        save_mcp_tools(cache_dir, source.descriptions())
+    return problems

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.project import PROJECT_FILE
+from tiny_cli.settings import PROJECT_FILE
 
 __all__ = ["InitReport", "init_project"]
 

@@ -43,6 +43,7 @@ from tiny_cli.routing.tooltexts import gathered
 from tiny_cli.runs.log import Correction, RunLog
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
+from tiny_cli.text import printable
 from tiny_cli.userfiles import locked
 from tiny_cli.workspace import open_workspace
 
@@ -67,6 +68,12 @@ class LearnReport:
     def to_json(self) -> dict[str, Any]:
         """Return the report as plain JSON types (`--json`)."""
         return {**asdict(self), "path": str(self.path)}
+
+    def outcome(self) -> str:
+        """Say where the examples went and the threshold after, terminal-safe."""
+        where = "learned into" if self.status == "learned" else "already known in"
+        note = printable(self.threshold_note)
+        return f"{where} {printable(str(self.path))} (threshold: {note})"
 
 
 def learn(

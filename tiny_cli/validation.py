@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.load import check_cards
@@ -14,20 +14,15 @@ from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned
 from tiny_cli.routing.factory import build_router, learned_folder
 from tiny_cli.routing.router import Overlap
-from tiny_cli.routing.tooltexts import save_mcp_tools
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import McpConfig, original
 from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text
 from tiny_cli.workspace import known_tools, mcp_settings
 
-if TYPE_CHECKING:  # the MCP SDK: only with servers; httpx: a route (this module's) needs none
-    import httpx
+__all__ = ["Connect", "Validation", "line_of", "routing_warnings", "validate"]
 
-    from tiny_cli.tools.mcp_tools import McpTools
-
-__all__ = ["CONNECT_SECONDS", "Validation", "connect_problems", "routing_warnings", "validate"]
-
-CONNECT_SECONDS = 30.0  # `tiny validate --connect`: how long a server may take to start
+Connect = Callable[[Sequence[Card], McpConfig], list[Problem]]
+"""Start the MCP servers cards name and check their tools (`tiny validate --connect`)."""
 NAMED_CARDS = 3  # a card's grouped overlap warning names this many of the other cards
 
 
@@ -64,26 +59,25 @@ def _problem_json(p: Problem) -> dict[str, Any]:
 def validate(
     settings: Settings,
     paths: Sequence[Path],
-    transport: httpx.BaseTransport | None = None,
-    connect: bool = False,
+    connect: Connect | None = None,
     detail: bool = True,
 ) -> Validation:
     """Check card files (default: the cards directory); warn where cards overlap for routing.
 
-    `connect` also starts the MCP servers the cards name and checks each tool exists there
-    (and that a card with a writing tool says `side_effects: write`). Without `detail`, a
-    card with several overlapping texts gets one warning that counts them.
+    `connect` (`tiny_cli.mcp_import.connect_problems`, for --connect) also checks the cards'
+    MCP tools against their servers, started. Without `detail`, a card with several
+    overlapping texts gets one warning that counts them.
     """
     folders = list(paths) or [settings.cards_dir]
     mcp = mcp_settings(_checked_folder(settings, folders))
     cards, problems = check_cards(folders, known_tools(settings), mcp, settings.cache_dir)
-    if connect and mcp is not None:
-        problems += connect_problems(cards, mcp, cache_dir=settings.cache_dir)
+    if connect is not None and mcp is not None:
+        problems += connect(cards, mcp)
     if not paths:  # the cards folder as a whole: its learned examples too
         problems += check_learned(learned_folder(settings), cards)
     if problems or len(cards) < 2:
         return Validation(cards, problems, [])
-    return Validation(cards, problems, routing_warnings(settings, cards, transport, detail))
+    return Validation(cards, problems, routing_warnings(settings, cards, detail))
 
 
 def _checked_folder(settings: Settings, folders: Sequence[Path]) -> Settings:
@@ -98,36 +92,9 @@ def _checked_folder(settings: Settings, folders: Sequence[Path]) -> Settings:
     return replace(settings, cards_dir=named.pop())
 
 
-def connect_problems(
-    cards: Sequence[Card],
-    mcp: McpConfig,
-    seconds: float = CONNECT_SECONDS,
-    source: McpTools | None = None,
-    cache_dir: Path | None = None,
-) -> list[Problem]:
-    """Start the servers the cards name; a problem for each tool missing or not allowed.
-
-    `source`: the MCP tools to check with (default: those of `mcp`, this process's sessions).
-    The descriptions of the tools found are kept in `cache_dir`: routes read them from there.
-    """
-    from tiny_cli.tools.mcp_tools import McpTools  # the MCP SDK: only with servers
-
-    source = source or McpTools(mcp)
-    problems = []
-    for card in cards:
-        file = str(card.path) if card.path else card.id
-        for found in source.check(card.tools, card.writes, seconds):
-            line = _line_of(card.path, found.name)
-            problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
-    if cache_dir is not None and source.descriptions():
-        save_mcp_tools(cache_dir, source.descriptions())
-    return problems
-
-
 def routing_warnings(
     settings: Settings,
     cards: Sequence[Card],
-    transport: httpx.BaseTransport | None = None,
     detail: bool = True,
 ) -> list[Problem]:
     """Name every card text that sits closer to another card than to its own card.
@@ -135,7 +102,7 @@ def routing_warnings(
     Without `detail`, one warning per card: the first such text's place, and the count.
     """
     try:
-        router = build_router(settings, cards, transport=transport)
+        router = build_router(settings, cards)
     except EmbedderError as exc:
         return [Problem(str(settings.cards_dir), None, "routing", f"overlap check skipped: {exc}")]
 
@@ -199,14 +166,14 @@ def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
     )  # fmt: skip
     if taught:  # the line of learned.jsonl that holds it, as JSON writes it
         return Problem(
-            str(learned), _line_of(learned, jsonl_line(overlap.text)[1:-2]), "routing", message
+            str(learned), line_of(learned, jsonl_line(overlap.text)[1:-2]), "routing", message
         )
     file = str(card.path) if card.path else card.id
     probe = card.summary if overlap.kind == "summary" else overlap.text
-    return Problem(file, _line_of(card.path, probe), "routing", message)
+    return Problem(file, line_of(card.path, probe), "routing", message)
 
 
-def _line_of(path: Path | None, text: str) -> int | None:
+def line_of(path: Path | None, text: str) -> int | None:
     """Return the first line of the card file that holds the start of `text`, if any."""
     if path is None:
         return None

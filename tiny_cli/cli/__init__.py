@@ -1,12 +1,335 @@
 """Face: the `tiny` command line — a thin shell that parses options, calls the library, renders.
 
 Only the faces (this package and `tiny_cli.serve`) import typer and rich and turn errors into
-exit codes. `root` builds the app from one module per command group (`route`, `run`, `serve`,
-`bench`, `runs`); `options` and `common` hold what they share, `process` the exit codes and
-signals (`root` holds `main`); `render` (Digest, cards, routes), `render_bench`,
-`render_runs` and `live` draw the results.
+exit codes. This module is the program: the app with every command in --help's order (one
+module per command group: `route`, `run`, `serve`, `bench`, `runs`, `cards`, `learn`, built
+only when it runs), and the process around them (exit codes, errors as one line, Ctrl-C and
+SIGTERM, `main`). `common` holds what the commands share; `live` (a run on the terminal),
+`render`, `render_bench` and `render_runs` draw the results.
 """
 
-from tiny_cli.cli.root import app, main
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from tiny_cli._version import __version__
+from tiny_cli.errors import TinyError
 
 __all__ = ["app", "main"]
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2  # bad flags, settings or files (every TinyError without its own code)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+INTERRUPT_GRACE_SECONDS = 2.0  # Ctrl-C: time to close files before the process ends regardless
+EXIT_BY_STATUS = {
+    "ok": EXIT_OK,
+    "partial": 3,
+    "refused": 4,
+    "failed": 5,
+    "abstain": 6,
+    "needs_confirmation": 7,
+}
+# the exit code of an error that ends a command: its class's, or its nearest base class's;
+# the library's errors carry no codes, the face decides what each one means to a shell
+EXIT_BY_ERROR: dict[type[TinyError], int] = {TinyError: EXIT_USAGE}
+
+
+# the framework's usage error (typer vendors click, so it is found through a public subclass)
+UsageError: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+# what a group raises when called bare (`tiny`, `tiny cards`): no mistake, a request for help
+NoArgsIsHelp: Any = getattr(sys.modules[UsageError.__module__], "NoArgsIsHelpError", ())
+
+
+def _usage_error(exc: Any) -> typer.Exit:
+    """Say a usage error in one line, as every other error is, with where to find help.
+
+    A bare group (`tiny`) prints its help on stdout and exits 0, as `tiny --help` does.
+    """
+    if isinstance(exc, NoArgsIsHelp) and exc.ctx is not None:
+        typer.echo(exc.ctx.get_help())
+        return typer.Exit(EXIT_OK)
+    where = exc.ctx.command_path if exc.ctx is not None else "tiny"
+    typer.echo(f"tiny: error: {exc.format_message()} (see '{where} --help')", err=True)
+    return typer.Exit(exc.exit_code)
+
+
+class TinyGroup(typer.core.TyperGroup):
+    """Catch every TinyError in one place: one line on stderr, its exit code, no traceback."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        """Parse the root's options; a usage error is one line."""
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as exc:
+            raise _usage_error(exc) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; Ctrl-C, a usage error and a TinyError end it as described above."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _interrupted()
+        except UsageError as exc:
+            raise _usage_error(exc) from None
+        except TinyError as exc:
+            first, *rest = str(exc).splitlines() or [type(exc).__name__]
+            typer.echo(f"tiny: error: {first}", err=True)
+            for line in rest:
+                typer.echo(f"  {line}", err=True)
+            raise typer.Exit(exit_code(exc)) from None
+
+
+def exit_code(exc: TinyError) -> int:
+    """Return the code a command that ended with `exc` exits with (EXIT_BY_ERROR)."""
+    return next(EXIT_BY_ERROR[c] for c in type(exc).__mro__ if c in EXIT_BY_ERROR)
+
+
+def run_app(app: Callable[[], object]) -> None:
+    """Run `app` as the `tiny` command line: bad bytes read as U+FFFD, Ctrl-C bounded."""
+    _tolerate_bad_bytes()
+    _bound_interrupts()
+    app()
+
+
+def _interrupted() -> NoReturn:
+    """Ctrl-C: files were closed on the way out; end now, not when stuck requests give up."""
+    typer.echo("tiny: interrupted", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    mcp = sys.modules.get("tiny_cli.tools.mcp_client")
+    if mcp is not None:  # os._exit skips atexit: stop the MCP servers here (bounded), not leak them
+        mcp.stop_servers(quick=True)
+    os._exit(EXIT_INTERRUPTED)  # threads blocked on the network cannot be joined quickly
+
+
+def _bound_interrupts() -> None:
+    """Make Ctrl-C (or SIGTERM) end the process within INTERRUPT_GRACE_SECONDS, whatever hangs."""
+
+    def on_sigint(signum: int, frame: object) -> None:
+        # the normal way out closes files and exits at once; this is the net under it
+        timer = threading.Timer(INTERRUPT_GRACE_SECONDS, _exit_interrupted)
+        timer.daemon = True
+        timer.start()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    # a service manager's or `timeout`'s stop: the same way out (MCP servers stopped, log closed)
+    signal.signal(signal.SIGTERM, on_sigint)
+
+
+def _exit_interrupted() -> None:
+    """End the process now: the grace after Ctrl-C is over."""
+    os.write(2, b"tiny: interrupted\n")
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _tolerate_bad_bytes() -> None:
+    """Read invalid UTF-8 in arguments and stdin as U+FFFD, as a terminal would show it.
+
+    Python keeps undecodable argv bytes as lone surrogates, which no encoder accepts: one
+    stray byte in a task would end the command with a UnicodeEncodeError.
+    """
+    sys.argv = [a.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in sys.argv]
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
+# Every command in --help's order: name -> (module, attribute, the help --help lists). A
+# command's module is imported, and its click command built, only when that command runs:
+# typer would otherwise build all of them, each option's type included, for every run. The
+# help is written here so --help imports no command module; a test keeps it equal to the
+# command's docstring (a group's: its Typer's help).
+COMMANDS = {
+    "init": (
+        "tiny_cli.cli.cards",
+        "init",
+        "Start a project: tiny.toml, a starter card and a tool module (existing files are kept).",
+    ),
+    "validate": (
+        "tiny_cli.cli.route",
+        "validate",
+        "Check cards: YAML, schema, unknown keys, tool names, duplicate ids, budgets.",
+    ),
+    "route": (
+        "tiny_cli.cli.route",
+        "route",
+        "Pick the card for a task by embedding similarity, or abstain; no model call.",
+    ),
+    "learn": (
+        "tiny_cli.cli.learn",
+        "learn",
+        "Teach the router: tasks into the cards folder's learned.jsonl, the threshold derived "
+        "again.",
+    ),
+    "invoke": (
+        "tiny_cli.cli.run",
+        "invoke",
+        "Run one card on a task in a fresh context under its budget; print the Digest.",
+    ),
+    "delegate": (
+        "tiny_cli.cli.run",
+        "delegate",
+        "Route a task to the right card and run it; abstain, or ask before each write call.",
+    ),
+    "serve": (
+        "tiny_cli.cli.serve",
+        "serve",
+        "Serve the cards to MCP hosts: delegate, invoke and route tools; cards as resources.",
+    ),
+    "bench": (
+        "tiny_cli.cli.bench",
+        "bench",
+        "Run the task file as tiny agents and as one all-tools agent; compare them side by side.",
+    ),
+    "cards": (
+        "tiny_cli.cli.cards",
+        "cards_app",
+        "The cards of this project: list them, or show one as the model gets it.",
+    ),
+    "runs": (
+        "tiny_cli.cli.runs",
+        "runs_app",
+        "The run log: every invoke, delegate and bench run, kept under the data directory.",
+    ),
+    "artifacts": (
+        "tiny_cli.cli.runs",
+        "artifacts_app",
+        "Tool results too long for an agent's context, kept whole under a handle.",
+    ),
+}
+
+
+# Examples under each command's --help (its epilog): what a user types first.
+EXAMPLES = {
+    "init": """\b
+Examples:
+  tiny init                  # tiny.toml, cards/word-counter.yaml, my_tools.py here
+  tiny init my-project""",
+    "validate": """\b
+Examples:
+  tiny validate
+  tiny validate cards/new.yaml --json
+  tiny validate --format github   # annotations in a GitHub Actions job""",
+    "route": """\b
+Examples:
+  tiny route "how did the onboarding process work again"
+  tiny route "..." --explain --top 3
+  tiny route - < tasks.txt
+  tiny route --eval labelled.jsonl""",
+    "invoke": """\b
+Examples:
+  tiny invoke docs-finder "how did the onboarding process work again"
+  tiny invoke web-reader "read https://example.org/" --json --record run.jsonl""",
+    "delegate": """\b
+Examples:
+  tiny delegate "what is our policy on expenses and travel"
+  tiny delegate "add the company ACME to the CRM" --yes --json""",
+    "bench": """\b
+Examples:
+  tiny bench --repeat 3 --record run.jsonl --fail-under tiny.right=0.8
+  tiny bench --replay examples/bench/recordings/qwen2.5-coder-1.5b-json.jsonl
+  tiny bench --scale --tasks examples/bfcl/tasks.jsonl --cards examples/bfcl/cards \\
+      --all-tools-sizes 10,100,all --record sweep.jsonl --html report.html
+  tiny bench ... --resume .sweep.jsonl.1234.partial --record sweep.jsonl""",
+    "runs search": """\b
+Examples:
+  tiny runs search "vacation personio"
+  tiny runs search onboard* --card docs-finder --json""",
+    "runs delete": """\b
+Examples:
+  tiny runs delete 12 13
+  tiny runs delete --older-than 30d --yes""",
+    "runs export": """\b
+Examples:
+  tiny runs export --since 7d --out week.jsonl
+  tiny runs export --card crm-writer | jq .digest.status""",
+}
+
+
+class LazyGroup(TinyGroup):
+    """The root group: its commands are listed by name and built on first use."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """Every command, in --help's order."""
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command named `cmd_name`, built now; None for a name tiny has not."""
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.commands.update(_build([cmd_name]))
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """List every command (--help) by its help text: listing builds none of them."""
+        built = self.commands
+        self.commands = {name: built.get(name) or _listed(name) for name in COMMANDS}
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self.commands = built
+
+
+def _listed(name: str) -> Any:
+    """A command as --help lists it: its name and help text from COMMANDS, no module imported."""
+    return typer.core.TyperCommand(name, help=COMMANDS[name][2])
+
+
+def _build(names: list[str]) -> dict[str, Any]:
+    """Import the commands' modules and build their click commands, as `app.command` would."""
+    holder = typer.Typer(add_completion=False, rich_markup_mode=None)
+    holder.callback()(_holder)  # a group, so a one-command group stays a group
+    for name in names:
+        module, attribute, _ = COMMANDS[name]
+        target = getattr(importlib.import_module(module), attribute)
+        if isinstance(target, typer.Typer):  # a command group (`tiny runs ...`)
+            holder.add_typer(target, name=name)
+        else:
+            holder.command(epilog=EXAMPLES.get(name))(target)
+    built = typer.main.get_command(holder).commands  # type: ignore[attr-defined]
+    return {name: built[name] for name in names}
+
+
+def _holder() -> None:
+    """Hold one command while it is built."""
+
+
+app = typer.Typer(
+    cls=LazyGroup,
+    help="Run tiny agents (YAML cards with a fresh context, few tools and a hard budget), "
+    "route tasks to them offline, and measure them against one all-tools agent.",
+    no_args_is_help=True,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tiny {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """Run tiny agents defined by YAML cards, route tasks to them, and bench them."""
+
+
+def main() -> None:
+    """Run the `tiny` command line."""
+    run_app(app)

@@ -1,4 +1,5 @@
-"""`tiny bench`: the task file as tiny agents and as one all-tools agent, side by side."""
+"""`tiny bench`: the task file as tiny agents and as one all-tools agent, side by side; and
+`tiny bench --scale`, tool selection as the tool count grows, table and page."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, cast
 
 import typer
 
@@ -19,18 +20,19 @@ from tiny_cli.bench import (
     bench_from_settings,
 )
 from tiny_cli.bench.bench_html import write_bench_html
-from tiny_cli.bench.gate import check_gates, parse_gates
-from tiny_cli.bench.html import require_charts
-from tiny_cli.bench.scale import is_selection_file
-from tiny_cli.cli.common import (
-    console,
-    emit,
-    run_session,
-    wants_live,
-    warn,
-    warn_unused,
+from tiny_cli.bench.gate import below, check_gates, parse_gates
+from tiny_cli.bench.html import require_charts, write_html
+from tiny_cli.bench.scale import (
+    DEFAULT_SIZES,
+    SCALE_ARMS,
+    ScaleArm,
+    ScaleOptions,
+    is_selection_file,
+    scale_from_settings,
 )
-from tiny_cli.cli.options import (
+from tiny_cli.bench.scale_report import ScaleReport, markdown_table
+from tiny_cli.cli import render_bench
+from tiny_cli.cli.common import (
     AllowHostOpt,
     BaseUrlOpt,
     BenchTemperatureOpt,
@@ -42,28 +44,16 @@ from tiny_cli.cli.options import (
     QuietOpt,
     RecordOpt,
     ResumeOpt,
-    RunOptions,
     ToolModeOpt,
     ToolsOpt,
     WallScaleOpt,
+    emit,
+    wants_live,
+    warn,
 )
+from tiny_cli.cli.live import console
 from tiny_cli.cli.replay_opts import BenchReplayOpt, UpgradeOpt, warn_changed
-from tiny_cli.cli.scale import (
-    ContextOpt,
-    HtmlOpt,
-    IrrelevanceOpt,
-    MarginOpt,
-    PlaceOpt,
-    PromptOpt,
-    SampleOpt,
-    ScaleFlags,
-    SeedOpt,
-    SizesOpt,
-    TopKOpt,
-    fail_below,
-    scale_arms,
-    scale_bench,
-)
+from tiny_cli.cli.run import RunOptions, run_session, warn_unused
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.factory import build_router
 from tiny_cli.secrets import scrubber
@@ -95,6 +85,49 @@ FailUnderOpt = Annotated[
 ]
 MarkdownOpt = Annotated[
     bool, typer.Option("--markdown", help="Print the comparison as a Markdown table.")
+]
+
+SizesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--all-tools-sizes",
+        "--sizes",
+        help="The bench at scale's tool counts, e.g. 10,30,100,all (all = every card); "
+        "given, it names the bench at scale as --scale does. [default: 10,30,100,all]",
+    ),
+]
+SampleOpt = Annotated[int, typer.Option("--sample", min=1, help="Selection tasks drawn.")]
+IrrelevanceOpt = Annotated[
+    int, typer.Option("--irrelevance", min=0, help="Irrelevance questions drawn.")
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the sample and the distractors.")]
+TopKOpt = Annotated[int, typer.Option("--top-k", min=1, help="Cards the top-k arm offers.")]
+MarginOpt = Annotated[
+    float,
+    typer.Option("--hybrid-margin", help="Routing margin (z) over which hybrid offers one card."),
+]
+ContextOpt = Annotated[
+    int,
+    typer.Option(
+        "--context-tokens", min=1, help="The model's context; a larger prompt does not fit."
+    ),
+]
+PlaceOpt = Annotated[
+    Literal["first", "last"] | None,
+    typer.Option(
+        "--expected-tools", help="first or last: where all-tools lists the expected tools."
+    ),
+]
+PromptOpt = Annotated[
+    Literal["same", "card"],
+    typer.Option(
+        "--prompt",
+        help="same: every arm asks alike; card: one-card arms use the card's own prompt.",
+    ),
+]
+HtmlOpt = Annotated[
+    Path | None,
+    typer.Option("--html", help="Also write the report as one HTML page (at scale: with charts)."),
 ]
 
 
@@ -242,8 +275,6 @@ def _example_bench(settings: Any, f: BenchFlags) -> None:
 def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) -> BenchReport:
     """Run the example bench with a progress bar on stderr."""
 
-    from tiny_cli.cli import render_bench  # rich: a person's output only
-
     def router(ws: Any) -> Any:
         return build_router(ws.settings, ws.cards.values())
 
@@ -289,8 +320,6 @@ def _arms(arm: str) -> tuple[Arm, ...]:
 
 def _show_report(report: BenchReport, out: Path | None, markdown: bool, json_out: bool) -> None:
     """Write the report to --out if given; print it as JSON, Markdown or tables."""
-    from tiny_cli.cli import render_bench  # rich: a person's output only
-
     document = report.to_json()
     if out is not None:
         write_report(out, document)
@@ -322,3 +351,122 @@ def write_report(path: Path, document: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # whole or not at all, and never over a folder, a FIFO or a link (tiny_cli.userfiles)
     write_text(path, json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+
+
+# --- the bench at scale ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScaleFlags:
+    """The options only the bench at scale reads, as given (defaults: the options' own)."""
+
+    sizes: str | None = None
+    sample: int = 60
+    irrelevance: int = 30
+    seed: int = 0
+    top_k: int = 3
+    hybrid_margin: float = 1.0
+    context_tokens: int = 32_768
+    expected_tools: str | None = None
+    prompt: str = "same"
+
+
+def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: ScaleFlags) -> None:
+    """Run the bench at scale and show it: table and chart, Markdown, JSON; --html, --out."""
+    options = scale_options(flags, bench.arm, bench.concurrency, settings.wall_scale)
+    run = bench.options
+    with run_session(
+        settings,
+        "bench",
+        record=run.record,
+        replay=run.replay,
+        resume=bench.resume,
+        no_log=run.no_log,
+        live=False,
+        log_replay=run.log,
+        upgrade=bench.upgrade,
+    ) as s:
+        report = scale_from_settings(settings, s, tasks, options)
+        warn_unused(s.exchanges)
+    upgraded(bench.upgrade, run.replay)
+    document = report.to_json()
+    if bench.out is not None:
+        write_report(bench.out, document)
+    if bench.html is not None:
+        _write_html(report, bench.html)
+    if bench.markdown and not bench.json_out:
+        typer.echo(markdown_table(report), nl=False)
+    else:
+        emit(bench.json_out, document, lambda: _show_scale(report))
+    fail_below(document, bench.fail_under)
+
+
+def fail_below(document: dict, specs: Sequence[str]) -> None:
+    """Exit 1, a line each on stderr, where the report falls below a --fail-under bar."""
+    misses = below(document, parse_gates(specs)) if specs else []
+    for line in misses:
+        typer.echo(f"tiny: below --fail-under: {line}", err=True)
+    if misses:
+        raise typer.Exit(1)
+
+
+def _show_scale(report: ScaleReport) -> None:
+    """Print the tables and the chart."""
+    render_bench.scale(console(), report)
+
+
+def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: float) -> ScaleOptions:
+    """Turn the flags into ScaleOptions; a bad size or arm is a usage error naming it."""
+    sizes = tuple(_size(s) for s in flags.sizes.split(",")) if flags.sizes else DEFAULT_SIZES
+    return ScaleOptions(
+        sizes=sizes,
+        arms=cast("tuple[ScaleArm, ...]", scale_arms(arm)),
+        sample=flags.sample,
+        irrelevance=flags.irrelevance,
+        seed=flags.seed,
+        top_k=flags.top_k,
+        hybrid_margin=flags.hybrid_margin,
+        context_tokens=flags.context_tokens,
+        concurrency=concurrency,
+        wall_scale=wall_scale,
+        expected_tools=_place(flags.expected_tools),
+        prompt=_prompt(flags.prompt),
+    )
+
+
+def scale_arms(arm: str) -> tuple[str, ...]:
+    """The arms `--arm` names at scale (both: every arm); an unknown one is a usage error."""
+    arms = SCALE_ARMS if arm == "both" else tuple(a.strip() for a in arm.split(","))
+    for name in arms:
+        if name not in SCALE_ARMS:
+            raise typer.BadParameter(
+                f"{name!r} is not one of {', '.join(SCALE_ARMS)}", param_hint="--arm"
+            )
+    return arms
+
+
+def _prompt(value: str) -> Literal["same", "card"]:
+    if value in ("same", "card"):
+        return cast("Literal['same', 'card']", value)
+    raise typer.BadParameter(f"{value!r} is not same or card", param_hint="--prompt")
+
+
+def _place(value: str | None) -> Literal["first", "last"] | None:
+    if value in (None, "first", "last"):
+        return cast("Literal['first', 'last'] | None", value)
+    raise typer.BadParameter(f"{value!r} is not first or last", param_hint="--expected-tools")
+
+
+def _size(text: str) -> int:
+    text = text.strip()
+    if text == "all":
+        return 0
+    if not text.isdigit() or int(text) < 1:
+        raise typer.BadParameter(
+            f"{text!r} is not a tool count or 'all'", param_hint="--all-tools-sizes"
+        )
+    return int(text)
+
+
+def _write_html(report: ScaleReport, path: Path) -> None:
+    write_html(scrubber().document(report.to_json()), path)

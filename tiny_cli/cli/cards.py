@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
 from tiny_cli.cards_view import card_detail, card_rows
-from tiny_cli.cli.common import console, emit, settings_from, warn
-from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt
-from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
+from tiny_cli.cli import TinyGroup
+from tiny_cli.cli.common import CardsOpt, JsonOpt, ToolsOpt, emit, settings_from, warn
+from tiny_cli.cli.live import console
 from tiny_cli.scaffold import STARTER_TOOLS, init_project
 from tiny_cli.text import printable
 from tiny_cli.workspace import open_workspace
@@ -85,31 +88,24 @@ def cards_import(
     Again later: new tools added, removed ones dropped, cards you edited kept. Exit 1 when a
     server could not be read, or with --check when the cards are behind.
     """
-    from tiny_cli.cli.render_import import import_report
-    from tiny_cli.mcp_import import import_cards
-
-    report = import_cards(settings_from(cards=cards), source, check=check)
-    emit(json_out, report.to_json(), lambda: import_report(console(), report))
-    if report.status != "ok":
-        raise typer.Exit(EXIT_PROBLEMS)
+    _mcp_cards().run_import(settings_from(cards=cards), source, check, json_out)
 
 
 @cards_app.command("sync")
 def cards_sync(cards: CardsOpt = None, json_out: JsonOpt = False) -> None:
     """Refresh the MCP tool lists routing reads (as validate --connect); show their age."""
-    from tiny_cli.cli.render_import import sync_report
-    from tiny_cli.mcp_import import sync_tool_lists
+    _mcp_cards().run_sync(settings_from(cards=cards), json_out)
 
-    report = sync_tool_lists(settings_from(cards=cards))
-    emit(json_out, report.to_json(), lambda: sync_report(console(), report))
-    if report.status != "ok":
-        raise typer.Exit(EXIT_PROBLEMS)
+
+def _mcp_cards() -> ModuleType:
+    """`cards import` and `cards sync`, imported when one runs: tiny_cli.mcp_import loads the
+    router (numpy), which listing or showing cards never needs."""
+    from tiny_cli.cli import mcp_cards
+
+    return mcp_cards
 
 
 def _list_table(rows: list[dict[str, Any]]) -> None:
-    from rich.markup import escape  # rich: a person's output only
-    from rich.table import Table
-
     table = Table(box=None, pad_edge=False)
     for name in ("id", "tools", "side effects", "summary"):
         table.add_column(name, overflow="fold")

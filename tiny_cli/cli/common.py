@@ -1,9 +1,10 @@
-"""What the commands share: settings from flags, the console, JSON or human output, the session,
-and whether a person sits at stdin to answer a prompt.
+"""What the commands share: the options (one name, one help text each), settings from flags,
+JSON or human output, warnings, a [y/N] question, and whether a person sits at stdin.
 
-`tiny --help` imports no command module (cli/root.py lists each by name and help), so each
-command's module imports the library it uses at its top; rich is imported only where output is
-drawn for a person, never for --json.
+`tiny --help` imports no command module (cli/__init__.py lists each by name and help), so each
+command's module imports the library it uses at its top. Nothing here draws: rich is imported
+by the modules that print for a person (`live`, `render`, ...), never for --json. Typer needs
+one parameter per option, so each command declares its own from the aliases below.
 
 A command that would ask (approve a write, confirm a deletion) asks `stdin_is_terminal()`.
 It is the stdin's own answer unless whoever invoked the command passed a `Terminal` as the
@@ -17,11 +18,10 @@ import json
 import os
 import select
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -30,26 +30,144 @@ from typer.main import get_current_context
 
 from tiny_cli.settings import Settings, load_settings
 
-if TYPE_CHECKING:  # rich: a person's output only; the session: for commands that run cards
-    from rich.console import Console
-
-    from tiny_cli.cli.live import LiveView
-    from tiny_cli.session import Session
-
+CardsOpt = Annotated[
+    Path | None,
+    typer.Option("--cards", help="Cards directory [env TINY_CARDS; default ./cards]."),
+]
+ToolsOpt = Annotated[
+    str | None,
+    typer.Option("--tools", help="Your tool module: a .py path or dotted name [env TINY_TOOLS]."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="OpenAI-compatible endpoint [env TINY_BASE_URL; default "
+        "http://127.0.0.1:11434/v1, Ollama].",
+    ),
+]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="Model name [env TINY_MODEL > card > default].")
+]
+MustReturnOpt = Annotated[
+    str | None, typer.Option("--must-return", help="Extra fields to return, comma-separated.")
+]
+InputOpt = Annotated[
+    list[str] | None, typer.Option("--input", help="An input as key=value; repeatable.")
+]
+HintOpt = Annotated[str | None, typer.Option("--hint", help="Context hint, cut to 800 characters.")]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-output-tokens", min=16, help="Lower the card's token budget (never raise)."
+    ),
+]
+RecordOpt = Annotated[
+    Path | None,
+    typer.Option("--record", help="Store every model exchange in FILE (JSONL) for --replay."),
+]
+ReplayOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--replay",
+        help="Answer from a --record FILE instead of the model server; repeatable "
+        "(recordings of one model, answered from together).",
+    ),
+]
+ResumeOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--resume",
+        help="With --record: reuse the answers an earlier recording (or its .partial) holds "
+        "for the same runs and ask the model only the rest; repeatable.",
+    ),
+]
+AllowHostOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host",
+        metavar="HOST[:PORT]",
+        help="A host or host:port the web tools may fetch besides public addresses "
+        "(loopback, private network); repeatable [env TINY_ALLOW_HOSTS, comma-separated].",
+    ),
+]
+ToolModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tool-mode",
+        metavar="native|json|auto",
+        help="How the model calls tools: OpenAI tool_calls, a json_schema-constrained reply, "
+        "or native switching to json on calls written as text [env TINY_TOOL_MODE; "
+        "else the card's tool_mode; default auto].",
+    ),
+]
+WallScaleOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--wall-scale",
+        metavar="FACTOR",
+        help="Multiply every card's max_wall_seconds, e.g. 3 for a slow CPU server "
+        "[env TINY_WALL_SCALE; default 1].",
+    ),
+]
+TemperatureOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature",
+        metavar="T",
+        help="Sampling temperature sent with every request, 0 (greedy) to 2 [default: none "
+        "sent, the server's own; a replay: the recording's].",
+    ),
+]
+BenchTemperatureOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature",
+        metavar="T",
+        help="Sampling temperature sent with every request, 0 (greedy) to 2 [default: 0; "
+        "a replay: the recording's, none for one made before tiny sent it].",
+    ),
+]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Show no live view of the run on stderr.")
+]
+NoLogOpt = Annotated[
+    bool,
+    typer.Option("--no-log", help="Keep this command out of the run log [env TINY_NO_LOG=1]."),
+]
+LogOpt = Annotated[
+    bool, typer.Option("--log", help="Keep a replay in the run log too (a replay is not a run).")
+]
+ArtifactOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--artifact",
+        metavar="HANDLE",
+        help="An earlier stored tool result the agent may read (read_artifact); repeatable.",
+    ),
+]
+BriefOpt = Annotated[
+    Path | None, typer.Option("--brief", help="Read the Brief from a YAML or JSON file.")
+]
+YesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--yes",
+        "-y",
+        help="Approve every write call of this command (each is listed in the Digest). "
+        "Without it each write is asked at the terminal; with no terminal or --json, "
+        "a writer card stops with needs_confirmation.",
+    ),
+]
+WideOpt = Annotated[
+    bool,
+    typer.Option("--wide", help="Print tables whole, names uncut, however wide the terminal."),
+]
 ANSWER_POLL_SECONDS = 0.1  # the longest a Ctrl-C at a [y/N] prompt waits for its handler
 
 Human = Callable[[], object]
 """Print the human rendering of a result (called only without --json)."""
-
-
-def console(stderr: bool = False) -> Console:
-    """Return the console for stdout (or stderr): under a live view, the view's own."""
-    from rich.console import Console  # rich: a person's output only
-
-    live = sys.modules.get("tiny_cli.cli.live")  # loaded only once a live view was made
-    shared = live.active_console() if live is not None and stderr else None
-    # one console under a live view: rich stacks its displays (bench's progress bar) in it
-    return shared or Console(stderr=stderr)
 
 
 def settings_from(**flags: Any) -> Settings:
@@ -62,92 +180,6 @@ def wants_live(quiet: bool, json_out: bool, stderr: Any = None) -> bool:
     """Show the live view only to a person: not with --quiet or --json, only on a terminal
     (`stderr`, default the process's, is where it would draw)."""
     return not quiet and not json_out and (stderr or sys.stderr).isatty()
-
-
-@contextmanager
-def run_session(
-    settings: Settings,
-    command: str,
-    *,
-    record: Path | None,
-    replay: Sequence[Path] | None,
-    no_log: bool,
-    live: bool,
-    handles: Sequence[str] = (),
-    resume: Sequence[Path] = (),
-    log_replay: bool = False,
-    upgrade: bool = False,
-) -> Iterator[Session]:
-    """Open the command's session, with the live view on stderr while it runs when `live`.
-
-    A replay is not a run: it stays out of the run log unless `log_replay` (`--log`).
-    """
-    view = _live_view() if live else None
-    opened: list[Session] = []
-    no_log = no_log or (bool(replay) and not log_replay)
-    try:
-        with _session(
-            settings, command, record, replay, resume, no_log, view, handles, upgrade
-        ) as s:
-            opened.append(s)
-            yield s
-    except KeyboardInterrupt:
-        kept = opened[0].exchanges.kept_on_interrupt() if opened else None
-        if kept is not None:
-            warn(f"the exchanges recorded so far are in {kept}: pass it to --resume to go on")
-        raise
-
-
-@contextmanager
-def _session(
-    settings: Settings,
-    command: str,
-    record: Path | None,
-    replay: Sequence[Path] | None,
-    resume: Sequence[Path],
-    no_log: bool,
-    view: LiveView | None,
-    handles: Sequence[str],
-    upgrade: bool = False,
-) -> Iterator[Session]:
-    """Open the session itself, the live view inside it."""
-    from tiny_cli.session import open_session  # the model client: not for route or runs
-
-    with open_session(
-        settings,
-        command,
-        record=record,
-        replay=replay,
-        resume=resume,
-        log=not no_log,
-        watchers=[view.observer] if view is not None else [],
-        on_log_error=warn,
-        on_warning=warn,
-        handles=handles,
-        upgrade=upgrade,
-    ) as session:
-        if view is None:
-            yield session
-            return
-        with view:  # ends before the run log closes: a warning then reads below the runs
-            yield session
-
-
-def warn_unused(exchanges: Any) -> None:
-    """Warn when a replay asked for fewer answers than its recording holds."""
-    left = exchanges.unused()
-    if left:
-        warn(
-            f"the recording holds {left} exchange(s) this replay never asked for: fewer runs "
-            "(other --repeat, --arm, sizes or sample) or shorter ones (a turn this tiny no "
-            "longer takes, such as a repair) than when it was recorded"
-        )
-
-
-def _live_view() -> LiveView:
-    from tiny_cli.cli.live import LiveView
-
-    return LiveView(console(stderr=True))
 
 
 def warn(message: str) -> None:

@@ -11,8 +11,7 @@ from typing import Annotated
 
 import typer
 
-from tiny_cli.cli.common import emit, settings_from
-from tiny_cli.cli.options import CardsOpt, JsonOpt
+from tiny_cli.cli.common import CardsOpt, JsonOpt, emit, settings_from
 from tiny_cli.example_writer import DEFAULT_PER_CARD, MAX_PER_CARD, Generated, prune_generated
 from tiny_cli.example_writer import generate as run_generate
 from tiny_cli.settings import Settings

@@ -1,4 +1,9 @@
-"""The live view: the loop as it happens, on stderr, while a run works.
+"""What a run shows on the terminal: the console human output prints on, the live view of the
+loop as it happens (on stderr, while a run works), a write call to approve, the Digest after,
+and a correction's line.
+
+Under a live view every stderr output goes through the view's own console (`console`): rich
+stacks its displays (bench's progress bar) there, and a line printed beside it stays readable.
 
 The runner calls observers on its own thread; rich `Live` redraws on its refresh thread. So an
 observer only updates plain state under a lock (no I/O), and the refresh thread builds the
@@ -10,10 +15,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -22,7 +28,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tiny_cli.cli.render import STATUS_STYLE
 from tiny_cli.events import (
     BudgetHit,
     Event,
@@ -36,8 +41,18 @@ from tiny_cli.events import (
     ToolFinished,
     TurnStarted,
 )
-from tiny_cli.text import printable
+from tiny_cli.runs.log import Correction
+from tiny_cli.text import printable, write_call
 
+STATUS_STYLE = {
+    "ok": "green",
+    "partial": "yellow",
+    "refused": "magenta",
+    "failed": "red",
+    "abstain": "yellow",
+    "needs_confirmation": "cyan",
+}
+TASK_CHARS = 60  # of a task in a correction's line
 ARGUMENTS_SHOWN = 60  # characters of a call's arguments in its row
 GOAL_SHOWN = 90  # characters of the task in the title line
 ROWS_SHOWN = 14  # the latest steps; a long run keeps a compact panel
@@ -172,10 +187,11 @@ def pause_current() -> Iterator[None]:
         yield
 
 
-def active_console() -> Console | None:
-    """Return the console of the live view on screen, if any: stderr output must go through it."""
+def console(stderr: bool = False) -> Console:
+    """Return the console for stdout (or stderr): under a live view, the view's own."""
     with _current_lock:
-        return _current.console if _current is not None else None
+        shared = _current.console if _current is not None and stderr else None
+    return shared or Console(stderr=stderr)
 
 
 # --- state: one function per event -------------------------------------------------------
@@ -316,3 +332,129 @@ def _short(text: str, limit: int = ARGUMENTS_SHOWN) -> str:
     """One line, control characters made visible, cut to `limit` characters."""
     flat = printable(" ".join(text.split()))
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# --- the Digest, a write to approve, a correction ------------------------------------------
+
+
+ATTEMPT_WHY_CHARS = 120  # of a refused attempt's summary on its `re-routed:` line
+
+# where a field's value was found; "tool args" (the model's own value, echoed in a call it
+# made) and "model only" are the ones a reader should doubt
+FIELD_SOURCE = {
+    "tool": "tool result",
+    "task": "the task",
+    "args": "[yellow]tool args[/]",
+    "model": "[yellow]model only[/]",
+}
+
+
+def digest_panel(console: Console, d: Any) -> None:
+    """Print a Digest: routing, a panel with the summary, fields, writes, artifacts, notes, cost."""
+    if d.routing is not None:
+        target = d.routing.agent_id or "nobody"
+        console.print(
+            f"routing: {d.routing.decision} → {escape(target)} (score {d.routing.score:.3f})"
+        )
+    for a in d.attempts:  # the cards that had the task first (delegate re-routed after each)
+        why = _clipped(a.summary or a.reason or "no reason given", ATTEMPT_WHY_CHARS)
+        console.print(
+            f"re-routed: {_shown(a.agent_id)} {escape(a.status)} ({escape(why)}) → "
+            f"{_shown(d.agent_id or 'tiny')}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    style = STATUS_STYLE.get(d.status, "white")
+    title = f"{escape(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"
+    reason = f"[{style}]reason:[/] {_shown(d.reason)}" if d.reason else ""
+    # no summary (a failed run): the box holds the reason, rather than standing empty
+    summary = _shown(d.summary, keep="\n") if d.summary else reason or "(no summary, no reason)"
+    console.print(Panel(summary, title=title, title_align="left"))
+    if d.summary and reason:
+        console.print(reason)
+    if d.fields:
+        console.print(_fields(d.fields, d.field_sources))
+    if d.missing:  # a partial taken with the fields it has: say which it lacks
+        console.print(f"missing: {_shown(', '.join(d.missing))}", style="yellow", highlight=False)
+    for label, calls in (
+        ("approved write", d.approved_writes()),
+        ("declined write", d.declined_writes()),
+    ):
+        for c in calls:
+            result = "" if c.outcome in ("ok", "declined") else f" ({c.outcome})"
+            text = escape(write_call(c.name, c.arguments or {}))
+            console.print(f"{label}: {text}{escape(result)}", highlight=False, soft_wrap=True)
+    for a in d.artifacts:  # kept whole: `tiny artifacts show HANDLE` prints one
+        console.print(
+            f"artifact: {_shown(a.handle)} · {_shown(a.tool)} · {a.chars:,} characters · "
+            f"{_shown(a.preview)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for note in d.notes_for_caller:
+        console.print(f"note: {_shown(note)}", style="dim")
+    _cost(console, d.cost)
+
+
+def _fields(fields: Mapping[str, Any], sources: Mapping[str, str]) -> Table:
+    """Tabulate the returned fields, each with where its value was found (docs/runner.md)."""
+    table = Table(title="fields", title_justify="left")
+    for column in ("field", "value", "from") if sources else ("field", "value"):
+        table.add_column(column)
+    for name, value in fields.items():
+        row = [_shown(name), _shown(str(value), keep="\n")]
+        if sources:
+            row.append(FIELD_SOURCE.get(sources.get(name, ""), "—"))
+        table.add_row(*row)
+    return table
+
+
+def write_request(console: Console, card_id: str, tool: str, arguments: Mapping[str, Any]) -> None:
+    """Show one write call, exactly and escaped, before the user approves or declines it."""
+    console.print(
+        f"[bold]{escape(printable(card_id))}[/] wants to write: "
+        f"[bold]{escape(write_call(tool, arguments))}[/]",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _shown(text: str, keep: str = "") -> str:
+    """Text from a model, a page or a file, safe for rich markup and for the terminal."""
+    return escape(printable(text, keep))
+
+
+def _cost(console: Console, c: Any) -> None:
+    """Tabulate what the run spent; one line when it spent no tokens and called no tool."""
+    if not (c.tokens_in or c.tokens_out or c.tool_calls or c.ghost_calls):
+        spent = f"cost: no model tokens, no tool calls · {c.wall_seconds:.2f} s"
+        console.print(f"{spent} · {c.caller_tokens} caller tokens", style="dim", highlight=False)
+        return
+    table = Table(title="cost", title_justify="left")
+    for col in ("tokens in", "tokens out", "tool calls", "ghost calls", "wall s", "caller tokens"):
+        table.add_column(col, justify="right")
+    ghosts = str(c.ghost_calls) + (f" ({', '.join(c.ghost_names)})" if c.ghost_names else "")
+    table.add_row(
+        str(c.tokens_in),
+        str(c.tokens_out),
+        str(c.tool_calls),
+        escape(ghosts),
+        f"{c.wall_seconds:.2f}",
+        str(c.caller_tokens),
+    )
+    console.print(table)
+
+
+def _clipped(text: str, limit: int) -> str:
+    text = printable(text)
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def correction_line(correction: Correction, taught: str | None = None) -> str:
+    """Say in one line what a correction said and whether it was taught (`taught`: how, from
+    `LearnReport.outcome`; None: only recorded)."""
+    c = correction
+    task = c.task if len(c.task) <= TASK_CHARS else c.task[: TASK_CHARS - 1].rstrip() + "…"
+    to, was = c.card or "abstain", c.routed or "abstain"
+    line = f'run {c.run_id}: "{printable(task)}" → {printable(to)} (was: {printable(was)})'
+    return f"{line}; {taught or 'recorded: `tiny learn --from-runs` teaches it'}"

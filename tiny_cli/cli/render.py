@@ -1,22 +1,29 @@
-"""Human output: the Digest, cards, routes and evaluations as rich tables and panels.
+"""Human output: cards, routes and evaluations as rich tables, and tables that fit the terminal.
 
-The benches draw in `render_bench`, the run log in `render_runs`; `render_fit` fits a table
-to the terminal for all of them.
+A run's own output (its live view, the Digest, a write to approve) is drawn in `live`; the
+benches draw in `render_bench`, the run log in `render_runs`, with the tables fitted here.
+
+Tables that fit the terminal: headers and free text fold, names are cut, numbers stay whole.
+
+A value cut to fit ends in `…`, and the command says that `--wide` prints it whole: a wide
+table keeps its natural width (its lines as long as they need), nothing cut. No column narrows
+to nothing and folded text loses the lines a fold leaves blank, so a table never shows a blank
+line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
-from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from tiny_cli.cards.card import Card, Problem, shown_path
-from tiny_cli.cli.render_fit import WIDE_HINT, Col, fitted, print_fitted
-from tiny_cli.text import printable, write_call
+from tiny_cli.text import printable
 from tiny_cli.tools.mcp_config import original
 
 
@@ -208,96 +215,7 @@ def _confusions(console: Console, confusions: Sequence[tuple[str, str, int]]) ->
     console.print(table)
 
 
-STATUS_STYLE = {
-    "ok": "green",
-    "partial": "yellow",
-    "refused": "magenta",
-    "failed": "red",
-    "abstain": "yellow",
-    "needs_confirmation": "cyan",
-}
-
-
-ATTEMPT_WHY_CHARS = 120  # of a refused attempt's summary on its `re-routed:` line
-
-# where a field's value was found; "tool args" (the model's own value, echoed in a call it
-# made) and "model only" are the ones a reader should doubt
-FIELD_SOURCE = {
-    "tool": "tool result",
-    "task": "the task",
-    "args": "[yellow]tool args[/]",
-    "model": "[yellow]model only[/]",
-}
-
-
-def digest(console: Console, d: Any) -> None:
-    """Print a Digest: routing, a panel with the summary, fields, writes, artifacts, notes, cost."""
-    if d.routing is not None:
-        target = d.routing.agent_id or "nobody"
-        console.print(
-            f"routing: {d.routing.decision} → {escape(target)} (score {d.routing.score:.3f})"
-        )
-    for a in d.attempts:  # the cards that had the task first (delegate re-routed after each)
-        why = _short(a.summary or a.reason or "no reason given", ATTEMPT_WHY_CHARS)
-        console.print(
-            f"re-routed: {_shown(a.agent_id)} {escape(a.status)} ({escape(why)}) → "
-            f"{_shown(d.agent_id or 'tiny')}",
-            highlight=False,
-            soft_wrap=True,
-        )
-    style = STATUS_STYLE.get(d.status, "white")
-    title = f"{escape(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"
-    reason = f"[{style}]reason:[/] {_shown(d.reason)}" if d.reason else ""
-    # no summary (a failed run): the box holds the reason, rather than standing empty
-    summary = _shown(d.summary, keep="\n") if d.summary else reason or "(no summary, no reason)"
-    console.print(Panel(summary, title=title, title_align="left"))
-    if d.summary and reason:
-        console.print(reason)
-    if d.fields:
-        console.print(_fields(d.fields, d.field_sources))
-    if d.missing:  # a partial taken with the fields it has: say which it lacks
-        console.print(f"missing: {_shown(', '.join(d.missing))}", style="yellow", highlight=False)
-    for label, calls in (
-        ("approved write", d.approved_writes()),
-        ("declined write", d.declined_writes()),
-    ):
-        for c in calls:
-            result = "" if c.outcome in ("ok", "declined") else f" ({c.outcome})"
-            text = escape(write_call(c.name, c.arguments or {}))
-            console.print(f"{label}: {text}{escape(result)}", highlight=False, soft_wrap=True)
-    for a in d.artifacts:  # kept whole: `tiny artifacts show HANDLE` prints one
-        console.print(
-            f"artifact: {_shown(a.handle)} · {_shown(a.tool)} · {a.chars:,} characters · "
-            f"{_shown(a.preview)}",
-            highlight=False,
-            soft_wrap=True,
-        )
-    for note in d.notes_for_caller:
-        console.print(f"note: {_shown(note)}", style="dim")
-    _cost(console, d.cost)
-
-
-def _fields(fields: Mapping[str, Any], sources: Mapping[str, str]) -> Table:
-    """Tabulate the returned fields, each with where its value was found (docs/runner.md)."""
-    table = Table(title="fields", title_justify="left")
-    for column in ("field", "value", "from") if sources else ("field", "value"):
-        table.add_column(column)
-    for name, value in fields.items():
-        row = [_shown(name), _shown(str(value), keep="\n")]
-        if sources:
-            row.append(FIELD_SOURCE.get(sources.get(name, ""), "—"))
-        table.add_row(*row)
-    return table
-
-
-def write_request(console: Console, card_id: str, tool: str, arguments: Mapping[str, Any]) -> None:
-    """Show one write call, exactly and escaped, before the user approves or declines it."""
-    console.print(
-        f"[bold]{escape(printable(card_id))}[/] wants to write: "
-        f"[bold]{escape(write_call(tool, arguments))}[/]",
-        highlight=False,
-        soft_wrap=True,
-    )
+BAR_WIDTH = 32  # characters of the longest bar in the terminal charts
 
 
 def _shown(text: str, keep: str = "") -> str:
@@ -305,25 +223,136 @@ def _shown(text: str, keep: str = "") -> str:
     return escape(printable(text, keep))
 
 
-def _cost(console: Console, c: Any) -> None:
-    """Tabulate what the run spent; one line when it spent no tokens and called no tool."""
-    if not (c.tokens_in or c.tokens_out or c.tool_calls or c.ghost_calls):
-        spent = f"cost: no model tokens, no tool calls · {c.wall_seconds:.2f} s"
-        console.print(f"{spent} · {c.caller_tokens} caller tokens", style="dim", highlight=False)
-        return
-    table = Table(title="cost", title_justify="left")
-    for col in ("tokens in", "tokens out", "tool calls", "ghost calls", "wall s", "caller tokens"):
-        table.add_column(col, justify="right")
-    ghosts = str(c.ghost_calls) + (f" ({', '.join(c.ghost_names)})" if c.ghost_names else "")
-    table.add_row(
-        str(c.tokens_in),
-        str(c.tokens_out),
-        str(c.tool_calls),
-        escape(ghosts),
-        f"{c.wall_seconds:.2f}",
-        str(c.caller_tokens),
-    )
-    console.print(table)
+# --- tables that fit the terminal ---------------------------------------------------------
+
+Gives = Literal["header", "text", "name"]
+FOLD_MIN = 16  # free text keeps a column at least this wide before a name is cut
+CUT_MIN = 8  # a cut name keeps at least this many cells
+SQUEEZED = 4  # text and names on a terminal too narrow for the rest, before all else narrows
+GIVES: tuple[Gives, ...] = ("header", "text", "name")  # what gives way first, when too wide
+# the kinds whose values show cut (not folded) when their column narrows
+WHOLE: tuple[Gives | None, ...] = (None, "name")
+MEASURE_WIDTH = 10_000  # wide enough to measure any table at its natural width
+WIDE_HINT = "cut to fit (…): --wide prints the table whole"
+
+Cell = str | Text  # rich markup (what came from outside already escaped), or a Text
 
 
-BAR_WIDTH = 32  # characters of the longest bar in the terminal charts
+@dataclass(frozen=True)
+class Col:
+    """A column of a fitted table: its header, its justification and what gives way in it."""
+
+    header: str
+    justify: JustifyMethod = "left"
+    gives: Gives | None = None  # header: it folds; text: its cells fold; name: cut; None: whole
+    least: int | None = None  # the narrowest it gets before the next kind gives way
+    lines: int | None = None  # text: at most this many lines, the last one cut with …
+
+
+def fitted(
+    console: Console,
+    cols: Sequence[Col],
+    rows: Sequence[Sequence[Cell]],
+    wide: bool = False,
+    **options: Any,
+) -> tuple[Table, bool]:
+    """Return the table sized to the console (whole when `wide`), and whether a value was cut.
+
+    Print it with `print_fitted`, which leaves a wide table's long lines uncropped.
+    """
+    table = Table(**options)
+    columns = [[row[i] for row in rows] for i in range(len(cols))]
+    natural = [_natural([c.header, *cells]) for c, cells in zip(cols, columns, strict=True)]
+    for col, width in zip(cols, natural, strict=True):
+        folds = col.gives in ("header", "text")
+        table.add_column(
+            col.header,
+            justify=col.justify,
+            width=width,
+            no_wrap=not folds,
+            overflow="fold" if folds else "ellipsis",
+        )
+    frame = console.measure(table, options=console.options.update_width(MEASURE_WIDTH))
+    overhead = frame.maximum - sum(natural)  # rules and padding between the columns
+    if wide:
+        table.width = sum(natural) + overhead
+        widths = natural
+    else:
+        leasts = [_least(c, n, cs) for c, n, cs in zip(cols, natural, columns, strict=True)]
+        widths = _fit(cols, natural, leasts, console.width - overhead)
+        for i, col in enumerate(cols):
+            if col.gives == "text":
+                columns[i] = [_folded(console, cell, widths[i], col.lines) for cell in columns[i]]
+    for column, width in zip(table.columns, widths, strict=True):
+        column.width = width
+    for row in zip(*columns, strict=True):
+        table.add_row(*row)
+    whole = [(w, n) for w, n, c in zip(widths, natural, cols, strict=True) if c.gives in WHOLE]
+    return table, any(w < n for w, n in whole)
+
+
+def print_fitted(console: Console, table: Table, wide: bool) -> None:
+    """Print a fitted table: a wide one uncropped, as long as its lines are."""
+    console.print(table, crop=not wide)
+
+
+def _fit(
+    cols: Sequence[Col], natural: Sequence[int], leasts: Sequence[int], budget: int
+) -> list[int]:
+    """Narrow the columns to `budget`: each kind that gives way in turn, the widest first.
+
+    Past every column's least width (a narrow terminal and long values), text and names
+    narrow further, then every column, never below one cell.
+    """
+    widths = list(natural)
+    excess = sum(widths) - budget
+    some: tuple[Gives, ...] = ("text", "name")
+    passes: list[tuple[tuple[Gives | None, ...], Sequence[int]]] = [
+        *(((kind,), leasts) for kind in GIVES),
+        (some, [min(n, SQUEEZED) for n in natural]),
+        ((*GIVES, None), [1] * len(cols)),
+    ]
+    for kinds, floors in passes:
+        while excess > 0:
+            narrowable = [
+                i for i, c in enumerate(cols) if c.gives in kinds and widths[i] > floors[i]
+            ]
+            if not narrowable:
+                break
+            widest = max(narrowable, key=widths.__getitem__)
+            widths[widest] -= 1
+            excess -= 1
+    return widths
+
+
+def _least(col: Col, natural: int, cells: Sequence[Cell]) -> int:
+    """Return how narrow a column may get before the next kind of column gives way."""
+    if col.least is not None:
+        return min(col.least, natural)
+    if col.gives == "header":  # its cells whole, its header folded between words
+        return max(_natural(cells), *map(len, col.header.split()))
+    return min(natural, FOLD_MIN if col.gives == "text" else CUT_MIN)
+
+
+def _folded(console: Console, cell: Cell, width: int, most: int | None) -> Text:
+    """Fold a cell to `width` as rich would, without the blank lines rich's fold can leave."""
+    text = cell if isinstance(cell, Text) else Text.from_markup(cell)
+    lines = [line for line in text.wrap(console, width, overflow="fold") if line.plain.strip()]
+    if most is not None and len(lines) > most:
+        lines = lines[:most]
+        last = lines[-1]
+        last.rstrip()
+        last.truncate(width - 1)
+        last.append("…")
+    for line in lines:
+        line.rstrip()
+    return Text("\n").join(lines)
+
+
+def _natural(cells: Sequence[Cell]) -> int:
+    """Return the widest line of these cells, in terminal cells."""
+    widest = 0
+    for cell in cells:
+        text = cell if isinstance(cell, Text) else Text.from_markup(cell)
+        widest = max([widest, *(line.cell_len for line in text.split("\n"))])
+    return widest

@@ -13,7 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tiny_cli.bench.scale_report import TERMINAL_COLUMNS, ScaleReport
-from tiny_cli.cli.render import BAR_WIDTH, STATUS_STYLE
+from tiny_cli.cli.live import STATUS_STYLE
+from tiny_cli.cli.render import BAR_WIDTH
 from tiny_cli.settings import sampling
 from tiny_cli.text import printable
 

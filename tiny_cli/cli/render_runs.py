@@ -19,8 +19,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from tiny_cli.cli.render import BAR_WIDTH, STATUS_STYLE
-from tiny_cli.cli.render_fit import WIDE_HINT, Cell, Col, fitted, print_fitted
+from tiny_cli.cli.live import STATUS_STYLE
+from tiny_cli.cli.render import BAR_WIDTH, WIDE_HINT, Cell, Col, fitted, print_fitted
 from tiny_cli.runs.query import GroupStats, RunRecord, RunStats, RunSummary
 from tiny_cli.runs.store import REPAIR_MARK
 from tiny_cli.text import printable

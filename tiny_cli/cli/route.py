@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Any, Literal
 
 import typer
 
-from tiny_cli.cli.common import console, emit, settings_from
-from tiny_cli.cli.options import CardsOpt, JsonOpt, ToolsOpt, WideOpt
-from tiny_cli.cli.process import EXIT_OK, EXIT_PROBLEMS
+from tiny_cli.cli import EXIT_OK, EXIT_PROBLEMS
+from tiny_cli.cli.common import CardsOpt, JsonOpt, ToolsOpt, WideOpt, emit, settings_from
 from tiny_cli.cli.progress import index_progress
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.evaluation import EvalReport, evaluate, read_eval_file
 from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import Router
-from tiny_cli.settings import DEFAULT_TOP
+from tiny_cli.settings import DEFAULT_TOP, Settings
 from tiny_cli.text import check_task, printable
+from tiny_cli.validation import Connect
 from tiny_cli.validation import validate as validate_cards
 from tiny_cli.workspace import open_cards
 
@@ -50,15 +51,15 @@ def validate(
 
     Exit 0: all clean; 1: problems found (a path given that does not exist is one).
     """
-    from tiny_cli.cli import render  # rich: a person's output only
-
     settings = settings_from(cards=cards, tools=tools)
     detail = verbose or json_out  # JSON is read by programs: every overlap, always
-    found = validate_cards(settings, paths or [], connect=connect, detail=detail)
+    checked = _connect(settings) if connect else None
+    found = validate_cards(settings, paths or [], connect=checked, detail=detail)
     if json_out:
         typer.echo(json.dumps(found.to_json(), ensure_ascii=False, indent=2))
     else:
-        render.validation(console(), found.cards, found.problems, fmt, found.warnings, wide)
+        render, out = _drawing()
+        render.validation(out, found.cards, found.problems, fmt, found.warnings, wide)
     raise typer.Exit(EXIT_PROBLEMS if found.problems else EXIT_OK)
 
 
@@ -171,9 +172,8 @@ def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
 
 def _show_evaluation(report: EvalReport) -> None:
     """Print the evaluation as tables."""
-    from tiny_cli.cli import render  # rich: a person's output only
-
-    render.evaluation(console(), report)
+    render, out = _drawing()
+    render.evaluation(out, report)
 
 
 def _explain(router: Router, tasks: list[str], top: int, json_out: bool, slots: list[Slot]) -> None:
@@ -182,10 +182,9 @@ def _explain(router: Router, tasks: list[str], top: int, json_out: bool, slots: 
     if json_out:
         _json_lines([e.to_json() for e in explained], slots)
         return
-    from tiny_cli.cli import render  # rich: a person's output only
-
+    render, out = _drawing()
     for e in explained:
-        render.explanation(console(), e, router)
+        render.explanation(out, e, router)
 
 
 def _decide(router: Router, tasks: list[str], top: int, json_out: bool, slots: list[Slot]) -> None:
@@ -194,9 +193,26 @@ def _decide(router: Router, tasks: list[str], top: int, json_out: bool, slots: l
     if json_out:
         _json_lines([d.to_json() for d in decisions], slots)
         return
-    from tiny_cli.cli import render  # rich: a person's output only
+    render, out = _drawing()
+    render.decisions(out, decisions, router)
 
-    render.decisions(console(), decisions, router)
+
+def _connect(settings: Settings) -> Connect:
+    """--connect: start the cards' MCP servers and check their tools (the MCP client loads
+    only here); keep the tools' descriptions for routing."""
+    from tiny_cli.mcp_import import connect_problems
+
+    return lambda cards, mcp: connect_problems(cards, mcp, cache_dir=settings.cache_dir)
+
+
+def _drawing() -> tuple[ModuleType, Any]:
+    """The render layer and a console, for output a person reads: only there does a route
+    load rich (`--json` never does). A route shows no live view: a plain console prints it."""
+    from rich.console import Console
+
+    from tiny_cli.cli import render
+
+    return render, Console()
 
 
 def _json_lines(documents: list[dict[str, Any]], slots: list[Slot]) -> None:

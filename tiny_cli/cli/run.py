@@ -1,8 +1,18 @@
-"""`tiny invoke` and `tiny delegate`: run a card on a task, print its Digest, exit by its status."""
+"""`tiny invoke` and `tiny delegate`: run a card on a task, print its Digest, exit by its status.
+
+Also what every command that runs cards (invoke, delegate, serve, bench) shares: `RunOptions`
+(where the cards, tools and model are; what is recorded) and `run_session` (the session with
+the live view on stderr). After a human `tiny delegate`, one key may say whether the card was
+right: off by default (`--ask-route` or TINY_ASK_ROUTE=1 turn it on); asked only when stdin and
+stdout are a terminal, never with --json, and only when the run log recorded the run. An answer
+other than Enter is recorded in the run log as a correction, which `tiny learn --from-runs`
+teaches. The key reader is a parameter: tests answer without a terminal.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,16 +22,8 @@ import typer
 
 from tiny_cli.agent.loop import Approve, approve_writes, decline_writes
 from tiny_cli.cards.card import Card
-from tiny_cli.cli.ask_route import ask_route, wants_answer
+from tiny_cli.cli import EXIT_BY_STATUS
 from tiny_cli.cli.common import (
-    confirm,
-    console,
-    emit,
-    run_session,
-    stdin_is_terminal,
-    wants_live,
-)
-from tiny_cli.cli.options import (
     AllowHostOpt,
     ArtifactOpt,
     BaseUrlOpt,
@@ -38,20 +40,44 @@ from tiny_cli.cli.options import (
     QuietOpt,
     RecordOpt,
     ReplayOpt,
-    RunOptions,
     TemperatureOpt,
     ToolModeOpt,
     ToolsOpt,
     WallScaleOpt,
     YesOpt,
+    confirm,
+    emit,
+    settings_from,
+    stdin_is_terminal,
+    wants_live,
+    warn,
 )
-from tiny_cli.cli.process import EXIT_BY_STATUS
+from tiny_cli.cli.live import (
+    LiveView,
+    console,
+    correction_line,
+    digest_panel,
+    pause_current,
+    write_request,
+)
 from tiny_cli.delegate import delegate as run_delegate
 from tiny_cli.delegate import run_card
-from tiny_cli.digest import Brief, Digest, make_brief
-from tiny_cli.session import Session
+from tiny_cli.digest import Brief, Digest, Routing, make_brief
+from tiny_cli.provider.factory import replay_settings
+from tiny_cli.runs.log import Correction, RunLog
+from tiny_cli.session import Session, open_session
 from tiny_cli.settings import Settings
+from tiny_cli.text import printable
 from tiny_cli.workspace import Workspace, open_workspace
+
+Ask = Callable[[str], str]
+"""Show a question, return the key pressed ('' for Enter)."""
+Say = Callable[[str], None]
+"""Print one line for the person (stderr)."""
+
+ROUTED = "Right card? [enter] yes · [c] choose another · [a] should have abstained"
+ABSTAINED = "No card took it. Right? [enter] yes · [c] choose a card"
+MAX_CHOICES = 9  # one key each
 
 TaskArg = Annotated[str | None, typer.Argument(help="The task (or the goal in --brief).")]
 AskRouteOpt = Annotated[
@@ -225,9 +251,7 @@ def show_digest(json_out: bool, digest: Digest) -> NoReturn:
 
 def _panel(digest: Digest) -> None:
     """Print the Digest as a panel."""
-    from tiny_cli.cli import render  # rich: a person's output only
-
-    render.digest(console(), digest)
+    digest_panel(console(), digest)
 
 
 def _show_and_ask(
@@ -258,9 +282,209 @@ def _approver(yes: bool, json_out: bool) -> Approve:
 
 def _ask(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
     """Show this write call exactly (escaped) on stderr and ask [y/N]; the default is no."""
-    from tiny_cli.cli import render  # rich: a person's output only
-    from tiny_cli.cli.live import pause_current
-
     with pause_current():  # a live view redrawing over the prompt would hide it
-        render.write_request(console(stderr=True), card.id, tool, arguments)
+        write_request(console(stderr=True), card.id, tool, arguments)
         return confirm("Allow this write?")
+
+
+# --- the options and the session of every command that runs cards -----------------------
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Where a command that runs cards finds them, their tools and the model; what it records.
+
+    One value for invoke, delegate, serve and bench: each builds it, by keyword, from the
+    options in cli/common.py (serve has no --record or --replay).
+    """
+
+    cards: Path | None = None
+    tools: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    allow_hosts: Sequence[str] | None = None
+    tool_mode: str | None = None
+    wall_scale: float | None = None
+    temperature: float | None = None  # --temperature; None: the recording's, else none sent
+    record: Path | None = None
+    replay: Sequence[Path] | None = None
+    no_log: bool = False
+    log: bool = False  # --log: a replay is kept in the run log too (else it is not a run)
+
+    def settings(self) -> Settings:
+        """Return the settings (environment, then config) with these options on top.
+
+        A replay runs with the recording's model, tool mode and temperature unless these name
+        others.
+        """
+        settings = settings_from(
+            cards=self.cards,
+            tools=self.tools,
+            base_url=self.base_url,
+            model=self.model,
+            allow_hosts=self.allow_hosts,
+        ).with_flags(
+            tool_mode=self.tool_mode, wall_scale=self.wall_scale, temperature=self.temperature
+        )
+        return replay_settings(
+            settings, record=self.record, replay=self.replay, model_flag=self.model
+        )
+
+
+@contextmanager
+def run_session(
+    settings: Settings,
+    command: str,
+    *,
+    record: Path | None,
+    replay: Sequence[Path] | None,
+    no_log: bool,
+    live: bool,
+    handles: Sequence[str] = (),
+    resume: Sequence[Path] = (),
+    log_replay: bool = False,
+    upgrade: bool = False,
+) -> Iterator[Session]:
+    """Open the command's session, with the live view on stderr while it runs when `live`.
+
+    A replay is not a run: it stays out of the run log unless `log_replay` (`--log`).
+    """
+    view = LiveView(console(stderr=True)) if live else None
+    opened: list[Session] = []
+    no_log = no_log or (bool(replay) and not log_replay)
+    try:
+        with _session(
+            settings, command, record, replay, resume, no_log, view, handles, upgrade
+        ) as s:
+            opened.append(s)
+            yield s
+    except KeyboardInterrupt:
+        kept = opened[0].exchanges.kept_on_interrupt() if opened else None
+        if kept is not None:
+            warn(f"the exchanges recorded so far are in {kept}: pass it to --resume to go on")
+        raise
+
+
+@contextmanager
+def _session(
+    settings: Settings,
+    command: str,
+    record: Path | None,
+    replay: Sequence[Path] | None,
+    resume: Sequence[Path],
+    no_log: bool,
+    view: LiveView | None,
+    handles: Sequence[str],
+    upgrade: bool = False,
+) -> Iterator[Session]:
+    """Open the session itself, the live view inside it."""
+    with open_session(
+        settings,
+        command,
+        record=record,
+        replay=replay,
+        resume=resume,
+        log=not no_log,
+        watchers=[view.observer] if view is not None else [],
+        on_log_error=warn,
+        on_warning=warn,
+        handles=handles,
+        upgrade=upgrade,
+    ) as session:
+        if view is None:
+            yield session
+            return
+        with view:  # ends before the run log closes: a warning then reads below the runs
+            yield session
+
+
+def warn_unused(exchanges: Any) -> None:
+    """Warn when a replay asked for fewer answers than its recording holds."""
+    left = exchanges.unused()
+    if left:
+        warn(
+            f"the recording holds {left} exchange(s) this replay never asked for: fewer runs "
+            "(other --repeat, --arm, sizes or sample) or shorter ones (a turn this tiny no "
+            "longer takes, such as a repair) than when it was recorded"
+        )
+
+
+# --- after a human delegate: was it the right card? ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A correction the person gave: the card it should have gone to (None: abstain)."""
+
+    card: str | None
+
+
+def wants_answer(settings: Settings, json_out: bool, digest: Digest) -> bool:
+    """Tell whether to ask: the setting is on, a person at a terminal, a routing decision."""
+    return (
+        settings.ask_route
+        and not json_out
+        and digest.routing is not None
+        and sys.stdin.isatty()
+        and sys.stdout.isatty()
+    )
+
+
+def ask_route(
+    settings: Settings,
+    run_id: int,
+    routing: Routing,
+    candidates: Sequence[str],
+    *,
+    ask: Ask | None = None,
+    say: Say | None = None,
+) -> Correction | None:
+    """Ask whether run `run_id` went to the right card; record the correction if it did not.
+
+    `candidates` are the cards offered on [c], best first (the routing's top five).
+    """
+    ask, say = ask or read_key, say or _say
+    answer = choose(routing, candidates, ask, say)
+    if answer is None:
+        return None
+
+    with RunLog.open(settings.home) as log:
+        correction = log.correct(run_id, answer.card)
+    say(correction_line(correction))
+    return correction
+
+
+def choose(routing: Routing, candidates: Sequence[str], ask: Ask, say: Say) -> Answer | None:
+    """Put the question (and on [c] the numbered cards); None when the run stands as it was."""
+    routed = routing.agent_id if routing.decision == "route" else None
+    key = ask(ROUTED if routed is not None else ABSTAINED).strip().lower()
+    if key == "a" and routed is not None:
+        return Answer(None)
+    if key != "c":
+        return None  # Enter, or any other key: nothing to correct
+    others = [c for c in candidates if c != routed][:MAX_CHOICES]
+    if not others:
+        say("no other card to choose: nothing recorded")
+        return None
+    say("  ".join(f"[{n}] {printable(card)}" for n, card in enumerate(others, 1)))
+    key = ask(f"Which card? [1-{len(others)}] · [enter] none").strip()
+    if key.isdigit() and 1 <= int(key) <= len(others):
+        return Answer(others[int(key) - 1])
+    say("nothing recorded")
+    return None
+
+
+def read_key(question: str) -> str:
+    """Ask on stderr and read one key at the terminal; Enter (or end of input) reads as ''."""
+    typer.echo(f"{question} ", err=True, nl=False)
+    try:
+        key = typer.getchar()
+    except EOFError:
+        key = ""
+    key = "" if key in ("\r", "\n") else key
+    typer.echo(printable(key), err=True)
+    return key
+
+
+def _say(line: str) -> None:
+    typer.echo(line, err=True)

@@ -6,15 +6,21 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Literal
 
 import typer
 
-from tiny_cli.cli.ask_route import correction_line
-from tiny_cli.cli.common import confirm, console, emit, settings_from, stdin_is_terminal
-from tiny_cli.cli.options import CardsOpt, JsonOpt, WideOpt
-from tiny_cli.cli.process import EXIT_PROBLEMS, TinyGroup
-from tiny_cli.cli.root import EXAMPLES
+from tiny_cli.cli import EXAMPLES, EXIT_PROBLEMS, TinyGroup
+from tiny_cli.cli.common import (
+    CardsOpt,
+    JsonOpt,
+    WideOpt,
+    confirm,
+    emit,
+    settings_from,
+    stdin_is_terminal,
+)
 from tiny_cli.runs.log import DB_NAME, Deletion, RunLog, RunQuery, parse_since
 from tiny_cli.runs.query import RunRecord, RunStats, RunSummary
 from tiny_cli.text import printable
@@ -143,9 +149,13 @@ def runs_correct(
     from tiny_cli.teach import correct_run  # the router (numpy), for this command only
 
     done = correct_run(settings_from(cards=cards), run_id, card, teach=learn)
-    emit(
-        json_out, done.to_json(), lambda: typer.echo(correction_line(done.correction, done.report))
-    )
+    taught = done.report.outcome() if done.report is not None else None
+
+    def human() -> None:
+        _, live = _terminal()
+        typer.echo(live.correction_line(done.correction, taught))
+
+    emit(json_out, done.to_json(), human)
 
 
 @runs_app.command("delete", epilog=EXAMPLES["runs delete"])
@@ -199,12 +209,19 @@ def runs_export(
 # the human renderings, for output a person reads (never for --json)
 
 
+def _terminal() -> tuple[ModuleType, ModuleType]:
+    """The run log's renderer and the terminal (its console): only output a person reads
+    loads rich, `--json` never does."""
+    from tiny_cli.cli import live, render_runs
+
+    return render_runs, live
+
+
 def _show_runs(
     found: list[RunSummary], path: Path, matching: str | None = None, wide: bool = False
 ) -> None:
-    from tiny_cli.cli import render_runs  # rich: a person's output only
-
-    render_runs.runs(console(), found, path, matching, wide)
+    draw, live = _terminal()
+    draw.runs(live.console(), found, path, matching, wide)
 
 
 def _confirm_deletion(ids: Sequence[int]) -> bool:
@@ -222,15 +239,13 @@ def _show_deletion(done: Deletion) -> None:
 
 
 def _show_run(record: RunRecord, full: bool) -> None:
-    from tiny_cli.cli import render_runs  # rich: a person's output only
-
-    render_runs.run(console(), record, full)
+    draw, live = _terminal()
+    draw.run(live.console(), record, full)
 
 
 def _show_stats(figures: RunStats, wide: bool) -> None:
-    from tiny_cli.cli import render_runs  # rich: a person's output only
-
-    render_runs.stats(console(), figures, wide)
+    draw, live = _terminal()
+    draw.stats(live.console(), figures, wide)
 
 
 @contextmanager

@@ -7,17 +7,17 @@ from typing import Annotated
 
 import typer
 
-from tiny_cli.cli.options import (
+from tiny_cli.cli.common import (
     AllowHostOpt,
     BaseUrlOpt,
     CardsOpt,
     ModelOpt,
     NoLogOpt,
-    RunOptions,
     ToolModeOpt,
     ToolsOpt,
     WallScaleOpt,
 )
+from tiny_cli.cli.run import RunOptions
 
 
 def serve(

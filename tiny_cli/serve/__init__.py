@@ -23,7 +23,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import Annotated, Any, cast
 
 import anyio
 import anyio.to_thread
@@ -50,6 +50,8 @@ from tiny_cli.digest import Brief, Digest, make_brief
 from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.client import Provider
+from tiny_cli.routing.factory import build_router
+from tiny_cli.routing.router import Decision, Router
 from tiny_cli.serve.stdio import answering_stdio
 from tiny_cli.session import open_session
 from tiny_cli.settings import DEFAULT_TOP, Settings
@@ -57,9 +59,6 @@ from tiny_cli.text import printable, write_call
 from tiny_cli.tools.artifacts import ArtifactStore
 from tiny_cli.tools.mcp_config import original
 from tiny_cli.workspace import Workspace, open_workspace
-
-if TYPE_CHECKING:
-    from tiny_cli.routing.router import Decision, Router
 
 __all__ = [
     "Served",
@@ -140,9 +139,7 @@ def build_server(served: Served, router: Callable[[], Router] | None = None) -> 
 
 
 def _router(ws: Workspace) -> Router:
-    """The concierge for the workspace's cards (numpy and the embedder load on first use)."""
-    from tiny_cli.routing.factory import build_router
-
+    """The concierge for the workspace's cards (the embedder loads on first use)."""
     return build_router(ws.settings, ws.cards.values())
 
 

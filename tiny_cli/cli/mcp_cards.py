@@ -1,4 +1,7 @@
-"""Human output of `tiny cards import` and `tiny cards sync`.
+"""`tiny cards import` and `tiny cards sync` run and shown: cards made from MCP servers.
+
+The `tiny cards` group (cli/cards.py) imports this module only when one of these two runs:
+`tiny_cli.mcp_import` loads the router (numpy), which listing or showing cards never needs.
 
 Server names, tool names and reasons come from host configs and MCP servers: every value is
 shown through `printable` (no terminal control characters) and `escape` (no rich markup).
@@ -7,16 +10,38 @@ shown through `printable` (no terminal control characters) and `escape` (no rich
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tiny_cli.mcp_import import ImportReport, SyncReport
+from tiny_cli.cli import EXIT_PROBLEMS
+from tiny_cli.cli.common import emit
+from tiny_cli.cli.live import console
+from tiny_cli.mcp_import import ImportReport, SyncReport, import_cards, sync_tool_lists
+from tiny_cli.settings import Settings
 from tiny_cli.text import printable
 
 STATUS_STYLE = {"ok": "green", "unreachable": "red", "skipped": "yellow", "new": "cyan"}
 ACTION_STYLE = {"added": "green", "updated": "cyan", "removed": "red", "kept": "yellow"}
+
+
+def run_import(settings: Settings, source: Path | None, check: bool, json_out: bool) -> None:
+    """Make (or with `check`, compare) the cards, show the report; exit 1 unless all is ok."""
+    report = import_cards(settings, source, check=check)
+    emit(json_out, report.to_json(), lambda: import_report(console(), report))
+    if report.status != "ok":
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def run_sync(settings: Settings, json_out: bool) -> None:
+    """Refresh the MCP tool lists, show their age; exit 1 unless every server answered."""
+    report = sync_tool_lists(settings)
+    emit(json_out, report.to_json(), lambda: sync_report(console(), report))
+    if report.status != "ok":
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 def _cell(value: object) -> str:
