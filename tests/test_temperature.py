@@ -75,3 +75,19 @@ def test_a_recording_made_before_temperature_replays_labelled_sampled(tiny) -> N
     result = tiny("bench", "--replay", str(recording))  # every answer from the file
     assert result.exit_code == 0, result.output
     assert "sampled (server default)" in result.output.replace("\n", " ")
+
+
+def test_resume_refuses_a_recording_made_at_another_temperature(
+    tiny, scripted_server, tmp_path
+) -> None:
+    first = tmp_path / "sampled.jsonl"
+    made = _bench(tiny, scripted_server, tmp_path, "--temperature", "0.7", "--record", str(first))
+    assert made.exit_code == 0, made.output
+    asked = len(scripted_server.requests)
+    again = tmp_path / "greedy.jsonl"
+    result = _bench(tiny, scripted_server, tmp_path, "--resume", str(first), "--record", str(again))
+    assert result.exit_code == 2  # a setting that cannot hold: EXIT_USAGE
+    line = result.output.strip()
+    assert str(first) in line and "0.7" in line and "temperature asked now" in line
+    assert "Traceback" not in result.output and "\n" not in line
+    assert len(scripted_server.requests) == asked and not again.exists()  # nothing asked, kept
