@@ -3,8 +3,9 @@
 `learned.jsonl` in the cards folder holds one line per example, `{"task": ..., "card": ID}`,
 or `"card": null` for a task no card should take (the folder's out-of-scope examples),
 sorted by card and task so a diff shows what was taught. Its first line is a header with
-the threshold derived from these examples (tiny_cli.routing.factory), and the sha of the
-examples it was derived from: hand edits make it stale, and a stale threshold is not used.
+the threshold derived from these examples (tiny_cli.routing.factory), with the sha of the
+examples and the keys of the cards and tool texts it was derived on: a hand edit, an edited
+card or a changed tool list makes it stale, and a stale threshold is not used.
 The file is the same shape `tiny learn FILE` reads, so it can be taught to another folder.
 Examples a model wrote (`tiny learn --generate`) follow the taught ones, each line marked
 `"source": "generated"` with the `key` of the inputs it was written from; readers that
@@ -18,7 +19,7 @@ import json
 import math
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,11 @@ class DerivedThreshold:
     generic_recall: float
     embedder: str
     sha: str
+    # what it was derived on besides the examples (tiny_cli.routing.factory `threshold_basis`):
+    # the cards' routing views and their tools' texts. "" in a file from before they were kept:
+    # not checked, so such a threshold is used as before until `tiny learn` derives it again
+    cards_key: str = ""
+    tools_key: str = ""
 
     def describe(self) -> str:
         """Say in one line where the threshold comes from."""
@@ -125,10 +131,27 @@ class Learned:
         """Return how many in-scope examples the file holds."""
         return sum(len(v) for v in self.examples.values())
 
-    def fresh_threshold(self, embedder: str) -> DerivedThreshold | None:
-        """Return the derived threshold if it was derived from these examples with `embedder`."""
+    def fresh_threshold(
+        self, embedder: str, cards_key: str, tools_key: str
+    ) -> DerivedThreshold | None:
+        """Return the derived threshold if it was derived from these examples with `embedder`,
+        on cards and tool texts whose keys are `cards_key` and `tools_key`."""
+        stale = self.why_stale(embedder, cards_key, tools_key)
+        return self.threshold if stale is None else None
+
+    def why_stale(self, embedder: str, cards_key: str, tools_key: str) -> str | None:
+        """Say what changed since the threshold was derived; None if nothing did, or none is."""
         t = self.threshold
-        return t if t is not None and t.sha == self.sha() and t.embedder == embedder else None
+        if t is None:
+            return None
+        since = "changed since `tiny learn` derived it"
+        changes = (
+            (t.sha != self.sha(), f"the examples {since}"),
+            (t.embedder != embedder, f"it was derived with another embedder ({t.embedder})"),
+            (t.cards_key not in ("", cards_key), f"the cards {since}"),
+            (t.tools_key not in ("", tools_key), f"the texts of the cards' tools {since}"),
+        )
+        return next((why for changed, why in changes if changed), None)
 
     def _lines(self, header: bool = True) -> str:
         # line separators escaped: a pasted U+2028 must not split a line for `str.splitlines`
@@ -334,13 +357,17 @@ def _example(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str 
 
 
 _THRESHOLD_TYPES = {f.name: str(f.type) for f in fields(DerivedThreshold)}  # "float", "int"
+# fields an older tiny learn did not write: a header without them is read as it was written
+_NEWER = {f.name for f in fields(DerivedThreshold) if f.default is not MISSING}
 
 
 def _threshold(data: Any) -> DerivedThreshold | None:
     """The header's threshold; None (stale: the default applies) when it is not as written."""
-    if not isinstance(data, dict) or set(data) != set(_THRESHOLD_TYPES):
+    if not isinstance(data, dict) or not set(_THRESHOLD_TYPES) - _NEWER <= set(data):
         return None
-    if all(_typed(data[name], kind) for name, kind in _THRESHOLD_TYPES.items()):
+    if set(data) <= set(_THRESHOLD_TYPES) and all(
+        _typed(value, _THRESHOLD_TYPES[name]) for name, value in data.items()
+    ):
         return DerivedThreshold(**data)
     return None
 

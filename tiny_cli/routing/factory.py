@@ -17,9 +17,11 @@ of generic requests. The background is there because corrections are a biased sa
 user marks out of scope only what was routed, the hardest out-of-scope tasks; alone they
 set the threshold far too high (HWU64, 30 corrections per card: 2.06 where 0.5 reaches
 the target, top-1 0.71 instead of 0.88). Too few of them (`MIN_OUT_OF_SCOPE`):
-no derivation, and the default applies. Precedence: --threshold / TINY_THRESHOLD > a fresh
-derived threshold > DEFAULT_THRESHOLD. The margin over the second card counts in the score
-only with a derived threshold, the one scale it was derived on.
+no derivation, and the default applies. A derived threshold is fresh while the examples,
+the embedder, the cards' routing views and their tools' texts are the ones it was derived
+on (`threshold_basis`). Precedence: --threshold / TINY_THRESHOLD > a fresh derived
+threshold > DEFAULT_THRESHOLD. The margin over the second card counts in the score only
+with a derived threshold, the one scale it was derived on.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from tiny_cli.routing.examples_file import (
     with_learned,
 )
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
+from tiny_cli.routing.state import cards_key
 from tiny_cli.routing.tooltexts import ToolTexts, gathered
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
@@ -66,6 +69,7 @@ __all__ = [
     "embedder_for",
     "learned_folder",
     "taught_tasks",
+    "threshold_basis",
 ]
 
 FOLDS = 5
@@ -100,7 +104,9 @@ def build_router(
     if learned is None:  # a hand-added secret reaches neither the router's cache nor --explain
         learned = load_learned(learned_folder(settings)).scrubbed(scrubber(settings.api_key))
     embedder = embedder or embedder_for(settings, transport)
-    value, margin, source = chosen_threshold(learned, embedder, settings.threshold)
+    tool_texts = tool_texts if tool_texts is not None else gathered(settings)
+    basis = threshold_basis(cards, tool_texts)
+    value, margin, source = chosen_threshold(learned, embedder, settings.threshold, basis)
     return Router(
         with_learned(cards, learned),
         embedder,
@@ -112,7 +118,7 @@ def build_router(
         taught=taught_tasks(learned, {card.id for card in cards}),
         progress=progress,
         keep_state=keep_state,
-        tool_texts=tool_texts if tool_texts is not None else gathered(settings),
+        tool_texts=tool_texts,
     )
 
 
@@ -139,18 +145,26 @@ def learned_folder(s: Settings) -> Path:
 
 
 def chosen_threshold(
-    learned: Learned, embedder: Embedder, given: float | None
+    learned: Learned, embedder: Embedder, given: float | None, basis: tuple[str, str]
 ) -> tuple[float, float, str]:
     """The threshold a router uses, the margin's weight, and where the threshold comes from.
 
     Precedence: `given` (--threshold / TINY_THRESHOLD) > a fresh derived one > the default.
+    `basis`: the keys of the cards and tool texts routed on (`threshold_basis`).
     """
-    derived = learned.fresh_threshold(fingerprint(embedder))
+    derived = learned.fresh_threshold(fingerprint(embedder), *basis)
     if given is not None:
         return given, 0.0, "given by --threshold or TINY_THRESHOLD"
     if derived is not None:
         return derived.value, MARGIN_WEIGHT, derived.describe()
-    return DEFAULT_THRESHOLD, 0.0, _why_default(learned, embedder)
+    return DEFAULT_THRESHOLD, 0.0, _why_default(learned, embedder, basis)
+
+
+def threshold_basis(cards: Sequence[Card], tool_texts: ToolTexts | None) -> tuple[str, str]:
+    """The keys of what a threshold is derived on besides the examples: the cards' routing
+    views (the router state's own hash) and the tool texts those cards are routed by."""
+    ordered = sorted(cards, key=lambda card: card.id)  # the folder's order is no change
+    return cards_key(ordered), (tool_texts or ToolTexts()).key(ordered)
 
 
 def derive_threshold(
@@ -169,6 +183,7 @@ def derive_threshold(
     # generated examples route like taught ones, so the threshold is cross-validated on both;
     # the sha is of the file as written, generated lines included
     sha, learned = learned.sha(), learned.every_example()
+    on_cards, on_tools = threshold_basis(cards, tool_texts)
     if not isinstance(embedder, CachedEmbedder):  # every fold embeds the same texts again
         embedder = CachedEmbedder(embedder, VectorCache(cache_dir))
     outside: list[float] = []
@@ -202,6 +217,8 @@ def derive_threshold(
         generic_recall=round(sum(s < value for s in generic) / len(generic), 4),
         embedder=fingerprint(embedder),
         sha=sha,
+        cards_key=on_cards,
+        tools_key=on_tools,
     )
 
 
@@ -243,10 +260,14 @@ def _fold(task: str) -> int:
     return int(hashlib.sha256(task.encode()).hexdigest(), 16) % FOLDS
 
 
-def _why_default(learned: Learned, embedder: Embedder) -> str:
+def _why_default(learned: Learned, embedder: Embedder, basis: tuple[str, str]) -> str:
     base = f"default {DEFAULT_THRESHOLD}"
+    stale = f"{base}: the derived threshold in {learned.path.name} is stale"
+    why = learned.why_stale(fingerprint(embedder), *basis)
+    if why is not None:
+        return f"{stale}: {why}; run `tiny learn`"
     if learned.threshold is not None or learned.damaged_header:
-        return f"{base}: the derived threshold in {learned.path.name} is stale; run `tiny learn`"
+        return f"{stale}; run `tiny learn`"
     if learned.out_of_scope or learned.examples:
         return (
             f"{base}: {learned.path.name} has {len(learned.out_of_scope)} out-of-scope "

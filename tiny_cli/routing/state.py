@@ -28,7 +28,15 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.lexical import Lexical
 from tiny_cli.routing.space import CardSpace, space_from_parts, space_parts
 
-__all__ = ["KEEP_STATES", "STATE_VERSION", "Saved", "load_state", "save_state", "state_key"]
+__all__ = [
+    "KEEP_STATES",
+    "STATE_VERSION",
+    "Saved",
+    "cards_key",
+    "load_state",
+    "save_state",
+    "state_key",
+]
 
 STATE_VERSION = 5  # bump when what a router computes changes: old states are then ignored
 KEEP_STATES = 4  # card sets whose state is kept (a bench, a project, its tests)
@@ -55,9 +63,18 @@ def state_key(
     declares by their description and parameters: tiny_cli.routing.tooltexts reads them).
     """
     digest = hashlib.sha256(f"{STATE_VERSION}\0{embedder}\0{list(settings)!r}".encode())
-    digest.update(json.dumps([_routing_view(c) for c in cards], default=str).encode())
+    digest.update(_views(cards))
     digest.update(json.dumps(list(out_of_scope)).encode())
     return digest.hexdigest()[:32]
+
+
+def cards_key(cards: Sequence[Card]) -> str:
+    """Hash what routing reads of `cards`, as `state_key` does (a derived threshold's basis)."""
+    return hashlib.sha256(_views(cards)).hexdigest()[:32]
+
+
+def _views(cards: Sequence[Card]) -> bytes:
+    return json.dumps([_routing_view(c) for c in cards], default=str).encode()
 
 
 def _routing_view(card: Card) -> list[Any]:

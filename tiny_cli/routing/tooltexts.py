@@ -58,9 +58,10 @@ class ToolTexts:
     descriptions: Mapping[str, str] = field(default_factory=dict)
     source: str = ""  # said by `tiny route --explain`: e.g. how old the MCP tool list is
 
-    def key(self) -> str:
-        """Hash what routing reads of these (part of the router state's key)."""
-        return tool_key(self.descriptions)
+    def key(self, cards: Sequence[Card] | None = None) -> str:
+        """Hash what routing reads of these (part of the router state's key); with `cards`,
+        only the tool texts those cards are routed by (a derived threshold's basis)."""
+        return tool_key(self.descriptions, cards)
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -128,8 +129,12 @@ def view_text(name: str, description: str) -> str:
     return f"{words}: {' '.join(description.split())}" if description.strip() else words
 
 
-def tool_key(descriptions: Mapping[str, str]) -> str:
-    """Hash the tool descriptions a router is given (part of its state's key)."""
+def tool_key(descriptions: Mapping[str, str], cards: Sequence[Card] | None = None) -> str:
+    """Hash the tool descriptions a router is given (part of its state's key), or with
+    `cards` the tool views they give those cards: a tool no card allows changes nothing."""
+    if cards is not None:
+        views = json.dumps(tool_views(cards, descriptions), ensure_ascii=False)
+        return hashlib.sha256(views.encode()).hexdigest()[:32]
     text = json.dumps(sorted(descriptions.items()), ensure_ascii=False)
     builtin = json.dumps(sorted(builtin_descriptions().items()), ensure_ascii=False)
     return hashlib.sha256(f"{text}\0{builtin}\0{MAX_TOOL_SHARE}".encode()).hexdigest()[:32]
