@@ -36,10 +36,9 @@ TAUGHT = [
     ("email the customer about the late parcel", "mail"),
     ("book a hotel in Oslo for Tuesday", "travel"),
 ]
-CITIES = (
-    "Paris Lima Oslo Cairo Delhi Tokyo Quito Accra Hanoi Dakar "
-    "Perth Minsk Sofia Riga Baku Doha Suva Apia Male Bern"
-).split()
+CITIES = ["Paris", "Lima", "Oslo", "Cairo", "Delhi", "Tokyo", "Quito", "Accra", "Hanoi",
+          "Dakar", "Perth", "Minsk", "Sofia", "Riga", "Baku", "Doha", "Suva", "Apia", "Male",
+          "Bern"]  # fmt: skip
 OUT_OF_SCOPE = [f"what is the weather like in {city} today" for city in CITIES]
 FRESH = "derived by tiny learn from 3 examples and 20 out-of-scope ones"
 

@@ -186,6 +186,35 @@ def derive_threshold(
     on_cards, on_tools = threshold_basis(cards, tool_texts)
     if not isinstance(embedder, CachedEmbedder):  # every fold embeds the same texts again
         embedder = CachedEmbedder(embedder, VectorCache(cache_dir))
+    outside, generic, inside = _held_out_scores(cards, learned, embedder, cache_dir, tool_texts)
+    ids = {card.id for card in cards}
+    # every fold scores the whole background: each held-out example counts FOLDS times
+    value = _lowest_abstaining(outside * FOLDS + generic, target)
+    return DerivedThreshold(
+        value=value,
+        target_recall=target,
+        examples=sum(len(ts) for c, ts in learned.examples.items() if c in ids),
+        out_of_scope=len(learned.out_of_scope),
+        folds=FOLDS,
+        cv_top1=round(sum(s >= value and ok for s, ok in inside) / max(len(inside), 1), 4),
+        cv_recall=round(sum(s < value for s in outside) / len(outside), 4),
+        generic_recall=round(sum(s < value for s in generic) / len(generic), 4),
+        embedder=fingerprint(embedder),
+        sha=sha,
+        cards_key=on_cards,
+        tools_key=on_tools,
+    )
+
+
+def _held_out_scores(
+    cards: Sequence[Card],
+    learned: Learned,
+    embedder: Embedder,
+    cache_dir: Path | None,
+    tool_texts: ToolTexts | None,
+) -> tuple[list[float], list[float], list[tuple[float, bool]]]:
+    """Each fold's scores: its held-out out-of-scope examples, the background, and its
+    held-out examples (with whether the right card came first)."""
     outside: list[float] = []
     generic: list[float] = []
     inside: list[tuple[float, bool]] = []
@@ -204,22 +233,7 @@ def derive_threshold(
             (d.score, d.candidates[0].agent_id == card)
             for d, (_, card) in zip(decisions[split[0] : split[1]], known, strict=True)
         ]
-    # every fold scores the whole background: each held-out example counts FOLDS times
-    value = _lowest_abstaining(outside * FOLDS + generic, target)
-    return DerivedThreshold(
-        value=value,
-        target_recall=target,
-        examples=sum(len(ts) for c, ts in learned.examples.items() if c in ids),
-        out_of_scope=len(learned.out_of_scope),
-        folds=FOLDS,
-        cv_top1=round(sum(s >= value and ok for s, ok in inside) / max(len(inside), 1), 4),
-        cv_recall=round(sum(s < value for s in outside) / len(outside), 4),
-        generic_recall=round(sum(s < value for s in generic) / len(generic), 4),
-        embedder=fingerprint(embedder),
-        sha=sha,
-        cards_key=on_cards,
-        tools_key=on_tools,
-    )
+    return outside, generic, inside
 
 
 def _fold_router(
