@@ -143,3 +143,25 @@ def test_a_threshold_from_before_the_basis_was_kept_is_used_as_before(
     path.write_text(json.dumps(header) + "\n" + "".join(rows), "utf-8")
     _card(folder / "cards", "mail", "Writes, sends and files emails to customers.", [])
     _assert_fresh(tiny, folder)  # nothing to compare with: not stale by surprise
+
+
+def test_tiny_validate_warns_of_a_stale_threshold_and_not_of_a_fresh_one(
+    tiny: Callable[..., Result], folder: Path
+) -> None:
+    fresh = tiny("validate", env=_env(folder))
+    assert fresh.exit_code == 0, fresh.output
+    assert "threshold" not in fresh.output
+    _card(folder / "cards", "mail", "Writes, sends and files emails to customers.", [])
+    stale = tiny("validate", "--json", env=_env(folder))
+    assert stale.exit_code == 0, stale.output  # a warning: the cards themselves are fine
+    warnings = json.loads(stale.stdout)["warnings"]
+    about = [w for w in warnings if w["field"] == "threshold"]
+    assert about == [
+        {
+            "file": str(folder / "cards" / LEARNED_FILENAME),
+            "line": 1,
+            "field": "threshold",
+            "message": "the derived threshold is stale: the cards changed since `tiny learn` "
+            f"derived it; routes use {DEFAULT_THRESHOLD} until `tiny learn`",
+        }
+    ]

@@ -12,8 +12,8 @@ from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.load import check_cards
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned
-from tiny_cli.routing.factory import build_router, learned_folder
-from tiny_cli.routing.router import Overlap
+from tiny_cli.routing.factory import build_router, learned_folder, stale_threshold
+from tiny_cli.routing.router import Overlap, Router
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import McpConfig, original
 from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text
@@ -110,7 +110,21 @@ def routing_warnings(
     learned = learned_folder(settings) / LEARNED_FILENAME
     overlaps = router.overlaps()
     problems = [_overlap_problem(by_id[o.agent_id], o, learned) for o in overlaps]
-    return problems if detail else _grouped(by_id, overlaps, problems)
+    stale = _stale(settings, cards, router, learned)
+    return stale + (problems if detail else _grouped(by_id, overlaps, problems))
+
+
+def _stale(
+    settings: Settings, cards: Sequence[Card], router: Router, learned: Path
+) -> list[Problem]:
+    """A warning when the folder's derived threshold no longer fits what it was derived on."""
+    why = stale_threshold(settings, cards, router)
+    if why is None:
+        return []
+    message = (
+        f"the derived threshold is stale: {why}; routes use {router.threshold} until `tiny learn`"
+    )
+    return [Problem(str(learned), 1, "threshold", message)]
 
 
 def _grouped(

@@ -67,7 +67,9 @@ __all__ = [
     "chosen_threshold",
     "derive_threshold",
     "embedder_for",
+    "folder_learned",
     "learned_folder",
+    "stale_threshold",
     "taught_tasks",
     "threshold_basis",
 ]
@@ -101,8 +103,7 @@ def build_router(
     without starting anything (tiny_cli.routing.tooltexts).
     """
     cards = tuple(cards)
-    if learned is None:  # a hand-added secret reaches neither the router's cache nor --explain
-        learned = load_learned(learned_folder(settings)).scrubbed(scrubber(settings.api_key))
+    learned = learned if learned is not None else folder_learned(settings)
     embedder = embedder or embedder_for(settings, transport)
     tool_texts = tool_texts if tool_texts is not None else gathered(settings)
     basis = threshold_basis(cards, tool_texts)
@@ -120,6 +121,21 @@ def build_router(
         keep_state=keep_state,
         tool_texts=tool_texts,
     )
+
+
+def folder_learned(settings: Settings) -> Learned:
+    """The cards folder's learned examples as a router reads them: a hand-added secret
+    reaches neither the router's cache nor --explain."""
+    return load_learned(learned_folder(settings)).scrubbed(scrubber(settings.api_key))
+
+
+def stale_threshold(settings: Settings, cards: Sequence[Card], router: Router) -> str | None:
+    """What changed since the folder's threshold was derived, so that `router` (built by
+    build_router for `cards`) uses the default; None: fresh, given, or none derived."""
+    if settings.threshold is not None:
+        return None
+    basis = threshold_basis(cards, router.tools)
+    return folder_learned(settings).why_stale(fingerprint(router.embedder), *basis)
 
 
 def taught_tasks(learned: Learned, card_ids: set[str]) -> dict[str, str | None]:
