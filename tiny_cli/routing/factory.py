@@ -106,7 +106,8 @@ def build_router(
     learned = learned if learned is not None else folder_learned(settings)
     embedder = embedder or embedder_for(settings, transport)
     tool_texts = tool_texts if tool_texts is not None else gathered(settings)
-    basis = threshold_basis(cards, tool_texts)
+    # hashing every card's view costs a large folder time on each route: only with a threshold
+    basis = threshold_basis(cards, tool_texts) if learned.threshold is not None else ("", "")
     value, margin, source = chosen_threshold(learned, embedder, settings.threshold, basis)
     return Router(
         with_learned(cards, learned),
@@ -132,10 +133,11 @@ def folder_learned(settings: Settings) -> Learned:
 def stale_threshold(settings: Settings, cards: Sequence[Card], router: Router) -> str | None:
     """What changed since the folder's threshold was derived, so that `router` (built by
     build_router for `cards`) uses the default; None: fresh, given, or none derived."""
-    if settings.threshold is not None:
+    learned = folder_learned(settings)
+    if settings.threshold is not None or learned.threshold is None:
         return None
     basis = threshold_basis(cards, router.tools)
-    return folder_learned(settings).why_stale(fingerprint(router.embedder), *basis)
+    return learned.why_stale(fingerprint(router.embedder), *basis)
 
 
 def taught_tasks(learned: Learned, card_ids: set[str]) -> dict[str, str | None]:
