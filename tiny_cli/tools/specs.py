@@ -40,7 +40,6 @@ from typing import (
     Annotated,
     Any,
     Literal,
-    NamedTuple,
     TypeGuard,
     Union,
     get_args,
@@ -59,11 +58,8 @@ __all__ = [
     "TOOL_NAME_PATTERN",
     "BuiltOnce",
     "Spec",
-    "SpecCacheInfo",
-    "clear_spec_cache",
     "flow",
     "one_line",
-    "spec_cache_info",
     "spec_of",
     "stored_spec",
 ]
@@ -120,14 +116,6 @@ class BuiltOnce:
             return self._model
 
 
-class SpecCacheInfo(NamedTuple):
-    """How often a spec came from the cache (hits) or was built (misses), and how many it holds."""
-
-    hits: int
-    misses: int
-    size: int
-
-
 def spec_of(f: Callable[..., Any], name: str, *, bound: bool = False) -> Spec:
     """Return the spec of `f` under `name`; `bound`: the first parameter (self) is not an argument.
 
@@ -140,16 +128,6 @@ def spec_of(f: Callable[..., Any], name: str, *, bound: bool = False) -> Spec:
     if key is None:  # a callable object or a partial: nothing stable to key it by
         return _build(f, name, bound)
     return _CACHE.get(key, lambda: _build(f, name, bound))
-
-
-def spec_cache_info() -> SpecCacheInfo:
-    """Return the process's spec cache counters."""
-    return _CACHE.info()
-
-
-def clear_spec_cache() -> None:
-    """Forget every cached spec and reset the counters."""
-    _CACHE.clear()
 
 
 def one_line(exc: BaseException) -> str:
@@ -167,30 +145,18 @@ class _Cache:
         self._size = size
         self._specs: OrderedDict[tuple[Any, ...], Spec] = OrderedDict()
         self._lock = threading.Lock()
-        self._hits = self._misses = 0
 
     def get(self, key: tuple[Any, ...], build: Callable[[], Spec]) -> Spec:
         with self._lock:  # builds are rare (once per signature): holding the lock is fine
             spec = self._specs.get(key)
             if spec is not None:
-                self._hits += 1
                 self._specs.move_to_end(key)
                 return spec
             spec = build()  # a ToolError is not cached: the next call reports it again
-            self._misses += 1
             self._specs[key] = spec
             if len(self._specs) > self._size:
                 self._specs.popitem(last=False)
             return spec
-
-    def info(self) -> SpecCacheInfo:
-        with self._lock:
-            return SpecCacheInfo(self._hits, self._misses, len(self._specs))
-
-    def clear(self) -> None:
-        with self._lock:
-            self._specs.clear()
-            self._hits = self._misses = 0
 
 
 _CACHE = _Cache(MAX_CACHED_SPECS)
