@@ -57,16 +57,29 @@ def test_a_second_registry_builds_no_spec(settings: Settings, tmp_path: Path) ->
     assert [t.arguments_model for t in made] == [first[n].arguments_model for n in BUILTIN_NAMES]
 
 
-def test_a_closure_made_again_shares_its_model() -> None:
+def test_a_function_made_a_tool_again_shares_its_model_not_its_schema() -> None:
+    def remember(word: str, times: int = 1) -> list[str]:
+        """Remember a word.
+
+        Args:
+            word: The word.
+            times: How often.
+        """
+        return [word] * times
+
+    one, two = tool(remember), tool(remember)
+    assert one.arguments_model is two.arguments_model  # one model class, built once
+    assert one.parameters == two.parameters and one.parameters is not two.parameters
+    one.parameters["properties"]["word"]["description"] = "changed by one run"
+    assert two.parameters["properties"]["word"]["description"] == "The word."
+    assert tool(remember).parameters["properties"]["word"]["description"] == "The word."
+
+
+def test_closures_made_for_two_runs_keep_their_own_state() -> None:
     def make(state: list[str]) -> Any:
         @tool
         def remember(word: str, times: int = 1) -> int:
-            """Remember a word.
-
-            Args:
-                word: The word.
-                times: How often.
-            """
+            """Remember a word."""
             state.extend([word] * times)
             return len(state)
 
@@ -75,11 +88,7 @@ def test_a_closure_made_again_shares_its_model() -> None:
     one_state: list[str] = []
     two_state: list[str] = []
     one, two = make(one_state), make(two_state)
-    assert one.arguments_model is two.arguments_model  # one model class, built once
-    assert one.parameters == two.parameters and one.parameters is not two.parameters
-    one.parameters["properties"]["word"]["description"] = "changed by one run"
-    assert two.parameters["properties"]["word"]["description"] == "The word."
-    assert make([]).parameters["properties"]["word"]["description"] == "The word."
+    assert one.parameters == two.parameters
     assert one(word="a", times=2.0) == 2 and two(word="b") == 1  # each closure its own state
     assert one_state == ["a", "a"] and two_state == ["b"]
 
@@ -99,17 +108,12 @@ def test_a_different_default_or_docstring_is_a_different_spec() -> None:
 
 
 def test_specs_are_built_once_across_threads() -> None:
+    def racing(x: int) -> int:
+        """Race."""
+        return x
+
     made: list[Any] = []
-
-    def make() -> None:
-        @tool
-        def racing(x: int) -> int:
-            """Race."""
-            return x
-
-        made.append(racing)
-
-    threads = [threading.Thread(target=make) for _ in range(16)]
+    threads = [threading.Thread(target=lambda: made.append(tool(racing))) for _ in range(16)]
     for t in threads:
         t.start()
     for t in threads:

@@ -321,8 +321,8 @@ def tool(
 ) -> Any:
     """Turn a typed, documented function into a Tool; usable as @tool or @tool(writes=True).
 
-    The description, schema and arguments model are built once per signature and process
-    (`tiny_cli.tools.specs`): the same closure made again for the next run costs little.
+    The description, schema and arguments model are built once per function and process
+    (`tiny_cli.tools.specs`).
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:

@@ -1,15 +1,11 @@
 """Tool specs: a typed, documented function's description, arguments model and JSON Schema.
 
-Building the pydantic model and its schema costs a few milliseconds per tool; the bench
-and `tiny serve` build the same tools for every run. `spec_of` builds each signature once
-per process and hands out the same immutable parts afterwards (the description, the model
-class) plus a fresh copy of the schema, so no run can change what another run is shown.
-
-The cache key is the function's signature, not the function object: the built-in tools are
-closures or methods bound to one run's state (its CRM, its artifacts), made anew for every
-run, whose signature never changes. A key holds the code object, the docstring, the defaults,
-the annotations and the module's globals the annotations are read in; a value that cannot be
-hashed is keyed by identity (and kept alive by the key, so the identity cannot be reused).
+The bench and `tiny serve` make the same tools for every run: `spec_of` builds the spec of
+each function once per process and hands out the same immutable parts afterwards (the
+description, the model class) plus a fresh copy of the schema, so no run can change what
+another run is shown. The key is the function itself: a built-in tool is a method of its
+class, made per run only as the object it is bound to, and a user's @tool runs once per load
+of its module.
 
 The built-in tools' specs are also kept on disk (`stored_spec`): a run whose calls convert
 nothing never builds a model. The description, schema and plainness of each built-in tool
@@ -72,7 +68,7 @@ SUPPORTED_TYPES_HINT = (
 )
 # where metadata that only bounds a value comes from: pydantic.Field(ge=1), annotated_types.Ge(1)
 PLAIN_METADATA = frozenset({"pydantic.fields", "annotated_types"})
-MAX_CACHED_SPECS = 512  # tool modules loaded again (tests do) add keys; the oldest go
+MAX_CACHED_SPECS = 512  # a tool module loaded again adds keys; the oldest go
 SPEC_FILE = "tool-specs.json"
 BUILDERS = ("pydantic", "docstring_parser")  # what builds a spec: another version, another salt
 
@@ -124,8 +120,10 @@ def spec_of(f: Callable[..., Any], name: str, *, bound: bool = False) -> Spec:
     """
     if isinstance(f, types.MethodType):
         f, bound = f.__func__, True
-    key = _key(f, name, bound)
-    if key is None:  # a callable object or a partial: nothing stable to key it by
+    try:
+        key = (f, name, bound)
+        hash(key)
+    except TypeError:  # a callable object that cannot be hashed: nothing to key it by
         return _build(f, name, bound)
     return _CACHE.get(key, lambda: _build(f, name, bound))
 
@@ -160,42 +158,6 @@ class _Cache:
 
 
 _CACHE = _Cache(MAX_CACHED_SPECS)
-
-
-class _ByIdentity:
-    """Key a value by identity (unhashable defaults and annotations, a module's globals)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value  # held, so its id is not reused while the key lives
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _ByIdentity) and other.value is self.value
-
-
-def _key(f: Callable[..., Any], name: str, bound: bool) -> tuple[Any, ...] | None:
-    code = getattr(f, "__code__", None)
-    if code is None:
-        return None
-    annotations = tuple((k, _frozen(v)) for k, v in getattr(f, "__annotations__", {}).items())
-    kwdefaults = tuple(
-        (k, _frozen(v)) for k, v in (getattr(f, "__kwdefaults__", None) or {}).items()
-    )
-    defaults = tuple(_frozen(v) for v in getattr(f, "__defaults__", None) or ())
-    scope = _ByIdentity(getattr(f, "__globals__", None))
-    return (name, bound, code, f.__doc__, scope, defaults, kwdefaults, annotations)
-
-
-def _frozen(value: Any) -> Any:
-    try:
-        hash(value)
-    except TypeError:
-        return _ByIdentity(value)
-    return value
 
 
 # --- building a spec ----------------------------------------------------------------------
