@@ -1,9 +1,8 @@
-"""Built-in tools' specs kept on disk, and calls that need no arguments model."""
+"""Built-in tools' literal specs, and calls that need no arguments model."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,71 +12,35 @@ import pytest
 from tiny_cli.errors import ToolCallError
 from tiny_cli.settings import Settings
 from tiny_cli.tools import tool
-from tiny_cli.tools.builtin import default_registry
-from tiny_cli.tools.registry import Tool
-from tiny_cli.tools.specs import SPEC_FILE, BuiltOnce, Spec, spec_of
+from tiny_cli.tools.builtin import SCHEMAS, default_registry
+from tiny_cli.tools.registry import LazyTool, Tool
+from tiny_cli.tools.specs import BuiltOnce, Spec, spec_of
 
 from .conftest import HANDBOOK, SEED_CARDS
 
-BUILTIN_NAMES = ["http_get", "html_to_text", "docs_search", "crm_find_company", "crm_add_company"]
+
+def _without_descriptions(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _without_descriptions(v) for k, v in schema.items() if k != "description"}
+    return schema
 
 
-def _settings(home: Path) -> Settings:
-    return Settings(home=home, cards_dir=SEED_CARDS, docs_dir=HANDBOOK)
+@pytest.mark.parametrize("name", list(SCHEMAS))
+def test_a_literal_schema_is_what_its_method_takes(tmp_path: Path, name: str) -> None:
+    registry = default_registry(Settings(home=tmp_path, cards_dir=SEED_CARDS, docs_dir=HANDBOOK))
+    entry = registry.entry(name)
+    assert isinstance(entry, LazyTool)
+    built = spec_of(entry.method, name, bound=True)
+    literal = SCHEMAS[name]["parameters"]
+    assert _without_descriptions(literal) == _without_descriptions(built.parameters())
+    assert built.plain is True  # no built-in hint carries a validator: the literal says plain
+    assert all(p["description"] for p in literal["properties"].values())  # the model reads them
+    assert SCHEMAS[name]["description"].startswith(entry.method.__doc__.rstrip("."))
+    assert registry.schemas([name])[0]["function"]["parameters"] == literal
 
 
-def _stored(home: Path) -> dict[str, Any]:
-    return json.loads((_settings(home).cache_dir / SPEC_FILE).read_text("utf-8"))
-
-
-def test_the_stored_specs_are_the_built_ones(tmp_path: Path) -> None:
-    registry = default_registry(_settings(tmp_path))
-    schemas = registry.schemas(BUILTIN_NAMES)
-    stored = _stored(tmp_path)["specs"]
-    assert len(stored) == len(BUILTIN_NAMES)
-    for schema, entry in zip(schemas, stored.values(), strict=True):
-        assert entry["description"] == schema["function"]["description"]
-        assert json.loads(entry["schema"]) == schema["function"]["parameters"]
-        assert entry["plain"] is True  # no built-in hint carries a validator
-
-
-def test_a_second_folder_reads_the_specs_it_was_given(tmp_path: Path) -> None:
-    default_registry(_settings(tmp_path / "a")).schemas(BUILTIN_NAMES)
-    kept = _stored(tmp_path / "a")
-    key = next(k for k in kept["specs"] if k.endswith(" as docs_search"))
-    kept["specs"][key]["description"] = "read from the file"
-    copy = _settings(tmp_path / "b").cache_dir / SPEC_FILE
-    copy.parent.mkdir(parents=True)
-    copy.write_text(json.dumps(kept), "utf-8")
-    schema = default_registry(_settings(tmp_path / "b")).schemas(["docs_search"])[0]
-    assert schema["function"]["description"] == "read from the file"  # not built again
-
-
-@pytest.mark.parametrize(
-    "spoil",
-    [
-        lambda kept: kept.update(salt="another tiny, another pydantic"),
-        lambda kept: [e.update(plain="yes") for e in kept["specs"].values()],
-        lambda kept: [e.pop("schema") for e in kept["specs"].values()],
-    ],
-    ids=["another salt", "a wrong type", "a missing field"],
-)
-def test_a_file_of_another_salt_or_shape_is_built_again(tmp_path: Path, spoil: Any) -> None:
-    default_registry(_settings(tmp_path / "a")).schemas(BUILTIN_NAMES)
-    good = _stored(tmp_path / "a")
-    kept = json.loads(json.dumps(good))
-    spoil(kept)
-    file = _settings(tmp_path / "b").cache_dir / SPEC_FILE
-    file.parent.mkdir(parents=True)
-    file.write_text(json.dumps(kept), "utf-8")
-    schemas = default_registry(_settings(tmp_path / "b")).schemas(BUILTIN_NAMES)
-    assert schemas == default_registry(_settings(tmp_path / "a")).schemas(BUILTIN_NAMES)
-    assert _stored(tmp_path / "b") == good  # and written as it should be
-
-
-def test_a_number_is_still_converted_by_a_spec_read_from_disk(tmp_path: Path) -> None:
-    default_registry(_settings(tmp_path)).schemas(["docs_search"])  # written
-    registry = default_registry(replace(_settings(tmp_path), docs_dir=HANDBOOK))
+def test_a_number_is_still_converted_by_a_literal_spec(tmp_path: Path) -> None:
+    registry = default_registry(Settings(home=tmp_path, cards_dir=SEED_CARDS, docs_dir=HANDBOOK))
     hits = registry["docs_search"](query="onboarding", limit=1.0)  # 1.0 for an int: 1
     assert len(hits) == 1
     with pytest.raises(ToolCallError, match="limit"):

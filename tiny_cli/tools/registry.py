@@ -1,9 +1,9 @@
 """Tools: the registry of every callable tool, the @tool decorator, and user tool modules.
 
 A tool's description and schema come from its signature and docstring (`tiny_cli.tools.specs`,
-built once per process). The built-in tools join a registry as `LazyTool`s: known by name,
-writes flag, description and schema at once, made (with their state and imports) only when
-a run asks for one.
+built once per process), or, for a built-in, from its literal schema. The built-in tools join
+a registry as `LazyTool`s: known by name, writes flag, description and schema at once, made
+(with their state and imports) only when a run asks for one.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pydantic
 
 from tiny_cli.errors import ToolCallError, ToolError
 from tiny_cli.tools.args_check import fast_pass
-from tiny_cli.tools.specs import TOOL_NAME_PATTERN, Spec, one_line, spec_of, stored_spec
+from tiny_cli.tools.specs import TOOL_NAME_PATTERN, Spec, literal_spec, one_line, spec_of
 
 __all__ = [
     "LazyTool",
@@ -119,9 +119,8 @@ class LazyTool:
     owner: Callable[[], Any]
     writes: bool = False
     name: str = ""  # the method's name when empty
-    cache_dir: Path | None = (
-        None  # where its spec is kept between processes (tiny_cli.tools.specs.stored_spec)
-    )
+    # its literal `description` and `parameters` (the built-ins): no spec is built to offer it
+    described: Mapping[str, Any] | None = None
 
     @property
     def tool_name(self) -> str:
@@ -130,8 +129,8 @@ class LazyTool:
 
     def spec(self) -> Spec:
         """Return the description, schema and arguments model (built once per process)."""
-        if self.cache_dir is not None:
-            return stored_spec(self.method, self.tool_name, self.cache_dir)
+        if self.described is not None:
+            return literal_spec(self.method, self.tool_name, self.described)
         return spec_of(self.method, self.tool_name, bound=True)
 
     def schema(self) -> dict[str, Any]:

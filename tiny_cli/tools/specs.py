@@ -7,36 +7,25 @@ another run is shown. The key is the function itself: a built-in tool is a metho
 class, made per run only as the object it is bound to, and a user's @tool runs once per load
 of its module.
 
-The built-in tools' specs are also kept on disk (`stored_spec`): a run whose calls convert
-nothing never builds a model. The description, schema and plainness of each built-in tool
-are written to one JSON file under the cache directory, and read there by the next process;
-the arguments model is built only when a call's arguments need converting
-(tiny_cli.tools.registry.Tool). What a stored spec depends on goes into the salt: tiny's
-version and Python's, the files of the tools package (a built-in's signature may read a bound
-from any of them), and the installed pydantic and docstring_parser (their files' size and
-mtime). Another salt, another file content: the specs are built again and the file rewritten.
+A built-in tool's description and schema are literal (`literal_spec`): offering one builds
+nothing; its arguments model is built from the method only when a call's arguments need
+converting (tiny_cli.tools.registry.Tool).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import inspect
 import json
-import os
 import re
-import sys
 import threading
 import types
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import (
     Annotated,
     Any,
     Literal,
-    TypeGuard,
     Union,
     get_args,
     get_origin,
@@ -45,19 +34,16 @@ from typing import (
 
 import pydantic
 
-from tiny_cli._version import __version__
 from tiny_cli.errors import ToolError
-from tiny_cli.userfiles import read_json, stamp, write_json
 
 __all__ = [
-    "SPEC_FILE",
     "TOOL_NAME_PATTERN",
     "BuiltOnce",
     "Spec",
     "flow",
+    "literal_spec",
     "one_line",
     "spec_of",
-    "stored_spec",
 ]
 
 # What OpenAI-compatible servers accept as a function name.
@@ -69,8 +55,6 @@ SUPPORTED_TYPES_HINT = (
 # where metadata that only bounds a value comes from: pydantic.Field(ge=1), annotated_types.Ge(1)
 PLAIN_METADATA = frozenset({"pydantic.fields", "annotated_types"})
 MAX_CACHED_SPECS = 512  # a tool module loaded again adds keys; the oldest go
-SPEC_FILE = "tool-specs.json"
-BUILDERS = ("pydantic", "docstring_parser")  # what builds a spec: another version, another salt
 
 
 @dataclass(frozen=True)
@@ -286,65 +270,15 @@ def _clean(schema: Any) -> Any:
     return cleaned
 
 
-# --- the built-in tools' specs kept on disk ----------------------------------------------
-
-_LOCK = threading.Lock()
-_LOADED: dict[Path, dict[str, Any]] = {}  # per file: its entries, read once per process
+# --- the built-in tools' literal specs ---------------------------------------------------
 
 
-def stored_spec(method: Callable[..., Any], name: str, cache_dir: Path) -> Spec:
-    """Return the spec of the method `method` (self is no argument) under `name`, from disk.
+def literal_spec(method: Callable[..., Any], name: str, described: Mapping[str, Any]) -> Spec:
+    """Return the spec of the method `method` (self is no argument) from its literal schema.
 
-    A spec not on disk (or under another salt) is built with `spec_of` and written there.
+    `described` holds `description` and `parameters`; the arguments model is built from the
+    method's signature on first use. No built-in hint carries a validator: the spec is plain.
     """
-    file = cache_dir / SPEC_FILE
-    key = f"{method.__module__}.{method.__qualname__} as {name}"
-    with _LOCK:
-        entries = _entries(file)
-        entry = entries.get(key)
-        if _valid(entry):
-            return _spec(entry, method, name)
-        spec = spec_of(method, name, bound=True)  # a ToolError here is the tool's, raised
-        entries[key] = {
-            "description": spec.description,
-            "schema": spec.schema_json,
-            "plain": spec.plain,
-        }
-        write_json(file, {"salt": _salt(), "specs": entries})
-        return spec
-
-
-def _entries(file: Path) -> dict[str, Any]:
-    if file not in _LOADED:
-        data = read_json(file, _salt())
-        specs = data.get("specs") if data is not None else None
-        _LOADED[file] = specs if isinstance(specs, dict) else {}
-    return _LOADED[file]
-
-
-def _valid(entry: Any) -> TypeGuard[dict[str, Any]]:
-    """An entry as this module writes it (a file edited by hand is built again)."""
-    if not isinstance(entry, dict):
-        return False
-    kinds = {"description": str, "schema": str, "plain": bool}
-    return all(isinstance(entry.get(k), kind) for k, kind in kinds.items())
-
-
-def _spec(entry: dict[str, Any], method: Callable[..., Any], name: str) -> Spec:
     slot = BuiltOnce(lambda: spec_of(method, name, bound=True).model)
-    return Spec(name, entry["description"], entry["schema"], entry["plain"], slot)
-
-
-@functools.cache
-def _salt() -> str:
-    """What the specs depend on, besides each method itself."""
-    parts = [__version__, sys.version, *_stamps(Path(__file__).parent)]
-    for module in BUILDERS:
-        found = importlib.util.find_spec(module)  # finds the files without importing them
-        parts.append(f"{module}:{stamp(found.origin) if found and found.origin else None}")
-    return "|".join(parts)
-
-
-def _stamps(folder: Path) -> list[str]:
-    names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
-    return [f"{n}:{stamp(folder / n)}" for n in names]
+    schema = json.dumps(described["parameters"])
+    return Spec(name, described["description"], schema, True, slot)
