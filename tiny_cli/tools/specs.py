@@ -14,12 +14,12 @@ converting (tiny_cli.tools.registry.Tool).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
 import threading
 import types
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import (
@@ -105,43 +105,16 @@ def spec_of(f: Callable[..., Any], name: str, *, bound: bool = False) -> Spec:
     if isinstance(f, types.MethodType):
         f, bound = f.__func__, True
     try:
-        key = (f, name, bound)
-        hash(key)
+        hash(f)
     except TypeError:  # a callable object that cannot be hashed: nothing to key it by
         return _build(f, name, bound)
-    return _CACHE.get(key, lambda: _build(f, name, bound))
+    with _LOCK:  # one build per function, however many threads ask at once
+        return _built(f, name, bound)  # a ToolError is not cached: the next call raises it again
 
 
 def one_line(exc: BaseException) -> str:
     """Fold an exception message onto one line (pydantic and SyntaxError span several)."""
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-# --- the cache ----------------------------------------------------------------------------
-
-
-class _Cache:
-    """A thread-safe LRU of specs: one build per key, however many threads ask at once."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._specs: OrderedDict[tuple[Any, ...], Spec] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[Any, ...], build: Callable[[], Spec]) -> Spec:
-        with self._lock:  # builds are rare (once per signature): holding the lock is fine
-            spec = self._specs.get(key)
-            if spec is not None:
-                self._specs.move_to_end(key)
-                return spec
-            spec = build()  # a ToolError is not cached: the next call reports it again
-            self._specs[key] = spec
-            if len(self._specs) > self._size:
-                self._specs.popitem(last=False)
-            return spec
-
-
-_CACHE = _Cache(MAX_CACHED_SPECS)
 
 
 # --- building a spec ----------------------------------------------------------------------
@@ -162,6 +135,10 @@ def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
     return Spec(
         name, description, json.dumps(_schema(name, model)), plain, BuiltOnce(lambda: model)
     )
+
+
+_built = functools.lru_cache(maxsize=MAX_CACHED_SPECS)(_build)
+_LOCK = threading.Lock()
 
 
 def _arguments_model(
