@@ -14,7 +14,7 @@ from tiny_cli.settings import Settings
 from tiny_cli.tools import tool
 from tiny_cli.tools.builtin import SCHEMAS, default_registry
 from tiny_cli.tools.registry import LazyTool, Tool
-from tiny_cli.tools.specs import BuiltOnce, Spec, spec_of
+from tiny_cli.tools.specs import Spec, spec_of
 
 from .conftest import HANDBOOK, SEED_CARDS
 
@@ -58,7 +58,7 @@ def _refusing_spec(plain: bool) -> Spec:
         "properties": {"word": {"type": "string"}, "n": {"type": "integer"}},
         "required": ["word"],
     }
-    return Spec("echo", "Echo.", json.dumps(schema), plain, BuiltOnce(build))
+    return Spec("echo", "Echo.", json.dumps(schema), plain, build)
 
 
 def _echo(word: str, n: int = 1) -> str:

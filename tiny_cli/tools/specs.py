@@ -38,7 +38,6 @@ from tiny_cli.errors import ToolError
 
 __all__ = [
     "TOOL_NAME_PATTERN",
-    "BuiltOnce",
     "Spec",
     "flow",
     "literal_spec",
@@ -67,33 +66,18 @@ class Spec:
     # converting arguments the schema accepts changes only their numbers (5.0 for an int is 5):
     # no hint carries a validator of its own
     plain: bool
-    arguments: BuiltOnce = field(repr=False, compare=False)
+    # makes the model: at once for a built spec, from the cached spec of its method for a
+    # literal one (built on first use, once per process)
+    arguments: Callable[[], type[pydantic.BaseModel]] = field(repr=False, compare=False)
 
     @property
     def model(self) -> type[pydantic.BaseModel]:
-        """The pydantic model of the arguments (built on first use, once)."""
-        return self.arguments.get()
+        """The pydantic model of the arguments."""
+        return self.arguments()
 
     def parameters(self) -> dict[str, Any]:
         """Return a fresh copy of the arguments' JSON Schema."""
         return json.loads(self.schema_json)
-
-
-class BuiltOnce:
-    """A model built once, when first asked for: a spec read from disk may never need one."""
-
-    def __init__(self, build: Callable[[], type[pydantic.BaseModel]]) -> None:
-        self._build: Callable[[], type[pydantic.BaseModel]] | None = build
-        self._model: type[pydantic.BaseModel] | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> type[pydantic.BaseModel]:
-        """Return the model, building it on the first call."""
-        with self._lock:
-            if self._model is None:
-                assert self._build is not None  # cleared only once the model is there
-                self._model, self._build = self._build(), None
-            return self._model
 
 
 def spec_of(f: Callable[..., Any], name: str, *, bound: bool = False) -> Spec:
@@ -132,9 +116,7 @@ def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
         raise ToolError(f"tool {name!r} needs a docstring: the model reads it")
     helps = {p.arg_name: flow(p.description) for p in doc.params}
     model, plain = _arguments_model(name, f, helps, bound)
-    return Spec(
-        name, description, json.dumps(_schema(name, model)), plain, BuiltOnce(lambda: model)
-    )
+    return Spec(name, description, json.dumps(_schema(name, model)), plain, lambda: model)
 
 
 _built = functools.lru_cache(maxsize=MAX_CACHED_SPECS)(_build)
@@ -256,6 +238,9 @@ def literal_spec(method: Callable[..., Any], name: str, described: Mapping[str, 
     `described` holds `description` and `parameters`; the arguments model is built from the
     method's signature on first use. No built-in hint carries a validator: the spec is plain.
     """
-    slot = BuiltOnce(lambda: spec_of(method, name, bound=True).model)
     schema = json.dumps(described["parameters"])
-    return Spec(name, described["description"], schema, True, slot)
+
+    def model() -> type[pydantic.BaseModel]:
+        return spec_of(method, name, bound=True).model
+
+    return Spec(name, described["description"], schema, True, model)
