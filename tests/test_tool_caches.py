@@ -22,7 +22,7 @@ from tiny_cli.testing import reply, tool_call
 from tiny_cli.tools import Registry, tool
 from tiny_cli.tools.artifacts import READ_ARTIFACT, ArtifactStore
 from tiny_cli.tools.builtin import builtin_entries, default_registry
-from tiny_cli.tools.registry import LazyTool
+from tiny_cli.tools.registry import LazyTool, Tool
 from tiny_cli.workspace import Workspace, open_workspace
 
 from .conftest import HANDBOOK, REPO, SEED_CARDS
@@ -130,9 +130,9 @@ def test_builtins_are_made_only_when_looked_up(settings: Settings) -> None:
     assert "docs_search" in registry and list(registry) == BUILTIN_NAMES
     schemas = registry.schemas(["docs_search"])
     assert schemas[0]["function"]["parameters"]["properties"]["limit"]["maximum"] == 20
-    assert not any(registry.made(n) for n in BUILTIN_NAMES)
+    assert all(isinstance(registry.entry(n), LazyTool) for n in BUILTIN_NAMES)  # none made
     assert registry["docs_search"](query="onboarding")[0]["path"] == "onboarding.md"
-    assert [n for n in BUILTIN_NAMES if registry.made(n)] == ["docs_search"]
+    assert [n for n in BUILTIN_NAMES if isinstance(registry.entry(n), Tool)] == ["docs_search"]
 
 
 def test_validating_cards_imports_no_tool_module() -> None:

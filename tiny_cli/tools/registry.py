@@ -250,10 +250,6 @@ class Registry(Mapping[str, Tool]):
         """Return what was added as `name`: the Tool, or the LazyTool if it is not made yet."""
         return self._tools.get(name) or self._lazy[name]
 
-    def made(self, name: str) -> bool:
-        """Say whether the tool `name` exists as a Tool yet (a LazyTool not looked up: no)."""
-        return name in self._tools
-
     def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
         """Return the OpenAI tool schemas of `names`, in that order (making no LazyTool)."""
         return [self._schema(n) for n in names]
