@@ -177,7 +177,7 @@ def _text(description: str) -> dict[str, str]:
 
 
 # What the model is told about each built-in tool, as literal JSON Schema: offering one builds
-# and reads nothing. tests/test_spec_store.py checks each against its method's signature.
+# and reads nothing. tests/test_tool_specs.py checks each against its method's signature.
 SCHEMAS: dict[str, dict[str, Any]] = {
     "http_get": {
         "description": "Fetch a web page over HTTP(S) and return its body (HTML as served). "
