@@ -29,6 +29,7 @@ from .conftest import HANDBOOK, REPO, SEED_CARDS
 
 BUILTIN_NAMES = ["http_get", "html_to_text", "docs_search", "crm_find_company", "crm_add_company"]
 DOCS_ANSWER = {"status": "ok", "summary": "Day one: laptop.", "source": "onboarding.md"}
+PING = {"description": "Ping.", "parameters": {"type": "object", "properties": {}}}
 CRM_ANSWER = {"status": "ok", "summary": "Added.", "company_id": 1, "name": "Acme GmbH"}
 
 
@@ -164,7 +165,7 @@ def test_a_lazy_tool_is_made_once_per_registry_across_threads() -> None:
             """Ping."""
             return "pong"
 
-    registry = Registry([LazyTool(Owner.ping, Owner)])
+    registry = Registry([LazyTool(Owner.ping, Owner, PING)])
     found: list[object] = []
     threads = [threading.Thread(target=lambda: found.append(registry["ping"])) for _ in range(16)]
     for t in threads:
@@ -173,7 +174,7 @@ def test_a_lazy_tool_is_made_once_per_registry_across_threads() -> None:
         t.join()
     assert len(owners) == 1 and all(f is found[0] for f in found)
     assert registry["ping"]() == "pong"
-    assert Registry([LazyTool(Owner.ping, Owner)])["ping"]() == "pong" and len(owners) == 2
+    assert Registry([LazyTool(Owner.ping, Owner, PING)])["ping"]() == "pong" and len(owners) == 2
 
 
 def test_two_runs_share_no_crm(workspace: Workspace, tmp_path: Path) -> None:

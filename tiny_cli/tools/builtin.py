@@ -89,7 +89,7 @@ def builtin_entries(
         _CrmTools: _once(lambda: _CrmTools(settings.home)),
     }
     return [
-        LazyTool(method, owners[owner], writes=writes, described=SCHEMAS[method.__name__])
+        LazyTool(method, owners[owner], SCHEMAS[method.__name__], writes)
         for owner, method, writes in _BUILTINS
     ]
 

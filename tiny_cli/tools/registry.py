@@ -108,30 +108,27 @@ def _schema_entry(name: str, description: str, parameters: dict[str, Any]) -> di
 
 @dataclass(frozen=True)
 class LazyTool:
-    """A tool known before it exists: a method's signature now, the object it runs on later.
+    """A built-in tool known before it exists: its literal schema now, its object later.
 
     `method` is a function defined in a class (its first parameter, `self`, is no argument);
     `owner()` makes the object with one registry's state (a CRM, a knowledge folder) and
-    imports what the tool needs. Name, writes, description and schema need neither.
+    imports what the tool needs. `described` holds the literal `description` and `parameters`
+    the model is shown: name, writes, description and schema need no owner and build nothing.
     """
 
     method: Callable[..., Any]
     owner: Callable[[], Any]
+    described: Mapping[str, Any]
     writes: bool = False
-    name: str = ""  # the method's name when empty
-    # its literal `description` and `parameters` (the built-ins): no spec is built to offer it
-    described: Mapping[str, Any] | None = None
 
     @property
     def tool_name(self) -> str:
-        """Return the name the model calls the tool by."""
-        return self.name or self.method.__name__
+        """Return the name the model calls the tool by (the method's)."""
+        return self.method.__name__
 
     def spec(self) -> Spec:
-        """Return the description, schema and arguments model (built once per process)."""
-        if self.described is not None:
-            return literal_spec(self.method, self.tool_name, self.described)
-        return spec_of(self.method, self.tool_name, bound=True)
+        """Return the description, schema and arguments model (the model built on first use)."""
+        return literal_spec(self.method, self.tool_name, self.described)
 
     def schema(self) -> dict[str, Any]:
         """Return the OpenAI `tools` entry, without making the tool."""
