@@ -107,7 +107,7 @@ def one_line(exc: BaseException) -> str:
 def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
     if not TOOL_NAME_PATTERN.match(name):
         raise ToolError(f"tool {name!r}: a name is 1-64 letters, digits, '_' or '-'")
-    import docstring_parser  # a spec kept on disk (`stored_spec`) needs no docstring parsed
+    import docstring_parser  # a built-in's literal spec (`literal_spec`) parses no docstring
 
     doc = docstring_parser.parse(inspect.getdoc(f) or "")
     # Docstrings wrap at the code's line length; the model should see flowing text.
