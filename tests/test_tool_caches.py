@@ -1,4 +1,4 @@
-"""What tiny builds once per process (tool specs, the handbook's index) and what stays per run."""
+"""What tiny builds once per process (tool specs) and what stays per run (tools with state)."""
 
 from __future__ import annotations
 
@@ -22,15 +22,14 @@ from tiny_cli.testing import reply, tool_call
 from tiny_cli.tools import Registry, tool
 from tiny_cli.tools.artifacts import READ_ARTIFACT, ArtifactStore
 from tiny_cli.tools.builtin import builtin_entries, default_registry
-from tiny_cli.tools.handbook import Handbook, index_builds
-from tiny_cli.tools.registry import LazyTool
-from tiny_cli.tools.specs import spec_cache_info
+from tiny_cli.tools.registry import LazyTool, Tool
 from tiny_cli.workspace import Workspace, open_workspace
 
 from .conftest import HANDBOOK, REPO, SEED_CARDS
 
 BUILTIN_NAMES = ["http_get", "html_to_text", "docs_search", "crm_find_company", "crm_add_company"]
 DOCS_ANSWER = {"status": "ok", "summary": "Day one: laptop.", "source": "onboarding.md"}
+PING = {"description": "Ping.", "parameters": {"type": "object", "properties": {}}}
 CRM_ANSWER = {"status": "ok", "summary": "Added.", "company_id": 1, "name": "Acme GmbH"}
 
 
@@ -52,45 +51,45 @@ def test_a_second_registry_builds_no_spec(settings: Settings, tmp_path: Path) ->
     first = default_registry(settings)
     first.schemas(BUILTIN_NAMES)
     [first[name] for name in BUILTIN_NAMES]
-    before = spec_cache_info()
     second = default_registry(replace(settings, home=tmp_path / "other"))
     schemas = second.schemas(BUILTIN_NAMES)
     made = [second[name] for name in BUILTIN_NAMES]
-    after = spec_cache_info()
-    assert after.misses == before.misses  # nothing built again
-    # its schemas: from this process's cache (its own cache folder is new); then its tools:
-    # from the specs it wrote to that folder
-    assert after.hits == before.hits + len(BUILTIN_NAMES)
     assert schemas == first.schemas(BUILTIN_NAMES)
     assert [t.arguments_model for t in made] == [first[n].arguments_model for n in BUILTIN_NAMES]
 
 
-def test_a_closure_made_again_hits_the_cache() -> None:
+def test_a_function_made_a_tool_again_shares_its_model_not_its_schema() -> None:
+    def remember(word: str, times: int = 1) -> list[str]:
+        """Remember a word.
+
+        Args:
+            word: The word.
+            times: How often.
+        """
+        return [word] * times
+
+    one, two = tool(remember), tool(remember)
+    assert one.arguments_model is two.arguments_model  # one model class, built once
+    assert one.parameters == two.parameters and one.parameters is not two.parameters
+    one.parameters["properties"]["word"]["description"] = "changed by one run"
+    assert two.parameters["properties"]["word"]["description"] == "The word."
+    assert tool(remember).parameters["properties"]["word"]["description"] == "The word."
+
+
+def test_closures_made_for_two_runs_keep_their_own_state() -> None:
     def make(state: list[str]) -> Any:
         @tool
         def remember(word: str, times: int = 1) -> int:
-            """Remember a word.
-
-            Args:
-                word: The word.
-                times: How often.
-            """
+            """Remember a word."""
             state.extend([word] * times)
             return len(state)
 
         return remember
 
-    before = spec_cache_info()
     one_state: list[str] = []
     two_state: list[str] = []
     one, two = make(one_state), make(two_state)
-    after = spec_cache_info()
-    assert after.misses == before.misses + 1 and after.hits == before.hits + 1
-    assert one.arguments_model is two.arguments_model  # one model class, built once
-    assert one.parameters == two.parameters and one.parameters is not two.parameters
-    one.parameters["properties"]["word"]["description"] = "changed by one run"
-    assert two.parameters["properties"]["word"]["description"] == "The word."
-    assert make([]).parameters["properties"]["word"]["description"] == "The word."
+    assert one.parameters == two.parameters
     assert one(word="a", times=2.0) == 2 and two(word="b") == 1  # each closure its own state
     assert one_state == ["a", "a"] and two_state == ["b"]
 
@@ -110,22 +109,17 @@ def test_a_different_default_or_docstring_is_a_different_spec() -> None:
 
 
 def test_specs_are_built_once_across_threads() -> None:
-    def make() -> Any:
-        @tool
-        def racing(x: int) -> int:
-            """Race."""
-            return x
+    def racing(x: int) -> int:
+        """Race."""
+        return x
 
-        return racing
-
-    before = spec_cache_info()
-    threads = [threading.Thread(target=make) for _ in range(16)]
+    made: list[Any] = []
+    threads = [threading.Thread(target=lambda: made.append(tool(racing))) for _ in range(16)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    after = spec_cache_info()
-    assert after.misses == before.misses + 1 and after.hits == before.hits + 15
+    assert len({id(t.arguments_model) for t in made}) == 1  # one model for every thread
 
 
 # --- built-ins: lazy, per run -------------------------------------------------------------
@@ -137,9 +131,9 @@ def test_builtins_are_made_only_when_looked_up(settings: Settings) -> None:
     assert "docs_search" in registry and list(registry) == BUILTIN_NAMES
     schemas = registry.schemas(["docs_search"])
     assert schemas[0]["function"]["parameters"]["properties"]["limit"]["maximum"] == 20
-    assert not any(registry.made(n) for n in BUILTIN_NAMES)
+    assert all(isinstance(registry.entry(n), LazyTool) for n in BUILTIN_NAMES)  # none made
     assert registry["docs_search"](query="onboarding")[0]["path"] == "onboarding.md"
-    assert [n for n in BUILTIN_NAMES if registry.made(n)] == ["docs_search"]
+    assert [n for n in BUILTIN_NAMES if isinstance(registry.entry(n), Tool)] == ["docs_search"]
 
 
 def test_validating_cards_imports_no_tool_module() -> None:
@@ -171,7 +165,7 @@ def test_a_lazy_tool_is_made_once_per_registry_across_threads() -> None:
             """Ping."""
             return "pong"
 
-    registry = Registry([LazyTool(Owner.ping, Owner)])
+    registry = Registry([LazyTool(Owner.ping, Owner, PING)])
     found: list[object] = []
     threads = [threading.Thread(target=lambda: found.append(registry["ping"])) for _ in range(16)]
     for t in threads:
@@ -180,7 +174,7 @@ def test_a_lazy_tool_is_made_once_per_registry_across_threads() -> None:
         t.join()
     assert len(owners) == 1 and all(f is found[0] for f in found)
     assert registry["ping"]() == "pong"
-    assert Registry([LazyTool(Owner.ping, Owner)])["ping"]() == "pong" and len(owners) == 2
+    assert Registry([LazyTool(Owner.ping, Owner, PING)])["ping"]() == "pong" and len(owners) == 2
 
 
 def test_two_runs_share_no_crm(workspace: Workspace, tmp_path: Path) -> None:
@@ -226,73 +220,26 @@ def test_approval_is_per_run_not_per_tool(workspace: Workspace, scripted_server)
 # --- read_artifact: only for a run that holds artifacts -----------------------------------
 
 
-class _CountingStore(ArtifactStore):
-    """An artifact store that counts the `read_artifact` tools runs make over it."""
-
-    def __init__(self, home: Path) -> None:
-        super().__init__(home)
-        self.readers = 0
-
-    def reader(self, held: Any, max_chars: int) -> Any:
-        self.readers += 1
-        return super().reader(held, max_chars)
-
-
-def _docs_run(workspace: Workspace, server: Any, store: ArtifactStore, held: tuple = ()) -> Any:
-    server.add(tool_call("docs_search", {"query": "onboarding"}), reply(json.dumps(DOCS_ANSWER)))
-    return invoke(
+@pytest.mark.parametrize("holds", [False, True], ids=["no artifacts", "an artifact"])
+def test_read_artifact_is_offered_only_to_a_run_with_artifacts(
+    workspace: Workspace, scripted_server, home: Path, holds: bool
+) -> None:
+    store = ArtifactStore(home)
+    held = (store.save("a long page " * 50, tool="http_get", card="web-reader"),) if holds else ()
+    scripted_server.add(
+        tool_call("docs_search", {"query": "onboarding"}), reply(json.dumps(DOCS_ANSWER))
+    )
+    digest = invoke(
         workspace.card("docs-finder"),
         make_brief("how did the onboarding process work again"),
         registry=workspace.registry,
-        provider=OpenAIProvider(server.url),
+        provider=OpenAIProvider(scripted_server.url),
         model="m",
         artifacts=store,
         held=held,
     )
-
-
-def _offered(request: dict) -> list[str]:
-    return [t["function"]["name"] for t in request.get("tools") or ()]
-
-
-def test_read_artifact_is_not_made_without_artifacts(
-    workspace: Workspace, scripted_server, home: Path
-) -> None:
-    store = _CountingStore(home)
-    digest = _docs_run(workspace, scripted_server, store)
-    assert digest.status == "ok" and store.readers == 0
-    assert all(READ_ARTIFACT not in _offered(r) for r in scripted_server.requests)
-
-
-def test_read_artifact_is_made_once_for_a_run_with_artifacts(
-    workspace: Workspace, scripted_server, home: Path
-) -> None:
-    store = _CountingStore(home)
-    held = (store.save("a long page " * 50, tool="http_get", card="web-reader"),)
-    digest = _docs_run(workspace, scripted_server, store, held)
-    assert digest.status == "ok" and store.readers == 1
-    assert all(READ_ARTIFACT in _offered(r) for r in scripted_server.requests)
-
-
-# --- the handbook's index: once per folder state ------------------------------------------
-
-
-def test_the_index_is_built_once_per_folder_state(tmp_path: Path) -> None:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    page = folder / "bikes.md"
-    page.write_text("# Bikes\n\nThe bicycle cellar is on level -2.\n", "utf-8")
-    first = Handbook(folder)
-    assert first.search("bicycle cellar")[0].path == "bikes.md"
-    builds = index_builds()
-    second = Handbook(folder)  # the next run's handbook over the same folder
-    assert second.search("bicycle")[0].path == "bikes.md"
-    assert index_builds() == builds and second.builds == 0  # not built again
-    stat = page.stat()
-    os.utime(page, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # touched
-    assert Handbook(folder).search("bicycle")[0].path == "bikes.md"
-    assert index_builds() == builds + 1
-    page.write_text("# Bikes\n\nThe bicycle cellar moved to level -3.\n", "utf-8")  # edited
-    assert "-3" in Handbook(folder).search("bicycle")[0].snippet
-    assert index_builds() == builds + 2
-    assert Handbook(folder).search("bicycle") and index_builds() == builds + 2
+    offered = [
+        [t["function"]["name"] for t in r.get("tools") or ()] for r in scripted_server.requests
+    ]
+    assert digest.status == "ok"
+    assert all((READ_ARTIFACT in names) == holds for names in offered)

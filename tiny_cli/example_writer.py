@@ -160,7 +160,7 @@ def prune_generated(
         gone = [c for c in learned.generated if not only or c in only]
         removed = sum(len(learned.generated[c]) for c in gone)
         if removed:
-            _write(_without(learned, gone))
+            write_learned(_without(learned, gone))
     return removed, learn(settings, [], transport)
 
 
@@ -261,7 +261,9 @@ def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
             if normalise(task) not in taught:
                 kept.setdefault(normalise(task), task)
         made = {**learned.generated, card.id: tuple(kept.values())}
-        _write(replace(learned, generated=made, generation={**learned.generation, card.id: key}))
+        write_learned(
+            replace(learned, generated=made, generation={**learned.generation, card.id: key})
+        )
     return CardGeneration(card.id, "generated", len(kept), len(found) - len(kept))
 
 
@@ -280,7 +282,7 @@ def _drop_overlaps(settings: Settings, folder: Path, transport: httpx.BaseTransp
             made[card].discard(text)
         if bad:
             kept = {c: tuple(t for t in learned.generated[c] if t in made[c]) for c in made}
-            _write(replace(learned, generated=kept))
+            write_learned(replace(learned, generated=kept))
     return len(bad)
 
 
@@ -288,10 +290,6 @@ def _without(learned: Learned, cards: Sequence[str]) -> Learned:
     made = {c: ts for c, ts in learned.generated.items() if c not in cards}
     keys = {c: k for c, k in learned.generation.items() if c not in cards}
     return replace(learned, generated=made, generation=keys)
-
-
-def _write(learned: Learned) -> None:
-    write_learned(learned)
 
 
 def _said(outcome: CardGeneration) -> str:

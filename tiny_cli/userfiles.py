@@ -40,7 +40,6 @@ __all__ = [
     "read_json",
     "read_text",
     "refuse_special",
-    "stamp",
     "write_json",
     "write_text",
 ]
@@ -186,15 +185,6 @@ def read_json(file: Path, salt: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and data.get("salt") == salt else None
-
-
-def stamp(path: str | Path) -> tuple[int, int] | None:
-    """A file's size and mtime (ns), what a cache compares; None when it cannot be read."""
-    try:
-        found = os.stat(path)  # not Path.stat: its overhead adds up over 10,000 files
-    except OSError:
-        return None
-    return found.st_size, found.st_mtime_ns
 
 
 def write_json(file: Path, data: Mapping[str, Any]) -> None:

@@ -84,16 +84,16 @@ def _generated(
     """Run --generate or --prune-generated; exit 1 when some card's answer was unusable."""
     if not generate:
         removed, report = prune_generated(settings, only)
-        head = f"pruned {removed} generated example(s) from {_shown(str(report.path))}"
+        head = f"pruned {removed} generated example(s) from {printable(str(report.path))}"
         document = {"removed": removed, "report": report.to_json()}
         emit(
             json_out,
             document,
-            lambda: typer.echo(f"{head}\n  threshold: {_shown(report.threshold_note)}"),
+            lambda: typer.echo(f"{head}\n  threshold: {printable(report.threshold_note)}"),
         )
         return
     outcome = run_generate(
-        settings, per_card, only, force, progress=lambda line: typer.echo(_shown(line), err=True)
+        settings, per_card, only, force, progress=lambda line: typer.echo(printable(line), err=True)
     )
     emit(json_out, outcome.to_json(), lambda: typer.echo("\n".join(generated_lines(outcome))))
     if outcome.failed:
@@ -105,18 +105,18 @@ def generated_lines(outcome: Generated) -> list[str]:
     counts = {s: sum(c.status == s for c in outcome.cards) for s in ("generated", "skipped")}
     written = sum(c.written for c in outcome.cards)
     lines = [
-        f"{outcome.status}: {_shown(str(outcome.path))}: {written} example(s) for "
+        f"{outcome.status}: {printable(str(outcome.path))}: {written} example(s) for "
         f"{counts['generated']} card(s), {counts['skipped']} card(s) already done, "
         f"{len(outcome.failed)} failed, {outcome.overlapping} dropped as closer to another card"
     ]
-    lines += [f"  failed {_shown(c.card)}: {_shown(c.problem)}" for c in outcome.cards
+    lines += [f"  failed {printable(c.card)}: {printable(c.problem)}" for c in outcome.cards
               if c.status == "failed"]  # fmt: skip
     lines.append(
-        f"  cost: {outcome.requests} request(s) to {_shown(outcome.model)}, "
+        f"  cost: {outcome.requests} request(s) to {printable(outcome.model)}, "
         f"{outcome.tokens_in} tokens in, {outcome.tokens_out} out, {outcome.seconds:.1f} s"
     )
     if outcome.report is not None:
-        lines.append(f"  threshold: {_shown(outcome.report.threshold_note)}")
+        lines.append(f"  threshold: {printable(outcome.report.threshold_note)}")
     return lines
 
 
@@ -128,25 +128,21 @@ def taught_lines(taught: Taught) -> list[str]:
         f"{r.dropped} dropped by the cap"
     )
     head = "learned into" if r.status == "learned" else "unchanged:"
-    lines = [f"{head} {_shown(str(r.path))}: {counts}"]
+    lines = [f"{head} {printable(str(r.path))}: {counts}"]
     sources = []
     if taught.file is not None:
-        sources.append(f"{taught.from_file} from {_shown(str(taught.file))}")
+        sources.append(f"{taught.from_file} from {printable(str(taught.file))}")
     if taught.from_runs is not None:
         sources.append(f"{taught.from_runs} correction(s) from the run log")
     if sources:
         lines.append(f"  taught: {', '.join(sources)}")
     for c in taught.skipped:
         lines.append(
-            f"  skipped run {c.run_id}: no card {_shown(c.card or '')!r} in the cards folder "
+            f"  skipped run {c.run_id}: no card {printable(c.card or '')!r} in the cards folder "
             "any more; correct the run again (`tiny runs correct`)"
         )
     lines.append(
         f"  the file holds {r.examples} example(s) for cards, {r.out_of_scope} out of scope"
     )
-    lines.append(f"  threshold: {_shown(r.threshold_note)}")
+    lines.append(f"  threshold: {printable(r.threshold_note)}")
     return lines
-
-
-def _shown(text: str) -> str:
-    return printable(text)

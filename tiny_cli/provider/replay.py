@@ -68,21 +68,6 @@ RECORDING_FORMAT = 1
 MAX_RECORDING_BYTES = 1 << 30  # 1 GiB: the largest shipped one is 23 MB
 
 
-def read_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield a recording's non-blank lines with their numbers; ConfigError if unreadable."""
-    yield from _read_lines(path)
-
-
-def header_of(path: Path, numbered: tuple[int, str] | None) -> dict[str, Any]:
-    """Return the header from a recording's first line; ConfigError if it is not one."""
-    return _header(path, numbered)
-
-
-def entry_of(path: Path, n: int, line: str) -> dict[str, Any]:
-    """Return one exchange line, its types checked; ConfigError naming file and line."""
-    return _entry(path, n, line)
-
-
 def completion_to_json(completion: Completion) -> dict[str, Any]:
     """Return a Completion as a JSON-ready dict."""
     return {
@@ -118,6 +103,7 @@ def same_endpoint(paths: Sequence[Path], headers: Sequence[dict[str, Any]]) -> N
 
 
 def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield a recording's non-blank lines with their numbers; ConfigError if unreadable."""
     _bounded(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -130,6 +116,7 @@ def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def _header(path: Path, numbered: tuple[int, str] | None) -> dict[str, Any]:
+    """Return the header from a recording's first line; ConfigError if it is not one."""
     if numbered is None:
         raise ConfigError(f"{path}: empty file, not a tiny recording")
     n, line = numbered
@@ -157,6 +144,7 @@ def _bounded(path: Path) -> None:
 
 
 def _entry(path: Path, n: int, line: str) -> dict[str, Any]:
+    """Return one exchange line, its types checked; ConfigError naming file and line."""
     data = _json_line(path, n, line)
     for name in ("run", "key"):
         if not isinstance(data.get(name), str):
@@ -525,9 +513,9 @@ class Replayer(ExchangeSource):
             raise ConfigError("no recording to replay")
         headers, entries = [], []
         for one in paths:
-            lines = list(read_lines(one))
-            headers.append(header_of(one, lines[0] if lines else None))
-            entries += [entry_of(one, n, line) for n, line in lines[1:]]
+            lines = list(_read_lines(one))
+            headers.append(_header(one, lines[0] if lines else None))
+            entries += [_entry(one, n, line) for n, line in lines[1:]]
         same_endpoint(paths, headers)
         replayer = cls(paths[0], headers[0], entries)
         replayer.paths = tuple(paths)
@@ -628,9 +616,9 @@ class Replayer(ExchangeSource):
 
 def read_header(path: Path) -> dict[str, Any]:
     """Return a recording's header line (format, tiny version, model, endpoint host)."""
-    for line in read_lines(Path(path)):
-        return header_of(Path(path), line)
-    return header_of(Path(path), None)
+    for line in _read_lines(Path(path)):
+        return _header(Path(path), line)
+    return _header(Path(path), None)
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -688,9 +676,9 @@ class Upgrader(Replayer):
     @classmethod
     def open(cls, path: Path) -> Upgrader:
         """Read the one recording to upgrade."""
-        lines = list(read_lines(Path(path)))
-        header = header_of(Path(path), lines[0] if lines else None)
-        return cls(Path(path), header, [entry_of(Path(path), n, line) for n, line in lines[1:]])
+        lines = list(_read_lines(Path(path)))
+        header = _header(Path(path), lines[0] if lines else None)
+        return cls(Path(path), header, [_entry(Path(path), n, line) for n, line in lines[1:]])
 
     def answer(self, label: _RunLabel, request: ChatRequest) -> Completion:
         """Answer from the recording and keep the exchange with the body as sent."""

@@ -24,8 +24,7 @@ from typing import Any
 from tiny_cli.cards.load import Card
 from tiny_cli.routing.space import Nearest
 from tiny_cli.settings import Settings
-from tiny_cli.tools import builtin
-from tiny_cli.tools.builtin import default_registry
+from tiny_cli.tools.builtin import builtin_descriptions, default_registry
 from tiny_cli.tools.mcp_config import original
 from tiny_cli.userfiles import read_json, write_json
 
@@ -138,11 +137,6 @@ def tool_key(descriptions: Mapping[str, str], cards: Sequence[Card] | None = Non
     text = json.dumps(sorted(descriptions.items()), ensure_ascii=False)
     builtin = json.dumps(sorted(builtin_descriptions().items()), ensure_ascii=False)
     return hashlib.sha256(f"{text}\0{builtin}\0{MAX_TOOL_SHARE}".encode()).hexdigest()[:32]
-
-
-def builtin_descriptions() -> dict[str, str]:
-    """The built-in tools' descriptions, read from their docstrings (no registry is built)."""
-    return builtin.builtin_descriptions()
 
 
 def _given(descriptions: Mapping[str, str], tool: str) -> str:

@@ -36,7 +36,7 @@ from tiny_cli.errors import ConfigError, ToolCallError
 from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.text import tokenize
 from tiny_cli.threads import import_numpy
-from tiny_cli.tools.registry import LazyTool, Tool
+from tiny_cli.tools.registry import Tool, tool
 
 ARTIFACTS_DIR = "artifacts"
 READ_ARTIFACT = "read_artifact"  # the runner's own tool, offered while a run holds artifacts
@@ -340,10 +340,7 @@ def read_artifact_tool(
 
     Its schema is built once per process; making the tool for a run costs little.
     """
-    reader = LazyTool(
-        _Reader.read_artifact, lambda: _Reader(store, held, limit), name=READ_ARTIFACT
-    )
-    return reader.build()
+    return tool(_Reader(store, held, limit).read_artifact, name=READ_ARTIFACT)
 
 
 class _Reader:

@@ -2,8 +2,8 @@
 
 Each built-in is a method of a small class that holds one registry's state (the address
 policy, the knowledge folder, the CRM file). A registry gets them as `LazyTool`s: their
-names, writes flags, descriptions and schemas are known at once (the schemas are built once
-per process), while the object a tool runs on is made only when a run looks the tool up.
+names, writes flags, descriptions and schemas are known at once (literal JSON Schema, in
+`SCHEMAS`), while the object a tool runs on is made only when a run looks the tool up.
 The web tools' module (httpx and the address checks) is imported in one place, `_web`, and
 only when a registry has web tools to make or hosts to allow; the handbook (docs_search) in
 `_handbook`, when a run looks it up: a route needs the tools' names only (`builtin_writes`),
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # imported by `_web` and `_handbook` only: these name their t
 
 __all__ = [
     "CRM_FILENAME",
+    "SCHEMAS",
     "CrmStore",
     "builtin_descriptions",
     "builtin_entries",
@@ -87,9 +88,8 @@ def builtin_entries(
         _DocsTools: _once(lambda: _DocsTools(_handbook(settings.docs_dir))),
         _CrmTools: _once(lambda: _CrmTools(settings.home)),
     }
-    kept = settings.cache_dir  # their specs, read there by the next process
     return [
-        LazyTool(method, owners[owner], writes=writes, cache_dir=kept)
+        LazyTool(method, owners[owner], SCHEMAS[method.__name__], writes)
         for owner, method, writes in _BUILTINS
     ]
 
@@ -122,22 +122,11 @@ class _WebTools:
         self._web, self._policy, self._transport = _web(), policy, transport
 
     def http_get(self, url: str) -> str:
-        """Fetch a web page over HTTP(S) and return its body (HTML as served).
-
-        Redirects are followed; a page over the size cap is cut and says so. Pass the
-        HTML to html_to_text to read it.
-
-        Args:
-            url: The absolute http:// or https:// address to fetch.
-        """
+        """Fetch a web page over HTTP(S) and return its body (HTML as served)."""
         return self._web.http_get(url, policy=self._policy, transport=self._transport)
 
     def html_to_text(self, html: str) -> str:
-        """Turn an HTML document into readable text: title first, scripts and styles dropped.
-
-        Args:
-            html: The HTML source, for example what http_get returned.
-        """
+        """Turn an HTML document into readable text: title first, scripts and styles dropped."""
         return self._web.html_to_text(html)
 
 
@@ -152,15 +141,7 @@ class _DocsTools:
         query: str,
         limit: Annotated[int, Interval(ge=1, le=MAX_SEARCH_LIMIT)] = DEFAULT_SEARCH_LIMIT,
     ) -> list[dict[str, Any]]:
-        """Search the internal handbook and return matching pages, best first.
-
-        Each hit has the page's path, title, the best-matching passage (snippet) and a
-        relevance score. An empty list means no page matched: try other key words.
-
-        Args:
-            query: Key words of what you are looking for, in English or German.
-            limit: How many pages to return at most (1-20).
-        """
+        """Search the internal handbook and return matching pages, best first."""
         return [hit.as_dict() for hit in self._handbook.search(query, limit)]
 
 
@@ -171,29 +152,13 @@ class _CrmTools:
         self._store = CrmStore(home / CRM_FILENAME)
 
     def crm_find_company(self, name: str) -> list[dict[str, Any]]:
-        """Find companies in the CRM by name; matching ignores case, spaces and punctuation.
-
-        Part of a name is enough ("mustermann" finds "Mustermann GmbH"). An empty list
-        means the company is not in the CRM yet.
-
-        Args:
-            name: The company name or a part of it.
-        """
+        """Find companies in the CRM by name; matching ignores case, spaces and punctuation."""
         return self._store.find(name)
 
     def crm_add_company(
         self, name: str, city: str, website: str = "", notes: str = ""
     ) -> dict[str, Any]:
-        """Add a new company to the CRM and return its record with the new company_id.
-
-        Fails if a company with the same name exists: check with crm_find_company first.
-
-        Args:
-            name: The company's full name, e.g. "Mustermann GmbH".
-            city: The city the company is in; an empty string if the user did not say.
-            website: The company's website, if the user gave one.
-            notes: Short notes about the company, if any.
-        """
+        """Add a new company to the CRM and return its record with the new company_id."""
         return self._store.add(name, city, website, notes)
 
 
@@ -205,6 +170,81 @@ _BUILTINS: tuple[tuple[type, Callable[..., Any], bool], ...] = (
     (_CrmTools, _CrmTools.crm_find_company, False),
     (_CrmTools, _CrmTools.crm_add_company, True),
 )
+
+
+def _text(description: str) -> dict[str, str]:
+    return {"description": description, "type": "string"}
+
+
+# What the model is told about each built-in tool, as literal JSON Schema: offering one builds
+# and reads nothing. tests/test_tool_specs.py checks each against its method's signature.
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "http_get": {
+        "description": "Fetch a web page over HTTP(S) and return its body (HTML as served). "
+        "Redirects are followed; a page over the size cap is cut and says so. Pass the HTML "
+        "to html_to_text to read it.",
+        "parameters": {
+            "required": ["url"],
+            "type": "object",
+            "properties": {"url": _text("The absolute http:// or https:// address to fetch.")},
+        },
+    },
+    "html_to_text": {
+        "description": "Turn an HTML document into readable text: title first, scripts and "
+        "styles dropped.",
+        "parameters": {
+            "required": ["html"],
+            "type": "object",
+            "properties": {"html": _text("The HTML source, for example what http_get returned.")},
+        },
+    },
+    "docs_search": {
+        "description": "Search the internal handbook and return matching pages, best first. "
+        "Each hit has the page's path, title, the best-matching passage (snippet) and a "
+        "relevance score. An empty list means no page matched: try other key words.",
+        "parameters": {
+            "required": ["query"],
+            "type": "object",
+            "properties": {
+                "query": _text("Key words of what you are looking for, in English or German."),
+                "limit": {
+                    "default": DEFAULT_SEARCH_LIMIT,
+                    "description": f"How many pages to return at most (1-{MAX_SEARCH_LIMIT}).",
+                    "maximum": MAX_SEARCH_LIMIT,
+                    "minimum": 1,
+                    "type": "integer",
+                },
+            },
+        },
+    },
+    "crm_find_company": {
+        "description": "Find companies in the CRM by name; matching ignores case, spaces and "
+        'punctuation. Part of a name is enough ("mustermann" finds "Mustermann GmbH"). An '
+        "empty list means the company is not in the CRM yet.",
+        "parameters": {
+            "required": ["name"],
+            "type": "object",
+            "properties": {"name": _text("The company name or a part of it.")},
+        },
+    },
+    "crm_add_company": {
+        "description": "Add a new company to the CRM and return its record with the new "
+        "company_id. Fails if a company with the same name exists: check with "
+        "crm_find_company first.",
+        "parameters": {
+            "required": ["name", "city"],
+            "type": "object",
+            "properties": {
+                "name": _text('The company\'s full name, e.g. "Mustermann GmbH".'),
+                "city": _text(
+                    "The city the company is in; an empty string if the user did not say."
+                ),
+                "website": {"default": "", **_text("The company's website, if the user gave one.")},
+                "notes": {"default": "", **_text("Short notes about the company, if any.")},
+            },
+        },
+    },
+}
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -68,7 +68,6 @@ class Handbook:
         self.snippet_chars = snippet_chars
         self.max_entries = max_entries
         self.max_pages = max_pages
-        self.builds = 0  # how often this handbook built the index: once per change of the folder
 
     def search(self, query: str, limit: int = DEFAULT_SEARCH_LIMIT) -> list[Hit]:
         """Return the pages that best match `query`, best first; no match gives []."""
@@ -96,8 +95,6 @@ class Handbook:
             index = _INDEXES.get(key)
             if index is None or index.signature != signature:
                 index = _Index.build(self.folder, pages, signature)
-                self.builds += 1
-                _BUILDS[0] += 1
                 _INDEXES[key] = index
                 if len(_INDEXES) > MAX_CACHED_FOLDERS:
                     _INDEXES.popitem(last=False)
@@ -105,15 +102,8 @@ class Handbook:
             return index
 
 
-def index_builds() -> int:
-    """Return how many handbook indexes this process has built (every folder, every state)."""
-    with _INDEX_LOCK:
-        return _BUILDS[0]
-
-
 _INDEXES: OrderedDict[str, _Index] = OrderedDict()  # folder -> the index of its latest state
 _INDEX_LOCK = threading.Lock()
-_BUILDS = [0]
 
 
 # --- index --------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ SECRET_FLAG_WORDS = frozenset(
      "credentials", "authorization", "cookie")
 )  # fmt: skip
 MIN_TOKEN_DIGITS = 4  # a long run counts as a key only with digits in it (not a long word)
-HOST_KEYS = {"mcpServers", "servers"}  # Claude Code/Desktop and Cursor; VS Code
+HOST_KEYS = ("mcpServers", "servers")  # Claude Code/Desktop and Cursor; VS Code
 # VS Code's and Claude Code's own placeholders, as mcp.yaml writes them
 HOST_REFERENCE = r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}"
 INPUT_REFERENCE = r"\$\{input:([A-Za-z0-9_.-]+)\}"
@@ -73,7 +73,7 @@ def read_host_config(path: Path) -> HostServers:
         raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not JSON: {getattr(exc, 'problem', None) or exc}") from None
-    key = next((k for k in ("mcpServers", "servers") if isinstance(data, dict) and k in data), None)
+    key = next((k for k in HOST_KEYS if isinstance(data, dict) and k in data), None)
     if key is None or not isinstance(data[key], dict):
         raise ConfigError(
             f"{path}: no 'mcpServers' (Claude, Cursor) or 'servers' (VS Code) mapping of servers"

@@ -1,9 +1,9 @@
 """Tools: the registry of every callable tool, the @tool decorator, and user tool modules.
 
 A tool's description and schema come from its signature and docstring (`tiny_cli.tools.specs`,
-built once per process). The built-in tools join a registry as `LazyTool`s: known by name,
-writes flag, description and schema at once, made (with their state and imports) only when
-a run asks for one.
+built once per process), or, for a built-in, from its literal schema. The built-in tools join
+a registry as `LazyTool`s: known by name, writes flag, description and schema at once, made
+(with their state and imports) only when a run asks for one.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pydantic
 
 from tiny_cli.errors import ToolCallError, ToolError
 from tiny_cli.tools.args_check import fast_pass
-from tiny_cli.tools.specs import TOOL_NAME_PATTERN, Spec, one_line, spec_of, stored_spec
+from tiny_cli.tools.specs import TOOL_NAME_PATTERN, Spec, literal_spec, one_line, spec_of
 
 __all__ = [
     "LazyTool",
@@ -108,31 +108,27 @@ def _schema_entry(name: str, description: str, parameters: dict[str, Any]) -> di
 
 @dataclass(frozen=True)
 class LazyTool:
-    """A tool known before it exists: a method's signature now, the object it runs on later.
+    """A built-in tool known before it exists: its literal schema now, its object later.
 
     `method` is a function defined in a class (its first parameter, `self`, is no argument);
     `owner()` makes the object with one registry's state (a CRM, a knowledge folder) and
-    imports what the tool needs. Name, writes, description and schema need neither.
+    imports what the tool needs. `described` holds the literal `description` and `parameters`
+    the model is shown: name, writes, description and schema need no owner and build nothing.
     """
 
     method: Callable[..., Any]
     owner: Callable[[], Any]
+    described: Mapping[str, Any]
     writes: bool = False
-    name: str = ""  # the method's name when empty
-    cache_dir: Path | None = (
-        None  # where its spec is kept between processes (tiny_cli.tools.specs.stored_spec)
-    )
 
     @property
     def tool_name(self) -> str:
-        """Return the name the model calls the tool by."""
-        return self.name or self.method.__name__
+        """Return the name the model calls the tool by (the method's)."""
+        return self.method.__name__
 
     def spec(self) -> Spec:
-        """Return the description, schema and arguments model (built once per process)."""
-        if self.cache_dir is not None:
-            return stored_spec(self.method, self.tool_name, self.cache_dir)
-        return spec_of(self.method, self.tool_name, bound=True)
+        """Return the description, schema and arguments model (the model built on first use)."""
+        return literal_spec(self.method, self.tool_name, self.described)
 
     def schema(self) -> dict[str, Any]:
         """Return the OpenAI `tools` entry, without making the tool."""
@@ -251,10 +247,6 @@ class Registry(Mapping[str, Tool]):
         """Return what was added as `name`: the Tool, or the LazyTool if it is not made yet."""
         return self._tools.get(name) or self._lazy[name]
 
-    def made(self, name: str) -> bool:
-        """Say whether the tool `name` exists as a Tool yet (a LazyTool not looked up: no)."""
-        return name in self._tools
-
     def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
         """Return the OpenAI tool schemas of `names`, in that order (making no LazyTool)."""
         return [self._schema(n) for n in names]
@@ -321,8 +313,8 @@ def tool(
 ) -> Any:
     """Turn a typed, documented function into a Tool; usable as @tool or @tool(writes=True).
 
-    The description, schema and arguments model are built once per signature and process
-    (`tiny_cli.tools.specs`): the same closure made again for the next run costs little.
+    The description, schema and arguments model are built once per function and process
+    (`tiny_cli.tools.specs`).
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:

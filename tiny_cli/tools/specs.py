@@ -1,47 +1,31 @@
 """Tool specs: a typed, documented function's description, arguments model and JSON Schema.
 
-Building the pydantic model and its schema costs a few milliseconds per tool; the bench
-and `tiny serve` build the same tools for every run. `spec_of` builds each signature once
-per process and hands out the same immutable parts afterwards (the description, the model
-class) plus a fresh copy of the schema, so no run can change what another run is shown.
+The bench and `tiny serve` make the same tools for every run: `spec_of` builds the spec of
+each function once per process and hands out the same immutable parts afterwards (the
+description, the model class) plus a fresh copy of the schema, so no run can change what
+another run is shown. The key is the function itself: a built-in tool is a method of its
+class, made per run only as the object it is bound to, and a user's @tool runs once per load
+of its module.
 
-The cache key is the function's signature, not the function object: the built-in tools are
-closures or methods bound to one run's state (its CRM, its artifacts), made anew for every
-run, whose signature never changes. A key holds the code object, the docstring, the defaults,
-the annotations and the module's globals the annotations are read in; a value that cannot be
-hashed is keyed by identity (and kept alive by the key, so the identity cannot be reused).
-
-The built-in tools' specs are also kept on disk (`stored_spec`): a run whose calls convert
-nothing never builds a model. The description, schema and plainness of each built-in tool
-are written to one JSON file under the cache directory, and read there by the next process;
-the arguments model is built only when a call's arguments need converting
-(tiny_cli.tools.registry.Tool). What a stored spec depends on goes into the salt: tiny's
-version and Python's, the files of the tools package (a built-in's signature may read a bound
-from any of them), and the installed pydantic and docstring_parser (their files' size and
-mtime). Another salt, another file content: the specs are built again and the file rewritten.
+A built-in tool's description and schema are literal (`literal_spec`): offering one builds
+nothing; its arguments model is built from the method only when a call's arguments need
+converting (tiny_cli.tools.registry.Tool).
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import inspect
 import json
-import os
 import re
-import sys
 import threading
 import types
-from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import (
     Annotated,
     Any,
     Literal,
-    NamedTuple,
-    TypeGuard,
     Union,
     get_args,
     get_origin,
@@ -50,22 +34,15 @@ from typing import (
 
 import pydantic
 
-from tiny_cli._version import __version__
 from tiny_cli.errors import ToolError
-from tiny_cli.userfiles import read_json, stamp, write_json
 
 __all__ = [
-    "SPEC_FILE",
     "TOOL_NAME_PATTERN",
-    "BuiltOnce",
     "Spec",
-    "SpecCacheInfo",
-    "clear_spec_cache",
     "flow",
+    "literal_spec",
     "one_line",
-    "spec_cache_info",
     "spec_of",
-    "stored_spec",
 ]
 
 # What OpenAI-compatible servers accept as a function name.
@@ -76,9 +53,7 @@ SUPPORTED_TYPES_HINT = (
 )
 # where metadata that only bounds a value comes from: pydantic.Field(ge=1), annotated_types.Ge(1)
 PLAIN_METADATA = frozenset({"pydantic.fields", "annotated_types"})
-MAX_CACHED_SPECS = 512  # tool modules loaded again (tests do) add keys; the oldest go
-SPEC_FILE = "tool-specs.json"
-BUILDERS = ("pydantic", "docstring_parser")  # what builds a spec: another version, another salt
+MAX_CACHED_SPECS = 512  # a tool module loaded again adds keys; the oldest go
 
 
 @dataclass(frozen=True)
@@ -91,41 +66,18 @@ class Spec:
     # converting arguments the schema accepts changes only their numbers (5.0 for an int is 5):
     # no hint carries a validator of its own
     plain: bool
-    arguments: BuiltOnce = field(repr=False, compare=False)
+    # makes the model: at once for a built spec, from the cached spec of its method for a
+    # literal one (built on first use, once per process)
+    arguments: Callable[[], type[pydantic.BaseModel]] = field(repr=False, compare=False)
 
     @property
     def model(self) -> type[pydantic.BaseModel]:
-        """The pydantic model of the arguments (built on first use, once)."""
-        return self.arguments.get()
+        """The pydantic model of the arguments."""
+        return self.arguments()
 
     def parameters(self) -> dict[str, Any]:
         """Return a fresh copy of the arguments' JSON Schema."""
         return json.loads(self.schema_json)
-
-
-class BuiltOnce:
-    """A model built once, when first asked for: a spec read from disk may never need one."""
-
-    def __init__(self, build: Callable[[], type[pydantic.BaseModel]]) -> None:
-        self._build: Callable[[], type[pydantic.BaseModel]] | None = build
-        self._model: type[pydantic.BaseModel] | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> type[pydantic.BaseModel]:
-        """Return the model, building it on the first call."""
-        with self._lock:
-            if self._model is None:
-                assert self._build is not None  # cleared only once the model is there
-                self._model, self._build = self._build(), None
-            return self._model
-
-
-class SpecCacheInfo(NamedTuple):
-    """How often a spec came from the cache (hits) or was built (misses), and how many it holds."""
-
-    hits: int
-    misses: int
-    size: int
 
 
 def spec_of(f: Callable[..., Any], name: str, *, bound: bool = False) -> Spec:
@@ -136,100 +88,17 @@ def spec_of(f: Callable[..., Any], name: str, *, bound: bool = False) -> Spec:
     """
     if isinstance(f, types.MethodType):
         f, bound = f.__func__, True
-    key = _key(f, name, bound)
-    if key is None:  # a callable object or a partial: nothing stable to key it by
+    try:
+        hash(f)
+    except TypeError:  # a callable object that cannot be hashed: nothing to key it by
         return _build(f, name, bound)
-    return _CACHE.get(key, lambda: _build(f, name, bound))
-
-
-def spec_cache_info() -> SpecCacheInfo:
-    """Return the process's spec cache counters."""
-    return _CACHE.info()
-
-
-def clear_spec_cache() -> None:
-    """Forget every cached spec and reset the counters."""
-    _CACHE.clear()
+    with _LOCK:  # one build per function, however many threads ask at once
+        return _built(f, name, bound)  # a ToolError is not cached: the next call raises it again
 
 
 def one_line(exc: BaseException) -> str:
     """Fold an exception message onto one line (pydantic and SyntaxError span several)."""
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-# --- the cache ----------------------------------------------------------------------------
-
-
-class _Cache:
-    """A thread-safe LRU of specs: one build per key, however many threads ask at once."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._specs: OrderedDict[tuple[Any, ...], Spec] = OrderedDict()
-        self._lock = threading.Lock()
-        self._hits = self._misses = 0
-
-    def get(self, key: tuple[Any, ...], build: Callable[[], Spec]) -> Spec:
-        with self._lock:  # builds are rare (once per signature): holding the lock is fine
-            spec = self._specs.get(key)
-            if spec is not None:
-                self._hits += 1
-                self._specs.move_to_end(key)
-                return spec
-            spec = build()  # a ToolError is not cached: the next call reports it again
-            self._misses += 1
-            self._specs[key] = spec
-            if len(self._specs) > self._size:
-                self._specs.popitem(last=False)
-            return spec
-
-    def info(self) -> SpecCacheInfo:
-        with self._lock:
-            return SpecCacheInfo(self._hits, self._misses, len(self._specs))
-
-    def clear(self) -> None:
-        with self._lock:
-            self._specs.clear()
-            self._hits = self._misses = 0
-
-
-_CACHE = _Cache(MAX_CACHED_SPECS)
-
-
-class _ByIdentity:
-    """Key a value by identity (unhashable defaults and annotations, a module's globals)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value  # held, so its id is not reused while the key lives
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _ByIdentity) and other.value is self.value
-
-
-def _key(f: Callable[..., Any], name: str, bound: bool) -> tuple[Any, ...] | None:
-    code = getattr(f, "__code__", None)
-    if code is None:
-        return None
-    annotations = tuple((k, _frozen(v)) for k, v in getattr(f, "__annotations__", {}).items())
-    kwdefaults = tuple(
-        (k, _frozen(v)) for k, v in (getattr(f, "__kwdefaults__", None) or {}).items()
-    )
-    defaults = tuple(_frozen(v) for v in getattr(f, "__defaults__", None) or ())
-    scope = _ByIdentity(getattr(f, "__globals__", None))
-    return (name, bound, code, f.__doc__, scope, defaults, kwdefaults, annotations)
-
-
-def _frozen(value: Any) -> Any:
-    try:
-        hash(value)
-    except TypeError:
-        return _ByIdentity(value)
-    return value
 
 
 # --- building a spec ----------------------------------------------------------------------
@@ -238,7 +107,7 @@ def _frozen(value: Any) -> Any:
 def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
     if not TOOL_NAME_PATTERN.match(name):
         raise ToolError(f"tool {name!r}: a name is 1-64 letters, digits, '_' or '-'")
-    import docstring_parser  # a spec kept on disk (`stored_spec`) needs no docstring parsed
+    import docstring_parser  # a built-in's literal spec (`literal_spec`) parses no docstring
 
     doc = docstring_parser.parse(inspect.getdoc(f) or "")
     # Docstrings wrap at the code's line length; the model should see flowing text.
@@ -247,9 +116,11 @@ def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
         raise ToolError(f"tool {name!r} needs a docstring: the model reads it")
     helps = {p.arg_name: flow(p.description) for p in doc.params}
     model, plain = _arguments_model(name, f, helps, bound)
-    return Spec(
-        name, description, json.dumps(_schema(name, model)), plain, BuiltOnce(lambda: model)
-    )
+    return Spec(name, description, json.dumps(_schema(name, model)), plain, lambda: model)
+
+
+_built = functools.lru_cache(maxsize=MAX_CACHED_SPECS)(_build)
+_LOCK = threading.Lock()
 
 
 def _arguments_model(
@@ -358,65 +229,18 @@ def _clean(schema: Any) -> Any:
     return cleaned
 
 
-# --- the built-in tools' specs kept on disk ----------------------------------------------
-
-_LOCK = threading.Lock()
-_LOADED: dict[Path, dict[str, Any]] = {}  # per file: its entries, read once per process
+# --- the built-in tools' literal specs ---------------------------------------------------
 
 
-def stored_spec(method: Callable[..., Any], name: str, cache_dir: Path) -> Spec:
-    """Return the spec of the method `method` (self is no argument) under `name`, from disk.
+def literal_spec(method: Callable[..., Any], name: str, described: Mapping[str, Any]) -> Spec:
+    """Return the spec of the method `method` (self is no argument) from its literal schema.
 
-    A spec not on disk (or under another salt) is built with `spec_of` and written there.
+    `described` holds `description` and `parameters`; the arguments model is built from the
+    method's signature on first use. No built-in hint carries a validator: the spec is plain.
     """
-    file = cache_dir / SPEC_FILE
-    key = f"{method.__module__}.{method.__qualname__} as {name}"
-    with _LOCK:
-        entries = _entries(file)
-        entry = entries.get(key)
-        if _valid(entry):
-            return _spec(entry, method, name)
-        spec = spec_of(method, name, bound=True)  # a ToolError here is the tool's, raised
-        entries[key] = {
-            "description": spec.description,
-            "schema": spec.schema_json,
-            "plain": spec.plain,
-        }
-        write_json(file, {"salt": _salt(), "specs": entries})
-        return spec
+    schema = json.dumps(described["parameters"])
 
+    def model() -> type[pydantic.BaseModel]:
+        return spec_of(method, name, bound=True).model
 
-def _entries(file: Path) -> dict[str, Any]:
-    if file not in _LOADED:
-        data = read_json(file, _salt())
-        specs = data.get("specs") if data is not None else None
-        _LOADED[file] = specs if isinstance(specs, dict) else {}
-    return _LOADED[file]
-
-
-def _valid(entry: Any) -> TypeGuard[dict[str, Any]]:
-    """An entry as this module writes it (a file edited by hand is built again)."""
-    if not isinstance(entry, dict):
-        return False
-    kinds = {"description": str, "schema": str, "plain": bool}
-    return all(isinstance(entry.get(k), kind) for k, kind in kinds.items())
-
-
-def _spec(entry: dict[str, Any], method: Callable[..., Any], name: str) -> Spec:
-    slot = BuiltOnce(lambda: spec_of(method, name, bound=True).model)
-    return Spec(name, entry["description"], entry["schema"], entry["plain"], slot)
-
-
-@functools.cache
-def _salt() -> str:
-    """What the specs depend on, besides each method itself."""
-    parts = [__version__, sys.version, *_stamps(Path(__file__).parent)]
-    for module in BUILDERS:
-        found = importlib.util.find_spec(module)  # finds the files without importing them
-        parts.append(f"{module}:{stamp(found.origin) if found and found.origin else None}")
-    return "|".join(parts)
-
-
-def _stamps(folder: Path) -> list[str]:
-    names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))
-    return [f"{n}:{stamp(folder / n)}" for n in names]
+    return Spec(name, described["description"], schema, True, model)
