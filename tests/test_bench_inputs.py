@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tiny_cli.bench.scale import is_selection_file, load_selection_tasks
@@ -193,6 +193,8 @@ def test_any_selection_file_loads_or_is_one_config_error_line(lines: list[bytes]
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_LINE, max_size=4))
+@example([b'{"\\n": 0}'])  # a field name with a newline: found by this test, kept
+@example([b'{"id": "a\\nb", "spam": 1}'])  # an id with one
 def test_any_example_jsonl_task_file_loads_or_is_one_config_error_line(lines: list[bytes]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "tasks.jsonl"

@@ -11,6 +11,7 @@ from typing import Any
 
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
+from tiny_cli.text import printable
 from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_bytes
 from tiny_cli.yamlsafe import load_list
 
@@ -191,11 +192,11 @@ def _task(where: str, entry: Any) -> BenchTask:
         raise ConfigError(f"{where}: a task must be a mapping with id, task, expected_agent")
     task_id = entry.get("id")
     if isinstance(task_id, str) and task_id:
-        where = f"{where} ({task_id})"
+        where = f"{where} ({printable(task_id)})"  # one line, whatever the file holds
     unknown = sorted(set(entry) - set(TASK_FIELDS))
     if unknown:
         fields = ", ".join(TASK_FIELDS)
-        raise ConfigError(f"{where}: {unknown[0]}: unknown field (fields: {fields})")
+        raise ConfigError(f"{where}: {printable(unknown[0])}: unknown field (fields: {fields})")
     # checked in this order, so an entry with several faults always names the same one
     name, text, agent = _task_id(where, task_id), _text(where, entry), _agent(where, entry)
     writes = _writes(where, entry.get("writes", False))
