@@ -75,7 +75,8 @@ def test_a_recording_replays_to_its_table_with_a_perturbed_embedder(
     settings = load_settings(env={**env, "TINY_BASE_URL": "http://127.0.0.1:9/v1"})
     header = read_header(recording)
     settings = settings.with_flags(tool_mode=header["tool_mode"], wall_scale=header["wall_scale"])
-    settings = replace(settings, model=header["model"])
+    # as `--replay FILE` alone: the recording's model and temperature (none: none was sent)
+    settings = replace(settings, model=header["model"], temperature=header.get("temperature"))
     calls = perturbed.calls
     with open_session(settings, "bench", replay=[recording], log=False) as session:
         if "all_tools_sizes" in options:
