@@ -174,6 +174,23 @@ def test_tasks_point_at_a_card_that_holds_the_call() -> None:
         assert task["task"].strip()
 
 
+def test_the_hand_labels_cover_every_irrelevance_task_and_name_real_functions() -> None:
+    # irrelevance-answered.jsonl: which irrelevance tasks a catalogue function answers
+    labels = [
+        json.loads(line)
+        for line in (BFCL / "irrelevance-answered.jsonl").read_text("utf-8").splitlines()
+    ]
+    irrelevance = [t for t in TASKS if t["expected_agent"] is None]
+    assert [(r["id"], r["task"]) for r in labels] == [(t["id"], t["task"]) for t in irrelevance]
+    functions = {f["name"] for card in CATALOGUE.values() for f in card["functions"]}
+    for row in labels:
+        assert set(row["answered_by"]) <= functions, row["id"]
+        assert len(row["answered_by"]) == len(set(row["answered_by"])) and row["note"].strip()
+    assert (
+        sum(bool(r["answered_by"]) for r in labels) == 65
+    )  # the count examples/bfcl/README.md gives
+
+
 def test_no_task_text_leaks_into_a_card() -> None:
     texts = [p.read_text("utf-8") for p in CARD_FILES]
     flat = [" ".join(t.split()) for t in texts]
