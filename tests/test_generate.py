@@ -26,6 +26,7 @@ from tiny_cli.routing.examples_file import (
     with_learned,
 )
 from tiny_cli.routing.factory import derive_threshold
+from tiny_cli.routing.router import Router, card_texts
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, reply
 from tiny_cli.workspace import open_workspace
@@ -206,17 +207,55 @@ def test_teaching_a_generated_example_makes_it_taught(go, tiny, cards, scripted_
     assert "web-reader" not in learned.generated
 
 
-def test_the_router_reads_generated_examples_as_card_examples() -> None:
+def test_the_router_reads_generated_examples_apart_from_taught_ones() -> None:
     cards = load_cards(SEED_CARDS)
     learned = Learned(
         Path("learned.jsonl"),
         {"docs-finder": (TAUGHT,)},
-        generated={"docs-finder": ("parental leave rules",)},
+        generated={"docs-finder": ("parental leave rules", TAUGHT)},
         generation={"docs-finder": "k"},
     )
     docs = next(c for c in with_learned(cards, learned) if c.id == "docs-finder")
-    assert docs.examples[-2:] == (TAUGHT, "parental leave rules")
-    assert learned.every_example().examples["docs-finder"] == (TAUGHT, "parental leave rules")
+    assert docs.examples[-1] == TAUGHT and "parental leave rules" not in docs.examples
+    assert docs.generated == ("parental leave rules",)  # taught wins a text both hold
+    assert ("generated", "parental leave rules") in card_texts(docs)
+
+
+# four requests a model wrote for docs-finder, one of them off its topic
+MADE = (
+    "where is the travel expense policy",
+    "find the onboarding checklist in the handbook",
+    "what does the handbook say about remote work",
+    "book me a table for two at an italian restaurant tonight",
+)
+
+
+def _docs_score(learned: Learned, task: str) -> tuple[float, str]:
+    router = Router(with_learned(load_cards(SEED_CARDS), learned), HashingEmbedder(), None)
+    reason = next(r for r in router.explain(task, 3).reasons if r.agent_id == "docs-finder")
+    return reason.score, reason.source
+
+
+def test_generated_examples_count_as_a_group_so_one_off_example_carries_little() -> None:
+    off = MADE[-1]
+    taught, _ = _docs_score(Learned(Path("l.jsonl"), {"docs-finder": MADE}), off)
+    made, _ = _docs_score(Learned(Path("l.jsonl"), generated={"docs-finder": MADE}), off)
+    # taught, the off-topic request is its own nearest example (the kNN view); generated, it
+    # is one of four whose cosines are averaged
+    assert made < taught - 1.0
+
+
+def test_explain_names_the_generated_example_nearest_the_task() -> None:
+    # a card of its summary alone, and three requests written for it
+    cards = [replace(c, examples=()) for c in load_cards(SEED_CARDS)]
+    learned = Learned(Path("l.jsonl"), generated={"docs-finder": MADE[:3]})
+    router = Router(with_learned(cards, learned), HashingEmbedder(), None)
+    reason = router.explain(MADE[1], 3).reasons[0]
+    assert (reason.agent_id, reason.source, reason.text) == (
+        "docs-finder",
+        "generated examples",
+        MADE[1],
+    )
 
 
 def test_the_threshold_is_derived_from_generated_examples_too(tmp_path: Path) -> None:

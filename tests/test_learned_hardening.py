@@ -285,6 +285,19 @@ def test_validate_names_the_line_of_a_learned_example_as_the_file_holds_it(
     assert f"{cards / LEARNED_FILENAME}:3: routing: learned example '{shown}'" in result.output
 
 
+def test_validate_names_a_generated_example_and_its_line(
+    go: Callable[..., Result], cards: Path
+) -> None:
+    task = "please add mustermann gmbh as a new customer today"  # crm-writer's, written for docs
+    header = {"kind": "tiny learned routing examples", "version": 1}
+    made = {"task": task, "card": "docs-finder", "source": "generated", "key": "k"}
+    lines = [json.dumps(header), json.dumps(made)]
+    (cards / LEARNED_FILENAME).write_text("\n".join(lines) + "\n", "utf-8")
+    result = go("validate")
+    assert result.exit_code == 0, result.output
+    assert f"{cards / LEARNED_FILENAME}:2: routing: generated example '{task}'" in result.output
+
+
 def test_an_eval_file_splits_on_newlines_only(tmp_path: Path) -> None:
     path = tmp_path / "eval.jsonl"
     path.write_text(json.dumps({"task": "a\u2028b", "expected": None}, ensure_ascii=False))

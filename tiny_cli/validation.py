@@ -159,6 +159,8 @@ def _count(card: Card, overlaps: Sequence[Overlap]) -> str:
 
 def _kind(card: Card, overlap: Overlap) -> str:
     """The kind of text as a warning names it: a taught example is a learned one."""
+    if overlap.kind == "generated":
+        return "generated example"
     taught = overlap.kind == "example" and overlap.text not in card.examples
     return "learned example" if taught else overlap.kind
 
@@ -171,7 +173,7 @@ def _plural(kind: str, n: int) -> str:
 
 def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
     kind = _kind(card, overlap)
-    taught = kind == "learned example"
+    taught = kind in ("learned example", "generated example")  # a line of learned.jsonl
     message = (
         f"{kind} {overlap.text!r} sits closer to card {overlap.other_id!r} "
         f"({overlap.other:.2f}) than to the rest of {card.id!r} ({overlap.own:.2f}); "

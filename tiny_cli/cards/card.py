@@ -82,6 +82,9 @@ class Card:
     # tools the card declares itself, {name, description, parameters}, with no implementation
     functions: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)
     instructions: str = ""  # the prompt text after who it is: a Markdown card's body
+    # not a YAML field: requests a model wrote for this card (`tiny learn --generate`), which
+    # the router reads as one group (tiny_cli.routing.space), apart from the taught examples
+    generated: tuple[str, ...] = ()
 
     @property
     def writes(self) -> bool:

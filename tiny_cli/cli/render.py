@@ -139,7 +139,8 @@ def explanation(console: Console, e: Any, router: Any) -> None:
     console.print(
         "[dim]score: z of (cosine + words) against generic text. cosine: the closest of the "
         "card's vectors (summary, each capability the summary lists, each tool it allows, "
-        "summary + examples, the mean of its 3 nearest examples). words: the task's words "
+        "summary + examples, the mean of its 3 nearest examples, its generated examples as "
+        "one). words: the task's words "
         "found in the card's texts, and what they add.[/dim]"
     )
 

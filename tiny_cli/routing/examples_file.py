@@ -251,17 +251,19 @@ def merge(
 
 
 def with_learned(cards: Sequence[Card], learned: Learned) -> list[Card]:
-    """Return the cards with their learned examples (taught, then generated) after their own."""
-    learned = learned.every_example()
+    """Return the cards with their taught examples after their own, and their generated ones."""
     return [
-        replace(
-            card,
-            examples=tuple(dict.fromkeys((*card.examples, *learned.examples.get(card.id, ())))),
-        )
-        if card.id in learned.examples
+        _learned_card(card, learned)
+        if card.id in learned.examples or card.id in learned.generated
         else card
         for card in cards
     ]
+
+
+def _learned_card(card: Card, learned: Learned) -> Card:
+    examples = tuple(dict.fromkeys((*card.examples, *learned.examples.get(card.id, ()))))
+    made = dict.fromkeys(learned.generated.get(card.id, ()))
+    return replace(card, examples=examples, generated=tuple(t for t in made if t not in examples))
 
 
 def write_learned(learned: Learned) -> None:

@@ -198,9 +198,9 @@ def derive_threshold(
     `tool_texts` as the real router does); None with too few out of scope."""
     if len(learned.out_of_scope) < MIN_OUT_OF_SCOPE:
         return None
-    # generated examples route like taught ones, so the threshold is cross-validated on both;
-    # the sha is of the file as written, generated lines included
-    sha, learned = learned.sha(), learned.every_example()
+    # the threshold is cross-validated on taught and generated examples, each held out as the
+    # router holds it; the sha is of the file as written, generated lines included
+    sha = learned.sha()
     on_cards, on_tools = threshold_basis(cards, tool_texts)
     if not isinstance(embedder, CachedEmbedder):  # every fold embeds the same texts again
         embedder = CachedEmbedder(embedder, VectorCache(cache_dir))
@@ -211,7 +211,7 @@ def derive_threshold(
     return DerivedThreshold(
         value=value,
         target_recall=target,
-        examples=sum(len(ts) for c, ts in learned.examples.items() if c in ids),
+        examples=sum(len(ts) for c, ts in learned.every_example().examples.items() if c in ids),
         out_of_scope=len(learned.out_of_scope),
         folds=FOLDS,
         cv_top1=round(sum(s >= value and ok for s, ok in inside) / max(len(inside), 1), 4),
@@ -240,9 +240,8 @@ def _held_out_scores(
     for fold in range(FOLDS):
         router = _fold_router(cards, learned, embedder, cache_dir, fold, tool_texts)
         held_out = [t for t in learned.out_of_scope if _fold(t) == fold]
-        known = [
-            (t, c) for c, ts in learned.examples.items() if c in ids for t in ts if _fold(t) == fold
-        ]
+        every = learned.every_example().examples
+        known = [(t, c) for c, ts in every.items() if c in ids for t in ts if _fold(t) == fold]
         decisions = router.route_many([*held_out, *(t for t, _ in known), *background], 1)
         split = len(held_out), len(held_out) + len(known)
         outside += [d.score for d in decisions[: split[0]]]
@@ -267,6 +266,9 @@ def _fold_router(
         learned.path,
         {c: tuple(t for t in ts if _fold(t) != fold) for c, ts in learned.examples.items()},
         tuple(t for t in learned.out_of_scope if _fold(t) != fold),
+        generated={
+            c: tuple(t for t in ts if _fold(t) != fold) for c, ts in learned.generated.items()
+        },
     )
     return Router(
         with_learned(cards, kept),

@@ -405,10 +405,12 @@ def routing_texts(
 
 
 def card_texts(card: Card) -> list[tuple[str, str]]:
-    """Return a card's routing texts as (kind, text): summary, capabilities, examples."""
+    """Return a card's routing texts as (kind, text): summary, capabilities, taught examples,
+    generated examples."""
     texts = [("summary", card_text(card))]
     texts += [("capability", item) for item in capabilities(card.summary)]
     texts += [("example", example) for example in card.examples]
+    texts += [("generated", example) for example in card.generated]
     return list(dict.fromkeys(texts))
 
 

@@ -2,8 +2,12 @@
 
 A card is a few vectors, each a reason a task may belong to it: its routing text, one per
 capability, the mean of its routing text and examples, and — when it has examples — a kNN
-view, the mean of its `knn` best example cosines. Out-of-scope examples live in the same
-space, as the rival every card must beat. The whitening is explained in `_whitening`.
+view, the mean of its `knn` best example cosines. Examples a model generated are one more
+view of their own: the mean of the task's cosines to all of them (a vector, the mean of
+theirs, not scaled to unit length), since any one of them may be off; they join neither
+the kNN view nor the mean with the routing text (docs/routing.md, "Examples before anyone
+teaches"). Out-of-scope examples live in the same space, as the rival every card must beat.
+The whitening is explained in `_whitening`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ __all__ = [
     "unit",
 ]
 
-Source = Literal["summary", "capability", "tool", "summary + examples", "examples (kNN)"]
+Source = Literal[
+    "summary", "capability", "tool", "summary + examples", "examples (kNN)", "generated examples"
+]
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,11 @@ class CardSpace:
         best = max(mine, key=lambda j: float(self._vectors[j] @ query))
         owner = self._owners[best]
         cosine, source, text = float(self._vectors[best] @ query), owner.source, owner.text
+        if source == "generated examples":  # the group carried the card: name its nearest
+            made = [
+                j for j, (i, kind, _) in enumerate(self.flat) if i == card and kind == "generated"
+            ]
+            text = self.flat[max(made, key=lambda j: float(self.text_vectors[j] @ query))][2]
         examples = [
             j for j, (i, kind, _) in enumerate(self.flat) if i == card and kind == "example"
         ]
@@ -198,7 +209,7 @@ class CardSpace:
         for i, texts in enumerate(self.texts):
             rows = self.text_vectors[start : start + len(texts)]
             for row, (kind, text) in zip(rows, texts, strict=True):
-                if kind != "example":
+                if kind not in ("example", "generated"):
                     vectors.append(row)
                     source: Source = "summary" if kind == "summary" else "capability"
                     source = "tool" if kind == "tool" else source
@@ -207,6 +218,10 @@ class CardSpace:
             if examples:
                 vectors.append(unit(rows[[0, *examples]].mean(axis=0)))
                 owners.append(_Vector(i, "summary + examples", texts[0][1]))
+            generated = [j for j, (kind, _) in enumerate(texts) if kind == "generated"]
+            if generated:  # its dot product with a unit task: the mean cosine to them all
+                vectors.append(rows[generated].mean(axis=0))
+                owners.append(_Vector(i, "generated examples", texts[generated[0]][1]))
             start += len(texts)
         return vectors, owners
 

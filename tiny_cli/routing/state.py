@@ -38,7 +38,7 @@ __all__ = [
     "state_key",
 ]
 
-STATE_VERSION = 5  # bump when what a router computes changes: old states are then ignored
+STATE_VERSION = 6  # bump when what a router computes changes: old states are then ignored
 KEEP_STATES = 4  # card sets whose state is kept (a bench, a project, its tests)
 STATE_DIR = "router"
 TEXTS_FILE = "texts.json"  # read only when a text is shown
@@ -80,7 +80,9 @@ def _views(cards: Sequence[Card]) -> bytes:
 def _routing_view(card: Card) -> list[Any]:
     """What the router reads of one card."""
     functions = [[f["name"], f.get("description"), f.get("parameters")] for f in card.functions]
-    return [card.id, card.summary, list(card.examples), list(card.tools), functions]
+    view = [card.id, card.summary, list(card.examples), list(card.tools), functions]
+    # only when there are some: a card's key (a derived threshold's basis) stays as it was
+    return [*view, list(card.generated)] if card.generated else view
 
 
 def load_state(cache_dir: Path | None, key: str) -> Saved | None:
