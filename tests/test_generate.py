@@ -25,8 +25,9 @@ from tiny_cli.routing.examples_file import (
     load_learned,
     with_learned,
 )
-from tiny_cli.routing.factory import derive_threshold
+from tiny_cli.routing.factory import FOLDS, _fold, _fold_router, derive_threshold
 from tiny_cli.routing.router import Router, card_texts
+from tiny_cli.routing.state import state_key
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, reply
 from tiny_cli.workspace import open_workspace
@@ -236,7 +237,7 @@ def _docs_score(learned: Learned, task: str) -> tuple[float, str]:
     return reason.score, reason.source
 
 
-def test_generated_examples_count_as_a_group_so_one_off_example_carries_little() -> None:
+def test_one_off_topic_generated_example_counts_for_less_than_a_taught_one() -> None:
     off = MADE[-1]
     taught, _ = _docs_score(Learned(Path("l.jsonl"), {"docs-finder": MADE}), off)
     made, _ = _docs_score(Learned(Path("l.jsonl"), generated={"docs-finder": MADE}), off)
@@ -268,3 +269,24 @@ def test_the_threshold_is_derived_from_generated_examples_too(tmp_path: Path) ->
     assert derived is not None
     assert derived.examples == 3  # the taught one and the two generated
     assert derived.sha == with_made.sha() != learned.sha()  # the file as written, lines and all
+
+
+def test_each_fold_holds_its_generated_examples_out_as_the_router_holds_them() -> None:
+    cards = load_cards(SEED_CARDS)
+    learned = Learned(Path("l.jsonl"), generated={"docs-finder": MADE})
+    for fold in range(FOLDS):
+        router = _fold_router(cards, learned, HashingEmbedder(), None, fold, None)
+        docs = next(c for c in router.cards if c.id == "docs-finder")
+        assert docs.generated == tuple(t for t in MADE if _fold(t) != fold)
+        assert not set(MADE) & set(docs.examples)
+
+
+def test_the_router_state_is_keyed_by_the_generated_examples() -> None:
+    cards = load_cards(SEED_CARDS)
+
+    def key(made: tuple[str, ...]) -> str:
+        learned = Learned(Path("l.jsonl"), generated={"docs-finder": made})
+        return state_key(with_learned(cards, learned), (), "hashing", ())
+
+    assert key(MADE) != key(MADE[:3]) != key(())
+    assert key(()) == state_key(cards, (), "hashing", ())  # none: the cards' own key

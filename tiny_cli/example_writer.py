@@ -276,7 +276,9 @@ def _drop_overlaps(settings: Settings, folder: Path, transport: httpx.BaseTransp
                               keep_state=False)  # fmt: skip
         made = {c: set(ts) for c, ts in learned.generated.items()}
         bad = [
-            (o.agent_id, o.text) for o in router.overlaps() if o.text in made.get(o.agent_id, ())
+            (o.agent_id, o.text)
+            for o in router.overlaps()
+            if o.kind == "generated" and o.text in made.get(o.agent_id, ())
         ]
         for card, text in bad:
             made[card].discard(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -16,7 +17,7 @@ from tiny_cli.routing.factory import build_router, learned_folder, stale_thresho
 from tiny_cli.routing.router import Overlap, Router
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import McpConfig, original
-from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text
+from tiny_cli.userfiles import jsonl_lines, read_text
 from tiny_cli.workspace import known_tools, mcp_settings
 
 __all__ = ["Connect", "Validation", "line_of", "routing_warnings", "validate"]
@@ -180,13 +181,32 @@ def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
         + ("teach it to the right card with tiny learn, or delete its line" if taught
            else "reword it, or move it there")
     )  # fmt: skip
-    if taught:  # the line of learned.jsonl that holds it, as JSON writes it
+    if taught:  # the line of learned.jsonl that holds it
         return Problem(
-            str(learned), line_of(learned, jsonl_line(overlap.text)[1:-2]), "routing", message
+            str(learned), learned_line(learned, card.id, overlap.text), "routing", message
         )
     file = str(card.path) if card.path else card.id
     probe = card.summary if overlap.kind == "summary" else overlap.text
     return Problem(file, line_of(card.path, probe), "routing", message)
+
+
+def learned_line(path: Path, card: str, task: str) -> int | None:
+    """Return the line of learned.jsonl that teaches or generated `task` for `card`, if any.
+
+    Matched on the parsed row, not a prefix: generated requests often begin alike.
+    """
+    try:
+        lines = jsonl_lines(read_text(path))
+    except ConfigError:
+        return None
+    for number, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and row.get("task") == task and row.get("card") == card:
+            return number
+    return None
 
 
 def line_of(path: Path | None, text: str) -> int | None:

@@ -51,6 +51,9 @@ MAX_OUT_OF_SCOPE = 1000
 MAX_LEARNED_BYTES = 16 * 1024 * 1024  # 200 cards x 100 examples is ~2 MB
 LEARNED_FILENAME = "learned.jsonl"  # in the cards folder; not a card (cards are YAML)
 HEADER_KIND = "tiny learned routing examples"
+# hashed with a file's generated examples: they are read as one group (tiny_cli.routing.space),
+# so a threshold derived when they were read one by one is stale
+GENERATED_RULE = "\0generated examples read as one group"
 GENERATED = "generated"  # the `source` of a line `tiny learn --generate` wrote
 VERSION = 1
 
@@ -116,7 +119,8 @@ class Learned:
         return replace(self, examples=examples, out_of_scope=out, generated=made)
 
     def every_example(self) -> Learned:
-        """Return these examples with the generated ones counted as the card's own (routing)."""
+        """Return these examples with the generated ones after each card's taught ones (for
+        counting and cross-validation; the router reads them apart: `with_learned`)."""
         if not self.generated:
             return self
         cards = sorted({*self.examples, *self.generated})
@@ -125,7 +129,10 @@ class Learned:
 
     def sha(self) -> str:
         """Return the sha256 of the examples (what a derived threshold is valid for)."""
-        return hashlib.sha256(self._lines(header=False).encode()).hexdigest()
+        lines = self._lines(header=False)
+        if self.generated:  # read as a group since v2: a threshold derived before is stale
+            lines += GENERATED_RULE
+        return hashlib.sha256(lines.encode()).hexdigest()
 
     def count(self) -> int:
         """Return how many in-scope examples the file holds."""
@@ -262,8 +269,11 @@ def with_learned(cards: Sequence[Card], learned: Learned) -> list[Card]:
 
 def _learned_card(card: Card, learned: Learned) -> Card:
     examples = tuple(dict.fromkeys((*card.examples, *learned.examples.get(card.id, ()))))
-    made = dict.fromkeys(learned.generated.get(card.id, ()))
-    return replace(card, examples=examples, generated=tuple(t for t in made if t not in examples))
+    taught = {normalise(t) for t in examples}  # taught wins, as `tiny learn` compares texts
+    made = dict.fromkeys(
+        t for t in learned.generated.get(card.id, ()) if normalise(t) not in taught
+    )
+    return replace(card, examples=examples, generated=tuple(made))
 
 
 def write_learned(learned: Learned) -> None:

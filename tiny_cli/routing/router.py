@@ -2,7 +2,8 @@
 
 A card is not one vector but a few, each a reason a task may belong to it: its routing text
 ("id words: summary"), one vector per capability its summary lists ("Handles X: a, b and
-c" gives a, b and c), and, when it has examples, the mean of its routing text and examples.
+c" gives a, b and c), each tool it allows, and, when it has examples, the mean of its routing
+text and examples (examples a model generated count as one group: tiny_cli.routing.space).
 A task's semantic score for a card is its best cosine to any of them, in a space centred on
 a shipped background of generic requests and whitened by the cards' own within-card spread
 (shrinkage that falls smoothly as the cards give more data). A lexical score — BM25 of the

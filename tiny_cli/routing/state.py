@@ -81,7 +81,7 @@ def _routing_view(card: Card) -> list[Any]:
     """What the router reads of one card."""
     functions = [[f["name"], f.get("description"), f.get("parameters")] for f in card.functions]
     view = [card.id, card.summary, list(card.examples), list(card.tools), functions]
-    # only when there are some: a card's key (a derived threshold's basis) stays as it was
+    # only when there are some: the view of a card without them is what it always was
     return [*view, list(card.generated)] if card.generated else view
 
 
