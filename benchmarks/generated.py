@@ -2,14 +2,18 @@
 
 The generated files under benchmarks/data/generated/ were written by the local
 Qwen2.5-Coder-1.5B (llama.cpp) with `tiny learn --generate --per-card 8` on a copy of each set's
-cards; this script only routes, so it runs offline and gives the table docs/routing.md shows:
+cards (MetaTool's as YAML cards, one per tool: id the tool's name as a card id, summary its
+description); this script only routes, so it runs offline and gives the table docs/routing.md
+shows:
 
     python benchmarks/generated.py
 """
 
 from __future__ import annotations
 
+import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -19,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from routing import CachedEmbedder, dev_row, every_dev_set
 
+from tiny_cli.cards.card import Card
 from tiny_cli.routing.embed import VectorCache, get_embedder
 from tiny_cli.routing.examples_file import Learned, load_learned
 from tiny_cli.routing.factory import build_router
@@ -30,6 +35,7 @@ SETS = {  # the folder of generated examples -> the dev set it was written for
     "hwu64": "HWU64",
     "bfcl": "BFCL multiple, shared function",
     "seed": "seed tasks",
+    "metatool": "MetaTool, summaries",
 }
 COLUMNS = ("@1", "@3", "in_scope_abstained", "abstain_recall", "routed_right")
 
@@ -44,7 +50,7 @@ def main() -> None:
         table.add_column(name)
     for folder, name in SETS.items():
         cards, labelled = sets[name]
-        learned = load_learned(GENERATED / folder)
+        learned = as_named(load_learned(GENERATED / folder), cards)
         rows = [
             dev_row(build_router(settings, cards, learned=taught, embedder=embedder), labelled)
             for taught in (Learned(learned.path, {}, ()), learned)  # untaught, then taught
@@ -52,6 +58,13 @@ def main() -> None:
         cells = [" -> ".join(_cell(row[c]) for row in rows) for c in COLUMNS]
         table.add_row(name, str(learned.every_example().count()), *cells)
     Console().print(table)
+
+
+def as_named(learned: Learned, cards: list[Card]) -> Learned:
+    """The examples under the set's own card ids: MetaTool's tool names were written as card
+    ids `tiny learn` accepts (lowercase, any other character than a-z 0-9 _ - as -)."""
+    ids = {re.sub(r"[^a-z0-9_-]", "-", card.id.lower()): card.id for card in cards}
+    return replace(learned, generated={ids.get(c, c): ts for c, ts in learned.generated.items()})
 
 
 def _cell(value: float | None) -> str:
