@@ -25,9 +25,10 @@ from tiny_cli.routing.examples_file import (
     load_learned,
     with_learned,
 )
-from tiny_cli.routing.factory import FOLDS, _fold, _fold_router, derive_threshold
+from tiny_cli.routing.factory import FOLDS, _fold, _fold_router, build_router, derive_threshold
 from tiny_cli.routing.router import Router, card_texts
 from tiny_cli.routing.state import state_key
+from tiny_cli.routing.tooltexts import ToolTexts
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, reply
 from tiny_cli.workspace import open_workspace
@@ -290,3 +291,17 @@ def test_the_router_state_is_keyed_by_the_generated_examples() -> None:
 
     assert key(MADE) != key(MADE[:3]) != key(())
     assert key(()) == state_key(cards, (), "hashing", ())  # none: the cards' own key
+
+
+def test_a_folder_with_only_generated_examples_says_why_the_default_applies(
+    tmp_path: Path,
+) -> None:
+    learned = Learned(tmp_path / LEARNED_FILENAME, generated={"docs-finder": MADE})
+    settings = load_settings(env={"TINY_HOME": str(tmp_path)})
+    router = build_router(
+        settings, load_cards(SEED_CARDS), learned=learned, embedder=HashingEmbedder(),
+        keep_state=False, tool_texts=ToolTexts(),
+    )  # fmt: skip
+    assert router.threshold_source == (
+        f"default 1.5: {LEARNED_FILENAME} has 0 out-of-scope examples, and deriving one needs 20"
+    )

@@ -302,7 +302,7 @@ def _why_default(learned: Learned, embedder: Embedder, basis: tuple[str, str]) -
         return f"{stale}: {why}; run `tiny learn`"
     if learned.threshold is not None or learned.damaged_header:
         return f"{stale}; run `tiny learn`"
-    if learned.out_of_scope or learned.examples:
+    if learned.out_of_scope or learned.examples or learned.generated:
         return (
             f"{base}: {learned.path.name} has {len(learned.out_of_scope)} out-of-scope "
             f"examples, and deriving one needs {MIN_OUT_OF_SCOPE}"
