@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -12,7 +11,7 @@ from typing import Any
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.load import check_cards
 from tiny_cli.errors import ConfigError, EmbedderError
-from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned
+from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, line_of_example
 from tiny_cli.routing.factory import build_router, learned_folder, stale_threshold
 from tiny_cli.routing.router import Overlap, Router
 from tiny_cli.settings import Settings
@@ -183,30 +182,11 @@ def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
     )  # fmt: skip
     if taught:  # the line of learned.jsonl that holds it
         return Problem(
-            str(learned), learned_line(learned, card.id, overlap.text), "routing", message
+            str(learned), line_of_example(learned, card.id, overlap.text), "routing", message
         )
     file = str(card.path) if card.path else card.id
     probe = card.summary if overlap.kind == "summary" else overlap.text
     return Problem(file, line_of(card.path, probe), "routing", message)
-
-
-def learned_line(path: Path, card: str, task: str) -> int | None:
-    """Return the line of learned.jsonl that teaches or generated `task` for `card`, if any.
-
-    Matched on the parsed row, not a prefix: generated requests often begin alike.
-    """
-    try:
-        lines = jsonl_lines(read_text(path))
-    except ConfigError:
-        return None
-    for number, line in enumerate(lines, 1):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and row.get("task") == task and row.get("card") == card:
-            return number
-    return None
 
 
 def line_of(path: Path | None, text: str) -> int | None:

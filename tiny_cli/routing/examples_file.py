@@ -36,6 +36,7 @@ __all__ = [
     "Learned",
     "Merge",
     "check_learned",
+    "line_of_example",
     "load_labelled",
     "load_learned",
     "merge",
@@ -52,7 +53,7 @@ MAX_LEARNED_BYTES = 16 * 1024 * 1024  # 200 cards x 100 examples is ~2 MB
 LEARNED_FILENAME = "learned.jsonl"  # in the cards folder; not a card (cards are YAML)
 HEADER_KIND = "tiny learned routing examples"
 # hashed with a file's generated examples: they are read as one group (tiny_cli.routing.space),
-# so a threshold derived when they were read one by one is stale
+# so a threshold derived while they were read one by one, like taught ones, is stale
 GENERATED_RULE = "\0generated examples read as one group"
 GENERATED = "generated"  # the `source` of a line `tiny learn --generate` wrote
 VERSION = 1
@@ -130,7 +131,7 @@ class Learned:
     def sha(self) -> str:
         """Return the sha256 of the examples (what a derived threshold is valid for)."""
         lines = self._lines(header=False)
-        if self.generated:  # read as a group since v2: a threshold derived before is stale
+        if self.generated:  # see GENERATED_RULE
             lines += GENERATED_RULE
         return hashlib.sha256(lines.encode()).hexdigest()
 
@@ -336,6 +337,16 @@ def _rebuild(learned: Learned, placed: Iterable[tuple[str, str | None]]) -> Lear
         generated=made,
         generation={c: k for c, k in learned.generation.items() if c in made},
     )
+
+
+def line_of_example(path: Path, card: str, task: str) -> int | None:
+    """Return the line of `path` that teaches or generated `task` for `card` (None: none, or
+    the file cannot be read; `check_learned` reports that)."""
+    try:
+        rows = _read_rows(path)
+    except ConfigError:
+        return None
+    return next((n for n, r in rows if r.get("task") == task and r.get("card") == card), None)
 
 
 def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:

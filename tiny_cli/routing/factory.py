@@ -237,10 +237,10 @@ def _held_out_scores(
     generic: list[float] = []
     inside: list[tuple[float, bool]] = []
     background, ids = background_texts(), {card.id for card in cards}
+    every = learned.every_example().examples  # taught and generated: each is held out once
     for fold in range(FOLDS):
         router = _fold_router(cards, learned, embedder, cache_dir, fold, tool_texts)
         held_out = [t for t in learned.out_of_scope if _fold(t) == fold]
-        every = learned.every_example().examples
         known = [(t, c) for c, ts in every.items() if c in ids for t in ts if _fold(t) == fold]
         decisions = router.route_many([*held_out, *(t for t, _ in known), *background], 1)
         split = len(held_out), len(held_out) + len(known)
