@@ -29,13 +29,17 @@ from tiny_cli.routing.examples_file import Learned, load_learned
 from tiny_cli.routing.factory import build_router
 from tiny_cli.settings import load_settings
 
-GENERATED = Path(__file__).resolve().parent / "data" / "generated"
-SETS = {  # the folder of generated examples -> the dev set it was written for
-    "mcpbench": "real MCP servers (MCP-Bench)",
-    "hwu64": "HWU64",
-    "bfcl": "BFCL multiple, shared function",
-    "seed": "seed tasks",
-    "metatool": "MetaTool, summaries",
+HERE = Path(__file__).resolve().parent
+GENERATED = HERE / "data" / "generated"
+SETS = {  # the dev set -> the folder of the examples generated for its cards
+    "real MCP servers (MCP-Bench)": GENERATED / "mcpbench",
+    "HWU64": GENERATED / "hwu64",
+    # beside the cards, where `tiny bench --scale` reads them as `tiny route` does
+    "BFCL multiple, shared function": HERE.parent / "examples" / "bfcl" / "cards",
+    "seed tasks": GENERATED / "seed",
+    "MetaTool, summaries": GENERATED / "metatool",
+    # written from the summaries alone: the cards' own examples were not shown to the model
+    "MetaTool, +examples": GENERATED / "metatool",
 }
 COLUMNS = ("@1", "@3", "in_scope_abstained", "abstain_recall", "routed_right")
 
@@ -48,9 +52,9 @@ def main() -> None:
     table = Table(title="dev sets: untaught -> with generated examples (default rule)")
     for name in ("set", "examples", *COLUMNS):
         table.add_column(name)
-    for folder, name in SETS.items():
+    for name, folder in SETS.items():
         cards, labelled = sets[name]
-        learned = as_named(load_learned(GENERATED / folder), cards)
+        learned = as_named(load_learned(folder), cards)
         rows = [
             dev_row(build_router(settings, cards, learned=taught, embedder=embedder), labelled)
             for taught in (Learned(learned.path, {}, ()), learned)  # untaught, then taught

@@ -3,6 +3,7 @@ needs no flag, routes from the file, says what changed, and stays out of the run
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -132,6 +133,22 @@ def test_a_replay_says_in_one_line_what_changed(tiny, tmp_path: Path) -> None:
     result = tiny("bench", "--replay", str(recording), "--json")
     (line,) = [x for x in result.stderr.splitlines() if "changed since the recording" in x]
     assert f"the task file {tasks}" in line
+
+
+def test_the_learned_examples_beside_the_cards_are_part_of_the_making(
+    tiny, tmp_path: Path, plain_cards: Path
+) -> None:
+    _, recording, _ = _recorded(tiny, tmp_path)
+    assert "learned" not in _lines(recording)[0]["digests"]  # none beside the cards
+    learned = plain_cards / "learned.jsonl"
+    learned.write_text('{"task": "book a table for two", "card": null}\n', "utf-8")
+    result = tiny("bench", "--replay", str(recording), "--json")
+    assert result.exit_code == 0, result.output
+    (line,) = [x for x in result.stderr.splitlines() if "changed since the recording" in x]
+    assert "learned.jsonl (the replay routes as recorded)" in line and "card(s)" not in line
+    _, recorded_again, _ = _recorded(tiny, tmp_path / "again")  # made with the file there
+    digest = _lines(recorded_again)[0]["digests"]["learned"]
+    assert digest == hashlib.sha256(learned.read_bytes()).hexdigest()
 
 
 def test_a_miss_names_the_options_it_was_recorded_with(tiny, tmp_path: Path) -> None:

@@ -161,19 +161,21 @@ def test_new_dev_sets_stay_above_the_measured_floor(request: pytest.FixtureReque
         assert row["in_scope_abstained"] <= abstained and row["routed_right"] >= right, (name, row)
 
 
+GENERATED = REPO / "benchmarks" / "data" / "generated"
+
+
 @pytest.mark.parametrize(
-    ("folder", "cards"),
+    ("path", "cards"),
     [
-        ("mcpbench", MCP / "cards"),
-        ("hwu64", REPO / "benchmarks" / "data" / "hwu64" / "cards"),
-        ("bfcl", REPO / "examples" / "bfcl" / "cards"),
-        ("seed", REPO / "cards"),
+        (GENERATED / "mcpbench", MCP / "cards"),
+        (GENERATED / "hwu64", REPO / "benchmarks" / "data" / "hwu64" / "cards"),
+        (REPO / "examples" / "bfcl" / "cards", REPO / "examples" / "bfcl" / "cards"),
+        (GENERATED / "seed", REPO / "cards"),
     ],
 )
-def test_kept_generated_examples_are_marked_and_name_the_sets_cards(folder, cards) -> None:
+def test_kept_generated_examples_are_marked_and_name_the_sets_cards(path, cards) -> None:
     from tiny_cli.routing.examples_file import load_learned
 
-    path = REPO / "benchmarks" / "data" / "generated" / folder
     lines = [json.loads(x) for x in (path / "learned.jsonl").read_text("utf-8").splitlines()[1:]]
     ids = {c.id for c in load_cards([cards], default_registry(load_settings(env={})).writes())}
     assert lines and all(x["source"] == "generated" and x["card"] in ids for x in lines)

@@ -8,6 +8,7 @@ each arm's request on the wire, the report.
 from __future__ import annotations
 
 import json
+import shutil
 
 from tests.test_scale_bench import BFCL, CARDS, TASKS, _policy, _task_of, _tools
 from tiny_cli.testing import respond
@@ -41,3 +42,26 @@ def test_the_bench_at_scale_runs_three_tasks_end_to_end(tiny, scripted_server) -
             assert task["expected_agent"] in CARDS
     oracle = next(r for r in report["rows"] if r["arm"] == "oracle")
     assert oracle["tasks"] == 2 and oracle["right_call"] == 2  # scored from the wire's answers
+
+
+def test_the_tiny_arm_routes_with_the_cards_folders_learned_examples(
+    tiny, scripted_server, tmp_path
+) -> None:
+    # every task taught to one card: the bench at scale must route as `tiny route` does,
+    # reading the folder's learned.jsonl, so the tiny arm offers that card whatever it scores
+    cards = tmp_path / "cards"
+    shutil.copytree(BFCL / "cards", cards, ignore=shutil.ignore_patterns("learned.jsonl"))
+    taught_to = "lcm-gcd"
+    lines = [{"kind": "tiny learned routing examples", "version": 1}]
+    lines += [{"task": t["task"], "card": taught_to} for t in TASKS if t["expected_agent"]]
+    (cards / "learned.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), "utf-8")
+    scripted_server.add(*[respond(_policy({}))] * 100)
+    env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
+    args = ["bench", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(cards), "--json"]
+    args += ["--all-tools-sizes", "all", "--sample", "3", "--irrelevance", "0", "--arm", "tiny"]
+    result = tiny(*args, "--tool-mode", "native", "--no-log", env=env)
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)["runs"]
+    assert len(runs) == 3 and all(r["offered_cards"] == [taught_to] for r in runs), runs
+    sent = {frozenset(t["function"]["name"] for t in r["tools"]) for r in scripted_server.requests}
+    assert sent == {frozenset(_tools([taught_to]))}  # what went over the wire

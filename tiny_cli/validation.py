@@ -11,8 +11,8 @@ from typing import Any
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.load import check_cards
 from tiny_cli.errors import ConfigError, EmbedderError
-from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, line_of_example
-from tiny_cli.routing.factory import build_router, learned_folder, stale_threshold
+from tiny_cli.routing.examples_file import check_learned, line_of_example
+from tiny_cli.routing.factory import build_router, learned_file, learned_folder, stale_threshold
 from tiny_cli.routing.router import Overlap, Router
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import McpConfig, original
@@ -107,7 +107,7 @@ def routing_warnings(
         return [Problem(str(settings.cards_dir), None, "routing", f"overlap check skipped: {exc}")]
 
     by_id = {card.id: card for card in cards}
-    learned = learned_folder(settings) / LEARNED_FILENAME
+    learned = learned_file(settings)
     overlaps = router.overlaps()
     problems = [_overlap_problem(by_id[o.agent_id], o, learned) for o in overlaps]
     stale = _stale(settings, cards, router, learned)

@@ -22,6 +22,7 @@ from typing import Any, TypeGuard
 
 from tiny_cli.cards.load import Card
 from tiny_cli.provider.replay import ExchangeSource, Replayer
+from tiny_cli.routing.examples_file import LEARNED_FILENAME
 
 __all__ = [
     "Entry",
@@ -168,19 +169,25 @@ def _reordered(candidates: Sequence[list[Any]], ids: Sequence[str]) -> list[list
     return [[i, score.get(i, lowest)] for i in ids]
 
 
-def digests(tasks: Path, cards: Mapping[str, Card]) -> dict[str, Any]:
-    """sha256 of the task file and of each card's file, by card id."""
-    return {
+def digests(tasks: Path, cards: Mapping[str, Card], learned: Path | None = None) -> dict[str, Any]:
+    """sha256 of the task file, of each card's file by card id, and of the cards folder's
+    learned examples when there are any (they change what routes where)."""
+    found: dict[str, Any] = {
         "tasks": _sha(tasks),
         "cards": {c.id: _sha(c.path) for c in cards.values() if c.path is not None},
     }
+    if learned is not None and learned.is_file():
+        found["learned"] = _sha(learned)
+    return found
 
 
-def changed_since(recorded: Any, tasks: Path, cards: Mapping[str, Card]) -> str | None:
+def changed_since(
+    recorded: Any, tasks: Path, cards: Mapping[str, Card], learned: Path | None = None
+) -> str | None:
     """One line saying what changed since the recording (None: nothing, or nothing known)."""
     if not isinstance(recorded, dict):
         return None
-    now = digests(tasks, cards)
+    now = digests(tasks, cards, learned)
     was: dict[str, Any] = recorded.get("cards") or {}
     parts = [f"the task file {tasks}"] if recorded.get("tasks") != now["tasks"] else []
     changed = sorted(k for k in {*was, *now["cards"]} if was.get(k) != now["cards"].get(k))
@@ -188,9 +195,10 @@ def changed_since(recorded: Any, tasks: Path, cards: Mapping[str, Card]) -> str 
         shown = ", ".join(changed[:SHOWN_CHANGES])
         more = f" and {len(changed) - SHOWN_CHANGES} more" if len(changed) > SHOWN_CHANGES else ""
         parts.append(f"card(s) {shown}{more}")
-    if not parts:
-        return None
-    return f"changed since the recording: {'; '.join(parts)}; runs that use them may not replay"
+    said = [f"{'; '.join(parts)}; runs that use them may not replay"] if parts else []
+    if recorded.get("learned") != now.get("learned"):  # the replay routes as recorded
+        said.append(f"the cards folder's {LEARNED_FILENAME} (the replay routes as recorded)")
+    return f"changed since the recording: {'; '.join(said)}" if said else None
 
 
 def portable(options: Mapping[str, Any], recording: Path | None) -> dict[str, Any]:

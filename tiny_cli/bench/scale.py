@@ -32,7 +32,8 @@ from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, universes
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Digest, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
-from tiny_cli.routing.embed import Embedder, get_embedder
+from tiny_cli.routing.embed import Embedder
+from tiny_cli.routing.factory import build_router, embedder_for, learned_file
 from tiny_cli.routing.router import Router
 from tiny_cli.session import Session
 from tiny_cli.settings import Settings, model_for
@@ -170,23 +171,20 @@ def scale_from_settings(
 ) -> ScaleReport:
     """Load the cards and the selection tasks, check the endpoint, and run the bench at scale.
 
-    Routing uses `embedder` (default: the settings' one, loaded only when a task routes live).
+    Routing is `tiny route`'s: the cards folder's learned examples (taught and generated) and
+    the threshold's precedence, with `embedder` (default: the settings' one, loaded only when
+    a task routes live).
     """
     ws = open_workspace(settings)
     tasks = load_selection_tasks(tasks_path, ws.cards)
-    cache = settings.cache_dir
     session.exchanges.probe()
     _note_making(session, tasks_path, ws, options)
     found: list[Embedder] = [embedder] if embedder is not None else []
 
     def router_for(cards: Sequence[Card]) -> Router:  # the embedder loads only if one routes
         if not found:
-            found.append(
-                get_embedder(
-                    settings.embedder, base_url=settings.base_url, api_key=settings.api_key
-                )
-            )
-        return Router(cards, found[0], cache, settings.threshold)
+            found.append(embedder_for(settings))
+        return build_router(settings, cards, embedder=found[0])
 
     with session.traced("bench", **{"tiny.bench.tasks": len(tasks), "tiny.bench.scale": True}):
         report = run_scale(ws, tasks, session, router_for, options, on_run)
@@ -204,7 +202,7 @@ def _note_making(session: Session, tasks: Path, ws: Workspace, options: ScaleOpt
              "context_tokens": options.context_tokens, "expected_tools": options.expected_tools,
              "prompt": options.prompt, "temperature": ws.settings.temperature}  # fmt: skip
     session.exchanges.note("bench", portable(flags, session.exchanges.written_to()))
-    session.exchanges.note("digests", digests(tasks, ws.cards))
+    session.exchanges.note("digests", digests(tasks, ws.cards, learned_file(ws.settings)))
 
 
 def run_scale(

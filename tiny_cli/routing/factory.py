@@ -44,6 +44,7 @@ from tiny_cli.routing.embed import (
     get_embedder,
 )
 from tiny_cli.routing.examples_file import (
+    LEARNED_FILENAME,
     DerivedThreshold,
     Learned,
     load_learned,
@@ -68,6 +69,7 @@ __all__ = [
     "derive_threshold",
     "embedder_for",
     "folder_learned",
+    "learned_file",
     "learned_folder",
     "stale_threshold",
     "taught_tasks",
@@ -157,6 +159,11 @@ def embedder_for(s: Settings, transport: httpx.BaseTransport | None = None) -> E
 def learned_folder(s: Settings) -> Path:
     """Return the folder whose learned.jsonl teaches the router: the cards folder."""
     return s.cards_dir if s.cards_dir.is_dir() else s.cards_dir.parent
+
+
+def learned_file(s: Settings) -> Path:
+    """Return the learned.jsonl that teaches the router (it may not exist)."""
+    return learned_folder(s) / LEARNED_FILENAME
 
 
 # --- the threshold ------------------------------------------------------------------------
