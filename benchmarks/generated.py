@@ -1,6 +1,7 @@
 """Routing on the dev sets, untaught and with the examples `tiny learn --generate` wrote.
 
-The generated files under benchmarks/data/generated/ were written by the local
+The generated files under benchmarks/data/generated/ (BFCL's beside its cards, in
+examples/bfcl/cards/learned.jsonl) were written by the local
 Qwen2.5-Coder-1.5B (llama.cpp) with `tiny learn --generate --per-card 8` on a copy of each set's
 cards (MetaTool's as YAML cards, one per tool: id the tool's name as a card id, summary its
 description); this script only routes, so it runs offline and gives the table docs/routing.md

@@ -139,13 +139,19 @@ def test_the_learned_examples_beside_the_cards_are_part_of_the_making(
     tiny, tmp_path: Path, plain_cards: Path
 ) -> None:
     _, recording, _ = _recorded(tiny, tmp_path)
-    assert "learned" not in _lines(recording)[0]["digests"]  # none beside the cards
+    header, *exchanges = recording.read_text("utf-8").splitlines()
+    assert json.loads(header)["digests"]["learned"] is None  # none beside the cards
     learned = plain_cards / "learned.jsonl"
     learned.write_text('{"task": "book a table for two", "card": null}\n', "utf-8")
     result = tiny("bench", "--replay", str(recording), "--json")
     assert result.exit_code == 0, result.output
     (line,) = [x for x in result.stderr.splitlines() if "changed since the recording" in x]
     assert "learned.jsonl (the replay routes as recorded)" in line and "card(s)" not in line
+    older = json.loads(header)
+    del older["digests"]["learned"]  # made before the digests covered the file: not known
+    recording.write_text("\n".join([json.dumps(older), *exchanges]) + "\n", "utf-8")
+    result = tiny("bench", "--replay", str(recording), "--json")
+    assert result.exit_code == 0 and "changed since" not in result.stderr, result.stderr
     _, recorded_again, _ = _recorded(tiny, tmp_path / "again")  # made with the file there
     digest = _lines(recorded_again)[0]["digests"]["learned"]
     assert digest == hashlib.sha256(learned.read_bytes()).hexdigest()

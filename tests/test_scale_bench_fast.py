@@ -49,15 +49,19 @@ def test_the_tiny_arm_routes_with_the_cards_folders_learned_examples(
 ) -> None:
     # every task taught to one card: the bench at scale must route as `tiny route` does,
     # reading the folder's learned.jsonl, so the tiny arm offers that card whatever it scores
+    taught_to, picked = "lcm-gcd", [t for t in TASKS if t["expected_agent"]][:3]
     cards = tmp_path / "cards"
-    shutil.copytree(BFCL / "cards", cards, ignore=shutil.ignore_patterns("learned.jsonl"))
-    taught_to = "lcm-gcd"
+    cards.mkdir()
+    for card in {taught_to, *(t["expected_agent"] for t in picked)}:
+        shutil.copy(BFCL / "cards" / f"{card}.yaml", cards)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in picked), "utf-8")
     lines = [{"kind": "tiny learned routing examples", "version": 1}]
-    lines += [{"task": t["task"], "card": taught_to} for t in TASKS if t["expected_agent"]]
+    lines += [{"task": t["task"], "card": taught_to} for t in picked]
     (cards / "learned.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), "utf-8")
-    scripted_server.add(*[respond(_policy({}))] * 100)
+    scripted_server.add(*[respond(_policy({}))] * 3)
     env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
-    args = ["bench", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(cards), "--json"]
+    args = ["bench", "--scale", "--tasks", str(tasks), "--cards", str(cards), "--json"]
     args += ["--all-tools-sizes", "all", "--sample", "3", "--irrelevance", "0", "--arm", "tiny"]
     result = tiny(*args, "--tool-mode", "native", "--no-log", env=env)
     assert result.exit_code == 0, result.output

@@ -19,10 +19,12 @@ import yaml
 from typer.testing import Result
 
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, load_learned
+from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import DEFAULT_THRESHOLD
 from tiny_cli.routing.tooltexts import save_mcp_tools
 from tiny_cli.settings import load_settings
 from tiny_cli.teach import learn
+from tiny_cli.workspace import open_workspace
 
 TOOLBOX = Path(__file__).resolve().parent / "mcp_servers" / "toolbox.py"
 TASK = "add two integers, 17 and 25"
@@ -165,3 +167,19 @@ def test_tiny_validate_warns_of_a_stale_threshold_and_not_of_a_fresh_one(
             f"derived it; routes use {DEFAULT_THRESHOLD} until `tiny learn`",
         }
     ]
+
+
+def test_a_router_for_some_of_the_folders_cards_keeps_its_derived_threshold(
+    folder: Path,
+) -> None:
+    # the bench at scale routes among a universe of the folder's cards: the threshold derived
+    # on the whole folder holds there, as it does for `tiny route`
+    settings = load_settings(env=_env(folder), cwd=folder)
+    every = list(open_workspace(settings).cards.values())
+    some = [card for card in every if card.id != "travel"]
+    derived = load_learned(folder / "cards").threshold
+    assert derived is not None
+    kept = build_router(settings, some, folder=every, keep_state=False)
+    assert (kept.threshold, kept.threshold_source.startswith(FRESH)) == (derived.value, True)
+    alone = build_router(settings, some, keep_state=False)  # `some` is not what it was made on
+    assert alone.threshold == DEFAULT_THRESHOLD and "stale" in alone.threshold_source

@@ -169,20 +169,17 @@ def _reordered(candidates: Sequence[list[Any]], ids: Sequence[str]) -> list[list
     return [[i, score.get(i, lowest)] for i in ids]
 
 
-def digests(tasks: Path, cards: Mapping[str, Card], learned: Path | None = None) -> dict[str, Any]:
-    """sha256 of the task file, of each card's file by card id, and of the cards folder's
-    learned examples when there are any (they change what routes where)."""
-    found: dict[str, Any] = {
+def digests(tasks: Path, cards: Mapping[str, Card], learned: Path) -> dict[str, Any]:
+    """sha256 of the task file, each card's file and the learned examples (None: no file)."""
+    return {
         "tasks": _sha(tasks),
         "cards": {c.id: _sha(c.path) for c in cards.values() if c.path is not None},
+        "learned": _sha(learned) if learned.is_file() else None,
     }
-    if learned is not None and learned.is_file():
-        found["learned"] = _sha(learned)
-    return found
 
 
 def changed_since(
-    recorded: Any, tasks: Path, cards: Mapping[str, Card], learned: Path | None = None
+    recorded: Any, tasks: Path, cards: Mapping[str, Card], learned: Path
 ) -> str | None:
     """One line saying what changed since the recording (None: nothing, or nothing known)."""
     if not isinstance(recorded, dict):
@@ -196,7 +193,8 @@ def changed_since(
         more = f" and {len(changed) - SHOWN_CHANGES} more" if len(changed) > SHOWN_CHANGES else ""
         parts.append(f"card(s) {shown}{more}")
     said = [f"{'; '.join(parts)}; runs that use them may not replay"] if parts else []
-    if recorded.get("learned") != now.get("learned"):  # the replay routes as recorded
+    # a recording made before the digests covered learned.jsonl has no such key: not known
+    if "learned" in recorded and recorded["learned"] != now["learned"]:
         said.append(f"the cards folder's {LEARNED_FILENAME} (the replay routes as recorded)")
     return f"changed since the recording: {'; '.join(said)}" if said else None
 

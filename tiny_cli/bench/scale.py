@@ -33,8 +33,9 @@ from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Digest, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder
-from tiny_cli.routing.factory import build_router, embedder_for, learned_file
+from tiny_cli.routing.factory import build_router, embedder_for, folder_learned, learned_file
 from tiny_cli.routing.router import Router
+from tiny_cli.routing.tooltexts import gathered
 from tiny_cli.session import Session
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.userfiles import jsonl_lines, parse_guarded
@@ -180,11 +181,15 @@ def scale_from_settings(
     session.exchanges.probe()
     _note_making(session, tasks_path, ws, options)
     found: list[Embedder] = [embedder] if embedder is not None else []
+    learned, tool_texts = folder_learned(settings), gathered(settings)  # read once, not per size
 
     def router_for(cards: Sequence[Card]) -> Router:  # the embedder loads only if one routes
         if not found:
             found.append(embedder_for(settings))
-        return build_router(settings, cards, embedder=found[0])
+        return build_router(
+            settings, cards, learned=learned, embedder=found[0], tool_texts=tool_texts,
+            folder=ws.cards.values(),
+        )  # fmt: skip
 
     with session.traced("bench", **{"tiny.bench.tasks": len(tasks), "tiny.bench.scale": True}):
         report = run_scale(ws, tasks, session, router_for, options, on_run)

@@ -52,7 +52,7 @@ UpgradeOpt = Annotated[
 
 
 def warn_changed(replay: Sequence[Path] | None, tasks: Path, settings: Any) -> str | None:
-    """One line naming the tasks or cards that changed since the recording (None: none)."""
+    """One line naming the tasks, cards or learned examples changed since the recording."""
     if not replay or not tasks.is_file():
         return None
     recorded = read_header(replay[0]).get("digests")

@@ -95,6 +95,7 @@ def build_router(
     progress: Progress | None = None,
     keep_state: bool = True,
     tool_texts: ToolTexts | None = None,
+    folder: Iterable[Card] | None = None,
 ) -> Router:
     """Return the router for `cards` with their learned examples and the chosen threshold.
 
@@ -102,14 +103,17 @@ def build_router(
     (reached through `transport`); `progress(done, total)` hears how far embedding new card
     texts has got; `keep_state=False` for a throwaway router (its state is not saved);
     `tool_texts`: default, the descriptions of the tools cards name but do not declare, read
-    without starting anything (tiny_cli.routing.tooltexts).
+    without starting anything (tiny_cli.routing.tooltexts); `folder`: every card of the
+    folder when `cards` are some of them (the bench's universes), so a threshold derived on
+    the folder still holds.
     """
     cards = tuple(cards)
     learned = learned if learned is not None else folder_learned(settings)
     embedder = embedder or embedder_for(settings, transport)
     tool_texts = tool_texts if tool_texts is not None else gathered(settings)
     # hashing every card's view costs a large folder time on each route: only with a threshold
-    basis = threshold_basis(cards, tool_texts) if learned.threshold is not None else ("", "")
+    derived_on = tuple(folder) if folder is not None else cards
+    basis = threshold_basis(derived_on, tool_texts) if learned.threshold is not None else ("", "")
     value, margin, source = chosen_threshold(learned, embedder, settings.threshold, basis)
     return Router(
         with_learned(cards, learned),
