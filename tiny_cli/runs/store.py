@@ -127,7 +127,6 @@ _TEXT = (
     "AND content LIKE 'Result of %')",
 )
 _NAMES = ", ".join(SEARCH_COLUMNS)
-_INDEX = f"INSERT INTO runs_fts (rowid, {_NAMES}) SELECT * FROM runs_text"
 TEXT_VIEW = (
     f"CREATE VIEW runs_text (id, {_NAMES}) AS SELECT id, {', '.join(_TEXT)} "
     f"FROM (SELECT id, goal, {_VALID} FROM runs)"
