@@ -57,7 +57,8 @@ def test_a_recording_holds_its_options_digests_and_routing(tiny, tmp_path: Path)
     header = _lines(recording)[0]
     assert header["bench"]["tasks"] == "../bench/tasks.yaml"  # relative to the recording
     assert header["bench"]["repeat"] == 2 and header["bench"]["arm"] == "both"
-    assert set(header["digests"]) == {"tasks", "cards"} and len(header["digests"]["tasks"]) == 64
+    assert set(header["digests"]) == {"tasks", "cards", "learned"}
+    assert len(header["digests"]["tasks"]) == 64 and header["digests"]["learned"] is None
     routes = header["routes"]
     assert routes and all(
         {"agent", "candidates", "score", "threshold"} <= set(r) for r in routes.values()
