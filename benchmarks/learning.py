@@ -211,18 +211,20 @@ def bfcl_routing(
     embedder: Embedder,
     cache_dir: Path,
     right: Mapping[str, frozenset[str]] | None = None,
+    generated: Learned | None = None,
 ) -> list[dict[str, Any]]:
     """Top-1, recall @1/@3/@5 and abstain on irrelevance for the bench-at-scale cards.
 
     Before: the router as it was before learning (no kNN view). After, untaught: today's
     default. After, taught: half the irrelevance tasks (by hash) taught as out of scope,
-    measured on the other half and every in-scope task. `right`: each task's cards that
-    hold its expected function with the same definition (BFCL entries share functions).
+    measured on the other half and every in-scope task; with `generated` (the cards' file of
+    `tiny learn --generate`), the same beside those examples, the threshold derived on both.
+    `right`: each task's cards that hold its expected function with the same definition.
     """
     teach, keep = split_by_hash([item for item in tasks if item[1] is None])
     in_scope = [item for item in tasks if item[1] is not None]
-    taught = merge(Learned(cache_dir / "bfcl.jsonl"), teach, cards).learned
-    taught = replace(taught, threshold=derive_threshold(cards, taught, embedder, cache_dir))
+    taught = _derived(cards, merge(Learned(cache_dir / "bfcl.jsonl"), teach, cards).learned,
+                      embedder, cache_dir)  # fmt: skip
     rows = [
         ("before (no kNN view)", Router(cards, embedder, cache_dir, knn=0), in_scope + keep),
         (
@@ -236,7 +238,16 @@ def bfcl_routing(
             in_scope + keep,
         ),
     ]
+    if generated is not None:
+        both = _derived(cards, replace(taught, generated=generated.generated), embedder, cache_dir)
+        name = f"after, generated examples and {len(teach)} irrelevance tasks taught"
+        rows.append((name, _router(cards, embedder, cache_dir, both), in_scope + keep))
     return [_bfcl_row(name, router, labelled, right or {}) for name, router, labelled in rows]
+
+
+def _derived(cards: Sequence[Card], learned: Learned, embedder: Embedder, cache: Path) -> Learned:
+    """`learned` with the threshold `tiny learn` derives on it."""
+    return replace(learned, threshold=derive_threshold(cards, learned, embedder, cache))
 
 
 def _bfcl_row(

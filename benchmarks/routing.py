@@ -35,6 +35,7 @@ from tiny_cli.cards.card import Card
 from tiny_cli.cards.load import load_cards
 from tiny_cli.routing.embed import CachedEmbedder, Embedder, VectorCache, get_embedder
 from tiny_cli.routing.evaluation import EvalReport, evaluate, load_eval_file
+from tiny_cli.routing.examples_file import load_learned
 from tiny_cli.routing.router import (
     BACKGROUND_VECTORS,
     DEFAULT_THRESHOLD,
@@ -233,7 +234,9 @@ def bfcl(console: Console, cache_dir: Path) -> list[dict[str, Any]]:
     tasks = [(r["task"], r["expected_agent"]) for r in rows]
     cards = _folder_cards(BFCL_CARDS)
     with console.status("BFCL cards"):
-        found = learning.bfcl_routing(cards, tasks, embedder, cache_dir, shared_right(cards, rows))
+        generated = load_learned(BFCL_CARDS)  # `tiny learn --generate`'s file beside the cards
+        right = shared_right(cards, rows)
+        found = learning.bfcl_routing(cards, tasks, embedder, cache_dir, right, generated)
     learning.print_bfcl(console, found)
     return found
 
