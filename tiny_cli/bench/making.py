@@ -23,6 +23,8 @@ from typing import Any, TypeGuard
 from tiny_cli.cards.load import Card
 from tiny_cli.provider.replay import ExchangeSource, Replayer
 from tiny_cli.routing.examples_file import LEARNED_FILENAME
+from tiny_cli.routing.factory import learned_file
+from tiny_cli.workspace import Workspace
 
 __all__ = [
     "Entry",
@@ -169,22 +171,21 @@ def _reordered(candidates: Sequence[list[Any]], ids: Sequence[str]) -> list[list
     return [[i, score.get(i, lowest)] for i in ids]
 
 
-def digests(tasks: Path, cards: Mapping[str, Card], learned: Path) -> dict[str, Any]:
+def digests(tasks: Path, ws: Workspace) -> dict[str, Any]:
     """sha256 of the task file, each card's file and the learned examples (None: no file)."""
+    learned = learned_file(ws.settings)
     return {
         "tasks": _sha(tasks),
-        "cards": {c.id: _sha(c.path) for c in cards.values() if c.path is not None},
+        "cards": {c.id: _sha(c.path) for c in ws.cards.values() if c.path is not None},
         "learned": _sha(learned) if learned.is_file() else None,
     }
 
 
-def changed_since(
-    recorded: Any, tasks: Path, cards: Mapping[str, Card], learned: Path
-) -> str | None:
+def changed_since(recorded: Any, tasks: Path, ws: Workspace) -> str | None:
     """One line saying what changed since the recording (None: nothing, or nothing known)."""
     if not isinstance(recorded, dict):
         return None
-    now = digests(tasks, cards, learned)
+    now = digests(tasks, ws)
     was: dict[str, Any] = recorded.get("cards") or {}
     parts = [f"the task file {tasks}"] if recorded.get("tasks") != now["tasks"] else []
     changed = sorted(k for k in {*was, *now["cards"]} if was.get(k) != now["cards"].get(k))

@@ -53,7 +53,6 @@ from tiny_cli.bench.tasks import (
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.replay import ExchangeSource, Volatile
-from tiny_cli.routing.factory import learned_file
 from tiny_cli.session import ObserverFor, Session
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.workspace import Workspace, open_workspace
@@ -196,7 +195,7 @@ def _note_making(
     flags = {"tasks": tasks, "cards": ws.settings.cards_dir, "arm": arm, "repeat": options.repeat,
              "temperature": ws.settings.temperature}  # fmt: skip
     exchanges.note("bench", portable(flags, exchanges.written_to()))
-    exchanges.note("digests", digests(tasks, ws.cards, learned_file(ws.settings)))
+    exchanges.note("digests", digests(tasks, ws))
 
 
 def _check_options(options: BenchOptions, router: RouterLike | None) -> None:

@@ -33,7 +33,7 @@ from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Digest, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder
-from tiny_cli.routing.factory import build_router, embedder_for, folder_learned, learned_file
+from tiny_cli.routing.factory import build_router, embedder_for, folder_learned
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.tooltexts import gathered
 from tiny_cli.session import Session
@@ -207,7 +207,7 @@ def _note_making(session: Session, tasks: Path, ws: Workspace, options: ScaleOpt
              "context_tokens": options.context_tokens, "expected_tools": options.expected_tools,
              "prompt": options.prompt, "temperature": ws.settings.temperature}  # fmt: skip
     session.exchanges.note("bench", portable(flags, session.exchanges.written_to()))
-    session.exchanges.note("digests", digests(tasks, ws.cards, learned_file(ws.settings)))
+    session.exchanges.note("digests", digests(tasks, ws))
 
 
 def run_scale(

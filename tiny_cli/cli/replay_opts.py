@@ -15,7 +15,6 @@ import typer
 
 from tiny_cli.bench.making import changed_since, recorded_options
 from tiny_cli.provider.replay import read_header
-from tiny_cli.routing.factory import learned_file
 from tiny_cli.workspace import open_workspace
 
 # the header names an option as its flag reads; the command's parameter is named otherwise
@@ -58,4 +57,4 @@ def warn_changed(replay: Sequence[Path] | None, tasks: Path, settings: Any) -> s
     recorded = read_header(replay[0]).get("digests")
     if recorded is None:
         return None
-    return changed_since(recorded, tasks, open_workspace(settings).cards, learned_file(settings))
+    return changed_since(recorded, tasks, open_workspace(settings))
