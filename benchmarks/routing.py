@@ -61,6 +61,8 @@ CARD_COUNTS = (10, 100, 1000)
 WARM_TASKS = 20
 SEED_TASKS = REPO / "examples" / "routing" / "seed-tasks.jsonl"
 TARGET_ABSTAIN_RECALL = 0.80
+# one threshold for every set, raised: what it buys in abstain recall and costs in routed right
+SWEEP = (DEFAULT_THRESHOLD, 2.0, 2.25, 2.5)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -350,6 +352,18 @@ def dev_row(router: Router, labelled: Accepted) -> dict[str, Any]:
         "abstain_recall": _share(d.agent_id is None for d in outside) if outside else None,
         "routed_right": _share(d.agent_id in ok for ok, d in inside),
         "at_target": _at_target(inside, outside),
+        "sweep": {str(t): _at_threshold(inside, outside, t) for t in SWEEP},
+    }
+
+
+def _at_threshold(inside: list[tuple[frozenset[str], Any]], outside: list[Any], cut: float) -> Any:
+    """Routed right, in-scope abstained and abstain recall had every set threshold `cut`."""
+    return {
+        "routed_right": _share(
+            d.score >= cut and d.candidates[0].agent_id in ok for ok, d in inside
+        ),
+        "in_scope_abstained": _share(d.score < cut for _, d in inside),
+        "abstain_recall": _share(d.score < cut for d in outside) if outside else None,
     }
 
 
@@ -401,6 +415,22 @@ def _print_dev(console: Console, rows: list[dict[str, Any]]) -> None:
         "routed (not abstained) to a right card. own threshold: the lowest that abstains on "
         "80 % of this set's out-of-scope tasks (what tuning per set would buy).[/dim]"
     )
+    _print_sweep(console, rows)
+
+
+def _print_sweep(console: Console, rows: list[dict[str, Any]]) -> None:
+    table = Table(title="one threshold for every set: routed right / in scope abstained / recall")
+    table.add_column("set")
+    for cut in SWEEP:
+        table.add_column(f"{cut:g}" + (" (default)" if cut == DEFAULT_THRESHOLD else ""))
+    for r in rows:
+        cells = []
+        for cut in SWEEP:
+            at = r["sweep"][str(cut)]
+            recall = "—" if at["abstain_recall"] is None else f"{at['abstain_recall']:.2f}"
+            cells.append(f"{at['routed_right']:.2f} / {at['in_scope_abstained']:.2f} / {recall}")
+        table.add_row(r["set"], *cells)
+    console.print(table)
 
 
 # --- quality on every public set ----------------------------------------------------------

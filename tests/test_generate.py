@@ -107,6 +107,7 @@ def test_generate_asks_once_per_card_and_writes_marked_lines(go, cards, scripted
         assert body["max_tokens"] == 4 * TOKENS_PER_EXAMPLE + TOKENS_SLACK
         assert body["model"] == "tiny-test-model"
         assert body["response_format"]["json_schema"]["schema"]["type"] == "array"
+        assert body["temperature"] == 0  # greedy by default: asked again, the same file
     assert "docs_search" in _user(scripted_server.requests[0]) or "crm_add_company" in _user(
         scripted_server.requests[0]
     )
@@ -159,7 +160,24 @@ def test_a_garbage_answer_is_asked_again_once_then_reported(go, cards, scripted_
     assert "failed crm-writer: the answer was not a JSON list of strings" in result.stdout
     assert "crm-writer: failed" in result.stderr  # the progress line, per card
     assert sorted(_generated(cards)) == ["docs-finder", "web-reader"]
-    assert "cost: 5 request(s) to tiny-test-model" in result.stdout
+    assert "cost: 5 request(s) to tiny-test-model at temperature 0," in result.stdout
+
+
+def test_temperature_goes_over_the_wire_and_a_new_one_generates_again(
+    go, cards, scripted_server
+) -> None:
+    _script(scripted_server, {c: [json.dumps(a)] * 2 for c, a in ANSWERS.items()})
+    assert go("--generate").exit_code == 0
+    again = go("--generate", "--temperature", "0.7", "--card", "web-reader", "--json")
+    assert again.exit_code == 0, again.output
+    # what the examples were written at is part of what they were written from: not "done"
+    assert len(scripted_server.requests) == 4
+    assert scripted_server.requests[-1]["temperature"] == 0.7
+    assert json.loads(again.stdout)["temperature"] == 0.7
+    bad = go("--generate", "--temperature", "3")
+    assert bad.exit_code != 0
+    assert "--temperature 3.0: must be a number from 0 (greedy) to 2" in bad.output
+    assert len(scripted_server.requests) == 4
 
 
 def test_what_validate_would_flag_is_not_written(go, cards, scripted_server) -> None:

@@ -39,6 +39,9 @@ LEARNED_FILENAME = "learned.jsonl"  # tiny_cli.routing.examples_file's, without 
 __all__ = ["CardGeneration", "Generated", "generate", "prune_generated"]
 
 DEFAULT_PER_CARD = 8  # the prototype's count on the MCP dev set
+# greedy unless --temperature says otherwise: asked again, the same model writes the same
+# file (a reviewable diff in git); sampled files for the same cards moved BFCL @1 by points
+GENERATE_TEMPERATURE = 0.0
 MAX_PER_CARD = 20
 TOKENS_PER_EXAMPLE = 48  # a request of a sentence or two, with its JSON quoting
 TOKENS_SLACK = 64  # the list's brackets, and a model that writes a word too many
@@ -78,6 +81,7 @@ class Generated:
     model: str
     report: LearnReport | None = None  # the threshold derived again afterwards
     failed: tuple[str, ...] = field(default=())
+    temperature: float = GENERATE_TEMPERATURE  # what the model was asked at
 
     def to_json(self) -> dict[str, Any]:
         """Return the outcome as plain JSON types (`--json`)."""
@@ -102,6 +106,7 @@ class _Job:
     folder: Path
     per_card: int
     model: str
+    temperature: float
     ask: Provider
     force: bool
     own: frozenset[str]  # every card's own examples, normalised: `tiny validate` flags copies
@@ -119,7 +124,10 @@ def generate(
     progress: Callable[[str], None] = lambda line: None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Generated:
-    """Write `per_card` generated examples for each card (of `only`, if given) not done yet."""
+    """Write `per_card` generated examples for each card (of `only`, if given) not done yet.
+
+    The model is asked at the settings' temperature, GENERATE_TEMPERATURE when none is set.
+    """
     if not 1 <= per_card <= MAX_PER_CARD:
         raise ConfigError(f"--per-card {per_card}: expected 1 to {MAX_PER_CARD}")
     started = clock()
@@ -130,11 +138,13 @@ def generate(
     descriptions = gathered(settings).descriptions
     folder, done = learned_folder(settings), []
     own = frozenset(normalise(e) for c in every for e in c.examples)
-    job = _Job(settings, folder, per_card, model, ask, force, own)
+    temperature = GENERATE_TEMPERATURE if settings.temperature is None else settings.temperature
+    job = _Job(settings, folder, per_card, model, temperature, ask, force, own)
     cost = job.cost
     for number, card in enumerate(cards, 1):
         tools = card_tools(card, descriptions)
-        outcome = _one(job, card, tools, generation_key(card, tools, per_card, model))
+        key = generation_key(card, tools, per_card, model, temperature)
+        outcome = _one(job, card, tools, key)
         done.append(outcome)
         progress(f"[{number}/{len(cards)}] {card.id}: {_said(outcome)}")
     wrote = any(c.status == "generated" for c in done)
@@ -147,6 +157,7 @@ def generate(
     return Generated(
         folder / LEARNED_FILENAME, status, tuple(done), overlapping, cost.requests,
         cost.tokens_in, cost.tokens_out, round(clock() - started, 3), model, report, failed,
+        temperature,
     )  # fmt: skip
 
 
@@ -164,14 +175,25 @@ def prune_generated(
     return removed, learn(settings, [], transport)
 
 
-def generation_key(card: Card, tools: Sequence[tuple[str, str]], per_card: int, model: str) -> str:
-    """Hash what a card's examples are written from: summary, tools, how many, the model."""
-    inputs = json.dumps([card.summary, [list(t) for t in tools], per_card, model])
+def generation_key(
+    card: Card,
+    tools: Sequence[tuple[str, str]],
+    per_card: int,
+    model: str,
+    temperature: float = GENERATE_TEMPERATURE,
+) -> str:
+    """Hash what a card's examples are written from: summary, tools, how many, the model and
+    its temperature."""
+    inputs = json.dumps([card.summary, [list(t) for t in tools], per_card, model, temperature])
     return hashlib.sha256(inputs.encode()).hexdigest()[:16]
 
 
 def request_for(
-    card: Card, tools: Sequence[tuple[str, str]], per_card: int, model: str
+    card: Card,
+    tools: Sequence[tuple[str, str]],
+    per_card: int,
+    model: str,
+    temperature: float = GENERATE_TEMPERATURE,
 ) -> ChatRequest:
     """Return the one request that asks for `per_card` examples of `card`."""
     lines = [f"- {name}: {text[:MAX_DESCRIPTION_CHARS]}" if text else f"- {name}"
@@ -189,6 +211,7 @@ def request_for(
         messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
         tools=[],
         max_tokens=per_card * TOKENS_PER_EXAMPLE + TOKENS_SLACK,
+        temperature=temperature,
         response_format={
             "type": "json_schema",
             "json_schema": {"name": "examples", "schema": schema},
@@ -228,7 +251,7 @@ def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> C
     """Generate one card's examples and write them, or say why not."""
     if not job.force and load_learned(job.folder).generation.get(card.id) == key:
         return CardGeneration(card.id, "skipped")
-    request = request_for(card, tools, job.per_card, job.model)
+    request = request_for(card, tools, job.per_card, job.model, job.temperature)
     problem = ""
     for _ in range(TRIES):
         job.cost.requests += 1  # a request that failed still went out

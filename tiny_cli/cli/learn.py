@@ -12,7 +12,13 @@ from typing import Annotated
 import typer
 
 from tiny_cli.cli.common import CardsOpt, JsonOpt, emit, settings_from
-from tiny_cli.example_writer import DEFAULT_PER_CARD, MAX_PER_CARD, Generated, prune_generated
+from tiny_cli.example_writer import (
+    DEFAULT_PER_CARD,
+    GENERATE_TEMPERATURE,
+    MAX_PER_CARD,
+    Generated,
+    prune_generated,
+)
 from tiny_cli.example_writer import generate as run_generate
 from tiny_cli.settings import Settings
 from tiny_cli.teach import Taught, learn_from
@@ -35,6 +41,15 @@ RegenerateOpt = Annotated[
 ]
 PruneOpt = Annotated[
     bool, typer.Option("--prune-generated", help="Remove the generated examples; taught ones stay.")
+]
+GenerateTemperatureOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature",
+        metavar="T",
+        help="With --generate: the sampling temperature asked for, 0 (greedy) to 2 "
+        f"[default: {GENERATE_TEMPERATURE:g}].",
+    ),
 ]
 OnlyOpt = Annotated[
     list[str] | None,
@@ -61,6 +76,7 @@ def learn(
     per_card: PerCardOpt = DEFAULT_PER_CARD,
     regenerate: RegenerateOpt = False,
     prune_generated: PruneOpt = False,
+    temperature: GenerateTemperatureOpt = None,
     card: OnlyOpt = None,
     cards: CardsOpt = None,
     json_out: JsonOpt = False,
@@ -69,7 +85,7 @@ def learn(
 
     Without FILE or --from-runs, only the threshold is derived again from learned.jsonl.
     """
-    settings = settings_from(cards=cards)
+    settings = settings_from(cards=cards, temperature=temperature)
     if generate or prune_generated:
         _generated(settings, generate, per_card, regenerate, card or [], json_out)
         return
@@ -112,8 +128,9 @@ def generated_lines(outcome: Generated) -> list[str]:
     lines += [f"  failed {printable(c.card)}: {printable(c.problem)}" for c in outcome.cards
               if c.status == "failed"]  # fmt: skip
     lines.append(
-        f"  cost: {outcome.requests} request(s) to {printable(outcome.model)}, "
-        f"{outcome.tokens_in} tokens in, {outcome.tokens_out} out, {outcome.seconds:.1f} s"
+        f"  cost: {outcome.requests} request(s) to {printable(outcome.model)} at temperature "
+        f"{outcome.temperature:g}, {outcome.tokens_in} tokens in, {outcome.tokens_out} out, "
+        f"{outcome.seconds:.1f} s"
     )
     if outcome.report is not None:
         lines.append(f"  threshold: {printable(outcome.report.threshold_note)}")
