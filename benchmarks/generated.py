@@ -4,8 +4,9 @@ The generated files under benchmarks/data/generated/ (BFCL's beside its cards, i
 examples/bfcl/cards/learned.jsonl) were written by the local
 Qwen2.5-Coder-1.5B (llama.cpp) with `tiny learn --generate --per-card 8` on a copy of each set's
 cards (MetaTool's as YAML cards, one per tool: id the tool's name as a card id, summary its
-description); this script only routes, so it runs offline and gives the table docs/routing.md
-shows:
+description); BFCL tools-first's at the default temperature 0, the others before that default,
+sampled at the server's 0.8. This script only routes, so it runs offline and gives the table
+docs/routing.md shows:
 
     python benchmarks/generated.py
 """

@@ -163,6 +163,16 @@ def test_a_garbage_answer_is_asked_again_once_then_reported(go, cards, scripted_
     assert "cost: 5 request(s) to tiny-test-model at temperature 0," in result.stdout
 
 
+def test_a_list_cut_off_at_max_tokens_keeps_its_whole_requests(go, cards, scripted_server) -> None:
+    # what the 1.5B model wrote greedily for a BFCL card: it repeated itself into max_tokens
+    cut = '[\n  "Who scored most for Arsenal in 2022?",\n  "Top scorer of the 2022-2023-2024-20'
+    _script(scripted_server, {"crm-writer": [cut]})
+    result = go("--generate", "--card", "crm-writer")
+    assert result.exit_code == 0, result.output
+    assert len(scripted_server.requests) == 1  # not asked again: greedy would write it again
+    assert _generated(cards) == {"crm-writer": ["Who scored most for Arsenal in 2022?"]}
+
+
 def test_temperature_goes_over_the_wire_and_a_new_one_generates_again(
     go, cards, scripted_server
 ) -> None:

@@ -49,6 +49,7 @@ TRIES = 2  # a bad answer is asked again once
 GENERATE_TIMEOUT = 120.0  # seconds for one card's answer
 MAX_DESCRIPTION_CHARS = 300  # of one tool's description in the prompt
 MAX_EXAMPLE_CHARS = 300  # a longer "request" is not one a user types
+_DECODER = json.JSONDecoder()
 SYSTEM_PROMPT = (
     "You write test data for a router that sends user requests to the right assistant. "
     "Answer with a JSON list of strings and nothing else."
@@ -220,20 +221,39 @@ def request_for(
 
 
 def parse_examples(text: str | None) -> list[str] | None:
-    """Read a JSON list of strings from an answer (fences and prose around it allowed)."""
+    """Read a JSON list of strings from an answer (fences and prose around it allowed); of a
+    list cut off at max_tokens, the strings it holds whole."""
     text = text or ""
-    start, end = text.find("["), text.rfind("]")
-    if start < 0 or end <= start:
+    start = text.find("[")
+    if start < 0:
         return None
-    try:
-        data = json.loads(text[start : end + 1])
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(data, list):
-        return None
-    found = [" ".join(x.split()) for x in data if isinstance(x, str)]
+    items = _list_items(text, start + 1)
+    found = [" ".join(x.split()) for x in items if isinstance(x, str)]
     found = [x for x in found if x and len(x) <= MAX_EXAMPLE_CHARS]
     return found or None
+
+
+def _list_items(text: str, at: int) -> list[Any]:
+    """The JSON values of the list whose `[` is just before `at`, up to its `]` or to the
+    first value that does not parse: a model that repeats itself runs into max_tokens
+    mid-string, and the requests before that one are whole."""
+    items: list[Any] = []
+    while True:
+        at = _past_separator(text, at)
+        if at >= len(text) or text[at] == "]":
+            return items
+        try:
+            value, at = _DECODER.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            return items
+        items.append(value)
+
+
+def _past_separator(text: str, at: int) -> int:
+    """The index of the next value, past whitespace and commas."""
+    while at < len(text) and text[at] in " \t\r\n,":
+        at += 1
+    return at
 
 
 # --- helpers ------------------------------------------------------------------------------
