@@ -94,7 +94,7 @@ TABLE_FLOOR = (
 LIBRARIES = ("tiny_cli", "typer", "httpx", "yaml", "pydantic")
 # typer itself, running a command with invoke's 21 parameters (typer >= 0.24 builds a pydantic
 # TypeAdapter for each): what any typer CLI pays per command, with no tiny code at all
-TYPER_COMMAND = """
+TYPER_COMMAND_TEMPLATE = """
 from pathlib import Path
 from typing import Optional
 import typer
@@ -111,12 +111,21 @@ def invoke(card: str, task: Optional[str] = typer.Argument(None), cards: Optiona
            wall_scale: Optional[float] = None, yes: bool = False,
            artifact: Optional[list[str]] = typer.Option(None), quiet: bool = False,
            no_log: bool = False, json_out: bool = typer.Option(False, "--json")) -> None:
-    print('{"status": "ok"}')
+    {body}
 @app.command()
 def other() -> None:
     pass
 app()
 """
+TYPER_COMMAND = TYPER_COMMAND_TEMPLATE.replace("{body}", 'print(\'{"status": "ok"}\')')
+# both floors in one process: the command importing, when it runs, the libraries a --json invoke
+# needs (as tiny does) and making the HTTP client any call to a model needs (its transport,
+# httpcore and h11, loads only then; no CA bundle, as tiny's client of an http:// server loads
+# none); what is left above it is tiny's own work and the two loopback requests
+INVOKE_FLOOR = TYPER_COMMAND_TEMPLATE.replace(
+    "{body}",
+    f'import {", ".join(LIBRARIES)}; httpx.Client(verify=False); print(\'{{"status": "ok"}}\')',
+)
 # the embed floor run inside a typer command with `tiny route`'s parameters: what any route
 # from a typer command line pays (typer >= 0.24 builds a pydantic TypeAdapter per parameter)
 ROUTE_COMMAND = f"""
@@ -306,6 +315,7 @@ COLD_LABELS = {
     "baseline": 'baseline: python -c "import typer"',
     "libraries": f'floor: python -c "import {", ".join(LIBRARIES)}"',
     "typer_command": "floor: a typer command with invoke's 21 options, run",
+    "invoke_floor": "  the same command importing those libraries (an invoke's floor)",
     "help": "tiny --help",
     "invoke_web": f"tiny invoke web-reader {WEB_TASK!r} --json",
     "invoke_docs": f"tiny invoke docs-finder {COLD_TASK!r} --json",
@@ -325,6 +335,7 @@ def _cold_commands() -> dict[str, list[str]]:
         "baseline": [sys.executable, "-c", "import typer"],
         "libraries": [sys.executable, "-c", f"import {', '.join(LIBRARIES)}"],
         "typer_command": [sys.executable, "-c", TYPER_COMMAND, "invoke", "card", "task", "--json"],
+        "invoke_floor": [sys.executable, "-c", INVOKE_FLOOR, "invoke", "card", "task", "--json"],
         "help": [*tiny, "--help"],
         "invoke_web": [*tiny, "invoke", "web-reader", WEB_TASK, "--json"],
         "invoke_docs": [*tiny, "invoke", "docs-finder", COLD_TASK, "--json"],
