@@ -16,6 +16,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.evaluation import (
     ABSTAIN_TARGET,
     SWEEP_STEPS_EACH_SIDE,
+    AlsoRight,
     evaluate,
     load_eval_file,
 )
@@ -25,6 +26,7 @@ from .conftest import REPO, SEED_TASKS
 
 BENCH_TASKS = REPO / "examples" / "bench" / "tasks.yaml"
 BFCL = REPO / "examples" / "bfcl"
+MCPBENCH = REPO / "benchmarks" / "data" / "mcpbench"
 
 # --- eval files ---------------------------------------------------------------------------
 
@@ -50,6 +52,15 @@ def test_load_eval_file_reads_tasks_and_nulls(tmp_path: Path) -> None:
         ('{"task": "", "expected": null}', r"e\.jsonl:2: task: must be a non-empty string"),
         ('{"task": "a"}', r"e\.jsonl:2: expected: missing \(use null"),
         ('{"task": "a", "expected": 3}', r"e\.jsonl:2: expected: must be a card id or null"),
+        ('{"task": "a", "expected": "x", "acceptable": "y"}', r":2: acceptable: must be a list"),
+        (
+            '{"task": "a", "expected": null, "acceptable": ["y"]}',
+            r":2: acceptable: names cards, bu",
+        ),
+        (
+            '{"task": "a", "expected": "x", "expected_tool": 3}',
+            r":2: expected_tool: must be a tool",
+        ),
         ("[" * 100_000 + "]" * 100_000, r"e\.jsonl:2: invalid JSON: nested too deeply"),
     ],
 )
@@ -89,8 +100,9 @@ def test_evaluate_counts_a_wrong_label_as_a_confusion(router: Router) -> None:
     assert report.confusions == (("web-reader", "abstain", 1),)
     data = report.to_json()
     assert list(data) == [
-        "n", "top1_in_scope", "top1_never_abstain", "accuracy", "abstain_precision",
-        "abstain_recall", "threshold", "best_at_target", "sweep", "per_card", "confusions",
+        "n", "several_right", "top1_in_scope", "top1_never_abstain", "accuracy",
+        "abstain_precision", "abstain_recall", "threshold", "best_at_target", "sweep",
+        "per_card", "confusions",
     ]  # fmt: skip
     assert data["confusions"] == [{"expected": "web-reader", "got": "abstain", "count": 1}]
     assert list(data["sweep"][0]) == ["threshold", "in_scope_accuracy", "abstain_recall"]
@@ -120,6 +132,24 @@ def test_per_card_rows_count_recall_precision_and_losses(router: Router) -> None
     assert (crm.tasks, crm.routed, crm.recall, crm.precision, crm.lost_to_abstain) == (
         2, 2, 1.0, 1.0, 0,
     )  # fmt: skip
+
+
+def test_acceptable_cards_and_an_expected_tool_count_as_right(router: Router) -> None:
+    vacation = next(t for t, want in SEED_TASKS if want == "docs-finder")
+    labelled = [(vacation, "web-reader"), *SEED_TASKS]
+    assert evaluate(router, labelled).confusions == (("web-reader", "docs-finder", 1),)
+    for also in (AlsoRight(cards=frozenset({"docs-finder"})), AlsoRight(tool="docs_search")):
+        report = evaluate(router, labelled, [also, *[AlsoRight()] * len(SEED_TASKS)])
+        assert (report.several_right, report.confusions) == (1, ())
+        assert (report.top1_in_scope, report.top1_never_abstain, report.accuracy) == (1, 1, 1)
+        rows = {row.agent_id: row for row in report.per_card}
+        assert (rows["web-reader"].tasks, rows["web-reader"].recall) == (3, 1.0)
+        assert rows["docs-finder"].precision == 1.0  # the extra task fits it too
+    nobody = AlsoRight(tool="no_such_tool")  # a tool no card allows adds no card
+    report = evaluate(router, labelled, [nobody, *[AlsoRight()] * len(SEED_TASKS)])
+    assert report.several_right == 0 and report.top1_in_scope < 1
+    with pytest.raises(ConfigError, match="expects cards that are not loaded: web-writer"):
+        evaluate(router, labelled, [AlsoRight(frozenset({"web-writer"})), *[AlsoRight()] * 8])
 
 
 def test_best_at_target_is_none_without_tasks_that_must_abstain(router: Router) -> None:
@@ -176,6 +206,44 @@ def test_cli_eval_reads_the_bench_task_files_as_they_are(
     assert result.exit_code == 0, result.stderr
     scored = {r["agent_id"]: r["tasks"] for r in json.loads(result.stdout)["per_card"]}
     assert scored == {row["expected_agent"]: 1 for row in rows}
+
+
+def test_cli_eval_reads_acceptable_cards_and_a_bench_tasks_expected_call(
+    tiny: Callable[..., Result], tmp_path: Path
+) -> None:
+    vacation = next(t for t, want in SEED_TASKS if want == "docs-finder")
+    lines = [json.dumps({"task": t, "expected": w}) for t, w in SEED_TASKS]
+    path = write_lines(
+        tmp_path / "e.jsonl", [*lines, json.dumps({"task": vacation, "expected": "web-reader"})]
+    )
+    wrong = json.loads(tiny("route", "--eval", str(path), "--json").stdout)
+    assert wrong["several_right"] == 0 and wrong["top1_in_scope"] == pytest.approx(6 / 7, abs=1e-4)
+    assert wrong["confusions"] == [{"expected": "web-reader", "got": "docs-finder", "count": 1}]
+    for extra in ({"acceptable": ["docs-finder"]}, {"expect_call": {"name": "docs_search"}}):
+        task = {"task": vacation, "expected_agent": "web-reader", **extra}
+        path = write_lines(tmp_path / "e.jsonl", [*lines, json.dumps(task)])
+        data = json.loads(tiny("route", "--eval", str(path), "--json").stdout)
+        assert (data["several_right"], data["top1_in_scope"], data["confusions"]) == (1, 1, [])
+    human = tiny("route", "--eval", str(path)).stdout
+    assert "1 in-scope task(s) have more than one right card" in human
+
+
+@pytest.mark.slow  # embeds 23 servers' 241 tools and 104 long requests
+def test_cli_eval_counts_every_acceptable_server_of_the_mcp_dev_set(
+    tiny: Callable[..., Result], tmp_path: Path
+) -> None:
+    tasks = MCPBENCH / "tasks.jsonl"
+    rows = [json.loads(line) for line in tasks.read_text("utf-8").splitlines()]
+    cards = ("--cards", str(MCPBENCH / "cards"))
+    data = json.loads(tiny("route", "--eval", str(tasks), *cards, "--json").stdout)
+    assert data["several_right"] == sum(len(set(r["acceptable"])) > 1 for r in rows) > 0
+    first_only = [{"task": r["task"], "expected": r["expected_agent"]} for r in rows]
+    path = write_lines(tmp_path / "first.jsonl", [json.dumps(r) for r in first_only])
+    exact = json.loads(tiny("route", "--eval", str(path), *cards, "--json").stdout)
+    assert exact["several_right"] == 0
+    # the same routes: a task right by its first server is right by any; others gain
+    assert data["top1_never_abstain"] > exact["top1_never_abstain"]
+    assert data["abstain_recall"] == exact["abstain_recall"]
 
 
 def test_evaluate_refuses_labels_for_cards_that_are_not_loaded(router: Router) -> None:

@@ -171,6 +171,12 @@ def evaluation(console: Console, report: Any) -> None:
             f"{best.in_scope_accuracy:.3f} / {best.abstain_recall:.3f} at {best.threshold:.3f}",
         )
     console.print(figures)
+    if report.several_right:
+        console.print(
+            f"[dim]{report.several_right} in-scope task(s) have more than one right card (the "
+            "line's `acceptable` cards, or every card allowing its expected tool): routing to "
+            "any of them counts as right.[/dim]"
+        )
     _per_card(console, report.per_card)
     _confusions(console, report.confusions)
     sweep = Table(title="threshold sweep", title_justify="left")

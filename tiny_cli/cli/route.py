@@ -164,7 +164,7 @@ def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
         typer.echo(f"tiny: error: {printable(error)}", err=True)
     if not found.labelled:
         return True
-    report = evaluate(router, found.labelled)
+    report = evaluate(router, found.labelled, found.also)
     document = {**report.to_json(), "errors": list(found.errors)}
     emit(json_out, document, lambda: _show_evaluation(report))
     return bool(found.errors)

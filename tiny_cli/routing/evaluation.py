@@ -30,6 +30,16 @@ Labelled = Sequence[tuple[str, str | None]]
 
 
 @dataclass(frozen=True)
+class AlsoRight:
+    """What else counts as right for a labelled task besides its expected card: the cards its
+    line names as `acceptable`, and every card that allows the tool it expects (`expected_tool`,
+    or a bench task's `expect_call.name`)."""
+
+    cards: frozenset[str] = frozenset()
+    tool: str | None = None
+
+
+@dataclass(frozen=True)
 class SweepPoint:
     """What one threshold would give: in-scope accuracy against abstain recall."""
 
@@ -74,12 +84,14 @@ class EvalReport:
     """Routing quality on a labelled task file.
 
     `top1_in_scope` counts an in-scope task as right only when it is routed (not abstained)
-    to the expected card; `top1_never_abstain` only asks whether the best card is the
-    expected one, so the two together tell ranking from the abstain rule. A rate over an
+    to a right card: the expected one, or one its `AlsoRight` names; `top1_never_abstain`
+    only asks whether the best card is right, so the two together tell ranking from the
+    abstain rule. A rate over an
     empty group is 0.0; `best_at_target` is None when no task must abstain.
     """
 
     n: int
+    several_right: int  # in-scope tasks with more than one right card
     top1_in_scope: float
     top1_never_abstain: float
     accuracy: float
@@ -95,6 +107,7 @@ class EvalReport:
         """Return the `tiny route --eval --json` object."""
         return {
             "n": self.n,
+            "several_right": self.several_right,
             "top1_in_scope": _round(self.top1_in_scope),
             "top1_never_abstain": _round(self.top1_never_abstain),
             "accuracy": _round(self.accuracy),
@@ -116,6 +129,7 @@ class EvalTasks:
 
     labelled: tuple[tuple[str, str | None], ...]
     errors: tuple[str, ...]  # "file:line: field: why", one per line left out
+    also: tuple[AlsoRight, ...] = ()  # one per labelled task: what else counts as right
 
 
 def load_eval_file(path: Path) -> list[tuple[str, str | None]]:
@@ -131,47 +145,77 @@ def read_eval_file(path: Path) -> EvalTasks:
 
     JSONL lines `{"task": ..., "expected": card id or null}` (null means abstain), or the
     bench's task files as they are: JSONL or a YAML list whose entries name
-    `expected_agent` (their other fields are the bench's and are not read here).
+    `expected_agent`. A line may also name what else counts as right: `acceptable`, a list
+    of card ids, and `expected_tool` (a bench task's `expect_call.name`), a tool whose every
+    card is right.
     """
     entries = _eval_entries(path)
-    labelled, errors = [], []
+    labelled, also, errors = [], [], []
     for where, entry in entries:
         try:
-            labelled.append(_eval_entry(where, entry))
+            task, want, extra = _eval_entry(where, entry)
         except ConfigError as exc:
             errors.append(str(exc))
+            continue
+        labelled.append((task, want))
+        also.append(extra)
     if not entries:
         raise ConfigError(f"{path}: no tasks in eval file")
-    return EvalTasks(tuple(labelled), tuple(errors))
+    return EvalTasks(tuple(labelled), tuple(errors), tuple(also))
 
 
-def evaluate(router: Router, labelled: Labelled) -> EvalReport:
-    """Route every labelled task once and measure ranking, abstention, each card and a sweep."""
+def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ()) -> EvalReport:
+    """Route every labelled task once and measure ranking, abstention, each card and a sweep.
+
+    `also`, one per task when given: what else counts as right for it (`AlsoRight`).
+    """
     if not labelled:
         raise ConfigError("nothing to evaluate: the eval set is empty")
-    _check_expected(router, labelled)
+    also = tuple(also) or (AlsoRight(),) * len(labelled)
+    _check_expected(router, labelled, also)
     decisions = router.route_many([task for task, _ in labelled], top=1)
-    expected = [want for _, want in labelled]
+    right = _right_cards(router, labelled, also)
     best = [d.candidates[0].agent_id for d in decisions]
     scores = np.array([d.score for d in decisions])
     got = [d.agent_id for d in decisions]
-    in_scope, abstain_recall = _rates(expected, best, scores, router.threshold)
-    never, _ = _rates(expected, best, scores, -np.inf)
+    scope = np.array([bool(r) for r in right])
+    hit = np.array([b in r for b, r in zip(best, right, strict=True)])
+    in_scope, abstain_recall = _rates(scope, hit, scores, router.threshold)
+    never, _ = _rates(scope, hit, scores, -np.inf)
     did = sum(g is None for g in got)
-    both = sum(want is None and g is None for want, g in zip(expected, got, strict=True))
+    both = sum(not r and g is None for r, g in zip(right, got, strict=True))
+    good = sum(g in r if r else g is None for r, g in zip(right, got, strict=True))
     return EvalReport(
         n=len(labelled),
+        several_right=sum(len(r) > 1 for r in right),
         top1_in_scope=in_scope,
         top1_never_abstain=never,
-        accuracy=sum(w == g for w, g in zip(expected, got, strict=True)) / len(labelled),
+        accuracy=good / len(labelled),
         abstain_precision=both / did if did else 0.0,
         abstain_recall=abstain_recall,
         threshold=router.threshold,
-        best_at_target=_best_at_target(expected, best, scores),
-        sweep=_sweep(expected, best, scores, router.threshold),
-        per_card=_per_card(router, expected, got),
-        confusions=_confusions(expected, got),
+        best_at_target=_best_at_target(scope, hit, scores),
+        sweep=_sweep(scope, hit, scores, router.threshold),
+        per_card=_per_card(router, [want for _, want in labelled], got, right),
+        confusions=_confusions([want for _, want in labelled], got, right),
     )
+
+
+def _right_cards(
+    router: Router, labelled: Labelled, also: Sequence[AlsoRight]
+) -> list[frozenset[str]]:
+    """Each task's right cards: none for a task that must abstain."""
+    allowing: dict[str, set[str]] = {}
+    for card in router.cards:
+        for name in (*card.tools, *(f.get("name") for f in card.functions)):
+            if isinstance(name, str):
+                allowing.setdefault(name, set()).add(card.id)
+    return [
+        frozenset()
+        if want is None
+        else frozenset({want, *extra.cards, *allowing.get(extra.tool or "", ())})
+        for (_, want), extra in zip(labelled, also, strict=True)
+    ]
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -202,7 +246,7 @@ class _JsonLine:
     text: str
 
 
-def _eval_entry(where: str, entry: Any) -> tuple[str, str | None]:
+def _eval_entry(where: str, entry: Any) -> tuple[str, str | None, AlsoRight]:
     item = _json_item(where, entry.text) if isinstance(entry, _JsonLine) else entry
     if not isinstance(item, dict):
         raise ConfigError(f"{where}: expected an object with 'task' and 'expected'")
@@ -220,7 +264,22 @@ def _eval_entry(where: str, entry: Any) -> tuple[str, str | None]:
     if want is not None and not isinstance(want, str):
         raise ConfigError(f"{where}: {key}: must be a card id or null, got {want!r}")
     bench = key == "expected_agent"  # a bench task: its {site} is the page server
-    return (task.replace(BENCH_SITE, BENCH_SITE_URL) if bench else task), want
+    task = task.replace(BENCH_SITE, BENCH_SITE_URL) if bench else task
+    return task, want, _also_right(where, item, want)
+
+
+def _also_right(where: str, item: dict[str, Any], want: str | None) -> AlsoRight:
+    """What else a line counts as right: its `acceptable` cards and its expected tool."""
+    cards = item.get("acceptable", [])
+    if not isinstance(cards, list) or not all(isinstance(c, str) for c in cards):
+        raise ConfigError(f"{where}: acceptable: must be a list of card ids, got {cards!r}")
+    if cards and want is None:
+        raise ConfigError(f"{where}: acceptable: names cards, but expected is null (abstain)")
+    call = item.get("expect_call")
+    tool = item.get("expected_tool", call.get("name") if isinstance(call, dict) else None)
+    if tool is not None and not isinstance(tool, str):
+        raise ConfigError(f"{where}: expected_tool: must be a tool name, got {tool!r}")
+    return AlsoRight(frozenset(cards), tool)
 
 
 def _json_item(where: str, line: str) -> Any:
@@ -234,9 +293,10 @@ def _json_item(where: str, line: str) -> Any:
         raise ConfigError(f"{where}: invalid JSON: a number too long to read") from None
 
 
-def _check_expected(router: Router, labelled: Labelled) -> None:
-    known = set(router.ids)
-    unknown = sorted({want for _, want in labelled if want is not None and want not in known})
+def _check_expected(router: Router, labelled: Labelled, also: Sequence[AlsoRight]) -> None:
+    named = {want for _, want in labelled if want is not None}
+    named.update(card for extra in also for card in extra.cards)
+    unknown = sorted(named - set(router.ids))
     if unknown:
         shown = ", ".join(unknown[:5]) + (
             f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else ""
@@ -245,45 +305,37 @@ def _check_expected(router: Router, labelled: Labelled) -> None:
 
 
 def _rates(
-    expected: Sequence[str | None], best: Sequence[str], scores: np.ndarray, threshold: float
+    scope: np.ndarray, hit: np.ndarray, scores: np.ndarray, threshold: float
 ) -> tuple[float, float]:
-    """Return (in-scope tasks routed to the right card, abstain tasks abstained) at `threshold`."""
-    want = np.array([w or "" for w in expected], dtype=object)
+    """Return (in-scope tasks routed to a right card, abstain tasks abstained) at `threshold`.
+
+    `scope`: the task has a right card; `hit`: its best card is one of them.
+    """
     routed = scores >= threshold
-    in_scope = want != ""
-    right = routed & (want == np.array(best, dtype=object))
-    accuracy = float(right[in_scope].mean()) if in_scope.any() else 0.0
-    recall = float((~routed)[~in_scope].mean()) if (~in_scope).any() else 0.0
+    accuracy = float((routed & hit)[scope].mean()) if scope.any() else 0.0
+    recall = float((~routed)[~scope].mean()) if (~scope).any() else 0.0
     return accuracy, recall
 
 
 def _sweep(
-    expected: Sequence[str | None], best: Sequence[str], scores: np.ndarray, threshold: float
+    scope: np.ndarray, hit: np.ndarray, scores: np.ndarray, threshold: float
 ) -> tuple[SweepPoint, ...]:
     steps = range(-SWEEP_STEPS_EACH_SIDE, SWEEP_STEPS_EACH_SIDE + 1)
     points = [threshold + k * SWEEP_STEP for k in steps]
-    return tuple(SweepPoint(t, *_rates(expected, best, scores, t)) for t in points)
+    return tuple(SweepPoint(t, *_rates(scope, hit, scores, t)) for t in points)
 
 
-def _best_at_target(
-    expected: Sequence[str | None], best: Sequence[str], scores: np.ndarray
-) -> SweepPoint | None:
+def _best_at_target(scope: np.ndarray, hit: np.ndarray, scores: np.ndarray) -> SweepPoint | None:
     """Return the threshold with the best in-scope accuracy among those reaching the target.
 
     Every gap between two distinct scores is a candidate (its midpoint), so this is exact,
     not a grid's guess, and the threshold sits between the tasks it separates.
     """
-    abstain = np.sort([s for s, want in zip(scores, expected, strict=True) if want is None])
-    in_scope = sum(want is not None for want in expected)
+    abstain = np.sort(scores[~scope])
+    in_scope = int(scope.sum())
     if not len(abstain) or not in_scope:
         return None
-    right = np.sort(
-        [
-            s
-            for s, want, b in zip(scores, expected, best, strict=True)
-            if want is not None and b == want
-        ]
-    )
+    right = np.sort(scores[scope & hit])
     distinct = np.unique(scores)
     thresholds = np.concatenate(
         [[distinct[0] - 1], (distinct[1:] + distinct[:-1]) / 2, [distinct[-1] + 1]]
@@ -301,31 +353,36 @@ def _per_card(
     router: Router,
     expected: Sequence[str | None],
     got: Sequence[str | None],
+    right: Sequence[frozenset[str]],
 ) -> tuple[CardQuality, ...]:
+    """Each card: of the tasks expecting it, how many went to a right card; of the tasks
+    routed to it, how many it was right for."""
     rows = []
     for card_id in router.ids:
         mine = [i for i, want in enumerate(expected) if want == card_id]
-        right = sum(got[i] == card_id for i in mine)
-        routed = sum(g == card_id for g in got)
-        lost = sum(got[i] is None for i in mine)
+        reached = sum(got[i] in right[i] for i in mine)
+        routed = [i for i, g in enumerate(got) if g == card_id]
+        fit = sum(card_id in right[i] for i in routed)
         rows.append(
             CardQuality(
                 agent_id=card_id,
                 tasks=len(mine),
-                routed=routed,
-                recall=right / len(mine) if mine else 0.0,
-                precision=right / routed if routed else 0.0,
-                lost_to_abstain=lost,
+                routed=len(routed),
+                recall=reached / len(mine) if mine else 0.0,
+                precision=fit / len(routed) if routed else 0.0,
+                lost_to_abstain=sum(got[i] is None for i in mine),
             )
         )
     return tuple(rows)
 
 
 def _confusions(
-    expected: Sequence[str | None], got: Sequence[str | None]
+    expected: Sequence[str | None], got: Sequence[str | None], right: Sequence[frozenset[str]]
 ) -> tuple[tuple[str, str, int], ...]:
     pairs = Counter(
-        (w or "abstain", g or "abstain") for w, g in zip(expected, got, strict=True) if w != g
+        (w or "abstain", g or "abstain")
+        for w, g, r in zip(expected, got, right, strict=True)
+        if w != g and g not in r
     )
     ranked = sorted(pairs.items(), key=lambda item: (-item[1], item[0]))
     return tuple((w, g, n) for (w, g), n in ranked[:MAX_CONFUSIONS])
