@@ -86,8 +86,8 @@ class EvalReport:
     `top1_in_scope` counts an in-scope task as right only when it is routed (not abstained)
     to a right card: the expected one, or one its `AlsoRight` names; `top1_never_abstain`
     only asks whether the best card is right, so the two together tell ranking from the
-    abstain rule. A rate over an
-    empty group is 0.0; `best_at_target` is None when no task must abstain.
+    abstain rule. A rate over an empty group is 0.0; `best_at_target` is None when no task
+    must abstain.
     """
 
     n: int
