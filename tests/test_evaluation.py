@@ -100,7 +100,8 @@ def test_evaluate_counts_a_wrong_label_as_a_confusion(router: Router) -> None:
     assert report.confusions == (("web-reader", "abstain", 1),)
     data = report.to_json()
     assert list(data) == [
-        "n", "several_right", "top1_in_scope", "top1_never_abstain", "accuracy",
+        "n", "several_right", "top1_in_scope", "top1_never_abstain", "top3_never_abstain",
+        "top5_never_abstain", "accuracy",
         "abstain_precision", "abstain_recall", "threshold", "best_at_target", "sweep",
         "per_card", "confusions",
     ]  # fmt: skip
@@ -219,6 +220,9 @@ def test_cli_eval_reads_acceptable_cards_and_a_bench_tasks_expected_call(
     wrong = json.loads(tiny("route", "--eval", str(path), "--json").stdout)
     assert wrong["several_right"] == 0 and wrong["top1_in_scope"] == pytest.approx(6 / 7, abs=1e-4)
     assert wrong["confusions"] == [{"expected": "web-reader", "got": "docs-finder", "count": 1}]
+    # web-reader is second or third for it: among the first 3 (of 3 cards), never first
+    assert wrong["top1_never_abstain"] == pytest.approx(6 / 7, abs=1e-4)
+    assert (wrong["top3_never_abstain"], wrong["top5_never_abstain"]) == (1, 1)
     for extra in ({"acceptable": ["docs-finder"]}, {"expect_call": {"name": "docs_search"}}):
         task = {"task": vacation, "expected_agent": "web-reader", **extra}
         path = write_lines(tmp_path / "e.jsonl", [*lines, json.dumps(task)])
@@ -244,6 +248,8 @@ def test_cli_eval_counts_every_acceptable_server_of_the_mcp_dev_set(
     # the same routes: a task right by its first server is right by any; others gain
     assert data["top1_never_abstain"] > exact["top1_never_abstain"]
     assert data["abstain_recall"] == exact["abstain_recall"]
+    ranks = [data[f"top{k}_never_abstain"] for k in (1, 3, 5)]
+    assert ranks == sorted(ranks) and ranks[0] < ranks[2]
 
 
 def test_evaluate_refuses_labels_for_cards_that_are_not_loaded(router: Router) -> None:

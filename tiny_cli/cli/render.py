@@ -155,8 +155,13 @@ def evaluation(console: Console, report: Any) -> None:
     figures = Table(title=f"routing quality on {report.n} tasks", title_justify="left")
     figures.add_column("metric")
     figures.add_column("value", justify="right")
+    ranks = tuple(
+        (f"a right card among the first {k} (ranking alone)", share)
+        for k, share in report.topk_never_abstain
+    )
     for label, value in (
         ("top-1 never abstaining (ranking alone)", report.top1_never_abstain),
+        *ranks,
         ("top-1 in scope, at the threshold", report.top1_in_scope),
         ("abstain recall", report.abstain_recall),
         ("abstain precision", report.abstain_precision),

@@ -13,11 +13,12 @@ import numpy as np
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.factory import ABSTAIN_TARGET
-from tiny_cli.routing.router import Router
+from tiny_cli.routing.router import Decision, Router
 from tiny_cli.text import check_task
 from tiny_cli.userfiles import jsonl_lines, read_text
 from tiny_cli.yamlsafe import load_list
 
+RANKS = (3, 5)  # besides the first: a right card among the first k, never abstaining
 SWEEP_STEP = 0.5
 SWEEP_STEPS_EACH_SIDE = 4
 MAX_CONFUSIONS = 20
@@ -86,14 +87,15 @@ class EvalReport:
     `top1_in_scope` counts an in-scope task as right only when it is routed (not abstained)
     to a right card: the expected one, or one its `AlsoRight` names; `top1_never_abstain`
     only asks whether the best card is right, so the two together tell ranking from the
-    abstain rule. A rate over an empty group is 0.0; `best_at_target` is None when no task
-    must abstain.
+    abstain rule; `topk_never_abstain`, whether a right card is among the first k. A rate
+    over an empty group is 0.0; `best_at_target` is None when no task must abstain.
     """
 
     n: int
     several_right: int  # in-scope tasks with more than one right card
     top1_in_scope: float
     top1_never_abstain: float
+    topk_never_abstain: tuple[tuple[int, float], ...]  # (k, share) for each k of RANKS
     accuracy: float
     abstain_precision: float
     abstain_recall: float
@@ -110,6 +112,7 @@ class EvalReport:
             "several_right": self.several_right,
             "top1_in_scope": _round(self.top1_in_scope),
             "top1_never_abstain": _round(self.top1_never_abstain),
+            **{f"top{k}_never_abstain": _round(share) for k, share in self.topk_never_abstain},
             "accuracy": _round(self.accuracy),
             "abstain_precision": _round(self.abstain_precision),
             "abstain_recall": _round(self.abstain_recall),
@@ -173,7 +176,7 @@ def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ())
         raise ConfigError("nothing to evaluate: the eval set is empty")
     also = tuple(also) or (AlsoRight(),) * len(labelled)
     _check_expected(router, labelled, also)
-    decisions = router.route_many([task for task, _ in labelled], top=1)
+    decisions = router.route_many([task for task, _ in labelled], top=max(RANKS))
     right = _right_cards(router, labelled, also)
     best = [d.candidates[0].agent_id for d in decisions]
     scores = np.array([d.score for d in decisions])
@@ -190,6 +193,7 @@ def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ())
         several_right=sum(len(r) > 1 for r in right),
         top1_in_scope=in_scope,
         top1_never_abstain=never,
+        topk_never_abstain=tuple((k, _among_first(k, decisions, right)) for k in RANKS),
         accuracy=good / len(labelled),
         abstain_precision=both / did if did else 0.0,
         abstain_recall=abstain_recall,
@@ -199,6 +203,16 @@ def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ())
         per_card=_per_card(router, [want for _, want in labelled], got, right),
         confusions=_confusions([want for _, want in labelled], got, right),
     )
+
+
+def _among_first(k: int, decisions: Sequence[Decision], right: Sequence[frozenset[str]]) -> float:
+    """The share of in-scope tasks with a right card among their first `k` candidates."""
+    found = [
+        any(c.agent_id in r for c in d.candidates[:k])
+        for d, r in zip(decisions, right, strict=True)
+        if r
+    ]
+    return sum(found) / len(found) if found else 0.0
 
 
 def _right_cards(
