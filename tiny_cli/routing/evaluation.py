@@ -218,12 +218,12 @@ def _among_first(k: int, decisions: Sequence[Decision], right: Sequence[frozense
 def _right_cards(
     router: Router, labelled: Labelled, also: Sequence[AlsoRight]
 ) -> list[frozenset[str]]:
-    """Each task's right cards: none for a task that must abstain."""
+    """Each task's right cards: none for a task that must abstain. A card allows the tools
+    its `tools` lists, as written there (its declared functions are listed too)."""
     allowing: dict[str, set[str]] = {}
     for card in router.cards:
-        for name in (*card.tools, *(f.get("name") for f in card.functions)):
-            if isinstance(name, str):
-                allowing.setdefault(name, set()).add(card.id)
+        for name in card.tools:
+            allowing.setdefault(name, set()).add(card.id)
     return [
         frozenset()
         if want is None
