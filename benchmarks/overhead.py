@@ -122,10 +122,25 @@ TYPER_COMMAND = TYPER_COMMAND_TEMPLATE.replace("{body}", 'print(\'{"status": "ok
 # needs (as tiny does) and making the HTTP client any call to a model needs (its transport,
 # httpcore and h11, loads only then; no CA bundle, as tiny's client of an http:// server loads
 # none); what is left above it is tiny's own work and the two loopback requests
-INVOKE_FLOOR = TYPER_COMMAND_TEMPLATE.replace(
-    "{body}",
-    f'import {", ".join(LIBRARIES)}; httpx.Client(verify=False); print(\'{{"status": "ok"}}\')',
+INVOKE_FLOOR_BODY = (
+    f'import {", ".join(LIBRARIES)}; httpx.Client(verify=False); print(\'{{"status": "ok"}}\')'
 )
+INVOKE_FLOOR = TYPER_COMMAND_TEMPLATE.replace("{body}", INVOKE_FLOOR_BODY)
+# run `tiny` as `python -m tiny_cli` does and, at exit, count the dataclasses tiny's loaded
+# modules define (all, frozen, fields): the data types that command pays to create
+COUNT_DATA_TYPES = """
+import atexit, dataclasses, json, runpy, sys
+def count():
+    types = [value for name, module in list(sys.modules.items()) if name.startswith('tiny_cli')
+             for value in vars(module).values() if isinstance(value, type)
+             and dataclasses.is_dataclass(value) and value.__module__ == name]
+    frozen = sum(t.__dataclass_params__.frozen for t in types)
+    fields = sum(len(dataclasses.fields(t)) for t in types)
+    print(json.dumps({'types': len(types), 'frozen': frozen, 'fields': fields}), file=sys.stderr)
+atexit.register(count)
+sys.argv = ['tiny', *sys.argv[1:]]
+runpy.run_module('tiny_cli', run_name='__main__')
+"""
 # the embed floor run inside a typer command with `tiny route`'s parameters: what any route
 # from a typer command line pays (typer >= 0.24 builds a pydantic TypeAdapter per parameter)
 ROUTE_COMMAND = f"""
@@ -255,13 +270,16 @@ class Server(ChildServer):
 
 def cold_start(console: Any, repeats: int) -> dict[str, Any]:
     """Time fresh processes, alternating; compare their CPU and wall medians to `import typer`."""
-    commands = _cold_commands()
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     with tempfile.TemporaryDirectory() as home, Server("cold", repeats + 1) as server:
         env = _cold_env(server.url, home)
         _precompile(env)
-        # one run of each fills TINY_HOME (run log, router caches): shown, not in the median
-        first = {name: _timed(command, env) for name, command in commands.items()}
+        data_floor, data_types = _data_floor(env)
+        commands = _cold_commands(data_floor)
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        # one run of each fills TINY_HOME (run log, router caches): shown, not in the median;
+        # web-reader's first run was the one that counted its data types
+        first = {name: _timed(command, env) for name, command in commands.items()
+                 if name != "invoke_web"}  # fmt: skip
         names = list(commands)
         with console.status("cold start"):
             for i in range(repeats):
@@ -277,7 +295,8 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
         f"[dim]CPU: user + system time of the process (getrusage of the child), modules "
         f"byte-compiled; targets are on the CPU ratio. invoke: {per_run:g} requests per run "
         f"to the scripted server (expected 2, HTTP/1.0: a new connection each); "
-        f"{len(stats['errors'])} unanswered.[/dim]\n"
+        f"{len(stats['errors'])} unanswered. web-reader defines {data_types['types']} "
+        f"dataclasses ({data_types['frozen']} frozen, {data_types['fields']} fields).[/dim]\n"
     )
     if stats["problems"]:
         console.print(f"[red]{stats['problems']}[/red]")
@@ -307,6 +326,7 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
         "command_floor_to_embed_floor": to_floor["embed_floor_command"],
         "first_run_s": {name: {"cpu": c, "wall": w} for name, (c, w) in first.items()},
         "requests_per_invoke": per_run,
+        "invoke_data_types": data_types,
         "server_problems": stats["problems"],
     }
 
@@ -316,6 +336,7 @@ COLD_LABELS = {
     "libraries": f'floor: python -c "import {", ".join(LIBRARIES)}"',
     "typer_command": "floor: a typer command with invoke's 21 options, run",
     "invoke_floor": "  the same command importing those libraries (an invoke's floor)",
+    "invoke_floor_data": "  and as many dataclasses created as web-reader defines",
     "help": "tiny --help",
     "invoke_web": f"tiny invoke web-reader {WEB_TASK!r} --json",
     "invoke_docs": f"tiny invoke docs-finder {COLD_TASK!r} --json",
@@ -329,13 +350,14 @@ COLD_LABELS = {
 FLOOR_ROWS = ("route", "route_json", "embed_floor_cli", "embed_floor_table", "embed_floor_command")
 
 
-def _cold_commands() -> dict[str, list[str]]:
+def _cold_commands(data_floor: str) -> dict[str, list[str]]:
     tiny = [sys.executable, "-m", "tiny_cli"]
     return {
         "baseline": [sys.executable, "-c", "import typer"],
         "libraries": [sys.executable, "-c", f"import {', '.join(LIBRARIES)}"],
         "typer_command": [sys.executable, "-c", TYPER_COMMAND, "invoke", "card", "task", "--json"],
         "invoke_floor": [sys.executable, "-c", INVOKE_FLOOR, "invoke", "card", "task", "--json"],
+        "invoke_floor_data": [sys.executable, "-c", data_floor, "invoke", "card", "task", "--json"],
         "help": [*tiny, "--help"],
         "invoke_web": [*tiny, "invoke", "web-reader", WEB_TASK, "--json"],
         "invoke_docs": [*tiny, "invoke", "docs-finder", COLD_TASK, "--json"],
@@ -346,6 +368,32 @@ def _cold_commands() -> dict[str, list[str]]:
         "embed_floor_table": [sys.executable, "-c", TABLE_FLOOR],
         "embed_floor_command": [sys.executable, "-c", ROUTE_COMMAND, "route", COLD_TASK, "--json"],
     }
+
+
+def _data_floor(env: dict[str, str]) -> tuple[str, dict[str, int]]:
+    """An invoke's floor that also creates as many dataclasses as a web-reader invoke defines.
+
+    Counted by running that invoke once; the stand-ins get the same number of fields, frozen
+    as many as tiny's are. What is left above this row is tiny's own code running.
+    """
+    command = [sys.executable, "-c", COUNT_DATA_TYPES, "invoke", "web-reader", WEB_TASK, "--json"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=REPO)
+    if done.returncode != 0:
+        raise SystemExit(f"counting an invoke's data types failed: {done.stderr}")
+    counts = json.loads(done.stderr.strip().splitlines()[-1])
+    source = _data_types(counts["types"], counts["frozen"], counts["fields"])
+    body = f"exec({source!r}); {INVOKE_FLOOR_BODY}"
+    return TYPER_COMMAND_TEMPLATE.replace("{body}", body), counts
+
+
+def _data_types(types: int, frozen: int, fields: int) -> str:
+    """Source that defines `types` dataclasses, the first `frozen` frozen, `fields` in all."""
+    lines = ["import dataclasses"]
+    for i in range(types):
+        lines.append(f"@dataclasses.dataclass(frozen={i < frozen})\nclass T{i}:")
+        share = fields // types + (1 if i < fields % types else 0)
+        lines += [f"    f{j}: int = 0" for j in range(share)] or ["    pass"]
+    return "\n".join(lines) + "\n"
 
 
 def _cold_env(url: str, home: str) -> dict[str, str]:
