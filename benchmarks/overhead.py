@@ -37,9 +37,9 @@ The scripted server is Python's http.server speaking HTTP/1.0: it closes the con
 every answer, so each request (of every framework, and of each cold start) pays for a new TCP
 connection on loopback, where a real server would keep it alive.
 
-`--instructions` also counts the instructions of the floors and of web-reader's invoke and a
-cached route, one run each under valgrind's callgrind: a figure the shared cores' noise does
-not move. `--json FILE` also writes the numbers.
+`--instructions` also counts the instructions of `tiny --help`, both invokes, a cached route
+and their floors, one run each under valgrind's callgrind: a figure the shared cores' noise
+does not move. `--json FILE` also writes the numbers.
 """
 
 from __future__ import annotations
@@ -520,6 +520,8 @@ def _target(target: float | None) -> str:
 
 INSTRUCTION_ROWS = (
     "baseline",
+    "help",
+    "invoke_docs",
     "invoke_floor",
     "invoke_floor_data",
     "invoke_web",
@@ -531,9 +533,9 @@ INSTRUCTION_ROWS = (
 
 
 def instructions(console: Any) -> dict[str, Any]:
-    """Count the instructions of the floors and of the commands above them, one run each
-    under valgrind's callgrind: the same on every run, where the shared cores' noise moves
-    CPU times by half an `import typer`."""
+    """Count the instructions of the targets' commands, the floors and the commands above
+    them, one run each under valgrind's callgrind: the same on every run, where the shared
+    cores' noise moves CPU times by half an `import typer`."""
     from rich.table import Table
 
     if shutil.which("valgrind") is None:
@@ -898,7 +900,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-cold", action="store_true", help="skip the cold-start part")
     parser.add_argument("--skip-loop", action="store_true", help="skip the agent-loop part")
     parser.add_argument(
-        "--instructions", action="store_true", help="also count the floors' instructions (valgrind)"
+        "--instructions", action="store_true", help="also count instructions (valgrind's callgrind)"
     )
     # the helper roles this file plays in its own subprocesses
     parser.add_argument("--serve", choices=("cold", "docs", "loop"), help=argparse.SUPPRESS)
