@@ -410,7 +410,8 @@ def _data_floors(env: dict[str, str]) -> tuple[dict[str, str], dict[str, dict[st
     caches filled by the first), as many frozen, as many fields. What is left above such a row
     is tiny's own code running."""
     invoke = _count_data_types(env, ["invoke", "web-reader", WEB_TASK, "--json"])
-    route = [_count_data_types(env, ["route", COLD_TASK, "--json"]) for _ in range(2)][-1]
+    _count_data_types(env, ["route", COLD_TASK, "--json"])  # builds the router's caches
+    route = _count_data_types(env, ["route", COLD_TASK, "--json"])
     floors = {
         "invoke": TYPER_COMMAND_TEMPLATE.replace(
             "{body}", f"exec({_data_types(**invoke)!r}); {INVOKE_FLOOR_BODY}"

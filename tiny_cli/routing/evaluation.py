@@ -184,7 +184,6 @@ def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ())
     scope = np.array([bool(r) for r in right])
     hit = np.array([b in r for b, r in zip(best, right, strict=True)])
     in_scope, abstain_recall = _rates(scope, hit, scores, router.threshold)
-    never, _ = _rates(scope, hit, scores, -np.inf)
     did = sum(g is None for g in got)
     both = sum(not r and g is None for r, g in zip(right, got, strict=True))
     good = sum(g in r if r else g is None for r, g in zip(right, got, strict=True))
@@ -192,7 +191,7 @@ def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ())
         n=len(labelled),
         several_right=sum(len(r) > 1 for r in right),
         top1_in_scope=in_scope,
-        top1_never_abstain=never,
+        top1_never_abstain=_among_first(1, decisions, right),
         topk_never_abstain=tuple((k, _among_first(k, decisions, right)) for k in RANKS),
         accuracy=good / len(labelled),
         abstain_precision=both / did if did else 0.0,
