@@ -20,6 +20,7 @@ from tiny_cli.bench.tasks import load_tasks
 from tiny_cli.cards.card import Card
 from tiny_cli.cli import exit_code
 from tiny_cli.errors import ConfigError
+from tiny_cli.routing.evaluation import read_eval_file
 
 from .conftest import REPO
 
@@ -100,6 +101,38 @@ def test_a_bad_selection_line_names_file_and_line(tmp_path, line, words) -> None
         load_selection_tasks(path, CARDS)
     message = str(caught.value)
     assert message.startswith(f"{path}:3: ") and words in message and "\n" not in message
+
+
+def _alias_bomb() -> str:
+    """Nine levels of nine aliases: under 400 bytes, a billion values once expanded."""
+    levels = (f"&x{i} [{','.join(['1' if i == 0 else f'*x{i - 1}'] * 9)}]" for i in range(9))
+    return ", ".join(levels)
+
+
+def test_an_alias_bomb_in_a_yaml_task_file_is_one_error_not_a_hang(tmp_path) -> None:
+    bench = tmp_path / "tasks.yaml"
+    bench.write_text(f"- {{id: t1, task: hi, expected_agent: a, writes: [{_alias_bomb()}]}}\n")
+    with pytest.raises(ConfigError, match=rf"^{bench}: invalid YAML: expands to more than 20000"):
+        load_tasks(bench)
+    evals = tmp_path / "eval.yaml"
+    evals.write_text(f"- {{task: hi, expected: [{_alias_bomb()}]}}\n")
+    with pytest.raises(ConfigError, match=rf"^{evals}: invalid YAML: expands to more than 20000"):
+        read_eval_file(evals)
+
+
+def test_a_long_yaml_task_file_without_aliases_is_read_whole(tmp_path) -> None:
+    path = tmp_path / "tasks.yaml"  # 30,000 values: past the bound a card has, not a task file's
+    rows = (f"- {{id: t{n}, task: task {n}, expected_agent: null}}" for n in range(10_000))
+    path.write_text("\n".join(rows) + "\n")
+    assert len(load_tasks(path)) == 10_000
+
+
+def test_a_task_files_wrong_value_is_named_by_its_kind_not_echoed(tmp_path) -> None:
+    path = tmp_path / "tasks.yaml"
+    path.write_text("- {id: t1, task: hi, expected_agent: null, writes: {secret: sk-1}}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_tasks(path)
+    assert str(caught.value).endswith("writes: must be true or false, got a mapping")
 
 
 def test_non_utf8_bytes_in_a_selection_file_name_their_line(tmp_path) -> None:

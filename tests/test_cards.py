@@ -83,6 +83,15 @@ def test_duplicate_ids_across_files(tiny, tmp_path: Path) -> None:
     assert f"{tmp_path / 'b.yaml'}:1: id: duplicate id 'twin' (already used in" in result.stdout
 
 
+def test_github_format_escapes_a_file_name_as_a_terminal_needs(tiny, tmp_path) -> None:
+    path = tmp_path / "e\x1b[31mvil.yaml"
+    path.write_text("id: y\n", "utf-8")
+    result = tiny("validate", "--format", "github", str(tmp_path))
+    assert result.exit_code == 1
+    assert "\x1b" not in result.stdout
+    assert f"::error file={tmp_path}/e\\u001b[31mvil.yaml,line=1," in result.stdout
+
+
 def test_github_format_prints_annotations(tiny) -> None:
     path = BROKEN / "07_unknown_tool.yaml"
     result = tiny("validate", "--format", "github", str(path))

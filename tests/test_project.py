@@ -68,6 +68,10 @@ def test_switches_from_the_file_give_way_to_the_environment(tmp_path) -> None:
     [
         ('api_key = "sk-abc"\n', "api_key: a project file never holds a secret"),
         ('github_token = "x"\n', "github_token: a project file never holds a secret"),
+        ('githubToken = "x"\n', "githubToken: a project file never holds a secret"),
+        ('apikey = "x"\n', "apikey: a project file never holds a secret"),
+        ("monkey = 1\n", "monkey: unknown setting"),  # a secret word inside a word is no secret
+        ('tokenizer = "x"\n', "tokenizer: unknown setting"),
         ('base_url = "https://u:pw@host/v1"\n', "base_url: credentials in the URL"),
         ('modle = "x"\n', "modle: unknown setting (did you mean 'model'?)"),
         ("wall_scale = true\n", "wall_scale: expected a number, got True"),

@@ -550,3 +550,15 @@ def test_a_recording_that_is_not_a_regular_file_is_refused_before_reading(tiny) 
 def test_recording_into_a_folder_is_refused_at_the_start(tiny, tmp_path) -> None:
     result = tiny("invoke", "docs-finder", "x", "--record", str(tmp_path))
     assert result.exit_code == 2 and "is a folder; --record needs a file name" in result.stderr
+
+
+def test_recording_never_replaces_a_file_that_is_no_recording(tiny, tmp_path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"my notes\n")  # the run would fail (nothing listens), then replace it
+    result = tiny("invoke", "docs-finder", "x", "--record", str(notes))
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"tiny: error: {notes}: is there and is no tiny recording; --record does not replace it\n"
+    )
+    assert notes.read_bytes() == b"my notes\n"
+    assert not list(tmp_path.glob("*partial"))  # refused before anything was opened

@@ -91,7 +91,20 @@ KEYS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "ask_route": (bool, False),
     "tracing": (bool, False),  # OpenTelemetry spans over OTLP (tiny_cli.telemetry)
 }
-SECRET_WORDS = ("key", "token", "secret", "password", "credential")
+SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "credential")
+# a word of a setting's name (`api_key`, `githubToken`) is a secret word, plural, or one joined
+# to these (`apikey`); `monkey`, `keyboard` and `tokenizer` are only unknown settings
+SECRET_JOINED = (
+    "api",
+    "access",
+    "auth",
+    "bearer",
+    "client",
+    "pass",
+    "private",
+    "refresh",
+    "session",
+)
 TOOL_TABLE = "[tool.tiny]"
 # a project file is a page of settings; a pyproject.toml a few pages: this bounds a pipe or
 # /dev/zero named tiny.toml, and what TOML's parser is given
@@ -540,9 +553,18 @@ def _checked_file(path: Path, table: Mapping[str, Any], where: str, text: str) -
     return Project(path, values)
 
 
+def _secret_word(word: str) -> bool:
+    """Whether one word of a setting's name says it holds a secret."""
+    for secret in SECRET_WORDS:
+        stem = word.removesuffix("s")
+        if stem == secret or (stem.endswith(secret) and stem[: -len(secret)] in SECRET_JOINED):
+            return True
+    return False
+
+
 def _no_secret(name: str, key: str) -> None:
     """Keys live in the environment; a project file is committed and shared."""
-    if any(word in key.lower() for word in SECRET_WORDS):
+    if any(_secret_word(word.lower()) for word in re.findall(r"[A-Z]?[a-z]+|[A-Z]+", key)):
         raise ConfigError(
             f"{name}: a project file never holds a secret; set TINY_API_KEY in the environment"
         )

@@ -20,6 +20,7 @@ from tiny_cli.settings import PACKAGE_DATA
 __all__ = [
     "MAX_GOAL_CHARS",
     "check_task",
+    "kind_of",
     "printable",
     "redact_url",
     "stem",
@@ -111,6 +112,14 @@ def redact_url(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def kind_of(value: Any) -> str:
+    """A parsed value's kind as a person names it, for an error that must not echo the value."""
+    if value is None:
+        return "null"
+    names = {bool: "a boolean", str: "a string", list: "a list", dict: "a mapping"}
+    return next((name for t, name in names.items() if isinstance(value, t)), "a number")
 
 
 def check_task(text: str) -> None:

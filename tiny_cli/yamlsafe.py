@@ -46,9 +46,15 @@ def read_bounded(path: Path) -> str:
 
 
 def load_list(path: Path, text: str, not_a_list: str) -> list[Any]:
-    """A task file in YAML: a list, with nesting guarded; one ConfigError naming `path` else."""
+    """A task file in YAML: a list, within the bounds; one ConfigError naming `path` else.
+
+    A task file may be as long as its reader allows, so its bound on values grows with its
+    length: only aliases can make more values than the text has characters.
+    """
+    bound = max(MAX_YAML_VALUES, len(text))
     try:
-        data = parse_guarded(yaml.safe_load, text, path)
+        node = parse_guarded(lambda t: compose(t, max_bytes=None, max_values=bound), text, path)
+        data = None if node is None else _LOADER("").construct_document(node)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, list):
@@ -64,11 +70,16 @@ def load(text: str) -> tuple[yaml.Node | None, Any]:
     return node, _LOADER("").construct_document(node)
 
 
-def compose(text: str) -> yaml.Node | None:
-    """Return the node graph of `text`, refusing oversized, too deep or alias-bomb input."""
-    size = len(text.encode("utf-8", errors="replace"))
-    if size > MAX_YAML_BYTES:
-        raise _limit(f"{size} bytes is more than the {MAX_YAML_BYTES} allowed")
+def compose(
+    text: str, *, max_bytes: int | None = MAX_YAML_BYTES, max_values: int = MAX_YAML_VALUES
+) -> yaml.Node | None:
+    """Return the node graph of `text`, refusing oversized, too deep or alias-bomb input.
+
+    `max_bytes=None` leaves the size to the caller, who read the text within its own bound.
+    """
+    size = len(text.encode("utf-8", errors="replace")) if max_bytes is not None else 0
+    if max_bytes is not None and size > max_bytes:
+        raise _limit(f"{size} bytes is more than the {max_bytes} allowed")
     line = _too_deep(text)
     if line is not None:  # before PyYAML: its scanner is quadratic in bracket depth
         mark = yaml.Mark("<text>", 0, line, 0, None, 0)
@@ -78,20 +89,20 @@ def compose(text: str) -> yaml.Node | None:
     except RecursionError:
         raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
     if node is not None:
-        _check_bounds(node)
+        _check_bounds(node, max_values)
     return node
 
 
-def _check_bounds(root: yaml.Node) -> None:
+def _check_bounds(root: yaml.Node, max_values: int) -> None:
     """Walk the graph as a consumer would see it (aliases expanded), within a budget."""
     stack: list[tuple[yaml.Node, int]] = [(root, 1)]
     seen = 0
     while stack:
         node, depth = stack.pop()
         seen += 1
-        if seen > MAX_YAML_VALUES:
+        if seen > max_values:
             raise _limit(
-                f"expands to more than {MAX_YAML_VALUES} values (nested YAML aliases?)",
+                f"expands to more than {max_values} values (nested YAML aliases?)",
                 node.start_mark,
             )
         if depth > MAX_YAML_DEPTH:

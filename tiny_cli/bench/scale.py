@@ -38,6 +38,7 @@ from tiny_cli.routing.router import Router
 from tiny_cli.routing.tooltexts import gathered
 from tiny_cli.session import Session
 from tiny_cli.settings import Settings, model_for
+from tiny_cli.text import kind_of
 from tiny_cli.userfiles import jsonl_lines, parse_guarded
 from tiny_cli.workspace import Workspace, open_workspace
 
@@ -137,7 +138,7 @@ def _selection_task(path: Path, n: int, line: str, cards: Mapping[str, Card]) ->
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where}: not JSON: {exc.msg} at column {exc.colno}") from None
     if not isinstance(entry, dict):
-        raise ConfigError(f"{where}: a task must be a JSON object, got {_kind(entry)}")
+        raise ConfigError(f"{where}: a task must be a JSON object, got {kind_of(entry)}")
     try:
         expected = expected_call(entry)
     except ConfigError as exc:
@@ -152,14 +153,6 @@ def _selection_task(path: Path, n: int, line: str, cards: Mapping[str, Card]) ->
     if card is not None and expected is not None and expected["name"] not in cards[card].tools:
         raise ConfigError(f"{where}: {expected['name']!r} is not a tool of card {card!r}")
     return SelectionTask(task_id, entry["task"], card, expected)
-
-
-def _kind(value: Any) -> str:
-    """A JSON value's kind, as a person names it."""
-    if value is None:
-        return "null"
-    names = {bool: "a boolean", str: "a string", list: "a list", int: "a number"}
-    return next((name for t, name in names.items() if isinstance(value, t)), "a number")
 
 
 def scale_from_settings(

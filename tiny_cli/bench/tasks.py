@@ -11,7 +11,7 @@ from typing import Any
 
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
-from tiny_cli.text import printable
+from tiny_cli.text import kind_of, printable
 from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_bytes
 from tiny_cli.yamlsafe import load_list
 
@@ -228,7 +228,7 @@ def _agent(where: str, entry: dict[str, Any]) -> str | None:
 
 def _writes(where: str, writes: Any) -> bool:
     if not isinstance(writes, bool):
-        raise ConfigError(f"{where}: writes: must be true or false, got {writes!r}")
+        raise ConfigError(f"{where}: writes: must be true or false, got {kind_of(writes)}")
     return writes
 
 

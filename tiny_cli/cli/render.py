@@ -41,7 +41,8 @@ def validation(
             if fmt == "github":
                 line = f",line={p.line}" if p.line else ""
                 where = f"file={_gh_property(shown_path(p.file))}{line},title=tiny validate"
-                text = f"::{level} {where}::{_gh_data(f'{p.field}: {p.message}')}"
+                # escaped as GitHub reads it, then as a terminal would (a file name's ESC)
+                text = printable(f"::{level} {where}::{_gh_data(f'{p.field}: {p.message}')}")
             else:
                 text = printable(str(p) if level == "error" else f"warning: {p}")
             console.print(text, markup=False, highlight=False, soft_wrap=True)

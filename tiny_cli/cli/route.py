@@ -19,6 +19,7 @@ from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import Router
 from tiny_cli.settings import DEFAULT_TOP, Settings
 from tiny_cli.text import check_task, printable
+from tiny_cli.userfiles import DEFAULT_MAX_BYTES
 from tiny_cli.validation import Connect
 from tiny_cli.validation import validate as validate_cards
 from tiny_cli.workspace import open_cards
@@ -112,7 +113,10 @@ def _tasks(task: str | None) -> list[tuple[int, str]]:
     """Return the task (line 0), or with '-' every non-blank line of stdin, numbered."""
     if task != "-":
         return [(0, task or "")]
-    tasks = [(n, t.strip()) for n, t in enumerate(sys.stdin, 1) if t.strip()]
+    text = sys.stdin.read(DEFAULT_MAX_BYTES + 1)  # bounded: `< /dev/zero` is an error, no hang
+    if len(text) > DEFAULT_MAX_BYTES:
+        raise ConfigError(f"stdin: more than {DEFAULT_MAX_BYTES:,} characters; route it in parts")
+    tasks = [(n, t.strip()) for n, t in enumerate(text.split("\n"), 1) if t.strip()]
     if not tasks:
         raise typer.BadParameter("no tasks on stdin", param_hint="TASK")
     return tasks

@@ -370,6 +370,7 @@ class Recorder(ExchangeSource):
         self.kept_interrupted = False
         if self.path.is_dir():  # found at the start, not as a traceback when the run ends
             raise ConfigError(f"{path}: is a folder; --record needs a file name")
+        _refuse_foreign(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file: IO[str] = self._partial.open("w", encoding="utf-8")
@@ -622,6 +623,18 @@ def read_header(path: Path) -> dict[str, Any]:
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def _refuse_foreign(path: Path) -> None:
+    """A file there that holds something and is no recording is the user's: never replaced."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        read_header(path)
+    except ConfigError:
+        raise ConfigError(
+            f"{path}: is there and is no tiny recording; --record does not replace it"
+        ) from None
 
 
 @dataclass(frozen=True)
