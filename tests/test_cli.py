@@ -60,6 +60,7 @@ def test_route_without_task_is_a_usage_error_before_any_work(tiny) -> None:
         (["route", "hello", "--eval", "tasks.jsonl"], None, "give one of a TASK"),
         (["route", "--explain", ""], None, "the task is empty"),
         (["route", "-"], "\0" * (16 * 2**20 + 1), "stdin: more than 16,777,216 characters"),
+        (["invoke", "docs-finder", "x", "--model", " "], None, "--model: empty; give a model"),
     ],
 )
 def test_route_refuses_bad_tasks_in_one_line(tiny, args, stdin, message) -> None:

@@ -177,6 +177,8 @@ class Settings:
             given["base_url"] = check_base_url("--base-url", given["base_url"])
         if "embedder" in given:
             given["embedder"] = _embedder("--embedder", given["embedder"])
+        if "model" in given and not given["model"].strip():  # as a project file's empty model
+            raise ConfigError("--model: empty; give a model name or leave the flag out")
         flagged = {k: SOURCES[k][0] for k in given if k in SOURCES}
         if flagged:
             given["origins"] = tuple({**dict(self.origins), **flagged}.items())
