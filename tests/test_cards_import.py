@@ -284,3 +284,110 @@ def test_servers_carried_over_keep_mcp_yaml_and_its_comments(tmp_path: Path) -> 
     assert config is not None
     servers = config.servers
     assert servers["time"].command == "uvx" and servers["box"].args == tuple(BOX["args"])
+
+
+def import_from(
+    tiny: Callable[..., Any], tmp_path: Path, servers: Any, mcp_text: str
+) -> tuple[Any, Path]:
+    """`tiny cards import --from` a host config holding `servers`, into an mcp.yaml of
+    `mcp_text`; the result and the mcp.yaml."""
+    host = tmp_path / "h.json"
+    host.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    mcp = tmp_path / "cards" / "mcp.yaml"
+    mcp.parent.mkdir(exist_ok=True)
+    mcp.write_text(mcp_text, encoding="utf-8")
+    result = tiny("cards", "import", "--from", str(host), env={"TINY_CARDS": str(mcp.parent)})
+    return result, mcp
+
+
+@pytest.mark.parametrize(
+    ("mcp_text", "said"),
+    [
+        ("servers I want: github and time\n", "must be a mapping with one key, 'servers'"),
+        ("- github\n- time\n", "must be a mapping with one key, 'servers'"),
+        ("servers: {}\nother: stuff\n", "must be a mapping with one key, 'servers'"),
+        ("servers: {keep: {command: x}}  # mine\n", "cannot add a without rewriting the file"),
+    ],
+)
+def test_an_mcp_yaml_import_cannot_add_to_losslessly_is_left_as_it_is(
+    tmp_path: Path, tiny: Callable[..., Any], mcp_text: str, said: str
+) -> None:
+    result, mcp = import_from(tiny, tmp_path, {"a": {"command": "nonexistent-zz"}}, mcp_text)
+    assert result.exit_code == 2 and f"{mcp}: {said}" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert mcp.read_bytes() == mcp_text.encode()
+
+
+def test_an_mcp_yaml_that_does_not_check_stops_the_import_before_it_writes(
+    tmp_path: Path, tiny: Callable[..., Any]
+) -> None:
+    mcp_text = "servers:\n  keep: {command: x, agrs: [1]}\n"
+    result, mcp = import_from(tiny, tmp_path, {"a": {"command": "nonexistent-zz"}}, mcp_text)
+    assert result.exit_code == 2 and f"{mcp}: servers.keep.agrs: unknown key" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert mcp.read_bytes() == mcp_text.encode() and cards_in(mcp.parent) == {}
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("# servers I want: github, time\n", "# servers I want: github, time\nservers:\n  box:\n"),
+        ("servers: {}  # none yet\n", "servers:  # none yet\n  box:\n"),
+        ("# mine\nservers:\n    time:  # four\n        command: uvx\n",
+         "# mine\nservers:\n    time:  # four\n        command: uvx\n    box:\n"),
+    ],
+)  # fmt: skip
+def test_new_servers_go_after_what_mcp_yaml_holds(tmp_path: Path, before: str, after: str) -> None:
+    mcp = tmp_path / "mcp.yaml"
+    mcp.write_text(before, encoding="utf-8")
+    assert merge_mcp_yaml(mcp, {"box": BOX}) == ["box"]
+    assert mcp.read_text(encoding="utf-8").startswith(after)
+    config = load_mcp_config(mcp)
+    assert config is not None and config.servers["box"].args == tuple(BOX["args"])
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ({"command": "x", "args": "abc"}, "a.args: must be a list of strings, got a string"),
+        ({"command": "x", "args": [1, None]}, "a.args[0]: must be a string, got a number"),
+        ({"command": "x", "args": {"k": TOKEN}}, "a.args: must be a list of strings, got an obj"),
+        ({"command": "x", "env": {"X": 5}}, "a.env.X: must be a string, got a number"),
+        ({"command": "x", "env": []}, "a.env: must be an object of strings, got a list"),
+        ({"command": "x", "cwd": 5}, "a.cwd: must be a non-empty string, got a number"),
+        ({"url": "http://127.0.0.1:9/mcp", "headers": 7}, "a.headers: must be an object of string"),
+        ({"command": "x", "type": 5}, "a.type: must be stdio, http or sse, got a number"),
+        ({"command": "x", "disabled": "yes"}, "a.disabled: must be true or false, got a string"),
+        (5, "a: must be an object (command or url), got a number"),
+        ({"command": "x", "url": TOKEN}, "a: needs either command (stdio) or url (HTTP)"),
+    ],
+)  # fmt: skip
+def test_a_host_server_with_a_wrong_setting_is_one_line_and_nothing_is_written(
+    tmp_path: Path, tiny: Callable[..., Any], spec: Any, said: str
+) -> None:
+    mcp_text = "servers:\n  keep: {command: x}\n"
+    result, mcp = import_from(tiny, tmp_path, {"ok": {"command": "y"}, "a": spec}, mcp_text)
+    assert result.exit_code == 2 and f"h.json: mcpServers.{said}" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and TOKEN not in result.stderr
+    assert mcp.read_bytes() == mcp_text.encode() and cards_in(mcp.parent) == {}
+
+
+def test_the_host_only_settings_are_ignored_as_documented(tmp_path: Path) -> None:
+    config = tmp_path / "cline_mcp_settings.json"
+    host_only = {"alwaysAllow": ["x"], "autoApprove": [], "timeout": 60, "dev": {"watch": "*"}}
+    config.write_text(json.dumps({"mcpServers": {
+        "on": {"command": "uvx", "args": ["thing"], **host_only},
+        "off": {"command": "uvx", "disabled": True},
+        "cline-sse": {"url": "https://sse.example.com", "transportType": "sse"},
+    }}))  # fmt: skip
+    found = read_host_config(config)
+    assert found.servers == {"on": {"command": "uvx", "args": ["thing"]}}
+    assert [name for name, _ in found.skipped] == ["off", "cline-sse"]
+
+
+def test_a_host_server_with_a_setting_tiny_does_not_know_is_skipped_by_name(tmp_path) -> None:
+    config = tmp_path / ".mcp.json"  # envFile: its variables would be missing at the start
+    config.write_text(json.dumps({"mcpServers": {"a": {"command": "x", "envFile": ".env"}}}))
+    found = read_host_config(config)
+    assert found.servers == {}
+    assert found.skipped == (("a", "a setting tiny does not carry over: envFile"),)

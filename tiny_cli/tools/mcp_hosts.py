@@ -11,6 +11,7 @@ written or shown.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,15 @@ import yaml
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
-from tiny_cli.tools.mcp_config import REFERENCE, SCHEMES, SECRET_NAME, SERVER_NAME, _server
+from tiny_cli.text import printable
+from tiny_cli.tools.mcp_config import (
+    REFERENCE,
+    SCHEMES,
+    SECRET_NAME,
+    SERVER_NAME,
+    _server,
+    load_mcp_config,
+)
 from tiny_cli.userfiles import write_text
 
 __all__ = ["HostServers", "Lifted", "merge_mcp_yaml", "read_host_config"]
@@ -42,6 +51,18 @@ HOST_KEYS = ("mcpServers", "servers")  # Claude Code/Desktop and Cursor; VS Code
 HOST_REFERENCE = r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}"
 INPUT_REFERENCE = r"\$\{input:([A-Za-z0-9_.-]+)\}"
 TINY_ITSELF = re.compile(r"(^|[/\\])tiny(\.exe)?$")
+TRANSPORT_KEYS = ("type", "transport", "transportType")  # VS Code, Claude Code; others; Cline
+HOST_TYPES = ("stdio", "http", "sse", "streamable-http", "streamable_http", "streamableHttp")
+# what each setting of a host's server must be; every other key is an error, but these
+SHAPES = {
+    **dict.fromkeys(("command", "url", "cwd"), "a non-empty string"),
+    "args": "a list of strings",
+    **dict.fromkeys(("env", "headers"), "an object of strings"),
+    "disabled": "true or false",
+    **dict.fromkeys(TRANSPORT_KEYS, "stdio, http or sse"),
+}
+# ...the host's own settings, which starting the server does not need (docs/mcp.md): ignored
+HOST_ONLY = ("alwaysAllow", "autoApprove", "timeout", "dev")
 
 
 @dataclass(frozen=True)
@@ -65,7 +86,26 @@ class HostServers:
 
 
 def read_host_config(path: Path) -> HostServers:
-    """Read a host's MCP config; ConfigError naming the file for one tiny cannot read."""
+    """Read a host's MCP config; ConfigError naming the file (and the server and setting) for
+    one tiny cannot read or carry over as it is."""
+    key, hosted = _host_servers(path)
+    lifter = _Lifter()
+    servers: dict[str, dict[str, Any]] = {}
+    skipped: list[tuple[str, str]] = []
+    for raw_name, spec in hosted.items():
+        _check_spec(f"{path}: {key}.{printable(str(raw_name))}", spec)
+        name = _server_name(str(raw_name))
+        why = _why_not(spec)
+        if why:
+            skipped.append((name, why))
+            continue
+        servers[name] = lifter.server(name, spec)
+        _server(path, name, servers[name])  # as mcp.yaml will check it
+    return HostServers(path, servers, tuple(lifter.lifted), dict(lifter.values), tuple(skipped))
+
+
+def _host_servers(path: Path) -> tuple[str, dict[Any, Any]]:
+    """The host config's key of servers and its mapping of them."""
     try:
         # JSON is YAML; VS Code's file may hold // comment lines (JSONC)
         _, data = yamlsafe.load(re.sub(r"(?m)^\s*//.*$", "", yamlsafe.read_bounded(path)))
@@ -78,45 +118,64 @@ def read_host_config(path: Path) -> HostServers:
         raise ConfigError(
             f"{path}: no 'mcpServers' (Claude, Cursor) or 'servers' (VS Code) mapping of servers"
         )
-    lifter = _Lifter()
-    servers: dict[str, dict[str, Any]] = {}
-    skipped: list[tuple[str, str]] = []
-    for raw_name, spec in data[key].items():
-        name = _server_name(str(raw_name))
-        why = _why_not(spec)
-        if why:
-            skipped.append((name, why))
-            continue
-        entry = lifter.server(name, spec)
-        try:
-            _server(path, name, entry)  # as mcp.yaml will check it
-        except ConfigError as exc:
-            skipped.append((name, str(exc)))
-            continue
-        servers[name] = entry
-    return HostServers(path, servers, tuple(lifter.lifted), dict(lifter.values), tuple(skipped))
+    return key, data[key]
+
+
+def _check_spec(where: str, spec: Any) -> None:
+    """Refuse a host's server whose settings are not what its host takes; name the setting
+    and the kind of value it holds, never the value (it may be a secret)."""
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where}: must be an object (command or url), got {_kind(spec)}")
+    for key in (k for k in SHAPES if k in spec):
+        fault = _fault(SHAPES[key], spec[key])
+        if fault is not None:
+            inner, value = fault
+            shape = "a string" if inner else SHAPES[key]
+            raise ConfigError(f"{where}.{key}{inner}: must be {shape}, got {_kind(value)}")
+    if ("command" in spec) == ("url" in spec):
+        raise ConfigError(f"{where}: needs either command (stdio) or url (HTTP), not both")
+
+
+def _fault(shape: str, value: Any) -> tuple[str, Any] | None:
+    """(where inside the setting, the wrong value) when `value` is not `shape`; else None."""
+    if shape == "a list of strings" and isinstance(value, list):
+        return next(((f"[{i}]", v) for i, v in enumerate(value) if not isinstance(v, str)), None)
+    if shape == "an object of strings" and isinstance(value, dict):
+        wrong = ((f".{printable(str(k))}", v) for k, v in value.items() if not isinstance(v, str))
+        return next(wrong, None)
+    fits = {
+        "a non-empty string": isinstance(value, str) and bool(value.strip()),
+        "true or false": isinstance(value, bool),
+        "stdio, http or sse": value in HOST_TYPES,
+    }
+    return None if fits.get(shape, False) else ("", value)
+
+
+def _kind(value: Any) -> str:
+    """The kind of a JSON value, as an error names it instead of showing the value."""
+    if isinstance(value, str):
+        return "a string" if value.strip() else "an empty string"
+    kinds = ((bool, "a boolean"), ((int, float), "a number"), (list, "a list"), (dict, "an object"))
+    return next((name for types, name in kinds if isinstance(value, types)), "null")
 
 
 def merge_mcp_yaml(path: Path, servers: Mapping[str, dict[str, Any]]) -> list[str]:
-    """Add `servers` that mcp.yaml lacks (appended: its comments stay); return their names.
+    """Add `servers` that mcp.yaml lacks after its own text (its comments and layout stay);
+    return their names. A server mcp.yaml already declares keeps mcp.yaml's settings.
 
-    A server mcp.yaml already declares keeps mcp.yaml's settings.
+    An mcp.yaml that does not check (load_mcp_config), or that cannot take the new entries
+    without being rewritten (flow style), is a ConfigError, and the file is left as it is.
     """
-    text = yamlsafe.read_bounded(path) if path.is_file() else ""
-    try:
-        _, data = yamlsafe.load(text) if text else (None, None)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    have = (data or {}).get("servers") or {} if isinstance(data, dict) else {}
+    text, have = _declared(path)
     new = {name: spec for name, spec in servers.items() if name not in have}
     if not new:
         return []
-    block = yaml.safe_dump({"servers": new}, sort_keys=False, allow_unicode=True, width=1000)
-    merged = _appended(text, block) if text.strip() else _HEADER + block
-    if not _holds(merged, set(have) | set(new)):
-        # the file's own layout does not take an appended block: write it whole
-        merged = _HEADER + yaml.safe_dump(
-            {"servers": {**have, **new}}, sort_keys=False, allow_unicode=True, width=1000
+    merged = _appended(text, new)
+    if not _holds(merged, {**have, **new}):
+        raise ConfigError(
+            f"{path}: cannot add {', '.join(new)} without rewriting the file: write its servers "
+            "one a line under 'servers:' (block style), or add them by hand; left as it is",
+            path=path,
         )
     write_text(path, merged)
     return list(new)
@@ -125,34 +184,53 @@ def merge_mcp_yaml(path: Path, servers: Mapping[str, dict[str, Any]]) -> list[st
 _HEADER = "# MCP servers (docs/mcp.md); `tiny cards import` adds the ones it carries over.\n"
 
 
-def _holds(text: str, names: set[str]) -> bool:
-    """Tell whether mcp.yaml's text declares exactly the servers `names`."""
+def _declared(path: Path) -> tuple[str, dict[str, Any]]:
+    """mcp.yaml's text and its servers as written; ConfigError naming the first fault."""
+    if not path.is_file():
+        return "", {}
+    try:
+        text = yamlsafe.read_bounded(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    if re.search(r"(?m)^[ \t]*[^\s#]", text) is None:
+        return text, {}  # empty, or comments only: the servers go after them
+    load_mcp_config(path)  # a mapping with one key, `servers`, of servers that check
+    return text, dict(yamlsafe.load(text)[1].get("servers") or {})
+
+
+def _holds(text: str, servers: dict[str, Any]) -> bool:
+    """Tell whether mcp.yaml's text declares exactly `servers`, as they are."""
     try:
         _, data = yamlsafe.load(text)
     except yaml.YAMLError:
         return False
-    return isinstance(data, dict) and set(data.get("servers") or {}) == names
+    return bool(data == {"servers": servers})
 
 
-def _appended(text: str, block: str) -> str:
-    """Append the new servers' entries under the file's `servers:` mapping."""
-    entries = block.split("\n", 1)[1]  # without its own `servers:` line
-    if re.search(r"(?m)^servers:\s*(#.*)?$", text) is None:
-        return text  # `servers: {}` or no servers key: the caller rewrites the file
-    return text.rstrip("\n") + "\n" + entries
+def _appended(text: str, new: dict[str, Any]) -> str:
+    """mcp.yaml's text with the new servers' entries after it, under its `servers:` line,
+    indented as its own entries are."""
+    block = yaml.safe_dump({"servers": new}, sort_keys=False, allow_unicode=True, width=1000)
+    if not text.strip():
+        return _HEADER + block
+    text = re.sub(r"(?m)^servers:[ \t]*\{\s*\}", "servers:", text, count=1)  # `servers: {}`
+    if re.search(r"(?m)^servers:[ \t]*(#.*)?$", text) is None:
+        return text.rstrip("\n") + "\n" + block  # comments only, or flow style: _holds tells
+    first = re.search(r"(?m)^servers:.*\n(?:[ \t]*(?:#.*)?\n)*( +)[^\s#]", text)
+    indent = " " * (len(first.group(1)) - 2) if first else ""
+    return text.rstrip("\n") + "\n" + textwrap.indent(block.split("\n", 1)[1], indent)
 
 
-def _why_not(spec: Any) -> str:
-    """Say why a host's server cannot be carried over (empty when it can)."""
-    if not isinstance(spec, dict):
-        return "its settings are not a mapping"
+def _why_not(spec: dict[str, Any]) -> str:
+    """Say why a host's server (its settings checked) is not carried over; empty when it is."""
+    unknown = sorted(str(k) for k in spec if k not in SHAPES and k not in HOST_ONLY)
+    if unknown:  # a host's own setting tiny cannot carry over, named: never dropped unseen
+        return f"a setting tiny does not carry over: {printable(unknown[0])}"
     if spec.get("disabled") is True:
         return "disabled in the host config"
-    if spec.get("type") == "sse" or (spec.get("transport") == "sse"):
+    if "sse" in (spec.get(k) for k in TRANSPORT_KEYS):
         return "SSE transport: tiny speaks stdio and streamable HTTP"
-    if not isinstance(spec.get("command"), str) and not isinstance(spec.get("url"), str):
-        return "neither a command nor a url"
-    command, args = str(spec.get("command") or ""), spec.get("args") or []
+    command, args = spec.get("command", ""), spec.get("args", [])
     if TINY_ITSELF.search(command) or (args[:2] == ["-m", "tiny_cli"]):
         return "tiny itself (tiny serve): not a server of tools for cards"
     return ""
@@ -176,22 +254,22 @@ class _Lifter:
     def server(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         """Return the mcp.yaml entry for one host server."""
         entry: dict[str, Any] = {}
-        if isinstance(spec.get("command"), str):
+        if "command" in spec:
             entry["command"] = _references(spec["command"], name)
-            args = [str(a) for a in spec.get("args") or []]
+            args = list(spec.get("args") or [])
             entry["args"] = [self._arg(name, args, i) for i in range(len(args))]
             entry["env"] = self._mapping(name, "env", spec.get("env"))
-            if isinstance(spec.get("cwd"), str):
+            if "cwd" in spec:
                 entry["cwd"] = _references(spec["cwd"], name)
         else:
             entry["url"] = self._url(name, spec["url"])
             entry["headers"] = self._mapping(name, "headers", spec.get("headers"))
         return {k: v for k, v in entry.items() if v}
 
-    def _mapping(self, server: str, section: str, raw: Any) -> dict[str, str]:
+    def _mapping(self, server: str, section: str, raw: dict[str, str] | None) -> dict[str, str]:
         out = {}
-        for key, value in (raw or {}).items() if isinstance(raw, dict) else []:
-            text = _references(str(value), server)
+        for key, value in (raw or {}).items():
+            text = _references(value, server)
             if re.search(SECRET_NAME, str(key)) or _looks_secret(text):
                 text = self._lift(server, f"{section}.{key}", str(key), text)
             out[str(key)] = text
