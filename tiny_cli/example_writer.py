@@ -166,6 +166,7 @@ def prune_generated(
     settings: Settings, only: Sequence[str] = (), transport: httpx.BaseTransport | None = None
 ) -> tuple[int, LearnReport]:
     """Remove the generated examples (of `only`, if given); taught ones stay. Return how many."""
+    _chosen(list(open_workspace(settings, transport).cards.values()), only)  # as --generate
     folder = learned_folder(settings)
     with locked(folder / LEARNED_FILENAME):
         learned = load_learned(folder)

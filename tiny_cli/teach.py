@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import httpx
 
+from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder, VectorCache
 from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
@@ -43,7 +44,7 @@ from tiny_cli.routing.tooltexts import gathered
 from tiny_cli.runs.log import Correction, RunLog
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
-from tiny_cli.text import printable
+from tiny_cli.text import check_task, printable
 from tiny_cli.userfiles import locked
 from tiny_cli.workspace import open_workspace
 
@@ -194,6 +195,7 @@ def correct_run(
         correction = log.correct(run_id, card)
         if not teach:
             return Corrected(correction, None)
+        _teachable([correction])  # too long: recorded, never taught (`tiny runs delete` drops it)
         report = learn(settings, [(correction.task, correction.card)], transport)
         log.mark_learned([correction.id])
         [taught] = [c for c in log.corrections(pending_only=False) if c.id == correction.id]
@@ -220,8 +222,20 @@ def learn_from(
     with RunLog.open(settings.home) as log:
         pending = log.corrections(pending_only=True)
         usable = [c for c in pending if c.card is None or c.card in known]
-        taken = [(c.task, c.card) for c in usable]
+        taken = [(c.task, c.card) for c in _teachable(usable)]
         report = learn(settings, [*labelled, *taken], transport)
         log.mark_learned(c.id for c in usable)
     skipped = tuple(c for c in pending if c not in usable)
     return Taught(report, file, len(labelled), len(usable), skipped)
+
+
+def _teachable(corrections: Sequence[Correction]) -> Sequence[Correction]:
+    """Return `corrections`; ConfigError naming the run of a task route would refuse."""
+    for c in corrections:
+        try:
+            check_task(c.task)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"run {c.run_id}: {exc}; `tiny runs delete {c.run_id}` drops its correction"
+            ) from None
+    return corrections

@@ -9,7 +9,9 @@ card or a changed tool list makes it stale, and a stale threshold is not used.
 The file is the same shape `tiny learn FILE` reads, so it can be taught to another folder.
 Examples a model wrote (`tiny learn --generate`) follow the taught ones, each line marked
 `"source": "generated"` with the `key` of the inputs it was written from; readers that
-ignore the mark read them as taught examples.
+ignore the mark read them as taught examples. Those are all the fields there are: tiny
+rewrites the file, so a line with a field it does not know is refused rather than dropped,
+and so is a file of a newer version than this tiny reads.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
+from tiny_cli.text import check_task, printable
 from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text, write_text
 
 __all__ = [
@@ -57,6 +60,8 @@ HEADER_KIND = "tiny learned routing examples"
 GENERATED_RULE = "\0generated examples read as one group"
 GENERATED = "generated"  # the `source` of a line `tiny learn --generate` wrote
 VERSION = 1
+HEADER_FIELDS = ("kind", "version", "threshold")
+LINE_FIELDS = ("task", "card", "source", "key")  # source and key: a generated line's
 
 
 @dataclass(frozen=True)
@@ -204,13 +209,13 @@ def load_learned(folder: Path) -> Learned:
     if not path.is_file():
         return Learned(path)
     rows = _read_rows(path)
-    header = rows.pop(0)[1] if rows and rows[0][1].get("kind") == HEADER_KIND else {}
+    header = _header(path, rows)
     examples: dict[str, list[str]] = {}
     made: dict[str, list[str]] = {}
     keys: dict[str, str] = {}
     out: list[str] = []
     for number, row in rows:
-        task, card = _example(path, number, row)
+        task, card = _line(path, number, row)
         if card is not None and row.get("source") == GENERATED:
             made.setdefault(card, []).append(task)
             key = row.get("key")
@@ -227,8 +232,7 @@ def load_learned(folder: Path) -> Learned:
 def load_labelled(path: Path) -> list[tuple[str, str | None]]:
     """Read a `tiny learn` file: JSONL `{"task": ..., "card": ID | null}` (a header is skipped)."""
     rows = _read_rows(path)
-    if rows and rows[0][1].get("kind") == HEADER_KIND:
-        rows.pop(0)
+    _header(path, rows, strict=False)
     labelled = [_example(path, number, row) for number, row in rows]
     if not labelled:
         raise ConfigError(f"{path}: no examples to learn")
@@ -289,9 +293,8 @@ def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
         return []
     try:
         rows = _read_rows(path)
-        if rows and rows[0][1].get("kind") == HEADER_KIND:
-            rows.pop(0)  # a damaged threshold is stale, as an edited one is: no problem
-        labelled = [(number, *_example(path, number, row)) for number, row in rows]
+        _header(path, rows)  # a damaged threshold is stale, as an edited one is: no problem
+        labelled = [(number, *_line(path, number, row)) for number, row in rows]
     except ConfigError as exc:
         return [Problem(str(path), None, "file", str(exc).removeprefix(f"{path}").lstrip(": "))]
     known = {card.id for card in cards}
@@ -370,10 +373,47 @@ def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
+def _header(path: Path, rows: list[tuple[int, dict[str, Any]]], strict: bool = True) -> dict:
+    """Take the header off `rows` and return it ({} if none); ConfigError for a newer version
+    and, `strict` (the learned file, which tiny rewrites), for a field tiny does not know."""
+    if not rows or rows[0][1].get("kind") != HEADER_KIND:
+        return {}
+    number, header = rows.pop(0)
+    version = header.get("version")
+    if isinstance(version, int | float) and not isinstance(version, bool) and version > VERSION:
+        raise ConfigError(
+            f"{path}: version {version} is newer than this tiny reads ({VERSION}); upgrade tiny",
+            path=path,
+        )
+    if strict:
+        _known(path, number, header, HEADER_FIELDS)
+    return header
+
+
+def _line(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str | None]:
+    """Read one line of the learned file: an example with no field tiny would drop."""
+    _known(path, number, row, LINE_FIELDS)
+    return _example(path, number, row)
+
+
+def _known(path: Path, number: int, row: Mapping[str, Any], known: Sequence[str]) -> None:
+    unknown = [name for name in row if name not in known]
+    if unknown:
+        raise ConfigError(
+            f"{path}:{number}: {printable(unknown[0])}: unknown field (fields: "
+            f"{', '.join(known)}); tiny rewrites this file and would drop it",
+            path=path,
+        )
+
+
 def _example(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str | None]:
     task, card = row.get("task"), row.get("card", "<missing>")
     if not isinstance(task, str) or not task.strip():
         raise ConfigError(f"{path}:{number}: task: expected a non-empty string")
+    try:
+        check_task(task)  # what route refuses is not learned: it would slow every route
+    except ConfigError as exc:
+        raise ConfigError(f"{path}:{number}: {exc}", path=path) from None
     if card is not None and (not isinstance(card, str) or not card or card == "<missing>"):
         raise ConfigError(f"{path}:{number}: card: expected a card id, or null for out of scope")
     return task.strip(), card
