@@ -428,7 +428,23 @@ def test_brief_file_with_a_bad_token_cap_is_one_line(tiny, tmp_path: Path) -> No
     brief.write_text('goal: x\nmax_output_tokens: "100"\n')
     result = tiny("invoke", "web-reader", "--brief", str(brief))
     assert result.exit_code == 2
-    assert "max_output_tokens: must be an integer, got '100'" in result.stderr
+    assert "max_output_tokens: must be an integer, got a string" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ("context_hint: [a, {b: c}]\n", "context_hint: must be text, got a list"),
+        ("inputs: {url: {k: v}}\n", "inputs.url: must be text, got a mapping"),
+        ("inputs: [[1, 2]]\n", "inputs.input1: must be text, got a list"),
+    ],
+)
+def test_a_brief_field_the_model_reads_as_text_is_text(tiny, tmp_path, fields, message) -> None:
+    brief = tmp_path / "brief.yaml"  # else the model would read Python's spelling of the value
+    brief.write_text("goal: x\n" + fields)
+    result = tiny("invoke", "web-reader", "--brief", str(brief))
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == f"tiny: error: {brief}: {message}\n"
 
 
 def test_a_brief_file_with_an_empty_goal_names_the_file(tiny, tmp_path: Path) -> None:

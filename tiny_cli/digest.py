@@ -12,7 +12,7 @@ import yaml
 
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
-from tiny_cli.text import check_task
+from tiny_cli.text import check_task, kind_of
 from tiny_cli.tools.artifacts import Artifact
 
 MAX_HINT_CHARS = 800
@@ -240,12 +240,12 @@ def _brief_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: unknown brief field {sorted(unknown, key=str)[0]!r}")
     cap = data.get("max_output_tokens")
     if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool)):
-        raise ConfigError(f"{path}: max_output_tokens: must be an integer, got {cap!r}")
+        raise ConfigError(f"{path}: max_output_tokens: must be an integer, got {kind_of(cap)}")
     return {
         "goal": data.get("goal"),
         "must_return": _strings(path, data, "must_return"),
         "inputs": _inputs(path, data),
-        "context_hint": str(data.get("context_hint") or ""),
+        "context_hint": _text(path, data, "context_hint"),
         "max_output_tokens": cap,
     }
 
@@ -283,4 +283,15 @@ def _inputs(path: Path, data: dict) -> dict[str, str]:
         value = {f"input{i + 1}": v for i, v in enumerate(value)}
     if not isinstance(value, dict):
         raise ConfigError(f"{path}: inputs: must be a mapping of name: value")
-    return {str(k): str(v) for k, v in value.items()}
+    return {str(k): _text(path, value, k, f"inputs.{k}") for k in value}
+
+
+def _text(path: Path, data: dict, key: Any, name: str | None = None) -> str:
+    """A field the model reads as text: a string or a number; a list or mapping is refused
+    (it would reach the model as Python's spelling of it)."""
+    value = data.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, list | dict):
+        raise ConfigError(f"{path}: {name or key}: must be text, got {kind_of(value)}")
+    return str(value)
