@@ -44,6 +44,13 @@ def test_config_errors_are_one_line_on_stderr(tiny) -> None:
     assert result.stdout == ""
 
 
+def test_an_error_quoting_a_file_is_escaped_for_the_terminal(tiny, tmp_path) -> None:
+    (tmp_path / "mcp.yaml").write_text('servers:\n  "red\\e[31mx":\n    command: x\n')
+    result = tiny("validate", "--cards", str(tmp_path))
+    assert result.exit_code == 2
+    assert "servers.red\\u001b[31mx: a server name is 1-32 letters" in result.stderr
+
+
 def test_route_without_task_is_a_usage_error_before_any_work(tiny) -> None:
     result = tiny("route", env={"TINY_CARDS": "/nonexistent"})
     assert result.exit_code == 2

@@ -81,11 +81,18 @@ class TinyGroup(typer.core.TyperGroup):
         except UsageError as exc:
             raise _usage_error(exc) from None
         except TinyError as exc:
-            first, *rest = str(exc).splitlines() or [type(exc).__name__]
-            typer.echo(f"tiny: error: {first}", err=True)
-            for line in rest:
-                typer.echo(f"  {line}", err=True)
+            _say_error(exc)
             raise typer.Exit(exit_code(exc)) from None
+
+
+def _say_error(exc: TinyError) -> None:
+    """Print the error's lines on stderr, escaped: they may quote a file, a model or a page."""
+    from tiny_cli.text import printable  # only an error loads it: `tiny --help` stays light
+
+    first, *rest = str(exc).splitlines() or [type(exc).__name__]
+    typer.echo(f"tiny: error: {printable(first)}", err=True)
+    for line in rest:
+        typer.echo(f"  {printable(line)}", err=True)
 
 
 def exit_code(exc: TinyError) -> int:
