@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -49,6 +50,35 @@ def test_an_error_quoting_a_file_is_escaped_for_the_terminal(tiny, tmp_path) -> 
     result = tiny("validate", "--cards", str(tmp_path))
     assert result.exit_code == 2
     assert "servers.red\\u001b[31mx: a server name is 1-32 letters" in result.stderr
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
+    """Run tiny with stdout on a pseudo-terminal; return what the terminal got."""
+    main, side = os.openpty()
+    done = subprocess.run(
+        [sys.executable, "-m", "tiny_cli", *args], stdout=side, env=env, timeout=300, check=True
+    )
+    os.close(side)
+    got = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # EIO: the terminal's other side is closed and drained
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(main)
+    assert done.returncode == 0
+    return got.decode("utf-8")
+
+
+def test_json_on_a_terminal_escapes_what_could_steer_it(tmp_path) -> None:
+    env = {**os.environ, "TINY_HOME": str(tmp_path), "TINY_PROJECT": "none"}
+    task = "look up \u202egnp.exe in the handbook"  # a bidi override would flip the line
+    shown = _on_a_terminal(["route", task, "--json", "--embedder", "hashing"], env)
+    assert "\u202e" not in shown and '"task": "look up \\u202egnp.exe' in shown
+    assert json.loads(shown)["task"] == task  # still JSON, and what it holds
 
 
 def test_route_without_task_is_a_usage_error_before_any_work(tiny) -> None:

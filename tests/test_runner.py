@@ -510,3 +510,20 @@ def test_terminal_escapes_from_the_model_are_shown_not_obeyed(
     assert "\u202e" not in result.stdout  # no bidi override reorders what the user reads
     assert "\\u001b]0;owned\\u0007" in result.stdout and "\\u202eevil" in result.stdout
     assert "x\\u001b[31my" in result.stdout
+
+
+def test_a_ghost_tools_name_in_the_cost_table_is_shown_not_obeyed(
+    tiny, scripted_server, plain_cards
+) -> None:
+    scripted_server.add(tool_call("ev\x1b[31mil\u202e", {}))  # no such tool: a ghost call
+    scripted_server.add(tool_call("docs_search", {"query": "onboarding"}))
+    done = {"status": "ok", "summary": "See onboarding.md.", "source": "onboarding.md"}
+    scripted_server.add(reply(json.dumps(done)))
+    result = tiny(
+        "invoke", "docs-finder", "how did the onboarding process work again",
+        env={"TINY_BASE_URL": scripted_server.url, "TINY_CARDS": str(plain_cards),
+             "COLUMNS": "200"},
+    )  # fmt: skip
+    assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
+    assert "1 (ev\\u001b[31mil\\u202e)" in result.stdout  # the cost table's ghost cell
+    scripted_server.assert_done()

@@ -187,10 +187,17 @@ def warn(message: str) -> None:
     typer.echo(f"tiny: warning: {message}", err=True)
 
 
+def json_text(document: Any, indent: int | None = None) -> str:
+    """`document` as JSON for stdout: on a terminal every character past ASCII is a \\u
+    escape, so nothing a model or a page wrote (a bidi override) steers it, as `runs export`
+    does; to a pipe or a file, UTF-8 as written."""
+    return json.dumps(document, ensure_ascii=sys.stdout.isatty(), indent=indent)
+
+
 def emit(json_out: bool, document: Any, human: Human) -> None:
     """Print `document` as indented JSON with --json, else the human rendering."""
     if json_out:
-        typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
+        typer.echo(json_text(document, indent=2))
     else:
         human()
 

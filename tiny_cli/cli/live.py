@@ -438,7 +438,7 @@ def _cost(console: Console, c: Any) -> None:
         str(c.tokens_in),
         str(c.tokens_out),
         str(c.tool_calls),
-        escape(ghosts),
+        _shown(ghosts),  # a ghost's name is the model's: ESC, OSC 8, bidi
         f"{c.wall_seconds:.2f}",
         str(c.caller_tokens),
     )

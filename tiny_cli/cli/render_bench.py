@@ -155,7 +155,7 @@ def _bench_table(console: Console, report: Any) -> None:
         names = report.arms[arm].ghost_names
         if names:
             listed = ", ".join(f"{n} x{c}" for n, c in names.items())
-            console.print(f"ghost calls in {arm}: {escape(listed)}", highlight=False)
+            console.print(f"ghost calls in {arm}: {escape(printable(listed))}", highlight=False)
 
 
 def _bench_values(report: Any) -> list[tuple[str, list[Any], str | None]]:

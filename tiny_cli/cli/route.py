@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -11,7 +10,15 @@ from typing import Annotated, Any, Literal
 import typer
 
 from tiny_cli.cli import EXIT_OK, EXIT_PROBLEMS
-from tiny_cli.cli.common import CardsOpt, JsonOpt, ToolsOpt, WideOpt, emit, settings_from
+from tiny_cli.cli.common import (
+    CardsOpt,
+    JsonOpt,
+    ToolsOpt,
+    WideOpt,
+    emit,
+    json_text,
+    settings_from,
+)
 from tiny_cli.cli.progress import index_progress
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.evaluation import EvalReport, evaluate, read_eval_file
@@ -57,7 +64,7 @@ def validate(
     checked = _connect(settings) if connect else None
     found = validate_cards(settings, paths or [], connect=checked, detail=detail)
     if json_out:
-        typer.echo(json.dumps(found.to_json(), ensure_ascii=False, indent=2))
+        typer.echo(json_text(found.to_json(), indent=2))
     else:
         render, out = _drawing()
         render.validation(out, found.cards, found.problems, fmt, found.warnings, wide)
@@ -224,4 +231,4 @@ def _json_lines(documents: list[dict[str, Any]], slots: list[Slot]) -> None:
     left = iter(documents)
     for number, error in slots:
         document = next(left) if error is None else {"line": number, "error": error}
-        typer.echo(json.dumps(document, ensure_ascii=False))
+        typer.echo(json_text(document))
