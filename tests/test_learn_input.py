@@ -1,7 +1,7 @@
 """What `tiny learn` takes in: a learned file it cannot rewrite whole is refused, unchanged.
 
-A newer learned.jsonl or a line with a field tiny does not know (D8), a task route refuses
-(D9), and `--prune-generated` with an unknown card (D11a): one error line, exit 2, and
+A newer learned.jsonl or a line with a field tiny does not know, a task route refuses,
+and `--prune-generated` with an unknown card: one error line, exit 2, and
 learned.jsonl byte for byte as it was.
 """
 
@@ -66,7 +66,7 @@ def _refused(result: Result, line: str) -> None:
     assert result.stderr.splitlines() == [f"tiny: error: {line}"]
 
 
-# --- D8: a learned file tiny would not write back whole ------------------------------------
+# --- a learned file tiny would not write back whole ------------------------------------
 
 
 def test_a_newer_learned_file_is_refused_and_left_unchanged(
@@ -89,7 +89,7 @@ def test_a_field_tiny_does_not_know_is_refused_not_dropped(
     assert learned.read_bytes() == before
 
 
-# --- D9: what route refuses is not learned -------------------------------------------------
+# --- what route refuses is not learned -------------------------------------------------
 
 
 def test_a_task_route_refuses_is_not_learned_from_a_file(
@@ -131,7 +131,7 @@ def test_a_correction_route_refuses_is_not_learned_from_the_runs(
         assert [c.run_id for c in log.corrections()] == [run_id]  # still pending
 
 
-# --- D11a: --prune-generated names an unknown card as --generate does ----------------------
+# --- --prune-generated names an unknown card as --generate does ----------------------
 
 
 def test_prune_generated_with_an_unknown_card_is_refused_as_generate_is(
