@@ -351,7 +351,7 @@ def test_new_servers_go_after_what_mcp_yaml_holds(tmp_path: Path, before: str, a
     [
         ({"command": "x", "args": "abc"}, "a.args: must be a list of strings, got a string"),
         ({"command": "x", "args": [1, None]}, "a.args[0]: must be a string, got a number"),
-        ({"command": "x", "args": {"k": TOKEN}}, "a.args: must be a list of strings, got an obj"),
+        ({"command": "x", "args": {"k": TOKEN}}, "a.args: must be a list of strings, got a map"),
         ({"command": "x", "env": {"X": 5}}, "a.env.X: must be a string, got a number"),
         ({"command": "x", "env": []}, "a.env: must be an object of strings, got a list"),
         ({"command": "x", "cwd": 5}, "a.cwd: must be a non-empty string, got a number"),

@@ -118,6 +118,8 @@ def kind_of(value: Any) -> str:
     """A parsed value's kind as a person names it, for an error that must not echo the value."""
     if value is None:
         return "null"
+    if isinstance(value, str) and not value.strip():
+        return "an empty string"
     names = {bool: "a boolean", str: "a string", list: "a list", dict: "a mapping"}
     return next((name for t, name in names.items() if isinstance(value, t)), "a number")
 

@@ -22,7 +22,7 @@ import yaml
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
-from tiny_cli.text import printable
+from tiny_cli.text import kind_of, printable
 from tiny_cli.tools.mcp_config import (
     REFERENCE,
     SCHEMES,
@@ -125,13 +125,13 @@ def _check_spec(where: str, spec: Any) -> None:
     """Refuse a host's server whose settings are not what its host takes; name the setting
     and the kind of value it holds, never the value (it may be a secret)."""
     if not isinstance(spec, dict):
-        raise ConfigError(f"{where}: must be an object (command or url), got {_kind(spec)}")
+        raise ConfigError(f"{where}: must be an object (command or url), got {kind_of(spec)}")
     for key in (k for k in SHAPES if k in spec):
         fault = _fault(SHAPES[key], spec[key])
         if fault is not None:
             inner, value = fault
             shape = "a string" if inner else SHAPES[key]
-            raise ConfigError(f"{where}.{key}{inner}: must be {shape}, got {_kind(value)}")
+            raise ConfigError(f"{where}.{key}{inner}: must be {shape}, got {kind_of(value)}")
     if ("command" in spec) == ("url" in spec):
         raise ConfigError(f"{where}: needs either command (stdio) or url (HTTP), not both")
 
@@ -149,14 +149,6 @@ def _fault(shape: str, value: Any) -> tuple[str, Any] | None:
         "stdio, http or sse": value in HOST_TYPES,
     }
     return None if fits.get(shape, False) else ("", value)
-
-
-def _kind(value: Any) -> str:
-    """The kind of a JSON value, as an error names it instead of showing the value."""
-    if isinstance(value, str):
-        return "a string" if value.strip() else "an empty string"
-    kinds = ((bool, "a boolean"), ((int, float), "a number"), (list, "a list"), (dict, "an object"))
-    return next((name for types, name in kinds if isinstance(value, types)), "null")
 
 
 def merge_mcp_yaml(path: Path, servers: Mapping[str, dict[str, Any]]) -> list[str]:
