@@ -100,6 +100,8 @@ def test_invoke_leaves_the_key_in_no_file_under_the_data_dir(
     digest = json.loads(result.stdout)
     try:
         assert result.exit_code == 0 and digest["status"] == "ok", result.output
+        assert KEY not in result.output  # the caller's Digest: the model echoed it, redacted
+        assert digest["summary"] == f"The token is {REDACTED}."
         assert scripted_server.headers[0]["authorization"] == f"Bearer {KEY}"  # the key in play
         later = json.dumps([r["messages"] for r in scripted_server.requests[1:]])
         assert later.count(KEY) >= 3  # the page head, a passage, a window: all held it
@@ -141,10 +143,19 @@ def test_a_bench_report_written_with_out_holds_no_key(
     result = tiny("bench", "--tasks", str(folder / "tasks.yaml"), *args, env=env)
     assert result.exit_code == 0, result.output
     assert KEY in json.dumps(scripted_server.requests)  # the page reached the model
-    assert KEY in result.stdout  # the answers held it (stdout is the caller's, not a store)
+    assert KEY not in result.stdout and REDACTED in result.stdout  # the answers held it
     assert REDACTED in report.read_text("utf-8") and KEY not in report.read_text("utf-8")
     assert (home / "bench.jsonl").is_file() and (home / DB_NAME).is_file()
     assert _files_holding(home, KEY) == []
+
+
+def test_the_digest_panel_shows_no_key(go, scripted_server, key_site) -> None:
+    url = f"{key_site}/short.html"
+    scripted_server.add(tool_call("http_get", {"url": url}), reply(_answer(url)))
+    result = go("invoke", "web-reader", f"what is the token on {url}?")
+    assert result.exit_code == 0, result.output
+    assert KEY in json.dumps(scripted_server.requests[1]["messages"])  # the page reached it
+    assert KEY not in result.output and REDACTED in result.output
 
 
 def test_a_scrubbed_recording_still_replays(go, scripted_server, key_site, home) -> None:
@@ -185,6 +196,37 @@ def test_the_scrubber_knows_the_environment_and_the_settings_key() -> None:
     assert env_secrets({"TINY_API_KEY": "k-123456789", "OPENAI_API_KEY": ""}) == ["k-123456789"]
     scrub = scrubber("s-987654321", None)
     assert scrub.text("a s-987654321 b") == f"a {REDACTED} b"
+
+
+def test_the_callers_scrubber_takes_the_known_keys_and_leaves_the_rest() -> None:
+    caller = Scrubber([KEY]).for_caller()
+    example = "curl -H 'Authorization: Bearer abcdefghijkl' sk-" + "a" * 20
+    assert caller.text(f"{example} {KEY}") == f"{example} {REDACTED}"
+    assert caller.tree({"password": "hunter22", "k": [KEY]}) == {
+        "password": "hunter22",
+        "k": [REDACTED],
+    }
+    assert Scrubber([KEY]).text(example) != example  # a store's scrubber takes the shapes too
+
+
+def test_a_digest_is_scrubbed_in_every_text_a_model_or_tool_wrote() -> None:
+    from tiny_cli.digest import Attempt, CallRecord, Digest
+
+    digest = Digest(
+        "crm-writer",
+        "partial",
+        summary=f"s {KEY}",
+        fields={"a": {"b": [KEY]}},
+        notes_for_caller=(f"n {KEY}",),
+        reason=f"r {KEY}",
+        calls=(CallRecord("add", "declined", True, {"name": KEY}),),
+        attempts=(Attempt("docs-finder", "refused", f"r {KEY}", f"s {KEY}"),),
+    )
+    scrubbed = digest.scrubbed(Scrubber([KEY]).for_caller())
+    assert KEY in json.dumps(digest.to_json())
+    assert KEY not in json.dumps(scrubbed.to_json())
+    assert json.dumps(scrubbed.to_json()).count(REDACTED) == 7
+    assert scrubbed.status == "partial" and scrubbed.calls[0].outcome == "declined"
 
 
 def test_a_document_is_scrubbed_whole_and_a_clean_one_kept_as_it_is() -> None:

@@ -12,6 +12,7 @@ import yaml
 
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
+from tiny_cli.secrets import Scrubber
 from tiny_cli.text import check_task, kind_of
 from tiny_cli.tools.artifacts import Artifact
 
@@ -168,6 +169,24 @@ class Digest:
         if self.attempts:
             doc["attempts"] = [a.to_json() for a in self.attempts]
         return doc
+
+    def scrubbed(self, scrub: Scrubber) -> Digest:
+        """Return the Digest with `scrub` applied to every text a model or a tool wrote."""
+        if not scrub.secrets and not scrub.shapes:
+            return self
+        return replace(
+            self,
+            summary=scrub.text(self.summary),
+            fields=scrub.tree(dict(self.fields)),
+            notes_for_caller=tuple(scrub.text(n) for n in self.notes_for_caller),
+            reason=None if self.reason is None else scrub.text(self.reason),
+            calls=tuple(replace(c, arguments=scrub.tree(c.arguments)) for c in self.calls),
+            attempts=tuple(
+                replace(a, summary=scrub.text(a.summary), reason=scrub.tree(a.reason))
+                for a in self.attempts
+            ),
+            artifacts=tuple(replace(a, preview=scrub.text(a.preview)) for a in self.artifacts),
+        )
 
     def approved_writes(self) -> tuple[CallRecord, ...]:
         """Write calls that were approved and ran (their outcome says whether they worked)."""

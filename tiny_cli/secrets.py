@@ -4,7 +4,8 @@ API keys and anything shaped like a key or an Authorization header are replaced 
 before the run log, an artifact, a recording, a bench report or a run export is written. It
 lives in the ground layer so that the edges (the artifact store, recordings) use it as the
 run log does. The run log's JSON columns are compact ASCII (other characters as \\u escapes,
-which SQLite's json functions decode).
+which SQLite's json functions decode). What the faces print for a caller goes through its
+`for_caller()` twin, which takes the known keys only.
 """
 
 from __future__ import annotations
@@ -46,10 +47,15 @@ _PLAIN = (str, int, float, type(None))  # column values stored as they are; the 
 
 
 class Scrubber:
-    """Replace known secrets and anything shaped like a key or an Authorization header."""
+    """Replace known secrets and anything shaped like a key or an Authorization header.
 
-    def __init__(self, secrets: Iterable[str]) -> None:
+    With `shapes=False` only the known secrets go: what tiny prints for its caller (a Digest,
+    a bench's `--json`) keeps a page's `Authorization: Bearer X` example as it was written.
+    """
+
+    def __init__(self, secrets: Iterable[str], *, shapes: bool = True) -> None:
         self.secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len)[::-1]
+        self.shapes = shapes
         # each secret as it reads inside JSON text (quotes and backslashes escaped)
         self._encoded = [_JSON.encode(s)[1:-1] for s in self.secrets]
 
@@ -58,7 +64,8 @@ class Scrubber:
         for secret in self.secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
-        if _may_hold_secret(_lowered(text)):  # a pass in C spares most texts the slow pattern
+        # a pass in C spares most texts the slow pattern
+        if self.shapes and _may_hold_secret(_lowered(text)):
             text = _SECRET_TEXT.sub(_redact, text)
         return text
 
@@ -99,13 +106,17 @@ class Scrubber:
 
     def _suspect(self, encoded: str) -> bool:
         """Tell whether JSON text may hold a secret, a key-like token or a secret-named key."""
-        low = _lowered(encoded)
-        return (
-            _may_hold_secret(low) or b"password" in low or any(e in encoded for e in self._encoded)
-        )
+        if any(e in encoded for e in self._encoded):
+            return True
+        low = _lowered(encoded) if self.shapes else b""
+        return _may_hold_secret(low) or b"password" in low
+
+    def for_caller(self) -> Scrubber:
+        """Return the scrubber of what tiny prints for its caller: the known secrets only."""
+        return Scrubber(self.secrets, shapes=False)
 
     def _entry(self, key: Any, value: Any) -> Any:
-        if type(value) is str and str(key).lower() in SECRET_KEYS:
+        if self.shapes and type(value) is str and str(key).lower() in SECRET_KEYS:
             return REDACTED
         return self.tree(value)
 

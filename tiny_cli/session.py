@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tiny_cli.digest import Digest
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, fan_out
 from tiny_cli.provider.client import Provider
@@ -62,6 +63,10 @@ class Session:
     observe: Observe
     log: RunLog | None = None  # None: the run log is off
     tracing: Tracing | None = None  # None: tracing is off
+
+    def for_caller(self, digest: Digest) -> Digest:
+        """Return the Digest as the caller sees it: the keys the stores scrub, redacted."""
+        return digest.scrubbed(self.artifacts.scrub.for_caller())
 
     @contextmanager
     def traced(self, name: str, **attributes: Any) -> Iterator[None]:

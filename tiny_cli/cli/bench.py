@@ -320,7 +320,7 @@ def _arms(arm: str) -> tuple[Arm, ...]:
 
 def _show_report(report: BenchReport, out: Path | None, markdown: bool, json_out: bool) -> None:
     """Write the report to --out if given; print it as JSON, Markdown or tables."""
-    document = report.to_json()
+    document = scrubber().for_caller().document(report.to_json())  # stdout: the key redacted
     if out is not None:
         write_report(out, document)
     if markdown and not json_out:
@@ -389,7 +389,7 @@ def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: Scale
         report = scale_from_settings(settings, s, tasks, options)
         warn_unused(s.exchanges)
     upgraded(bench.upgrade, run.replay)
-    document = report.to_json()
+    document = scrubber().for_caller().document(report.to_json())  # stdout: the key redacted
     if bench.out is not None:
         write_report(bench.out, document)
     if bench.html is not None:

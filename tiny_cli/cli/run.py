@@ -169,7 +169,7 @@ def invoke(
             artifacts=run.session.artifacts,
             handles=artifact or (),
         )
-    show_digest(json_out, digest)
+    show_digest(json_out, run.session.for_caller(digest))
 
 
 def delegate(
@@ -213,6 +213,7 @@ def delegate(
         digest = run_delegate(run.ws, router, run.brief, provider=provider, approve=run.approve,
                               observer=run.session.observe("delegate", run.brief.goal),
                               artifacts=run.session.artifacts)  # fmt: skip
+        digest = run.session.for_caller(digest)
         settings = run.ws.settings.with_flags(ask_route=ask_route)
         asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
     if not asked:

@@ -22,7 +22,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, cast
 
 import anyio
@@ -52,6 +52,7 @@ from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.client import Provider
 from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import Decision, Router
+from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.serve.stdio import answering_stdio
 from tiny_cli.session import open_session
 from tiny_cli.settings import DEFAULT_TOP, Settings
@@ -119,6 +120,8 @@ class Served:
     observe: Callable[..., Observer] = lambda label, **_: ignore
     allow_writes: bool = False
     artifacts: ArtifactStore | None = None
+    # what a reply may not hold: the keys the stores scrub (default: the environment's)
+    caller_scrub: Scrubber = field(default_factory=lambda: scrubber().for_caller())
 
 
 def build_server(served: Served, router: Callable[[], Router] | None = None) -> MCPServer:
@@ -152,7 +155,10 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
 
     with open_session(settings, COMMAND) as session:
         provider = session.provider(COMMAND, "served card")
-        served = Served(ws, provider, session.observe, allow_writes, session.artifacts)
+        caller_scrub = session.artifacts.scrub.for_caller()
+        served = Served(
+            ws, provider, session.observe, allow_writes, session.artifacts, caller_scrub
+        )
         server = build_server(served)
         if http_port is None:
             with answering_stdio(_drain_seconds(ws, settings)):
@@ -306,7 +312,7 @@ class _Service:
         while True:
             event = await anyio.to_thread.run_sync(pending.next, abandon_on_cancel=True)
             if isinstance(event, Digest):
-                return digest_result(event)
+                return digest_result(event.scrubbed(self.served.caller_scrub))
             if isinstance(event, TinyError):
                 return error_result(event)
             if isinstance(event, BaseException):
