@@ -188,6 +188,19 @@ def test_bad_tool_mode_and_wall_scale_are_one_line_errors(tiny) -> None:
 def test_call_shaped_text_is_recovered(text: str) -> None:
     (call,) = recover_calls(text, 0)
     assert call.name == "docs_search" and json.loads(call.arguments) == {"query": "x"}
+    read = read_action(text, 0)  # the json-mode reader, when a server ignores the schema
+    assert read is not None and (read.name, read.arguments) == (call.name, call.arguments)
+
+
+def test_a_fenced_call_after_the_switch_to_json_runs(run, scripted_server) -> None:
+    ghost = '<tool_call>{"name": "ghost_x", "arguments": {}}</tool_call>'
+    scripted_server.add(reply(ghost), reply(FENCED_CALL), reply(json.dumps(ANSWER)))
+    code, digest = run("invoke", "docs-finder", TASK)
+    assert code == 0 and digest["status"] == "ok", digest
+    assert digest["cost"]["tool_calls"] == 2 and digest["cost"]["ghost_names"] == ["ghost_x"]
+    last = scripted_server.requests[-1]
+    assert "response_format" in last  # json mode since the ghost call
+    assert last["messages"][-1]["content"].startswith("Result of docs_search:")
 
 
 @pytest.mark.parametrize(

@@ -416,11 +416,16 @@ def response_format(
 
 
 def read_action(text: str | None, number: int) -> ToolCall | None:
-    """Return the tool call a json-mode reply asks for, or None for a final answer."""
-    data = _load(text or "")
-    if not isinstance(data, dict) or "status" in data:
-        return None
-    return _as_call(data, f"json_{number}")
+    """Return the tool call a json-mode reply asks for, or None for a final answer.
+
+    The reply is the object; from a server that ignores `response_format`, the first object
+    in a fence or a `<tool_call>` tag, as an `auto` run's first call was read.
+    """
+    for chunk in (text or "", *_chunks(text or "")):
+        data = _load(chunk)
+        if isinstance(data, dict):
+            return None if "status" in data else _as_call(data, f"json_{number}")
+    return None
 
 
 def recover_calls(text: str | None, first_number: int) -> tuple[ToolCall, ...]:
