@@ -21,7 +21,8 @@ import tiny_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY_DOC = ROOT / "docs" / "library.md"
-EXAMPLE = re.compile(r"```python\n(.*?)```\s*\n(?:[^`]*?)```text\n(.*?)```", re.S)
+# a python block, the prose after it (no block), and the text block of what it prints
+EXAMPLE = re.compile(r"```python\n(.*?)```\s*\n((?:(?!```).)*?)```text\n(.*?)```", re.S)
 HEAVY = ("httpx", "numpy", "pytest", "pydantic", "sqlite3")  # what `tiny --help` never needs
 
 
@@ -34,11 +35,13 @@ def _python(code: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str
 
 
 def _examples() -> list[tuple[str, str]]:
-    return EXAMPLE.findall(LIBRARY_DOC.read_text("utf-8"))
+    return [
+        (code, shown) for code, _prose, shown in EXAMPLE.findall(LIBRARY_DOC.read_text("utf-8"))
+    ]
 
 
-def test_the_doc_holds_an_example_with_its_output() -> None:
-    assert len(_examples()) >= 1
+def test_the_doc_holds_its_three_examples_each_with_its_output() -> None:
+    assert len(_examples()) == 3 == LIBRARY_DOC.read_text("utf-8").count("```python")
 
 
 @pytest.mark.parametrize("index", range(len(_examples())))

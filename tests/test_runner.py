@@ -286,11 +286,16 @@ def test_digest_json_has_exactly_the_design_keys(run, scripted_server) -> None:
     }
 
 
-def test_api_key_is_sent_but_never_printed(run, scripted_server) -> None:
+def test_a_refused_key_is_one_error_line_that_never_prints_it(tiny, scripted_server) -> None:
     scripted_server.add(http_error(401, "bad key"))
-    _code, digest = run("invoke", "web-reader", "x y z", env={"TINY_API_KEY": "sk-secret-123"})
+    env = {"TINY_BASE_URL": scripted_server.url, "TINY_API_KEY": "sk-secret-123"}
+    result = tiny("invoke", "web-reader", "x y z", "--json", env=env)
     assert scripted_server.headers[0]["authorization"] == "Bearer sk-secret-123"
-    assert "sk-secret-123" not in json.dumps(digest)
+    assert result.exit_code == 2 and result.stdout == ""  # the key is config: it raises
+    (line,) = result.stderr.strip().splitlines()
+    assert "HTTP 401" in line and "TINY_API_KEY" in line and "sk-secret-123" not in line
+    listed = json.loads(tiny("runs", "--json").stdout)[0]
+    assert listed["status"] == "failed" and "HTTP 401" in listed["reason"]
 
 
 def test_unknown_card_is_a_usage_error(tiny) -> None:

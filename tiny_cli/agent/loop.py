@@ -181,6 +181,9 @@ def _brevity(max_output_tokens: int) -> str:
 
 
 STOPPED = "stopped_at_first_call"
+# the endpoint refused the key, its rights, or the URL or model: the caller's configuration
+# to fix, so it is raised (a config error); any other provider failure ends the run `failed`
+CALLER_FIXES = (401, 403, 404)
 
 
 def decline_writes(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
@@ -254,6 +257,8 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
         except ProviderTimeout as exc:
             return run.out_of_time(f"{exc}; {meter.slowest()}")
         except ProviderError as exc:
+            if exc.status in CALLER_FIXES:
+                raise
             return run.failed(str(exc))
         calls = run.calls_in(reply)
         if calls and stop:

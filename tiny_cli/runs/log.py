@@ -39,7 +39,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
-from tiny_cli.errors import ConfigError, ReplayError
+from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.events import Observer
 from tiny_cli.runs import store
 from tiny_cli.runs.query import (
@@ -450,8 +450,9 @@ class RunLog:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         # Ctrl-C ends the command at once: what is still queued is not worth waiting for.
-        # A replay miss ends the run it names: failed with that reason, not interrupted
-        failure = str(exc) if isinstance(exc, ReplayError) else None
+        # An error that ended the command (a replay miss, a refused key) ends the runs it left
+        # unfinished: failed with that reason, not interrupted
+        failure = str(exc) if isinstance(exc, TinyError) else None
         self.close(wait=INTERRUPTED_WAIT if kind is KeyboardInterrupt else None, failure=failure)
 
     @contextmanager
