@@ -70,3 +70,21 @@ def test_the_bench_never_counts_an_args_only_value_as_evidence() -> None:
     assert not Expect(value="48213").sourced("args")
     assert not Expect(value="48213", from_task=True).sourced("args")
     assert Expect(value="48213").sourced("tool")
+
+
+def test_a_url_written_into_a_search_query_was_not_reached() -> None:
+    made_up = "https://made.up/handbook/page"
+    searched = [evidence_of({"query": made_up}, "no page matches")]
+    assert field_sources({"source": made_up}, searched, "the task") == {"source": "args"}
+    fetched = [evidence_of({"pageUrl": made_up}, "a page"), evidence_of({"links": [made_up]}, "")]
+    assert field_sources({"source": made_up}, fetched[:1], "t") == {"source": "tool"}
+    assert field_sources({"source": made_up}, fetched[1:], "t") == {"source": "tool"}
+
+
+def test_a_value_is_found_whole_never_inside_a_longer_number_or_word() -> None:
+    added = [evidence_of({"name": "Acme"}, {"company_id": 1, "created_at": "2026-12-06"})]
+    assert field_sources({"company_id": "20"}, added, "add Acme") == {"company_id": "model"}
+    assert field_sources({"company_id": 1}, added, "add Acme") == {"company_id": "tool"}
+    assert field_sources({"kind": "cat"}, [evidence_of({}, "category: dog")], "t") == {
+        "kind": "model"
+    }

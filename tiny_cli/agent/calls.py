@@ -168,6 +168,7 @@ class Meter:
 
 WORD_SHARE = 0.6  # share of a prose value's words that must appear in the evidence
 MIN_WORD_CHARS = 3  # shorter words (articles, "per") say nothing about where a value came from
+ADDRESS_WORDS = frozenset(["url", "uri", "link", "href"])  # an argument naming an address, or more
 _URL = re.compile(r"https?://[^\s\"'<>)\]]+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"\w+")
@@ -185,7 +186,7 @@ def field_sources(
 ) -> dict[str, FieldSource]:
     """Say for each field whether a result, the task, a call's arguments or the model holds it."""
     split = [_split(entry) for entry in evidence]
-    reached = [url for args, _ in split for url in _URL.findall(args)]
+    reached = [url for args, _ in split for url in _addresses(args)]
     results = _Text(" ".join([*(result for _, result in split), *reached]))
     asked = _Text(task)
     written = _Text(" ".join(args for args, _ in split)).plus(results).plus(asked)
@@ -208,6 +209,24 @@ def evidence_of(arguments: Mapping[str, Any], result: Any) -> str:
     )
     # compact JSON escapes every newline, so the first line is the arguments, whole
     return f"{json.dumps(dict(arguments), ensure_ascii=False, default=str)}\n{shown}"
+
+
+def _addresses(args: str) -> list[str]:
+    """Return the URLs a call was asked to reach: whole values of arguments named as addresses
+    (`url`, `uri`, `link`, `href`), not a URL the model wrote into a search query."""
+    try:
+        arguments = json.loads(args)
+    except ValueError:
+        return []
+    found: list[str] = []
+    for name, value in arguments.items() if isinstance(arguments, dict) else ():
+        words = re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", str(name)).lower())
+        if not ADDRESS_WORDS.intersection(w.removesuffix("s") for w in words):
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and _URL.fullmatch(item.strip()):
+                found.append(item.strip())
+    return found
 
 
 def _split(entry: str) -> tuple[str, str]:
@@ -236,7 +255,7 @@ class _Text:
 
     def _holds_leaf(self, leaf: str) -> bool:
         folded = " ".join(leaf.casefold().split())
-        if folded in self.folded:
+        if _whole_in(folded, self.folded):
             return True
         urls = [u.rstrip(".,;:") for u in _URL.findall(folded)]
         numbers = {_number(n) for n in _NUMBER.findall(_URL.sub(" ", folded))}
@@ -245,6 +264,14 @@ class _Text:
         words = [w for w in _WORD.findall(folded) if len(w) >= MIN_WORD_CHARS]
         found = sum(w in self.words for w in words)
         return bool(words) and found >= WORD_SHARE * len(words)
+
+
+def _whole_in(needle: str, text: str) -> bool:
+    """Tell whether `needle` is in `text` as a whole: "20" is not in "2026", nor "cat" in
+    "category" (a word character at the needle's edge may not touch another)."""
+    left = r"(?<!\w)" if needle[:1].isalnum() or needle[:1] == "_" else ""
+    right = r"(?!\w)" if needle[-1:].isalnum() or needle[-1:] == "_" else ""
+    return bool(needle) and re.search(left + re.escape(needle) + right, text) is not None
 
 
 def _leaves(value: Any) -> Iterable[str]:
