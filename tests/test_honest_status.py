@@ -225,6 +225,24 @@ def test_the_crm_writers_honest_partial_ends_partial(tiny, scripted_server) -> N
     scripted_server.assert_done()
 
 
+def test_a_writers_ok_with_an_id_no_tool_returned_is_partial(tiny, scripted_server) -> None:
+    answer = {"status": "ok", "summary": "Added (id 99999).", "company_id": "99999", "name": "Acme"}
+    scripted_server.add(
+        tool_call("crm_add_company", {"name": "Acme", "city": "Berlin"}), reply(json.dumps(answer))
+    )
+    env = {"TINY_BASE_URL": scripted_server.url, "TINY_CARDS": str(SEED_CARDS)}
+    result = tiny(
+        "invoke", "crm-writer", "add Acme in Berlin to the CRM", "--json", "--yes", env=env
+    )
+    digest = json.loads(result.stdout)
+    added = scripted_server.requests[1]["messages"][-1]["content"]
+    assert '"company_id": 1' in added  # what the write tool really returned
+    assert (digest["status"], digest["reason"]) == ("partial", "unsourced_fields")
+    assert digest["field_sources"] == {"company_id": "model", "name": "tool"}
+    assert any("company_id: the model alone vouches" in n for n in digest["notes_for_caller"])
+    scripted_server.assert_done()
+
+
 def test_the_mcp_digest_names_the_missing_fields_too() -> None:
     digest = Digest("counter", "partial", "No file.", reason="partial_by_agent", missing=("rows",))
     assert "missing: rows" in digest_text(digest).splitlines()

@@ -22,6 +22,7 @@ OUT_OF_TIME = "max_wall_seconds"  # the reason when the wall budget ran out
 WRITE_DECLINED = "write_declined"
 NO_EVIDENCE = "no_evidence"  # `ok` claimed, but none of the agent's tools ran
 UNVERIFIED_WRITE = "unverified_write"  # a writer's `ok` without a successful write call
+UNSOURCED = "unsourced_fields"  # `ok` that must stand on tools, with a field no tool gave
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,8 @@ def judged(
     """Put the claim through every rule, in order, and build the Digest from what stands."""
     for rule in RULES:
         claim = rule(card, meter.calls, claim)
+    sources = field_sources(claim.fields, meter.evidence, _asked(brief))
+    claim = _unsourced(card, claim, sources)
     notes, ghosts = claim.notes, meter.ghosts()
     if ghosts:
         notes += (
@@ -123,7 +126,7 @@ def judged(
         meter.cost(),
         claim.reason,
         calls=tuple(meter.calls),
-        field_sources=field_sources(fields, meter.evidence, _asked(brief)),
+        field_sources={name: sources[name] for name in fields},
         missing=missing,
     )
 
@@ -183,6 +186,18 @@ def _unevidenced(card: Card, calls: Sequence[CallRecord], claim: Claim) -> Claim
         notes = (*claim.notes, f"also: {claim.reason}") if claim.reason else claim.notes
         return replace(claim, status="partial", reason=NO_EVIDENCE, notes=(*notes, note))
     return replace(claim, notes=(*claim.notes, note))
+
+
+def _unsourced(card: Card, claim: Claim, sources: Mapping[str, str]) -> Claim:
+    """An `ok` that must stand on tool results (a writer, `first: tool`, "not from memory")
+    holds no field that only the model vouches for: such as an id no tool returned."""
+    if claim.status != "ok" or not (card.writes or needs_evidence(card)):
+        return claim
+    alone = [name for name, source in sources.items() if source == "model"]
+    if not alone:
+        return claim
+    note = f"no tool result, task or call holds {', '.join(alone)}: the model alone vouches"
+    return replace(claim, status="partial", reason=UNSOURCED, notes=(*claim.notes, note))
 
 
 Rule = Callable[[Card, Sequence[CallRecord], Claim], Claim]
