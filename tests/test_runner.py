@@ -166,6 +166,19 @@ def test_slow_server_is_cut_at_the_wall_budget(tiny, scripted_server, tmp_path: 
     assert elapsed < 4, elapsed  # 1 s budget plus margin; the server would take 8 s
 
 
+def test_a_writers_draft_claiming_a_write_no_tool_made_is_not_shown(tiny, scripted_server) -> None:
+    claim = {"status": "ok", "summary": "Successfully added Acme, company_id 12345."}
+    answer = reply(json.dumps(claim))  # sent back (call a tool first), then repaired, then late
+    scripted_server.add(answer, answer, reply(json.dumps(claim), delay=3))
+    task = ("invoke", "crm-writer", "add Acme in Berlin to the CRM", "--json", "--yes")
+    short = ("--wall-scale", "0.05")  # crm-writer's 30 s: 1.5 s
+    result = tiny(*task, *short, env={"TINY_BASE_URL": scripted_server.url})
+    digest = json.loads(result.stdout)
+    assert len(scripted_server.requests) == 3  # the last answer came after the wall budget
+    assert (digest["status"], digest["reason"]) == ("failed", "max_wall_seconds")
+    assert "12345" not in result.stdout and digest["summary"] == ""
+
+
 def test_refusal(run, scripted_server) -> None:
     scripted_server.add(reply('{"status": "refused", "summary": "I only read pages."}'))
     code, digest = run("invoke", "web-reader", "book me a flight to Rome")

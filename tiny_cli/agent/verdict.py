@@ -78,8 +78,13 @@ def out_of_time(
     detail: str = "",
     artifacts: tuple[Artifact, ...] = (),
 ) -> Digest:
-    """The wall clock ran out: partial with the `draft` answer if one exists, else failed."""
+    """The wall clock ran out: partial with the `draft` answer if one exists, else failed.
+
+    A writer's draft with no write behind it is not shown: it may claim a write no tool made.
+    """
     notes += (detail,) if detail else ()
+    if card.writes and not any(c.writes and c.outcome == "ok" for c in meter.calls):
+        draft = ""
     if not draft:
         return judged(card, brief, meter, Claim("failed", OUT_OF_TIME, notes), artifacts)
     summary, _ = cut_summary(draft, meter.budget.max_output_tokens)
