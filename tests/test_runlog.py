@@ -103,6 +103,28 @@ def test_runs_show_highlights_calls_and_sizes(run, scripted_server) -> None:
     assert "--full shows all" not in run("runs", "show", "1", "--full").output
 
 
+def test_a_repeated_call_id_shows_each_calls_own_outcome(run, scripted_server) -> None:
+    scripted_server.add(  # a server that numbers each message's calls from call_0
+        tool_call("web_search", {"q": "x"}, call_id="call_0"),
+        tool_call("docs_search", {"query": "onboarding"}, call_id="call_0"),
+        reply(json.dumps(ANSWER)),
+    )
+    run("invoke", "docs-finder", TASK, "--tool-mode", "native", "--json")
+    lines = run("runs", "show", "1").output.splitlines()
+    (ghost,) = [line for line in lines if "→ call web_search" in line]
+    (found,) = [line for line in lines if "→ call docs_search" in line]
+    assert ghost.endswith("· ghost call: not a tool of this card")
+    assert found.endswith("· ok")
+
+
+def test_a_task_quoting_the_repair_request_is_no_repair(run, scripted_server) -> None:
+    scripted_server.add(tool_call("docs_search", {"query": "x"}), reply(json.dumps(ANSWER)))
+    run("invoke", "docs-finder", f"what does '{REPAIR_MARK}' mean in the handbook", "--json")
+    [row] = run("runs", "--json")
+    assert row["repaired"] is False
+    assert "repair request" not in run("runs", "show", "1").output
+
+
 @pytest.mark.parametrize(
     ("flags", "env"), [(["--no-log"], {}), ([], {"TINY_NO_LOG": "1"})], ids=["flag", "env"]
 )

@@ -123,7 +123,10 @@ def run(console: Console, record: RunRecord, full: bool = False) -> None:
     console.print(f"[bold]transcript[/] ({len(record.transcript)} message(s))")
     calls = list(record.calls)
     answered = iter(calls)  # results come in the order the calls were made
-    by_id = {c["id"]: c for c in calls if isinstance(c.get("id"), str)}
+    by_id: dict[str, list[Mapping[str, Any]]] = {}  # a server may repeat ids: first in, first out
+    for c in calls:
+        if isinstance(c.get("id"), str):
+            by_id.setdefault(c["id"], []).append(c)
     for number, message in enumerate(record.transcript, 1):
         _message(console, number, message, by_id, answered, full)
     _calls(console, calls)
@@ -199,7 +202,7 @@ def _message(
     console: Console,
     number: int,
     message: Mapping[str, Any],
-    by_id: Mapping[Any, Mapping[str, Any]],
+    by_id: dict[str, list[Mapping[str, Any]]],
     answered: Iterator[Mapping[str, Any]],
     full: bool,
 ) -> None:
@@ -225,18 +228,19 @@ def _tags(role: str, content: str, answered: Iterator[Mapping[str, Any]]) -> str
         if call is None:
             return " · tool result"
         return f" · result of {_shown(str(call.get('name')))} · {_outcome(call.get('outcome'))}"
-    if role == "user" and REPAIR_MARK in content:
+    if role == "user" and content.startswith(REPAIR_MARK):
         return " · [bold yellow]repair request[/]"
     return ""
 
 
 def _native_call(
-    console: Console, call: Mapping[str, Any], by_id: Mapping[Any, Mapping[str, Any]]
+    console: Console, call: Mapping[str, Any], by_id: dict[str, list[Mapping[str, Any]]]
 ) -> None:
     """Print one tool call of an assistant message, its outcome highlighted."""
     function = _mapping(call.get("function"))
     called = call.get("id")
-    outcome = _mapping(by_id.get(called) if isinstance(called, str) else None).get("outcome")
+    same_id = by_id.get(called, []) if isinstance(called, str) else []
+    outcome = _mapping(same_id.pop(0) if same_id else None).get("outcome")
     text = f"{function.get('name')} {_cut(_arguments(call), ARGUMENT_CHARS)}"
     console.print(f"  → call {_shown(text)} · {_outcome(outcome)}", highlight=False)
 

@@ -174,8 +174,10 @@ def insert_sql(names: tuple[str, ...]) -> str:
 
 def repaired(messages: Sequence[Mapping[str, Any]]) -> bool:
     """Tell whether a transcript holds the runner's repair request (a second chance)."""
+    # it begins the message: a task or a tool result that quotes it is no repair request
     return any(
-        m.get("role") == "user" and REPAIR_MARK in str(m.get("content") or "") for m in messages
+        m.get("role") == "user" and str(m.get("content") or "").startswith(REPAIR_MARK)
+        for m in messages
     )
 
 
