@@ -76,6 +76,50 @@ def test_a_partial_keeps_the_fields_it_has_and_names_the_rest(counter, scripted_
     assert len(scripted_server.requests) == 1
 
 
+@pytest.mark.parametrize("said", ["Partial", " PARTIAL ", "partial"])
+def test_a_partial_however_spelled_is_partial_after_one_request(counter, scripted_server, said):
+    scripted_server.add(reply(json.dumps({**PARTIAL, "status": said})))
+    _, out = counter("--json")
+    digest = json.loads(out)
+    assert (digest["status"], digest["reason"]) == ("partial", "partial_by_agent")
+    assert len(scripted_server.requests) == 1  # no repair turn
+    read = [n for n in digest["notes_for_caller"] if "'status' came as" in n]
+    assert read == (
+        [] if said == "partial" else [f"'status' came as \"{said}\"; tiny read it as 'partial'"]
+    )
+
+
+def test_a_partials_mistyped_field_is_left_out_not_repaired(counter, scripted_server):
+    scripted_server.add(reply(json.dumps({**PARTIAL, "table": "orders", "rows": "unknown"})))
+    _, out = counter("--json")
+    digest = json.loads(out)
+    assert digest["status"] == "partial" and digest["summary"] == PARTIAL["summary"]
+    assert digest["fields"] == {"table": "orders"} and digest["missing"] == ["rows"]
+    assert any(
+        "'rows' must be an integer" in n and "left out" in n for n in digest["notes_for_caller"]
+    )
+    assert len(scripted_server.requests) == 1
+
+
+def test_a_partial_without_a_summary_keeps_its_reason(counter, scripted_server):
+    scripted_server.add(reply(json.dumps({"status": "partial", "reason": "no such file"})))
+    code, out = counter("--json")
+    digest = json.loads(out)
+    assert (digest["status"], digest["reason"], code) == ("partial", "no such file", 3)
+    assert digest["summary"] == "" and len(scripted_server.requests) == 1
+
+
+def test_an_ok_cut_at_max_tokens_is_never_ok(counter, scripted_server):
+    cut = '{"status": "ok", "summary": "orders.csv has rows.", "table": "orders", "rows": 12'
+    scripted_server.add(reply(cut, finish_reason="length"))
+    _, out = counter("--json")
+    digest = json.loads(out)
+    assert (digest["status"], digest["reason"]) == ("partial", "answer_cut")
+    assert digest["fields"]["rows"] == 12  # kept, and the reason says it may be cut
+    scripted_server.add(reply(cut))  # the closing brace forgotten, not cut: the values are whole
+    assert json.loads(counter("--json")[1])["status"] == "ok"
+
+
 def test_the_terminal_digest_names_the_missing_fields(counter, scripted_server):
     scripted_server.add(reply(json.dumps(PARTIAL)))
     code, out = counter()

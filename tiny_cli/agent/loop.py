@@ -184,6 +184,7 @@ STOPPED = "stopped_at_first_call"
 # the endpoint refused the key, its rights, or the URL or model: the caller's configuration
 # to fix, so it is raised (a config error); any other provider failure ends the run `failed`
 CALLER_FIXES = (401, 403, 404)
+ANSWER_CUT = "answer_cut"  # the answer hit max_tokens: tiny closed its object, never `ok`
 
 
 def decline_writes(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
@@ -277,8 +278,9 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
         answer = run.take_answer(reply)
         if run.wrapping:  # the tool budget ran out before this answer: it cannot be `ok`
             return run.answered(answer, forced="max_tool_calls")
-        if not answer.problems:
-            return run.answered(answer)
+        if not answer.problems:  # an object cut at max_tokens may end in a cut value
+            cut = answer.completed and reply.finish_reason == "length"
+            return run.answered(answer, forced=ANSWER_CUT if cut else None)
         if run.repaired:
             problems = "; ".join(answer.problems)
             return run.failed("schema", f"answer still unusable after one repair: {problems}")

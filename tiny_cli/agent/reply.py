@@ -52,6 +52,7 @@ class Reply:
     data: Mapping[str, Any]
     problems: tuple[str, ...]
     notes: tuple[str, ...] = ()  # what tiny did to use the answer (closed a cut-off object)
+    completed: bool = False  # the object was cut off and tiny closed it: its last value may be cut
 
 
 def parse_reply(
@@ -71,12 +72,48 @@ def parse_reply(
     data, notes, problem = _locate_object(text)
     if data is None:
         return Reply({}, (problem,))
+    completed = bool(notes)  # the only note of _locate_object: it closed a cut-off object
+    data, notes = _status_read(data, notes)
     data, coerced = _coerced(data, types or {})
     notes += coerced
+    if data.get("status") == "partial":  # taken with the fields it has: a wrong one is left out
+        data, dropped = _without_mistyped(data, types or {}, required)
+        problems = _contract_problems(data, required)
+        return Reply(data, tuple(problems), notes + dropped, completed)
     problems = _contract_problems(data, required)
     if data.get("status") != "refused":  # a refusal carries no fields to check
         problems += _type_problems(data, types or {}, required)
-    return Reply(data, tuple(problems), notes)
+    return Reply(data, tuple(problems), notes, completed)
+
+
+def _status_read(data: dict[str, Any], notes: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:
+    """Read a status written as " Partial" or "OK" as the status it names, with a note."""
+    status = data.get("status")
+    if not isinstance(status, str) or status in MODEL_STATUSES:
+        return data, notes
+    plain = status.strip().lower()
+    if plain not in MODEL_STATUSES:
+        return data, notes
+    said = f"'status' came as {_dumps(status)}; tiny read it as {plain!r}"
+    return {**data, "status": plain}, (*notes, said)
+
+
+def _without_mistyped(
+    data: dict[str, Any], types: Mapping[str, dict], required: Sequence[str]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Leave out of a `partial` each typed field its schema refuses, with a note naming it."""
+    notes: tuple[str, ...] = ()
+    for name, schema in types.items():
+        value = _value(data, name)
+        problem = None if value in (None, "") else _type_problem(name, value, schema)
+        if problem is None:
+            continue
+        if name in data:
+            data = {k: v for k, v in data.items() if k != name}
+        else:  # found under `fields`
+            data = {**data, "fields": {k: v for k, v in data["fields"].items() if k != name}}
+        notes += (f"{problem}: left out of the partial answer",)
+    return data, notes
 
 
 def missing_fields(data: Mapping[str, Any], names: Sequence[str]) -> tuple[str, ...]:
@@ -136,10 +173,11 @@ def _contract_problems(data: Mapping[str, Any], required: Sequence[str]) -> list
     status = data.get("status")
     if status not in MODEL_STATUSES:
         problems.append(f"'status' must be one of {', '.join(MODEL_STATUSES)}, got {status!r}")
-    if status == "refused":
+    if status in ("refused", "partial"):
+        # a partial says it could not do all of it: the fields it lacks (even its summary) are
+        # named, not repaired, so a second try cannot turn an honest partial into a failure
         return problems
-    # a partial says it could not do all of it: the fields it lacks are named, not repaired
-    needed = ("summary",) if status == "partial" else ("summary", *required)
+    needed = ("summary", *required)
     return problems + [f"missing required field {n!r}" for n in missing_fields(data, needed)]
 
 
