@@ -285,6 +285,17 @@ def test_human_output_compares_arms(bench, tmp_path) -> None:
     assert set(json.loads(out.read_text())) >= {"arms", "tasks"}
 
 
+def test_a_recordings_model_name_is_shown_not_obeyed(bench, tmp_path) -> None:
+    evil = "m\x1b]8;;http://evil.example\x07click\x1b]8;;\x07\x1b[2J\u202e"
+    recording = tmp_path / "rec.jsonl"
+    recorded, _ = bench("--arm", "tiny", "--record", str(recording), env={"TINY_MODEL": evil})
+    assert recorded.exit_code == 0, recorded.output
+    replayed, _ = bench("--arm", "tiny", "--replay", str(recording), env={"COLUMNS": "300"})
+    assert replayed.exit_code == 0, replayed.output
+    assert "\x1b" not in replayed.output and "\u202e" not in replayed.output
+    assert "modelm\\u001b]8;;http://evil.example" in "".join(replayed.stdout.split())  # as text
+
+
 def test_one_arm_only(bench, scripted_server) -> None:
     result, report = bench("--json", "--arm", "all-tools")
     assert result.exit_code == 0 and list(report["arms"]) == ["all-tools"]

@@ -29,6 +29,7 @@ import typer
 from typer.main import get_current_context
 
 from tiny_cli.settings import Settings, load_settings
+from tiny_cli.text import printable
 
 CardsOpt = Annotated[
     Path | None,
@@ -183,8 +184,9 @@ def wants_live(quiet: bool, json_out: bool, stderr: Any = None) -> bool:
 
 
 def warn(message: str) -> None:
-    """Print `tiny: warning: message` on stderr: the command goes on."""
-    typer.echo(f"tiny: warning: {message}", err=True)
+    """Print `tiny: warning: message` on stderr, escaped (it may quote a file): the command
+    goes on."""
+    typer.echo(f"tiny: warning: {printable(message)}", err=True)
 
 
 def json_text(document: Any, indent: int | None = None) -> str:

@@ -124,9 +124,11 @@ def _bench_rows(report: Any) -> list[BenchRow]:
 
 
 def _bench_title(report: Any) -> str:
-    where = f"model {escape(report.model)} @ {escape(report.base_url or '?')}"
+    # a replay's header is a file's text: shown, never obeyed
+    model, url = printable(report.model), printable(report.base_url or "?")
+    where = f"model {escape(model)} @ {escape(url)}"
     if report.tool_mode:
-        where += f" · tool mode {escape(report.tool_mode)}"
+        where += f" · tool mode {escape(printable(report.tool_mode))}"
     where += f" · {sampling(report.temperature)}"
     if not report.replayed:
         return f"tiny bench · {where}"
@@ -293,7 +295,8 @@ def scale(console: Console, report: ScaleReport) -> None:
 def _table(report: ScaleReport) -> Table:
     """The rows in the report's column order and names (those the terminal has room for)."""
     title = (
-        f"tool selection · {escape(printable(report.model))} · {report.tool_mode} mode"
+        f"tool selection · {escape(printable(report.model))} · "
+        f"{escape(printable(str(report.tool_mode)))} mode"
         f" · {sampling(report.temperature)}"
     )
     table = Table(title=title, title_justify="left")
