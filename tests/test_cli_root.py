@@ -6,6 +6,7 @@ import importlib
 import inspect
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,3 +85,30 @@ def test_a_bare_group_prints_its_help_and_exits_0(group: list[str]) -> None:
     assert bare.exit_code == 0, bare.output
     assert bare.stdout == runner.invoke(app, [*group, "--help"]).stdout
     assert "error:" not in bare.output and bare.stdout.startswith("Usage: ")
+
+
+def test_ctrl_c_while_the_command_line_loads_is_one_line_and_130() -> None:
+    # the Ctrl-C arrives while typer loads: an import that raises it, as the signal would
+    interrupt_on_load = (
+        "import builtins, sys\n"
+        "real = builtins.__import__\n"
+        "def loading(name, *a, **k):\n"
+        "    if name == 'typer':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = loading\n"
+        "from tiny_cli.__main__ import main\n"
+        "sys.argv = ['tiny', '--help']\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", interrupt_on_load], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "tiny: interrupted\n")
+
+
+def test_the_script_and_python_m_run_the_same_command_line() -> None:
+    for command in (["tiny"], [sys.executable, "-m", "tiny_cli"]):
+        path = [str(Path(sys.executable).parent / command[0])] if command == ["tiny"] else command
+        done = subprocess.run([*path, "--version"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.startswith("tiny "), done.stderr
