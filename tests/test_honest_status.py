@@ -109,6 +109,21 @@ def test_a_partial_without_a_summary_keeps_its_reason(counter, scripted_server):
     assert digest["summary"] == "" and len(scripted_server.requests) == 1
 
 
+def test_an_ok_then_a_corrected_partial_in_one_reply_is_asked_once(counter, scripted_server):
+    ok = json.dumps({"status": "ok", "summary": "12 rows.", "table": "orders", "rows": 12})
+    both = f"```json\n{ok}\n```\nWait, I could not open it:\n{json.dumps(PARTIAL)}"
+    scripted_server.add(reply(both), reply(json.dumps(PARTIAL)))
+    _, out = counter("--json")
+    digest = json.loads(out)
+    (repair,) = _repairs(scripted_server.requests[1])
+    assert "your answer holds 2 answers (ok, partial); give one" in repair
+    assert (digest["status"], digest["summary"]) == ("partial", PARTIAL["summary"])
+    before = len(scripted_server.requests)
+    scripted_server.add(reply(f"{ok}\n```json\n{json.dumps(PARTIAL)}\n```"))
+    assert json.loads(counter("--json")[1])["status"] == "partial"  # the fenced one: a partial
+    assert len(scripted_server.requests) == before + 1  # taken as it is: it claims less
+
+
 def test_an_ok_cut_at_max_tokens_is_never_ok(counter, scripted_server):
     cut = '{"status": "ok", "summary": "orders.csv has rows.", "table": "orders", "rows": 12'
     scripted_server.add(reply(cut, finish_reason="length"))

@@ -80,10 +80,31 @@ def parse_reply(
         data, dropped = _without_mistyped(data, types or {}, required)
         problems = _contract_problems(data, required)
         return Reply(data, tuple(problems), notes + dropped, completed)
-    problems = _contract_problems(data, required)
+    problems = _contract_problems(data, required) + _two_minds(text)
     if data.get("status") != "refused":  # a refusal carries no fields to check
         problems += _type_problems(data, types or {}, required)
     return Reply(data, tuple(problems), notes, completed)
+
+
+def _two_minds(text: str) -> list[str]:
+    """Name answers of different statuses in one reply ("ok", then a corrected "partial"):
+    which one holds is the model's to say, so it is asked once, never guessed."""
+    decoder, statuses, i = json.JSONDecoder(), [], text.find("{")
+    for _ in range(MAX_OBJECT_STARTS):
+        if i == -1:
+            break
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            i = text.find("{", i + 1)
+            continue
+        status = value.get("status") if isinstance(value, dict) else None
+        if isinstance(status, str) and status.strip().lower() not in statuses:
+            statuses.append(status.strip().lower())
+        i = text.find("{", end)
+    if len(statuses) < 2:
+        return []
+    return [f"your answer holds {len(statuses)} answers ({', '.join(statuses)}); give one"]
 
 
 def _status_read(data: dict[str, Any], notes: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:
