@@ -16,7 +16,7 @@ import pytest
 from typer.testing import Result
 
 from tiny_cli.cards.card import Card
-from tiny_cli.example_writer import TOKENS_PER_EXAMPLE, TOKENS_SLACK
+from tiny_cli.example_writer import TOKENS_PER_EXAMPLE, TOKENS_SLACK, generate
 from tiny_cli.routing.embed import HashingEmbedder
 from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
@@ -333,3 +333,41 @@ def test_a_folder_with_only_generated_examples_says_why_the_default_applies(
     assert router.threshold_source == (
         f"default 1.5: {LEARNED_FILENAME} has 0 out-of-scope examples, and deriving one needs 20"
     )
+
+
+def test_a_run_stopped_before_the_overlap_check_is_finished_when_resumed(
+    go, tiny, cli_env, cards, scripted_server, tmp_path, monkeypatch
+) -> None:
+    out = [{"task": f"unrelated request number {n} about the weather on mars", "card": None}
+           for n in range(20)]  # fmt: skip
+    (tmp_path / "out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in out), "utf-8")
+    assert go(str(tmp_path / "out.jsonl")).exit_code == 0  # a derived threshold
+    twin = Path(shutil.copytree(cards, tmp_path / "twin"))
+    crm = next(c for c in load_cards(cards) if c.id == "crm-writer")
+    stray = f"{crm.examples[0]} today"  # a CRM request, written for the docs card
+    answers = {**ANSWERS, "docs-finder": ["Where does the handbook explain parental leave?", stray]}
+    _script(scripted_server, {c: [json.dumps(a)] * 2 for c, a in answers.items()})
+    env = {"TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing",
+           "TINY_BASE_URL": scripted_server.url, "TINY_MODEL": "tiny-test-model"}  # fmt: skip
+    # Ctrl-C right after the last card's examples are written (in-process: the CLI would
+    # end the test's process, as it ends tiny's)
+    monkeypatch.setattr("tiny_cli.example_writer._drop_overlaps", _ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        generate(load_settings(env={**cli_env, **env}))
+    monkeypatch.undo()
+    resumed = go("--generate", "--json")
+    assert resumed.exit_code == 0, resumed.output
+    data = json.loads(resumed.stdout)
+    assert (data["requests"], data["overlapping"] >= 1) == (0, True)
+    assert data["report"]["threshold"] is not None
+    twin_env = {**env, "TINY_CARDS": str(twin)}
+    assert tiny("learn", "--generate", env=twin_env).exit_code == 0  # the same, uninterrupted
+    learned = (cards / LEARNED_FILENAME).read_text("utf-8")
+    assert learned == (twin / LEARNED_FILENAME).read_text("utf-8")
+    assert stray not in learned
+    again = go("--generate", "--json")  # done now: nothing left to finish
+    assert json.loads(again.stdout)["status"] == "unchanged"
+
+
+def _ctrl_c(*_: object) -> None:
+    raise KeyboardInterrupt

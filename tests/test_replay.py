@@ -562,3 +562,44 @@ def test_recording_never_replaces_a_file_that_is_no_recording(tiny, tmp_path) ->
     )
     assert notes.read_bytes() == b"my notes\n"
     assert not list(tmp_path.glob("*partial"))  # refused before anything was opened
+
+
+def _interrupted(path: Path, *answers: str) -> Recorder:
+    """Record one exchange per answer to `path`, then stop as Ctrl-C does."""
+    recorder = Recorder(_Scripted(*map(_completion, answers)), path, "m", "h")
+    with pytest.raises(KeyboardInterrupt), recorder:
+        for n in range(len(answers)):
+            _ask(recorder.for_run(f"r/{n}", "a"))
+        raise KeyboardInterrupt
+    return recorder
+
+
+def test_ctrl_c_keeps_an_earlier_interrupted_recording_and_writes_beside_it(tmp_path) -> None:
+    path = tmp_path / "rec.jsonl"
+    first = _interrupted(path, "one", "two", "three")
+    earlier = tmp_path / "rec.interrupted.jsonl"
+    assert first.kept_on_interrupt() == earlier
+    held = earlier.read_bytes()
+    second = _interrupted(path, "four")  # no --resume: it holds less than the first
+    assert earlier.read_bytes() == held
+    assert second.kept_on_interrupt() == tmp_path / "rec.interrupted.2.jsonl"
+    assert (
+        _ask(Replayer.load(tmp_path / "rec.interrupted.2.jsonl").for_run("r/0", "a")).content
+        == "four"
+    )
+    assert _ask(Replayer.load(earlier).for_run("r/2", "a")).content == "three"
+    assert not path.exists()
+
+
+def test_a_file_of_yours_where_an_interrupted_recording_goes_is_refused_at_the_start(
+    tmp_path,
+) -> None:
+    path, mine = tmp_path / "rec.jsonl", tmp_path / "rec.interrupted.jsonl"
+    mine.write_text("my notes, not a recording\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"rec\.interrupted\.jsonl: is there and is no tiny"):
+        Recorder(_Scripted(), path, "m", "h")
+    mine.unlink()
+    mine.symlink_to(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(ConfigError, match=r"rec\.interrupted\.jsonl: is a link"):
+        Recorder(_Scripted(), path, "m", "h")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.interrupted.jsonl"]

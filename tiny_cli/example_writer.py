@@ -6,8 +6,11 @@ descriptions. The answers go into learned.jsonl marked as generated, keyed by a 
 what they were written from (summary, tools, N, model): a card whose key is already there is
 skipped, so an interrupted run resumes. A generated example equal to a taught one, to an
 example of the card's own, or to another generated one is dropped; one that sits closer to
-another card than to its own (the check `tiny validate` makes) is dropped too. A bad answer
-is asked again once, then counted and reported: it never stops the other cards.
+another card than to its own (the check `tiny validate` makes) is dropped too, and the
+threshold is derived again. A card's key is written marked unchecked until that check has run:
+a run stopped after the last card's examples were written, before the check or the threshold,
+leaves a mark or a stale threshold, and the resumed run finishes both. A bad answer is asked
+again once, then counted and reported: it never stops the other cards.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ GENERATE_TIMEOUT = 120.0  # seconds for one card's answer
 MAX_DESCRIPTION_CHARS = 300  # of one tool's description in the prompt
 MAX_EXAMPLE_CHARS = 300  # a longer "request" is not one a user types
 _DECODER = json.JSONDecoder()
+UNCHECKED = "+unchecked"  # after a card's key until the overlap check has run on its examples
 SYSTEM_PROMPT = (
     "You write test data for a router that sends user requests to the right assistant. "
     "Answer with a JSON list of strings and nothing else."
@@ -149,11 +153,10 @@ def generate(
         done.append(outcome)
         progress(f"[{number}/{len(cards)}] {card.id}: {_said(outcome)}")
     wrote = any(c.status == "generated" for c in done)
-    overlapping = _drop_overlaps(settings, folder, transport) if wrote else 0
-    report = learn(settings, [], transport) if wrote else None
+    overlapping, report = _finish(settings, folder, transport, wrote)
     failed = tuple(c.card for c in done if c.status == "failed")
     status: Literal["generated", "unchanged", "failed"] = (
-        "generated" if wrote else ("failed" if failed else "unchanged")
+        "generated" if wrote or report is not None else ("failed" if failed else "unchanged")
     )
     return Generated(
         folder / LEARNED_FILENAME, status, tuple(done), overlapping, cost.requests,
@@ -270,7 +273,8 @@ def _chosen(cards: list[Card], only: Sequence[str]) -> list[Card]:
 
 def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> CardGeneration:
     """Generate one card's examples and write them, or say why not."""
-    if not job.force and load_learned(job.folder).generation.get(card.id) == key:
+    stored = load_learned(job.folder).generation.get(card.id, "")
+    if not job.force and stored.removesuffix(UNCHECKED) == key:
         return CardGeneration(card.id, "skipped")
     request = request_for(card, tools, job.per_card, job.model, job.temperature)
     problem = ""
@@ -306,13 +310,30 @@ def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
                 kept.setdefault(normalise(task), task)
         made = {**learned.generated, card.id: tuple(kept.values())}
         write_learned(
-            replace(learned, generated=made, generation={**learned.generation, card.id: key})
+            replace(
+                learned, generated=made, generation={**learned.generation, card.id: key + UNCHECKED}
+            )
         )
     return CardGeneration(card.id, "generated", len(kept), len(found) - len(kept))
 
 
+def _finish(
+    settings: Settings, folder: Path, transport: httpx.BaseTransport | None, wrote: bool
+) -> tuple[int, LearnReport | None]:
+    """Run the overlap check and derive the threshold again when this run wrote examples or
+    an interrupted one left them to do; (examples dropped, the threshold's report)."""
+    learned = load_learned(folder)
+    unchecked = any(k.endswith(UNCHECKED) for k in learned.generation.values())
+    stale = learned.threshold is not None and learned.threshold.sha != learned.sha()
+    if not (wrote or unchecked or stale):
+        return 0, None
+    overlapping = _drop_overlaps(settings, folder, transport) if wrote or unchecked else 0
+    return overlapping, learn(settings, [], transport)
+
+
 def _drop_overlaps(settings: Settings, folder: Path, transport: httpx.BaseTransport | None) -> int:
-    """Drop generated examples that `tiny validate` would name: closer to another card."""
+    """Drop generated examples that `tiny validate` would name (closer to another card), and
+    take the unchecked mark off every card's key."""
     cards = list(open_workspace(settings, transport).cards.values())
     with locked(folder / LEARNED_FILENAME):
         learned = load_learned(folder)
@@ -326,9 +347,10 @@ def _drop_overlaps(settings: Settings, folder: Path, transport: httpx.BaseTransp
         ]
         for card, text in bad:
             made[card].discard(text)
-        if bad:
+        keys = {c: k.removesuffix(UNCHECKED) for c, k in learned.generation.items()}
+        if bad or keys != learned.generation:
             kept = {c: tuple(t for t in learned.generated[c] if t in made[c]) for c in made}
-            write_learned(replace(learned, generated=kept))
+            write_learned(replace(learned, generated=kept, generation=keys))
     return len(bad)
 
 

@@ -213,7 +213,8 @@ def _server_changes(
     claimed = {
         q.split(".", 1)[1] for g in edited for q in g.listed if q.startswith(f"{listing.server}.")
     }
-    changes = [_kept(g, listing.server, have) for g in edited]
+    writers = {t.name for t in tools if t.writes}
+    changes = [_kept(g, listing.server, have, writers) for g in edited]
     fresh = {g.path.stem: g for g in mine if not g.edited}
     kept = {stem: g.tools for stem, g in fresh.items()}
     planned = plan_cards(listing.server, [t for t in tools if t.name not in claimed], kept)
@@ -228,13 +229,16 @@ def _server_changes(
     return changes
 
 
-def _kept(card: Generated, server: str, have: set[str]) -> CardChange:
-    mine = [q for q in card.listed if q.startswith(f"{server}.")]
-    missing = tuple(q for q in mine if q.split(".", 1)[1] not in have)
+def _kept(card: Generated, server: str, have: set[str], writers: set[str]) -> CardChange:
+    """An edited card, kept: writing if it says so (or, where it cannot be read, if a tool it
+    lists writes on the server)."""
+    names = [q.split(".", 1)[1] for q in card.listed if q.startswith(f"{server}.")]
+    missing = tuple(f"{server}.{n}" for n in names if n not in have)
     gone = f"; it lists {', '.join(missing)}, which the server no longer has" if missing else ""
+    writes = card.writes if card.writes is not None else any(n in writers for n in names)
     return CardChange(
-        card.card_id, server, card.path, "kept", card.listed, False, f"edited, so kept{gone}",
-        missing,
+        card.card_id, server, card.path, "kept", card.listed, writes,
+        f"edited, so kept{gone}", missing,
     )  # fmt: skip
 
 

@@ -2,12 +2,14 @@
 
 Nothing the user wrote is touched: a file that is already there is kept and reported as
 kept, and an existing project file stops the command before anything is written. It is all
-or nothing: a failure part way leaves the folder as it was, so the next `tiny init` works.
+or nothing: a failure part way, Ctrl-C included, leaves the folder as it was, so the next
+`tiny init` works; each file is written beside its place and then linked there, whole.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -109,7 +111,7 @@ def init_project(folder: Path) -> InitReport:
     try:
         for name, text in sorted(FILES, key=lambda f: f[0] == PROJECT_FILE):
             done[name] = _write_new(folder / name, text, made)
-    except ConfigError:
+    except BaseException:  # Ctrl-C too: an empty starter card would be "kept" by a rerun
         _roll_back(made)
         raise
     return InitReport(folder, tuple((name, done[name]) for name, _ in FILES))
@@ -135,9 +137,7 @@ def _write_new(path: Path, text: str, made: list[Path]) -> Literal["written", "k
         for folder in reversed(missing):
             folder.mkdir()
             made.append(folder)
-        with path.open("x", encoding="utf-8") as out:
-            made.append(path)
-            out.write(text)
+        _create(path, text, made)
     except FileExistsError:
         if path.is_file():
             return "kept"
@@ -145,6 +145,43 @@ def _write_new(path: Path, text: str, made: list[Path]) -> Literal["written", "k
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write: {exc.strerror}") from None
     return "written"
+
+
+def _create(path: Path, text: str, made: list[Path]) -> None:
+    """Write `text` to a temporary file, then link it to `path`: the file is there whole or
+    not at all, and a file that appeared meanwhile is never replaced (FileExistsError)."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temp.write_text(text, encoding="utf-8")
+        _link(temp, path)
+        made.append(path)
+    except BaseException:
+        if _same_file(temp, path):  # Ctrl-C just after the link: the file is this run's
+            path.unlink()
+        raise
+    finally:
+        with contextlib.suppress(OSError):
+            temp.unlink(missing_ok=True)
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    """Tell whether both names are there and name one file."""
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
+
+
+def _link(temp: Path, path: Path) -> None:
+    """Give `temp`'s file the name `path` unless something has that name (FileExistsError)."""
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        raise
+    except OSError:  # a filesystem without hard links: checked just before, then renamed
+        if path.exists() or path.is_symlink():
+            raise FileExistsError(path) from None
+        os.rename(temp, path)
 
 
 def _roll_back(made: list[Path]) -> None:

@@ -2,14 +2,16 @@
 
 Reading: every file is read with a byte bound that holds for pipes and devices too (their
 `st_size` is 0, so a bound on the size `stat` reports would read `/dev/zero` forever); a FIFO
-with no writer reads as empty instead of hanging; a folder is one clear ConfigError. Parsers
-whose recursion a hostile file can exhaust (TOML, JSON) run under `parse_guarded`.
+with no writer reads as empty instead of hanging; a folder is one clear ConfigError; a leading
+UTF-8 byte order mark is read past, as YAML reads past it. Parsers whose recursion a hostile
+file can exhaust (TOML, JSON) run under `parse_guarded`.
 
 Writing: a file users commit is written whole or not at all (a temporary file beside it,
-then `os.replace`), never over anything that is not a regular file (a FIFO, a device, a
-symlink such as `/dev/stdout`), and under a lock that lives beside the file it guards, so two
-processes with different homes still take turns. JSON Lines escape the line separators
-(U+2028, U+2029, U+0085) that `str.splitlines` would split on, and are split on "\n" only.
+then `os.replace`; the file keeps its permissions, and Ctrl-C leaves no temporary file behind),
+never over anything that is not a regular file (a FIFO, a device, a symlink such as
+`/dev/stdout`), and under a lock that lives beside the file it guards, so two processes with
+different homes still take turns. JSON Lines escape the line separators (U+2028, U+2029,
+U+0085) that `str.splitlines` would split on, and are split on "\n" only.
 
 Cache files as JSON are here too: read back only under the salt they were written with, written
 atomically.
@@ -17,6 +19,7 @@ atomically.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import fcntl
 import json
@@ -83,12 +86,14 @@ def _read_capped(handle: Any, path: Path, limit: int) -> bytes:
 
 
 def read_text(path: Path, limit: int = DEFAULT_MAX_BYTES) -> str:
-    """`read_bytes` decoded as UTF-8; bytes that are not UTF-8 are one ConfigError."""
+    """`read_bytes` decoded as UTF-8, less a leading BOM; bytes not UTF-8 are one ConfigError."""
     data = read_bytes(path, limit)
+    # editors on Windows start a file with a BOM; YAML reads past it, and so does every file
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        return data.decode("utf-8")
+        return data[bom:].decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 (byte {err.start})", path=path) from None
+        raise ConfigError(f"{path}: not UTF-8 (byte {bom + err.start})", path=path) from None
 
 
 def parse_guarded(parse: Callable[[str], T], text: str, path: Path) -> T:
@@ -145,19 +150,43 @@ def check_writable(path: Path) -> None:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` whole (temporary file, fsync, replace); special files refused."""
+    """Write `text` to `path` whole (temporary file, fsync, replace), in the mode the file had;
+    special files refused."""
     refuse_special(path)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(temp, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+        _write_temp(temp, text, _mode_of(path))
         os.replace(temp, path)
     except OSError as err:
-        with contextlib.suppress(OSError):
-            temp.unlink(missing_ok=True)
+        _discard(temp)
         raise ConfigError(f"{path}: cannot be written ({err.strerror})", path=path) from None
+    except BaseException:
+        _discard(temp)  # Ctrl-C mid-write: no temporary file left beside the user's
+        raise
+
+
+def _mode_of(path: Path) -> int | None:
+    """The permission bits of the file at `path`; None when there is none yet."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def _write_temp(temp: Path, text: str, mode: int | None) -> None:
+    """Write `text` to `temp` and fsync it; `mode`: the replaced file's, kept (a 0600 stays)."""
+    with open(temp, "w", encoding="utf-8", newline="") as handle:
+        if mode is not None:
+            os.fchmod(handle.fileno(), mode)
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _discard(temp: Path) -> None:
+    """Remove a temporary file, if it is there."""
+    with contextlib.suppress(OSError):
+        temp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -2,7 +2,9 @@
 
 A generated card starts with two comment lines; the second holds its manifest as JSON (the
 server, its tools, and a hash of the text below the header). A card whose text no longer has
-that hash was edited by someone: a later import keeps it as it is.
+that hash was edited by someone: a later import keeps it as it is. Line ends are read as
+"\n" and a leading byte order mark is dropped before the hash is taken: a card checked out
+with CRLF line ends (git's autocrlf) is the card import wrote, not an edited one.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Generated:
     tools: tuple[str, ...]  # as the manifest records them: names on the server
     edited: bool
     listed: tuple[str, ...]  # the qualified names the card allows now (an edit may change them)
+    writes: bool | None = None  # `side_effects: write`, as the file says now; None: unreadable
 
 
 def card_text(plan: CardPlan) -> str:
@@ -61,7 +64,7 @@ def read_generated(path: Path) -> Generated | None:
         text = read_text(path)
     except ConfigError:
         return None
-    lines = text.split("\n", 2)
+    lines = _plain(text).split("\n", 2)
     if len(lines) < 3 or not lines[1].startswith(MARK):
         return None
     try:
@@ -70,7 +73,8 @@ def read_generated(path: Path) -> Generated | None:
     except (ValueError, KeyError, TypeError):
         return None
     body = lines[2]
-    listed, card_id = _allowlist(body)
+    data = _card(body)
+    listed, card_id = _allowlist(data)
     return Generated(
         path,
         card_id or path.stem,
@@ -78,17 +82,26 @@ def read_generated(path: Path) -> Generated | None:
         tuple(map(str, tools)),
         edited=_hash(body) != digest,
         listed=listed if listed is not None else tuple(f"{server}.{t}" for t in tools),
+        writes=data.get("side_effects") == "write" if data else None,
     )
 
 
-def _allowlist(body: str) -> tuple[tuple[str, ...] | None, str | None]:
-    """The card's `tools` and `id` as the file says now (None where it cannot be read)."""
+def _plain(text: str) -> str:
+    """`text` with "\n" line ends and no byte order mark: the form its hash was taken of."""
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _card(body: str) -> dict[str, Any]:
+    """The card as the file says now; {} where it cannot be read as a mapping."""
     try:
         _, data = yamlsafe.load(body)
     except yaml.YAMLError:
-        return None, None
-    if not isinstance(data, dict):
-        return None, None
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _allowlist(data: dict[str, Any]) -> tuple[tuple[str, ...] | None, str | None]:
+    """The card's `tools` and `id` as the file says now (None where it cannot be read)."""
     tools = data.get("tools")
     card_id = data.get("id")
     listed = tuple(map(str, tools)) if isinstance(tools, list) else None

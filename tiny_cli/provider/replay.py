@@ -62,9 +62,13 @@ from tiny_cli.provider.client import (
     ToolCall,
 )
 from tiny_cli.secrets import Scrubber, scrubber
-from tiny_cli.userfiles import jsonl_lines
+from tiny_cli.userfiles import jsonl_lines, refuse_special
 
 RECORDING_FORMAT = 1
+INTERRUPTED_FOREIGN = (
+    "--record keeps an interrupted run's exchanges under that name; move it, or record to "
+    "another name"
+)
 MAX_RECORDING_BYTES = 1 << 30  # 1 GiB: the largest shipped one is 23 MB
 
 
@@ -367,10 +371,13 @@ class Recorder(ExchangeSource):
         # least one exchange: a run that fails early never truncates an older recording
         self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
         self._exchanges = 0
-        self.kept_interrupted = False
+        self._kept: Path | None = None  # where Ctrl-C's exchanges went, once closed
         if self.path.is_dir():  # found at the start, not as a traceback when the run ends
             raise ConfigError(f"{path}: is a folder; --record needs a file name")
         _refuse_foreign(self.path)
+        # Ctrl-C writes there: a user's own file of that name is refused now, not replaced then
+        refuse_special(self.interrupted_path)
+        _refuse_foreign(self.interrupted_path, INTERRUPTED_FOREIGN)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file: IO[str] = self._partial.open("w", encoding="utf-8")
@@ -393,7 +400,9 @@ class Recorder(ExchangeSource):
 
         With `keep` false (Ctrl-C, SIGTERM) the exchanges so far are not thrown away, and
         not put where a finished recording goes either: they go to `interrupted_path`, the
-        file a later `--resume` names so that no answer is asked for twice.
+        file a later `--resume` names so that no answer is asked for twice. An earlier
+        interrupted recording there is kept as it is (it may hold answers this run had not
+        reused yet): this one goes to the first free `NAME.interrupted.N.jsonl` (N from 2).
         """
         with self._lock:
             self._file.close()
@@ -402,15 +411,15 @@ class Recorder(ExchangeSource):
             elif keep:
                 self._finish(self.path)
             else:
-                self._finish(self.interrupted_path)
-                self.kept_interrupted = True
+                self._kept = self._free_interrupted()
+                self._finish(self._kept)
         close = getattr(self._inner, "close", None)
         if close is not None:
             close()
 
     def kept_on_interrupt(self) -> Path | None:
         """The interrupted recording's file once closed after Ctrl-C, else None."""
-        return self.interrupted_path if self.kept_interrupted else None
+        return self._kept
 
     def note(self, part: str, value: Any) -> None:
         """Keep `value` as `part` of the header, written when the recording is closed."""
@@ -437,7 +446,20 @@ class Recorder(ExchangeSource):
     @property
     def interrupted_path(self) -> Path:
         """Where an interrupted recording's exchanges are kept: beside the target, never on it."""
-        return self.path.with_name(f"{self.path.stem}.interrupted{self.path.suffix or '.jsonl'}")
+        return self._interrupted(1)
+
+    def _interrupted(self, number: int) -> Path:
+        """`NAME.interrupted.jsonl` (number 1), else `NAME.interrupted.NUMBER.jsonl`."""
+        nth = "" if number == 1 else f".{number}"
+        suffix = self.path.suffix or ".jsonl"
+        return self.path.with_name(f"{self.path.stem}.interrupted{nth}{suffix}")
+
+    def _free_interrupted(self) -> Path:
+        """The first interrupted recording's name with nothing there: none is replaced."""
+        number = 1
+        while os.path.lexists(self._interrupted(number)):
+            number += 1
+        return self._interrupted(number)
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -625,16 +647,14 @@ def read_header(path: Path) -> dict[str, Any]:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _refuse_foreign(path: Path) -> None:
+def _refuse_foreign(path: Path, why: str = "--record does not replace it") -> None:
     """A file there that holds something and is no recording is the user's: never replaced."""
     if not path.is_file() or path.stat().st_size == 0:
         return
     try:
         read_header(path)
     except ConfigError:
-        raise ConfigError(
-            f"{path}: is there and is no tiny recording; --record does not replace it"
-        ) from None
+        raise ConfigError(f"{path}: is there and is no tiny recording; {why}") from None
 
 
 @dataclass(frozen=True)

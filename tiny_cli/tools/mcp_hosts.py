@@ -200,8 +200,16 @@ def _holds(text: str, servers: dict[str, Any]) -> bool:
 
 
 def _appended(text: str, new: dict[str, Any]) -> str:
-    """mcp.yaml's text with the new servers' entries after it, under its `servers:` line,
-    indented as its own entries are."""
+    """mcp.yaml's text with the new servers' entries after it, in the file's own line ends
+    (CRLF stays CRLF) and with its byte order mark, if it starts with one."""
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    plain = _appended_plain(text.removeprefix(bom).replace("\r\n", "\n"), new)
+    return bom + (plain.replace("\n", "\r\n") if "\r\n" in text else plain)
+
+
+def _appended_plain(text: str, new: dict[str, Any]) -> str:
+    """`_appended` for a text with "\n" line ends and no byte order mark: the entries go under
+    its `servers:` line, indented as its own entries are."""
     block = yaml.safe_dump({"servers": new}, sort_keys=False, allow_unicode=True, width=1000)
     if not text.strip():
         return _HEADER + block
