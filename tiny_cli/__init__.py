@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # the names `__getattr__` imports, as type checkers and edito
     from tiny_cli.routing.router import Decision, Router
     from tiny_cli.settings import Settings, load_settings
     from tiny_cli.testing import ScriptedServer, http_error, reply, tool_call
-    from tiny_cli.tools.registry import Tool, tool
+    from tiny_cli.tools.registry import Registry, Tool, tool
     from tiny_cli.workspace import Workspace, open_cards, open_workspace
 
 # where each name `__getattr__` gives comes from (tests/test_library.py keeps it and the
@@ -67,7 +67,7 @@ _FROM = {
         "ToolCall",
     ),
     "tiny_cli.testing": ("ScriptedServer", "reply", "tool_call", "http_error"),
-    "tiny_cli.tools.registry": ("Tool", "tool"),
+    "tiny_cli.tools.registry": ("Tool", "Registry", "tool"),
 }
 _MODULE_OF = {name: module for module, names in _FROM.items() for name in names}
 
@@ -87,6 +87,7 @@ __all__ = [
     "Provider",
     "ProviderError",
     "ProviderTimeout",
+    "Registry",
     "ReplayError",
     "Router",
     "ScriptedServer",

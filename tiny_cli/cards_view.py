@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiny_cli.agent.loop import required_fields, system_prompt
-from tiny_cli.digest import Brief
+from tiny_cli.agent.loop import system_prompt
 from tiny_cli.workspace import Workspace
 
 __all__ = ["card_detail", "card_rows"]
@@ -23,7 +22,7 @@ def card_rows(ws: Workspace) -> list[dict[str, Any]]:
 def card_detail(ws: Workspace, card_id: str) -> dict[str, Any]:
     """Everything about one card, with the system prompt and tool schemas the model gets."""
     card = ws.card(card_id)  # an unknown id is a ConfigError naming the known ones
-    required = required_fields(card, Brief(goal=""))
+    required = tuple(dict.fromkeys(card.returns_required))  # no Brief: nothing more asked
     budget = card.budget
     return {
         **_row(ws, card),

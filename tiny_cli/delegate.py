@@ -51,6 +51,7 @@ def delegate(
     run's events and one `Finished`, the final Digest's, which carries the routing decision,
     an abstain included. Long tool results are kept in `artifacts` (see `run_card`).
     """
+    _check_call(brief, provider, approve)
     asked = clock()
     decision = router.route(brief.goal)
     observer(_routed(decision, clock() - asked))
@@ -113,6 +114,7 @@ def run_card(
     (the decision that chose the card) goes into the Digest, and into `Finished`'s; `cap`
     lowers each limit of the card's budget.
     """
+    _check_call(brief, provider, approve)
     held = _held(artifacts, handles)
     card = ws.card(card_id)
     if card.writes and approve is decline_writes:
@@ -137,6 +139,31 @@ def run_card(
     )
 
 
+def _check_call(brief: Any, provider: Any, approve: Any) -> None:
+    """Refuse a brief, provider or approve of the wrong kind before any work."""
+    # each would fail only mid-run: `approve` at the first write call, after the model was
+    # asked and other tools ran
+    wanted = (
+        ("brief", brief, isinstance(brief, Brief), "a Brief (tiny_cli.make_brief(task))"),
+        (
+            "provider",
+            provider,
+            callable(getattr(provider, "complete", None)),
+            "a Provider (anything with complete(request, *, timeout=None))",
+        ),
+        (
+            "approve",
+            approve,
+            callable(approve),
+            "a function (card, tool, arguments) -> bool, such as tiny_cli.approve_writes",
+        ),
+    )
+    for name, value, ok, what in wanted:
+        if not ok:
+            got = type(value).__name__
+            raise ConfigError(f"{name}: must be {what}, got {got}", field=name)
+
+
 def _held(store: ArtifactStore | None, handles: Sequence[str]) -> tuple[Artifact, ...]:
     """Look up each handle before any model call; one that is not stored is a usage error."""
     if handles and store is None:
@@ -149,7 +176,8 @@ def _not_confirmed(ws: Workspace, card: Card, routing: Routing | None) -> Digest
     writers = [t for t in card.tools if t in ws.registry and ws.registry[t].writes]
     note = (
         f"{card.id} writes ({', '.join(writers or card.tools)}) and nobody can approve a write "
-        "here: run it at a terminal to approve each call, or pass --yes to approve every write"
+        "here: run it at a terminal to approve each call, or pass --yes to approve every write "
+        "(from Python: pass approve=, e.g. tiny_cli.approve_writes)"
     )
     return Digest(
         card.id,

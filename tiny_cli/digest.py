@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
+from os import PathLike
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,6 +43,22 @@ class Brief:
     context_hint: str = ""
     max_output_tokens: int | None = None
     notes: tuple[str, ...] = ()  # what was done to the brief on the way in (cuts)
+
+    def __post_init__(self) -> None:
+        """Check and normalise every field, however the Brief was made; ConfigError names it."""
+        # the one check of what a run sends: make_brief builds through it, and so does a
+        # caller that constructs the exported class itself
+        hint, cut = _hint(self.context_hint)
+        checked = {
+            "goal": _goal(self.goal),
+            "must_return": _field_names(self.must_return),
+            "inputs": _inputs(self.inputs),
+            "context_hint": hint,
+            "max_output_tokens": _cap(self.max_output_tokens),
+            "notes": (*_notes(self.notes), *cut),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)  # frozen: set once, here
 
 
 @dataclass(frozen=True)
@@ -199,74 +217,81 @@ class Digest:
 
 def make_brief(
     goal: str | None = None,
-    must_return: Sequence[str] = (),
+    must_return: Sequence[str] | str = (),
     inputs: Mapping[str, str] | None = None,
     context_hint: str | None = None,
     max_output_tokens: int | None = None,
     *,
-    file: Path | None = None,
+    file: Path | str | None = None,
 ) -> Brief:
     """Build a Brief from a task, a Brief `file` (YAML or JSON), or both: the one way to make one.
 
     Every face builds its Brief here: the command line (a task, --brief and options), serve
     (a tool call's arguments) and the benches. With a file, what is given here goes on top:
     `goal` wins over the file's, `must_return` adds to its fields, `inputs` win key by key,
-    a hint or token cap given here wins. The hint is cut to MAX_HINT_CHARS, and the cut noted.
+    a hint or token cap given here wins. `must_return` is a list of names or one
+    comma-separated string; each input's value is made text as a Brief file's is (a number
+    becomes its digits, a list or mapping is refused). The Brief checks every field (see
+    `Brief.__post_init__`): a wrong one is a ConfigError naming it; the hint is cut to
+    MAX_HINT_CHARS, and the cut noted.
     """
-    base = _brief_file(file) if file is not None else {}
-    task = goal or ""
-    if file is not None and not goal:
-        task = _file_goal(file, base.get("goal"))
-    else:
-        check_task(task)
+    path = _brief_path(file)
+    base = _brief_file(path) if path is not None else {}
+    task = goal
+    if path is not None and not goal:
+        task = _in_file(path, _goal, base.get("goal"))
     cap = max_output_tokens if max_output_tokens is not None else base.get("max_output_tokens")
-    if cap is not None and cap < 16:
-        raise ConfigError(f"max_output_tokens {cap} is impossible: must be >= 16")
     hint = context_hint if context_hint is not None else base.get("context_hint", "")
-    notes: tuple[str, ...] = ()
-    if len(hint) > MAX_HINT_CHARS:
-        notes = (f"context_hint cut from {len(hint)} to {MAX_HINT_CHARS} characters",)
-        hint = hint[:MAX_HINT_CHARS]
-    asked = [*base.get("must_return", ()), *must_return]
-    fields = tuple(dict.fromkeys(f.strip() for f in asked if f.strip()))
-    given = {**base.get("inputs", {}), **(inputs or {})}
-    return Brief(task.strip(), fields, given, hint, cap, notes)
+    fields = (*base.get("must_return", ()), *_field_names(must_return))
+    given = {**base.get("inputs", {}), **(_inputs(inputs) if inputs is not None else {})}
+    return Brief("" if task is None else task, fields, given, hint, cap)
 
 
-def _file_goal(path: Path, goal: Any) -> str:
-    """The goal a Brief file gives, checked as a task; a problem names the file."""
-    if not isinstance(goal, str):
-        raise ConfigError(f"{path}: goal: must be a string (one sentence)")
-    try:
-        check_task(goal)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: goal: {exc}") from None
-    return goal
+def _brief_path(file: Any) -> Path | None:
+    """The Brief file's path: a Path, or a str taken as one; ConfigError naming `file` else."""
+    if file is None or isinstance(file, Path):
+        return file
+    if isinstance(file, str | PathLike):
+        return Path(file)
+    raise ConfigError(f"file: must be a path to a Brief file, got {_kind(file)}", field="file")
 
 
 def _brief_file(path: Path) -> dict[str, Any]:
-    """Read a Brief file's fields, each checked for its type; a problem names the file."""
+    """Read a Brief file's fields, each checked as the Brief checks it; a problem names the file."""
     try:
         _, data = yamlsafe.load(yamlsafe.read_bounded(path))
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read brief: {exc}") from exc
+        raise ConfigError(f"{path}: cannot read brief: {exc}", path=path) from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML/JSON: {exc}".splitlines()[0]) from exc
+        message = f"{path}: invalid YAML/JSON: {exc}".splitlines()[0]
+        raise ConfigError(message, path=path) from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a brief must be a mapping with at least 'goal'")
+        raise ConfigError(f"{path}: a brief must be a mapping with at least 'goal'", path=path)
     unknown = set(data) - {"goal", "must_return", "inputs", "context_hint", "max_output_tokens"}
     if unknown:
-        raise ConfigError(f"{path}: unknown brief field {sorted(unknown, key=str)[0]!r}")
-    cap = data.get("max_output_tokens")
-    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool)):
-        raise ConfigError(f"{path}: max_output_tokens: must be an integer, got {kind_of(cap)}")
+        name = sorted(unknown, key=str)[0]
+        raise ConfigError(f"{path}: unknown brief field {name!r}", path=path, field=str(name))
+    inputs = data.get("inputs") or {}
+    if isinstance(inputs, list):  # a bare list of URLs or terms
+        inputs = {f"input{i + 1}": v for i, v in enumerate(inputs)}
+    hint = data.get("context_hint")  # a YAML scalar (`context_hint: 12`) is text in a file
     return {
         "goal": data.get("goal"),
-        "must_return": _strings(path, data, "must_return"),
-        "inputs": _inputs(path, data),
-        "context_hint": _text(path, data, "context_hint"),
-        "max_output_tokens": cap,
+        "must_return": _in_file(path, _field_names, data.get("must_return") or ()),
+        "inputs": _in_file(path, _inputs, inputs),
+        "context_hint": _in_file(path, partial(_text, name="context_hint"), hint),
+        "max_output_tokens": _in_file(path, _cap, data.get("max_output_tokens")),
     }
+
+
+def _in_file(path: Path, check: Callable[[Any], Any], value: Any) -> Any:
+    """`check(value)`, its problem named by the file and, where the message lacks it, the field."""
+    try:
+        return check(value)
+    except ConfigError as exc:
+        said, name = str(exc), exc.field
+        named = said if name is None or said.startswith(name) else f"{name}: {said}"
+        raise ConfigError(f"{path}: {named}", path=path, field=name) from None
 
 
 def caller_tokens(digest: Digest) -> int:
@@ -284,33 +309,94 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text) // CHARS_PER_TOKEN)
 
 
-# --- a Brief file's lists and mappings ----------------------------------------------------
+# --- each field of a Brief, checked (Brief.__post_init__) ---------------------------------
 
 
-def _strings(path: Path, data: dict, key: str) -> list[str]:
-    value = data.get(key) or []
-    if isinstance(value, str):
-        value = [v for v in value.split(",")]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{path}: {key}: must be a list of field names")
+def _goal(goal: Any) -> str:
+    """The goal, stripped; ConfigError unless it is text that is a task (check_task)."""
+    if not isinstance(goal, str):
+        raise ConfigError(f"goal: must be a string (one sentence), got {_kind(goal)}", field="goal")
+    try:
+        check_task(goal)
+    except ConfigError as exc:  # its message is the task's, as `tiny route` says it
+        raise ConfigError(str(exc), field="goal") from None
+    return goal.strip()
+
+
+def _field_names(value: Any) -> tuple[str, ...]:
+    """The field names, stripped, without blanks or repeats; a str is comma-separated names."""
+    if isinstance(value, str):  # as a Brief file's `must_return: a, b`, not its characters
+        value = value.split(",")
+    if not isinstance(value, list | tuple):
+        raise _not_names(_kind(value))
+    odd = [v for v in value if not isinstance(v, str)]
+    if odd:
+        raise _not_names(f"a list holding {_kind(odd[0])}")
+    return tuple(dict.fromkeys(v.strip() for v in value if v.strip()))
+
+
+def _not_names(got: str) -> ConfigError:
+    return ConfigError(
+        f"must_return: must be a list of field names or one comma-separated string, got {got}",
+        field="must_return",
+    )
+
+
+def _inputs(value: Any) -> dict[str, str]:
+    """The inputs as text by name: a number becomes its digits, a list or mapping is refused."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"inputs: must be a mapping of name: value, got {_kind(value)}", field="inputs"
+        )
+    return {str(k): _text(v, f"inputs.{k}", "inputs") for k, v in value.items()}
+
+
+def _text(value: Any, name: str, field: str | None = None) -> str:
+    """A value the model reads as text: a string or a number; a list or mapping is refused
+    (it would reach the model as Python's spelling of it)."""
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple | Mapping):
+        raise ConfigError(f"{name}: must be text, got {_kind(value)}", field=field or name)
+    return str(value)
+
+
+def _hint(value: Any) -> tuple[str, tuple[str, ...]]:
+    """The hint, cut to MAX_HINT_CHARS, and the note of the cut (if any)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"context_hint: must be text, got {_kind(value)}", field="context_hint")
+    if len(value) <= MAX_HINT_CHARS:
+        return value, ()
+    return value[:MAX_HINT_CHARS], (
+        f"context_hint cut from {len(value)} to {MAX_HINT_CHARS} characters",
+    )
+
+
+def _cap(value: Any) -> int | None:
+    """The token cap: None (the card's) or an integer of at least 16."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(
+            f"max_output_tokens: must be an integer, got {_kind(value)}",
+            field="max_output_tokens",
+        )
+    if value < 16:
+        raise ConfigError(
+            f"max_output_tokens {value} is impossible: must be >= 16", field="max_output_tokens"
+        )
     return value
 
 
-def _inputs(path: Path, data: dict) -> dict[str, str]:
-    value = data.get("inputs") or {}
-    if isinstance(value, list):  # a bare list of URLs or terms
-        value = {f"input{i + 1}": v for i, v in enumerate(value)}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{path}: inputs: must be a mapping of name: value")
-    return {str(k): _text(path, value, k, f"inputs.{k}") for k in value}
+def _notes(value: Any) -> tuple[str, ...]:
+    """The notes on the Brief: a list of texts."""
+    if not isinstance(value, list | tuple) or not all(isinstance(n, str) for n in value):
+        raise ConfigError(f"notes: must be a list of texts, got {_kind(value)}", field="notes")
+    return tuple(value)
 
 
-def _text(path: Path, data: dict, key: Any, name: str | None = None) -> str:
-    """A field the model reads as text: a string or a number; a list or mapping is refused
-    (it would reach the model as Python's spelling of it)."""
-    value = data.get(key)
-    if value is None:
-        return ""
-    if isinstance(value, list | dict):
-        raise ConfigError(f"{path}: {name or key}: must be text, got {kind_of(value)}")
-    return str(value)
+def _kind(value: Any) -> str:
+    """A value's kind for a message that must not echo it: JSON's names, else the type's."""
+    if value is None or isinstance(value, bool | str | int | float | list | dict):
+        return kind_of(value)
+    return f"a {type(value).__name__}"

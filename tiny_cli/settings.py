@@ -160,9 +160,11 @@ class Settings:
         """Return a copy where every flag that was given (not None) wins.
 
         `allow_hosts` takes an iterable of "host[:port]" entries (repeated --allow-host);
-        given, it replaces TINY_ALLOW_HOSTS, as every flag replaces its variable.
+        given, it replaces TINY_ALLOW_HOSTS, as every flag replaces its variable. A folder
+        (`home`, `cards_dir`, `docs_dir`) may be a str or a Path; a name that is no setting
+        is a ConfigError naming it.
         """
-        given = {k: v for k, v in flags.items() if v is not None}
+        given = _flag_values(self, flags)
         if "allow_hosts" in given:
             given["allow_hosts"] = _host_list(given["allow_hosts"])
         if "tool_mode" in given:
@@ -187,6 +189,36 @@ class Settings:
     def __repr__(self) -> str:  # never show the key
         key = "set" if self.api_key else "unset"
         return f"Settings(home={self.home}, cards={self.cards_dir}, api_key={key})"
+
+
+# the settings that are folders (a library caller may give a str), and the paths kept as text
+PATH_SETTINGS = ("home", "cards_dir", "docs_dir")
+TEXT_PATH_SETTINGS = ("tools_spec", "mcp_file")  # a .py file or a module name; a file name
+
+
+def _flag_values(settings: Settings, flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags given (not None), each path as its setting holds it; a non-setting refused."""
+    # refused here: dataclasses.replace would raise a bare TypeError
+    known = list(vars(settings))
+    unknown = sorted(set(flags) - set(known))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], known, 1, cutoff=0.7)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"with_flags: no setting {unknown[0]!r}{hint}", field=unknown[0])
+    given = {k: v for k, v in flags.items() if v is not None}
+    for name in (*PATH_SETTINGS, *TEXT_PATH_SETTINGS):
+        if name in given:
+            given[name] = _path_flag(name, given[name])
+    return given
+
+
+def _path_flag(name: str, value: Any) -> Path | str:
+    """A path flag as its setting holds it: a Path for a folder, else text."""
+    if not isinstance(value, str | os.PathLike):
+        raise ConfigError(
+            f"with_flags: {name} must be a path, got {type(value).__name__}", field=name
+        )
+    return Path(value) if name in PATH_SETTINGS else os.fspath(value)
 
 
 def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:

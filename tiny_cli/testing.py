@@ -164,13 +164,14 @@ class ScriptedServer:
         self._call_ids = itertools.count(1)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._port: int | None = None  # of the last start: its URL stays readable after stop
 
     @property
     def url(self) -> str:
-        """Return the base URL to point a provider at: http://127.0.0.1:PORT/v1."""
-        if self._httpd is None:
+        """Return the base URL to point a provider at (after `stop`, the one it served at)."""
+        if self._port is None:
             raise RuntimeError("ScriptedServer is not started: call start() or use `with`")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self._port}/v1"
 
     def add(self, *turns: Turn) -> None:
         """Append turns to the default script, played in order."""
@@ -186,8 +187,11 @@ class ScriptedServer:
         """Listen on a free loopback port and serve in a daemon thread."""
         if self._httpd is not None:
             raise RuntimeError("ScriptedServer is already started")
+        # a fresh event: a handler of an earlier start, asleep on a delay, keeps the old (set) one
+        self._stopping = threading.Event()
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.scripted = self
+        self._port = self._httpd.server_address[1]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": SERVER_POLL_SECONDS},
@@ -198,7 +202,7 @@ class ScriptedServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving now; handlers still sleeping on a delay wake up and answer nothing."""
+        """Stop serving now (handlers asleep on a delay answer nothing); it may start again."""
         if self._httpd is None or self._stopping.is_set():
             return
         self._stopping.set()
@@ -206,6 +210,7 @@ class ScriptedServer:
         self._httpd.server_close()
         if self._thread is not None:
             self._thread.join()
+        self._httpd, self._thread = None, None
 
     def assert_done(self) -> None:
         """Raise AssertionError if a request went unanswered or a scripted turn was never played."""
@@ -231,7 +236,7 @@ class ScriptedServer:
         self.stop()
 
     def __repr__(self) -> str:
-        state = self.url if self._httpd is not None else "not started"
+        state = self.url if self._httpd is not None else "stopped" if self._port else "not started"
         return f"ScriptedServer({state}, requests={len(self.requests)}, errors={len(self.errors)})"
 
     # --- called from handler threads -----------------------------------------------------

@@ -107,11 +107,15 @@ def printable(text: str, keep: str = "") -> str:
 
 
 def redact_url(url: str) -> str:
-    """Drop user:password from a URL before it appears in a message or a file."""
+    """Drop user:password, the query and the fragment from a URL before it is shown.
+
+    Any of them may hold a key (`?api_key=…`, `#token=…`); what is left names the endpoint.
+    """
     parts = urlsplit(url)
-    if "@" not in parts.netloc:
+    if "@" not in parts.netloc and not parts.query and not parts.fragment:
         return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=netloc, query="", fragment=""))
 
 
 def kind_of(value: Any) -> str:

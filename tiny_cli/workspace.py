@@ -87,10 +87,13 @@ def _no_cards(settings: Settings) -> ConfigError:
     """The cards folder is not there: say who named it, and how to name another one."""
     folder, where = settings.cards_dir, settings.origin("cards_dir")
     if where == "--cards":  # the user just typed it: no advice to type it
-        return ConfigError(f"no cards directory {folder} (given by --cards)")
-    if where:
-        return ConfigError(f"no cards directory {folder} (from {where}); pass --cards or change it")
-    return ConfigError(f"no cards directory {folder}; pass --cards or set TINY_CARDS")
+        message = f"no cards directory {folder} (given by --cards)"
+    elif where:
+        message = f"no cards directory {folder} (from {where}); pass --cards or change it"
+    else:
+        message = f"no cards directory {folder}; pass --cards or set TINY_CARDS"
+    # the flag, the variable or the project file's key ("cards in tiny.toml"); None: the default
+    return ConfigError(message, path=folder, field=where.split(" in ", 1)[0] or None)
 
 
 def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyError:

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError, DeadlineExceeded, ProviderError, ProviderTimeout
+from tiny_cli.settings import check_base_url
 from tiny_cli.text import redact_url
 
 DEFAULT_TIMEOUT = 60.0
@@ -138,14 +139,7 @@ class OpenAIProvider:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        try:
-            urlsplit(base_url).port  # noqa: B018 - parses host and port, or raises
-        except ValueError as exc:  # the URL may hold a key: name the problem, not the URL
-            raise ConfigError(f"base URL is not a usable URL ({exc}); set TINY_BASE_URL") from None
-        if not base_url.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"base URL {redact_url(base_url)!r} must start with http(s)://; set TINY_BASE_URL"
-            )
+        _check_base_url(base_url)
         if retries < 0 or backoff < 0 or timeout <= 0:
             raise ConfigError(
                 f"provider: retries={retries}, backoff={backoff}, "
@@ -192,7 +186,7 @@ class OpenAIProvider:
         A bench of many runs should stop at once, not spend its retries on every run.
         """
         try:
-            self._client.get(f"{self.base_url}/models", timeout=timeout)
+            self._client.get(_endpoint(self.base_url, "models"), timeout=timeout)
         except httpx.TransportError:
             raise self._server.failed(_Failure("connect", "", True), 1) from None
 
@@ -256,7 +250,7 @@ class OpenAIProvider:
     def _send(self, body: dict, limit: float, deadline: float | None) -> _Answer:
         """POST the body and read the whole response, giving up at the deadline."""
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        url = f"{self.base_url}/chat/completions"
+        url = _endpoint(self.base_url, "chat/completions")
         with self._client.stream(
             "POST", url, json=body, headers=headers, timeout=httpx.Timeout(limit)
         ) as response:
@@ -279,6 +273,33 @@ class OpenAIProvider:
                         url=self._shown_url,
                     )
             return _Answer(response.status_code, response.headers, b"".join(chunks))
+
+
+def _check_base_url(base_url: Any) -> None:
+    """ConfigError unless `base_url` is an http(s) URL with no credential in its query."""
+    # user:password@ is taken (cut from every URL shown); a key in the query is refused as
+    # load_settings refuses it, so a key never travels in a URL that logs and errors show
+    if not isinstance(base_url, str):
+        raise ConfigError(
+            f"base_url: must be a URL string, got {type(base_url).__name__}", field="base_url"
+        )
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 - parses host and port, or raises
+    except ValueError as exc:  # the URL may hold a key: name the problem, not the URL
+        raise ConfigError(f"base URL is not a usable URL ({exc}); set TINY_BASE_URL") from None
+    if not base_url.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"base URL {redact_url(base_url)!r} must start with http(s)://; set TINY_BASE_URL"
+        )
+    # the settings' check, less its refusal of user info
+    check_base_url("base_url", urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])))
+
+
+def _endpoint(base_url: str, path: str) -> str:
+    """`base_url` with `/path` added to its path, before any query (`?api-version=…`)."""
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{path}"))
 
 
 def _tls(base_url: str) -> ssl.SSLContext | bool:

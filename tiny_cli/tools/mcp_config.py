@@ -34,7 +34,7 @@ def mcp_path(cards_dir: Path, explicit: str | None) -> Path | None:
     if explicit:
         path = Path(explicit)
         if not path.is_file():
-            raise ConfigError(f"TINY_MCP={explicit}: no such file")
+            raise ConfigError(f"TINY_MCP={explicit}: no such file", path=path, field="TINY_MCP")
         return path
     return next((cards_dir / n for n in MCP_FILENAMES if (cards_dir / n).is_file()), None)
 

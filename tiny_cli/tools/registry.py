@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import pydantic
 
-from tiny_cli.errors import ToolCallError, ToolError
+from tiny_cli.errors import ConfigError, ToolCallError, ToolError
 from tiny_cli.tools.args_check import fast_pass
 from tiny_cli.tools.specs import TOOL_NAME_PATTERN, Spec, literal_spec, one_line, spec_of
 
@@ -186,6 +186,7 @@ class Registry(Mapping[str, Tool]):
         self._origins: dict[str, str] = {}  # every name, in the order added
         self._lock = threading.Lock()
         self.sources: list[ToolSource] = []
+        self._seen_by: str | None = None  # the card this view is for (`with_declared`)
         for t in tools:
             self.add(t, origin)
 
@@ -231,9 +232,10 @@ class Registry(Mapping[str, Tool]):
         tools = [
             declared_tool(f["name"], f.get("description", ""), f["parameters"]) for f in functions
         ]
-        if not tools:
-            return self
         view = copy.copy(self)  # shares the sources, the lock and every tool made so far
+        view._seen_by = origin  # a tool the card lists and this registry lacks is named with it
+        if not tools:
+            return view
         view._tools = {**self._tools, **{t.name: t for t in tools}}
         view._lazy = {n: lazy for n, lazy in self._lazy.items() if n not in view._tools}
         view._origins = {**self._origins, **{t.name: origin for t in tools}}
@@ -249,7 +251,21 @@ class Registry(Mapping[str, Tool]):
 
     def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
         """Return the OpenAI tool schemas of `names`, in that order (making no LazyTool)."""
+        # a name not held is a caller's registry without the card's tools: say so, not KeyError
+        names = list(names)
+        missing = [n for n in names if n not in self._origins and self._source_of(n) is None]
+        if missing:
+            raise self._missing(missing[0])
         return [self._schema(n) for n in names]
+
+    def _missing(self, name: str) -> ConfigError:
+        """The error for a tool this registry lacks, naming the card that lists it, if known."""
+        whose = f"{self._seen_by} lists tool {name!r}" if self._seen_by else f"tool {name!r}"
+        return ConfigError(
+            f"{whose}, which the registry given does not hold; pass a registry with it "
+            "(a workspace's registry holds every tool its cards name)",
+            field="registry",
+        )
 
     def writes(self) -> dict[str, bool]:
         """Map every tool name to whether it writes (what card validation needs)."""
