@@ -128,7 +128,8 @@ def test_a_returned_id_that_is_no_records_id_is_fabricated(tiny, scripted_server
     )
     report = _bench(tiny, scripted_server, _write(tmp_path, [CRM_TASK]), "--arm", "tiny")
     run = _run(report, "crm", "tiny")
-    assert run["status"] == "ok" and run["writes"] == ["crm_add_company"]
+    assert (run["status"], run["reason"]) == ("partial", "unsourced_fields")  # never ok
+    assert run["writes"] == ["crm_add_company"]
     assert run["fields_matching"] == 2 and run["fields_correct"] == 1  # name: from_task
     assert run["field_sources"]["company_id"] == "model"
     assert run["unsupported_fields"] == ["company_id"]

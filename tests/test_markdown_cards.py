@@ -18,7 +18,7 @@ from .conftest import REPO
 DOCS = REPO / "docs" / "cards.md"
 TOOLS = {"docs_search": False, "http_get": False, "html_to_text": False,
          "crm_find_company": False, "crm_add_company": True}  # fmt: skip
-OK = '{"status": "ok", "summary": "Taxis to the airport are refunded.", "source": "expenses.md"}'
+OK = '{"status": "ok", "summary": "Taxis are refunded.", "source": "expenses-and-travel.md"}'
 
 
 def _docs_example(name: str) -> tuple[str, str]:
@@ -76,7 +76,7 @@ def test_a_markdown_card_loads_its_fields_and_its_body_as_instructions(expense: 
 def test_the_instructions_go_over_the_wire_in_the_system_prompt(
     tiny, scripted_server, expense: Path
 ) -> None:
-    scripted_server.add(tool_call("docs_search", {"query": "taxi airport"}), reply(OK))
+    scripted_server.add(tool_call("docs_search", {"query": "travel expenses"}), reply(OK))
     env = {"TINY_BASE_URL": scripted_server.url, "TINY_CARDS": str(expense.parent)}
     result = tiny("invoke", "expense-explainer", "can I expense a taxi", "--json", env=env)
     assert result.exit_code == 0, result.output

@@ -37,7 +37,7 @@ from .conftest import SEED_CARDS
 
 DOCS_TASK = "how did the onboarding process work again"
 DOCS_ANSWER = {"status": "ok", "summary": "Day one: laptop.", "source": "onboarding.md"}
-OWNED = {**DOCS_ANSWER, "owner": "onboarding.md says HR"}
+OWNED = {**DOCS_ANSWER, "owner": "the hiring manager"}  # as the handbook says
 CRM_TASK = "please add mustermann gmbh as a new customer"
 MUSTERMANN = {"name": "Mustermann GmbH", "city": "Berlin"}
 CLAIM_OK = {"status": "ok", "summary": "Added it.", "company_id": 1, "name": "Mustermann GmbH"}

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
+from tiny_cli.agent.verdict import NO_EVIDENCE, UNSOURCED, UNVERIFIED_WRITE
 from tiny_cli.bench.arms import Arm, PromptSplit, Ran
 from tiny_cli.bench.tasks import BenchTask, as_text
 from tiny_cli.digest import Digest, Status, caller_tokens
@@ -14,9 +15,7 @@ from tiny_cli.provider.replay import Volatile
 
 __all__ = [
     "EVIDENCE",
-    "NO_EVIDENCE_REASON",
     "RIGHT_WITHOUT_AGENT",
-    "UNVERIFIED_WRITE_REASON",
     "WALL_DIGITS",
     "Evidence",
     "RunResult",
@@ -32,8 +31,8 @@ EVIDENCE: tuple[Evidence, ...] = get_args(Evidence)
 # Runner reasons for an `ok` the model claimed and the runner took back: no tool ran at all
 # (the run is `partial`), or a writer's write never ran (`failed`, its invented fields
 # withheld). Such a run is judged as the claim it was.
-NO_EVIDENCE_REASON = "no_evidence"
-UNVERIFIED_WRITE_REASON = "unverified_write"
+# an `ok` the runner took back for want of evidence: still a claim, judged as one
+TAKEN_BACK = (NO_EVIDENCE, UNVERIFIED_WRITE, UNSOURCED)
 
 
 @dataclass(frozen=True)
@@ -194,10 +193,7 @@ def _missing_evidence(
     Claimed: status `ok`, or an `ok` the runner took back for want of evidence, on a task
     some card should do.
     """
-    claimed = digest.status == "ok" or digest.reason in (
-        NO_EVIDENCE_REASON,
-        UNVERIFIED_WRITE_REASON,
-    )
+    claimed = digest.status == "ok" or digest.reason in TAKEN_BACK
     if task.expected_agent is None or not claimed:
         return ()
     lacks = {
@@ -215,7 +211,7 @@ def _fabricated(
     or the runner withheld the fields of a write no tool made."""
     if not missing:
         return False
-    return matching == len(task.expect) or digest.reason == UNVERIFIED_WRITE_REASON
+    return matching == len(task.expect) or digest.reason == UNVERIFIED_WRITE
 
 
 def _in_crm(
