@@ -209,8 +209,13 @@ def test_the_callers_scrubber_takes_the_known_keys_and_leaves_the_rest() -> None
     assert Scrubber([KEY]).text(example) != example  # a store's scrubber takes the shapes too
 
 
+def test_a_key_in_a_mappings_key_is_scrubbed_too() -> None:
+    assert Scrubber([KEY]).tree({KEY: {"a": 1}, 3: KEY}) == {REDACTED: {"a": 1}, 3: REDACTED}
+    assert KEY not in json.dumps(Scrubber([KEY]).document({"fields": {"note": {KEY: 1}}}))
+
+
 def test_a_digest_is_scrubbed_in_every_text_a_model_or_tool_wrote() -> None:
-    from tiny_cli.digest import Attempt, CallRecord, Digest
+    from tiny_cli.digest import Attempt, CallRecord, Cost, Digest
 
     digest = Digest(
         "crm-writer",
@@ -219,13 +224,15 @@ def test_a_digest_is_scrubbed_in_every_text_a_model_or_tool_wrote() -> None:
         fields={"a": {"b": [KEY]}},
         notes_for_caller=(f"n {KEY}",),
         reason=f"r {KEY}",
-        calls=(CallRecord("add", "declined", True, {"name": KEY}),),
+        calls=(CallRecord("add", "declined", True, {"name": KEY}), CallRecord(KEY, "ghost")),
+        cost=Cost(ghost_calls=1, ghost_names=(KEY,)),
         attempts=(Attempt("docs-finder", "refused", f"r {KEY}", f"s {KEY}"),),
     )
     scrubbed = digest.scrubbed(Scrubber([KEY]).for_caller())
     assert KEY in json.dumps(digest.to_json())
     assert KEY not in json.dumps(scrubbed.to_json())
-    assert json.dumps(scrubbed.to_json()).count(REDACTED) == 7
+    assert json.dumps(scrubbed.to_json()).count(REDACTED) == 8  # ghost_names too
+    assert scrubbed.calls[1].name == REDACTED
     assert scrubbed.status == "partial" and scrubbed.calls[0].outcome == "declined"
 
 

@@ -232,13 +232,18 @@ def test_a_reply_never_holds_the_api_key(env, stdio, scripted_server) -> None:
     key = "tk-" + "7" * 30
     env["TINY_API_KEY"] = key
     echoed = {**DOCS_ANSWER, "summary": f"The key is {key}.", "source": key}
-    scripted_server.add(tool_call("docs_search", {"query": key}), reply(json.dumps(echoed)))
+    scripted_server.add(
+        tool_call(key, {"q": key}),  # a ghost call named as the key
+        tool_call("docs_search", {"query": key}),
+        reply(json.dumps(echoed)),
+    )
     result = stdio(_call("invoke", card="docs-finder", task=DOCS_TASK))
     assert scripted_server.headers[0]["authorization"] == f"Bearer {key}"  # the key in play
     digest = _digest(result)
     assert digest["summary"] == "The key is [redacted]."
     assert digest["fields"]["source"] == "[redacted]"
     assert key not in _text(result) and key not in json.dumps(digest)
+    assert digest["cost"]["ghost_names"] == ["[redacted]"]
 
 
 def test_bad_input_is_a_readable_tool_error(stdio, scripted_server) -> None:

@@ -265,3 +265,24 @@ def test_the_repair_is_a_span_event_and_a_failed_run_an_error(tmp_path, scripted
     assert (
         agent.status.status_code is StatusCode.ERROR and agent.attributes["error.type"] == "schema"
     )
+
+
+def test_a_ghost_tool_named_as_the_key_never_reaches_a_span(
+    tmp_path, scripted_server, monkeypatch
+) -> None:
+    from tiny_cli.cards.card import Card
+
+    monkeypatch.setenv("TINY_API_KEY", KEY)  # the key the run's scrubber knows
+    card = Card("notes", "Reads and notes.", ("long_text",), ("result",))
+    spans = _invoke(
+        tmp_path,
+        scripted_server,
+        card,
+        tool_call(KEY, {"topic": "x"}, call_id=f"id-{KEY}"),  # a model that echoes the key
+        reply(json.dumps({"status": "ok", "summary": "Done.", "result": "x"})),
+    )
+    names = [s.name for s in spans]
+    assert KEY not in _everything(spans) and not any(KEY in n for n in names)
+    assert "execute_tool [redacted]" in names
+    [agent] = _named(spans, "invoke_agent notes")
+    assert _events(agent)["tiny.ghost_call"]["gen_ai.tool.name"] == "[redacted]"

@@ -198,7 +198,11 @@ class Digest:
             fields=scrub.tree(dict(self.fields)),
             notes_for_caller=tuple(scrub.text(n) for n in self.notes_for_caller),
             reason=None if self.reason is None else scrub.text(self.reason),
-            calls=tuple(replace(c, arguments=scrub.tree(c.arguments)) for c in self.calls),
+            calls=tuple(
+                replace(c, name=scrub.text(c.name), arguments=scrub.tree(c.arguments))
+                for c in self.calls
+            ),
+            cost=replace(self.cost, ghost_names=tuple(map(scrub.text, self.cost.ghost_names))),
             attempts=tuple(
                 replace(a, summary=scrub.text(a.summary), reason=scrub.tree(a.reason))
                 for a in self.attempts

@@ -74,8 +74,8 @@ class Scrubber:
         kind = type(value)  # exact types first: this runs for every value of a transcript
         if kind is str:
             return self.text(value)
-        if kind is dict or (kind is not list and isinstance(value, Mapping)):
-            return {k: self._entry(k, v) for k, v in value.items()}
+        if kind is dict or (kind is not list and isinstance(value, Mapping)):  # keys too: a
+            return {self._key(k): self._entry(k, v) for k, v in value.items()}  # model names them
         if kind is list or kind is tuple:
             return [self.tree(v) for v in value]
         return self.text(value) if isinstance(value, str) else value
@@ -114,6 +114,9 @@ class Scrubber:
     def for_caller(self) -> Scrubber:
         """Return the scrubber of what tiny prints for its caller: the known secrets only."""
         return Scrubber(self.secrets, shapes=False)
+
+    def _key(self, key: Any) -> Any:
+        return self.text(key) if type(key) is str else key
 
     def _entry(self, key: Any, value: Any) -> Any:
         if self.shapes and type(value) is str and str(key).lower() in SECRET_KEYS:

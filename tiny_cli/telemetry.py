@@ -226,16 +226,17 @@ class _RunTrace:
         """Open a tool call's span."""
         if self.agent is None:
             return
+        name = self.t.text(e.name)  # the model wrote it (a ghost's name may quote anything)
         attributes: dict[str, Any] = {
             OPERATION: "execute_tool",
-            TOOL_NAME: e.name,
-            CALL_ID: e.call_id,
+            TOOL_NAME: name,
+            CALL_ID: self.t.text(e.call_id),
             "gen_ai.tool.type": TOOL_TYPE,
             "tiny.tool.recovered": e.recovered,
         }
         if self.t.content:
             attributes["gen_ai.tool.call.arguments"] = self.t.text(e.arguments)
-        self.tool = self._start(f"execute_tool {e.name}", self._under(self.agent), attributes)
+        self.tool = self._start(f"execute_tool {name}", self._under(self.agent), attributes)
 
     def tool_finished(self, e: ToolFinished) -> None:
         """Close the call's span with its outcome; a failed call sets the error status."""
@@ -247,7 +248,8 @@ class _RunTrace:
         if self.t.content:
             span.set_attribute("gen_ai.tool.call.result", self.t.text(e.result))
         if outcome in DECLINED_CALLS:
-            span.add_event("tiny.write.declined", {TOOL_NAME: e.name, "tiny.tool.outcome": outcome})
+            declined = {TOOL_NAME: self.t.text(e.name), "tiny.tool.outcome": outcome}
+            span.add_event("tiny.write.declined", declined)
         if outcome in FAILED_CALLS:
             _failed(span, outcome, outcome)
         span.end()
@@ -395,7 +397,7 @@ def _said(e: ModelReplied, text: Callable[[str], str]) -> str:
 
 
 def _ghost(run: _RunTrace, e: GhostCall) -> None:
-    run.mark("tiny.ghost_call", {TOOL_NAME: e.name, "tiny.ghost_calls": e.count})
+    run.mark("tiny.ghost_call", {TOOL_NAME: run.t.text(e.name), "tiny.ghost_calls": e.count})
 
 
 def _budget(run: _RunTrace, e: BudgetHit) -> None:
