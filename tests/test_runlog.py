@@ -117,6 +117,27 @@ def test_a_repeated_call_id_shows_each_calls_own_outcome(run, scripted_server) -
     assert found.endswith("· ok")
 
 
+def test_a_run_an_error_ended_is_failed_at_once_while_the_log_stays_open(
+    scripted_server, home
+) -> None:
+    from tiny_cli import OpenAIProvider, ProviderError, load_settings, make_brief, open_workspace
+    from tiny_cli.delegate import run_card
+    from tiny_cli.testing import http_error
+
+    scripted_server.add(http_error(401))
+    settings = load_settings(env={"TINY_HOME": str(home), "TINY_BASE_URL": scripted_server.url})
+    brief = make_brief(TASK)
+    with RunLog.open(home) as log:  # as `tiny serve` keeps it: open across many runs
+        observer = log.observer("serve", "invoke", "127.0.0.1")
+        with pytest.raises(ProviderError), OpenAIProvider(scripted_server.url) as provider:
+            run_card(
+                open_workspace(settings), "docs-finder", brief, provider=provider, observer=observer
+            )
+        [row] = log.runs()
+        assert (row.status, row.card) == ("failed", "docs-finder")
+        assert "HTTP 401" in (row.reason or "") and row.ended_at is not None
+
+
 def test_a_task_quoting_the_repair_request_is_no_repair(run, scripted_server) -> None:
     scripted_server.add(tool_call("docs_search", {"query": "x"}), reply(json.dumps(ANSWER)))
     run("invoke", "docs-finder", f"what does '{REPAIR_MARK}' mean in the handbook", "--json")

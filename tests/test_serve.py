@@ -215,6 +215,15 @@ def test_delegate_routes_runs_and_returns_the_digest(stdio, scripted_server, hom
     scripted_server.assert_done()
 
 
+def test_a_served_abstain_is_logged_with_its_task(stdio, scripted_server, home) -> None:
+    digest = _digest(stdio(_call("delegate", task="make me a sandwich")))
+    assert digest["status"] == "abstain" and scripted_server.requests == []
+    with sqlite3.connect(home / DB_NAME) as db:
+        assert db.execute("select status, goal from runs").fetchall() == [
+            ("abstain", "make me a sandwich")
+        ]
+
+
 def test_invoke_runs_the_named_card_and_counts_ghost_calls(stdio, scripted_server) -> None:
     scripted_server.add(
         tool_call("http_get", {"url": "https://example.org"}),  # not docs-finder's tool
@@ -426,7 +435,7 @@ def library_server(home, scripted_server):
     served = Served(
         open_workspace(settings),
         provider,
-        observe=lambda label: lambda event: events.append((label, event)),
+        observe=lambda label, **_: lambda event: events.append((label, event)),
     )
     yield build_server(served), events
     provider.close()

@@ -286,3 +286,26 @@ def test_a_ghost_tool_named_as_the_key_never_reaches_a_span(
     assert "execute_tool [redacted]" in names
     [agent] = _named(spans, "invoke_agent notes")
     assert _events(agent)["tiny.ghost_call"]["gen_ai.tool.name"] == "[redacted]"
+
+
+def test_a_run_an_error_ended_ends_its_spans_at_once(tmp_path, scripted_server) -> None:
+    from tiny_cli.agent.loop import invoke
+    from tiny_cli.cards.card import Card
+    from tiny_cli.errors import ProviderError
+    from tiny_cli.testing import http_error
+    from tiny_cli.tools import Registry, tool
+
+    settings = load_settings(env={"TINY_HOME": str(tmp_path), "TINY_BASE_URL": scripted_server.url})
+    memory = InMemorySpanExporter()
+    tracing = open_tracing(settings, scrubber(), exporter=memory)
+    scripted_server.add(http_error(401))
+    card = Card("notes", "Reads and notes.", ("long_text",), ("result",))
+    with pytest.raises(ProviderError):
+        invoke(card, make_brief("tell me about onboarding"), registry=Registry([tool(long_text)]),
+               provider=OpenAIProvider(scripted_server.url), model="scripted",
+               observer=tracing.observer("invoke"))  # fmt: skip
+    tracing.provider.force_flush()
+    spans = list(memory.get_finished_spans())  # before tracing closes: ended with the run
+    [agent] = _named(spans, "invoke_agent notes")
+    assert agent.attributes["error.type"] == "aborted" and "HTTP 401" in agent.status.description
+    tracing.close()

@@ -147,6 +147,14 @@ class Finished:
     messages: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class Aborted:
+    """The run ended with an error raised to its caller (a refused key, a replay miss): there
+    is no Digest, and no `Finished` follows. `reason` is the error's message."""
+
+    reason: str
+
+
 Event = (
     RunStarted
     | TurnStarted
@@ -161,6 +169,7 @@ Event = (
     | Routed
     | Ended
     | Finished
+    | Aborted
 )
 Observer = Callable[[Event], None]
 

@@ -43,6 +43,7 @@ from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer, set_span_in_
 from tiny_cli._version import __version__
 from tiny_cli.digest import Digest
 from tiny_cli.events import (
+    Aborted,
     ArtifactKept,
     BudgetHit,
     Ended,
@@ -71,6 +72,7 @@ TOOL_TYPE = "function"  # every tiny tool is a function the client runs
 FAILED_CALLS = ("ghost", "bad_arguments", "tool_error", "timeout")  # error.type on the tool span
 DECLINED_CALLS = ("declined", "not_allowed")
 UNFINISHED = "the run did not finish"  # the status of a span still open when tracing closes
+ABORTED = "aborted"  # error.type of a run an error ended (Aborted): its message is the status
 
 OPERATION = "gen_ai.operation.name"
 SYSTEM = "gen_ai.system"  # before 1.37's gen_ai.provider.name; some backends still read it
@@ -277,6 +279,15 @@ class _RunTrace:
             self.task = None
         self.t._runs.discard(self)
 
+    def aborted(self, e: Aborted) -> None:
+        """An error ended the run (raised to its caller): end its spans with it, now."""
+        for span in (self.tool, self.chat, self.agent, self.task):
+            if span is not None:
+                _failed(span, ABORTED, self.t.text(e.reason))
+                span.end()
+        self.tool = self.chat = self.agent = self.task = None
+        self.t._runs.discard(self)
+
     def abandon(self) -> None:
         """End the spans of a run cut short (an error, Ctrl-C): status error."""
         for span in (self.tool, self.chat, self.agent, self.task):
@@ -432,4 +443,5 @@ _HANDLERS: dict[type, Callable[[_RunTrace, Any], None]] = {
     ModeSwitched: _mode,
     Ended: _RunTrace.ended,
     Finished: _RunTrace.finished,
+    Aborted: _RunTrace.aborted,
 }

@@ -43,8 +43,9 @@ from tiny_cli.agent.reply import (
 )
 from tiny_cli.cards.card import Budget, Card, answer_schema, field_template
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallOutcome, CallRecord, Digest, Routing
-from tiny_cli.errors import ProviderError, ProviderTimeout, ToolServerError
+from tiny_cli.errors import ProviderError, ProviderTimeout, TinyError, ToolServerError
 from tiny_cli.events import (
+    Aborted,
     ArtifactKept,
     BudgetHit,
     GhostCall,
@@ -243,7 +244,11 @@ def invoke(
     artifacts_of_run = run_artifacts(card, artifacts, held)
     run = _Run(card, brief, registry, approve, meter, mode, observer, artifacts_of_run, temperature)
     observer(_started(card, brief, meter, model, mode, run.messages))
-    digest = _loop(run, provider, model, stop_at_first_call)
+    try:
+        digest = _loop(run, provider, model, stop_at_first_call)
+    except TinyError as exc:  # raised to the caller: the observers hear the run is over
+        observer(Aborted(str(exc)))
+        raise
     return finish(observer, replace(digest, routing=routing), run.messages)
 
 

@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.events import Event, Finished, Observer, RunStarted, ToolCalled, ToolFinished
+from tiny_cli.events import (
+    Aborted,
+    Event,
+    Finished,
+    Observer,
+    RunStarted,
+    ToolCalled,
+    ToolFinished,
+)
 from tiny_cli.secrets import Scrubber
 
 DB_NAME = "runs.sqlite3"
@@ -312,6 +320,7 @@ def observer(writer: Writer, command: str, run: str, endpoint: str, goal: str = 
         ToolCalled: recorder.called.append,
         ToolFinished: recorder.answered.append,
         Finished: recorder.finished,
+        Aborted: recorder.aborted,
     }
 
     def notify(event: Event) -> None:
@@ -364,6 +373,20 @@ class Recorder:
         self.writer.started.discard(self)  # after `whole`, then the events go: see below
         self.start, self.called, self.answered = None, [], []
         self.writer.submit(self._store)
+
+    def aborted(self, event: Aborted) -> None:
+        """Queue the run's end when an error ended it: failed, with the error as its reason.
+
+        Not left `running` until the process ends: `tiny serve` goes on serving.
+        """
+        reason = self.writer.scrub.text(event.reason)
+        self.writer.submit(lambda db: self._fail(db, reason))
+
+    def _fail(self, db: sqlite3.Connection, reason: str) -> None:
+        self.insert_running(db)  # a run shorter than the writer's tick has no row yet
+        if self.row is not None:
+            db.execute(FAIL_LEFT, (now(), reason, self.row))
+            self.writer.open_rows.discard(self.row)
 
     def insert_running(self, db: sqlite3.Connection) -> None:
         """Insert the row as `running` (on the writer thread), unless the run is over."""

@@ -116,7 +116,8 @@ class Served:
 
     ws: Workspace
     provider: Provider
-    # run label (and the host's W3C trace context, as `trace=`, when it sent one) -> its observer
+    # run label, its task (`goal=`) and the host's W3C trace context (`trace=`, when it sent
+    # one) -> its observer
     observe: Callable[..., Observer] = lambda label, **_: ignore
     allow_writes: bool = False
     artifacts: ArtifactStore | None = None
@@ -247,7 +248,7 @@ class _Service:
             brief,
             provider=s.provider,
             approve=approve,
-            observer=_observer(s, "delegate", trace),
+            observer=_observer(s, "delegate", trace, brief.goal),
             artifacts=s.artifacts,
         )
 
@@ -262,7 +263,7 @@ class _Service:
                 brief,
                 provider=s.provider,
                 approve=approve,
-                observer=_observer(s, "invoke", trace),
+                observer=_observer(s, "invoke", trace, brief.goal),
                 artifacts=s.artifacts,
             )
 
@@ -339,9 +340,12 @@ def _trace_context(ctx: Context) -> dict[str, str]:
     return {k: v for k in TRACE_KEYS if isinstance(v := meta.get(k), str)}
 
 
-def _observer(served: Served, label: str, trace: Mapping[str, str]) -> Observer:
-    """A run's observer: its spans continue the host's trace when the host sent one."""
-    return served.observe(label, trace=trace) if trace else served.observe(label)
+def _observer(served: Served, label: str, trace: Mapping[str, str], goal: str) -> Observer:
+    """A run's observer, which logs its task (an abstain too); its spans continue the host's
+    trace when the host sent one."""
+    return (
+        served.observe(label, goal=goal, trace=trace) if trace else served.observe(label, goal=goal)
+    )
 
 
 @dataclass(frozen=True)
