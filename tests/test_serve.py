@@ -259,9 +259,13 @@ def test_bad_input_is_a_readable_tool_error(stdio, scripted_server) -> None:
     async def session(client: Client) -> list[CallToolResult]:
         unknown = await client.call_tool("invoke", {"card": "nope", "task": DOCS_TASK})
         empty = await client.call_tool("delegate", {"task": "   "})
-        return [unknown, empty]
+        tiny_cap = await client.call_tool("delegate", {"task": "x y", "max_output_tokens": 15})
+        return [unknown, empty, tiny_cap]
 
-    unknown, empty = stdio(session)
+    unknown, empty, tiny_cap = stdio(session)
+    assert tiny_cap.is_error and _text(tiny_cap) == (
+        "tiny: error: max_output_tokens 15 is impossible: must be >= 16"
+    )
     assert unknown.is_error and "no card 'nope'" in _text(unknown)
     assert "known: crm-writer, docs-finder, web-reader" in _text(unknown)
     assert empty.is_error and _text(empty).startswith("tiny: error: the task is empty")

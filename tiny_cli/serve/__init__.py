@@ -106,7 +106,9 @@ Hint = Annotated[
     str | None, Field(description="Short context (cut to 800 characters); never a dialogue.")
 ]
 MaxTokens = Annotated[
-    int | None, Field(ge=16, description="Lower the card's per-answer token budget (never raise).")
+    # at least 16: checked by the Brief, so a host gets tiny's one line, not the SDK's dump
+    int | None,
+    Field(description="Lower the card's per-answer token budget (never raise); at least 16."),
 ]
 
 
