@@ -320,9 +320,14 @@ def test_stdout_carries_nothing_but_the_protocol(env, scripted_server) -> None:
 
 
 def _host_that_hangs_up(
-    env: dict[str, str], *calls: dict, args: tuple[str, ...] = (), capabilities: dict | None = None
+    env: dict[str, str],
+    *calls: dict,
+    args: tuple[str, ...] = (),
+    capabilities: dict | None = None,
+    then: tuple[dict, ...] = (),
 ) -> tuple[list[dict], int, str]:
-    """Write initialize and `calls` to `tiny serve`'s stdin, close it at once, read every line."""
+    """Write initialize, `calls` and `then` to `tiny serve`'s stdin, close it at once, read
+    every line."""
     hello = {"protocolVersion": "2025-06-18", "capabilities": capabilities or {},
              "clientInfo": {"name": "raw", "version": "0"}}  # fmt: skip
     lines = [
@@ -330,6 +335,7 @@ def _host_that_hangs_up(
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         *({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": call}
           for i, call in enumerate(calls, start=2)),
+        *then,
     ]  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "tiny_cli", "serve", *args],
@@ -356,6 +362,19 @@ def test_a_host_that_closes_stdin_still_gets_every_answer(env, scripted_server, 
     for i, task in enumerate(tasks, start=2):
         assert "error" not in by_id[i], by_id[i]  # not "Connection closed"
         assert by_id[i]["result"]["structuredContent"]["summary"] == task
+    scripted_server.assert_done()
+
+
+@pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
+def test_a_call_the_host_cancelled_still_ends_and_is_logged(env, scripted_server, home):
+    scripted_server.add(
+        tool_call("docs_search", {"query": "onboarding"}, delay=2), reply(json.dumps(DOCS_ANSWER))
+    )
+    call = {"name": "invoke", "arguments": {"card": "docs-finder", "task": DOCS_TASK}}
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
+    _answers, code, stderr = _host_that_hangs_up(env, call, then=(cancel,))
+    assert code == 0 and "Traceback" not in stderr, stderr
+    assert _logged(home) == [("serve", "invoke", "docs-finder", "ok")]  # ended after the cancel
     scripted_server.assert_done()
 
 
@@ -417,6 +436,36 @@ class Host:
 
 
 ASKED = 'crm-writer wants to write: crm_add_company {"name": "Mustermann GmbH", "city": "Berlin"}'
+
+
+class GoneHost(Host):
+    """A host that is asked, and leaves without answering."""
+
+    async def __call__(self, context: Any, params: Any) -> ElicitResult:
+        self.asked.append(params.message)
+        await anyio.sleep(CALL_SECONDS)
+        raise AssertionError("the test leaves before this")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_write_question_left_by_a_host_that_went_is_declined(
+    stdio, scripted_server, home, mode
+) -> None:
+    scripted_server.add(
+        tool_call("crm_add_company", MUSTERMANN),
+        reply(json.dumps({"status": "partial", "summary": "Not approved: nothing written."})),
+    )
+    host = GoneHost("accept")
+
+    async def leave(client: Client) -> None:
+        with anyio.move_on_after(2):  # the question is out: the host goes away
+            await client.call_tool("invoke", {"card": "crm-writer", "task": CRM_TASK})
+
+    stdio(leave, elicitation_callback=host, mode=mode)
+    assert host.asked == [ASKED]
+    assert _crm_rows(home) == []
+    assert _logged(home) == [("serve", "invoke", "crm-writer", "needs_confirmation")]
+    assert len(scripted_server.requests) == 2  # the run went on after the decline
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 parks the run; older asks

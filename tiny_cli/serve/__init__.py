@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, cast
@@ -112,6 +113,26 @@ MaxTokens = Annotated[
 ]
 
 
+class _InFlight:
+    """The runs a server started and has not seen end; at exit they are settled, not dropped."""
+
+    def __init__(self) -> None:
+        self.runs: set[_Pending] = set()
+        self.lock = threading.Lock()
+
+    def settle(self, seconds: float) -> None:
+        """Decline every write a run waits on (its host is gone), then wait for the runs to
+        end and be logged, up to `seconds` in all."""
+        deadline = time.monotonic() + seconds
+        with self.lock:
+            runs = list(self.runs)
+        for pending in runs:
+            pending.answer(False)
+        for pending in runs:
+            if pending.thread is not None:
+                pending.thread.join(max(0.0, deadline - time.monotonic()))
+
+
 @dataclass(frozen=True)
 class Served:
     """What every served run shares: the workspace, the model, the run log and the write rule."""
@@ -125,6 +146,7 @@ class Served:
     artifacts: ArtifactStore | None = None
     # what a reply may not hold: the keys the stores scrub (default: the environment's)
     caller_scrub: Scrubber = field(default_factory=lambda: scrubber().for_caller())
+    in_flight: _InFlight = field(default_factory=_InFlight)  # settled before the log closes
 
 
 def build_server(served: Served, router: Callable[[], Router] | None = None) -> MCPServer:
@@ -166,9 +188,12 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
         if http_port is None:
             with answering_stdio(_drain_seconds(ws, settings)):
                 anyio.run(server.run_stdio_async)  # stdout is the protocol's alone from here
-            return
-        print(f"tiny serve: MCP at http://{HOST}:{http_port}/mcp", file=sys.stderr, flush=True)
-        anyio.run(lambda: server.run_streamable_http_async(host=HOST, port=http_port))
+        else:
+            print(f"tiny serve: MCP at http://{HOST}:{http_port}/mcp", file=sys.stderr, flush=True)
+            anyio.run(lambda: server.run_streamable_http_async(host=HOST, port=http_port))
+        # a call the host cancelled, or left parked on a write question, still ends and is
+        # logged: mcp.md promises it, and the log closes with the session
+        served.in_flight.settle(_drain_seconds(ws, settings))
 
 
 # --- the tools ------------------------------------------------------------------------------
@@ -298,7 +323,7 @@ class _Service:
             return error_result(exc)
         pending = _Pending()
         approve, trace = self._approver(ctx, pending), _trace_context(ctx)
-        pending.start(lambda: start(the_brief, approve, trace))
+        pending.start(lambda: start(the_brief, approve, trace), self.served.in_flight)
         return await self._follow(ctx, pending)
 
     def _approver(self, ctx: Context, pending: _Pending) -> Approve:
@@ -370,17 +395,25 @@ class _Pending:
         self.events: queue.Queue[Digest | _Question | BaseException] = queue.Queue()
         self.answers: queue.Queue[bool] = queue.Queue()
         self.gave_up = False  # a question went unanswered for APPROVAL_SECONDS
+        self.thread: threading.Thread | None = None
 
-    def start(self, run: Callable[[], Digest]) -> None:
-        """Run in a daemon thread: a parked run must not keep the server from exiting."""
+    def start(self, run: Callable[[], Digest], in_flight: _InFlight) -> None:
+        """Run in a daemon thread, known to `in_flight` until it ends: the server settles it
+        at exit, for a bounded time (a daemon never holds the process past that)."""
 
         def work() -> None:
             try:
                 self.events.put(run())
             except BaseException as exc:  # handed to the loop, which decides what it means
                 self.events.put(exc)
+            finally:
+                with in_flight.lock:
+                    in_flight.runs.discard(self)
 
-        threading.Thread(target=work, name="tiny-serve-run", daemon=True).start()
+        self.thread = threading.Thread(target=work, name="tiny-serve-run", daemon=True)
+        with in_flight.lock:
+            in_flight.runs.add(self)
+        self.thread.start()
 
     def next(self) -> Digest | _Question | BaseException:
         """Block until the run finishes or asks about a write."""
