@@ -288,3 +288,12 @@ def test_the_note_of_a_writer_nobody_approves_tells_a_library_caller_of_approve(
     digest = tiny_cli.run_card(workspace, "crm-writer", brief, provider=Never())
     assert digest.status == "needs_confirmation"
     assert "approve=" in digest.notes_for_caller[0] and "--yes" in digest.notes_for_caller[0]
+
+
+def test_an_unknown_card_id_is_quoted_short(tmp_path: Path) -> None:
+    home = {"TINY_HOME": str(tmp_path)}
+    settings = tiny_cli.load_settings(env=home).with_flags(cards_dir=ROOT / "cards")
+    ws = tiny_cli.open_workspace(settings)
+    with pytest.raises(ConfigError) as caught:
+        ws.card("x" * 1_000_000)
+    assert len(str(caught.value)) < 400 and "xxx…'" in str(caught.value)

@@ -18,6 +18,8 @@ from tiny_cli.tools.registry import Registry, declared_tool
 if TYPE_CHECKING:  # HTTP only where tools are built: a route needs none
     import httpx
 
+SHOWN_ID_CHARS = 80  # of a card id no card has, as an error quotes it (a host may send a novel)
+
 
 @dataclass(frozen=True)
 class Workspace:
@@ -31,7 +33,8 @@ class Workspace:
         """Return the card named `card_id`, or raise ConfigError listing the known ids."""
         if card_id not in self.cards:
             known = ", ".join(sorted(self.cards)) or "none"
-            raise ConfigError(f"no card {card_id!r} in {self.settings.cards_dir} (known: {known})")
+            asked = card_id if len(card_id) <= SHOWN_ID_CHARS else card_id[:SHOWN_ID_CHARS] + "…"
+            raise ConfigError(f"no card {asked!r} in {self.settings.cards_dir} (known: {known})")
         return self.cards[card_id]
 
 
