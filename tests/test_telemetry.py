@@ -309,3 +309,23 @@ def test_a_run_an_error_ended_ends_its_spans_at_once(tmp_path, scripted_server) 
     [agent] = _named(spans, "invoke_agent notes")
     assert agent.attributes["error.type"] == "aborted" and "HTTP 401" in agent.status.description
     tracing.close()
+
+
+def test_a_run_with_no_model_call_names_its_agent(tmp_path, scripted_server) -> None:
+    from tiny_cli.delegate import run_card
+
+    from .conftest import SEED_CARDS
+
+    env = {"TINY_HOME": str(tmp_path), "TINY_CARDS": str(SEED_CARDS)}
+    settings = load_settings(env={**env, "TINY_BASE_URL": scripted_server.url})
+    memory = InMemorySpanExporter()
+    tracing = open_tracing(settings, scrubber(), exporter=memory)
+    digest = run_card(open_workspace(settings), "crm-writer", make_brief("add Acme to the CRM"),
+                      provider=OpenAIProvider(scripted_server.url),
+                      observer=tracing.observer("invoke"))  # fmt: skip
+    tracing.close()
+    assert digest.status == "needs_confirmation" and scripted_server.requests == []
+    [agent] = _named(list(memory.get_finished_spans()), "invoke_agent crm-writer")
+    assert (
+        agent.attributes["gen_ai.agent.name"] == agent.attributes["gen_ai.agent.id"] == "crm-writer"
+    )

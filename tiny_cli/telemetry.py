@@ -269,10 +269,11 @@ class _RunTrace:
     def finished(self, e: Finished) -> None:
         """The run is over: close its spans with the Digest; a run with none gets one."""
         if not self.opened:  # no model call (an abstain, a writer nobody can approve)
-            name = f"invoke_agent {e.digest.agent_id}" if e.digest.agent_id else "invoke_agent"
-            self.agent = self._start(
-                name, self.parent, {OPERATION: "invoke_agent", "tiny.run": self.run}
-            )
+            card = e.digest.agent_id
+            attributes = {OPERATION: "invoke_agent", "tiny.run": self.run}
+            attributes |= {AGENT_NAME: card, AGENT_ID: card} if card else {}
+            name = f"invoke_agent {card}" if card else "invoke_agent"
+            self.agent = self._start(name, self.parent, attributes)
         self._end_agent(e.digest)
         if self.task is not None:
             _close(self.task, e.digest, self.t.text)
