@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,19 +89,11 @@ def parse_reply(
 def _two_minds(text: str) -> list[str]:
     """Name answers of different statuses in one reply ("ok", then a corrected "partial"):
     which one holds is the model's to say, so it is asked once, never guessed."""
-    decoder, statuses, i = json.JSONDecoder(), [], text.find("{")
-    for _ in range(MAX_OBJECT_STARTS):
-        if i == -1:
-            break
-        try:
-            value, end = decoder.raw_decode(text, i)
-        except (ValueError, RecursionError):
-            i = text.find("{", i + 1)
-            continue
-        status = value.get("status") if isinstance(value, dict) else None
+    statuses: list[str] = []
+    for value in _objects(text):
+        status = value.get("status")
         if isinstance(status, str) and status.strip().lower() not in statuses:
             statuses.append(status.strip().lower())
-        i = text.find("{", end)
     if len(statuses) < 2:
         return []
     return [f"your answer holds {len(statuses)} answers ({', '.join(statuses)}); give one"]
@@ -258,20 +250,24 @@ def _loads(chunk: str) -> Any:
 
 def _scan_objects(text: str) -> dict[str, Any] | None:
     """Return the last top-level JSON object embedded in prose (models put it at the end)."""
-    decoder = json.JSONDecoder()
-    found, i = None, text.find("{")
+    objects = list(_objects(text))
+    return objects[-1] if objects else None
+
+
+def _objects(text: str) -> Iterator[dict[str, Any]]:
+    """Yield each top-level JSON object embedded in the text, in order."""
+    decoder, i = json.JSONDecoder(), text.find("{")
     for _ in range(MAX_OBJECT_STARTS):  # a wall of '{' must not take minutes
         if i == -1:
-            break
+            return
         try:
             value, end = decoder.raw_decode(text, i)
         except (ValueError, RecursionError):
             i = text.find("{", i + 1)
             continue
         if isinstance(value, dict):
-            found = value
+            yield value
         i = text.find("{", end)
-    return found
 
 
 _CLOSER = {"{": "}", "[": "]"}
