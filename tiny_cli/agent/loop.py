@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -244,12 +244,17 @@ def invoke(
     artifacts_of_run = run_artifacts(card, artifacts, held)
     run = _Run(card, brief, registry, approve, meter, mode, observer, artifacts_of_run, temperature)
     observer(_started(card, brief, meter, model, mode, run.messages))
-    try:
-        digest = _loop(run, provider, model, stop_at_first_call)
-    except TinyError as exc:  # raised to the caller: the observers hear the run is over
-        observer(Aborted(str(exc)))
-        raise
+    digest = _told_if_raised(run, lambda: _loop(run, provider, model, stop_at_first_call))
     return finish(observer, replace(digest, routing=routing), run.messages)
+
+
+def _told_if_raised(run: _Run, loop: Callable[[], Digest]) -> Digest:
+    """Run the loop; an error raised to the caller is told to the observers first (Aborted)."""
+    try:
+        return loop()
+    except TinyError as exc:
+        run.observer(Aborted(str(exc)))
+        raise
 
 
 def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Digest:
