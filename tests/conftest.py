@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,24 @@ def tiny(cli_env: dict[str, str]) -> Callable[..., Result]:
         result = CliRunner().invoke(app, list(args), input=input, env=environ, obj=obj)
         if result.exception and not isinstance(result.exception, SystemExit):
             raise result.exception  # a traceback is a bug: surface it in the test
+        return result
+
+    return run
+
+
+@pytest.fixture
+def seed_copy(tmp_path: Path) -> Path:
+    """The seed cards copied: what a command writes beside them (learned.jsonl) stays here."""
+    return Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))
+
+
+@pytest.fixture
+def tiny_on_copy(tiny: Callable[..., Result], seed_copy: Path) -> Callable[..., Result]:
+    """Run `tiny ARGS` on the copied seed cards with the hashing embedder; no traceback."""
+
+    def run(*args: str) -> Result:
+        result = tiny(*args, env={"TINY_CARDS": str(seed_copy), "TINY_EMBEDDER": "hashing"})
+        assert "Traceback" not in result.output
         return result
 
     return run

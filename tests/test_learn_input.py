@@ -8,7 +8,6 @@ learned.jsonl byte for byte as it was.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,8 +19,6 @@ from tiny_cli.events import Finished
 from tiny_cli.routing.examples_file import LEARNED_FILENAME
 from tiny_cli.runs import RunLog
 
-from .conftest import SEED_CARDS
-
 HEADER = {"kind": "tiny learned routing examples", "version": 1}
 LONG = "x" * 100_000
 TOO_LONG = (
@@ -31,21 +28,15 @@ TOO_LONG = (
 
 
 @pytest.fixture
-def cards(tmp_path: Path) -> Path:
-    """The seed cards copied: learned.jsonl is written beside the copy."""
-    return Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))
+def cards(seed_copy: Path) -> Path:
+    """The seed cards copied (conftest)."""
+    return seed_copy
 
 
 @pytest.fixture
-def go(tiny: Callable[..., Result], cards: Path) -> Callable[..., Result]:
-    """Run `tiny ARGS` on the copied cards with the hashing embedder; no traceback allowed."""
-
-    def run(*args: str) -> Result:
-        result = tiny(*args, env={"TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing"})
-        assert "Traceback" not in result.output
-        return result
-
-    return run
+def go(tiny_on_copy: Callable[..., Result]) -> Callable[..., Result]:
+    """`tiny ARGS` on the copy, hashing embedder (conftest)."""
+    return tiny_on_copy
 
 
 @pytest.fixture

@@ -8,8 +8,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tiny_cli.cards.card import Card, Problem
-from tiny_cli.cards.load import check_cards
+from tiny_cli.cards.load import Frontmatter, check_cards, split_markdown
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import check_learned, line_of_example
 from tiny_cli.routing.factory import build_router, learned_file, learned_folder, stale_threshold
@@ -18,8 +20,9 @@ from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import McpConfig, original
 from tiny_cli.userfiles import jsonl_lines, read_text
 from tiny_cli.workspace import known_tools, mcp_settings
+from tiny_cli.yamlsafe import compose, read_bounded
 
-__all__ = ["Connect", "Validation", "line_of", "routing_warnings", "validate"]
+__all__ = ["Connect", "Validation", "line_of", "routing_warnings", "text_line", "validate"]
 
 Connect = Callable[[Sequence[Card], McpConfig], list[Problem]]
 """Start the MCP servers cards name and check their tools (`tiny validate --connect`)."""
@@ -185,8 +188,68 @@ def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
             str(learned), line_of_example(learned, card.id, overlap.text), "routing", message
         )
     file = str(card.path) if card.path else card.id
-    probe = card.summary if overlap.kind == "summary" else overlap.text
-    return Problem(file, line_of(card.path, probe), "routing", message)
+    return Problem(file, text_line(card.path, overlap.kind, overlap.text), "routing", message)
+
+
+def text_line(path: Path | None, kind: str, text: str) -> int | None:
+    """Return the line of a card file holding its routing text `text` of `kind`, or None."""
+    # from the YAML's nodes, not the raw text: a quoted or escaped example is found, and a
+    # capability is looked for in the summary alone, never in an example that shares it
+    source = _card_yaml(path)
+    node = _composed(source)
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    if kind == "example":
+        return _example_line(_value(node, "examples"), text)
+    summary = _value(node, "summary") or _value(node, "description")  # a subagent's summary
+    if not isinstance(summary, yaml.ScalarNode):
+        return None
+    # a block scalar (`>-`, `|`) starts at its indicator; its text, on the next line
+    start = summary.start_mark.line + 1 + (summary.style in ("|", ">"))
+    if kind != "capability":
+        return start
+    return _line_within(source, summary, text) or start
+
+
+def _card_yaml(path: Path | None) -> str:
+    """A card file's YAML, line for line as in the file ("" when it cannot be read)."""
+    if path is None:
+        return ""
+    try:
+        text = read_bounded(path)
+    except (OSError, UnicodeDecodeError):
+        return ""
+    front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
+    return front.yaml if isinstance(front, Frontmatter) else ""
+
+
+def _composed(source: str) -> yaml.Node | None:
+    """The YAML's node graph, within yamlsafe's bounds; None when it is not YAML."""
+    try:
+        return compose(source) if source else None
+    except yaml.YAMLError:
+        return None
+
+
+def _value(mapping: yaml.MappingNode, key: str) -> yaml.Node | None:
+    """The node of `key`'s value in `mapping` (the last one, as YAML keeps), if any."""
+    found = [value for name, value in mapping.value if getattr(name, "value", None) == key]
+    return found[-1] if found else None
+
+
+def _example_line(examples: yaml.Node | None, text: str) -> int | None:
+    """The line of the example whose value (quotes and escapes read) is `text`."""
+    if not isinstance(examples, yaml.SequenceNode):
+        return None
+    items = (i for i in examples.value if isinstance(i, yaml.ScalarNode) and i.value == text)
+    return next((item.start_mark.line + 1 for item in items), None)
+
+
+def _line_within(source: str, node: yaml.Node, text: str) -> int | None:
+    """The first line of `node`'s span in `source` that holds `text` whole, if one does."""
+    lines = source.split("\n")
+    span = range(node.start_mark.line, min(node.end_mark.line + 1, len(lines)))
+    return next((n + 1 for n in span if text and text in lines[n]), None)
 
 
 def line_of(path: Path | None, text: str) -> int | None:

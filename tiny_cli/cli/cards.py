@@ -42,7 +42,8 @@ def init(
     Then edit cards/word-counter.yaml, and run tiny validate and tiny route "count my words".
     """
     report = init_project(folder)
-    lines = [f"{status:8} {folder / path}" for path, status in report.files]
+    # the folder is the user's argument: an ESC or a bidi override in it must not reach the terminal
+    lines = [f"{status:8} {printable(str(folder / path))}" for path, status in report.files]
     emit(json_out, report.to_json(), lambda: typer.echo("\n".join(lines)))
     if (STARTER_TOOLS, "kept") in report.files:  # a file of the user's, now tiny's tool module
         warn(

@@ -11,7 +11,9 @@ from typing import Annotated
 
 import typer
 
+from tiny_cli.cli import UsageError
 from tiny_cli.cli.common import CardsOpt, JsonOpt, emit, settings_from
+from tiny_cli.errors import ConfigError
 from tiny_cli.example_writer import (
     DEFAULT_PER_CARD,
     GENERATE_TEMPERATURE,
@@ -20,9 +22,11 @@ from tiny_cli.example_writer import (
     prune_generated,
 )
 from tiny_cli.example_writer import generate as run_generate
+from tiny_cli.routing.examples_file import unknown_card
 from tiny_cli.settings import Settings
 from tiny_cli.teach import Taught, learn_from
 from tiny_cli.text import printable
+from tiny_cli.workspace import open_cards
 
 GenerateOpt = Annotated[
     bool,
@@ -51,6 +55,12 @@ GenerateTemperatureOpt = Annotated[
         f"[default: {GENERATE_TEMPERATURE:g}].",
     ),
 ]
+# options only --generate reads (`--card`: --prune-generated too); elsewhere a usage error
+GENERATE_ONLY = (
+    ("per_card", "--per-card"),
+    ("temperature", "--temperature"),
+    ("regenerate", "--regenerate"),
+)
 OnlyOpt = Annotated[
     list[str] | None,
     typer.Option("--card", help="With --generate or --prune-generated: only this card."),
@@ -58,6 +68,7 @@ OnlyOpt = Annotated[
 
 
 def learn(
+    ctx: typer.Context,
     file: Annotated[
         Path | None,
         typer.Argument(
@@ -85,13 +96,51 @@ def learn(
 
     Without FILE or --from-runs, only the threshold is derived again from learned.jsonl.
     """
+    _check_flags(ctx, file is not None, from_runs, generate, prune_generated)
     settings = settings_from(cards=cards, temperature=temperature)
     if generate or prune_generated:
         _generated(settings, generate, per_card, regenerate, card or [], json_out)
         return
 
-    taught = learn_from(settings, file, from_runs)
+    try:
+        taught = learn_from(settings, file, from_runs)
+    except ConfigError as exc:
+        raise _located(settings, file, exc) from None
     emit(json_out, taught.to_json(), lambda: typer.echo("\n".join(taught_lines(taught))))
+
+
+def _located(settings: Settings, file: Path | None, exc: ConfigError) -> ConfigError:
+    """`exc` at FILE's line when it is a card the folder lacks: merge knows no line of FILE."""
+    if file is None or exc.field != "card" or exc.path is not None:
+        return exc  # a correction naming a card that is gone is skipped, never an error
+    return unknown_card(file, set(open_cards(settings))) or exc
+
+
+def _check_flags(
+    ctx: typer.Context, file: bool, from_runs: bool, generate: bool, prune: bool
+) -> None:
+    """Refuse a combination one of whose parts would be ignored: a usage error naming them."""
+    taught = [flag for flag, on in (("FILE", file), ("--from-runs", from_runs)) if on]
+    modes = [flag for flag, on in (("--generate", generate), ("--prune-generated", prune)) if on]
+    if len(modes) == 2:
+        raise UsageError("--generate and --prune-generated: one at a time", ctx=ctx)
+    if modes and taught:
+        raise UsageError(
+            f"{' and '.join(taught)} cannot go with {modes[0]} ({modes[0]} teaches nothing); "
+            "run them as two `tiny learn` commands",
+            ctx=ctx,
+        )
+    unused = [flag for name, flag in GENERATE_ONLY if _given(ctx, name)]
+    if unused and not generate:
+        raise UsageError(f"{', '.join(unused)}: only with --generate", ctx=ctx)
+    if _given(ctx, "card") and not modes:
+        raise UsageError("--card: only with --generate or --prune-generated", ctx=ctx)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Tell whether the command line set option `name` (not left at its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
 def _generated(

@@ -113,7 +113,7 @@ def decisions(console: Console, items: Sequence[Any], router: Any) -> None:
             )
         console.print(
             f"{verdict}  (score {d.score:.3f}, threshold {d.threshold:.3f}, "
-            f"embedder {escape(name)})\n"
+            f"embedder {escape(printable(str(name)))})\n"
         )
 
 

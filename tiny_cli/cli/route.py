@@ -173,7 +173,8 @@ def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
     found = read_eval_file(eval_file)
     for error in found.errors:
         typer.echo(f"tiny: error: {printable(error)}", err=True)
-    if not found.labelled:
+    if not found.labelled:  # nothing to score; --json still lists every bad line
+        emit(json_out, {"n": 0, "errors": list(found.errors)}, lambda: None)
         return True
     report = evaluate(router, found.labelled, found.also)
     document = {**report.to_json(), "errors": list(found.errors)}

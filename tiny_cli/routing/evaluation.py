@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,7 +170,9 @@ def read_eval_file(path: Path) -> EvalTasks:
 def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ()) -> EvalReport:
     """Route every labelled task once and measure ranking, abstention, each card and a sweep.
 
-    `also`, one per task when given: what else counts as right for it (`AlsoRight`).
+    `also`, one per task when given: what else counts as right for it (`AlsoRight`). Every
+    figure is of the decision the router makes: a task taught in learned.jsonl goes where it
+    was taught, whatever its score and ranking, at the threshold in use and in the sweep.
     """
     if not labelled:
         raise ConfigError("nothing to evaluate: the eval set is empty")
@@ -178,27 +180,23 @@ def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ())
     _check_expected(router, labelled, also)
     decisions = router.route_many([task for task, _ in labelled], top=max(RANKS))
     right = _right_cards(router, labelled, also)
-    best = [d.candidates[0].agent_id for d in decisions]
-    scores = np.array([d.score for d in decisions])
     got = [d.agent_id for d in decisions]
-    scope = np.array([bool(r) for r in right])
-    hit = np.array([b in r for b, r in zip(best, right, strict=True)])
-    in_scope, abstain_recall = _rates(scope, hit, scores, router.threshold)
+    outcomes = _outcomes(decisions, right)
     did = sum(g is None for g in got)
     both = sum(not r and g is None for r, g in zip(right, got, strict=True))
     good = sum(g in r if r else g is None for r, g in zip(right, got, strict=True))
     return EvalReport(
         n=len(labelled),
         several_right=sum(len(r) > 1 for r in right),
-        top1_in_scope=in_scope,
+        top1_in_scope=_share(g in r for g, r in zip(got, right, strict=True) if r),
         top1_never_abstain=_among_first(1, decisions, right),
         topk_never_abstain=tuple((k, _among_first(k, decisions, right)) for k in RANKS),
         accuracy=good / len(labelled),
         abstain_precision=both / did if did else 0.0,
-        abstain_recall=abstain_recall,
+        abstain_recall=_share(g is None for g, r in zip(got, right, strict=True) if not r),
         threshold=router.threshold,
-        best_at_target=_best_at_target(scope, hit, scores),
-        sweep=_sweep(scope, hit, scores, router.threshold),
+        best_at_target=_best_at_target(outcomes),
+        sweep=_sweep(outcomes, router.threshold),
         per_card=_per_card(router, [want for _, want in labelled], got, right),
         confusions=_confusions([want for _, want in labelled], got, right),
     )
@@ -206,11 +204,17 @@ def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ())
 
 def _among_first(k: int, decisions: Sequence[Decision], right: Sequence[frozenset[str]]) -> float:
     """The share of in-scope tasks with a right card among their first `k` candidates."""
-    found = [
-        any(c.agent_id in r for c in d.candidates[:k])
+    # a taught task goes where it was taught whatever its ranking: that card alone, at every k
+    return _share(
+        d.agent_id in r if d.taught else any(c.agent_id in r for c in d.candidates[:k])
         for d, r in zip(decisions, right, strict=True)
         if r
-    ]
+    )
+
+
+def _share(found: Iterable[bool]) -> float:
+    """The share of true values; 0.0 of none."""
+    found = list(found)
     return sum(found) / len(found) if found else 0.0
 
 
@@ -317,44 +321,68 @@ def _check_expected(router: Router, labelled: Labelled, also: Sequence[AlsoRight
         raise ConfigError(f"the eval file expects cards that are not loaded: {shown}")
 
 
-def _rates(
-    scope: np.ndarray, hit: np.ndarray, scores: np.ndarray, threshold: float
-) -> tuple[float, float]:
-    """Return (in-scope tasks routed to a right card, abstain tasks abstained) at `threshold`.
+@dataclass(frozen=True)
+class _Outcomes:
+    """Each task's decision at any threshold, as the router makes it (router `_decide`)."""
 
-    `scope`: the task has a right card; `hit`: its best card is one of them.
-    """
-    routed = scores >= threshold
-    accuracy = float((routed & hit)[scope].mean()) if scope.any() else 0.0
+    scope: np.ndarray  # the task has a right card
+    hit: np.ndarray  # the card it goes to when routed is right: its taught card, else its best
+    scores: np.ndarray
+    taught: np.ndarray  # routed where it was taught, or abstained, whatever the threshold
+    taught_route: np.ndarray  # taught to a card (not out of scope)
+
+    def routed(self, threshold: float) -> np.ndarray:
+        """Which tasks route (not abstain) at `threshold`."""
+        return np.where(self.taught, self.taught_route, self.scores >= threshold)
+
+
+def _outcomes(decisions: Sequence[Decision], right: Sequence[frozenset[str]]) -> _Outcomes:
+    """Where each task goes when it routes: its taught card, else its best; and if it may."""
+    goes = [d.agent_id if d.taught else d.candidates[0].agent_id for d in decisions]
+    return _Outcomes(
+        scope=np.array([bool(r) for r in right], dtype=bool),
+        hit=np.array([g in r for g, r in zip(goes, right, strict=True)], dtype=bool),
+        scores=np.array([d.score for d in decisions]),
+        taught=np.array([d.taught for d in decisions], dtype=bool),
+        taught_route=np.array([d.taught and d.agent_id is not None for d in decisions], bool),
+    )
+
+
+def _rates(outcomes: _Outcomes, threshold: float) -> tuple[float, float]:
+    """Return (in-scope tasks routed to a right card, abstain tasks abstained) at `threshold`."""
+    scope, routed = outcomes.scope, outcomes.routed(threshold)
+    accuracy = float((routed & outcomes.hit)[scope].mean()) if scope.any() else 0.0
     recall = float((~routed)[~scope].mean()) if (~scope).any() else 0.0
     return accuracy, recall
 
 
-def _sweep(
-    scope: np.ndarray, hit: np.ndarray, scores: np.ndarray, threshold: float
-) -> tuple[SweepPoint, ...]:
+def _sweep(outcomes: _Outcomes, threshold: float) -> tuple[SweepPoint, ...]:
     steps = range(-SWEEP_STEPS_EACH_SIDE, SWEEP_STEPS_EACH_SIDE + 1)
     points = [threshold + k * SWEEP_STEP for k in steps]
-    return tuple(SweepPoint(t, *_rates(scope, hit, scores, t)) for t in points)
+    return tuple(SweepPoint(t, *_rates(outcomes, t)) for t in points)
 
 
-def _best_at_target(scope: np.ndarray, hit: np.ndarray, scores: np.ndarray) -> SweepPoint | None:
+def _best_at_target(o: _Outcomes) -> SweepPoint | None:
     """Return the threshold with the best in-scope accuracy among those reaching the target.
 
     Every gap between two distinct scores is a candidate (its midpoint), so this is exact,
-    not a grid's guess, and the threshold sits between the tasks it separates.
+    not a grid's guess, and the threshold sits between the tasks it separates. Taught tasks
+    count the same at every threshold.
     """
-    abstain = np.sort(scores[~scope])
-    in_scope = int(scope.sum())
-    if not len(abstain) or not in_scope:
+    must_abstain, in_scope = int((~o.scope).sum()), int(o.scope.sum())
+    if not must_abstain or not in_scope:
         return None
-    right = np.sort(scores[scope & hit])
-    distinct = np.unique(scores)
+    free = ~o.taught
+    abstain = np.sort(o.scores[~o.scope & free])
+    right = np.sort(o.scores[o.scope & o.hit & free])
+    distinct = np.unique(o.scores)
     thresholds = np.concatenate(
         [[distinct[0] - 1], (distinct[1:] + distinct[:-1]) / 2, [distinct[-1] + 1]]
     )
-    recall = np.searchsorted(abstain, thresholds, "left") / len(abstain)
-    accuracy = (len(right) - np.searchsorted(right, thresholds, "left")) / in_scope
+    kept_out = int((~o.scope & o.taught & ~o.taught_route).sum())  # taught out of scope
+    recall = (np.searchsorted(abstain, thresholds, "left") + kept_out) / must_abstain
+    sent = int((o.scope & o.hit & o.taught).sum())  # taught to a right card
+    accuracy = (len(right) - np.searchsorted(right, thresholds, "left") + sent) / in_scope
     reaching = np.flatnonzero(recall >= ABSTAIN_TARGET)
     if not len(reaching):
         return None

@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ __all__ = [
     "load_learned",
     "merge",
     "normalise",
+    "unknown_card",
     "with_learned",
     "write_learned",
 ]
@@ -243,23 +244,33 @@ def merge(
     learned: Learned, labelled: Iterable[tuple[str, str | None]], cards: Sequence[Card]
 ) -> Merge:
     """Add labelled tasks; the latest label of a task wins, and a card must be one of `cards`."""
+    # the counts are of the file's net change: a task relabelled and back again is known
     known_ids = {card.id for card in cards}
-    place: dict[str, tuple[str, str | None]] = {}  # normalised task -> (text, card)
-    for owner, tasks in learned.examples.items():
-        place.update((normalise(t), (t, owner)) for t in tasks)
-    place.update((normalise(t), (t, None)) for t in learned.out_of_scope)
-    added = moved = known = 0
+    labelled = list(labelled)
+    before = _placed(learned)
+    place = dict(before)
     for task, card in labelled:
         if card is not None and card not in known_ids:
-            raise ConfigError(f"card {card!r}: no such card (the task was {task[:60]!r})")
+            why = f"card {card!r}: no such card (the task was {task[:60]!r})"
+            raise ConfigError(why, field="card")  # no path: `unknown_card` finds FILE's line
         key = normalise(task)
-        before = place.get(key)
-        if before is not None and before[1] == card:
-            known += 1
-            continue
-        moved, added = (moved + 1, added) if before is not None else (moved, added + 1)
-        place[key] = (task.strip(), card)
-    return Merge(_rebuild(learned, place.values()), added, moved, known)
+        if key not in place or place[key][1] != card:  # the same label keeps the text it has
+            place[key] = (task.strip(), card)
+    for key, was in before.items():
+        if place[key][1] == was[1]:  # back where it was: the line stays as it is
+            place[key] = was
+    added = len(place) - len(before)
+    moved = sum(place[key][1] != was[1] for key, was in before.items())
+    return Merge(_rebuild(learned, place.values()), added, moved, len(labelled) - added - moved)
+
+
+def _placed(learned: Learned) -> dict[str, tuple[str, str | None]]:
+    """Each taught task, normalised, with its text and card (None: out of scope)."""
+    place: dict[str, tuple[str, str | None]] = {
+        normalise(t): (t, owner) for owner, ts in learned.examples.items() for t in ts
+    }
+    place.update((normalise(t), (t, None)) for t in learned.out_of_scope)
+    return place
 
 
 def with_learned(cards: Sequence[Card], learned: Learned) -> list[Card]:
@@ -296,7 +307,7 @@ def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
         _header(path, rows)  # a damaged threshold is stale, as an edited one is: no problem
         labelled = [(number, *_line(path, number, row)) for number, row in rows]
     except ConfigError as exc:
-        return [Problem(str(path), None, "file", str(exc).removeprefix(f"{path}").lstrip(": "))]
+        return [_problem(path, exc)]
     known = {card.id for card in cards}
     own = {normalise(e): card.id for card in cards for e in card.examples}
     problems: list[Problem] = []
@@ -352,6 +363,30 @@ def line_of_example(path: Path, card: str, task: str) -> int | None:
     return next((n for n, r in rows if r.get("task") == task and r.get("card") == card), None)
 
 
+def unknown_card(path: Path, card_ids: Collection[str]) -> ConfigError | None:
+    """Return the error (`FILE:LINE: card: …`) of `path`'s first line naming a card not in
+    `card_ids`; None when none does, or when the file cannot be read again (a pipe)."""
+    try:
+        rows = _read_rows(path)
+    except ConfigError:
+        return None
+    for number, row in rows:
+        card = row.get("card")
+        if isinstance(card, str) and card not in card_ids and row.get("kind") != HEADER_KIND:
+            why = f"card: no card {card!r} in the cards folder"
+            return ConfigError(f"{path}:{number}: {why}", path=path, field="card")
+    return None
+
+
+def _problem(path: Path, exc: ConfigError) -> Problem:
+    """A learned file's error as `tiny validate` reports it: at its line, with its field."""
+    where, _, why = str(exc).removeprefix(f"{path}:").partition(": ")
+    if not where.isdigit():  # the file as a whole (a newer version)
+        return Problem(str(path), None, "file", str(exc).removeprefix(f"{path}").lstrip(": "))
+    field = exc.field or "file"
+    return Problem(str(path), int(where), field, why.removeprefix(f"{field}: "))
+
+
 def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     # bounded for pipes and devices too (`tiny learn /dev/zero`); lines split on "\n" only
     text = read_text(path, MAX_LEARNED_BYTES)
@@ -362,12 +397,12 @@ def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{number}: not JSON: {exc.msg}") from None
+            raise ConfigError(f"{path}:{number}: not JSON: {exc.msg}", path=path) from None
         except (ValueError, RecursionError):  # a 5,000-digit number, or nesting too deep
-            raise ConfigError(f"{path}:{number}: not JSON tiny can read") from None
+            raise ConfigError(f"{path}:{number}: not JSON tiny can read", path=path) from None
         if not isinstance(row, dict):
             raise ConfigError(
-                f'{path}:{number}: expected an object like {{"task": ..., "card": ...}}'
+                f'{path}:{number}: expected an object like {{"task": ..., "card": ...}}', path=path
             )
         rows.append((number, row))
     return rows
@@ -399,23 +434,27 @@ def _line(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str | N
 def _known(path: Path, number: int, row: Mapping[str, Any], known: Sequence[str]) -> None:
     unknown = [name for name in row if name not in known]
     if unknown:
+        name = printable(unknown[0])
         raise ConfigError(
-            f"{path}:{number}: {printable(unknown[0])}: unknown field (fields: "
+            f"{path}:{number}: {name}: unknown field (fields: "
             f"{', '.join(known)}); tiny rewrites this file and would drop it",
             path=path,
+            field=name,
         )
 
 
 def _example(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str | None]:
     task, card = row.get("task"), row.get("card", "<missing>")
     if not isinstance(task, str) or not task.strip():
-        raise ConfigError(f"{path}:{number}: task: expected a non-empty string")
+        why = "task: expected a non-empty string"
+        raise ConfigError(f"{path}:{number}: {why}", path=path, field="task")
     try:
         check_task(task)  # what route refuses is not learned: it would slow every route
     except ConfigError as exc:
-        raise ConfigError(f"{path}:{number}: {exc}", path=path) from None
+        raise ConfigError(f"{path}:{number}: {exc}", path=path, field="task") from None
     if card is not None and (not isinstance(card, str) or not card or card == "<missing>"):
-        raise ConfigError(f"{path}:{number}: card: expected a card id, or null for out of scope")
+        why = "card: expected a card id, or null for out of scope"
+        raise ConfigError(f"{path}:{number}: {why}", path=path, field="card")
     return task.strip(), card
 
 

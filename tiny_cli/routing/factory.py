@@ -83,6 +83,10 @@ ABSTAIN_TARGET = 0.80
 # Under this many out-of-scope examples, the quantile a fold can see is mostly noise: with
 # 20, each fold holds out 4 and the 80 % point rests on 16 scores.
 MIN_OUT_OF_SCOPE = 20
+DAMAGED_HEADER = (
+    "the header's threshold is not as `tiny learn` wrote it (a value of another type, "
+    "or a field missing)"
+)
 
 
 def build_router(
@@ -140,7 +144,11 @@ def stale_threshold(settings: Settings, cards: Sequence[Card], router: Router) -
     """What changed since the folder's threshold was derived, so that `router` (built by
     build_router for `cards`) uses the default; None: fresh, given, or none derived."""
     learned = folder_learned(settings)
-    if settings.threshold is not None or learned.threshold is None:
+    if settings.threshold is not None:
+        return None
+    if learned.damaged_header:  # read as no threshold, yet one was written: stale, say so
+        return DAMAGED_HEADER
+    if learned.threshold is None:
         return None
     basis = threshold_basis(cards, router.tools)
     return learned.why_stale(fingerprint(router.embedder), *basis)

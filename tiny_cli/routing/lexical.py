@@ -147,6 +147,14 @@ class Lexical:
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
         """Return (texts, cards) scores in 0-1: 1 only if every word scores its full idf."""
+        out = self._document_scores(texts)
+        if self._owners == list(range(self._n)):
+            return out
+        starts = np.flatnonzero(np.diff([-1, *self._owners]))  # each card's documents in a run
+        return np.maximum.reduceat(out, starts, axis=1) if self._n else out
+
+    def _document_scores(self, texts: Sequence[str]) -> np.ndarray:
+        """Return (texts, documents) scores in 0-1, before a card takes its best document."""
         out = np.zeros((len(texts), self._n), dtype=np.float32)
         for row, text in enumerate(texts):
             words = set(tokenize(text))
@@ -155,10 +163,7 @@ class Lexical:
                 # unknown words count in the divisor at full idf: a task that is mostly words
                 # no card uses is mostly not about these cards
                 out[row] = self._bm25(known) / sum(self._idf(w) for w in words)
-        if self._owners == list(range(self._n)):
-            return out
-        starts = np.flatnonzero(np.diff([-1, *self._owners]))  # each card's documents in a run
-        return np.maximum.reduceat(out, starts, axis=1) if self._n else out
+        return out
 
     def _bm25(self, words: Sequence[str]) -> np.ndarray:
         """Each card's BM25 score for `words`: their columns summed, in bm25s's order."""
@@ -196,9 +201,13 @@ class Lexical:
         return lexical
 
     def matched(self, text: str, card: int) -> tuple[str, ...]:
-        """Return the task's (stemmed) words that also occur in card `card`'s texts."""
-        rows = self._card_words()
-        words = frozenset().union(*(rows[i] for i, o in enumerate(self._owners) if o == card))
+        """Return the task's (stemmed) words in the document that gave card `card` its score."""
+        # `scores` takes a card's best document: a word only another one holds adds nothing
+        documents = [i for i, owner in enumerate(self._owners) if owner == card]
+        scored = self._document_scores([text])[0][documents] if documents else np.zeros(0)
+        if not scored.size or scored.max() <= 0:
+            return ()
+        words = self._card_words()[documents[int(np.argmax(scored))]]
         return tuple(w for w in dict.fromkeys(tokenize(text)) if w in words)
 
     def _card_words(self) -> list[frozenset[str]]:
