@@ -81,10 +81,13 @@ def test_a_url_written_into_a_search_query_was_not_reached() -> None:
     assert field_sources({"source": made_up}, fetched[1:], "t") == {"source": "tool"}
 
 
-def test_a_value_is_found_whole_never_inside_a_longer_number_or_word() -> None:
+def test_a_number_is_found_whole_never_inside_a_longer_one() -> None:
     added = [evidence_of({"name": "Acme"}, {"company_id": 1, "created_at": "2026-12-06"})]
     assert field_sources({"company_id": "20"}, added, "add Acme") == {"company_id": "model"}
     assert field_sources({"company_id": 1}, added, "add Acme") == {"company_id": "tool"}
-    assert field_sources({"kind": "cat"}, [evidence_of({}, "category: dog")], "t") == {
-        "kind": "model"
-    }
+
+
+def test_a_word_may_sit_inside_a_longer_one_a_number_may_not() -> None:
+    found = [evidence_of({"query": "x"}, "東京都港区 · die Kündigungsfrist beträgt 3 Monate")]
+    sources = field_sources({"city": "東京", "topic": "Kündigung", "n": 3, "m": 30}, found, "t")
+    assert sources == {"city": "tool", "topic": "tool", "n": "tool", "m": "model"}

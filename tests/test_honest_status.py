@@ -124,6 +124,28 @@ def test_an_ok_then_a_corrected_partial_in_one_reply_is_asked_once(counter, scri
     assert len(scripted_server.requests) == before + 1  # taken as it is: it claims less
 
 
+def test_a_quoted_payloads_status_is_no_second_answer(counter, scripted_server):
+    ok = {"status": "ok", "summary": "Down.", "table": "incidents", "rows": 1}
+    quoted = 'The page said {"status": "investigating"}.\n```json\n' + json.dumps(ok) + "\n```"
+    scripted_server.add(reply(quoted))
+    _, out = counter("--json")
+    assert json.loads(out)["status"] == "ok" and len(scripted_server.requests) == 1
+
+
+def test_a_yes_no_or_empty_field_is_no_unsourced_claim(tiny, scripted_server) -> None:
+    answer = {"status": "ok", "summary": "Yes.", "source": "onboarding.md", "approves": True,
+              "exceptions": []}  # fmt: skip
+    scripted_server.add(
+        tool_call("docs_search", {"query": "onboarding"}), reply(json.dumps(answer))
+    )
+    env = {"TINY_BASE_URL": scripted_server.url, "TINY_CARDS": str(SEED_CARDS)}
+    args = ("--must-return", "approves,exceptions", "--json")
+    result = tiny("invoke", "docs-finder", "does my manager approve onboarding", *args, env=env)
+    digest = json.loads(result.stdout)
+    assert digest["status"] == "ok", digest["notes_for_caller"]
+    assert digest["fields"]["approves"] is True
+
+
 def test_an_ok_cut_at_max_tokens_is_never_ok(counter, scripted_server):
     cut = '{"status": "ok", "summary": "orders.csv has rows.", "table": "orders", "rows": 12'
     scripted_server.add(reply(cut, finish_reason="length"))

@@ -311,6 +311,13 @@ def test_a_refused_key_is_one_error_line_that_never_prints_it(tiny, scripted_ser
     assert listed["status"] == "failed" and "HTTP 401" in listed["reason"]
 
 
+def test_a_refused_key_after_a_tool_ran_ends_failed_keeping_what_ran(run, scripted_server):
+    scripted_server.add(tool_call("docs_search", {"query": "onboarding"}), http_error(403))
+    code, digest = run("invoke", "docs-finder", "how does onboarding work")
+    assert (code, digest["status"]) == (5, "failed") and "HTTP 403" in digest["reason"]
+    assert digest["cost"]["tool_calls"] == 1  # the Digest says what the tools did before
+
+
 def test_unknown_card_is_a_usage_error(tiny) -> None:
     result = tiny("invoke", "nobody", "do something")
     assert result.exit_code == 2

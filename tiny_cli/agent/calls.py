@@ -176,6 +176,11 @@ _WORD = re.compile(r"\w+")
 _NO_MEMORY = re.compile(r"\bfrom memory\b|\bmake up\b|\bmade up\b|\binvent\b|\bguess", re.I)
 
 
+def checkable(value: Any) -> bool:
+    """Tell whether a value says something to look up (a yes/no or an empty one does not)."""
+    return any(True for _ in _leaves(value))
+
+
 def needs_evidence(card: Card) -> bool:
     """Tell whether the card may answer only from a tool result (`first: tool`, or its does_not)."""
     return card.first == "tool" or any(_NO_MEMORY.search(line) for line in card.does_not)
@@ -267,10 +272,11 @@ class _Text:
 
 
 def _whole_in(needle: str, text: str) -> bool:
-    """Tell whether `needle` is in `text` as a whole: "20" is not in "2026", nor "cat" in
-    "category" (a word character at the needle's edge may not touch another)."""
-    left = r"(?<!\w)" if needle[:1].isalnum() or needle[:1] == "_" else ""
-    right = r"(?!\w)" if needle[-1:].isalnum() or needle[-1:] == "_" else ""
+    """Tell whether `needle` is in `text`, its numbers whole: "20" is not in "2026", nor "1"
+    in "12"; words may sit inside longer ones ("東京" in "東京都", "Kündigung" in
+    "Kündigungsfrist")."""
+    left = r"(?<!\d)" if needle[:1].isdigit() else ""
+    right = r"(?!\d)" if needle[-1:].isdigit() else ""
     return bool(needle) and re.search(left + re.escape(needle) + right, text) is not None
 
 

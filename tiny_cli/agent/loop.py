@@ -182,8 +182,9 @@ def _brevity(max_output_tokens: int) -> str:
 
 
 STOPPED = "stopped_at_first_call"
-# the endpoint refused the key, its rights, or the URL or model: the caller's configuration
-# to fix, so it is raised (a config error); any other provider failure ends the run `failed`
+# the endpoint refused the key, its rights, or the URL or model before any tool ran: the
+# caller's configuration to fix, so it is raised (a config error); any other provider failure,
+# or this one after a tool ran (a write may have happened), ends the run `failed`
 CALLER_FIXES = (401, 403, 404)
 ANSWER_CUT = "answer_cut"  # the answer hit max_tokens: tiny closed its object, never `ok`
 
@@ -268,9 +269,9 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
         except ProviderTimeout as exc:
             return run.out_of_time(f"{exc}; {meter.slowest()}")
         except ProviderError as exc:
-            if exc.status in CALLER_FIXES:
+            if exc.status in CALLER_FIXES and not meter.calls:  # nothing done yet: config
                 raise
-            return run.failed(str(exc))
+            return run.failed(str(exc))  # mid-run: the Digest keeps what the tools did
         calls = run.calls_in(reply)
         if calls and stop:
             return _stopped(run, calls[0])

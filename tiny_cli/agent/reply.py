@@ -90,10 +90,11 @@ def _two_minds(text: str) -> list[str]:
     """Name answers of different statuses in one reply ("ok", then a corrected "partial"):
     which one holds is the model's to say, so it is asked once, never guessed."""
     statuses: list[str] = []
-    for value in _objects(text):
+    for value in _objects(text):  # answers only: a quoted payload's "status" is no answer
         status = value.get("status")
-        if isinstance(status, str) and status.strip().lower() not in statuses:
-            statuses.append(status.strip().lower())
+        said = status.strip().lower() if isinstance(status, str) else None
+        if said in MODEL_STATUSES and said not in statuses:
+            statuses.append(said)
     if len(statuses) < 2:
         return []
     return [f"your answer holds {len(statuses)} answers ({', '.join(statuses)}); give one"]

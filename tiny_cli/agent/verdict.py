@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tiny_cli.agent.calls import Meter, cut_summary, field_sources, needs_evidence
+from tiny_cli.agent.calls import Meter, checkable, cut_summary, field_sources, needs_evidence
 from tiny_cli.agent.reply import Reply, field_values, missing_fields
 from tiny_cli.cards.card import Card
 from tiny_cli.digest import CHARS_PER_TOKEN, MODEL_STATUSES, Brief, CallRecord, Digest, Status
@@ -198,7 +198,8 @@ def _unsourced(card: Card, claim: Claim, sources: Mapping[str, str]) -> Claim:
     holds no field that only the model vouches for: such as an id no tool returned."""
     if claim.status != "ok" or not (card.writes or needs_evidence(card)):
         return claim
-    alone = [name for name, source in sources.items() if source == "model"]
+    # a yes/no or an empty value has nothing to look up: it cannot be found, nor doubted
+    alone = [n for n, source in sources.items() if source == "model" and checkable(claim.fields[n])]
     if not alone:
         return claim
     note = f"no tool result, task or call holds {', '.join(alone)}: the model alone vouches"
