@@ -7,7 +7,6 @@ that reads or writes the file. Ctrl-C is a KeyboardInterrupt raised where a real
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
 import sys
@@ -63,34 +62,29 @@ def test_tiny_learn_keeps_the_learned_files_permissions(
 
 
 def test_ctrl_c_while_a_user_file_is_written_leaves_it_and_no_temporary_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     path = tmp_path / "learned.jsonl"
     path.write_text("as the user left it\n", encoding="utf-8")
-    monkeypatch.setattr(os, "fsync", _interrupt)  # the slowest step of a write
-    with pytest.raises(KeyboardInterrupt):
-        write_text(path, "half of a new file\n")
+    with pytest.raises(KeyboardInterrupt):  # at the sync, the slowest step of a write
+        write_text(path, "half of a new file\n", sync=_interrupt)
     assert path.read_text(encoding="utf-8") == "as the user left it\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["learned.jsonl"]
 
 
 def test_ctrl_c_during_tiny_init_leaves_nothing_and_a_rerun_writes_every_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     folder = tmp_path / "proj"
-    real_open = Path.open
+    synced: list[int] = []
 
-    def stopped_at_the_card(self: Path, *args: Any, **kwargs: Any) -> Any:
-        handle = real_open(self, *args, **kwargs)
-        if "word-counter.yaml" in self.name:  # created, not written yet: then Ctrl-C
-            handle.close()
+    def second_file_stopped(fd: int) -> None:  # one file written, the next one's bytes out
+        synced.append(fd)
+        if len(synced) == 2:
             raise KeyboardInterrupt
-        return handle
 
-    monkeypatch.setattr(Path, "open", stopped_at_the_card)
     with pytest.raises(KeyboardInterrupt):
-        init_project(folder)
-    monkeypatch.undo()
+        init_project(folder, sync=second_file_stopped)
     assert not folder.exists()  # the folders it made are gone too
     report = init_project(folder)
     assert {status for _, status in report.files} == {"written"}

@@ -336,7 +336,7 @@ def test_a_folder_with_only_generated_examples_says_why_the_default_applies(
 
 
 def test_a_run_stopped_before_the_overlap_check_is_finished_when_resumed(
-    go, tiny, cli_env, cards, scripted_server, tmp_path, monkeypatch
+    go, tiny, cli_env, cards, scripted_server, tmp_path
 ) -> None:
     out = [{"task": f"unrelated request number {n} about the weather on mars", "card": None}
            for n in range(20)]  # fmt: skip
@@ -349,12 +349,10 @@ def test_a_run_stopped_before_the_overlap_check_is_finished_when_resumed(
     _script(scripted_server, {c: [json.dumps(a)] * 2 for c, a in answers.items()})
     env = {"TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing",
            "TINY_BASE_URL": scripted_server.url, "TINY_MODEL": "tiny-test-model"}  # fmt: skip
-    # Ctrl-C right after the last card's examples are written (in-process: the CLI would
-    # end the test's process, as it ends tiny's)
-    monkeypatch.setattr("tiny_cli.example_writer._drop_overlaps", _ctrl_c)
+    # Ctrl-C as the last card's line is shown, its examples written and nothing checked yet
+    # (in-process: the CLI would end the test's process, as it ends tiny's)
     with pytest.raises(KeyboardInterrupt):
-        generate(load_settings(env={**cli_env, **env}))
-    monkeypatch.undo()
+        generate(load_settings(env={**cli_env, **env}), progress=_ctrl_c_at_the_last_card)
     resumed = go("--generate", "--json")
     assert resumed.exit_code == 0, resumed.output
     data = json.loads(resumed.stdout)
@@ -369,5 +367,7 @@ def test_a_run_stopped_before_the_overlap_check_is_finished_when_resumed(
     assert json.loads(again.stdout)["status"] == "unchanged"
 
 
-def _ctrl_c(*_: object) -> None:
-    raise KeyboardInterrupt
+def _ctrl_c_at_the_last_card(line: str) -> None:
+    done, total = line[1:].split("]")[0].split("/")  # "[3/3] crm-writer: …"
+    if done == total:
+        raise KeyboardInterrupt

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.settings import PROJECT_FILE
+from tiny_cli.userfiles import Sync, write_synced
 
 __all__ = ["InitReport", "init_project"]
 
@@ -94,11 +95,12 @@ class InitReport:
         }
 
 
-def init_project(folder: Path) -> InitReport:
+def init_project(folder: Path, sync: Sync = os.fsync) -> InitReport:
     """Write the starter project into `folder`; keep every file that already exists.
 
     All or nothing: every place is checked first, the project file is written last, and a
     failure part way removes what this run wrote, so a rerun after fixing the cause works.
+    Each file's bytes are made durable with `sync` before it takes its name.
     """
     if (folder / PROJECT_FILE).exists() or (folder / PROJECT_FILE).is_symlink():
         raise ConfigError(
@@ -110,7 +112,7 @@ def init_project(folder: Path) -> InitReport:
     done: dict[str, Literal["written", "kept"]] = {}
     try:
         for name, text in sorted(FILES, key=lambda f: f[0] == PROJECT_FILE):
-            done[name] = _write_new(folder / name, text, made)
+            done[name] = _write_new(folder / name, text, made, sync)
     except BaseException:  # Ctrl-C too: an empty starter card would be "kept" by a rerun
         _roll_back(made)
         raise
@@ -130,14 +132,14 @@ def _check_place(path: Path) -> None:
         raise ConfigError(f"{path}: exists and is not a file; tiny init wrote nothing")
 
 
-def _write_new(path: Path, text: str, made: list[Path]) -> Literal["written", "kept"]:
+def _write_new(path: Path, text: str, made: list[Path], sync: Sync) -> Literal["written", "kept"]:
     """Create `path` with `text` unless something is there (exclusive create: no race)."""
     try:
         missing = [p for p in path.parents if not p.is_dir()]
         for folder in reversed(missing):
             folder.mkdir()
             made.append(folder)
-        _create(path, text, made)
+        _create(path, text, made, sync)
     except FileExistsError:
         if path.is_file():
             return "kept"
@@ -147,12 +149,12 @@ def _write_new(path: Path, text: str, made: list[Path]) -> Literal["written", "k
     return "written"
 
 
-def _create(path: Path, text: str, made: list[Path]) -> None:
+def _create(path: Path, text: str, made: list[Path], sync: Sync) -> None:
     """Write `text` to a temporary file, then link it to `path`: the file is there whole or
     not at all, and a file that appeared meanwhile is never replaced (FileExistsError)."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        temp.write_text(text, encoding="utf-8")
+        write_synced(temp, text, sync=sync)
         _link(temp, path)
         made.append(path)
     except BaseException:

@@ -33,6 +33,7 @@ from tiny_cli.errors import ConfigError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "Sync",
     "check_writable",
     "escape_separators",
     "jsonl_line",
@@ -44,6 +45,7 @@ __all__ = [
     "read_text",
     "refuse_special",
     "write_json",
+    "write_synced",
     "write_text",
 ]
 
@@ -149,13 +151,17 @@ def check_writable(path: Path) -> None:
     refuse_special(path)  # after the folder: under a plain file, lstat fails otherwise
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` whole (temporary file, fsync, replace), in the mode the file had;
+Sync = Callable[[int], None]
+"""What makes a written file's bytes durable (`os.fsync`): a parameter, so a test can stop there."""
+
+
+def write_text(path: Path, text: str, sync: Sync = os.fsync) -> None:
+    """Write `text` to `path` whole (temporary file, `sync`, replace), in the mode the file had;
     special files refused."""
     refuse_special(path)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        _write_temp(temp, text, _mode_of(path))
+        write_synced(temp, text, _mode_of(path), sync)
         os.replace(temp, path)
     except OSError as err:
         _discard(temp)
@@ -173,14 +179,15 @@ def _mode_of(path: Path) -> int | None:
         return None
 
 
-def _write_temp(temp: Path, text: str, mode: int | None) -> None:
-    """Write `text` to `temp` and fsync it; `mode`: the replaced file's, kept (a 0600 stays)."""
-    with open(temp, "w", encoding="utf-8", newline="") as handle:
+def write_synced(path: Path, text: str, mode: int | None = None, sync: Sync = os.fsync) -> None:
+    """Write `text` to a new file at `path` and `sync` it; `mode`: the permissions to give it
+    (a replaced file's, kept: a 0600 stays), else the default."""
+    with open(path, "w", encoding="utf-8", newline="") as handle:
         if mode is not None:
             os.fchmod(handle.fileno(), mode)
         handle.write(text)
         handle.flush()
-        os.fsync(handle.fileno())
+        sync(handle.fileno())
 
 
 def _discard(temp: Path) -> None:
