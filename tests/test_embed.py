@@ -262,6 +262,11 @@ def test_openai_embedder_without_key_sends_no_authorization(server: EmbeddingsSe
     assert server.requests[0]["auth"] is None
 
 
+def test_openai_embedder_posts_before_the_base_urls_query(server: EmbeddingsServer) -> None:
+    get_embedder("openai:m", base_url=server.url + "?api-version=2024-02-01").embed(["x"])
+    assert server.requests[0]["path"] == "/v1/embeddings?api-version=2024-02-01"
+
+
 def test_unreachable_endpoint_is_an_embedder_error() -> None:
     with ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as closed:
         port = closed.server_address[1]  # bound, then closed below: nobody listens there

@@ -28,7 +28,15 @@ SECRET_URLS = [
     f"http://host/v1?x=1&access_token={SECRET}",
     f"http://host/v1?Sig={SECRET}",
     f"https://host/v1#token={SECRET}",
+    f"http://host/v1?apikey={SECRET}",
+    f"http://host/v1?X-Api-Key={SECRET}",
+    f"http://host/v1?authToken={SECRET}",
 ]
+
+
+def test_a_query_parameter_is_a_credential_by_its_words_not_by_its_letters(tmp_path) -> None:
+    url = "http://host/v1?api-version=2024-02-01&monkey=1&keyword=tea"
+    assert _settings(tmp_path, TINY_BASE_URL=url).base_url == url
 
 
 def _settings(cwd: Path, **env: str):

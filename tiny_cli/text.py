@@ -20,6 +20,7 @@ from tiny_cli.settings import PACKAGE_DATA
 __all__ = [
     "MAX_GOAL_CHARS",
     "check_task",
+    "endpoint",
     "kind_of",
     "printable",
     "redact_url",
@@ -104,6 +105,12 @@ def printable(text: str, keep: str = "") -> str:
         else f"\\U{ord(ch):08x}"
         for ch in text
     )
+
+
+def endpoint(base_url: str, path: str) -> str:
+    """`base_url` with `/path` added to its path, before any query (`?api-version=…`)."""
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{path}"))
 
 
 def redact_url(url: str) -> str:

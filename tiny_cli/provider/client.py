@@ -26,7 +26,7 @@ import httpx
 from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError, DeadlineExceeded, ProviderError, ProviderTimeout
 from tiny_cli.settings import check_base_url
-from tiny_cli.text import redact_url
+from tiny_cli.text import endpoint, redact_url
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_PROBE_TIMEOUT = 5.0  # seconds per request when the caller gives no budget
@@ -186,7 +186,7 @@ class OpenAIProvider:
         A bench of many runs should stop at once, not spend its retries on every run.
         """
         try:
-            self._client.get(_endpoint(self.base_url, "models"), timeout=timeout)
+            self._client.get(endpoint(self.base_url, "models"), timeout=timeout)
         except httpx.TransportError:
             raise self._server.failed(_Failure("connect", "", True), 1) from None
 
@@ -250,7 +250,7 @@ class OpenAIProvider:
     def _send(self, body: dict, limit: float, deadline: float | None) -> _Answer:
         """POST the body and read the whole response, giving up at the deadline."""
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        url = _endpoint(self.base_url, "chat/completions")
+        url = endpoint(self.base_url, "chat/completions")
         with self._client.stream(
             "POST", url, json=body, headers=headers, timeout=httpx.Timeout(limit)
         ) as response:
@@ -294,12 +294,6 @@ def _check_base_url(base_url: Any) -> None:
         )
     # the settings' check, less its refusal of user info
     check_base_url("base_url", urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])))
-
-
-def _endpoint(base_url: str, path: str) -> str:
-    """`base_url` with `/path` added to its path, before any query (`?api-version=…`)."""
-    parts = urlsplit(base_url)
-    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{path}"))
 
 
 def _tls(base_url: str) -> ssl.SSLContext | bool:

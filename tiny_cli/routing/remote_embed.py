@@ -14,7 +14,7 @@ import numpy as np
 
 from tiny_cli.errors import EmbedderError
 from tiny_cli.routing.embed import normalised
-from tiny_cli.text import redact_url
+from tiny_cli.text import endpoint, redact_url
 
 __all__ = ["OPENAI_BATCH", "OPENAI_TIMEOUT_SECONDS", "OpenAIEmbedder"]
 
@@ -38,7 +38,7 @@ class OpenAIEmbedder:
         self.name = f"openai:{model}"
         self.model = model
         self.batch_size = batch_size
-        self.url = base_url.rstrip("/") + "/embeddings"
+        self.url = endpoint(base_url, "embeddings")  # before any query (`?api-version=`)
         self._shown = redact_url(self.url)  # what messages show: never user:key@
         self._api_key = api_key
         self.fingerprint = f"{self.name}@{self._shown}"
