@@ -222,3 +222,35 @@ def test_a_tie_in_routing_goes_to_the_lower_card_id() -> None:
     decision = Router(cards, _ByIdentity(), None, threshold=-100).route("anything at all")
     assert [c.agent_id for c in decision.candidates] == ["alpha", "mid", "zeta"]
     assert decision.agent_id == "alpha"
+
+
+SHIPPED = Path(__file__).resolve().parent.parent / "examples" / "bench" / "recordings"
+
+
+def _edited(tmp_path: Path, **bench: object) -> Path:
+    """A shipped recording copied, its header's paths made absolute and its options edited."""
+    source = SHIPPED / "qwen2.5-coder-1.5b-json.jsonl"
+    header, *rest = source.read_text("utf-8").splitlines(keepends=True)
+    doc = json.loads(header)
+    paths = {k: str((SHIPPED / doc["bench"][k]).resolve()) for k in ("tasks", "cards")}
+    doc["bench"] = {**doc["bench"], **paths, **bench}
+    path = tmp_path / "edited.jsonl"
+    path.write_text(json.dumps(doc) + "\n" + "".join(rest), "utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ({"out": "notes.txt"}, "header bench.out: not an option a recording keeps"),
+        ({"arm": 5}, "header bench.arm: must be str, got a number"),
+        ({"repeat": "three"}, "header bench.repeat: must be int, got a string"),
+    ],
+)
+def test_a_recordings_header_gives_only_its_options_of_their_kinds(tiny, tmp_path, edit, said):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine", "utf-8")
+    recording = _edited(tmp_path, **{k: str(notes) if k == "out" else v for k, v in edit.items()})
+    result = tiny("bench", "--replay", str(recording), "-q")
+    assert result.exit_code == 2 and said in result.stderr, result.output
+    assert notes.read_text("utf-8") == "mine"

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from tiny_cli.cards.load import Card
+from tiny_cli.errors import ConfigError
 from tiny_cli.provider.replay import ExchangeSource, Replayer
 from tiny_cli.routing.examples_file import LEARNED_FILENAME
 from tiny_cli.routing.factory import learned_file
+from tiny_cli.text import kind_of, printable
 from tiny_cli.workspace import Workspace
 
 __all__ = [
@@ -40,6 +42,14 @@ __all__ = [
 ]
 
 PATH_OPTIONS = ("tasks", "cards")  # options holding paths: kept relative to the recording
+# every option a recording keeps, by the kinds its value may take: a header is a file, so
+# nothing else in it (an output path, --record) ever becomes a command's default
+RECORDED_OPTIONS: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("tasks", "cards", "arm", "all_tools_sizes", "prompt"), (str,)),
+    **dict.fromkeys(("repeat", "sample", "irrelevance", "seed", "top_k", "context_tokens"), (int,)),
+    **dict.fromkeys(("temperature", "hybrid_margin"), (int, float)),
+    "expected_tools": (str,),
+}
 SHOWN_CHANGES = 3  # cards named in the one line that says what changed; the rest counted
 TOOLS_LINE = re.compile(r"Tools you can call: (.*?)\. No other tool exists")
 
@@ -217,10 +227,23 @@ def recorded_options(header: Mapping[str, Any], recording: Path) -> dict[str, An
     if not isinstance(options, dict):
         return {}
     out = {k: v for k, v in options.items() if v is not None}
+    for name, value in out.items():
+        _check_recorded(recording, name, value)
     for name in PATH_OPTIONS:
         if isinstance(out.get(name), str):
             out[name] = str((recording.parent / out[name]).resolve())
     return out
+
+
+def _check_recorded(recording: Path, name: str, value: Any) -> None:
+    """ConfigError naming the recording and the header field, unless it is an option of its
+    kind (a bool is no number here, as JSON keeps them apart)."""
+    kinds = RECORDED_OPTIONS.get(str(name))
+    where = f"{recording}: header bench.{printable(str(name))}"
+    if kinds is None:
+        raise ConfigError(f"{where}: not an option a recording keeps; remove it from the header")
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise ConfigError(f"{where}: must be {kinds[0].__name__}, got {kind_of(value)}")
 
 
 def _relative(path: Path, base: Path) -> str:
