@@ -30,10 +30,15 @@ def test_fail_under_fails_the_job_below_the_bar_and_passes_above(tiny) -> None:
     replay = ["bench", "--replay", str(RECORDINGS / "qwen2.5-coder-1.5b-json.jsonl"), "-q"]
     low = tiny(*replay, "--fail-under", "tiny.right=0.9", "--fail-under", "tiny.ok=0.0")
     assert low.exit_code == 1
-    assert "tiny: below --fail-under: tiny.right: 0.267 < 0.9" in low.stderr
+    assert "tiny: below --fail-under: tiny.right: 0.266 < 0.9" in low.stderr  # 4/15, cut
     assert "tiny.ok" not in low.stderr  # a bar that is met says nothing
     met = tiny(*replay, "--fail-under", "tiny.right=0.2", "--json")
     assert met.exit_code == 0 and json.loads(met.stdout)["arms"]["tiny"]["right"] == 4
+    # routed right 13 of 15 (shown 0.8667): a bar of 0.8667 is missed, and the line says so
+    close = tiny(*replay, "--fail-under", "tiny.routing=0.8667")
+    assert close.exit_code == 1
+    assert "tiny: below --fail-under: tiny.routing: 0.866666 < 0.8667" in close.stderr
+    assert tiny(*replay, "--fail-under", "tiny.routing=0.8666").exit_code == 0
 
 
 def test_a_bad_bar_stops_before_any_run(tiny) -> None:
