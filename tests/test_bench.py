@@ -498,10 +498,11 @@ def test_the_tiny_arm_logs_each_run_finished_with_its_routing(bench, home) -> No
     result, _report = bench("--arm", "tiny", "--json")
     assert result.exit_code == 0, result.output
     with sqlite3.connect(home / DB_NAME) as db:
-        rows = db.execute("SELECT label, routing, caller_tokens, digest FROM runs").fetchall()
+        rows = db.execute("SELECT label, routing, caller_tokens, digest, goal FROM runs").fetchall()
     assert len(rows) == 4
-    for label, routing, size, digest in rows:
+    for label, routing, size, digest, goal in rows:
         assert json.loads(routing)["decision"] in ("route", "abstain"), label
+        assert goal, label  # an abstain too: `tiny runs search` finds it, `correct` can teach
         stored = json.loads(digest)
         assert stored["routing"] == json.loads(routing)
         blank = {**stored, "cost": {**stored["cost"], "caller_tokens": 0}}

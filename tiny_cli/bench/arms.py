@@ -19,7 +19,7 @@ from tiny_cli.digest import Brief, Digest, Routing, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, finish
 from tiny_cli.provider.replay import ExchangeSource, Volatile
-from tiny_cli.session import ObserverFor
+from tiny_cli.session import Observe
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.tools.artifacts import ArtifactStore
 from tiny_cli.tools.builtin import CRM_FILENAME, CrmStore, builtin_entries
@@ -163,7 +163,7 @@ class JobContext:
     routes: Mapping[str, Route]
     site: str | None
     volatile: Volatile
-    observe: ObserverFor
+    observe: Observe  # a run's observers, by its label, with its task (logged, an abstain too)
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def run_job(context: JobContext, job: Job) -> Ran:
     """Run one task in one arm from a fresh context, in a scratch home."""
     brief = make_brief(job.task.text(context.site), job.task.asked_fields())
     route = context.routes[job.task.id] if job.arm == "tiny" else None
-    observer = context.observe(job.run)
+    observer = context.observe(job.run, goal=brief.goal)
     if route is not None and route.agent_id is None:  # no model call: the outcome is `abstain`
         digest = finish(observer, _abstain_digest(route))
         return Ran(job, digest, route, context.volatile)

@@ -15,7 +15,7 @@ counted as `fabricated`, never as right (tiny_cli.bench.scoring; docs/bench.md, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -53,7 +53,7 @@ from tiny_cli.bench.tasks import (
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.replay import ExchangeSource, Volatile
-from tiny_cli.session import ObserverFor, Session
+from tiny_cli.session import Observe, Session
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.workspace import Workspace, open_workspace
 
@@ -62,7 +62,7 @@ __all__ = ["BenchOptions", "Progress", "bench_from_settings", "run_bench"]
 Progress = Callable[[int, int], None]  # (runs done, runs in total)
 
 
-def _observe_nothing(run: str) -> Observer:
+def _observe_nothing(run: str, goal: str = "", trace: Mapping[str, str] | None = None) -> Observer:
     return ignore
 
 
@@ -123,7 +123,7 @@ def run_bench(
     on_progress: Progress | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     replayed_from: str | None = None,
-    observe: ObserverFor = _observe_nothing,
+    observe: Observe = _observe_nothing,
 ) -> BenchReport:
     """Run every task in every arm `options.repeat` times; return the report.
 
