@@ -63,6 +63,8 @@ def _policy(plan: dict[str, str]):
             arguments.pop(next(iter(arguments)))
         if how == "outside" and arguments:
             arguments[next(iter(arguments))] = "a value nobody accepts"
+        if how == "not_object":
+            return tool_call(expected["name"], "[5, 4, 3]")  # the right function, no object
         return tool_call(expected["name"], arguments)
 
     return answer

@@ -69,3 +69,26 @@ def test_the_tiny_arm_routes_with_the_cards_folders_learned_examples(
     assert len(runs) == 3 and all(r["offered_cards"] == [taught_to] for r in runs), runs
     sent = {frozenset(t["function"]["name"] for t in r["tools"]) for r in scripted_server.requests}
     assert sent == {frozenset(_tools([taught_to]))}  # what went over the wire
+
+
+def test_the_right_function_with_arguments_that_are_no_object_is_the_right_tool(
+    tiny, scripted_server
+) -> None:
+    every = {t["id"]: "not_object" for t in TASKS}  # whichever two the sample draws
+    scripted_server.add(*[respond(_policy(every))] * 20)
+    env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
+    args = [
+        "bench",
+        "--scale",
+        "--tasks",
+        str(BFCL / "tasks.jsonl"),
+        "--cards",
+        str(BFCL / "cards"),
+    ]
+    args += ["--all-tools-sizes", "10", "--sample", "2", "--irrelevance", "0", "--arm", "oracle"]
+    result = tiny(*args, "--tool-mode", "native", "--json", "--no-log", env=env)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert {r["status"] for r in report["runs"]} == {"bad_arguments"}
+    [row] = report["rows"]
+    assert (row["tasks"], row["right_tool"], row["right_call"]) == (2, 2, 0)

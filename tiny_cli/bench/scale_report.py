@@ -220,11 +220,15 @@ def rebuild(report: ScaleReport, options: Any, replayed_from: str) -> ScaleRepor
     )
 
 
+# the expected function was called, whatever its arguments (a wrong value, or no object)
+RIGHT_TOOL = ("right", "right_tool", "bad_arguments")
+
+
 def _row(runs: Sequence[RunRecord], timed: bool = True) -> ScaleRow:
     relevant = [r for r in runs if r.relevant]
     irrelevant = [r for r in runs if not r.relevant]
     fits = all(r.fits for r in runs)
-    tool = sum(r.status in ("right", "right_tool") for r in relevant)
+    tool = sum(r.status in RIGHT_TOOL for r in relevant)
     call = sum(r.status == "right" for r in relevant)
     sent = [r.wall_seconds for r in runs if r.card is not None and r.fits and timed]
     first = runs[0]
