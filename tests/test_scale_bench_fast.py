@@ -92,3 +92,23 @@ def test_the_right_function_with_arguments_that_are_no_object_is_the_right_tool(
     assert {r["status"] for r in report["runs"]} == {"bad_arguments"}
     [row] = report["rows"]
     assert (row["tasks"], row["right_tool"], row["right_call"]) == (2, 2, 0)
+
+
+def test_a_size_or_arm_given_twice_is_refused_before_any_run(tiny, scripted_server) -> None:
+    args = [
+        "bench",
+        "--scale",
+        "--tasks",
+        str(BFCL / "tasks.jsonl"),
+        "--cards",
+        str(BFCL / "cards"),
+    ]
+    env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
+    for flags, said in [
+        (["--all-tools-sizes", "10,10"], "'10' is given twice"),
+        (["--arm", "tiny,tiny"], "'tiny' is given twice"),
+        (["--all-tools-sizes", "557,all"], "557 and all are the same catalogue (557 tools)"),
+    ]:
+        result = tiny(*args, *flags, "--sample", "2", "--irrelevance", "0", "--no-log", env=env)
+        assert result.exit_code == 2 and said in result.stderr, result.output
+    assert scripted_server.requests == []

@@ -224,7 +224,7 @@ def run_scale(
         if on_run is not None:
             on_run(record)
 
-    for size in options.sizes:
+    for size in _distinct(options.sizes, sum(tools_of.values())):
         jobs = _jobs(ws, picked, tools_of, size, router_for, options, book)
         _each(lambda job: _run(ws, session, job, options, asked), jobs, options, keep)
     book.save()
@@ -232,6 +232,18 @@ def run_scale(
     mode = ws.settings.tool_mode or "auto"
     return build_report(records, options, model, started, sum(tools_of.values()), mode,
                         temperature=ws.settings.temperature)  # fmt: skip
+
+
+def _distinct(sizes: Sequence[int], catalogue: int) -> Sequence[int]:
+    """The sizes, each its own universe: one at or past the catalogue's tools is the catalogue
+    (`all`), and two that name it are refused, or its runs would count twice in one row."""
+    whole = [s for s in sizes if s == CATALOGUE or s >= catalogue]
+    if len(whole) > 1:
+        named = " and ".join("all" if s == CATALOGUE else str(s) for s in whole)
+        raise ConfigError(
+            f"--all-tools-sizes: {named} are the same catalogue ({catalogue} tools); give it once"
+        )
+    return sizes
 
 
 def _each(

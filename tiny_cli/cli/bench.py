@@ -418,6 +418,7 @@ def _show_scale(report: ScaleReport) -> None:
 def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: float) -> ScaleOptions:
     """Turn the flags into ScaleOptions; a bad size or arm is a usage error naming it."""
     sizes = tuple(_size(s) for s in flags.sizes.split(",")) if flags.sizes else DEFAULT_SIZES
+    _once(sizes, "--all-tools-sizes")
     return ScaleOptions(
         sizes=sizes,
         arms=cast("tuple[ScaleArm, ...]", scale_arms(arm)),
@@ -442,7 +443,16 @@ def scale_arms(arm: str) -> tuple[str, ...]:
             raise typer.BadParameter(
                 f"{name!r} is not one of {', '.join(SCALE_ARMS)}", param_hint="--arm"
             )
+    _once(arms, "--arm")
     return arms
+
+
+def _once(values: Sequence[object], flag: str) -> None:
+    """A usage error when a value is given twice: its runs would count twice in one row."""
+    twice = [v for i, v in enumerate(values) if v in values[:i]]
+    if twice:
+        shown = "all" if twice[0] == 0 else twice[0]  # size 0 is the whole catalogue
+        raise typer.BadParameter(f"'{shown}' is given twice; give each once", param_hint=flag)
 
 
 def _prompt(value: str) -> Literal["same", "card"]:
