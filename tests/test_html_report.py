@@ -90,6 +90,7 @@ def test_the_page_holds_both_charts_and_every_row_and_fetches_nothing(page_file:
         assert "svg" in tags and "figcaption" in tags
     assert text.count("<svg") == 2
     assert page.body_rows == len(_report()["rows"]) == 20
+    assert ">failed runs</th>" in text  # the table's columns, the failed runs included
     assert "Tiny agents keep 80 %" in text
     # self-contained: nothing to fetch, no scripts, no stylesheets or fonts from elsewhere
     assert all(a.startswith("#") for a in page.addresses), page.addresses

@@ -112,3 +112,15 @@ def test_a_size_or_arm_given_twice_is_refused_before_any_run(tiny, scripted_serv
         result = tiny(*args, *flags, "--sample", "2", "--irrelevance", "0", "--no-log", env=env)
         assert result.exit_code == 2 and said in result.stderr, result.output
     assert scripted_server.requests == []
+
+
+def test_a_run_that_failed_before_any_answer_has_no_token_count_in_the_mean() -> None:
+    from tiny_cli.bench.scale_report import RunRecord, _row
+
+    def run(status: str, prompt: int, completion: int) -> RunRecord:
+        return RunRecord("t", True, 10, "u", 10, "all-tools", status, "", None, "c", ("c",),
+                         None, None, True, 10, prompt, 300, completion, 1.0, 0, "ok")  # fmt: skip
+
+    row = _row([run("right", 1000, 40), run("failed", 0, 0), run("failed", 600, 20)])
+    assert (row.prompt_tokens, row.completion_tokens, row.failed) == (800.0, 30.0, 2)
+    assert row.schema_tokens == 300.0  # known for every run

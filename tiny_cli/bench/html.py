@@ -65,6 +65,7 @@ _COLUMNS = (
     ("completion tokens", ""),
     ("wall p50 / p95", ""),
     ("ghost calls", ""),
+    ("failed runs", ""),
 )
 
 
@@ -387,6 +388,7 @@ def _cells(row: Row) -> list[str]:
         _number(row.get("completion_tokens")),
         wall,
         _number(row.get("ghost_calls")),
+        _number(row.get("failed")),
     )
     return [
         f'<td class="text">{_esc(row.get("label", row.get("size")))}</td>',

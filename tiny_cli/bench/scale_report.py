@@ -231,6 +231,7 @@ def _row(runs: Sequence[RunRecord], timed: bool = True) -> ScaleRow:
     tool = sum(r.status in RIGHT_TOOL for r in relevant)
     call = sum(r.status == "right" for r in relevant)
     sent = [r.wall_seconds for r in runs if r.card is not None and r.fits and timed]
+    answered = [r for r in runs if r.status != "failed" or r.prompt_tokens]
     first = runs[0]
     return ScaleRow(
         size=first.size,
@@ -247,9 +248,10 @@ def _row(runs: Sequence[RunRecord], timed: bool = True) -> ScaleRow:
         irrelevance_right=sum(r.status == "right" for r in irrelevant) if fits else None,
         routing_right=_count(relevant, "routed_right"),
         topk_recall=_count(relevant, "in_top"),
-        prompt_tokens=_mean(r.prompt_tokens for r in runs),
+        # a run that failed before any answer has no token count: left out, not counted as 0
+        prompt_tokens=_mean(r.prompt_tokens for r in answered),
         schema_tokens=_mean(r.schema_tokens for r in runs),
-        completion_tokens=_mean(r.completion_tokens for r in runs),
+        completion_tokens=_mean(r.completion_tokens for r in answered),
         wall_p50=round(statistics.median(sent), 2) if sent else None,
         wall_p95=round(_percentile(sent, 0.95), 2) if sent else None,
         ghost_calls=sum(r.ghost_calls for r in runs),
