@@ -447,6 +447,7 @@ class GoneHost(Host):
         raise AssertionError("the test leaves before this")
 
 
+@pytest.mark.slow  # a host that waits, then leaves: seconds each, in `make test-slow`
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_a_write_question_left_by_a_host_that_went_is_declined(
     stdio, scripted_server, home, mode
