@@ -14,6 +14,7 @@ from tests.test_scale_bench import BFCL, CARDS, TASKS, _policy, _task_of, _tools
 from tiny_cli.testing import respond
 
 ARMS = {"oracle", "tiny", "top-k", "hybrid", "all-tools"}
+SCALE = ("bench", "--scale", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(BFCL / "cards"))
 
 
 def test_the_bench_at_scale_runs_three_tasks_end_to_end(tiny, scripted_server) -> None:
@@ -77,14 +78,7 @@ def test_the_right_function_with_arguments_that_are_no_object_is_the_right_tool(
     every = {t["id"]: "not_object" for t in TASKS}  # whichever two the sample draws
     scripted_server.add(*[respond(_policy(every))] * 20)
     env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
-    args = [
-        "bench",
-        "--scale",
-        "--tasks",
-        str(BFCL / "tasks.jsonl"),
-        "--cards",
-        str(BFCL / "cards"),
-    ]
+    args = list(SCALE)
     args += ["--all-tools-sizes", "10", "--sample", "2", "--irrelevance", "0", "--arm", "oracle"]
     result = tiny(*args, "--tool-mode", "native", "--json", "--no-log", env=env)
     assert result.exit_code == 0, result.output
@@ -95,14 +89,7 @@ def test_the_right_function_with_arguments_that_are_no_object_is_the_right_tool(
 
 
 def test_a_size_or_arm_given_twice_is_refused_before_any_run(tiny, scripted_server) -> None:
-    args = [
-        "bench",
-        "--scale",
-        "--tasks",
-        str(BFCL / "tasks.jsonl"),
-        "--cards",
-        str(BFCL / "cards"),
-    ]
+    args = list(SCALE)
     env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
     for flags, said in [
         (["--all-tools-sizes", "10,10"], "'10' is given twice"),
