@@ -257,7 +257,7 @@ def _brief_path(file: Any) -> Path | None:
         return file
     if isinstance(file, str | PathLike):
         return Path(file)
-    raise ConfigError(f"file: must be a path to a Brief file, got {_kind(file)}", field="file")
+    raise ConfigError(f"file: must be a path to a Brief file, got {kind_of(file)}", field="file")
 
 
 def _brief_file(path: Path) -> dict[str, Any]:
@@ -319,7 +319,8 @@ def estimate_tokens(text: str) -> int:
 def _goal(goal: Any) -> str:
     """The goal, stripped; ConfigError unless it is text that is a task (check_task)."""
     if not isinstance(goal, str):
-        raise ConfigError(f"goal: must be a string (one sentence), got {_kind(goal)}", field="goal")
+        said = f"goal: must be a string (one sentence), got {kind_of(goal)}"
+        raise ConfigError(said, field="goal")
     try:
         check_task(goal)
     except ConfigError as exc:  # its message is the task's, as `tiny route` says it
@@ -332,10 +333,10 @@ def _field_names(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):  # as a Brief file's `must_return: a, b`, not its characters
         value = value.split(",")
     if not isinstance(value, list | tuple):
-        raise _not_names(_kind(value))
+        raise _not_names(kind_of(value))
     odd = [v for v in value if not isinstance(v, str)]
     if odd:
-        raise _not_names(f"a list holding {_kind(odd[0])}")
+        raise _not_names(f"a list holding {kind_of(odd[0])}")
     return tuple(dict.fromkeys(v.strip() for v in value if v.strip()))
 
 
@@ -350,7 +351,7 @@ def _inputs(value: Any) -> dict[str, str]:
     """The inputs as text by name: a number becomes its digits, a list or mapping is refused."""
     if not isinstance(value, Mapping):
         raise ConfigError(
-            f"inputs: must be a mapping of name: value, got {_kind(value)}", field="inputs"
+            f"inputs: must be a mapping of name: value, got {kind_of(value)}", field="inputs"
         )
     return {str(k): _text(v, f"inputs.{k}", "inputs") for k, v in value.items()}
 
@@ -361,14 +362,14 @@ def _text(value: Any, name: str, field: str | None = None) -> str:
     if value is None:
         return ""
     if isinstance(value, list | tuple | Mapping):
-        raise ConfigError(f"{name}: must be text, got {_kind(value)}", field=field or name)
+        raise ConfigError(f"{name}: must be text, got {kind_of(value)}", field=field or name)
     return str(value)
 
 
 def _hint(value: Any) -> tuple[str, tuple[str, ...]]:
     """The hint, cut to MAX_HINT_CHARS, and the note of the cut (if any)."""
     if not isinstance(value, str):
-        raise ConfigError(f"context_hint: must be text, got {_kind(value)}", field="context_hint")
+        raise ConfigError(f"context_hint: must be text, got {kind_of(value)}", field="context_hint")
     if len(value) <= MAX_HINT_CHARS:
         return value, ()
     return value[:MAX_HINT_CHARS], (
@@ -382,7 +383,7 @@ def _cap(value: Any) -> int | None:
         return None
     if not isinstance(value, int) or isinstance(value, bool):
         raise ConfigError(
-            f"max_output_tokens: must be an integer, got {_kind(value)}",
+            f"max_output_tokens: must be an integer, got {kind_of(value)}",
             field="max_output_tokens",
         )
     if value < 16:
@@ -395,12 +396,5 @@ def _cap(value: Any) -> int | None:
 def _notes(value: Any) -> tuple[str, ...]:
     """The notes on the Brief: a list of texts."""
     if not isinstance(value, list | tuple) or not all(isinstance(n, str) for n in value):
-        raise ConfigError(f"notes: must be a list of texts, got {_kind(value)}", field="notes")
+        raise ConfigError(f"notes: must be a list of texts, got {kind_of(value)}", field="notes")
     return tuple(value)
-
-
-def _kind(value: Any) -> str:
-    """A value's kind for a message that must not echo it: JSON's names, else the type's."""
-    if value is None or isinstance(value, bool | str | int | float | list | dict):
-        return kind_of(value)
-    return f"a {type(value).__name__}"

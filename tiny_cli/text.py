@@ -132,7 +132,8 @@ def kind_of(value: Any) -> str:
     if isinstance(value, str) and not value.strip():
         return "an empty string"
     names = {bool: "a boolean", str: "a string", list: "a list", dict: "a mapping"}
-    return next((name for t, name in names.items() if isinstance(value, t)), "a number")
+    names |= {int: "a number", float: "a number"}
+    return next((n for t, n in names.items() if isinstance(value, t)), f"a {type(value).__name__}")
 
 
 def check_task(text: str) -> None:

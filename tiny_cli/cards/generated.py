@@ -3,7 +3,7 @@
 A generated card starts with two comment lines; the second holds its manifest as JSON (the
 server, its tools, and a hash of the text below the header). A card whose text no longer has
 that hash was edited by someone: a later import keeps it as it is. Line ends are read as
-"\n" and a leading byte order mark is dropped before the hash is taken: a card checked out
+"\n" (and a leading byte order mark dropped, as every file is read) before the hash is taken: a card checked out
 with CRLF line ends (git's autocrlf) is the card import wrote, not an edited one.
 """
 
@@ -87,8 +87,8 @@ def read_generated(path: Path) -> Generated | None:
 
 
 def _plain(text: str) -> str:
-    """`text` with "\n" line ends and no byte order mark: the form its hash was taken of."""
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    """`text` with "\n" line ends, the form its hash was taken of (read_text drops a BOM)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _card(body: str) -> dict[str, Any]:
