@@ -3,8 +3,8 @@
 A generated card starts with two comment lines; the second holds its manifest as JSON (the
 server, its tools, and a hash of the text below the header). A card whose text no longer has
 that hash was edited by someone: a later import keeps it as it is. Line ends are read as
-"\n" (and a leading byte order mark dropped, as every file is read) before the hash is taken: a card checked out
-with CRLF line ends (git's autocrlf) is the card import wrote, not an edited one.
+"\n" (a byte order mark is dropped, as from every file) before the hash is taken: a card
+checked out with CRLF line ends (git's autocrlf) is the card import wrote, not an edited one.
 """
 
 from __future__ import annotations
