@@ -4,7 +4,7 @@ PYTHON ?= python
 .PHONY: test test-slow lint format bench
 
 test:
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -n auto
 
 test-slow:
 	$(PYTHON) -m pytest -m slow

@@ -6,6 +6,7 @@ import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,25 @@ def test_a_broken_layer_rule_fails_the_import_contracts(
     broken = subprocess.run([lint], cwd=tmp_path, capture_output=True, text=True, check=False)
     assert broken.returncode == 1
     assert "BROKEN" in broken.stdout
+
+
+# each "only in X" contract must name every other top-level module: a module it leaves out
+# could import the library unchecked while the docs say lint forbids it
+ONLY_IN = {
+    "only the faces import typer and rich": {"cli", "serve", "testing"},
+    "the MCP SDK only in tools (client) and serve (server)": {"tools", "serve"},
+    "OpenTelemetry only in telemetry": {"telemetry"},
+}
+
+
+def _top_level() -> set[str]:
+    modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
+    return modules | {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+
+
+@pytest.mark.parametrize("contract", sorted(ONLY_IN))
+def test_each_only_in_contract_names_every_other_module(contract: str) -> None:
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]
+    [found] = [c for c in contracts["importlinter"]["contracts"] if c["name"].startswith(contract)]
+    named = {m.removeprefix("tiny_cli.") for m in found["source_modules"]}
+    assert named == _top_level() - ONLY_IN[contract]

@@ -222,8 +222,13 @@ def test_an_example_closer_to_another_card_is_dropped(go, cards, scripted_server
     _script(scripted_server, {c: [json.dumps(a)] for c, a in answers.items()})
     result = go("--generate", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["overlapping"] >= 1
+    data = json.loads(result.stdout)
+    assert data["overlapping"] >= 1
     assert stray not in _generated(cards)["docs-finder"]
+    by_card = {c["card"]: c for c in data["cards"]}  # each card says what the check took back
+    assert sum(c["dropped"] for c in by_card.values()) == data["overlapping"]
+    stayed = len(_generated(cards)["docs-finder"])
+    assert by_card["docs-finder"]["written"] - by_card["docs-finder"]["dropped"] == stayed
 
 
 def test_teaching_a_generated_example_makes_it_taught(go, tiny, cards, scripted_server) -> None:

@@ -147,6 +147,7 @@ def test_runs_stats_wide_shows_every_column_and_name(logged) -> None:
     text = logged("runs", "stats", "--wide", env=NARROW).stdout
     assert LONG_MODEL in text and LONG_CARD in text
     assert "tok out:" in text and "p50 s:" in text  # shown, so explained
+    assert "median" not in text and "nearest rank" in text  # p50 is a rank, not a middle mean
     assert "--wide prints" not in text
 
 

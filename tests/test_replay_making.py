@@ -245,6 +245,7 @@ def _edited(tmp_path: Path, **bench: object) -> Path:
         ({"out": "notes.txt"}, "header bench.out: not an option a recording keeps"),
         ({"arm": 5}, "header bench.arm: must be str, got a number"),
         ({"repeat": "three"}, "header bench.repeat: must be int, got a string"),
+        ({"arm": "bogus"}, "header bench.arm: 'bogus' is not tiny, all-tools or both"),
     ],
 )
 def test_a_recordings_header_gives_only_its_options_of_their_kinds(tiny, tmp_path, edit, said):
@@ -254,3 +255,10 @@ def test_a_recordings_header_gives_only_its_options_of_their_kinds(tiny, tmp_pat
     result = tiny("bench", "--replay", str(recording), "-q")
     assert result.exit_code == 2 and said in result.stderr, result.output
     assert notes.read_text("utf-8") == "mine"
+
+
+def test_a_bad_flag_beside_a_replay_is_the_flags_not_the_headers(tiny, tmp_path):
+    recording = _edited(tmp_path)
+    result = tiny("bench", "--replay", str(recording), "--arm", "bogus", "-q")
+    assert result.exit_code == 2 and "--arm" in result.stderr, result.output
+    assert "header" not in result.stderr

@@ -100,7 +100,7 @@ def test_search_output_is_the_runs_table_or_says_nothing_matched(run, two_runs, 
     assert "1 run(s), newest first" in text and "onboarding" in text and "vacation" not in text
     empty = run("runs", "search", "giraffe")
     assert empty.exit_code == 0
-    assert f"no run in {home / DB_NAME} matches 'giraffe'" in " ".join(empty.output.split())
+    assert f"no run in {home / DB_NAME} matches 'giraffe'\n" == empty.output  # the path whole
 
 
 def test_search_output_escapes_what_the_log_and_the_query_hold(run, home) -> None:

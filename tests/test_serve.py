@@ -29,6 +29,7 @@ from tiny_cli.events import Finished
 from tiny_cli.provider.client import OpenAIProvider
 from tiny_cli.runs.log import DB_NAME
 from tiny_cli.serve import Served, build_server
+from tiny_cli.serve.stdio import _Relay
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import reply, tool_call
 from tiny_cli.workspace import open_workspace
@@ -584,3 +585,20 @@ def test_http_refuses_a_port_in_use(env) -> None:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and done.stdout == ""
     assert f"tiny: error: --http {port}: cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+def test_the_relay_and_the_runs_share_one_drain_after_the_host_goes() -> None:
+    now = [100.0]
+    to_sdk, sdk_side = os.pipe()
+    host_out, marker = os.pipe()
+    relay = _Relay(to_sdk, host_out, marker, drain_seconds=30.0, clock=lambda: now[0])
+    assert relay.drain_left() == 30.0  # the host is still here: none of it spent
+    host_in, host_end = os.pipe()
+    os.close(host_end)  # the host hangs up at once, with nothing asked
+    relay._pump_in(host_in)
+    now[0] += 12.0
+    assert relay.drain_left() == 18.0  # what is left for the runs still going
+    now[0] += 40.0
+    assert relay.drain_left() == 0.0
+    for fd in (sdk_side, host_out, marker, host_in):
+        os.close(fd)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -69,6 +70,8 @@ class CardGeneration:
     written: int = 0
     duplicates: int = 0
     problem: str = ""
+    # then dropped by the overlap check (closer to another card): `written - dropped` stay
+    dropped: int = 0
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,9 @@ def generate(
         done.append(outcome)
         progress(f"[{number}/{len(cards)}] {card.id}: {_said(outcome)}")
     wrote = any(c.status == "generated" for c in done)
-    overlapping, report = _finish(settings, folder, transport, wrote)
+    dropped, report = _finish(settings, folder, transport, wrote)
+    done = [replace(c, dropped=dropped[c.card]) for c in done]
+    overlapping = sum(dropped.values())
     failed = tuple(c.card for c in done if c.status == "failed")
     status: Literal["generated", "unchanged", "failed"] = (
         "generated" if wrote or report is not None else ("failed" if failed else "unchanged")
@@ -319,19 +324,21 @@ def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
 
 def _finish(
     settings: Settings, folder: Path, transport: httpx.BaseTransport | None, wrote: bool
-) -> tuple[int, LearnReport | None]:
+) -> tuple[Counter[str], LearnReport | None]:
     """Run the overlap check and derive the threshold again when this run wrote examples or
-    an interrupted one left them to do; (examples dropped, the threshold's report)."""
+    an interrupted one left them to do; (examples dropped by card, the threshold's report)."""
     learned = load_learned(folder)
     unchecked = any(k.endswith(UNCHECKED) for k in learned.generation.values())
     stale = learned.threshold is not None and learned.threshold.sha != learned.sha()
     if not (wrote or unchecked or stale):
-        return 0, None
-    overlapping = _drop_overlaps(settings, folder, transport) if wrote or unchecked else 0
-    return overlapping, learn(settings, [], transport)
+        return Counter(), None
+    dropped = _drop_overlaps(settings, folder, transport) if wrote or unchecked else Counter()
+    return dropped, learn(settings, [], transport)
 
 
-def _drop_overlaps(settings: Settings, folder: Path, transport: httpx.BaseTransport | None) -> int:
+def _drop_overlaps(
+    settings: Settings, folder: Path, transport: httpx.BaseTransport | None
+) -> Counter[str]:
     """Drop generated examples that `tiny validate` would name (closer to another card), and
     take the unchecked mark off every card's key."""
     cards = list(open_workspace(settings, transport).cards.values())
@@ -340,18 +347,18 @@ def _drop_overlaps(settings: Settings, folder: Path, transport: httpx.BaseTransp
         router = build_router(settings, cards, learned=learned, transport=transport,
                               keep_state=False)  # fmt: skip
         made = {c: set(ts) for c, ts in learned.generated.items()}
-        bad = [
+        bad = {
             (o.agent_id, o.text)
             for o in router.overlaps()
             if o.kind == "generated" and o.text in made.get(o.agent_id, ())
-        ]
+        }
         for card, text in bad:
             made[card].discard(text)
         keys = {c: k.removesuffix(UNCHECKED) for c, k in learned.generation.items()}
         if bad or keys != learned.generation:
             kept = {c: tuple(t for t in learned.generated[c] if t in made[c]) for c in made}
             write_learned(replace(learned, generated=kept, generation=keys))
-    return len(bad)
+    return Counter(card for card, _ in bad)
 
 
 def _without(learned: Learned, cards: Sequence[str]) -> Learned:

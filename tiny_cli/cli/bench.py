@@ -52,7 +52,7 @@ from tiny_cli.cli.common import (
     warn,
 )
 from tiny_cli.cli.live import console
-from tiny_cli.cli.replay_opts import BenchReplayOpt, UpgradeOpt, warn_changed
+from tiny_cli.cli.replay_opts import BenchReplayOpt, UpgradeOpt, blamed, warn_changed
 from tiny_cli.cli.run import RunOptions, run_session, warn_unused
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.factory import build_router
@@ -142,6 +142,7 @@ ScaleModeOpt = Annotated[
 
 
 def bench(
+    ctx: typer.Context,
     tasks: TasksOpt = None,
     cards: CardsOpt = None,
     tools: ToolsOpt = None,
@@ -188,7 +189,10 @@ def bench(
     at_scale = ScaleFlags(sizes=sizes, sample=sample, irrelevance=irrelevance, seed=seed,
                           top_k=top_k, hybrid_margin=hybrid_margin, context_tokens=context_tokens,
                           expected_tools=expected_tools, prompt=prompt)  # fmt: skip
-    _bench(flags, at_scale if at_scale_asked(scale, tasks, sizes) else None)
+    try:
+        _bench(flags, at_scale if at_scale_asked(scale, tasks, sizes) else None)
+    except typer.BadParameter as error:
+        raise blamed(ctx, error) from None
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,8 @@ STATS_LEGEND = {  # what each column means, for the line under the tables (shown
     "tok out": "mean completion tokens per finished run",
     "caller": "mean tokens back to the caller per finished run",
     "compr": "caller tokens / tokens the agent read",
-    "p50 s": "median wall seconds",
-    "p95 s": "95th-percentile wall seconds",
+    "p50 s": "50th-percentile wall seconds (nearest rank)",
+    "p95 s": "95th-percentile wall seconds (nearest rank)",
 }
 # two spaces between columns, none at the edges (rich miscounts collapse_padding's first column)
 COMPACT_TABLE = {"box": COMPACT, "padding": (0, 1, 0, 0), "show_edge": False, "pad_edge": False}
@@ -87,7 +87,8 @@ def runs(
     if not found:
         where = escape(printable(str(path)))
         said = f"no run in {where} matches {_shown(repr(matching))}" if matching is not None else ""
-        console.print(said or f"no runs recorded in {where}", highlight=False)
+        # soft wrap: a long path stays whole, one line to copy
+        console.print(said or f"no runs recorded in {where}", highlight=False, soft_wrap=True)
         return
     narrow = console.width < WIDE and not wide
     cols = [c for c in RUN_COLUMNS if not (narrow and c.header in NARROW_DROPS)]

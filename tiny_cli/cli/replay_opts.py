@@ -14,7 +14,9 @@ from typing import Annotated, Any
 import typer
 
 from tiny_cli.bench.making import changed_since, recorded_options
+from tiny_cli.errors import ConfigError
 from tiny_cli.provider.replay import read_header
+from tiny_cli.text import printable
 from tiny_cli.workspace import open_workspace
 
 # the header names an option as its flag reads; the command's parameter is named otherwise
@@ -28,6 +30,19 @@ def recorded_defaults(ctx: typer.Context, value: list[Path] | None) -> list[Path
         named = {PARAMETERS.get(k, k): v for k, v in options.items()}
         ctx.default_map = {**(ctx.default_map or {}), **named}
     return value
+
+
+def blamed(ctx: typer.Context, error: typer.BadParameter) -> Exception:
+    """A bad value the recording's header gave is the header's: name its field, not the flag."""
+    replay = ctx.params.get("replay")
+    for param in ctx.command.params:
+        # by name: typer may bring its own copy of click, and with it its own ParameterSource
+        gave = getattr(param.name and ctx.get_parameter_source(param.name), "name", None)
+        if error.param_hint in param.opts and gave == "DEFAULT_MAP" and replay:
+            field = {v: k for k, v in PARAMETERS.items()}.get(param.name, param.name)
+            where = f"{printable(str(replay[0]))}: header bench.{field}"
+            return ConfigError(f"{where}: {error.message}")
+    return error
 
 
 BenchReplayOpt = Annotated[

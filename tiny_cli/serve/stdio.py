@@ -13,6 +13,7 @@ import re
 import secrets
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -34,12 +35,16 @@ NEWLINES = re.compile(r"\r\n|\r|\n")  # the SDK reads stdin in universal-newline
 
 
 @contextmanager
-def answering_stdio(drain_seconds: float) -> Iterator[None]:
-    """Give the SDK pipes of a _Relay as fds 0 and 1 for the duration, then the host's again."""
+def answering_stdio(drain_seconds: float) -> Iterator[Callable[[], float]]:
+    """Give the SDK pipes of a _Relay as fds 0 and 1 for the duration, then the host's again.
+
+    It gives the caller the drain time left: the relay spends it waiting for answers after
+    the host went, and what runs are still going may have only the rest.
+    """
     try:
         host_in, host_out = os.dup(0), os.dup(1)
     except OSError:  # no stdin or stdout at all: nothing to relay, the SDK copes as it does
-        yield
+        yield lambda: drain_seconds
         return
     sys.stdout.flush()
     sdk_in, to_sdk = os.pipe()
@@ -50,7 +55,7 @@ def answering_stdio(drain_seconds: float) -> Iterator[None]:
         os.close(end)
     relay.start(host_in, from_sdk)
     try:
-        yield
+        yield relay.drain_left
     finally:
         relay.finish()
         os.dup2(host_in, 0)
@@ -67,7 +72,14 @@ class _Relay:
     answered "connection closed", as the SDK answers it at the end: the write is declined.
     """
 
-    def __init__(self, to_sdk: int, host_out: int, marker: int, drain_seconds: float) -> None:
+    def __init__(
+        self,
+        to_sdk: int,
+        host_out: int,
+        marker: int,
+        drain_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._to_sdk = open(to_sdk, "wb")  # noqa: SIM115 -- closing it ends the SDK's stdin
         self._host = open(host_out, "wb", closefd=False)  # noqa: SIM115 -- the process's own
         self._marker = marker  # a write end of the SDK's stdout, for the line that ends the pump
@@ -76,6 +88,8 @@ class _Relay:
         self._asked: Counter[Any] = Counter()  # the host's requests not answered yet, by id
         self._questions: set[Any] = set()  # the server's requests the host has not answered
         self._gone = False  # the host closed stdin
+        self._gone_at: float | None = None  # when, by `clock`
+        self._clock = clock
         self._changed = threading.Condition()
         self._sending = threading.Lock()
         self._out: threading.Thread | None = None
@@ -86,6 +100,12 @@ class _Relay:
         inward.start()
         self._out = threading.Thread(target=self._pump_out, args=(from_sdk,), daemon=True)
         self._out.start()
+
+    def drain_left(self) -> float:
+        """The drain time not yet spent: all of it until the host goes, then what is left."""
+        if self._gone_at is None:
+            return self._drain_seconds
+        return max(0.0, self._drain_seconds - (self._clock() - self._gone_at))
 
     def finish(self) -> None:
         """The server returned: pass on what it wrote last, then stop (bounded: Ctrl-C too)."""
@@ -113,7 +133,7 @@ class _Relay:
         self._note(rest, self._from_host)  # the SDK reads an unended last line too
         self._send(rest)
         with self._changed:
-            self._gone = True
+            self._gone, self._gone_at = True, self._clock()
             questions = list(self._questions)
         for request_id in questions:
             self._decline(request_id)
