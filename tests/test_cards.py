@@ -185,7 +185,7 @@ def test_an_oversized_card_is_refused_quickly(tiny, tmp_path: Path) -> None:
     path.write_text("id: big\nsummary: " + "a" * 300_000 + "\n", "utf-8")
     result = tiny("validate", str(path))
     assert result.exit_code == 1
-    assert "more than the 262144 allowed" in result.stdout
+    assert "file: more than 262144 bytes (the bound for a card)" in result.stdout
 
 
 def test_card_text_cannot_steer_the_terminal_or_the_ci_log(tiny, tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """`tiny cards list` and `tiny cards show`: the cards a project has, as tiny sees them.
 
 `show` gives what the model is sent for a card: its system prompt (for a Brief with no
-extra fields) and its tool schemas, so a card is read the way it runs.
+extra fields) and its tool schemas, so a card is read the way it runs. An MCP tool whose
+server has not started has no schema yet (showing a card starts no server): it is shown as a
+placeholder naming its server, with its description if a kept tool list has it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from tiny_cli.agent.loop import system_prompt
+from tiny_cli.cards.card import Card
+from tiny_cli.tools.mcp_config import original, qualified
+from tiny_cli.tools.registry import Registry
 from tiny_cli.workspace import Workspace
 
 __all__ = ["card_detail", "card_rows"]
@@ -38,8 +43,42 @@ def card_detail(ws: Workspace, card_id: str) -> dict[str, Any]:
             "max_wall_seconds": budget.max_wall_seconds,
         },
         "system_prompt": system_prompt(card, required, budget.max_output_tokens),
-        "tool_schemas": ws.registry.with_declared(card.functions, card.id).schemas(card.tools),
+        "tool_schemas": _tool_schemas(ws, card),
     }
+
+
+def _tool_schemas(ws: Workspace, card: Card) -> list[dict[str, Any]]:
+    """The card's tool schemas in its order; a placeholder for an MCP tool not started."""
+    registry = ws.registry.with_declared(card.functions, card.id)
+    waiting = [t for t in card.tools if _unstarted(registry, t)]
+    known = _kept_descriptions(ws) if waiting else {}
+    ready = iter(registry.schemas([t for t in card.tools if t not in waiting]))
+    return [_placeholder(t, known) if t in waiting else next(ready) for t in card.tools]
+
+
+def _unstarted(registry: Registry, tool: str) -> bool:
+    """An MCP tool (`server.tool`) the registry holds no schema for: its server is not up."""
+    return original(tool) != tool and tool not in registry
+
+
+def _placeholder(tool: str, known: dict[str, str]) -> dict[str, Any]:
+    """An MCP tool shown without its server: its names, and its description if one is kept."""
+    name = original(tool)
+    parts = qualified(name)
+    server = parts[0] if parts else name
+    entry: dict[str, Any] = {"name": tool, "mcp_tool": name, "server": server}
+    if name in known:
+        entry["description"] = known[name]
+    entry["schema"] = f"from MCP server {server!r} when it starts (not started now)"
+    return entry
+
+
+def _kept_descriptions(ws: Workspace) -> dict[str, str]:
+    """The MCP tool descriptions kept by the last `tiny cards sync`, import or --connect."""
+    # deferred: the routing package loads numpy, which only a card with such a tool needs
+    from tiny_cli.routing.tooltexts import mcp_tool_lists
+
+    return mcp_tool_lists(ws.settings.cache_dir, 0.0)[0]
 
 
 def _row(ws: Workspace, card: Any) -> dict[str, Any]:

@@ -18,9 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
+from tiny_cli import yamlsafe
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.generated import Generated, card_text, read_generated
 from tiny_cli.cards.grouping import CARD_TOOLS, CardPlan, plan_cards
+from tiny_cli.cards.index import list_cards
+from tiny_cli.cards.load import Frontmatter, field_line, split_markdown
 from tiny_cli.routing.tooltexts import mcp_tool_lists, save_mcp_tools
 from tiny_cli.secrets import Scrubber
 from tiny_cli.settings import Settings
@@ -29,13 +34,13 @@ from tiny_cli.tools.mcp_config import (
     McpConfig,
     load_mcp_config,
     mcp_path,
+    original,
     qualified,
 )
 from tiny_cli.tools.mcp_hosts import HostServers, Lifted, merge_mcp_yaml, read_host_config
 from tiny_cli.tools.mcp_listing import LIST_SECONDS, ListedTool, Listing, list_servers
 from tiny_cli.tools.mcp_tools import McpTools
 from tiny_cli.userfiles import write_text
-from tiny_cli.validation import line_of
 from tiny_cli.workspace import mcp_settings, open_cards
 
 __all__ = [
@@ -188,12 +193,13 @@ def _usable(server: str, tool: ListedTool) -> bool:
 def _changes(cards_dir: Path, listings: Sequence[Listing]) -> list[CardChange]:
     """Plan every card file's change, server by server; unreachable servers keep theirs."""
     existing = _generated(cards_dir)
-    taken = {p.stem for p in _card_files(cards_dir)}  # file names no plan may take...
+    names = _card_names(cards_dir)
+    taken = set().union(*names.values())  # file names and ids no plan may take...
     changes: list[CardChange] = []
     for listing in listings:
         if listing.status == "ok":
             mine = [g for g in existing if g.server == listing.server]
-            taken -= {g.path.stem for g in mine if not g.edited}  # ...but its own server's
+            taken -= _only(names, {g.path for g in mine if not g.edited})  # ...but its own
             changes += _server_changes(cards_dir, listing, mine, taken)
     return changes
 
@@ -278,6 +284,31 @@ def _generated(cards_dir: Path) -> list[Generated]:
     return [g for g in found if g is not None]
 
 
+def _card_names(cards_dir: Path) -> dict[Path, set[str]]:
+    """Each card file's name and id, YAML and Markdown alike."""
+    if not cards_dir.is_dir():
+        return {}
+    return {p: {p.stem, _card_id(p) or p.stem} for p in list_cards([cards_dir]).paths}
+
+
+def _only(names: dict[Path, set[str]], own: set[Path]) -> set[str]:
+    """The names only the files `own` hold: a plan may take them, but no other card's."""
+    others = set().union(*(n for path, n in names.items() if path not in own))
+    return set().union(*(names.get(path, set()) for path in own)) - others
+
+
+def _card_id(path: Path) -> str | None:
+    """A card file's id (a subagent's `name`), if it can be read; its check is validate's."""
+    try:
+        text = yamlsafe.read_bounded(path)
+        front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
+        data = yamlsafe.load(front.yaml)[1] if isinstance(front, Frontmatter) else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    found = data.get("id", data.get("name")) if isinstance(data, dict) else None
+    return found if isinstance(found, str) else None
+
+
 def _card_files(cards_dir: Path) -> list[Path]:
     if not cards_dir.is_dir():
         return []
@@ -293,12 +324,13 @@ def _save_descriptions(
         *(v for one in listings for v in one.secrets),
     ]
     scrub = Scrubber(secrets)
+    read = [listing for listing in listings if listing.status == "ok"]
     tools = {
         f"{listing.server}.{tool.name}": scrub.text(tool.description)
-        for listing in listings if listing.status == "ok" for tool in listing.tools
+        for listing in read for tool in listing.tools
     }  # fmt: skip
-    if tools:
-        save_mcp_tools(cache_dir, tools)
+    if read:  # each server read now replaces its kept list, an empty one too
+        save_mcp_tools(cache_dir, tools, servers=[listing.server for listing in read])
 
 
 # --- sync ---------------------------------------------------------------------------------
@@ -340,6 +372,7 @@ def sync_tool_lists(settings: Settings, now: float | None = None) -> SyncReport:
         list(open_cards(settings).values()), mcp, cache_dir=settings.cache_dir
     )
     tools, ages = mcp_tool_lists(settings.cache_dir, time.time() if now is None else now)
+    # a server started now replaced its kept list: its count is of the tools it returned
     servers = tuple(
         ServerAge(name, sum(1 for t in tools if t.startswith(f"{name}.")), ages.get(name))
         for name in mcp.servers
@@ -363,8 +396,10 @@ def connect_problems(
     problems = []
     for card in cards:
         file = str(card.path) if card.path else card.id
+        names = [original(t) for t in card.tools]  # as the card writes them
         for found in source.check(card.tools, card.writes, seconds):
-            line = line_of(card.path, found.name)
+            where = ("tools", found.index)
+            line = field_line(card.path, where, names) if card.path else None
             problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
     if cache_dir is not None and source.descriptions():
         save_mcp_tools(cache_dir, source.descriptions())

@@ -12,17 +12,16 @@ import yaml
 
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.load import Frontmatter, check_cards, split_markdown
-from tiny_cli.errors import ConfigError, EmbedderError
+from tiny_cli.errors import EmbedderError
 from tiny_cli.routing.examples_file import check_learned, line_of_example
 from tiny_cli.routing.factory import build_router, learned_file, learned_folder, stale_threshold
 from tiny_cli.routing.router import Overlap, Router
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import McpConfig, original
-from tiny_cli.userfiles import jsonl_lines, read_text
 from tiny_cli.workspace import known_tools, mcp_settings
 from tiny_cli.yamlsafe import compose, read_bounded
 
-__all__ = ["Connect", "Validation", "line_of", "routing_warnings", "text_line", "validate"]
+__all__ = ["Connect", "Validation", "routing_warnings", "text_line", "validate"]
 
 Connect = Callable[[Sequence[Card], McpConfig], list[Problem]]
 """Start the MCP servers cards name and check their tools (`tiny validate --connect`)."""
@@ -250,15 +249,3 @@ def _line_within(source: str, node: yaml.Node, text: str) -> int | None:
     lines = source.split("\n")
     span = range(node.start_mark.line, min(node.end_mark.line + 1, len(lines)))
     return next((n + 1 for n in span if text and text in lines[n]), None)
-
-
-def line_of(path: Path | None, text: str) -> int | None:
-    """Return the first line of the card file that holds the start of `text`, if any."""
-    if path is None:
-        return None
-    probe = text.strip()[:40]  # a folded summary's first line holds at least its start
-    try:
-        lines = jsonl_lines(read_text(path))  # lines as a file's lines: "\n" only
-    except ConfigError:
-        return None
-    return next((n for n, line in enumerate(lines, 1) if probe and probe in line), None)

@@ -7,6 +7,7 @@ first and walking the node graph with a budget refuses such a file in microsecon
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,17 @@ _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def read_bounded(path: Path) -> str:
     """Read a user's file as UTF-8, at most one byte past the bound (so a huge file is cheap).
 
-    Raises OSError or UnicodeDecodeError as reading does; a FIFO or device is refused.
+    Raises OSError or UnicodeDecodeError as reading does; a FIFO or device is refused, and a
+    file past the bound is an OSError with errno EFBIG.
     """
     if path.exists() and not path.is_file():
         raise OSError(f"{path} is not a regular file")
     with path.open("rb") as handle:
-        return handle.read(MAX_YAML_BYTES + 1).decode("utf-8")
+        data = handle.read(MAX_YAML_BYTES + 1)
+    # counted before decoding: a cut inside a character must not read as a file not UTF-8
+    if len(data) > MAX_YAML_BYTES:
+        raise OSError(errno.EFBIG, f"more than {MAX_YAML_BYTES} bytes (the bound for YAML)")
+    return data.decode("utf-8")
 
 
 def load_list(path: Path, text: str, not_a_list: str) -> list[Any]:

@@ -135,7 +135,8 @@ def card_schema() -> dict[str, Any]:
 
 
 CACHE_DIR = "cards"
-INDEX_VERSION = 2  # bump when what an entry holds changes: old indexes are then ignored
+# bump when what an entry holds, or what a check accepts, changes: old indexes are ignored
+INDEX_VERSION = 3
 
 Stamp = tuple[int, int]  # a file's size and mtime (ns) when it was listed
 
@@ -157,26 +158,47 @@ def list_cards(paths: Sequence[Path], skip: Sequence[Path] = ()) -> Listing:
     """Expand folders into their card files, sorted by name; report paths that cannot be read.
 
     A folder's mcp.yaml (and the `skip` files) is the MCP server list, not a card; its
-    README.md says what the folder is for. One directory scan per folder and one stat per
-    file: at 10,000 cards, every call per file shows in every command.
+    README.md says what the folder is for; named on its own, each is skipped alike. A file
+    two paths reach (a folder and a file in it) is listed once. One directory scan per folder
+    and one stat per file: at 10,000 cards, every call per file shows in every command.
     """
     files: list[tuple[Path, Stamp]] = []
     problems: list[Problem] = []
     skipped = {p.resolve() for p in skip}
+    listed: set[Path] = set()  # files of the paths before: a file named twice is read once
     for path in paths:
+        before = len(files)
         try:
-            if path.is_dir():
-                _folder(path, skipped, files, problems)
-            elif path.is_file():
-                found = path.stat()
-                files.append((path, (found.st_size, found.st_mtime_ns)))
-            elif path.exists():
-                problems.append(Problem(str(path), None, "file", "not a regular file"))
-            else:
-                problems.append(Problem(str(path), None, "path", "no such file or directory"))
+            _named(path, skipped, files, problems)
         except OSError as exc:  # unreadable folder, or a file gone while listed
             problems.append(Problem(str(path), None, "path", f"cannot read: {exc.strerror}"))
+        if len(paths) > 1:  # only then: a resolve per file shows at 10,000 cards
+            files[before:] = _unlisted(files[before:], listed)
     return Listing(files, problems)
+
+
+def _named(
+    path: Path, skipped: set[Path], files: list[tuple[Path, Stamp]], problems: list[Problem]
+) -> None:
+    """Add one path given: a folder's card files, or a file, skipped as a folder's would be."""
+    if path.is_dir():
+        _folder(path, skipped, files, problems)
+    elif path.is_file():
+        if path.name not in NOT_CARDS and not (skipped and path.resolve() in skipped):
+            found = path.stat()
+            files.append((path, (found.st_size, found.st_mtime_ns)))
+    elif path.exists():
+        problems.append(Problem(str(path), None, "file", "not a regular file"))
+    else:
+        problems.append(Problem(str(path), None, "path", "no such file or directory"))
+
+
+def _unlisted(found: list[tuple[Path, Stamp]], listed: set[Path]) -> list[tuple[Path, Stamp]]:
+    """The files of one path that no path before it listed; they join `listed`."""
+    resolved = [(item, item[0].resolve()) for item in found]
+    kept = [item for item, real in resolved if real not in listed]
+    listed.update(real for _, real in resolved)
+    return kept
 
 
 def _folder(

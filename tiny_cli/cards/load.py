@@ -22,6 +22,7 @@ with Claude Code's `name` and `description` and no `id` or `summary` is a subage
 from __future__ import annotations
 
 import difflib
+import errno
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -113,6 +114,8 @@ def message(err: Any) -> str:
         return f"missing required field {err.message!r}"
     if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] == "id":
         return f"{err.instance!r} is not a slug (lowercase letters, digits, '-' and '_')"
+    if err.validator == "pattern" and list(err.absolute_path)[:1] == ["tools"]:
+        return _not_a_tool(err.instance)
     if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] in FIELD_KEYS:
         return f"{err.instance!r} is not a field name (letters, digits and '_', no digit first)"
     if err.validator == "maxLength":  # not the whole text: it may be pages long
@@ -126,6 +129,15 @@ def message(err: Any) -> str:
         options = " or ".join(repr(v) for v in err.validator_value)
         return f"{err.instance!r} is not allowed; use {options}"
     return err.message
+
+
+def _not_a_tool(name: str) -> str:
+    """A tools entry that is no tool's name, in words (not the schema's pattern)."""
+    rule = "letters, digits, '_' and '-', or SERVER.TOOL for a tool of an MCP server"
+    words = name.split()  # `[http_get html_to_text]`: two names, the comma left out
+    listed = len(words) > 1 and all(re.fullmatch(r"[\w.-]+", w) for w in words)
+    tip = "; a list separates its names with commas: [a, b]" if listed else ""
+    return f"{name!r} is not a tool name ({rule}){tip}"
 
 
 def article(kind: Any) -> str:
@@ -241,7 +253,7 @@ def _indexed(
 ) -> tuple[Card | None, list[Problem], int | None]:
     """The card the index holds for the unchanged file, else the file checked (and indexed)."""
     hit = index.get(path, stamp)
-    card = _from_index(hit[0], path) if hit is not None else None
+    card = _from_index(hit[0], path, known_tools, mcp) if hit is not None else None
     if card is not None and hit is not None:
         return card, [], hit[1]
     if hit is not None:
@@ -263,7 +275,7 @@ def check_file(
     try:
         text = yamlsafe.read_bounded(path)
     except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem(name, None, "file", f"cannot read: {short(exc)}")], None, None
+        return None, [Problem(name, None, "file", _unreadable(exc))], None, None
     front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
     if not isinstance(front, Frontmatter):
         return None, [Problem(name, *front)], None, None
@@ -284,12 +296,38 @@ def check_file(
     if fields.data is None:
         return None, problems, None, None
     data, lines = fields.data, fields.lines
-    problems += _schema_problems(name, data, lines)
-    problems += _semantic_problems(name, data, lines, known_tools, mcp)
+    schema = _schema_problems(name, data, lines)
+    rejected = {p.field for p in schema}  # one fault, one line: the schema's
+    semantic = _semantic_problems(name, data, lines, known_tools, mcp)
+    problems += schema + [p for p in semantic if p.field not in rejected]
     if problems:
         shown = fields.shown  # a subagent's `name` is the card's id: say `name`
         return None, [replace(p, field=shown.get(p.field, p.field)) for p in problems], None, None
     return _build(data, path), [], lines.get(("id",)), data
+
+
+def field_line(path: Path, where: tuple, tools: Sequence[str] = ()) -> int | None:
+    """The line of field `where` (`("tools", 2)`) in a card file whose tools are `tools`."""
+    # a subagent's tools are read into tiny's (Read, Grep: one docs_search): as its check does
+    try:
+        text = yamlsafe.read_bounded(path)
+        front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
+        node, data = yamlsafe.load(front.yaml) if isinstance(front, Frontmatter) else (None, 0)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if node is None or not isinstance(data, dict) or not isinstance(front, Frontmatter):
+        return None
+    lines = _line_index(node)
+    if path.suffix == ".md":
+        lines = markdown_fields(data, lines, front, dict.fromkeys(tools, False)).lines
+    return _line_of(lines, where)
+
+
+def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a card file was not read: past the bound, or what reading it said."""
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return f"more than {yamlsafe.MAX_YAML_BYTES} bytes (the bound for a card)"
+    return f"cannot read: {short(exc)}"
 
 
 def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
@@ -340,27 +378,9 @@ def _semantic_problems(
     mcp: McpConfig | None = None,
 ) -> list[Problem]:
     declared = _declared_functions(data)
-    problems = _function_problems(name, data, lines, declared, known_tools)
-    for i, tool in enumerate(_list(data, "tools")):
-        if isinstance(tool, str) and tool in declared:
-            continue
-        if isinstance(tool, str) and qualified(tool) is not None:
-            trouble = _server_problem(tool, mcp)
-            if trouble:
-                problems.append(
-                    Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", trouble)
-                )
-        elif isinstance(tool, str) and tool not in known_tools:
-            hint = difflib.get_close_matches(tool, list(known_tools), n=1)
-            tip = f" (did you mean {hint[0]!r}?)" if hint else ""
-            msg = (
-                f"unknown tool {tool!r}{tip}; known tools: {', '.join(sorted(known_tools))}. "
-                f"A @tool of your own? name its module once: {TOOLS_HINT}"
-            )
-            problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
-        elif isinstance(tool, str) and known_tools.get(tool) and _declared(data) != "write":
-            msg = f"tool {tool!r} writes, so the card needs 'side_effects: write'"
-            problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
+    problems = _summary_problems(name, data, lines)
+    problems += _function_problems(name, data, lines, declared, known_tools)
+    problems += _tool_problems(name, data, lines, known_tools, mcp)
     budget = data.get("budget")
     for key, value in budget.items() if isinstance(budget, dict) else []:
         if isinstance(value, float) and not math.isfinite(value):
@@ -372,6 +392,41 @@ def _semantic_problems(
             where = ("returns_required", i)
             problems.append(Problem(name, _line_of(lines, where), _dotted(where), _reserved(fld)))
     return problems + _returns_problems(name, data, lines)
+
+
+def _tool_problems(
+    name: str, data: dict, lines: dict[tuple, int], known: Mapping[str, bool], mcp: McpConfig | None
+) -> list[Problem]:
+    """Each tool is declared, registered or a declared server's, and writes only if allowed."""
+    declared, problems = _declared_functions(data), []
+    for i, tool in enumerate(_list(data, "tools")):
+        if not isinstance(tool, str) or tool in declared:
+            continue
+        if qualified(tool) is not None:
+            msg = _server_problem(tool, mcp)
+        elif tool not in known:
+            hint = difflib.get_close_matches(tool, list(known), n=1)
+            tip = f" (did you mean {hint[0]!r}?)" if hint else ""
+            msg = (
+                f"unknown tool {tool!r}{tip}; known tools: {', '.join(sorted(known))}. "
+                f"A @tool of your own? name its module once: {TOOLS_HINT}"
+            )
+        elif known[tool] and _declared(data) != "write":
+            msg = f"tool {tool!r} writes, so the card needs 'side_effects: write'"
+        else:
+            msg = None
+        if msg:
+            problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
+    return problems
+
+
+def _summary_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
+    """The summary as the card keeps it (spaces folded) is as long as the schema asks."""
+    summary, least = data.get("summary"), card_schema()["properties"]["summary"]["minLength"]
+    if not isinstance(summary, str) or len(folded := " ".join(summary.split())) >= least:
+        return []
+    msg = f"is too short: {len(folded)} characters once its spaces are folded, at least {least}"
+    return [Problem(name, _line_of(lines, ("summary",)), "summary", msg)]
 
 
 def _declared_functions(data: dict) -> set[str]:
@@ -396,7 +451,9 @@ def _function_problems(
         msg = None
         if fn not in tools:
             msg = f"function {fn!r} is declared but not in tools: list it to offer it"
-        elif (trouble := _schema_trouble(spec.get("parameters"))) is not None:
+        elif not isinstance(spec.get("parameters"), dict):
+            continue  # missing, or not a mapping: the schema check has said so
+        elif (trouble := _schema_trouble(spec["parameters"])) is not None:
             msg = f"function {fn!r}: parameters are not a valid JSON Schema: {trouble}"
         if msg:
             problems.append(Problem(name, _line_of(lines, where), _dotted(where), msg))
@@ -498,8 +555,14 @@ def _list(data: dict, key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _from_index(data: dict, path: Path) -> Card | None:
+def _from_index(
+    data: dict, path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None
+) -> Card | None:
     """The card an index entry holds; None when the entry is damaged (not as a check wrote it)."""
+    # a hand-edited entry must pass what a check would: the schema, and tools that exist
+    trusted = is_valid(data) and not _summary_problems("", data, {})
+    if not trusted or _tool_problems("", data, {}, known_tools, mcp):
+        return None
     try:
         card = _build(data, path)
     except (KeyError, TypeError, ValueError, AttributeError):
@@ -540,7 +603,9 @@ def _build(data: dict, path: Path) -> Card:
 
 def _budget(data: dict) -> Budget:
     given = Budget(**data)
-    return Budget(given.max_tool_calls, given.max_output_tokens, float(given.max_wall_seconds))
+    # JSON Schema's integer takes YAML's 3.0 too: a count goes to the prompt and wire as 3
+    calls, tokens = int(given.max_tool_calls), int(given.max_output_tokens)
+    return Budget(calls, tokens, float(given.max_wall_seconds))
 
 
 # --- line numbers (the wording of problems: tiny_cli.cards.load) -----------------------
@@ -592,10 +657,7 @@ def _dotted(path: Iterable) -> str:
 
 
 def split_markdown(text: str) -> Frontmatter | Issue:
-    """Split a Markdown card into frontmatter and body, or say why it cannot be."""
-    size = len(text.encode("utf-8", errors="replace"))
-    if size > yamlsafe.MAX_YAML_BYTES:  # the YAML bound holds for the whole file
-        return None, "file", f"{size} bytes is more than the {yamlsafe.MAX_YAML_BYTES} allowed"
+    """Split a Markdown card (read within its bound) into frontmatter and body, or say why not."""
     lines = text.removeprefix("\ufeff").split("\n")
     if lines[0].rstrip() != FENCE:
         return 1, "frontmatter", NO_FRONTMATTER

@@ -16,7 +16,7 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,14 +166,28 @@ def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
     )
 
 
-def save_mcp_tools(cache_dir: Path, tools: Mapping[str, str], now: float | None = None) -> None:
+def save_mcp_tools(
+    cache_dir: Path,
+    tools: Mapping[str, str],
+    now: float | None = None,
+    servers: Iterable[str] | None = None,
+) -> None:
     """Keep the servers' tool descriptions (`server.tool` → text) for routes to read."""
+    # each server listed (default: those `tools` names) has its kept list replaced, not
+    # merged: a server of the same name in another project leaves nothing behind
+    listed = set(servers) if servers is not None else {_server(name) for name in tools}
     found, _ = _mcp_tools(cache_dir)
+    kept = {name: text for name, text in found.items() if _server(name) not in listed}
     now = time.time() if now is None else now
-    listed = {**_server_times(cache_dir), **{name.split(".", 1)[0]: now for name in tools}}
-    data = {"salt": MCP_TOOLS_SALT, "written": now, "tools": {**found, **tools},
-            "servers": listed}  # fmt: skip
+    times = {**_server_times(cache_dir), **dict.fromkeys(listed, now)}
+    data = {"salt": MCP_TOOLS_SALT, "written": now, "tools": {**kept, **tools},
+            "servers": times}  # fmt: skip
     write_json(cache_dir / MCP_TOOLS_FILE, data)
+
+
+def _server(name: str) -> str:
+    """The server of a kept tool's name, `server.tool`."""
+    return name.split(".", 1)[0]
 
 
 def mcp_tool_lists(cache_dir: Path, now: float) -> tuple[dict[str, str], dict[str, float]]:
@@ -181,7 +195,7 @@ def mcp_tool_lists(cache_dir: Path, now: float) -> tuple[dict[str, str], dict[st
     tools, written = _mcp_tools(cache_dir)
     times = _server_times(cache_dir)
     for name in tools:  # a list kept before servers had their own times: the file's time
-        server = name.split(".", 1)[0]
+        server = _server(name)
         if server not in times and written is not None:
             times[server] = written
     return tools, {server: max(0.0, now - at) for server, at in times.items()}
