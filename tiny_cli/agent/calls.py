@@ -42,6 +42,8 @@ DEFAULT_MAX_GHOST_CALLS = 3  # tolerated per run; one more ends it `failed`, rea
 DEFAULT_WALL_SCALE = 1.0  # multiplies every card's max_wall_seconds
 DEFAULT_MAX_RESULT_CHARS = 6000  # per tool result, so one page cannot flood the context
 CUT_MARKER = " [… cut by tiny: over the {tokens}-token budget]"
+MAX_SHOWN_NAME = 64  # a ghost call's name, echoed: no tool's name is longer
+_SURROGATE = re.compile(r"[\ud800-\udfff]")  # a lone one: no encoder takes it
 
 Clock = Callable[[], float]
 
@@ -108,6 +110,11 @@ def cut_summary(summary: str, max_output_tokens: int) -> tuple[str, bool]:
     return summary[: max(0, limit - len(marker))].rstrip() + marker, True
 
 
+def shown_name(name: str) -> str:
+    """Return a tool name to echo: whole up to 64 characters (every valid one), else cut."""
+    return name if len(name) <= MAX_SHOWN_NAME else f"{name[:MAX_SHOWN_NAME]}…"
+
+
 def cap_result(text: str, limit: int = DEFAULT_MAX_RESULT_CHARS) -> str:
     """Keep the head of a long tool result and say how much was cut."""
     if len(text) <= limit:
@@ -139,7 +146,7 @@ class Meter:
 
     def ghosts(self) -> list[str]:
         """Names of the ghost calls so far, in order."""
-        return [c.name for c in self.calls if c.outcome == "ghost"]
+        return [shown_name(c.name) for c in self.calls if c.outcome == "ghost"]
 
     def tools_spent(self) -> bool:
         """True when every allowed tool call has been attempted."""
@@ -167,6 +174,7 @@ class Meter:
 
 
 WORD_SHARE = 0.6  # share of a prose value's words that must appear in the evidence
+ECHO_SHARE = 0.9  # share of a result's words its call's arguments hold: the result is an echo
 MIN_WORD_CHARS = 3  # shorter words (articles, "per") say nothing about where a value came from
 ADDRESS_WORDS = frozenset(["url", "uri", "link", "href"])  # an argument naming an address, or more
 _URL = re.compile(r"https?://[^\s\"'<>)\]]+")
@@ -189,13 +197,60 @@ def needs_evidence(card: Card) -> bool:
 def field_sources(
     fields: Mapping[str, Any], evidence: Sequence[str], task: str
 ) -> dict[str, FieldSource]:
-    """Say for each field whether a result, the task, a call's arguments or the model holds it."""
+    """Say for each field whether a result, the task, a call's arguments or the model holds it.
+
+    An echo's result (see `informative`) is the model's own text: it counts as arguments.
+    """
+    echoes = _echo_calls(evidence)
     split = [_split(entry) for entry in evidence]
-    reached = [url for args, _ in split for url in _addresses(args)]
-    results = _Text(" ".join([*(result for _, result in split), *reached]))
+    kept = [pair for pair, echo in zip(split, echoes, strict=True) if not echo]
+    reached = [url for args, _ in kept for url in _addresses(args)]
+    results = _Text(" ".join([*(result for _, result in kept), *reached]))
     asked = _Text(task)
-    written = _Text(" ".join(args for args, _ in split)).plus(results).plus(asked)
+    echoed = [result for (_, result), echo in zip(split, echoes, strict=True) if echo]
+    written = _Text(" ".join([*(args for args, _ in split), *echoed])).plus(results).plus(asked)
     return {name: _source(value, results, asked, written) for name, value in fields.items()}
+
+
+def informative(evidence: Sequence[str]) -> list[str]:
+    """Return the calls that are evidence: all but echoes of the model's own text.
+
+    An echo's result holds nothing its arguments did not (HTML the model wrote, turned into
+    text); a call sent to an address (it reached something) is none, nor one whose arguments
+    came from an earlier result (a fetched page passed on).
+    """
+    return [entry for entry, echo in zip(evidence, _echo_calls(evidence), strict=True) if not echo]
+
+
+def _echo_calls(evidence: Sequence[str]) -> list[bool]:
+    """Say of each call whether it is an echo (see `informative`)."""
+    echoes = []
+    for n, entry in enumerate(evidence):
+        args, result = _split(entry)
+        earlier = " ".join(_split(e)[1] for e in evidence[:n])
+        passed_on = bool(earlier) and _echoes(earlier, _values(args))
+        echoes.append(_echoes(args, result) and not passed_on and not _addresses(args))
+    return echoes
+
+
+def _echoes(given: str, text: str) -> bool:
+    """Tell whether `text` says something and nothing `given` did not: its numbers, URLs and
+    nearly all its words are there."""
+    source, said = _Text(given), _Text(text)
+    words = {w for w in said.words if len(w) >= MIN_WORD_CHARS}
+    urls = [u.rstrip(".,;:") for u in _URL.findall(said.folded)]
+    if not (words or said.numbers or urls):  # an empty result says something: nothing found
+        return False
+    found = all(u in source.folded for u in urls) and said.numbers <= source.numbers
+    return found and len(words & source.words) >= ECHO_SHARE * len(words)
+
+
+def _values(args: str) -> str:
+    """Return the values of a call's JSON arguments as text, without their names."""
+    try:
+        return " ".join(_leaves(json.loads(args)))
+    except (ValueError, RecursionError):
+        return args
 
 
 def _source(value: Any, results: _Text, asked: _Text, written: _Text) -> FieldSource:
@@ -372,12 +427,14 @@ def call_tool(
     agent's tools, for the answer to a ghost call.
     """
 
+    name = shown_name(call.name)  # a ghost's may be any size: what is echoed is cut
+
     def record(outcome: CallOutcome, writes: bool = False, args: Any = None) -> CallOutcome:
-        meter.calls.append(CallRecord(call.name, outcome, writes, args, recovered))
+        meter.calls.append(CallRecord(name, outcome, writes, args, recovered))
         return outcome
 
     if tool is None:  # counted even past the budget
-        content = f"error: unknown tool {call.name!r}. Your tools are: {', '.join(have) or 'none'}."
+        content = f"error: unknown tool {name!r}. Your tools are: {', '.join(have) or 'none'}."
         return Called(content, record("ghost"))
     if meter.tools_spent() or meter.remaining() <= 0:
         return Called("error: not run, the budget is spent")
@@ -439,7 +496,7 @@ def _run_tool(tool: Tool, args: dict[str, Any], meter: Meter) -> tuple[CallOutco
     started = meter.clock()
     try:
         return "ok", call_within(
-            meter.remaining(), lambda: tool(**args), name=f"tiny-tool-{tool.name}"
+            meter.remaining(), lambda: _contained(tool, args), name=f"tiny-tool-{tool.name}"
         )
     except DeadlineExceeded:
         return "timeout", None
@@ -450,9 +507,39 @@ def _run_tool(tool: Tool, args: dict[str, Any], meter: Meter) -> tuple[CallOutco
     except ToolServerError:  # the server behind the tool is gone: not input for the model
         raise
     except Exception as exc:  # a failing tool is input for the model, not a crash
-        return "tool_error", f"{type(exc).__name__}: {exc}"
+        return "tool_error", _named(exc)
     finally:
         meter.tool_seconds += meter.clock() - started
+
+
+def _contained(tool: Tool, args: dict[str, Any]) -> str:
+    """Run the tool in its worker thread and return its result as the text the model sees.
+
+    The user's Ctrl-C lands in the main thread: a SystemExit or KeyboardInterrupt raised here
+    is the tool's own code failing, answered to the model like any other failure.
+    """
+    try:
+        result = tool(**args)
+    except Exception:  # the caller sorts these out
+        raise
+    except BaseException as exc:  # sys.exit() in a tool must not end tiny
+        raise ToolCallError(_named(exc)) from None
+    return _as_text(result)
+
+
+def _as_text(result: Any) -> str:
+    """Return a result as text: itself, or its JSON; each lone surrogate (unencodable) replaced."""
+    if not isinstance(result, str):
+        try:
+            result = json.dumps(result, ensure_ascii=False, default=str)
+        except Exception as exc:  # circular, nested too deeply, or a str() that raises
+            raise ToolCallError(f"its result cannot be written as JSON ({_named(exc)})") from None
+    return _SURROGATE.sub("\ufffd", result)
+
+
+def _named(exc: BaseException) -> str:
+    """Name an exception the tool raised, with its message if it has one."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _result(
@@ -466,15 +553,12 @@ def _result(
 ) -> Called:
     """Say what a call that ran gave back; a successful one is kept as evidence."""
     if outcome == "tool_error":  # a refused address is the caller's to fix: say it to them
-        note = f"{name} {result}" if isinstance(result, AddressRefused) else None
-        return Called(f"error: {name} failed: {result}", outcome, note)
+        note = cap_result(f"{name} {result}") if isinstance(result, AddressRefused) else None
+        return Called(cap_result(f"error: {name} failed: {result}"), outcome, note)
     if outcome == "timeout":  # the budget is spent with it: tell the caller which tool hung
         hung = f"{name} did not answer before the time budget ran out"
         return Called(f"error: {name} did not finish before the time budget", outcome, hung)
-    text = (
-        result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
-    )
-    shown, note = _shown(name, text, artifacts, card)
+    shown, note = _shown(name, result, artifacts, card)
     meter.evidence.append(evidence_of(args, shown))  # what the model saw, not what was cut
     return Called(shown, outcome, note)
 
@@ -527,7 +611,11 @@ def assistant_message(reply: Completion) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.tool_calls:
         message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": shown_name(c.name), "arguments": c.arguments},
+            }
             for c in reply.tool_calls
         ]
     return message

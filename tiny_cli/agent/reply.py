@@ -25,12 +25,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tiny_cli.agent.calls import shown_name
 from tiny_cli.cards.card import Card
 from tiny_cli.digest import MODEL_STATUSES
 from tiny_cli.provider.client import ToolCall
 from tiny_cli.settings import DEFAULT_TOOL_MODE, ToolMode
 from tiny_cli.text import printable
 from tiny_cli.tools.args_check import coerce_scalar, fast_pass
+from tiny_cli.tools.specs import TOOL_NAME_PATTERN
 
 # A final answer is bounded by max_tokens; far more is a broken server, not an answer.
 MAX_REPLY_CHARS = 200_000
@@ -480,7 +482,7 @@ def read_action(text: str | None, number: int) -> ToolCall | None:
     for chunk in (text or "", *_chunks(text or "")):
         data = _load(chunk)
         if isinstance(data, dict):
-            return None if "status" in data else _as_call(data, f"json_{number}")
+            return None if "status" in data else _as_call(data, f"json_{number}", bare=True)
     return None
 
 
@@ -502,10 +504,8 @@ def recover_calls(text: str | None, first_number: int) -> tuple[ToolCall, ...]:
 
 def result_message(name: str, content: str) -> dict[str, Any]:
     """Return a tool result for a call made without `tool_calls` (json mode, recovered)."""
-    return {
-        "role": "user",
-        "content": f"Result of {name}:\n{content}\n\nCall another tool or give your final answer.",
-    }
+    said = f"Result of {shown_name(name)}:\n{content}"  # a ghost's name may be any size
+    return {"role": "user", "content": f"{said}\n\nCall another tool or give your final answer."}
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -550,10 +550,22 @@ def _load(chunk: str) -> Any:
     return None
 
 
-def _as_call(data: Any, call_id: str) -> ToolCall | None:
-    """Turn {"name"|"tool": N, "arguments": {...}} (or {"function": {...}}) into a ToolCall."""
+def _as_call(data: Any, call_id: str, bare: bool = False) -> ToolCall | None:
+    """Turn {"name"|"tool": N, "arguments": {...}} (or {"function": {...}}) into a ToolCall.
+
+    `bare` (json mode, where every reply is a call or an answer): a lone {"tool": N} naming
+    a tool by a valid name is a call with no arguments, checked like any other.
+    """
     if not isinstance(data, dict) or "status" in data:
         return None
+    named = data.get("tool")
+    if (
+        bare
+        and list(data) == ["tool"]
+        and isinstance(named, str)
+        and TOOL_NAME_PATTERN.match(named)
+    ):
+        return ToolCall(call_id, named, "{}")
     if isinstance(data.get("function"), dict):
         data = data["function"]
     name = next((data[k] for k in _NAME_KEYS if isinstance(data.get(k), str)), None)

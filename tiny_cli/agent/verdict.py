@@ -12,10 +12,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tiny_cli.agent.calls import Meter, checkable, cut_summary, field_sources, needs_evidence
+from tiny_cli.agent.calls import (
+    Meter,
+    checkable,
+    cut_summary,
+    field_sources,
+    informative,
+    needs_evidence,
+)
 from tiny_cli.agent.reply import Reply, field_values, missing_fields
 from tiny_cli.cards.card import Card
-from tiny_cli.digest import CHARS_PER_TOKEN, MODEL_STATUSES, Brief, CallRecord, Digest, Status
+from tiny_cli.digest import CHARS_PER_TOKEN, MODEL_STATUSES, Brief, Digest, Status
 from tiny_cli.tools.artifacts import Artifact
 
 OUT_OF_TIME = "max_wall_seconds"  # the reason when the wall budget ran out
@@ -109,7 +116,7 @@ def judged(
 ) -> Digest:
     """Put the claim through every rule, in order, and build the Digest from what stands."""
     for rule in RULES:
-        claim = rule(card, meter.calls, claim)
+        claim = rule(card, meter, claim)
     sources = field_sources(claim.fields, meter.evidence, _asked(brief))
     claim = _unsourced(card, claim, sources)
     notes, ghosts = claim.notes, meter.ghosts()
@@ -139,12 +146,13 @@ def judged(
 # --- the rules ----------------------------------------------------------------------------
 
 
-def _unwritten(card: Card, calls: Sequence[CallRecord], claim: Claim) -> Claim:
+def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
     """Never `ok` when a write call did not run because it was declined (or not allowed).
 
     Nothing written at all → `needs_confirmation`; some other write ran → `partial`; the
     reason is `write_declined` either way. `refused` and `failed` stay as they are.
     """
+    calls = meter.calls
     unwritten = [c.name for c in calls if c.outcome in ("declined", "not_allowed")]
     if not unwritten:
         return claim
@@ -161,7 +169,7 @@ def _unwritten(card: Card, calls: Sequence[CallRecord], claim: Claim) -> Claim:
     return replace(claim, status=status, reason=WRITE_DECLINED, notes=notes)
 
 
-def _unverified_write(card: Card, calls: Sequence[CallRecord], claim: Claim) -> Claim:
+def _unverified_write(card: Card, meter: Meter, claim: Claim) -> Claim:
     """A writer's `ok` stands only on a write call that ran and succeeded.
 
     Seen with a 1.5B model: crm-writer answered "Successfully added", company_id 12345, with
@@ -169,21 +177,23 @@ def _unverified_write(card: Card, calls: Sequence[CallRecord], claim: Claim) -> 
     """
     if claim.status != "ok" or not card.writes or card.write_optional:
         return claim
-    if any(c.writes and c.outcome == "ok" for c in calls):
+    if any(c.writes and c.outcome == "ok" for c in meter.calls):
         return claim
     note = "the agent said ok, but no write tool ran successfully: nothing was written"
     return replace(claim, status="failed", reason=UNVERIFIED_WRITE, notes=(*claim.notes, note))
 
 
-def _unevidenced(card: Card, calls: Sequence[CallRecord], claim: Claim) -> Claim:
+def _unevidenced(card: Card, meter: Meter, claim: Claim) -> Claim:
     """An answer that needs a tool result (a writer, `first: tool`, "not from memory") has one.
 
-    With none of its tools run successfully, `ok` becomes `partial` (reason `no_evidence`) and a
-    `partial` keeps its status but gains the note: the model alone vouches for it.
+    A write that ran counts, and so does any other successful call but one that only echoed
+    the model's own text (`calls.informative`). With none, `ok` becomes `partial` (reason
+    `no_evidence`) and a `partial` keeps its status but gains the note: the model alone
+    vouches for it.
     """
     if claim.status not in ("ok", "partial") or not (card.writes or needs_evidence(card)):
         return claim
-    if any(c.outcome == "ok" for c in calls):
+    if any(c.writes and c.outcome == "ok" for c in meter.calls) or informative(meter.evidence):
         return claim
     what = "nothing was written" if card.writes else "the answer is the model's own, unchecked"
     note = f"the agent answered without a successful call of its tools: {what}"
@@ -206,7 +216,7 @@ def _unsourced(card: Card, claim: Claim, sources: Mapping[str, str]) -> Claim:
     return replace(claim, status="partial", reason=UNSOURCED, notes=(*claim.notes, note))
 
 
-Rule = Callable[[Card, Sequence[CallRecord], Claim], Claim]
+Rule = Callable[[Card, Meter, Claim], Claim]
 RULES: tuple[Rule, ...] = (_unwritten, _unverified_write, _unevidenced)  # applied in this order
 
 

@@ -189,10 +189,7 @@ def bench(
     at_scale = ScaleFlags(sizes=sizes, sample=sample, irrelevance=irrelevance, seed=seed,
                           top_k=top_k, hybrid_margin=hybrid_margin, context_tokens=context_tokens,
                           expected_tools=expected_tools, prompt=prompt)  # fmt: skip
-    try:
-        _bench(flags, at_scale if at_scale_asked(scale, tasks, sizes) else None)
-    except typer.BadParameter as error:
-        raise blamed(ctx, error) from None
+    _bench(ctx, flags, at_scale if at_scale_asked(scale, tasks, sizes) else None)
 
 
 @dataclass(frozen=True)
@@ -214,8 +211,16 @@ class BenchFlags:
     upgrade: bool = False  # --upgrade: rewrite the --replay recording with its making
 
 
-def _bench(flags: BenchFlags, scale: ScaleFlags | None) -> None:
-    """Run the example bench, or the bench at scale when `scale` holds its options."""
+def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> None:
+    """Run the example bench, or the bench at scale when `scale` holds its options; a bad
+    value a replayed recording's header gave is blamed on the header."""
+    try:
+        _bench_of(flags, scale)
+    except typer.BadParameter as error:
+        raise blamed(ctx, error) from None
+
+
+def _bench_of(flags: BenchFlags, scale: ScaleFlags | None) -> None:
     o = flags.options
     _outputs_apart(inputs=(flags.tasks or DEFAULT_TASKS_FILE, *(o.replay or ()), *flags.resume),
                    outputs=(o.record, flags.out, flags.html))  # fmt: skip

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import ssl
 import time
 from collections.abc import Callable
@@ -37,6 +38,7 @@ DEFAULT_MAX_RETRY_AFTER = 30.0  # cap of a server's Retry-After, so a server can
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # a chat completion is kilobytes; more is a broken server
 SHORT_BODY_CHARS = 200  # how much of an error body goes into a message
 RETRY_STATUSES = frozenset({408, 429})  # plus every 5xx
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,10 @@ class ChatRequest:
     temperature: float | None = None  # None: none sent, the server samples at its own default
 
     def body(self) -> dict[str, Any]:
-        """Return the chat-completions body in the order sent; optional parts only when set."""
+        """Return the chat-completions body in the order sent; optional parts only when set.
+
+        A lone surrogate (from a tool's text) is replaced: no encoder takes one.
+        """
         body: dict[str, Any] = {
             "model": self.model,
             "messages": self.messages,
@@ -97,7 +102,7 @@ class ChatRequest:
                 body["tool_choice"] = self.tool_choice
         if self.response_format is not None:
             body["response_format"] = self.response_format
-        return body
+        return _encodable(body)
 
     def parts(self) -> dict[str, Any]:
         """Return what identifies the request: every field, the optional ones only when set."""
@@ -112,7 +117,19 @@ class ChatRequest:
             "tool_choice": self.tool_choice,
             "temperature": self.temperature,  # absent when unset: older recordings keep their keys
         }
-        return {**parts, **{k: v for k, v in optional.items() if v is not None}}
+        return _encodable({**parts, **{k: v for k, v in optional.items() if v is not None}})
+
+
+def _encodable(value: dict[str, Any]) -> dict[str, Any]:
+    """Return `value`, or a copy with each lone surrogate replaced by U+FFFD.
+
+    Python holds a JSON "\\ud800" as a lone surrogate, which UTF-8 cannot encode: the body,
+    a recording's key and its file would all fail on one.
+    """
+    text = json.dumps(value, ensure_ascii=False)
+    if _SURROGATE.search(text) is None:
+        return value
+    return dict(json.loads(_SURROGATE.sub("\ufffd", text)))
 
 
 class Provider(Protocol):
@@ -419,6 +436,7 @@ def _parse(content: bytes, server: _Server) -> Completion:
         raise server.malformed("JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise server.malformed("the body is not a JSON object")
+    data = _encodable(data)  # a model may write "\\ud800": its text goes into the next request
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         if "error" in data:

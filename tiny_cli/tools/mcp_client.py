@@ -403,7 +403,7 @@ def _tool(wire: str, name: str, published: Any, server: McpServer) -> Tool | str
     return Tool(wire, description, schema, func, writes=not read_only or destructive)
 
 
-def _call(server: McpServer, tool: str, **arguments: Any) -> str:
+def _call(server: McpServer, tool: str, /, **arguments: Any) -> str:  # any argument name is free
     """Call `tool` on the running session of `server` (one started by `bind`)."""
     session = _host().sessions.get(server.key())
     if session is None:

@@ -12,6 +12,7 @@ import copy
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -58,7 +59,7 @@ class Tool:
         """Return the OpenAI `tools` entry for this tool."""
         return _schema_entry(self.name, self.description, self.parameters)
 
-    def __call__(self, **arguments: Any) -> Any:
+    def __call__(self, /, **arguments: Any) -> Any:  # `self` may be an argument's name too
         """Call the tool with keyword arguments converted to the types its signature declares."""
         if self.spec is not None and not self._as_given(arguments):
             arguments = self._typed(self.spec.model, arguments)
@@ -334,10 +335,26 @@ def tool(
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
+        _runs_when_called(f)
         spec = spec_of(f, name or f.__name__)
         return Tool(spec.name, spec.description, spec.parameters(), f, writes, spec)
 
     return wrap(func) if func is not None else wrap
+
+
+def _runs_when_called(f: Callable[..., Any]) -> None:
+    """Refuse a function whose call only makes a coroutine or a generator: tiny never runs it."""
+    if inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f):
+        kind = "an async function"
+    elif inspect.isgeneratorfunction(f):
+        kind = "a generator function"
+    else:
+        return
+    what = getattr(f, "__qualname__", repr(f))
+    raise ToolError(
+        f"@tool {what}: {kind} cannot be a tool, as tiny would never run its body; "
+        "make it a plain def that returns its result"
+    )
 
 
 def load_tool_module(spec: str) -> list[Tool]:
