@@ -51,7 +51,8 @@ def call_within(seconds: float, call: Callable[[], T], name: str = "tiny-deadlin
 
     worker = threading.Thread(target=run, name=name, daemon=True)
     worker.start()
-    worker.join(max(0.0, seconds))
+    # a huge budget (a wall scale of millions) would overflow the lock's timeout: wait the most
+    worker.join(min(max(0.0, seconds), threading.TIMEOUT_MAX))
     if worker.is_alive():
         given_up.set()
         raise DeadlineExceeded(f"still running after {seconds:.1f}s")

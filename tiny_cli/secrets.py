@@ -143,9 +143,10 @@ def _redact(found: re.Match[str]) -> str:
 
 
 def env_secrets(env: Mapping[str, str] | None = None) -> list[str]:
-    """Return the API keys settings would read from the environment (default os.environ)."""
+    """Return the API keys settings would read from the environment (default os.environ),
+    stripped as settings strip them: the key sent is the one to scrub."""
     env = os.environ if env is None else env
-    return [env[name] for name in SECRET_ENV if env.get(name)]
+    return [env[name].strip() for name in SECRET_ENV if (env.get(name) or "").strip()]
 
 
 def scrubber(*also: str | None) -> Scrubber:

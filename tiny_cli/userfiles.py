@@ -129,6 +129,8 @@ def refuse_special(path: Path) -> None:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
         return
+    except OSError as err:  # a plain file where a folder of the path should be, a denied folder
+        raise ConfigError(f"{path}: cannot be written there ({err.strerror})", path=path) from None
     if stat.S_ISLNK(mode):
         raise ConfigError(
             f"{path}: is a link; tiny writes only regular files, not through links", path=path

@@ -187,6 +187,9 @@ STOPPED = "stopped_at_first_call"
 # or this one after a tool ran (a write may have happened), ends the run `failed`
 CALLER_FIXES = (401, 403, 404)
 ANSWER_CUT = "answer_cut"  # the answer hit max_tokens: tiny closed its object, never `ok`
+# the server refused with 429 and its wait (Retry-After, or the backoff) outlasts the budget
+RATE_LIMITED = "rate_limited"
+TOO_MANY_REQUESTS = 429
 
 
 def decline_writes(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
@@ -267,7 +270,7 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
         try:
             reply = run.ask(provider, model)
         except ProviderTimeout as exc:
-            return run.out_of_time(f"{exc}; {meter.slowest()}")
+            return _timed_out(run, exc)
         except ProviderError as exc:
             if exc.status in CALLER_FIXES and not meter.calls:  # nothing done yet: config
                 raise
@@ -296,6 +299,18 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
             problems = "; ".join(answer.problems)
             return run.failed("schema", f"answer still unusable after one repair: {problems}")
         run.ask_for_repair(answer, reply.content)
+
+
+def _timed_out(run: _Run, exc: ProviderTimeout) -> Digest:
+    """End a run whose model request ran out of time; a rate limit is said as one."""
+    if exc.status != TOO_MANY_REQUESTS:
+        return run.out_of_time(f"{exc}; {run.meter.slowest()}")
+    left = max(0.0, run.meter.remaining())
+    return run.failed(
+        RATE_LIMITED,
+        f"the model server refused with HTTP 429 (rate limited), and the wait before a "
+        f"retry would outlast the {left:.1f}s of wall budget left: {exc}",
+    )
 
 
 def _stopped(run: _Run, call: ToolCall) -> Digest:

@@ -18,7 +18,9 @@ concurrent runs replay deterministically. A replay opens no connection to any mo
 
 Every line is written through the secret scrubber (tiny_cli.secrets): a tool result in a later
 request, or an answer, that holds an API key is stored with [redacted] in its place. A request's
-key is taken before scrubbing, so a replay that sees the same tool results still matches it.
+key is taken before scrubbing, so a replay that sees the same tool results still matches it, with
+no key set; a request that held a secret is filed under the key of its scrubbed form too, so a
+run whose model echoed the key, replayed from the answer stored [redacted], matches as well.
 The file itself is read bounded (its header, each exchange checked, answers as JSON).
 
 Upgrading a recording: replay it whole and write it again with its making in the header.
@@ -153,6 +155,8 @@ def _entry(path: Path, n: int, line: str) -> dict[str, Any]:
     for name in ("run", "key"):
         if not isinstance(data.get(name), str):
             raise ConfigError(f"{path}:{n}: exchange without a {name!r}")
+    if not isinstance(data.get("scrubbed_key", ""), str):
+        raise ConfigError(f"{path}:{n}: 'scrubbed_key' must be a string")
     if not isinstance(data.get("completion"), dict) and not isinstance(data.get("error"), dict):
         raise ConfigError(f"{path}:{n}: exchange without a 'completion' or an 'error'")
     if "error" in data and not isinstance(data["error"], dict):  # replayed as the error it is
@@ -239,18 +243,24 @@ class Volatile:
 NO_VOLATILE = Volatile()
 
 
-def canonical_request(request: ChatRequest, volatile: Volatile) -> str:
-    """Return the request's parts as stable JSON text: sorted keys, run-specific values masked.
+def canonical_request(
+    request: ChatRequest, volatile: Volatile, scrub: Scrubber | None = None
+) -> str:
+    """Return the request's parts as stable JSON text: sorted keys, run-specific values masked;
+    with `scrub`, scrubbed as a recording stores them.
 
     The optional parts appear only when set, so older recordings keep their keys.
     """
-    text = json.dumps(request.parts(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    parts = request.parts() if scrub is None else scrub.document(request.parts())
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return _stable(text, volatile)
 
 
-def request_key(request: ChatRequest, volatile: Volatile) -> str:
-    """Return the key a recording files a request under: a short sha256 of its canonical form."""
-    return hashlib.sha256(canonical_request(request, volatile).encode()).hexdigest()[:KEY_CHARS]
+def request_key(request: ChatRequest, volatile: Volatile, scrub: Scrubber | None = None) -> str:
+    """Return the key a recording files a request under: a short sha256 of its canonical form
+    (`scrub`: of its scrubbed form, the other key of a request that held a secret)."""
+    canonical = canonical_request(request, volatile, scrub)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:KEY_CHARS]
 
 
 def sent_body(request: ChatRequest, volatile: Volatile) -> dict[str, Any]:
@@ -374,6 +384,7 @@ class Recorder(ExchangeSource):
         self._kept: Path | None = None  # where Ctrl-C's exchanges went, once closed
         if self.path.is_dir():  # found at the start, not as a traceback when the run ends
             raise ConfigError(f"{path}: is a folder; --record needs a file name")
+        refuse_special(self.path)  # a FIFO, device or link there is never replaced at the end
         _refuse_foreign(self.path)
         # Ctrl-C writes there: a user's own file of that name is refused now, not replaced then
         refuse_special(self.interrupted_path)
@@ -437,7 +448,7 @@ class Recorder(ExchangeSource):
             finished.open("w", encoding="utf-8") as out,
             self._partial.open(encoding="utf-8") as body,
         ):
-            out.write(self._line(self._header) + "\n")
+            out.write(_scrubbed_line(self._scrub, self._header) + "\n")
             body.readline()  # the header as it was when the recording began
             shutil.copyfileobj(body, out)
         finished.replace(target)
@@ -468,10 +479,14 @@ class Recorder(ExchangeSource):
 
     def forward(self, label: _RunLabel, request: ChatRequest, timeout: float | None) -> Completion:
         """Ask the endpoint, store the answer or the error, and pass it on."""
+        key = request_key(request, label.volatile)
+        scrubbed = request_key(request, label.volatile, self._scrub)
         entry = {
             "run": label.run,
             "agent": label.agent,
-            "key": request_key(request, label.volatile),
+            "key": key,
+            # held a secret: a replay's request holds the answers stored [redacted]
+            **({"scrubbed_key": scrubbed} if scrubbed != key else {}),
             "body": sent_body(request, label.volatile),  # as sent: the key is order-blind
         }
         earlier = self._resume.reuse(label, request) if self._resume is not None else None
@@ -501,15 +516,11 @@ class Recorder(ExchangeSource):
         return f"{self._resume.answered_from()}, resumed (the rest live)"
 
     def _write(self, entry: dict[str, Any]) -> None:
-        line = self._line(entry)
+        line = _scrubbed_line(self._scrub, entry)
         with self._lock:
             self._exchanges += "run" in entry
             self._file.write(line + "\n")
             self._file.flush()  # a run that crashes still leaves what it recorded
-
-    def _line(self, entry: dict[str, Any]) -> str:
-        """One JSONL line, scrubbed; keys in the order written (a body's order is the wire's)."""
-        return json.dumps(self._scrub.document(entry), ensure_ascii=False)
 
 
 class Replayer(ExchangeSource):
@@ -518,13 +529,19 @@ class Replayer(ExchangeSource):
     def __init__(self, path: Path, header: dict[str, Any], entries: Iterable[dict[str, Any]]):
         self.path, self.model, self.host = path, header.get("model"), header.get("base_url") or ""
         self.header = header
+        self._scrub = scrubber()  # the environment's keys, as a recording's default
         self.paths: tuple[Path, ...] = (path,)
-        self._answers: dict[tuple[str, str], deque[dict[str, Any]]] = {}
+        self._entries = list(entries)
+        self._left = set(range(len(self._entries)))  # the exchanges no request has taken yet
+        # (run, key) → its exchanges in order, under each key they were filed by
+        self._answers: dict[tuple[str, str], deque[int]] = {}
         self._per_run: dict[str, int] = {}
         self._first: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
-        for entry in entries:
-            self._answers.setdefault((entry["run"], entry["key"]), deque()).append(entry)
+        for index, entry in enumerate(self._entries):
+            for key in (entry["key"], entry.get("scrubbed_key")):
+                if key is not None:
+                    self._answers.setdefault((entry["run"], key), deque()).append(index)
             self._per_run[entry["run"]] = self._per_run.get(entry["run"], 0) + 1
             self._first.setdefault(entry["run"], entry)
 
@@ -559,7 +576,7 @@ class Replayer(ExchangeSource):
     def unused(self) -> int:
         """Recorded answers not asked for: the replay ran other runs than the recording."""
         with self._lock:
-            return sum(len(queue) for queue in self._answers.values())
+            return len(self._left)
 
     def answered_from(self) -> str | None:
         """The recordings this replay answers from."""
@@ -570,14 +587,8 @@ class Replayer(ExchangeSource):
 
         A recorded error is skipped: a request that failed or timed out is asked again.
         """
-        key = request_key(request, label.volatile)
-        with self._lock:
-            queue = self._answers.get((label.run, key))
-            while queue:
-                entry = queue.popleft()
-                if "completion" in entry:
-                    return dict(entry["completion"])
-        return None
+        _, entry = self._take(label, request, answered=True)
+        return None if entry is None else dict(entry["completion"])
 
     def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return a provider that answers `run`'s requests from the recording."""
@@ -589,13 +600,36 @@ class Replayer(ExchangeSource):
 
     def popped(self, label: _RunLabel, request: ChatRequest) -> dict[str, Any]:
         """Pop the recorded exchange for this run and request, or raise ReplayError."""
-        key = request_key(request, label.volatile)
-        with self._lock:
-            queue = self._answers.get((label.run, key))
-            entry = queue.popleft() if queue else None
+        key, entry = self._take(label, request)
         if entry is None:
             raise ReplayError(self._missing(label, key, request.messages))
         return entry
+
+    def _take(
+        self, label: _RunLabel, request: ChatRequest, answered: bool = False
+    ) -> tuple[str, dict[str, Any] | None]:
+        """The request's key and this run's next exchange filed under it, else under the key of
+        its scrubbed form (it holds a secret, as this replay's scrubber knows it)."""
+        key = request_key(request, label.volatile)
+        with self._lock:
+            entry = self._pop(label.run, key, answered)
+        if entry is None:
+            scrubbed = request_key(request, label.volatile, self._scrub)
+            with self._lock:
+                entry = self._pop(label.run, scrubbed, answered) if scrubbed != key else None
+        return key, entry
+
+    def _pop(self, run: str, key: str, answered: bool) -> dict[str, Any] | None:
+        """Take the next exchange of `run` under `key` (with `answered`, skip recorded errors:
+        a resumed recording asks again what failed); None when none is left. The caller locks."""
+        queue = self._answers.get((run, key)) or deque()
+        while queue:
+            index = queue.popleft()
+            if index in self._left:  # else taken under its other key
+                self._left.discard(index)
+                if not answered or "completion" in self._entries[index]:
+                    return self._entries[index]
+        return None
 
     def replayed(self, label: _RunLabel, entry: dict[str, Any]) -> Completion:
         """Return a recorded exchange's answer with this run's values, or raise its error."""
@@ -685,6 +719,11 @@ def _since(started: float) -> float:
     return round(time.monotonic() - started, 3)
 
 
+def _scrubbed_line(scrub: Scrubber, entry: dict[str, Any]) -> str:
+    """One JSONL line, scrubbed; keys in the order written (a body's order is the wire's)."""
+    return json.dumps(scrub.document(entry), ensure_ascii=False)
+
+
 def _masked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:
     return json.loads(volatile.mask(json.dumps(data, ensure_ascii=False)))
 
@@ -693,7 +732,8 @@ def _unmasked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:
     return json.loads(volatile.unmask(json.dumps(data, ensure_ascii=False)))
 
 
-KEPT = ("run", "agent", "key")  # written first, then the body, then the rest as recorded
+# written first, then the body, then the rest as recorded
+KEPT = ("run", "agent", "key", "scrubbed_key")
 DROPPED = ("request", "body")  # the old copy of the request: replaced by the body as sent
 
 
@@ -708,7 +748,8 @@ class Upgrader(Replayer):
 
     @classmethod
     def open(cls, path: Path) -> Upgrader:
-        """Read the one recording to upgrade."""
+        """Read the one recording to upgrade (a link is not written through: refused now)."""
+        refuse_special(Path(path))
         lines = list(_read_lines(Path(path)))
         header = _header(Path(path), lines[0] if lines else None)
         return cls(Path(path), header, [_entry(Path(path), n, line) for n, line in lines[1:]])
@@ -741,13 +782,13 @@ class Upgrader(Replayer):
         """Replace the recording with the upgraded one, whole; refuse a partial replay."""
         left = self.unused()
         if left:
-            first = next(run for (run, _), queue in self._answers.items() if queue)
+            first = self._entries[min(self._left)]["run"]
             raise ConfigError(
                 f"{self.path}: not upgraded: this replay left {left} recorded exchange(s) "
                 f"unasked (first of run {first}); give the options it was recorded with"
             )
         header = {**self.header, **self._notes}
-        lines = [json.dumps(e, ensure_ascii=False) for e in (header, *self._rewritten)]
+        lines = [_scrubbed_line(self._scrub, e) for e in (header, *self._rewritten)]
         partial = self.path.with_name(f".{self.path.name}.upgrade")
         partial.write_text("\n".join(lines) + "\n", encoding="utf-8")
         partial.replace(self.path)
