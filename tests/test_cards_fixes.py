@@ -279,6 +279,19 @@ def test_a_hand_edited_index_entry_is_checked_again(
     assert {r["id"]: r["tools"] for r in rows}["web-reader"] == ["http_get", "html_to_text"]
 
 
+def test_an_index_entry_edited_into_another_valid_card_is_checked_again(
+    tiny: Tiny, seed_copy: Path, home: Path
+) -> None:
+    env = {"TINY_CARDS": str(seed_copy)}
+    assert tiny("cards", "list", "--json", env=env).exit_code == 0  # the index is written
+    [index] = (_cache(home) / CACHE_DIR).iterdir()
+    data = json.loads(index.read_text("utf-8"))
+    data["files"][str(seed_copy / "web-reader.yaml")][2]["summary"] = "Summarises any page at all."
+    index.write_text(json.dumps(data), "utf-8")
+    rows = json.loads(tiny("cards", "list", "--json", env=env).stdout)
+    assert "any page at all" not in {r["id"]: r["summary"] for r in rows}["web-reader"]
+
+
 # --- 12. one server name in two projects ----------------------------------------------------
 
 

@@ -136,7 +136,7 @@ def card_schema() -> dict[str, Any]:
 
 CACHE_DIR = "cards"
 # bump when what an entry holds, or what a check accepts, changes: old indexes are ignored
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 
 Stamp = tuple[int, int]  # a file's size and mtime (ns) when it was listed
 
@@ -277,10 +277,10 @@ class CardIndex:
     def put(self, path: Path, stamp: Stamp, data: Mapping[str, Any], id_line: int | None) -> None:
         """Remember that `path`, as it was when listed (`stamp`), was accepted with `data`."""
         try:
-            json.dumps(data)  # YAML can hold what JSON cannot (dates): such a card is not kept
+            seal = _seal(data, id_line)  # YAML holds what JSON cannot (dates): not kept then
         except (TypeError, ValueError):
             return
-        self._entries[str(path)] = [*stamp, dict(data), id_line]
+        self._entries[str(path)] = [*stamp, dict(data), id_line, seal]
         self._dirty = True
 
     def save(self, keep: Sequence[Path]) -> None:
@@ -294,12 +294,24 @@ class CardIndex:
 
 
 def _well_formed(entry: Any) -> bool:
-    """Tell whether an entry has the shape `put` writes: [size, mtime, data, id line]."""
-    if type(entry) is not list or len(entry) != 4:
+    """Tell whether an entry is as `put` wrote it: [size, mtime, data, id line, seal], the
+    seal still the digest of its data (an entry edited by hand is checked again)."""
+    if type(entry) is not list or len(entry) != 5:
         return False
-    size, mtime, data, line = entry
+    size, mtime, data, line, seal = entry
     ints = type(size) is int and type(mtime) is int
-    return ints and type(data) is dict and (line is None or type(line) is int)
+    if not (ints and type(data) is dict and (line is None or type(line) is int)):
+        return False
+    try:
+        return seal == _seal(data, line)
+    except (TypeError, ValueError):
+        return False
+
+
+def _seal(data: Mapping[str, Any], id_line: int | None) -> str:
+    """The digest of what an entry holds."""
+    text = json.dumps([data, id_line], sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def index_file(cache_dir: Path, paths: Sequence[Path]) -> Path:

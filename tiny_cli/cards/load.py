@@ -253,7 +253,7 @@ def _indexed(
 ) -> tuple[Card | None, list[Problem], int | None]:
     """The card the index holds for the unchanged file, else the file checked (and indexed)."""
     hit = index.get(path, stamp)
-    card = _from_index(hit[0], path, known_tools, mcp) if hit is not None else None
+    card = _from_index(hit[0], path) if hit is not None else None
     if card is not None and hit is not None:
         return card, [], hit[1]
     if hit is not None:
@@ -555,14 +555,9 @@ def _list(data: dict, key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _from_index(
-    data: dict, path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None
-) -> Card | None:
-    """The card an index entry holds; None when the entry is damaged (not as a check wrote it)."""
-    # a hand-edited entry must pass what a check would: the schema, and tools that exist
-    trusted = is_valid(data) and not _summary_problems("", data, {})
-    if not trusted or _tool_problems("", data, {}, known_tools, mcp):
-        return None
+def _from_index(data: dict, path: Path) -> Card | None:
+    """The card an index entry holds; None when it cannot be built (a sealed entry holds what
+    a check accepted, under the same tools and servers: CardIndex.get)."""
     try:
         card = _build(data, path)
     except (KeyError, TypeError, ValueError, AttributeError):
