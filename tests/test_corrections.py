@@ -22,6 +22,8 @@ from .conftest import SEED_CARDS
 V1_SQL = Path(__file__).parent / "data" / "runlog-v1.sql"
 SANDWICH = "make me a sandwich"  # abstains on the seed cards (hashing embedder)
 ONBOARDING = "how did the onboarding process work again"  # routes to docs-finder
+# routes to docs-finder too, and is none of its own examples: it can be taught out of scope
+NEW_STAFF = "how did the onboarding process work for new staff"
 WRITER_TASK = "please add mustermann gmbh as a new customer"  # crm-writer: no model call here
 ANSWER = {"status": "ok", "summary": "Day one: laptop.", "source": "onboarding.md"}
 
@@ -91,17 +93,17 @@ def test_correcting_an_abstain_to_a_card_teaches_the_router(go, cards, home) -> 
 def test_correcting_a_routed_run_to_abstain_puts_it_out_of_scope(
     go, cards, scripted_server
 ) -> None:
-    assert _route(go, ONBOARDING) == ("route", "docs-finder")
+    assert _route(go, NEW_STAFF) == ("route", "docs-finder")
     scripted_server.add(reply(json.dumps(ANSWER)))
-    digest = _json(go("delegate", ONBOARDING, "--json", "--tool-mode", "native"))
+    digest = _json(go("delegate", NEW_STAFF, "--json", "--tool-mode", "native"))
     assert digest["routing"]["agent_id"] == "docs-finder"
     done = _json(go("runs", "correct", str(_only_run_id(go)), "--abstain", "--json"))
     correction, learned = done["correction"], done["learned"]
     assert (correction["routed"], correction["card"]) == ("docs-finder", None)
-    assert correction["task"] == ONBOARDING and correction["learned_at"] is not None
+    assert correction["task"] == NEW_STAFF and correction["learned_at"] is not None
     assert (learned["status"], learned["added"], learned["out_of_scope"]) == ("learned", 1, 1)
     assert learned["path"] == str(cards / "learned.jsonl")
-    assert _learned(cards) == [{"task": ONBOARDING, "card": None}]
+    assert _learned(cards) == [{"task": NEW_STAFF, "card": None}]
     text = go("runs", "correct", str(_only_run_id(go)), "--abstain").stdout
     assert "→ abstain (was: docs-finder); already known in" in text
 

@@ -124,7 +124,11 @@ def test_generate_asks_once_per_card_and_writes_marked_lines(go, cards, scripted
         "web-reader": ["Summarise the article at https://example.net/story for me"],
     }
     data = json.loads(result.stdout)
-    assert (data["requests"], data["tokens_in"] > 0, data["tokens_out"] > 0) == (3, True, True)
+    assert (data["card_requests"], data["tokens_in"] > 0, data["tokens_out"] > 0) == (
+        3,
+        True,
+        True,
+    )
     assert {c["card"]: c["duplicates"] for c in data["cards"]} == {
         "crm-writer": 1, "docs-finder": 1, "web-reader": 0,
     }  # fmt: skip
@@ -138,7 +142,7 @@ def test_a_second_run_resumes_and_regenerate_asks_again(go, cards, scripted_serv
     assert again.exit_code == 0, again.output
     assert len(scripted_server.requests) == 3  # nothing on the wire for cards already done
     assert "3 card(s) already done" in again.stdout
-    assert "cost: 0 request(s)" in again.stdout
+    assert "cost: 0 card request(s)" in again.stdout
     assert (cards / LEARNED_FILENAME).read_text("utf-8") == first
     assert go("--generate", "--regenerate", "--card", "web-reader").exit_code == 0
     assert len(scripted_server.requests) == 4
@@ -160,7 +164,8 @@ def test_a_garbage_answer_is_asked_again_once_then_reported(go, cards, scripted_
     assert "failed crm-writer: the answer was not a JSON list of strings" in result.stdout
     assert "crm-writer: failed" in result.stderr  # the progress line, per card
     assert sorted(_generated(cards)) == ["docs-finder", "web-reader"]
-    assert "cost: 5 request(s) to tiny-test-model at temperature 0," in result.stdout
+    cost = "cost: 5 card request(s) (the provider's retries not counted) to tiny-test-model"
+    assert f"{cost} at temperature 0," in result.stdout
 
 
 def test_a_list_cut_off_at_max_tokens_keeps_its_whole_requests(go, cards, scripted_server) -> None:
@@ -361,7 +366,7 @@ def test_a_run_stopped_before_the_overlap_check_is_finished_when_resumed(
     resumed = go("--generate", "--json")
     assert resumed.exit_code == 0, resumed.output
     data = json.loads(resumed.stdout)
-    assert (data["requests"], data["overlapping"] >= 1) == (0, True)
+    assert (data["card_requests"], data["overlapping"] >= 1) == (0, True)
     assert data["report"]["threshold"] is not None
     twin_env = {**env, "TINY_CARDS": str(twin)}
     assert tiny("learn", "--generate", env=twin_env).exit_code == 0  # the same, uninterrupted

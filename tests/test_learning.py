@@ -19,8 +19,8 @@ from tiny_cli.routing.evaluation import load_eval_file
 from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
     Learned,
-    load_labelled,
     load_learned,
+    load_lesson,
     merge,
     write_learned,
 )
@@ -100,7 +100,7 @@ def test_the_file_is_sorted_reviewable_and_round_trips(tmp_path: Path, cards: li
     assert json.loads(lines[0])["kind"] == "tiny learned routing examples"
     assert [json.loads(line)["card"] for line in lines[1:]] == ["alarm", "music", None]
     assert load_learned(tmp_path) == learned
-    assert load_labelled(tmp_path / LEARNED_FILENAME) == [(t, c) for t, c in taught]
+    assert load_lesson(tmp_path / LEARNED_FILENAME).labelled == tuple(taught)
 
 
 @pytest.mark.parametrize(
@@ -117,7 +117,7 @@ def test_a_bad_line_names_the_file_and_line(tmp_path: Path, line: str, message: 
     path = tmp_path / "learn.jsonl"
     path.write_text('{"task": "fine", "card": "alarm"}\n' + line + "\n", "utf-8")
     with pytest.raises(ConfigError, match=message):
-        load_labelled(path)
+        load_lesson(path)
 
 
 # --- routing with learned examples --------------------------------------------------------

@@ -10,7 +10,13 @@ another card than to its own (the check `tiny validate` makes) is dropped too, a
 threshold is derived again. A card's key is written marked unchecked until that check has run:
 a run stopped after the last card's examples were written, before the check or the threshold,
 leaves a mark or a stale threshold, and the resumed run finishes both. A bad answer is asked
-again once, then counted and reported: it never stops the other cards.
+again once, then counted and reported: it never stops the other cards. A server no card could
+use does, at once, as a ProviderError: nothing listens (probed before the first card is asked,
+and again after a failure with no HTTP status), or it refuses the key or the URL (HTTP 401,
+403, 404); the cards written before it are finished by the next run, as after Ctrl-C.
+The cost counts card requests, one per `complete()`: the provider's retries of one are not
+seen here (an httpx transport that counted them would turn off the proxies from the
+environment, which httpx honours only without one).
 """
 
 from __future__ import annotations
@@ -29,7 +35,13 @@ import httpx
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError, ProviderError
 from tiny_cli.provider.client import ChatRequest, OpenAIProvider, Provider
-from tiny_cli.routing.examples_file import Learned, load_learned, normalise, write_learned
+from tiny_cli.routing.examples_file import (
+    Learned,
+    load_learned,
+    normalise,
+    own_examples,
+    write_learned,
+)
 from tiny_cli.routing.factory import build_router, learned_folder
 from tiny_cli.routing.tooltexts import card_tools, gathered
 from tiny_cli.secrets import scrubber
@@ -53,6 +65,12 @@ TRIES = 2  # a bad answer is asked again once
 GENERATE_TIMEOUT = 120.0  # seconds for one card's answer
 MAX_DESCRIPTION_CHARS = 300  # of one tool's description in the prompt
 MAX_EXAMPLE_CHARS = 300  # a longer "request" is not one a user types
+# prose before the list may hold a `[` of its own; each is decoded from, so a few, not all
+MAX_LIST_STARTS = 16
+# the key or the URL is wrong: no card's request would pass (the run loop's CALLER_FIXES,
+# tiny_cli.agent.loop, not imported: `tiny learn` loads no agent)
+STOPS_EVERY_CARD = frozenset({401, 403, 404})
+NOT_A_LIST = "the answer was not a JSON list of strings"
 _DECODER = json.JSONDecoder()
 UNCHECKED = "+unchecked"  # after a card's key until the overlap check has run on its examples
 SYSTEM_PROMPT = (
@@ -82,7 +100,7 @@ class Generated:
     status: Literal["generated", "unchanged", "failed"]
     cards: tuple[CardGeneration, ...]
     overlapping: int  # generated examples dropped: closer to another card than to their own
-    requests: int
+    card_requests: int  # complete() calls: the provider's retries of one are not counted
     tokens_in: int
     tokens_out: int
     seconds: float
@@ -101,9 +119,12 @@ class Generated:
 
 @dataclass
 class _Cost:
-    requests: int = 0
+    """What asking cost so far, and whether the server was probed yet."""
+
+    card_requests: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    probed: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,7 +166,7 @@ def generate(
     ask = provider or OpenAIProvider(settings.base_url, settings.api_key, transport=transport)
     descriptions = gathered(settings).descriptions
     folder, done = learned_folder(settings), []
-    own = frozenset(normalise(e) for c in every for e in c.examples)
+    own = frozenset(own_examples(every))
     temperature = GENERATE_TEMPERATURE if settings.temperature is None else settings.temperature
     job = _Job(settings, folder, per_card, model, temperature, ask, force, own)
     cost = job.cost
@@ -164,7 +185,7 @@ def generate(
         "generated" if wrote or report is not None else ("failed" if failed else "unchanged")
     )
     return Generated(
-        folder / LEARNED_FILENAME, status, tuple(done), overlapping, cost.requests,
+        folder / LEARNED_FILENAME, status, tuple(done), overlapping, cost.card_requests,
         cost.tokens_in, cost.tokens_out, round(clock() - started, 3), model, report, failed,
         temperature,
     )  # fmt: skip
@@ -231,15 +252,40 @@ def request_for(
 
 def parse_examples(text: str | None) -> list[str] | None:
     """Read a JSON list of strings from an answer (fences and prose around it allowed); of a
-    list cut off at max_tokens, the strings it holds whole."""
+    list cut off at max_tokens, the strings it holds whole. None: no list of strings, or none
+    of its strings is a usable request."""
+    return _usable(_strings_listed(text)) or None
+
+
+def _strings_listed(text: str | None) -> list[str] | None:
+    """The strings of the first list in `text` that holds any, each `[` tried in turn (prose
+    before the list may hold one); None when none does."""
     text = text or ""
     start = text.find("[")
-    if start < 0:
-        return None
-    items = _list_items(text, start + 1)
-    found = [" ".join(x.split()) for x in items if isinstance(x, str)]
-    found = [x for x in found if x and len(x) <= MAX_EXAMPLE_CHARS]
-    return found or None
+    for _ in range(MAX_LIST_STARTS):
+        if start < 0:
+            break
+        strings = [x for x in _list_items(text, start + 1) if isinstance(x, str)]
+        if strings:
+            return strings
+        start = text.find("[", start + 1)
+    return None
+
+
+def _usable(strings: list[str] | None) -> list[str]:
+    """The strings that are requests a user types: spaces made single, none empty or long."""
+    found = [" ".join(x.split()) for x in strings or ()]
+    return [x for x in found if x and len(x) <= MAX_EXAMPLE_CHARS]
+
+
+def _unusable(strings: list[str] | None) -> str:
+    """Say why an answer gave no request: no list of strings, or none of its strings usable."""
+    if strings is None:
+        return NOT_A_LIST
+    return (
+        f"the answer's list held {len(strings)} string(s), each empty or over "
+        f"{MAX_EXAMPLE_CHARS} characters"
+    )
 
 
 def _list_items(text: str, at: int) -> list[Any]:
@@ -281,22 +327,45 @@ def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> C
     stored = load_learned(job.folder).generation.get(card.id, "")
     if not job.force and stored.removesuffix(UNCHECKED) == key:
         return CardGeneration(card.id, "skipped")
+    if not job.cost.probed:  # nothing listening stops the run now, not after every card
+        _probe(job.ask)
+        job.cost.probed = True
     request = request_for(card, tools, job.per_card, job.model, job.temperature)
     problem = ""
     for _ in range(TRIES):
-        job.cost.requests += 1  # a request that failed still went out
+        job.cost.card_requests += 1  # a request that failed still went out
         try:
             answer = job.ask.complete(request, timeout=GENERATE_TIMEOUT)
         except ProviderError as exc:
+            _stop_if_no_card_would_pass(job.ask, exc)
             problem = str(exc)
             continue
         job.cost.tokens_in += answer.tokens_in
         job.cost.tokens_out += answer.tokens_out
-        found = parse_examples(answer.content)
-        if found is not None:
+        strings = _strings_listed(answer.content)
+        found = _usable(strings)
+        if found:
             return _store(job, card, key, found[: job.per_card])
-        problem = "the answer was not a JSON list of strings"
+        problem = _unusable(strings)
     return CardGeneration(card.id, "failed", problem=problem)
+
+
+def _stop_if_no_card_would_pass(ask: Provider, exc: ProviderError) -> None:
+    """Raise `exc` when no other card's request would pass either: the key or the URL was
+    refused; after a failure with no HTTP status, raise the probe's error if nothing listens
+    any more. Any other failure is this card's."""
+    if exc.status in STOPS_EVERY_CARD:
+        raise exc
+    if exc.status is None:  # no answer, or an unusable one: is the server still there?
+        _probe(ask)
+
+
+def _probe(ask: Provider) -> None:
+    """ProviderError now if nothing listens at the provider's endpoint (as the bench checks);
+    a provider with no endpoint to probe passes."""
+    probe = getattr(ask, "probe", None)  # not in the Provider protocol: a replay has none
+    if probe is not None:
+        probe()
 
 
 def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:

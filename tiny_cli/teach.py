@@ -8,18 +8,24 @@ threshold again from what the file now holds. Nothing is written when nothing ch
 A correction says where a delegate run's task should have gone (a card, or nowhere). It is
 kept in the run log (tiny_cli.runs) and taught here, at once (`tiny runs correct`, the
 default) or later (`tiny learn --from-runs`, which takes every correction not taught yet and
-marks it taught).
+marks it taught). A task that is another card's own example is refused, as `tiny validate`
+would report it; a correction refused so stays pending.
+
+`tiny learn FILE` with a learned.jsonl of another folder carries its generated lines over as
+generated, with their key (`--prune-generated` removes them), less what `tiny learn
+--generate` would drop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 
+from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder, VectorCache
 from tiny_cli.routing.examples_file import (
@@ -28,9 +34,13 @@ from tiny_cli.routing.examples_file import (
     MAX_OUT_OF_SCOPE,
     DerivedThreshold,
     Learned,
-    load_labelled,
+    Lesson,
+    carry_generated,
     load_learned,
+    load_lesson,
     merge,
+    normalise,
+    own_examples,
     write_learned,
 )
 from tiny_cli.routing.factory import (
@@ -65,6 +75,7 @@ class LearnReport:
     out_of_scope: int
     threshold: DerivedThreshold | None
     threshold_note: str
+    carried: int = 0  # generated lines of a learned FILE, kept as generated
 
     def to_json(self) -> dict[str, Any]:
         """Return the report as plain JSON types (`--json`)."""
@@ -79,38 +90,35 @@ class LearnReport:
 
 def learn(
     settings: Settings,
-    labelled: Sequence[tuple[str, str | None]],
+    labelled: Sequence[tuple[str, str | None]] | Lesson,
     transport: httpx.BaseTransport | None = None,
 ) -> LearnReport:
-    """Teach `labelled` (card id, or None for out of scope); rewrite learned.jsonl if it changed.
+    """Teach `labelled` (card id, or None for out of scope), or a Lesson read from a file (its
+    generated lines too); rewrite learned.jsonl if it changed.
 
-    Every task is scrubbed of secrets first: the file is meant to be committed.
+    Every task is scrubbed of secrets first: the file is meant to be committed. ConfigError,
+    writing nothing, for a task that is another card's own example.
     """
     ws = open_workspace(settings, transport)
     cards = list(ws.cards.values())
     folder = learned_folder(settings)
     scrub = scrubber(settings.api_key)
-    labelled = [(scrub.text(task), card) for task, card in labelled]
+    lesson = labelled if isinstance(labelled, Lesson) else Lesson(tuple(labelled))
+    lesson = lesson.scrubbed(scrub)
+    _refuse_owned(cards, lesson)
     # the lock lives beside the file: two `tiny learn` with other homes still take turns
     with locked(folder / LEARNED_FILENAME):
         before = load_learned(folder)  # read inside the lock: another writer's lessons stay
-        merged = merge(before.scrubbed(scrub), labelled, cards)
+        merged = merge(before.scrubbed(scrub), lesson.labelled, cards)
+        learned, carried = carry_generated(merged.learned, lesson, cards)
         embedder = embedder_for(settings, transport)
-        learned, dropped = _capped(merged.learned, embedder, settings.cache_dir)
+        learned, dropped = _capped(learned, embedder, settings.cache_dir)
         texts = gathered(settings)  # the folds read the tools the real router reads
         derived = derive_threshold(cards, learned, embedder, settings.cache_dir, tool_texts=texts)
         learned = replace(learned, threshold=derived, damaged_header=False)
         changed = learned != before
         if changed:
             write_learned(learned)
-    note = (
-        derived.describe()
-        if derived is not None
-        else f"default threshold: {len(learned.out_of_scope)} out-of-scope examples, "
-        f"deriving one needs {MIN_OUT_OF_SCOPE}"
-    )
-    if settings.threshold is not None:
-        note = f"--threshold / TINY_THRESHOLD {settings.threshold:g} applies; {note}"
     return LearnReport(
         path=learned.path,
         status="learned" if changed else "unchanged",
@@ -121,8 +129,43 @@ def learn(
         examples=learned.count(),
         out_of_scope=len(learned.out_of_scope),
         threshold=derived,
-        threshold_note=note,
+        threshold_note=_threshold_note(settings, learned, derived),
+        carried=carried,
     )
+
+
+def _threshold_note(settings: Settings, learned: Learned, derived: DerivedThreshold | None) -> str:
+    """Say which threshold applies after teaching, and why."""
+    note = (
+        derived.describe()
+        if derived is not None
+        else f"default threshold: {len(learned.out_of_scope)} out-of-scope examples, "
+        f"deriving one needs {MIN_OUT_OF_SCOPE}"
+    )
+    if settings.threshold is not None:
+        note = f"--threshold / TINY_THRESHOLD {settings.threshold:g} applies; {note}"
+    return note
+
+
+def _refuse_owned(cards: Sequence[Card], lesson: Lesson) -> None:
+    """ConfigError at the first labelled task that is another card's own example: `tiny
+    validate` would report the file tiny wrote."""
+    own = own_examples(cards)
+    for index, (task, card) in enumerate(lesson.labelled):
+        owner = own.get(normalise(task))
+        if owner is not None and owner != card:
+            raise ConfigError(
+                f"{lesson.where(index)}: task: {_owned_by(owner, card)}; teach it to {owner} "
+                "or leave it out",
+                path=lesson.path,
+                field="task",
+            )
+
+
+def _owned_by(owner: str, card: str | None) -> str:
+    """Say that a task labelled `card` is an example of card `owner`."""
+    label = "out of scope" if card is None else repr(card)
+    return f"an example of card {owner!r} in its own file, labelled {label} here"
 
 
 def _capped(learned: Learned, embedder: Embedder, cache_dir: Path) -> tuple[Learned, int]:
@@ -161,7 +204,7 @@ class Taught:
 
     report: LearnReport
     file: Path | None  # the FILE read, if any
-    from_file: int  # labelled tasks read from it
+    from_file: int  # lines read from it (labelled tasks and generated lines)
     from_runs: int | None  # corrections taken from the run log, now taught (None: not asked)
     skipped: tuple[Correction, ...] = ()  # corrections naming a card that is gone: still pending
 
@@ -195,7 +238,8 @@ def correct_run(
         correction = log.correct(run_id, card)
         if not teach:
             return Corrected(correction, None)
-        _teachable([correction])  # too long: recorded, never taught (`tiny runs delete` drops it)
+        # refused: recorded and pending, never taught (`tiny runs delete` drops it)
+        _teachable([correction], open_workspace(settings, transport).cards.values())
         report = learn(settings, [(correction.task, correction.card)], transport)
         log.mark_learned([correction.id])
         [taught] = [c for c in log.corrections(pending_only=False) if c.id == correction.id]
@@ -214,23 +258,26 @@ def learn_from(
     corrections are marked taught; one naming a card that is no longer there is skipped and
     stays pending (correct that run again).
     """
-    labelled = load_labelled(file) if file is not None else []
+    lesson = load_lesson(file) if file is not None else Lesson(())
+    read = len(lesson.labelled) + sum(map(len, lesson.generated.values()))
     if not from_runs:
-        return Taught(learn(settings, labelled, transport), file, len(labelled), None)
+        return Taught(learn(settings, lesson, transport), file, read, None)
 
     known = open_workspace(settings, transport).cards
     with RunLog.open(settings.home) as log:
         pending = log.corrections(pending_only=True)
         usable = [c for c in pending if c.card is None or c.card in known]
-        taken = [(c.task, c.card) for c in _teachable(usable)]
-        report = learn(settings, [*labelled, *taken], transport)
+        taken = tuple((c.task, c.card) for c in _teachable(usable, known.values()))
+        report = learn(settings, replace(lesson, labelled=lesson.labelled + taken), transport)
         log.mark_learned(c.id for c in usable)
     skipped = tuple(c for c in pending if c not in usable)
-    return Taught(report, file, len(labelled), len(usable), skipped)
+    return Taught(report, file, read, len(usable), skipped)
 
 
-def _teachable(corrections: Sequence[Correction]) -> Sequence[Correction]:
-    """Return `corrections`; ConfigError naming the run of a task route would refuse."""
+def _teachable(corrections: Sequence[Correction], cards: Iterable[Card]) -> Sequence[Correction]:
+    """Return `corrections`; ConfigError naming the run of a task route would refuse, or of
+    one that is another card's own example (it stays pending)."""
+    own = own_examples(list(cards))
     for c in corrections:
         try:
             check_task(c.task)
@@ -238,4 +285,12 @@ def _teachable(corrections: Sequence[Correction]) -> Sequence[Correction]:
             raise ConfigError(
                 f"run {c.run_id}: {exc}; `tiny runs delete {c.run_id}` drops its correction"
             ) from None
+        owner = own.get(normalise(c.task))
+        if owner is not None and owner != c.card:
+            raise ConfigError(
+                f"run {c.run_id}: task: {_owned_by(owner, c.card)}; the correction stays "
+                f"pending: `tiny runs correct {c.run_id} --card {owner}` teaches it, "
+                f"`tiny runs delete {c.run_id}` drops it",
+                field="task",
+            )
     return corrections

@@ -146,7 +146,8 @@ def _given(ctx: typer.Context, name: str) -> bool:
 def _generated(
     settings: Settings, generate: bool, per_card: int, force: bool, only: list[str], json_out: bool
 ) -> None:
-    """Run --generate or --prune-generated; exit 1 when some card's answer was unusable."""
+    """Run --generate or --prune-generated; exit 1 when some card's answer was unusable (a
+    server no card can use stops the run: a ProviderError, exit 2)."""
     if not generate:
         removed, report = prune_generated(settings, only)
         head = f"pruned {removed} generated example(s) from {printable(str(report.path))}"
@@ -177,7 +178,8 @@ def generated_lines(outcome: Generated) -> list[str]:
     lines += [f"  failed {printable(c.card)}: {printable(c.problem)}" for c in outcome.cards
               if c.status == "failed"]  # fmt: skip
     lines.append(
-        f"  cost: {outcome.requests} request(s) to {printable(outcome.model)} at temperature "
+        f"  cost: {outcome.card_requests} card request(s) (the provider's retries not counted) "
+        f"to {printable(outcome.model)} at temperature "
         f"{outcome.temperature:g}, {outcome.tokens_in} tokens in, {outcome.tokens_out} out, "
         f"{outcome.seconds:.1f} s"
     )
@@ -197,7 +199,8 @@ def taught_lines(taught: Taught) -> list[str]:
     lines = [f"{head} {printable(str(r.path))}: {counts}"]
     sources = []
     if taught.file is not None:
-        sources.append(f"{taught.from_file} from {printable(str(taught.file))}")
+        kept = f", {r.carried} of them kept as generated examples" if r.carried else ""
+        sources.append(f"{taught.from_file} from {printable(str(taught.file))}{kept}")
     if taught.from_runs is not None:
         sources.append(f"{taught.from_runs} correction(s) from the run log")
     if sources:

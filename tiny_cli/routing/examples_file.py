@@ -37,13 +37,16 @@ __all__ = [
     "MAX_OUT_OF_SCOPE",
     "DerivedThreshold",
     "Learned",
+    "Lesson",
     "Merge",
+    "carry_generated",
     "check_learned",
     "line_of_example",
-    "load_labelled",
     "load_learned",
+    "load_lesson",
     "merge",
     "normalise",
+    "own_examples",
     "unknown_card",
     "with_learned",
     "write_learned",
@@ -190,6 +193,30 @@ class Learned:
 
 
 @dataclass(frozen=True)
+class Lesson:
+    """What `tiny learn FILE` read: labelled tasks at their lines, and a learned file's
+    generated lines (by card, with each card's key)."""
+
+    labelled: tuple[tuple[str, str | None], ...]
+    path: Path | None = None  # the file read; None: tasks from elsewhere (corrections)
+    lines: tuple[int, ...] = ()  # the line of each labelled task, where read from `path`
+    generated: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    generation: Mapping[str, str] = field(default_factory=dict)
+
+    def where(self, index: int) -> str:
+        """Name where labelled task `index` came from: FILE:LINE, else its text."""
+        if self.path is not None and index < len(self.lines):
+            return f"{self.path}:{self.lines[index]}"
+        return f"task {printable(self.labelled[index][0][:60])!r}"
+
+    def scrubbed(self, scrub: Scrubber) -> Lesson:
+        """Return the lesson with every secret replaced, generated lines too."""
+        labelled = tuple((scrub.text(task), card) for task, card in self.labelled)
+        made = {card: tuple(map(scrub.text, ts)) for card, ts in self.generated.items()}
+        return replace(self, labelled=labelled, generated=made)
+
+
+@dataclass(frozen=True)
 class Merge:
     """What teaching a batch changed: examples added, moved from another card, already known."""
 
@@ -212,32 +239,30 @@ def load_learned(folder: Path) -> Learned:
     rows = _read_rows(path)
     header = _header(path, rows)
     examples: dict[str, list[str]] = {}
-    made: dict[str, list[str]] = {}
-    keys: dict[str, str] = {}
     out: list[str] = []
-    for number, row in rows:
-        task, card = _line(path, number, row)
-        if card is not None and row.get("source") == GENERATED:
-            made.setdefault(card, []).append(task)
-            key = row.get("key")
-            keys[card] = key if isinstance(key, str) else ""
-            continue
-        (out if card is None else examples.setdefault(card, [])).append(task)
+    lines = _checked(path, rows)
+    for _, task, card, key in lines:
+        if key is None:
+            (out if card is None else examples.setdefault(card, [])).append(task)
+    made, keys = _generated_of(lines)
     threshold = _threshold(header.get("threshold")) if header else None
     damaged = threshold is None and header.get("threshold") is not None
     found = {k: tuple(v) for k, v in examples.items()}
-    generated = {k: tuple(v) for k, v in made.items()}
-    return Learned(path, found, tuple(out), threshold, damaged, generated, keys)
+    return Learned(path, found, tuple(out), threshold, damaged, made, keys)
 
 
-def load_labelled(path: Path) -> list[tuple[str, str | None]]:
-    """Read a `tiny learn` file: JSONL `{"task": ..., "card": ID | null}` (a header is skipped)."""
+def load_lesson(path: Path) -> Lesson:
+    """Read a `tiny learn` file: JSONL `{"task": ..., "card": ID | null}` (a header is skipped);
+    a learned file's generated lines are kept apart, as generated."""
     rows = _read_rows(path)
     _header(path, rows, strict=False)
-    labelled = [_example(path, number, row) for number, row in rows]
-    if not labelled:
+    lines = _checked(path, rows, strict=False)  # not rewritten: a field tiny ignores may stay
+    if not lines:
         raise ConfigError(f"{path}: no examples to learn")
-    return labelled
+    taught = [(number, task, card) for number, task, card, key in lines if key is None]
+    made, keys = _generated_of(lines)
+    labelled = tuple((task, card) for _, task, card in taught)
+    return Lesson(labelled, path, tuple(n for n, _, _ in taught), made, keys)
 
 
 def merge(
@@ -262,6 +287,39 @@ def merge(
     added = len(place) - len(before)
     moved = sum(place[key][1] != was[1] for key, was in before.items())
     return Merge(_rebuild(learned, place.values()), added, moved, len(labelled) - added - moved)
+
+
+def carry_generated(learned: Learned, lesson: Lesson, cards: Sequence[Card]) -> tuple[Learned, int]:
+    """Put `lesson`'s generated lines in as generated, each card's replacing the card's own,
+    less what `--generate` drops: a copy of a taught, out-of-scope or card's own example, or
+    of another card's generated one. Return the file and how many lines were kept."""
+    known = {card.id for card in cards}
+    for card in lesson.generated:
+        if card not in known:  # no path: `unknown_card` finds FILE's line
+            raise ConfigError(f"card {card!r}: no such card", field="card")
+    taken = {normalise(t) for ts in learned.examples.values() for t in ts}
+    taken |= {normalise(t) for t in learned.out_of_scope} | set(own_examples(cards))
+    taken |= {normalise(t) for c, ts in learned.generated.items() if c not in lesson.generated
+              for t in ts}  # fmt: skip
+    made, keys = dict(learned.generated), dict(learned.generation)
+    carried = 0
+    for card, tasks in lesson.generated.items():
+        kept: dict[str, str] = {}
+        for task in tasks:
+            if normalise(task) not in taken:
+                kept.setdefault(normalise(task), task)
+        taken |= set(kept)  # a later card's copy goes: `tiny validate` flags a task twice
+        made.pop(card, None)
+        keys.pop(card, None)
+        if kept:  # none kept: no line, as `--generate` leaves a card whose every one was dropped
+            made[card], keys[card] = tuple(kept.values()), lesson.generation[card]
+            carried += len(kept)
+    return replace(learned, generated=made, generation=keys), carried
+
+
+def own_examples(cards: Sequence[Card]) -> dict[str, str]:
+    """Every card's own examples, normalised, with the card each is of."""
+    return {normalise(e): card.id for card in cards for e in card.examples}
 
 
 def _placed(learned: Learned) -> dict[str, tuple[str, str | None]]:
@@ -305,14 +363,14 @@ def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
     try:
         rows = _read_rows(path)
         _header(path, rows)  # a damaged threshold is stale, as an edited one is: no problem
-        labelled = [(number, *_line(path, number, row)) for number, row in rows]
+        labelled = _checked(path, rows)
     except ConfigError as exc:
         return [_problem(path, exc)]
     known = {card.id for card in cards}
-    own = {normalise(e): card.id for card in cards for e in card.examples}
+    own = own_examples(cards)
     problems: list[Problem] = []
     seen: dict[str, int] = {}
-    for number, task, card in labelled:
+    for number, task, card, _ in labelled:
         if card is not None and card not in known:
             problems.append(Problem(str(path), number, "card", f"no card {card!r} in the folder"))
         if normalise(task) in own and own[normalise(task)] != card:
@@ -425,10 +483,69 @@ def _header(path: Path, rows: list[tuple[int, dict[str, Any]]], strict: bool = T
     return header
 
 
-def _line(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str | None]:
-    """Read one line of the learned file: an example with no field tiny would drop."""
-    _known(path, number, row, LINE_FIELDS)
-    return _example(path, number, row)
+_Line = tuple[int, str, str | None, str | None]  # number, task, card, a generated line's key
+
+
+def _checked(
+    path: Path, rows: list[tuple[int, dict[str, Any]]], strict: bool = True
+) -> list[_Line]:
+    """Read each line: an example, and its key when generated; `strict` (the learned file,
+    which tiny rewrites): no field tiny would drop. ConfigError for a line tiny would not
+    write back as it is, two keys of one card among them."""
+    lines: list[_Line] = []
+    first: dict[str, tuple[int, str]] = {}  # card -> the line and key of its first generated
+    for number, row in rows:
+        if strict:
+            _known(path, number, row, LINE_FIELDS)
+        task, card = _example(path, number, row)
+        key = _key(path, number, row, card)
+        if card is not None and key is not None:
+            was, known = first.setdefault(card, (number, key))
+            if known != key:
+                why = f"key: {key!r}, where line {was} gives card {card!r} key {known!r}"
+                raise _at(path, number, f"{why}: one key per card")
+        lines.append((number, task, card, key))
+    return lines
+
+
+def _key(path: Path, number: int, row: Mapping[str, Any], card: str | None) -> str | None:
+    """The key of a generated line, None for a taught one; ConfigError for a mark tiny would
+    drop or change on its next write."""
+    if "source" not in row and "key" not in row:
+        return None
+    source, key = row.get("source"), row.get("key")
+    if "source" not in row:
+        why = f'key: only on a generated line ("source": "{GENERATED}")'
+    elif source != GENERATED:
+        why = f'source: expected "{GENERATED}" (the only source tiny writes), got {_shown(source)}'
+    elif not isinstance(key, str):
+        why = f"key: expected the text key of what the line was written from, got {_shown(key)}"
+    elif card is None:
+        why = "source: a generated line names its card (card null is a taught out-of-scope line)"
+    else:
+        return key
+    raise _at(path, number, why)
+
+
+def _at(path: Path, number: int, why: str) -> ConfigError:
+    """The error of line `number`, `why` starting with the field at fault."""
+    return ConfigError(f"{path}:{number}: {why}", path=path, field=why.partition(":")[0])
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as an error names it, cut: `none` when missing or null."""
+    return "none" if value is None else printable(repr(value)[:60])
+
+
+def _generated_of(lines: Iterable[_Line]) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """The generated lines' tasks by card, and each card's key."""
+    made: dict[str, list[str]] = {}
+    keys: dict[str, str] = {}
+    for _, task, card, key in lines:
+        if card is not None and key is not None:
+            made.setdefault(card, []).append(task)
+            keys[card] = key
+    return {card: tuple(tasks) for card, tasks in made.items()}, keys
 
 
 def _known(path: Path, number: int, row: Mapping[str, Any], known: Sequence[str]) -> None:
