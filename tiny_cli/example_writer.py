@@ -34,8 +34,9 @@ import httpx
 
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError, ProviderError
-from tiny_cli.provider.client import ChatRequest, OpenAIProvider, Provider
+from tiny_cli.provider.client import CONFIG_STATUSES, ChatRequest, OpenAIProvider, Provider
 from tiny_cli.routing.examples_file import (
+    UNCHECKED,
     Learned,
     load_learned,
     normalise,
@@ -67,12 +68,8 @@ MAX_DESCRIPTION_CHARS = 300  # of one tool's description in the prompt
 MAX_EXAMPLE_CHARS = 300  # a longer "request" is not one a user types
 # prose before the list may hold a `[` of its own; each is decoded from, so a few, not all
 MAX_LIST_STARTS = 16
-# the key or the URL is wrong: no card's request would pass (the run loop's CALLER_FIXES,
-# tiny_cli.agent.loop, not imported: `tiny learn` loads no agent)
-STOPS_EVERY_CARD = frozenset({401, 403, 404})
 NOT_A_LIST = "the answer was not a JSON list of strings"
 _DECODER = json.JSONDecoder()
-UNCHECKED = "+unchecked"  # after a card's key until the overlap check has run on its examples
 SYSTEM_PROMPT = (
     "You write test data for a router that sends user requests to the right assistant. "
     "Answer with a JSON list of strings and nothing else."
@@ -354,7 +351,7 @@ def _stop_if_no_card_would_pass(ask: Provider, exc: ProviderError) -> None:
     """Raise `exc` when no other card's request would pass either: the key or the URL was
     refused; after a failure with no HTTP status, raise the probe's error if nothing listens
     any more. Any other failure is this card's."""
-    if exc.status in STOPS_EVERY_CARD:
+    if exc.status in CONFIG_STATUSES:  # the key or the URL is wrong: no card would pass
         raise exc
     if exc.status is None:  # no answer, or an unusable one: is the server still there?
         _probe(ask)

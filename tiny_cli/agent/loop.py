@@ -61,7 +61,13 @@ from tiny_cli.events import (
     finish,
     ignore,
 )
-from tiny_cli.provider.client import ChatRequest, Completion, Provider, ToolCall
+from tiny_cli.provider.client import (
+    CONFIG_STATUSES,
+    ChatRequest,
+    Completion,
+    Provider,
+    ToolCall,
+)
 from tiny_cli.settings import ToolMode
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, held_note
 from tiny_cli.tools.registry import Registry, Tool
@@ -183,10 +189,6 @@ def _brevity(max_output_tokens: int) -> str:
 
 
 STOPPED = "stopped_at_first_call"
-# the endpoint refused the key, its rights, or the URL or model before any tool ran: the
-# caller's configuration to fix, so it is raised (a config error); any other provider failure,
-# or this one after a tool ran (a write may have happened), ends the run `failed`
-CALLER_FIXES = (401, 403, 404)
 ANSWER_CUT = "answer_cut"  # the answer hit max_tokens: tiny closed its object, never `ok`
 # the server refused with 429 and its wait (Retry-After, or the backoff) outlasts the budget
 RATE_LIMITED = "rate_limited"
@@ -273,7 +275,9 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
         except ProviderTimeout as exc:
             return _timed_out(run, exc)
         except ProviderError as exc:
-            if exc.status in CALLER_FIXES and not meter.calls:  # nothing done yet: config
+            # nothing done yet: config to fix, raised; after a tool ran (a write may have
+            # happened), or any other failure, the run ends `failed`
+            if exc.status in CONFIG_STATUSES and not meter.calls:
                 raise
             return run.failed(str(exc))  # mid-run: the Digest keeps what the tools did
         calls = run.calls_in(reply)

@@ -39,6 +39,9 @@ DEFAULT_MAX_RETRY_AFTER = 30.0  # cap of a server's Retry-After, so a server can
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # a chat completion is kilobytes; more is a broken server
 SHORT_BODY_CHARS = 200  # how much of an error body goes into a message
 RETRY_STATUSES = frozenset({408, 429})  # plus every 5xx
+# the endpoint refused the key, its rights, the URL or the model: no request would pass, so
+# it is the caller's configuration to fix (the run loop raises it before any tool ran)
+CONFIG_STATUSES = frozenset({401, 403, 404})
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 log = logging.getLogger(__name__)

@@ -35,6 +35,7 @@ __all__ = [
     "LEARNED_FILENAME",
     "MAX_EXAMPLES_PER_CARD",
     "MAX_OUT_OF_SCOPE",
+    "UNCHECKED",
     "DerivedThreshold",
     "Learned",
     "Lesson",
@@ -289,6 +290,9 @@ def merge(
     return Merge(_rebuild(learned, place.values()), added, moved, len(labelled) - added - moved)
 
 
+UNCHECKED = "+unchecked"  # after a card's key until the overlap check has run on its examples
+
+
 def carry_generated(learned: Learned, lesson: Lesson, cards: Sequence[Card]) -> tuple[Learned, int]:
     """Put `lesson`'s generated lines in as generated, each card's replacing the card's own,
     less what `--generate` drops: a copy of a taught, out-of-scope or card's own example, or
@@ -312,7 +316,9 @@ def carry_generated(learned: Learned, lesson: Lesson, cards: Sequence[Card]) -> 
         made.pop(card, None)
         keys.pop(card, None)
         if kept:  # none kept: no line, as `--generate` leaves a card whose every one was dropped
-            made[card], keys[card] = tuple(kept.values()), lesson.generation[card]
+            # not checked among this folder's cards yet: the next --generate checks them
+            key = lesson.generation[card].removesuffix(UNCHECKED) + UNCHECKED
+            made[card], keys[card] = tuple(kept.values()), key
             carried += len(kept)
     return replace(learned, generated=made, generation=keys), carried
 
