@@ -259,7 +259,7 @@ def test_an_older_log_upgrades_and_keeps_its_runs(home) -> None:
         assert len(log.runs()) == 3
     assert (correction.task, correction.routed, correction.card) == (SANDWICH, None, "docs-finder")
     with sqlite3.connect(home / DB_NAME) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 def test_an_abstain_logged_without_its_task_cannot_be_corrected(home) -> None:

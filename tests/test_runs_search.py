@@ -194,7 +194,7 @@ def test_v4_to_v5_indexes_the_runs_written_before_it(run, home) -> None:
     assert _ids(run, "runs", "search", "buddy") == [1]  # the v1 row's summary
     assert _ids(run, "runs", "search", "onboarding") == [2, 1]  # both rows' task
     with sqlite3.connect(home / DB_NAME) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
         assert db.execute("SELECT rowid FROM runs_fts ORDER BY rowid").fetchall() == [(1,), (2,)]
     with RunLog.open(home) as log:  # the upgraded log indexes new runs as a new one does
         _record(log, "a capybara task")

@@ -9,7 +9,8 @@ A correction says where a delegate run's task should have gone (a card, or nowhe
 kept in the run log (tiny_cli.runs) and taught here, at once (`tiny runs correct`, the
 default) or later (`tiny learn --from-runs`, which takes every correction not taught yet and
 marks it taught). A task that is another card's own example is refused, as `tiny validate`
-would report it; a correction refused so stays pending.
+would report it; a correction refused so stays pending. Both teach under one lock beside the
+run log, one command at a time: a correction taught late never undoes a newer one.
 
 `tiny learn FILE` with a learned.jsonl of another folder carries its generated lines over as
 generated, with their key (`--prune-generated` removes them), less what `tiny learn
@@ -19,6 +20,7 @@ generated, with their key (`--prune-generated` removes them), less what `tiny le
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -59,6 +61,8 @@ from tiny_cli.userfiles import locked
 from tiny_cli.workspace import open_workspace
 
 __all__ = ["Corrected", "LearnReport", "Taught", "correct_run", "learn", "learn_from"]
+
+TEACHING_LOCK = "corrections"  # `.corrections.lock` beside the run log
 
 
 @dataclass(frozen=True)
@@ -230,11 +234,12 @@ def correct_run(
     """Record where run `run_id`'s task should have gone (None: abstain); teach it unless not.
 
     The card must be one of the cards folder's (ConfigError listing the known ids). A
-    correction whose teaching fails stays recorded, pending for `tiny learn --from-runs`.
+    correction whose teaching fails stays recorded, pending for `tiny learn --from-runs`; one
+    replaced or deleted while it was taught is a ConfigError saying what stands.
     """
     if card is not None:
         open_workspace(settings, transport).card(card)
-    with RunLog.open(settings.home) as log:
+    with RunLog.open(settings.home) as log, _teaching(settings):
         correction = log.correct(run_id, card)
         if not teach:
             return Corrected(correction, None)
@@ -242,8 +247,40 @@ def correct_run(
         _teachable([correction], open_workspace(settings, transport).cards.values())
         report = learn(settings, [(correction.task, correction.card)], transport)
         log.mark_learned([correction.id])
-        [taught] = [c for c in log.corrections(pending_only=False) if c.id == correction.id]
-    return Corrected(taught, report)
+        taught = [c for c in log.corrections(pending_only=False) if c.id == correction.id]
+        if not taught:
+            raise _superseded(log, correction, report.path)
+    return Corrected(taught[0], report)
+
+
+def _teaching(settings: Settings) -> AbstractContextManager[None]:
+    """Hold the run log's teaching lock: its corrections are recorded, taught and marked one
+    command at a time, so a correction taught late cannot undo a newer one taught first."""
+    return locked(settings.home / TEACHING_LOCK)
+
+
+def _superseded(log: RunLog, correction: Correction, learned: Path) -> ConfigError:
+    """The error of a correction replaced or deleted while it was taught: what stands now."""
+    run_id, to = correction.run_id, _label(correction.card)
+    kept = f"{printable(str(learned))} teaches its task as {to}"
+    now = [c for c in log.corrections(pending_only=False) if c.run_id == run_id]
+    if not now:
+        return ConfigError(
+            f"run {run_id} was deleted while its correction was taught: {kept} (edit that file "
+            "to take it out)"
+        )
+    again = _label(now[0].card)
+    if now[0].learned_at is None:
+        todo = f"`tiny learn --from-runs` teaches it ({again}) instead"
+    else:
+        flag = "--abstain" if now[0].card is None else f"--card {printable(now[0].card)}"
+        todo = f"`tiny runs correct {run_id} {flag}` teaches the newer one ({again}) again"
+    return ConfigError(f"run {run_id} was corrected again while it was taught: {kept}; {todo}")
+
+
+def _label(card: str | None) -> str:
+    """Say where a correction sends its task, terminal-safe."""
+    return "out of scope (abstain)" if card is None else f"card {printable(card)!r}"
 
 
 def learn_from(
@@ -264,7 +301,7 @@ def learn_from(
         return Taught(learn(settings, lesson, transport), file, read, None)
 
     known = open_workspace(settings, transport).cards
-    with RunLog.open(settings.home) as log:
+    with RunLog.open(settings.home) as log, _teaching(settings):
         pending = log.corrections(pending_only=True)
         usable = [c for c in pending if c.card is None or c.card in known]
         taken = tuple((c.task, c.card) for c in _teachable(usable, known.values()))

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -136,7 +137,8 @@ def save_state(cache_dir: Path | None, key: str, saved: Saved) -> None:
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)  # a cache: failing to write it is not an error
         return
-    _prune(root)
+    with contextlib.suppress(OSError):  # nor failing to prune it: a route must not fail
+        _prune(root)
 
 
 def _intact(folder: Path, meta: Any) -> bool:
@@ -195,9 +197,18 @@ def _strs(values: list[Any]) -> bool:
 
 
 def _prune(root: Path) -> None:
-    states = sorted(
-        (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
-        key=lambda p: p.stat().st_mtime,
-    )
-    for old in states[:-KEEP_STATES]:
+    """Remove all but the KEEP_STATES most recently used states."""
+    # another process saving at once may remove a state between the listing and its stat
+    found = ((p, _used(p)) for p in root.iterdir() if not p.name.startswith("."))
+    states = sorted(((used, p) for p, used in found if used is not None), key=lambda s: s[0])
+    for _, old in states[:-KEEP_STATES]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _used(folder: Path) -> float | None:
+    """Return when a state folder was last used; None when it is no folder, or gone."""
+    try:
+        info = folder.stat()
+    except OSError:
+        return None
+    return info.st_mtime if stat.S_ISDIR(info.st_mode) else None

@@ -11,6 +11,7 @@ the cards allow says nothing about which of them a task wants, so it is no view 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -22,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from tiny_cli.cards.load import Card
+from tiny_cli.errors import ConfigError
 from tiny_cli.routing.space import Nearest
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import builtin_descriptions, default_registry
 from tiny_cli.tools.mcp_config import original
-from tiny_cli.userfiles import read_json, write_json
+from tiny_cli.userfiles import locked, read_json, write_json
 
 __all__ = [
     "MAX_TOOL_SHARE",
@@ -176,13 +178,20 @@ def save_mcp_tools(
     # each server listed (default: those `tools` names) has its kept list replaced, not
     # merged: a server of the same name in another project leaves nothing behind
     listed = set(servers) if servers is not None else {_server(name) for name in tools}
-    found, _ = _mcp_tools(cache_dir)
-    kept = {name: text for name, text in found.items() if _server(name) not in listed}
     now = time.time() if now is None else now
-    times = {**_server_times(cache_dir), **dict.fromkeys(listed, now)}
-    data = {"salt": MCP_TOOLS_SALT, "written": now, "tools": {**kept, **tools},
-            "servers": times}  # fmt: skip
-    write_json(cache_dir / MCP_TOOLS_FILE, data)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return  # a cache: not being able to write it is no error
+    # read, merge and write under the lock: two lists saved at once would each write the
+    # file as it was plus their own servers, and the one written first would lose its servers
+    with contextlib.suppress(ConfigError), locked(cache_dir / MCP_TOOLS_FILE):
+        found, _ = _mcp_tools(cache_dir)
+        kept = {name: text for name, text in found.items() if _server(name) not in listed}
+        times = {**_server_times(cache_dir), **dict.fromkeys(listed, now)}
+        data = {"salt": MCP_TOOLS_SALT, "written": now, "tools": {**kept, **tools},
+                "servers": times}  # fmt: skip
+        write_json(cache_dir / MCP_TOOLS_FILE, data)
 
 
 def _server(name: str) -> str:

@@ -2,8 +2,10 @@
 what it writes besides runs.
 
 A row left `running` by a process that is gone (killed, crashed) becomes `interrupted`
-whenever the log is opened. Also re-exported here, for the modules that import them from
-this one: DB_NAME, Correction, RunQuery and parse_since.
+whenever the log is opened: gone when its pid now names another process (a reboot, another
+PID namespace: a container), which the identity the row keeps beside the pid tells. Also
+re-exported here, for the modules that import them from this one: DB_NAME, Correction,
+RunQuery and parse_since.
 
 Deleting: a run still `running` belongs to a live process (opening the log marked the others
 interrupted): it is never deleted. A run's corrections go with it, and so does its row of the
@@ -285,6 +287,7 @@ def _whole(path: Path) -> Iterator[TextIO]:
         raise
 
 
+RUNNING_SQL = "SELECT id, pid, process FROM runs WHERE status = 'running'"
 INTERRUPTED_WAIT = 1.0  # seconds Ctrl-C waits for queued writes (the sweep covers the rest)
 GONE = "the process ended before the run finished"
 Confirm = Callable[[Sequence[int]], bool]  # shown the ids a deletion takes: go ahead?
@@ -341,8 +344,8 @@ class RunLog:
         """Mark `running` rows whose process is gone as `interrupted`; return how many."""
         me = os.getpid()
         with self._reading() as db:
-            rows = db.execute("SELECT id, pid FROM runs WHERE status = 'running'").fetchall()
-            dead = [(run_id,) for run_id, pid in rows if pid != me and not _alive(pid)]
+            rows = db.execute(RUNNING_SQL).fetchall()
+            dead = [(run_id,) for run_id, pid, process in rows if _gone(pid, process, me)]
             if dead:
                 with transaction(db):
                     db.executemany(INTERRUPT, [(now(), GONE, *d) for d in dead])
@@ -484,6 +487,16 @@ class RunLog:
             ) from failure
         if failure is not None:
             raise failure  # a bug in tiny, not the user's: its traceback is wanted
+
+
+def _gone(pid: object, process: object, me: int) -> bool:
+    """Tell whether the process that wrote a `running` row is gone: by the identity the row
+    keeps (a pid a reboot or another PID namespace gave to another process, this one's
+    included), else by the pid (a row from before schema v6, or from a system without /proc)."""
+    running = store.still_running(pid, process)
+    if running is None:
+        return pid != me and not _alive(pid)
+    return not running
 
 
 def _alive(pid: object) -> bool:

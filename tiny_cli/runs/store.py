@@ -6,8 +6,8 @@ A schema change is a new migration at the end of MIGRATIONS, never an edit of an
 a database made by any earlier tiny upgrades by running the ones it lacks, in order.
 
 Recording runs (the last section): the observer's recorder, which builds each run's row, and
-the writer thread. One row per run: inserted as `running` (with the process id) by the
-writer's first pass after the run starts, completed when it finishes; a run over before that
+the writer thread. One row per run: inserted as `running` (with the process id and identity) by
+the writer's first pass after the run starts, completed when it finishes; a run over before that
 pass is inserted once, whole. Observers are called on the runner's threads, several at once
 under the bench; one writer thread does every write, under the lock readers take too, each
 pass in one transaction.
@@ -159,13 +159,13 @@ CATCH_UP = (
 # The columns a row gets at RunStarted and, in this order, at Finished; `id` is SQLite's
 STARTED = (
     *("started_at", "command", "label", "card", "model", "endpoint", "goal", "transcript"),
-    *("tool_mode", "pid", "status", "calls"),
+    *("tool_mode", "pid", "process", "status", "calls"),
 )
 FINISHED = (
     *("started_at", "ended_at", "command", "label", "card", "model", "endpoint", "goal"),
     *("routing", "status", "reason", "digest", "transcript", "calls", "tokens_in"),
     *("tokens_out", "tool_calls", "ghost_calls", "recovered_calls", "caller_tokens"),
-    *("wall_seconds", "tool_mode", "pid", "repaired"),
+    *("wall_seconds", "tool_mode", "pid", "process", "repaired"),
 )
 
 INTERRUPT = (
@@ -275,8 +275,13 @@ def fts5_available(db: sqlite3.Connection) -> bool:
     return True
 
 
+def _v6(db: sqlite3.Connection) -> None:
+    """Add `process`: which process holds the row's pid (see this_process); NULL in old rows."""
+    db.execute("ALTER TABLE runs ADD COLUMN process TEXT")
+
+
 # Applied in order; the database's user_version is how many have been applied.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -297,6 +302,79 @@ def migrate(db: sqlite3.Connection, path: Path, fts5: Probe | None = None) -> No
                 db.execute(f"PRAGMA user_version = {number}")
     except sqlite3.Error as exc:
         raise ConfigError(f"{path}: cannot upgrade the run log: {exc}{NO_LOG_HINT}") from exc
+
+
+# --- which process a row's pid names -------------------------------------------------------
+# A pid names one process only within one boot and one PID namespace: the pid of a run killed
+# in a container, or before a reboot, may be held by another process now. So a row keeps, as
+# `process`, the boot's id, the PID namespace and the process's start time (Linux; elsewhere
+# NULL, and the pid alone tells, as before v6).
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def this_process() -> str | None:
+    """Return this process's identity as a row keeps it; None where /proc cannot tell."""
+    return _identity(os.getpid())
+
+
+@functools.lru_cache(maxsize=4)  # keyed by pid: a forked child is another process
+def _identity(pid: int) -> str | None:
+    where, start = _where(), _started(pid)
+    return None if where is None or start is None else " ".join((*where, start))
+
+
+def still_running(pid: object, process: object) -> bool | None:
+    """Tell whether the process a `running` row names (its pid and `process`) still runs;
+    None when `process` cannot tell (NULL, edited by hand, or no /proc here)."""
+    where, parts = _where(), process.split(" ") if isinstance(process, str) else []
+    if where is None or len(parts) != 3:
+        return None
+    boot, namespace, start = parts
+    if boot != where[0]:
+        return False  # rebooted since: every process of that boot is gone
+    if namespace == where[1]:  # the pid is numbered here: is it still the same process?
+        return type(pid) is int and pid > 0 and _started(pid) == start
+    return _in_sight(namespace, start)
+
+
+def _where() -> tuple[str, str] | None:
+    """Return this boot's id and this process's PID namespace; None without /proc."""
+    try:
+        with open(BOOT_ID, encoding="ascii") as file:
+            boot = file.read().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except (OSError, ValueError):
+        return None
+    return (boot, str(namespace)) if boot and " " not in boot else None
+
+
+def _started(pid: int) -> str | None:
+    """Return when process `pid` started (clock ticks since boot); None when there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            fields = file.read().rsplit(b")", 1)[1].split()  # the name may hold ')' and spaces
+        return fields[19].decode("ascii")  # field 22: fields[0] is field 3
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _in_sight(namespace: str, start: str) -> bool:
+    """Tell whether a process of PID namespace `namespace` started at `start` is in sight: a
+    container's, seen from its host. One out of sight (another container's) counts as gone."""
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return False
+    return any(_started(pid) == start and _namespace(pid) == namespace for pid in pids)
+
+
+def _namespace(pid: int) -> str | None:
+    """Return the PID namespace of process `pid`; None when gone or not ours to look at."""
+    try:
+        return str(os.stat(f"/proc/{pid}/ns/pid").st_ino)
+    except OSError:
+        return None
 
 
 # --- recording runs -----------------------------------------------------------------------
@@ -399,7 +477,7 @@ class Recorder:
         row = (
             *(stamp(self.began), self.command, self.label, start.card_id, start.model),
             *(self.endpoint, start.goal, start.messages, start.tool_mode, os.getpid()),
-            *("running", "[]"),
+            *(this_process(), "running", "[]"),
         )
         self.row = self.writer.insert(db, STARTED, self.writer.scrub.columns(row), running=True)
 
@@ -417,7 +495,7 @@ class Recorder:
             *(digest.to_json(), messages, _calls(self.called, self.answered), cost.tokens_in),
             *(cost.tokens_out, cost.tool_calls, cost.ghost_calls, cost.recovered_calls),
             *(cost.caller_tokens, cost.wall_seconds, start.tool_mode if start else None),
-            *(os.getpid(), int(repaired(messages))),
+            *(os.getpid(), this_process(), int(repaired(messages))),
         )
 
     def _store(self, db: sqlite3.Connection) -> None:

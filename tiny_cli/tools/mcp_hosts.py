@@ -31,7 +31,7 @@ from tiny_cli.tools.mcp_config import (
     _server,
     load_mcp_config,
 )
-from tiny_cli.userfiles import write_text
+from tiny_cli.userfiles import locked, write_text
 
 __all__ = ["HostServers", "Lifted", "merge_mcp_yaml", "read_host_config"]
 
@@ -158,18 +158,22 @@ def merge_mcp_yaml(path: Path, servers: Mapping[str, dict[str, Any]]) -> list[st
     An mcp.yaml that does not check (load_mcp_config), or that cannot take the new entries
     without being rewritten (flow style), is a ConfigError, and the file is left as it is.
     """
-    text, have = _declared(path)
-    new = {name: spec for name, spec in servers.items() if name not in have}
-    if not new:
-        return []
-    merged = _appended(text, new)
-    if not _holds(merged, {**have, **new}):
-        raise ConfigError(
-            f"{path}: cannot add {', '.join(new)} without rewriting the file: write its servers "
-            "one a line under 'servers:' (block style), or add them by hand; left as it is",
-            path=path,
-        )
-    write_text(path, merged)
+    # read, merge and write under the lock: two imports at once would each write the file as
+    # it was plus their own servers, and the one written first would lose its servers
+    with locked(path):
+        text, have = _declared(path)
+        new = {name: spec for name, spec in servers.items() if name not in have}
+        if not new:
+            return []
+        merged = _appended(text, new)
+        if not _holds(merged, {**have, **new}):
+            raise ConfigError(
+                f"{path}: cannot add {', '.join(new)} without rewriting the file: write its "
+                "servers one a line under 'servers:' (block style), or add them by hand; left "
+                "as it is",
+                path=path,
+            )
+        write_text(path, merged)
     return list(new)
 
 
