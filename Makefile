@@ -4,7 +4,7 @@ PYTHON ?= python
 .PHONY: test test-slow lint format bench
 
 test:
-	$(PYTHON) -m pytest -n auto
+	$(PYTHON) -m pytest -n auto --dist loadfile
 
 test-slow:
 	$(PYTHON) -m pytest -m slow
