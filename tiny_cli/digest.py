@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,6 +20,11 @@ from tiny_cli.text import check_task, kind_of
 from tiny_cli.tools.artifacts import Artifact
 
 MAX_HINT_CHARS = 800
+# every input goes into the first user message of each request: about 8,000 tokens at most,
+# a quarter of a small model's 32k context; longer material goes in a file the agent reads
+MAX_INPUT_CHARS = 32_000
+MAX_MUST_RETURN = 32  # field names a Brief asks for, each in the contract the model is shown
+MAX_FIELD_NAME_CHARS = 64  # as a card's own field names
 CHARS_PER_TOKEN = 4  # the estimate used wherever tokens are counted without a tokenizer
 MODEL_STATUSES = ("ok", "partial", "refused")
 
@@ -263,12 +269,13 @@ def _brief_path(file: Any) -> Path | None:
 def _brief_file(path: Path) -> dict[str, Any]:
     """Read a Brief file's fields, each checked as the Brief checks it; a problem names the file."""
     try:
-        _, data = yamlsafe.load(yamlsafe.read_bounded(path))
+        text = yamlsafe.read_bounded(path)
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read brief: {exc}", path=path) from exc
+        raise ConfigError(f"{path}: {_unreadable(exc)}", path=path) from exc
+    try:
+        _, data = yamlsafe.load(text)
     except yaml.YAMLError as exc:
-        message = f"{path}: invalid YAML/JSON: {exc}".splitlines()[0]
-        raise ConfigError(message, path=path) from exc
+        raise ConfigError(f"{path}: {_invalid(exc, text)}", path=path) from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a brief must be a mapping with at least 'goal'", path=path)
     unknown = set(data) - {"goal", "must_return", "inputs", "context_hint", "max_output_tokens"}
@@ -286,6 +293,21 @@ def _brief_file(path: Path) -> dict[str, Any]:
         "context_hint": _in_file(path, partial(_text, name="context_hint"), hint),
         "max_output_tokens": _in_file(path, _cap, data.get("max_output_tokens")),
     }
+
+
+def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a Brief file was not read: past the bound, or what reading it said (no errno)."""
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return f"more than {yamlsafe.MAX_YAML_BYTES} bytes (the bound for a brief)"
+    return f"cannot read brief: {getattr(exc, 'strerror', None) or exc}"
+
+
+def _invalid(exc: yaml.YAMLError, text: str) -> str:
+    """What is wrong with a Brief file's YAML: too many values is no alias's fault without one."""
+    too_many = f"expands to more than {yamlsafe.MAX_YAML_VALUES} values"
+    if too_many in str(exc) and "*" not in text:
+        return f"more than {yamlsafe.MAX_YAML_VALUES} values (the bound for a brief)"
+    return f"invalid YAML/JSON: {exc}".splitlines()[0]
 
 
 def _in_file(path: Path, check: Callable[[Any], Any], value: Any) -> Any:
@@ -337,7 +359,15 @@ def _field_names(value: Any) -> tuple[str, ...]:
     odd = [v for v in value if not isinstance(v, str)]
     if odd:
         raise _not_names(f"a list holding {kind_of(odd[0])}")
-    return tuple(dict.fromkeys(v.strip() for v in value if v.strip()))
+    names = tuple(dict.fromkeys(v.strip() for v in value if v.strip()))
+    if len(names) > MAX_MUST_RETURN:
+        said = f"must_return: {len(names):,} field names; at most {MAX_MUST_RETURN}"
+        raise ConfigError(said, field="must_return")
+    longest = max(names, key=len, default="")
+    if len(longest) > MAX_FIELD_NAME_CHARS:
+        said = f"must_return: a field name of {len(longest):,} characters; at most "
+        raise ConfigError(f"{said}{MAX_FIELD_NAME_CHARS}", field="must_return")
+    return names
 
 
 def _not_names(got: str) -> ConfigError:
@@ -353,7 +383,15 @@ def _inputs(value: Any) -> dict[str, str]:
         raise ConfigError(
             f"inputs: must be a mapping of name: value, got {kind_of(value)}", field="inputs"
         )
-    return {str(k): _text(v, f"inputs.{k}", "inputs") for k, v in value.items()}
+    inputs = {str(k): _text(v, f"inputs.{k}", "inputs") for k, v in value.items()}
+    size = sum(len(k) + len(v) for k, v in inputs.items())
+    if size > MAX_INPUT_CHARS:
+        raise ConfigError(
+            f"inputs: {size:,} characters in all; at most {MAX_INPUT_CHARS:,} "
+            "(put long material in a file the agent reads, not in the inputs)",
+            field="inputs",
+        )
+    return inputs
 
 
 def _text(value: Any, name: str, field: str | None = None) -> str:

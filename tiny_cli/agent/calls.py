@@ -21,6 +21,7 @@ invocation.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import re
@@ -43,6 +44,8 @@ DEFAULT_WALL_SCALE = 1.0  # multiplies every card's max_wall_seconds
 DEFAULT_MAX_RESULT_CHARS = 6000  # per tool result, so one page cannot flood the context
 CUT_MARKER = " [… cut by tiny: over the {tokens}-token budget]"
 MAX_SHOWN_NAME = 64  # a ghost call's name, echoed: no tool's name is longer
+MAX_CALL_ID_CHARS = 64  # a call id, echoed: servers' own are about 30 characters
+ID_HASH_CHARS = 8  # of the hash that keeps two cut ids apart
 _SURROGATE = re.compile(r"[\ud800-\udfff]")  # a lone one: no encoder takes it
 
 Clock = Callable[[], float]
@@ -110,9 +113,44 @@ def cut_summary(summary: str, max_output_tokens: int) -> tuple[str, bool]:
     return summary[: max(0, limit - len(marker))].rstrip() + marker, True
 
 
+def cut_value(value: Any, max_output_tokens: int) -> tuple[Any, bool]:
+    """Cut a field's value as a summary is cut; say if it was cut.
+
+    A string keeps its head, marked; a list or an object the leading items whose JSON fits
+    max_output_tokens * 4 characters. Numbers and booleans are short: they stay.
+    """
+    if isinstance(value, str):
+        return cut_summary(value, max_output_tokens)
+    limit = max_output_tokens * CHARS_PER_TOKEN
+    if not isinstance(value, list | dict) or _json_chars(value) <= limit:
+        return value, False
+    items = list(value.items()) if isinstance(value, dict) else value
+    kept, size = [], 0
+    for item in items:
+        size += _json_chars(item)
+        if size > limit:
+            break
+        kept.append(item)
+    return (dict(kept) if isinstance(value, dict) else kept), True
+
+
+def _json_chars(value: Any) -> int:
+    """The length of a value's JSON, as the caller reads it."""
+    return len(json.dumps(value, ensure_ascii=False, default=str))
+
+
 def shown_name(name: str) -> str:
     """Return a tool name to echo: whole up to 64 characters (every valid one), else cut."""
     return name if len(name) <= MAX_SHOWN_NAME else f"{name[:MAX_SHOWN_NAME]}…"
+
+
+def short_id(call_id: str) -> str:
+    """Return a call id to echo: whole up to MAX_CALL_ID_CHARS, else cut and told apart by a
+    hash of the whole (a cut id is its own short id)."""
+    if len(call_id) <= MAX_CALL_ID_CHARS:
+        return call_id
+    whole = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{call_id[: MAX_CALL_ID_CHARS - ID_HASH_CHARS - 1]}-{whole[:ID_HASH_CHARS]}"
 
 
 def cap_result(text: str, limit: int = DEFAULT_MAX_RESULT_CHARS) -> str:
@@ -136,6 +174,7 @@ class Meter:
     tool_seconds: float = 0.0  # running tools
     turns: int = 0  # model requests answered
     evidence: list[str] = field(default_factory=list)  # arguments and results of calls that ran
+    server_seconds: float | None = None  # starting the card's MCP servers; None: it has none
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -152,12 +191,26 @@ class Meter:
         """True when every allowed tool call has been attempted."""
         return len(self.calls) >= self.budget.max_tool_calls
 
+    def answerable(self) -> int:
+        """How many calls of one reply are answered: those the budget has room for, and past
+        it enough to count the ghost calls that end a run; more could change nothing."""
+        room = max(0, self.budget.max_tool_calls - len(self.calls))
+        return room + DEFAULT_MAX_GHOST_CALLS + 1
+
     def slowest(self) -> str:
         """Say where the wall time went, for a note when it ran out."""
         spent = f"{self.model_seconds:.1f}s waiting for the model ({self.turns} answer(s))"
         spent += f" and {self.tool_seconds:.1f}s in tools"
-        slow = "the model server" if self.model_seconds >= self.tool_seconds else "a tool"
-        return f"time ran out after {spent}: {slow} was slow"
+        return f"time ran out after {spent}: {self._slow()}"
+
+    def _slow(self) -> str:
+        """Name what took most of the time: the model, a tool, or starting the run."""
+        model, tools = self.model_seconds, self.tool_seconds
+        if self.clock() - self.started - model - tools > max(model, tools):
+            servers = self.server_seconds
+            started = "" if servers is None else f" ({servers:.1f}s starting its MCP servers)"
+            return f"the time went to starting the run{started}"
+        return "the model server was slow" if model >= tools else "a tool was slow"
 
     def cost(self) -> Cost:
         """Freeze the tally into a Cost (caller_tokens is filled in by the Digest builder)."""
@@ -602,23 +655,25 @@ def _arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str | 
 
 
 def tool_message(call: ToolCall, content: str) -> dict[str, Any]:
-    """Return a native call's answer: a `tool` message tied to the call's id."""
-    return {"role": "tool", "tool_call_id": call.id, "content": content}
+    """Return a native call's answer: a `tool` message tied to the call's (echoed) id."""
+    return {"role": "tool", "tool_call_id": short_id(call.id), "content": content}
 
 
-def assistant_message(reply: Completion) -> dict[str, Any]:
-    """Return the model's reply as sent: its text and its native `tool_calls`."""
+def assistant_message(reply: Completion, calls: Sequence[ToolCall] | None = None) -> dict[str, Any]:
+    """Return the model's reply as echoed: its text and the native `tool_calls` answered
+    (`calls`, default all), each id cut and refused arguments as `{}` (sent on every turn)."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": shown_name(c.name), "arguments": c.arguments},
-            }
-            for c in reply.tool_calls
-        ]
+    answered = reply.tool_calls if calls is None else calls
+    if answered:
+        message["tool_calls"] = [_echoed(c) for c in answered]
     return message
+
+
+def _echoed(call: ToolCall) -> dict[str, Any]:
+    """One call as the context keeps it: arguments over the bound were refused, not kept."""
+    arguments = call.arguments if len(call.arguments or "") <= MAX_ARGUMENT_CHARS else "{}"
+    function = {"name": shown_name(call.name), "arguments": arguments}
+    return {"id": short_id(call.id), "type": "function", "function": function}
 
 
 def text_message(content: str | None) -> dict[str, Any]:

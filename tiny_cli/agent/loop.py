@@ -29,6 +29,7 @@ from tiny_cli.agent.calls import (
     capped,
     effective_budget,
     run_artifacts,
+    short_id,
     shown_name,
     text_message,
     tool_message,
@@ -189,7 +190,6 @@ def _brevity(max_output_tokens: int) -> str:
 
 
 STOPPED = "stopped_at_first_call"
-ANSWER_CUT = "answer_cut"  # the answer hit max_tokens: tiny closed its object, never `ok`
 # the server refused with 429 and its wait (Retry-After, or the backoff) outlasts the budget
 RATE_LIMITED = "rate_limited"
 TOO_MANY_REQUESTS = 429
@@ -242,8 +242,8 @@ def invoke(
     meter = Meter(capped(effective_budget(card, brief, wall_scale), cap), clock)
     mode = tool_mode_for(card, tool_mode)
     registry = registry.with_declared(card.functions, f"card {card.id}")
-    try:  # start the MCP servers the card needs, within its wall budget
-        registry.bind(card.tools, meter.remaining(), card.writes)
+    try:
+        _start_servers(registry, card, meter)
     except ToolServerError as exc:  # `failed` before any model call
         observer(_started(card, brief, meter, model, mode, ()))
         digest = verdict.failed(card, brief, meter, (), str(exc))
@@ -253,6 +253,16 @@ def invoke(
     observer(_started(card, brief, meter, model, mode, run.messages))
     digest = _told_if_raised(run, lambda: _loop(run, provider, model, stop_at_first_call))
     return finish(observer, replace(digest, routing=routing), run.messages)
+
+
+def _start_servers(registry: Registry, card: Card, meter: Meter) -> None:
+    """Start the MCP servers the card needs, within its wall budget, timed for the meter."""
+    started = meter.clock()
+    try:
+        registry.bind(card.tools, meter.remaining(), card.writes)
+    finally:
+        if any(source.owns(name) for source in registry.sources for name in card.tools):
+            meter.server_seconds = meter.clock() - started
 
 
 def _told_if_raised(run: _Run, loop: Callable[[], Digest]) -> Digest:
@@ -299,7 +309,7 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
             return run.answered(answer, forced="max_tool_calls")
         if not answer.problems:  # an object cut at max_tokens may end in a cut value
             cut = answer.completed and reply.finish_reason == "length"
-            return run.answered(answer, forced=ANSWER_CUT if cut else None)
+            return run.answered(answer, forced=verdict.ANSWER_CUT if cut else None)
         if run.repaired:
             problems = "; ".join(answer.problems)
             return run.failed("schema", f"answer still unusable after one repair: {problems}")
@@ -315,6 +325,22 @@ def _timed_out(run: _Run, exc: ProviderTimeout) -> Digest:
         RATE_LIMITED,
         f"the model server refused with HTTP 429 (rate limited), and the wait before a "
         f"retry would outlast the {left:.1f}s of wall budget left: {exc}",
+    )
+
+
+def _answerable(calls: Sequence[ToolCall], meter: Meter) -> tuple[ToolCall, ...]:
+    """The native calls of one reply the run answers, ids short enough to echo; the rest could
+    change nothing (`Meter.answerable`), and every call echoed must be answered."""
+    return tuple(replace(call, id=short_id(call.id)) for call in calls[: meter.answerable()])
+
+
+def _dropped(asked: int, answered: int) -> tuple[str, ...]:
+    """The note for calls of one reply past what the run answers (model misbehaviour)."""
+    if asked <= answered:
+        return ()
+    return (
+        f"the model asked for {asked:,} tool calls in one reply; only the first {answered} "
+        "were answered, the rest dropped (past the tool budget, they could change nothing)",
     )
 
 
@@ -409,14 +435,17 @@ class _Run:
             call = read_action(reply.content, len(self.meter.calls))
             return (call,) if call is not None else ()
         if reply.tool_calls:
-            return reply.tool_calls
+            return _answerable(reply.tool_calls, self.meter)
         return recover_calls(reply.content, len(self.meter.calls))
 
     def call_tools(self, calls: Sequence[ToolCall], reply: Completion) -> None:
-        """Run each call and answer it; a call not sent as `tool_calls` is answered as text."""
+        """Run each call and answer it (as text if not sent as `tool_calls`); echo only these."""
         native = bool(reply.tool_calls) and not self.json
         recovered = not native and not self.json
-        self.messages.append(assistant_message(reply) if native else text_message(reply.content))
+        self.messages.append(
+            assistant_message(reply, calls) if native else text_message(reply.content)
+        )
+        self.notes += _dropped(len(reply.tool_calls), len(calls)) if native else ()
         for call in calls:
             content = self._handle(call, recovered)
             self.messages.append(

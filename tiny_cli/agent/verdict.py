@@ -16,6 +16,7 @@ from tiny_cli.agent.calls import (
     Meter,
     checkable,
     cut_summary,
+    cut_value,
     field_sources,
     informative,
     needs_evidence,
@@ -26,6 +27,10 @@ from tiny_cli.digest import CHARS_PER_TOKEN, MODEL_STATUSES, Brief, Digest, Stat
 from tiny_cli.tools.artifacts import Artifact
 
 OUT_OF_TIME = "max_wall_seconds"  # the reason when the wall budget ran out
+SUMMARY_CUT = "summary_cut"  # the summary alone was over max_output_tokens: cut, never `ok`
+# the answer was over its budget: a field's value over max_output_tokens, cut by tiny, or a
+# reply that hit max_tokens, its object closed by tiny; never `ok`
+ANSWER_CUT = "answer_cut"
 WRITE_DECLINED = "write_declined"
 NO_EVIDENCE = "no_evidence"  # `ok` claimed, but none of the agent's tools ran
 UNVERIFIED_WRITE = "unverified_write"  # a writer's `ok` without a successful write call
@@ -54,26 +59,44 @@ def answered(
     forced: str | None = None,
     artifacts: tuple[Artifact, ...] = (),
 ) -> Digest:
-    """Judge a parsed answer with `required` fields; cut the summary if it is over budget.
+    """Judge a parsed answer with `required` fields; cut what is over the output budget.
 
     `forced` is why this answer cannot be `ok` (the tool budget ran out before it).
     """
-    data, limit = reply.data, meter.budget.max_output_tokens
+    data = reply.data
     status: Status = data["status"] if data.get("status") in MODEL_STATUSES else "partial"
     reason = None if status == "ok" else str(data.get("reason") or f"{status}_by_agent")
     summary = str(field_values(data, ["summary"]).get("summary") or "")
-    summary, cut = cut_summary(summary, limit)
-    notes += _model_notes(data) + reply.problems + reply.notes
-    if cut:
-        notes += (f"summary cut to {limit * CHARS_PER_TOKEN} characters",)
-        if status == "ok":
-            status, reason = "partial", "summary_cut"
+    fields = {} if status == "refused" else field_values(data, required)
+    summary, fields, cut, cut_notes = _within_budget(summary, fields, meter)
+    notes += _model_notes(data) + reply.problems + reply.notes + cut_notes
+    if cut and status == "ok":
+        status, reason = "partial", cut
     if forced and status != "refused":
         status, reason = "partial", forced
-    fields = {} if status == "refused" else field_values(data, required)
     missing = () if status == "refused" else missing_fields(data, required)
     claim = Claim(status, reason, notes, summary, fields, missing)
     return judged(card, brief, meter, claim, artifacts)
+
+
+def _within_budget(
+    summary: str, fields: Mapping[str, Any], meter: Meter
+) -> tuple[str, dict[str, Any], str | None, tuple[str, ...]]:
+    """Cut the summary, and each field's value, to max_output_tokens * 4 characters.
+
+    Returns them, the reason (`answer_cut` when a field was cut, else `summary_cut`; None when
+    nothing was) and the notes saying what was cut.
+    """
+    tokens = meter.budget.max_output_tokens
+    limit = tokens * CHARS_PER_TOKEN
+    summary, summary_cut = cut_summary(summary, tokens)
+    values = {name: cut_value(value, tokens) for name, value in fields.items()}
+    cut_fields = [name for name, (_, cut) in values.items() if cut]
+    notes: tuple[str, ...] = (f"summary cut to {limit} characters",) if summary_cut else ()
+    if cut_fields:
+        notes += (f"{', '.join(cut_fields)} cut to {limit} characters (max_output_tokens)",)
+    reason = ANSWER_CUT if cut_fields else SUMMARY_CUT if summary_cut else None
+    return summary, {name: value for name, (value, _) in values.items()}, reason, notes
 
 
 def out_of_time(

@@ -20,6 +20,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 
 from tiny_cli._version import __version__
@@ -57,9 +58,11 @@ from tiny_cli.session import Observe, Session
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.workspace import Workspace, open_workspace
 
-__all__ = ["BenchOptions", "Progress", "bench_from_settings", "run_bench"]
+__all__ = ["MAX_REPEAT", "BenchOptions", "Progress", "bench_from_settings", "run_bench"]
 
 Progress = Callable[[int, int], None]  # (runs done, runs in total)
+MAX_REPEAT = 100  # runs per task and arm: more measures nothing new; a typo would hold them all
+QUEUED_PER_WORKER = 2  # runs handed to the pool per worker: each finds the next one waiting
 
 
 def _observe_nothing(run: str, goal: str = "", trace: Mapping[str, str] | None = None) -> Observer:
@@ -205,6 +208,8 @@ def _check_options(options: BenchOptions, router: RouterLike | None) -> None:
         raise ConfigError(
             f"repeat={options.repeat}, concurrency={options.concurrency}: both must be at least 1"
         )
+    if options.repeat > MAX_REPEAT:
+        raise ConfigError(f"repeat={options.repeat}: at most {MAX_REPEAT} runs per task and arm")
     if "tiny" in options.arms and router is None:
         raise ConfigError("the tiny arm needs a router")
 
@@ -235,12 +240,9 @@ def _run_jobs(
     report = on_progress or (lambda done, total: None)
     report(0, len(jobs))
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tiny-bench")
-    pending: dict[Future[RunResult], int] = {
-        pool.submit(_run_one, context, job): i for i, job in enumerate(jobs)
-    }
     interrupted = False
     try:
-        return _collect(pending, len(jobs), report)
+        return _collect(pool, context, jobs, concurrency * QUEUED_PER_WORKER, report)
     except KeyboardInterrupt:
         interrupted = True
         raise
@@ -249,11 +251,22 @@ def _run_jobs(
 
 
 def _collect(
-    pending: dict[Future[RunResult], int], total: int, report: Progress
+    pool: ThreadPoolExecutor,
+    context: JobContext,
+    jobs: Sequence[Job],
+    window: int,
+    report: Progress,
 ) -> list[RunResult]:
-    """Wait for every run, reporting progress; raise the first error a run raised."""
-    results: list[RunResult | None] = [None] * total
-    while pending:
+    """Keep at most `window` runs in the pool, reporting progress; raise a run's first error."""
+    results: list[RunResult | None] = [None] * len(jobs)
+    waiting = enumerate(jobs)
+    pending: dict[Future[RunResult], int] = {}
+    finished = 0
+    while True:
+        for i, job in islice(waiting, window - len(pending)):
+            pending[pool.submit(_run_one, context, job)] = i
+        if not pending:
+            return [r for r in results if r is not None]
         done, _ = wait(pending, return_when=FIRST_EXCEPTION)
         for future in done:
             i = pending.pop(future)
@@ -261,8 +274,8 @@ def _collect(
             if error is not None:
                 raise error
             results[i] = future.result()
-        report(total - len(pending), total)
-    return [r for r in results if r is not None]
+        finished += len(done)
+        report(finished, len(jobs))
 
 
 def _run_one(context: JobContext, job: Job) -> RunResult:

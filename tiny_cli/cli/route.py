@@ -122,13 +122,21 @@ def _tasks(task: str | None) -> list[tuple[int, str]]:
     """Return the task (line 0), or with '-' every non-blank line of stdin, numbered."""
     if task != "-":
         return [(0, task or "")]
-    text = sys.stdin.read(DEFAULT_MAX_BYTES + 1)  # bounded: `< /dev/zero` is an error, no hang
-    if len(text) > DEFAULT_MAX_BYTES:
-        raise ConfigError(f"stdin: more than {DEFAULT_MAX_BYTES:,} characters; route it in parts")
+    text = _stdin_text(DEFAULT_MAX_BYTES)
     tasks = [(n, t.strip()) for n, t in enumerate(text.split("\n"), 1) if t.strip()]
     if not tasks:
         raise typer.BadParameter("no tasks on stdin", param_hint="TASK")
     return tasks
+
+
+def _stdin_text(limit: int) -> str:
+    """Read at most `limit` bytes of stdin as text (`< /dev/zero` is an error, not a hang)."""
+    data = sys.stdin.buffer.read(limit + 1)
+    if len(data) > limit:
+        raise ConfigError(f"stdin: more than {limit:,} bytes; route it in parts")
+    # as text-mode stdin read it: bad bytes as U+FFFD, any line ending as a newline
+    text = data.decode("utf-8", errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _route_lines(

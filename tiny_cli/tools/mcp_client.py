@@ -20,11 +20,10 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Coroutine, Iterable, Mapping
 from functools import partial
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import httpx2
 import jsonschema
@@ -53,7 +52,9 @@ QUICK_SDK_WAITS = {
 }
 LIST_PAGES = 100  # tools/list pages read at most: a paginator that never ends cannot hang a run
 STDERR_CHARS = 200  # of a server's last stderr line, quoted when it fails
-STDERR_TAIL_BYTES = 4096  # of its stderr file, read to find that line
+STDERR_TAIL_BYTES = 4096  # of its stderr, kept to find that line; the rest is read and dropped
+STDERR_READ_BYTES = 65_536  # read from its stderr pipe at a time
+STDERR_DRAIN_SECONDS = 1.0  # a gone server's last lines are waited for at most this long
 REDACTED = "[redacted]"
 # the SDK's loggers: its modules' (`mcp.client.stdio`, ...) and its client session's ("client")
 SDK_LOGGERS = ("mcp", "client")
@@ -203,7 +204,7 @@ class _Host:
             current = self.sessions.get(key)
             if current is None or current.dead:
                 if current is not None:
-                    current.cleanup()  # the dead one's stderr file: one per restart otherwise
+                    current.cleanup()  # the dead one's stderr pipe: one per restart otherwise
                 current = _Session(server, environ, self)
                 self.sessions[key] = current
                 current.begin(seconds)
@@ -245,7 +246,7 @@ class _Session:
         self.client: Any = None
         self.dead = False
         self.failure: BaseException | None = None
-        self.errlog: IO[str] | None = None
+        self.errlog: _StderrTail | None = None
         self.task: asyncio.Task[None] | None = None
         self.stopping: asyncio.Event | None = None
 
@@ -281,10 +282,9 @@ class _Session:
         return text
 
     def cleanup(self) -> None:
-        """Close the file that held the server's stderr."""
+        """Close our end of the server's stderr pipe."""
         if self.errlog is not None:
-            with contextlib.suppress(OSError):
-                self.errlog.close()
+            self.errlog.close()
 
     async def stop(self) -> None:
         """Ask the owner task to leave its session (closing it stops the server)."""
@@ -317,6 +317,7 @@ class _Session:
             self.failure = exc
         finally:
             self.dead = True
+            self.cleanup()  # the server is gone: its stderr ends once what it wrote is read
             ready.set()
 
     def _client(self) -> Any:
@@ -326,9 +327,8 @@ class _Session:
             params = StdioServerParameters(
                 command=server.command, args=list(server.args), env=dict(server.env), cwd=server.cwd
             )
-            # append mode: the server writes at the end whatever we read; closed in cleanup()
-            self.errlog = tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace")  # noqa: SIM115
-            return Client(stdio_client(params, errlog=self.errlog))
+            self.errlog = _StderrTail()
+            return Client(stdio_client(params, errlog=self.errlog.file))
         return Client(_http_transport(server))
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> str:
@@ -353,9 +353,50 @@ class _Session:
 
     def _why(self, what: str) -> str:
         """Say why the server is gone: its failure, or the last line it wrote to stderr."""
-        detail = _stderr_tail(self.errlog) or _failure(self.failure)
+        tail = self.errlog.last_line() if self.errlog is not None else ""
+        detail = tail or _failure(self.failure)
         suffix = f": {detail}" if detail else ""
         return f"MCP server {self.server.name!r} {what}{suffix}"
+
+
+class _StderrTail:
+    """A server's stderr: a pipe that a thread drains, keeping only the last bytes.
+
+    The server is never held up by a full pipe, and a chatty one costs STDERR_TAIL_BYTES
+    however much it writes (a file would keep it all for the server's life).
+    """
+
+    def __init__(self) -> None:
+        readable, writable = os.pipe()
+        self.file = os.fdopen(writable, "w", encoding="utf-8", errors="replace")  # the server's
+        self._tail = bytearray()
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(
+            target=self._drain, args=(readable,), name="tiny-mcp-stderr", daemon=True
+        )
+        self._reader.start()
+
+    def _drain(self, readable: int) -> None:
+        """Read until every writer has closed the pipe, keeping the last bytes."""
+        with open(readable, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(STDERR_READ_BYTES):
+                with self._lock:
+                    self._tail += chunk
+                    del self._tail[:-STDERR_TAIL_BYTES]
+
+    def last_line(self) -> str:
+        """Return the last line the server wrote, cut short (once closed: all it wrote)."""
+        if self.file.closed:
+            self._reader.join(STDERR_DRAIN_SECONDS)
+        with self._lock:
+            text = self._tail.decode("utf-8", errors="replace")
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return lines[-1][:STDERR_CHARS] if lines else ""
+
+    def close(self) -> None:
+        """Close our end: the reader ends when the server's copy closes too."""
+        with contextlib.suppress(OSError):
+            self.file.close()
 
 
 def _http_transport(server: McpServer) -> Any:
@@ -427,34 +468,6 @@ def _text(result: Any) -> str:
 def _no_answer(name: str, seconds: float, tool: str | None = None) -> str:
     what = f"a call of {tool}" if tool else "starting"
     return f"MCP server {name!r} did not answer within {seconds:.1f}s ({what})"
-
-
-def _stderr_tail(errlog: IO[str] | None) -> str:
-    """Return the last line the server wrote to stderr, cut short.
-
-    Only the file's last STDERR_TAIL_BYTES are read: a server that wrote 300 MB before dying
-    costs no more memory than one that wrote a line.
-    """
-    if errlog is None:
-        return ""
-    try:
-        errlog.flush()
-        tail = _tail_bytes(errlog.fileno(), STDERR_TAIL_BYTES)
-    except (OSError, ValueError):
-        return ""
-    text = tail.decode("utf-8", errors="replace")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:STDERR_CHARS] if lines else ""
-
-
-def _tail_bytes(fd: int, limit: int) -> bytes:
-    """Read at most `limit` bytes from the end of the file `fd`, leaving its offset alone."""
-    start = max(0, os.fstat(fd).st_size - limit)
-    if hasattr(os, "pread"):
-        return os.pread(fd, limit, start)
-    with open(os.dup(fd), "rb") as file:  # no pread (Windows): a handle of our own to seek
-        file.seek(start)
-        return file.read(limit)
 
 
 def _failure(exc: BaseException | None) -> str:
