@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-from tiny_cli.cards.index import CACHE_DIR, CLAUDE_TOOLS, list_cards
+from tiny_cli.cards.index import CACHE_DIR, CLAUDE_TOOLS, _seal, list_cards
 from tiny_cli.cards.load import check_cards, load_cards
 from tiny_cli.testing import reply, tool_call
 
@@ -292,14 +291,19 @@ def test_the_cache_hit_returns_identical_markdown_cards(
     first = load_cards([folder], TOOLS, None, cache)
     [entries] = [json.loads(f.read_text("utf-8"))["files"] for f in (cache / CACHE_DIR).iterdir()]
     assert {e[2]["instructions"] for e in entries.values()} == {c.instructions for c in first}
-    # the same size and mtime with other bytes: taken from the cache, not read again
-    stat = expense.stat()
-    expense.write_text(expense.read_text("utf-8").replace("exactly", "EXACTLY"), "utf-8")
-    os.utime(expense, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     second = load_cards([folder], TOOLS, None, cache)
     assert second == first
     assert [c.instructions for c in second] == [c.instructions for c in first]
     assert "exactly as the page" in second[0].instructions
+    # taken from the cache, not read again: an entry changed and sealed again, as only the
+    # index writes one, is what a load gives
+    [index] = (cache / CACHE_DIR).iterdir()
+    data = json.loads(index.read_text("utf-8"))
+    entry = data["files"][str(expense)]
+    entry[2]["instructions"] = entry[2]["instructions"].replace("exactly", "EXACTLY")
+    entry[4] = _seal(entry[2], entry[3])
+    index.write_text(json.dumps(data), "utf-8")
+    assert "EXACTLY as the page" in load_cards([folder], TOOLS, None, cache)[0].instructions
 
 
 def test_problems_name_files_relative_to_the_working_folder_as_the_docs_do(

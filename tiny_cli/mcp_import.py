@@ -249,13 +249,14 @@ def _kept(card: Generated, server: str, have: set[str], writers: set[str]) -> Ca
 
 
 def _free_ids(plans: list[CardPlan], taken: set[str]) -> list[CardPlan]:
-    """Give a plan whose file name is someone else's card the next free id."""
+    """Give a plan whose file name is someone else's card the next free id (`taken`:
+    casefolded, as `_card_names` gives them)."""
     free = []
     for plan in plans:
         card_id, n = plan.id, 2
-        while card_id in taken:
+        while card_id.casefold() in taken:
             card_id, n = f"{plan.id}-{n}", n + 1
-        taken.add(card_id)
+        taken.add(card_id.casefold())
         free.append(replace(plan, id=card_id))
     return free
 
@@ -285,10 +286,12 @@ def _generated(cards_dir: Path) -> list[Generated]:
 
 
 def _card_names(cards_dir: Path) -> dict[Path, set[str]]:
-    """Each card file's name and id, YAML and Markdown alike."""
+    """Each card file's name and id, YAML and Markdown alike, casefolded: on a filesystem
+    that ignores case, `Slack.yaml` is the file `slack.yaml` would replace."""
     if not cards_dir.is_dir():
         return {}
-    return {p: {p.stem, _card_id(p) or p.stem} for p in list_cards([cards_dir]).paths}
+    paths = list_cards([cards_dir]).paths
+    return {p: {p.stem.casefold(), (_card_id(p) or p.stem).casefold()} for p in paths}
 
 
 def _only(names: dict[Path, set[str]], own: set[Path]) -> set[str]:

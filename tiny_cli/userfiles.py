@@ -10,8 +10,9 @@ Writing: a file users commit is written whole or not at all (a temporary file be
 then `os.replace`; the file keeps its permissions, and Ctrl-C leaves no temporary file behind),
 never over anything that is not a regular file (a FIFO, a device, a symlink such as
 `/dev/stdout`), and under a lock that lives beside the file it guards, so two processes with
-different homes still take turns. JSON Lines escape the line separators (U+2028, U+2029,
-U+0085) that `str.splitlines` would split on, and are split on "\n" only.
+different homes still take turns (`flock`; on Windows, which has no fcntl, `msvcrt.locking`).
+JSON Lines escape the line separators (U+2028, U+2029, U+0085) that `str.splitlines` would
+split on, and are split on "\n" only.
 
 Cache files as JSON are here too: read back only under the salt they were written with, written
 atomically.
@@ -21,15 +22,22 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import fcntl
 import json
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tiny_cli.errors import ConfigError
+
+try:
+    import fcntl
+except ImportError:  # Windows has no fcntl: `_exclusive` locks with msvcrt there
+    fcntl = None  # type: ignore[assignment]
+if sys.platform == "win32":
+    import msvcrt
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -51,6 +59,7 @@ __all__ = [
 
 
 DEFAULT_MAX_BYTES = 16 * 2**20
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has none (nor FIFOs to wait on)
 _CHUNK = 1 << 16
 _LINE_SEPARATORS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"}
 T = TypeVar("T")
@@ -59,7 +68,7 @@ T = TypeVar("T")
 def read_bytes(path: Path, limit: int = DEFAULT_MAX_BYTES) -> bytes:
     """At most `limit` bytes of `path`, from a file, pipe or device; ConfigError past that."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer: no hang
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK)  # a FIFO with no writer: no hang
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a folder, not a file", path=path) from None
     except FileNotFoundError:
@@ -70,7 +79,8 @@ def read_bytes(path: Path, limit: int = DEFAULT_MAX_BYTES) -> bytes:
         os.close(fd)
         raise ConfigError(f"{path}: is a folder, not a file", path=path)
     with os.fdopen(fd, "rb") as handle:
-        os.set_blocking(fd, True)
+        if sys.platform != "win32":  # opened O_NONBLOCK: reads wait for a writer again
+            os.set_blocking(fd, True)
         return _read_capped(handle, path, limit)
 
 
@@ -185,7 +195,7 @@ def write_synced(path: Path, text: str, mode: int | None = None, sync: Sync = os
     """Write `text` to a new file at `path` and `sync` it; `mode`: the permissions to give it
     (a replaced file's, kept: a 0600 stays), else the default."""
     with open(path, "w", encoding="utf-8", newline="") as handle:
-        if mode is not None:
+        if mode is not None and hasattr(os, "fchmod"):  # Windows (before 3.13) has none
             os.fchmod(handle.fileno(), mode)
         handle.write(text)
         handle.flush()
@@ -206,8 +216,28 @@ def locked(path: Path) -> Iterator[None]:
         handle = open(lock, "a")  # noqa: SIM115 - held for the block
     except OSError as err:
         raise ConfigError(f"{lock}: cannot take the lock ({err.strerror})", path=lock) from None
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with handle, _exclusive(handle.fileno()):
+        yield
+
+
+@contextlib.contextmanager
+def _exclusive(fd: int) -> Iterator[None]:
+    """Hold the lock on the open file `fd`: `flock`, or on Windows msvcrt's on its first byte."""
+    if sys.platform == "win32":
+        os.lseek(fd, 0, os.SEEK_SET)  # msvcrt locks bytes from the file's position
+        while True:
+            try:
+                msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+                break
+            except OSError:  # LK_LOCK gives up after ten tries a second apart: wait on
+                continue
+        try:
+            yield
+        finally:
+            os.lseek(fd, 0, os.SEEK_SET)
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # unlocked before the close, as Windows asks
+    else:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed
         yield
 
 

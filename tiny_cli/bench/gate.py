@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from tiny_cli.errors import ConfigError
@@ -92,36 +93,38 @@ def _gate(spec: str) -> Gate:
     return Gate(arm, metric, least)
 
 
-def _misses(gate: Gate, values: list[tuple[str, float | None]]) -> list[str]:
+def _misses(gate: Gate, values: list[tuple[str, Fraction | None]]) -> list[str]:
     if not values:
         raise ConfigError(f"--fail-under {gate}: the report has no arm {gate.arm!r}")
-    missed = [(where, v) for where, v in values if v is None or v < gate.least]
+    # the bar is a float, so the share is compared as one (the exact share is for the line)
+    missed = [(where, v) for where, v in values if v is None or float(v) < gate.least]
     return [f"{where}: {_shown(v, gate.least)} < {gate.least:g}" for where, v in missed]
 
 
-def _shown(value: float | None, bar: float) -> str:
+def _shown(value: Fraction | None, bar: float) -> str:
     """The share as a miss line shows it: two digits finer than the bar, cut, never rounded
-    up to the bar it missed (13/15 against 0.8667 reads 0.866666, not 0.867)."""
+    up to the bar it missed (13/15 against 0.8667 reads 0.866666, not 0.867); cut from the
+    exact share (57/100 * 10**4 in floats is 5699.99…, which would read 0.5699)."""
     if value is None:
         return "n/a"
     digits = max(3, len(f"{bar:g}".partition(".")[2]) + 2)
     return f"{math.floor(value * 10**digits) / 10**digits:.{digits}f}"
 
 
-def _bench_values(doc: Mapping[str, Any], gate: Gate) -> list[tuple[str, float | None]]:
+def _bench_values(doc: Mapping[str, Any], gate: Gate) -> list[tuple[str, Fraction | None]]:
     arm = doc.get("arms", {}).get(gate.arm)
     if arm is None:
         return []
     runs = arm["runs"] or 0
     share = {
-        "right": lambda: arm["right"] / runs if runs else None,
-        "ok": lambda: arm["outcomes"].get("ok", 0) / runs if runs else None,
+        "right": lambda: Fraction(arm["right"]) / runs if runs else None,
+        "ok": lambda: Fraction(arm["outcomes"].get("ok", 0)) / runs if runs else None,
         "routing": lambda: _routing(doc, gate.arm),
     }[gate.metric]()
     return [(f"{gate.arm}.{gate.metric}", share)]
 
 
-def _routing(doc: Mapping[str, Any], arm: str) -> float | None:
+def _routing(doc: Mapping[str, Any], arm: str) -> Fraction | None:
     """The arm's routing accuracy from its runs, exact (the arm's figure is rounded for show:
     13/15 would read 0.8667 and pass a bar of 0.8667)."""
     routed = [
@@ -130,17 +133,17 @@ def _routing(doc: Mapping[str, Any], arm: str) -> float | None:
         for r in task.get("runs", {}).get(arm, [])
         if r.get("routed_ok") is not None
     ]
-    return sum(routed) / len(routed) if routed else None
+    return Fraction(sum(routed), len(routed)) if routed else None
 
 
-def _selection_values(doc: Mapping[str, Any], gate: Gate) -> list[tuple[str, float | None]]:
+def _selection_values(doc: Mapping[str, Any], gate: Gate) -> list[tuple[str, Fraction | None]]:
     rows = [r for r in doc.get("rows", []) if r["arm"] == gate.arm]
     return [
         (f"{gate.arm}.{gate.metric} at {r['label']} tools", _share(r, gate.metric)) for r in rows
     ]
 
 
-def _share(row: Mapping[str, Any], metric: str) -> float | None:
+def _share(row: Mapping[str, Any], metric: str) -> Fraction | None:
     """A selection row's metric as a share; None where the arm did not fit or has none."""
     part, whole = {
         "right_call": ("right_call", "tasks"),
@@ -149,4 +152,4 @@ def _share(row: Mapping[str, Any], metric: str) -> float | None:
         "routing": ("routing_right", "tasks"),
     }[metric]
     n, d = row.get(part), row.get(whole)
-    return None if n is None or not d else n / d
+    return None if n is None or not d else Fraction(n) / d

@@ -2,8 +2,9 @@
 
 A recording's header holds what made it: `bench` (the command's options, paths relative to the
 recording's folder, so `tiny bench --replay FILE` alone can replay it), `digests` (sha256 of the
-task file and of each card's file, so a replay can say what changed since) and `routes` (each
-routing decision the run used: the chosen card, or none, and the candidates with their scores).
+task file and of each card's file, CRLF read as LF, so a replay can say what changed since) and
+`routes` (each routing decision the run used: the chosen card, or none, and the candidates with
+their scores).
 
 On replay the routing decisions come from the recording, never from the embedder: the last
 digits of an embedding differ from one CPU to another, and two cards in a near-tie would swap.
@@ -254,7 +255,9 @@ def _relative(path: Path, base: Path) -> str:
 
 
 def _sha(path: Path) -> str:
+    """sha256 of a file with its line ends as \\n: a CRLF checkout (Git's autocrlf on Windows)
+    changes no card and no task."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
     except OSError:
         return ""

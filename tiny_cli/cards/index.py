@@ -1,12 +1,14 @@
 """A cards folder's index: which files are cards, and what the check of each unchanged one found.
 
 Reading and checking 10,000 card files costs seconds in every process; the index keeps, per
-card file, its size, mtime and the data its check accepted, so a load lists the folder once
-(`list_cards`) and checks again only a file whose size or mtime differ. A file with problems
-is never kept (its problems are reported fresh every time). Everything else a check depends
-on goes into the salt: another salt, another index. It is one JSON
-file per set of card folders under the cache directory. An entry that is not as the index
-wrote it (a damaged or hand-edited file) is stale: its card file is checked again.
+card file, its stamp and the data its check accepted, so a load lists the folder once
+(`list_cards`) and checks again only a file whose stamp differs. The stamp is the size, the
+mtime, the ctime and the inode: an edit that keeps the size and puts the mtime back (`cp -p`,
+`rsync -t`, `touch -r`) still changes the ctime, and a file written anew and renamed over has
+another inode. A file with problems is never kept (its problems are reported fresh every
+time). Everything else a check depends on goes into the salt: another salt, another index. It
+is one JSON file per set of card folders under the cache directory. An entry that is not as
+the index wrote it (a damaged or hand-edited file) is stale: its card file is checked again.
 
 The context a card file is checked in, besides the file itself, and the salt it makes.
 
@@ -136,9 +138,9 @@ def card_schema() -> dict[str, Any]:
 
 CACHE_DIR = "cards"
 # bump when what an entry holds, or what a check accepts, changes: old indexes are ignored
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 
-Stamp = tuple[int, int]  # a file's size and mtime (ns) when it was listed
+Stamp = tuple[int, int]  # a file's size and its times and inode (`_stamp`), when listed
 
 
 @dataclass(frozen=True)
@@ -185,8 +187,7 @@ def _named(
         _folder(path, skipped, files, problems)
     elif path.is_file():
         if path.name not in NOT_CARDS and not (skipped and path.resolve() in skipped):
-            found = path.stat()
-            files.append((path, (found.st_size, found.st_mtime_ns)))
+            files.append((path, _stamp(path.stat())))
     elif path.exists():
         problems.append(Problem(str(path), None, "file", "not a regular file"))
     else:
@@ -220,8 +221,13 @@ def _folder(
         if refusal:
             problems.append(Problem(str(path), None, "file", refusal))
             continue
-        found_stat = entry.stat()
-        files.append((path, (found_stat.st_size, found_stat.st_mtime_ns)))
+        files.append((path, _stamp(entry.stat())))
+
+
+def _stamp(found: os.stat_result) -> Stamp:
+    """A file's size, and its mtime, ctime and inode packed into one number (no hash: it is
+    taken of every card file in every command)."""
+    return found.st_size, (found.st_mtime_ns << 128) + (found.st_ctime_ns << 64) + found.st_ino
 
 
 def _refusal(entry: os.DirEntry[str], path: Path, folder: Path) -> str | None:
@@ -294,12 +300,12 @@ class CardIndex:
 
 
 def _well_formed(entry: Any) -> bool:
-    """Tell whether an entry is as `put` wrote it: [size, mtime, data, id line, seal], the
+    """Tell whether an entry is as `put` wrote it: [size, times, data, id line, seal], the
     seal still the digest of its data (an entry edited by hand is checked again)."""
     if type(entry) is not list or len(entry) != 5:
         return False
-    size, mtime, data, line, seal = entry
-    ints = type(size) is int and type(mtime) is int
+    size, times, data, line, seal = entry
+    ints = type(size) is int and type(times) is int
     if not (ints and type(data) is dict and (line is None or type(line) is int)):
         return False
     try:

@@ -1,20 +1,22 @@
 """Record and replay model exchanges: a run on a real endpoint, reproduced offline, bit for bit.
 
-A recording is a JSONL file: one header line (format, tiny version, model, endpoint host,
-tool mode, temperature: absent or null when none was sent),
-then one line per model exchange: the run it belongs to (e.g. ``onboarding/tiny/0``), the
-agent, its key, the body exactly as it was sent (in its order, volatile values masked) and the
-answer (or the provider error). A bench adds its making to the header once the run ends: its
-options, the digests of its tasks and cards, and every routing decision it used
-(tiny_cli.bench.making), so that a replay needs no flag and no embedder.
+A recording is a JSONL file: one header line (format, tiny version, model, endpoint host, tool
+mode, temperature: absent or null when none was sent), then one line per model exchange: the
+run it belongs to (e.g. ``onboarding/tiny/0``), the agent, its key, the body exactly as it was
+sent (in its order, volatile values masked) and the answer (or the provider error). A bench
+adds its making to the header once the run ends: its options, the digests of its tasks and
+cards, and every routing decision it used (tiny_cli.bench.making), so that a replay needs no
+flag and no embedder.
 
-Requests are matched by a canonical form of their ChatRequest's parts in which
-values that change from run to run are replaced by stable placeholders: the loopback page
-server's URL (``{site}``), the run's scratch home (``{home}``) and ISO timestamps
-(``{time}``, e.g. a CRM record's ``created_at``). Answers are stored with the same
-placeholders and filled in with this run's values on replay, so a replayed model asks
-for this run's page server. Each (run, key) holds a FIFO of answers, so repeats and
-concurrent runs replay deterministically. A replay opens no connection to any model server.
+Requests are matched by a canonical form of their ChatRequest's parts in which values that
+change from run to run are replaced by stable placeholders, in its strings (in its JSON text a
+value JSON escapes, a Windows path, would not be found): the loopback page server's URL
+(``{site}``), the run's scratch home (``{home}``), artifact handles (``{artifact1}``, … in the
+order they first appear in the request) and ISO timestamps (``{time}``, e.g. a CRM record's
+``created_at``). Answers are stored with the same placeholders and filled in with this run's
+values on replay, so a replayed model asks for this run's page server. Each (run, key) holds a
+FIFO of answers, so repeats and concurrent runs replay deterministically. A replay opens no
+connection to any model server.
 
 Every line is written through the secret scrubber (tiny_cli.secrets): a tool result in a later
 request, or an answer, that holds an API key is stored with [redacted] in its place. A request's
@@ -23,15 +25,13 @@ no key set; a request that held a secret is filed under the key of its scrubbed 
 run whose model echoed the key, replayed from the answer stored [redacted], matches as well.
 The file itself is read bounded (its header, each exchange checked, answers as JSON).
 
-Upgrading a recording: replay it whole and write it again with its making in the header.
-
-A recording made before tiny kept its making (the bench's options, the digests of its tasks
-and cards, the routing decisions) replays only with the flags it was made with, and its
-routing is recomputed by an embedder whose last digits differ from one CPU to another.
-`tiny bench --replay OLD [the flags it was made with] --upgrade` replays it and rewrites it
-in place: the same header plus the making, and each exchange with its answer unchanged and
-the body as this replay sent it (the key matched, so it is the recorded request, in tiny's
-own order). Nothing is written unless every recorded exchange was asked for.
+A recording made before tiny kept its making (the bench's options, the digests of its tasks and
+cards, the routing decisions) replays only with the flags it was made with, and its routing is
+recomputed by an embedder whose last digits differ from one CPU to another. `tiny bench
+--replay OLD [the flags it was made with] --upgrade` replays it and rewrites it in place: the
+same header plus the making, and each exchange with its answer unchanged and the body as this
+replay sent it (the key matched, so it is the recorded request, in tiny's own order). Nothing
+is written unless every recorded exchange was asked for.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -206,6 +206,7 @@ def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
 PREVIEW_CHARS = 80  # how much of the last message names a request in a ReplayError
 KEY_CHARS = 24  # hex digits of the sha256 kept as a request's key
 TIME_PLACEHOLDER = "{time}"
+ARTIFACT_HANDLE = re.compile(r"\bart_[0-9a-f]{10}\b")  # tools/artifacts.py's: new in every run
 TIMESTAMP = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
 )
@@ -252,8 +253,7 @@ def canonical_request(
     The optional parts appear only when set, so older recordings keep their keys.
     """
     parts = request.parts() if scrub is None else scrub.document(request.parts())
-    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return _stable(text, volatile)
+    return _stable(parts, volatile, sort_keys=True, separators=(",", ":"))
 
 
 def request_key(request: ChatRequest, volatile: Volatile, scrub: Scrubber | None = None) -> str:
@@ -265,12 +265,13 @@ def request_key(request: ChatRequest, volatile: Volatile, scrub: Scrubber | None
 
 def sent_body(request: ChatRequest, volatile: Volatile) -> dict[str, Any]:
     """Return the body as it went over the wire, in its order, run-specific values masked."""
-    return dict(json.loads(_stable(json.dumps(request.body(), ensure_ascii=False), volatile)))
+    return dict(json.loads(_stable(request.body(), volatile)))
 
 
-def _stable(text: str, volatile: Volatile) -> str:
-    """Mask this run's values and every timestamp in a request's JSON text."""
-    return TIMESTAMP.sub(TIME_PLACEHOLDER, volatile.mask(text))
+def _stable(data: Any, volatile: Volatile, **dumps: Any) -> str:
+    """A request's JSON text, this run's values masked in its strings, and every timestamp."""
+    text = json.dumps(_each_string(data, volatile.mask), ensure_ascii=False, **dumps)
+    return TIMESTAMP.sub(TIME_PLACEHOLDER, text)
 
 
 class ExchangeSource(ABC):
@@ -398,7 +399,7 @@ class Recorder(ExchangeSource):
 
     def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return a provider that forwards to the endpoint and records under `run`."""
-        return _RecordingProvider(self, run, agent, volatile)
+        return _RunProvider(self.forward, _RunLabel(run, agent, volatile))
 
     def probe(self) -> None:
         """Check that something listens at the endpoint being recorded."""
@@ -494,7 +495,7 @@ class Recorder(ExchangeSource):
             self._write({**entry, "completion": earlier, "resumed": True})
             with self._lock:
                 self.resumed += 1
-            return completion_from_json(_unmasked(earlier, label.volatile))
+            return completion_from_json(_each_string(earlier, label.volatile.unmask))
         started = time.monotonic()
         try:
             completion = self._inner.complete(request, timeout=timeout)
@@ -505,7 +506,7 @@ class Recorder(ExchangeSource):
                 {**entry, "error": {"kind": kind, "message": message, "status": exc.status}}
             )
             raise
-        answer = _masked(completion_to_json(completion), label.volatile)
+        answer = _each_string(completion_to_json(completion), label.volatile.mask)
         self._write({**entry, "completion": answer, "wall_s": _since(started)})
         return completion
 
@@ -592,9 +593,9 @@ class Replayer(ExchangeSource):
 
     def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return a provider that answers `run`'s requests from the recording."""
-        return _ReplayingProvider(self, _RunLabel(run, agent, volatile))
+        return _RunProvider(self.answer, _RunLabel(run, agent, volatile))
 
-    def answer(self, label: _RunLabel, request: ChatRequest) -> Completion:
+    def answer(self, label: _RunLabel, request: ChatRequest, timeout: float | None) -> Completion:
         """Pop the next recorded answer for this run and request, or raise ReplayError."""
         return self.replayed(label, self.popped(label, request))
 
@@ -639,7 +640,7 @@ class Replayer(ExchangeSource):
             status = error.get("status")  # an int where the endpoint refused with one
             message = label.volatile.unmask(str(error.get("message")))
             raise kind(message, status=status if type(status) is int else None)
-        return completion_from_json(_unmasked(entry["completion"], label.volatile))
+        return completion_from_json(_each_string(entry["completion"], label.volatile.unmask))
 
     def _missing(self, label: _RunLabel, key: str, messages: list[dict]) -> str:
         held = self._per_run.get(label.run, 0)
@@ -698,20 +699,23 @@ class _RunLabel:
     volatile: Volatile
 
 
-class _RecordingProvider:
-    def __init__(self, recorder: Recorder, run: str, agent: str, volatile: Volatile) -> None:
-        self._recorder, self._label = recorder, _RunLabel(run, agent, volatile)
+class _RunProvider:
+    """One run's provider: a recorder's `forward` or a replayer's `answer`, with its label."""
+
+    def __init__(
+        self, handle: Callable[[_RunLabel, ChatRequest, float | None], Completion], label: _RunLabel
+    ) -> None:
+        self._handle, self._label = handle, label
 
     def complete(self, request: ChatRequest, *, timeout: float | None = None) -> Completion:
-        return self._recorder.forward(self._label, request, timeout)
+        return self._handle(_with_handles(self._label, request), request, timeout)
 
 
-class _ReplayingProvider:
-    def __init__(self, replayer: Replayer, label: _RunLabel) -> None:
-        self._replayer, self._label = replayer, label
-
-    def complete(self, request: ChatRequest, *, timeout: float | None = None) -> Completion:
-        return self._replayer.answer(self._label, request)
+def _with_handles(label: _RunLabel, request: ChatRequest) -> _RunLabel:
+    """`label` masking the artifact handles in `request` too, numbered as they first appear."""
+    found = dict.fromkeys(ARTIFACT_HANDLE.findall(json.dumps(request.parts())))
+    handles = {f"{{artifact{n}}}": handle for n, handle in enumerate(found, 1)}
+    return replace(label, volatile=label.volatile.plus(handles)) if handles else label
 
 
 def _since(started: float) -> float:
@@ -724,12 +728,14 @@ def _scrubbed_line(scrub: Scrubber, entry: dict[str, Any]) -> str:
     return json.dumps(scrub.document(entry), ensure_ascii=False)
 
 
-def _masked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:
-    return json.loads(volatile.mask(json.dumps(data, ensure_ascii=False)))
-
-
-def _unmasked(data: dict[str, Any], volatile: Volatile) -> dict[str, Any]:
-    return json.loads(volatile.unmask(json.dumps(data, ensure_ascii=False)))
+def _each_string(data: Any, change: Callable[[str], str]) -> Any:
+    """JSON-ready `data` with `change` made to every string in it, keys too: in its JSON text a
+    value JSON escapes (a Windows path's backslashes, a quote) would not be found."""
+    if isinstance(data, dict):
+        return {_each_string(k, change): _each_string(v, change) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_each_string(item, change) for item in data]
+    return change(data) if isinstance(data, str) else data
 
 
 # written first, then the body, then the rest as recorded
@@ -754,7 +760,7 @@ class Upgrader(Replayer):
         header = _header(Path(path), lines[0] if lines else None)
         return cls(Path(path), header, [_entry(Path(path), n, line) for n, line in lines[1:]])
 
-    def answer(self, label: _RunLabel, request: ChatRequest) -> Completion:
+    def answer(self, label: _RunLabel, request: ChatRequest, timeout: float | None) -> Completion:
         """Answer from the recording and keep the exchange with the body as sent."""
         entry = self.popped(label, request)
         first = {k: entry[k] for k in KEPT if k in entry}

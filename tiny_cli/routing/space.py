@@ -104,12 +104,12 @@ class CardSpace:
 
     def project(self, vectors: np.ndarray) -> np.ndarray:
         """Centre on the background mean, whiten, and rescale to unit length."""
-        return unit(unit(vectors - self._centre) @ self._whiten)
+        return unit(each_row(unit(vectors - self._centre), self._whiten))
 
     def semantic(self, projected: np.ndarray) -> np.ndarray:
         """Return (tasks, cards): the best cosine to any of a card's vectors (its tools' too)
         or its kNN view."""
-        cosines = projected @ self._vectors.T
+        cosines = each_row(projected, self._vectors.T)
         tools = self._tool_mask
         # each card's vectors are contiguous, its summary first: max within each run
         best = np.maximum.reduceat(np.where(tools, -np.inf, cosines), self._starts, axis=1)
@@ -130,7 +130,7 @@ class CardSpace:
         k = min(self.knn, self._index.shape[1])
         counts = np.minimum(self._counts, k)
         for start in range(0, len(projected), KNN_CHUNK):  # bounded (chunk, cards, examples)
-            rows = projected[start : start + KNN_CHUNK] @ self._examples.T
+            rows = each_row(projected[start : start + KNN_CHUNK], self._examples.T)
             padded = np.where(self._index >= 0, rows[:, self._index], -np.inf)
             best = -np.partition(-padded, k - 1, axis=2)[:, :, :k]
             best = np.where(np.isfinite(best), best, 0.0).sum(axis=2) / counts
@@ -244,9 +244,19 @@ def nearest_mean(vectors: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
     """Return each row's mean cosine to its `k` nearest of `vectors` (-inf when there are none)."""
     if not len(vectors):
         return np.full(len(rows), -np.inf, dtype=np.float32)
-    cosines = rows @ vectors.T
+    cosines = each_row(rows, vectors.T)
     k = min(max(k, 1), cosines.shape[1])
     return -np.partition(-cosines, k - 1, axis=1)[:, :k].mean(axis=1)
+
+
+def each_row(rows: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """`rows @ matrix`, a row at a time: BLAS rounds a product by its shape, so a task's row of
+    a batch's product would differ from its product alone in the last bits (enough to swap
+    two cards in a near tie); a row at a time, a task scores the same in any batch."""
+    out = np.empty((len(rows), matrix.shape[1]), dtype=np.result_type(rows, matrix))
+    for i, row in enumerate(rows):
+        out[i] = row @ matrix
+    return out
 
 
 def _whitening(

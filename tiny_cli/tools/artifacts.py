@@ -41,7 +41,9 @@ from tiny_cli.tools.registry import Tool, tool
 ARTIFACTS_DIR = "artifacts"
 READ_ARTIFACT = "read_artifact"  # the runner's own tool, offered while a run holds artifacts
 HANDLE_PREFIX = "art_"
-HANDLE = re.compile(r"^art_[0-9a-f]{10}$")  # 40 random bits: not guessable from another run
+# 40 random bits: not guessable from another run; a recording masks the handles by this
+# shape (tiny_cli.provider.replay.ARTIFACT_HANDLE: change both together)
+HANDLE = re.compile(r"^art_[0-9a-f]{10}$")
 PREVIEW_CHARS = 120
 MAX_RECORD_CHARS = 64 * 1024  # a metadata file holds a few short fields: more is not one
 BRIEF_CHARS = 60  # of a damaged record's value in its error line
