@@ -4,9 +4,7 @@ server."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -35,6 +33,8 @@ from tiny_cli.tools.mcp_client import stop_servers
 from tiny_cli.tools.registry import Registry, Tool
 from tiny_cli.workspace import open_workspace
 from tiny_cli.yamlsafe import MAX_YAML_BYTES, MAX_YAML_VALUES
+
+from .test_mcp_hardening import _largest_open_file
 
 ANSWER = {"status": "ok", "summary": "Two weeks, with a buddy.", "source": "onboarding.md"}
 TASK = "how does onboarding work"
@@ -252,16 +252,6 @@ for line in sys.stdin:
 def _servers_stopped() -> Iterator[None]:
     yield
     stop_servers()
-
-
-def _largest_open_file() -> int:
-    """The size of the largest regular file this process holds open (Linux's /proc)."""
-    sizes = [0]
-    for fd in Path("/proc/self/fd").iterdir():
-        with contextlib.suppress(OSError):  # the listing's own fd is gone by now
-            info = fd.stat()
-            sizes += [info.st_size] if stat.S_ISREG(info.st_mode) else []
-    return max(sizes)
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads /proc/self/fd")

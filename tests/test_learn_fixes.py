@@ -26,6 +26,7 @@ from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, http_error, reply
 
 from .test_generate import ANSWERS, TOOL_OF, _script, _user, load_cards
+from .test_learn_input import _refused, _write
 
 HEADER = {"kind": "tiny learned routing examples", "version": 1}
 DEAD = "http://127.0.0.1:9/v1"  # the discard port: nothing listens (as test_bench's)
@@ -55,16 +56,6 @@ def go(tiny: Callable[..., Result], env: dict[str, str]) -> Callable[..., Result
         return result
 
     return run
-
-
-def _write(path: Path, *rows: object) -> bytes:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), "utf-8")
-    return path.read_bytes()
-
-
-def _refused(result: Result, line: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert result.stderr.splitlines() == [f"tiny: error: {line}"]
 
 
 # --- 1: a server no card can use stops the run at once ---------------------------------
