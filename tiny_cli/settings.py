@@ -389,7 +389,7 @@ def _switch(env: Mapping[str, str], var: str, project: bool) -> bool:
         return bool(project)
     if value.lower() not in SWITCH_ON + SWITCH_OFF:
         raise ConfigError(
-            f"{var}={value[:40]!r}: use {_either(SWITCH_ON)} to turn it on, "
+            f"{named_value(var, value)}: use {_either(SWITCH_ON)} to turn it on, "
             f"{_either(SWITCH_OFF)} to turn it off",
             field=var,
         )
