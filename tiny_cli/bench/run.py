@@ -58,10 +58,21 @@ from tiny_cli.session import Observe, Session
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.workspace import Workspace, open_workspace
 
-__all__ = ["MAX_REPEAT", "BenchOptions", "Progress", "bench_from_settings", "run_bench"]
+__all__ = [
+    "MAX_CONCURRENCY",
+    "MAX_REPEAT",
+    "BenchOptions",
+    "Progress",
+    "bench_from_settings",
+    "run_bench",
+]
 
 Progress = Callable[[int, int], None]  # (runs done, runs in total)
 MAX_REPEAT = 100  # runs per task and arm: more measures nothing new; a typo would hold them all
+# Runs at a time: each holds a thread and a connection to the model server, whose pool (httpx's
+# default) holds 100, and a served model batches a few dozen requests at once; more only wait
+# in its queue, and a typo (100000) would start that many threads.
+MAX_CONCURRENCY = 64
 QUEUED_PER_WORKER = 2  # runs handed to the pool per worker: each finds the next one waiting
 
 
@@ -210,6 +221,10 @@ def _check_options(options: BenchOptions, router: RouterLike | None) -> None:
         )
     if options.repeat > MAX_REPEAT:
         raise ConfigError(f"repeat={options.repeat}: at most {MAX_REPEAT} runs per task and arm")
+    if options.concurrency > MAX_CONCURRENCY:
+        raise ConfigError(
+            f"concurrency={options.concurrency}: at most {MAX_CONCURRENCY} runs at a time"
+        )
     if "tiny" in options.arms and router is None:
         raise ConfigError("the tiny arm needs a router")
 

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from tiny_cli.agent.loop import invoke, tools_section
 from tiny_cli.bench.arms import generalist
 from tiny_cli.bench.making import RouteBook, as_offered, decision_entry, digests, portable
+from tiny_cli.bench.run import MAX_CONCURRENCY
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
 from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
 from tiny_cli.bench.tasks import read_task_text
@@ -212,6 +213,7 @@ def run_scale(
     on_run: Callable[[RunRecord], None] | None = None,
 ) -> ScaleReport:
     """Run every sampled task in every arm at every size; return the report."""
+    _check_concurrency(options)
     picked = _sample(tasks, options)
     tools_of = {card.id: len(card.tools) for card in ws.cards.values()}
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -232,6 +234,14 @@ def run_scale(
     mode = ws.settings.tool_mode or "auto"
     return build_report(records, options, model, started, sum(tools_of.values()), mode,
                         temperature=ws.settings.temperature)  # fmt: skip
+
+
+def _check_concurrency(options: ScaleOptions) -> None:
+    """Refuse a concurrency that is no number of runs at a time, in one line naming it."""
+    if not 1 <= options.concurrency <= MAX_CONCURRENCY:
+        raise ConfigError(
+            f"concurrency={options.concurrency}: from 1 to {MAX_CONCURRENCY} runs at a time"
+        )
 
 
 def _distinct(sizes: Sequence[int], catalogue: int) -> Sequence[int]:
@@ -257,7 +267,7 @@ def _each(
     After Ctrl-C the running requests are left behind, not awaited: the recording must be
     saved before the process's 2 s net ends it (a pool's own exit waits for them).
     """
-    pool = ThreadPoolExecutor(max(1, options.concurrency))
+    pool = ThreadPoolExecutor(options.concurrency)  # checked by run_scale
     try:
         for record in pool.map(run, jobs):
             keep(record)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
@@ -11,7 +10,7 @@ from tiny_cli.agent.verdict import NO_EVIDENCE, UNSOURCED, UNVERIFIED_WRITE
 from tiny_cli.bench.arms import Arm, PromptSplit, Ran
 from tiny_cli.bench.tasks import BenchTask, as_text
 from tiny_cli.digest import Digest, Status, caller_tokens
-from tiny_cli.provider.replay import Volatile
+from tiny_cli.provider.volatile import Volatile, each_string
 
 __all__ = [
     "EVIDENCE",
@@ -238,8 +237,6 @@ def _caller_tokens(digest: Digest) -> int:
 
 def _masked(value: Any, volatile: Volatile) -> Any:
     """Write the page server's URL and scratch paths as placeholders, so reports compare."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return volatile.mask(value)
-    return json.loads(volatile.mask(json.dumps(value, ensure_ascii=False)))
+    # in each string, not in the value's JSON text: there a path JSON escapes is not found,
+    # and a replacement across an escape (\u0001 then digits) would break the JSON
+    return each_string(value, volatile.key_mask)

@@ -22,7 +22,7 @@ from tiny_cli.bench import (
 from tiny_cli.bench.bench_html import write_bench_html
 from tiny_cli.bench.gate import below, check_gates, parse_gates
 from tiny_cli.bench.html import require_charts, write_html
-from tiny_cli.bench.run import MAX_REPEAT
+from tiny_cli.bench.run import MAX_CONCURRENCY, MAX_REPEAT
 from tiny_cli.bench.scale import (
     DEFAULT_SIZES,
     SCALE_ARMS,
@@ -74,7 +74,9 @@ ArmOpt = Annotated[str, typer.Option("--arm", help="tiny, all-tools or both.")]
 RepeatOpt = Annotated[
     int, typer.Option("--repeat", min=1, max=MAX_REPEAT, help="Runs per task and arm.")
 ]
-ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", min=1, help="Runs at the same time.")]
+ConcurrencyOpt = Annotated[
+    int, typer.Option("--concurrency", min=1, max=MAX_CONCURRENCY, help="Runs at the same time.")
+]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Also write the JSON report to FILE.")]
 FailUnderOpt = Annotated[
     list[str] | None,

@@ -13,10 +13,11 @@ change from run to run are replaced by stable placeholders, in its strings (in i
 value JSON escapes, a Windows path, would not be found): the loopback page server's URL
 (``{site}``), the run's scratch home (``{home}``), artifact handles (``{artifact1}``, … in the
 order they first appear in the request) and ISO timestamps (``{time}``, e.g. a CRM record's
-``created_at``). Answers are stored with the same placeholders and filled in with this run's
-values on replay, so a replayed model asks for this run's page server. Each (run, key) holds a
-FIFO of answers, so repeats and concurrent runs replay deterministically. A replay opens no
-connection to any model server.
+``created_at``); in a string that is JSON itself (a tool call's ``arguments``), the values as
+JSON escapes them (tiny_cli.provider.volatile). Answers are stored with the same placeholders
+and filled in with this run's values on replay, so a replayed model asks for this run's page
+server. Each (run, key) holds a FIFO of answers, so repeats and concurrent runs replay
+deterministically. A replay opens no connection to any model server.
 
 Every line is written through the secret scrubber (tiny_cli.secrets): a tool result in a later
 request, or an answer, that holds an API key is stored with [redacted] in its place. A request's
@@ -46,7 +47,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,6 +64,7 @@ from tiny_cli.provider.client import (
     Provider,
     ToolCall,
 )
+from tiny_cli.provider.volatile import NO_VOLATILE, Volatile, each_string
 from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.userfiles import jsonl_lines, refuse_special
 
@@ -212,38 +214,6 @@ TIMESTAMP = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Volatile:
-    """Values that differ from run to run, each with the stable placeholder that stands for it."""
-
-    pairs: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def of(cls, values: Mapping[str, str | None]) -> Volatile:
-        """Build from placeholder → value; empty values are skipped, longest values first."""
-        pairs = [(v, k) for k, v in values.items() if v]
-        return cls(tuple(sorted(pairs, key=lambda p: -len(p[0]))))
-
-    def plus(self, values: Mapping[str, str | None]) -> Volatile:
-        """Return a copy with more placeholders."""
-        return Volatile.of({**{p: v for v, p in self.pairs}, **values})
-
-    def mask(self, text: str) -> str:
-        """Replace every volatile value in `text` with its placeholder."""
-        for value, placeholder in self.pairs:
-            text = text.replace(value, placeholder)
-        return text
-
-    def unmask(self, text: str) -> str:
-        """Replace every placeholder in `text` with this run's value."""
-        for value, placeholder in self.pairs:
-            text = text.replace(placeholder, value)
-        return text
-
-
-NO_VOLATILE = Volatile()
-
-
 def canonical_request(
     request: ChatRequest, volatile: Volatile, scrub: Scrubber | None = None
 ) -> str:
@@ -270,7 +240,7 @@ def sent_body(request: ChatRequest, volatile: Volatile) -> dict[str, Any]:
 
 def _stable(data: Any, volatile: Volatile, **dumps: Any) -> str:
     """A request's JSON text, this run's values masked in its strings, and every timestamp."""
-    text = json.dumps(_each_string(data, volatile.mask), ensure_ascii=False, **dumps)
+    text = json.dumps(each_string(data, volatile.key_mask), ensure_ascii=False, **dumps)
     return TIMESTAMP.sub(TIME_PLACEHOLDER, text)
 
 
@@ -495,7 +465,7 @@ class Recorder(ExchangeSource):
             self._write({**entry, "completion": earlier, "resumed": True})
             with self._lock:
                 self.resumed += 1
-            return completion_from_json(_each_string(earlier, label.volatile.unmask))
+            return completion_from_json(each_string(earlier, label.volatile.unmask))
         started = time.monotonic()
         try:
             completion = self._inner.complete(request, timeout=timeout)
@@ -506,7 +476,7 @@ class Recorder(ExchangeSource):
                 {**entry, "error": {"kind": kind, "message": message, "status": exc.status}}
             )
             raise
-        answer = _each_string(completion_to_json(completion), label.volatile.mask)
+        answer = each_string(completion_to_json(completion), label.volatile.mask)
         self._write({**entry, "completion": answer, "wall_s": _since(started)})
         return completion
 
@@ -640,7 +610,7 @@ class Replayer(ExchangeSource):
             status = error.get("status")  # an int where the endpoint refused with one
             message = label.volatile.unmask(str(error.get("message")))
             raise kind(message, status=status if type(status) is int else None)
-        return completion_from_json(_each_string(entry["completion"], label.volatile.unmask))
+        return completion_from_json(each_string(entry["completion"], label.volatile.unmask))
 
     def _missing(self, label: _RunLabel, key: str, messages: list[dict]) -> str:
         held = self._per_run.get(label.run, 0)
@@ -726,16 +696,6 @@ def _since(started: float) -> float:
 def _scrubbed_line(scrub: Scrubber, entry: dict[str, Any]) -> str:
     """One JSONL line, scrubbed; keys in the order written (a body's order is the wire's)."""
     return json.dumps(scrub.document(entry), ensure_ascii=False)
-
-
-def _each_string(data: Any, change: Callable[[str], str]) -> Any:
-    """JSON-ready `data` with `change` made to every string in it, keys too: in its JSON text a
-    value JSON escapes (a Windows path's backslashes, a quote) would not be found."""
-    if isinstance(data, dict):
-        return {_each_string(k, change): _each_string(v, change) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return [_each_string(item, change) for item in data]
-    return change(data) if isinstance(data, str) else data
 
 
 # written first, then the body, then the rest as recorded

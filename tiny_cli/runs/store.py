@@ -388,6 +388,12 @@ FAIL_LEFT = (
 )
 
 Job = Callable[[sqlite3.Connection], None]
+# The most of one call's arguments the log keeps whole: the runner refuses longer ones (the
+# same number as tiny_cli.agent.calls.MAX_ARGUMENT_CHARS; a wing imports no other wing), and
+# of those the log keeps the first ARGUMENTS_PREVIEW_CHARS and their size, so a model's 12 MB
+# of arguments make no 12 MB row.
+MAX_LOGGED_ARGUMENT_CHARS = 100_000
+ARGUMENTS_PREVIEW_CHARS = 1_000  # enough to see what the model was writing
 
 
 def observer(writer: Writer, command: str, run: str, endpoint: str, goal: str = "") -> Observer:
@@ -512,7 +518,7 @@ def _calls(called: Sequence[ToolCalled], answered: Sequence[ToolFinished]) -> li
     waiting: dict[str, list[dict[str, Any]]] = {}  # a model may reuse an id: first in, first out
     for event in called:
         call: dict[str, Any] = {"id": event.call_id, "name": event.name}
-        call |= {"arguments": event.arguments}
+        call |= _logged_arguments(event.arguments or "")
         call |= {"recovered": event.recovered, "outcome": None, "seconds": None}
         calls.append(call | {"result_chars": 0})
         waiting.setdefault(event.call_id, []).append(calls[-1])
@@ -522,6 +528,13 @@ def _calls(called: Sequence[ToolCalled], answered: Sequence[ToolFinished]) -> li
             call.update(outcome=answer.outcome, seconds=round(answer.seconds, 3))
             call["result_chars"] = len(answer.result)
     return calls
+
+
+def _logged_arguments(text: str) -> dict[str, Any]:
+    """A call's arguments as the log keeps them: whole, or refused ones cut, with their size."""
+    if len(text) <= MAX_LOGGED_ARGUMENT_CHARS:
+        return {"arguments": text}
+    return {"arguments": text[:ARGUMENTS_PREVIEW_CHARS], "arguments_chars": len(text)}
 
 
 class Writer:
