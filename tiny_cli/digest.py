@@ -273,7 +273,7 @@ def _brief_file(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {_unreadable(exc)}", path=path) from exc
     try:
-        _, data = yamlsafe.load(text)
+        _, data = yamlsafe.load(text, unique=True)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: {_invalid(exc, text)}", path=path) from exc
     if not isinstance(data, dict):
@@ -307,7 +307,9 @@ def _invalid(exc: yaml.YAMLError, text: str) -> str:
     too_many = f"expands to more than {yamlsafe.MAX_YAML_VALUES} values"
     if too_many in str(exc) and "*" not in text:
         return f"more than {yamlsafe.MAX_YAML_VALUES} values (the bound for a brief)"
-    return f"invalid YAML/JSON: {exc}".splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    line = f" (line {mark.line + 1})" if mark is not None else ""
+    return f"invalid YAML/JSON: {exc}".splitlines()[0] + line
 
 
 def _in_file(path: Path, check: Callable[[Any], Any], value: Any) -> Any:

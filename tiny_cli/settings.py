@@ -609,7 +609,7 @@ def find_project(start: Path) -> Project | None:
     """Return the nearest project file at or above `start`, read and checked; None if none."""
     for folder in (start, *start.parents):
         own = folder / PROJECT_FILE
-        if own.is_file():
+        if own.is_file() or own.is_symlink() or own.exists():  # a folder or dead link: said
             return read_project(own)
         pyproject = folder / PYPROJECT_FILE
         if pyproject.is_file():

@@ -46,6 +46,7 @@ __all__ = [
     "escape_separators",
     "jsonl_line",
     "jsonl_lines",
+    "load_json",
     "locked",
     "parse_guarded",
     "read_bytes",
@@ -114,6 +115,38 @@ def parse_guarded(parse: Callable[[str], T], text: str, path: Path) -> T:
         return parse(text)
     except (RecursionError, MemoryError):
         raise ConfigError(f"{path}: nested too deeply to read", path=path) from None
+
+
+def load_json(text: str) -> Any:
+    """`json.loads` of a user's text, refusing an object that names a key twice.
+
+    Python keeps the last value silently, and a file tiny rewrites would lose the first; the
+    refusal is a JSONDecodeError at the second key, so every reader reports it as it reports
+    any JSON it cannot read.
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs)
+    except _RepeatedKey as exc:
+        key = json.dumps(exc.key, ensure_ascii=False)
+        first = text.find(key)
+        at = text.find(key, first + 1) if first >= 0 else -1
+        msg = f"key {exc.key!r} appears twice; JSON readers keep only the last one"
+        raise json.JSONDecodeError(msg, text, max(at, 0)) from None
+
+
+class _RepeatedKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _RepeatedKey(key)
+        found[key] = value
+    return found
 
 
 def jsonl_line(record: Any) -> str:

@@ -52,14 +52,17 @@ def read_bounded(path: Path) -> str:
 
 
 def load_list(path: Path, text: str, not_a_list: str) -> list[Any]:
-    """A task file in YAML: a list, within the bounds; one ConfigError naming `path` else.
+    """A task file in YAML: a list, within the bounds, no key twice in a mapping; one
+    ConfigError naming `path` else.
 
     A task file may be as long as its reader allows, so its bound on values grows with its
     length: only aliases can make more values than the text has characters.
     """
     bound = max(MAX_YAML_VALUES, len(text))
     try:
-        node = parse_guarded(lambda t: compose(t, max_bytes=None, max_values=bound), text, path)
+        node = parse_guarded(
+            lambda t: compose(t, max_bytes=None, max_values=bound, unique=True), text, path
+        )
         data = None if node is None else _LOADER("").construct_document(node)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
@@ -68,20 +71,28 @@ def load_list(path: Path, text: str, not_a_list: str) -> list[Any]:
     return data
 
 
-def load(text: str) -> tuple[yaml.Node | None, Any]:
-    """Compose and construct `text` within the bounds; raise a YAMLError if past them."""
-    node = compose(text)
+def load(text: str, *, unique: bool = False) -> tuple[yaml.Node | None, Any]:
+    """Compose and construct `text` within the bounds; raise a YAMLError if past them.
+
+    `unique`: a key twice in one mapping is a YAMLError too (cards report it themselves).
+    """
+    node = compose(text, unique=unique)
     if node is None:
         return None, None
     return node, _LOADER("").construct_document(node)
 
 
 def compose(
-    text: str, *, max_bytes: int | None = MAX_YAML_BYTES, max_values: int = MAX_YAML_VALUES
+    text: str,
+    *,
+    max_bytes: int | None = MAX_YAML_BYTES,
+    max_values: int = MAX_YAML_VALUES,
+    unique: bool = False,
 ) -> yaml.Node | None:
     """Return the node graph of `text`, refusing oversized, too deep or alias-bomb input.
 
-    `max_bytes=None` leaves the size to the caller, who read the text within its own bound.
+    `max_bytes=None` leaves the size to the caller, who read the text within its own bound;
+    `unique` refuses a key written twice in one mapping, which YAML would silently drop.
     """
     size = len(text.encode("utf-8", errors="replace")) if max_bytes is not None else 0
     if max_bytes is not None and size > max_bytes:
@@ -95,11 +106,11 @@ def compose(
     except RecursionError:
         raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
     if node is not None:
-        _check_bounds(node, max_values)
+        _check_bounds(node, max_values, unique)
     return node
 
 
-def _check_bounds(root: yaml.Node, max_values: int) -> None:
+def _check_bounds(root: yaml.Node, max_values: int, unique: bool = False) -> None:
     """Walk the graph as a consumer would see it (aliases expanded), within a budget."""
     stack: list[tuple[yaml.Node, int]] = [(root, 1)]
     seen = 0
@@ -114,9 +125,22 @@ def _check_bounds(root: yaml.Node, max_values: int) -> None:
         if depth > MAX_YAML_DEPTH:
             raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels", node.start_mark)
         if isinstance(node, yaml.MappingNode):
+            if unique:
+                _check_unique(node)
             stack.extend((part, depth + 1) for pair in node.value for part in pair)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((item, depth + 1) for item in node.value)
+
+
+def _check_unique(mapping: yaml.MappingNode) -> None:
+    """Refuse a scalar key written twice in `mapping`, at the second one's line."""
+    seen: set[str] = set()
+    for key, _ in mapping.value:
+        if isinstance(key, yaml.ScalarNode):
+            if key.value in seen:
+                problem = f"key {key.value!r} appears twice; YAML would keep only the last one"
+                raise _limit(problem, key.start_mark)
+            seen.add(key.value)
 
 
 def _too_deep(text: str) -> int | None:

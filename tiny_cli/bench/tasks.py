@@ -12,7 +12,7 @@ from typing import Any
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
 from tiny_cli.text import kind_of, printable
-from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_bytes
+from tiny_cli.userfiles import jsonl_lines, load_json, parse_guarded, read_bytes
 from tiny_cli.yamlsafe import load_list
 
 __all__ = [
@@ -178,7 +178,7 @@ def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
 
 def _json(path: Path, n: int, line: str) -> Any:
     try:
-        return parse_guarded(json.loads, line, Path(f"{path}:{n}"))
+        return parse_guarded(load_json, line, Path(f"{path}:{n}"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
 

@@ -113,11 +113,11 @@ def message(err: Any) -> str:
     if err.validator == "required":
         return f"missing required field {err.message!r}"
     if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] == "id":
-        return f"{err.instance!r} is not a slug (lowercase letters, digits, '-' and '_')"
+        return _unlike(err, "a slug (lowercase letters, digits, '-' and '_')")
     if err.validator == "pattern" and list(err.absolute_path)[:1] == ["tools"]:
         return _not_a_tool(err.instance)
     if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] in FIELD_KEYS:
-        return f"{err.instance!r} is not a field name (letters, digits and '_', no digit first)"
+        return _unlike(err, "a field name (letters, digits and '_', no digit first)")
     if err.validator == "maxLength":  # not the whole text: it may be pages long
         return f"is too long: {len(err.instance)} characters, at most {err.validator_value}"
     if err.validator == "type":
@@ -129,6 +129,15 @@ def message(err: Any) -> str:
         options = " or ".join(repr(v) for v in err.validator_value)
         return f"{err.instance!r} is not allowed; use {options}"
     return err.message
+
+
+def _unlike(err: Any, what: str) -> str:
+    """A name its pattern refuses: too long (its length, not the name), or not `what`."""
+    bound = re.search(r"\{0,(\d+)\}", err.validator_value)
+    longest = int(bound.group(1)) + 1 if bound else None
+    if longest is not None and len(err.instance) > longest:
+        return f"is too long for {what}: {len(err.instance)} characters, at most {longest}"
+    return f"{err.instance!r} is not {what}"
 
 
 def _not_a_tool(name: str) -> str:

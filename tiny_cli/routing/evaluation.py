@@ -15,7 +15,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.factory import ABSTAIN_TARGET
 from tiny_cli.routing.router import Decision, Router
 from tiny_cli.text import check_task
-from tiny_cli.userfiles import jsonl_lines, read_text
+from tiny_cli.userfiles import jsonl_lines, load_json, read_text
 from tiny_cli.yamlsafe import load_list
 
 RANKS = (3, 5)  # besides the first: a right card among the first k, never abstaining
@@ -301,7 +301,7 @@ def _also_right(where: str, item: dict[str, Any], want: str | None) -> AlsoRight
 
 def _json_item(where: str, line: str) -> Any:
     try:
-        return json.loads(line)
+        return load_json(line)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where}: invalid JSON: {exc.msg}") from exc
     except RecursionError:

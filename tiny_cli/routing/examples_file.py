@@ -29,7 +29,7 @@ from tiny_cli.cards.card import Card, Problem
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
 from tiny_cli.text import check_task, printable
-from tiny_cli.userfiles import jsonl_line, jsonl_lines, read_text, write_text
+from tiny_cli.userfiles import jsonl_line, jsonl_lines, load_json, read_text, write_text
 
 __all__ = [
     "LEARNED_FILENAME",
@@ -459,7 +459,7 @@ def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = load_json(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{number}: not JSON: {exc.msg}", path=path) from None
         except (ValueError, RecursionError):  # a 5,000-digit number, or nesting too deep

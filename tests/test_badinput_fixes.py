@@ -1,0 +1,114 @@
+"""Bad input found by a sweep of every command: each is one line naming the file, the key or
+the value, and a non-zero exit; nothing is silently dropped or overwritten."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from tiny_cli.errors import ConfigError
+from tiny_cli.routing.examples_file import LEARNED_FILENAME
+from tiny_cli.settings import load_settings
+from tiny_cli.userfiles import load_json
+
+SEED_CARDS = Path(__file__).resolve().parent.parent / "cards"
+TIMES_TWO = "appears twice"
+
+
+def _one_error_line(result: Result, code: int = 2) -> str:
+    """The single `tiny: error:` line a refused input gives, with its exit code."""
+    assert result.exit_code == code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tiny: error: "), result.stderr
+    return lines[0]
+
+
+def test_a_brief_with_a_key_twice_is_refused_at_its_line(tiny, tmp_path: Path) -> None:
+    brief = tmp_path / "brief.yaml"
+    brief.write_text("goal: the first goal\nmust_return: [answer]\ngoal: the second\n", "utf-8")
+    line = _one_error_line(tiny("invoke", "docs-finder", "--brief", str(brief)))
+    assert f"{brief}: invalid YAML/JSON: key 'goal' {TIMES_TWO}" in line
+    assert line.endswith("(line 3)")
+
+
+@pytest.mark.parametrize("suffix", ["yaml", "jsonl"])
+def test_a_bench_task_with_a_key_twice_is_refused(tiny, tmp_path: Path, suffix: str) -> None:
+    tasks = tmp_path / f"tasks.{suffix}"
+    if suffix == "yaml":
+        tasks.write_text("- id: a\n  task: first\n  task: second\n  expected_agent: x\n", "utf-8")
+    else:
+        tasks.write_text('{"id": "a", "task": "first", "task": "second"}\n', "utf-8")
+    line = _one_error_line(tiny("bench", "--tasks", str(tasks), "--arm", "tiny", "-q"))
+    assert str(tasks) in line and f"key 'task' {TIMES_TWO}" in line
+
+
+def test_an_eval_line_with_a_key_twice_is_refused(tiny, tmp_path: Path) -> None:
+    tasks = tmp_path / "eval.jsonl"
+    tasks.write_text('{"task": "x", "expected": "docs-finder", "expected": null}\n', "utf-8")
+    result = tiny("route", "--eval", str(tasks), env={"TINY_EMBEDDER": "hashing"})
+    line = _one_error_line(result, code=1)  # as any eval file tiny cannot read
+    assert f"{tasks}:1: invalid JSON: key 'expected' {TIMES_TWO}" in line
+
+
+def test_a_learned_line_with_a_key_twice_is_a_problem_not_a_rewrite(tiny, tmp_path: Path) -> None:
+    cards = Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))
+    learned = cards / LEARNED_FILENAME
+    text = '{"task": "dup task", "card": "docs-finder", "card": "crm-writer"}\n'
+    learned.write_text(text, "utf-8")
+    result = tiny("validate", "--cards", str(cards), env={"TINY_EMBEDDER": "hashing"})
+    assert result.exit_code == 1
+    assert f"{learned}:1: file: not JSON: key 'card' {TIMES_TWO}" in result.output
+    teach = tmp_path / "teach.jsonl"
+    teach.write_text('{"task": "another task", "card": "docs-finder"}\n', "utf-8")
+    result = tiny("learn", str(teach), env={"TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing"})
+    assert result.exit_code == 2 and f"key 'card' {TIMES_TWO}" in result.stderr
+    assert learned.read_text("utf-8") == text  # the user's line is kept for them to fix
+
+
+def _card_with_id(folder: Path, card_id: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    text = (SEED_CARDS / "docs-finder.yaml").read_text("utf-8")
+    path = folder / "card.yaml"
+    path.write_text(re.sub(r"(?m)^id: .*$", f"id: {card_id}", text), "utf-8")
+    return path
+
+
+@pytest.mark.parametrize("length", [64, 5_000])
+def test_a_long_card_id_is_too_long_and_not_echoed(tiny, tmp_path: Path, length: int) -> None:
+    card = _card_with_id(tmp_path / "cards", "a" * length)
+    result = tiny("validate", str(card))
+    assert result.exit_code == 1
+    assert f"id: is too long for a slug (lowercase letters, digits, '-' and '_'): {length} " \
+        "characters, at most 63" in result.output  # fmt: skip
+    assert "a" * 64 not in result.output
+
+
+def test_a_card_id_with_a_wrong_character_is_still_shown(tiny, tmp_path: Path) -> None:
+    card = _card_with_id(tmp_path / "cards", "Bad-Id")
+    result = tiny("validate", str(card))
+    assert "id: 'Bad-Id' is not a slug" in result.output
+
+
+@pytest.mark.parametrize("kind", ["folder", "dead link"])
+def test_a_project_file_that_is_no_file_is_an_error(tmp_path: Path, kind: str) -> None:
+    (tmp_path / "tiny.toml").write_text('cards = "outer"\n', "utf-8")
+    inner = tmp_path / "sub"
+    inner.mkdir()
+    if kind == "folder":
+        (inner / "tiny.toml").mkdir()
+    else:
+        (inner / "tiny.toml").symlink_to(tmp_path / "nothing.toml")
+    with pytest.raises(ConfigError, match=re.escape(str(inner / "tiny.toml"))):
+        load_settings({"TINY_HOME": str(tmp_path / "home")}, cwd=inner)
+
+
+def test_json_refusal_is_at_the_second_key() -> None:
+    with pytest.raises(json.JSONDecodeError) as caught:
+        load_json('{"a": 1, "b": {"c": 2, "c": 3}}')
+    assert caught.value.pos == len('{"a": 1, "b": {"c": 2, ')
+    assert load_json('{"a": {"a": 1}}') == {"a": {"a": 1}}  # the same key in two objects
