@@ -112,3 +112,28 @@ def test_json_refusal_is_at_the_second_key() -> None:
         load_json('{"a": 1, "b": {"c": 2, "c": 3}}')
     assert caught.value.pos == len('{"a": 1, "b": {"c": 2, ')
     assert load_json('{"a": {"a": 1}}') == {"a": {"a": 1}}  # the same key in two objects
+
+
+@pytest.mark.parametrize("flag", ["--out", "--html"])
+def test_a_bench_report_never_lands_on_a_card_it_read(tiny, tmp_path: Path, flag: str) -> None:
+    cards = Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("- id: a\n  task: how does onboarding work\n  expected_agent: x\n", "utf-8")
+    card = cards / "docs-finder.yaml"
+    before = card.read_bytes()
+    result = tiny("bench", "--tasks", str(tasks), "-q", flag, str(card),
+                  env={"TINY_CARDS": str(cards)})  # fmt: skip
+    assert f"{card}: used as input and output" in _one_error_line(result)
+    assert card.read_bytes() == before
+
+
+@pytest.mark.parametrize("margin", ["nan", "inf", "-inf"])
+def test_a_hybrid_margin_no_score_can_compare_is_refused(tiny, margin: str) -> None:
+    examples = SEED_CARDS.parent / "examples" / "bfcl"
+    result = tiny(
+        "bench", "--scale", "--tasks", str(examples / "tasks.jsonl"),
+        "--cards", str(examples / "cards"), "--sizes", "10", "--arm", "hybrid",
+        "--sample", "1", "--irrelevance", "0", "--hybrid-margin", margin, "-q", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--hybrid-margin" in result.stderr and "must be a finite number" in result.stderr

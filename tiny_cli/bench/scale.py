@@ -13,6 +13,7 @@ scored (`tiny_cli.bench.selection`), never run. This is tool selection, never "r
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -213,7 +214,7 @@ def run_scale(
     on_run: Callable[[RunRecord], None] | None = None,
 ) -> ScaleReport:
     """Run every sampled task in every arm at every size; return the report."""
-    _check_concurrency(options)
+    _check_options(options)
     picked = _sample(tasks, options)
     tools_of = {card.id: len(card.tools) for card in ws.cards.values()}
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -236,12 +237,15 @@ def run_scale(
                         temperature=ws.settings.temperature)  # fmt: skip
 
 
-def _check_concurrency(options: ScaleOptions) -> None:
-    """Refuse a concurrency that is no number of runs at a time, in one line naming it."""
+def _check_options(options: ScaleOptions) -> None:
+    """Refuse a concurrency that is no number of runs at a time, or a margin no score can
+    pass (nan) or always passes, in one line naming it."""
     if not 1 <= options.concurrency <= MAX_CONCURRENCY:
         raise ConfigError(
             f"concurrency={options.concurrency}: from 1 to {MAX_CONCURRENCY} runs at a time"
         )
+    if not math.isfinite(options.hybrid_margin):
+        raise ConfigError(f"hybrid_margin={options.hybrid_margin!r}: must be a finite number")
 
 
 def _distinct(sizes: Sequence[int], catalogue: int) -> Sequence[int]:

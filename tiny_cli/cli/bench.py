@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,6 +33,7 @@ from tiny_cli.bench.scale import (
     scale_from_settings,
 )
 from tiny_cli.bench.scale_report import ScaleReport, markdown_table
+from tiny_cli.cards.index import CARD_SUFFIXES
 from tiny_cli.cli import render_bench
 from tiny_cli.cli.common import (
     AllowHostOpt,
@@ -56,10 +58,12 @@ from tiny_cli.cli.live import console
 from tiny_cli.cli.replay_opts import BenchReplayOpt, UpgradeOpt, blamed, warn_changed
 from tiny_cli.cli.run import RunOptions, run_session, warn_unused
 from tiny_cli.errors import ConfigError
+from tiny_cli.routing.examples_file import LEARNED_FILENAME
 from tiny_cli.routing.factory import build_router
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.text import printable
+from tiny_cli.tools.mcp_config import mcp_path
 from tiny_cli.userfiles import check_writable, write_text
 
 BENCH_TEMPERATURE = 0.0  # greedy, as BFCL asks: the arms differ by what they offer, not by luck
@@ -227,12 +231,14 @@ def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> N
 
 def _bench_of(flags: BenchFlags, scale: ScaleFlags | None) -> None:
     o = flags.options
-    _outputs_apart(inputs=(flags.tasks or DEFAULT_TASKS_FILE, *(o.replay or ()), *flags.resume),
-                   outputs=(o.record, flags.out, flags.html))  # fmt: skip
+    settings = asked_at(o.settings(), o.replay)
+    read = (flags.tasks or DEFAULT_TASKS_FILE, *(o.replay or ()), *flags.resume)
+    _outputs_apart(
+        inputs=(*read, *_setup_files(settings)), outputs=(o.record, flags.out, flags.html)
+    )
     _check_options(
         scale is not None, flags.arm, flags.fail_under, (o.record, flags.out, flags.html)
     )
-    settings = asked_at(o.settings(), o.replay)
     _changed(o.replay, flags.tasks or DEFAULT_TASKS_FILE, settings, flags.upgrade)
     if scale is None:
         return _example_bench(settings, flags)
@@ -348,6 +354,15 @@ def _write_page(report: BenchReport, path: Path) -> None:
     write_bench_html(scrubber().document(report.to_json()), path)
 
 
+def _setup_files(settings: Settings) -> list[Path]:
+    """The files the bench reads to set up its agents: cards, their learned examples, the MCP
+    servers' file and the project file (a report written over one would end the project)."""
+    cards = settings.cards_dir
+    found = [p for p in cards.glob("*") if p.suffix in CARD_SUFFIXES] if cards.is_dir() else []
+    named = (cards / LEARNED_FILENAME, mcp_path(cards, settings.mcp_file), settings.project_file)
+    return found + [p for p in named if p is not None]
+
+
 def _outputs_apart(inputs: tuple[Path | None, ...], outputs: tuple[Path | None, ...]) -> None:
     """Refuse to write over a file this command reads, or to write one file twice."""
     read = {p.resolve(): p for p in inputs if p is not None}
@@ -433,6 +448,10 @@ def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: flo
     """Turn the flags into ScaleOptions; a bad size or arm is a usage error naming it."""
     sizes = tuple(_size(s) for s in flags.sizes.split(",")) if flags.sizes else DEFAULT_SIZES
     _once(sizes, "--all-tools-sizes")
+    if not math.isfinite(flags.hybrid_margin):  # nan: hybrid could never offer one card
+        raise typer.BadParameter(
+            f"{flags.hybrid_margin}: must be a finite number", param_hint="--hybrid-margin"
+        )
     return ScaleOptions(
         sizes=sizes,
         arms=cast("tuple[ScaleArm, ...]", scale_arms(arm)),
