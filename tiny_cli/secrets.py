@@ -61,12 +61,13 @@ class Scrubber:
         self.shapes = shapes
         # each secret as it reads inside JSON text (quotes and backslashes escaped)
         self._encoded = [_JSON.encode(s)[1:-1] for s in self.secrets]
+        self._forms = _written_forms(self.secrets)
 
     def text(self, text: str) -> str:
-        """Return `text` with every secret replaced by [redacted]."""
-        for secret in self.secrets:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
+        """Return `text` with every secret replaced by [redacted], as written or JSON-escaped."""
+        for form in self._forms:
+            if form in text:
+                text = text.replace(form, REDACTED)
         # a pass in C spares most texts the slow pattern
         if self.shapes and _may_hold_secret(_lowered(text)):
             text = _SECRET_TEXT.sub(_redact, text)
@@ -125,6 +126,20 @@ class Scrubber:
         if self.shapes and type(value) is str and str(key).lower() in SECRET_KEYS:
             return REDACTED
         return self.tree(value)
+
+
+def _written_forms(secrets: Iterable[str]) -> list[str]:
+    """Each secret as text may hold it: as it is, and escaped inside a JSON string once or
+    twice (a tool result that is JSON text, itself inside a JSON document), longest first."""
+    forms: set[str] = set()
+    for secret in secrets:
+        for once in (
+            secret,
+            json.dumps(secret)[1:-1],
+            json.dumps(secret, ensure_ascii=False)[1:-1],
+        ):
+            forms.update((once, json.dumps(once)[1:-1]))
+    return sorted(forms, key=len, reverse=True)
 
 
 def _lowered(text: str) -> bytes:

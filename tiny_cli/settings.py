@@ -314,9 +314,9 @@ def _api_key(env: Mapping[str, str]) -> str | None:
     return None
 
 
-def check_base_url(name: str, url: str) -> str:
+def check_base_url(name: str, url: str, key_goes: str = "TINY_API_KEY") -> str:
     """Return `url`; ConfigError unless it is http(s) with a host and no credentials (user
-    info, or a key in its query or fragment).
+    info, or a key in its query or fragment); the message says the key goes in `key_goes`.
 
     The message never shows the URL: what is wrong with it may be a key.
     """
@@ -334,7 +334,7 @@ def check_base_url(name: str, url: str) -> str:
         )
     if "@" in parts.netloc:
         raise ConfigError(
-            f"{name}: credentials in the URL; keep them out of it (the key goes in TINY_API_KEY)",
+            f"{name}: credentials in the URL; keep them out of it (the key goes in {key_goes})",
             field=name,
         )
     for part in (parts.query, parts.fragment):
@@ -342,7 +342,7 @@ def check_base_url(name: str, url: str) -> str:
             if _credential_param(param):
                 raise ConfigError(
                     f"{name}: a credential in the URL's query (not shown); "
-                    "keep it out of the URL (the key goes in TINY_API_KEY)",
+                    f"keep it out of the URL (the key goes in {key_goes})",
                     field=name,
                 )
     return url
@@ -447,6 +447,9 @@ def _tracing(env: Mapping[str, str], project: bool) -> tuple[str, ...]:
                 f"{var}={protocol[:40]!r}: tiny sends OTLP as {OTLP_PROTOCOL} (port 4318)",
                 field=var,
             )
+    for var in OTLP_ENDPOINTS if "otlp" in chosen else ():
+        if env.get(var):  # the exporter's own warnings print the URL it could not reach
+            check_base_url(var, env[var], key_goes="OTEL_EXPORTER_OTLP_HEADERS")
     return chosen
 
 

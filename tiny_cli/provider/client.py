@@ -26,6 +26,7 @@ import httpx
 
 from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError, DeadlineExceeded, ProviderError, ProviderTimeout
+from tiny_cli.secrets import scrubber
 from tiny_cli.settings import check_api_key, check_base_url
 from tiny_cli.text import endpoint, redact_url
 
@@ -416,6 +417,7 @@ class _Server:
         text = " ".join(text.split()) or "(empty body)"
         if self._api_key:  # some servers echo the key they rejected
             text = text.replace(self._api_key, "***")
+        text = scrubber().for_caller().text(text)  # or a key the environment holds beside it
         return text if len(text) <= SHORT_BODY_CHARS else text[: SHORT_BODY_CHARS - 1] + "…"
 
     def malformed(self, what: str) -> ProviderError:

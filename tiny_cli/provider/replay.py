@@ -615,7 +615,9 @@ class Replayer(ExchangeSource):
     def _missing(self, label: _RunLabel, key: str, messages: list[dict]) -> str:
         held = self._per_run.get(label.run, 0)
         last = messages[-1] if messages else {}
-        preview = " ".join(str(last.get("content") or "").split())[:PREVIEW_CHARS]
+        # scrubbed whole, then cut: a cut secret would no longer match the scrubber
+        said = self._scrub.for_caller().text(str(last.get("content") or ""))
+        preview = " ".join(said.split())[:PREVIEW_CHARS]
         return (
             f"replay {self.path}: no recorded answer for run {label.run} "
             f"(agent {label.agent}), request {key[:12]}, last {last.get('role', '?')} "
