@@ -124,29 +124,24 @@ def load_json(text: str) -> Any:
     refusal is a JSONDecodeError at the second key, so every reader reports it as it reports
     any JSON it cannot read.
     """
-    try:
-        return json.loads(text, object_pairs_hook=_unique_pairs)
-    except _RepeatedKey as exc:
-        key = json.dumps(exc.key, ensure_ascii=False)
+    repeated: list[str] = []
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in found and not repeated:
+                repeated.append(key)  # the first one said; the object is read on regardless
+            found[key] = value
+        return found
+
+    data = json.loads(text, object_pairs_hook=unique)
+    if repeated:
+        key = json.dumps(repeated[0], ensure_ascii=False)
         first = text.find(key)
         at = text.find(key, first + 1) if first >= 0 else -1
-        msg = f"key {exc.key!r} appears twice; JSON readers keep only the last one"
-        raise json.JSONDecodeError(msg, text, max(at, 0)) from None
-
-
-class _RepeatedKey(Exception):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise _RepeatedKey(key)
-        found[key] = value
-    return found
+        msg = f"key {repeated[0]!r} appears twice; JSON readers keep only the last one"
+        raise json.JSONDecodeError(msg, text, max(at, 0))
+    return data
 
 
 def jsonl_line(record: Any) -> str:
