@@ -11,6 +11,7 @@ import pytest
 
 from tiny_cli.agent.calls import DEFAULT_MAX_RESULT_CHARS
 from tiny_cli.bench.pages import PageServer
+from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
 from tiny_cli.testing import reply, respond, tool_call
 from tiny_cli.tools import ToolCallError
@@ -251,7 +252,7 @@ def test_store_writes_text_and_metadata_whole(tmp_path: Path) -> None:
         meta["tool"] == "http_get" and meta["chars"] == len(text) and meta["card"] == "web-reader"
     )
     assert meta["preview"] == artifact.preview and len(meta["preview"]) <= 120 and meta["created"]
-    assert store.find(artifact.handle) == artifact
+    assert store.get(artifact.handle) == artifact
     assert store.text(artifact) == text  # "\r\n" kept: offsets count what the model was told
 
 
@@ -259,9 +260,11 @@ def test_store_refuses_handles_that_are_not_handles(tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path)
     artifact = store.save("abc", tool="t", card="c")
     for bad in ("../x", artifact.handle + ".txt", "", artifact.handle.upper(), "art_zz"):
-        assert store.find(bad) is None
+        with pytest.raises(ConfigError, match="no artifact"):
+            store.get(bad)
     (tmp_path / "artifacts" / f"{artifact.handle}.json").write_text("{broken")
-    assert store.find(artifact.handle) is None  # a broken record is no artifact, not a crash
+    with pytest.raises(ConfigError, match="is damaged"):  # a broken record: no crash
+        store.get(artifact.handle)
 
 
 def test_window_past_the_end_says_how_long_it_is(tmp_path: Path) -> None:

@@ -23,7 +23,6 @@ from tiny_cli.text import tokenize
 from tiny_cli.tools import Registry, ToolCallError
 from tiny_cli.tools.builtin import (
     CrmStore,
-    builtin_tools,
     builtin_writes,
     default_registry,
     name_key,
@@ -249,7 +248,7 @@ def test_http_get_uses_the_injected_transport(settings: Settings) -> None:
         seen.append(str(request.url))
         return httpx.Response(200, text="from the transport")
 
-    tools = {t.name: t for t in builtin_tools(settings, transport=httpx.MockTransport(handler))}
+    tools = default_registry(settings, transport=httpx.MockTransport(handler))
     assert tools["http_get"](url="https://example.org/x") == "from the transport"
     assert seen == ["https://example.org/x"]
 

@@ -18,7 +18,7 @@ from tiny_cli.bench.pages import LoopbackServer
 from tiny_cli.errors import ConfigError
 from tiny_cli.settings import Settings, load_settings
 from tiny_cli.tools import ToolCallError, web
-from tiny_cli.tools.builtin import builtin_tools
+from tiny_cli.tools.builtin import default_registry
 from tiny_cli.tools.web import AddressPolicy, AllowedHost, address_problem, http_get
 
 SECRET = "SECRET-7f3a9c-do-not-leak"
@@ -341,12 +341,12 @@ def test_settings_read_tiny_allow_hosts_and_flags(tmp_path: Path) -> None:
 def test_builtin_http_get_uses_the_setting(tmp_path: Path, allowed: Server) -> None:
     settings = Settings(home=tmp_path, cards_dir=tmp_path, docs_dir=tmp_path)
     url = f"{allowed.base}/page"
-    closed = {t.name: t for t in builtin_tools(settings)}["http_get"]
+    closed = default_registry(settings)["http_get"]
     assert refused_by_tool(closed, url).startswith("refused: 127.0.0.1 is a loopback address")
-    opened = {t.name: t for t in builtin_tools(replace(settings, allow_hosts=(allowed.netloc,)))}
+    opened = default_registry(replace(settings, allow_hosts=(allowed.netloc,)))
     assert opened["http_get"](url=url) == "<p>public page</p>"
     with pytest.raises(ConfigError, match=r"allowed host \(its value not shown"):
-        builtin_tools(replace(settings, allow_hosts=("a/b",)))
+        default_registry(replace(settings, allow_hosts=("a/b",)))
 
 
 def refused_by_tool(tool: Any, url: str) -> str:

@@ -1,12 +1,10 @@
 """A call's arguments against its tool's schema: a compiled check first, jsonschema's words after.
 
-jsonschema decides every call it sees and words what is wrong, in the dialect the schema
-declares in `$schema` (draft-04, -06, -07, 2019-09 or 2020-12); a schema that declares none is
-read as 2020-12, MCP's default dialect (SEP-1613, spec 2025-11-25). Most tool schemas use only
-keywords that drafts 7 to 2020-12 read alike; for those, a validator that
-fastjsonschema compiled (once per schema and process) lets good arguments through without
-importing jsonschema, a large share of a command's start. Arguments it rejects, and every schema
-with another keyword, go to jsonschema, so its verdict is the one that counts.
+jsonschema decides in the dialect the schema declares in `$schema`; one that declares none is
+read as 2020-12, MCP's default dialect (SEP-1613, spec 2025-11-25). A schema whose keywords
+drafts 7 to 2020-12 read alike is first checked by a validator fastjsonschema compiled (once per
+schema and process), so good arguments pass without importing jsonschema, a large share of a
+command's start; what it rejects, and every other schema, goes to jsonschema, whose verdict counts.
 
 `coerce_scalar` reads a string that is exactly a number or boolean of a schema's type as
 that value; a final answer's typed fields go through it before they are checked.
@@ -110,11 +108,14 @@ def fast_pass(schema: Mapping[str, Any], value: Any, *, formats: bool = False) -
     `formats=True` is for a check that judges formats (jsonschema's format checker on): a
     schema with `format` then always goes to jsonschema.
     """
-    try:
+    try:  # a schema that is not JSON, or too deep to spell, fails here too
         check = _compiled(json.dumps(schema, sort_keys=True), formats)
-    except (TypeError, ValueError, RecursionError):  # not JSON, or too deep to spell
-        return False
-    return check is not None and _passes(check, value)
+        if check is not None:
+            check(value)
+            return True
+    except Exception:
+        pass
+    return False
 
 
 @functools.lru_cache(maxsize=COMPILED_SCHEMAS)
@@ -133,14 +134,6 @@ def _compiled(key: str, formats: bool) -> Callable[[Any], Any] | None:
         return fastjsonschema.compile(schema, use_default=False, use_formats=False)
     except Exception:
         return None
-
-
-def _passes(check: Callable[[Any], Any], args: dict[str, Any]) -> bool:
-    try:
-        check(args)
-    except Exception:
-        return False
-    return True
 
 
 def _alike(schema: Any, depth: int, keywords: frozenset[str]) -> bool:

@@ -8,11 +8,7 @@ Each artifact is two files under `TINY_HOME/artifacts/`: `<handle>.txt` (the tex
 but for secrets: tiny_cli.secrets scrubs it first) and `<handle>.json` (its metadata), each
 written to a temporary file and renamed, so a reader never sees half of one. The metadata is
 written last: without it there is no artifact. Files damaged or replaced by hand read as a
-one-line ConfigError, never a traceback.
-
-read_artifact (the last section): the runner's own tool, a stored result read by offset or by
-query. Offered only while a run holds artifacts; its BM25 index (bm25s, numpy) is built on
-first query.
+one-line ConfigError, never a traceback. A query's BM25 index is built on its first query.
 """
 
 from __future__ import annotations
@@ -47,6 +43,14 @@ HANDLE = re.compile(r"^art_[0-9a-f]{10}$")
 PREVIEW_CHARS = 120
 MAX_RECORD_CHARS = 64 * 1024  # a metadata file holds a few short fields: more is not one
 BRIEF_CHARS = 60  # of a damaged record's value in its error line
+CHUNK_CHARS = 1000  # one query passage, before overlapping neighbours are merged
+CHUNK_STEP = 800  # chunks overlap, so a phrase across a boundary is whole in one of them
+CHUNK_SLACK = 150  # a chunk starts and ends after a space this near, not inside a word
+MAX_PASSAGES = 3
+DEFAULT_READ_CHARS = 4000
+READ_HEADROOM = 300  # room for read_artifact's own lines, so its result fits the result limit
+Offset = Annotated[int, pydantic.Field(ge=0)]
+Length = Annotated[int, pydantic.Field(ge=1)]
 
 
 class ArtifactStore:
@@ -59,15 +63,13 @@ class ArtifactStore:
         self._lock = threading.Lock()
 
     def reader(self, held: Callable[[], Sequence[Artifact]], max_chars: int) -> Tool:
-        """Return the `read_artifact` tool over the artifacts `held()` names (made by a run
-        that holds artifacts, and only then)."""
-        return read_artifact_tool(self, held, max_chars)
+        """Return the `read_artifact` tool over the artifacts `held()` names right now (made by
+        a run that holds artifacts, and only then)."""
+        return tool(_Reader(self, held, max_chars).read_artifact, name=READ_ARTIFACT)
 
     def save(self, text: str, *, tool: str, card: str) -> Artifact:
-        """Store `text`, scrubbed of secrets, under a new handle; return its record.
-
-        `chars` counts the stored text. Raises OSError when it cannot be stored.
-        """
+        """Store `text`, scrubbed of secrets, under a new handle; return its record (OSError
+        when it cannot be stored)."""
         text = self.scrub.text(text)
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # tool results may be private
         handle = self._new_handle()
@@ -75,13 +77,6 @@ class ArtifactStore:
         _write_atomically(self.folder / f"{handle}.txt", text)
         _write_atomically(self.folder / f"{handle}.json", json.dumps(artifact.metadata()))
         return artifact
-
-    def find(self, handle: str) -> Artifact | None:
-        """Return the artifact stored under `handle`, or None (malformed, missing or damaged)."""
-        try:
-            return self.get(handle)
-        except ConfigError:
-            return None
 
     def get(self, handle: str) -> Artifact:
         """Return the artifact under `handle`; an unknown or damaged one is a ConfigError."""
@@ -125,10 +120,8 @@ class ArtifactStore:
 
 
 def stored_result(text: str, artifact: Artifact, limit: int) -> str:
-    """Return what the model sees of a stored result: its head, its size and how to read on.
-
-    The sizes are the stored text's, which offsets count (scrubbing may have changed it).
-    """
+    """Return what the model sees of a stored result: its head, its size (the stored text's,
+    which offsets count) and how to read on."""
     chars = artifact.chars
     return (
         f"{text[:limit]}\n[… cut by tiny: {chars - limit} more characters not shown. "
@@ -164,16 +157,13 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _read(path: Path, most: int | None = None) -> str:
-    """Read a regular file as UTF-8 (a FIFO or a device is refused: it could block or never end).
-
-    newline="": offsets count "\r\n" as two characters, as the model was told. With `most`,
-    a larger file raises ValueError.
-    """
+    """Read a regular file as UTF-8, "\r\n" kept as offsets count it (a FIFO or a device is
+    refused: it could block or never end); with `most`, a larger file raises ValueError."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO's open waits else
     with os.fdopen(fd, encoding="utf-8", newline="") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError("not a regular file")
-        text = f.read() if most is None else f.read(most + 1)
+        text = f.read(-1 if most is None else most + 1)
     if most is not None and len(text) > most:
         raise ValueError(f"over {most:,} characters")
     return text
@@ -238,28 +228,11 @@ class Artifact:
 
     def to_json(self) -> dict[str, Any]:
         """Return the Digest's entry: handle, tool, chars, preview."""
-        return {
-            "handle": self.handle,
-            "tool": self.tool,
-            "chars": self.chars,
-            "preview": self.preview,
-        }
+        return {k: v for k, v in asdict(self).items() if k not in ("created", "card")}
 
     def metadata(self) -> dict[str, Any]:
         """Return everything the metadata file holds."""
         return asdict(self)
-
-
-CHUNK_CHARS = 1000  # one query passage, before overlapping neighbours are merged
-
-
-CHUNK_STEP = 800  # chunks overlap, so a phrase across a boundary is whole in one of them
-
-
-CHUNK_SLACK = 150  # a chunk starts and ends after a space this near, not inside a word
-
-
-MAX_PASSAGES = 3
 
 
 @dataclass(frozen=True)
@@ -274,9 +247,7 @@ class _Index:
     def build(cls, text: str) -> _Index:
         spans = _spans(text)
         chunks = [tokenize(text[a:b]) for a, b in spans]
-        if not any(chunks):
-            return cls(text, spans, None)
-        return cls(text, spans, bm25_index(chunks))
+        return cls(text, spans, bm25_index(chunks) if any(chunks) else None)
 
     def best(self, words: list[str], count: int) -> list[tuple[int, str]]:
         """Return the `count` best chunks that match at all, in document order, overlaps merged."""
@@ -314,11 +285,8 @@ def _after_space(text: str, at: int, floor: int) -> int:
 
 
 def bm25_index(tokens: list[list[str]]) -> Any:
-    """A bm25s index of tokenized texts: the one place the tools import bm25s (and numpy).
-
-    Here, with the artifact store every run loads, for the handbook (docs_search) and a
-    run's artifacts alike; imported on first search: commands that never search stay fast.
-    """
+    """A bm25s index of tokenized texts, for the handbook and a run's artifacts alike: the one
+    place the tools import bm25s (and numpy), on first search."""
     import_numpy()  # OpenBLAS on one thread, if bm25s brings numpy first
     import bm25s
 
@@ -329,30 +297,15 @@ def bm25_index(tokens: list[list[str]]) -> Any:
 
 # --- read_artifact ------------------------------------------------------------------------
 
-DEFAULT_READ_CHARS = 4000
-READ_HEADROOM = 300  # room for read_artifact's own lines, so its result fits the result limit
-Offset = Annotated[int, pydantic.Field(ge=0)]
-Length = Annotated[int, pydantic.Field(ge=1)]
 
-
-def read_artifact_tool(
-    store: ArtifactStore, held: Callable[[], Sequence[Artifact]], limit: int
-) -> Tool:
-    """Return the runner's `read_artifact` tool over the artifacts `held()` returns right now.
-
-    Its schema is built once per process; making the tool for a run costs little.
-    """
-    return tool(_Reader(store, held, limit).read_artifact, name=READ_ARTIFACT)
-
-
+@dataclass(frozen=True)
 class _Reader:
-    """One run's artifacts, read by window or by query."""
+    """One run's artifacts, read by window or by query, within `limit` characters (the tool's
+    schema is built once per process: making it for a run costs little)."""
 
-    def __init__(
-        self, store: ArtifactStore, held: Callable[[], Sequence[Artifact]], limit: int
-    ) -> None:
-        self._store, self._held = store, held
-        self._most = max(1, limit - READ_HEADROOM)
+    store: ArtifactStore
+    held: Callable[[], Sequence[Artifact]]
+    limit: int
 
     def read_artifact(
         self,
@@ -372,11 +325,12 @@ class _Reader:
             offset: Where to start reading, in characters from the start (without a query).
             length: How many characters to read (without a query).
         """
-        artifact = _held(self._held(), handle)
+        artifact = _held(self.held(), handle)
+        length = min(length, max(1, self.limit - READ_HEADROOM))
         try:
             if query is not None and query.strip():
-                return _passages_text(artifact, query, self._store.passages(artifact, query))
-            return window(self._store.text(artifact), artifact, offset, min(length, self._most))
+                return _passages_text(artifact, query, self.store.passages(artifact, query))
+            return window(self.store.text(artifact), artifact, offset, length)
         except ConfigError as exc:  # its text removed or damaged since: the model is told so
             raise ToolCallError(str(exc)) from None
 

@@ -1,13 +1,9 @@
 """The built-in tools, bound to one Settings, and the registry with the user's tools added.
 
 Each built-in is a method of a small class that holds one registry's state (the address
-policy, the knowledge folder, the CRM file). A registry gets them as `LazyTool`s: their
-names, writes flags, descriptions and schemas are known at once (literal JSON Schema, in
-`SCHEMAS`), while the object a tool runs on is made only when a run looks the tool up.
-The web tools' module (httpx and the address checks) is imported in one place, `_web`, and
-only when a registry has web tools to make or hosts to allow; the handbook (docs_search) in
-`_handbook`, when a run looks it up: a route needs the tools' names only (`builtin_writes`),
-and a web run no knowledge folder.
+policy, the knowledge folder, the CRM file). A registry gets them as `LazyTool`s: names,
+writes flags and schemas (literal JSON Schema, in `SCHEMAS`) at once, the object a tool runs
+on (and the web or handbook module it imports) only when a run looks the tool up.
 
 The CRM the CRM tools work on (the last section) is a small real one: companies in a SQLite
 file, found by a forgiving name match.
@@ -15,15 +11,16 @@ file, found by a forgiving name match.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-import threading
 import types
 import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 from annotated_types import Interval
 
@@ -43,12 +40,9 @@ __all__ = [
     "CrmStore",
     "builtin_descriptions",
     "builtin_entries",
-    "builtin_tools",
     "builtin_writes",
     "default_registry",
 ]
-
-T = TypeVar("T")
 
 
 def default_registry(settings: Settings, transport: httpx.BaseTransport | None = None) -> Registry:
@@ -61,11 +55,8 @@ def default_registry(settings: Settings, transport: httpx.BaseTransport | None =
 
 
 def _user_tools(spec: str, origin: str) -> list[Tool]:
-    """The tools of one module the settings name; its error says which setting named it.
-
-    `tiny init` keeps a my_tools.py that was there before and names it in tiny.toml: without
-    the setting's name, "no tools found" in a file the user never meant as tools is a riddle.
-    """
+    """The tools of one module the settings name; its error says which setting named it (`tiny
+    init` names a my_tools.py that was there before: its user may never have meant it as tools)."""
     try:
         return load_tool_module(spec)
     except ToolError as exc:
@@ -79,14 +70,14 @@ def builtin_entries(
 ) -> list[LazyTool]:
     """Return http_get, html_to_text, docs_search and the CRM tools as LazyTools on `settings`.
 
-    http_get fetches public addresses plus `settings.allow_hosts`; a malformed entry there
-    raises ConfigError here, before any tool runs. The tools of one class share one owner.
+    A malformed `settings.allow_hosts` entry raises ConfigError here, before any tool runs. The
+    tools of one class share one owner, made once: a registry makes its tools under its lock.
     """
-    policy = _policy(settings.allow_hosts)
+    policy = _web().AddressPolicy.of(settings.allow_hosts) if settings.allow_hosts else None
     owners: dict[type, Callable[[], Any]] = {
-        _WebTools: _once(lambda: _WebTools(policy, transport)),
-        _DocsTools: _once(lambda: _DocsTools(_handbook(settings.docs_dir))),
-        _CrmTools: _once(lambda: _CrmTools(settings.home)),
+        _WebTools: functools.cache(lambda: _WebTools(policy, transport)),
+        _DocsTools: functools.cache(lambda: _DocsTools(_handbook(settings.docs_dir))),
+        _CrmTools: functools.cache(lambda: _CrmTools(settings.home)),
     }
     return [
         LazyTool(method, owners[owner], SCHEMAS[method.__name__], writes)
@@ -105,11 +96,6 @@ def builtin_descriptions() -> dict[str, str]:
         method.__name__: " ".join((method.__doc__ or "").split("\n\n")[0].split())
         for _, method, _ in _BUILTINS
     }
-
-
-def builtin_tools(settings: Settings, transport: httpx.BaseTransport | None = None) -> list[Tool]:
-    """Return the built-in tools made now, bound to `settings` (see `builtin_entries`)."""
-    return [entry.build() for entry in builtin_entries(settings, transport)]
 
 
 # --- the tools ----------------------------------------------------------------------------
@@ -142,7 +128,7 @@ class _DocsTools:
         limit: Annotated[int, Interval(ge=1, le=MAX_SEARCH_LIMIT)] = DEFAULT_SEARCH_LIMIT,
     ) -> list[dict[str, Any]]:
         """Search the internal handbook and return matching pages, best first."""
-        return [hit.as_dict() for hit in self._handbook.search(query, limit)]
+        return [asdict(hit) for hit in self._handbook.search(query, limit)]
 
 
 class _CrmTools:
@@ -255,14 +241,8 @@ def _specs(tools_spec: str | None) -> list[str]:
     return [s.strip() for s in (tools_spec or "").split(",") if s.strip()]
 
 
-def _policy(allow_hosts: tuple[str, ...]) -> AddressPolicy | None:
-    """Parse the allowed hosts now (a bad one is a ConfigError); none: public addresses only."""
-    return _web().AddressPolicy.of(allow_hosts) if allow_hosts else None
-
-
 def _handbook(folder: Path) -> Handbook:
-    """The knowledge folder's search, made when a run looks docs_search up (its module's
-    four frozen dataclasses are a route's and a web run's largest import of tiny's own)."""
+    """The knowledge folder's search, imported when a run looks docs_search up."""
     from tiny_cli.tools.handbook import Handbook
 
     return Handbook(folder)
@@ -273,20 +253,6 @@ def _web() -> types.ModuleType:
     from tiny_cli.tools import web
 
     return web
-
-
-def _once(make: Callable[[], T]) -> Callable[[], T]:
-    """Return `make` memoised: the first call makes the value, every later call returns it."""
-    made: list[T] = []
-    lock = threading.Lock()
-
-    def get() -> T:
-        with lock:
-            if not made:
-                made.append(make())
-            return made[0]
-
-    return get
 
 
 # --- the CRM --------------------------------------------------------------------------------
@@ -307,6 +273,7 @@ CREATE TABLE IF NOT EXISTS companies (
 );
 """
 COLUMNS = ("company_id", "name", "city", "website", "notes", "created_at")
+SELECT = f"SELECT {', '.join(COLUMNS)} FROM companies"
 # German letters spelt out, so "Müller" and "Mueller" are the same company.
 FOLDS = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "ß": "ss"})
 
@@ -321,18 +288,18 @@ class CrmStore:
 
     def find(self, name: str, limit: int = DEFAULT_FIND_LIMIT) -> list[dict[str, Any]]:
         """Return companies whose name contains `name`, ignoring case, spaces and punctuation."""
-        key = _required_key(name, "name")
+        key = _required_key(name)
         sql = (
-            f"{_select()} WHERE instr(name_key, ?) > 0 "
+            f"{SELECT} WHERE instr(name_key, ?) > 0 "
             "ORDER BY name_key = ? DESC, length(name_key), company_id LIMIT ?"
         )
         with self._db() as db:
-            return [_row(r) for r in db.execute(sql, (key, key, limit))]
+            return [dict(r) for r in db.execute(sql, (key, key, limit))]
 
     def add(self, name: str, city: str, website: str = "", notes: str = "") -> dict[str, Any]:
         """Create a company and return its record; raise CrmDuplicate if the name exists."""
         name = " ".join(name.split())
-        key = _required_key(name, "name")
+        key = _required_key(name)
         values = (name, key, city.strip(), website.strip(), notes.strip(), self._now())
         sql = (
             "INSERT INTO companies (name, name_key, city, website, notes, created_at) "
@@ -343,13 +310,13 @@ class CrmStore:
                 cursor = db.execute(sql, values)
             except sqlite3.IntegrityError:  # the UNIQUE key, also when two writers race
                 raise self._duplicate(db, name, key) from None
-            row = db.execute(_select_by_id(), (cursor.lastrowid,)).fetchone()
-        return _row(row)
+            row = db.execute(f"{SELECT} WHERE company_id = ?", (cursor.lastrowid,)).fetchone()
+        return dict(row)
 
     def all(self) -> list[dict[str, Any]]:
         """Return every company, oldest first."""
         with self._db() as db:
-            return [_row(r) for r in db.execute(f"{_select()} ORDER BY company_id")]
+            return [dict(r) for r in db.execute(f"{SELECT} ORDER BY company_id")]
 
     # --- internals -------------------------------------------------------------------------
 
@@ -358,6 +325,7 @@ class CrmStore:
         """Open one connection per operation: safe across threads, commits on success."""
         self._ensure_schema()
         with closing(self._connect()) as db, db:
+            db.row_factory = sqlite3.Row  # read as a dict: column name -> value
             yield db
 
     def _connect(self) -> sqlite3.Connection:
@@ -382,8 +350,8 @@ class CrmStore:
         self._ready = True
 
     def _duplicate(self, db: sqlite3.Connection, name: str, key: str) -> CrmDuplicate:
-        row = db.execute(f"{_select()} WHERE name_key = ?", (key,)).fetchone()
-        existing = _row(row) if row else {"company_id": "?", "name": name}
+        row = db.execute(f"{SELECT} WHERE name_key = ?", (key,)).fetchone()
+        existing = row or {"company_id": "?", "name": name}
         return CrmDuplicate(
             f"company {name!r} already exists as company_id {existing['company_id']} "
             f"({existing['name']!r}); do not add it again"
@@ -403,20 +371,8 @@ def name_key(name: str) -> str:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _required_key(value: str, field: str) -> str:
-    key = name_key(value)
+def _required_key(name: str) -> str:
+    key = name_key(name)
     if not key:
-        raise ValueError(f"{field} must contain letters or digits, got {value!r}")
+        raise ValueError(f"name must contain letters or digits, got {name!r}")
     return key
-
-
-def _select() -> str:
-    return f"SELECT {', '.join(COLUMNS)} FROM companies"
-
-
-def _select_by_id() -> str:
-    return f"{_select()} WHERE company_id = ?"
-
-
-def _row(row: tuple[Any, ...]) -> dict[str, Any]:
-    return dict(zip(COLUMNS, row, strict=True))

@@ -1,10 +1,8 @@
 """docs_search: BM25 over a knowledge folder of Markdown and text pages, chunked by section.
 
-Each page is split into chunks (one per paragraph, under its section heading) so the
-snippet is the part of the page that matched. A page scores as its best chunk plus a
-title bonus: a query word in the page title is strong evidence the page is about it
-(field weighting, as BM25F does), and it keeps one stray mention elsewhere from
-outranking the page that is named after the topic.
+The snippet is the chunk (a paragraph, under its section heading) that matched. A page scores
+as its best chunk plus its title's score (field weighting, as BM25F does): one stray mention
+elsewhere does not outrank the page named after the topic.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +22,12 @@ from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 from tiny_cli.text import tokenize
 from tiny_cli.tools.artifacts import bm25_index
 
-DEFAULT_SNIPPET_CHARS = 400
+SNIPPET_CHARS = 400
 DOC_SUFFIXES = (".md", ".markdown", ".txt")
 TITLE_WEIGHT = 1.0  # the title field's BM25 score is added with this weight
 MAX_CACHED_FOLDERS = 16  # indexes kept per process: one per folder, its latest state
-MAX_FOLDER_ENTRIES = (
-    100_000  # files and folders a knowledge folder may hold: a handbook, not a disk
-)
+# files and folders a knowledge folder may hold: a handbook, not a disk
+MAX_FOLDER_ENTRIES = 100_000
 MAX_PAGES = 10_000  # pages a knowledge folder may hold
 MAX_PAGE_CHARS = 1_000_000  # a longer page is read up to here
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -45,11 +42,8 @@ class Hit:
     snippet: str
     score: float
 
-    def as_dict(self) -> dict[str, Any]:
-        """Return the hit as the JSON-ready dict the model receives."""
-        return asdict(self)
 
-
+@dataclass(frozen=True)
 class Handbook:
     """A searchable knowledge folder; its index is rebuilt when a page changes.
 
@@ -57,17 +51,9 @@ class Handbook:
     mtime_ns), so every Handbook over an unchanged folder (one per bench run) shares one index.
     """
 
-    def __init__(
-        self,
-        folder: Path,
-        snippet_chars: int = DEFAULT_SNIPPET_CHARS,
-        max_entries: int = MAX_FOLDER_ENTRIES,
-        max_pages: int = MAX_PAGES,
-    ) -> None:
-        self.folder = Path(folder)
-        self.snippet_chars = snippet_chars
-        self.max_entries = max_entries
-        self.max_pages = max_pages
+    folder: Path
+    max_entries: int = MAX_FOLDER_ENTRIES
+    max_pages: int = MAX_PAGES
 
     def search(self, query: str, limit: int = DEFAULT_SEARCH_LIMIT) -> list[Hit]:
         """Return the pages that best match `query`, best first; no match gives []."""
@@ -79,16 +65,14 @@ class Handbook:
                 f"the query {query!r} has no searchable words; "
                 "use key terms such as 'vacation request'"
             )
-        index = self._current_index()
-        return index.search(words, limit, self.snippet_chars)
+        return self._current_index().search(words, limit)
 
     def _current_index(self) -> _Index:
         """Return the folder's index, rebuilt when any page was added, removed or edited."""
         pages = _page_files(self.folder, self.max_entries, self.max_pages)
-        stats = [p.stat() for p in pages]
         signature = tuple(
-            (p.relative_to(self.folder).as_posix(), s.st_size, s.st_mtime_ns)
-            for p, s in zip(pages, stats, strict=True)
+            (p.relative_to(self.folder).as_posix(), (s := p.stat()).st_size, s.st_mtime_ns)
+            for p in pages
         )
         key = str(self.folder.resolve())
         with _INDEX_LOCK:  # bench runs search from several threads: one build, not one each
@@ -145,7 +129,7 @@ class _Index:
         titles = bm25_index([tokenize(p.title) for p in pages])
         return cls(signature, tuple(pages), tuple(chunks), bodies, titles)
 
-    def search(self, words: list[str], limit: int, snippet_chars: int) -> list[Hit]:
+    def search(self, words: list[str], limit: int) -> list[Hit]:
         body_scores = self.bodies.get_scores(words)
         title_scores = self.titles.get_scores(words)
         best: dict[int, int] = {}  # page -> its best chunk
@@ -157,12 +141,12 @@ class _Index:
             for page, ci in best.items()
         ]
         scored = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:limit]
-        return [self._hit(score, page, ci, snippet_chars) for score, page, ci in scored]
+        return [self._hit(score, page, ci) for score, page, ci in scored]
 
-    def _hit(self, score: float, page: int, ci: int, snippet_chars: int) -> Hit:
+    def _hit(self, score: float, page: int, ci: int) -> Hit:
         p, chunk = self.pages[page], self.chunks[ci]
         lead = f"{chunk.heading}: " if chunk.heading and chunk.heading != p.title else ""
-        snippet = _shorten(lead + " ".join(chunk.text.split()), snippet_chars)
+        snippet = _shorten(lead + " ".join(chunk.text.split()), SNIPPET_CHARS)
         return Hit(p.path, p.title, snippet, round(score, 3))
 
 
@@ -170,13 +154,15 @@ class _Index:
 
 
 def _page_files(folder: Path, max_entries: int, max_pages: int) -> list[Path]:
-    """Return the folder's pages, sorted; hidden files and folders, and links out, left out."""
+    """Return the folder's pages, sorted; hidden files and folders, links out and files that are
+    no regular file (a FIFO would block the read), left out."""
     if not folder.is_dir():
         raise ToolCallError(f"knowledge folder {folder} does not exist; set TINY_DOCS")
     inside = folder.resolve()
     files: list[Path] = []
-    for path in _walk(folder, max_entries):
-        if path.suffix.lower() in DOC_SUFFIXES and path.resolve().is_relative_to(inside):
+    named = (path for path in _walk(folder, max_entries) if path.suffix.lower() in DOC_SUFFIXES)
+    for path in named:
+        if path.is_file() and path.resolve().is_relative_to(inside):
             files.append(path)
         if len(files) > max_pages:
             raise ToolCallError(
@@ -189,35 +175,21 @@ def _page_files(folder: Path, max_entries: int, max_pages: int) -> list[Path]:
 
 
 def _walk(folder: Path, max_entries: int) -> Iterator[Path]:
-    """Yield the files under `folder`, not entering hidden or linked folders; a folder that
-    cannot be read is left out. Stops when the run that asked gave up, or past max_entries."""
-    pending, seen = [folder], 0
-    while pending:
+    """Yield the names under `folder` that are no folder, hidden ones left out (os.walk enters
+    no linked folder and skips one it cannot read). Stops when the run that asked gave up, or
+    past max_entries."""
+    seen = 0
+    for root, folders, names in os.walk(folder):
         stop_if_abandoned()
-        try:
-            with os.scandir(pending.pop()) as found:
-                entries = [e for e in found if not e.name.startswith(".")]
-        except OSError:  # unreadable, or gone since it was listed (as under /proc)
-            continue
-        seen += len(entries)
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        names = [name for name in names if not name.startswith(".")]
+        seen += len(folders) + len(names)
         if seen > max_entries:
             raise ToolCallError(
                 f"knowledge folder {folder} holds over {max_entries:,} files and folders; "
                 "set TINY_DOCS to the handbook's own folder"
             )
-        for entry in entries:
-            if _is(entry.is_dir, follow_symlinks=False):
-                pending.append(Path(entry.path))
-            elif _is(entry.is_file):
-                yield Path(entry.path)
-
-
-def _is(test: Any, **options: bool) -> bool:
-    """Ask a DirEntry what it is; one that vanished or cannot be read is neither."""
-    try:
-        return bool(test(**options))
-    except OSError:
-        return False
+        yield from (Path(root, name) for name in names)
 
 
 def _read_page(path: Path) -> str:

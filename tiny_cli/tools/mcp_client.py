@@ -3,10 +3,8 @@
 The runner is synchronous and runs on many threads (the bench); the `mcp` SDK is async. One
 daemon thread runs an asyncio loop that owns every server session of the process; the runner's
 threads submit calls to it and wait with a deadline. A server starts the first time a card that
-names one of its tools runs, stays up for the rest of the process (the bench reuses it across
-runs) and is stopped at exit. This module imports the SDK at its top, and is itself imported
-only where a server starts (tiny_cli.tools.mcp_tools binds a tool, `tiny cards import` lists
-a server's tools): commands that run no MCP tool do not pay for it.
+names one of its tools runs and stays up until the process ends. This module imports the SDK at
+its top, and is itself imported only where a server starts.
 """
 
 from __future__ import annotations
@@ -93,18 +91,9 @@ _HOST: _Host | None = None
 _HOST_LOCK = threading.Lock()
 
 
-@functools.cache
-def _stop_at_exit() -> None:
-    """Stop the servers when the process ends (registered once, whatever the host)."""
-    atexit.register(stop_servers)
-
-
 class _SdkLog(logging.Handler):
-    """The SDK's own logging as one-line warnings on stderr: never a traceback, a few lines.
-
-    A server that prints 200 lines of noise on stdout makes the SDK log 200 tracebacks;
-    tiny shows the first SDK_WARNINGS, one line each, and counts the rest.
-    """
+    """The SDK's own logging as one-line warnings on stderr, the first SDK_WARNINGS only (a
+    server that prints 200 lines of noise on stdout makes the SDK log 200 tracebacks)."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -137,8 +126,10 @@ _SDK_LOG = _SdkLog()
 
 
 @functools.cache
-def _route_sdk_logging() -> None:
-    """Send the SDK's loggers to _SDK_LOG only (once per process, when a server starts)."""
+def _once_per_process() -> None:
+    """When a server first starts: stop the servers at exit; send the SDK's loggers to _SDK_LOG
+    only."""
+    atexit.register(stop_servers)
     for name in SDK_LOGGERS:
         logger = logging.getLogger(name)
         logger.addHandler(_SDK_LOG)
@@ -188,8 +179,7 @@ class _Host:
         self.lock = threading.Lock()
         thread = threading.Thread(target=self.loop.run_forever, name="tiny-mcp", daemon=True)
         thread.start()
-        _stop_at_exit()
-        _route_sdk_logging()
+        _once_per_process()
 
     def session(
         self, server: McpServer, seconds: float, environ: Mapping[str, str] | None
@@ -248,7 +238,7 @@ class _Session:
         self.failure: BaseException | None = None
         self.errlog: _StderrTail | None = None
         self.task: asyncio.Task[None] | None = None
-        self.stopping: asyncio.Event | None = None
+        self.stopping = asyncio.Event()  # bound to the loop on first use
 
     def begin(self, seconds: float) -> None:
         """Start the server and read its tools; ToolServerError when it fails or is silent."""
@@ -288,8 +278,7 @@ class _Session:
 
     async def stop(self) -> None:
         """Ask the owner task to leave its session (closing it stops the server)."""
-        if self.stopping is not None:
-            self.stopping.set()
+        self.stopping.set()
         if self.task is not None:
             with contextlib.suppress(BaseException):
                 await self.task
@@ -297,22 +286,21 @@ class _Session:
     async def _start(self) -> None:
         """Start the owner task and wait until the tools are listed or the server is gone."""
         ready = asyncio.Event()
-        self.stopping = asyncio.Event()
-        self.task = asyncio.get_running_loop().create_task(self._own(ready, self.stopping))
+        self.task = asyncio.get_running_loop().create_task(self._own(ready))
         try:
             await ready.wait()
         except asyncio.CancelledError:  # the caller's time is up: the server goes too
             self.task.cancel()
             raise
 
-    async def _own(self, ready: asyncio.Event, stopping: asyncio.Event) -> None:
+    async def _own(self, ready: asyncio.Event) -> None:
         """Hold the session open until told to stop (anyio scopes end in the task they began)."""
         try:
             async with self._client() as client:
                 self.tools = await _listing(client)
                 self.client = client
                 ready.set()
-                await stopping.wait()
+                await self.stopping.wait()
         except BaseException as exc:  # ends this task only; the reason is read by `_why`
             self.failure = exc
         finally:
@@ -360,11 +348,8 @@ class _Session:
 
 
 class _StderrTail:
-    """A server's stderr: a pipe that a thread drains, keeping only the last bytes.
-
-    The server is never held up by a full pipe, and a chatty one costs STDERR_TAIL_BYTES
-    however much it writes (a file would keep it all for the server's life).
-    """
+    """A server's stderr: a pipe that a thread drains, keeping only the last bytes (a chatty
+    server is never held up by a full pipe, nor kept whole in a file)."""
 
     def __init__(self) -> None:
         readable, writable = os.pipe()
@@ -400,8 +385,8 @@ class _StderrTail:
 
 
 def _http_transport(server: McpServer) -> Any:
-    """Return a streamable HTTP transport that sends the server's headers."""
-    # headers go on our own client: the SDK's default one cannot carry them
+    """Return a streamable HTTP transport that sends the server's headers (on our own client:
+    the SDK's default one cannot carry them)."""
     client = httpx2.AsyncClient(headers=dict(server.headers), timeout=httpx2.Timeout(30, read=300))
     return _closing(client, streamable_http_client(server.url or "", http_client=client))
 
@@ -436,12 +421,16 @@ def _tool(wire: str, name: str, published: Any, server: McpServer) -> Tool | str
         dialect(schema).check_schema(schema)  # the one it declares; MCP's default without
     except jsonschema.SchemaError as exc:
         return f"tool {name!r} publishes an inputSchema that is not a JSON Schema: {exc.message}"
-    annotations = published.annotations
-    read_only = annotations is not None and annotations.read_only_hint is True
-    destructive = annotations is not None and annotations.destructive_hint is True
     description = published.description or published.title or f"{name} (an MCP tool)"
     func = partial(_call, server, published.name)
-    return Tool(wire, description, schema, func, writes=not read_only or destructive)
+    return Tool(wire, description, schema, func, writes=writes(published))
+
+
+def writes(published: Any) -> bool:
+    """Whether a published tool writes: its MCP annotations say no readOnlyHint (or say none),
+    or say destructiveHint."""
+    hints = published.annotations
+    return hints is None or hints.read_only_hint is not True or hints.destructive_hint is True
 
 
 def _call(server: McpServer, tool: str, /, **arguments: Any) -> str:  # any argument name is free

@@ -21,12 +21,22 @@ from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
 
 MCP_FILENAMES = ("mcp.yaml", "mcp.yml")  # in the cards folder; never read as cards
+# Patterns as text: `re` compiles each on first use and keeps it (compiled at import, they
+# would cost every start, for commands that never read an mcp.yaml).
 # `server.tool`: MCP tool names are 1-128 of letters, digits, '_', '-' and '.' (the spec's).
-# Patterns as text: `re` compiles each on first use (tiny_cli.tools.mcp_config says why).
 QUALIFIED_NAME = r"^([A-Za-z0-9][A-Za-z0-9_-]{0,31})\.([A-Za-z0-9_.-]{1,128})$"
 WIRE_NAME = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI-compatible servers accept
 WIRE_SEPARATOR = "__"
 WIRE_HASH_CHARS = 8
+SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
+REFERENCE = r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"
+# a header or env entry whose name says it holds a secret must take it from the environment
+SECRET_NAME = r"(?i)key|token|secret|passw|credential|authorization|^auth|cookie"
+# ...and hold nothing but `${VAR}`, after an auth scheme at most: no literal part to leak
+SCHEMES = ("Bearer", "Basic", "Token", "Bot", "Digest", "ApiKey", "Key", "JWT", "OAuth")
+SECRET_VALUE = rf"(?i)(?:(?:{'|'.join(SCHEMES)}) )?\$\{{[A-Za-z_][A-Za-z0-9_]*\}}"
+SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "type")
+TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamable_http": "url"}
 
 
 def mcp_path(cards_dir: Path, explicit: str | None) -> Path | None:
@@ -67,12 +77,8 @@ def wire_name(name: str) -> str:
 
 
 class WireName(str):
-    """A card's name for one of its MCP tools: the wire name, holding the qualified name.
-
-    Each card's tools carry their own qualified names, so a wire name is resolved through the
-    card that lists it, never through a map every card loaded shares (where the last card
-    loaded would decide which server a colliding wire name reaches).
-    """
+    """A card's name for one of its MCP tools: the wire name, holding the qualified name (so a
+    wire name two servers' tools share is resolved through the card that lists it)."""
 
     qualified: str
 
@@ -96,25 +102,10 @@ def original(name: str) -> str:
     return name.qualified if isinstance(name, WireName) else name
 
 
-# Patterns as text: `re` compiles each on first use and keeps it (compiled at import, they
-# would cost every start, for commands that never read an mcp.yaml)
-SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
-REFERENCE = r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"
-# a header or env entry whose name says it holds a secret must take it from the environment
-SECRET_NAME = r"(?i)key|token|secret|passw|credential|authorization|^auth|cookie"
-# ...and hold nothing but `${VAR}`, after an auth scheme at most: no literal part to leak
-SCHEMES = ("Bearer", "Basic", "Token", "Bot", "Digest", "ApiKey", "Key", "JWT", "OAuth")
-SECRET_VALUE = rf"(?i)(?:(?:{'|'.join(SCHEMES)}) )?\$\{{[A-Za-z_][A-Za-z0-9_]*\}}"
-SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "type")
-TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamable_http": "url"}
-
-
 @dataclass(frozen=True)
 class McpServer:
-    """One server of mcp.yaml: a command to run (stdio) or a URL (streamable HTTP).
-
-    Values may hold `${VAR}` references; `resolved` expands them from the environment.
-    """
+    """One server of mcp.yaml: a command to run (stdio) or a URL (streamable HTTP); values may
+    hold `${VAR}` references, which `resolved` expands."""
 
     name: str
     file: Path
@@ -124,11 +115,6 @@ class McpServer:
     cwd: str | None = None
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, hash=False)
-
-    @property
-    def transport(self) -> str:
-        """Return `stdio` for a command tiny starts, `http` for a URL."""
-        return "stdio" if self.command is not None else "http"
 
     def key(self) -> tuple:
         """Identify the server as started: two files naming the same thing share one process."""
@@ -180,9 +166,7 @@ def load_mcp_config(path: Path | None) -> McpConfig | None:
     if path is None:
         return None
     try:
-        _, data = yamlsafe.load(yamlsafe.read_bounded(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        _, data = yamlsafe.load(read_config(path))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -193,6 +177,14 @@ def load_mcp_config(path: Path | None) -> McpConfig | None:
     if not isinstance(servers, dict):
         raise ConfigError(f"{path}: servers: must be a mapping of server name -> settings")
     return McpConfig(path, {str(n): _server(path, n, s) for n, s in servers.items()})
+
+
+def read_config(path: Path) -> str:
+    """A config file's text, bounded; ConfigError naming the file when it cannot be read."""
+    try:
+        return yamlsafe.read_bounded(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -271,7 +263,7 @@ def _check_secrets(where: str, server: McpServer) -> None:
     for section, key, value in entries + [("env", k, v) for k, v in server.env.items()]:
         if re.search(SECRET_NAME, key) and not re.fullmatch(SECRET_VALUE, value):
             said = "part of a secret is" if re.search(REFERENCE, value) else "a secret cannot be"
-            example = f"${{MY_{_env_name(key)}}}"
+            example = f"${{MY_{env_name(key)}}}"
             raise ConfigError(
                 f"{where}.{section}.{key}: {said} written in the file; the value may be only "
                 f"${{VAR}} from the environment, or a scheme and ${{VAR}}, e.g. {key}: {example} "
@@ -282,8 +274,9 @@ def _check_secrets(where: str, server: McpServer) -> None:
         raise ConfigError(f"{where}.url: a password in the URL must be exactly a ${{VAR}}")
 
 
-def _env_name(key: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", key).strip("_").upper() or "SECRET"
+def env_name(text: str, empty: str = "SECRET") -> str:
+    """`text` as a variable's name: capitals, digits and '_' (`empty` when nothing is left)."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").upper() or empty
 
 
 def _expand(value: str, environ: Mapping[str, str], found: set[str], where: str) -> str:

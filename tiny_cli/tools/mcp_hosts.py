@@ -1,11 +1,10 @@
 """MCP servers from a host's own config, carried into mcp.yaml with their secrets lifted out.
 
 Claude Code's `.mcp.json`, Claude Desktop's and Cursor's configs hold `mcpServers`; VS Code's
-`.vscode/mcp.json` holds `servers` (with `type`). Each server becomes an mcp.yaml entry. A
-literal secret (a header or env entry named like one, an argument after a flag named like one,
-a value shaped like a key) becomes `${VAR}`, a variable named from the server and the key; the
-value itself is kept only in memory, for starting the server during this import, and is never
-written or shown.
+`.vscode/mcp.json` holds `servers` (with `type`). A literal secret (a header or env entry named
+like one, an argument after a flag named like one, a value shaped like a key) becomes `${VAR}`,
+named from the server and the key; the value is kept only in memory, for starting the server
+during this import.
 """
 
 from __future__ import annotations
@@ -29,7 +28,9 @@ from tiny_cli.tools.mcp_config import (
     SECRET_NAME,
     SERVER_NAME,
     _server,
+    env_name,
     load_mcp_config,
+    read_config,
 )
 from tiny_cli.userfiles import locked, write_text
 
@@ -108,9 +109,7 @@ def _host_servers(path: Path) -> tuple[str, dict[Any, Any]]:
     """The host config's key of servers and its mapping of them."""
     try:
         # JSON is YAML; VS Code's file may hold // comment lines (JSONC)
-        _, data = yamlsafe.load(re.sub(r"(?m)^\s*//.*$", "", yamlsafe.read_bounded(path)))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        _, data = yamlsafe.load(re.sub(r"(?m)^\s*//.*$", "", read_config(path)))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not JSON: {getattr(exc, 'problem', None) or exc}") from None
     key = next((k for k in HOST_KEYS if isinstance(data, dict) and k in data), None)
@@ -153,9 +152,7 @@ def _fault(shape: str, value: Any) -> tuple[str, Any] | None:
 
 def merge_mcp_yaml(path: Path, servers: Mapping[str, dict[str, Any]]) -> list[str]:
     """Add `servers` that mcp.yaml lacks after its own text (its comments and layout stay);
-    return their names. A server mcp.yaml already declares keeps mcp.yaml's settings.
-
-    An mcp.yaml that does not check (load_mcp_config), or that cannot take the new entries
+    return their names. An mcp.yaml that does not check, or that cannot take the new entries
     without being rewritten (flow style), is a ConfigError, and the file is left as it is.
     """
     # read, merge and write under the lock: two imports at once would each write the file as
@@ -184,10 +181,7 @@ def _declared(path: Path) -> tuple[str, dict[str, Any]]:
     """mcp.yaml's text and its servers as written; ConfigError naming the first fault."""
     if not path.is_file():
         return "", {}
-    try:
-        text = yamlsafe.read_bounded(path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    text = read_config(path)
     if re.search(r"(?m)^[ \t]*[^\s#]", text) is None:
         return text, {}  # empty, or comments only: the servers go after them
     load_mcp_config(path)  # a mapping with one key, `servers`, of servers that check
@@ -293,11 +287,8 @@ class _Lifter:
         text = _references(url, server)
         found = re.match(r"^([a-z][a-z0-9+.-]*://[^/@:]*:)([^/@]*)(@.*)$", text, re.I)
         if found and not re.fullmatch(REFERENCE, found.group(2)):
-            text = (
-                found.group(1)
-                + self._lift(server, "url", "password", found.group(2))
-                + found.group(3)
-            )
+            lifted = self._lift(server, "url", "password", found.group(2))
+            text = found.group(1) + lifted + found.group(3)
         return re.sub(
             r"(?i)([?&][^=&#]*(?:key|token|secret|passw|auth)[^=&#]*=)([^&#]+)",
             lambda m: m.group(1) + self._lift(server, "url", m.group(1)[1:-1], m.group(2)),
@@ -319,8 +310,7 @@ class _Lifter:
 
     def _variable(self, server: str, key: str) -> str:
         """`SERVER_KEY` in capitals; the server's name once, a number when taken."""
-        words = re.sub(r"[^A-Za-z0-9]+", "_", key).strip("_").upper() or "SECRET"
-        head = re.sub(r"[^A-Za-z0-9]+", "_", server).strip("_").upper() or "SERVER"
+        words, head = env_name(key), env_name(server, "SERVER")
         name = words if words.startswith(head + "_") else f"{head}_{words}"
         name = name if re.match(r"^[A-Za-z_]", name) else f"MCP_{name}"
         taken, n = name, 2
@@ -332,7 +322,7 @@ class _Lifter:
 def _references(value: str, server: str) -> str:
     """Write a host's `${env:VAR}`, `${VAR:-default}` and `${input:id}` as mcp.yaml's `${VAR}`."""
     value = re.sub(HOST_REFERENCE, lambda m: f"${{{m.group(1)}}}", value)
-    head = re.sub(r"[^A-Za-z0-9]+", "_", server).strip("_").upper()
+    head = env_name(server, "")
     return re.sub(
         INPUT_REFERENCE,
         lambda m: "${" + f"{head}_{re.sub(r'[^A-Za-z0-9]+', '_', m.group(1)).upper()}" + "}",
@@ -342,19 +332,15 @@ def _references(value: str, server: str) -> str:
 
 def _secret_flag(arg: str) -> bool:
     """`--api-key`, `--token`, `-p`assword-like flags: a word of the flag names a secret."""
-    if not arg.startswith("-"):
-        return False
     words = set(re.split(r"[-_.]+", arg.lower().lstrip("-")))
-    return bool(words & SECRET_FLAG_WORDS)
+    return arg.startswith("-") and bool(words & SECRET_FLAG_WORDS)
 
 
 def _looks_secret(value: str) -> bool:
     """A value shaped like a key: what the scrubber hides, a known prefix, a long random run."""
-    if re.search(REFERENCE, value) and re.fullmatch(rf"(?:\S+ )?{REFERENCE}", value):
+    if re.fullmatch(rf"(?:\S+ )?{REFERENCE}", value):  # a `${VAR}`, after a scheme at most
         return False
-    if Scrubber([]).text(value) != value:
-        return True
-    if re.match(KEY_PREFIX, value):
+    if Scrubber([]).text(value) != value or re.match(KEY_PREFIX, value):
         return True
     digits = sum(ch.isdigit() for ch in value)
     return bool(re.match(LONG_RUN, value)) and digits >= MIN_TOKEN_DIGITS

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tiny_cli.errors import ConfigError, ToolServerError
-from tiny_cli.tools.mcp_client import _listing, open_session
+from tiny_cli.tools.mcp_client import _listing, open_session, writes
 from tiny_cli.tools.mcp_config import McpServer
 
 __all__ = ["LIST_SECONDS", "ListedTool", "Listing", "list_servers"]
@@ -54,9 +54,6 @@ def list_servers(
 
 
 def _list_one(server: McpServer, environ: Mapping[str, str] | None, seconds: float) -> Listing:
-    # tools/list read again on the running session: a server started earlier in this process
-    # (a test, a second import) may have changed its tools since
-    session = None
     try:
         session = open_session(server, seconds, environ)
         tools = session.host.run(_listing(session.client), seconds)
@@ -74,14 +71,11 @@ def _list_one(server: McpServer, environ: Mapping[str, str] | None, seconds: flo
 
 
 def _listed(published: Any) -> ListedTool:
-    annotations = published.annotations
-    read_only = annotations is not None and annotations.read_only_hint is True
-    destructive = annotations is not None and annotations.destructive_hint is True
     schema = published.input_schema if isinstance(published.input_schema, dict) else {}
     properties = schema.get("properties")
     return ListedTool(
         published.name,
         " ".join((published.description or published.title or "").split()),
-        writes=not read_only or destructive,
+        writes=writes(published),
         parameters=tuple(properties) if isinstance(properties, dict) else (),
     )

@@ -1,9 +1,8 @@
 """MCP servers' tools as one source of the registry: named at once, bound when a run needs them.
 
 `McpTools` knows a tool by the name a card gives it and which server offers it, from mcp.yaml
-alone. Binding a tool starts its server: that is tiny_cli.tools.mcp_client, which imports the
-MCP SDK at its top, and this module imports it only then (`_open_session`): a run whose card
-names no MCP tool never loads the SDK.
+alone. Binding a tool starts its server (tiny_cli.tools.mcp_client, imported only then: a run
+whose card names no MCP tool never loads the MCP SDK).
 """
 
 from __future__ import annotations
@@ -33,11 +32,8 @@ Opener = Callable[[McpServer, float, "Mapping[str, str] | None"], Any]  # -> a r
 
 
 class McpTools:
-    """The tools of the servers in one mcp.yaml, as a ToolSource for the registry.
-
-    A tool is known by its wire name (`time__get_current_time`); it is bound, with the schema
-    and description the server publishes, when a run needs it.
-    """
+    """The tools of the servers in one mcp.yaml, as a ToolSource for the registry: each bound,
+    with the schema and description its server publishes, when a run needs it."""
 
     def __init__(
         self,
@@ -53,11 +49,8 @@ class McpTools:
         self._unusable: dict[str, str] = {}  # `check`: server -> why it could not be started
 
     def owns(self, name: str) -> bool:
-        """Say whether `name`, a card's tool name, is a tool of a server in this file.
-
-        Only a card's own name for a tool (a WireName, holding its qualified name) is owned:
-        the bare wire name a model sends resolves through the card that lists it, or not at all.
-        """
+        """Say whether `name` is a card's name (a WireName) for a tool of a server in this file
+        (the bare wire name a model sends resolves through the card that lists it)."""
         parts = qualified(original(name)) if isinstance(name, WireName) else None
         return parts is not None and parts[0] in self.config.servers
 
@@ -80,11 +73,10 @@ class McpTools:
         found: list[Check] = []
         deadline = time.monotonic() + seconds
         for server, wanted in _by_server([t for t in tools if self.owns(t)]).items():
-            spec = self.config.servers[server]
             try:
                 if server in self._unusable:  # one wait per server, not one per card naming it
                     raise ToolServerError(self._unusable[server], server=server)
-                session = self._open(spec, _left(deadline), self.environ)
+                session = self._open(self.config.servers[server], _left(deadline), self.environ)
             except (ToolServerError, ConfigError) as exc:
                 self._unusable[server] = str(exc)
                 found += [_check(tools, w, str(exc)) for w, _ in wanted]

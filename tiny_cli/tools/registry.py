@@ -1,9 +1,7 @@
 """Tools: the registry of every callable tool, the @tool decorator, and user tool modules.
 
-A tool's description and schema come from its signature and docstring (`tiny_cli.tools.specs`,
-built once per process), or, for a built-in, from its literal schema. The built-in tools join
-a registry as `LazyTool`s: known by name, writes flag, description and schema at once, made
-(with their state and imports) only when a run asks for one.
+A tool's description and schema come from its signature and docstring (`tiny_cli.tools.specs`),
+or, for a built-in, from its literal schema: a `LazyTool`, made only when a run asks for it.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import json
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -24,7 +23,7 @@ import pydantic
 
 from tiny_cli.errors import ConfigError, ToolCallError, ToolError
 from tiny_cli.tools.args_check import fast_pass
-from tiny_cli.tools.specs import TOOL_NAME_PATTERN, Spec, literal_spec, one_line, spec_of
+from tiny_cli.tools.specs import Spec, one_line, spec_of
 
 __all__ = [
     "LazyTool",
@@ -66,11 +65,8 @@ class Tool:
         return self.func(**arguments)
 
     def _as_given(self, arguments: dict[str, Any]) -> bool:
-        """Whether the model would hand the arguments on unchanged, so none needs building.
-
-        So it would for a plain spec's arguments that pass its schema, name only its
-        parameters and hold no number (5.0 for an int is 5, 5 for a float is 5.0).
-        """
+        """Whether the model would leave the arguments unchanged, so it need not be built: a plain
+        spec's known arguments that pass its schema and hold no number (5.0 for an int is 5)."""
         assert self.spec is not None
         known = self.parameters.get("properties", {})
         return (
@@ -111,10 +107,9 @@ def _schema_entry(name: str, description: str, parameters: dict[str, Any]) -> di
 class LazyTool:
     """A built-in tool known before it exists: its literal schema now, its object later.
 
-    `method` is a function defined in a class (its first parameter, `self`, is no argument);
-    `owner()` makes the object with one registry's state (a CRM, a knowledge folder) and
-    imports what the tool needs. `described` holds the literal `description` and `parameters`
-    the model is shown: name, writes, description and schema need no owner and build nothing.
+    `method` is a function of a class; `owner()` makes the object it is bound to (with one
+    registry's state) and imports what the tool needs. `described` holds the literal
+    `description` and `parameters` the model is shown.
     """
 
     method: Callable[..., Any]
@@ -123,13 +118,18 @@ class LazyTool:
     writes: bool = False
 
     @property
-    def tool_name(self) -> str:
+    def name(self) -> str:
         """Return the name the model calls the tool by (the method's)."""
         return self.method.__name__
 
     def spec(self) -> Spec:
-        """Return the description, schema and arguments model (the model built on first use)."""
-        return literal_spec(self.method, self.tool_name, self.described)
+        """Return the literal description and schema, and the arguments model built from the
+        method on first use (no built-in hint carries a validator: the spec is plain)."""
+        schema = json.dumps(self.described["parameters"])
+        return Spec(self.name, self.described["description"], schema, True, self._model)
+
+    def _model(self) -> type[pydantic.BaseModel]:
+        return spec_of(self.method, self.name, bound=True).model
 
     def schema(self) -> dict[str, Any]:
         """Return the OpenAI `tools` entry, without making the tool."""
@@ -144,11 +144,8 @@ class LazyTool:
 
 
 def declared_tool(name: str, description: str, parameters: dict[str, Any]) -> Tool:
-    """A tool a card declares with a schema and no implementation: a call is told it cannot run.
-
-    A function-calling bench scores the first call and never runs it; anywhere else the model
-    gets this answer, and the run cannot claim work that no tool did.
-    """
+    """A tool a card declares with a schema and no implementation (a function-calling bench
+    scores the first call and never runs it): a call is told it cannot run."""
 
     def refuse(**_: Any) -> Any:
         raise ToolCallError(f"{name} is declared only: it has no implementation to run")
@@ -182,8 +179,7 @@ class Registry(Mapping[str, Tool]):
     """
 
     def __init__(self, tools: Iterable[Tool | LazyTool] = (), origin: str = "built-in") -> None:
-        self._tools: dict[str, Tool] = {}
-        self._lazy: dict[str, LazyTool] = {}
+        self._entries: dict[str, Tool | LazyTool] = {}  # a LazyTool until it is made
         self._origins: dict[str, str] = {}  # every name, in the order added
         self._lock = threading.Lock()
         self.sources: list[ToolSource] = []
@@ -196,11 +192,9 @@ class Registry(Mapping[str, Tool]):
         self.sources.append(source)
 
     def bind(self, names: Iterable[str], seconds: float, may_write: bool = False) -> None:
-        """Start what the source tools among `names` need, within `seconds` per source.
-
-        Raises ToolServerError when a server cannot be used; `may_write` False refuses a
-        source tool that writes.
-        """
+        """Start what the source tools among `names` need, within `seconds` per source
+        (ToolServerError when a server cannot be used, or one of its tools writes unless
+        `may_write`)."""
         names = list(names)
         for source in self.sources:
             mine = [n for n in names if source.owns(n)]
@@ -209,37 +203,26 @@ class Registry(Mapping[str, Tool]):
 
     def add(self, tool: Tool | LazyTool, origin: str = "built-in") -> None:
         """Register a tool; a second tool with the same name is a ToolError naming both origins."""
-        name = tool.tool_name if isinstance(tool, LazyTool) else tool.name
-        if name in self._origins:
-            first = self._origins[name]
+        if tool.name in self._origins:
+            first = self._origins[tool.name]
             raise ToolError(
-                f"tool {name!r} from {origin} clashes with tool {name!r} from {first}; "
+                f"tool {tool.name!r} from {origin} clashes with tool {tool.name!r} from {first}; "
                 "rename one of them (@tool(name=...))"
             )
-        if isinstance(tool, LazyTool):
-            if not TOOL_NAME_PATTERN.match(name):
-                raise ToolError(f"tool {name!r}: a name is 1-64 letters, digits, '_' or '-'")
-            self._lazy[name] = tool
-        else:
-            self._tools[name] = tool
-        self._origins[name] = origin
+        self._entries[tool.name] = tool
+        self._origins[tool.name] = origin
 
     def with_declared(self, functions: Sequence[Mapping[str, Any]], origin: str) -> Registry:
-        """This registry as one card sees it: the functions it declares win their names.
-
-        A card may declare a function with a registered tool's name (a server's `html_to_text`):
-        in that card the name means the declaration, in every other card the registered tool.
-        """
+        """This registry as one card sees it: the functions it declares win their names (in
+        that card only: every other card keeps the registered tool)."""
         tools = [
             declared_tool(f["name"], f.get("description", ""), f["parameters"]) for f in functions
         ]
         view = copy.copy(self)  # shares the sources, the lock and every tool made so far
         view._seen_by = origin  # a tool the card lists and this registry lacks is named with it
-        if not tools:
-            return view
-        view._tools = {**self._tools, **{t.name: t for t in tools}}
-        view._lazy = {n: lazy for n, lazy in self._lazy.items() if n not in view._tools}
-        view._origins = {**self._origins, **{t.name: origin for t in tools}}
+        if tools:
+            view._entries = {**self._entries, **{t.name: t for t in tools}}
+            view._origins = {**self._origins, **{t.name: origin for t in tools}}
         return view
 
     def origin(self, name: str) -> str:
@@ -248,16 +231,15 @@ class Registry(Mapping[str, Tool]):
 
     def entry(self, name: str) -> Tool | LazyTool:
         """Return what was added as `name`: the Tool, or the LazyTool if it is not made yet."""
-        return self._tools.get(name) or self._lazy[name]
+        return self._entries[name]
 
     def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
         """Return the OpenAI tool schemas of `names`, in that order (making no LazyTool)."""
-        # a name not held is a caller's registry without the card's tools: say so, not KeyError
         names = list(names)
         missing = [n for n in names if n not in self._origins and self._source_of(n) is None]
-        if missing:
+        if missing:  # a caller's registry without the card's tools: say so, not KeyError
             raise self._missing(missing[0])
-        return [self._schema(n) for n in names]
+        return [(self[n] if self._source_of(n) else self._entries[n]).schema() for n in names]
 
     def _missing(self, name: str) -> ConfigError:
         """The error for a tool this registry lacks, naming the card that lists it, if known."""
@@ -270,28 +252,11 @@ class Registry(Mapping[str, Tool]):
 
     def writes(self) -> dict[str, bool]:
         """Map every tool name to whether it writes (what card validation needs)."""
-        return {name: self.entry(name).writes for name in self._origins}
-
-    def _schema(self, name: str) -> dict[str, Any]:
-        lazy = self._lazy.get(name) if self._source_of(name) is None else None
-        if lazy is not None and name not in self._tools:
-            return lazy.schema()
-        return self[name].schema()
-
-    def _make(self, name: str) -> Tool:
-        with self._lock:  # runs share a registry (bench threads, `tiny serve`): make it once
-            if name not in self._tools:
-                self._tools[name] = self._lazy[name].build()
-            return self._tools[name]
+        return {name: self._entries[name].writes for name in self._origins}
 
     def _source_of(self, name: str) -> ToolSource | None:
-        """The source that owns `name` (a card's name for an MCP tool), if any: it decides alone.
-
-        A source's tool is found through its own source only, even where a registered tool
-        has the same name on the wire.
-        """
-        if not self.sources:
-            return None
+        """The source that owns `name` (a card's name for an MCP tool), if any: it decides alone,
+        even where a registered tool has the same name on the wire."""
         return next((s for s in self.sources if s.owns(name)), None)
 
     def __getitem__(self, name: str) -> Tool:
@@ -301,11 +266,14 @@ class Registry(Mapping[str, Tool]):
             if found is None:
                 raise KeyError(name)
             return found
-        if name in self._tools:
-            return self._tools[name]
-        if name in self._lazy:
-            return self._make(name)
-        raise KeyError(name)
+        entry = self._entries[name]
+        if isinstance(entry, Tool):
+            return entry
+        with self._lock:  # runs share a registry (bench threads, `tiny serve`): make it once
+            entry = self._entries[name]
+            if isinstance(entry, LazyTool):
+                entry = self._entries[name] = entry.build()
+            return entry
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
@@ -328,11 +296,7 @@ def tool(
     name: str | None = None,
     writes: bool = False,
 ) -> Any:
-    """Turn a typed, documented function into a Tool; usable as @tool or @tool(writes=True).
-
-    The description, schema and arguments model are built once per function and process
-    (`tiny_cli.tools.specs`).
-    """
+    """Turn a typed, documented function into a Tool; usable as @tool or @tool(writes=True)."""
 
     def wrap(f: Callable[..., Any]) -> Tool:
         _runs_when_called(f)
@@ -360,10 +324,7 @@ def _runs_when_called(f: Callable[..., Any]) -> None:
 def load_tool_module(spec: str) -> list[Tool]:
     """Import a module (dotted name or .py path) and return every Tool defined at its top."""
     module = _import(spec.strip())
-    found: list[Tool] = []
-    for value in vars(module).values():
-        if isinstance(value, Tool) and all(value is not t for t in found):
-            found.append(value)
+    found = list({id(v): v for v in vars(module).values() if isinstance(v, Tool)}.values())
     if not found:
         raise ToolError(f"{spec}: no tools found; decorate functions with @tiny_cli.tools.tool")
     return found
@@ -380,12 +341,11 @@ def _import(spec: str) -> Any:
         # The name carries a hash of the path: two my_tools.py in different folders must not clash.
         digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
         mod_spec = importlib.util.spec_from_file_location(f"tiny_user_tools_{digest}", path)
-        if mod_spec is None or mod_spec.loader is None:
-            raise ToolError(f"{spec}: cannot load as a Python module")
-        module = importlib.util.module_from_spec(mod_spec)
+        assert mod_spec is not None and mod_spec.loader is not None  # a .py file always has one
+        loader, module = mod_spec.loader, importlib.util.module_from_spec(mod_spec)
         sys.modules[mod_spec.name] = module  # dataclasses and pickling look the module up here
         try:
-            _run(spec, lambda: mod_spec.loader.exec_module(module))  # type: ignore[union-attr]
+            _run(spec, lambda: loader.exec_module(module))
         except ToolError:
             del sys.modules[mod_spec.name]
             raise

@@ -1,15 +1,9 @@
 """Tool specs: a typed, documented function's description, arguments model and JSON Schema.
 
-The bench and `tiny serve` make the same tools for every run: `spec_of` builds the spec of
-each function once per process and hands out the same immutable parts afterwards (the
-description, the model class) plus a fresh copy of the schema, so no run can change what
-another run is shown. The key is the function itself: a built-in tool is a method of its
-class, made per run only as the object it is bound to, and a user's @tool runs once per load
-of its module.
-
-A built-in tool's description and schema are literal (`literal_spec`): offering one builds
-nothing; its arguments model is built from the method only when a call's arguments need
-converting (tiny_cli.tools.registry.Tool).
+`spec_of` builds the spec of each function once per process (the bench and `tiny serve` make
+the same tools for every run) and hands each caller a fresh copy of the schema, so no run can
+change what another run is shown. A built-in tool's description and schema are literal
+(tiny_cli.tools.registry.LazyTool); its arguments model is built from its method by `spec_of`.
 """
 
 from __future__ import annotations
@@ -20,7 +14,7 @@ import json
 import re
 import threading
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import (
     Annotated,
@@ -40,7 +34,6 @@ __all__ = [
     "TOOL_NAME_PATTERN",
     "Spec",
     "flow",
-    "literal_spec",
     "one_line",
     "spec_of",
 ]
@@ -63,11 +56,7 @@ class Spec:
     name: str
     description: str
     schema_json: str  # the arguments' JSON Schema, as text: each caller gets its own copy
-    # converting arguments the schema accepts changes only their numbers (5.0 for an int is 5):
-    # no hint carries a validator of its own
-    plain: bool
-    # makes the model: at once for a built spec, from the cached spec of its method for a
-    # literal one (built on first use, once per process)
+    plain: bool  # no hint carries a validator: converting changes only numbers (5.0 is 5)
     arguments: Callable[[], type[pydantic.BaseModel]] = field(repr=False, compare=False)
 
     @property
@@ -83,8 +72,7 @@ class Spec:
 def spec_of(f: Callable[..., Any], name: str, *, bound: bool = False) -> Spec:
     """Return the spec of `f` under `name`; `bound`: the first parameter (self) is not an argument.
 
-    A bound method counts as its function with `bound` set. Raises ToolError when the
-    signature or the docstring cannot describe a tool.
+    Raises ToolError when the signature or the docstring cannot describe a tool.
     """
     if isinstance(f, types.MethodType):
         f, bound = f.__func__, True
@@ -107,7 +95,7 @@ def one_line(exc: BaseException) -> str:
 def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
     if not TOOL_NAME_PATTERN.match(name):
         raise ToolError(f"tool {name!r}: a name is 1-64 letters, digits, '_' or '-'")
-    import docstring_parser  # a built-in's literal spec (`literal_spec`) parses no docstring
+    import docstring_parser  # a built-in's literal spec parses no docstring
 
     doc = docstring_parser.parse(inspect.getdoc(f) or "")
     # Docstrings wrap at the code's line length; the model should see flowing text.
@@ -115,8 +103,8 @@ def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
     if not description:
         raise ToolError(f"tool {name!r} needs a docstring: the model reads it")
     helps = {p.arg_name: flow(p.description) for p in doc.params}
-    model, plain = _arguments_model(name, f, helps, bound)
-    return Spec(name, description, json.dumps(_schema(name, model)), plain, lambda: model)
+    model, schema, plain = _arguments_model(name, f, helps, bound)
+    return Spec(name, description, json.dumps(schema), plain, lambda: model)
 
 
 _built = functools.lru_cache(maxsize=MAX_CACHED_SPECS)(_build)
@@ -125,11 +113,9 @@ _LOCK = threading.Lock()
 
 def _arguments_model(
     tool_name: str, f: Callable[..., Any], helps: dict[str, str], bound: bool
-) -> tuple[type[pydantic.BaseModel], bool]:
-    """Build the arguments' model from the signature, type hints and docstring Args.
-
-    Also say whether it is plain: no hint carries metadata but pydantic's own fields.
-    """
+) -> tuple[type[pydantic.BaseModel], dict[str, Any], bool]:
+    """Build the arguments' model and schema from the signature, type hints and docstring Args,
+    and say whether it is plain (no hint carries metadata but bounds)."""
     hints = _hints(tool_name, f)
     params = dict(list(inspect.signature(f).parameters.items())[1 if bound else 0 :])
     unknown = sorted(set(helps) - set(params))
@@ -145,14 +131,8 @@ def _arguments_model(
         fields[f"arg{i}"] = (hints[pname], field)
     plain = all(_plain(hints[pname]) for pname in params)
     try:
-        return pydantic.create_model(f"{tool_name}_arguments", **fields), plain
-    except Exception as exc:  # pydantic's messages span lines; the user needs one
-        raise ToolError(f"tool {tool_name!r}: cannot build a schema: {one_line(exc)}") from exc
-
-
-def _schema(tool_name: str, model: type[pydantic.BaseModel]) -> dict[str, Any]:
-    try:
-        return _clean(model.model_json_schema())
+        model = pydantic.create_model(f"{tool_name}_arguments", **fields)
+        return model, _clean(model.model_json_schema()), plain
     except Exception as exc:  # pydantic's messages span lines; the user needs one
         raise ToolError(f"tool {tool_name!r}: cannot build a schema: {one_line(exc)}") from exc
 
@@ -186,7 +166,7 @@ def _supported(hint: Any) -> bool:
     if origin is Annotated:  # Annotated[int, pydantic.Field(ge=1)]: check the real type
         return _supported(args[0])
     if origin is Literal:
-        return all(isinstance(a, (str, int, float, bool)) for a in args)
+        return all(isinstance(a, SCALAR_TYPES) for a in args)
     if origin is list:
         return len(args) == 1 and _supported(args[0])
     if origin is dict:
@@ -205,7 +185,7 @@ def _plain(hint: Any) -> bool:
         if not all(type(m).__module__ in PLAIN_METADATA for m in extras):
             return False  # a validator, or anything else pydantic might act on
         args = args[:1]
-    return all(_plain(a) for a in args if not isinstance(a, (str, int, float, bool)))
+    return all(_plain(a) for a in args if not isinstance(a, SCALAR_TYPES))
 
 
 def flow(*parts: str | None) -> str:
@@ -227,20 +207,3 @@ def _clean(schema: Any) -> Any:
     if "properties" in schema:  # keys here are parameter names: a parameter may be "title"
         cleaned["properties"] = {k: _clean(v) for k, v in schema["properties"].items()}
     return cleaned
-
-
-# --- the built-in tools' literal specs ---------------------------------------------------
-
-
-def literal_spec(method: Callable[..., Any], name: str, described: Mapping[str, Any]) -> Spec:
-    """Return the spec of the method `method` (self is no argument) from its literal schema.
-
-    `described` holds `description` and `parameters`; the arguments model is built from the
-    method's signature on first use. No built-in hint carries a validator: the spec is plain.
-    """
-    schema = json.dumps(described["parameters"])
-
-    def model() -> type[pydantic.BaseModel]:
-        return spec_of(method, name, bound=True).model
-
-    return Spec(name, described["description"], schema, True, model)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import codecs
+import functools
 import ipaddress
 import re
 import socket
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -94,13 +94,12 @@ def http_get(
 ) -> str:
     """Fetch `url` and return its body as text; raise ToolCallError with a fixable message.
 
-    Only public addresses are reached, plus the hosts `policy` allows: every hop's address
-    is checked where the connection is made (see PinnedBackend). A caller-supplied
-    `transport` (tests, recordings) decides itself where requests go; no check applies.
+    Only public addresses and the hosts `policy` allows are reached (PinnedBackend checks each
+    hop); a caller's `transport` (tests, recordings) decides itself where requests go.
     """
     url = url.strip()
     _check_url(url)
-    client = shared_client(policy or PUBLIC_ONLY) if transport is None else _own_client(transport)
+    client = shared_client(policy or PUBLIC_ONLY) if transport is None else _client(transport)
     try:
         response, hops = _follow(client, url, timeout, max_redirects)
         try:
@@ -139,11 +138,8 @@ def address_problem(ip: IPAddress) -> str | None:
     IPv6 that carries IPv4 (mapped ::ffff:a.b.c.d, 6to4, NAT64) is judged by the IPv4
     address it reaches, and for 6to4/NAT64 by itself as well.
     """
+    ip = _unmapped(ip)  # fe80::1%eth0 is judged without the zone
     if isinstance(ip, ipaddress.IPv6Address):
-        if ip.scope_id:  # fe80::1%eth0: judged without the zone
-            ip = ipaddress.IPv6Address(int(ip))
-        if ip.ipv4_mapped is not None:
-            return address_problem(ip.ipv4_mapped)
         inner = ip.sixtofour or (
             ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in NAT64_PREFIX else None
         )
@@ -230,10 +226,9 @@ PUBLIC_ONLY = AddressPolicy()
 class PinnedBackend(httpcore.NetworkBackend):
     """Resolve the host once, check every address, connect to a checked address only.
 
-    httpcore calls connect_tcp with the URL's host for every new connection (each redirect
-    hop, each pool miss): the socket goes to the very address that passed the check, so a
-    second DNS answer (rebinding) never comes into play. TLS still verifies the host name:
-    httpcore starts TLS on the returned stream with the URL's host as server name.
+    httpcore calls connect_tcp for every new connection (each redirect hop, each pool miss):
+    the socket goes to the very address that passed the check, so a second DNS answer
+    (rebinding) never comes into play; TLS still verifies the URL's host name.
     """
 
     def __init__(self, policy: AddressPolicy) -> None:
@@ -293,24 +288,13 @@ class PinnedTransport(httpx.HTTPTransport):
         )
 
 
+@functools.cache
 def shared_client(policy: AddressPolicy) -> httpx.Client:
     """Return this process's client for `policy`: one pool, one TLS context, reused."""
-    with _CLIENTS_LOCK:
-        client = _CLIENTS.get(policy)
-        if client is None:
-            client = _CLIENTS[policy] = httpx.Client(
-                transport=PinnedTransport(policy),
-                timeout=DEFAULT_HTTP_TIMEOUT,
-                follow_redirects=False,
-                trust_env=False,  # no proxy (it would connect for us) and no .netrc
-                headers={"User-Agent": USER_AGENT},
-            )
-        return client
+    return _client(PinnedTransport(policy))
 
 
 _INET = (socket.AF_INET, socket.AF_INET6)
-_CLIENTS: dict[AddressPolicy, httpx.Client] = {}
-_CLIENTS_LOCK = threading.Lock()
 
 
 def _unmapped(ip: IPAddress) -> IPAddress:
@@ -325,12 +309,13 @@ def _unmapped(ip: IPAddress) -> IPAddress:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _own_client(transport: httpx.BaseTransport) -> httpx.Client:
-    """A client on the caller's transport; the caller owns and closes that transport."""
+def _client(transport: httpx.BaseTransport) -> httpx.Client:
+    """A client on `transport` that follows no redirect itself (`_follow` checks each hop)."""
     return httpx.Client(
         transport=transport,
+        timeout=DEFAULT_HTTP_TIMEOUT,
         follow_redirects=False,
-        trust_env=False,
+        trust_env=False,  # no proxy (it would connect for us) and no .netrc
         headers={"User-Agent": USER_AGENT},
     )
 
@@ -338,10 +323,8 @@ def _own_client(transport: httpx.BaseTransport) -> httpx.Client:
 def _follow(
     client: httpx.Client, url: str, timeout: float, max_redirects: int
 ) -> tuple[httpx.Response, int]:
-    """Send GET `url`, following at most `max_redirects` redirects, each hop checked anew.
-
-    Return the final response, open for streaming, and how many redirects led to it.
-    """
+    """Send GET `url`, following at most `max_redirects` redirects, each hop checked anew;
+    return the final response, open for streaming, and how many redirects led to it."""
     try:
         request = client.build_request("GET", url, timeout=timeout)
     except httpx.InvalidURL as exc:
@@ -391,14 +374,12 @@ def _check_response(url: str, response: httpx.Response, hops: int) -> None:
 
 def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
     """Read at most `max_bytes` and stop: a huge page must not be downloaded in full."""
-    chunks: list[bytes] = []
-    size = 0
+    body = bytearray()
     for chunk in response.iter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > max_bytes:
-            return b"".join(chunks)[:max_bytes], True
-    return b"".join(chunks), False
+        body += chunk
+        if len(body) > max_bytes:
+            return bytes(body[:max_bytes]), True
+    return bytes(body), False
 
 
 def _encoding(response: httpx.Response, body: bytes) -> str:
@@ -449,12 +430,11 @@ class _Page(HTMLParser):
         if not self._skipped and parent is not None and parent[0] == "tr" and tag in ("td", "th"):
             self.out.append(" | " if parent[2] else "")  # between a row's cells, hidden or not
             parent[2] += 1
-        if not self._skipped and not skip:
-            self.out.append(before)
+        shown = not self._skipped and not skip
         if tag in VOID_TAGS:
-            if not self._skipped and not skip:
-                self.out.append(after)
+            self.out.append(before + after if shown else "")
             return
+        self.out.append(before if shown else "")
         entry = [tag, after, 0, skip]
         if tag == "title" and self.title is None and all(e[0] != "svg" for e in self._open):
             self.title, self._title = [], entry
@@ -487,9 +467,8 @@ class _Page(HTMLParser):
 
     def _in_title(self) -> bool:
         """Say whether text read now is the title's (text in a script or template is not)."""
-        names = [entry[0] for entry in self._open]
         inside = any(entry is self._title for entry in self._open)
-        return inside and not any(name in RAW_TEXT_TAGS for name in names)
+        return inside and not any(entry[0] in RAW_TEXT_TAGS for entry in self._open)
 
     def _flush(self) -> None:
         text, self._data = "".join(self._data), []
