@@ -70,6 +70,7 @@ from tiny_cli.provider.client import (
     ToolCall,
 )
 from tiny_cli.settings import ToolMode
+from tiny_cli.text import printable
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, held_note
 from tiny_cli.tools.registry import Registry, Tool
 
@@ -189,10 +190,13 @@ def _brevity(max_output_tokens: int) -> str:
     return f"Be brief: the summary must stay under about {words} words; longer ones are cut."
 
 
-STOPPED = "stopped_at_first_call"
-# the server refused with 429 and its wait (Retry-After, or the backoff) outlasts the budget
-RATE_LIMITED = "rate_limited"
+# the runner's reasons live with the verdict rules, which keep a model from claiming them
+STOPPED, RATE_LIMITED = verdict.STOPPED, verdict.RATE_LIMITED
 TOO_MANY_REQUESTS = 429
+# the finish reasons of a reply that ended on its own: a JSON object tiny had to close in one
+# may only have lost its brackets; any other (`length`, `content_filter`, none) may have cut it
+WHOLE = frozenset({"stop", "tool_calls"})
+MAX_FINISH_CHARS = 40  # a finish reason quoted in a note; a server may send any length
 
 
 def decline_writes(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
@@ -299,33 +303,54 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
             except ToolServerError as exc:  # a tool server died: no later call can reach it
                 return run.failed(str(exc))
             if len(meter.ghosts()) > DEFAULT_MAX_GHOST_CALLS:
-                run.observer(BudgetHit("ghost_calls"))
-                return run.failed("ghost_calls")
+                run.observer(BudgetHit(verdict.GHOST_CALLS))
+                return run.failed(verdict.GHOST_CALLS)
             continue
         if run.insist_on_a_tool(reply):
             continue
         answer = run.take_answer(reply)
         if run.wrapping:  # the tool budget ran out before this answer: it cannot be `ok`
-            return run.answered(answer, forced="max_tool_calls")
-        if not answer.problems:  # an object cut at max_tokens may end in a cut value
-            cut = answer.completed and reply.finish_reason == "length"
+            return run.answered(answer, forced=verdict.MAX_TOOL_CALLS)
+        if not answer.problems:  # an object cut off mid-reply may end in a cut value
+            cut = _cut_short(answer, reply.finish_reason)
+            run.notes += (cut,) if cut else ()
             return run.answered(answer, forced=verdict.ANSWER_CUT if cut else None)
         if run.repaired:
             problems = "; ".join(answer.problems)
-            return run.failed("schema", f"answer still unusable after one repair: {problems}")
+            return run.failed(verdict.SCHEMA, f"answer still unusable after one repair: {problems}")
         run.ask_for_repair(answer, reply.content)
 
 
 def _timed_out(run: _Run, exc: ProviderTimeout) -> Digest:
-    """End a run whose model request ran out of time; a rate limit is said as one."""
-    if exc.status != TOO_MANY_REQUESTS:
+    """End a run whose model request ran out of time; a server that answered an error and
+    needs a wait the budget cannot hold was not slow: that is said as what it is."""
+    if exc.status is None:
         return run.out_of_time(f"{exc}; {run.meter.slowest()}")
     left = max(0.0, run.meter.remaining())
+    limited = exc.status == TOO_MANY_REQUESTS
+    what = "refused with HTTP 429 (rate limited)" if limited else f"answered HTTP {exc.status}"
     return run.failed(
-        RATE_LIMITED,
-        f"the model server refused with HTTP 429 (rate limited), and the wait before a "
-        f"retry would outlast the {left:.1f}s of wall budget left: {exc}",
+        RATE_LIMITED if limited else verdict.SERVER_UNAVAILABLE,
+        f"the model server {what}, and the wait before a retry would outlast the "
+        f"{left:.1f}s of wall budget left: {exc}",
     )
+
+
+def _cut_short(answer: Reply, finish_reason: object) -> str | None:
+    """The note of an answer cut short (`answer_cut`): tiny closed its object and the reply
+    did not end on its own (a finish reason of `length`, `content_filter`, none…); else None."""
+    if not answer.completed or (isinstance(finish_reason, str) and finish_reason in WHOLE):
+        return None
+    return f"the reply ended with {_finish(finish_reason)}, not 'stop': its last value may be cut"
+
+
+def _finish(finish_reason: object) -> str:
+    """Name how a reply ended, for a note: its finish reason, shown short."""
+    if finish_reason is None:
+        return "no finish reason"
+    if not isinstance(finish_reason, str):
+        return f"a finish reason that is not a string ({type(finish_reason).__name__})"
+    return f"finish_reason {printable(finish_reason[:MAX_FINISH_CHARS])!r}"
 
 
 def _answerable(calls: Sequence[ToolCall], meter: Meter) -> tuple[ToolCall, ...]:
@@ -454,7 +479,7 @@ class _Run:
         if recovered and self.mode == "auto":
             self._switch_to_json("the model wrote tool calls as text")
         if self.meter.tools_spent():
-            self.observer(BudgetHit("max_tool_calls"))
+            self.observer(BudgetHit(verdict.MAX_TOOL_CALLS))
             self.wrapping = True
             limit = self.meter.budget.max_tool_calls
             self.messages.append({"role": "user", "content": wrap_up_message(limit)})

@@ -78,13 +78,16 @@ def parse_reply(
     data, notes = _status_read(data, notes)
     data, coerced = _coerced(data, types or {})
     notes += coerced
-    if data.get("status") == "partial":  # taken with the fields it has: a wrong one is left out
-        data, dropped = _without_mistyped(data, types or {}, required)
+    typed = {**SUMMARY_TYPE, **(types or {})}  # the contract's summary is a string
+    status = data.get("status")
+    if status in ("partial", "refused"):  # taken with what it has: a wrong field is left out
+        # a refusal carries no fields to check, but its summary is shown
+        data, dropped = _without_mistyped(data, typed if status == "partial" else SUMMARY_TYPE)
         problems = _contract_problems(data, required)
+        problems += _two_minds(text) if status == "refused" else []
         return Reply(data, tuple(problems), notes + dropped, completed)
     problems = _contract_problems(data, required) + _two_minds(text)
-    if data.get("status") != "refused":  # a refusal carries no fields to check
-        problems += _type_problems(data, types or {}, required)
+    problems += _type_problems(data, typed, required)
     return Reply(data, tuple(problems), notes, completed)
 
 
@@ -115,9 +118,10 @@ def _status_read(data: dict[str, Any], notes: tuple[str, ...]) -> tuple[dict, tu
 
 
 def _without_mistyped(
-    data: dict[str, Any], types: Mapping[str, dict], required: Sequence[str]
+    data: dict[str, Any], types: Mapping[str, dict]
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """Leave out of a `partial` each typed field its schema refuses, with a note naming it."""
+    """Leave out of a `partial` (or a refusal) each typed field its schema refuses, with a note
+    naming it."""
     notes: tuple[str, ...] = ()
     for name, schema in types.items():
         value = _value(data, name)
@@ -128,7 +132,7 @@ def _without_mistyped(
             data = {k: v for k, v in data.items() if k != name}
         else:  # found under `fields`
             data = {**data, "fields": {k: v for k, v in data["fields"].items() if k != name}}
-        notes += (f"{problem}: left out of the partial answer",)
+        notes += (f"{problem}: left out of the {data.get('status')} answer",)
     return data, notes
 
 
@@ -140,6 +144,9 @@ def missing_fields(data: Mapping[str, Any], names: Sequence[str]) -> tuple[str, 
 def field_values(data: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
     """Collect the required fields from a reply, flat or under a 'fields' object."""
     return {name: _value(data, name) for name in names if _value(data, name) is not None}
+
+
+SUMMARY_TYPE = {"summary": {"type": "string"}}  # what the contract says of every summary
 
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)

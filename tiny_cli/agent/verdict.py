@@ -8,6 +8,8 @@ run's notes so far, and returns the Digest without its caller tokens (`invoke` c
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,6 +37,29 @@ WRITE_DECLINED = "write_declined"
 NO_EVIDENCE = "no_evidence"  # `ok` claimed, but none of the agent's tools ran
 UNVERIFIED_WRITE = "unverified_write"  # a writer's `ok` without a successful write call
 UNSOURCED = "unsourced_fields"  # `ok` that must stand on tools, with a field no tool gave
+SCHEMA = "schema"  # the answer was still unusable after the one repair turn
+GHOST_CALLS = "ghost_calls"  # more ghost calls than DEFAULT_MAX_GHOST_CALLS
+MAX_TOOL_CALLS = "max_tool_calls"  # the tool budget ran out before the answer
+# the server refused with 429 and its wait (Retry-After, or the backoff) outlasts the budget
+RATE_LIMITED = "rate_limited"
+# the server answered another error (a 5xx, 408) and the wait before a retry outlasts the budget
+SERVER_UNAVAILABLE = "server_unavailable"
+STOPPED = "stopped_at_first_call"
+WRITE_NOT_CONFIRMED = "write_not_confirmed"  # delegate's: no one could approve a write
+BY_AGENT = "_by_agent"  # `partial_by_agent`, `refused_by_agent`: the model's own status
+# tiny's reasons: what the runner found, never the model's word (a bench scores by them)
+RUNNER_REASONS = frozenset(
+    {
+        OUT_OF_TIME, SUMMARY_CUT, ANSWER_CUT, WRITE_DECLINED, NO_EVIDENCE, UNVERIFIED_WRITE,
+        UNSOURCED, SCHEMA, GHOST_CALLS, MAX_TOOL_CALLS, RATE_LIMITED, SERVER_UNAVAILABLE,
+        STOPPED, WRITE_NOT_CONFIRMED,
+    }
+)  # fmt: skip
+MAX_MODEL_NOTES = 10  # notes of the model's own kept, each cut as a summary is
+MAX_MODEL_REASON_CHARS = 40  # a reason the model gives is kept as one only when this short
+# a plain label (`no_page`, `no such file`): letters, digits, spaces, `_`, `-`, `.`
+_PLAIN_REASON = re.compile(r"[^\W_][\w .-]*")
+_SEPARATORS = re.compile(r"[\s._-]+")
 
 
 @dataclass(frozen=True)
@@ -63,13 +88,14 @@ def answered(
 
     `forced` is why this answer cannot be `ok` (the tool budget ran out before it).
     """
-    data = reply.data
+    data, tokens = reply.data, meter.budget.max_output_tokens
     status: Status = data["status"] if data.get("status") in MODEL_STATUSES else "partial"
-    reason = None if status == "ok" else str(data.get("reason") or f"{status}_by_agent")
-    summary = str(field_values(data, ["summary"]).get("summary") or "")
+    reason, said = (None, ()) if status == "ok" else _agent_reason(status, data, tokens)
+    summary = field_values(data, ["summary"]).get("summary")
+    summary = summary if isinstance(summary, str) else ""  # another type is a problem, noted
     fields = {} if status == "refused" else field_values(data, required)
     summary, fields, cut, cut_notes = _within_budget(summary, fields, meter)
-    notes += _model_notes(data) + reply.problems + reply.notes + cut_notes
+    notes += said + _model_notes(data, tokens) + reply.problems + reply.notes + cut_notes
     if cut and status == "ok":
         status, reason = "partial", cut
     if forced and status != "refused":
@@ -248,9 +274,46 @@ def _asked(brief: Brief) -> str:
     return "\n".join([brief.goal, *brief.inputs.values(), brief.context_hint])
 
 
-def _model_notes(data: Any) -> tuple[str, ...]:
-    """Return the notes the model wrote for the caller, whatever the key or shape it used."""
+def _agent_reason(
+    status: Status, data: Mapping[str, Any], tokens: int
+) -> tuple[str, tuple[str, ...]]:
+    """Return the reason of a status the model claimed, and the note holding its own words.
+
+    The model's reason stands only as a plain short label that is none of tiny's (`no_page`);
+    else the reason is `STATUS_by_agent` and what it wrote goes into a note, cut as a summary
+    is: a model must not claim tiny's findings (`max_wall_seconds`), which a bench scores by.
+    """
+    given = data.get("reason")
+    if not given or (isinstance(given, str) and not given.strip()):  # none given
+        return f"{status}{BY_AGENT}", ()
+    if isinstance(given, str) and _plain_label(given):
+        return given.strip(), ()
+    said, _ = cut_summary(_as_text(given), tokens)
+    return f"{status}{BY_AGENT}", (f"the agent's reason: {said}",)
+
+
+def _plain_label(text: str) -> bool:
+    """True for a short plain label that names none of tiny's reasons, however written."""
+    text = text.strip()
+    if len(text) > MAX_MODEL_REASON_CHARS or not _PLAIN_REASON.fullmatch(text):
+        return False
+    slug = _SEPARATORS.sub("_", text.lower()).strip("_")
+    return slug not in RUNNER_REASONS and not slug.endswith(BY_AGENT)
+
+
+def _model_notes(data: Mapping[str, Any], tokens: int) -> tuple[str, ...]:
+    """Return the notes the model wrote for the caller, whatever the key or shape it used:
+    each as text (JSON for a value that is not a string) cut as a summary is, and at most
+    MAX_MODEL_NOTES of them (a note says how many more were left out)."""
     notes = data.get("notes") or data.get("notes_for_caller") or ()
-    if isinstance(notes, str):
-        return (notes,)
-    return tuple(str(n) for n in notes) if isinstance(notes, list) else ()
+    items = notes if isinstance(notes, list) else [notes] if notes else []
+    kept = tuple(cut_summary(_as_text(item), tokens)[0] for item in items[:MAX_MODEL_NOTES])
+    left = len(items) - len(kept)
+    return kept + ((f"{left} more note(s) from the agent left out",) if left else ())
+
+
+def _as_text(value: Any) -> str:
+    """A string as it is; any other value the model wrote as its JSON text, never a repr."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)

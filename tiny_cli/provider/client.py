@@ -28,7 +28,7 @@ from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError, DeadlineExceeded, ProviderError, ProviderTimeout
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import check_api_key, check_base_url
-from tiny_cli.text import endpoint, redact_url
+from tiny_cli.text import endpoint, printable, redact_url
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 86_400.0  # a day per request: sockets refuse waits past the platform's time_t
@@ -192,12 +192,7 @@ class OpenAIProvider:
                 raise self._server.failed(failure, attempt + 1)
             delay = self._delay(attempt, failure.retry_after)
             if deadline is not None and self._clock() + delay >= deadline:
-                raise ProviderTimeout(
-                    f"gave up on {self._shown_url} within the time budget "
-                    f"({_describe(failure)}; next retry in {delay:g}s)",
-                    status=failure.status,
-                    url=self._shown_url,
-                )
+                raise self._out_of_budget(failure, delay)
             log.info("retrying %s in %.2fs: %s", self._shown_url, delay, failure.detail)
             self._sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
@@ -209,6 +204,8 @@ class OpenAIProvider:
         """
         try:
             self._client.get(endpoint(self.base_url, "models"), timeout=timeout)
+        except httpx.DecodingError:  # a body its encoding cannot decode: still an answer
+            return
         except httpx.TransportError:
             raise self._server.failed(_Failure("connect", "", True), 1) from None
 
@@ -230,6 +227,18 @@ class OpenAIProvider:
     def __repr__(self) -> str:  # never show the key
         key = "set" if self._api_key else "unset"
         return f"OpenAIProvider(base_url={self._shown_url!r}, api_key={key})"
+
+    def _out_of_budget(self, failure: _Failure, delay: float) -> ProviderTimeout:
+        """Return the give-up of a retry whose wait the time budget cannot hold; it keeps the
+        HTTP status the server answered, so the caller can tell a wait asked from a slow one."""
+        after = failure.retry_after
+        asked = "" if after is None else f" (its Retry-After: {after:g}s)"
+        return ProviderTimeout(
+            f"gave up on {self._shown_url} within the time budget "
+            f"({_describe(failure)}; next retry in {delay:g}s{asked})",
+            status=failure.status,
+            url=self._shown_url,
+        )
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait before retry number `attempt + 1`."""
@@ -276,25 +285,32 @@ class OpenAIProvider:
         with self._client.stream(
             "POST", url, json=body, headers=headers, timeout=httpx.Timeout(limit)
         ) as response:
-            chunks, size = [], 0
-            # httpx's read timeout is per read: check the deadline between chunks too, so a
-            # server that trickles bytes cannot hold us past the budget
-            for chunk in response.iter_bytes():
-                chunks.append(chunk)
-                size += len(chunk)
-                if deadline is not None and self._clock() >= deadline:
-                    raise ProviderTimeout(
-                        f"{self._shown_url} was still sending its answer "
-                        "when the time budget ran out",
-                        url=self._shown_url,
-                    )
-                if size > MAX_RESPONSE_BYTES:
-                    raise ProviderError(
-                        f"{self._shown_url} sent more than "
-                        f"{MAX_RESPONSE_BYTES // 2**20} MiB; not a chat completion",
-                        url=self._shown_url,
-                    )
-            return _Answer(response.status_code, response.headers, b"".join(chunks))
+            try:
+                content = self._read(response, deadline)
+            except httpx.DecodingError as exc:  # a RequestError, yet no transport's fault
+                raise self._server.undecodable(response, exc) from None
+            return _Answer(response.status_code, response.headers, content)
+
+    def _read(self, response: httpx.Response, deadline: float | None) -> bytes:
+        """Read the whole (decoded) body, giving up at the deadline or past the size limit."""
+        chunks, size = [], 0
+        # httpx's read timeout is per read: check the deadline between chunks too, so a
+        # server that trickles bytes cannot hold us past the budget
+        for chunk in response.iter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if deadline is not None and self._clock() >= deadline:
+                raise ProviderTimeout(
+                    f"{self._shown_url} was still sending its answer when the time budget ran out",
+                    url=self._shown_url,
+                )
+            if size > MAX_RESPONSE_BYTES:
+                raise ProviderError(
+                    f"{self._shown_url} sent more than "
+                    f"{MAX_RESPONSE_BYTES // 2**20} MiB; not a chat completion",
+                    url=self._shown_url,
+                )
+        return b"".join(chunks)
 
 
 def _check_base_url(base_url: Any) -> None:
@@ -423,6 +439,18 @@ class _Server:
     def malformed(self, what: str) -> ProviderError:
         """Return the error for a response that is not a usable chat completion."""
         return ProviderError(f"malformed response from {self.url}: {what}", url=self.url)
+
+    def undecodable(self, response: httpx.Response, exc: httpx.DecodingError) -> ProviderError:
+        """Return the error for a body its own Content-Encoding cannot decode (no retry: the
+        server answered, and would answer the same again)."""
+        encoding = printable(response.headers.get("content-encoding", ""))[:SHORT_BODY_CHARS]
+        why = " ".join(str(exc).split())[:SHORT_BODY_CHARS] or type(exc).__name__
+        return ProviderError(
+            f"malformed response from {self.url} (HTTP {response.status_code}): its body "
+            f"cannot be decoded as its Content-Encoding {encoding!r} says ({why})",
+            status=None if response.status_code == 200 else response.status_code,
+            url=self.url,
+        )
 
 
 def _describe(failure: _Failure) -> str:
