@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from tiny_cli.cli.progress import index_progress
+from tiny_cli.cli.route import index_progress
 
 
 class _Terminal(io.StringIO):

@@ -294,7 +294,7 @@ def _listed(name: str) -> Any:
 def _build(names: list[str]) -> dict[str, Any]:
     """Import the commands' modules and build their click commands, as `app.command` would."""
     holder = typer.Typer(add_completion=False, rich_markup_mode=None)
-    holder.callback()(_holder)  # a group, so a one-command group stays a group
+    holder.callback()(lambda: None)  # a group, so a one-command group stays a group
     for name in names:
         module, attribute, _ = COMMANDS[name]
         target = getattr(importlib.import_module(module), attribute)
@@ -304,10 +304,6 @@ def _build(names: list[str]) -> dict[str, Any]:
             holder.command(epilog=EXAMPLES.get(name))(target)
     built = typer.main.get_command(holder).commands  # type: ignore[attr-defined]
     return {name: built[name] for name in names}
-
-
-def _holder() -> None:
-    """Hold one command while it is built."""
 
 
 app = typer.Typer(

@@ -1,28 +1,33 @@
 """`tiny init` and `tiny cards list / show / import / sync`: start a project, see its cards as
 tiny does, make cards from MCP servers.
 
-Card text comes from files people and models wrote: every value is shown through
-`printable` and escaped before it reaches the terminal.
+Card text comes from files people and models wrote, server names, tool names and reasons from
+host configs and MCP servers: every value is shown through `printable` and escaped before it
+reaches the terminal.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
+from rich.console import Console
 
 from tiny_cli.cards_view import card_detail, card_rows
-from tiny_cli.cli import TinyGroup
+from tiny_cli.cli import EXIT_PROBLEMS, TinyGroup
 from tiny_cli.cli.common import CardsOpt, JsonOpt, ToolsOpt, emit, settings_from, warn
 from tiny_cli.cli.live import console
+from tiny_cli.cli.render import bare, shown
 from tiny_cli.scaffold import STARTER_TOOLS, init_project
 from tiny_cli.text import printable
 from tiny_cli.workspace import open_workspace
+
+if TYPE_CHECKING:
+    from tiny_cli.mcp_import import ImportReport, SyncReport
 
 cards_app = typer.Typer(
     cls=TinyGroup,
@@ -31,6 +36,8 @@ cards_app = typer.Typer(
     rich_markup_mode=None,
 )
 SUMMARY_CHARS = 60  # of a summary in `cards list`
+STATUS_STYLE = {"ok": "green", "unreachable": "red", "skipped": "yellow", "new": "cyan"}
+ACTION_STYLE = {"added": "green", "updated": "cyan", "removed": "red", "kept": "yellow"}
 
 
 def init(
@@ -89,32 +96,31 @@ def cards_import(
     Again later: new tools added, removed ones dropped, cards you edited kept. Exit 1 when a
     server could not be read, or with --check when the cards are behind.
     """
-    _mcp_cards().run_import(settings_from(cards=cards), source, check, json_out)
+    report = _mcp_import().import_cards(settings_from(cards=cards), source, check=check)
+    _show_mcp(report, _import_report, json_out)
 
 
 @cards_app.command("sync")
 def cards_sync(cards: CardsOpt = None, json_out: JsonOpt = False) -> None:
     """Refresh the MCP tool lists routing reads (as validate --connect); show their age."""
-    _mcp_cards().run_sync(settings_from(cards=cards), json_out)
+    _show_mcp(_mcp_import().sync_tool_lists(settings_from(cards=cards)), _sync_report, json_out)
 
 
-def _mcp_cards() -> ModuleType:
-    """`cards import` and `cards sync`, imported when one runs: tiny_cli.mcp_import loads the
+def _mcp_import() -> ModuleType:
+    """tiny_cli.mcp_import, imported when `cards import` or `cards sync` runs: it loads the
     router (numpy), which listing or showing cards never needs."""
-    from tiny_cli.cli import mcp_cards
+    from tiny_cli import mcp_import
 
-    return mcp_cards
+    return mcp_import
 
 
 def _list_table(rows: list[dict[str, Any]]) -> None:
-    table = Table(box=None, pad_edge=False)
-    for name in ("id", "tools", "side effects", "summary"):
-        table.add_column(name, overflow="fold")
+    table = bare("id", "tools", "side effects", "summary")
     for row in rows:
         summary = row["summary"]
         short = summary if len(summary) <= SUMMARY_CHARS else summary[: SUMMARY_CHARS - 1] + "…"
         cells = (row["id"], ", ".join(row["tools"]) or "—", row["side_effects"], short)
-        table.add_row(*(escape(printable(c)) for c in cells))
+        table.add_row(*(shown(c) for c in cells))
     console().print(table)
 
 
@@ -136,3 +142,81 @@ def _detail(detail: dict[str, Any]) -> None:
 def _line(out: Any, text: str) -> None:
     """Print text as it is: no markup, no colour, no wrap (a terminal wraps it itself)."""
     out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+# --- cards made from MCP servers ---------------------------------------------------------
+
+
+def _show_mcp(report: Any, draw: Callable[[Console, Any], None], json_out: bool) -> None:
+    """Show an import's or a sync's report; exit 1 unless all is ok."""
+    emit(json_out, report.to_json(), lambda: draw(console(), report))
+    if report.status != "ok":
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def _import_report(out: Console, report: ImportReport) -> None:
+    """The servers (tools, writers, or why not), the cards, the variables to set."""
+    servers = bare("server", "status", "tools", "writers", "cards", "why")
+    for s in report.servers:
+        made = sum(c.server == s.server for c in report.cards if c.action != "removed")
+        status = _styled(s.status, STATUS_STYLE)
+        servers.add_row(
+            shown(s.server), status, str(s.tools), str(s.writers), str(made), shown(s.why)
+        )
+    out.print(servers)
+    cards = bare("card", "action", "tools", "writes", "note")
+    for c in report.cards:
+        action = _styled(c.action, ACTION_STYLE)
+        writes = "write (needs approval)" if c.writes else "read-only"
+        cards.add_row(shown(c.card_id), action, str(len(c.tools)), writes, shown(c.note))
+    if report.cards:
+        out.print()
+        out.print(cards)
+    _lines(out, _footer(report))
+
+
+def _footer(report: ImportReport) -> Iterable[str]:
+    for name in report.carried:
+        yield f"added server {name} to {report.mcp_file}"
+    for lifted in report.lifted:
+        yield (
+            f"set {lifted.variable}: servers.{lifted.server}.{lifted.where} held a literal "
+            f"secret; {report.mcp_file.name} now reads it from ${{{lifted.variable}}}"
+        )
+    changed = [c for c in report.cards if c.action in ("added", "updated", "removed")]
+    if report.checked:
+        yield (
+            f"behind: {len(changed)} card(s) would change; run tiny cards import"
+            if report.status == "behind"
+            else "cards are up to date with the servers"
+            if report.status == "ok"
+            else "cannot tell: a server could not be read"
+        )
+    else:
+        yield f"{len(changed)} card file(s) changed; at most {report.card_tools} tools a card"
+
+
+def _sync_report(out: Console, report: SyncReport) -> None:
+    """Each server's tool count and how old its list is; problems after."""
+    table = bare("server", "tools", "listed")
+    for s in report.servers:
+        age = "never" if s.age_seconds is None else f"{_age(s.age_seconds)} ago"
+        table.add_row(shown(s.server), str(s.tools), age)
+    out.print(table)
+    _lines(out, (str(p) for p in report.problems))
+
+
+def _styled(word: str, styles: dict[str, str]) -> str:
+    return f"[{styles[word]}]{word}[/]" if word in styles else word
+
+
+def _lines(out: Console, lines: Iterable[str]) -> None:
+    for line in lines:
+        out.print(printable(line), markup=False, highlight=False, soft_wrap=True)
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"

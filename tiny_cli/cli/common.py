@@ -167,9 +167,6 @@ WideOpt = Annotated[
 ]
 ANSWER_POLL_SECONDS = 0.1  # the longest a Ctrl-C at a [y/N] prompt waits for its handler
 
-Human = Callable[[], object]
-"""Print the human rendering of a result (called only without --json)."""
-
 
 def settings_from(**flags: Any) -> Settings:
     """Return the settings (environment, then config) with the command's flags on top."""
@@ -196,8 +193,8 @@ def json_text(document: Any, indent: int | None = None) -> str:
     return json.dumps(document, ensure_ascii=sys.stdout.isatty(), indent=indent)
 
 
-def emit(json_out: bool, document: Any, human: Human) -> None:
-    """Print `document` as indented JSON with --json, else the human rendering."""
+def emit(json_out: bool, document: Any, human: Callable[[], object]) -> None:
+    """Print `document` as indented JSON with --json, else the human rendering (`human()`)."""
     if json_out:
         typer.echo(json_text(document, indent=2))
     else:

@@ -16,9 +16,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -158,9 +157,7 @@ class LiveView:
             _current = self
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         global _current
         with _current_lock:
             if _current is self:
@@ -180,10 +177,7 @@ def pause_current() -> Iterator[None]:
     """Pause the live view on screen, if any, for the duration (e.g. a [y/N] prompt)."""
     with _current_lock:
         view = _current
-    if view is None:
-        yield
-        return
-    with view.paused():
+    with view.paused() if view is not None else nullcontext():
         yield
 
 
@@ -221,7 +215,7 @@ def _apply(state: _RunState, event: Event, now: float) -> None:
 def _started(state: _RunState, event: RunStarted, now: float) -> None:
     """The run's card, model, task and budget: the panel's title and budget line."""
     if state.card != "?":  # a second start: delegate re-routed the task to another card
-        moved = f"{escape(printable(state.card))} → {escape(printable(event.card_id))}"
+        moved = f"{_shown(state.card)} → {_shown(event.card_id)}"
         state.rows.append(_Row("route", f"[cyan]re-routed: {moved}[/]"))
     state.card, state.model, state.mode = event.card_id, event.model, event.tool_mode
     state.goal = _short(event.goal, GOAL_SHOWN)
@@ -242,7 +236,7 @@ def _replied(state: _RunState, event: ModelReplied) -> None:
 
 
 def _called(state: _RunState, event: ToolCalled) -> None:
-    name = escape(printable(event.name))
+    name = _shown(event.name)
     how = " [dim](from text)[/]" if event.recovered else ""
     row = _Row("  call", f"[bold]{name}[/] {escape(_short(event.arguments))}{how}")
     row.outcome = "[dim]running…[/]"
@@ -252,13 +246,13 @@ def _called(state: _RunState, event: ToolCalled) -> None:
 
 def _tool_finished(state: _RunState, event: ToolFinished) -> None:
     row = state.pending.pop(event.call_id, None)
-    if row is None:  # a finish without its call: still show it
+    if row is None:  # a finish without its call (a model may send one call id twice)
         row = _Row("  call", f"[bold]{escape(printable(event.name))}[/]")
         state.rows.append(row)
     label = event.outcome or "not run (budget)"
     row.outcome = f"[{OUTCOME_STYLE.get(event.outcome, 'red')}]{label}[/]"
     if event.outcome == "ghost":  # the name in red; the arguments stay as they were
-        name = escape(printable(event.name))
+        name = _shown(event.name)
         row.what = row.what.replace(f"[bold]{name}[/]", f"[bold red]{name}[/]", 1)
         row.what += " [red](no such tool)[/]"
     row.size = f"{len(event.result):,} chars"
@@ -286,11 +280,11 @@ def _other(state: _RunState, event: Event) -> None:
 
 def _panel(state: _RunState, now: float, width: int) -> Panel:
     """The run as a panel: title (card, model, task), steps, budget line."""
-    title = f"[bold]{escape(printable(state.card))}[/] · {escape(printable(state.model))}"
+    title = f"[bold]{_shown(state.card)}[/] · {_shown(state.model)}"
     if state.mode:
         title += f" · {escape(state.mode)}"
     if state.label not in ("invoke", "delegate"):
-        title = f"{escape(printable(state.label))} · {title}"
+        title = f"{_shown(state.label)} · {title}"
     body = Group(
         Text(state.goal, style="dim", overflow="ellipsis", no_wrap=True), _steps(state, width)
     )
@@ -358,12 +352,8 @@ def digest_panel(console: Console, d: Any) -> None:
         )
     for a in d.attempts:  # the cards that had the task first (delegate re-routed after each)
         why = _clipped(a.summary or a.reason or "no reason given", ATTEMPT_WHY_CHARS)
-        console.print(
-            f"re-routed: {_shown(a.agent_id)} {escape(a.status)} ({escape(why)}) → "
-            f"{_shown(d.agent_id or 'tiny')}",
-            highlight=False,
-            soft_wrap=True,
-        )
+        to = _shown(d.agent_id or "tiny")
+        _line(console, f"re-routed: {_shown(a.agent_id)} {escape(a.status)} ({escape(why)}) → {to}")
     style = STATUS_STYLE.get(d.status, "white")
     title = f"{escape(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"
     reason = f"[{style}]reason:[/] {_shown(d.reason)}" if d.reason else ""
@@ -376,21 +366,14 @@ def digest_panel(console: Console, d: Any) -> None:
         console.print(_fields(d.fields, d.field_sources))
     if d.missing:  # a partial taken with the fields it has: say which it lacks
         console.print(f"missing: {_shown(', '.join(d.missing))}", style="yellow", highlight=False)
-    for label, calls in (
-        ("approved write", d.approved_writes()),
-        ("declined write", d.declined_writes()),
-    ):
+    for verdict, calls in (("approved", d.approved_writes()), ("declined", d.declined_writes())):
         for c in calls:
-            result = "" if c.outcome in ("ok", "declined") else f" ({c.outcome})"
-            text = escape(write_call(c.name, c.arguments or {}))
-            console.print(f"{label}: {text}{escape(result)}", highlight=False, soft_wrap=True)
+            result = "" if c.outcome in ("ok", "declined") else escape(f" ({c.outcome})")
+            call = escape(write_call(c.name, c.arguments or {}))
+            _line(console, f"{verdict} write: {call}{result}")
     for a in d.artifacts:  # kept whole: `tiny artifacts show HANDLE` prints one
-        console.print(
-            f"artifact: {_shown(a.handle)} · {_shown(a.tool)} · {a.chars:,} characters · "
-            f"{_shown(a.preview)}",
-            highlight=False,
-            soft_wrap=True,
-        )
+        kept = f"{_shown(a.handle)} · {_shown(a.tool)} · {a.chars:,} characters"
+        _line(console, f"artifact: {kept} · {_shown(a.preview)}")
     for note in d.notes_for_caller:
         console.print(f"note: {_shown(note)}", style="dim")
     _cost(console, d.cost)
@@ -411,12 +394,13 @@ def _fields(fields: Mapping[str, Any], sources: Mapping[str, str]) -> Table:
 
 def write_request(console: Console, card_id: str, tool: str, arguments: Mapping[str, Any]) -> None:
     """Show one write call, exactly and escaped, before the user approves or declines it."""
-    console.print(
-        f"[bold]{escape(printable(card_id))}[/] wants to write: "
-        f"[bold]{escape(write_call(tool, arguments))}[/]",
-        highlight=False,
-        soft_wrap=True,
-    )
+    call = escape(write_call(tool, arguments))
+    _line(console, f"[bold]{_shown(card_id)}[/] wants to write: [bold]{call}[/]")
+
+
+def _line(console: Console, markup: str) -> None:
+    """Print one line of markup as it is: no highlighting, no wrap (a terminal wraps it)."""
+    console.print(markup, highlight=False, soft_wrap=True)
 
 
 def _shown(text: str, keep: str = "") -> str:
@@ -434,14 +418,9 @@ def _cost(console: Console, c: Any) -> None:
     for col in ("tokens in", "tokens out", "tool calls", "ghost calls", "wall s", "caller tokens"):
         table.add_column(col, justify="right")
     ghosts = str(c.ghost_calls) + (f" ({', '.join(c.ghost_names)})" if c.ghost_names else "")
-    table.add_row(
-        str(c.tokens_in),
-        str(c.tokens_out),
-        str(c.tool_calls),
-        _shown(ghosts),  # a ghost's name is the model's: ESC, OSC 8, bidi
-        f"{c.wall_seconds:.2f}",
-        str(c.caller_tokens),
-    )
+    counts = map(str, (c.tokens_in, c.tokens_out, c.tool_calls))
+    # a ghost's name is the model's: ESC, OSC 8, bidi
+    table.add_row(*counts, _shown(ghosts), f"{c.wall_seconds:.2f}", str(c.caller_tokens))
     console.print(table)
 
 

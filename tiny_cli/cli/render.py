@@ -13,7 +13,7 @@ line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -57,13 +57,13 @@ def _card_table(console: Console, cards: Sequence[Card], wide: bool) -> None:
     rows = []
     for c in cards:
         b = c.budget
-        tools = [_shown(original(t)) for t in c.tools]  # as the card writes them
+        tools = [shown(original(t)) for t in c.tools]  # as the card writes them
         rows.append(
             [
-                _shown(c.id),
+                shown(c.id),
                 ", ".join(tools),
-                _shown(", ".join(c.returns_required)),
-                _shown(c.side_effects),
+                shown(", ".join(c.returns_required)),
+                shown(c.side_effects),
                 f"{b.max_tool_calls} / {b.max_output_tokens} / {b.max_wall_seconds:g}",
             ]
         )
@@ -76,10 +76,7 @@ def _card_table(console: Console, cards: Sequence[Card], wide: bool) -> None:
         Col("budget (calls / tokens / s)", gives="header"),
     ]
     title = f"{len(cards)} card(s) OK"
-    table, cut = fitted(console, cols, rows, wide, title=title, title_justify="left")
-    print_fitted(console, table, wide)
-    if cut:
-        console.print(WIDE_HINT, style="dim", highlight=False)
+    say_cut(console, print_fitted(console, cols, rows, wide, title=title))
 
 
 def _gh_data(text: str) -> str:
@@ -96,10 +93,7 @@ def decisions(console: Console, items: Sequence[Any], router: Any) -> None:
     """Print each routing decision: the candidates table, then the verdict."""
     name = getattr(getattr(router, "embedder", None), "name", "?")
     for d in items:
-        table = Table(title=f"route: {escape(printable(d.task))}", title_justify="left")
-        table.add_column("#", justify="right")
-        table.add_column("card")
-        table.add_column("score", justify="right")
+        table = titled(f"route: {shown(d.task)}", ("#", "card", "score"), {"#", "score"})
         for i, c in enumerate(d.candidates, 1):
             style = "bold green" if d.decision == "route" and c.agent_id == d.agent_id else None
             table.add_row(str(i), c.agent_id, f"{c.score:.3f}", style=style)
@@ -113,30 +107,33 @@ def decisions(console: Console, items: Sequence[Any], router: Any) -> None:
             )
         console.print(
             f"{verdict}  (score {d.score:.3f}, threshold {d.threshold:.3f}, "
-            f"embedder {escape(printable(str(name)))})\n"
+            f"embedder {shown(str(name))})\n"
         )
 
 
-def explanation(console: Console, e: Any, router: Any) -> None:
-    """Print a decision with, per candidate, the card text and the words behind its score."""
+def explanations(console: Console, items: Sequence[Any], router: Any) -> None:
+    """Print each decision with, per candidate, the card text and the words behind its score."""
+    for e in items:
+        _explanation(console, e, router)
+
+
+def _explanation(console: Console, e: Any, router: Any) -> None:
     decisions(console, [e.decision], router)
-    table = Table(title="why", title_justify="left")
-    for col in ("card", "score", "driven by", "words"):
-        table.add_column(col, justify="right" if col == "score" else "left")
+    table = titled("why", ("card", "score", "driven by", "words"), {"score"})
     for r in e.reasons:
         source = f"tool {r.tool}" if r.tool else r.source
-        driver = f"{escape(source)} [dim](cosine {r.cosine:.3f})[/]\n{escape(_short(r.text))}"
+        driver = f"{escape(source)} [dim](cosine {r.cosine:.3f})[/]\n{escape(clipped(r.text))}"
         if r.nearest_example is not None:
             driver += (
                 f"\n[dim]nearest example ({r.nearest_example_cosine:.2f}):[/] "
-                f"{escape(_short(r.nearest_example))}"
+                f"{escape(clipped(r.nearest_example))}"
             )
         words = f"{escape(', '.join(r.words))} [dim](+{r.lexical:.3f})[/]" if r.words else "—"
         table.add_row(r.agent_id, f"{r.score:.3f}", driver, words)
     console.print(table)
-    console.print(f"threshold {e.decision.threshold:.3f}: {escape(printable(e.threshold_source))}")
+    console.print(f"threshold {e.decision.threshold:.3f}: {shown(e.threshold_source)}")
     if e.tools_source:
-        console.print(f"tools: {escape(printable(e.tools_source))}")
+        console.print(f"tools: {shown(e.tools_source)}")
     console.print(
         "[dim]score: z of (cosine + words) against generic text. cosine: the closest of the "
         "card's vectors (summary, each capability the summary lists, each tool it allows, "
@@ -146,16 +143,9 @@ def explanation(console: Console, e: Any, router: Any) -> None:
     )
 
 
-def _short(text: str, limit: int = 90) -> str:
-    text = printable(text)
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
 def evaluation(console: Console, report: Any) -> None:
     """Print routing quality: ranking vs the abstain rule, each card, confusions, the sweep."""
-    figures = Table(title=f"routing quality on {report.n} tasks", title_justify="left")
-    figures.add_column("metric")
-    figures.add_column("value", justify="right")
+    figures = titled(f"routing quality on {report.n} tasks", ("metric", "value"), {"value"})
     ranks = tuple(
         (f"a right card among the first {k} (ranking alone)", share)
         for k, share in report.topk_never_abstain
@@ -185,17 +175,12 @@ def evaluation(console: Console, report: Any) -> None:
         )
     _per_card(console, report.per_card)
     _confusions(console, report.confusions)
-    sweep = Table(title="threshold sweep", title_justify="left")
-    for col in ("threshold", "in-scope accuracy", "abstain recall"):
-        sweep.add_column(col, justify="right")
+    columns = ("threshold", "in-scope accuracy", "abstain recall")
+    sweep = titled("threshold sweep", columns, set(columns))
     for p in report.sweep:
         mark = "bold" if abs(p.threshold - report.threshold) < 1e-9 else None
-        sweep.add_row(
-            f"{p.threshold:.3f}",
-            f"{p.in_scope_accuracy:.3f}",
-            f"{p.abstain_recall:.3f}",
-            style=mark,
-        )
+        point = (p.threshold, p.in_scope_accuracy, p.abstain_recall)
+        sweep.add_row(*(f"{f:.3f}" for f in point), style=mark)
     console.print(sweep)
 
 
@@ -203,9 +188,8 @@ def _per_card(console: Console, rows: Sequence[Any]) -> None:
     rows = [r for r in rows if r.tasks or r.routed]
     if not rows:
         return
-    table = Table(title="per card", title_justify="left")
-    for col in ("card", "tasks", "recall", "precision", "lost to abstain"):
-        table.add_column(col, justify="left" if col == "card" else "right")
+    columns = ("card", "tasks", "recall", "precision", "lost to abstain")
+    table = titled("per card", columns, set(columns[1:]))
     for r in sorted(rows, key=lambda r: (r.recall, r.agent_id)):
         table.add_row(
             r.agent_id,
@@ -220,20 +204,41 @@ def _per_card(console: Console, rows: Sequence[Any]) -> None:
 def _confusions(console: Console, confusions: Sequence[tuple[str, str, int]]) -> None:
     if not confusions:
         return
-    table = Table(title="worst confusions", title_justify="left")
-    for col in ("expected", "got", "count"):
-        table.add_column(col, justify="right" if col == "count" else "left")
+    table = titled("worst confusions", ("expected", "got", "count"), {"count"})
     for expected, got, count in confusions[:10]:
         table.add_row(expected, got, str(count))
     console.print(table)
 
 
 BAR_WIDTH = 32  # characters of the longest bar in the terminal charts
+CLIPPED_CHARS = 90  # of a text `clipped` shows, unless told otherwise
 
 
-def _shown(text: str, keep: str = "") -> str:
+def shown(text: str, keep: str = "") -> str:
     """Text from a model, a page or a file, safe for rich markup and for the terminal."""
     return escape(printable(text, keep))
+
+
+def clipped(text: str, limit: int = CLIPPED_CHARS) -> str:
+    """`text` made printable and cut to `limit` characters, the cut marked with `…`."""
+    text = printable(text)
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def titled(title: str, columns: Sequence[str], right: Container[str] = (), **options: Any) -> Table:
+    """A table titled on the left, with these columns: those in `right` justified right."""
+    table = Table(title=title, title_justify="left", **options)
+    for column in columns:
+        table.add_column(column, justify="right" if column in right else "left")
+    return table
+
+
+def bare(*columns: str) -> Table:
+    """A table with no box and no title: each column folds what is too long for it."""
+    table = Table(box=None, pad_edge=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
 
 
 # --- tables that fit the terminal ---------------------------------------------------------
@@ -262,18 +267,18 @@ class Col:
     lines: int | None = None  # text: at most this many lines, the last one cut with …
 
 
-def fitted(
+def print_fitted(
     console: Console,
     cols: Sequence[Col],
     rows: Sequence[Sequence[Cell]],
     wide: bool = False,
     **options: Any,
-) -> tuple[Table, bool]:
-    """Return the table sized to the console (whole when `wide`), and whether a value was cut.
+) -> bool:
+    """Print the table sized to the console, and return whether a value was cut to fit.
 
-    Print it with `print_fitted`, which leaves a wide table's long lines uncropped.
+    A `wide` table keeps its natural width, its long lines uncropped. The title is on the left.
     """
-    table = Table(**options)
+    table = Table(title_justify="left", **options)
     columns = [[row[i] for row in rows] for i in range(len(cols))]
     natural = [_natural([c.header, *cells]) for c, cells in zip(cols, columns, strict=True)]
     for col, width in zip(cols, natural, strict=True):
@@ -300,13 +305,15 @@ def fitted(
         column.width = width
     for row in zip(*columns, strict=True):
         table.add_row(*row)
-    whole = [(w, n) for w, n, c in zip(widths, natural, cols, strict=True) if c.gives in WHOLE]
-    return table, any(w < n for w, n in whole)
-
-
-def print_fitted(console: Console, table: Table, wide: bool) -> None:
-    """Print a fitted table: a wide one uncropped, as long as its lines are."""
     console.print(table, crop=not wide)
+    whole = [(w, n) for w, n, c in zip(widths, natural, cols, strict=True) if c.gives in WHOLE]
+    return any(w < n for w, n in whole)
+
+
+def say_cut(console: Console, cut: bool) -> None:
+    """Under tables with a value `cut` to fit, say that --wide prints them whole."""
+    if cut:
+        console.print(WIDE_HINT, style="dim", highlight=False)
 
 
 def _fit(

@@ -14,9 +14,8 @@ from rich.table import Table
 
 from tiny_cli.bench.scale_report import TERMINAL_COLUMNS, ScaleReport
 from tiny_cli.cli.live import STATUS_STYLE
-from tiny_cli.cli.render import BAR_WIDTH
+from tiny_cli.cli.render import BAR_WIDTH, shown, titled
 from tiny_cli.settings import sampling
-from tiny_cli.text import printable
 
 # --- the example bench ----------------------------------------------------------------------
 
@@ -28,31 +27,24 @@ def bench(console: Console, report: Any) -> None:
     _bench_table(console, report)
     _bench_disagreements(console, report)
     _bench_bars(console, report, "ghost calls per task", lambda r: r.ghost_calls)
-    _bench_bars(
-        console,
-        report,
-        "tokens per task (prompt + completion)",
-        lambda r: r.tokens_in + r.tokens_out,
-    )
+    tokens = "tokens per task (prompt + completion)"
+    _bench_bars(console, report, tokens, lambda r: r.tokens_in + r.tokens_out)
 
 
-class BenchProgress:
+class BenchProgress(Progress):
     """A progress bar on `console` (stderr) while runs finish; call it with (done, total)."""
 
     def __init__(self, console: Console) -> None:
         columns = (TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        self._progress = Progress(*columns, console=console, transient=True)
-        self._task = self._progress.add_task("bench", total=None)
+        super().__init__(*columns, console=console, transient=True)
+        self._task = self.add_task("bench", total=None)
 
     def __enter__(self) -> BenchProgress:
-        self._progress.start()
+        self.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
-
     def __call__(self, done: int, total: int) -> None:
-        self._progress.update(self._task, completed=done, total=total)
+        self.update(self._task, completed=done, total=total)
 
 
 # what a claimed answer lacked (bench.EVIDENCE), as the table words it
@@ -99,8 +91,8 @@ BETTER_LEGEND = (
 BenchRow = tuple[str, Any, str | None]  # label, an arm's figure, which way is better
 
 
-def _bench_rows(report: Any) -> list[BenchRow]:
-    """Return the comparison's rows: a label, how to read an arm's figure, which way is better."""
+def _bench_values(report: Any) -> list[tuple[str, list[Any], str | None]]:
+    """Return each row's label, its figure in each arm, and which way is better."""
     arms = report.arms.values()
     rows: list[BenchRow] = [("runs", lambda s: s.runs, None)]
     shown = [st for st in STATUS_STYLE if any(s.outcomes.get(st) for s in arms)]
@@ -120,19 +112,18 @@ def _bench_rows(report: Any) -> list[BenchRow]:
     # a replay's wall times measure the replay, not the model
     figures = BENCH_FIGURES + (() if report.replayed else BENCH_WALL)
     rows += [(label, attrgetter(name), better) for label, name, better in figures]
-    return rows
+    return [(label, [get(s) for s in arms], better) for label, get, better in rows]
 
 
 def _bench_title(report: Any) -> str:
     # a replay's header is a file's text: shown, never obeyed
-    model, url = printable(report.model), printable(report.base_url or "?")
-    where = f"model {escape(model)} @ {escape(url)}"
+    where = f"model {shown(report.model)} @ {shown(report.base_url or '?')}"
     if report.tool_mode:
-        where += f" · tool mode {escape(printable(report.tool_mode))}"
+        where += f" · tool mode {shown(report.tool_mode)}"
     where += f" · {sampling(report.temperature)}"
     if not report.replayed:
         return f"tiny bench · {where}"
-    source = f"replayed from {escape(printable(report.replay_file))}" if report.replay_file else ""
+    source = f"replayed from {shown(report.replay_file)}" if report.replay_file else ""
     return f"tiny bench · {source or 'replay'} · {where}"
 
 
@@ -157,13 +148,7 @@ def _bench_table(console: Console, report: Any) -> None:
         names = report.arms[arm].ghost_names
         if names:
             listed = ", ".join(f"{n} x{c}" for n, c in names.items())
-            console.print(f"ghost calls in {arm}: {escape(printable(listed))}", highlight=False)
-
-
-def _bench_values(report: Any) -> list[tuple[str, list[Any], str | None]]:
-    """Return each row's label, its figure in each arm, and which way is better."""
-    rows = _bench_rows(report)
-    return [(label, [get(s) for s in report.arms.values()], b) for label, get, b in rows]
+            console.print(f"ghost calls in {arm}: {shown(listed)}", highlight=False)
 
 
 def bench_markdown(report: Any) -> str:
@@ -189,9 +174,8 @@ def _bench_disagreements(console: Console, report: Any) -> None:
     if not tasks:
         console.print("both arms ended every task the same way", style="dim")
         return
-    table = Table(title=f"{len(tasks)} task(s) where the arms disagree", title_justify="left")
-    for col in ("task", "expected", "tiny", "all-tools"):
-        table.add_column(col)
+    columns = ("task", "expected", "tiny", "all-tools")
+    table = titled(f"{len(tasks)} task(s) where the arms disagree", columns)
     for t in tasks:
         cells = [_bench_outcome(report, t.id, arm) for arm in ("tiny", "all-tools")]
         table.add_row(escape(t.id), escape(t.expected_agent or "abstain"), *cells)
@@ -229,13 +213,10 @@ def _bench_bars(console: Console, report: Any, title: str, value: Any) -> None:
     if not top:  # a chart of zeros says nothing
         console.print(f"{title}: 0 in every task and arm, chart left out", highlight=False)
         return
-    table = Table(title=title, title_justify="left", box=None, show_header=False, pad_edge=False)
-    table.add_column("task")
-    table.add_column("arm")
-    table.add_column("bar")
-    table.add_column("value", justify="right")
+    bars = {"box": None, "show_header": False, "pad_edge": False}
+    table = titled(title, ("task", "arm", "bar", "value"), {"value"}, **bars)
     for i, (task_id, arm, v) in enumerate(rows):
-        width = round(BAR_WIDTH * v / top) if top else 0
+        width = round(BAR_WIDTH * v / top)
         bar = "█" * width if width or not v else "▏"
         label = escape(task_id) if i % len(report.arms) == 0 else ""
         table.add_row(label, arm, f"[{BENCH_ARM_STYLE.get(arm, 'white')}]{bar}[/]", str(v))
@@ -295,13 +276,12 @@ def scale(console: Console, report: ScaleReport) -> None:
 def _table(report: ScaleReport) -> Table:
     """The rows in the report's column order and names (those the terminal has room for)."""
     title = (
-        f"tool selection · {escape(printable(report.model))} · "
-        f"{escape(printable(str(report.tool_mode)))} mode"
+        f"tool selection · {shown(report.model)} · "
+        f"{shown(str(report.tool_mode))} mode"
         f" · {sampling(report.temperature)}"
     )
-    table = Table(title=title, title_justify="left")
-    for column in TERMINAL_COLUMNS:
-        table.add_column(column.name, justify="left" if column.name == "arm" else "right")
+    names = [column.name for column in TERMINAL_COLUMNS]
+    table = titled(title, names, set(names) - {"arm"})
     for row in report.rows:
         table.add_row(*(c.cell(row) for c in TERMINAL_COLUMNS), style=SCALE_ARM_STYLE.get(row.arm))
     return table

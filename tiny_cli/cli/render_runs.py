@@ -14,13 +14,20 @@ from typing import Any
 
 from rich.box import SIMPLE_HEAD as COMPACT
 from rich.console import Console
-from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from tiny_cli.cli.live import STATUS_STYLE
-from tiny_cli.cli.render import BAR_WIDTH, WIDE_HINT, Cell, Col, fitted, print_fitted
+from tiny_cli.cli.render import (
+    BAR_WIDTH,
+    Cell,
+    Col,
+    print_fitted,
+    say_cut,
+    shown,
+    titled,
+)
 from tiny_cli.runs.query import GroupStats, RunRecord, RunStats, RunSummary
 from tiny_cli.runs.store import REPAIR_MARK
 from tiny_cli.text import printable
@@ -66,7 +73,7 @@ BAR_COLUMNS = (
     Col("runs", "right"),
     Col("statuses", gives="text"),
 )
-BAR_TABLE = {"title_justify": "left", "box": None, "show_header": False, "pad_edge": False}
+BAR_TABLE = {"box": None, "show_header": False, "pad_edge": False}
 GOAL_CHARS = 60  # of the goal in the runs table (cut further to fit the terminal)
 ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
 OUTCOME_STYLE = {"ok": "green", "ghost": "bold red", "bad_arguments": "yellow"}
@@ -85,8 +92,8 @@ def runs(
     `matching`: the text they were searched by (`tiny runs search`), for the empty case.
     """
     if not found:
-        where = escape(printable(str(path)))
-        said = f"no run in {where} matches {_shown(repr(matching))}" if matching is not None else ""
+        where = shown(str(path))
+        said = f"no run in {where} matches {shown(repr(matching))}" if matching is not None else ""
         # soft wrap: a long path stays whole, one line to copy
         console.print(said or f"no runs recorded in {where}", highlight=False, soft_wrap=True)
         return
@@ -94,12 +101,7 @@ def runs(
     cols = [c for c in RUN_COLUMNS if not (narrow and c.header in NARROW_DROPS)]
     rows = [[cells[c.header] for c in cols] for cells in map(_run_cells, found)]
     title = f"{len(found)} run(s), newest first"
-    table, cut = fitted(
-        console, cols, rows, wide, title=title, title_justify="left", **COMPACT_TABLE
-    )
-    print_fitted(console, table, wide)
-    if cut:
-        console.print(WIDE_HINT, style="dim", highlight=False)
+    say_cut(console, print_fitted(console, cols, rows, wide, title=title, **COMPACT_TABLE))
 
 
 def _run_cells(r: RunSummary) -> dict[str, str]:
@@ -107,14 +109,14 @@ def _run_cells(r: RunSummary) -> dict[str, str]:
     return {
         "id": str(r.id),
         "started": _local(r.started_at, "%m-%d %H:%M"),
-        "command": _shown(r.command),
-        "card": _shown(r.card or "—"),
-        "model": _shown(r.model or "—"),
+        "command": shown(r.command),
+        "card": shown(r.card or "—"),
+        "model": shown(r.model or "—"),
         "status": _status(r.status),
         "tokens": f"{r.tokens_in}/{r.tokens_out}",
         "calls (ghost)": f"{r.tool_calls}{ghosts}",
         "s": _seconds(r.wall_seconds),
-        "goal": _shown(_cut(r.goal, GOAL_CHARS)),
+        "goal": shown(_cut(r.goal, GOAL_CHARS)),
     }
 
 
@@ -138,16 +140,15 @@ def stats(console: Console, figures: RunStats, wide: bool = False) -> None:
     if not figures.total.runs:
         console.print("no runs recorded")
         return
-    shown = [
+    columns = [
         c for c in STATS_COLUMNS if wide or not (console.width < WIDE and c in STATS_NARROW_DROPS)
     ]
-    cut = _stats_table(console, "per card", "card", figures.by_card, shown, wide)
-    cut |= _stats_table(console, "per model", "model", figures.by_model, shown, wide)
-    legend = " · ".join(f"{c}: {STATS_LEGEND[c]}" for c in shown if c in STATS_LEGEND)
+    cut = _stats_table(console, "per card", "card", figures.by_card, columns, wide)
+    cut |= _stats_table(console, "per model", "model", figures.by_model, columns, wide)
+    legend = " · ".join(f"{c}: {STATS_LEGEND[c]}" for c in columns if c in STATS_LEGEND)
     console.print(legend, style="dim", highlight=False)
     cut |= _status_bars(console, figures.by_card, wide)
-    if cut:
-        console.print(WIDE_HINT, style="dim", highlight=False)
+    say_cut(console, cut)
     moved = figures.reroutes
     if moved.rerouted:
         console.print(
@@ -161,9 +162,7 @@ def stats(console: Console, figures: RunStats, wide: bool = False) -> None:
 
 
 def _header(console: Console, r: RunSummary, routing: Mapping[str, Any] | None) -> None:
-    title = (
-        f"run {r.id} · {_shown(r.command)} · {_shown(r.card or 'no card')} · {_status(r.status)}"
-    )
+    title = f"run {r.id} · {shown(r.command)} · {shown(r.card or 'no card')} · {_status(r.status)}"
     console.print(title, highlight=False)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -175,28 +174,24 @@ def _header(console: Console, r: RunSummary, routing: Mapping[str, Any] | None) 
 
 def _facts(r: RunSummary, routing: Mapping[str, Any] | None) -> Iterator[tuple[str, str]]:
     """Yield the label and the (escaped) value of each line of a run's header."""
-    yield "run", _shown(r.label)
+    yield "run", shown(r.label)
     yield "started", f"{_local(r.started_at)} → {_local(r.ended_at) if r.ended_at else '…'}"
-    yield "model", f"{_shown(r.model or '—')} at {_shown(r.endpoint or '—')}"
-    yield "tool mode", _shown(r.tool_mode or "—")
+    yield "model", f"{shown(r.model or '—')} at {shown(r.endpoint or '—')}"
+    yield "tool mode", shown(r.tool_mode or "—")
     yield "pid", str(r.pid)
     if routing:
         target = routing.get("agent_id") or "nobody"
         line = f"{routing.get('decision')} → {target} ({routing.get('score')})"
         if routing.get("rerouted_from"):
             line += f", re-routed after {routing['rerouted_from']} refused"
-        yield "routing", _shown(line)
+        yield "routing", shown(line)
     if r.reason:
-        yield "reason", _shown(r.reason)
-    yield (
-        "cost",
-        (
-            f"{r.tokens_in} tokens in, {r.tokens_out} out, {r.tool_calls} tool call(s), "
-            f"{_ghosts(r.ghost_calls)}, {r.recovered_calls} recovered, "
-            f"{r.caller_tokens} caller tokens, {_seconds(r.wall_seconds)} s"
-        ),
-    )
-    yield "goal", _shown(r.goal or "—")
+        yield "reason", shown(r.reason)
+    calls = f"{r.tool_calls} tool call(s), {_ghosts(r.ghost_calls)}, {r.recovered_calls} recovered"
+    tokens = f"{r.tokens_in} tokens in, {r.tokens_out} out"
+    wall = _seconds(r.wall_seconds)
+    yield "cost", f"{tokens}, {calls}, {r.caller_tokens} caller tokens, {wall} s"
+    yield "goal", shown(r.goal or "—")
 
 
 def _message(
@@ -213,11 +208,11 @@ def _message(
     tags = _tags(role, content, answered)
     size = len(content) + sum(len(_arguments(c)) for c in calls)
     style = ROLE_STYLE.get(role, "white")
-    console.print(f"[{style}]#{number} {_shown(role)}[/] · {size:,} chars{tags}", highlight=False)
+    console.print(f"[{style}]#{number} {shown(role)}[/] · {size:,} chars{tags}", highlight=False)
     if content:
-        shown = content if full else _cut(content, SHOWN_CHARS)
-        more = "" if shown == content else f"\n… [{len(content):,} chars in all; --full shows all]"
-        console.print(Padding(Text(printable(shown, keep="\n") + more), (0, 0, 0, 2)))
+        text = content if full else _cut(content, SHOWN_CHARS)
+        more = "" if text == content else f"\n… [{len(content):,} chars in all; --full shows all]"
+        console.print(Padding(Text(printable(text, keep="\n") + more), (0, 0, 0, 2)))
     for call in calls:
         _native_call(console, call, by_id)
 
@@ -228,7 +223,7 @@ def _tags(role: str, content: str, answered: Iterator[Mapping[str, Any]]) -> str
         call = next(answered, None)
         if call is None:
             return " · tool result"
-        return f" · result of {_shown(str(call.get('name')))} · {_outcome(call.get('outcome'))}"
+        return f" · result of {shown(str(call.get('name')))} · {_outcome(call.get('outcome'))}"
     if role == "user" and content.startswith(REPAIR_MARK):
         return " · [bold yellow]repair request[/]"
     return ""
@@ -243,25 +238,24 @@ def _native_call(
     same_id = by_id.get(called, []) if isinstance(called, str) else []
     outcome = _mapping(same_id.pop(0) if same_id else None).get("outcome")
     text = f"{function.get('name')} {_cut(_arguments(call), ARGUMENT_CHARS)}"
-    console.print(f"  → call {_shown(text)} · {_outcome(outcome)}", highlight=False)
+    console.print(f"  → call {shown(text)} · {_outcome(outcome)}", highlight=False)
 
 
 def _calls(console: Console, calls: Sequence[Mapping[str, Any]]) -> None:
     """Print every tool call of the run, ghosts in red."""
     if not calls:
         return
-    table = Table(title="tool calls", title_justify="left")
-    for col in ("#", "tool", "outcome", "s", "result chars", "arguments"):
-        table.add_column(col, justify="right" if col in ("#", "s", "result chars") else "left")
+    columns = ("#", "tool", "outcome", "s", "result chars", "arguments")
+    table = titled("tool calls", columns, {"#", "s", "result chars"})
     for i, c in enumerate(calls, 1):
-        name = _shown(str(c.get("name")))
+        name = shown(str(c.get("name")))
         table.add_row(
             str(i),
             f"[bold red]{name}[/]" if c.get("outcome") == "ghost" else name,
             _outcome(c.get("outcome"), short=True) + (" (recovered)" if c.get("recovered") else ""),
             _seconds(c.get("seconds")),
             _count(c.get("result_chars")),
-            _shown(_cut(str(c.get("arguments") or ""), ARGUMENT_CHARS)),
+            shown(_cut(str(c.get("arguments") or ""), ARGUMENT_CHARS)),
         )
     console.print(table)
 
@@ -292,7 +286,7 @@ def _outcome(outcome: Any, short: bool = False) -> str:
         return "[dim]not run[/]"
     if outcome == "ghost":
         return "[bold red]ghost call" + ("" if short else ": not a tool of this card") + "[/]"
-    return f"[{OUTCOME_STYLE.get(str(outcome), 'yellow')}]{_shown(str(outcome))}[/]"
+    return f"[{OUTCOME_STYLE.get(str(outcome), 'yellow')}]{shown(str(outcome))}[/]"
 
 
 # --- statistics -----------------------------------------------------------------------------
@@ -303,17 +297,13 @@ def _stats_table(
     title: str,
     key: str,
     groups: Sequence[GroupStats],
-    shown: Sequence[str],
+    columns: Sequence[str],
     wide: bool,
 ) -> bool:
     """Print one table of figures, a row per group; return whether a name was cut to fit."""
-    cols = [Col(key, gives="name"), *(Col(c, "right") for c in shown)]
-    rows = [[_shown(g.name or "—"), *(_stats_cells(g)[c] for c in shown)] for g in groups]
-    table, cut = fitted(
-        console, cols, rows, wide, title=title, title_justify="left", **COMPACT_TABLE
-    )
-    print_fitted(console, table, wide)
-    return cut
+    cols = [Col(key, gives="name"), *(Col(c, "right") for c in columns)]
+    rows = [[shown(g.name or "—"), *(_stats_cells(g)[c] for c in columns)] for g in groups]
+    return print_fitted(console, cols, rows, wide, title=title, **COMPACT_TABLE)
 
 
 def _stats_cells(g: GroupStats) -> dict[str, str]:
@@ -339,13 +329,12 @@ def _status_bars(console: Console, groups: Sequence[GroupStats], wide: bool) -> 
         bar = Text()
         for status, count in _ordered(g.statuses):
             bar.append("█" * max(1, round(BAR_WIDTH * count / top)), RUN_STYLE.get(status, "white"))
-        counts = " · ".join(f"{_shown(s)} {n}" for s, n in _ordered(g.statuses))
-        rows.append([_shown(g.name or "—"), bar, str(g.runs), f"[dim]{counts}[/]"])
+        counts = " · ".join(f"{shown(s)} {n}" for s, n in _ordered(g.statuses))
+        rows.append([shown(g.name or "—"), bar, str(g.runs), f"[dim]{counts}[/]"])
     title = "runs per card, by status"
-    table, cut = fitted(console, BAR_COLUMNS, rows, wide, title=title, **BAR_TABLE)
-    print_fitted(console, table, wide)
+    cut = print_fitted(console, BAR_COLUMNS, rows, wide, title=title, **BAR_TABLE)
     seen = dict(_ordered({s: 0 for g in groups for s in g.statuses}))
-    console.print("  ".join(f"[{RUN_STYLE.get(s, 'white')}]█[/] {_shown(s)}" for s in seen))
+    console.print("  ".join(f"[{RUN_STYLE.get(s, 'white')}]█[/] {shown(s)}" for s in seen))
     return cut
 
 
@@ -358,12 +347,8 @@ def _ordered(statuses: Mapping[str, int]) -> list[tuple[str, int]]:
 # --- small helpers --------------------------------------------------------------------------
 
 
-def _shown(text: str) -> str:
-    return escape(printable(text))
-
-
 def _status(status: str) -> str:
-    return f"[{RUN_STYLE.get(status, 'white')}]{_shown(status)}[/]"
+    return f"[{RUN_STYLE.get(status, 'white')}]{shown(status)}[/]"
 
 
 def _cut(text: str, limit: int) -> str:
@@ -375,7 +360,7 @@ def _local(stamp: str, form: str = "%Y-%m-%d %H:%M:%S") -> str:
     try:
         return datetime.fromisoformat(stamp).astimezone().strftime(form)
     except (ValueError, OverflowError, OSError):  # not a time, or out of the local range
-        return _shown(stamp)
+        return shown(stamp)
 
 
 def _seconds(value: Any) -> str:

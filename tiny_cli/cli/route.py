@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TextIO
 
 import typer
 
@@ -19,9 +20,8 @@ from tiny_cli.cli.common import (
     json_text,
     settings_from,
 )
-from tiny_cli.cli.progress import index_progress
 from tiny_cli.errors import ConfigError
-from tiny_cli.routing.evaluation import EvalReport, evaluate, read_eval_file
+from tiny_cli.routing.evaluation import evaluate, read_eval_file
 from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import Router
 from tiny_cli.settings import DEFAULT_TOP, Settings
@@ -63,11 +63,8 @@ def validate(
     detail = verbose or json_out  # JSON is read by programs: every overlap, always
     checked = _connect(settings) if connect else None
     found = validate_cards(settings, paths or [], connect=checked, detail=detail)
-    if json_out:
-        typer.echo(json_text(found.to_json(), indent=2))
-    else:
-        render, out = _drawing()
-        render.validation(out, found.cards, found.problems, fmt, found.warnings, wide)
+    human = (found.cards, found.problems, fmt, found.warnings, wide)
+    emit(json_out, found.to_json(), lambda: _draw("validation", *human))
     raise typer.Exit(EXIT_PROBLEMS if found.problems else EXIT_OK)
 
 
@@ -118,6 +115,31 @@ def route(
         raise typer.Exit(EXIT_PROBLEMS)
 
 
+@contextmanager
+def index_progress(stream: TextIO | None = None) -> Iterator[Callable[[int, int], None] | None]:
+    """Yield a `progress(done, total)` that draws a bar of a long index build (embedding
+    thousands of new card texts) on stderr, or None off a terminal.
+
+    Nothing is drawn until the first batch reports: a cached router never shows a bar.
+    """
+    stream = sys.stderr if stream is None else stream
+    if not stream.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
+    with Progress(console=Console(file=stream), transient=True) as bar:
+        task: list[TaskID] = []
+
+        def update(done: int, total: int) -> None:
+            if not task:
+                task.append(bar.add_task("embedding card texts", total=total))
+            bar.update(task[0], completed=done)
+
+        yield update
+
+
 def _tasks(task: str | None) -> list[tuple[int, str]]:
     """Return the task (line 0), or with '-' every non-blank line of stdin, numbered."""
     if task != "-":
@@ -147,31 +169,29 @@ def _route_lines(
     Return whether any line failed. A single TASK is checked by the router: its error ends
     the command as before.
     """
-    errors = dict(_unroutable(lines)) if lines[0][0] else {}
-    good = [t for n, t in lines if n not in errors]
-    if explain:
-        _explain(router, good, top, json_out, _errors_first(lines, errors))
+    slots = [(n, _unroutable(t) if n else None) for n, t in lines]
+    for number, why in slots:  # every bad line first, each on its own
+        if why is not None:
+            typer.echo(f"tiny: error: line {number}: {printable(why)}", err=True)
+    good = [t for (_, t), (_, why) in zip(lines, slots, strict=True) if why is None]
+    if explain:  # per task, which card text and words drove each score
+        found: list[Any] = [router.explain(t, top) for t in good]
     else:
-        _decide(router, good, top, json_out, _errors_first(lines, errors))
-    return bool(errors)
+        found = router.route_many(good, top)
+    if json_out:
+        _json_lines([f.to_json() for f in found], slots)
+    else:
+        _draw("explanations" if explain else "decisions", found, router)
+    return any(why is not None for _, why in slots)
 
 
-def _unroutable(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """The stdin lines no route can take (too long), each with why."""
-    found = []
-    for number, text in lines:
-        try:
-            check_task(text)
-        except ConfigError as exc:
-            found.append((number, str(exc)))
-    return found
-
-
-def _errors_first(lines: list[tuple[int, str]], errors: dict[int, str]) -> list[Slot]:
-    """Report each bad line on stderr; return each line's number and error (None: routed)."""
-    for number, why in errors.items():
-        typer.echo(f"tiny: error: line {number}: {printable(why)}", err=True)
-    return [(number, errors.get(number)) for number, _ in lines]
+def _unroutable(task: str) -> str | None:
+    """Why no route can take this stdin line (too long); None when one can."""
+    try:
+        check_task(task)
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
@@ -188,35 +208,8 @@ def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
         return True
     report = evaluate(router, found.labelled, found.also)
     document = {**report.to_json(), "errors": list(found.errors)}
-    emit(json_out, document, lambda: _show_evaluation(report))
+    emit(json_out, document, lambda: _draw("evaluation", report))
     return bool(found.errors)
-
-
-def _show_evaluation(report: EvalReport) -> None:
-    """Print the evaluation as tables."""
-    render, out = _drawing()
-    render.evaluation(out, report)
-
-
-def _explain(router: Router, tasks: list[str], top: int, json_out: bool, slots: list[Slot]) -> None:
-    """Show, per task, which card text and words drove each score."""
-    explained = [router.explain(t, top) for t in tasks]
-    if json_out:
-        _json_lines([e.to_json() for e in explained], slots)
-        return
-    render, out = _drawing()
-    for e in explained:
-        render.explanation(out, e, router)
-
-
-def _decide(router: Router, tasks: list[str], top: int, json_out: bool, slots: list[Slot]) -> None:
-    """Route every task: one JSON line each, or one table."""
-    decisions = router.route_many(tasks, top)
-    if json_out:
-        _json_lines([d.to_json() for d in decisions], slots)
-        return
-    render, out = _drawing()
-    render.decisions(out, decisions, router)
 
 
 def _connect(settings: Settings) -> Connect:
@@ -227,14 +220,14 @@ def _connect(settings: Settings) -> Connect:
     return lambda cards, mcp: connect_problems(cards, mcp, cache_dir=settings.cache_dir)
 
 
-def _drawing() -> tuple[ModuleType, Any]:
-    """The render layer and a console, for output a person reads: only there does a route
-    load rich (`--json` never does). A route shows no live view: a plain console prints it."""
+def _draw(renderer: str, *args: Any) -> None:
+    """Print with `render.<renderer>`: only output a person reads loads rich (`--json` never
+    does). A route shows no live view: a plain console prints it."""
     from rich.console import Console
 
     from tiny_cli.cli import render
 
-    return render, Console()
+    getattr(render, renderer)(Console(), *args)
 
 
 def _json_lines(documents: list[dict[str, Any]], slots: list[Slot]) -> None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -70,10 +71,8 @@ from tiny_cli.settings import Settings
 from tiny_cli.text import printable
 from tiny_cli.workspace import Workspace, open_workspace
 
-Ask = Callable[[str], str]
-"""Show a question, return the key pressed ('' for Enter)."""
-Say = Callable[[str], None]
-"""Print one line for the person (stderr)."""
+Ask = Callable[[str], str]  # show a question, return the key pressed ('' for Enter)
+Say = Callable[[str], None]  # print one line for the person (stderr)
 
 ROUTED = "Right card? [enter] yes · [c] choose another · [a] should have abstained"
 ABSTAINED = "No card took it. Right? [enter] yes · [c] choose a card"
@@ -98,7 +97,7 @@ class RunFlags:
     task: str | None = None
     brief_file: Path | None = None
     must_return: str | None = None  # comma-separated
-    inputs: Sequence[str] = ()  # each key=value
+    inputs: Sequence[str] | None = None  # each key=value
     hint: str | None = None
     max_output_tokens: int | None = None
     yes: bool = False
@@ -107,10 +106,10 @@ class RunFlags:
 
     def brief(self) -> Brief:
         """Build the Brief: the --brief file, with the task and the other options on top."""
-        pairs = dict(_pair(i) for i in self.inputs)
-        fields = (self.must_return or "").split(",")
+        pairs = dict(_pair(i) for i in self.inputs or ())
+        must = (self.must_return or "").split(",")
         return make_brief(
-            self.task, fields, pairs, self.hint, self.max_output_tokens, file=self.brief_file
+            self.task, must, pairs, self.hint, self.max_output_tokens, file=self.brief_file
         )
 
 
@@ -133,12 +132,12 @@ def invoke(
     inputs: InputOpt = None,
     hint: HintOpt = None,
     max_output_tokens: MaxTokensOpt = None,
-    brief: BriefOpt = None,
+    brief_file: BriefOpt = None,
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
     record: RecordOpt = None,
     replay: ReplayOpt = None,
-    allow_host: AllowHostOpt = None,
+    allow_hosts: AllowHostOpt = None,
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
     temperature: TemperatureOpt = None,
@@ -151,11 +150,11 @@ def invoke(
 ) -> None:
     """Run one card on a task in a fresh context under its budget; print the Digest."""
     options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
-                         allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
+                         allow_hosts=allow_hosts, tool_mode=tool_mode, wall_scale=wall_scale,
                          temperature=temperature, record=record, replay=replay, no_log=no_log,
                          log=log)  # fmt: skip
-    flags = RunFlags(options, task=task, brief_file=brief, must_return=must_return,
-                     inputs=inputs or (), hint=hint, max_output_tokens=max_output_tokens,
+    flags = RunFlags(options, task=task, brief_file=brief_file, must_return=must_return,
+                     inputs=inputs, hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
 
     with running("invoke", flags, handles=artifact or (), wanted=card_id) as run:
@@ -181,12 +180,12 @@ def delegate(
     inputs: InputOpt = None,
     hint: HintOpt = None,
     max_output_tokens: MaxTokensOpt = None,
-    brief: BriefOpt = None,
+    brief_file: BriefOpt = None,
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
     record: RecordOpt = None,
     replay: ReplayOpt = None,
-    allow_host: AllowHostOpt = None,
+    allow_hosts: AllowHostOpt = None,
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
     temperature: TemperatureOpt = None,
@@ -198,11 +197,11 @@ def delegate(
 ) -> None:
     """Route a task to the right card and run it; abstain, or ask before each write call."""
     options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
-                         allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
+                         allow_hosts=allow_hosts, tool_mode=tool_mode, wall_scale=wall_scale,
                          temperature=temperature, record=record, replay=replay, no_log=no_log,
                          log=log)  # fmt: skip
-    flags = RunFlags(options, task=task, brief_file=brief, must_return=must_return,
-                     inputs=inputs or (), hint=hint, max_output_tokens=max_output_tokens,
+    flags = RunFlags(options, task=task, brief_file=brief_file, must_return=must_return,
+                     inputs=inputs, hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
 
     with running("delegate", flags) as run:
@@ -246,20 +245,15 @@ def running(
 
 def show_digest(json_out: bool, digest: Digest) -> NoReturn:
     """Print the Digest (JSON or a panel) and exit with its status's code."""
-    emit(json_out, digest.to_json(), lambda: _panel(digest))
+    emit(json_out, digest.to_json(), lambda: digest_panel(console(), digest))
     raise typer.Exit(EXIT_BY_STATUS[digest.status])
-
-
-def _panel(digest: Digest) -> None:
-    """Print the Digest as a panel."""
-    digest_panel(console(), digest)
 
 
 def _show_and_ask(
     settings: Settings, candidates: Sequence[str], digest: Digest, run_id: int
 ) -> NoReturn:
     """Print the Digest, ask whether the card was right (recorded), exit by its status."""
-    _panel(digest)
+    digest_panel(console(), digest)
     assert digest.routing is not None  # wants_answer checked
     ask_route(settings, run_id, digest.routing, candidates)
     raise typer.Exit(EXIT_BY_STATUS[digest.status])
@@ -352,51 +346,30 @@ def run_session(
     """
     view = LiveView(console(stderr=True)) if live else None
     opened: list[Session] = []
-    no_log = no_log or (bool(replay) and not log_replay)
     try:
-        with _session(
-            settings, command, record, replay, resume, no_log, view, handles, upgrade
-        ) as s:
-            opened.append(s)
-            yield s
+        with (
+            open_session(
+                settings,
+                command,
+                record=record,
+                replay=replay,
+                resume=resume,
+                log=not (no_log or (bool(replay) and not log_replay)),
+                watchers=[view.observer] if view is not None else [],
+                on_log_error=warn,
+                on_warning=warn,
+                handles=handles,
+                upgrade=upgrade,
+            ) as session,
+            view or nullcontext(),
+        ):  # the view ends first: a warning reads below it
+            opened.append(session)
+            yield session
     except KeyboardInterrupt:
         kept = opened[0].exchanges.kept_on_interrupt() if opened else None
         if kept is not None:
             warn(f"the exchanges recorded so far are in {kept}: pass it to --resume to go on")
         raise
-
-
-@contextmanager
-def _session(
-    settings: Settings,
-    command: str,
-    record: Path | None,
-    replay: Sequence[Path] | None,
-    resume: Sequence[Path],
-    no_log: bool,
-    view: LiveView | None,
-    handles: Sequence[str],
-    upgrade: bool = False,
-) -> Iterator[Session]:
-    """Open the session itself, the live view inside it."""
-    with open_session(
-        settings,
-        command,
-        record=record,
-        replay=replay,
-        resume=resume,
-        log=not no_log,
-        watchers=[view.observer] if view is not None else [],
-        on_log_error=warn,
-        on_warning=warn,
-        handles=handles,
-        upgrade=upgrade,
-    ) as session:
-        if view is None:
-            yield session
-            return
-        with view:  # ends before the run log closes: a warning then reads below the runs
-            yield session
 
 
 def warn_unused(exchanges: Any) -> None:
@@ -444,7 +417,7 @@ def ask_route(
 
     `candidates` are the cards offered on [c], best first (the routing's top five).
     """
-    ask, say = ask or read_key, say or _say
+    ask, say = ask or read_key, say or partial(typer.echo, err=True)
     answer = choose(routing, candidates, ask, say)
     if answer is None:
         return None
@@ -485,7 +458,3 @@ def read_key(question: str) -> str:
     key = "" if key in ("\r", "\n") else key
     typer.echo(printable(key), err=True)
     return key
-
-
-def _say(line: str) -> None:
-    typer.echo(line, err=True)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
-from types import ModuleType
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -22,7 +21,6 @@ from tiny_cli.cli.common import (
     stdin_is_terminal,
 )
 from tiny_cli.runs.log import DB_NAME, Deletion, RunLog, RunQuery, parse_since
-from tiny_cli.runs.query import RunRecord, RunStats, RunSummary
 from tiny_cli.text import printable
 from tiny_cli.tools.artifacts import ArtifactStore
 
@@ -62,12 +60,8 @@ def runs(
     json_out: JsonOpt = False,
 ) -> None:
     """List the recent runs, newest first; `tiny runs show ID` shows one, `stats` sums them."""
-    if ctx.invoked_subcommand is not None:
-        return
-    with _run_log() as log:
-        found = log.runs(_run_query(card, status, model, since, limit))
-    rows = [r.to_json() for r in found]
-    emit(json_out, rows, lambda: _show_runs(found, log.path, wide=wide))
+    if ctx.invoked_subcommand is None:
+        _list(RunQuery(card, status, model, _since(since), limit), wide, json_out)
 
 
 @runs_app.command("show")
@@ -81,7 +75,7 @@ def runs_show(
     """Show one run: the transcript with each message's size, tool calls and ghost calls."""
     with _run_log() as log:
         record = log.run(run_id)
-    emit(json_out, record.to_json(), lambda: _show_run(record, full))
+    emit(json_out, record.to_json(), lambda: _draw("run", record, full))
 
 
 @runs_app.command("search", epilog=EXAMPLES["runs search"])
@@ -96,10 +90,15 @@ def runs_search(
     json_out: JsonOpt = False,
 ) -> None:
     """Find runs by the words of their task, summary, fields, tool calls and results."""
+    _list(RunQuery(card, status, limit=limit, text=text), wide, json_out)
+
+
+def _list(query: RunQuery, wide: bool, json_out: bool) -> None:
+    """List the runs `query` finds (the empty case names its text: `tiny runs search`)."""
     with _run_log() as log:
-        found = log.runs(_run_query(card, status, None, None, limit, text))
+        found = log.runs(query)
     rows = [r.to_json() for r in found]
-    emit(json_out, rows, lambda: _show_runs(found, log.path, text, wide))
+    emit(json_out, rows, lambda: _draw("runs", found, log.path, query.text, wide))
 
 
 @runs_app.command("stats")
@@ -112,8 +111,8 @@ def runs_stats(
 ) -> None:
     """Per card and per model: runs, statuses, ghost and repair rates, tokens, wall time."""
     with _run_log() as log:
-        figures = log.stats(_run_query(card, None, model, since, None))
-    emit(json_out, figures.to_json(), lambda: _show_stats(figures, wide))
+        figures = log.stats(RunQuery(card, model=model, since=_since(since), limit=None))
+    emit(json_out, figures.to_json(), lambda: _draw("stats", figures, wide))
 
 
 @runs_app.command("path")
@@ -152,8 +151,9 @@ def runs_correct(
     taught = done.report.outcome() if done.report is not None else None
 
     def human() -> None:
-        _, live = _terminal()
-        typer.echo(live.correction_line(done.correction, taught))
+        from tiny_cli.cli.live import correction_line  # rich: only for a person, never --json
+
+        typer.echo(correction_line(done.correction, taught))
 
     emit(json_out, done.to_json(), human)
 
@@ -201,34 +201,23 @@ def runs_export(
     """Write every matching run, oldest first, as `tiny runs show ID --json` prints it."""
     del fmt  # jsonl is the one format yet: the flag lets a script say so, and fails on others
     with _run_log() as log:
-        count = log.export(_run_query(card, None, None, since, None), out, sys.stdout)
+        count = log.export(RunQuery(card, since=_since(since), limit=None), out, sys.stdout)
     if out is not None:
         typer.echo(f"{count} run(s) written to {out}", err=True)
 
 
-# the human renderings, for output a person reads (never for --json)
-
-
-def _terminal() -> tuple[ModuleType, ModuleType]:
-    """The run log's renderer and the terminal (its console): only output a person reads
-    loads rich, `--json` never does."""
+def _draw(renderer: str, *args: Any) -> None:
+    """Print with `render_runs.<renderer>`: only output a person reads loads rich, `--json`
+    never does."""
     from tiny_cli.cli import live, render_runs
 
-    return render_runs, live
-
-
-def _show_runs(
-    found: list[RunSummary], path: Path, matching: str | None = None, wide: bool = False
-) -> None:
-    draw, live = _terminal()
-    draw.runs(live.console(), found, path, matching, wide)
+    getattr(render_runs, renderer)(live.console(), *args)
 
 
 def _confirm_deletion(ids: Sequence[int]) -> bool:
     """Name the runs a deletion takes on stderr and ask [y/N]; the default is no."""
     named = ", ".join(map(str, ids[:SHOWN_IDS])) + (", …" if len(ids) > SHOWN_IDS else "")
-    question = f"Delete {len(ids)} run(s) ({named}) and their corrections?"
-    return confirm(question)
+    return confirm(f"Delete {len(ids)} run(s) ({named}) and their corrections?")
 
 
 def _show_deletion(done: Deletion) -> None:
@@ -238,31 +227,12 @@ def _show_deletion(done: Deletion) -> None:
     typer.echo(f"deleted {len(done.runs)} run(s) and {done.corrections} correction(s)")
 
 
-def _show_run(record: RunRecord, full: bool) -> None:
-    draw, live = _terminal()
-    draw.run(live.console(), record, full)
+def _run_log() -> RunLog:
+    return RunLog.open(settings_from().home)
 
 
-def _show_stats(figures: RunStats, wide: bool) -> None:
-    draw, live = _terminal()
-    draw.stats(live.console(), figures, wide)
-
-
-@contextmanager
-def _run_log() -> Iterator[RunLog]:
-    with RunLog.open(settings_from().home) as log:
-        yield log
-
-
-def _run_query(
-    card: str | None,
-    status: str | None,
-    model: str | None,
-    since: str | None,
-    limit: int | None,
-    text: str | None = None,
-) -> RunQuery:
-    return RunQuery(card, status, model, parse_since(since) if since else None, limit, text)
+def _since(since: str | None) -> datetime | None:
+    return parse_since(since) if since else None
 
 
 @artifacts_app.command("show")

@@ -17,7 +17,6 @@ import json
 import logging
 import queue
 import secrets
-import signal
 import socket
 import sys
 import threading
@@ -151,7 +150,8 @@ class Served:
 
 def build_server(served: Served, router: Callable[[], Router] | None = None) -> MCPServer:
     """Return the MCP server for a workspace; `router` builds the concierge on first use."""
-    service = _Service(served, router or (lambda: _router(served.ws)))
+    ws = served.ws  # the concierge's embedder loads on its first task
+    service = _Service(served, router or (lambda: build_router(ws.settings, ws.cards.values())))
     server: MCPServer = MCPServer(
         "tiny",
         version=__version__,
@@ -166,17 +166,11 @@ def build_server(served: Served, router: Callable[[], Router] | None = None) -> 
     return server
 
 
-def _router(ws: Workspace) -> Router:
-    """The concierge for the workspace's cards (the embedder loads on first use)."""
-    return build_router(ws.settings, ws.cards.values())
-
-
 def serve(settings: Settings, *, http_port: int | None = None, allow_writes: bool = False) -> None:
     """Serve the settings' cards over stdio, or streamable HTTP on 127.0.0.1:`http_port`."""
     ws = open_workspace(settings)
     if http_port is not None:
         _check_port(http_port)
-    _stop_on_sigterm()
 
     with open_session(settings, COMMAND) as session:
         provider = session.provider(COMMAND, "served card")
@@ -217,8 +211,8 @@ def _add_tools(server: MCPServer, service: _Service, ws: Workspace) -> None:
         """Route a task to the tiny agent whose card fits and run it in a fresh context
         under a hard budget; return its Digest (status, summary, fields, cost), or
         `abstain` when no card fits."""
-        brief = _brief(task, must_return, inputs, context_hint, max_output_tokens)
-        return await service.call(ctx, brief, service.delegate)
+        brief = (task, must_return or (), inputs, context_hint, max_output_tokens)
+        return await service.call(ctx, None, brief)
 
     async def invoke(
         card: str,
@@ -231,8 +225,8 @@ def _add_tools(server: MCPServer, service: _Service, ws: Workspace) -> None:
     ) -> CallToolResult | InputRequiredResult:
         """Run one named card on a task in a fresh context under its budget; return its
         Digest."""
-        brief = _brief(task, must_return, inputs, context_hint, max_output_tokens)
-        return await service.call(ctx, brief, service.invoker(card))
+        brief = (task, must_return or (), inputs, context_hint, max_output_tokens)
+        return await service.call(ctx, card, brief)
 
     async def route(task: Task, top: Annotated[int, Field(ge=1)] = DEFAULT_TOP) -> CallToolResult:
         """Rank the cards for a task by embedding similarity, or abstain; no model call."""
@@ -245,19 +239,7 @@ def _add_tools(server: MCPServer, service: _Service, ws: Workspace) -> None:
         server.add_tool(fn, annotations=hints, structured_output=False)
 
 
-Start = Callable[[Brief, Approve, Mapping[str, str]], Digest]  # the last: the host's trace
 TRACE_KEYS = ("traceparent", "tracestate")  # W3C trace context a host may put in `_meta`
-
-
-def _brief(
-    task: str,
-    must_return: list[str] | None,
-    inputs: dict[str, str] | None,
-    context_hint: str | None,
-    max_output_tokens: int | None,
-) -> Callable[[], Brief]:
-    """Return the Brief's builder: bad input raises only when the call is not a retry."""
-    return lambda: make_brief(task, must_return or (), inputs, context_hint, max_output_tokens)
 
 
 class _Service:
@@ -268,35 +250,18 @@ class _Service:
         self.router = _SerialRouter(router)
         self.parked: dict[str, _Pending] = {}
 
-    def delegate(self, brief: Brief, approve: Approve, trace: Mapping[str, str]) -> Digest:
-        """Route the Brief and run the card it goes to."""
-        s = self.served
-        return run_delegate(
-            s.ws,
-            cast("Router", self.router),
-            brief,
-            provider=s.provider,
-            approve=approve,
-            observer=_observer(s, "delegate", trace, brief.goal),
-            artifacts=s.artifacts,
-        )
-
-    def invoker(self, card_id: str) -> Start:
-        """Return the start of a run of the card named `card_id`."""
-
-        def start(brief: Brief, approve: Approve, trace: Mapping[str, str]) -> Digest:
-            s = self.served
-            return run_card(
-                s.ws,
-                card_id,
-                brief,
-                provider=s.provider,
-                approve=approve,
-                observer=_observer(s, "invoke", trace, brief.goal),
-                artifacts=s.artifacts,
-            )
-
-        return start
+    def run(
+        self, card_id: str | None, brief: Brief, approve: Approve, trace: Mapping[str, str]
+    ) -> Digest:
+        """Run the card named `card_id` on the Brief, or (None) route it to the card it fits."""
+        s, label = self.served, "invoke" if card_id is not None else "delegate"
+        # its observer logs its task (an abstain too); its spans continue the host's trace
+        observer = s.observe(label, goal=brief.goal, **({"trace": trace} if trace else {}))
+        run: dict[str, Any] = {"provider": s.provider, "approve": approve, "observer": observer}
+        run["artifacts"] = s.artifacts
+        if card_id is None:
+            return run_delegate(s.ws, cast("Router", self.router), brief, **run)
+        return run_card(s.ws, card_id, brief, **run)
 
     async def route(self, task: str, top: int) -> CallToolResult:
         """Return the routing decision and candidates for `task`."""
@@ -310,22 +275,23 @@ class _Service:
         )
 
     async def call(
-        self, ctx: Context, brief: Callable[[], Brief], start: Start
+        self, ctx: Context, card_id: str | None, brief: tuple[Any, ...]
     ) -> CallToolResult | InputRequiredResult:
-        """Start a run (or resume a parked one with the host's answer) and follow it."""
+        """Start a run on the Brief made of `brief` (or resume a parked one with the host's
+        answer: bad input is an error only when the call is not a retry) and follow it."""
         if ctx.request_state is not None:
             pending = self.parked.pop(ctx.request_state, None)
             if pending is None:
                 return error_result(ConfigError("no run waits for this answer any more"))
-            pending.answer(_approved(_response(ctx)))
+            pending.answer(_approved((ctx.input_responses or {}).get(WRITE_KEY)))
             return await self._follow(ctx, pending)
         try:
-            the_brief = brief()
+            the_brief = make_brief(*brief)
         except TinyError as exc:
             return error_result(exc)
         pending = _Pending()
         approve, trace = self._approver(ctx, pending), _trace_context(ctx)
-        pending.start(lambda: start(the_brief, approve, trace), self.served.in_flight)
+        pending.start(lambda: self.run(card_id, the_brief, approve, trace), self.served.in_flight)
         return await self._follow(ctx, pending)
 
     def _approver(self, ctx: Context, pending: _Pending) -> Approve:
@@ -340,7 +306,8 @@ class _Service:
     ) -> CallToolResult | InputRequiredResult:
         """Wait for the run's Digest, putting each write call it asks about to the host."""
         while True:
-            event = await anyio.to_thread.run_sync(pending.next, abandon_on_cancel=True)
+            # until the run finishes or asks about a write
+            event = await anyio.to_thread.run_sync(pending.events.get, abandon_on_cancel=True)
             if isinstance(event, Digest):
                 return digest_result(event.scrubbed(self.served.caller_scrub))
             if isinstance(event, TinyError):
@@ -367,14 +334,6 @@ def _trace_context(ctx: Context) -> dict[str, str]:
     """The host's W3C trace context from the request's `_meta`; empty when it sent none."""
     meta = ctx.request_context.meta or {}
     return {k: v for k in TRACE_KEYS if isinstance(v := meta.get(k), str)}
-
-
-def _observer(served: Served, label: str, trace: Mapping[str, str], goal: str) -> Observer:
-    """A run's observer, which logs its task (an abstain too); its spans continue the host's
-    trace when the host sent one."""
-    return (
-        served.observe(label, goal=goal, trace=trace) if trace else served.observe(label, goal=goal)
-    )
 
 
 @dataclass(frozen=True)
@@ -417,12 +376,7 @@ class _Pending:
             in_flight.runs.add(self)
         self.thread.start()
 
-    def next(self) -> Digest | _Question | BaseException:
-        """Block until the run finishes or asks about a write."""
-        return self.events.get()
-
     def answer(self, approved: bool) -> None:
-        """Give the waiting write call its answer."""
         self.answers.put(approved)
 
     def ask(self, card: Card, tool: str, arguments: dict[str, Any]) -> bool:
@@ -444,7 +398,6 @@ class _SerialRouter:
         self._lock = threading.Lock()
 
     def route(self, task: str, top: int = DEFAULT_TOP) -> Decision:
-        """Route one task."""
         with self._lock:
             if self._router is None:
                 self._router = self._build()
@@ -461,10 +414,6 @@ async def _elicit(ctx: Context, question: _Question) -> bool:
         print(f"tiny serve: write declined, the host could not be asked: {exc}", file=sys.stderr)
         return False
     return _approved(result)
-
-
-def _response(ctx: Context) -> Any:
-    return (ctx.input_responses or {}).get(WRITE_KEY)
 
 
 def _approved(result: Any) -> bool:
@@ -505,12 +454,8 @@ def digest_text(d: Digest) -> str:
     lines += [f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in d.fields.items()]
     lines += [f"missing: {', '.join(d.missing)}"] if d.missing else []
     lines += [f"note: {n}" for n in d.notes_for_caller]
-    lines += [
-        f"approved write: {write_call(c.name, c.arguments or {})}" for c in d.approved_writes()
-    ]
-    lines += [
-        f"declined write: {write_call(c.name, c.arguments or {})}" for c in d.declined_writes()
-    ]
+    for verdict, calls in (("approved", d.approved_writes()), ("declined", d.declined_writes())):
+        lines += [f"{verdict} write: {write_call(c.name, c.arguments or {})}" for c in calls]
     c = d.cost
     lines.append(
         f"cost: {c.tokens_in} tokens in, {c.tokens_out} out, {c.tool_calls} tool calls, "
@@ -552,39 +497,22 @@ def card_facts(card: Card) -> dict[str, Any]:
 def card_resources(ws: Workspace) -> list[TextResource]:
     """Return the card list, and each card, as JSON resources."""
     cards = [card_facts(c) for c in sorted(ws.cards.values(), key=lambda c: c.id)]
-    index = TextResource(
-        uri=CARDS_URI,
-        name="cards",
-        description="Every card tiny serves: id, summary, tools, side effects, budget.",
-        mime_type="application/json",
-        text=json.dumps(cards, ensure_ascii=False, indent=2),
-    )
-    return [index, *(_card_resource(c) for c in cards)]
-
-
-def _card_resource(facts: dict[str, Any]) -> TextResource:
-    return TextResource(
-        uri=f"{CARDS_URI}/{facts['id']}",
-        name=facts["id"],
-        description=facts["summary"],
-        mime_type="application/json",
-        text=json.dumps(facts, ensure_ascii=False, indent=2),
-    )
+    about = "Every card tiny serves: id, summary, tools, side effects, budget."
+    listed: list[tuple[str, str, str, Any]] = [(CARDS_URI, "cards", about, cards)]
+    listed += [(f"{CARDS_URI}/{c['id']}", c["id"], c["summary"], c) for c in cards]
+    return [
+        TextResource(
+            uri=uri,
+            name=name,
+            description=description,
+            mime_type="application/json",
+            text=json.dumps(document, ensure_ascii=False, indent=2),
+        )
+        for uri, name, description, document in listed
+    ]
 
 
 # --- wiring ---------------------------------------------------------------------------------
-
-
-def _stop_on_sigterm() -> None:
-    """Take SIGTERM (a host or service manager stopping the server) as Ctrl-C.
-
-    Python's default would end the process at once: no run log closed, and the MCP servers
-    the served cards started left running. As Ctrl-C, the command line stops them and exits.
-    """
-    if threading.current_thread() is threading.main_thread():  # signals: main thread only
-        on_sigint = signal.getsignal(signal.SIGINT)  # the command line's, with its time limit
-        handler = on_sigint if callable(on_sigint) else signal.default_int_handler
-        signal.signal(signal.SIGTERM, handler)
 
 
 def _check_port(port: int) -> None:

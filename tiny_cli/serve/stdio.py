@@ -65,11 +65,10 @@ def answering_stdio(drain_seconds: float) -> Iterator[Callable[[], float]]:
 class _Relay:
     """Carry the protocol between the host's pipes and the SDK's, so every request is answered.
 
-    The SDK cancels the calls in flight when its stdin ends: a host that writes its requests
-    and closes its end would get none of their answers. Through the relay the SDK's stdin ends
-    only once each request the host sent is answered (or cancelled by the host), within
-    `drain_seconds`. A request the server sends a host that is gone (a write question) is
-    answered "connection closed", as the SDK answers it at the end: the write is declined.
+    The SDK's stdin ends only once each request the host sent is answered (or cancelled by
+    the host), within `drain_seconds`. A request the server sends a host that is gone (a write
+    question) is answered "connection closed", as the SDK answers it at the end: the write is
+    declined.
     """
 
     def __init__(
