@@ -16,7 +16,15 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "SECRET_ENV", "Scrubber", "env_secrets", "named_value", "scrubber"]
+__all__ = [
+    "REDACTED",
+    "SECRET_ENV",
+    "Scrubber",
+    "env_secrets",
+    "named_value",
+    "scrubber",
+    "written_forms",
+]
 
 SECRET_ENV = ("TINY_API_KEY", "OPENAI_API_KEY")  # where settings read the key from
 MIN_SECRET_CHARS = 6  # a shorter "key" would scrub ordinary words out of transcripts
@@ -61,7 +69,7 @@ class Scrubber:
         self.shapes = shapes
         # each secret as it reads inside JSON text (quotes and backslashes escaped)
         self._encoded = [_JSON.encode(s)[1:-1] for s in self.secrets]
-        self._forms = _written_forms(self.secrets)
+        self._forms = written_forms(self.secrets)
 
     def text(self, text: str) -> str:
         """Return `text` with every secret replaced by [redacted], as written or JSON-escaped."""
@@ -128,7 +136,7 @@ class Scrubber:
         return self.tree(value)
 
 
-def _written_forms(secrets: Iterable[str]) -> list[str]:
+def written_forms(secrets: Iterable[str]) -> list[str]:
     """Each secret as text may hold it: as it is, and escaped inside a JSON string once or
     twice (a tool result that is JSON text, itself inside a JSON document), longest first."""
     forms: set[str] = set()

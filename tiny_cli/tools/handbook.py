@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tiny_cli.deadline import stop_if_abandoned
-from tiny_cli.errors import ToolCallError
+from tiny_cli.errors import ConfigError, ToolCallError
 from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 from tiny_cli.text import tokenize
 from tiny_cli.tools.artifacts import bm25_index
@@ -54,6 +54,10 @@ class Handbook:
     folder: Path
     max_entries: int = MAX_FOLDER_ENTRIES
     max_pages: int = MAX_PAGES
+
+    def __post_init__(self) -> None:
+        """Refuse a folder that is not there: the user's setting to fix, not the model's."""
+        _check_folder(self.folder)
 
     def search(self, query: str, limit: int = DEFAULT_SEARCH_LIMIT) -> list[Hit]:
         """Return the pages that best match `query`, best first; no match gives []."""
@@ -156,8 +160,7 @@ class _Index:
 def _page_files(folder: Path, max_entries: int, max_pages: int) -> list[Path]:
     """Return the folder's pages, sorted; hidden files and folders, links out and files that are
     no regular file (a FIFO would block the read), left out."""
-    if not folder.is_dir():
-        raise ToolCallError(f"knowledge folder {folder} does not exist; set TINY_DOCS")
+    _check_folder(folder)  # gone since the tool was made: still the user's to fix
     inside = folder.resolve()
     files: list[Path] = []
     named = (path for path in _walk(folder, max_entries) if path.suffix.lower() in DOC_SUFFIXES)
@@ -172,6 +175,19 @@ def _page_files(folder: Path, max_entries: int, max_pages: int) -> list[Path]:
     if not files:
         raise ToolCallError(f"knowledge folder {folder} has no .md or .txt pages; set TINY_DOCS")
     return sorted(files)
+
+
+def _check_folder(folder: Path) -> None:
+    """ConfigError naming the folder and TINY_DOCS when `folder` is missing or no folder."""
+    if folder.is_dir():
+        return
+    what = "is not a folder" if folder.exists() else "does not exist"
+    raise ConfigError(
+        f"knowledge folder {folder} {what}; set TINY_DOCS (or docs in tiny.toml) to the "
+        "folder of the handbook's pages",
+        path=folder,
+        field="TINY_DOCS",
+    )
 
 
 def _walk(folder: Path, max_entries: int) -> Iterator[Path]:

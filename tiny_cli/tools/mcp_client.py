@@ -17,9 +17,10 @@ import functools
 import json
 import logging
 import os
+import re
 import sys
 import threading
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
@@ -33,8 +34,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from tiny_cli.errors import ToolCallError, ToolServerError
+from tiny_cli.secrets import written_forms
 from tiny_cli.tools.args_check import dialect
-from tiny_cli.tools.mcp_config import McpServer
+from tiny_cli.tools.mcp_config import URL_SCHEME, McpServer
 from tiny_cli.tools.registry import Tool
 
 T = TypeVar("T")
@@ -50,7 +52,9 @@ QUICK_SDK_WAITS = {
 }
 LIST_PAGES = 100  # tools/list pages read at most: a paginator that never ends cannot hang a run
 STDERR_CHARS = 200  # of a server's last stderr line, quoted when it fails
-STDERR_TAIL_BYTES = 4096  # of its stderr, kept to find that line; the rest is read and dropped
+# of its stderr, kept to find that line; the rest is read and dropped (redacted before the
+# cut: a secret up to this long is never kept in part)
+STDERR_TAIL_BYTES = 4096
 STDERR_READ_BYTES = 65_536  # read from its stderr pipe at a time
 STDERR_DRAIN_SECONDS = 1.0  # a gone server's last lines are waited for at most this long
 REDACTED = "[redacted]"
@@ -58,6 +62,8 @@ REDACTED = "[redacted]"
 SDK_LOGGERS = ("mcp", "client")
 SDK_WARNINGS = 5  # lines of the SDK's own logging shown per process; the rest are counted
 MIN_SECRET_CHARS = 4  # shorter values would scrub ordinary words
+# a URL's password in an error (the SDK's or httpx's may quote the server's URL): group 1 kept
+URL_PASSWORD_SHOWN = rf"(?i)({URL_SCHEME}[^/?#@:\s]*:)[^/?#@\s]*@"
 
 
 def stop_servers(quick: bool = False) -> None:
@@ -231,6 +237,8 @@ class _Session:
     def __init__(self, server: McpServer, environ: Mapping[str, str] | None, host: _Host) -> None:
         self.server = server
         self.resolved, self.secrets = server.resolved(environ)  # ConfigError: a variable unset
+        # each secret as written and as JSON text holds it (a dict result is sent as JSON)
+        self.forms = written_forms(s for s in self.secrets if len(s) >= MIN_SECRET_CHARS)
         self.host = host
         self.tools: dict[str, Any] = {}
         self.client: Any = None
@@ -261,14 +269,15 @@ class _Session:
         return _tool(wire, name, published, self.server)
 
     def failed(self, why: str) -> ToolServerError:
-        """Return the error that this server cannot be used, with `why` redacted."""
-        return ToolServerError(self.redact(why), server=self.server.name)
+        """Return the error that this server cannot be used, with `why` redacted and no URL's
+        password in it."""
+        hidden = re.sub(URL_PASSWORD_SHOWN, rf"\1{REDACTED}@", self.redact(why))
+        return ToolServerError(hidden, server=self.server.name)
 
     def redact(self, text: str) -> str:
-        """Hide every value that came from an environment variable."""
-        for secret in sorted(self.secrets, key=len, reverse=True):
-            if len(secret) >= MIN_SECRET_CHARS:
-                text = text.replace(secret, REDACTED)
+        """Hide every value that came from an environment variable, as written or JSON-escaped."""
+        for form in self.forms:  # longest first: a secret inside another goes with it
+            text = text.replace(form, REDACTED)
         return text
 
     def cleanup(self) -> None:
@@ -315,7 +324,7 @@ class _Session:
             params = StdioServerParameters(
                 command=server.command, args=list(server.args), env=dict(server.env), cwd=server.cwd
             )
-            self.errlog = _StderrTail()
+            self.errlog = _StderrTail(self.forms)
             return Client(stdio_client(params, errlog=self.errlog.file))
         return Client(_http_transport(server))
 
@@ -342,7 +351,7 @@ class _Session:
     def _why(self, what: str) -> str:
         """Say why the server is gone: its failure, or the last line it wrote to stderr."""
         tail = self.errlog.last_line() if self.errlog is not None else ""
-        detail = tail or _failure(self.failure)
+        detail = tail or _failure(self.failure, self.redact)
         suffix = f": {detail}" if detail else ""
         return f"MCP server {self.server.name!r} {what}{suffix}"
 
@@ -351,10 +360,11 @@ class _StderrTail:
     """A server's stderr: a pipe that a thread drains, keeping only the last bytes (a chatty
     server is never held up by a full pipe, nor kept whole in a file)."""
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
         readable, writable = os.pipe()
         self.file = os.fdopen(writable, "w", encoding="utf-8", errors="replace")  # the server's
         self._tail = bytearray()
+        self._secrets = [s.encode("utf-8", errors="replace") for s in secrets]
         self._lock = threading.Lock()
         self._reader = threading.Thread(
             target=self._drain, args=(readable,), name="tiny-mcp-stderr", daemon=True
@@ -367,7 +377,14 @@ class _StderrTail:
             while chunk := pipe.read(STDERR_READ_BYTES):
                 with self._lock:
                     self._tail += chunk
+                    self._redact()  # before the cut: a secret cut in two is redacted by nobody
                     del self._tail[:-STDERR_TAIL_BYTES]
+
+    def _redact(self) -> None:
+        """Replace each secret held whole in the tail (one still arriving waits at its end)."""
+        for secret in self._secrets:
+            if secret in self._tail:
+                self._tail = self._tail.replace(secret, REDACTED.encode())
 
     def last_line(self) -> str:
         """Return the last line the server wrote, cut short (once closed: all it wrote)."""
@@ -459,11 +476,12 @@ def _no_answer(name: str, seconds: float, tool: str | None = None) -> str:
     return f"MCP server {name!r} did not answer within {seconds:.1f}s ({what})"
 
 
-def _failure(exc: BaseException | None) -> str:
-    """Name the innermost cause of a failure (the SDK wraps them in exception groups)."""
+def _failure(exc: BaseException | None, redact: Callable[[str], str]) -> str:
+    """Name the innermost cause of a failure (the SDK wraps them in exception groups),
+    redacted whole before it is cut (a secret cut in two is redacted by nobody)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if exc is None or isinstance(exc, asyncio.CancelledError):
         return ""
-    text = " ".join(str(exc).split())[:STDERR_CHARS]
+    text = " ".join(redact(str(exc)).split())[:STDERR_CHARS]
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -12,8 +12,10 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
@@ -36,6 +38,12 @@ SECRET_NAME = r"(?i)key|token|secret|passw|credential|authorization|^auth|cookie
 SCHEMES = ("Bearer", "Basic", "Token", "Bot", "Digest", "ApiKey", "Key", "JWT", "OAuth")
 SECRET_VALUE = rf"(?i)(?:(?:{'|'.join(SCHEMES)}) )?\$\{{[A-Za-z_][A-Za-z0-9_]*\}}"
 SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "type")
+# a URL's scheme, tried only where a word starts (else a long word costs its length squared)
+URL_SCHEME = r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://"
+# a URL's userinfo (`user:password` before `@`), wherever a URL stands in a value
+URL_USERINFO = rf"(?i)({URL_SCHEME})([^/?#@\s]*)@"
+# ...and its password: group 1 is all before it, group 2 the password itself
+URL_PASSWORD = rf"(?i)({URL_SCHEME}[^/?#@:\s]*:)([^/?#@\s]*)(?=@)"
 TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamable_http": "url"}
 
 
@@ -165,8 +173,8 @@ def load_mcp_config(path: Path | None) -> McpConfig | None:
     """Read and check mcp.yaml; raise ConfigError naming the file and key of the first fault."""
     if path is None:
         return None
-    try:
-        _, data = yamlsafe.load(read_config(path))
+    try:  # a key written twice is refused: YAML would keep the last one without a word
+        _, data = yamlsafe.load(read_config(path), unique=True)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -269,9 +277,20 @@ def _check_secrets(where: str, server: McpServer) -> None:
                 f"${{VAR}} from the environment, or a scheme and ${{VAR}}, e.g. {key}: {example} "
                 f"or {key}: Bearer {example}"
             )
-    userinfo = re.match(r"^[a-z][a-z0-9+.-]*://[^/@:]*:([^/@]*)@", server.url or "", re.I)
-    if userinfo and not re.fullmatch(REFERENCE, userinfo.group(1)):
-        raise ConfigError(f"{where}.url: a password in the URL must be exactly a ${{VAR}}")
+    for setting, value in _values(server):
+        passwords = (found.group(2) for found in re.finditer(URL_PASSWORD, value))
+        if any(not re.fullmatch(REFERENCE, password) for password in passwords):
+            raise ConfigError(f"{where}.{setting}: a password in a URL must be exactly a ${{VAR}}")
+
+
+def _values(server: McpServer) -> list[tuple[str, str]]:
+    """(where, value) of each setting that may hold a URL: url, args, env and headers."""
+    return [
+        *([("url", server.url)] if server.url is not None else []),
+        *((f"args[{i}]", arg) for i, arg in enumerate(server.args)),
+        *((f"env.{k}", v) for k, v in server.env.items()),
+        *((f"headers.{k}", v) for k, v in server.headers.items()),
+    ]
 
 
 def env_name(text: str, empty: str = "SECRET") -> str:
@@ -280,13 +299,27 @@ def env_name(text: str, empty: str = "SECRET") -> str:
 
 
 def _expand(value: str, environ: Mapping[str, str], found: set[str], where: str) -> str:
-    """Replace each `${VAR}` in `value`, adding what it stood for to `found`."""
+    """Replace each `${VAR}` in `value`, adding what it stood for to `found`; in a URL's
+    userinfo, percent-encoded (a `/` or `@` in a password would split the URL elsewhere)."""
 
-    def one(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in environ:
-            raise ConfigError(f"{where}: environment variable {name} is not set")
-        found.add(environ[name])
-        return environ[name]
+    def userinfo(match: re.Match[str]) -> str:
+        encoded = re.sub(REFERENCE, partial(_variable, environ, found, where, True), match[2])
+        return f"{match[1]}{encoded}@"
 
-    return re.sub(REFERENCE, one, value)
+    value = re.sub(URL_USERINFO, userinfo, value)  # what it puts in holds no `${` to expand
+    return re.sub(REFERENCE, partial(_variable, environ, found, where, False), value)
+
+
+def _variable(
+    environ: Mapping[str, str], found: set[str], where: str, encode: bool, match: re.Match[str]
+) -> str:
+    """The value of the variable `match` names, percent-encoded if `encode`; both to `found`."""
+    name = match.group(1)
+    if name not in environ:
+        raise ConfigError(f"{where}: environment variable {name} is not set")
+    value = environ[name]
+    found.add(value)
+    if not encode:
+        return value
+    found.add(quote(value, safe=""))  # as a URL holds it: redacted from what quotes the URL
+    return quote(value, safe="")

@@ -13,8 +13,10 @@ import re
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import yaml
 
@@ -27,6 +29,7 @@ from tiny_cli.tools.mcp_config import (
     SCHEMES,
     SECRET_NAME,
     SERVER_NAME,
+    URL_PASSWORD,
     _server,
     env_name,
     load_mcp_config,
@@ -47,6 +50,10 @@ SECRET_FLAG_WORDS = frozenset(
      "credentials", "authorization", "cookie")
 )  # fmt: skip
 MIN_TOKEN_DIGITS = 4  # a long run counts as a key only with digits in it (not a long word)
+# a URL's query parameter: group 2 its name, group 3 its value (lifted if the name is
+# SECRET_PARAMETER's); no pattern inside the name, which would cost a long one its length squared
+QUERY_PARAMETER = r"([?&]([^=&#?\s]*)=)([^&#\s]+)"
+SECRET_PARAMETER = r"(?i)key|token|secret|passw|auth"  # `?api_key=...`
 HOST_KEYS = ("mcpServers", "servers")  # Claude Code/Desktop and Cursor; VS Code
 # VS Code's and Claude Code's own placeholders, as mcp.yaml writes them
 HOST_REFERENCE = r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}"
@@ -260,16 +267,18 @@ class _Lifter:
             if "cwd" in spec:
                 entry["cwd"] = _references(spec["cwd"], name)
         else:
-            entry["url"] = self._url(name, spec["url"])
+            entry["url"] = self._urls(name, "url", "", _references(spec["url"], name))
             entry["headers"] = self._mapping(name, "headers", spec.get("headers"))
         return {k: v for k, v in entry.items() if v}
 
     def _mapping(self, server: str, section: str, raw: dict[str, str] | None) -> dict[str, str]:
         out = {}
         for key, value in (raw or {}).items():
-            text = _references(value, server)
-            if re.search(SECRET_NAME, str(key)) or _looks_secret(text):
-                text = self._lift(server, f"{section}.{key}", str(key), text)
+            text, where = _references(value, server), f"{section}.{key}"
+            if re.search(SECRET_NAME, str(key)):
+                text = self._lift(server, where, str(key), text)
+            else:
+                text = self._value(server, where, str(key), text)
             out[str(key)] = text
         return out
 
@@ -278,25 +287,37 @@ class _Lifter:
         flag, eq, value = text.partition("=")
         if eq and _secret_flag(flag):  # --api-key=VALUE
             return f"{flag}={self._lift(server, f'args[{at}]', flag, value)}"
-        after_flag = at > 0 and _secret_flag(args[at - 1]) and not text.startswith("-")
-        if after_flag or _looks_secret(text):  # --token VALUE, or a value shaped like a key
-            return self._lift(server, f"args[{at}]", args[at - 1] if after_flag else "arg", text)
-        return text
+        if at > 0 and _secret_flag(args[at - 1]) and not text.startswith("-"):  # --token VALUE
+            return self._lift(server, f"args[{at}]", args[at - 1], text)
+        return self._value(server, f"args[{at}]", "", text)
 
-    def _url(self, server: str, url: str) -> str:
-        text = _references(url, server)
-        found = re.match(r"^([a-z][a-z0-9+.-]*://[^/@:]*:)([^/@]*)(@.*)$", text, re.I)
-        if found and not re.fullmatch(REFERENCE, found.group(2)):
-            lifted = self._lift(server, "url", "password", found.group(2))
-            text = found.group(1) + lifted + found.group(3)
-        return re.sub(
-            r"(?i)([?&][^=&#]*(?:key|token|secret|passw|auth)[^=&#]*=)([^&#]+)",
-            lambda m: m.group(1) + self._lift(server, "url", m.group(1)[1:-1], m.group(2)),
+    def _value(self, server: str, where: str, key: str, text: str) -> str:
+        """A value not named as a secret: the credentials of the URLs in it lifted, else the
+        whole value when it is shaped like a key (`key` names it; '' for an argument)."""
+        if "://" in text:
+            lifted = self._urls(server, where, key, text)
+            if lifted != text or re.search(REFERENCE, text):  # a `${VAR}` in it: as written
+                return lifted
+        return self._lift(server, where, key or "arg", text) if _looks_secret(text) else text
+
+    def _urls(self, server: str, where: str, key: str, text: str) -> str:
+        """Lift the password and the secret-named query parameters of every URL in `text`."""
+        text = re.sub(
+            URL_PASSWORD,
+            lambda m: m[1] + self._lift(server, where, f"{key} password", m[2], decode=True),
             text,
         )
+        return re.sub(QUERY_PARAMETER, partial(self._parameter, server, where), text)
 
-    def _lift(self, server: str, where: str, key: str, value: str) -> str:
-        """Replace a literal secret by `${VAR}` (a scheme in front stays); keep the value."""
+    def _parameter(self, server: str, where: str, found: re.Match[str]) -> str:
+        """A query parameter as mcp.yaml holds it: its value lifted if its name is a secret's."""
+        if not re.search(SECRET_PARAMETER, found[2]):
+            return found[0]
+        return found[1] + self._lift(server, where, found[2], found[3])
+
+    def _lift(self, server: str, where: str, key: str, value: str, decode: bool = False) -> str:
+        """Replace a literal secret by `${VAR}` (a scheme in front stays); keep the value,
+        percent-decoded if `decode` (a URL's password: mcp.yaml encodes it when it starts)."""
         if not re.search(r"\S", value) or re.fullmatch(REFERENCE, value):
             return value
         scheme = re.match(rf"(?i)^((?:{'|'.join(SCHEMES)}) )(\S.*)$", value)
@@ -304,7 +325,7 @@ class _Lifter:
         if re.fullmatch(REFERENCE, secret):
             return value
         variable = self._variable(server, key)
-        self.values[variable] = secret
+        self.values[variable] = unquote(secret) if decode else secret
         self.lifted.append(Lifted(server, where, variable))
         return f"{prefix}${{{variable}}}"
 
