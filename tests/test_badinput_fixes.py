@@ -4,8 +4,11 @@ the value, and a non-zero exit; nothing is silently dropped or overwritten."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from typer.testing import Result
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME
 from tiny_cli.settings import load_settings
+from tiny_cli.testing import reply
 from tiny_cli.userfiles import load_json
 
 SEED_CARDS = Path(__file__).resolve().parent.parent / "cards"
@@ -137,3 +141,64 @@ def test_a_hybrid_margin_no_score_can_compare_is_refused(tiny, margin: str) -> N
     )  # fmt: skip
     assert result.exit_code == 2
     assert "--hybrid-margin" in result.stderr and "must be a finite number" in result.stderr
+
+
+def _closed_stdin(args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
+    """Run `tiny ARGS` as a shell's `<&-` does: the process starts with no fd 0."""
+    env = {**os.environ, "TINY_HOME": str(home), "TINY_BASE_URL": "http://127.0.0.1:9/v1",
+           "TINY_EMBEDDER": "hashing", "TINY_CARDS": str(SEED_CARDS)}  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "tiny_cli", *args], env=env, capture_output=True, text=True,
+        preexec_fn=lambda: os.close(0), timeout=120, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="closes fd 0 before exec (POSIX)")
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (["route", "-"], 2, "tiny: error: stdin is closed; pipe the tasks in"),
+        (["serve"], 2, "tiny: error: stdin or stdout is closed: tiny serve speaks MCP"),
+        (["runs", "delete", "1"], 1, "tiny: error: no terminal to confirm the deletion on"),
+        (["invoke", "crm-writer", "please add mustermann gmbh as a new customer"], 7, ""),
+    ],
+)
+def test_a_closed_stdin_is_one_line_or_no_terminal(
+    tmp_path: Path, args: list[str], code: int, said: str
+) -> None:
+    result = _closed_stdin(args, tmp_path / "home")
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == code, result.stderr
+    assert result.stderr.startswith(said)
+
+
+def test_runs_filtered_to_nothing_say_so_and_a_wrong_status_is_refused(
+    tiny, scripted_server, plain_cards
+) -> None:
+    scripted_server.add(reply(json.dumps({"status": "ok", "summary": "Two weeks.", "source": "x"})))
+    env = {"TINY_BASE_URL": scripted_server.url, "TINY_CARDS": str(plain_cards)}
+    assert tiny("invoke", "docs-finder", "how does onboarding work", env=env).exit_code == 0
+    listed = tiny("runs", "--card", "nope", env=env)
+    assert listed.exit_code == 0 and "matches --card nope" in listed.output
+    assert "no runs recorded" not in listed.output
+    stats = tiny("runs", "stats", "--card", "nope", env=env)
+    assert stats.output.strip() == "no run matches --card nope"
+    line = _one_error_line(tiny("runs", "--status", "faild", env=env))
+    assert "status 'faild' is no run's status; use one of ok, partial" in line
+
+
+def test_a_quiet_bench_error_is_its_one_line(tiny, tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    entry = "- id: a\n  task: {}\n  expected_agent: docs-finder\n"
+    tasks.write_text(entry.format("x") + entry.format("y"), "utf-8")  # one id twice
+    result = tiny("bench", "--tasks", str(tasks), "-q")
+    assert result.stderr.startswith("tiny: error: ")  # no blank line a progress bar left
+
+
+def test_a_routed_task_never_echoes_the_api_key(tiny) -> None:
+    key = "sk-test-SECRET1234567890abcdef"
+    env = {"TINY_API_KEY": key, "TINY_EMBEDDER": "hashing"}
+    for args in ((), ("--json",), ("--explain",), ("--explain", "--json")):
+        result = tiny("route", f"find the vault key {key}", *args, env=env)
+        assert result.exit_code == 0 and "[redacted]" in result.output
+        assert key not in result.output

@@ -256,6 +256,15 @@ def test_a_reply_never_holds_the_api_key(env, stdio, scripted_server) -> None:
     assert digest["cost"]["ghost_names"] == ["[redacted]"]
 
 
+def test_a_routed_task_never_echoes_the_api_key(env, stdio, scripted_server) -> None:
+    key = "tk-" + "7" * 30
+    env["TINY_API_KEY"] = key
+    result = stdio(_call("route", task=f"{DOCS_TASK} {key}"))
+    decision = _digest(result)
+    assert decision["task"] == f"{DOCS_TASK} [redacted]"
+    assert key not in _text(result) and key not in json.dumps(decision)
+
+
 def test_bad_input_is_a_readable_tool_error(stdio, scripted_server) -> None:
     async def session(client: Client) -> list[CallToolResult]:
         unknown = await client.call_tool("invoke", {"card": "nope", "task": DOCS_TASK})

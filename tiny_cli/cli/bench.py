@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
@@ -283,7 +284,7 @@ def _example_bench(settings: Any, f: BenchFlags) -> None:
         settings, "bench", record=o.record, replay=o.replay, no_log=o.no_log, live=live,
         resume=f.resume, log_replay=o.log, upgrade=f.upgrade,
     ) as s:  # fmt: skip
-        report = _run_bench(settings, s, f.tasks, options)
+        report = _run_bench(settings, s, f.tasks, options, wants_live(f.quiet, f.json_out))
         warn_unused(s.exchanges)
     upgraded(f.upgrade, o.replay)
     if f.html is not None:
@@ -292,13 +293,16 @@ def _example_bench(settings: Any, f: BenchFlags) -> None:
     fail_below(report.to_json(), f.fail_under)
 
 
-def _run_bench(settings: Any, session: Any, tasks: Path | None, options: Any) -> BenchReport:
-    """Run the example bench with a progress bar on stderr."""
+def _run_bench(
+    settings: Any, session: Any, tasks: Path | None, options: Any, bar: bool
+) -> BenchReport:
+    """Run the example bench, with a progress bar on stderr where a person watches (`bar`)."""
 
     def router(ws: Any) -> Any:
         return build_router(ws.settings, ws.cards.values())
 
-    with render_bench.BenchProgress(console(stderr=True)) as progress:
+    shown = render_bench.BenchProgress(console(stderr=True)) if bar else nullcontext()
+    with shown as progress:
         return bench_from_settings(
             settings, session, router, tasks_path=tasks, options=options, on_progress=progress
         )

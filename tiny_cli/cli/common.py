@@ -228,6 +228,8 @@ def _read_line() -> str | None:
     blocking read began would wait for that read to end, that is for a line nobody types.
     Waiting in short selects gives the handler its turn at least every ANSWER_POLL_SECONDS.
     """
+    if sys.stdin is None:  # started with stdin closed: no answer, so no
+        return None
     try:
         fd = sys.stdin.fileno()
     except (AttributeError, OSError, ValueError):  # not a file (a test's input): read it plainly
@@ -259,4 +261,6 @@ def stdin_is_terminal() -> bool:
     """Whether a prompt on stdin can be answered: the invoker's Terminal, else stdin's isatty."""
     context = get_current_context(silent=True)
     said = context.find_object(Terminal) if context is not None else None
-    return said.stdin_is_terminal if said is not None else sys.stdin.isatty()
+    if said is not None:
+        return said.stdin_is_terminal
+    return sys.stdin is not None and sys.stdin.isatty()  # None: started with stdin closed

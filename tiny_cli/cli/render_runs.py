@@ -89,11 +89,12 @@ def runs(
 ) -> None:
     """Print the runs as a table, newest first (no command or model when narrow, unless wide).
 
-    `matching`: the text they were searched by (`tiny runs search`), for the empty case.
+    `matching`: what they were searched or filtered by (`'giraffe'`, `--card x`), for the
+    empty case.
     """
     if not found:
         where = shown(str(path))
-        said = f"no run in {where} matches {shown(repr(matching))}" if matching is not None else ""
+        said = f"no run in {where} matches {shown(matching)}" if matching else ""
         # soft wrap: a long path stays whole, one line to copy
         console.print(said or f"no runs recorded in {where}", highlight=False, soft_wrap=True)
         return
@@ -135,10 +136,12 @@ def run(console: Console, record: RunRecord, full: bool = False) -> None:
     _calls(console, calls)
 
 
-def stats(console: Console, figures: RunStats, wide: bool = False) -> None:
+def stats(
+    console: Console, figures: RunStats, wide: bool = False, matching: str | None = None
+) -> None:
     """Print the figures per card and per model, and a bar of each card's runs by status."""
     if not figures.total.runs:
-        console.print("no runs recorded")
+        console.print(f"no run matches {shown(matching)}" if matching else "no runs recorded")
         return
     columns = [
         c for c in STATS_COLUMNS if wide or not (console.width < WIDE and c in STATS_NARROW_DROPS)

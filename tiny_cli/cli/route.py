@@ -24,6 +24,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.evaluation import evaluate, read_eval_file
 from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import Router
+from tiny_cli.secrets import scrubber
 from tiny_cli.settings import DEFAULT_TOP, Settings
 from tiny_cli.text import check_task, printable
 from tiny_cli.userfiles import DEFAULT_MAX_BYTES
@@ -110,7 +111,8 @@ def route(
     if eval_file is not None:
         failed = _evaluate(router, eval_file, json_out)
     else:
-        failed = _route_lines(router, _tasks(task), top, json_out, explain)
+        scrub = scrubber(settings.api_key).for_caller().text
+        failed = _route_lines(router, _tasks(task), top, json_out, explain, scrub)
     if failed:  # the other lines were routed and reported
         raise typer.Exit(EXIT_PROBLEMS)
 
@@ -153,6 +155,8 @@ def _tasks(task: str | None) -> list[tuple[int, str]]:
 
 def _stdin_text(limit: int) -> str:
     """Read at most `limit` bytes of stdin as text (`< /dev/zero` is an error, not a hang)."""
+    if sys.stdin is None:
+        raise ConfigError("stdin is closed; pipe the tasks in, one a line, or give TASK")
     data = sys.stdin.buffer.read(limit + 1)
     if len(data) > limit:
         raise ConfigError(f"stdin: more than {limit:,} bytes; route it in parts")
@@ -162,7 +166,12 @@ def _stdin_text(limit: int) -> str:
 
 
 def _route_lines(
-    router: Router, lines: list[tuple[int, str]], top: int, json_out: bool, explain: bool
+    router: Router,
+    lines: list[tuple[int, str]],
+    top: int,
+    json_out: bool,
+    explain: bool,
+    scrub: Callable[[str], str],
 ) -> bool:
     """Route (or explain) each line; a line that cannot be routed is its own error.
 
@@ -178,6 +187,7 @@ def _route_lines(
         found: list[Any] = [router.explain(t, top) for t in good]
     else:
         found = router.route_many(good, top)
+    found = [f.scrubbed(scrub) for f in found]  # a key pasted into a task, as invoke does
     if json_out:
         _json_lines([f.to_json() for f in found], slots)
     else:

@@ -399,6 +399,7 @@ def wants_answer(settings: Settings, json_out: bool, digest: Digest) -> bool:
         settings.ask_route
         and not json_out
         and digest.routing is not None
+        and sys.stdin is not None  # started with stdin closed: nobody to ask
         and sys.stdin.isatty()
         and sys.stdout.isatty()
     )

@@ -98,7 +98,7 @@ def _list(query: RunQuery, wide: bool, json_out: bool) -> None:
     with _run_log() as log:
         found = log.runs(query)
     rows = [r.to_json() for r in found]
-    emit(json_out, rows, lambda: _draw("runs", found, log.path, query.text, wide))
+    emit(json_out, rows, lambda: _draw("runs", found, log.path, _matching(query), wide))
 
 
 @runs_app.command("stats")
@@ -110,9 +110,10 @@ def runs_stats(
     json_out: JsonOpt = False,
 ) -> None:
     """Per card and per model: runs, statuses, ghost and repair rates, tokens, wall time."""
+    query = RunQuery(card, model=model, since=_since(since), limit=None)
     with _run_log() as log:
-        figures = log.stats(RunQuery(card, model=model, since=_since(since), limit=None))
-    emit(json_out, figures.to_json(), lambda: _draw("stats", figures, wide))
+        figures = log.stats(query)
+    emit(json_out, figures.to_json(), lambda: _draw("stats", figures, wide, _matching(query)))
 
 
 @runs_app.command("path")
@@ -204,6 +205,15 @@ def runs_export(
         count = log.export(RunQuery(card, since=_since(since), limit=None), out, sys.stdout)
     if out is not None:
         typer.echo(f"{count} run(s) written to {out}", err=True)
+
+
+def _matching(query: RunQuery) -> str | None:
+    """What an empty answer was searched and filtered by: `'giraffe' --card x`, or None."""
+    said = [repr(query.text)] if query.text is not None else []
+    given = (("--card", query.card), ("--status", query.status), ("--model", query.model))
+    said += [f"{flag} {value}" for flag, value in given if value is not None]
+    said += [f"--since {query.since.isoformat()}"] if query.since is not None else []
+    return " ".join(said) or None
 
 
 def _draw(renderer: str, *args: Any) -> None:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -75,6 +75,10 @@ class Decision:
     threshold: float
     candidates: tuple[Candidate, ...]
     taught: bool = False  # the task itself was taught (learned.jsonl): it goes where it was told
+
+    def scrubbed(self, scrub: Callable[[str], str]) -> Decision:
+        """The decision with its task passed through `scrub` (a key pasted into it)."""
+        return replace(self, task=scrub(self.task))
 
     def to_json(self) -> dict[str, Any]:
         """Return the `tiny route --json` object for this task."""
@@ -132,6 +136,10 @@ class Explanation:
     reasons: tuple[Reason, ...]
     threshold_source: str = ""
     tools_source: str = ""  # where tool descriptions not in the cards came from, how old
+
+    def scrubbed(self, scrub: Callable[[str], str]) -> Explanation:
+        """The explanation with its task passed through `scrub`."""
+        return replace(self, decision=self.decision.scrubbed(scrub))
 
     def to_json(self) -> dict[str, Any]:
         """Return the `tiny route --explain --json` object."""

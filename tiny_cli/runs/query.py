@@ -16,10 +16,12 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
+from tiny_cli.digest import Status
 from tiny_cli.errors import ConfigError
 from tiny_cli.runs.store import CATCH_UP, SEARCH_COLUMNS, iso, transaction
+from tiny_cli.text import printable
 
 # A run's text (the view runs_text) as one string: what LIKE reads without the index
 TEXT_SQL = " || ' ' || ".join(f"coalesce({column}, '')" for column in SEARCH_COLUMNS)
@@ -169,6 +171,10 @@ class RunRecord:
         }
 
 
+# a Digest's status, or a run the log holds without one
+RUN_STATUSES = (*get_args(Status), "running", "interrupted")
+
+
 @dataclass(frozen=True)
 class RunQuery:
     """Which runs to read: equal card, status, model; started since; with `text`; the newest."""
@@ -179,6 +185,14 @@ class RunQuery:
     since: datetime | None = None
     limit: int | None = DEFAULT_LIMIT
     text: str | None = None  # words each run must hold (search_clause)
+
+    def __post_init__(self) -> None:
+        if self.status is not None and self.status not in RUN_STATUSES:  # a typo lists nothing
+            raise ConfigError(
+                f"status {printable(self.status)[:40]!r} is no run's status; use one of "
+                + ", ".join(RUN_STATUSES),
+                field="status",
+            )
 
 
 def summary(row: Sequence[Any]) -> RunSummary:

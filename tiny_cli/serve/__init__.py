@@ -171,6 +171,8 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
     ws = open_workspace(settings)
     if http_port is not None:
         _check_port(http_port)
+    elif sys.stdin is None or sys.stdout is None:  # `tiny serve <&-`: no channel to a host
+        raise ConfigError("stdin or stdout is closed: tiny serve speaks MCP over both (or --http)")
 
     with open_session(settings, COMMAND) as session:
         provider = session.provider(COMMAND, "served card")
@@ -269,6 +271,7 @@ class _Service:
             decision = await anyio.to_thread.run_sync(self.router.route, task, top)
         except TinyError as exc:
             return error_result(exc)
+        decision = decision.scrubbed(self.served.caller_scrub.text)  # as a Digest's task is
         return CallToolResult(
             content=[TextContent(type="text", text=route_text(decision))],
             structured_content=decision.to_json(),
