@@ -255,3 +255,19 @@ def test_a_partials_wrong_typed_summary_is_left_out_not_shown_as_a_repr(
     assert '{"b": 2}' in digest["notes_for_caller"] and "plain" in digest["notes_for_caller"]
     assert any("'summary' must be a string" in n for n in digest["notes_for_caller"])
     assert len(scripted_server.requests) == 1  # a partial is never repaired
+
+
+def test_a_server_that_reports_no_usage_is_not_said_to_have_spent_nothing(
+    tiny, scripted_server, plain_cards
+) -> None:
+    answer = {"status": "ok", "summary": "Two weeks, with a buddy.", "source": "onboarding.md"}
+    completion = {
+        "id": "c1", "object": "chat.completion", "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": json.dumps(answer)}}],
+    }  # fmt: skip
+    scripted_server.add(raw_response(completion))  # no `usage` block at all
+    env = {"TINY_BASE_URL": scripted_server.url, "TINY_CARDS": str(plain_cards)}
+    result = tiny("invoke", "docs-finder", "how does onboarding work", env=env)
+    assert result.exit_code == 0, result.output
+    assert "cost: no model tokens reported, no tool calls" in result.output

@@ -319,7 +319,7 @@ def test_a_failed_digest_shows_its_reason_in_the_box_and_no_table_of_zeros() -> 
     assert "reason: cannot reach" in inside and "[bold]x[/bold]" in inside  # escaped, shown
     assert "(no summary)" not in text
     assert "tokens in" not in text and "┏" not in text  # no cost table of zeros
-    assert "cost: no model tokens, no tool calls · 3.52 s · 98 caller tokens" in text
+    assert "cost: no model tokens reported, no tool calls · 3.52 s · 98 caller tokens" in text
     assert text.count("reason:") == 1
 
 

@@ -411,7 +411,7 @@ def _shown(text: str, keep: str = "") -> str:
 def _cost(console: Console, c: Any) -> None:
     """Tabulate what the run spent; one line when it spent no tokens and called no tool."""
     if not (c.tokens_in or c.tokens_out or c.tool_calls or c.ghost_calls):
-        spent = f"cost: no model tokens, no tool calls · {c.wall_seconds:.2f} s"
+        spent = f"cost: no model tokens reported, no tool calls · {c.wall_seconds:.2f} s"
         console.print(f"{spent} · {c.caller_tokens} caller tokens", style="dim", highlight=False)
         return
     table = Table(title="cost", title_justify="left")
