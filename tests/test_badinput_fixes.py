@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import Result
 
+from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME
 from tiny_cli.settings import load_settings
@@ -56,7 +58,7 @@ def test_an_eval_line_with_a_key_twice_is_refused(tiny, tmp_path: Path) -> None:
     tasks.write_text('{"task": "x", "expected": "docs-finder", "expected": null}\n', "utf-8")
     result = tiny("route", "--eval", str(tasks), env={"TINY_EMBEDDER": "hashing"})
     line = _one_error_line(result, code=1)  # as any eval file tiny cannot read
-    assert f"{tasks}:1: invalid JSON: key 'expected' {TIMES_TWO}" in line
+    assert f"{tasks}:1: key 'expected' {TIMES_TWO}" in line  # valid JSON: not called invalid
 
 
 def test_a_learned_line_with_a_key_twice_is_a_problem_not_a_rewrite(tiny, tmp_path: Path) -> None:
@@ -66,7 +68,7 @@ def test_a_learned_line_with_a_key_twice_is_a_problem_not_a_rewrite(tiny, tmp_pa
     learned.write_text(text, "utf-8")
     result = tiny("validate", "--cards", str(cards), env={"TINY_EMBEDDER": "hashing"})
     assert result.exit_code == 1
-    assert f"{learned}:1: file: not JSON: key 'card' {TIMES_TWO}" in result.output
+    assert f"{learned}:1: file: key 'card' {TIMES_TWO}" in result.output
     teach = tmp_path / "teach.jsonl"
     teach.write_text('{"task": "another task", "card": "docs-finder"}\n', "utf-8")
     result = tiny("learn", str(teach), env={"TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing"})
@@ -111,11 +113,10 @@ def test_a_project_file_that_is_no_file_is_an_error(tmp_path: Path, kind: str) -
         load_settings({"TINY_HOME": str(tmp_path / "home")}, cwd=inner)
 
 
-def test_json_refusal_is_at_the_second_key() -> None:
-    with pytest.raises(json.JSONDecodeError) as caught:
-        load_json('{"a": 1, "b": {"c": 2, "c": 3}}')
-    assert caught.value.pos == len('{"a": 1, "b": {"c": 2, ')
-    assert load_json('{"a": {"a": 1}}') == {"a": {"a": 1}}  # the same key in two objects
+def test_json_refusal_names_the_first_key_twice_in_any_object() -> None:
+    with pytest.raises(ConfigError, match=r"^f:1: key 'c' appears twice"):
+        load_json('{"a": 1, "b": {"c": 2, "c": 3}}', "f:1")
+    assert load_json('{"a": {"a": 1}}', "f:1") == {"a": {"a": 1}}  # the same key in two objects
 
 
 @pytest.mark.parametrize("flag", ["--out", "--html"])
@@ -202,3 +203,32 @@ def test_a_routed_task_never_echoes_the_api_key(tiny) -> None:
         result = tiny("route", f"find the vault key {key}", *args, env=env)
         assert result.exit_code == 0 and "[redacted]" in result.output
         assert key not in result.output
+
+
+def test_a_bench_report_never_lands_on_the_one_card_file_named(tiny, tmp_path: Path) -> None:
+    card = tmp_path / "docs-finder.yaml"
+    shutil.copy(SEED_CARDS / "docs-finder.yaml", card)
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("- id: a\n  task: how does onboarding work\n  expected_agent: x\n", "utf-8")
+    before = card.read_bytes()
+    result = tiny("bench", "--tasks", str(tasks), "-q", "--out", str(card), "--cards", str(card))
+    assert f"{card}: used as input and output" in _one_error_line(result)
+    assert card.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("text", "twice"),
+    [
+        ("- {1: a, '1': b}\n", None),  # an int and a string: two keys, both kept
+        ("- {true: a, 'true': b}\n", None),
+        ("b: &b {task: x}\nc: &c {card: y}\nl:\n- <<: *b\n  <<: *c\n", None),  # two merges
+        ("- {~: a, null: b}\n", "null"),  # both None: the first would be lost
+        ("- {1: a, true: b}\n", "true"),  # 1 == True in Python: one key
+    ],
+)
+def test_a_yaml_key_twice_is_a_key_python_reads_twice(text: str, twice: str | None) -> None:
+    if twice is None:
+        assert yamlsafe.load(text, unique=True)[1] == yamlsafe.load(text)[1]
+    else:
+        with pytest.raises(yaml.YAMLError, match=f"key '{twice}' appears twice"):
+            yamlsafe.load(text, unique=True)

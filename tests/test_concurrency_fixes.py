@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from tiny_cli.runs.log import GONE
 from tiny_cli.runs.store import this_process
 from tiny_cli.settings import Settings, load_settings
 from tiny_cli.teach import correct_run, learn, learn_from
+from tiny_cli.tools.web import AddressPolicy, shared_client
 
 from .conftest import REPO, SEED_CARDS
 
@@ -283,3 +285,19 @@ def test_a_run_corrected_again_while_taught_leaves_the_newer_correction_pending(
     taught = learn_from(_settings(home, cards), from_runs=True)
     assert taught.from_runs == 1
     assert _labels(cards, SANDWICH) == [None]  # the newer correction, once: nothing doubled
+
+
+def test_threads_asking_at_once_share_one_web_client() -> None:
+    policy = AddressPolicy.of(["concurrency-test.invalid:8123"])  # one no other test asks for
+    start, got = threading.Barrier(8), []
+
+    def ask() -> None:
+        start.wait()
+        got.append(shared_client(policy))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(client) for client in got}) == 1  # one pool, one TLS context

@@ -186,6 +186,20 @@ def test_import_lifts_a_url_password_from_args_and_env(tmp_path: Path) -> None:
     assert set(found.values.values()) == {"pa55/word"}  # the password itself, decoded
 
 
+def test_import_keeps_a_query_parameter_whose_name_only_contains_a_secret_word(
+    tmp_path: Path,
+) -> None:
+    feed = "https://news.example.com/rss?keywords=ai&author=x&sort=new&api_key=k3y4ever"
+    host = tmp_path / ".mcp.json"
+    spec = {"command": "news-mcp", "args": ["--feed", feed], "env": {"FEED_URL": feed}}
+    host.write_text(json.dumps({"mcpServers": {"news": spec}}), encoding="utf-8")
+    found = read_host_config(host)
+    kept = "https://news.example.com/rss?keywords=ai&author=x&sort=new&api_key=${NEWS_API_KEY"
+    assert found.servers["news"]["args"][1].startswith(kept)
+    assert found.servers["news"]["env"]["FEED_URL"].startswith(kept)
+    assert set(found.values.values()) == {"k3y4ever"}  # only the credential is lifted
+
+
 def test_import_starts_the_server_with_the_url_it_read_and_writes_no_password(
     tmp_path: Path, tiny: Callable[..., Any]
 ) -> None:

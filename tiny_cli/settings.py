@@ -339,7 +339,7 @@ def check_base_url(name: str, url: str, key_goes: str = "TINY_API_KEY") -> str:
         )
     for part in (parts.query, parts.fragment):
         for param, _ in parse_qsl(part, keep_blank_values=True):
-            if _credential_param(param):
+            if credential_param(param):
                 raise ConfigError(
                     f"{name}: a credential in the URL's query (not shown); "
                     f"keep it out of the URL (the key goes in {key_goes})",
@@ -348,7 +348,7 @@ def check_base_url(name: str, url: str, key_goes: str = "TINY_API_KEY") -> str:
     return url
 
 
-def _credential_param(param: str) -> bool:
+def credential_param(param: str) -> bool:
     """Tell whether a query parameter's name says it carries a credential, word by word as a
     setting's name is read (`api_key`, `accessToken`, `auth`; not `monkey` or `keyword`)."""
     words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+|\d+", param)]

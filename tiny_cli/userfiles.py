@@ -117,13 +117,10 @@ def parse_guarded(parse: Callable[[str], T], text: str, path: Path) -> T:
         raise ConfigError(f"{path}: nested too deeply to read", path=path) from None
 
 
-def load_json(text: str) -> Any:
-    """`json.loads` of a user's text, refusing an object that names a key twice.
-
-    Python keeps the last value silently, and a file tiny rewrites would lose the first; the
-    refusal is a JSONDecodeError at the second key, so every reader reports it as it reports
-    any JSON it cannot read.
-    """
+def load_json(text: str, where: str) -> Any:
+    """`json.loads` of a user's text; a ConfigError at `where` (`FILE:LINE`) for an object
+    that names a key twice, which Python would read as its last value alone (and a file tiny
+    rewrites would lose the first). JSON it cannot read raises as `json.loads` does."""
     repeated: list[str] = []
 
     def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -136,11 +133,8 @@ def load_json(text: str) -> Any:
 
     data = json.loads(text, object_pairs_hook=unique)
     if repeated:
-        key = json.dumps(repeated[0], ensure_ascii=False)
-        first = text.find(key)
-        at = text.find(key, first + 1) if first >= 0 else -1
-        msg = f"key {repeated[0]!r} appears twice; JSON readers keep only the last one"
-        raise json.JSONDecodeError(msg, text, max(at, 0))
+        said = repr(repeated[0][:64])  # repr: a key's control characters stay escaped
+        raise ConfigError(f"{where}: key {said} appears twice; JSON readers keep only the last")
     return data
 
 

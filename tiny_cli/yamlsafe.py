@@ -33,6 +33,7 @@ MAX_YAML_VALUES = 20_000  # scalars, lists and mappings, every alias counted as 
 # libyaml's safe loader when PyYAML was built with it (much faster: docs/overhead.md). Only
 # the parser changes: every bound below is checked on the node graph it composes.
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 def read_bounded(path: Path) -> str:
@@ -133,14 +134,17 @@ def _check_bounds(root: yaml.Node, max_values: int, unique: bool = False) -> Non
 
 
 def _check_unique(mapping: yaml.MappingNode) -> None:
-    """Refuse a scalar key written twice in `mapping`, at the second one's line."""
-    seen: set[str] = set()
+    """Refuse a scalar key that names, as Python reads it, a key before it in `mapping`, at
+    its line: `1` and `'1'` are two keys, `~` and `null` (or `1` and `true`) one."""
+    seen: set[Any] = set()
     for key, _ in mapping.value:
-        if isinstance(key, yaml.ScalarNode):
-            if key.value in seen:
-                problem = f"key {key.value!r} appears twice; YAML would keep only the last one"
-                raise _limit(problem, key.start_mark)
-            seen.add(key.value)
+        if not isinstance(key, yaml.ScalarNode) or key.tag == MERGE_TAG:  # `<<` merges, twice too
+            continue
+        value = _LOADER("").construct_object(key)
+        if value in seen:
+            problem = f"key {key.value!r} appears twice; YAML would keep only the last one"
+            raise _limit(problem, key.start_mark)
+        seen.add(value)
 
 
 def _too_deep(text: str) -> int | None:

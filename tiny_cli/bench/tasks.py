@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +179,7 @@ def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
 
 def _json(path: Path, n: int, line: str) -> Any:
     try:
-        return parse_guarded(load_json, line, Path(f"{path}:{n}"))
+        return parse_guarded(partial(load_json, where=f"{path}:{n}"), line, Path(f"{path}:{n}"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{n}: not JSON: {exc.msg} at column {exc.colno}") from None
 

@@ -301,7 +301,7 @@ def _also_right(where: str, item: dict[str, Any], want: str | None) -> AlsoRight
 
 def _json_item(where: str, line: str) -> Any:
     try:
-        return load_json(line)
+        return load_json(line, where)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where}: invalid JSON: {exc.msg}") from exc
     except RecursionError:

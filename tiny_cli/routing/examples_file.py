@@ -459,7 +459,7 @@ def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            row = load_json(line)
+            row = load_json(line, f"{path}:{number}")
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{number}: not JSON: {exc.msg}", path=path) from None
         except (ValueError, RecursionError):  # a 5,000-digit number, or nesting too deep

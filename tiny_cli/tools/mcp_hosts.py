@@ -23,6 +23,7 @@ import yaml
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
+from tiny_cli.settings import credential_param
 from tiny_cli.text import kind_of, printable
 from tiny_cli.tools.mcp_config import (
     REFERENCE,
@@ -50,10 +51,10 @@ SECRET_FLAG_WORDS = frozenset(
      "credentials", "authorization", "cookie")
 )  # fmt: skip
 MIN_TOKEN_DIGITS = 4  # a long run counts as a key only with digits in it (not a long word)
-# a URL's query parameter: group 2 its name, group 3 its value (lifted if the name is
-# SECRET_PARAMETER's); no pattern inside the name, which would cost a long one its length squared
+# a URL's query parameter: group 2 its name, group 3 its value (lifted if the name says a
+# credential, word by word: settings.credential_param); no pattern inside the name, which
+# would cost a long one its length squared
 QUERY_PARAMETER = r"([?&]([^=&#?\s]*)=)([^&#\s]+)"
-SECRET_PARAMETER = r"(?i)key|token|secret|passw|auth"  # `?api_key=...`
 HOST_KEYS = ("mcpServers", "servers")  # Claude Code/Desktop and Cursor; VS Code
 # VS Code's and Claude Code's own placeholders, as mcp.yaml writes them
 HOST_REFERENCE = r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}"
@@ -311,7 +312,7 @@ class _Lifter:
 
     def _parameter(self, server: str, where: str, found: re.Match[str]) -> str:
         """A query parameter as mcp.yaml holds it: its value lifted if its name is a secret's."""
-        if not re.search(SECRET_PARAMETER, found[2]):
+        if not credential_param(found[2]):  # `api_key`, `accessToken`; not `keywords`
             return found[0]
         return found[1] + self._lift(server, where, found[2], found[3])
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import codecs
-import functools
 import ipaddress
 import re
 import socket
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -288,10 +288,17 @@ class PinnedTransport(httpx.HTTPTransport):
         )
 
 
-@functools.cache
 def shared_client(policy: AddressPolicy) -> httpx.Client:
     """Return this process's client for `policy`: one pool, one TLS context, reused."""
-    return _client(PinnedTransport(policy))
+    with _CLIENTS_LOCK:  # a bench's first wave of calls must not build (and leak) one each
+        client = _CLIENTS.get(policy)
+        if client is None:
+            client = _CLIENTS[policy] = _client(PinnedTransport(policy))
+        return client
+
+
+_CLIENTS: dict[AddressPolicy, httpx.Client] = {}
+_CLIENTS_LOCK = threading.Lock()
 
 
 _INET = (socket.AF_INET, socket.AF_INET6)
