@@ -106,3 +106,12 @@ def test_an_otlp_endpoint_with_a_credential_is_refused(
 def test_a_plain_otlp_endpoint_is_taken(tmp_path: Path) -> None:
     env = {"TINY_HOME": str(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
     assert load_settings(env, cwd=tmp_path).tracing == ("otlp",)
+
+
+def test_a_key_a_url_holds_percent_encoded_is_scrubbed_in_text_and_stored_rows() -> None:
+    key = "pa55 word/Q+xSECRET"
+    scrub = Scrubber([key])
+    said = "fetched https://x.test/?t=pa55%20word%2FQ%2BxSECRET and ?t=pa55+word%2FQ%2BxSECRET"
+    assert scrub.text(said) == f"fetched https://x.test/?t={REDACTED} and ?t={REDACTED}"
+    (row,) = scrub.columns([{"result": said}])  # a run-log column: looked at, then scrubbed
+    assert "SECRET" not in row and REDACTED in row

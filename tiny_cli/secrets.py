@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 __all__ = [
     "REDACTED",
@@ -67,9 +68,9 @@ class Scrubber:
     def __init__(self, secrets: Iterable[str], *, shapes: bool = True) -> None:
         self.secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len)[::-1]
         self.shapes = shapes
-        # each secret as it reads inside JSON text (quotes and backslashes escaped)
-        self._encoded = [_JSON.encode(s)[1:-1] for s in self.secrets]
         self._forms = written_forms(self.secrets)
+        # each form as it reads inside JSON text (quotes and backslashes escaped)
+        self._encoded = [_JSON.encode(f)[1:-1] for f in self._forms]
 
     def text(self, text: str) -> str:
         """Return `text` with every secret replaced by [redacted], as written or JSON-escaped."""
@@ -137,12 +138,15 @@ class Scrubber:
 
 
 def written_forms(secrets: Iterable[str]) -> list[str]:
-    """Each secret as text may hold it: as it is, and escaped inside a JSON string once or
-    twice (a tool result that is JSON text, itself inside a JSON document), longest first."""
+    """Each secret as text may hold it: as it is, percent-encoded (a URL a tool result
+    quotes), and escaped inside a JSON string once or twice (a tool result that is JSON
+    text, itself inside a JSON document), longest first."""
     forms: set[str] = set()
     for secret in secrets:
         for once in (
             secret,
+            quote(secret, safe=""),
+            quote_plus(secret, safe=""),
             json.dumps(secret)[1:-1],
             json.dumps(secret, ensure_ascii=False)[1:-1],
         ):
