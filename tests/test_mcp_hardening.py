@@ -14,7 +14,7 @@ import stat
 import string
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from tiny_cli.agent.loop import tools_section
 from tiny_cli.agent.reply import response_format
 from tiny_cli.errors import ConfigError, ToolServerError
 from tiny_cli.testing import ScriptedServer, reply, tool_call
-from tiny_cli.tools.mcp_client import SDK_WARNINGS, _tool, stop_servers
+from tiny_cli.tools.mcp_client import SDK_WARNINGS, _tool
 from tiny_cli.tools.mcp_config import McpServer, load_mcp_config
 from tiny_cli.tools.registry import Registry, Tool
 
@@ -86,11 +86,7 @@ for line in sys.stdin:
 '''
 
 
-@pytest.fixture(autouse=True)
-def _stop_servers() -> Iterator[None]:
-    """Every test starts its own servers: none outlives it."""
-    yield
-    stop_servers()
+pytestmark = pytest.mark.usefixtures("stop_mcp_servers")  # none outlives its test
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import yaml
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.testing import ScriptedServer, reply, tool_call
-from tiny_cli.tools.mcp_client import STDERR_CHARS, STDERR_TAIL_BYTES, stop_servers
+from tiny_cli.tools.mcp_client import STDERR_CHARS, STDERR_TAIL_BYTES
 from tiny_cli.tools.mcp_config import load_mcp_config
 from tiny_cli.tools.mcp_hosts import read_host_config
 
@@ -65,11 +65,7 @@ for line in sys.stdin:
 '''
 
 
-@pytest.fixture(autouse=True)
-def _stop_servers() -> Iterator[None]:
-    """Every test starts its own servers: none outlives it."""
-    yield
-    stop_servers()
+pytestmark = pytest.mark.usefixtures("stop_mcp_servers")  # none outlives its test
 
 
 @pytest.fixture

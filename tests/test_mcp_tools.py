@@ -26,7 +26,6 @@ import yaml
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.testing import ScriptedServer, Turn, reply, respond, tool_call, tool_calls
-from tiny_cli.tools.mcp_client import stop_servers
 from tiny_cli.tools.mcp_config import WIRE_NAME, load_mcp_config, wire_name
 
 TOOLBOX = Path(__file__).resolve().parent / "mcp_servers" / "toolbox.py"
@@ -37,11 +36,7 @@ SECRET = "s3cr3t-token-for-tests"
 SLACK = 8.0  # seconds a bounded run may take beyond its budget on a slow, busy CI machine
 
 
-@pytest.fixture(autouse=True)
-def _stop_servers() -> Iterator[None]:
-    """Every test starts its own servers: none outlives it."""
-    yield
-    stop_servers()
+pytestmark = pytest.mark.usefixtures("stop_mcp_servers")  # none outlives its test
 
 
 def folder(tmp_path: Path, servers: dict[str, Any], **cards: dict[str, Any]) -> Path:
