@@ -21,6 +21,8 @@ from tiny_cli.tools.mcp_client import STDERR_CHARS, STDERR_TAIL_BYTES
 from tiny_cli.tools.mcp_config import load_mcp_config
 from tiny_cli.tools.mcp_hosts import read_host_config
 
+SERVERS = Path(__file__).resolve().parent / "mcp_servers"
+
 TOKEN = "MCPSECRET77abcdefXYZ"
 QUOTED = 'tkQ"x\\SECRET9988776655'  # a secret JSON text must escape
 PASSWORD = "pa55word/Q+"  # a secret that would split a URL where it stands
@@ -301,3 +303,31 @@ def test_a_host_config_read_for_import_keeps_its_own_rules_for_a_key_twice(
     host = tmp_path / ".mcp.json"  # another program's file: read as that program reads it
     host.write_text('{"mcpServers": {"a": {"command": "one"}, "a": {"command": "two"}}}')
     assert read_host_config(host).servers == {"a": {"command": "two"}}
+
+
+# --- a server's short secret: the import scrubs what the MCP client scrubs ------------------------
+
+
+def test_cards_import_scrubs_a_server_secret_as_short_as_the_mcp_client_does(
+    tmp_path: Path, tiny: Callable[..., Any], home: Path
+) -> None:
+    from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS
+
+    pin = "Qz7k9"  # five characters: scrubbed by the client, so by the import too
+    assert len(pin) >= MIN_SERVER_SECRET_CHARS
+    tools = tmp_path / "tools.json"
+    described = f"Look up a record; the service is reached with key {pin}."
+    tools.write_text(json.dumps([{"name": "lookup", "description": described, "kind": "read"}]))
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    server = {"command": sys.executable, "args": [str(SERVERS / "catalogue.py")],
+              "env": {"CATALOGUE_FILE": str(tools), "OFFICE_PIN": "${OFFICE_PIN}"}}  # fmt: skip
+    (cards / "mcp.yaml").write_text(yaml.safe_dump({"servers": {"office": server}}), "utf-8")
+    env = {"TINY_CARDS": str(cards), "OFFICE_PIN": pin}
+    result = tiny("cards", "import", "--json", env=env)
+    assert result.exit_code == 0, result.stdout
+    assert (cards / "office.yaml").is_file() and pin not in result.stdout
+    for folder in (cards, home):
+        for path in folder.rglob("*"):
+            if path.is_file():
+                assert pin.encode() not in path.read_bytes(), path

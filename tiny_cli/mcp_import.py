@@ -27,7 +27,7 @@ from tiny_cli.cards.grouping import CARD_TOOLS, CardPlan, plan_cards
 from tiny_cli.cards.index import list_cards
 from tiny_cli.cards.load import Frontmatter, field_line, split_markdown
 from tiny_cli.routing.tooltexts import mcp_tool_lists, save_mcp_tools
-from tiny_cli.secrets import Scrubber
+from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS, Scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import (
     MCP_FILENAMES,
@@ -208,7 +208,7 @@ def _server_changes(
     cards_dir: Path, listing: Listing, mine: list[Generated], taken: set[str]
 ) -> list[CardChange]:
     """One server's cards: edited ones kept, the rest made again from its tools now."""
-    scrub = Scrubber(listing.secrets)
+    scrub = Scrubber(listing.secrets, min_chars=MIN_SERVER_SECRET_CHARS)
     tools = [
         replace(t, description=scrub.text(t.description))
         for t in listing.tools
@@ -326,7 +326,7 @@ def _save_descriptions(
         *(host.values.values() if host else ()),
         *(v for one in listings for v in one.secrets),
     ]
-    scrub = Scrubber(secrets)
+    scrub = Scrubber(secrets, min_chars=MIN_SERVER_SECRET_CHARS)
     read = [listing for listing in listings if listing.status == "ok"]
     tools = {
         f"{listing.server}.{tool.name}": scrub.text(tool.description)

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 __all__ = [
+    "MIN_SERVER_SECRET_CHARS",
     "REDACTED",
     "SECRET_ENV",
     "Scrubber",
@@ -29,6 +30,9 @@ __all__ = [
 
 SECRET_ENV = ("TINY_API_KEY", "OPENAI_API_KEY")  # where settings read the key from
 MIN_SECRET_CHARS = 6  # a shorter "key" would scrub ordinary words out of transcripts
+# a value the user put in an MCP server's config as a `${VAR}`: named a secret by them, so
+# shorter ones go too (a PIN, a short password), still not a word of two or three letters
+MIN_SERVER_SECRET_CHARS = 4
 REDACTED = "[redacted]"
 # keys of a JSON object whose string values are never stored
 SECRET_KEYS = frozenset(
@@ -65,8 +69,10 @@ class Scrubber:
     a bench's `--json`) keeps a page's `Authorization: Bearer X` example as it was written.
     """
 
-    def __init__(self, secrets: Iterable[str], *, shapes: bool = True) -> None:
-        self.secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len)[::-1]
+    def __init__(
+        self, secrets: Iterable[str], *, shapes: bool = True, min_chars: int = MIN_SECRET_CHARS
+    ) -> None:
+        self.secrets = sorted({s for s in secrets if len(s) >= min_chars}, key=len)[::-1]
         self.shapes = shapes
         self._forms = written_forms(self.secrets)
         # each form as it reads inside JSON text (quotes and backslashes escaped)

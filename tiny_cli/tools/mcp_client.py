@@ -34,7 +34,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from tiny_cli.errors import ToolCallError, ToolServerError
-from tiny_cli.secrets import written_forms
+from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS, written_forms
 from tiny_cli.tools.args_check import dialect
 from tiny_cli.tools.mcp_config import URL_SCHEME, McpServer
 from tiny_cli.tools.registry import Tool
@@ -61,7 +61,6 @@ REDACTED = "[redacted]"
 # the SDK's loggers: its modules' (`mcp.client.stdio`, ...) and its client session's ("client")
 SDK_LOGGERS = ("mcp", "client")
 SDK_WARNINGS = 5  # lines of the SDK's own logging shown per process; the rest are counted
-MIN_SECRET_CHARS = 4  # shorter values would scrub ordinary words
 # a URL's password in an error (the SDK's or httpx's may quote the server's URL): group 1 kept
 URL_PASSWORD_SHOWN = rf"(?i)({URL_SCHEME}[^/?#@:\s]*:)[^/?#@\s]*@"
 
@@ -238,7 +237,7 @@ class _Session:
         self.server = server
         self.resolved, self.secrets = server.resolved(environ)  # ConfigError: a variable unset
         # each secret as written and as JSON text holds it (a dict result is sent as JSON)
-        self.forms = written_forms(s for s in self.secrets if len(s) >= MIN_SECRET_CHARS)
+        self.forms = written_forms(s for s in self.secrets if len(s) >= MIN_SERVER_SECRET_CHARS)
         self.host = host
         self.tools: dict[str, Any] = {}
         self.client: Any = None
