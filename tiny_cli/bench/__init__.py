@@ -9,45 +9,26 @@ tools beat one agent that holds every tool? The parts, each a module:
 - `scoring`: judging a run: right only on evidence, fabricated, wrong-tool calls, writes;
 - `report`: BenchReport, each arm added up, and its JSON;
 - `run`: bench_from_settings and run_bench, which fan the jobs out;
-- `pages`: the loopback page server behind a task's `{site}`.
+- `pages`: the loopback page server behind a task's `{site}`;
+- `making`: what made a recording (options, digests, routing decisions), kept in its header;
+- `gate`: `--fail-under`, a bar the report must meet;
+- `bench_html`: the report as one HTML page.
+
+The bench at scale (tool selection as the tools grow): `scale` runs it, `universe` draws the
+tools each size offers, `selection` scores a first call, `scale_report` adds the runs up and
+`html` draws the page with its charts.
 """
 
-from tiny_cli.bench.arms import ARMS, Arm, PromptSplit, RouterLike, generalist
-from tiny_cli.bench.report import ArmSummary, BenchReport, summarize
-from tiny_cli.bench.run import BenchOptions, Progress, bench_from_settings, run_bench
-from tiny_cli.bench.scoring import EVIDENCE, Evidence, RunResult, judge
-from tiny_cli.bench.tasks import (
-    DEFAULT_TASKS_FILE,
-    BenchTask,
-    Expect,
-    check_agents,
-    default_tasks_path,
-    load_tasks,
-    pages_folder,
-)
+from tiny_cli.bench.arms import ARMS, Arm
+from tiny_cli.bench.report import BenchReport
+from tiny_cli.bench.run import BenchOptions, bench_from_settings
+from tiny_cli.bench.tasks import DEFAULT_TASKS_FILE
 
 __all__ = [
     "ARMS",
     "DEFAULT_TASKS_FILE",
-    "EVIDENCE",
     "Arm",
-    "ArmSummary",
     "BenchOptions",
     "BenchReport",
-    "BenchTask",
-    "Evidence",
-    "Expect",
-    "Progress",
-    "PromptSplit",
-    "RouterLike",
-    "RunResult",
     "bench_from_settings",
-    "check_agents",
-    "default_tasks_path",
-    "generalist",
-    "judge",
-    "load_tasks",
-    "pages_folder",
-    "run_bench",
-    "summarize",
 ]

@@ -19,6 +19,7 @@ from tiny_cli.digest import Brief, Digest, Routing, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, finish
 from tiny_cli.provider.replay import ExchangeSource, Volatile
+from tiny_cli.routing.router import Decision
 from tiny_cli.session import Observe
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.tools.artifacts import ArtifactStore
@@ -37,7 +38,6 @@ __all__ = [
     "Ran",
     "Route",
     "RouterLike",
-    "RoutingDecision",
     "first_request_split",
     "generalist",
     "netloc",
@@ -69,23 +69,10 @@ class PromptSplit:
 # --- routing (the tiny arm) ---------------------------------------------------------------
 
 
-class RoutingDecision(Protocol):
-    """What the bench reads from the concierge's decision."""
-
-    @property
-    def decision(self) -> str: ...
-    @property
-    def agent_id(self) -> str | None: ...
-    @property
-    def score(self) -> float: ...
-    @property
-    def threshold(self) -> float: ...
-
-
 class RouterLike(Protocol):
-    """The concierge as the bench uses it."""
+    """The concierge as the bench uses it (a Router, or one built when first asked)."""
 
-    def route(self, task: str) -> RoutingDecision: ...
+    def route(self, task: str) -> Decision: ...
 
 
 @dataclass(frozen=True)
@@ -129,8 +116,7 @@ def route_all(
 def _decided(router: RouterLike, task: BenchTask, site: str | None, book: RouteBook) -> Entry:
     """Route one task live; a replayed recording's tiny run shows which card it ran, if any."""
     d = router.route(task.text(site))
-    candidates = getattr(d, "candidates", ())
-    entry = decision_entry(d.agent_id, candidates, score=float(d.score), threshold=d.threshold)
+    entry = decision_entry(d.agent_id, d.candidates, score=float(d.score), threshold=d.threshold)
     if book.replaying("tiny"):
         ran = book.first_exchange(f"{task.id}/tiny/0")
         entry["agent"] = ran.get("agent") if ran is not None else None

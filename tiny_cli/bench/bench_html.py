@@ -6,14 +6,13 @@ The bench at scale draws charts (`tiny_cli.bench.html`, matplotlib); this page n
 
 from __future__ import annotations
 
-import html
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tiny_cli.bench.html import BODY_CSS, esc, write_page
 from tiny_cli.settings import sampling
-from tiny_cli.userfiles import write_text
 
 __all__ = ["write_bench_html"]
 
@@ -34,10 +33,9 @@ _FIGURES: tuple[tuple[str, str], ...] = (
     ("completion tokens", "tokens_out"),
     ("wall time, median per run", "wall_median"),
 )
-_CSS = """
-body { font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1a1a1a;
-  max-width: 72rem; margin: 2rem auto; padding: 0 1rem; }
-.meta { color: #555; }
+_CSS = (
+    BODY_CSS
+    + """.meta { color: #555; }
 table { border-collapse: collapse; font-size: .9rem; font-variant-numeric: tabular-nums;
   margin: 1.5rem 0; }
 caption { text-align: left; font-weight: 600; padding-bottom: .4rem; }
@@ -45,18 +43,18 @@ th, td { padding: .3rem .6rem; border-bottom: 1px solid #ddd; text-align: right;
 th { background: #f4f4f4; }
 .text { text-align: left; }
 """
+)
 
 
 def write_bench_html(report: Mapping[str, Any], path: Path) -> None:
     """Write an example-bench report (its JSON document) to `path` as one HTML page, whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, _page(report))
+    write_page(path, _page(report))
 
 
 def _page(report: Mapping[str, Any]) -> str:
     """The whole HTML document."""
     arms: Mapping[str, Mapping[str, Any]] = report.get("arms") or {}
-    title = f"tiny bench: {_esc(report.get('model', '?'))}"
+    title = f"tiny bench: {esc(report.get('model', '?'))}"
     parts = [
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">',
         f"<title>{title}</title>\n<style>{_CSS}</style>\n</head>\n<body>",
@@ -73,7 +71,7 @@ def _meta(report: Mapping[str, Any]) -> str:
     """The line under the title: endpoint host, tool mode, start, tiny version, live or replay."""
     run = "replay of a recording" if report.get("replayed") else "live run"
     return " · ".join(
-        _esc(part)
+        esc(part)
         for part in (
             f"host {report.get('base_url') or '?'}",
             f"tool mode {report.get('tool_mode') or 'each card its own'}",
@@ -87,13 +85,13 @@ def _meta(report: Mapping[str, Any]) -> str:
 
 def _arms_table(arms: Mapping[str, Mapping[str, Any]], *, replayed: bool) -> str:
     """The arms side by side, one figure a row."""
-    head = '<th class="text">figure</th>' + "".join(f"<th>{_esc(a)}</th>" for a in arms)
+    head = '<th class="text">figure</th>' + "".join(f"<th>{esc(a)}</th>" for a in arms)
     rows = []
     for label, key in _FIGURES:
         if key == "wall_median" and replayed:
             continue  # a replay's wall times are the replay's, not the model's
         cells = "".join(f"<td>{_figure(summary, key)}</td>" for summary in arms.values())
-        rows.append(f'<tr><td class="text">{_esc(label)}</td>{cells}</tr>')
+        rows.append(f'<tr><td class="text">{esc(label)}</td>{cells}</tr>')
     return _table("arms", "The arms side by side", head, rows)
 
 
@@ -106,24 +104,24 @@ def _figure(summary: Mapping[str, Any], key: str) -> str:
     if value is None:
         return "—"
     if key == "routing_accuracy":
-        return f"{100 * value:.0f} %" if isinstance(value, int | float) else _esc(value)
+        return f"{100 * value:.0f} %" if isinstance(value, int | float) else esc(value)
     if key == "wall_median" and isinstance(value, int | float):
         return f"{value:.1f} s"
-    return f"{value:,}" if isinstance(value, int) else _esc(value)
+    return f"{value:,}" if isinstance(value, int) else esc(value)
 
 
 def _tasks_table(tasks: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> str:
     """Every task: its expected card, and in each arm its statuses and how many runs were right."""
     head = '<th class="text">task</th><th class="text">expected card</th>'
-    head += "".join(f'<th class="text">{_esc(a)}</th>' for a in arms)
+    head += "".join(f'<th class="text">{esc(a)}</th>' for a in arms)
     rows = []
     for task in tasks:
         runs = task.get("runs") or {}
         cells = "".join(f'<td class="text">{_outcome(runs.get(a) or [])}</td>' for a in arms)
         agent = task.get("expected_agent") or "none (abstain)"
         rows.append(
-            f'<tr><td class="text">{_esc(task.get("id"))}</td>'
-            f'<td class="text">{_esc(agent)}</td>{cells}</tr>'
+            f'<tr><td class="text">{esc(task.get("id"))}</td>'
+            f'<td class="text">{esc(agent)}</td>{cells}</tr>'
         )
     return _table("tasks", "Every task: statuses of its runs, and right runs", head, rows)
 
@@ -135,16 +133,11 @@ def _outcome(runs: Sequence[Mapping[str, Any]]) -> str:
     statuses = Counter(str(r.get("status")) for r in runs)
     shown = ", ".join(f"{s} {n}x" if n > 1 else s for s, n in statuses.items())
     right = sum(bool(r.get("right")) for r in runs)
-    return _esc(f"{shown} · right {right}/{len(runs)}")
+    return esc(f"{shown} · right {right}/{len(runs)}")
 
 
 def _table(table_id: str, caption: str, head: str, rows: Sequence[str]) -> str:
     return (
-        f'<table id="{table_id}">\n<caption>{_esc(caption)}</caption>\n'
+        f'<table id="{table_id}">\n<caption>{esc(caption)}</caption>\n'
         f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
     )
-
-
-def _esc(value: Any) -> str:
-    """Any value from the report as HTML-escaped text."""
-    return html.escape(str(value), quote=True)

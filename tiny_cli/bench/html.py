@@ -15,7 +15,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.settings import sampling
 from tiny_cli.userfiles import write_text
 
-__all__ = ["require_charts", "write_html"]
+__all__ = ["BODY_CSS", "esc", "require_charts", "write_html", "write_page"]
 
 Row = Mapping[str, Any]
 
@@ -29,10 +29,14 @@ _STYLE: dict[str, tuple[str, str, str]] = {
 }
 _SPARE = ("#CC79A7", "#56B4E9", "#F0E442", "#000000")
 _NO_FIT_Y = -9.0  # the accuracy chart's "does not fit" strip, below 0 %
-_CSS = """
+# the body rule both bench pages share (tiny_cli.bench.bench_html)
+BODY_CSS = """
 body { font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1a1a1a;
   max-width: 72rem; margin: 2rem auto; padding: 0 1rem; }
-h1 { font-size: 1.6rem; margin-bottom: .2rem; }
+"""
+_CSS = (
+    BODY_CSS
+    + """h1 { font-size: 1.6rem; margin-bottom: .2rem; }
 .meta { color: #555; margin-top: 0; }
 .headline { font-size: 1.2rem; font-weight: 600; border-left: 4px solid #0072B2;
   padding-left: .8rem; }
@@ -51,6 +55,7 @@ tr.nofit td { color: #777; font-style: italic; }
 .ci { display: block; color: #777; font-size: .85em; }
 .scroll { overflow-x: auto; }
 """
+)
 _COLUMNS = (
     ("size", "text"),
     ("tools", ""),
@@ -77,7 +82,7 @@ def write_html(report: Mapping[str, Any], path: Path) -> None:
     new_figure = _figure_maker()
     rows: list[Row] = list(report.get("rows") or [])
     charts = (_accuracy_svg(rows, new_figure), _tokens_svg(rows, new_figure))
-    _write_atomic(Path(path), _page(report, rows, charts))
+    write_page(Path(path), _page(report, rows, charts))
 
 
 def require_charts() -> None:
@@ -286,8 +291,7 @@ def _svg(fig: Any, prefix: str) -> str:
 
 def _page(report: Mapping[str, Any], rows: Sequence[Row], charts: tuple[str, str]) -> str:
     """The whole HTML document."""
-    e = _esc
-    title = f"Tool selection at scale: {e(report.get('model', '?'))}"
+    title = f"Tool selection at scale: {esc(report.get('model', '?'))}"
     headline = report.get("headline")
     accuracy, tokens = charts
     parts = [
@@ -298,7 +302,7 @@ def _page(report: Mapping[str, Any], rows: Sequence[Row], charts: tuple[str, str
         f"<title>{title}</title>\n<style>{_CSS}</style>\n</head>\n<body>",
         f"<h1>{title}</h1>",
         f'<p class="meta">{_meta(report)}</p>',
-        f'<p class="headline">{e(headline)}</p>' if headline else "",
+        f'<p class="headline">{esc(headline)}</p>' if headline else "",
         f"<p>{_setup(report)}</p>",
         _figure("accuracy-chart", accuracy, _ACCURACY_CAPTION),
         _figure("tokens-chart", tokens, _TOKENS_CAPTION),
@@ -326,15 +330,15 @@ def _meta(report: Mapping[str, Any]) -> str:
     with contextlib.suppress(ValueError):
         started = datetime.fromisoformat(started).strftime("%Y-%m-%d %H:%M %Z").strip()
     replayed = report.get("replayed_from")
-    run = f"replay of {_esc(replayed)}" if replayed else "live run"
-    mode = _esc(report.get("tool_mode", "?"))
-    asked = _esc(sampling(report.get("temperature")))
-    return f"tool mode <b>{mode}</b> · {asked} · started {_esc(started or '?')} · {run}"
+    run = f"replay of {esc(replayed)}" if replayed else "live run"
+    mode = esc(report.get("tool_mode", "?"))
+    asked = esc(sampling(report.get("temperature")))
+    return f"tool mode <b>{mode}</b> · {asked} · started {esc(started or '?')} · {run}"
 
 
 def _setup(report: Mapping[str, Any]) -> str:
     """One sentence on what was run: catalogue, tasks, seed, top-k, hybrid margin."""
-    return _esc(
+    return esc(
         f"{report.get('tasks', '?')} tasks (and {report.get('irrelevance_tasks', '?')} "
         f"irrelevance tasks, where the right answer is no call) drawn from a catalogue of "
         f"{report.get('catalogue_tools', '?')} tools; seed {report.get('seed', '?')}, "
@@ -344,12 +348,12 @@ def _setup(report: Mapping[str, Any]) -> str:
 
 def _figure(figure_id: str, svg: str, caption: str) -> str:
     """One chart in a `<figure>` with its caption."""
-    return f'<figure id="{figure_id}">\n{svg}\n<figcaption>{_esc(caption)}</figcaption>\n</figure>'
+    return f'<figure id="{figure_id}">\n{svg}\n<figcaption>{esc(caption)}</figcaption>\n</figure>'
 
 
 def _table(rows: Sequence[Row]) -> str:
     """Every row of the report, one table row each."""
-    head = "".join(f'<th scope="col" class="{c}">{_esc(n)}</th>' for n, c in _COLUMNS)
+    head = "".join(f'<th scope="col" class="{c}">{esc(n)}</th>' for n, c in _COLUMNS)
     body = []
     for i, row in enumerate(rows):
         first = i == 0 or rows[i - 1]["label"] != row["label"]
@@ -391,9 +395,9 @@ def _cells(row: Row) -> list[str]:
         _number(row.get("failed")),
     )
     return [
-        f'<td class="text">{_esc(row.get("label", row.get("size")))}</td>',
+        f'<td class="text">{esc(row.get("label", row.get("size")))}</td>',
         f"<td>{_number(row.get('tools'), '{:,g}')}</td>",
-        f'<td class="text">{_esc(row.get("arm"))}</td>',
+        f'<td class="text">{esc(row.get("arm"))}</td>',
         *measured,
         *(f"<td>{v}</td>" for v in tail),
     ]
@@ -420,15 +424,15 @@ def _number(value: Any, pattern: str = "{:,.0f}") -> str:
         return "—"
     if isinstance(value, int | float) and not isinstance(value, bool):
         return pattern.format(value)
-    return _esc(value)
+    return esc(value)
 
 
-def _esc(value: Any) -> str:
+def esc(value: Any) -> str:
     """Any value from the report as HTML-escaped text."""
     return html.escape(str(value), quote=True)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_page(path: Path, text: str) -> None:
     """Write `text` whole (a temp file moved into place); never over a folder or special file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, text)

@@ -37,6 +37,7 @@ __all__ = [
     "changed_since",
     "decision_entry",
     "digests",
+    "note_making",
     "offered_tools",
     "portable",
     "recorded_options",
@@ -190,6 +191,14 @@ def digests(tasks: Path, ws: Workspace) -> dict[str, Any]:
         "cards": {c.id: _sha(c.path) for c in ws.cards.values() if c.path is not None},
         "learned": _sha(learned) if learned.is_file() else None,
     }
+
+
+def note_making(exchanges: ExchangeSource, tasks: Path, ws: Workspace, **options: Any) -> None:
+    """Keep the options and the digests in the recording's header (if this run writes one)."""
+    temperature = ws.settings.temperature
+    flags = {"tasks": tasks, "cards": ws.settings.cards_dir, **options, "temperature": temperature}
+    exchanges.note("bench", portable(flags, exchanges.written_to()))
+    exchanges.note("digests", digests(tasks, ws))
 
 
 def changed_since(recorded: Any, tasks: Path, ws: Workspace) -> str | None:

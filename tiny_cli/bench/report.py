@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, get_args
 
 from tiny_cli.bench.arms import ARMS, Arm, PromptSplit
@@ -131,17 +131,12 @@ class BenchReport:
         return self.outcome(task_id, arm), sum(r.right for r in self.runs_of(task_id, arm))
 
     def to_json(self) -> dict[str, Any]:
-        """Return the report: arms, tasks, model, base_url, started_at, tiny_version, replayed."""
+        """Return the report: every field but `runs` (kept by task) and `replay_file`."""
+        shown = [f.name for f in fields(self) if f.name not in ("runs", "replay_file")]
         return {
+            **{name: getattr(self, name) for name in shown},
             "arms": {arm: s.to_json() for arm, s in self.arms.items()},
             "tasks": [self._task_json(t) for t in self.tasks],
-            "model": self.model,
-            "base_url": self.base_url,
-            "started_at": self.started_at,
-            "tiny_version": self.tiny_version,
-            "replayed": self.replayed,
-            "tool_mode": self.tool_mode,
-            "temperature": self.temperature,
         }
 
     def _task_json(self, t: BenchTask) -> dict[str, Any]:

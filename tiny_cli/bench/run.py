@@ -30,12 +30,11 @@ from tiny_cli.bench.arms import (
     Job,
     JobContext,
     RouterLike,
-    RoutingDecision,
     netloc,
     route_all,
     run_job,
 )
-from tiny_cli.bench.making import RouteBook, digests, portable
+from tiny_cli.bench.making import RouteBook, note_making
 from tiny_cli.bench.pages import PageServer
 from tiny_cli.bench.report import BenchReport, summarize
 from tiny_cli.bench.scoring import (
@@ -54,6 +53,7 @@ from tiny_cli.bench.tasks import (
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.replay import ExchangeSource, Volatile
+from tiny_cli.routing.router import Decision
 from tiny_cli.session import Observe, Session
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.workspace import Workspace, open_workspace
@@ -110,7 +110,8 @@ def bench_from_settings(
     router = _Deferred(lambda: router_for(ws)) if "tiny" in options.arms else None
     exchanges = session.exchanges
     exchanges.probe()
-    _note_making(exchanges, path, ws, options)
+    arm = "both" if options.arms == ARMS else ",".join(options.arms)
+    note_making(exchanges, path, ws, arm=arm, repeat=options.repeat)
     arms = ",".join(options.arms)
     with session.traced("bench", **{"tiny.bench.tasks": len(tasks), "tiny.bench.arms": arms}):
         return run_bench(
@@ -194,22 +195,11 @@ class _Deferred:
         self._make = make
         self._router: RouterLike | None = None
 
-    def route(self, task: str) -> RoutingDecision:
+    def route(self, task: str) -> Decision:
         """Route one task with the router, built now if it is not yet."""
         if self._router is None:
             self._router = self._make()
         return self._router.route(task)
-
-
-def _note_making(
-    exchanges: ExchangeSource, tasks: Path, ws: Workspace, options: BenchOptions
-) -> None:
-    """Keep the options and the digests in the recording's header (if this run writes one)."""
-    arm = "both" if options.arms == ARMS else ",".join(options.arms)
-    flags = {"tasks": tasks, "cards": ws.settings.cards_dir, "arm": arm, "repeat": options.repeat,
-             "temperature": ws.settings.temperature}  # fmt: skip
-    exchanges.note("bench", portable(flags, exchanges.written_to()))
-    exchanges.note("digests", digests(tasks, ws))
 
 
 def _check_options(options: BenchOptions, router: RouterLike | None) -> None:

@@ -25,14 +25,14 @@ from typing import Any, Literal
 
 from tiny_cli.agent.loop import invoke, tools_section
 from tiny_cli.bench.arms import generalist
-from tiny_cli.bench.making import RouteBook, as_offered, decision_entry, digests, portable
+from tiny_cli.bench.making import RouteBook, as_offered, decision_entry, note_making
 from tiny_cli.bench.run import MAX_CONCURRENCY
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
 from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
 from tiny_cli.bench.tasks import read_task_text
 from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, universes
 from tiny_cli.cards.card import Budget, Card
-from tiny_cli.digest import Digest, estimate_tokens, make_brief
+from tiny_cli.digest import Cost, Digest, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import Embedder
 from tiny_cli.routing.factory import build_router, embedder_for, folder_learned
@@ -66,6 +66,17 @@ DEFAULT_TOP_K = 3  # the anchors' tool search returns a handful of tools; 3 card
 DEFAULT_HYBRID_MARGIN = 1.0
 DEFAULT_CONTEXT_TOKENS = 32_768  # the model server's context; a larger prompt "does not fit"
 MAX_SELECTION_LINE = 200_000
+# ScaleOptions a recording keeps under their own names (sizes and arms are written as flags)
+RECORDED_AS_THEY_ARE = (
+    "sample",
+    "irrelevance",
+    "seed",
+    "top_k",
+    "hybrid_margin",
+    "context_tokens",
+    "expected_tools",
+    "prompt",
+)
 
 
 @dataclass(frozen=True)
@@ -174,7 +185,7 @@ def scale_from_settings(
     ws = open_workspace(settings)
     tasks = load_selection_tasks(tasks_path, ws.cards)
     session.exchanges.probe()
-    _note_making(session, tasks_path, ws, options)
+    note_making(session.exchanges, tasks_path, ws, **_recorded(options))
     found: list[Embedder] = [embedder] if embedder is not None else []
     learned, tool_texts = folder_learned(settings), gathered(settings)  # read once, not per size
 
@@ -189,20 +200,15 @@ def scale_from_settings(
     with session.traced("bench", **{"tiny.bench.tasks": len(tasks), "tiny.bench.scale": True}):
         report = run_scale(ws, tasks, session, router_for, options, on_run)
     replayed = session.exchanges.answered_from()
-    return report if replayed is None else rebuild(report, options, replayed)
+    return report if replayed is None else rebuild(report, replayed)
 
 
-def _note_making(session: Session, tasks: Path, ws: Workspace, options: ScaleOptions) -> None:
-    """Keep the options and the digests in the recording's header (if this run writes one)."""
+def _recorded(options: ScaleOptions) -> dict[str, Any]:
+    """The options a recording keeps (tiny_cli.bench.making), named as their flags read."""
     sizes = ",".join("all" if s == CATALOGUE else str(s) for s in options.sizes)
     arms = "both" if options.arms == SCALE_ARMS else ",".join(options.arms)
-    flags = {"tasks": tasks, "cards": ws.settings.cards_dir, "all_tools_sizes": sizes,
-             "arm": arms, "sample": options.sample, "irrelevance": options.irrelevance,
-             "seed": options.seed, "top_k": options.top_k, "hybrid_margin": options.hybrid_margin,
-             "context_tokens": options.context_tokens, "expected_tools": options.expected_tools,
-             "prompt": options.prompt, "temperature": ws.settings.temperature}  # fmt: skip
-    session.exchanges.note("bench", portable(flags, session.exchanges.written_to()))
-    session.exchanges.note("digests", digests(tasks, ws))
+    kept = {name: getattr(options, name) for name in RECORDED_AS_THEY_ARE}
+    return {"all_tools_sizes": sizes, "arm": arms, **kept}
 
 
 def run_scale(
@@ -289,6 +295,9 @@ def _sample(tasks: Sequence[SelectionTask], options: ScaleOptions) -> list[Selec
     return [t for t in tasks if t.id in chosen]
 
 
+Ranking = tuple[str | None, tuple[str, ...], float]  # routed card (None: abstain), top k, margin
+
+
 @dataclass(frozen=True)
 class _Job:
     """One task in one arm at one size: the card to run (None: no request) and its routing."""
@@ -324,7 +333,7 @@ def _jobs(
         ranking = (
             _rankings(book, partial(router_for, cards), ws, world, group, options)
             if routed
-            else _unranked(group)
+            else {task.id: (None, (), 0.0) for task in group}
         )
         for arm in options.arms:
             jobs += [_job(ws, task, arm, world, ranking[task.id], options) for task in group]
@@ -338,7 +347,7 @@ def _rankings(
     world: Universe,
     tasks: Sequence[SelectionTask],
     options: ScaleOptions,
-) -> dict[str, tuple[str | None, tuple[str, ...], float]]:
+) -> dict[str, Ranking]:
     """Route each task once: (the card or None on abstain, the top cards, the margin).
 
     A decision the recording holds is used as recorded; the others are routed live, made to
@@ -361,7 +370,7 @@ def _rankings(
 SPARE = 2  # candidates kept past the top k: the margin needs two, a corrected order a few more
 
 
-def _ranking(entry: Any, top: int) -> tuple[str | None, tuple[str, ...], float]:
+def _ranking(entry: Any, top: int) -> Ranking:
     """(card, top cards, margin); a recorded `clear` verdict stands for the margin's side."""
     ids = tuple(str(c[0]) for c in entry["candidates"])
     scores = [float(c[1]) for c in entry["candidates"]]
@@ -371,18 +380,12 @@ def _ranking(entry: Any, top: int) -> tuple[str | None, tuple[str, ...], float]:
     return (entry["agent"], ids[:top], margin)
 
 
-def _unranked(
-    tasks: Sequence[SelectionTask],
-) -> dict[str, tuple[str | None, tuple[str, ...], float]]:
-    return {task.id: (None, (), 0.0) for task in tasks}
-
-
 def _job(
     ws: Workspace,
     task: SelectionTask,
     arm: ScaleArm,
     world: Universe,
-    ranking: tuple[str | None, tuple[str, ...], float],
+    ranking: Ranking,
     options: ScaleOptions,
 ) -> _Job:
     """Choose what one arm offers for one task in its universe."""
@@ -518,7 +521,7 @@ def _invoke(
 def _record(
     job: _Job, verdict: CallVerdict, digest: Digest | None, schema_tokens: int, estimate: int
 ) -> RunRecord:
-    cost = digest.cost if digest is not None else None
+    cost = digest.cost if digest is not None else Cost(tokens_in=estimate)  # no request: estimated
     first = digest.calls[0] if digest is not None and digest.calls else None
     return RunRecord(
         task=job.task.id,
@@ -536,10 +539,10 @@ def _record(
         in_top=None if job.arm not in ("top-k", "hybrid") else job.task.card in job.ranked,
         fits=job.fits,
         offered=len(job.card.tools) if job.card is not None else 0,
-        prompt_tokens=cost.tokens_in if cost is not None else estimate,
+        prompt_tokens=cost.tokens_in,
         schema_tokens=schema_tokens,
-        completion_tokens=cost.tokens_out if cost is not None else 0,
-        wall_seconds=cost.wall_seconds if cost is not None else 0.0,
-        ghost_calls=cost.ghost_calls if cost is not None else 0,
+        completion_tokens=cost.tokens_out,
+        wall_seconds=cost.wall_seconds,
+        ghost_calls=cost.ghost_calls,
         digest_status=digest.status if digest is not None else "abstain",
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from tiny_cli.bench.universe import CATALOGUE
@@ -122,13 +122,9 @@ def build_report(
     started: str,
     catalogue_tools: int,
     tool_mode: str = "",
-    replayed_from: str | None = None,
     temperature: float | None = None,
 ) -> ScaleReport:
     """Aggregate the runs into one row per size and arm, in the order they ran."""
-    keys = list(dict.fromkeys((r.size, r.arm) for r in records))
-    timed = replayed_from is None  # a replay's wall times are the replay's, not the model's
-    rows = tuple(_row([r for r in records if (r.size, r.arm) == key], timed) for key in keys)
     return ScaleReport(
         model,
         tool_mode,
@@ -137,11 +133,22 @@ def build_report(
         options.top_k,
         options.hybrid_margin,
         catalogue_tools,
-        rows,
+        _rows(records, timed=True),
         tuple(records),
-        replayed_from,
-        temperature,
+        temperature=temperature,
     )
+
+
+def rebuild(report: ScaleReport, replayed_from: str) -> ScaleReport:
+    """The same runs as a replay: the report says so and shows no wall times."""
+    return replace(report, rows=_rows(report.runs, timed=False), replayed_from=replayed_from)
+
+
+def _rows(records: Sequence[RunRecord], *, timed: bool) -> tuple[ScaleRow, ...]:
+    """One row per size and arm, in the order they ran (`timed` False: a replay's wall times
+    are the replay's, not the model's)."""
+    keys = list(dict.fromkeys((r.size, r.arm) for r in records))
+    return tuple(_row([r for r in records if (r.size, r.arm) == key], timed) for key in keys)
 
 
 @dataclass(frozen=True)
@@ -204,20 +211,6 @@ def markdown_table(report: ScaleReport) -> str:
 
 def _md(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
-
-
-def rebuild(report: ScaleReport, options: Any, replayed_from: str) -> ScaleReport:
-    """The same runs as a replay: the report says so and shows no wall times."""
-    return build_report(
-        report.runs,
-        options,
-        report.model,
-        report.started_at,
-        report.catalogue_tools,
-        report.tool_mode,
-        replayed_from,
-        report.temperature,
-    )
 
 
 # the expected function was called, whatever its arguments (a wrong value, or no object)

@@ -30,7 +30,6 @@ EVIDENCE: tuple[Evidence, ...] = get_args(Evidence)
 # Runner reasons for an `ok` the model claimed and the runner took back: no tool ran at all
 # (the run is `partial`), or a writer's write never ran (`failed`, its invented fields
 # withheld). Such a run is judged as the claim it was.
-# an `ok` the runner took back for want of evidence: still a claim, judged as one
 TAKEN_BACK = (NO_EVIDENCE, UNVERIFIED_WRITE, UNSOURCED)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from tiny_cli.errors import ConfigError
 
@@ -31,15 +31,7 @@ __all__ = ["STATUSES", "CallVerdict", "Status", "expected_call", "judge_call"]
 Status = Literal[
     "right", "right_tool", "wrong_tool", "no_call", "bad_arguments", "unwanted_call", "failed"
 ]
-STATUSES: tuple[Status, ...] = (
-    "right",
-    "right_tool",
-    "wrong_tool",
-    "no_call",
-    "bad_arguments",
-    "unwanted_call",
-    "failed",
-)
+STATUSES: tuple[Status, ...] = get_args(Status)
 OPTIONAL = ""  # in an accepted list: the argument may be left out
 _PUNCTUATION = re.compile(r"[ ,./\-_*^]")
 

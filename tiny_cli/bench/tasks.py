@@ -156,7 +156,8 @@ def _read_entries(path: Path) -> list[tuple[str, Any]]:
             for n, line in enumerate(jsonl_lines(text), 1)
             if line.strip()
         ]
-    return _yaml_entries(path, text)
+    data = load_list(path, text, "a task file is a YAML list of tasks (or JSONL)")
+    return [(f"task {i + 1}", entry) for i, entry in enumerate(data)]
 
 
 def read_task_text(path: Path) -> str:
@@ -170,11 +171,6 @@ def read_task_text(path: Path) -> str:
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         raise ConfigError(f"{path}:{line}: not UTF-8 (byte {err.start})") from None
-
-
-def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
-    data = load_list(path, text, "a task file is a YAML list of tasks (or JSONL)")
-    return [(f"task {i + 1}", entry) for i, entry in enumerate(data)]
 
 
 def _json(path: Path, n: int, line: str) -> Any:
