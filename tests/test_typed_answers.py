@@ -206,6 +206,17 @@ def test_typed_fields_are_checked_flat_or_under_fields() -> None:
     assert flat.problems == ("field 'tags' must be a list of strings, got a string (\"a, b\")",)
 
 
+def test_a_list_of_a_union_type_is_named_not_a_crash() -> None:
+    # a `type` list inside `items` is a list, which no table of type names can look up
+    types = {"tags": {"type": "array", "items": {"type": ["string", "null"]}}}
+    flat = parse_reply(_answer(tags="a, b"), ("tags",), types)
+    assert flat.problems == ("field 'tags' must be a list, got a string (\"a, b\")",)
+    lists = {"rows": {"type": "array", "items": {"type": "array"}}}
+    assert parse_reply(_answer(rows=1), ("rows",), lists).problems == (
+        "field 'rows' must be a list of lists, got an integer (1)",
+    )
+
+
 def test_a_long_or_hostile_value_is_shown_short_and_on_one_line() -> None:
     parsed = parse_reply(_answer(price="\x1b]0;x\x07\n" * 50), ("price",), PRICE)
     (problem,) = parsed.problems

@@ -124,10 +124,9 @@ class Routing:
 
     def to_json(self) -> dict[str, Any]:
         """Return the `routing` object; `rerouted_from` only after a re-route."""
-        doc: dict[str, Any] = {"decision": self.decision, "agent_id": self.agent_id}
-        doc["score"] = self.score
-        if self.rerouted_from is not None:
-            doc["rerouted_from"] = self.rerouted_from
+        doc = dict(vars(self))
+        if self.rerouted_from is None:
+            del doc["rerouted_from"]
         return doc
 
 

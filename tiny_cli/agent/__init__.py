@@ -3,7 +3,7 @@
 `loop` is the run loop and its prompts; `calls` runs one tool call under the budget (its
 meter and limits) and finds where each answered value came from (evidence); `verdict` holds
 the honesty rules that decide a Digest's status, as plain functions of data; `reply` parses
-the model's answer; `actions` is json tool mode. Rule: the agent imports
+the model's answer and its tool requests in each tool mode. Rule: the agent imports
 only the ground, the edges and the contracts — never routing, the run log or numpy.
 """
 

@@ -317,11 +317,13 @@ def _source(value: Any, results: _Text, asked: _Text, written: _Text) -> FieldSo
 
 def evidence_of(arguments: Mapping[str, Any], result: Any) -> str:
     """Return what one successful call contributes: its arguments' JSON line, then its result."""
-    shown = (
-        result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
-    )
     # compact JSON escapes every newline, so the first line is the arguments, whole
-    return f"{json.dumps(dict(arguments), ensure_ascii=False, default=str)}\n{shown}"
+    return f"{json_text(dict(arguments))}\n{json_text(result)}"
+
+
+def json_text(value: Any) -> str:
+    """A string as it is; any other value as its JSON text, never a repr."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _addresses(args: str) -> list[str]:
@@ -498,8 +500,8 @@ def call_tool(
     shown = copy.deepcopy(args) if tool.writes else None  # as approved, whatever the tool does
     refused = _refused(call.name, tool, card, approve, args, meter)
     if refused is not None:
-        outcome, content = refused
-        return Called(content, record(outcome, True, shown), _write_note(call.name, outcome))
+        outcome, content, note = refused
+        return Called(content, record(outcome, True, shown), note)
     try:
         outcome, result = _run_tool(tool, args, meter)
     except ToolServerError:  # counted as a call; the loop then ends the run
@@ -511,28 +513,27 @@ def call_tool(
 
 def _refused(
     name: str, tool: Tool, card: Card, approve: Approve, args: dict[str, Any], meter: Meter
-) -> tuple[CallOutcome, str] | None:
-    """Say why a write call may not run: this card may not write, or the approver said no."""
+) -> tuple[CallOutcome, str, str] | None:
+    """Say why a write call may not run (this card may not write, or the approver said no): its
+    outcome, what the model is told, and the note for the caller (the model may not say)."""
     if not tool.writes:
         return None
     if not card.writes:  # the card loader refuses this; never trust it alone
-        return "not_allowed", (
-            f"error: {name} writes and this agent may not write; it was not run. Answer without it."
+        return (
+            "not_allowed",
+            f"error: {name} writes and this agent may not write; it was not run. "
+            "Answer without it.",
+            f"{name} writes and this card may not (side_effects: none): nothing was written",
         )
-    if not _approved(approve, card, name, args, meter):
-        return "declined", (
-            f"declined: the user did not approve this call of {name} with these arguments, "
-            "so it did not run and nothing was written. If the arguments were wrong, call it "
-            "again with corrected ones; otherwise say in your answer that this was not done."
-        )
-    return None
-
-
-def _write_note(name: str, outcome: CallOutcome) -> str:
-    """Tell the caller why a write did not happen (the model is told too, but may not say)."""
-    if outcome == "not_allowed":
-        return f"{name} writes and this card may not (side_effects: none): nothing was written"
-    return f"{name} was not approved: nothing was written"
+    if _approved(approve, card, name, args, meter):
+        return None
+    return (
+        "declined",
+        f"declined: the user did not approve this call of {name} with these arguments, "
+        "so it did not run and nothing was written. If the arguments were wrong, call it "
+        "again with corrected ones; otherwise say in your answer that this was not done.",
+        f"{name} was not approved: nothing was written",
+    )
 
 
 def _approved(approve: Approve, card: Card, name: str, args: dict[str, Any], meter: Meter) -> bool:
@@ -582,12 +583,11 @@ def _contained(tool: Tool, args: dict[str, Any]) -> str:
 
 def _as_text(result: Any) -> str:
     """Return a result as text: itself, or its JSON; each lone surrogate (unencodable) replaced."""
-    if not isinstance(result, str):
-        try:
-            result = json.dumps(result, ensure_ascii=False, default=str)
-        except Exception as exc:  # circular, nested too deeply, or a str() that raises
-            raise ToolCallError(f"its result cannot be written as JSON ({_named(exc)})") from None
-    return _SURROGATE.sub("\ufffd", result)
+    try:
+        text = json_text(result)
+    except Exception as exc:  # circular, nested too deeply, or a str() that raises
+        raise ToolCallError(f"its result cannot be written as JSON ({_named(exc)})") from None
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _named(exc: BaseException) -> str:
@@ -659,13 +659,12 @@ def tool_message(call: ToolCall, content: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": short_id(call.id), "content": content}
 
 
-def assistant_message(reply: Completion, calls: Sequence[ToolCall] | None = None) -> dict[str, Any]:
+def assistant_message(reply: Completion, calls: Sequence[ToolCall]) -> dict[str, Any]:
     """Return the model's reply as echoed: its text and the native `tool_calls` answered
-    (`calls`, default all), each id cut and refused arguments as `{}` (sent on every turn)."""
+    (`calls`), each id cut and refused arguments as `{}` (sent on every turn)."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-    answered = reply.tool_calls if calls is None else calls
-    if answered:
-        message["tool_calls"] = [_echoed(c) for c in answered]
+    if calls:
+        message["tool_calls"] = [_echoed(c) for c in calls]
     return message
 
 

@@ -190,8 +190,6 @@ def _brevity(max_output_tokens: int) -> str:
     return f"Be brief: the summary must stay under about {words} words; longer ones are cut."
 
 
-# the runner's reasons live with the verdict rules, which keep a model from claiming them
-STOPPED, RATE_LIMITED = verdict.STOPPED, verdict.RATE_LIMITED
 TOO_MANY_REQUESTS = 429
 # the finish reasons of a reply that ended on its own: a JSON object tiny had to close in one
 # may only have lost its brackets; any other (`length`, `content_filter`, none) may have cut it
@@ -330,7 +328,7 @@ def _timed_out(run: _Run, exc: ProviderTimeout) -> Digest:
     limited = exc.status == TOO_MANY_REQUESTS
     what = "refused with HTTP 429 (rate limited)" if limited else f"answered HTTP {exc.status}"
     return run.failed(
-        RATE_LIMITED if limited else verdict.SERVER_UNAVAILABLE,
+        verdict.RATE_LIMITED if limited else verdict.SERVER_UNAVAILABLE,
         f"the model server {what}, and the wait before a retry would outlast the "
         f"{left:.1f}s of wall budget left: {exc}",
     )
@@ -380,7 +378,9 @@ def _stopped(run: _Run, call: ToolCall) -> Digest:
     if not isinstance(arguments, dict):
         arguments, outcome = None, "bad_arguments" if offered else outcome
     run.meter.calls.append(CallRecord(shown_name(call.name), outcome, False, arguments))
-    claim = verdict.Claim("partial", STOPPED, ("stopped at the first tool call; it did not run",))
+    claim = verdict.Claim(
+        "partial", verdict.STOPPED, ("stopped at the first tool call; it did not run",)
+    )
     return verdict.judged(run.card, run.brief, run.meter, claim)
 
 
@@ -556,7 +556,8 @@ class _Run:
 
     def tool(self, name: str) -> Tool | None:
         """Return the tool `name` if this agent has it now: its card's, or read_artifact."""
-        # the card's own name for it: an MCP tool's says which server's tool it is
+        # the card's own name for it (a WireName equals the name as sent): an MCP tool's says
+        # which server's tool it is, so two cards' tools sent under one wire name stay apart
         own = next((t for t in self.card.tools if t == name), None)
         if own is not None and own in self.registry:
             return self.registry[own]
@@ -587,15 +588,13 @@ class _Run:
             return
         self.json = True  # the system prompt now describes json mode's answer
         self.messages[0] = _context(
-            self._prompted(), self.brief, self.meter.budget, self._tools_text(json_mode=True)
+            self._prompted(), self.brief, self.meter.budget, self._tools_text()
         )[0]
         self.notes += (f"switched to json tool mode: {why}",)
         self.observer(ModeSwitched("json", why))
 
-    def _tools_text(self, json_mode: bool | None = None) -> str | None:
-        return (
-            tools_section(self.schemas) if (self.json if json_mode is None else json_mode) else None
-        )
+    def _tools_text(self) -> str | None:
+        return tools_section(self.schemas) if self.json else None
 
     def _called_a_tool(self) -> bool:
         """True once a call reached a tool or the approver (a ghost or bad arguments did not)."""

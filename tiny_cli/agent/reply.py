@@ -36,9 +36,50 @@ from tiny_cli.tools.specs import TOOL_NAME_PATTERN
 
 # A final answer is bounded by max_tokens; far more is a broken server, not an answer.
 MAX_REPLY_CHARS = 200_000
-
-
 MAX_OBJECT_STARTS = 1_000  # '{' positions tried when the JSON sits inside prose
+MAX_SHOWN_CHARS = 40  # a wrong value quoted back in a problem
+NO_OBJECT = "no JSON object found in your answer"
+SUMMARY_TYPE = {"summary": {"type": "string"}}  # what the contract says of every summary
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+_TYPE_NAMES = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
+_PLURALS = {  # "a list of ..."
+    "string": "strings",
+    "number": "numbers",
+    "integer": "integers",
+    "boolean": "booleans",
+    "array": "lists",
+    "object": "objects",
+}
+# bool before int: True is an int to isinstance
+_VALUE_KINDS = (
+    (bool, "a boolean"),
+    (int, "an integer"),
+    (float, "a number"),
+    (str, "a string"),
+    (list, "a list"),
+    (dict, "an object"),
+)
+_CLOSER = {"{": "}", "[": "]"}
+_OPENER = {"}": "{", "]": "["}
+# what to append, by where the text ends, to test that it is a valid JSON prefix
+_FILLERS = {"key_string": '": null', "string": '"', "key": ": null", "colon": " null"}
+_ENDINGS = {
+    "key_string": "it ends inside a key",
+    "string": "it ends inside a string",
+    "key": "it ends after a key with no value",
+    "colon": "it ends after a ':' with no value",
+    "comma": "it ends after a ','",
+    # "open": it ends right after a '{' or '[', said with the bracket
+}
+
 SCHEMA_NAME = "tiny_action"
 MAX_RECOVERED_CALLS = 8  # call-shaped objects taken from one reply; more is not a plan
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
@@ -146,50 +187,6 @@ def field_values(data: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any
     return {name: _value(data, name) for name in names if _value(data, name) is not None}
 
 
-SUMMARY_TYPE = {"summary": {"type": "string"}}  # what the contract says of every summary
-
-
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
-
-
-NO_OBJECT = "no JSON object found in your answer"
-
-
-MAX_SHOWN_CHARS = 40  # a wrong value quoted back in a problem
-
-
-_TYPE_NAMES = {
-    "string": "a string",
-    "number": "a number",
-    "integer": "an integer",
-    "boolean": "true or false",
-    "array": "a list",
-    "object": "an object",
-    "null": "null",
-}
-
-
-_PLURALS = {
-    "string": "strings",
-    "number": "numbers",
-    "integer": "integers",
-    "boolean": "booleans",
-    "array": "lists",
-    "object": "objects",
-}
-
-
-# bool before int: True is an int to isinstance
-_VALUE_KINDS = (
-    (bool, "a boolean"),
-    (int, "an integer"),
-    (float, "a number"),
-    (str, "a string"),
-    (list, "a list"),
-    (dict, "an object"),
-)
-
-
 def _contract_problems(data: Mapping[str, Any], required: Sequence[str]) -> list[str]:
     """Check the status and the fields it needs: `ok` all required ones, `partial` a summary."""
     problems = []
@@ -236,9 +233,9 @@ def _locate_object(text: str) -> tuple[dict[str, Any] | None, tuple[str, ...], s
     completed, note, cut = _complete_object(text)
     if completed is not None:
         return completed, (note,), ""
-    data = _scan_objects(text)
-    if data is not None:
-        return data, (), ""
+    objects = list(_objects(text))  # the last one: models put the answer at the end
+    if objects:
+        return objects[-1], (), ""
     return None, (), cut or NO_OBJECT
 
 
@@ -258,12 +255,6 @@ def _loads(chunk: str) -> Any:
         return None
 
 
-def _scan_objects(text: str) -> dict[str, Any] | None:
-    """Return the last top-level JSON object embedded in prose (models put it at the end)."""
-    objects = list(_objects(text))
-    return objects[-1] if objects else None
-
-
 def _objects(text: str) -> Iterator[dict[str, Any]]:
     """Yield each top-level JSON object embedded in the text, in order."""
     decoder, i = json.JSONDecoder(), text.find("{")
@@ -278,22 +269,6 @@ def _objects(text: str) -> Iterator[dict[str, Any]]:
         if isinstance(value, dict):
             yield value
         i = text.find("{", end)
-
-
-_CLOSER = {"{": "}", "[": "]"}
-
-
-# what to append, by where the text ends, to test that it is a valid JSON prefix
-_FILLERS = {"key_string": '": null', "string": '"', "key": ": null", "colon": " null"}
-
-
-_ENDINGS = {
-    "key_string": "it ends inside a key",
-    "string": "it ends inside a string",
-    "key": "it ends after a key with no value",
-    "colon": "it ends after a ':' with no value",
-    "comma": "it ends after a ','",
-}
 
 
 def _complete_object(text: str) -> tuple[dict[str, Any] | None, str, str]:
@@ -326,12 +301,8 @@ def _cut_problem(chunk: str, closers: str, ending: str) -> str:
         filler = '"_": null' if closers[0] == "}" else "null"
     if ending == "value" or not isinstance(_loads(chunk + filler + closers), dict):
         return ""  # not a cut-off object but broken JSON: the generic problem fits
-    where = _ENDINGS.get(ending) or f"it ends right after a '{_opener(closers[0])}'"
+    where = _ENDINGS.get(ending) or f"it ends right after a '{_OPENER[closers[0]]}'"
     return f"your JSON object is cut off ({where}); answer again with the whole object"
-
-
-def _opener(closer: str) -> str:
-    return "{" if closer == "}" else "["
 
 
 def _cut(chunk: str) -> tuple[str, str] | None:
@@ -427,8 +398,9 @@ def _describe(schema: Mapping[str, Any]) -> str:
     if isinstance(kind, list):
         return " or ".join(_TYPE_NAMES.get(k, str(k)) for k in kind)
     items = schema.get("items")
-    if kind == "array" and isinstance(items, dict) and items.get("type") in _PLURALS:
-        return f"a list of {_PLURALS[items['type']]}"
+    each = items.get("type") if isinstance(items, dict) else None
+    if kind == "array" and isinstance(each, str) and each in _PLURALS:  # a type list: a list
+        return f"a list of {_PLURALS[each]}"
     return _TYPE_NAMES.get(str(kind), str(kind))
 
 
@@ -549,12 +521,8 @@ def _chunks(text: str) -> list[str]:
 def _load(chunk: str) -> Any:
     """Parse a JSON value; also the doubled-brace form some chat templates teach (`{{...}}`)."""
     chunk = chunk.strip()
-    for candidate in (chunk, chunk.replace("{{", "{").replace("}}", "}")):
-        try:
-            return json.loads(candidate)
-        except (ValueError, RecursionError):
-            continue
-    return None
+    value = _loads(chunk)
+    return value if value is not None else _loads(chunk.replace("{{", "{").replace("}}", "}"))
 
 
 def _as_call(data: Any, call_id: str, bare: bool = False) -> ToolCall | None:

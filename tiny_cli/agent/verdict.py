@@ -8,7 +8,6 @@ run's notes so far, and returns the Digest without its caller tokens (`invoke` c
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,6 +20,7 @@ from tiny_cli.agent.calls import (
     cut_value,
     field_sources,
     informative,
+    json_text,
     needs_evidence,
 )
 from tiny_cli.agent.reply import Reply, field_values, missing_fields
@@ -139,7 +139,7 @@ def out_of_time(
     A writer's draft with no write behind it is not shown: it may claim a write no tool made.
     """
     notes += (detail,) if detail else ()
-    if card.writes and not any(c.writes and c.outcome == "ok" for c in meter.calls):
+    if card.writes and not _wrote(meter):
         draft = ""
     if not draft:
         return judged(card, brief, meter, Claim("failed", OUT_OF_TIME, notes), artifacts)
@@ -201,8 +201,7 @@ def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
     Nothing written at all → `needs_confirmation`; some other write ran → `partial`; the
     reason is `write_declined` either way. `refused` and `failed` stay as they are.
     """
-    calls = meter.calls
-    unwritten = [c.name for c in calls if c.outcome in ("declined", "not_allowed")]
+    unwritten = [c.name for c in meter.calls if c.outcome in ("declined", "not_allowed")]
     if not unwritten:
         return claim
     notes = (
@@ -213,8 +212,7 @@ def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
         return replace(claim, notes=notes)
     if claim.reason:
         notes += (f"also: {claim.reason}",)
-    written = any(c.writes and c.outcome == "ok" for c in calls)
-    status: Status = "partial" if written else "needs_confirmation"
+    status: Status = "partial" if _wrote(meter) else "needs_confirmation"
     return replace(claim, status=status, reason=WRITE_DECLINED, notes=notes)
 
 
@@ -226,7 +224,7 @@ def _unverified_write(card: Card, meter: Meter, claim: Claim) -> Claim:
     """
     if claim.status != "ok" or not card.writes or card.write_optional:
         return claim
-    if any(c.writes and c.outcome == "ok" for c in meter.calls):
+    if _wrote(meter):
         return claim
     note = "the agent said ok, but no write tool ran successfully: nothing was written"
     return replace(claim, status="failed", reason=UNVERIFIED_WRITE, notes=(*claim.notes, note))
@@ -242,7 +240,7 @@ def _unevidenced(card: Card, meter: Meter, claim: Claim) -> Claim:
     """
     if claim.status not in ("ok", "partial") or not (card.writes or needs_evidence(card)):
         return claim
-    if any(c.writes and c.outcome == "ok" for c in meter.calls) or informative(meter.evidence):
+    if _wrote(meter) or informative(meter.evidence):
         return claim
     what = "nothing was written" if card.writes else "the answer is the model's own, unchecked"
     note = f"the agent answered without a successful call of its tools: {what}"
@@ -263,6 +261,11 @@ def _unsourced(card: Card, claim: Claim, sources: Mapping[str, str]) -> Claim:
         return claim
     note = f"no tool result, task or call holds {', '.join(alone)}: the model alone vouches"
     return replace(claim, status="partial", reason=UNSOURCED, notes=(*claim.notes, note))
+
+
+def _wrote(meter: Meter) -> bool:
+    """True once a write call ran and succeeded."""
+    return any(c.writes and c.outcome == "ok" for c in meter.calls)
 
 
 Rule = Callable[[Card, Meter, Claim], Claim]
@@ -288,7 +291,7 @@ def _agent_reason(
         return f"{status}{BY_AGENT}", ()
     if isinstance(given, str) and _plain_label(given):
         return given.strip(), ()
-    said, _ = cut_summary(_as_text(given), tokens)
+    said, _ = cut_summary(json_text(given), tokens)
     return f"{status}{BY_AGENT}", (f"the agent's reason: {said}",)
 
 
@@ -307,13 +310,6 @@ def _model_notes(data: Mapping[str, Any], tokens: int) -> tuple[str, ...]:
     MAX_MODEL_NOTES of them (a note says how many more were left out)."""
     notes = data.get("notes") or data.get("notes_for_caller") or ()
     items = notes if isinstance(notes, list) else [notes] if notes else []
-    kept = tuple(cut_summary(_as_text(item), tokens)[0] for item in items[:MAX_MODEL_NOTES])
+    kept = tuple(cut_summary(json_text(item), tokens)[0] for item in items[:MAX_MODEL_NOTES])
     left = len(items) - len(kept)
     return kept + ((f"{left} more note(s) from the agent left out",) if left else ())
-
-
-def _as_text(value: Any) -> str:
-    """A string as it is; any other value the model wrote as its JSON text, never a repr."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)

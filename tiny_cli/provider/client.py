@@ -544,20 +544,16 @@ def _tool_calls(calls: object, server: _Server) -> list[ToolCall]:
 
 def _retry_after(headers: httpx.Headers) -> float | None:
     """Return the server's Retry-After in seconds (a number or an HTTP date), if usable."""
-    value = headers.get("retry-after-ms")  # OpenAI's finer-grained variant
-    if value is not None:
+    # OpenAI's finer-grained variant first, in milliseconds; then seconds
+    for name, per_second in (("retry-after-ms", 1000), ("retry-after", 1)):
         try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
+            return max(0.0, float(headers[name]) / per_second)
+        except (KeyError, ValueError):
             pass
     value = headers.get("retry-after")
     if value is None:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
+    try:  # an HTTP date
         when = parsedate_to_datetime(value)
         # measure against the server's own Date header when there is one: immune to clock skew
         now = parsedate_to_datetime(headers["date"]).timestamp() if "date" in headers else None

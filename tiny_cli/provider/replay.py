@@ -46,7 +46,7 @@ import stat
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -506,18 +506,17 @@ class Replayer(ExchangeSource):
         self._left = set(range(len(self._entries)))  # the exchanges no request has taken yet
         # (run, key) → its exchanges in order, under each key they were filed by
         self._answers: dict[tuple[str, str], deque[int]] = {}
-        self._per_run: dict[str, int] = {}
+        self._per_run = Counter(entry["run"] for entry in self._entries)
         self._first: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         for index, entry in enumerate(self._entries):
             for key in (entry["key"], entry.get("scrubbed_key")):
                 if key is not None:
                     self._answers.setdefault((entry["run"], key), deque()).append(index)
-            self._per_run[entry["run"]] = self._per_run.get(entry["run"], 0) + 1
             self._first.setdefault(entry["run"], entry)
 
     @classmethod
-    def load(cls, path: Path | Sequence[Path]) -> Replayer:
+    def load(cls, path: Path | Sequence[Path]) -> Self:
         """Read one recording or several of one model; raise ConfigError naming a bad file."""
         paths = [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
         if not paths:
@@ -613,7 +612,7 @@ class Replayer(ExchangeSource):
         return completion_from_json(each_string(entry["completion"], label.volatile.unmask))
 
     def _missing(self, label: _RunLabel, key: str, messages: list[dict]) -> str:
-        held = self._per_run.get(label.run, 0)
+        held = self._per_run[label.run]
         last = messages[-1] if messages else {}
         # scrubbed whole, then cut: a cut secret would no longer match the scrubber
         said = self._scrub.for_caller().text(str(last.get("content") or ""))
@@ -646,9 +645,7 @@ class Replayer(ExchangeSource):
 
 def read_header(path: Path) -> dict[str, Any]:
     """Return a recording's header line (format, tiny version, model, endpoint host)."""
-    for line in _read_lines(Path(path)):
-        return _header(Path(path), line)
-    return _header(Path(path), None)
+    return _header(Path(path), next(_read_lines(Path(path)), None))
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -718,9 +715,7 @@ class Upgrader(Replayer):
     def open(cls, path: Path) -> Upgrader:
         """Read the one recording to upgrade (a link is not written through: refused now)."""
         refuse_special(Path(path))
-        lines = list(_read_lines(Path(path)))
-        header = _header(Path(path), lines[0] if lines else None)
-        return cls(Path(path), header, [_entry(Path(path), n, line) for n, line in lines[1:]])
+        return cls.load(Path(path))
 
     def answer(self, label: _RunLabel, request: ChatRequest, timeout: float | None) -> Completion:
         """Answer from the recording and keep the exchange with the body as sent."""
