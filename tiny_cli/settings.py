@@ -252,7 +252,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
     p = dict(project.values) if project is not None else {}
     where = project.root if project is not None else cwd
     return Settings(
-        home=Path(env.get("TINY_HOME") or _user_data_dir()),
+        home=Path(env.get("TINY_HOME") or platformdirs.user_data_dir("tiny")),
         cards_dir=_first(
             _env_or(env, "TINY_CARDS", p, "cards"), where / DEFAULT_CARDS_DIR, _seed("cards")
         ),
@@ -267,7 +267,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         threshold=_checked(env, "TINY_THRESHOLD", p, "threshold", _threshold),
         allow_hosts=_host_list(env.get("TINY_ALLOW_HOSTS") or p.get("allow_hosts") or ""),
         tool_mode=_checked(env, "TINY_TOOL_MODE", p, "tool_mode", _tool_mode),
-        wall_scale=_checked(env, "TINY_WALL_SCALE", p, "wall_scale", _env_scale) or 1.0,
+        wall_scale=_checked(env, "TINY_WALL_SCALE", p, "wall_scale", _scale) or 1.0,
         log_runs=not _switch(env, "TINY_NO_LOG", not p.get("log_runs", True)),
         mcp_file=_env_or(env, "TINY_MCP", p, "mcp"),
         ask_route=_switch(env, "TINY_ASK_ROUTE", p.get("ask_route", False)),
@@ -276,18 +276,6 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         project_file=project.path if project is not None else None,
         origins=_origins(env, p, str(project.path) if project is not None else ""),
     )
-
-
-def check_setting(name: str, key: str, value: Any) -> Any:
-    """Return one project-file value checked as its variable is; ConfigError names `name`."""
-    checks: dict[str, Callable[[str, Any], Any]] = {
-        "base_url": check_base_url,
-        "embedder": _embedder,
-        "threshold": _threshold,
-        "tool_mode": _tool_mode,
-        "wall_scale": _scale,
-    }
-    return checks[key](name, value) if key in checks else value
 
 
 def check_api_key(value: Any, source: str) -> str:
@@ -458,17 +446,20 @@ def model_for(settings: Settings, card_model: str | None) -> str:
     return settings.model or card_model or DEFAULT_MODEL
 
 
-def _number(name: str, value: str) -> float:
-    """A number from the environment; ConfigError naming the variable when it is not one."""
+def _number(name: str, value: str | float) -> float:
+    """`float(value)`: text from the environment (ConfigError naming the variable when it is no
+    number) or a number, an integer too large for a float (TOML allows one) as infinity."""
     try:
         return float(value)
     except ValueError:
-        raise ConfigError(f"{named_value(name, value)} is not a number", field=name) from None
+        raise ConfigError(f"{named_value(name, str(value))} is not a number", field=name) from None
+    except OverflowError:
+        return math.inf
 
 
 def _threshold(name: str, value: str | float) -> float:
     """Check an abstain threshold: a finite number (nan would abstain on everything)."""
-    number = _number(name, value) if isinstance(value, str) else _float(value)
+    number = _number(name, value)
     if not math.isfinite(number):
         raise ConfigError(f"{name}={number!r}: must be a finite number, e.g. 1.5", field=name)
     return number
@@ -476,9 +467,8 @@ def _threshold(name: str, value: str | float) -> float:
 
 def check_temperature(name: str, value: Any) -> float:
     """Check a sampling temperature: a number from 0 (greedy) to MAX_TEMPERATURE."""
-    number = (
-        _float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-    )
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    number = _number(name, value) if numeric else None
     if number is None or not 0 <= number <= MAX_TEMPERATURE:
         raise ConfigError(
             f"{name} {value!r}: must be a number from 0 (greedy) to {MAX_TEMPERATURE:g}",
@@ -494,11 +484,6 @@ def sampling(temperature: float | None) -> str:
     if temperature == 0:
         return "greedy (temperature 0)"
     return f"sampled (temperature {temperature:g})"
-
-
-def _env_scale(name: str, value: str) -> float:
-    """TINY_WALL_SCALE: a number, checked as --wall-scale is."""
-    return _scale(name, _number(name, value))
 
 
 def _embedder(name: str, value: str) -> str:
@@ -521,12 +506,12 @@ def _tool_mode(name: str, value: str | None) -> ToolMode | None:
     raise ConfigError(f"{shown}: use one of {', '.join(TOOL_MODES)}", field=name)
 
 
-def _scale(name: str, value: float | None) -> float:
+def _scale(name: str, value: str | float | None) -> float:
     """Check a wall-budget multiplier: a number above 0, at most MAX_WALL_SCALE (1 when not
     given)."""
     if value is None:
         return 1.0
-    number = _float(value)
+    number = _number(name, value)
     if not math.isfinite(number) or not 0 < number <= MAX_WALL_SCALE:
         raise ConfigError(
             f"{name}={number!r}: must be a number above 0 and at most {MAX_WALL_SCALE:g}, "
@@ -541,14 +526,6 @@ def _flag_model(name: str, value: str) -> str:
     if not value.strip():
         raise ConfigError(f"{name}: empty; give a model name or leave the flag out", field=name)
     return value
-
-
-def _float(value: float) -> float:
-    """`float(value)`, with an integer too large for a float (TOML allows one) as infinity."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf
 
 
 def _host_list(entries: str | Iterable[str]) -> tuple[str, ...]:
@@ -576,11 +553,6 @@ def _first(explicit: str | None, local: Path, seed: Path) -> Path:
     if explicit:
         return Path(explicit)
     return local if local.exists() else seed
-
-
-def _user_data_dir() -> str:
-    """The platform's data directory for tiny."""
-    return platformdirs.user_data_dir("tiny")
 
 
 def _seed(name: str) -> Path:
@@ -657,7 +629,8 @@ def _checked_file(path: Path, table: Mapping[str, Any], where: str, text: str) -
         name = f"{path}{line}: {where + '.' if where else ''}{_shown_key(key)}"
         _no_secret(name, key)
         if key not in KEYS:
-            raise ConfigError(f"{name}: unknown setting{_did_you_mean(key)}; known: {_known()}")
+            known = ", ".join(KEYS)
+            raise ConfigError(f"{name}: unknown setting{_did_you_mean(key)}; known: {known}")
         kind, is_path = KEYS[key]
         if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             raise ConfigError(f"{name}: expected {_kind_name(kind)}, got {_shown(value)}")
@@ -665,9 +638,8 @@ def _checked_file(path: Path, table: Mapping[str, Any], where: str, text: str) -
             raise ConfigError(f"{name}: holds a NUL character")
         if isinstance(value, str) and not value.strip():  # cards = "" would be the folder itself
             raise ConfigError(f"{name}: empty; give a value or leave the key out")
-        if key == "allow_hosts":
-            _hosts(name, value)
-        value = check_setting(name, key, value)
+        if key in PROJECT_CHECKS:  # ConfigError names `name`
+            value = PROJECT_CHECKS[key](name, value)
         values[key] = (
             _resolved(path.parent, key, str(value)) if is_path or key == "tools" else value
         )
@@ -691,11 +663,12 @@ def _no_secret(name: str, key: str) -> None:
         )
 
 
-def _hosts(name: str, hosts: Any) -> None:
+def _hosts(name: str, hosts: list[Any]) -> list[str]:
     """allow_hosts: a list of host[:port] strings (the web tools parse each one further)."""
     for host in hosts:
         if not isinstance(host, str) or not host.strip() or any(c in host for c in HOST_NOT):
             raise ConfigError(f"{name}: expected a list of host[:port] strings")
+    return hosts
 
 
 def _key_lines(text: str, where: str) -> dict[str, int]:
@@ -741,11 +714,18 @@ def _did_you_mean(key: str) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _known() -> str:
-    return ", ".join(KEYS)
-
-
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     names = {str: "a string", bool: "true or false", list: "a list", int: "a number"}
     first = kind[0] if isinstance(kind, tuple) else kind
     return names.get(first, first.__name__)
+
+
+# each project-file value checked further, as its variable is (after its kind)
+PROJECT_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "base_url": check_base_url,
+    "embedder": _embedder,
+    "threshold": _threshold,
+    "tool_mode": _tool_mode,
+    "wall_scale": _scale,
+    "allow_hosts": _hosts,
+}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +33,7 @@ __all__ = [
     "SideEffects",
     "answer_schema",
     "card_text",
+    "did_you_mean",
     "field_hint",
     "field_schema",
     "field_template",
@@ -211,7 +212,7 @@ def _hint(schema: Mapping[str, Any]) -> str:
 def field_schema(spec: Any) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
     """Turn one `returns` entry into a JSON Schema, or say what is wrong (and where inside it)."""
     if isinstance(spec, str):
-        return _shorthand(spec)
+        return ({"type": spec}, None) if spec in SHORTHANDS else ({}, ((), _unknown_type(spec)))
     if isinstance(spec, list):
         return _list_of(spec)
     if isinstance(spec, dict):
@@ -221,15 +222,14 @@ def field_schema(spec: Any) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
     return {}, ((), msg)
 
 
-def _shorthand(spec: str) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
-    if spec in SHORTHANDS:
-        return {"type": spec}, None
-    return {}, ((), _unknown_type(spec))
+def did_you_mean(word: str, options: Iterable[str], otherwise: str = "") -> str:
+    """` (did you mean 'x'?)` for the option closest to `word`; `otherwise` when none is close."""
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else otherwise
 
 
 def _unknown_type(name: str) -> str:
-    hint = difflib.get_close_matches(name, SHORTHANDS, n=1)
-    tip = f" (did you mean {hint[0]!r}?)" if hint else f"; use one of {', '.join(SHORTHANDS)}"
+    tip = did_you_mean(name, SHORTHANDS, f"; use one of {', '.join(SHORTHANDS)}")
     return f"unknown type {name!r}{tip}"
 
 

@@ -73,15 +73,17 @@ def read_generated(path: Path) -> Generated | None:
     except (ValueError, KeyError, TypeError):
         return None
     body = lines[2]
-    data = _card(body)
-    listed, card_id = _allowlist(data)
+    data = _card(body)  # the card's `id` and `tools` as the file says now, where it can tell
+    card_id, listed = data.get("id"), data.get("tools")
+    if not isinstance(listed, list):  # unreadable: the tools the manifest records
+        listed = [f"{server}.{t}" for t in tools]
     return Generated(
         path,
-        card_id or path.stem,
+        card_id if isinstance(card_id, str) and card_id else path.stem,
         str(server),
         tuple(map(str, tools)),
         edited=_hash(body) != digest,
-        listed=listed if listed is not None else tuple(f"{server}.{t}" for t in tools),
+        listed=tuple(map(str, listed)),
         writes=data.get("side_effects") == "write" if data else None,
     )
 
@@ -98,14 +100,6 @@ def _card(body: str) -> dict[str, Any]:
     except yaml.YAMLError:
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _allowlist(data: dict[str, Any]) -> tuple[tuple[str, ...] | None, str | None]:
-    """The card's `tools` and `id` as the file says now (None where it cannot be read)."""
-    tools = data.get("tools")
-    card_id = data.get("id")
-    listed = tuple(map(str, tools)) if isinstance(tools, list) else None
-    return listed, card_id if isinstance(card_id, str) else None
 
 
 def _hash(body: str) -> str:

@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
 
 from tiny_cli.text import stem, tokenize
 from tiny_cli.tools.mcp_listing import ListedTool
@@ -106,15 +107,10 @@ def summary_of(server: str, tools: Sequence[ListedTool], writes: bool) -> str:
 
 def _sentence(tool: ListedTool) -> str:
     """A tool's first sentence (or its name in words), without the closing full stop."""
-    first = (
-        re.split(r"(?<=[.!?])\s", tool.description, maxsplit=1)[0].strip()
-        if tool.description
-        else ""
-    )
-    text = first or _words_of_name(tool.name)
-    text = (
-        text if len(text) <= SENTENCE_CHARS else text[: SENTENCE_CHARS - 1].rsplit(" ", 1)[0] + "…"
-    )
+    text = re.split(r"(?<=[.!?])\s", tool.description, maxsplit=1)[0].strip()
+    text = text or _words_of_name(tool.name)
+    if len(text) > SENTENCE_CHARS:
+        text = text[: SENTENCE_CHARS - 1].rsplit(" ", 1)[0] + "…"
     return text.rstrip(".")
 
 
@@ -155,7 +151,10 @@ class _Groups:
         self.fixed = dict(enumerate(seeds))  # group -> the kept card's id
         vectors = _vectors([about[n] for names in start for n in names])
         flat = iter(vectors)
-        self.sums = {i: _sum([next(flat) for _ in names]) for i, names in self.members.items()}
+        self.sums = {
+            i: reduce(_add, [next(flat) for _ in names], Vector())
+            for i, names in self.members.items()
+        }
         self.near = {(i, j): _cosine(self.sums[i], self.sums[j])
                      for i in self.members for j in self.members if i < j}  # fmt: skip
 
@@ -191,13 +190,6 @@ def _vectors(tools: list[ListedTool]) -> list[Vector]:
     seen = Counter(word for bag in bags for word in bag)
     idf = {w: math.log((1 + len(bags)) / (1 + n)) + 1.0 for w, n in seen.items()}
     return [{w: c * idf[w] for w, c in bag.items()} for bag in bags]
-
-
-def _sum(vectors: list[Vector]) -> Vector:
-    total: Vector = {}
-    for vector in vectors:
-        total = _add(total, vector)
-    return total
 
 
 def _add(a: Vector, b: Vector) -> Vector:

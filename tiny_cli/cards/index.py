@@ -6,15 +6,11 @@ card file, its stamp and the data its check accepted, so a load lists the folder
 mtime, the ctime and the inode: an edit that keeps the size and puts the mtime back (`cp -p`,
 `rsync -t`, `touch -r`) still changes the ctime, and a file written anew and renamed over has
 another inode. A file with problems is never kept (its problems are reported fresh every
-time). Everything else a check depends on goes into the salt: another salt, another index. It
-is one JSON file per set of card folders under the cache directory. An entry that is not as
-the index wrote it (a damaged or hand-edited file) is stale: its card file is checked again.
-
-The context a card file is checked in, besides the file itself, and the salt it makes.
-
-Which files of a folder are cards, the Claude Code tool table a Markdown card's tools are read
-by, the card schema, the registered tools and the MCP servers: a check of the same file in
-the same context finds the same, so the index keys on the salt.
+time). Everything else a check depends on goes into the salt (`card_salt`: the card schema,
+the registered tools, the MCP servers, the Claude Code tool table a Markdown card's tools are
+read by): another salt, another index. It is one JSON file per set of card folders under the
+cache directory. An entry that is not as the index wrote it (a damaged or hand-edited file)
+is stale: its card file is checked again.
 
 The card schema is checked by a validator precompiled from card.schema.json by fastjsonschema:
 `is_valid` runs the Python it generated (`_card_validator.py`), so a good card costs neither

@@ -1,27 +1,20 @@
 """Cards: load agent cards, validate them against the shipped schema, report every problem.
 
-A card is a YAML file, or a Markdown file whose YAML frontmatter holds the fields and whose
-text is the agent's instructions (a Claude Code subagent file too: the last section).
+A card is a YAML file, or a Markdown file (`*.md`): a `---` line, the card's YAML fields, a
+`---` line, then Markdown text that becomes the card's `instructions`. A frontmatter with
+Claude Code's `name` and `description` and no `id` or `summary` is a subagent file
+(`.claude/agents/*.md`): its fields and tools are read into tiny's there, by the table
+`CLAUDE_TOOLS` (the last section), then checked like any card. What is wrong there is an
+`Issue`, (line, field, message), its line counted in the file itself.
 
 The schema check is the validator fastjsonschema precompiled (`index.is_valid`); jsonschema is
-imported only for a card that fails it, to word each problem.
-
-The wording of a problem: a schema error or a YAML error, as a person reads it.
-
-jsonschema's own messages quote whole values and name validators; these say what is wrong in
-the card's terms ("missing required field 'tools'", "0 is impossible: must be >= 1").
-
-Markdown cards (the last section): a card file `*.md` is a `---` line, the card's YAML
-fields, a `---` line, then Markdown text that becomes the card's `instructions`. A frontmatter
-with Claude Code's `name` and `description` and no `id` or `summary` is a subagent file
-(`.claude/agents/*.md`): its fields and tools are read into tiny's there, by the table
-`CLAUDE_TOOLS`; the result is then checked like any card. What is wrong there is an `Issue`,
-(line, field, message), its line counted in the file itself.
+imported only for a card that fails it, to word each problem. jsonschema's own messages quote
+whole values and name validators; these say what is wrong in the card's terms ("missing
+required field 'tools'", "0 is impossible: must be >= 1"), as a YAML error is worded too.
 """
 
 from __future__ import annotations
 
-import difflib
 import errno
 import math
 import re
@@ -38,6 +31,7 @@ from tiny_cli.cards.card import (
     Budget,
     Card,
     Problem,
+    did_you_mean,
     field_schema,
     shown_path,
     yaml_type,
@@ -196,11 +190,6 @@ def _opened_before(exc: Any) -> tuple[int, int] | None:
     return (opened.line + 1, mark.line + 1) if flow else None
 
 
-def short(exc: BaseException) -> str:
-    """The reason of an OSError without its errno and file name."""
-    return getattr(exc, "strerror", None) or str(exc)
-
-
 # where tools come from, said with every unknown tool: the one thing a new user must find
 TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS)'
 DEFAULT_BUDGET = Budget()  # frozen: every card without a `budget` shares it
@@ -280,23 +269,10 @@ def check_file(
     path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None = None
 ) -> tuple[Card | None, list[Problem], int | None, dict[str, Any] | None]:
     """Check one card file: its card, or every problem; its id's line, and the data accepted."""
-    name = str(path)
-    try:
-        text = yamlsafe.read_bounded(path)
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem(name, None, "file", _unreadable(exc))], None, None
-    front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
-    if not isinstance(front, Frontmatter):
-        return None, [Problem(name, *front)], None, None
-    try:
-        node, data = yamlsafe.load(front.yaml)
-    except yaml.YAMLError as exc:
-        return None, [Problem(name, yaml_line(exc), "yaml", yaml_message(exc))], None, None
-    if not isinstance(data, dict) or node is None:
-        kind = "empty" if data is None else f"a {type(data).__name__}"
-        line = node.start_mark.line + 1 if node is not None else 1
-        problem = Problem(name, line, "card", f"must be a mapping of fields, got {kind}")
-        return None, [problem], None, None
+    name, parsed = str(path), _parse(path)
+    if isinstance(parsed, Problem):
+        return None, [parsed], None, None
+    front, node, data = parsed
     problems = _duplicate_keys(name, node)
     fields = Fields(data, _line_index(node))
     if path.suffix == ".md":
@@ -315,18 +291,35 @@ def check_file(
     return _build(data, path), [], lines.get(("id",)), data
 
 
-def field_line(path: Path, where: tuple, tools: Sequence[str] = ()) -> int | None:
-    """The line of field `where` (`("tools", 2)`) in a card file whose tools are `tools`."""
-    # a subagent's tools are read into tiny's (Read, Grep: one docs_search): as its check does
+def _parse(path: Path) -> tuple[Frontmatter, yaml.Node, dict[str, Any]] | Problem:
+    """Read a card file into its frontmatter, YAML tree and mapping; or the one Problem why not."""
+    name = str(path)
     try:
         text = yamlsafe.read_bounded(path)
-        front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
-        node, data = yamlsafe.load(front.yaml) if isinstance(front, Frontmatter) else (None, 0)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError) as exc:
+        return Problem(name, None, "file", _unreadable(exc))
+    front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
+    if not isinstance(front, Frontmatter):
+        return Problem(name, *front)
+    try:
+        node, data = yamlsafe.load(front.yaml)
+    except yaml.YAMLError as exc:
+        return Problem(name, yaml_line(exc), "yaml", yaml_message(exc))
+    if not isinstance(data, dict) or node is None:
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        line = node.start_mark.line + 1 if node is not None else 1
+        return Problem(name, line, "card", f"must be a mapping of fields, got {kind}")
+    return front, node, data
+
+
+def field_line(path: Path, where: tuple, tools: Sequence[str] = ()) -> int | None:
+    """The line of field `where` (`("tools", 2)`) in a card file whose tools are `tools`."""
+    parsed = _parse(path)
+    if isinstance(parsed, Problem):
         return None
-    if node is None or not isinstance(data, dict) or not isinstance(front, Frontmatter):
-        return None
+    front, node, data = parsed
     lines = _line_index(node)
+    # a subagent's tools are read into tiny's (Read, Grep: one docs_search): as its check does
     if path.suffix == ".md":
         lines = markdown_fields(data, lines, front, dict.fromkeys(tools, False)).lines
     return _line_of(lines, where)
@@ -336,7 +329,7 @@ def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
     """Why a card file was not read: past the bound, or what reading it said."""
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         return f"more than {yamlsafe.MAX_YAML_BYTES} bytes (the bound for a card)"
-    return f"cannot read: {short(exc)}"
+    return f"cannot read: {getattr(exc, 'strerror', None) or exc}"  # no errno, no file name
 
 
 def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
@@ -372,8 +365,7 @@ def _unknown_keys(name: str, err: Any, path: tuple, lines: dict[tuple, int]) -> 
     out = []
     for key in sorted(set(err.instance) - set(allowed), key=str):
         key = str(key)
-        hint = difflib.get_close_matches(str(key), allowed, n=1)
-        tip = f" (did you mean {hint[0]!r}?)" if hint else f"; allowed: {', '.join(allowed)}"
+        tip = did_you_mean(key, allowed, f"; allowed: {', '.join(allowed)}")
         where = (*path, key)
         out.append(Problem(name, _line_of(lines, where), _dotted(where), f"unknown key{tip}"))
     return out
@@ -414,13 +406,12 @@ def _tool_problems(
         if qualified(tool) is not None:
             msg = _server_problem(tool, mcp)
         elif tool not in known:
-            hint = difflib.get_close_matches(tool, list(known), n=1)
-            tip = f" (did you mean {hint[0]!r}?)" if hint else ""
             msg = (
-                f"unknown tool {tool!r}{tip}; known tools: {', '.join(sorted(known))}. "
+                f"unknown tool {tool!r}{did_you_mean(tool, known)}; "
+                f"known tools: {', '.join(sorted(known))}. "
                 f"A @tool of your own? name its module once: {TOOLS_HINT}"
             )
-        elif known[tool] and _declared(data) != "write":
+        elif known[tool] and data.get("side_effects", "none") != "write":
             msg = f"tool {tool!r} writes, so the card needs 'side_effects: write'"
         else:
             msg = None
@@ -527,8 +518,7 @@ def _server_problem(tool: str, mcp: McpConfig | None) -> str | None:
         )
     if server in mcp.servers:
         return None
-    hint = difflib.get_close_matches(server, list(mcp.servers), n=1)
-    tip = f" (did you mean {hint[0]!r}?)" if hint else ""
+    tip = did_you_mean(server, mcp.servers)
     declared = ", ".join(sorted(mcp.servers)) or "none"
     return f"unknown MCP server {server!r} in {tool!r}{tip}; {mcp.path} declares: {declared}"
 
@@ -549,14 +539,6 @@ def _returns_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pr
             at = ("returns", fld, *trouble[0])
             problems.append(Problem(name, _line_of(lines, at), _dotted(at), trouble[1]))
     return problems
-
-
-def _returns(data: dict) -> dict[str, dict[str, Any]]:
-    return {fld: field_schema(spec)[0] for fld, spec in (data.get("returns") or {}).items()}
-
-
-def _declared(data: dict) -> Any:
-    return data.get("side_effects", "none")
 
 
 def _list(data: dict, key: str) -> list[Any]:
@@ -584,7 +566,7 @@ def _from_index(data: dict, path: Path) -> Card | None:
 
 
 def _build(data: dict, path: Path) -> Card:
-    returns = _returns(data) if "returns" in data else {}
+    returns = {fld: field_schema(spec)[0] for fld, spec in (data.get("returns") or {}).items()}
     required = data.get("returns_required", ())
     return Card(
         id=data["id"],
@@ -727,7 +709,7 @@ def _tools(
     if data.get("tools") is None:  # omitted: every tool, which a tiny card never has
         issues.append((lines.get(("tools",), lines.get(())), "tools", NO_TOOLS))
         return [], {}
-    declared = _function_names(data.get("functions"))
+    declared = _declared_functions(data)
     tools: list[str] = []
     at: dict[tuple, int] = {}
     for name, line, where in _names(data["tools"], lines, issues):
@@ -738,12 +720,6 @@ def _tools(
                 at[("tools", len(tools))] = line
             tools.append(tool)
     return tools, at
-
-
-def _function_names(specs: Any) -> set[Any]:
-    """The names of the functions a card declares (they are tools of its own)."""
-    specs = specs if isinstance(specs, list) else []
-    return {f.get("name") for f in specs if isinstance(f, dict)}
 
 
 def _names(
@@ -782,8 +758,7 @@ def _mapped(
         return (f"{mcp[1]}.{mcp[2]}",)
     if name in known or name in declared or qualified(name) is not None:
         return (name,)
-    hint = difflib.get_close_matches(name, [*CLAUDE_TOOLS, *known], n=1)
-    tip = f" (did you mean {hint[0]!r}?)" if hint else ""
+    tip = did_you_mean(name, [*CLAUDE_TOOLS, *known])
     msg = (f"Claude Code tool {name!r} has no tiny equivalent{tip}; tiny maps "
            f"{mapping_text()} (a tiny tool's own name is taken as it is)")  # fmt: skip
     issues.append((*place, msg))

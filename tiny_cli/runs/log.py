@@ -80,6 +80,11 @@ __all__ = ["DB_NAME", "Correction", "Deletion", "RunLog", "RunQuery", "parse_sin
 CORRECTION_COLUMNS = ("id", "run_id", "task", "routed", "card", "created_at", "learned_at")
 CORRECTIONS_SQL = f"SELECT {', '.join(CORRECTION_COLUMNS)} FROM corrections"
 CORRECTION_RUN_SQL = "SELECT command, goal, status, routing FROM runs WHERE id = ?"
+DELETE_CORRECTIONS_SQL = "DELETE FROM corrections WHERE run_id = ?"
+CORRECT_SQL = (
+    "INSERT INTO corrections (run_id, task, routed, card, created_at) VALUES (?, ?, ?, ?, ?)"
+)
+LEARNED_SQL = "UPDATE corrections SET learned_at = ? WHERE id = ? AND learned_at IS NULL"
 NOT_FINISHED = ("running", "interrupted")
 
 
@@ -125,36 +130,9 @@ def correctable(path: Path, run_id: int, row: Sequence[Any]) -> tuple[str, str |
     return goal, routed
 
 
-def store_correction(
-    db: sqlite3.Connection, run_id: int, task: str, routed: str | None, card: str | None
-) -> Correction:
-    """Record the correction of run `run_id` (in the caller's transaction), replacing any."""
-    db.execute("DELETE FROM corrections WHERE run_id = ?", (run_id,))
-    at = now()
-    cursor = db.execute(
-        "INSERT INTO corrections (run_id, task, routed, card, created_at) VALUES (?, ?, ?, ?, ?)",
-        (run_id, task, routed, card, at),
-    )
-    assert cursor.lastrowid is not None
-    return Correction(cursor.lastrowid, run_id, task, routed, card, at, None)
-
-
-def select_corrections(db: sqlite3.Connection, pending_only: bool) -> list[Correction]:
-    """Return the corrections, oldest first; only those not taught yet with `pending_only`."""
-    where = " WHERE learned_at IS NULL" if pending_only else ""
-    rows = db.execute(f"{CORRECTIONS_SQL}{where} ORDER BY id").fetchall()
-    return [Correction(*row) for row in rows]
-
-
-def mark_learned(db: sqlite3.Connection, ids: Iterable[int]) -> int:
-    """Mark these corrections taught (in the caller's transaction); return how many were not."""
-    at = now()
-    sql = "UPDATE corrections SET learned_at = ? WHERE id = ? AND learned_at IS NULL"
-    return sum(db.execute(sql, (at, i)).rowcount for i in dict.fromkeys(ids))
-
-
 OLDER_SQL = "SELECT id FROM runs WHERE started_at < ? AND status != 'running' ORDER BY id"
 STATE_SQL = "SELECT status, pid FROM runs WHERE id = ?"
+DELETE_SQL = "DELETE FROM runs WHERE id = ? AND status != 'running'"  # a running run stays
 
 
 @dataclass(frozen=True)
@@ -189,7 +167,7 @@ def chosen_for_deletion(
 
 def _deletable(db: sqlite3.Connection, path: Path, run_id: int) -> int:
     """Return `run_id` if the log has that run and it is over; else ConfigError."""
-    row = db.execute(STATE_SQL, (run_id,)).fetchone() if abs(run_id) <= SQLITE_MAX_INT else None
+    row = by_id(db, STATE_SQL, run_id)
     if row is None:
         raise ConfigError(f"no run {run_id} in the run log {path}: nothing deleted")
     if row[0] == "running":
@@ -197,32 +175,22 @@ def _deletable(db: sqlite3.Connection, path: Path, run_id: int) -> int:
     return run_id
 
 
-def delete_runs(db: sqlite3.Connection, ids: Sequence[int]) -> Deletion:
-    """Delete these runs, unless running, and their corrections (in the caller's transaction)."""
-    sql = "DELETE FROM runs WHERE id = ? AND status != 'running'"
-    gone = tuple(run_id for run_id in ids if db.execute(sql, (run_id,)).rowcount)
-    dropped = db.executemany("DELETE FROM corrections WHERE run_id = ?", [(i,) for i in gone])
-    return Deletion(gone, dropped.rowcount)
-
-
 Write = Callable[[Mapping[str, Any]], object]
 LOG_SUFFIXES = ("", "-wal", "-shm", "-journal")  # the files SQLite keeps a database in
 
 
-def write_runs(
-    db: sqlite3.Connection, query: RunQuery, indexed: bool, write: Write, path: Path
-) -> int:
-    """Write each matching run, oldest first, as `runs show --json` has it; return how many."""
-    sql, params = select_records(query, indexed)
-    count = 0
-    for row in db.execute(sql, params):
-        try:
-            document = record(row).to_json()
-        except ValueError as exc:  # edited or damaged by hand: say so, no traceback
-            raise ConfigError(f"{path}: run {row[0]} is damaged: {exc}") from None
-        write(document)
-        count += 1
-    return count
+def checked_record(path: Path, row: Sequence[Any]) -> RunRecord:
+    """Return a row of RUN_SQL as a RunRecord; ConfigError when it was damaged by hand."""
+    try:
+        return record(row)
+    except ValueError as exc:  # edited or damaged by hand: say so, no traceback
+        raise ConfigError(f"{path}: run {row[0]} is damaged: {exc}") from None
+
+
+def by_id(db: sqlite3.Connection, sql: str, run_id: int) -> Sequence[Any] | None:
+    """Return the row `sql` selects for run `run_id`; None for none (an id past SQLite's)."""
+    # a larger number is no id, and no query takes it
+    return db.execute(sql, (run_id,)).fetchone() if abs(run_id) <= SQLITE_MAX_INT else None
 
 
 @contextmanager
@@ -360,16 +328,11 @@ class RunLog:
 
     def run(self, run_id: int) -> RunRecord:
         """Return one run in full; ConfigError when the log has no such run."""
-        row = None
         with self._reading() as db:
-            if abs(run_id) <= SQLITE_MAX_INT:  # a larger number is no id, and no query takes it
-                row = db.execute(f"{RUN_SQL} WHERE id = ?", (run_id,)).fetchone()
+            row = by_id(db, f"{RUN_SQL} WHERE id = ?", run_id)
         if row is None:
             raise self._no_run(run_id)
-        try:
-            return record(row)
-        except ValueError as exc:  # edited or damaged by hand: say so, no traceback
-            raise ConfigError(f"{self.path}: run {run_id} is damaged: {exc}") from None
+        return checked_record(self.path, row)
 
     def stats(self, query: RunQuery = RunQuery(limit=None)) -> RunStats:
         """Return the figures of every matching run: in all, per card, per model, re-routes."""
@@ -385,14 +348,17 @@ class RunLog:
         ConfigError when the log has no such run, or the run is no delegate run with a task.
         """
         with self._reading() as db:
-            row = None
-            if abs(run_id) <= SQLITE_MAX_INT:
-                row = db.execute(CORRECTION_RUN_SQL, (run_id,)).fetchone()
+            row = by_id(db, CORRECTION_RUN_SQL, run_id)
             if row is None:
                 raise self._no_run(run_id)
             task, routed = correctable(self.path, run_id, row)
-            with transaction(db):  # the goal was scrubbed when stored: once more costs little
-                return store_correction(db, run_id, self._writer.scrub.text(task), routed, card)
+            task = self._writer.scrub.text(task)  # scrubbed when stored: once more costs little
+            with transaction(db):  # one correction per run: this one replaces any
+                db.execute(DELETE_CORRECTIONS_SQL, (run_id,))
+                at = now()
+                added = db.execute(CORRECT_SQL, (run_id, task, routed, card, at)).lastrowid
+        assert added is not None
+        return Correction(added, run_id, task, routed, card, at, None)
 
     def delete(
         self,
@@ -410,7 +376,9 @@ class RunLog:
         if doomed and confirm is not None and not confirm(doomed):
             return Deletion((), 0, declined=True)  # asked outside the lock: others may write
         with self._reading() as db, transaction(db):
-            return delete_runs(db, doomed)
+            gone = tuple(i for i in doomed if db.execute(DELETE_SQL, (i,)).rowcount)
+            dropped = db.executemany(DELETE_CORRECTIONS_SQL, [(i,) for i in gone])
+            return Deletion(gone, dropped.rowcount)
 
     def export(self, query: RunQuery, out: Path | None, stream: TextIO) -> int:
         """Write each matching run as a JSON line to `stream`, or whole to `out`; count them.
@@ -418,20 +386,27 @@ class RunLog:
         A line is the document `runs show --json` prints, scrubbed again (a key set since the
         run was logged is kept out too); the oldest run comes first.
         """
+        scrubbed = self._writer.scrub.document
         with destination(out, stream, self.path) as write, self._reading() as db:
-            searched = query.text is not None and search_ready(db)
-            scrubbed = self._writer.scrub.document
-            return write_runs(db, query, searched, lambda doc: write(scrubbed(doc)), self.path)
+            sql, params = select_records(query, query.text is not None and search_ready(db))
+            count = 0
+            for row in db.execute(sql, params):
+                write(scrubbed(checked_record(self.path, row).to_json()))
+                count += 1
+            return count
 
     def corrections(self, pending_only: bool = True) -> list[Correction]:
         """Return the corrections, oldest first: by default only those not taught yet."""
+        where = " WHERE learned_at IS NULL" if pending_only else ""
         with self._reading() as db:
-            return select_corrections(db, pending_only)
+            rows = db.execute(f"{CORRECTIONS_SQL}{where} ORDER BY id").fetchall()
+        return [Correction(*row) for row in rows]
 
     def mark_learned(self, ids: Iterable[int]) -> int:
         """Mark these corrections as taught; return how many were pending."""
         with self._reading() as db, transaction(db):
-            return mark_learned(db, ids)
+            at = now()
+            return sum(db.execute(LEARNED_SQL, (at, i)).rowcount for i in dict.fromkeys(ids))
 
     def flush(self) -> None:
         """Wait until every run so far has its row committed, finished or running."""
@@ -443,8 +418,13 @@ class RunLog:
         Runs that started but never finished are marked interrupted, or failed with `failure`
         as their reason when an error ended them; `wait` bounds the wait in seconds.
         """
-        if self._writer.close(wait, failure):
-            self._raise_failure()
+        if not self._writer.close(wait, failure):
+            return  # already closing, or stuck on another process's lock
+        kept, self._writer.failure = self._writer.failure, None
+        if isinstance(kept, sqlite3.Error):
+            raise ConfigError(f"{self.path}: could not record a run: {kept}{NO_LOG_HINT}") from kept
+        if kept is not None:
+            raise kept  # a bug in tiny, not the user's: its traceback is wanted
 
     def __enter__(self) -> RunLog:
         return self
@@ -478,15 +458,6 @@ class RunLog:
 
     def _no_run(self, run_id: int) -> ConfigError:
         return ConfigError(f"no run {run_id} in the run log {self.path}: `tiny runs` lists them")
-
-    def _raise_failure(self) -> None:
-        failure, self._writer.failure = self._writer.failure, None
-        if isinstance(failure, sqlite3.Error):
-            raise ConfigError(
-                f"{self.path}: could not record a run: {failure}{NO_LOG_HINT}"
-            ) from failure
-        if failure is not None:
-            raise failure  # a bug in tiny, not the user's: its traceback is wanted
 
 
 def _gone(pid: object, process: object, me: int) -> bool:

@@ -13,6 +13,7 @@ import json
 import math
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
@@ -225,13 +226,14 @@ def _json(value: Any) -> Any:
         raise ValueError("JSON nested too deeply") from None
 
 
-def select_runs(query: RunQuery, indexed: bool = True) -> tuple[str, list[Any]]:
-    """Return the SELECT of the matching runs' summaries, newest first, and its parameters.
-
-    `indexed`: the log has the search index (`indexed`), which `query.text` then reads.
+def select_runs(
+    query: RunQuery, indexed: bool = True, columns: str = SUMMARY_SQL
+) -> tuple[str, list[Any]]:
+    """Return the SELECT of the matching runs' `columns` (summaries), newest first, and its
+    parameters. `indexed`: the log has the search index (`indexed`), which `query.text` reads.
     """
     where, params = _where(query, indexed)
-    sql = f"SELECT {SUMMARY_SQL} FROM runs{where} ORDER BY id DESC"
+    sql = f"SELECT {columns} FROM runs{where} ORDER BY id DESC"
     if query.limit is not None:
         sql, params = sql + " LIMIT ?", [*params, min(query.limit, SQLITE_MAX_INT)]
     return sql, params
@@ -245,10 +247,7 @@ def select_records(query: RunQuery, indexed: bool = True) -> tuple[str, list[Any
 
 def select_rerouted(query: RunQuery, indexed: bool = True) -> tuple[str, list[Any]]:
     """Return the SELECT of (status, digest) of the matching runs whose Digest has attempts."""
-    where, params = _where(query, indexed)
-    inner = f"SELECT id FROM runs{where} ORDER BY id DESC"
-    if query.limit is not None:
-        inner, params = inner + " LIMIT ?", [*params, min(query.limit, SQLITE_MAX_INT)]
+    inner, params = select_runs(query, indexed, "id")
     sql = f"SELECT status, digest FROM runs WHERE id IN ({inner}) AND instr(digest, ?) > 0"
     return sql, [*params, ATTEMPTS_MARK]
 
@@ -390,9 +389,7 @@ def _by(
 def _group(name: str | None, runs: Sequence[RunSummary]) -> GroupStats:
     """Compute one group's figures; means over runs that finished."""
     done = [r for r in runs if r.status not in UNFINISHED]
-    statuses: dict[str, int] = {}
-    for r in runs:
-        statuses[r.status] = statuses.get(r.status, 0) + 1
+    statuses = dict(Counter(r.status for r in runs))
     ghosts, calls = sum(r.ghost_calls for r in runs), sum(r.tool_calls for r in runs)
     read = [r for r in done if r.tokens_in > 0]
     walls = sorted(r.wall_seconds for r in done if r.wall_seconds is not None)

@@ -48,19 +48,18 @@ NO_LOG_HINT = " (--no-log or TINY_NO_LOG=1 runs without the log)"
 
 def connect(path: Path) -> sqlite3.Connection:
     """Open the file (only its owner may read it: transcripts hold what agents read) in WAL."""
+    db = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
         db = sqlite3.connect(
             path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False
         )
-    except (OSError, sqlite3.Error) as exc:
-        raise ConfigError(f"{path}: cannot open the run log: {exc}{NO_LOG_HINT}") from exc
-    try:
-        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA journal_mode = WAL")  # fails for a file that is not a database
         db.execute("PRAGMA synchronous = NORMAL")  # WAL: a killed process loses no commit
-    except sqlite3.Error as exc:  # e.g. not a database
-        db.close()
+    except (OSError, sqlite3.Error) as exc:
+        if db is not None:
+            db.close()
         raise ConfigError(f"{path}: cannot open the run log: {exc}{NO_LOG_HINT}") from exc
     return db
 
