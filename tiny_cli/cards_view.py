@@ -8,6 +8,7 @@ placeholder naming its server, with its description if a kept tool list has it.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from tiny_cli.agent.loop import system_prompt
@@ -21,28 +22,23 @@ __all__ = ["card_detail", "card_rows"]
 
 def card_rows(ws: Workspace) -> list[dict[str, Any]]:
     """One row per card, by id: id, summary, tools, side effects, file."""
-    return [_row(ws, ws.cards[card_id]) for card_id in sorted(ws.cards)]
+    return [_row(ws.cards[card_id]) for card_id in sorted(ws.cards)]
 
 
 def card_detail(ws: Workspace, card_id: str) -> dict[str, Any]:
     """Everything about one card, with the system prompt and tool schemas the model gets."""
     card = ws.card(card_id)  # an unknown id is a ConfigError naming the known ones
     required = tuple(dict.fromkeys(card.returns_required))  # no Brief: nothing more asked
-    budget = card.budget
     return {
-        **_row(ws, card),
+        **_row(card),
         "examples": list(card.examples),
         "does_not": list(card.does_not),
         "returns_required": list(required),
         "first": card.first,
         "model": card.model,
         "tool_mode": card.tool_mode,
-        "budget": {
-            "max_tool_calls": budget.max_tool_calls,
-            "max_output_tokens": budget.max_output_tokens,
-            "max_wall_seconds": budget.max_wall_seconds,
-        },
-        "system_prompt": system_prompt(card, required, budget.max_output_tokens),
+        "budget": asdict(card.budget),  # max_tool_calls, max_output_tokens, max_wall_seconds
+        "system_prompt": system_prompt(card, required, card.budget.max_output_tokens),
         "tool_schemas": _tool_schemas(ws, card),
     }
 
@@ -81,7 +77,7 @@ def _kept_descriptions(ws: Workspace) -> dict[str, str]:
     return mcp_tool_lists(ws.settings.cache_dir, 0.0)[0]
 
 
-def _row(ws: Workspace, card: Any) -> dict[str, Any]:
+def _row(card: Card) -> dict[str, Any]:
     return {
         "id": card.id,
         "summary": card.summary,

@@ -303,7 +303,7 @@ def _with_attempt(first: Digest, score: float | None, second: Digest) -> Digest:
         replace(first.cost, caller_tokens=0),  # the caller never received that Digest
     )
     own = [n for n in first.notes_for_caller if n not in second.notes_for_caller]
-    digest = replace(
+    return replace(
         second,
         artifacts=first.artifacts + second.artifacts,
         notes_for_caller=(*second.notes_for_caller, *(f"{first.agent_id}: {n}" for n in own)),
@@ -311,4 +311,3 @@ def _with_attempt(first: Digest, score: float | None, second: Digest) -> Digest:
         calls=first.calls + second.calls,
         attempts=(*first.attempts, attempt),
     )
-    return digest

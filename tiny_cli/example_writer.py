@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError, ProviderError
 from tiny_cli.provider.client import CONFIG_STATUSES, ChatRequest, OpenAIProvider, Provider
 from tiny_cli.routing.examples_file import (
+    LEARNED_FILENAME,
     UNCHECKED,
     Learned,
     load_learned,
@@ -50,8 +52,6 @@ from tiny_cli.settings import Settings, model_for
 from tiny_cli.teach import LearnReport, learn
 from tiny_cli.userfiles import locked
 from tiny_cli.workspace import open_workspace
-
-LEARNED_FILENAME = "learned.jsonl"  # tiny_cli.routing.examples_file's, without importing numpy
 
 __all__ = ["CardGeneration", "Generated", "generate", "prune_generated"]
 
@@ -70,6 +70,7 @@ MAX_EXAMPLE_CHARS = 300  # a longer "request" is not one a user types
 MAX_LIST_STARTS = 16
 NOT_A_LIST = "the answer was not a JSON list of strings"
 _DECODER = json.JSONDecoder()
+_SEPARATORS = re.compile(r"[ \t\r\n,]*")  # JSON's whitespace, and the commas between values
 SYSTEM_PROMPT = (
     "You write test data for a router that sends user requests to the right assistant. "
     "Answer with a JSON list of strings and nothing else."
@@ -291,7 +292,7 @@ def _list_items(text: str, at: int) -> list[Any]:
     mid-string, and the requests before that one are whole."""
     items: list[Any] = []
     while True:
-        at = _past_separator(text, at)
+        at = _SEPARATORS.match(text, at).end()  # type: ignore[union-attr]  # `*` always matches
         if at >= len(text) or text[at] == "]":
             return items
         try:
@@ -299,13 +300,6 @@ def _list_items(text: str, at: int) -> list[Any]:
         except (ValueError, RecursionError):
             return items
         items.append(value)
-
-
-def _past_separator(text: str, at: int) -> int:
-    """The index of the next value, past whitespace and commas."""
-    while at < len(text) and text[at] in " \t\r\n,":
-        at += 1
-    return at
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -348,9 +342,7 @@ def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> C
 
 
 def _stop_if_no_card_would_pass(ask: Provider, exc: ProviderError) -> None:
-    """Raise `exc` when no other card's request would pass either: the key or the URL was
-    refused; after a failure with no HTTP status, raise the probe's error if nothing listens
-    any more. Any other failure is this card's."""
+    """Raise when no other card's request would pass either; any other failure is this card's."""
     if exc.status in CONFIG_STATUSES:  # the key or the URL is wrong: no card would pass
         raise exc
     if exc.status is None:  # no answer, or an unusable one: is the server still there?
@@ -358,8 +350,7 @@ def _stop_if_no_card_would_pass(ask: Provider, exc: ProviderError) -> None:
 
 
 def _probe(ask: Provider) -> None:
-    """ProviderError now if nothing listens at the provider's endpoint (as the bench checks);
-    a provider with no endpoint to probe passes."""
+    """ProviderError now if nothing listens at the provider's endpoint (as the bench checks)."""
     probe = getattr(ask, "probe", None)  # not in the Provider protocol: a replay has none
     if probe is not None:
         probe()

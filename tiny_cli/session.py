@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -71,10 +71,7 @@ class Session:
     @contextmanager
     def traced(self, name: str, **attributes: Any) -> Iterator[None]:
         """Put the runs inside the block under one span `name` (the bench's) when tracing."""
-        if self.tracing is None:
-            yield
-            return
-        with self.tracing.span(name, attributes):
+        with self.tracing.span(name, attributes) if self.tracing is not None else nullcontext():
             yield
 
     def recorded(self) -> list[int]:
@@ -139,13 +136,8 @@ def artifact_store(
 def _run_log(
     stack: ExitStack, settings: Settings, on_error: Callable[[str], None] | None, scrub: Scrubber
 ) -> RunLog:
+    """Open the run log, closed with `stack`; with `on_error`, a failed write is only reported."""
     runlog = RunLog.open(settings.home, scrub)
-    stack.push(_closing(runlog, on_error))
-    return runlog
-
-
-def _closing(runlog: Any, on_error: Callable[[str], None] | None) -> Callable[..., bool]:
-    """Close the run log on the way out; with `on_error`, a failed write is only reported."""
 
     def close(kind: Any, exc: Any, tb: Any) -> bool:
         try:
@@ -156,7 +148,8 @@ def _closing(runlog: Any, on_error: Callable[[str], None] | None) -> Callable[..
             on_error(str(failure))
         return False
 
-    return close
+    stack.push(close)
+    return runlog
 
 
 def _tracing(

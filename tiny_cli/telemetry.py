@@ -100,15 +100,11 @@ def open_tracing(
     provider = TracerProvider(resource=resource)
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
+    out = stream or sys.stderr
     for name in settings.tracing if exporter is None else ():
-        provider.add_span_processor(BatchSpanProcessor(_exporter(name, stream or sys.stderr)))
+        made = ConsoleSpanExporter(out=out) if name == "console" else OTLPSpanExporter()
+        provider.add_span_processor(BatchSpanProcessor(made))
     return Tracing(provider, scrub, settings.base_url, settings.trace_content)
-
-
-def _exporter(name: str, stream: TextIO) -> SpanExporter:
-    if name == "console":
-        return ConsoleSpanExporter(out=stream)
-    return OTLPSpanExporter()
 
 
 class Tracing:
@@ -156,16 +152,13 @@ class Tracing:
             run.abandon()
         self.provider.shutdown()
 
-    def text(self, value: str) -> str:
-        """Content as a span may carry it: scrubbed."""
-        return self.scrub.text(value)
-
 
 class _RunTrace:
     """The spans of one run: the task (delegate), its invocations, their model and tool calls."""
 
     def __init__(self, tracing: Tracing, run: str, parent: Context | None) -> None:
         self.t, self.run, self.parent = tracing, run, parent
+        self.text = tracing.scrub.text  # content as a span may carry it: scrubbed
         self.task: Span | None = None  # delegate
         self.agent: Span | None = None  # invoke_agent
         self.chat: Span | None = None
@@ -190,7 +183,7 @@ class _RunTrace:
         self.model, self.max_tokens = e.model, e.max_output_tokens
         attributes = {**_agent_attributes(e), **self.t.server, "tiny.run": self.run}
         if self.t.content:
-            attributes.update(_input_content(e.messages, self.t.text))
+            attributes.update(_input_content(e.messages, self.text))
         parent = self._under(self.task) if self.task is not None else self.parent
         self.agent = self._start(f"invoke_agent {e.card_id}", parent, attributes)
 
@@ -199,11 +192,7 @@ class _RunTrace:
         if self.agent is None:
             return
         attributes = {
-            OPERATION: "chat",
-            "gen_ai.provider.name": PROVIDER,
-            SYSTEM: PROVIDER,
-            REQUEST_MODEL: self.model,
-            MAX_TOKENS: self.max_tokens,
+            **_request_attributes("chat", self.model, self.max_tokens),
             "tiny.turn": e.turn,
             "tiny.json_mode": e.json_mode,
             **self.t.server,
@@ -220,7 +209,7 @@ class _RunTrace:
         if e.finish_reason:
             self.chat.set_attribute("gen_ai.response.finish_reasons", [e.finish_reason])
         if self.t.content and e.content:
-            self.chat.set_attribute("gen_ai.output.messages", _said(e, self.t.text))
+            self.chat.set_attribute("gen_ai.output.messages", _said(e, self.text))
         self.chat.end()
         self.chat = None
 
@@ -228,16 +217,16 @@ class _RunTrace:
         """Open a tool call's span."""
         if self.agent is None:
             return
-        name = self.t.text(e.name)  # the model wrote it (a ghost's name may quote anything)
+        name = self.text(e.name)  # the model wrote it (a ghost's name may quote anything)
         attributes: dict[str, Any] = {
             OPERATION: "execute_tool",
             TOOL_NAME: name,
-            CALL_ID: self.t.text(e.call_id),
+            CALL_ID: self.text(e.call_id),
             "gen_ai.tool.type": TOOL_TYPE,
             "tiny.tool.recovered": e.recovered,
         }
         if self.t.content:
-            attributes["gen_ai.tool.call.arguments"] = self.t.text(e.arguments)
+            attributes["gen_ai.tool.call.arguments"] = self.text(e.arguments)
         self.tool = self._start(f"execute_tool {name}", self._under(self.agent), attributes)
 
     def tool_finished(self, e: ToolFinished) -> None:
@@ -248,9 +237,9 @@ class _RunTrace:
         outcome = e.outcome or "not_run"  # None: the budget was spent before it
         span.set_attribute("tiny.tool.outcome", outcome)
         if self.t.content:
-            span.set_attribute("gen_ai.tool.call.result", self.t.text(e.result))
+            span.set_attribute("gen_ai.tool.call.result", self.text(e.result))
         if outcome in DECLINED_CALLS:
-            declined = {TOOL_NAME: self.t.text(e.name), "tiny.tool.outcome": outcome}
+            declined = {TOOL_NAME: self.text(e.name), "tiny.tool.outcome": outcome}
             span.add_event("tiny.write.declined", declined)
         if outcome in FAILED_CALLS:
             _failed(span, outcome, outcome)
@@ -276,36 +265,32 @@ class _RunTrace:
             self.agent = self._start(name, self.parent, attributes)
         self._end_agent(e.digest)
         if self.task is not None:
-            _close(self.task, e.digest, self.t.text)
+            _close(self.task, e.digest, self.text)
             self.task = None
         self.t._runs.discard(self)
 
     def aborted(self, e: Aborted) -> None:
         """An error ended the run (raised to its caller): end its spans with it, now."""
-        for span in (self.tool, self.chat, self.agent, self.task):
-            if span is not None:
-                _failed(span, ABORTED, self.t.text(e.reason))
-                span.end()
-        self.tool = self.chat = self.agent = self.task = None
+        self.abandon(ABORTED, self.text(e.reason))
         self.t._runs.discard(self)
 
-    def abandon(self) -> None:
-        """End the spans of a run cut short (an error, Ctrl-C): status error."""
+    def abandon(self, kind: str = "unfinished", description: str = UNFINISHED) -> None:
+        """End every open span of the run as an error (by default: a run cut short, Ctrl-C)."""
         for span in (self.tool, self.chat, self.agent, self.task):
             if span is not None:
-                _failed(span, "unfinished", UNFINISHED)
+                _failed(span, kind, description)
                 span.end()
         self.tool = self.chat = self.agent = self.task = None
 
     def _end_agent(self, digest: Digest | None) -> None:
         for span in (self.tool, self.chat):  # left open by an error, e.g. a provider's
             if span is not None:
-                if digest is not None and digest.status == "failed":
-                    _failed(span, digest.reason or "failed", self.t.text(digest.reason or ""))
+                if digest is not None:
+                    _failed_as(span, digest, self.text)
                 span.end()
         self.tool = self.chat = None
         if self.agent is not None and digest is not None:
-            _close(self.agent, digest, self.t.text)
+            _close(self.agent, digest, self.text)
         elif self.agent is not None:
             self.agent.end()
         self.agent = None
@@ -338,15 +323,22 @@ def _route_attributes(e: Routed) -> dict[str, Any]:
     }
 
 
-def _agent_attributes(e: RunStarted) -> dict[str, Any]:
+def _request_attributes(operation: str, model: str, max_tokens: int) -> dict[str, Any]:
+    """The GenAI attributes an invocation and each of its model requests carry."""
     return {
-        OPERATION: "invoke_agent",
+        OPERATION: operation,
         "gen_ai.provider.name": PROVIDER,
         SYSTEM: PROVIDER,
+        REQUEST_MODEL: model,
+        MAX_TOKENS: max_tokens,
+    }
+
+
+def _agent_attributes(e: RunStarted) -> dict[str, Any]:
+    return {
+        **_request_attributes("invoke_agent", e.model, e.max_output_tokens),
         AGENT_NAME: e.card_id,
         AGENT_ID: e.card_id,
-        REQUEST_MODEL: e.model,
-        MAX_TOKENS: e.max_output_tokens,
         "tiny.tool_mode": e.tool_mode,
         "tiny.budget.max_tool_calls": e.max_tool_calls,
         "tiny.budget.max_wall_seconds": e.max_wall_seconds,
@@ -368,9 +360,14 @@ def _close(span: Span, digest: Digest, text: Callable[[str], str]) -> None:
         span.set_attribute("tiny.digest.reason", text(digest.reason))
     if digest.routing is not None and digest.routing.rerouted_from:
         span.set_attribute("tiny.routing.rerouted_from", digest.routing.rerouted_from)
+    _failed_as(span, digest, text)
+    span.end()
+
+
+def _failed_as(span: Span, digest: Digest, text: Callable[[str], str]) -> None:
+    """Set the error status on `span` when the Digest says the run failed."""
     if digest.status == "failed":
         _failed(span, digest.reason or "failed", text(digest.reason or ""))
-    span.end()
 
 
 def _failed(span: Span, kind: str, description: str) -> None:
@@ -382,18 +379,16 @@ def _input_content(
     messages: Sequence[Mapping[str, Any]], text: Callable[[str], str]
 ) -> dict[str, str]:
     """The fresh context as the conventions' system instructions and input messages (JSON)."""
-    system = [m for m in messages if m.get("role") == "system"]
-    rest = [m for m in messages if m.get("role") != "system"]
-    parts = [{"type": "text", "content": text(str(m.get("content") or ""))} for m in system]
+
+    def part(m: Mapping[str, Any]) -> dict[str, str]:
+        return {"type": "text", "content": text(str(m.get("content") or ""))}
+
+    system = [part(m) for m in messages if m.get("role") == "system"]
     said = [
-        {
-            "role": m.get("role"),
-            "parts": [{"type": "text", "content": text(str(m.get("content") or ""))}],
-        }
-        for m in rest
+        {"role": m.get("role"), "parts": [part(m)]} for m in messages if m.get("role") != "system"
     ]
     return {
-        "gen_ai.system_instructions": json.dumps(parts, ensure_ascii=False),
+        "gen_ai.system_instructions": json.dumps(system, ensure_ascii=False),
         "gen_ai.input.messages": json.dumps(said, ensure_ascii=False),
     }
 
@@ -409,7 +404,7 @@ def _said(e: ModelReplied, text: Callable[[str], str]) -> str:
 
 
 def _ghost(run: _RunTrace, e: GhostCall) -> None:
-    run.mark("tiny.ghost_call", {TOOL_NAME: run.t.text(e.name), "tiny.ghost_calls": e.count})
+    run.mark("tiny.ghost_call", {TOOL_NAME: run.text(e.name), "tiny.ghost_calls": e.count})
 
 
 def _budget(run: _RunTrace, e: BudgetHit) -> None:
@@ -417,7 +412,7 @@ def _budget(run: _RunTrace, e: BudgetHit) -> None:
 
 
 def _repair(run: _RunTrace, e: Repairing) -> None:
-    shown = {"tiny.repair.problems": [run.t.text(p) for p in e.problems]} if run.t.content else {}
+    shown = {"tiny.repair.problems": [run.text(p) for p in e.problems]} if run.t.content else {}
     run.mark("tiny.repair", {"tiny.repair.count": len(e.problems), **shown})
 
 

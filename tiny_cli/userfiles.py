@@ -248,11 +248,9 @@ def _exclusive(fd: int) -> Iterator[None]:
     if sys.platform == "win32":
         os.lseek(fd, 0, os.SEEK_SET)  # msvcrt locks bytes from the file's position
         while True:
-            try:
+            with contextlib.suppress(OSError):  # LK_LOCK gives up after ten tries a second apart
                 msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
                 break
-            except OSError:  # LK_LOCK gives up after ten tries a second apart: wait on
-                continue
         try:
             yield
         finally:
@@ -285,5 +283,4 @@ def write_json(file: Path, data: Mapping[str, Any]) -> None:
         tmp.write_text(json.dumps(data), "utf-8")
         tmp.replace(file)
     except (OSError, TypeError, ValueError):  # a cache: not being able to write it is no error
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        _discard(tmp)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +49,9 @@ class Validation:
                 }
                 for c in self.cards
             ],
-            "problems": [_problem_json(p) for p in self.problems],
-            "warnings": [_problem_json(p) for p in self.warnings],
+            "problems": [asdict(p) for p in self.problems],  # file, line, field, message
+            "warnings": [asdict(p) for p in self.warnings],
         }
-
-
-def _problem_json(p: Problem) -> dict[str, Any]:
-    return {"file": p.file, "line": p.line, "field": p.field, "message": p.message}
 
 
 def validate(
@@ -133,17 +129,15 @@ def _grouped(
     cards: dict[str, Card], overlaps: Sequence[Overlap], problems: Sequence[Problem]
 ) -> list[Problem]:
     """One warning per card: a single overlap as it is, several counted in one line."""
-    by_card: dict[str, list[int]] = {}
-    for at, overlap in enumerate(overlaps):
-        by_card.setdefault(overlap.agent_id, []).append(at)
-    grouped = []
-    for ats in by_card.values():
-        first = problems[ats[0]]
-        if len(ats) > 1:
-            counted = _count(cards[overlaps[ats[0]].agent_id], [overlaps[a] for a in ats])
-            first = Problem(first.file, first.line, first.field, counted)
-        grouped.append(first)
-    return grouped
+    firsts: dict[str, Problem] = {}
+    mine: dict[str, list[Overlap]] = {}
+    for overlap, problem in zip(overlaps, problems, strict=True):
+        firsts.setdefault(overlap.agent_id, problem)
+        mine.setdefault(overlap.agent_id, []).append(overlap)
+    return [
+        replace(first, message=_count(cards[card], mine[card])) if len(mine[card]) > 1 else first
+        for card, first in firsts.items()
+    ]
 
 
 def _count(card: Card, overlaps: Sequence[Overlap]) -> str:

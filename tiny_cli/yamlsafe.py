@@ -34,6 +34,7 @@ MAX_YAML_VALUES = 20_000  # scalars, lists and mappings, every alias counted as 
 # the parser changes: every bound below is checked on the node graph it composes.
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MERGE_TAG = "tag:yaml.org,2002:merge"
+_TOO_DEEP = f"nested deeper than {MAX_YAML_DEPTH} levels"
 
 
 def read_bounded(path: Path) -> str:
@@ -95,17 +96,16 @@ def compose(
     `max_bytes=None` leaves the size to the caller, who read the text within its own bound;
     `unique` refuses a key written twice in one mapping, which YAML would silently drop.
     """
-    size = len(text.encode("utf-8", errors="replace")) if max_bytes is not None else 0
-    if max_bytes is not None and size > max_bytes:
+    if max_bytes is not None and (size := len(text.encode("utf-8", errors="replace"))) > max_bytes:
         raise _limit(f"{size} bytes is more than the {max_bytes} allowed")
     line = _too_deep(text)
     if line is not None:  # before PyYAML: its scanner is quadratic in bracket depth
         mark = yaml.Mark("<text>", 0, line, 0, None, 0)
-        raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
+        raise _limit(_TOO_DEEP, mark)
     try:
         node = yaml.compose(text, Loader=_LOADER)
     except RecursionError:
-        raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
+        raise _limit(_TOO_DEEP) from None
     if node is not None:
         _check_bounds(node, max_values, unique)
     return node
@@ -124,7 +124,7 @@ def _check_bounds(root: yaml.Node, max_values: int, unique: bool = False) -> Non
                 node.start_mark,
             )
         if depth > MAX_YAML_DEPTH:
-            raise _limit(f"nested deeper than {MAX_YAML_DEPTH} levels", node.start_mark)
+            raise _limit(_TOO_DEEP, node.start_mark)
         if isinstance(node, yaml.MappingNode):
             if unique:
                 _check_unique(node)
