@@ -4,7 +4,7 @@
 fields into the JSON Schemas the runner sends and checks answers against; `load` checks card
 files (YAML and Markdown) and reports every problem, worded; `index` lists a cards folder,
 keeps what the check of each unchanged file found, and holds what a check rests on besides the
-file (the card schema and its precompiled validator among it).
+file (the card schema among it).
 """
 
 from __future__ import annotations

@@ -12,12 +12,10 @@ read by): another salt, another index. It is one JSON file per set of card folde
 cache directory. An entry that is not as the index wrote it (a damaged or hand-edited file)
 is stale: its card file is checked again.
 
-The card schema is checked by a validator precompiled from card.schema.json by fastjsonschema:
-`is_valid` runs the Python it generated (`_card_validator.py`), so a good card costs neither
-jsonschema's import nor its per-card walk; the card loader asks jsonschema only about a card
-that fails, to say what is wrong in the words it always used. The generated module is checked
-in: after editing card.schema.json run `python -m tiny_cli.cards.index` (tests/test_cards.py
-fails until it matches).
+The card schema is checked the way a tool call's arguments are (tiny_cli.tools.args_check
+`fast_pass`): a validator fastjsonschema compiles once per process says yes to a good card
+without jsonschema's import or its per-card walk; the card loader asks jsonschema only about a
+card that fails, to say what is wrong in the words it always used.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -34,6 +31,7 @@ from typing import Any
 
 from tiny_cli._version import __version__
 from tiny_cli.cards.card import Problem
+from tiny_cli.tools.args_check import fast_pass_spelt
 from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig
 from tiny_cli.userfiles import read_json, write_json
 
@@ -41,17 +39,14 @@ __all__ = [
     "CACHE_DIR",
     "CARD_SUFFIXES",
     "CLAUDE_TOOLS",
-    "GENERATED",
     "NOT_CARDS",
     "SCHEMA_FILE",
     "CardIndex",
     "Listing",
     "card_salt",
     "card_schema",
-    "generated_source",
     "is_valid",
     "list_cards",
-    "schema_digest",
     "schema_text",
 ]
 
@@ -69,51 +64,25 @@ CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
 }
 
 
-# --- the card schema and its precompiled validator ----------------------------------------
+# --- the card schema ------------------------------------------------------------------------
 
-GENERATED = Path(__file__).with_name("_card_validator.py")
 SCHEMA_FILE = "card.schema.json"
 
 
 def is_valid(data: Any) -> bool:
-    """True if `data` satisfies the card schema, answered by the precompiled validator."""
-    from tiny_cli.cards import _card_validator as generated  # fastjsonschema: a card not indexed
+    """True if `data` satisfies the card schema; False: ask jsonschema what is wrong."""
+    return fast_pass_spelt(_spelt_schema(), data)
 
-    try:
-        generated.validate_card(data)
-    except Exception:  # a failure (or anything odd) is for jsonschema to explain, or clear
-        return False
-    return True
+
+@cache
+def _spelt_schema() -> str:
+    """The card schema as the compiled check is keyed: spelt once, not once per card."""
+    return json.dumps(card_schema(), sort_keys=True)
 
 
 def schema_text() -> str:
     """Return card.schema.json as shipped inside the package."""
     return Path(__file__).with_name(SCHEMA_FILE).read_text("utf-8")  # the package is files
-
-
-def schema_digest(text: str) -> str:
-    """Return the sha256 of the schema text the generated module was made from."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def generated_source() -> str:
-    """Return the validator module fastjsonschema generates from the shipped schema."""
-    import fastjsonschema
-
-    text = schema_text()
-    # no defaults filled in (the loader reads the card as written), no formats (none is used),
-    # short messages (a failure is worded by jsonschema)
-    code = fastjsonschema.compile_to_code(
-        json.loads(text), use_default=False, use_formats=False, detailed_exceptions=False
-    )
-    match = re.search(r"^def (validate_\w+)\(", code, re.MULTILINE)
-    assert match, "fastjsonschema generated no validate function"
-    header = (
-        f'"""Generated from {SCHEMA_FILE} by fastjsonschema {fastjsonschema.VERSION}; '
-        "do not edit.\n\nRegenerate: python -m tiny_cli.cards.index\n"
-        f'"""\n\n# schema sha256: {schema_digest(text)}\n'
-    )
-    return f"{header}{code.rstrip()}\n\n\nvalidate_card = {match.group(1)}\n"
 
 
 # --- the context a check rests on ---------------------------------------------------------
@@ -320,13 +289,3 @@ def index_file(cache_dir: Path, paths: Sequence[Path]) -> Path:
     """The index file of the card folders `paths`."""
     where = hashlib.sha256("\0".join(str(p.resolve()) for p in paths).encode()).hexdigest()
     return cache_dir / CACHE_DIR / f"{where[:24]}.json"
-
-
-def main() -> None:
-    """Write `_card_validator.py` from the shipped schema."""
-    GENERATED.write_text(generated_source(), "utf-8")
-    print(f"wrote {GENERATED}")
-
-
-if __name__ == "__main__":
-    main()

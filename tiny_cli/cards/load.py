@@ -7,7 +7,7 @@ Claude Code's `name` and `description` and no `id` or `summary` is a subagent fi
 `CLAUDE_TOOLS` (the last section), then checked like any card. What is wrong there is an
 `Issue`, (line, field, message), its line counted in the file itself.
 
-The schema check is the validator fastjsonschema precompiled (`index.is_valid`); jsonschema is
+The schema check is a validator fastjsonschema compiled (`index.is_valid`); jsonschema is
 imported only for a card that fails it, to word each problem. jsonschema's own messages quote
 whole values and name validators; these say what is wrong in the card's terms ("missing
 required field 'tools'", "0 is impossible: must be >= 1"), as a YAML error is worded too.
@@ -333,7 +333,7 @@ def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
 
 
 def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
-    if is_valid(data):  # the precompiled check: most cards stop here
+    if is_valid(data):  # the compiled check: most cards stop here
         return []
     import jsonschema  # only to word what is wrong
 

@@ -47,7 +47,7 @@ class BenchProgress(Progress):
         self.update(self._task, completed=done, total=total)
 
 
-# what a claimed answer lacked (bench.EVIDENCE), as the table words it
+# what a claimed answer lacked (bench.scoring.EVIDENCE), as the table words it
 BENCH_EVIDENCE_LABEL = {
     "tool_call": "claimed, no successful tool call",
     "field_source": "claimed, a field not from a tool",

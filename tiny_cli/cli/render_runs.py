@@ -77,7 +77,7 @@ BAR_TABLE = {"box": None, "show_header": False, "pad_edge": False}
 GOAL_CHARS = 60  # of the goal in the runs table (cut further to fit the terminal)
 ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
 OUTCOME_STYLE = {"ok": "green", "ghost": "bold red", "bad_arguments": "yellow"}
-TEXT_RESULT = "Result of "  # how agent.actions.result_message begins (json mode, recovered)
+TEXT_RESULT = "Result of "  # how agent.reply.result_message begins (json mode, recovered)
 
 
 def runs(

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["argument_problem", "coerce_scalar", "dialect", "fast_pass"]
+__all__ = ["argument_problem", "coerce_scalar", "dialect", "fast_pass", "fast_pass_spelt"]
 
 MAX_SCHEMA_DEPTH = 32  # deeper ones go to jsonschema: no tool needs more, recursion stays bounded
 COMPILED_SCHEMAS = 256  # compiled validators kept per process (a bench at scale offers hundreds)
@@ -108,8 +108,18 @@ def fast_pass(schema: Mapping[str, Any], value: Any, *, formats: bool = False) -
     `formats=True` is for a check that judges formats (jsonschema's format checker on): a
     schema with `format` then always goes to jsonschema.
     """
-    try:  # a schema that is not JSON, or too deep to spell, fails here too
-        check = _compiled(json.dumps(schema, sort_keys=True), formats)
+    try:
+        key = json.dumps(schema, sort_keys=True)
+    except Exception:  # a schema that is not JSON, or too deep to spell
+        return False
+    return fast_pass_spelt(key, value, formats=formats)
+
+
+def fast_pass_spelt(key: str, value: Any, *, formats: bool = False) -> bool:
+    """`fast_pass` for a schema already spelt as `json.dumps(schema, sort_keys=True)`: a
+    caller that checks many values against one schema spells it once."""
+    try:
+        check = _compiled(key, formats)
         if check is not None:
             check(value)
             return True
@@ -124,6 +134,8 @@ def _compiled(key: str, formats: bool) -> Callable[[Any], Any] | None:
     schema = json.loads(key)
     if isinstance(schema, dict) and OLD_DRAFTS.search(str(schema.get("$schema", ""))):
         return None
+    if isinstance(schema, dict):  # a root $id only names the document: local $refs stay local
+        schema.pop("$id", None)
     if not _alike(schema, 0, ALIKE - {"format"} if formats else ALIKE):
         return None
     import fastjsonschema
