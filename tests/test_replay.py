@@ -12,6 +12,7 @@ from tiny_cli.provider.client import ChatRequest, Completion, OpenAIProvider, To
 from tiny_cli.provider.replay import (
     Recorder,
     Replayer,
+    Upgrader,
     Volatile,
     canonical_request,
     read_header,
@@ -377,14 +378,20 @@ def test_a_replayed_refusal_keeps_its_http_status(tmp_path) -> None:
         ),
         ('{"tiny_recording": 1}\n[1]\n', ":2: a recording line must be a JSON object"),
         ('{"tiny_recording": 1}\n{"run": \n', ":2: not JSON"),
+        (
+            '{"tiny_recording": 1, "tool_mode": ["json"]}\n',
+            ":1: header 'tool_mode' must be a string",
+        ),
+        ('{"tiny_recording": 1, "model": {"a": 1}}\n', ":1: header 'model' must be a string"),
     ],
 )
 def test_broken_recordings_name_file_and_line(tmp_path, text, message) -> None:
     path = tmp_path / "r.jsonl"
     path.write_text(text)
-    with pytest.raises(ConfigError) as err:
-        Replayer.load(path)
-    assert str(err.value).startswith(str(path)) and message in str(err.value)
+    for read in (Replayer.load, Upgrader.open):  # a replay, and a replay that upgrades
+        with pytest.raises(ConfigError) as err:
+            read(path)
+        assert str(err.value).startswith(str(path)) and message in str(err.value)
 
 
 def test_missing_recording_is_a_config_error(tmp_path) -> None:

@@ -192,7 +192,11 @@ class _RunTrace:
         if self.agent is None:
             return
         attributes = {
-            **_request_attributes("chat", self.model, self.max_tokens),
+            OPERATION: "chat",
+            "gen_ai.provider.name": PROVIDER,
+            SYSTEM: PROVIDER,
+            REQUEST_MODEL: self.model,
+            MAX_TOKENS: self.max_tokens,
             "tiny.turn": e.turn,
             "tiny.json_mode": e.json_mode,
             **self.t.server,
@@ -323,22 +327,15 @@ def _route_attributes(e: Routed) -> dict[str, Any]:
     }
 
 
-def _request_attributes(operation: str, model: str, max_tokens: int) -> dict[str, Any]:
-    """The GenAI attributes an invocation and each of its model requests carry."""
-    return {
-        OPERATION: operation,
-        "gen_ai.provider.name": PROVIDER,
-        SYSTEM: PROVIDER,
-        REQUEST_MODEL: model,
-        MAX_TOKENS: max_tokens,
-    }
-
-
 def _agent_attributes(e: RunStarted) -> dict[str, Any]:
     return {
-        **_request_attributes("invoke_agent", e.model, e.max_output_tokens),
+        OPERATION: "invoke_agent",
+        "gen_ai.provider.name": PROVIDER,
+        SYSTEM: PROVIDER,
         AGENT_NAME: e.card_id,
         AGENT_ID: e.card_id,
+        REQUEST_MODEL: e.model,
+        MAX_TOKENS: e.max_output_tokens,
         "tiny.tool_mode": e.tool_mode,
         "tiny.budget.max_tool_calls": e.max_tool_calls,
         "tiny.budget.max_wall_seconds": e.max_wall_seconds,

@@ -134,6 +134,9 @@ def _header(path: Path, numbered: tuple[int, str] | None) -> dict[str, Any]:
             f"{path}:{n}: not a tiny recording (format "
             f"{data.get('tiny_recording')!r}, expected {RECORDING_FORMAT})"
         )
+    for key in ("model", "tool_mode"):  # compared across recordings replayed together
+        if not isinstance(data.get(key), str | None):
+            raise ConfigError(f"{path}:{n}: header {key!r} must be a string")
     return data
 
 
