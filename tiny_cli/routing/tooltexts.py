@@ -38,6 +38,7 @@ __all__ = [
     "described",
     "gathered",
     "mcp_tool_lists",
+    "parameter_values",
     "save_mcp_tools",
     "split_name",
     "tool_key",
@@ -50,6 +51,14 @@ __all__ = [
 MAX_TOOL_SHARE = 0.5
 MCP_TOOLS_FILE = "mcp-tools.json"  # in the cache dir: the servers' last tool lists
 MCP_TOOLS_SALT = "mcp-tools 1"
+# A declared function's view names the values its parameters list: an `enum`, or the examples
+# a parameter's description gives after "e.g." ("Type of the artwork. E.g., painting,
+# sculpture"). A request names values ("sculptures", "veterans"), seldom a parameter.
+MAX_VALUES = 12  # per function: a long enum is a lookup table, not what the tool is about
+MAX_VALUE_WORDS = 3  # longer "examples" are prose, not a value
+EXAMPLES = re.compile(r"(?i)\be\.\s?g\.?,?:?\s+(.+?)(?:\.(?:\s|$)|\)|$)")
+VALUE_SEPARATOR = re.compile(r",|;|\s(?:or|and)\s")
+TRAILING_ETC = re.compile(r"(?i)\s*\betc\.?\s*$")
 
 
 @dataclass(frozen=True)
@@ -101,14 +110,32 @@ def tool_views(
 
 
 def described(spec: Mapping[str, object]) -> str:
-    """A declared function's description and its parameters' names (not their descriptions:
-    with them BFCL ranked worse, docs/routing.md "Tools")."""
+    """A declared function's description, its parameters' names and the values they list (not
+    the parameters' descriptions: with them BFCL ranked worse, docs/routing.md "Tools")."""
     text = str(spec.get("description") or "")
     schema = spec.get("parameters")
     properties = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(properties, dict) or not properties:
         return text
-    return f"{text} Parameters: {', '.join(split_name(str(name)) for name in properties)}."
+    text = f"{text} Parameters: {', '.join(split_name(str(name)) for name in properties)}."
+    values = parameter_values(properties)
+    return f"{text} Values: {', '.join(values)}." if values else text
+
+
+def parameter_values(properties: Mapping[str, object]) -> list[str]:
+    """The string values parameters list (`enum`, "e.g." in a description), first MAX_VALUES."""
+    found: list[str] = []
+    for schema in properties.values():
+        if not isinstance(schema, dict):
+            continue
+        enum = schema.get("enum")
+        found += [v for v in enum if isinstance(v, str)] if isinstance(enum, list) else []
+        examples = EXAMPLES.search(str(schema.get("description") or ""))
+        if examples:
+            found += VALUE_SEPARATOR.split(examples.group(1))
+    values = (" ".join(TRAILING_ETC.sub("", v).strip(" '\"`").split()) for v in found)
+    kept = (v for v in values if v and len(v.split()) <= MAX_VALUE_WORDS)
+    return list(dict.fromkeys(kept))[:MAX_VALUES]
 
 
 def tool_named(
