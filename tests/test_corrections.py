@@ -254,7 +254,9 @@ def test_an_older_log_upgrades_and_keeps_its_runs(home) -> None:
             ConfigError, match=r"run 1 \(invoke\) was not routed: only delegate runs"
         ):
             log.correct(1, None)
-        with pytest.raises(ConfigError, match=r"run 2 \(bench\) was not routed"):
+        with pytest.raises(
+            ConfigError, match=r"run 2 \(bench\) has no routing decision in the log"
+        ):
             log.correct(2, None)
         assert len(log.runs()) == 3
     assert (correction.task, correction.routed, correction.card) == (SANDWICH, None, "docs-finder")

@@ -469,6 +469,15 @@ def test_first_schema_upgrades_under_the_newest_code(home) -> None:
         assert _schema(db) == upgraded  # a new log and an upgraded one are the same
 
 
+def test_a_v1_log_with_a_damaged_transcript_upgrades_and_keeps_the_row(home: Path) -> None:
+    with sqlite3.connect(home / DB_NAME) as db:
+        db.executescript(V1_SQL.read_text(encoding="utf-8"))
+        db.execute("UPDATE runs SET transcript = substr(transcript, 1, 30) WHERE id = 1")
+    with RunLog.open(home) as log:  # a transcript that is no JSON marks no repair; it stays
+        runs = sorted(log.runs(RunQuery(limit=None)), key=lambda r: r.id)
+    assert [r.id for r in runs] == [1, 2] and not runs[0].repaired
+
+
 def _schema(db: sqlite3.Connection) -> list[tuple[str, str]]:
     """The tables, indexes and columns of a database, in a comparable form."""
     names = db.execute("SELECT type, name FROM sqlite_master ORDER BY name").fetchall()

@@ -115,9 +115,12 @@ def correctable(path: Path, run_id: int, row: Sequence[Any]) -> tuple[str, str |
     if routing is None:
         if command == "delegate" and status in NOT_FINISHED:
             raise ConfigError(f"run {run_id} did not finish ({status}): no routing to correct")
+        # an invoke names its card; a bench run may be of an arm that does not route, or of
+        # the tiny arm in a log written before tiny kept its routing
+        why = "was not routed" if command == "invoke" else "has no routing decision in the log"
         raise ConfigError(
-            f"run {run_id} ({command}) was not routed: only delegate runs, which the router "
-            "routed or abstained on, can be corrected"
+            f"run {run_id} ({command}) {why}: only delegate runs and the bench's tiny arm, "
+            "which the router routed or abstained on, can be corrected"
         )
     if not goal:
         raise ConfigError(f"run {run_id} has no task in the run log: nothing to correct")

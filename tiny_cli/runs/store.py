@@ -226,7 +226,14 @@ def _v2(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN repaired INTEGER NOT NULL DEFAULT 0")
     rows = db.execute("SELECT id, transcript FROM runs").fetchall()
     for run_id, transcript in rows:
-        if repaired(json.loads(transcript or "[]")):
+        try:  # a damaged transcript marks no repair and stops no upgrade; the row stays
+            messages = json.loads(transcript or "[]")
+            found = isinstance(messages, list) and repaired(
+                [m for m in messages if isinstance(m, dict)]
+            )
+        except (ValueError, RecursionError):
+            found = False
+        if found:
             db.execute("UPDATE runs SET repaired = 1 WHERE id = ?", (run_id,))
 
 
