@@ -186,6 +186,21 @@ def test_delegate_records_and_replays(tiny, tmp_path) -> None:
     }
 
 
+def test_a_delegate_replay_routed_elsewhere_names_both_cards(tiny, seed_copy, tmp_path) -> None:
+    recording = tmp_path / "delegate.jsonl"
+    with ScriptedServer() as server:
+        server.add(reply('{"status": "ok", "summary": "s", "source": "onboarding.md"}'))
+        tiny("delegate", ONBOARDING, "--record", str(recording), env={"TINY_BASE_URL": server.url})
+    for card in ("docs-finder", "crm-writer"):  # the cards changed: the task routes elsewhere
+        (seed_copy / f"{card}.yaml").unlink()
+    again = tiny("delegate", ONBOARDING, "--json", "--replay", str(recording),
+                 env={"TINY_CARDS": str(seed_copy)})  # fmt: skip
+    assert again.exit_code == 2 and again.stdout == ""
+    (line,) = again.stderr.strip().splitlines()
+    assert "no recorded answer for run delegate" in line
+    assert line.endswith("; it was recorded for card docs-finder, this run asked web-reader")
+
+
 def test_replay_uses_the_recorded_model_unless_told(tiny, tmp_path) -> None:
     recording = tmp_path / "m.jsonl"
     with ScriptedServer() as server:

@@ -209,6 +209,8 @@ def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
 
 
 PREVIEW_CHARS = 80  # how much of the last message names a request in a ReplayError
+# how a run's system prompt begins (tiny_cli.agent.loop): which card a request was for
+CARD_IN_PROMPT = re.compile(r"You are ([a-z0-9][a-z0-9_-]{0,62}), a tiny agent")
 KEY_CHARS = 24  # hex digits of the sha256 kept as a request's key
 TIME_PLACEHOLDER = "{time}"
 ARTIFACT_HANDLE = re.compile(r"\bart_[0-9a-f]{10}\b")  # tools/artifacts.py's: new in every run
@@ -624,8 +626,18 @@ class Replayer(ExchangeSource):
             f"replay {self.path}: no recorded answer for run {label.run} "
             f"(agent {label.agent}), request {key[:12]}, last {last.get('role', '?')} "
             f"message {preview!r}; the recording holds {held} exchange(s) for this run"
-            f"{self._hint(label.run)}"
+            f"{self._hint(label.run)}{self._other_card(label.run, messages)}"
         )
+
+    def _other_card(self, run: str, messages: list[dict]) -> str:
+        """Say which card the run was recorded for when this run asked another (a delegate
+        routed elsewhere: the cards or the router changed since)."""
+        first = self._first.get(run) or {}
+        body = first.get("body") or first.get("request") or {}
+        recorded, asked = _card_of(body.get("messages") or []), _card_of(messages)
+        if recorded is None or asked is None or recorded == asked:
+            return ""
+        return f"; it was recorded for card {recorded}, this run asked {asked}"
 
     def _hint(self, run: str) -> str:
         """Say which options a bench's recording was made with, or that they matter."""
@@ -644,6 +656,13 @@ class Replayer(ExchangeSource):
             "; replay with the options it was recorded with (--tasks, --cards, --arm, "
             "--repeat, --all-tools-sizes, --sample, --irrelevance, --seed, --prompt)"
         )
+
+
+def _card_of(messages: Sequence[Any]) -> str | None:
+    """The card a request's system prompt names ("You are ID, ...": agent/loop.py)."""
+    system = next((m for m in messages if isinstance(m, dict) and m.get("role") == "system"), {})
+    found = CARD_IN_PROMPT.match(str(system.get("content") or ""))
+    return found.group(1) if found else None
 
 
 def read_header(path: Path) -> dict[str, Any]:
