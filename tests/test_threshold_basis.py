@@ -21,6 +21,7 @@ from typer.testing import Result
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, load_learned
 from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import DEFAULT_THRESHOLD
+from tiny_cli.routing.state import STATE_VERSION
 from tiny_cli.routing.tooltexts import save_mcp_tools
 from tiny_cli.settings import load_settings
 from tiny_cli.teach import learn
@@ -145,6 +146,22 @@ def test_a_threshold_from_before_the_basis_was_kept_is_used_as_before(
     path.write_text(json.dumps(header) + "\n" + "".join(rows), "utf-8")
     _card(folder / "cards", "mail", "Writes, sends and files emails to customers.", [])
     _assert_fresh(tiny, folder)  # nothing to compare with: not stale by surprise
+
+
+def test_a_threshold_another_router_derived_is_stale_until_tiny_learn(
+    tiny: Callable[..., Result], folder: Path
+) -> None:
+    # a new router scores the same tasks otherwise (routing/state.py STATE_VERSION)
+    path = folder / "cards" / LEARNED_FILENAME
+    head, *rows = path.read_text("utf-8").splitlines(keepends=True)
+    header = json.loads(head)
+    assert header["threshold"]["router"] == STATE_VERSION
+    header["threshold"]["router"] = STATE_VERSION - 1
+    path.write_text(json.dumps(header) + "\n" + "".join(rows), "utf-8")
+    _assert_stale(tiny, folder, "the router")
+    header["threshold"].pop("router")  # written before the router was kept: used as before
+    path.write_text(json.dumps(header) + "\n" + "".join(rows), "utf-8")
+    _assert_fresh(tiny, folder)
 
 
 def test_tiny_validate_warns_of_a_stale_threshold_and_not_of_a_fresh_one(

@@ -88,6 +88,9 @@ class DerivedThreshold:
     # not checked, so such a threshold is used as before until `tiny learn` derives it again
     cards_key: str = ""
     tools_key: str = ""
+    # the router's version (tiny_cli.routing.state STATE_VERSION): another router scores the
+    # same tasks otherwise. 0 in a file from before it was kept: not checked, as above
+    router: int = 0
 
     def describe(self) -> str:
         """Say in one line where the threshold comes from."""
@@ -150,14 +153,14 @@ class Learned:
         return sum(len(v) for v in self.examples.values())
 
     def fresh_threshold(
-        self, embedder: str, cards_key: str, tools_key: str
+        self, embedder: str, cards_key: str, tools_key: str, router: int
     ) -> DerivedThreshold | None:
         """Return the derived threshold if it was derived from these examples with `embedder`,
-        on cards and tool texts whose keys are `cards_key` and `tools_key`."""
-        stale = self.why_stale(embedder, cards_key, tools_key)
+        on cards and tool texts whose keys are `cards_key` and `tools_key`, by `router`."""
+        stale = self.why_stale(embedder, cards_key, tools_key, router)
         return self.threshold if stale is None else None
 
-    def why_stale(self, embedder: str, cards_key: str, tools_key: str) -> str | None:
+    def why_stale(self, embedder: str, cards_key: str, tools_key: str, router: int) -> str | None:
         """Say what changed since the threshold was derived; None if nothing did, or none is."""
         t = self.threshold
         if t is None:
@@ -168,6 +171,7 @@ class Learned:
             (t.embedder != embedder, f"it was derived with another embedder ({t.embedder})"),
             (t.cards_key not in ("", cards_key), f"the cards {since}"),
             (t.tools_key not in ("", tools_key), f"the texts of the cards' tools {since}"),
+            (t.router not in (0, router), f"the router {since}"),
         )
         return next((why for changed, why in changes if changed), None)
 

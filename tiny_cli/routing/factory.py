@@ -18,10 +18,10 @@ user marks out of scope only what was routed, the hardest out-of-scope tasks; al
 set the threshold far too high (HWU64, 30 corrections per card: 2.06 where 0.5 reaches
 the target, top-1 0.71 instead of 0.88). Too few of them (`MIN_OUT_OF_SCOPE`):
 no derivation, and the default applies. A derived threshold is fresh while the examples,
-the embedder, the cards' routing views and their tools' texts are the ones it was derived
-on (`threshold_basis`). Precedence: --threshold / TINY_THRESHOLD > a fresh derived
-threshold > DEFAULT_THRESHOLD. The margin over the second card counts in the score only
-with a derived threshold, the one scale it was derived on.
+the embedder, the cards' routing views, their tools' texts and the router's version are the
+ones it was derived on (`threshold_basis`). Precedence: --threshold / TINY_THRESHOLD > a
+fresh derived threshold > DEFAULT_THRESHOLD. The margin over the second card counts in the
+score only with a derived threshold, the one scale it was derived on.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from tiny_cli.routing.examples_file import (
     with_learned,
 )
 from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
-from tiny_cli.routing.state import cards_key
+from tiny_cli.routing.state import STATE_VERSION, cards_key
 from tiny_cli.routing.tooltexts import ToolTexts, gathered
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
@@ -87,6 +87,8 @@ DAMAGED_HEADER = (
     "the header's threshold is not as `tiny learn` wrote it (a value of another type, "
     "or a field missing)"
 )
+Basis = tuple[str, str, int]  # the cards' key, the tool texts' key, the router's version
+NO_BASIS: Basis = ("", "", 0)  # no threshold derived: nothing to compare
 
 
 def build_router(
@@ -117,7 +119,7 @@ def build_router(
     tool_texts = tool_texts if tool_texts is not None else gathered(settings)
     # hashing every card's view costs a large folder time on each route: only with a threshold
     derived_on = tuple(folder) if folder is not None else cards
-    basis = threshold_basis(derived_on, tool_texts) if learned.threshold is not None else ("", "")
+    basis = threshold_basis(derived_on, tool_texts) if learned.threshold is not None else NO_BASIS
     value, margin, source = chosen_threshold(learned, embedder, settings.threshold, basis)
     return Router(
         with_learned(cards, learned),
@@ -182,12 +184,12 @@ def learned_file(s: Settings) -> Path:
 
 
 def chosen_threshold(
-    learned: Learned, embedder: Embedder, given: float | None, basis: tuple[str, str]
+    learned: Learned, embedder: Embedder, given: float | None, basis: Basis
 ) -> tuple[float, float, str]:
     """The threshold a router uses, the margin's weight, and where the threshold comes from.
 
     Precedence: `given` (--threshold / TINY_THRESHOLD) > a fresh derived one > the default.
-    `basis`: the keys of the cards and tool texts routed on (`threshold_basis`).
+    `basis`: the keys of the cards and tool texts routed on, and the router (`threshold_basis`).
     """
     derived = learned.fresh_threshold(fingerprint(embedder), *basis)
     if given is not None:
@@ -197,11 +199,12 @@ def chosen_threshold(
     return DEFAULT_THRESHOLD, 0.0, _why_default(learned, embedder, basis)
 
 
-def threshold_basis(cards: Sequence[Card], tool_texts: ToolTexts | None) -> tuple[str, str]:
+def threshold_basis(cards: Sequence[Card], tool_texts: ToolTexts | None) -> Basis:
     """The keys of what a threshold is derived on besides the examples: the cards' routing
-    views (the router state's own hash) and the tool texts those cards are routed by."""
+    views (the router state's own hash), the tool texts those cards are routed by, and the
+    router's version."""
     ordered = sorted(cards, key=lambda card: card.id)  # the folder's order is no change
-    return cards_key(ordered), (tool_texts or ToolTexts()).key(ordered)
+    return cards_key(ordered), (tool_texts or ToolTexts()).key(ordered), STATE_VERSION
 
 
 def derive_threshold(
@@ -220,7 +223,7 @@ def derive_threshold(
     # the threshold is cross-validated on taught and generated examples, each held out as the
     # router holds it; the sha is of the file as written, generated lines included
     sha = learned.sha()
-    on_cards, on_tools = threshold_basis(cards, tool_texts)
+    on_cards, on_tools, router = threshold_basis(cards, tool_texts)
     if not isinstance(embedder, CachedEmbedder):  # every fold embeds the same texts again
         embedder = CachedEmbedder(embedder, VectorCache(cache_dir))
     outside, generic, inside = _held_out_scores(cards, learned, embedder, cache_dir, tool_texts)
@@ -240,6 +243,7 @@ def derive_threshold(
         sha=sha,
         cards_key=on_cards,
         tools_key=on_tools,
+        router=router,
     )
 
 
@@ -313,7 +317,7 @@ def _fold(task: str) -> int:
     return int(hashlib.sha256(task.encode()).hexdigest(), 16) % FOLDS
 
 
-def _why_default(learned: Learned, embedder: Embedder, basis: tuple[str, str]) -> str:
+def _why_default(learned: Learned, embedder: Embedder, basis: Basis) -> str:
     base = f"default {DEFAULT_THRESHOLD}"
     stale = f"{base}: the derived threshold in {learned.path.name} is stale"
     why = learned.why_stale(fingerprint(embedder), *basis)
