@@ -85,9 +85,32 @@ def test_resume_refuses_a_recording_made_at_another_temperature(
     assert made.exit_code == 0, made.output
     asked = len(scripted_server.requests)
     again = tmp_path / "greedy.jsonl"
-    result = _bench(tiny, scripted_server, tmp_path, "--resume", str(first), "--record", str(again))
+    greedy = ("--temperature", "0", "--resume", str(first), "--record", str(again))
+    result = _bench(tiny, scripted_server, tmp_path, *greedy)
     assert result.exit_code == 2  # a setting that cannot hold: EXIT_USAGE
     line = result.output.strip()
     assert str(first) in line and "0.7" in line and "temperature asked now" in line
     assert "Traceback" not in result.output and "\n" not in line
     assert len(scripted_server.requests) == asked and not again.exists()  # nothing asked, kept
+
+
+def test_resume_asks_at_the_temperature_the_recording_was_made_at(
+    tiny, scripted_server, tmp_path
+) -> None:
+    first = tmp_path / "sampled.jsonl"
+    made = _bench(tiny, scripted_server, tmp_path, "--temperature", "0.7", "--record", str(first))
+    assert made.exit_code == 0, made.output
+    asked = len(scripted_server.requests)
+    again = tmp_path / "again.jsonl"
+    result = _bench(tiny, scripted_server, tmp_path, "--resume", str(first), "--record", str(again))
+    assert result.exit_code == 0, result.output
+    assert len(scripted_server.requests) == asked  # every answer reused, at 0.7
+    # a recording made before tiny sent a temperature: resumed at the server's own default
+    head, *rows = first.read_text("utf-8").splitlines(keepends=True)
+    header = json.loads(head)
+    del header["temperature"]
+    first.write_text(json.dumps(header) + "\n" + "".join(rows), "utf-8")
+    later = tmp_path / "later.jsonl"
+    result = _bench(tiny, scripted_server, tmp_path, "--resume", str(first), "--record", str(later))
+    assert result.exit_code == 0, result.output
+    assert {r.get("temperature", "absent") for r in scripted_server.requests[asked:]} == {"absent"}

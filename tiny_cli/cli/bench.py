@@ -59,6 +59,8 @@ from tiny_cli.cli.live import console
 from tiny_cli.cli.replay_opts import BenchReplayOpt, UpgradeOpt, blamed, warn_changed
 from tiny_cli.cli.run import RunOptions, run_session, warn_unused
 from tiny_cli.errors import ConfigError
+from tiny_cli.provider.factory import recorded_temperature
+from tiny_cli.provider.replay import read_header
 from tiny_cli.routing.examples_file import LEARNED_FILENAME
 from tiny_cli.routing.factory import build_router
 from tiny_cli.secrets import scrubber
@@ -232,7 +234,7 @@ def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> N
 
 def _bench_of(flags: BenchFlags, scale: ScaleFlags | None) -> None:
     o = flags.options
-    settings = asked_at(o.settings(), o.replay)
+    settings = asked_at(o.settings(), o.replay, flags.resume)
     read = (flags.tasks or DEFAULT_TASKS_FILE, *(o.replay or ()), *flags.resume)
     _outputs_apart(
         inputs=(*read, *_setup_files(settings)), outputs=(o.record, flags.out, flags.html)
@@ -249,11 +251,17 @@ def _bench_of(flags: BenchFlags, scale: ScaleFlags | None) -> None:
     return scale_bench(settings, flags.tasks, flags, scale)
 
 
-def asked_at(settings: Settings, replay: Sequence[Path] | None) -> Settings:
-    """The bench asks greedy (BENCH_TEMPERATURE) unless --temperature or the replayed
-    recording says otherwise: sampling adds noise to every arm it compares."""
+def asked_at(
+    settings: Settings, replay: Sequence[Path] | None, resume: Sequence[Path] = ()
+) -> Settings:
+    """The bench asks greedy (BENCH_TEMPERATURE) unless --temperature, the replayed recording
+    or the resumed one says otherwise: sampling adds noise to every arm it compares."""
     if replay or settings.temperature is not None:
         return settings  # a replay sends what its recording sent (RunOptions.settings)
+    if resume:  # its answers match only at its own temperature (none sent: the server's)
+        return replace(
+            settings, temperature=recorded_temperature(read_header(resume[0]), resume[0])
+        )
     return replace(settings, temperature=BENCH_TEMPERATURE)
 
 
