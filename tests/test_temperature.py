@@ -77,13 +77,18 @@ def test_a_recording_made_before_temperature_replays_labelled_sampled(tiny) -> N
     assert "sampled (server default)" in result.output.replace("\n", " ")
 
 
+def _sampled_recording(tiny, server, tmp_path: Path) -> tuple[Path, int]:
+    """A bench recorded at temperature 0.7, and how many requests it asked."""
+    first = tmp_path / "sampled.jsonl"
+    made = _bench(tiny, server, tmp_path, "--temperature", "0.7", "--record", str(first))
+    assert made.exit_code == 0, made.output
+    return first, len(server.requests)
+
+
 def test_resume_refuses_a_recording_made_at_another_temperature(
     tiny, scripted_server, tmp_path
 ) -> None:
-    first = tmp_path / "sampled.jsonl"
-    made = _bench(tiny, scripted_server, tmp_path, "--temperature", "0.7", "--record", str(first))
-    assert made.exit_code == 0, made.output
-    asked = len(scripted_server.requests)
+    first, asked = _sampled_recording(tiny, scripted_server, tmp_path)
     again = tmp_path / "greedy.jsonl"
     greedy = ("--temperature", "0", "--resume", str(first), "--record", str(again))
     result = _bench(tiny, scripted_server, tmp_path, *greedy)
@@ -97,10 +102,7 @@ def test_resume_refuses_a_recording_made_at_another_temperature(
 def test_resume_asks_at_the_temperature_the_recording_was_made_at(
     tiny, scripted_server, tmp_path
 ) -> None:
-    first = tmp_path / "sampled.jsonl"
-    made = _bench(tiny, scripted_server, tmp_path, "--temperature", "0.7", "--record", str(first))
-    assert made.exit_code == 0, made.output
-    asked = len(scripted_server.requests)
+    first, asked = _sampled_recording(tiny, scripted_server, tmp_path)
     again = tmp_path / "again.jsonl"
     result = _bench(tiny, scripted_server, tmp_path, "--resume", str(first), "--record", str(again))
     assert result.exit_code == 0, result.output

@@ -138,12 +138,8 @@ def test_a_threshold_from_before_the_basis_was_kept_is_used_as_before(
     tiny: Callable[..., Result], folder: Path
 ) -> None:
     # a guard for files an older tiny learn wrote: it passes on the code before the basis too
-    path = folder / "cards" / LEARNED_FILENAME
-    head, *rows = path.read_text("utf-8").splitlines(keepends=True)
-    header = json.loads(head)
     for key in ("cards_key", "tools_key"):
-        header["threshold"].pop(key, None)
-    path.write_text(json.dumps(header) + "\n" + "".join(rows), "utf-8")
+        _edit_threshold(folder, lambda threshold, key=key: threshold.pop(key, None))
     _card(folder / "cards", "mail", "Writes, sends and files emails to customers.", [])
     _assert_fresh(tiny, folder)  # nothing to compare with: not stale by surprise
 
@@ -152,16 +148,21 @@ def test_a_threshold_another_router_derived_is_stale_until_tiny_learn(
     tiny: Callable[..., Result], folder: Path
 ) -> None:
     # a new router scores the same tasks otherwise (routing/state.py STATE_VERSION)
-    path = folder / "cards" / LEARNED_FILENAME
+    assert load_learned(folder / "cards").threshold.router == STATE_VERSION
+    _edit_threshold(folder, lambda threshold: threshold.update(router=STATE_VERSION - 1))
+    _assert_stale(tiny, folder, "the router")
+    # written before the router was kept: used as before
+    _edit_threshold(folder, lambda threshold: threshold.pop("router"))
+    _assert_fresh(tiny, folder)
+
+
+def _edit_threshold(root: Path, edit: Callable[[dict], object]) -> None:
+    """Edit the derived threshold in the folder's learned.jsonl header by hand."""
+    path = root / "cards" / LEARNED_FILENAME
     head, *rows = path.read_text("utf-8").splitlines(keepends=True)
     header = json.loads(head)
-    assert header["threshold"]["router"] == STATE_VERSION
-    header["threshold"]["router"] = STATE_VERSION - 1
+    edit(header["threshold"])
     path.write_text(json.dumps(header) + "\n" + "".join(rows), "utf-8")
-    _assert_stale(tiny, folder, "the router")
-    header["threshold"].pop("router")  # written before the router was kept: used as before
-    path.write_text(json.dumps(header) + "\n" + "".join(rows), "utf-8")
-    _assert_fresh(tiny, folder)
 
 
 def test_tiny_validate_warns_of_a_stale_threshold_and_not_of_a_fresh_one(
