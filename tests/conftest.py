@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -156,3 +157,12 @@ def stop_mcp_servers() -> Iterator[None]:
     from tiny_cli.tools.mcp_client import stop_servers  # the MCP SDK: only where servers run
 
     stop_servers()
+
+
+def run_at_once(target: Callable[[], object], count: int) -> None:
+    """Run `target` in `count` threads started together, and wait for every one."""
+    threads = [threading.Thread(target=target) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

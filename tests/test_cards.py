@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import jsonschema
@@ -19,6 +18,8 @@ from tiny_cli.cards import index as schema_check
 from tiny_cli.cards.card import Budget
 from tiny_cli.cards.index import card_schema
 from tiny_cli.cards.load import check_cards
+
+from .conftest import run_at_once
 
 BROKEN = Path(__file__).parent / "broken_cards"
 KNOWN = {
@@ -354,10 +355,6 @@ def test_many_threads_parse_yaml_at_once() -> None:
         except Exception as exc:  # recorded, so the assertion names it
             errors.append(repr(exc))
 
-    threads = [threading.Thread(target=parse) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_at_once(parse, 16)
     assert errors == []
     assert results == [{"id": "a", "examples": ["x", "y"]}] * 16

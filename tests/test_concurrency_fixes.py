@@ -34,7 +34,7 @@ from tiny_cli.settings import Settings, load_settings
 from tiny_cli.teach import correct_run, learn, learn_from
 from tiny_cli.tools.web import AddressPolicy, shared_client
 
-from .conftest import REPO, SEED_CARDS
+from .conftest import REPO, SEED_CARDS, run_at_once
 
 SANDWICH = "make me a sandwich"  # abstains on the seed cards (hashing embedder)
 
@@ -295,9 +295,5 @@ def test_threads_asking_at_once_share_one_web_client() -> None:
         start.wait()
         got.append(shared_client(policy))
 
-    threads = [threading.Thread(target=ask) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_at_once(ask, 8)
     assert len({id(client) for client in got}) == 1  # one pool, one TLS context
