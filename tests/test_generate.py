@@ -20,6 +20,7 @@ from tiny_cli.example_writer import TOKENS_PER_EXAMPLE, TOKENS_SLACK, generate
 from tiny_cli.routing.embed import HashingEmbedder
 from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
+    DerivedThreshold,
     Learned,
     check_learned,
     load_learned,
@@ -308,6 +309,26 @@ def test_the_threshold_is_derived_from_generated_examples_too(tmp_path: Path) ->
     assert derived is not None
     assert derived.examples == 3  # the taught one and the two generated
     assert derived.sha == with_made.sha() != learned.sha()  # the file as written, lines and all
+
+
+def test_a_threshold_derived_before_generated_examples_were_one_group_says_so() -> None:
+    made = {"web-reader": ("summarise https://example.net/a",)}
+    learned = Learned(Path("l.jsonl"), {"docs-finder": (TAUGHT,)}, generated=made)
+    derived = DerivedThreshold(1.2, 0.8, 2, 20, 5, 0.9, 0.8, 0.8, "hashing", "")
+
+    def why(sha: str) -> str | None:
+        return replace(learned, threshold=replace(derived, sha=sha)).why_stale("hashing", "", "", 0)
+
+    assert why(learned.sha()) is None
+    # the same lines hashed as an older tiny hashed them: the rule changed, not the examples
+    assert why(learned.sha(rule="")) == (
+        "the way tiny reads generated examples changed since `tiny learn` derived it"
+    )
+    assert why("0" * 64) == "the examples changed since `tiny learn` derived it"
+    # with no generated example the two hashes are one: fresh, never "the way tiny reads"
+    plain = replace(learned, generated={})
+    fresh = replace(plain, threshold=replace(derived, sha=plain.sha()))
+    assert fresh.why_stale("hashing", "", "", 0) is None
 
 
 def test_each_fold_holds_its_generated_examples_out_as_the_router_holds_them() -> None:

@@ -141,11 +141,11 @@ class Learned:
         both = {c: (*self.examples.get(c, ()), *self.generated.get(c, ())) for c in cards}
         return replace(self, examples=both, generated={}, generation={})
 
-    def sha(self) -> str:
+    def sha(self, rule: str = GENERATED_RULE) -> str:
         """Return the sha256 of the examples (what a derived threshold is valid for)."""
         lines = self._lines(header=False)
         if self.generated:  # see GENERATED_RULE
-            lines += GENERATED_RULE
+            lines += rule
         return hashlib.sha256(lines.encode()).hexdigest()
 
     def count(self) -> int:
@@ -167,6 +167,8 @@ class Learned:
             return None
         since = "changed since `tiny learn` derived it"
         changes = (
+            # the same examples hashed without the rule: derived before tiny read them so
+            (bool(self.generated) and t.sha == self.sha(rule=""), f"the way tiny reads generated examples {since}"),
             (t.sha != self.sha(), f"the examples {since}"),
             (t.embedder != embedder, f"it was derived with another embedder ({t.embedder})"),
             (t.cards_key not in ("", cards_key), f"the cards {since}"),
