@@ -70,12 +70,12 @@ def test_a_home_inside_tool_call_arguments_replays_in_any_home(tmp_path: Path) -
         ScriptedServer([tool_call("read_file", _args(THERE)), reply("done")]) as server,
         Recorder(OpenAIProvider(server.url), path, "m", "h") as recorder,
     ):
-        sent = _converse(recorder.for_run("t/tiny/0", "docs-finder", _home(THERE)), THERE)
+        sent = _converse(recorder.for_run("t/tiny/0", _home(THERE)), THERE)
     assert sent.arguments == json.dumps(_args(THERE))
     assert THERE not in path.read_text("utf-8")
     assert json.dumps(THERE)[1:-1] not in path.read_text("utf-8")  # nor as JSON escapes it
     for home in (THERE, *ELSEWHERE):
-        replay = Replayer.load(path).for_run("t/tiny/0", "docs-finder", _home(home))
+        replay = Replayer.load(path).for_run("t/tiny/0", _home(home))
         call = _converse(replay, home)  # the second request is found: its key is the same
         # the model's arguments in this home, escaped as it escaped them (\u00eb, \\, \")
         assert call.arguments == json.dumps(_args(home))

@@ -116,9 +116,9 @@ def test_a_home_json_escapes_is_masked_and_put_back(tmp_path) -> None:
     path = tmp_path / "r.jsonl"
     answer = Completion(f"read {there}\\report.txt", (), 10, 5, "stop", {})
     with Recorder(_Answers(answer), path, "m", "h") as recorder:
-        run = recorder.for_run("t/tiny/0", "docs-finder", Volatile.of({"{home}": there}))
+        run = recorder.for_run("t/tiny/0", Volatile.of({"{home}": there}))
         assert run.complete(_asked(there)).content == answer.content
-    replay = Replayer.load(path).for_run("t/tiny/0", "docs-finder", Volatile.of({"{home}": here}))
+    replay = Replayer.load(path).for_run("t/tiny/0", Volatile.of({"{home}": here}))
     assert replay.complete(_asked(here)).content == f"read {here}\\report.txt"
     keys = {request_key(_asked(h), Volatile.of({"{home}": h})) for h in (there, here, "/tmp/x")}
     assert len(keys) == 1  # the same key whatever the scratch path

@@ -191,14 +191,24 @@ def test_a_delegate_replay_routed_elsewhere_names_both_cards(tiny, seed_copy, tm
     with ScriptedServer() as server:
         server.add(reply('{"status": "ok", "summary": "s", "source": "onboarding.md"}'))
         tiny("delegate", ONBOARDING, "--record", str(recording), env={"TINY_BASE_URL": server.url})
+    # each exchange is labelled with the card that asked, not with a stand-in for "routed"
+    exchanges = [json.loads(x) for x in recording.read_text("utf-8").splitlines()[1:]]
+    assert [e["agent"] for e in exchanges] == ["docs-finder"]
     for card in ("docs-finder", "crm-writer"):  # the cards changed: the task routes elsewhere
         (seed_copy / f"{card}.yaml").unlink()
     again = tiny("delegate", ONBOARDING, "--json", "--replay", str(recording),
                  env={"TINY_CARDS": str(seed_copy)})  # fmt: skip
     assert again.exit_code == 2 and again.stdout == ""
     (line,) = again.stderr.strip().splitlines()
-    assert "no recorded answer for run delegate" in line
+    assert "no recorded answer for run delegate (agent web-reader)" in line
     assert line.endswith("; it was recorded for card docs-finder, this run asked web-reader")
+    # a recording an older tiny made labelled a delegate's exchanges "routed card": no card
+    older = recording.read_text("utf-8").replace('"agent": "docs-finder"', '"agent": "routed card"')
+    recording.write_text(older, "utf-8")
+    again = tiny("delegate", ONBOARDING, "--json", "--replay", str(recording),
+                 env={"TINY_CARDS": str(seed_copy)})  # fmt: skip
+    (line,) = again.stderr.strip().splitlines()
+    assert again.exit_code == 2 and "recorded for card" not in line
 
 
 def test_replay_uses_the_recorded_model_unless_told(tiny, tmp_path) -> None:
@@ -254,7 +264,7 @@ def _completion(text: str, calls: tuple[ToolCall, ...] = ()) -> Completion:
 
 def _ask(provider, text: str = "hi", model: str = "m") -> Completion:
     messages = [{"role": "user", "content": text}]
-    return provider.complete(ChatRequest(model, messages, [], 64))
+    return provider.complete(ChatRequest(model, messages, [], 64, agent="web-reader"))
 
 
 def test_canonical_form_masks_run_specific_values() -> None:
@@ -308,7 +318,7 @@ def test_a_recorded_body_is_the_body_sent_and_filed_under_its_key(tmp_path: Path
     volatile = Volatile.of({"{site}": "http://127.0.0.1:5000"})
     with ScriptedServer([reply("ok")]) as server:
         with Recorder(OpenAIProvider(server.url), path, "m", "127.0.0.1") as recorder:
-            recorder.for_run("invoke", "a", volatile).complete(request)
+            recorder.for_run("invoke", volatile).complete(request)
         sent = server.requests[0]
     exchange = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
     assert sent == request.body()
@@ -327,21 +337,21 @@ def test_answers_replay_per_run_in_order_with_this_runs_values(tmp_path) -> None
         ProviderTimeout("no answer from x within the time budget"),
     )
     with Recorder(inner, path, "m", "127.0.0.1") as recorder:
-        run = recorder.for_run("t/tiny/0", "web-reader", Volatile.of({"{site}": SITE}))
+        run = recorder.for_run("t/tiny/0", Volatile.of({"{site}": SITE}))
         assert _ask(run).content == "first" and _ask(run).content == "second"  # same request twice
-        assert _ask(recorder.for_run("t/tiny/1", "web-reader")).content == "other run"
+        assert _ask(recorder.for_run("t/tiny/1")).content == "other run"
         with pytest.raises(ProviderTimeout):
-            _ask(recorder.for_run("t/tiny/2", "web-reader"))
+            _ask(recorder.for_run("t/tiny/2"))
     replayer = Replayer.load(path)
     here = Volatile.of({"{site}": "http://127.0.0.1:50000"})
-    run = replayer.for_run("t/tiny/0", "web-reader", here)
+    run = replayer.for_run("t/tiny/0", here)
     first = _ask(run)
     assert first.tool_calls[0].arguments == json.dumps({"url": "http://127.0.0.1:50000/a.html"})
     assert (first.tokens_in, first.tokens_out, first.raw) == (10, 5, {"id": "first"})
     assert _ask(run).content == "second"
-    assert _ask(replayer.for_run("t/tiny/1", "web-reader")).content == "other run"
+    assert _ask(replayer.for_run("t/tiny/1")).content == "other run"
     with pytest.raises(ProviderTimeout, match="within the time budget"):
-        _ask(replayer.for_run("t/tiny/2", "web-reader"))
+        _ask(replayer.for_run("t/tiny/2"))
     with pytest.raises(
         ReplayError,
         match=r"run t/tiny/0 \(agent web-reader\).*'hi'; the recording "
@@ -357,9 +367,9 @@ def test_provider_errors_are_recorded_and_replayed(tmp_path) -> None:
         Recorder(_Scripted(ProviderError("cannot reach x")), path, None, "h") as recorder,
         pytest.raises(ProviderError),
     ):
-        _ask(recorder.for_run("r", "a"))
+        _ask(recorder.for_run("r"))
     with pytest.raises(ProviderError, match="cannot reach x") as err:
-        _ask(Replayer.load(path).for_run("r", "a"))
+        _ask(Replayer.load(path).for_run("r"))
     assert not isinstance(err.value, ProviderTimeout)
 
 
@@ -367,17 +377,17 @@ def test_a_line_separator_in_an_answer_stays_in_its_recording_line(tmp_path) -> 
     path = tmp_path / "r.jsonl"
     pasted = "first\u2028second\u0085third"  # str.splitlines splits on both
     with Recorder(_Scripted(_completion(pasted)), path, None, "h") as recorder:
-        _ask(recorder.for_run("r", "a"))
-    assert _ask(Replayer.load(path).for_run("r", "a")).content == pasted
+        _ask(recorder.for_run("r"))
+    assert _ask(Replayer.load(path).for_run("r")).content == pasted
 
 
 def test_a_replayed_refusal_keeps_its_http_status(tmp_path) -> None:
     path = tmp_path / "r.jsonl"
     refused = ProviderError("401 Unauthorized", status=401)
     with Recorder(_Scripted(refused), path, None, "h") as recorder, pytest.raises(ProviderError):
-        _ask(recorder.for_run("r", "a"))
+        _ask(recorder.for_run("r"))
     with pytest.raises(ProviderError) as err:
-        _ask(Replayer.load(path).for_run("r", "a"))
+        _ask(Replayer.load(path).for_run("r"))
     assert err.value.status == 401
 
 
@@ -485,14 +495,14 @@ def test_a_resumed_recording_reuses_answers_and_asks_again_what_failed(tmp_path)
     old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
     first = _Scripted(_completion("kept"), ProviderTimeout("no answer from x within 1 s"))
     with Recorder(first, old, "m", "h") as recorder:
-        assert _ask(recorder.for_run("r/0", "a"), "one").content == "kept"
+        assert _ask(recorder.for_run("r/0"), "one").content == "kept"
         with pytest.raises(ProviderTimeout):
-            _ask(recorder.for_run("r/1", "a"), "two")
+            _ask(recorder.for_run("r/1"), "two")
     second = _Scripted(_completion("asked again"), _completion("new run"))
     with Recorder(second, new, "m", "h", resume=Replayer.load(old)) as recorder:
-        assert _ask(recorder.for_run("r/0", "a"), "one").content == "kept"  # not asked
-        assert _ask(recorder.for_run("r/1", "a"), "two").content == "asked again"  # it timed out
-        assert _ask(recorder.for_run("r/2", "a"), "one").content == "new run"  # another run
+        assert _ask(recorder.for_run("r/0"), "one").content == "kept"  # not asked
+        assert _ask(recorder.for_run("r/1"), "two").content == "asked again"  # it timed out
+        assert _ask(recorder.for_run("r/2"), "one").content == "new run"  # another run
         assert recorder.resumed == 1 and recorder.answered_from() is not None
     assert second.asked == 2
     lines = [json.loads(line) for line in new.read_text().splitlines()]
@@ -501,8 +511,7 @@ def test_a_resumed_recording_reuses_answers_and_asks_again_what_failed(tmp_path)
     assert all(e["wall_s"] >= 0 for e in lines[2:])  # what each live answer cost
     replayer = Replayer.load(new)  # the new recording holds every answer, old and new
     assert [
-        _ask(replayer.for_run(f"r/{i}", "a"), t).content
-        for i, t in enumerate(["one", "two", "one"])
+        _ask(replayer.for_run(f"r/{i}"), t).content for i, t in enumerate(["one", "two", "one"])
     ] == [
         "kept",
         "asked again",
@@ -514,10 +523,10 @@ def test_several_recordings_replay_together_and_must_share_a_model(tmp_path) -> 
     paths = [tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"]
     for path, name, text in zip(paths, ["m", "m", "other"], ["from a", "from b", "c"], strict=True):
         with Recorder(_Scripted(_completion(text)), path, name, "h") as recorder:
-            _ask(recorder.for_run(f"run-{path.stem}", "x"))
+            _ask(recorder.for_run(f"run-{path.stem}"))
     both = Replayer.load(paths[:2])
-    assert _ask(both.for_run("run-a", "x")).content == "from a"
-    assert _ask(both.for_run("run-b", "x")).content == "from b"
+    assert _ask(both.for_run("run-a")).content == "from a"
+    assert _ask(both.for_run("run-b")).content == "from b"
     assert both.answered_from() == f"{paths[0]}, {paths[1]}"
     with pytest.raises(
         ConfigError, match=r"recordings of different models: .*a.jsonl: 'm'.*c.jsonl: 'other'"
@@ -528,7 +537,7 @@ def test_several_recordings_replay_together_and_must_share_a_model(tmp_path) -> 
 def test_resume_needs_record_and_the_same_model(tiny, tmp_path) -> None:
     recording = tmp_path / "old.jsonl"
     with Recorder(_Scripted(_completion("x")), recording, "some-model", "h") as recorder:
-        _ask(recorder.for_run("r", "a"))
+        _ask(recorder.for_run("r"))
     result = tiny("bench", "--resume", str(recording), "--no-log")
     assert result.exit_code == 2 and "--resume needs --record" in result.output
     assert "Traceback" not in result.output
@@ -591,7 +600,7 @@ def _interrupted(path: Path, *answers: str) -> Recorder:
     recorder = Recorder(_Scripted(*map(_completion, answers)), path, "m", "h")
     with pytest.raises(KeyboardInterrupt), recorder:
         for n in range(len(answers)):
-            _ask(recorder.for_run(f"r/{n}", "a"))
+            _ask(recorder.for_run(f"r/{n}"))
         raise KeyboardInterrupt
     return recorder
 
@@ -606,10 +615,9 @@ def test_ctrl_c_keeps_an_earlier_interrupted_recording_and_writes_beside_it(tmp_
     assert earlier.read_bytes() == held
     assert second.kept_on_interrupt() == tmp_path / "rec.interrupted.2.jsonl"
     assert (
-        _ask(Replayer.load(tmp_path / "rec.interrupted.2.jsonl").for_run("r/0", "a")).content
-        == "four"
+        _ask(Replayer.load(tmp_path / "rec.interrupted.2.jsonl").for_run("r/0")).content == "four"
     )
-    assert _ask(Replayer.load(earlier).for_run("r/2", "a")).content == "three"
+    assert _ask(Replayer.load(earlier).for_run("r/2")).content == "three"
     assert not path.exists()
 
 

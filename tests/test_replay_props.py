@@ -21,7 +21,7 @@ from tiny_cli.provider.replay import NO_VOLATILE, Replayer, request_key
 
 from .test_properties import QUICK
 
-RUN, AGENT = "invoke", "docs-finder"
+RUN = "invoke"
 REQUEST = ChatRequest("m", [{"role": "user", "content": "hi"}], [], 64)
 KEY = request_key(REQUEST, NO_VOLATILE)
 HEADER = json.dumps({"tiny_recording": 1, "model": "m", "base_url": "h"})
@@ -110,7 +110,7 @@ def test_a_recording_of_any_completion_types_loads_or_names_the_file(
     except (ConfigError, ReplayError) as exc:
         assert str(path) in str(exc) and "\n" not in str(exc)  # one line, naming the file
         return
-    provider = replayer.for_run(RUN, AGENT)
+    provider = replayer.for_run(RUN)
     for _ in range(replayer.unused()):  # each exchange recorded for this request, in turn
         try:
             answer = provider.complete(REQUEST)

@@ -78,9 +78,9 @@ class Session:
         """Return the ids the run log gave this session's runs so far, oldest first."""
         return self.log.recorded() if self.log is not None else []
 
-    def provider(self, run: str, card: str) -> Provider:
+    def provider(self, run: str) -> Provider:
         """Return the provider for one run (a recording labels its exchanges with `run`)."""
-        return self.exchanges.for_run(run, card)
+        return self.exchanges.for_run(run)
 
 
 @contextmanager

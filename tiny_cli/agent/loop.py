@@ -441,6 +441,7 @@ class _Run:
                 response_format=self._constraint(forced) if self.json else None,
                 tool_choice="required" if forced and tools else None,
                 temperature=self.temperature,
+                agent=self.card.id,
             )
             reply = provider.complete(request, timeout=meter.remaining())
         finally:

@@ -208,7 +208,7 @@ def _invoke(
     The tiny arm's Digest carries its routing, as the one `tiny delegate` hands its caller.
     """
     settings = _with_site(replace(context.ws.settings, home=home), context.site)
-    provider = context.exchanges.for_run(job.run, card.id, volatile)
+    provider = context.exchanges.for_run(job.run, volatile)
     return invoke(
         card,
         brief,

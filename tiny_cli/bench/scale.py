@@ -508,7 +508,7 @@ def _invoke(
         job.card,
         make_brief(job.task.task),
         registry=ws.registry,
-        provider=session.provider(label, job.card.id),
+        provider=session.provider(label),
         model=model_for(ws.settings, job.card.model),
         tool_mode=ws.settings.tool_mode,
         wall_scale=options.wall_scale,

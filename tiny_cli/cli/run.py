@@ -162,7 +162,7 @@ def invoke(
             run.ws,
             card_id,
             run.brief,
-            provider=run.session.provider("invoke", card_id),
+            provider=run.session.provider("invoke"),
             approve=run.approve,
             observer=run.session.observe("invoke"),
             artifacts=run.session.artifacts,
@@ -189,7 +189,7 @@ def delegate(
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
     temperature: TemperatureOpt = None,
-    ask_route: AskRouteOpt = None,
+    ask: AskRouteOpt = None,  # not `ask_route`: that is the question's function
     quiet: QuietOpt = False,
     no_log: NoLogOpt = False,
     log: LogOpt = False,
@@ -208,17 +208,18 @@ def delegate(
         from tiny_cli.routing.factory import build_router  # only delegate routes (numpy)
 
         router = build_router(run.ws.settings, run.ws.cards.values())
-        provider = run.session.provider("delegate", "routed card")
+        provider = run.session.provider("delegate")
         digest = run_delegate(run.ws, router, run.brief, provider=provider, approve=run.approve,
                               observer=run.session.observe("delegate", run.brief.goal),
                               artifacts=run.session.artifacts)  # fmt: skip
         digest = run.session.for_caller(digest)
-        settings = run.ws.settings.with_flags(ask_route=ask_route)
+        settings = run.ws.settings.with_flags(ask_route=ask)
         asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
-    if not asked:
+    routing = digest.routing
+    if not asked or routing is None:  # wants_answer asked for a routing: always there
         show_digest(json_out, digest)
     candidates = [c.agent_id for c in router.route(run.brief.goal).candidates]
-    _show_and_ask(settings, candidates, digest, asked[-1])
+    show_digest(json_out, digest, lambda: ask_route(settings, asked[-1], routing, candidates))
 
 
 @contextmanager
@@ -243,19 +244,13 @@ def running(
         yield Running(ws, the_brief, session, _approver(flags.yes, flags.json_out))
 
 
-def show_digest(json_out: bool, digest: Digest) -> NoReturn:
-    """Print the Digest (JSON or a panel) and exit with its status's code."""
-    emit(json_out, digest.to_json(), lambda: digest_panel(console(), digest))
-    raise typer.Exit(EXIT_BY_STATUS[digest.status])
-
-
-def _show_and_ask(
-    settings: Settings, candidates: Sequence[str], digest: Digest, run_id: int
+def show_digest(
+    json_out: bool, digest: Digest, then: Callable[[], object] | None = None
 ) -> NoReturn:
-    """Print the Digest, ask whether the card was right (recorded), exit by its status."""
-    digest_panel(console(), digest)
-    assert digest.routing is not None  # wants_answer checked
-    ask_route(settings, run_id, digest.routing, candidates)
+    """Print the Digest (JSON or a panel), then do `then()`, and exit with its status's code."""
+    emit(json_out, digest.to_json(), lambda: digest_panel(console(), digest))
+    if then is not None:  # after a human delegate: ask whether the card was right
+        then()
     raise typer.Exit(EXIT_BY_STATUS[digest.status])
 
 

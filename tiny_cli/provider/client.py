@@ -88,6 +88,8 @@ class ChatRequest:
     response_format: dict | None = None  # a json_schema constraint (json tool mode)
     tool_choice: str | None = None  # e.g. "required"; sent only with tools
     temperature: float | None = None  # None: none sent, the server samples at its own default
+    # the card that asks: a recording labels the exchange with it; neither sent nor keyed
+    agent: str = ""
 
     def body(self) -> dict[str, Any]:
         """Return the chat-completions body in the order sent; optional parts only when set.

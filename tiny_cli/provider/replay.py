@@ -2,8 +2,9 @@
 
 A recording is a JSONL file: one header line (format, tiny version, model, endpoint host, tool
 mode, temperature: absent or null when none was sent), then one line per model exchange: the
-run it belongs to (e.g. ``onboarding/tiny/0``), the agent, its key, the body exactly as it was
-sent (in its order, volatile values masked) and the answer (or the provider error). A bench
+run it belongs to (e.g. ``onboarding/tiny/0``), the card that asked (`ChatRequest.agent`), its
+key, the body exactly as it was sent (in its order, volatile values masked) and the answer (or
+the provider error). A bench
 adds its making to the header once the run ends: its options, the digests of its tasks and
 cards, and every routing decision it used (tiny_cli.bench.making), so that a replay needs no
 flag and no embedder.
@@ -209,8 +210,8 @@ def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
 
 
 PREVIEW_CHARS = 80  # how much of the last message names a request in a ReplayError
-# how a run's system prompt begins (tiny_cli.agent.loop): which card a request was for
-CARD_IN_PROMPT = re.compile(r"You are ([a-z0-9][a-z0-9_-]{0,62}), a tiny agent")
+# what an older tiny labelled a delegate's and a served run's exchanges with: no card's id
+UNNAMED_AGENTS = ("routed card", "served card")
 KEY_CHARS = 24  # hex digits of the sha256 kept as a request's key
 TIME_PLACEHOLDER = "{time}"
 ARTIFACT_HANDLE = re.compile(r"\bart_[0-9a-f]{10}\b")  # tools/artifacts.py's: new in every run
@@ -256,7 +257,7 @@ class ExchangeSource(ABC):
     model: str | None = None
 
     @abstractmethod
-    def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
+    def for_run(self, run: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return the Provider for one run (`run` names it in a recording, e.g. `t1/tiny/0`)."""
 
     def probe(self) -> None:  # noqa: B027 - a replay has no endpoint: nothing to probe
@@ -307,7 +308,7 @@ class LiveSource(ExchangeSource):
     def __init__(self, provider: OpenAIProvider, host: str) -> None:
         self._provider, self.host = provider, host
 
-    def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
+    def for_run(self, run: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return the shared provider (httpx clients are thread-safe)."""
         return self._provider
 
@@ -372,9 +373,9 @@ class Recorder(ExchangeSource):
             raise ConfigError(f"{path}: cannot write the recording: {exc.strerror}") from exc
         self._write(header)  # a .partial left by a crash is a recording too (for --resume)
 
-    def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
+    def for_run(self, run: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return a provider that forwards to the endpoint and records under `run`."""
-        return _RunProvider(self.forward, _RunLabel(run, agent, volatile))
+        return _RunProvider(self.forward, _RunLabel(run, volatile))
 
     def probe(self) -> None:
         """Check that something listens at the endpoint being recorded."""
@@ -459,7 +460,7 @@ class Recorder(ExchangeSource):
         scrubbed = request_key(request, label.volatile, self._scrub)
         entry = {
             "run": label.run,
-            "agent": label.agent,
+            "agent": request.agent,
             "key": key,
             # held a secret: a replay's request holds the answers stored [redacted]
             **({"scrubbed_key": scrubbed} if scrubbed != key else {}),
@@ -565,9 +566,9 @@ class Replayer(ExchangeSource):
         _, entry = self._take(label, request, answered=True)
         return None if entry is None else dict(entry["completion"])
 
-    def for_run(self, run: str, agent: str, volatile: Volatile = NO_VOLATILE) -> Provider:
+    def for_run(self, run: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return a provider that answers `run`'s requests from the recording."""
-        return _RunProvider(self.answer, _RunLabel(run, agent, volatile))
+        return _RunProvider(self.answer, _RunLabel(run, volatile))
 
     def answer(self, label: _RunLabel, request: ChatRequest, timeout: float | None) -> Completion:
         """Pop the next recorded answer for this run and request, or raise ReplayError."""
@@ -577,7 +578,7 @@ class Replayer(ExchangeSource):
         """Pop the recorded exchange for this run and request, or raise ReplayError."""
         key, entry = self._take(label, request)
         if entry is None:
-            raise ReplayError(self._missing(label, key, request.messages))
+            raise ReplayError(self._missing(label, key, request))
         return entry
 
     def _take(
@@ -616,26 +617,24 @@ class Replayer(ExchangeSource):
             raise kind(message, status=status if type(status) is int else None)
         return completion_from_json(each_string(entry["completion"], label.volatile.unmask))
 
-    def _missing(self, label: _RunLabel, key: str, messages: list[dict]) -> str:
+    def _missing(self, label: _RunLabel, key: str, request: ChatRequest) -> str:
         held = self._per_run[label.run]
-        last = messages[-1] if messages else {}
+        last = request.messages[-1] if request.messages else {}
         # scrubbed whole, then cut: a cut secret would no longer match the scrubber
         said = self._scrub.for_caller().text(str(last.get("content") or ""))
         preview = " ".join(said.split())[:PREVIEW_CHARS]
         return (
             f"replay {self.path}: no recorded answer for run {label.run} "
-            f"(agent {label.agent}), request {key[:12]}, last {last.get('role', '?')} "
+            f"(agent {request.agent or '?'}), request {key[:12]}, last {last.get('role', '?')} "
             f"message {preview!r}; the recording holds {held} exchange(s) for this run"
-            f"{self._hint(label.run)}{self._other_card(label.run, messages)}"
+            f"{self._hint(label.run)}{self._other_card(label.run, request.agent)}"
         )
 
-    def _other_card(self, run: str, messages: list[dict]) -> str:
+    def _other_card(self, run: str, asked: str) -> str:
         """Say which card the run was recorded for when this run asked another (a delegate
         routed elsewhere: the cards or the router changed since)."""
-        first = self._first.get(run) or {}
-        body = first.get("body") or first.get("request") or {}
-        recorded, asked = _card_of(body.get("messages") or []), _card_of(messages)
-        if recorded is None or asked is None or recorded == asked:
+        recorded = (self._first.get(run) or {}).get("agent")
+        if recorded in (None, "", asked, *UNNAMED_AGENTS):
             return ""
         return f"; it was recorded for card {recorded}, this run asked {asked}"
 
@@ -656,13 +655,6 @@ class Replayer(ExchangeSource):
             "; replay with the options it was recorded with (--tasks, --cards, --arm, "
             "--repeat, --all-tools-sizes, --sample, --irrelevance, --seed, --prompt)"
         )
-
-
-def _card_of(messages: Sequence[Any]) -> str | None:
-    """The card a request's system prompt names ("You are ID, ...": agent/loop.py)."""
-    system = next((m for m in messages if isinstance(m, dict) and m.get("role") == "system"), {})
-    found = CARD_IN_PROMPT.match(str(system.get("content") or ""))
-    return found.group(1) if found else None
 
 
 def read_header(path: Path) -> dict[str, Any]:
@@ -686,7 +678,6 @@ def _refuse_foreign(path: Path, why: str = "--record does not replace it") -> No
 @dataclass(frozen=True)
 class _RunLabel:
     run: str
-    agent: str
     volatile: Volatile
 
 

@@ -166,9 +166,9 @@ class Learned:
         if t is None:
             return None
         since = "changed since `tiny learn` derived it"
+        before_rule = bool(self.generated) and t.sha == self.sha(rule="")  # same lines, old rule
         changes = (
-            # the same examples hashed without the rule: derived before tiny read them so
-            (bool(self.generated) and t.sha == self.sha(rule=""), f"the way tiny reads generated examples {since}"),
+            (before_rule, f"the way tiny reads generated examples {since}"),
             (t.sha != self.sha(), f"the examples {since}"),
             (t.embedder != embedder, f"it was derived with another embedder ({t.embedder})"),
             (t.cards_key not in ("", cards_key), f"the cards {since}"),

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Annotated, Any, cast
 
 import anyio
@@ -175,7 +175,7 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
         raise ConfigError("stdin or stdout is closed: tiny serve speaks MCP over both (or --http)")
 
     with open_session(settings, COMMAND) as session:
-        provider = session.provider(COMMAND, "served card")
+        provider = session.provider(COMMAND)
         caller_scrub = session.artifacts.scrub.for_caller()
         served = Served(
             ws, provider, session.observe, allow_writes, session.artifacts, caller_scrub
@@ -481,7 +481,6 @@ def route_text(decision: Decision) -> str:
 
 def card_facts(card: Card) -> dict[str, Any]:
     """Return what a host needs to pick a card: id, summary, tools, side effects, budget."""
-    b = card.budget
     return {
         "id": card.id,
         "summary": card.summary,
@@ -489,11 +488,7 @@ def card_facts(card: Card) -> dict[str, Any]:
         "tools": [original(t) for t in card.tools],  # as cards write them: time.get_current_time
         "returns_required": list(card.returns_required),
         "side_effects": card.side_effects,
-        "budget": {
-            "max_tool_calls": b.max_tool_calls,
-            "max_output_tokens": b.max_output_tokens,
-            "max_wall_seconds": b.max_wall_seconds,
-        },
+        "budget": asdict(card.budget),  # max_tool_calls, max_output_tokens, max_wall_seconds
     }
 
 
