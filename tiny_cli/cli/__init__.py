@@ -15,7 +15,6 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -98,13 +97,6 @@ def _say_error(exc: TinyError) -> None:
 def exit_code(exc: TinyError) -> int:
     """Return the code a command that ended with `exc` exits with (EXIT_BY_ERROR)."""
     return next(EXIT_BY_ERROR[c] for c in type(exc).__mro__ if c in EXIT_BY_ERROR)
-
-
-def run_app(app: Callable[[], object]) -> None:
-    """Run `app` as the `tiny` command line: bad bytes read as U+FFFD, Ctrl-C bounded."""
-    _tolerate_bad_bytes()
-    _bound_interrupts()
-    app()
 
 
 def _interrupted() -> NoReturn:
@@ -334,5 +326,7 @@ def _root(
 
 
 def main() -> None:
-    """Run the `tiny` command line."""
-    run_app(app)
+    """Run the `tiny` command line: bad bytes read as U+FFFD, Ctrl-C bounded."""
+    _tolerate_bad_bytes()
+    _bound_interrupts()
+    app()

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
 import typer
 
@@ -33,7 +33,7 @@ from tiny_cli.bench.scale import (
     is_selection_file,
     scale_from_settings,
 )
-from tiny_cli.bench.scale_report import ScaleReport, markdown_table
+from tiny_cli.bench.scale_report import markdown_table
 from tiny_cli.cards.index import CARD_SUFFIXES
 from tiny_cli.cli import render_bench
 from tiny_cli.cli.common import (
@@ -68,6 +68,13 @@ from tiny_cli.settings import Settings
 from tiny_cli.text import printable
 from tiny_cli.tools.mcp_config import mcp_path
 from tiny_cli.userfiles import check_writable, write_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tiny_cli.session import Session
+
+R = TypeVar("R")  # what a bench's run returns: its report
 
 BENCH_TEMPERATURE = 0.0  # greedy, as BFCL asks: the arms differ by what they offer, not by luck
 
@@ -226,29 +233,22 @@ class BenchFlags:
 def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> None:
     """Run the example bench, or the bench at scale when `scale` holds its options; a bad
     value a replayed recording's header gave is blamed on the header."""
+    o, tasks = flags.options, flags.tasks or DEFAULT_TASKS_FILE
+    outputs = (o.record, flags.out, flags.html)
     try:
-        _bench_of(flags, scale)
+        settings = asked_at(o.settings(), o.replay, flags.resume)
+        read = (tasks, *(o.replay or ()), *flags.resume, *_setup_files(settings))
+        _outputs_apart(inputs=read, outputs=outputs)
+        _check_options(scale is not None, flags.arm, flags.fail_under, outputs)
+        warn_changed(o.replay, tasks, settings, flags.upgrade)
+        if scale is None:
+            return _example_bench(settings, flags)
+        if flags.tasks is None:
+            raise typer.BadParameter("the bench at scale needs a selection task file: "
+                                     "--tasks FILE", param_hint="--scale")  # fmt: skip
+        return scale_bench(settings, flags.tasks, flags, scale)
     except typer.BadParameter as error:
         raise blamed(ctx, error) from None
-
-
-def _bench_of(flags: BenchFlags, scale: ScaleFlags | None) -> None:
-    o = flags.options
-    settings = asked_at(o.settings(), o.replay, flags.resume)
-    read = (flags.tasks or DEFAULT_TASKS_FILE, *(o.replay or ()), *flags.resume)
-    _outputs_apart(
-        inputs=(*read, *_setup_files(settings)), outputs=(o.record, flags.out, flags.html)
-    )
-    _check_options(
-        scale is not None, flags.arm, flags.fail_under, (o.record, flags.out, flags.html)
-    )
-    _changed(o.replay, flags.tasks or DEFAULT_TASKS_FILE, settings, flags.upgrade)
-    if scale is None:
-        return _example_bench(settings, flags)
-    if flags.tasks is None:
-        raise typer.BadParameter("the bench at scale needs a selection task file: --tasks FILE",
-                                 param_hint="--scale")  # fmt: skip
-    return scale_bench(settings, flags.tasks, flags, scale)
 
 
 def asked_at(
@@ -283,22 +283,15 @@ def at_scale_asked(scale: bool, tasks: Path | None, sizes: str | None) -> bool:
     return True
 
 
-def _example_bench(settings: Any, f: BenchFlags) -> None:
+def _example_bench(settings: Settings, f: BenchFlags) -> None:
     """Run the example bench (tasks with Digest expectations) and show it."""
     options = BenchOptions(_arms(f.arm), f.repeat, f.concurrency)
-    live = f.concurrency == 1 and wants_live(f.quiet, f.json_out)  # one run at a time: watched
-    o = f.options
-    with run_session(
-        settings, "bench", record=o.record, replay=o.replay, no_log=o.no_log, live=live,
-        resume=f.resume, log_replay=o.log, upgrade=f.upgrade,
-    ) as s:  # fmt: skip
-        report = _run_bench(settings, s, f.tasks, options, wants_live(f.quiet, f.json_out))
-        warn_unused(s.exchanges)
-    upgraded(f.upgrade, o.replay)
-    if f.html is not None:
-        _write_page(report, f.html)
-    _show_report(report, f.out, f.markdown, f.json_out)
-    fail_below(report.to_json(), f.fail_under)
+    watched = wants_live(f.quiet, f.json_out)
+    live = f.concurrency == 1 and watched  # one run at a time: watched
+    report = _recorded(
+        settings, f, live, lambda s: _run_bench(settings, s, f.tasks, options, watched)
+    )
+    _publish(f, report, write_bench_html, render_bench.bench_markdown, render_bench.bench)
 
 
 def _run_bench(
@@ -316,19 +309,37 @@ def _run_bench(
         )
 
 
-def _changed(replay: Sequence[Path] | None, tasks: Path, settings: Any, upgrade: bool) -> None:
-    """Say in one line what changed since the recording; --upgrade needs a --replay."""
-    if upgrade and not replay:
-        raise ConfigError("--upgrade rewrites a recording: name it with --replay")
-    line = warn_changed(replay, tasks, settings)
-    if line is not None:
-        warn(line)
+def _recorded(settings: Settings, f: BenchFlags, live: bool, run: Callable[[Session], R]) -> R:
+    """Run a bench in its session; warn of answers the replay left and of an --upgrade."""
+    o = f.options
+    with run_session(
+        settings, "bench", o, live=live, resume=f.resume, upgrade=f.upgrade
+    ) as session:
+        report = run(session)
+        warn_unused(session.exchanges)
+    if f.upgrade and o.replay:
+        warn(f"upgraded {o.replay[0]}: its header holds its options, digests and routing now")
+    return report
 
 
-def upgraded(upgrade: bool, replay: Sequence[Path] | None) -> None:
-    """Say which recording --upgrade rewrote."""
-    if upgrade and replay:
-        warn(f"upgraded {replay[0]}: its header holds its options, digests and routing now")
+def _publish(
+    f: BenchFlags,
+    report: Any,
+    write_page: Callable[[Any, Path], None],
+    markdown: Callable[[Any], str],
+    draw: Callable[[Console, Any], None],
+) -> None:
+    """Write --out and --html, print the report (JSON, Markdown or tables), apply --fail-under."""
+    document = scrubber().for_caller().document(report.to_json())  # stdout: the key redacted
+    if f.out is not None:
+        write_report(f.out, document)
+    if f.html is not None:  # scrubbed of secrets like the JSON report
+        write_page(scrubber().document(report.to_json()), f.html)
+    if f.markdown and not f.json_out:
+        typer.echo(markdown(report), nl=False)
+    else:
+        emit(f.json_out, document, lambda: draw(console(), report))
+    fail_below(document, f.fail_under)
 
 
 def _check_options(
@@ -348,22 +359,6 @@ def _arms(arm: str) -> tuple[Arm, ...]:
     if arm not in (*ARMS, "both"):
         raise typer.BadParameter(f"{arm!r} is not tiny, all-tools or both", param_hint="--arm")
     return ARMS if arm == "both" else tuple(a for a in ARMS if a == arm)
-
-
-def _show_report(report: BenchReport, out: Path | None, markdown: bool, json_out: bool) -> None:
-    """Write the report to --out if given; print it as JSON, Markdown or tables."""
-    document = scrubber().for_caller().document(report.to_json())  # stdout: the key redacted
-    if out is not None:
-        write_report(out, document)
-    if markdown and not json_out:
-        typer.echo(render_bench.bench_markdown(report), nl=False)
-        return
-    emit(json_out, document, lambda: render_bench.bench(console(), report))
-
-
-def _write_page(report: BenchReport, path: Path) -> None:
-    """Write the example bench's HTML page, scrubbed of secrets like the JSON report."""
-    write_bench_html(scrubber().document(report.to_json()), path)
 
 
 def _setup_files(settings: Settings) -> list[Path]:
@@ -408,38 +403,17 @@ class ScaleFlags:
     top_k: int = 3
     hybrid_margin: float = 1.0
     context_tokens: int = 32_768
-    expected_tools: str | None = None
-    prompt: str = "same"
+    expected_tools: Literal["first", "last"] | None = None  # typer checks the choice
+    prompt: Literal["same", "card"] = "same"
 
 
 def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: ScaleFlags) -> None:
     """Run the bench at scale and show it: table and chart, Markdown, JSON; --html, --out."""
     options = scale_options(flags, bench.arm, bench.concurrency, settings.wall_scale)
-    run = bench.options
-    with run_session(
-        settings,
-        "bench",
-        record=run.record,
-        replay=run.replay,
-        resume=bench.resume,
-        no_log=run.no_log,
-        live=False,
-        log_replay=run.log,
-        upgrade=bench.upgrade,
-    ) as s:
-        report = scale_from_settings(settings, s, tasks, options)
-        warn_unused(s.exchanges)
-    upgraded(bench.upgrade, run.replay)
-    document = scrubber().for_caller().document(report.to_json())  # stdout: the key redacted
-    if bench.out is not None:
-        write_report(bench.out, document)
-    if bench.html is not None:
-        _write_html(report, bench.html)
-    if bench.markdown and not bench.json_out:
-        typer.echo(markdown_table(report), nl=False)
-    else:
-        emit(bench.json_out, document, lambda: _show_scale(report))
-    fail_below(document, bench.fail_under)
+    report = _recorded(
+        settings, bench, False, lambda s: scale_from_settings(settings, s, tasks, options)
+    )
+    _publish(bench, report, write_html, markdown_table, render_bench.scale)
 
 
 def fail_below(document: dict, specs: Sequence[str]) -> None:
@@ -449,11 +423,6 @@ def fail_below(document: dict, specs: Sequence[str]) -> None:
         typer.echo(f"tiny: below --fail-under: {line}", err=True)
     if misses:
         raise typer.Exit(1)
-
-
-def _show_scale(report: ScaleReport) -> None:
-    """Print the tables and the chart."""
-    render_bench.scale(console(), report)
 
 
 def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: float) -> ScaleOptions:
@@ -475,8 +444,8 @@ def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: flo
         context_tokens=flags.context_tokens,
         concurrency=concurrency,
         wall_scale=wall_scale,
-        expected_tools=_place(flags.expected_tools),
-        prompt=_prompt(flags.prompt),
+        expected_tools=flags.expected_tools,
+        prompt=flags.prompt,
     )
 
 
@@ -500,18 +469,6 @@ def _once(values: Sequence[object], flag: str) -> None:
         raise typer.BadParameter(f"'{shown}' is given twice; give each once", param_hint=flag)
 
 
-def _prompt(value: str) -> Literal["same", "card"]:
-    if value in ("same", "card"):
-        return cast("Literal['same', 'card']", value)
-    raise typer.BadParameter(f"{value!r} is not same or card", param_hint="--prompt")
-
-
-def _place(value: str | None) -> Literal["first", "last"] | None:
-    if value in (None, "first", "last"):
-        return cast("Literal['first', 'last'] | None", value)
-    raise typer.BadParameter(f"{value!r} is not first or last", param_hint="--expected-tools")
-
-
 def _size(text: str) -> int:
     text = text.strip()
     if text == "all":
@@ -521,7 +478,3 @@ def _size(text: str) -> int:
             f"{text!r} is not a tool count or 'all'", param_hint="--all-tools-sizes"
         )
     return int(text)
-
-
-def _write_html(report: ScaleReport, path: Path) -> None:
-    write_html(scrubber().document(report.to_json()), path)

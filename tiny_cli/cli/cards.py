@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -20,7 +19,6 @@ from rich.console import Console
 from tiny_cli.cards_view import card_detail, card_rows
 from tiny_cli.cli import EXIT_PROBLEMS, TinyGroup
 from tiny_cli.cli.common import CardsOpt, JsonOpt, ToolsOpt, emit, settings_from, warn
-from tiny_cli.cli.live import console
 from tiny_cli.cli.render import bare, shown
 from tiny_cli.scaffold import STARTER_TOOLS, init_project
 from tiny_cli.text import printable
@@ -96,22 +94,18 @@ def cards_import(
     Again later: new tools added, removed ones dropped, cards you edited kept. Exit 1 when a
     server could not be read, or with --check when the cards are behind.
     """
-    report = _mcp_import().import_cards(settings_from(cards=cards), source, check=check)
+    from tiny_cli.mcp_import import import_cards  # the router (numpy): list and show need none
+
+    report = import_cards(settings_from(cards=cards), source, check=check)
     _show_mcp(report, _import_report, json_out)
 
 
 @cards_app.command("sync")
 def cards_sync(cards: CardsOpt = None, json_out: JsonOpt = False) -> None:
     """Refresh the MCP tool lists routing reads (as validate --connect); show their age."""
-    _show_mcp(_mcp_import().sync_tool_lists(settings_from(cards=cards)), _sync_report, json_out)
+    from tiny_cli.mcp_import import sync_tool_lists  # the router (numpy), as import
 
-
-def _mcp_import() -> ModuleType:
-    """tiny_cli.mcp_import, imported when `cards import` or `cards sync` runs: it loads the
-    router (numpy), which listing or showing cards never needs."""
-    from tiny_cli import mcp_import
-
-    return mcp_import
+    _show_mcp(sync_tool_lists(settings_from(cards=cards)), _sync_report, json_out)
 
 
 def _list_table(rows: list[dict[str, Any]]) -> None:
@@ -121,12 +115,12 @@ def _list_table(rows: list[dict[str, Any]]) -> None:
         short = summary if len(summary) <= SUMMARY_CHARS else summary[: SUMMARY_CHARS - 1] + "…"
         cells = (row["id"], ", ".join(row["tools"]) or "—", row["side_effects"], short)
         table.add_row(*(shown(c) for c in cells))
-    console().print(table)
+    Console().print(table)
 
 
 def _detail(detail: dict[str, Any]) -> None:
     """Print one card; never wrapped: piped, a long line stays one line (the JSON stays JSON)."""
-    out = console()
+    out = Console()
     for key in ("id", "file", "summary", "tools", "side_effects", "returns_required", "first"):
         value = detail[key]
         shown = ", ".join(value) if isinstance(value, list) else str(value)
@@ -149,7 +143,7 @@ def _line(out: Any, text: str) -> None:
 
 def _show_mcp(report: Any, draw: Callable[[Console, Any], None], json_out: bool) -> None:
     """Show an import's or a sync's report; exit 1 unless all is ok."""
-    emit(json_out, report.to_json(), lambda: draw(console(), report))
+    emit(json_out, report.to_json(), lambda: draw(Console(), report))
     if report.status != "ok":
         raise typer.Exit(EXIT_PROBLEMS)
 
@@ -212,7 +206,7 @@ def _styled(word: str, styles: dict[str, str]) -> str:
 
 def _lines(out: Console, lines: Iterable[str]) -> None:
     for line in lines:
-        out.print(printable(line), markup=False, highlight=False, soft_wrap=True)
+        _line(out, printable(line))
 
 
 def _age(seconds: float) -> str:

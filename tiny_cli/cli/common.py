@@ -14,6 +14,7 @@ the invocation, as the provider and the clock are parameters of the library.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import select
@@ -199,6 +200,15 @@ def emit(json_out: bool, document: Any, human: Callable[[], object]) -> None:
         typer.echo(json_text(document, indent=2))
     else:
         human()
+
+
+def draw(renderer: str, *args: Any) -> None:
+    """Print on stdout with `tiny_cli.cli.<renderer>` ("render.evaluation"): only output a
+    person reads loads rich and the renderer, `--json` never does."""
+    from rich.console import Console
+
+    module, _, function = renderer.rpartition(".")
+    getattr(importlib.import_module(f"tiny_cli.cli.{module}"), function)(Console(), *args)
 
 
 def confirm(question: str) -> bool:

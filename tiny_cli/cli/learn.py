@@ -98,9 +98,10 @@ def learn(
     """
     _check_flags(ctx, file is not None, from_runs, generate, prune_generated)
     settings = settings_from(cards=cards, temperature=temperature)
-    if generate or prune_generated:
-        _generated(settings, generate, per_card, regenerate, card or [], json_out)
-        return
+    if prune_generated:
+        return _prune(settings, card or [], json_out)
+    if generate:
+        return _generate(settings, per_card, regenerate, card or [], json_out)
 
     try:
         taught = learn_from(settings, file, from_runs)
@@ -143,21 +144,19 @@ def _given(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _generated(
-    settings: Settings, generate: bool, per_card: int, force: bool, only: list[str], json_out: bool
+def _prune(settings: Settings, only: list[str], json_out: bool) -> None:
+    """--prune-generated: remove the generated examples; the threshold is derived again."""
+    removed, report = prune_generated(settings, only)
+    head = f"pruned {removed} generated example(s) from {printable(str(report.path))}"
+    text = f"{head}\n  threshold: {printable(report.threshold_note)}"
+    emit(json_out, {"removed": removed, "report": report.to_json()}, lambda: typer.echo(text))
+
+
+def _generate(
+    settings: Settings, per_card: int, force: bool, only: list[str], json_out: bool
 ) -> None:
-    """Run --generate or --prune-generated; exit 1 when some card's answer was unusable (a
-    server no card can use stops the run: a ProviderError, exit 2)."""
-    if not generate:
-        removed, report = prune_generated(settings, only)
-        head = f"pruned {removed} generated example(s) from {printable(str(report.path))}"
-        document = {"removed": removed, "report": report.to_json()}
-        emit(
-            json_out,
-            document,
-            lambda: typer.echo(f"{head}\n  threshold: {printable(report.threshold_note)}"),
-        )
-        return
+    """--generate; exit 1 when some card's answer was unusable (a server no card can use
+    stops the run: a ProviderError, exit 2)."""
     outcome = run_generate(
         settings, per_card, only, force, progress=lambda line: typer.echo(printable(line), err=True)
     )

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from tiny_cli.bench.making import changed_since, recorded_options
+from tiny_cli.cli.common import warn
 from tiny_cli.errors import ConfigError
 from tiny_cli.provider.replay import read_header
 from tiny_cli.text import printable
@@ -65,11 +66,14 @@ UpgradeOpt = Annotated[
 ]
 
 
-def warn_changed(replay: Sequence[Path] | None, tasks: Path, settings: Any) -> str | None:
-    """One line naming the tasks, cards or learned examples changed since the recording."""
+def warn_changed(replay: Sequence[Path] | None, tasks: Path, settings: Any, upgrade: bool) -> None:
+    """Warn in one line of the tasks, cards or learned examples changed since the recording;
+    --upgrade needs a --replay."""
+    if upgrade and not replay:
+        raise ConfigError("--upgrade rewrites a recording: name it with --replay")
     if not replay or not tasks.is_file():
-        return None
+        return
     recorded = read_header(replay[0]).get("digests")
-    if recorded is None:
-        return None
-    return changed_since(recorded, tasks, open_workspace(settings))
+    line = None if recorded is None else changed_since(recorded, tasks, open_workspace(settings))
+    if line is not None:
+        warn(line)

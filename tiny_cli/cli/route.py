@@ -16,6 +16,7 @@ from tiny_cli.cli.common import (
     JsonOpt,
     ToolsOpt,
     WideOpt,
+    draw,
     emit,
     json_text,
     settings_from,
@@ -65,7 +66,7 @@ def validate(
     checked = _connect(settings) if connect else None
     found = validate_cards(settings, paths or [], connect=checked, detail=detail)
     human = (found.cards, found.problems, fmt, found.warnings, wide)
-    emit(json_out, found.to_json(), lambda: _draw("validation", *human))
+    emit(json_out, found.to_json(), lambda: draw("render.validation", *human))
     raise typer.Exit(EXIT_PROBLEMS if found.problems else EXIT_OK)
 
 
@@ -191,7 +192,7 @@ def _route_lines(
     if json_out:
         _json_lines([f.to_json() for f in found], slots)
     else:
-        _draw("explanations" if explain else "decisions", found, router)
+        draw("render.explanations" if explain else "render.decisions", found, router)
     return any(why is not None for _, why in slots)
 
 
@@ -218,7 +219,7 @@ def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
         return True
     report = evaluate(router, found.labelled, found.also)
     document = {**report.to_json(), "errors": list(found.errors)}
-    emit(json_out, document, lambda: _draw("evaluation", report))
+    emit(json_out, document, lambda: draw("render.evaluation", report))
     return bool(found.errors)
 
 
@@ -228,16 +229,6 @@ def _connect(settings: Settings) -> Connect:
     from tiny_cli.mcp_import import connect_problems
 
     return lambda cards, mcp: connect_problems(cards, mcp, cache_dir=settings.cache_dir)
-
-
-def _draw(renderer: str, *args: Any) -> None:
-    """Print with `render.<renderer>`: only output a person reads loads rich (`--json` never
-    does). A route shows no live view: a plain console prints it."""
-    from rich.console import Console
-
-    from tiny_cli.cli import render
-
-    getattr(render, renderer)(Console(), *args)
 
 
 def _json_lines(documents: list[dict[str, Any]], slots: list[Slot]) -> None:

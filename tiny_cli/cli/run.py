@@ -231,16 +231,8 @@ def running(
 
     ws = open_workspace(settings, wanted=wanted)
     the_brief = flags.brief()
-    with run_session(
-        settings,
-        command,
-        record=flags.options.record,
-        replay=flags.options.replay,
-        no_log=flags.options.no_log,
-        log_replay=flags.options.log,
-        live=wants_live(flags.quiet, flags.json_out),
-        handles=handles,
-    ) as session:
+    live = wants_live(flags.quiet, flags.json_out)
+    with run_session(settings, command, flags.options, live=live, handles=handles) as session:
         yield Running(ws, the_brief, session, _approver(flags.yes, flags.json_out))
 
 
@@ -325,31 +317,29 @@ class RunOptions:
 def run_session(
     settings: Settings,
     command: str,
+    options: RunOptions,
     *,
-    record: Path | None,
-    replay: Sequence[Path] | None,
-    no_log: bool,
     live: bool,
     handles: Sequence[str] = (),
     resume: Sequence[Path] = (),
-    log_replay: bool = False,
     upgrade: bool = False,
 ) -> Iterator[Session]:
     """Open the command's session, with the live view on stderr while it runs when `live`.
 
-    A replay is not a run: it stays out of the run log unless `log_replay` (`--log`).
+    A replay is not a run: it stays out of the run log unless `options.log` (`--log`).
     """
     view = LiveView(console(stderr=True)) if live else None
     opened: list[Session] = []
+    replay = options.replay
     try:
         with (
             open_session(
                 settings,
                 command,
-                record=record,
+                record=options.record,
                 replay=replay,
                 resume=resume,
-                log=not (no_log or (bool(replay) and not log_replay)),
+                log=not (options.no_log or (bool(replay) and not options.log)),
                 watchers=[view.observer] if view is not None else [],
                 on_log_error=warn,
                 on_warning=warn,

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import typer
 
@@ -16,6 +16,7 @@ from tiny_cli.cli.common import (
     JsonOpt,
     WideOpt,
     confirm,
+    draw,
     emit,
     settings_from,
     stdin_is_terminal,
@@ -75,7 +76,7 @@ def runs_show(
     """Show one run: the transcript with each message's size, tool calls and ghost calls."""
     with _run_log() as log:
         record = log.run(run_id)
-    emit(json_out, record.to_json(), lambda: _draw("run", record, full))
+    emit(json_out, record.to_json(), lambda: draw("render_runs.run", record, full))
 
 
 @runs_app.command("search", epilog=EXAMPLES["runs search"])
@@ -98,7 +99,7 @@ def _list(query: RunQuery, wide: bool, json_out: bool) -> None:
     with _run_log() as log:
         found = log.runs(query)
     rows = [r.to_json() for r in found]
-    emit(json_out, rows, lambda: _draw("runs", found, log.path, _matching(query), wide))
+    emit(json_out, rows, lambda: draw("render_runs.runs", found, log.path, _matching(query), wide))
 
 
 @runs_app.command("stats")
@@ -113,7 +114,8 @@ def runs_stats(
     query = RunQuery(card, model=model, since=_since(since), limit=None)
     with _run_log() as log:
         figures = log.stats(query)
-    emit(json_out, figures.to_json(), lambda: _draw("stats", figures, wide, _matching(query)))
+    matching = _matching(query)
+    emit(json_out, figures.to_json(), lambda: draw("render_runs.stats", figures, wide, matching))
 
 
 @runs_app.command("path")
@@ -214,14 +216,6 @@ def _matching(query: RunQuery) -> str | None:
     said += [f"{flag} {value}" for flag, value in given if value is not None]
     said += [f"--since {query.since.isoformat()}"] if query.since is not None else []
     return " ".join(said) or None
-
-
-def _draw(renderer: str, *args: Any) -> None:
-    """Print with `render_runs.<renderer>`: only output a person reads loads rich, `--json`
-    never does."""
-    from tiny_cli.cli import live, render_runs
-
-    getattr(render_runs, renderer)(live.console(), *args)
 
 
 def _confirm_deletion(ids: Sequence[int]) -> bool:
