@@ -246,6 +246,9 @@ def _edited(tmp_path: Path, **bench: object) -> Path:
         ({"arm": 5}, "header bench.arm: must be str, got a number"),
         ({"repeat": "three"}, "header bench.repeat: must be int, got a string"),
         ({"arm": "bogus"}, "header bench.arm: 'bogus' is not tiny, all-tools or both"),
+        # a choice typer checks while it parses: still the header's, not --prompt's
+        ({"prompt": "bogus"}, "header bench.prompt: must be one of same, card, got 'bogus'"),
+        ({"expected_tools": "middle"}, "header bench.expected_tools: must be one of first, last"),
     ],
 )
 def test_a_recordings_header_gives_only_its_options_of_their_kinds(tiny, tmp_path, edit, said):

@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, Literal, TypeGuard, get_args
 
 from tiny_cli.cards.load import Card
 from tiny_cli.errors import ConfigError
@@ -31,6 +31,8 @@ from tiny_cli.workspace import Workspace
 
 __all__ = [
     "Entry",
+    "Place",
+    "Prompt",
     "RouteBook",
     "as_offered",
     "cards_offering",
@@ -43,6 +45,9 @@ __all__ = [
     "recorded_options",
 ]
 
+Place = Literal["first", "last"]  # where --expected-tools puts the expected card's tools
+Prompt = Literal["same", "card"]  # --prompt: every arm asks alike, or with the card's own
+
 PATH_OPTIONS = ("tasks", "cards")  # options holding paths: kept relative to the recording
 # every option a recording keeps, by the kinds its value may take: a header is a file, so
 # nothing else in it (an output path, --record) ever becomes a command's default
@@ -51,6 +56,11 @@ RECORDED_OPTIONS: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("repeat", "sample", "irrelevance", "seed", "top_k", "context_tokens"), (int,)),
     **dict.fromkeys(("temperature", "hybrid_margin"), (int, float)),
     "expected_tools": (str,),
+}
+# an option whose value is one of a few words: a header's other word is the header's error
+RECORDED_CHOICES: dict[str, tuple[str, ...]] = {
+    "expected_tools": get_args(Place),
+    "prompt": get_args(Prompt),
 }
 SHOWN_CHANGES = 3  # cards named in the one line that says what changed; the rest counted
 TOOLS_LINE = re.compile(r"Tools you can call: (.*?)\. No other tool exists")
@@ -254,6 +264,11 @@ def _check_recorded(recording: Path, name: str, value: Any) -> None:
         raise ConfigError(f"{where}: not an option a recording keeps; remove it from the header")
     if isinstance(value, bool) or not isinstance(value, kinds):
         raise ConfigError(f"{where}: must be {kinds[0].__name__}, got {kind_of(value)}")
+    choices = RECORDED_CHOICES.get(str(name))
+    if choices is not None and value not in choices:
+        raise ConfigError(
+            f"{where}: must be one of {', '.join(choices)}, got {printable(str(value))!r}"
+        )
 
 
 def _relative(path: Path, base: Path) -> str:

@@ -25,7 +25,14 @@ from typing import Any, Literal
 
 from tiny_cli.agent.loop import invoke, tools_section
 from tiny_cli.bench.arms import generalist
-from tiny_cli.bench.making import RouteBook, as_offered, decision_entry, note_making
+from tiny_cli.bench.making import (
+    Place,
+    Prompt,
+    RouteBook,
+    as_offered,
+    decision_entry,
+    note_making,
+)
 from tiny_cli.bench.run import MAX_CONCURRENCY
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
 from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
@@ -105,11 +112,11 @@ class ScaleOptions:
     wall_scale: float = 1.0
     # where the all-tools list puts the expected card's tools: None keeps catalogue order (one
     # shared prefix per universe); "first"/"last" check that position does not decide it
-    expected_tools: Literal["first", "last"] | None = None
+    expected_tools: Place | None = None
     # same: every arm asks with the generalist's system prompt, so the arms differ only in the
     # tools they offer; card: one-card arms (oracle, tiny, a clear hybrid) ask with the card's
     # own prompt, as `tiny delegate` would (prompt and tools then both differ between arms)
-    prompt: Literal["same", "card"] = "same"
+    prompt: Prompt = "same"
 
 
 def is_selection_file(path: Path) -> bool:
@@ -418,9 +425,7 @@ def _one(cards: Mapping[str, Card], card: str | None, options: ScaleOptions) -> 
     return cards[card] if options.prompt == "card" else _generalist([cards[card]])
 
 
-def _placed(
-    cards: tuple[str, ...], expected: str | None, where: Literal["first", "last"] | None
-) -> tuple[str, ...]:
+def _placed(cards: tuple[str, ...], expected: str | None, where: Place | None) -> tuple[str, ...]:
     """The universe's cards in prompt order, the expected one moved first or last if asked."""
     if where is None or expected is None:
         return cards

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 
@@ -24,6 +24,7 @@ from tiny_cli.bench import (
 from tiny_cli.bench.bench_html import write_bench_html
 from tiny_cli.bench.gate import below, check_gates, parse_gates
 from tiny_cli.bench.html import require_charts, write_html
+from tiny_cli.bench.making import Place, Prompt
 from tiny_cli.bench.run import MAX_CONCURRENCY, MAX_REPEAT
 from tiny_cli.bench.scale import (
     DEFAULT_SIZES,
@@ -132,13 +133,13 @@ ContextOpt = Annotated[
     ),
 ]
 PlaceOpt = Annotated[
-    Literal["first", "last"] | None,
+    Place | None,
     typer.Option(
         "--expected-tools", help="first or last: where all-tools lists the expected tools."
     ),
 ]
 PromptOpt = Annotated[
-    Literal["same", "card"],
+    Prompt,
     typer.Option(
         "--prompt",
         help="same: every arm asks alike; card: one-card arms use the card's own prompt.",
@@ -403,8 +404,8 @@ class ScaleFlags:
     top_k: int = 3
     hybrid_margin: float = 1.0
     context_tokens: int = 32_768
-    expected_tools: Literal["first", "last"] | None = None  # typer checks the choice
-    prompt: Literal["same", "card"] = "same"
+    expected_tools: Place | None = None  # typer checks the choice
+    prompt: Prompt = "same"
 
 
 def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: ScaleFlags) -> None:
