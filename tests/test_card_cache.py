@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from tiny_cli.cards.index import CACHE_DIR, _seal
+from tiny_cli.cards.index import CACHE_DIR, RACY_NS, CardIndex, _seal, _stamp
 from tiny_cli.cards.load import check_cards, load_cards
 from tiny_cli.errors import CardError
 
@@ -29,13 +31,18 @@ def _entries(cache: Path) -> dict:
     return json.loads(file.read_text("utf-8"))["files"]
 
 
+def _later() -> int:
+    """A clock as if the index were written well after the files changed: none is racy."""
+    return time.time_ns() + 5 * RACY_NS
+
+
 def test_a_second_load_takes_unchanged_cards_from_the_cache(folder: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    first = load_cards([folder], TOOLS, None, cache)
+    first = load_cards([folder], TOOLS, None, cache, clock=_later)
     assert sorted(Path(p).name for p in _entries(cache)) == sorted(
         p.name for p in folder.glob("*.yaml")
     )
-    assert load_cards([folder], TOOLS, None, cache) == first
+    assert load_cards([folder], TOOLS, None, cache, clock=_later) == first
     # proof that the second load reads the cache, not the file: an entry changed and sealed
     # again, as only the index writes one, is what it gives (a file's edit that keeps its size
     # and mtime is seen: tests/test_portability_fixes.py)
@@ -67,3 +74,20 @@ def test_other_tools_are_another_cache(folder: Path, tmp_path: Path) -> None:
     fewer = {k: v for k, v in TOOLS.items() if k != "docs_search"}
     _, problems = check_cards([folder], fewer, None, cache)
     assert any("docs_search" in p.message for p in problems)  # checked, not taken from cache
+
+
+@pytest.mark.parametrize(("written_after", "taken"), [(RACY_NS // 2, False), (2 * RACY_NS, True)])
+def test_a_file_changed_just_before_the_index_was_written_is_checked_again(
+    folder: Path, tmp_path: Path, written_after: int, taken: bool
+) -> None:
+    # on FAT (2 s mtimes) or HFS+ (1 s) an edit right after a check may leave the whole stamp
+    # as it was: an entry written that close to its file's change is not trusted ("racy")
+    card = folder / "docs-finder.yaml"
+    stamp = _stamp(os.stat(card))
+    changed = max(os.stat(card).st_mtime_ns, os.stat(card).st_ctime_ns)
+    cache = tmp_path / "cache"
+    index = CardIndex.open(cache, [folder], "salt", clock=lambda: changed + written_after)
+    index.put(card, stamp, {"id": "docs-finder"}, 1)
+    index.save([card])
+    again = CardIndex.open(cache, [folder], "salt")
+    assert (again.get(card, stamp) is not None) is taken

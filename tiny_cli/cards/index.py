@@ -10,7 +10,10 @@ time). Everything else a check depends on goes into the salt (`card_salt`: the c
 the registered tools, the MCP servers, the Claude Code tool table a Markdown card's tools are
 read by): another salt, another index. It is one JSON file per set of card folders under the
 cache directory. An entry that is not as the index wrote it (a damaged or hand-edited file)
-is stale: its card file is checked again.
+is stale: its card file is checked again. A file changed less than `RACY_NS` before the index
+was written is checked again too, until an index written later holds it: on a file system whose
+timestamps are coarse (FAT keeps mtimes to 2 s, HFS+ to 1 s) an edit right after a check can
+leave every part of the stamp as it was (git's "racily clean" entries, handled as git does).
 
 The card schema is checked the way a tool call's arguments are (tiny_cli.tools.args_check
 `fast_pass`): a validator fastjsonschema compiles once per process says yes to a good card
@@ -23,7 +26,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -103,7 +107,9 @@ def card_schema() -> dict[str, Any]:
 
 CACHE_DIR = "cards"
 # bump when what an entry holds, or what a check accepts, changes: old indexes are ignored
-INDEX_VERSION = 5
+INDEX_VERSION = 6
+# a file changed this close to the index's writing may change again unseen: FAT's mtime step
+RACY_NS = 2_000_000_000
 
 Stamp = tuple[int, int]  # a file's size and its times and inode (`_stamp`), when listed
 
@@ -212,22 +218,38 @@ def _refusal(entry: os.DirEntry[str], path: Path, folder: Path) -> str | None:
 class CardIndex:
     """The accepted data of unchanged card files, for one salt."""
 
-    def __init__(self, file: Path | None, salt: str, entries: dict[str, list[Any]]) -> None:
+    def __init__(
+        self,
+        file: Path | None,
+        salt: str,
+        entries: dict[str, list[Any]],
+        written: int = 0,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
         self.file = file
         self.salt = salt
         self._entries = entries
+        self._written = written  # when the index was written (ns), as its own entry says
+        self._clock = clock
         self._dirty = False
 
     @classmethod
-    def open(cls, cache_dir: Path | None, paths: Sequence[Path], salt: str) -> CardIndex:
+    def open(
+        cls,
+        cache_dir: Path | None,
+        paths: Sequence[Path],
+        salt: str,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> CardIndex:
         """Open the index of the card folders `paths` (nothing is read when there is none)."""
         if cache_dir is None:
-            return cls(None, salt, {})
+            return cls(None, salt, {}, clock=clock)
         salt = f"{INDEX_VERSION}:{salt}"
         file = index_file(cache_dir, paths)
-        data = read_json(file, salt)
-        entries = data.get("files") if data is not None else None
-        return cls(file, salt, entries if isinstance(entries, dict) else {})
+        data = read_json(file, salt) or {}
+        entries, written = data.get("files"), data.get("written")
+        entries = entries if isinstance(entries, dict) else {}
+        return cls(file, salt, entries, written if type(written) is int else 0, clock)
 
     def get(self, path: Path, stamp: Stamp) -> tuple[dict[str, Any], int | None] | None:
         """Return the accepted data and id line of `path`, if the file is as it was then."""
@@ -237,6 +259,8 @@ class CardIndex:
         # changed, or damaged (not as `put` wrote it): forget it until it passes again
         if not _well_formed(entry) or entry[0] != stamp[0] or entry[1] != stamp[1]:
             self.forget(path)
+            return None
+        if _changed_ns(stamp) > self._written - RACY_NS:  # racy: checked again, then put again
             return None
         return entry[2], entry[3]
 
@@ -261,7 +285,13 @@ class CardIndex:
         if self.file is None or not (self._dirty or stale):
             return
         entries = {k: v for k, v in self._entries.items() if k in wanted}
-        write_json(self.file, {"salt": self.salt, "files": entries})
+        write_json(self.file, {"salt": self.salt, "written": self._clock(), "files": entries})
+
+
+def _changed_ns(stamp: Stamp) -> int:
+    """When a file last changed, as its stamp says: the later of its mtime and ctime (ns)."""
+    times = stamp[1]
+    return max(times >> 128, (times >> 64) & (2**64 - 1))
 
 
 def _well_formed(entry: Any) -> bool:

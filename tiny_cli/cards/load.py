@@ -18,7 +18,8 @@ from __future__ import annotations
 import errno
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -200,9 +201,10 @@ def load_cards(
     known_tools: Mapping[str, bool],
     mcp: McpConfig | None = None,
     cache_dir: Path | None = None,
+    clock: Callable[[], int] = time.time_ns,
 ) -> list[Card]:
     """Load every card under `paths`; raise CardError listing all problems if any."""
-    cards, problems = check_cards(paths, known_tools, mcp, cache_dir)
+    cards, problems = check_cards(paths, known_tools, mcp, cache_dir, clock)
     if problems:
         raise CardError(problems, tuple(cards))
     return cards
@@ -213,19 +215,20 @@ def check_cards(
     known_tools: Mapping[str, bool],
     mcp: McpConfig | None = None,
     cache_dir: Path | None = None,
+    clock: Callable[[], int] = time.time_ns,
 ) -> tuple[list[Card], list[Problem]]:
     """Validate card files; return the good cards and every problem found.
 
     `known_tools` maps each registered tool name to whether it writes; `mcp` holds the servers
     whose tools cards name as `server.tool` (checked offline: the server must be declared).
     With `cache_dir`, a card file accepted before and unchanged since is taken from the card
-    index (tiny_cli.cards.index) instead of being checked again.
+    index (tiny_cli.cards.index) instead of being checked again; `clock` (ns) dates the index.
     """
     cards: list[Card] = []
     listing = list_cards(paths, (mcp.path,) if mcp is not None else ())
     problems = list(listing.problems)
     seen: dict[str, tuple[Path, int | None]] = {}  # id -> where it was first
-    index = CardIndex.open(cache_dir, paths, card_salt(known_tools, mcp))
+    index = CardIndex.open(cache_dir, paths, card_salt(known_tools, mcp), clock)
     for path, stamp in listing.files:
         card, found, id_line = _indexed(path, stamp, known_tools, mcp, index)
         problems.extend(found)
