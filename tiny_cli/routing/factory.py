@@ -191,12 +191,12 @@ def chosen_threshold(
     Precedence: `given` (--threshold / TINY_THRESHOLD) > a fresh derived one > the default.
     `basis`: the keys of the cards and tool texts routed on, and the router (`threshold_basis`).
     """
-    derived = learned.fresh_threshold(fingerprint(embedder), *basis)
     if given is not None:
         return given, 0.0, "given by --threshold or TINY_THRESHOLD"
-    if derived is not None:
-        return derived.value, MARGIN_WEIGHT, derived.describe()
-    return DEFAULT_THRESHOLD, 0.0, _why_default(learned, embedder, basis)
+    why = learned.why_stale(fingerprint(embedder), *basis)
+    if learned.threshold is not None and why is None:
+        return learned.threshold.value, MARGIN_WEIGHT, learned.threshold.describe()
+    return DEFAULT_THRESHOLD, 0.0, _why_default(learned, why)
 
 
 def threshold_basis(cards: Sequence[Card], tool_texts: ToolTexts | None) -> Basis:
@@ -317,10 +317,10 @@ def _fold(task: str) -> int:
     return int(hashlib.sha256(task.encode()).hexdigest(), 16) % FOLDS
 
 
-def _why_default(learned: Learned, embedder: Embedder, basis: Basis) -> str:
+def _why_default(learned: Learned, why: str | None) -> str:
+    """Why the default threshold applies: `why` the derived one is stale, else what is missing."""
     base = f"default {DEFAULT_THRESHOLD}"
     stale = f"{base}: the derived threshold in {learned.path.name} is stale"
-    why = learned.why_stale(fingerprint(embedder), *basis)
     if why is not None:
         return f"{stale}: {why}; run `tiny learn`"
     if learned.threshold is not None or learned.damaged_header:

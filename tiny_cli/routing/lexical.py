@@ -8,13 +8,14 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.text import tokenize
 
-__all__ = ["BM25_K1", "Lexical", "capabilities"]
+__all__ = ["BM25_K1", "Lexical", "capabilities", "read_saved"]
 
 BM25_K1 = 1.2
 LEXICAL_FILE = "lexical.json"
@@ -66,9 +67,8 @@ def _listed(sentence: str) -> list[str]:
         re.sub(_LEADING_AND, "", p).strip() for p in _split_free(sentence[colon + 1 :], "[,;]")
     ]
     parts = [p for p in parts if p]
-    if parts:
-        parts[-1:] = [p.strip() for p in _split_free(parts[-1], _AND, last_only=True)]
-    parts = [p for p in parts if p]
+    if parts:  # `_split_free` gives stripped, non-empty pieces
+        parts[-1:] = _split_free(parts[-1], _AND, last_only=True)
     if len(parts) < 2 or any(_is_value(p) for p in parts):  # one item restates the summary
         return []
     return parts
@@ -213,17 +213,20 @@ class Lexical:
     def _card_words(self) -> list[frozenset[str]]:
         if self._words is None:
             assert self._words_file is not None  # a loaded index names its words file
-            try:
-                rows = json.loads(self._words_file.read_text("utf-8"))
-            except (OSError, ValueError) as exc:
-                raise ConfigError(
-                    f"{self._words_file}: the saved router state went away while in use "
-                    f"({exc}); run again"
-                ) from exc
-            self._words = [frozenset(w) for w in rows]
+            self._words = [frozenset(w) for w in read_saved(self._words_file)]
         return self._words
 
     def _idf(self, word: str) -> float:
         # Lucene's idf, as bm25s uses it: a word in no card gets the largest value
         seen = self._df.get(word, 0)
         return math.log(1 + (self._n - seen + 0.5) / (seen + 0.5))
+
+
+def read_saved(path: Path) -> Any:
+    """Read a JSON file of a saved router state (tiny_cli.routing.state) read after it loaded."""
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"{path}: the saved router state went away while in use ({exc}); run again"
+        ) from exc

@@ -188,26 +188,6 @@ class Router:
         keep_state: bool = True,
         tool_texts: ToolTexts | None = None,
     ) -> None:
-        self.tools = tool_texts or ToolTexts()  # what cards name but do not declare
-        self._progress = progress  # hears how far embedding the cards has got (a new state)
-        self._keep_state = keep_state  # False for throwaway routers (cross-validation folds)
-        self._build(cards, embedder, cache_dir, threshold, out_of_scope, knn, margin)
-        # a task taught as it stands (normalised) goes where it was taught, whatever it scores
-        self.taught = dict(taught or {})
-        self.threshold_source = threshold_source or (
-            f"default {DEFAULT_THRESHOLD}" if threshold is None else "given"
-        )
-
-    def _build(
-        self,
-        cards: Sequence[Card],
-        embedder: Embedder,
-        cache_dir: Path | None,
-        threshold: float | None,
-        out_of_scope: Sequence[str],
-        knn: int,
-        margin: float,
-    ) -> None:
         if not cards:
             raise ConfigError(
                 "no cards to route to; add a card or point --cards at a folder of cards"
@@ -221,22 +201,36 @@ class Router:
         if not math.isfinite(self.threshold):  # nan would abstain on everything, silently
             raise ConfigError(f"threshold {threshold!r} is not a number; use e.g. 1.5")
         self.out_of_scope = tuple(dict.fromkeys(out_of_scope))
-        settings = (knn, margin, _sha(background_texts()), LEXICAL_WEIGHT, self.tools.key())
-        key = state_key(self.cards, self.out_of_scope, fingerprint(embedder), settings)
-        saved = load_state(cache_dir, key) if self._keep_state else None
-        if saved is None:
-            saved = self._computed(VectorCache(cache_dir), knn, margin)
-            if self._keep_state:
-                save_state(cache_dir, key, saved)
+        self.tools = tool_texts or ToolTexts()  # what cards name but do not declare
+        # `progress` hears how far embedding the cards has got (a new state); keep_state=False
+        # for throwaway routers (cross-validation folds)
+        saved = self._state(cache_dir, progress, keep_state)
         self._space, self._lexical, self._oos = saved.space, saved.lexical, saved.out_of_scope
         self._loc, self._scale, self._conf_loc, self._conf_scale = saved.scales
+        # a task taught as it stands (normalised) goes where it was taught, whatever it scores
+        self.taught = dict(taught or {})
+        self.threshold_source = threshold_source or (
+            f"default {DEFAULT_THRESHOLD}" if threshold is None else "given"
+        )
 
-    def _computed(self, cache: VectorCache, knn: int, margin: float) -> Saved:
+    def _state(self, cache_dir: Path | None, progress: Progress | None, keep: bool) -> Saved:
+        """The saved state of what this router is built from, else a new one (saved if `keep`)."""
+        background = _sha(background_texts())
+        settings = (self.knn, self.margin, background, LEXICAL_WEIGHT, self.tools.key())
+        key = state_key(self.cards, self.out_of_scope, fingerprint(self.embedder), settings)
+        saved = load_state(cache_dir, key) if keep else None
+        if saved is None:
+            saved = self._computed(VectorCache(cache_dir), progress)
+            if keep:
+                save_state(cache_dir, key, saved)
+        return saved
+
+    def _computed(self, cache: VectorCache, progress: Progress | None) -> Saved:
         """Embed the card texts, whiten, index, and measure the background: a new state."""
         background = background_vectors(self.embedder, cache)
         texts = routing_texts(self.cards, self.tools.descriptions)
         centre = background.mean(axis=0)
-        self._space = _card_space(cache, self.embedder, texts, centre, knn, self._progress)
+        self._space = _card_space(cache, self.embedder, texts, centre, self.knn, progress)
         self._lexical = _lexical(texts)
         oos = cache.embed(self.embedder, list(self.out_of_scope)) if self.out_of_scope else None
         self._oos = self._space.project(oos) if oos is not None else np.zeros((0, 1), np.float32)
@@ -246,6 +240,7 @@ class Router:
         # the abstain score (best z plus a share of its margin) is a z-score against the
         # background too, so a threshold means the same with or without the margin
         rival = self._z(self._oos_raw(projected))
+        margin = self.margin
         conf = _spread(_with_margin(margin, self._z(raw), rival)) if margin else (0.0, 1.0)
         return Saved(self._space, self._lexical, self._oos, (self._loc, self._scale, *conf))
 
@@ -259,11 +254,7 @@ class Router:
             raise ConfigError(f"--top must be at least 1, got {top}")
         if not tasks:
             return []
-        for task in tasks:
-            check_task(task)
-        projected = self._space.project(self.embedder.embed(list(tasks)))
-        scores = self._z(self._raw(projected, tasks))
-        confidence = self.confidence(scores, self._z(self._oos_raw(projected)))
+        _, scores, confidence = self._scored(tasks)
         return [
             self._decide(task, row, float(c), top)
             for task, row, c in zip(tasks, scores, confidence, strict=True)
@@ -285,18 +276,13 @@ class Router:
 
     def explain(self, task: str, top: int = DEFAULT_TOP) -> Explanation:
         """Route one task and say which text and which words drove each candidate's score."""
-
-        check_task(task)
-        query = self._space.project(self.embedder.embed([task]))
-        row = self._z(self._raw(query, [task]))
-        confidence = self.confidence(row, self._z(self._oos_raw(query)))
+        query, row, confidence = self._scored([task])
         decision = self._decide(task, row[0], float(confidence[0]), top)
-        query = query[0]
         lexical = self._lexical.scores([task])[0]
         by_id = {card_id: i for i, card_id in enumerate(self.ids)}
         reasons = tuple(
-            _reason(
-                self, by_id[c.agent_id], c.score, query, float(lexical[by_id[c.agent_id]]), task
+            self._reason(
+                by_id[c.agent_id], c.score, query[0], float(lexical[by_id[c.agent_id]]), task
             )
             for c in decision.candidates
         )
@@ -325,6 +311,14 @@ class Router:
 
     # --- scoring --------------------------------------------------------------------------
 
+    def _scored(self, tasks: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each task's projected row, its (tasks, cards) z-scores and its abstain score."""
+        for task in tasks:
+            check_task(task)
+        projected = self._space.project(self.embedder.embed(list(tasks)))
+        scores = self._z(self._raw(projected, tasks))
+        return projected, scores, self.confidence(scores, self._z(self._oos_raw(projected)))
+
     def _raw(self, projected: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         """Each card's semantic score plus the weighted lexical score."""
         return self._space.semantic(projected) + LEXICAL_WEIGHT * self._lexical.scores(texts)
@@ -347,25 +341,23 @@ class Router:
     def _z(self, raw: np.ndarray) -> np.ndarray:
         return (raw - self._loc) / self._scale
 
-
-def _reason(
-    router: Router, card: int, score: float, query: np.ndarray, lexical: float, task: str
-) -> Reason:
-    """Why `card` scored `score` for `task` (its row `query`): the text, words and tool."""
-
-    near = router._space.nearest(card, query)
-    return Reason(
-        agent_id=router.ids[card],
-        score=score,
-        cosine=near.cosine,
-        source=near.source,
-        text=near.text,
-        lexical=LEXICAL_WEIGHT * lexical,
-        words=router._lexical.matched(task, card),
-        nearest_example=near.example,
-        nearest_example_cosine=near.example_cosine,
-        tool=tool_named(router.cards, card, router.tools.descriptions, near),
-    )
+    def _reason(
+        self, card: int, score: float, query: np.ndarray, lexical: float, task: str
+    ) -> Reason:
+        """Why `card` scored `score` for `task` (its row `query`): the text, words and tool."""
+        near = self._space.nearest(card, query)
+        return Reason(
+            agent_id=self.ids[card],
+            score=score,
+            cosine=near.cosine,
+            source=near.source,
+            text=near.text,
+            lexical=LEXICAL_WEIGHT * lexical,
+            words=self._lexical.matched(task, card),
+            nearest_example=near.example,
+            nearest_example_cosine=near.example_cosine,
+            tool=tool_named(self.cards, card, self.tools.descriptions, near),
+        )
 
 
 def _spread(values: np.ndarray) -> tuple[float, float]:

@@ -144,14 +144,9 @@ class CardSpace:
         owner = self._owners[best]
         cosine, source, text = float(self._vectors[best] @ query), owner.source, owner.text
         if source == "generated examples":  # the group carried the card: name its nearest
-            made = [
-                j for j, (i, kind, _) in enumerate(self.flat) if i == card and kind == "generated"
-            ]
-            text = self.flat[max(made, key=lambda j: float(self.text_vectors[j] @ query))][2]
-        examples = [
-            j for j, (i, kind, _) in enumerate(self.flat) if i == card and kind == "example"
-        ]
-        near = max(examples, key=lambda j: float(self.text_vectors[j] @ query), default=None)
+            made = self._nearest_text(card, "generated", query)
+            text = text if made is None else self.flat[made][2]
+        near = self._nearest_text(card, "example", query)
         if near is None:
             return Nearest(cosine, source, text, None, None)
         knn = float(self.knn_scores(query[None, :])[0, card])
@@ -160,6 +155,11 @@ class CardSpace:
         return Nearest(
             cosine, source, text, self.flat[near][2], float(self.text_vectors[near] @ query)
         )
+
+    def _nearest_text(self, card: int, kind: str, query: np.ndarray) -> int | None:
+        """The row in `flat` of `card`'s text of `kind` nearest `query`; None if it has none."""
+        rows = [j for j, (i, k, _) in enumerate(self.flat) if i == card and k == kind]
+        return max(rows, key=lambda j: float(self.text_vectors[j] @ query), default=None)
 
     def closeness(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Return, per text: closeness to its own card, to the closest other card, which one.

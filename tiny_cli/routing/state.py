@@ -26,7 +26,7 @@ import numpy as np
 
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
-from tiny_cli.routing.lexical import Lexical
+from tiny_cli.routing.lexical import Lexical, read_saved
 from tiny_cli.routing.space import CardSpace, space_from_parts, space_parts
 
 __all__ = [
@@ -164,12 +164,7 @@ def _reader(path: Path) -> Callable[[], dict[str, Any]]:
     """Read the texts when first asked (the state was just marked most recent: kept)."""
 
     def read() -> dict[str, Any]:
-        try:
-            data = json.loads(path.read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(
-                f"{path}: the saved router state went away while in use ({exc}); run again"
-            ) from exc
+        data = read_saved(path)
         if not _texts_ok(data):  # damaged after it loaded: gone, so the next run builds it
             shutil.rmtree(path.parent, ignore_errors=True)
             raise ConfigError(f"{path}: the saved router state is damaged; removed, run again")

@@ -41,7 +41,6 @@ __all__ = [
     "parameter_values",
     "save_mcp_tools",
     "split_name",
-    "tool_key",
     "tool_named",
     "tool_views",
 ]
@@ -71,8 +70,14 @@ class ToolTexts:
 
     def key(self, cards: Sequence[Card] | None = None) -> str:
         """Hash what routing reads of these (part of the router state's key); with `cards`,
-        only the tool texts those cards are routed by (a derived threshold's basis)."""
-        return tool_key(self.descriptions, cards)
+        only the tool texts those cards are routed by (a derived threshold's basis): a tool no
+        card allows changes nothing."""
+        if cards is not None:
+            views = json.dumps(tool_views(cards, self.descriptions), ensure_ascii=False)
+            return hashlib.sha256(views.encode()).hexdigest()[:32]
+        text = json.dumps(sorted(self.descriptions.items()), ensure_ascii=False)
+        builtin = json.dumps(sorted(builtin_descriptions().items()), ensure_ascii=False)
+        return hashlib.sha256(f"{text}\0{builtin}\0{MAX_TOOL_SHARE}".encode()).hexdigest()[:32]
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -160,17 +165,6 @@ def view_text(name: str, description: str) -> str:
     return f"{words}: {' '.join(description.split())}" if description.strip() else words
 
 
-def tool_key(descriptions: Mapping[str, str], cards: Sequence[Card] | None = None) -> str:
-    """Hash the tool descriptions a router is given (part of its state's key), or with
-    `cards` the tool views they give those cards: a tool no card allows changes nothing."""
-    if cards is not None:
-        views = json.dumps(tool_views(cards, descriptions), ensure_ascii=False)
-        return hashlib.sha256(views.encode()).hexdigest()[:32]
-    text = json.dumps(sorted(descriptions.items()), ensure_ascii=False)
-    builtin = json.dumps(sorted(builtin_descriptions().items()), ensure_ascii=False)
-    return hashlib.sha256(f"{text}\0{builtin}\0{MAX_TOOL_SHARE}".encode()).hexdigest()[:32]
-
-
 def _given(descriptions: Mapping[str, str], tool: str) -> str:
     """A tool's description from the caller: by the card's name for it, or `server.tool`."""
     return descriptions.get(tool) or descriptions.get(original(tool), "")
@@ -187,7 +181,7 @@ def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
         descriptions.update(
             (name, registry[name].description) for name in registry if name not in builtin
         )
-    mcp, written = _mcp_tools(settings.cache_dir)
+    mcp, written, _ = _kept(settings.cache_dir)
     descriptions.update(mcp)
     if written is None:
         return ToolTexts(descriptions)
@@ -216,9 +210,9 @@ def save_mcp_tools(
     # read, merge and write under the lock: two lists saved at once would each write the
     # file as it was plus their own servers, and the one written first would lose its servers
     with contextlib.suppress(ConfigError), locked(cache_dir / MCP_TOOLS_FILE):
-        found, _ = _mcp_tools(cache_dir)
+        found, _, times = _kept(cache_dir)
         kept = {name: text for name, text in found.items() if _server(name) not in listed}
-        times = {**_server_times(cache_dir), **dict.fromkeys(listed, now)}
+        times.update(dict.fromkeys(listed, now))
         data = {"salt": MCP_TOOLS_SALT, "written": now, "tools": {**kept, **tools},
                 "servers": times}  # fmt: skip
         write_json(cache_dir / MCP_TOOLS_FILE, data)
@@ -231,8 +225,7 @@ def _server(name: str) -> str:
 
 def mcp_tool_lists(cache_dir: Path, now: float) -> tuple[dict[str, str], dict[str, float]]:
     """The kept MCP tool descriptions, and how many seconds ago each server's were listed."""
-    tools, written = _mcp_tools(cache_dir)
-    times = _server_times(cache_dir)
+    tools, written, times = _kept(cache_dir)
     for name in tools:  # a list kept before servers had their own times: the file's time
         server = _server(name)
         if server not in times and written is not None:
@@ -240,22 +233,20 @@ def mcp_tool_lists(cache_dir: Path, now: float) -> tuple[dict[str, str], dict[st
     return tools, {server: max(0.0, now - at) for server, at in times.items()}
 
 
-def _server_times(cache_dir: Path) -> dict[str, float]:
-    data: Any = read_json(cache_dir / MCP_TOOLS_FILE, MCP_TOOLS_SALT)
-    servers = data.get("servers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        return {}
-    return {str(k): float(v) for k, v in servers.items() if isinstance(v, int | float)}
-
-
-def _mcp_tools(cache_dir: Path) -> tuple[dict[str, str], float | None]:
-    """The kept MCP tool descriptions and when they were written; none if unreadable."""
-    data: Any = read_json(cache_dir / MCP_TOOLS_FILE, MCP_TOOLS_SALT)
-    tools = data.get("tools") if isinstance(data, dict) else None
-    written = data.get("written") if isinstance(data, dict) else None
+def _kept(cache_dir: Path) -> tuple[dict[str, str], float | None, dict[str, float]]:
+    """The kept MCP tool descriptions and when they were written (none if unreadable), and
+    when each server's were listed."""
+    data: dict[str, Any] = read_json(cache_dir / MCP_TOOLS_FILE, MCP_TOOLS_SALT) or {}
+    tools, written, servers = data.get("tools"), data.get("written"), data.get("servers")
+    times = (
+        {str(k): float(v) for k, v in servers.items() if isinstance(v, int | float)}
+        if isinstance(servers, dict)
+        else {}
+    )
     if not isinstance(tools, dict) or not isinstance(written, int | float):
-        return {}, None
-    return {str(k): str(v) for k, v in tools.items() if isinstance(v, str)}, float(written)
+        return {}, None, times
+    found = {str(k): str(v) for k, v in tools.items() if isinstance(v, str)}
+    return found, float(written), times
 
 
 def _age(seconds: float) -> str:
