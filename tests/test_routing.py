@@ -110,6 +110,8 @@ def test_top_limits_candidates_and_must_be_positive(router: Router) -> None:
     assert len(router.route("make me a sandwich", top=50).candidates) == 3
     with pytest.raises(ConfigError, match="--top must be at least 1"):
         router.route("x", top=0)
+    with pytest.raises(ConfigError, match="--top must be at least 1"):  # an IndexError before
+        router.explain("how did the onboarding process work again", top=0)
 
 
 def test_threshold_override_moves_the_decision(

@@ -250,8 +250,7 @@ class Router:
 
     def route_many(self, tasks: Sequence[str], top: int = DEFAULT_TOP) -> list[Decision]:
         """Route many tasks, embedding them in one batch."""
-        if top < 1:
-            raise ConfigError(f"--top must be at least 1, got {top}")
+        _check_top(top)
         if not tasks:
             return []
         _, scores, confidence = self._scored(tasks)
@@ -276,6 +275,7 @@ class Router:
 
     def explain(self, task: str, top: int = DEFAULT_TOP) -> Explanation:
         """Route one task and say which text and which words drove each candidate's score."""
+        _check_top(top)
         query, row, confidence = self._scored([task])
         decision = self._decide(task, row[0], float(confidence[0]), top)
         lexical = self._lexical.scores([task])[0]
@@ -358,6 +358,12 @@ class Router:
             nearest_example_cosine=near.example_cosine,
             tool=tool_named(self.cards, card, self.tools.descriptions, near),
         )
+
+
+def _check_top(top: int) -> None:
+    """A decision names at least its best candidate."""
+    if top < 1:
+        raise ConfigError(f"--top must be at least 1, got {top}")
 
 
 def _spread(values: np.ndarray) -> tuple[float, float]:
