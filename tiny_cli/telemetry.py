@@ -76,6 +76,7 @@ ABORTED = "aborted"  # error.type of a run an error ended (Aborted): its message
 
 OPERATION = "gen_ai.operation.name"
 SYSTEM = "gen_ai.system"  # before 1.37's gen_ai.provider.name; some backends still read it
+PROVIDER_NAMES = {"gen_ai.provider.name": PROVIDER, SYSTEM: PROVIDER}
 AGENT_NAME, AGENT_ID = "gen_ai.agent.name", "gen_ai.agent.id"
 REQUEST_MODEL, MAX_TOKENS = "gen_ai.request.model", "gen_ai.request.max_tokens"
 INPUT_TOKENS, OUTPUT_TOKENS = "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"
@@ -193,17 +194,15 @@ class _RunTrace:
             return
         attributes = {
             OPERATION: "chat",
-            "gen_ai.provider.name": PROVIDER,
-            SYSTEM: PROVIDER,
+            **PROVIDER_NAMES,
             REQUEST_MODEL: self.model,
             MAX_TOKENS: self.max_tokens,
             "tiny.turn": e.turn,
             "tiny.json_mode": e.json_mode,
             **self.t.server,
         }
-        self.chat = self._start(
-            f"chat {self.model}", self._under(self.agent), attributes, kind="client"
-        )
+        under = self._under(self.agent)
+        self.chat = self._start(f"chat {self.model}", under, attributes, kind=SpanKind.CLIENT)
 
     def model_replied(self, e: ModelReplied) -> None:
         """Close the request's span with the usage and the finish reason."""
@@ -308,13 +307,10 @@ class _RunTrace:
         parent: Context | None,
         attributes: Mapping[str, Any],
         start: int | None = None,
-        kind: str = "internal",
+        kind: SpanKind = SpanKind.INTERNAL,
     ) -> Span:
         self.opened = True
-        spans_kind = SpanKind.CLIENT if kind == "client" else SpanKind.INTERNAL
-        return self.t.tracer.start_span(
-            name, parent, spans_kind, dict(attributes), start_time=start
-        )
+        return self.t.tracer.start_span(name, parent, kind, dict(attributes), start_time=start)
 
 
 def _route_attributes(e: Routed) -> dict[str, Any]:
@@ -330,8 +326,7 @@ def _route_attributes(e: Routed) -> dict[str, Any]:
 def _agent_attributes(e: RunStarted) -> dict[str, Any]:
     return {
         OPERATION: "invoke_agent",
-        "gen_ai.provider.name": PROVIDER,
-        SYSTEM: PROVIDER,
+        **PROVIDER_NAMES,
         AGENT_NAME: e.card_id,
         AGENT_ID: e.card_id,
         REQUEST_MODEL: e.model,

@@ -28,10 +28,9 @@ from tiny_cli.errors import ConfigError, CrmDuplicate, ToolError
 from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Settings
 from tiny_cli.tools.registry import LazyTool, Registry, Tool, load_tool_module
 
-if TYPE_CHECKING:  # imported by `_web` and `_handbook` only: these name their types
+if TYPE_CHECKING:  # at run time, `_web` imports these (on first use)
     import httpx
 
-    from tiny_cli.tools.handbook import Handbook
     from tiny_cli.tools.web import AddressPolicy
 
 __all__ = [
@@ -76,7 +75,7 @@ def builtin_entries(
     policy = _web().AddressPolicy.of(settings.allow_hosts) if settings.allow_hosts else None
     owners: dict[type, Callable[[], Any]] = {
         _WebTools: functools.cache(lambda: _WebTools(policy, transport)),
-        _DocsTools: functools.cache(lambda: _DocsTools(_handbook(settings.docs_dir))),
+        _DocsTools: functools.cache(lambda: _DocsTools(settings.docs_dir)),
         _CrmTools: functools.cache(lambda: _CrmTools(settings.home)),
     }
     return [
@@ -119,8 +118,10 @@ class _WebTools:
 class _DocsTools:
     """docs_search over one knowledge folder (its index is shared per folder state)."""
 
-    def __init__(self, handbook: Handbook) -> None:
-        self._handbook = handbook
+    def __init__(self, folder: Path) -> None:
+        from tiny_cli.tools.handbook import Handbook  # imported when a run looks docs_search up
+
+        self._handbook = Handbook(folder)
 
     def docs_search(
         self,
@@ -239,13 +240,6 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 def _specs(tools_spec: str | None) -> list[str]:
     """Split 'a.py, pkg.mod' into specs; an empty setting means no user tools."""
     return [s.strip() for s in (tools_spec or "").split(",") if s.strip()]
-
-
-def _handbook(folder: Path) -> Handbook:
-    """The knowledge folder's search, imported when a run looks docs_search up."""
-    from tiny_cli.tools.handbook import Handbook
-
-    return Handbook(folder)
 
 
 def _web() -> types.ModuleType:

@@ -24,19 +24,18 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
-import httpx2
 import jsonschema
 from mcp import Client
 from mcp.client import stdio
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from tiny_cli.errors import ToolCallError, ToolServerError
-from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS, written_forms
+from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS, REDACTED, written_forms
 from tiny_cli.tools.args_check import dialect
-from tiny_cli.tools.mcp_config import URL_SCHEME, McpServer
+from tiny_cli.tools.mcp_config import URL_PASSWORD, McpServer
 from tiny_cli.tools.registry import Tool
 
 T = TypeVar("T")
@@ -57,12 +56,9 @@ STDERR_CHARS = 200  # of a server's last stderr line, quoted when it fails
 STDERR_TAIL_BYTES = 4096
 STDERR_READ_BYTES = 65_536  # read from its stderr pipe at a time
 STDERR_DRAIN_SECONDS = 1.0  # a gone server's last lines are waited for at most this long
-REDACTED = "[redacted]"
 # the SDK's loggers: its modules' (`mcp.client.stdio`, ...) and its client session's ("client")
 SDK_LOGGERS = ("mcp", "client")
 SDK_WARNINGS = 5  # lines of the SDK's own logging shown per process; the rest are counted
-# a URL's password in an error (the SDK's or httpx's may quote the server's URL): group 1 kept
-URL_PASSWORD_SHOWN = rf"(?i)({URL_SCHEME}[^/?#@:\s]*:)[^/?#@\s]*@"
 
 
 def stop_servers(quick: bool = False) -> None:
@@ -264,13 +260,14 @@ class _Session:
         return self.redact(self.host.run(self._call(tool, arguments), None))
 
     def tool(self, wire: str, name: str, published: Any) -> Tool | str:
-        """The registry's Tool for one of this server's published tools, or why it cannot be."""
+        """The registry's Tool for one of this server's published tools, or why it cannot be
+        (mcp_tools asks the session: it never imports this module, the SDK's, itself)."""
         return _tool(wire, name, published, self.server)
 
     def failed(self, why: str) -> ToolServerError:
         """Return the error that this server cannot be used, with `why` redacted and no URL's
-        password in it."""
-        hidden = re.sub(URL_PASSWORD_SHOWN, rf"\1{REDACTED}@", self.redact(why))
+        password in it (the SDK's or httpx's words may quote the server's URL)."""
+        hidden = re.sub(URL_PASSWORD, rf"\1{REDACTED}", self.redact(why))
         return ToolServerError(hidden, server=self.server.name)
 
     def redact(self, text: str) -> str:
@@ -400,17 +397,14 @@ class _StderrTail:
             self.file.close()
 
 
-def _http_transport(server: McpServer) -> Any:
-    """Return a streamable HTTP transport that sends the server's headers (on our own client:
-    the SDK's default one cannot carry them)."""
-    client = httpx2.AsyncClient(headers=dict(server.headers), timeout=httpx2.Timeout(30, read=300))
-    return _closing(client, streamable_http_client(server.url or "", http_client=client))
-
-
 @contextlib.asynccontextmanager
-async def _closing(client: Any, transport: Any) -> Any:
-    """Enter the transport; close our HTTP client after it (the SDK leaves a given one open)."""
-    async with client, transport as streams:
+async def _http_transport(server: McpServer) -> Any:
+    """The streamable HTTP transport, on our own client with the server's headers (the SDK's
+    default one cannot carry them), closed after it (the SDK leaves a given one open)."""
+    async with (
+        create_mcp_http_client(dict(server.headers)) as client,
+        streamable_http_client(server.url or "", http_client=client) as streams,
+    ):
         yield streams
 
 

@@ -35,8 +35,8 @@ REFERENCE = r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"
 # a header or env entry whose name says it holds a secret must take it from the environment
 SECRET_NAME = r"(?i)key|token|secret|passw|credential|authorization|^auth|cookie"
 # ...and hold nothing but `${VAR}`, after an auth scheme at most: no literal part to leak
-SCHEMES = ("Bearer", "Basic", "Token", "Bot", "Digest", "ApiKey", "Key", "JWT", "OAuth")
-SECRET_VALUE = rf"(?i)(?:(?:{'|'.join(SCHEMES)}) )?\$\{{[A-Za-z_][A-Za-z0-9_]*\}}"
+SCHEME = r"(?:(?:Bearer|Basic|Token|Bot|Digest|ApiKey|Key|JWT|OAuth) )"  # with its space
+SECRET_VALUE = rf"(?i){SCHEME}?{REFERENCE}"
 SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "type")
 # a URL's scheme, tried only where a word starts (else a long word costs its length squared)
 URL_SCHEME = r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://"

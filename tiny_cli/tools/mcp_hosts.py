@@ -27,7 +27,7 @@ from tiny_cli.settings import credential_param
 from tiny_cli.text import kind_of, printable
 from tiny_cli.tools.mcp_config import (
     REFERENCE,
-    SCHEMES,
+    SCHEME,
     SECRET_NAME,
     SERVER_NAME,
     URL_PASSWORD,
@@ -276,11 +276,8 @@ class _Lifter:
         out = {}
         for key, value in (raw or {}).items():
             text, where = _references(value, server), f"{section}.{key}"
-            if re.search(SECRET_NAME, str(key)):
-                text = self._lift(server, where, str(key), text)
-            else:
-                text = self._value(server, where, str(key), text)
-            out[str(key)] = text
+            lift = self._lift if re.search(SECRET_NAME, str(key)) else self._value
+            out[str(key)] = lift(server, where, str(key), text)
         return out
 
     def _arg(self, server: str, args: list[str], at: int) -> str:
@@ -319,9 +316,9 @@ class _Lifter:
     def _lift(self, server: str, where: str, key: str, value: str, decode: bool = False) -> str:
         """Replace a literal secret by `${VAR}` (a scheme in front stays); keep the value,
         percent-decoded if `decode` (a URL's password: mcp.yaml encodes it when it starts)."""
-        if not re.search(r"\S", value) or re.fullmatch(REFERENCE, value):
+        if not re.search(r"\S", value):
             return value
-        scheme = re.match(rf"(?i)^((?:{'|'.join(SCHEMES)}) )(\S.*)$", value)
+        scheme = re.match(rf"(?i)^({SCHEME})(\S.*)$", value)
         prefix, secret = (scheme.group(1), scheme.group(2)) if scheme else ("", value)
         if re.fullmatch(REFERENCE, secret):
             return value

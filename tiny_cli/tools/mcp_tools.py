@@ -51,8 +51,7 @@ class McpTools:
     def owns(self, name: str) -> bool:
         """Say whether `name` is a card's name (a WireName) for a tool of a server in this file
         (the bare wire name a model sends resolves through the card that lists it)."""
-        parts = qualified(original(name)) if isinstance(name, WireName) else None
-        return parts is not None and parts[0] in self.config.servers
+        return any(server in self.config.servers for server in _by_server([name]))
 
     def bind(self, names: Sequence[str], seconds: float, may_write: bool) -> None:
         """Start the servers `names` need and bind their tools; ToolServerError if impossible."""

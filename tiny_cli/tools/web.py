@@ -67,6 +67,13 @@ LINE_TAGS = (
 # Private-use characters: they survive whitespace folding, unlike real newlines.
 PARAGRAPH_BREAK = "\ue001"
 PRE_BREAK = "\ue000"
+# What goes before and after an element: where a browser breaks lines.
+MARKS = {
+    **dict.fromkeys(LINE_TAGS, ("\n", "\n")),
+    **dict.fromkeys(PARAGRAPH_TAGS, (PARAGRAPH_BREAK, PARAGRAPH_BREAK)),
+    "li": ("\n- ", "\n"),
+    "br": ("\n", ""),
+}
 BREAK_RUN = re.compile(r"[\s\ue000\ue001]*[\n\ue001][\s\ue000\ue001]*")
 WHITESPACE = re.compile(r"\s+")
 # Spaces doubled where inline strings meet; not at a <pre> line start, whose indent counts.
@@ -432,7 +439,7 @@ class _Page(HTMLParser):
         self._flush()
         values = dict(attrs)
         skip = tag in SKIP_TAGS or "hidden" in values or values.get("aria-hidden") == "true"
-        before, after = _marks(tag)
+        before, after = MARKS.get(tag, ("", ""))
         parent = self._open[-1] if self._open else None
         if not self._skipped and parent is not None and parent[0] == "tr" and tag in ("td", "th"):
             self.out.append(" | " if parent[2] else "")  # between a row's cells, hidden or not
@@ -489,19 +496,6 @@ class _Page(HTMLParser):
             self.out.append(text.replace("\n", PRE_BREAK))
         else:
             self.out.append(WHITESPACE.sub(" ", text))
-
-
-def _marks(name: str) -> tuple[str, str]:
-    """Return what goes before and after an element: where a browser breaks lines."""
-    if name == "br":
-        return "\n", ""
-    if name in PARAGRAPH_TAGS:
-        return PARAGRAPH_BREAK, PARAGRAPH_BREAK
-    if name == "li":
-        return "\n- ", "\n"
-    if name in LINE_TAGS:
-        return "\n", "\n"
-    return "", ""
 
 
 def _layout(text: str) -> str:
