@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
 
-from tiny_cli.cards.index import CACHE_DIR, CLAUDE_TOOLS, _seal, list_cards
+from tiny_cli.cards.index import CACHE_DIR, CLAUDE_TOOLS, RACY_NS, _seal, list_cards
 from tiny_cli.cards.load import check_cards, load_cards
 from tiny_cli.testing import reply, tool_call
 
@@ -288,10 +289,15 @@ def test_the_cache_hit_returns_identical_markdown_cards(
     folder = expense.parent
     (folder / subagent.name).write_text(subagent.read_text("utf-8"), "utf-8")
     cache = tmp_path / "cache"
-    first = load_cards([folder], TOOLS, None, cache)
+
+    # dated well after the files were written: none is "racily clean" (cards/index.py RACY_NS)
+    def later() -> int:
+        return time.time_ns() + 5 * RACY_NS
+
+    first = load_cards([folder], TOOLS, None, cache, clock=later)
     [entries] = [json.loads(f.read_text("utf-8"))["files"] for f in (cache / CACHE_DIR).iterdir()]
     assert {e[2]["instructions"] for e in entries.values()} == {c.instructions for c in first}
-    second = load_cards([folder], TOOLS, None, cache)
+    second = load_cards([folder], TOOLS, None, cache, clock=later)
     assert second == first
     assert [c.instructions for c in second] == [c.instructions for c in first]
     assert "exactly as the page" in second[0].instructions
@@ -303,7 +309,8 @@ def test_the_cache_hit_returns_identical_markdown_cards(
     entry[2]["instructions"] = entry[2]["instructions"].replace("exactly", "EXACTLY")
     entry[4] = _seal(entry[2], entry[3])
     index.write_text(json.dumps(data), "utf-8")
-    assert "EXACTLY as the page" in load_cards([folder], TOOLS, None, cache)[0].instructions
+    again = load_cards([folder], TOOLS, None, cache, clock=later)
+    assert "EXACTLY as the page" in again[0].instructions
 
 
 def test_problems_name_files_relative_to_the_working_folder_as_the_docs_do(
