@@ -22,7 +22,7 @@ from tiny_cli.cards.grouping import CARD_TOOLS, plan_cards
 from tiny_cli.tools.mcp_client import stop_servers
 from tiny_cli.tools.mcp_config import load_mcp_config
 from tiny_cli.tools.mcp_hosts import merge_mcp_yaml, read_host_config
-from tiny_cli.tools.mcp_listing import ListedTool
+from tiny_cli.tools.mcp_listing import ListedTool, list_servers
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 _spec = importlib.util.spec_from_file_location("catalogue", SERVERS / "catalogue.py")
@@ -388,3 +388,22 @@ def test_a_host_server_with_a_setting_tiny_does_not_know_is_skipped_by_name(tmp_
     found = read_host_config(config)
     assert found.servers == {}
     assert found.skipped == (("a", "a setting tiny does not carry over: envFile"),)
+
+
+def test_a_server_listed_again_in_one_process_is_asked_again_not_the_sdks_cache(
+    tmp_path: Path,
+) -> None:
+    # the server lets clients keep its list an hour (ttlMs), and lists one tool more each time
+    # it is asked: a second listing in the same process must be the server's answer now
+    growing = Path(__file__).resolve().parent / "mcp_servers" / "growing.py"
+    mcp = tmp_path / "mcp.yaml"
+    server = {"command": sys.executable, "args": [str(growing)]}
+    mcp.write_text(yaml.safe_dump({"servers": {"growing": server}}), encoding="utf-8")
+    config = load_mcp_config(mcp)
+    assert config is not None
+    try:
+        first, second = (list_servers([config.servers["growing"]])[0] for _ in range(2))
+    finally:
+        stop_servers()
+    named = [t.name for t in first.tools]
+    assert named and [t.name for t in second.tools] == [*named, f"listed_{len(named) + 1}"]

@@ -409,11 +409,12 @@ async def _http_transport(server: McpServer) -> Any:
 
 
 async def _listing(client: Any) -> dict[str, Any]:
-    """Read every page of tools/list."""
+    """Read every page of tools/list from the server: never the SDK's response cache, which
+    would give a server listed before (with a `ttlMs`) its old list."""
     tools: dict[str, Any] = {}
     cursor = None
     for _ in range(LIST_PAGES):
-        page = await client.list_tools(cursor=cursor)
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
         tools.update((t.name, t) for t in page.tools)
         cursor = page.next_cursor
         if cursor is None:
