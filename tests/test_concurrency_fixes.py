@@ -29,7 +29,7 @@ from tiny_cli.routing.state import STATE_DIR
 from tiny_cli.routing.tooltexts import mcp_tool_lists
 from tiny_cli.runs import DB_NAME, RunLog
 from tiny_cli.runs.log import GONE
-from tiny_cli.runs.store import this_process
+from tiny_cli.runs.store import now, this_process
 from tiny_cli.settings import Settings, load_settings
 from tiny_cli.teach import correct_run, learn, learn_from
 from tiny_cli.tools.web import AddressPolicy, shared_client
@@ -45,15 +45,16 @@ IDENTITY = this_process()
 needs_proc = pytest.mark.skipif(IDENTITY is None, reason="no /proc: the pid alone tells")
 
 
-def _running_row(home: Path, pid: object, process: str | None) -> int:
-    """Insert a `running` row as a process `process` with pid `pid` would have written it."""
+def _running_row(home: Path, pid: object, process: str | None, started: str = "") -> int:
+    """Insert a `running` row as a process `process` with pid `pid` would have written it,
+    started at `started` (ISO 8601; by default now)."""
     RunLog.open(home).close()  # the schema, as this tiny makes it
     with sqlite3.connect(home / DB_NAME) as db:
         cursor = db.execute(
             "INSERT INTO runs (started_at, command, label, endpoint, goal, status, transcript, "
-            "calls, pid, process) VALUES ('2026-01-01T10:00:00.000+00:00', 'invoke', 'invoke', "
+            "calls, pid, process) VALUES (?, 'invoke', 'invoke', "
             "'127.0.0.1', 'a task', 'running', '[]', '[]', ?, ?)",
-            (pid, process),
+            (started or now(), pid, process),
         )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
@@ -101,6 +102,16 @@ def test_a_run_of_this_process_stays_running_and_is_not_deleted(home: Path) -> N
         assert {log.run(mine).status, log.run(legacy).status} == {"running"}
         with pytest.raises(ConfigError, match="still running"):
             log.delete([mine])
+
+
+@needs_proc
+def test_a_run_from_before_v6_that_started_before_this_boot_is_interrupted(home: Path) -> None:
+    # no identity kept: its pid, alive now (this process's), was another process's then
+    legacy = _running_row(home, os.getpid(), None, started="2000-01-01T00:00:00.000+00:00")
+    with RunLog.open(home) as log:
+        row = log.run(legacy).summary
+        assert (row.status, row.reason) == ("interrupted", GONE)
+        assert log.delete([legacy]).runs == (legacy,)
 
 
 @needs_proc

@@ -258,7 +258,7 @@ def _whole(path: Path) -> Iterator[TextIO]:
         raise
 
 
-RUNNING_SQL = "SELECT id, pid, process FROM runs WHERE status = 'running'"
+RUNNING_SQL = "SELECT id, pid, process, started_at FROM runs WHERE status = 'running'"
 INTERRUPTED_WAIT = 1.0  # seconds Ctrl-C waits for queued writes (the sweep covers the rest)
 GONE = "the process ended before the run finished"
 Confirm = Callable[[Sequence[int]], bool]  # shown the ids a deletion takes: go ahead?
@@ -316,7 +316,11 @@ class RunLog:
         me = os.getpid()
         with self._reading() as db:
             rows = db.execute(RUNNING_SQL).fetchall()
-            dead = [(run_id,) for run_id, pid, process in rows if _gone(pid, process, me)]
+            dead = [
+                (run_id,)
+                for run_id, pid, process, started in rows
+                if _gone(pid, process, started, me)
+            ]
             if dead:
                 with transaction(db):
                     db.executemany(INTERRUPT, [(now(), GONE, *d) for d in dead])
@@ -463,13 +467,14 @@ class RunLog:
         return ConfigError(f"no run {run_id} in the run log {self.path}: `tiny runs` lists them")
 
 
-def _gone(pid: object, process: object, me: int) -> bool:
+def _gone(pid: object, process: object, started: object, me: int) -> bool:
     """Tell whether the process that wrote a `running` row is gone: by the identity the row
     keeps (a pid a reboot or another PID namespace gave to another process, this one's
-    included), else by the pid (a row from before schema v6, or from a system without /proc)."""
+    included), else (a row from before schema v6, or from a system without /proc) by when it
+    started, before this boot, or by the pid."""
     running = store.still_running(pid, process)
     if running is None:
-        return pid != me and not _alive(pid)
+        return store.before_boot(started) or (pid != me and not _alive(pid))
     return not running
 
 

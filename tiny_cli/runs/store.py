@@ -317,6 +317,7 @@ def migrate(db: sqlite3.Connection, path: Path, fts5: Probe | None = None) -> No
 # NULL, and the pid alone tells, as before v6).
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+BOOT_STAT = "/proc/stat"  # its btime line: when the machine booted, in seconds since the epoch
 
 
 def this_process() -> str | None:
@@ -342,6 +343,17 @@ def still_running(pid: object, process: object) -> bool | None:
     if namespace == where[1]:  # the pid is numbered here: is it still the same process?
         return type(pid) is int and pid > 0 and _started(pid) == start
     return _in_sight(namespace, start)
+
+
+def before_boot(started: object) -> bool:
+    """Tell whether a row started before this machine booted (then no process of it runs,
+    whatever its pid names now); False when /proc or the row cannot tell."""
+    try:
+        with open(BOOT_STAT, encoding="ascii") as file:
+            boot = next(int(line.split()[1]) for line in file if line.startswith("btime "))
+        return datetime.fromisoformat(str(started)).timestamp() < boot
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
 
 
 def _where() -> tuple[str, str] | None:
