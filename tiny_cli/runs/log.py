@@ -316,11 +316,7 @@ class RunLog:
         me = os.getpid()
         with self._reading() as db:
             rows = db.execute(RUNNING_SQL).fetchall()
-            dead = [
-                (run_id,)
-                for run_id, pid, process, started in rows
-                if _gone(pid, process, started, me)
-            ]
+            dead = [(row[0],) for row in rows if _gone(row, me)]
             if dead:
                 with transaction(db):
                     db.executemany(INTERRUPT, [(now(), GONE, *d) for d in dead])
@@ -467,11 +463,12 @@ class RunLog:
         return ConfigError(f"no run {run_id} in the run log {self.path}: `tiny runs` lists them")
 
 
-def _gone(pid: object, process: object, started: object, me: int) -> bool:
-    """Tell whether the process that wrote a `running` row is gone: by the identity the row
-    keeps (a pid a reboot or another PID namespace gave to another process, this one's
-    included), else (a row from before schema v6, or from a system without /proc) by when it
-    started, before this boot, or by the pid."""
+def _gone(row: Sequence[object], me: int) -> bool:
+    """Tell whether the process that wrote a `running` row (as RUNNING_SQL reads it) is gone:
+    by the identity the row keeps (a pid a reboot or another PID namespace gave to another
+    process, this one's included), else (a row from before schema v6, or from a system without
+    /proc) by when it started, before this boot, or by the pid."""
+    _, pid, process, started = row
     running = store.still_running(pid, process)
     if running is None:
         return store.before_boot(started) or (pid != me and not _alive(pid))
