@@ -89,5 +89,12 @@ def test_a_file_changed_just_before_the_index_was_written_is_checked_again(
     index = CardIndex.open(cache, [folder], "salt", clock=lambda: changed + written_after)
     index.put(card, stamp, {"id": "docs-finder"}, 1)
     index.save([card])
-    again = CardIndex.open(cache, [folder], "salt")
+    again = CardIndex.open(cache, [folder], "salt", clock=lambda: changed + 10 * RACY_NS)
     assert (again.get(card, stamp) is not None) is taken
+    # a racy entry is forgotten, not kept for its recheck to replace: a card that now fails
+    # the check is never put, and an index written later (another card put) would give it back
+    other = folder / "web-reader.yaml"
+    again.put(other, _stamp(os.stat(other)), {"id": "web-reader"}, 1)
+    again.save([card, other])
+    later = CardIndex.open(cache, [folder], "salt")
+    assert (later.get(card, stamp) is not None) is taken

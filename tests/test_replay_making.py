@@ -249,6 +249,7 @@ def _edited(tmp_path: Path, **bench: object) -> Path:
         # a choice typer checks while it parses: still the header's, not --prompt's
         ({"prompt": "bogus"}, "header bench.prompt: must be one of same, card, got 'bogus'"),
         ({"expected_tools": "middle"}, "header bench.expected_tools: must be one of first, last"),
+        ({"prompt": "\x1b[31mred"}, "bench.prompt: must be one of same, card, got '\\x1b[31mred'"),
     ],
 )
 def test_a_recordings_header_gives_only_its_options_of_their_kinds(tiny, tmp_path, edit, said):

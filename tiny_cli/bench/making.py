@@ -266,9 +266,7 @@ def _check_recorded(recording: Path, name: str, value: Any) -> None:
         raise ConfigError(f"{where}: must be {kinds[0].__name__}, got {kind_of(value)}")
     choices = RECORDED_CHOICES.get(str(name))
     if choices is not None and value not in choices:
-        raise ConfigError(
-            f"{where}: must be one of {', '.join(choices)}, got {printable(str(value))!r}"
-        )
+        raise ConfigError(f"{where}: must be one of {', '.join(choices)}, got {value!r}")
 
 
 def _relative(path: Path, base: Path) -> str:

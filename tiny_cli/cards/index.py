@@ -260,7 +260,8 @@ class CardIndex:
         if not _well_formed(entry) or entry[0] != stamp[0] or entry[1] != stamp[1]:
             self.forget(path)
             return None
-        if _changed_ns(stamp) > self._written - RACY_NS:  # racy: checked again, then put again
+        if _changed_ns(stamp) > self._written - RACY_NS:  # racy: forgotten, put again if it passes
+            self.forget(path)
             return None
         return entry[2], entry[3]
 
