@@ -630,7 +630,7 @@ def _checked_file(path: Path, table: Mapping[str, Any], where: str, text: str) -
         _no_secret(name, key)
         if key not in KEYS:
             known = ", ".join(KEYS)
-            raise ConfigError(f"{name}: unknown setting{_did_you_mean(key)}; known: {known}")
+            raise ConfigError(f"{name}: unknown setting{did_you_mean(key, KEYS)}; known: {known}")
         kind, is_path = KEYS[key]
         if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             raise ConfigError(f"{name}: expected {_kind_name(kind)}, got {_shown(value)}")
@@ -709,9 +709,10 @@ def _resolved(root: Path, key: str, value: str) -> str:
     return str(path if path.is_absolute() else root / path)
 
 
-def _did_you_mean(key: str) -> str:
-    close = difflib.get_close_matches(key, list(KEYS), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+def did_you_mean(word: str, options: Iterable[str], otherwise: str = "") -> str:
+    """` (did you mean 'x'?)` for the option closest to `word`; `otherwise` when none is close."""
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else otherwise
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:

@@ -25,6 +25,7 @@ __all__ = [
     "printable",
     "redact_url",
     "stem",
+    "text_of",
     "tokenize",
     "write_call",
 ]
@@ -87,10 +88,14 @@ def _strip_suffix(word: str) -> str:
     return word
 
 
+def text_of(value: Any) -> str:
+    """A string as it is; any other value as its JSON text, never a repr."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
 def write_call(tool: str, arguments: Mapping[str, Any]) -> str:
     """Return `tool {json arguments}` as plain text with no terminal control characters."""
-    shown = json.dumps(dict(arguments), ensure_ascii=False, default=str)
-    return printable(f"{tool} {shown}")
+    return printable(f"{tool} {text_of(dict(arguments))}")
 
 
 def printable(text: str, keep: str = "") -> str:

@@ -35,6 +35,7 @@ from tiny_cli.deadline import call_within
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallOutcome, CallRecord, Cost, FieldSource
 from tiny_cli.errors import AddressRefused, DeadlineExceeded, ToolCallError, ToolServerError
 from tiny_cli.provider.client import Completion, ToolCall
+from tiny_cli.text import text_of
 from tiny_cli.tools.args_check import argument_problem
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, stored_result
 from tiny_cli.tools.registry import Tool
@@ -318,12 +319,7 @@ def _source(value: Any, results: _Text, asked: _Text, written: _Text) -> FieldSo
 def evidence_of(arguments: Mapping[str, Any], result: Any) -> str:
     """Return what one successful call contributes: its arguments' JSON line, then its result."""
     # compact JSON escapes every newline, so the first line is the arguments, whole
-    return f"{json_text(dict(arguments))}\n{json_text(result)}"
-
-
-def json_text(value: Any) -> str:
-    """A string as it is; any other value as its JSON text, never a repr."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return f"{text_of(dict(arguments))}\n{text_of(result)}"
 
 
 def _addresses(args: str) -> list[str]:
@@ -584,7 +580,7 @@ def _contained(tool: Tool, args: dict[str, Any]) -> str:
 def _as_text(result: Any) -> str:
     """Return a result as text: itself, or its JSON; each lone surrogate (unencodable) replaced."""
     try:
-        text = json_text(result)
+        text = text_of(result)
     except Exception as exc:  # circular, nested too deeply, or a str() that raises
         raise ToolCallError(f"its result cannot be written as JSON ({_named(exc)})") from None
     return _SURROGATE.sub("\ufffd", text)

@@ -20,12 +20,12 @@ from tiny_cli.agent.calls import (
     cut_value,
     field_sources,
     informative,
-    json_text,
     needs_evidence,
 )
 from tiny_cli.agent.reply import Reply, field_values, missing_fields
 from tiny_cli.cards.card import Card
 from tiny_cli.digest import CHARS_PER_TOKEN, MODEL_STATUSES, Brief, Digest, Status
+from tiny_cli.text import text_of
 from tiny_cli.tools.artifacts import Artifact
 
 OUT_OF_TIME = "max_wall_seconds"  # the reason when the wall budget ran out
@@ -291,7 +291,7 @@ def _agent_reason(
         return f"{status}{BY_AGENT}", ()
     if isinstance(given, str) and _plain_label(given):
         return given.strip(), ()
-    said, _ = cut_summary(json_text(given), tokens)
+    said, _ = cut_summary(text_of(given), tokens)
     return f"{status}{BY_AGENT}", (f"the agent's reason: {said}",)
 
 
@@ -310,6 +310,6 @@ def _model_notes(data: Mapping[str, Any], tokens: int) -> tuple[str, ...]:
     MAX_MODEL_NOTES of them (a note says how many more were left out)."""
     notes = data.get("notes") or data.get("notes_for_caller") or ()
     items = notes if isinstance(notes, list) else [notes] if notes else []
-    kept = tuple(cut_summary(json_text(item), tokens)[0] for item in items[:MAX_MODEL_NOTES])
+    kept = tuple(cut_summary(text_of(item), tokens)[0] for item in items[:MAX_MODEL_NOTES])
     left = len(items) - len(kept)
     return kept + ((f"{left} more note(s) from the agent left out",) if left else ())

@@ -14,14 +14,13 @@ prompt describes a value and `field_template` how the answer template shows it.
 from __future__ import annotations
 
 import copy
-import difflib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tiny_cli.settings import ToolMode
+from tiny_cli.settings import ToolMode, did_you_mean
 
 __all__ = [
     "ANY_VALUE",
@@ -33,7 +32,6 @@ __all__ = [
     "SideEffects",
     "answer_schema",
     "card_text",
-    "did_you_mean",
     "field_hint",
     "field_schema",
     "field_template",
@@ -220,12 +218,6 @@ def field_schema(spec: Any) -> tuple[dict[str, Any], tuple[tuple, str] | None]:
     names = ", ".join(SHORTHANDS)
     msg = f"must be a type ({names}), [type] or a JSON Schema mapping, got {yaml_type(spec)}"
     return {}, ((), msg)
-
-
-def did_you_mean(word: str, options: Iterable[str], otherwise: str = "") -> str:
-    """` (did you mean 'x'?)` for the option closest to `word`; `otherwise` when none is close."""
-    close = difflib.get_close_matches(word, list(options), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else otherwise
 
 
 def _unknown_type(name: str) -> str:

@@ -35,7 +35,7 @@ from typing import Any
 
 from tiny_cli._version import __version__
 from tiny_cli.cards.card import Problem
-from tiny_cli.tools.args_check import fast_pass_spelt
+from tiny_cli.tools.args_check import fast_pass
 from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig
 from tiny_cli.userfiles import read_json, write_json
 
@@ -75,13 +75,7 @@ SCHEMA_FILE = "card.schema.json"
 
 def is_valid(data: Any) -> bool:
     """True if `data` satisfies the card schema; False: ask jsonschema what is wrong."""
-    return fast_pass_spelt(_spelt_schema(), data)
-
-
-@cache
-def _spelt_schema() -> str:
-    """The card schema as the compiled check is keyed: spelt once, not once per card."""
-    return json.dumps(card_schema(), sort_keys=True)
+    return fast_pass(card_schema(), data)
 
 
 def schema_text() -> str:

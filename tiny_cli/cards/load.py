@@ -32,7 +32,6 @@ from tiny_cli.cards.card import (
     Budget,
     Card,
     Problem,
-    did_you_mean,
     field_schema,
     shown_path,
     yaml_type,
@@ -46,6 +45,7 @@ from tiny_cli.cards.index import (
     list_cards,
 )
 from tiny_cli.errors import CardError
+from tiny_cli.settings import did_you_mean
 from tiny_cli.tools.args_check import dialect
 from tiny_cli.tools.mcp_config import McpConfig, offered, original, qualified
 
@@ -384,7 +384,7 @@ def _semantic_problems(
     declared = _declared_functions(data)
     problems = _summary_problems(name, data, lines)
     problems += _function_problems(name, data, lines, declared, known_tools)
-    problems += _tool_problems(name, data, lines, known_tools, mcp)
+    problems += _tool_problems(name, data, lines, declared, known_tools, mcp)
     budget = data.get("budget")
     for key, value in budget.items() if isinstance(budget, dict) else []:
         if isinstance(value, float) and not math.isfinite(value):
@@ -399,10 +399,15 @@ def _semantic_problems(
 
 
 def _tool_problems(
-    name: str, data: dict, lines: dict[tuple, int], known: Mapping[str, bool], mcp: McpConfig | None
+    name: str,
+    data: dict,
+    lines: dict[tuple, int],
+    declared: set[str],
+    known: Mapping[str, bool],
+    mcp: McpConfig | None,
 ) -> list[Problem]:
     """Each tool is declared, registered or a declared server's, and writes only if allowed."""
-    declared, problems = _declared_functions(data), []
+    problems: list[Problem] = []
     for i, tool in enumerate(_list(data, "tools")):
         if not isinstance(tool, str) or tool in declared:
             continue

@@ -6,7 +6,6 @@ characters) and `escape` (no rich markup), or as a plain `Text`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +29,7 @@ from tiny_cli.cli.render import (
 )
 from tiny_cli.runs.query import GroupStats, RunRecord, RunStats, RunSummary
 from tiny_cli.runs.store import REPAIR_MARK
-from tiny_cli.text import printable
+from tiny_cli.text import printable, text_of
 
 RUN_STYLE = {**STATUS_STYLE, "running": "blue", "interrupted": "bright_red"}
 SHOWN_CHARS = 800  # of each message in `tiny runs show`; --full shows all of it
@@ -265,9 +264,7 @@ def _calls(console: Console, calls: Sequence[Mapping[str, Any]]) -> None:
 
 def _content(value: Any) -> str:
     """Return a message's content as text (a list of parts is shown as its JSON)."""
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return "" if value is None else text_of(value)
 
 
 def _arguments(call: Mapping[str, Any]) -> str:

@@ -4,10 +4,9 @@ A recording is a JSONL file: one header line (format, tiny version, model, endpo
 mode, temperature: absent or null when none was sent), then one line per model exchange: the
 run it belongs to (e.g. ``onboarding/tiny/0``), the card that asked (`ChatRequest.agent`), its
 key, the body exactly as it was sent (in its order, volatile values masked) and the answer (or
-the provider error). A bench
-adds its making to the header once the run ends: its options, the digests of its tasks and
-cards, and every routing decision it used (tiny_cli.bench.making), so that a replay needs no
-flag and no embedder.
+the provider error). A bench adds its making to the header once the run ends: its options, the
+digests of its tasks and cards, and every routing decision it used (tiny_cli.bench.making), so
+that a replay needs no flag and no embedder.
 
 Requests are matched by a canonical form of their ChatRequest's parts in which values that
 change from run to run are replaced by stable placeholders, in its strings (in its JSON text a

@@ -179,11 +179,14 @@ def insert_sql(names: tuple[str, ...]) -> str:
     return f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
 
 
-def repaired(messages: Sequence[Mapping[str, Any]]) -> bool:
-    """Tell whether a transcript holds the runner's repair request (a second chance)."""
+def repaired(messages: Sequence[object]) -> bool:
+    """Tell whether a transcript holds the runner's repair request (a second chance); an item
+    that is no message (a damaged transcript's) is none."""
     # it begins the message: a task or a tool result that quotes it is no repair request
     return any(
-        m.get("role") == "user" and str(m.get("content") or "").startswith(REPAIR_MARK)
+        isinstance(m, Mapping)
+        and m.get("role") == "user"
+        and str(m.get("content") or "").startswith(REPAIR_MARK)
         for m in messages
     )
 
@@ -228,9 +231,7 @@ def _v2(db: sqlite3.Connection) -> None:
     for run_id, transcript in rows:
         try:  # a damaged transcript marks no repair and stops no upgrade; the row stays
             messages = json.loads(transcript or "[]")
-            found = isinstance(messages, list) and repaired(
-                [m for m in messages if isinstance(m, dict)]
-            )
+            found = isinstance(messages, list) and repaired(messages)
         except (ValueError, RecursionError):
             found = False
         if found:

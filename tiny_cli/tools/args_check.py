@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["argument_problem", "coerce_scalar", "dialect", "fast_pass", "fast_pass_spelt"]
+__all__ = ["argument_problem", "coerce_scalar", "dialect", "fast_pass"]
 
 MAX_SCHEMA_DEPTH = 32  # deeper ones go to jsonschema: no tool needs more, recursion stays bounded
 COMPILED_SCHEMAS = 256  # compiled validators kept per process (a bench at scale offers hundreds)
@@ -109,17 +109,7 @@ def fast_pass(schema: Mapping[str, Any], value: Any, *, formats: bool = False) -
     schema with `format` then always goes to jsonschema.
     """
     try:
-        key = json.dumps(schema, sort_keys=True)
-    except Exception:  # a schema that is not JSON, or too deep to spell
-        return False
-    return fast_pass_spelt(key, value, formats=formats)
-
-
-def fast_pass_spelt(key: str, value: Any, *, formats: bool = False) -> bool:
-    """`fast_pass` for a schema already spelt as `json.dumps(schema, sort_keys=True)`: a
-    caller that checks many values against one schema spells it once."""
-    try:
-        check = _compiled(key, formats)
+        check = _compiled(json.dumps(schema, sort_keys=True), formats)
         if check is not None:
             check(value)
             return True
