@@ -119,6 +119,22 @@ def test_json_refusal_names_the_first_key_twice_in_any_object() -> None:
     assert load_json('{"a": {"a": 1}}', "f:1") == {"a": {"a": 1}}  # the same key in two objects
 
 
+def test_json_refusal_names_the_field_holding_half_a_utf16_pair() -> None:
+    with pytest.raises(ConfigError, match=r"^f:1: task: holds half of a UTF-16 pair \('\\ud83d'\)"):
+        load_json('{"task": "book a taxi \\ud83d", "card": null}', "f:1")
+    with pytest.raises(ConfigError, match=r"^f:2: holds half of a UTF-16 pair \('\\udc00'\)"):
+        load_json('["\\udc00"]', "f:2")
+    assert load_json('{"task": "a \\ud83d\\ude00"}', "f:1") == {"task": "a \U0001f600"}
+
+
+def test_a_learned_line_with_half_a_utf16_pair_is_one_error_line(tiny, tmp_path: Path) -> None:
+    cards = Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))
+    (cards / LEARNED_FILENAME).write_text('{"task": "book a taxi \\ud83d", "card": null}\n')
+    line = _one_error_line(tiny("route", "hello", "--cards", str(cards)))
+    assert line.endswith(f"{cards / LEARNED_FILENAME}:1: task: holds half of a UTF-16 pair "
+                         "('\\ud83d'), no character; write the character itself")  # fmt: skip
+
+
 @pytest.mark.parametrize("flag", ["--out", "--html"])
 def test_a_bench_report_never_lands_on_a_card_it_read(tiny, tmp_path: Path, flag: str) -> None:
     cards = Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))

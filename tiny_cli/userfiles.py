@@ -24,6 +24,7 @@ import codecs
 import contextlib
 import json
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -62,6 +63,8 @@ __all__ = [
 DEFAULT_MAX_BYTES = 16 * 2**20
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has none (nor FIFOs to wait on)
 _CHUNK = 1 << 16
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _LINE_SEPARATORS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"}
 T = TypeVar("T")
 
@@ -135,7 +138,27 @@ def load_json(text: str, where: str) -> Any:
     if repeated:
         said = repr(repeated[0][:64])  # repr: a key's control characters stay escaped
         raise ConfigError(f"{where}: key {said} appears twice; JSON readers keep only the last")
+    if _SURROGATE_ESCAPE.search(text):  # a pair is one character; half of one is none
+        _check_surrogates(data, where, None)
     return data
+
+
+def _check_surrogates(value: Any, where: str, field: str | None) -> None:
+    """ConfigError for a string holding half a UTF-16 pair (`"\\ud83d"`): no file can hold it."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_surrogates(key, where, field)
+            _check_surrogates(item, where, key if field is None else field)
+    elif isinstance(value, list):
+        for item in value:
+            _check_surrogates(item, where, field)
+    elif isinstance(value, str) and (half := _LONE_SURROGATE.search(value)):
+        at = f"{where}: {field}" if field else where
+        raise ConfigError(
+            f"{at}: holds half of a UTF-16 pair ({half[0]!a}), "
+            "no character; write the character itself",
+            field=field,
+        )
 
 
 def jsonl_line(record: Any) -> str:
