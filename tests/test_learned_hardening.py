@@ -499,3 +499,27 @@ def test_any_index_field_is_used_or_the_set_loaded_again(
     data[field] = value
     file.write_text(json.dumps(data), "utf-8")
     assert load_cards([folder], TOOLS, None, cache) == first
+
+
+def test_learning_outside_a_project_never_writes_into_the_seed_cards(tmp_path: Path) -> None:
+    """No ./cards, no tiny.toml, no TINY_CARDS: routing reads the seed cards tiny ships, but a
+    lesson is the user's and belongs in their git, not in the installed package."""
+    from tiny_cli.example_writer import prune_generated
+    from tiny_cli.settings import load_settings
+    from tiny_cli.teach import learn
+
+    settings = load_settings({"TINY_HOME": str(tmp_path / "home")}, cwd=tmp_path)
+    seed = settings.cards_dir
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in seed.iterdir())
+    assert settings.own_cards_dir() == tmp_path / "cards" != seed
+    for write in (
+        lambda: learn(settings, [("book a taxi", None)]),
+        lambda: prune_generated(settings),
+    ):
+        with pytest.raises(ConfigError, match=f"^no cards folder here: {tmp_path / 'cards'} does"):
+            write()
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in seed.iterdir()) == before
+    (tmp_path / "cards").mkdir()  # the user's own folder, empty as `tiny init` may leave it
+    assert load_settings({"TINY_HOME": str(tmp_path / "home")}, cwd=tmp_path).own_cards_dir() == (
+        tmp_path / "cards"
+    )

@@ -163,7 +163,7 @@ def generate(
     model = model_for(settings, None)
     ask = provider or OpenAIProvider(settings.base_url, settings.api_key, transport=transport)
     descriptions = gathered(settings).descriptions
-    folder, done = learned_folder(settings), []
+    folder, done = learned_folder(settings, writing=True), []
     own = frozenset(own_examples(every))
     temperature = GENERATE_TEMPERATURE if settings.temperature is None else settings.temperature
     job = _Job(settings, folder, per_card, model, temperature, ask, force, own)
@@ -194,7 +194,7 @@ def prune_generated(
 ) -> tuple[int, LearnReport]:
     """Remove the generated examples (of `only`, if given); taught ones stay. Return how many."""
     _chosen(list(open_workspace(settings, transport).cards.values()), only)  # as --generate
-    folder = learned_folder(settings)
+    folder = learned_folder(settings, writing=True)
     with locked(folder / LEARNED_FILENAME):
         learned = load_learned(folder)
         gone = [c for c in learned.generated if not only or c in only]

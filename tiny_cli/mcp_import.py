@@ -128,7 +128,7 @@ def import_cards(
 ) -> ImportReport:
     """Make or refresh the cards of the MCP servers (those of `source`, a host config, or all
     of mcp.yaml); with `check` write nothing and say whether the cards are behind."""
-    cards_dir = _cards_folder(settings)
+    cards_dir = settings.own_cards_dir()
     mcp_file = mcp_path(cards_dir, settings.mcp_file) or cards_dir / MCP_FILENAMES[0]
     host = read_host_config(source) if source is not None else None
     carried: list[str] = []
@@ -155,15 +155,6 @@ def import_cards(
         _status(results, changes, check), mcp_file, tuple(results), tuple(changes),
         host.lifted if host else (), tuple(carried), check,
     )  # fmt: skip
-
-
-def _cards_folder(settings: Settings) -> Path:
-    """Where the cards go: the cards folder named (flag, variable, project file), else
-    `cards` in the project or the working folder; never the seed cards tiny ships."""
-    if settings.origin("cards_dir"):
-        return settings.cards_dir
-    root = settings.project_file.parent if settings.project_file else Path.cwd()
-    return root / "cards"
 
 
 def _status(results: Sequence[ServerResult], changes: Sequence[CardChange], check: bool) -> Status:

@@ -147,6 +147,7 @@ class Settings:
     tracing: tuple[str, ...] = ()
     trace_content: bool = False  # CAPTURE_CONTENT: messages, tool arguments, results on spans
     project_file: Path | None = None  # the project file these settings read, if any
+    root: Path | None = None  # the project's folder, else the working folder; None: the cwd
     # (setting, where its value came from) for the SOURCES settings not left to their default
     origins: tuple[tuple[str, str], ...] = ()
 
@@ -158,6 +159,14 @@ class Settings:
     def origin(self, name: str) -> str:
         """Say where setting `name` came from: its flag, its variable, the project file, or ''."""
         return dict(self.origins).get(name, "")
+
+    def own_cards_dir(self) -> Path:
+        """The user's cards folder, where tiny writes cards and lessons: the one named (flag,
+        variable, project file), else `cards` in the project or the working folder; never the
+        seed cards tiny ships, which `cards_dir` falls back to where there is none."""
+        if self.origin("cards_dir"):
+            return self.cards_dir
+        return (self.root or Path.cwd()) / DEFAULT_CARDS_DIR
 
     def with_flags(self, **flags: Any) -> Settings:
         """Return a copy where every flag that was given (not None) wins.
@@ -182,7 +191,7 @@ class Settings:
 
 
 # the settings held as a Path (a library caller may give a str), and the paths kept as text
-PATH_SETTINGS = ("home", "cards_dir", "docs_dir", "project_file")
+PATH_SETTINGS = ("home", "cards_dir", "docs_dir", "project_file", "root")
 TEXT_PATH_SETTINGS = ("tools_spec", "mcp_file")  # a .py file or a module name; a file name
 # the kind every other setting's flag must have, as an error names it; a list's entries too
 FLAG_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
@@ -274,6 +283,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         tracing=_tracing(env, p.get("tracing", False)),
         trace_content=_switch(env, CAPTURE_CONTENT, False),
         project_file=project.path if project is not None else None,
+        root=where,
         origins=_origins(env, p, str(project.path) if project is not None else ""),
     )
 

@@ -105,7 +105,7 @@ def learn(
     """
     ws = open_workspace(settings, transport)
     cards = list(ws.cards.values())
-    folder = learned_folder(settings)
+    folder = learned_folder(settings, writing=True)
     scrub = scrubber(settings.api_key)
     lesson = labelled if isinstance(labelled, Lesson) else Lesson(tuple(labelled))
     lesson = lesson.scrubbed(scrub)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tiny_cli.cards.card import Card
+from tiny_cli.errors import ConfigError
 from tiny_cli.routing.embed import (
     CachedEmbedder,
     Embedder,
@@ -170,8 +171,16 @@ def embedder_for(s: Settings, transport: httpx.BaseTransport | None = None) -> E
     return get_embedder(s.embedder, base_url=s.base_url, api_key=s.api_key, transport=transport)
 
 
-def learned_folder(s: Settings) -> Path:
-    """Return the folder whose learned.jsonl teaches the router: the cards folder."""
+def learned_folder(s: Settings, *, writing: bool = False) -> Path:
+    """Return the folder whose learned.jsonl teaches the router: the cards folder. `writing`:
+    ConfigError where that is the seed cards tiny ships, there being no folder of the user's."""
+    if writing and s.cards_dir != s.own_cards_dir():
+        raise ConfigError(
+            f"no cards folder here: {s.own_cards_dir()} does not exist, and learned.jsonl goes "
+            "beside your own cards, never into the ones tiny ships; run `tiny init`, or pass "
+            "--cards (or set TINY_CARDS)",
+            path=s.own_cards_dir(),
+        )
     return s.cards_dir if s.cards_dir.is_dir() else s.cards_dir.parent
 
 
