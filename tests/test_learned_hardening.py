@@ -523,3 +523,20 @@ def test_learning_outside_a_project_never_writes_into_the_seed_cards(tmp_path: P
     assert load_settings({"TINY_HOME": str(tmp_path / "home")}, cwd=tmp_path).own_cards_dir() == (
         tmp_path / "cards"
     )
+
+
+def test_a_task_taught_under_two_labels_is_refused_not_dropped(tiny, seed_copy: Path) -> None:
+    """Edited by hand or merged in git: routing took one label and a rewrite kept the other,
+    and `tiny learn` deleted the user's other line while it said nothing changed."""
+    learned = seed_copy / LEARNED_FILENAME
+    text = '{"task": "book a room", "card": null}\n{"task": "Book a  room", "card": "crm-writer"}\n'
+    learned.write_text(text, "utf-8")
+    env = {"TINY_CARDS": str(seed_copy), "TINY_EMBEDDER": "hashing"}
+    for args in (("route", "book a room"), ("learn",)):
+        result = tiny(*args, env=env)
+        assert result.exit_code == 2, result.output
+        assert result.stderr == (
+            f"tiny: error: {learned}:2: task: taught twice, to 'crm-writer' here and to out of "
+            "scope on line 1; keep the line you mean\n"
+        )
+    assert learned.read_text("utf-8") == text  # nothing the user wrote is lost

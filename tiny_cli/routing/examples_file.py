@@ -235,6 +235,7 @@ def load_learned(folder: Path) -> Learned:
     rows = _read_rows(path)
     header = _header(path, rows)
     lines = _checked(path, rows)
+    _refuse_two_labels(path, [(n, task, card) for n, task, card, key in lines if key is None])
     examples, out = _grouped((task, card) for _, task, card, key in lines if key is None)
     made, keys = _generated_of(lines)
     threshold = _threshold(header.get("threshold")) if header else None
@@ -382,6 +383,25 @@ def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def _refuse_two_labels(path: Path, taught: Iterable[tuple[int, str, str | None]]) -> None:
+    """ConfigError for a task the file teaches under two labels (edited by hand, or merged in
+    git): routing would take one and a rewrite keep one, and the other line would be lost."""
+    first: dict[str, tuple[int, str | None]] = {}
+    for number, task, card in taught:
+        at, label = first.setdefault(normalise(task), (number, card))
+        if label != card:
+            raise ConfigError(
+                f"{path}:{number}: task: taught twice, to {_label(card)} here and to "
+                f"{_label(label)} on line {at}; keep the line you mean",
+                path=path,
+                field="task",
+            )
+
+
+def _label(card: str | None) -> str:
+    return "out of scope" if card is None else repr(card)
 
 
 def _grouped(
