@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -157,6 +158,49 @@ def test_best_at_target_is_none_without_tasks_that_must_abstain(router: Router) 
     report = evaluate(router, [t for t in SEED_TASKS if t[1] is not None])
     assert report.best_at_target is None
     assert report.to_json()["best_at_target"] is None
+
+
+def test_a_rate_with_no_task_to_measure_it_on_is_none_not_zero(router: Router) -> None:
+    """0.000 reads as a failure: a set with no abstain task has no abstain recall at all."""
+    routed = evaluate(router, [t for t in SEED_TASKS if t[1] is not None])
+    assert (routed.abstain_recall, routed.top1_in_scope) == (None, 1.0)
+    assert {p.abstain_recall for p in routed.sweep} == {None}
+    document = routed.to_json()
+    assert document["abstain_recall"] is None and document["sweep"][0]["abstain_recall"] is None
+    outside = evaluate(router, [t for t in SEED_TASKS if t[1] is None])
+    assert outside.abstain_recall == 1.0
+    empty = (
+        outside.top1_in_scope,
+        outside.top1_never_abstain,
+        *dict(outside.topk_never_abstain).values(),
+    )
+    assert set(empty) == {None} and {p.in_scope_accuracy for p in outside.sweep} == {None}
+    assert outside.to_json()["top1_in_scope"] is None
+
+
+def test_eval_shows_a_dash_for_a_rate_with_nothing_to_measure(tiny, tmp_path: Path) -> None:
+    tasks = write_lines(tmp_path / "eval.jsonl", ['{"task": "tell me a joke", "expected": null}'])
+    out = tiny("route", "--eval", str(tasks), env={"TINY_EMBEDDER": "hashing"}).stdout
+    assert re.search(r"top-1 in scope, at the threshold\s+│\s+—", out), out
+    assert re.search(r"abstain recall\s+│\s+1\.000", out), out
+
+
+def test_eval_lines_expecting_unknown_cards_are_their_own_errors(tiny, tmp_path: Path) -> None:
+    """One unknown id stopped the whole eval, naming neither the file nor the line."""
+    tasks = write_lines(tmp_path / "eval.jsonl", [
+        '{"task": "how do I request vacation", "expected": "docs-finder"}',
+        '{"task": "hello", "expected": "no-such-card"}',
+        '{"task": "hi", "expected": "docs-finder", "acceptable": ["nope"]}',
+    ])  # fmt: skip
+    result = tiny("route", "--eval", str(tasks), "--json", env={"TINY_EMBEDDER": "hashing"})
+    assert result.exit_code == 1
+    errors = [
+        f"{tasks}:2: expected: no card 'no-such-card' is loaded",
+        f"{tasks}:3: acceptable: no card 'nope' is loaded",
+    ]
+    assert result.stderr.splitlines() == [f"tiny: error: {e}" for e in errors]
+    document = json.loads(result.stdout)
+    assert (document["n"], document["errors"]) == (1, errors)
 
 
 def test_cli_eval_shows_ranking_rule_and_cards(tiny: Callable[..., Result], tmp_path: Path) -> None:

@@ -158,7 +158,7 @@ def evaluation(console: Console, report: Any) -> None:
         ("abstain precision", report.abstain_precision),
         ("overall accuracy", report.accuracy),
     ):
-        figures.add_row(label, f"{value:.3f}")
+        figures.add_row(label, _rate(value))
     figures.add_row("threshold", f"{report.threshold:.3f}")
     best = report.best_at_target
     if best is not None:
@@ -180,8 +180,13 @@ def evaluation(console: Console, report: Any) -> None:
     for p in report.sweep:
         mark = "bold" if abs(p.threshold - report.threshold) < 1e-9 else None
         point = (p.threshold, p.in_scope_accuracy, p.abstain_recall)
-        sweep.add_row(*(f"{f:.3f}" for f in point), style=mark)
+        sweep.add_row(*(_rate(f) for f in point), style=mark)
     console.print(sweep)
+
+
+def _rate(value: float | None) -> str:
+    """A rate to three decimals; "—" where there was nothing to measure it on."""
+    return "—" if value is None else f"{value:.3f}"
 
 
 def _per_card(console: Console, rows: Sequence[Any]) -> None:

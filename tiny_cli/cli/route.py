@@ -211,7 +211,7 @@ def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
     A line that cannot be read or routed is reported on its own and left out; return
     whether any was.
     """
-    found = read_eval_file(eval_file)
+    found = read_eval_file(eval_file, router.ids)
     for error in found.errors:
         typer.echo(f"tiny: error: {printable(error)}", err=True)
     if not found.labelled:  # nothing to score; --json still lists every bad line

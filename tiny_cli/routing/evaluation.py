@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,15 +45,15 @@ class SweepPoint:
     """What one threshold would give: in-scope accuracy against abstain recall."""
 
     threshold: float
-    in_scope_accuracy: float
-    abstain_recall: float
+    in_scope_accuracy: float | None  # None: no task has a right card
+    abstain_recall: float | None  # None: no task must abstain
 
-    def to_json(self) -> dict[str, float]:
-        """Return this point as plain JSON numbers."""
+    def to_json(self) -> dict[str, float | None]:
+        """Return this point as plain JSON numbers (null: no task to measure it on)."""
         return {
             "threshold": rounded(self.threshold),
-            "in_scope_accuracy": rounded(self.in_scope_accuracy),
-            "abstain_recall": rounded(self.abstain_recall),
+            "in_scope_accuracy": _rounded(self.in_scope_accuracy),
+            "abstain_recall": _rounded(self.abstain_recall),
         }
 
 
@@ -88,17 +88,18 @@ class EvalReport:
     to a right card: the expected one, or one its `AlsoRight` names; `top1_never_abstain`
     only asks whether the best card is right, so the two together tell ranking from the
     abstain rule; `topk_never_abstain`, whether a right card is among the first k. A rate
-    over an empty group is 0.0; `best_at_target` is None when no task must abstain.
+    over an empty group (no in-scope task, none that must abstain, none abstained) is None;
+    so is `best_at_target` when no task must abstain.
     """
 
     n: int
     several_right: int  # in-scope tasks with more than one right card
-    top1_in_scope: float
-    top1_never_abstain: float
-    topk_never_abstain: tuple[tuple[int, float], ...]  # (k, share) for each k of RANKS
+    top1_in_scope: float | None
+    top1_never_abstain: float | None
+    topk_never_abstain: tuple[tuple[int, float | None], ...]  # (k, share) for each k of RANKS
     accuracy: float
-    abstain_precision: float
-    abstain_recall: float
+    abstain_precision: float | None
+    abstain_recall: float | None
     threshold: float
     best_at_target: SweepPoint | None
     sweep: tuple[SweepPoint, ...]
@@ -110,12 +111,12 @@ class EvalReport:
         return {
             "n": self.n,
             "several_right": self.several_right,
-            "top1_in_scope": rounded(self.top1_in_scope),
-            "top1_never_abstain": rounded(self.top1_never_abstain),
-            **{f"top{k}_never_abstain": rounded(share) for k, share in self.topk_never_abstain},
+            "top1_in_scope": _rounded(self.top1_in_scope),
+            "top1_never_abstain": _rounded(self.top1_never_abstain),
+            **{f"top{k}_never_abstain": _rounded(share) for k, share in self.topk_never_abstain},
             "accuracy": rounded(self.accuracy),
-            "abstain_precision": rounded(self.abstain_precision),
-            "abstain_recall": rounded(self.abstain_recall),
+            "abstain_precision": _rounded(self.abstain_precision),
+            "abstain_recall": _rounded(self.abstain_recall),
             "threshold": rounded(self.threshold),
             "best_at_target": None
             if self.best_at_target is None
@@ -143,8 +144,9 @@ def load_eval_file(path: Path) -> list[tuple[str, str | None]]:
     return list(found.labelled)
 
 
-def read_eval_file(path: Path) -> EvalTasks:
-    """Read labelled tasks, each bad line an error of its own and the rest kept.
+def read_eval_file(path: Path, known: Collection[str] | None = None) -> EvalTasks:
+    """Read labelled tasks, each bad line an error of its own and the rest kept; with `known`
+    (the cards loaded), a line that expects another card is one too.
 
     JSONL lines `{"task": ..., "expected": card id or null}` (null means abstain), or the
     bench's task files as they are: JSONL or a YAML list whose entries name
@@ -157,6 +159,7 @@ def read_eval_file(path: Path) -> EvalTasks:
     for where, entry in entries:
         try:
             task, want, extra = _eval_entry(where, entry)
+            _check_known(where, want, extra, known)
         except ConfigError as exc:
             errors.append(str(exc))
             continue
@@ -192,7 +195,7 @@ def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ())
         top1_never_abstain=_among_first(1, decisions, right),
         topk_never_abstain=tuple((k, _among_first(k, decisions, right)) for k in RANKS),
         accuracy=good / len(labelled),
-        abstain_precision=both / did if did else 0.0,
+        abstain_precision=both / did if did else None,
         abstain_recall=_share(g is None for g, r in zip(got, right, strict=True) if not r),
         threshold=router.threshold,
         best_at_target=_best_at_target(outcomes),
@@ -202,7 +205,9 @@ def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ())
     )
 
 
-def _among_first(k: int, decisions: Sequence[Decision], right: Sequence[frozenset[str]]) -> float:
+def _among_first(
+    k: int, decisions: Sequence[Decision], right: Sequence[frozenset[str]]
+) -> float | None:
     """The share of in-scope tasks with a right card among their first `k` candidates."""
     # a taught task goes where it was taught whatever its ranking: that card alone, at every k
     return _share(
@@ -212,10 +217,14 @@ def _among_first(k: int, decisions: Sequence[Decision], right: Sequence[frozense
     )
 
 
-def _share(found: Iterable[bool]) -> float:
-    """The share of true values; 0.0 of none."""
+def _share(found: Iterable[bool]) -> float | None:
+    """The share of true values; None of none."""
     found = list(found)
-    return sum(found) / len(found) if found else 0.0
+    return sum(found) / len(found) if found else None
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else rounded(value)
 
 
 def _right_cards(
@@ -310,6 +319,19 @@ def _json_item(where: str, line: str) -> Any:
         raise ConfigError(f"{where}: invalid JSON: a number too long to read") from None
 
 
+def _check_known(
+    where: str, want: str | None, extra: AlsoRight, known: Collection[str] | None
+) -> None:
+    """ConfigError for a line whose expected or acceptable card is not among `known`."""
+    if known is None:
+        return
+    if want is not None and want not in known:
+        raise ConfigError(f"{where}: expected: no card {want!r} is loaded")
+    missing = sorted(extra.cards - set(known))
+    if missing:
+        raise ConfigError(f"{where}: acceptable: no card {missing[0]!r} is loaded")
+
+
 def _check_expected(router: Router, labelled: Labelled, also: Sequence[AlsoRight]) -> None:
     named = {want for _, want in labelled if want is not None}
     named.update(card for extra in also for card in extra.cards)
@@ -348,11 +370,11 @@ def _outcomes(decisions: Sequence[Decision], right: Sequence[frozenset[str]]) ->
     )
 
 
-def _rates(outcomes: _Outcomes, threshold: float) -> tuple[float, float]:
+def _rates(outcomes: _Outcomes, threshold: float) -> tuple[float | None, float | None]:
     """Return (in-scope tasks routed to a right card, abstain tasks abstained) at `threshold`."""
     scope, routed = outcomes.scope, outcomes.routed(threshold)
-    accuracy = float((routed & outcomes.hit)[scope].mean()) if scope.any() else 0.0
-    recall = float((~routed)[~scope].mean()) if (~scope).any() else 0.0
+    accuracy = float((routed & outcomes.hit)[scope].mean()) if scope.any() else None
+    recall = float((~routed)[~scope].mean()) if (~scope).any() else None
     return accuracy, recall
 
 
