@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiny_cli.agent.calls import Approve, Clock, effective_budget, left_after, short_of
 from tiny_cli.agent.loop import decline_writes, invoke
+from tiny_cli.agent.verdict import WRITE_NOT_CONFIRMED
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Attempt, Brief, Digest, Routing
 from tiny_cli.errors import ConfigError
@@ -24,7 +25,6 @@ from tiny_cli.workspace import Workspace
 if TYPE_CHECKING:  # numpy comes with the router; `invoke` never routes
     from tiny_cli.routing.router import Candidate, Decision, Router
 
-WRITE_NOT_CONFIRMED = "write_not_confirmed"
 # A re-route after a refusal runs the next card only when what is left of the first card's
 # budget holds at least this share of each of the next card's own limits (wall seconds,
 # output tokens, tool calls, rounded up): a second try on scraps could only fail.

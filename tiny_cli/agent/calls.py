@@ -244,8 +244,9 @@ def checkable(value: Any) -> bool:
 
 
 def needs_evidence(card: Card) -> bool:
-    """Tell whether the card may answer only from a tool result (`first: tool`, or its does_not)."""
-    return card.first == "tool" or any(_NO_MEMORY.search(line) for line in card.does_not)
+    """Tell whether the card may answer only from a tool result (a writer, `first: tool`, or
+    its does_not)."""
+    return card.writes or card.first == "tool" or any(map(_NO_MEMORY.search, card.does_not))
 
 
 def field_sources(

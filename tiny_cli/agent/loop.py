@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -82,6 +82,7 @@ def system_prompt(
 
     `tools_text` (json tool mode) describes the tools and how to call them in the reply itself.
     """
+    words = max(10, max_output_tokens * CHARS_PER_TOKEN // 6)
     lines = [f"You are {card.id}, a tiny agent with one job: {card.summary}"]
     if card.instructions:  # a Markdown card's body (a Claude Code subagent's system prompt)
         lines += ["", "Instructions:", card.instructions]
@@ -99,7 +100,7 @@ def system_prompt(
         'Use "status": "partial" if you could do only part of it, and say what is missing.',
         'If the task is not your job, answer {"status": "refused", "summary": "<why>"}.',
         "",
-        _brevity(max_output_tokens),
+        f"Be brief: the summary must stay under about {words} words; longer ones are cut.",
     ]
     return "\n".join(lines)
 
@@ -156,12 +157,11 @@ def _type_of(schema: Any) -> Any:
     return schema.get("type", "any") if isinstance(schema, Mapping) else "any"
 
 
-def call_first_message() -> str:
-    """Tell an agent that must use a tool first (`first: tool`) to do so before answering."""
-    return (
-        "You answered without calling a tool. This job needs a tool result first: "
-        'reply with {"tool": "<name>", "arguments": {...}} for one of your tools.'
-    )
+# tells an agent that must use a tool first (`first: tool`) to do so before answering
+CALL_FIRST = (
+    "You answered without calling a tool. This job needs a tool result first: "
+    'reply with {"tool": "<name>", "arguments": {...}} for one of your tools.'
+)
 
 
 def _evidence_rules(card: Card) -> list[str]:
@@ -183,11 +183,6 @@ def _contract(required: Sequence[str], types: Mapping[str, Any] | None = None) -
     shown |= {f: field_template((types or {}).get(f)) for f in required}
     pairs = (f"{json.dumps(k, ensure_ascii=False)}: {v}" for k, v in shown.items())
     return "{" + ", ".join(pairs) + "}"
-
-
-def _brevity(max_output_tokens: int) -> str:
-    words = max(10, max_output_tokens * CHARS_PER_TOKEN // 6)
-    return f"Be brief: the summary must stay under about {words} words; longer ones are cut."
 
 
 TOO_MANY_REQUESTS = 429
@@ -228,17 +223,15 @@ def invoke(
 ) -> Digest:
     """Run `card` on `brief` in a fresh context under its budget; return the Digest.
 
-    Every call of a tool that writes is put to `approve` first, as that call with those
-    arguments; a declined call is answered to the model as declined and never runs.
-    `tool_mode` (flag or env) wins over the card's; see `tiny_cli.agent.reply`. `observer` gets
-    every step as an event (`tiny_cli.events`), ending with `Finished`.
+    Every write call is put to `approve` first, with its arguments; a declined one is answered
+    to the model as declined and never runs. `tool_mode` (flag or env) wins over the card's;
+    see `tiny_cli.agent.reply`. `observer` gets every step as an event, ending with `Finished`.
 
     With `artifacts`, a tool result over the result limit is stored there whole and the agent
     gets `read_artifact`; without, it is cut. `held` are earlier artifacts the agent may read.
-    `routing` (delegate's decision, if it chose the card) goes into the Digest as it is.
-    `stop_at_first_call` ends the run at the first tool call the model asks for, recorded with
-    its arguments and never run (`partial`, reason `stopped_at_first_call`): a function-calling
-    bench scores that call. `cap` lowers each limit of the card's budget (delegate's re-route).
+    `routing` (delegate's decision) goes into the Digest. `stop_at_first_call` ends the run
+    `partial` at the first tool call asked for, recorded, never run (a function-calling bench
+    scores it). `cap` lowers each limit of the card's budget (delegate's re-route).
     `temperature` goes with every request (None: none, the server samples at its default).
     """
     meter = Meter(capped(effective_budget(card, brief, wall_scale), cap), clock)
@@ -253,7 +246,11 @@ def invoke(
     artifacts_of_run = run_artifacts(card, artifacts, held)
     run = _Run(card, brief, registry, approve, meter, mode, observer, artifacts_of_run, temperature)
     observer(_started(card, brief, meter, model, mode, run.messages))
-    digest = _told_if_raised(run, lambda: _loop(run, provider, model, stop_at_first_call))
+    try:
+        digest = _loop(run, provider, model, stop_at_first_call)
+    except TinyError as exc:  # raised to the caller: the observers are told first
+        observer(Aborted(str(exc)))
+        raise
     return finish(observer, replace(digest, routing=routing), run.messages)
 
 
@@ -265,15 +262,6 @@ def _start_servers(registry: Registry, card: Card, meter: Meter) -> None:
     finally:
         if any(source.owns(name) for source in registry.sources for name in card.tools):
             meter.server_seconds = meter.clock() - started
-
-
-def _told_if_raised(run: _Run, loop: Callable[[], Digest]) -> Digest:
-    """Run the loop; an error raised to the caller is told to the observers first (Aborted)."""
-    try:
-        return loop()
-    except TinyError as exc:
-        run.observer(Aborted(str(exc)))
-        raise
 
 
 def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Digest:
@@ -414,7 +402,7 @@ class _Run:
         self.required = required_fields(card, brief)
         self._card_schemas = registry.schemas(card.tools)
         self.json = mode == "json"  # auto starts native and may switch
-        self.messages = _context(self._prompted(), brief, meter.budget, self._tools_text())
+        self.messages = self._first_messages()
         if artifacts is not None and artifacts.held:
             self.messages[1]["content"] += "\n\n" + held_note(artifacts.held)
         self.wrapping = self.repaired = self.insisted = False
@@ -428,7 +416,7 @@ class _Run:
 
     def ask(self, provider: Provider, model: str) -> Completion:
         """Send the context with this mode's tools or constraint; count what the answer cost."""
-        forced = self.card.first == "tool" and not self.wrapping and not self._called_a_tool()
+        forced = self._tool_first()
         tools = [] if self.json or self.wrapping else self.schemas
         meter, asked, turn = self.meter, self.meter.clock(), self.meter.turns + 1
         self.observer(TurnStarted(turn, meter.remaining(), len(meter.calls), self.json))
@@ -511,17 +499,12 @@ class _Run:
 
     def insist_on_a_tool(self, reply: Completion) -> bool:
         """`first: tool` in auto mode: an answer before any tool ran switches the run to json."""
-        if self.card.first != "tool" or self._called_a_tool() or self.wrapping:
-            return False
-        if self.mode != "auto" or self.json or self.insisted:
+        if not self._tool_first() or self.mode != "auto" or self.json or self.insisted:
             return False
         if parse_reply(reply.content, ()).data.get("status") == "refused":
             return False  # not its job: a refusal needs no tool result
         self.insisted = True
-        self.messages += [
-            text_message(reply.content),
-            {"role": "user", "content": call_first_message()},
-        ]
+        self.messages += [text_message(reply.content), {"role": "user", "content": CALL_FIRST}]
         self._switch_to_json("the model answered before calling a tool")
         return True
 
@@ -588,18 +571,21 @@ class _Run:
         if self.json:
             return
         self.json = True  # the system prompt now describes json mode's answer
-        self.messages[0] = _context(
-            self._prompted(), self.brief, self.meter.budget, self._tools_text()
-        )[0]
+        self.messages[0] = self._first_messages()[0]
         self.notes += (f"switched to json tool mode: {why}",)
         self.observer(ModeSwitched("json", why))
 
-    def _tools_text(self) -> str | None:
-        return tools_section(self.schemas) if self.json else None
+    def _first_messages(self) -> list[dict[str, Any]]:
+        """The first messages as this run's mode and tools have them now."""
+        tools_text = tools_section(self.schemas) if self.json else None
+        return _context(self._prompted(), self.brief, self.meter.budget, tools_text)
 
-    def _called_a_tool(self) -> bool:
-        """True once a call reached a tool or the approver (a ghost or bad arguments did not)."""
-        return any(c.outcome not in ("ghost", "bad_arguments") for c in self.meter.calls)
+    def _tool_first(self) -> bool:
+        """True while a `first: tool` card with tool budget left has had no call reach a tool or
+        the approver (a ghost or bad arguments did not)."""
+        if self.card.first != "tool" or self.wrapping:
+            return False
+        return all(c.outcome in ("ghost", "bad_arguments") for c in self.meter.calls)
 
 
 def fresh_context(card: Card, brief: Brief, tools_text: str | None = None) -> list[dict[str, Any]]:

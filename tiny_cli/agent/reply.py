@@ -122,10 +122,11 @@ def parse_reply(
     typed = {**SUMMARY_TYPE, **(types or {})}  # the contract's summary is a string
     status = data.get("status")
     if status in ("partial", "refused"):  # taken with what it has: a wrong field is left out
-        # a refusal carries no fields to check, but its summary is shown
+        # a refusal carries no fields to check, but its summary is shown; the fields a partial
+        # lacks (even its summary) are named, not repaired, so a second try cannot turn an
+        # honest partial into a failure
         data, dropped = _without_mistyped(data, typed if status == "partial" else SUMMARY_TYPE)
-        problems = _contract_problems(data, required)
-        problems += _two_minds(text) if status == "refused" else []
+        problems = _two_minds(text) if status == "refused" else []
         return Reply(data, tuple(problems), notes + dropped, completed)
     problems = _contract_problems(data, required) + _two_minds(text)
     problems += _type_problems(data, typed, required)
@@ -188,15 +189,12 @@ def field_values(data: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any
 
 
 def _contract_problems(data: Mapping[str, Any], required: Sequence[str]) -> list[str]:
-    """Check the status and the fields it needs: `ok` all required ones, `partial` a summary."""
+    """Check an answer that is neither `partial` nor `refused`: its status, its summary and
+    every required field."""
     problems = []
     status = data.get("status")
     if status not in MODEL_STATUSES:
         problems.append(f"'status' must be one of {', '.join(MODEL_STATUSES)}, got {status!r}")
-    if status in ("refused", "partial"):
-        # a partial says it could not do all of it: the fields it lacks (even its summary) are
-        # named, not repaired, so a second try cannot turn an honest partial into a failure
-        return problems
     needed = ("summary", *required)
     return problems + [f"missing required field {n!r}" for n in missing_fields(data, needed)]
 

@@ -238,7 +238,7 @@ def _unevidenced(card: Card, meter: Meter, claim: Claim) -> Claim:
     `no_evidence`) and a `partial` keeps its status but gains the note: the model alone
     vouches for it.
     """
-    if claim.status not in ("ok", "partial") or not (card.writes or needs_evidence(card)):
+    if claim.status not in ("ok", "partial") or not needs_evidence(card):
         return claim
     if _wrote(meter) or informative(meter.evidence):
         return claim
@@ -253,7 +253,7 @@ def _unevidenced(card: Card, meter: Meter, claim: Claim) -> Claim:
 def _unsourced(card: Card, claim: Claim, sources: Mapping[str, str]) -> Claim:
     """An `ok` that must stand on tool results (a writer, `first: tool`, "not from memory")
     holds no field that only the model vouches for: such as an id no tool returned."""
-    if claim.status != "ok" or not (card.writes or needs_evidence(card)):
+    if claim.status != "ok" or not needs_evidence(card):
         return claim
     # a yes/no or an empty value has nothing to look up: it cannot be found, nor doubted
     alone = [n for n, source in sources.items() if source == "model" and checkable(claim.fields[n])]

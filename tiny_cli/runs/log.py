@@ -4,8 +4,8 @@ what it writes besides runs.
 A row left `running` by a process that is gone (killed, crashed) becomes `interrupted`
 whenever the log is opened: gone when its pid now names another process (a reboot, another
 PID namespace: a container), which the identity the row keeps beside the pid tells. Also
-re-exported here, for the modules that import them from this one: DB_NAME, Correction,
-RunQuery and parse_since.
+re-exported here, for the modules that import them from this one: DB_NAME, RunQuery and
+parse_since.
 
 Deleting: a run still `running` belongs to a live process (opening the log marked the others
 interrupted): it is never deleted. A run's corrections go with it, and so does its row of the
@@ -47,6 +47,7 @@ from tiny_cli.runs import store
 from tiny_cli.runs.query import (
     RUN_SQL,
     SQLITE_MAX_INT,
+    UNFINISHED,
     RunQuery,
     RunRecord,
     RunStats,
@@ -85,7 +86,6 @@ CORRECT_SQL = (
     "INSERT INTO corrections (run_id, task, routed, card, created_at) VALUES (?, ?, ?, ?, ?)"
 )
 LEARNED_SQL = "UPDATE corrections SET learned_at = ? WHERE id = ? AND learned_at IS NULL"
-NOT_FINISHED = ("running", "interrupted")
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def correctable(path: Path, run_id: int, row: Sequence[Any]) -> tuple[str, str |
     """
     command, goal, status, routing = row
     if routing is None:
-        if command == "delegate" and status in NOT_FINISHED:
+        if command == "delegate" and status in UNFINISHED:
             raise ConfigError(f"run {run_id} did not finish ({status}): no routing to correct")
         # an invoke names its card; a bench run may be of an arm that does not route, or of
         # the tiny arm in a log written before tiny kept its routing
@@ -192,7 +192,6 @@ def checked_record(path: Path, row: Sequence[Any]) -> RunRecord:
 
 def by_id(db: sqlite3.Connection, sql: str, run_id: int) -> Sequence[Any] | None:
     """Return the row `sql` selects for run `run_id`; None for none (an id past SQLite's)."""
-    # a larger number is no id, and no query takes it
     return db.execute(sql, (run_id,)).fetchone() if abs(run_id) <= SQLITE_MAX_INT else None
 
 
@@ -325,8 +324,7 @@ class RunLog:
     def runs(self, query: RunQuery = RunQuery()) -> list[RunSummary]:
         """Return the matching runs, newest first (`query.text`: those holding its words)."""
         with self._reading() as db:
-            sql, params = select_runs(query, query.text is not None and search_ready(db))
-            rows = db.execute(sql, params).fetchall()
+            rows = db.execute(*select_runs(query, search_ready(db, query))).fetchall()
         return [summary(row) for row in rows]
 
     def run(self, run_id: int) -> RunRecord:
@@ -341,8 +339,7 @@ class RunLog:
         """Return the figures of every matching run: in all, per card, per model, re-routes."""
         found = self.runs(query)
         with self._reading() as db:
-            sql, params = select_rerouted(query, query.text is not None and search_ready(db))
-            rerouted = db.execute(sql, params).fetchall()
+            rerouted = db.execute(*select_rerouted(query, search_ready(db, query))).fetchall()
         return run_stats(found, count_reroutes(rerouted))
 
     def correct(self, run_id: int, card: str | None) -> Correction:
@@ -391,9 +388,8 @@ class RunLog:
         """
         scrubbed = self._writer.scrub.document
         with destination(out, stream, self.path) as write, self._reading() as db:
-            sql, params = select_records(query, query.text is not None and search_ready(db))
             count = 0
-            for row in db.execute(sql, params):
+            for row in db.execute(*select_records(query, search_ready(db, query))):
                 write(scrubbed(checked_record(self.path, row).to_json()))
                 count += 1
             return count

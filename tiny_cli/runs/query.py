@@ -34,9 +34,10 @@ def indexed(db: sqlite3.Connection) -> bool:
     return db.execute(INDEX_SQL).fetchone() is not None
 
 
-def search_ready(db: sqlite3.Connection) -> bool:
-    """Index the finished runs not indexed yet; tell whether the log has the index at all."""
-    if not indexed(db):
+def search_ready(db: sqlite3.Connection, query: RunQuery) -> bool:
+    """Tell whether `query` has words to look up in the index and the log has one, brought up
+    to date first (the finished runs not indexed yet go in)."""
+    if query.text is None or not indexed(db):
         return False
     with transaction(db):  # all or nothing: a search that fails leaves the index as it was
         for statement in CATCH_UP:
@@ -172,8 +173,8 @@ class RunRecord:
         }
 
 
-# a Digest's status, or a run the log holds without one
-RUN_STATUSES = (*get_args(Status), "running", "interrupted")
+UNFINISHED = ("running", "interrupted")  # no Digest: left out of the means in `stats`
+RUN_STATUSES = (*get_args(Status), *UNFINISHED)  # a Digest's status, or a run's without one
 
 
 @dataclass(frozen=True)
@@ -293,7 +294,6 @@ def parse_since(text: str, now: datetime | None = None, option: str = "--since")
         raise ConfigError(f"{option} {text!r}: out of the calendar's range") from None
 
 
-UNFINISHED = ("running", "interrupted")  # no Digest: left out of the means in `stats`
 RESCUED = ("ok", "partial")  # a re-routed task's final statuses that count as rescued
 
 

@@ -38,6 +38,7 @@ from tiny_cli.events import (
     RunStarted,
     ToolCalled,
     ToolFinished,
+    ignore,
 )
 from tiny_cli.secrets import Scrubber
 
@@ -401,10 +402,7 @@ def _namespace(pid: int) -> str | None:
 FLUSH_SECONDS = 0.1  # the writer's tick: a process killed this soon after an event loses it
 LEFT = "the command ended before the run finished"
 # a run the command's error ended (a replay miss): failed, with the error as its reason
-FAIL_LEFT = (
-    "UPDATE runs SET status = 'failed', ended_at = ?, reason = ? "
-    "WHERE id = ? AND status = 'running'"
-)
+FAIL_LEFT = INTERRUPT.replace("'interrupted'", "'failed'")
 
 Job = Callable[[sqlite3.Connection], None]
 # The most of one call's arguments the log keeps whole: the runner refuses longer ones (the
@@ -428,9 +426,7 @@ def observer(writer: Writer, command: str, run: str, endpoint: str, goal: str = 
 
     def notify(event: Event) -> None:
         """Hand the event to its handler; the other events are not recorded."""
-        handler = handlers.get(type(event))
-        if handler is not None:
-            handler(event)
+        handlers.get(type(event), ignore)(event)
 
     return notify
 
