@@ -89,15 +89,14 @@ def route_all(
     router: RouterLike | None,
     tasks: Sequence[BenchTask],
     site: str | None,
-    book: RouteBook | None = None,
-    cards: Collection[str] = (),
+    book: RouteBook,
+    cards: Collection[str],
 ) -> dict[str, Route]:
     """Route every task once, in this thread (the embedder need not be thread-safe).
 
     A decision `book` holds (a replayed recording's) among `cards` is used as recorded.
     """
     assert router is not None  # run_bench's option check made sure
-    book = book or RouteBook(None)
     live = [t for t in tasks if book.get(t.id, cards) is None]
     fresh = {t.id for t in live}
     if live:  # the embedder's one-time load is not any task's routing time
@@ -173,7 +172,8 @@ def run_job(context: JobContext, job: Job) -> Ran:
     if route is not None and route.agent_id is None:  # no model call: the outcome is `abstain`
         digest = finish(observer, _abstain_digest(route))
         return Ran(job, digest, route, context.volatile)
-    card = _card(context.ws, job.task, route)
+    expected = context.ws.cards.get(job.task.expected_agent or "")
+    card = _card(context.ws, expected, route)
     with tempfile.TemporaryDirectory(prefix="tiny-bench-") as scratch:
         volatile = context.volatile.plus({"{home}": scratch})
         home = Path(scratch)
@@ -181,15 +181,15 @@ def run_job(context: JobContext, job: Job) -> Ran:
                          observer=observer)  # fmt: skip
         records = _crm_records(home) if job.task.writes else ()  # before it is gone
     split = first_request_split(card, brief, context.ws.registry)
-    tools = _expected_tools(context.ws, job.task)
+    tools = frozenset(expected.tools) if expected is not None else frozenset()
     return Ran(job, digest, route, volatile, split, tools, records)
 
 
-def _card(ws: Workspace, task: BenchTask, route: Route | None) -> Card:
+def _card(ws: Workspace, expected: Card | None, route: Route | None) -> Card:
     """The routed card in the tiny arm; the generalist, shaped like the expected card, else."""
     if route is not None and route.agent_id is not None:
         return ws.card(route.agent_id)
-    return generalist(ws.cards.values(), ws.cards.get(task.expected_agent or ""))
+    return generalist(ws.cards.values(), expected)
 
 
 def _invoke(
@@ -312,11 +312,6 @@ def _crm_records(home: Path) -> tuple[Mapping[str, Any], ...]:
         return tuple(CrmStore(path).all())
     except (ConfigError, sqlite3.Error):  # a broken CRM holds no evidence
         return ()
-
-
-def _expected_tools(ws: Workspace, task: BenchTask) -> frozenset[str]:
-    card = ws.cards.get(task.expected_agent) if task.expected_agent is not None else None
-    return frozenset(card.tools) if card is not None else frozenset()
 
 
 def _tokens(value: Any) -> int:

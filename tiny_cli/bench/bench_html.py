@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tiny_cli.bench.html import BODY_CSS, esc, write_page
+from tiny_cli.bench.html import BODY_CSS, esc, page, table, write_page
 from tiny_cli.settings import sampling
 
 __all__ = ["write_bench_html"]
@@ -48,23 +48,13 @@ th { background: #f4f4f4; }
 
 def write_bench_html(report: Mapping[str, Any], path: Path) -> None:
     """Write an example-bench report (its JSON document) to `path` as one HTML page, whole."""
-    write_page(path, _page(report))
-
-
-def _page(report: Mapping[str, Any]) -> str:
-    """The whole HTML document."""
     arms: Mapping[str, Mapping[str, Any]] = report.get("arms") or {}
-    title = f"tiny bench: {esc(report.get('model', '?'))}"
-    parts = [
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">',
-        f"<title>{title}</title>\n<style>{_CSS}</style>\n</head>\n<body>",
-        f"<h1>{title}</h1>",
+    body = [
         f'<p class="meta">{_meta(report)}</p>',
         _arms_table(arms, replayed=bool(report.get("replayed"))),
         _tasks_table(report.get("tasks") or [], list(arms)),
-        "</body>\n</html>\n",
     ]
-    return "\n".join(parts)
+    write_page(path, page(f"tiny bench: {esc(report.get('model', '?'))}", _CSS, body))
 
 
 def _meta(report: Mapping[str, Any]) -> str:
@@ -92,7 +82,7 @@ def _arms_table(arms: Mapping[str, Mapping[str, Any]], *, replayed: bool) -> str
             continue  # a replay's wall times are the replay's, not the model's
         cells = "".join(f"<td>{_figure(summary, key)}</td>" for summary in arms.values())
         rows.append(f'<tr><td class="text">{esc(label)}</td>{cells}</tr>')
-    return _table("arms", "The arms side by side", head, rows)
+    return table("arms", "The arms side by side", head, rows)
 
 
 def _figure(summary: Mapping[str, Any], key: str) -> str:
@@ -123,7 +113,7 @@ def _tasks_table(tasks: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> str
             f'<tr><td class="text">{esc(task.get("id"))}</td>'
             f'<td class="text">{esc(agent)}</td>{cells}</tr>'
         )
-    return _table("tasks", "Every task: statuses of its runs, and right runs", head, rows)
+    return table("tasks", "Every task: statuses of its runs, and right runs", head, rows)
 
 
 def _outcome(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -134,10 +124,3 @@ def _outcome(runs: Sequence[Mapping[str, Any]]) -> str:
     shown = ", ".join(f"{s} {n}x" if n > 1 else s for s, n in statuses.items())
     right = sum(bool(r.get("right")) for r in runs)
     return esc(f"{shown} · right {right}/{len(runs)}")
-
-
-def _table(table_id: str, caption: str, head: str, rows: Sequence[str]) -> str:
-    return (
-        f'<table id="{table_id}">\n<caption>{esc(caption)}</caption>\n'
-        f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
-    )

@@ -15,7 +15,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.settings import sampling
 from tiny_cli.userfiles import write_text
 
-__all__ = ["BODY_CSS", "esc", "require_charts", "write_html", "write_page"]
+__all__ = ["BODY_CSS", "esc", "page", "require_charts", "table", "write_html", "write_page"]
 
 Row = Mapping[str, Any]
 
@@ -116,12 +116,14 @@ def _arms(rows: Sequence[Row]) -> list[str]:
     return list(dict.fromkeys(str(r["arm"]) for r in rows))
 
 
-def _style(arm: str, arms: Sequence[str]) -> tuple[str, str, str]:
-    """Colour, marker and line style of one arm; unknown arms take spare colours."""
+def _style(arm: str, arms: Sequence[str]) -> dict[str, str]:
+    """Colour, marker and line style of one arm, as plot keywords; unknown arms take spares."""
     if arm in _STYLE:
-        return _STYLE[arm]
-    unknown = [a for a in arms if a not in _STYLE]
-    return _SPARE[unknown.index(arm) % len(_SPARE)], "P", "-"
+        colour, marker, line = _STYLE[arm]
+    else:
+        unknown = [a for a in arms if a not in _STYLE]
+        colour, marker, line = _SPARE[unknown.index(arm) % len(_SPARE)], "P", "-"
+    return {"color": colour, "marker": marker, "linestyle": line}
 
 
 def _dodge(arm: str, arms: Sequence[str]) -> float:
@@ -148,22 +150,15 @@ def _accuracy_svg(rows: Sequence[Row], new_figure: Any) -> str:
     ax = fig.add_subplot()
     arms = _arms(rows)
     for arm in arms:
-        colour, marker, line = _style(arm, arms)
+        style = _style(arm, arms)
         mine = _rows_of(rows, arm)
         measured = [r for r in mine if _fits(r)]
         points = [_accuracy(r) for r in measured]
-        ax.errorbar(
-            [float(r["tools"]) * _dodge(arm, arms) for r in measured],
-            [p[0] for p in points],
-            yerr=[[p[1] for p in points], [p[2] for p in points]],
-            color=colour,
-            marker=marker,
-            linestyle=line,
-            capsize=3,
-            label=arm,
-        )
+        xs = [float(r["tools"]) * _dodge(arm, arms) for r in measured]
+        bars = [[p[1] for p in points], [p[2] for p in points]]
+        ax.errorbar(xs, [p[0] for p in points], yerr=bars, capsize=3, label=arm, **style)
         lost = [float(r["tools"]) * _dodge(arm, arms) for r in mine if not _fits(r)]
-        _hollow(ax, lost, [_NO_FIT_Y] * len(lost), colour, marker, f"{arm}: does not fit")
+        _hollow(ax, lost, [_NO_FIT_Y] * len(lost), style, f"{arm}: does not fit")
     if any(not _fits(r) for r in rows):
         ax.axhspan(-16, -2, color="#f1f1f1", zorder=0)
     ax.set_ylim(-16, 104)
@@ -181,30 +176,16 @@ def _tokens_svg(rows: Sequence[Row], new_figure: Any) -> str:
     ax = fig.add_subplot()
     arms = _arms(rows)
     for arm in arms:
-        colour, marker, line = _style(arm, arms)
+        style = _style(arm, arms)
         mine = [r for r in _rows_of(rows, arm) if r.get("prompt_tokens")]
         xs = [float(r["tools"]) for r in mine]
         ys = [float(r["prompt_tokens"]) for r in mine]
         fitting = [i for i, r in enumerate(mine) if r.get("fits", True)]
-        ax.plot(
-            [xs[i] for i in fitting],
-            [ys[i] for i in fitting],
-            color=colour,
-            marker=marker,
-            linestyle=line,
-            label=arm,
-        )
+        ax.plot([xs[i] for i in fitting], [ys[i] for i in fitting], label=arm, **style)
         lost = [i for i in range(len(mine)) if i not in fitting]
         for i in (i for i in lost if i):  # a dotted line from the point before to the estimate
-            ax.plot(xs[i - 1 : i + 1], ys[i - 1 : i + 1], color=colour, linestyle=":")
-        _hollow(
-            ax,
-            [xs[i] for i in lost],
-            [ys[i] for i in lost],
-            colour,
-            marker,
-            "estimate: does not fit",
-        )
+            ax.plot(xs[i - 1 : i + 1], ys[i - 1 : i + 1], color=style["color"], linestyle=":")
+        _hollow(ax, [xs[i] for i in lost], [ys[i] for i in lost], style, "estimate: does not fit")
     ax.set_yscale("log")
     ax.margins(y=0.12)  # room above the top marker's label
     ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -220,32 +201,17 @@ def _rows_of(rows: Sequence[Row], arm: str) -> list[Row]:
 
 
 def _hollow(
-    ax: Any, xs: Sequence[float], ys: Sequence[float], colour: str, marker: str, text: str
+    ax: Any, xs: Sequence[float], ys: Sequence[float], style: Mapping[str, str], text: str
 ) -> None:
     """Hollow markers, each labelled on its left: points whose prompt did not fit."""
     if not xs:
         return
-    ax.plot(
-        xs,
-        ys,
-        linestyle="none",
-        marker=marker,
-        markersize=9,
-        markerfacecolor="white",
-        markeredgecolor=colour,
-        markeredgewidth=1.8,
-    )
+    colour = style["color"]
+    ax.plot(xs, ys, linestyle="none", marker=style["marker"], markersize=9,
+            markerfacecolor="white", markeredgecolor=colour, markeredgewidth=1.8)  # fmt: skip
     for x, y in zip(xs, ys, strict=True):
-        ax.annotate(
-            text,
-            (x, y),
-            xytext=(-10, 0),
-            textcoords="offset points",
-            ha="right",
-            va="center",
-            fontsize=9,
-            color=colour,
-        )
+        ax.annotate(text, (x, y), xytext=(-10, 0), textcoords="offset points", ha="right",
+                    va="center", fontsize=9, color=colour)  # fmt: skip
 
 
 def _tool_axis(ax: Any, rows: Sequence[Row]) -> None:
@@ -294,19 +260,26 @@ def _page(report: Mapping[str, Any], rows: Sequence[Row], charts: tuple[str, str
     title = f"Tool selection at scale: {esc(report.get('model', '?'))}"
     headline = report.get("headline")
     accuracy, tokens = charts
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        '<head>\n<meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{title}</title>\n<style>{_CSS}</style>\n</head>\n<body>",
-        f"<h1>{title}</h1>",
+    body = [
         f'<p class="meta">{_meta(report)}</p>',
         f'<p class="headline">{esc(headline)}</p>' if headline else "",
         f"<p>{_setup(report)}</p>",
         _figure("accuracy-chart", accuracy, _ACCURACY_CAPTION),
         _figure("tokens-chart", tokens, _TOKENS_CAPTION),
         _table(rows),
+    ]
+    viewport = '<meta name="viewport" content="width=device-width, initial-scale=1">'
+    return page(title, _CSS, body, head=viewport)
+
+
+def page(title: str, css: str, body: Sequence[str], head: str = "") -> str:
+    """A whole HTML document: `title` (escaped) as its title and heading, then `body`."""
+    parts = [
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">',
+        head,
+        f"<title>{title}</title>\n<style>{css}</style>\n</head>\n<body>",
+        f"<h1>{title}</h1>",
+        *body,
         "</body>\n</html>\n",
     ]
     return "\n".join(p for p in parts if p)
@@ -360,11 +333,15 @@ def _table(rows: Sequence[Row]) -> str:
         classes = " ".join(c for c, on in (("first", first), ("nofit", not _fits(row))) if on)
         opening = f'<tr class="{classes}">' if classes else "<tr>"
         body.append(opening + "".join(_cells(row)) + "</tr>")
+    caption = "Every arm at every size: counts are right/asked"
+    return f'<div class="scroll">\n{table("rows", caption, head, body)}\n</div>'
+
+
+def table(table_id: str, caption: str, head: str, rows: Sequence[str]) -> str:
+    """A `<table>`: its caption (escaped), the header row's cells `head`, then `rows`."""
     return (
-        '<div class="scroll">\n<table id="rows">\n'
-        "<caption>Every arm at every size: counts are right/asked</caption>\n"
-        f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n"
-        "</table>\n</div>"
+        f'<table id="{table_id}">\n<caption>{esc(caption)}</caption>\n'
+        f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
     )
 
 

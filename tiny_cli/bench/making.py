@@ -34,6 +34,7 @@ __all__ = [
     "Place",
     "Prompt",
     "RouteBook",
+    "arm_flag",
     "as_offered",
     "cards_offering",
     "changed_since",
@@ -203,6 +204,11 @@ def digests(tasks: Path, ws: Workspace) -> dict[str, Any]:
     }
 
 
+def arm_flag(arms: Sequence[str], every: Sequence[str]) -> str:
+    """`--arm`'s value naming `arms` as a recording keeps it: both when they are `every` arm."""
+    return "both" if arms == every else ",".join(arms)
+
+
 def note_making(exchanges: ExchangeSource, tasks: Path, ws: Workspace, **options: Any) -> None:
     """Keep the options and the digests in the recording's header (if this run writes one)."""
     temperature = ws.settings.temperature
@@ -233,11 +239,9 @@ def changed_since(recorded: Any, tasks: Path, ws: Workspace) -> str | None:
 def portable(options: Mapping[str, Any], recording: Path | None) -> dict[str, Any]:
     """The options with their paths relative to the recording's folder (as given if none)."""
     out = dict(options)
-    for name in PATH_OPTIONS:
-        if out.get(name) is not None and recording is not None:
-            out[name] = _relative(Path(out[name]), recording.parent)
-        elif out.get(name) is not None:
-            out[name] = str(out[name])
+    for name in (n for n in PATH_OPTIONS if out.get(n) is not None):
+        given = out[name]
+        out[name] = str(given) if recording is None else _relative(Path(given), recording.parent)
     return out
 
 

@@ -34,7 +34,7 @@ from tiny_cli.bench.arms import (
     route_all,
     run_job,
 )
-from tiny_cli.bench.making import RouteBook, note_making
+from tiny_cli.bench.making import RouteBook, arm_flag, note_making
 from tiny_cli.bench.pages import PageServer
 from tiny_cli.bench.report import BenchReport, summarize
 from tiny_cli.bench.scoring import (
@@ -110,8 +110,7 @@ def bench_from_settings(
     router = _Deferred(lambda: router_for(ws)) if "tiny" in options.arms else None
     exchanges = session.exchanges
     exchanges.probe()
-    arm = "both" if options.arms == ARMS else ",".join(options.arms)
-    note_making(exchanges, path, ws, arm=arm, repeat=options.repeat)
+    note_making(exchanges, path, ws, arm=arm_flag(options.arms, ARMS), repeat=options.repeat)
     arms = ",".join(options.arms)
     with session.traced("bench", **{"tiny.bench.tasks": len(tasks), "tiny.bench.arms": arms}):
         return run_bench(
@@ -136,7 +135,6 @@ def run_bench(
     options: BenchOptions = BenchOptions(),
     pages: Path | None = None,
     on_progress: Progress | None = None,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
     replayed_from: str | None = None,
     observe: Observe = _observe_nothing,
 ) -> BenchReport:
@@ -148,7 +146,7 @@ def run_bench(
     replay, whose wall times are the replay's, not the model's.
     """
     _check_options(options, router)
-    started = now().isoformat(timespec="seconds")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     with _site(tasks, pages) as site:
         volatile = Volatile.of({SITE: site, "{site_host}": netloc(site)})
         book = RouteBook(exchanges)

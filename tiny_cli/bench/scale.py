@@ -29,6 +29,7 @@ from tiny_cli.bench.making import (
     Place,
     Prompt,
     RouteBook,
+    arm_flag,
     as_offered,
     decision_entry,
     note_making,
@@ -37,7 +38,7 @@ from tiny_cli.bench.run import MAX_CONCURRENCY
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
 from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
 from tiny_cli.bench.tasks import read_task_text
-from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, universes
+from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, size_label, universes
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Cost, Digest, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
@@ -180,7 +181,6 @@ def scale_from_settings(
     session: Session,
     tasks_path: Path,
     options: ScaleOptions = ScaleOptions(),
-    on_run: Callable[[RunRecord], None] | None = None,
     embedder: Embedder | None = None,
 ) -> ScaleReport:
     """Load the cards and the selection tasks, check the endpoint, and run the bench at scale.
@@ -205,17 +205,16 @@ def scale_from_settings(
         )  # fmt: skip
 
     with session.traced("bench", **{"tiny.bench.tasks": len(tasks), "tiny.bench.scale": True}):
-        report = run_scale(ws, tasks, session, router_for, options, on_run)
+        report = run_scale(ws, tasks, session, router_for, options)
     replayed = session.exchanges.answered_from()
     return report if replayed is None else rebuild(report, replayed)
 
 
 def _recorded(options: ScaleOptions) -> dict[str, Any]:
     """The options a recording keeps (tiny_cli.bench.making), named as their flags read."""
-    sizes = ",".join("all" if s == CATALOGUE else str(s) for s in options.sizes)
-    arms = "both" if options.arms == SCALE_ARMS else ",".join(options.arms)
+    sizes = ",".join(size_label(s) for s in options.sizes)
     kept = {name: getattr(options, name) for name in RECORDED_AS_THEY_ARE}
-    return {"all_tools_sizes": sizes, "arm": arms, **kept}
+    return {"all_tools_sizes": sizes, "arm": arm_flag(options.arms, SCALE_ARMS), **kept}
 
 
 def run_scale(
@@ -224,7 +223,6 @@ def run_scale(
     session: Session,
     router_for: Callable[[Sequence[Card]], Router],
     options: ScaleOptions = ScaleOptions(),
-    on_run: Callable[[RunRecord], None] | None = None,
 ) -> ScaleReport:
     """Run every sampled task in every arm at every size; return the report."""
     _check_options(options)
@@ -234,15 +232,9 @@ def run_scale(
     records: list[RunRecord] = []
     asked = _Asked()
     book = RouteBook(session.exchanges)
-
-    def keep(record: RunRecord) -> None:
-        records.append(record)
-        if on_run is not None:
-            on_run(record)
-
     for size in _distinct(options.sizes, sum(tools_of.values())):
         jobs = _jobs(ws, picked, tools_of, size, router_for, options, book)
-        _each(lambda job: _run(ws, session, job, options, asked), jobs, options, keep)
+        records += _each(lambda job: _run(ws, session, job, options, asked), jobs, options)
     book.save()
     model = model_for(ws.settings, None)
     mode = ws.settings.tool_mode or "auto"
@@ -266,7 +258,7 @@ def _distinct(sizes: Sequence[int], catalogue: int) -> Sequence[int]:
     (`all`), and two that name it are refused, or its runs would count twice in one row."""
     whole = [s for s in sizes if s == CATALOGUE or s >= catalogue]
     if len(whole) > 1:
-        named = " and ".join("all" if s == CATALOGUE else str(s) for s in whole)
+        named = " and ".join(size_label(s) for s in whole)
         raise ConfigError(
             f"--all-tools-sizes: {named} are the same catalogue ({catalogue} tools); give it once"
         )
@@ -274,24 +266,21 @@ def _distinct(sizes: Sequence[int], catalogue: int) -> Sequence[int]:
 
 
 def _each(
-    run: Callable[[Any], RunRecord],
-    jobs: Sequence[Any],
-    options: ScaleOptions,
-    keep: Callable[[RunRecord], None],
-) -> None:
-    """Run the jobs `options.concurrency` at a time, handing each result to `keep` in order.
+    run: Callable[[Any], RunRecord], jobs: Sequence[Any], options: ScaleOptions
+) -> list[RunRecord]:
+    """Run the jobs `options.concurrency` at a time; their records in job order.
 
     After Ctrl-C the running requests are left behind, not awaited: the recording must be
     saved before the process's 2 s net ends it (a pool's own exit waits for them).
     """
     pool = ThreadPoolExecutor(options.concurrency)  # checked by run_scale
     try:
-        for record in pool.map(run, jobs):
-            keep(record)
+        records = list(pool.map(run, jobs))
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
+    return records
 
 
 def _sample(tasks: Sequence[SelectionTask], options: ScaleOptions) -> list[SelectionTask]:
@@ -403,18 +392,16 @@ def _job(
         return _Job(task, arm, world, _one(cards, task.card, options), offered=own)
     if arm == "all-tools":
         order = _placed(world.cards, task.card, options.expected_tools)
-        card = _generalist([cards[c] for c in order])
-        fits = _fits(ws, card, task, options)
-        return _Job(task, arm, world, card, fits=fits, offered=order)
+        card = _generalist(cards, order)
+        return _Job(task, arm, world, card, fits=_fits(ws, card, task, options), offered=order)
     if arm == "top-k":
-        card = _generalist([cards[c] for c in top])
-        return _Job(task, arm, world, card, ranked=top, offered=top)
+        return _Job(task, arm, world, _generalist(cards, top), ranked=top, offered=top)
     if routed is None:  # tiny and hybrid share the abstain rule: no card, no request
         return _Job(task, arm, world, None, routed=None, ranked=top)
     if arm == "tiny" or margin >= options.hybrid_margin:
         one = _one(cards, routed, options)
         return _Job(task, arm, world, one, routed=routed, ranked=top, offered=(routed,))
-    card = _generalist([cards[c] for c in top])
+    card = _generalist(cards, top)
     return _Job(task, arm, world, card, routed=routed, ranked=top, offered=top)
 
 
@@ -422,7 +409,7 @@ def _one(cards: Mapping[str, Card], card: str | None, options: ScaleOptions) -> 
     """One card's tools, asked with the shared prompt or with the card's own (`--prompt`)."""
     if card is None:
         return None
-    return cards[card] if options.prompt == "card" else _generalist([cards[card]])
+    return cards[card] if options.prompt == "card" else _generalist(cards, (card,))
 
 
 def _placed(cards: tuple[str, ...], expected: str | None, where: Place | None) -> tuple[str, ...]:
@@ -433,9 +420,9 @@ def _placed(cards: tuple[str, ...], expected: str | None, where: Place | None) -
     return (expected, *rest) if where == "first" else (*rest, expected)
 
 
-def _generalist(cards: Sequence[Card]) -> Card:
-    """The all-tools card over `cards`, with a selection budget (one answer, no writes)."""
-    card = generalist(cards, None)
+def _generalist(cards: Mapping[str, Card], ids: Sequence[str]) -> Card:
+    """The all-tools card over the cards `ids`, with a selection budget (one answer, no writes)."""
+    card = generalist([cards[c] for c in ids], None)
     return Card(card.id, card.summary, card.tools, (), budget=Budget())
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from tiny_cli.bench.universe import CATALOGUE
+from tiny_cli.bench.universe import size_label
 
 __all__ = [
     "COLUMNS",
@@ -228,7 +228,7 @@ def _row(runs: Sequence[RunRecord], timed: bool = True) -> ScaleRow:
     first = runs[0]
     return ScaleRow(
         size=first.size,
-        label="all" if first.size == CATALOGUE else str(first.size),
+        label=size_label(first.size),
         tools=round(statistics.fmean(r.tools for r in runs), 1),
         arm=first.arm,
         fits=fits,

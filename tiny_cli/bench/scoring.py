@@ -8,9 +8,10 @@ from typing import Any, Literal, get_args
 
 from tiny_cli.agent.verdict import NO_EVIDENCE, UNSOURCED, UNVERIFIED_WRITE
 from tiny_cli.bench.arms import Arm, PromptSplit, Ran
-from tiny_cli.bench.tasks import BenchTask, as_text
+from tiny_cli.bench.tasks import BenchTask
 from tiny_cli.digest import Digest, Status, caller_tokens
 from tiny_cli.provider.volatile import Volatile, each_string
+from tiny_cli.text import text_of
 
 __all__ = [
     "EVIDENCE",
@@ -219,7 +220,7 @@ def _in_crm(
     name = task.expect.get("name")
     found = [r for r in records if name is None or name.matches(r.get("name"))]
     if "company_id" in task.expect:
-        returned = as_text(fields.get("company_id")).strip()
+        returned = text_of(fields.get("company_id")).strip()
         found = [r for r in found if str(r.get("company_id")) == returned]
     return bool(found)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
-from tiny_cli.text import kind_of, printable
+from tiny_cli.text import kind_of, printable, text_of
 from tiny_cli.userfiles import jsonl_lines, load_json, parse_guarded, read_bytes
 from tiny_cli.yamlsafe import load_list
 
@@ -26,7 +26,6 @@ __all__ = [
     "TOOL_SOURCE",
     "BenchTask",
     "Expect",
-    "as_text",
     "check_agents",
     "default_tasks_path",
     "load_tasks",
@@ -64,8 +63,8 @@ class Expect:
         if actual is None or actual == "":
             return False
         if self.regex is not None:
-            return re.search(self.regex, as_text(actual)) is not None
-        return as_text(actual).strip() == as_text(self.value).strip()
+            return re.search(self.regex, text_of(actual)) is not None
+        return text_of(actual).strip() == text_of(self.value).strip()
 
     def sourced(self, source: str | None) -> bool:
         """Tell whether a field from `source` (Digest.field_sources) may count as correct."""
@@ -137,11 +136,6 @@ def pages_folder(tasks_path: Path) -> Path | None:
     """Return the `pages/` folder next to a task file, if there is one."""
     folder = tasks_path.parent / PAGES_FOLDER
     return folder if folder.is_dir() else None
-
-
-def as_text(value: Any) -> str:
-    """Return a value as text: a string as it is, anything else as its JSON."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 # --- reading the file ---------------------------------------------------------------------

@@ -15,9 +15,14 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CATALOGUE", "Universe", "sample_tasks", "universes"]
+__all__ = ["CATALOGUE", "Universe", "sample_tasks", "size_label", "universes"]
 
 CATALOGUE = 0  # the size that stands for "every card", a user's real setting
+
+
+def size_label(size: int) -> str:
+    """A size as `--all-tools-sizes` and the tables write it: `all` for the whole catalogue."""
+    return "all" if size == CATALOGUE else str(size)
 
 
 @dataclass(frozen=True)

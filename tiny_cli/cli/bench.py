@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
@@ -27,7 +27,12 @@ from tiny_cli.bench.html import require_charts, write_html
 from tiny_cli.bench.making import Place, Prompt
 from tiny_cli.bench.run import MAX_CONCURRENCY, MAX_REPEAT
 from tiny_cli.bench.scale import (
+    DEFAULT_CONTEXT_TOKENS,
+    DEFAULT_HYBRID_MARGIN,
+    DEFAULT_IRRELEVANCE,
+    DEFAULT_SAMPLE,
     DEFAULT_SIZES,
+    DEFAULT_TOP_K,
     SCALE_ARMS,
     ScaleArm,
     ScaleOptions,
@@ -35,6 +40,7 @@ from tiny_cli.bench.scale import (
     scale_from_settings,
 )
 from tiny_cli.bench.scale_report import markdown_table
+from tiny_cli.bench.universe import CATALOGUE, size_label
 from tiny_cli.cards.index import CARD_SUFFIXES
 from tiny_cli.cli import render_bench
 from tiny_cli.cli.common import (
@@ -185,12 +191,12 @@ def bench(
     json_out: JsonOpt = False,
     scale: ScaleModeOpt = False,
     sizes: SizesOpt = None,
-    sample: SampleOpt = 60,
-    irrelevance: IrrelevanceOpt = 30,
+    sample: SampleOpt = DEFAULT_SAMPLE,
+    irrelevance: IrrelevanceOpt = DEFAULT_IRRELEVANCE,
     seed: SeedOpt = 0,
-    top_k: TopKOpt = 3,
-    hybrid_margin: MarginOpt = 1.0,
-    context_tokens: ContextOpt = 32_768,
+    top_k: TopKOpt = DEFAULT_TOP_K,
+    hybrid_margin: MarginOpt = DEFAULT_HYBRID_MARGIN,
+    context_tokens: ContextOpt = DEFAULT_CONTEXT_TOKENS,
     html: HtmlOpt = None,
     expected_tools: PlaceOpt = None,
     prompt: PromptOpt = "same",
@@ -217,18 +223,18 @@ class BenchFlags:
     """The options both benches read: the run's, the task file and arms, the outputs."""
 
     options: RunOptions
-    tasks: Path | None = None
-    arm: str = "both"
-    repeat: int = 1
-    concurrency: int = 1
-    resume: Sequence[Path] = ()
-    out: Path | None = None
-    html: Path | None = None
-    markdown: bool = False
-    quiet: bool = False
-    json_out: bool = False
-    fail_under: Sequence[str] = ()
-    upgrade: bool = False  # --upgrade: rewrite the --replay recording with its making
+    tasks: Path | None
+    arm: str
+    repeat: int
+    concurrency: int
+    resume: Sequence[Path]
+    out: Path | None
+    html: Path | None
+    markdown: bool
+    quiet: bool
+    json_out: bool
+    fail_under: Sequence[str]
+    upgrade: bool  # --upgrade: rewrite the --replay recording with its making
 
 
 def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> None:
@@ -259,11 +265,9 @@ def asked_at(
     or the resumed one says otherwise: sampling adds noise to every arm it compares."""
     if replay or settings.temperature is not None:
         return settings  # a replay sends what its recording sent (RunOptions.settings)
-    if resume:  # its answers match only at its own temperature (none sent: the server's)
-        return replace(
-            settings, temperature=recorded_temperature(read_header(resume[0]), resume[0])
-        )
-    return replace(settings, temperature=BENCH_TEMPERATURE)
+    # a resumed recording's answers match only at its own temperature (none sent: the server's)
+    asked = recorded_temperature(read_header(resume[0]), resume[0]) if resume else BENCH_TEMPERATURE
+    return replace(settings, temperature=asked)
 
 
 def at_scale_asked(scale: bool, tasks: Path | None, sizes: str | None) -> bool:
@@ -274,7 +278,6 @@ def at_scale_asked(scale: bool, tasks: Path | None, sizes: str | None) -> bool:
     """
     if scale or sizes is not None:
         return True
-
     if tasks is None or not is_selection_file(tasks):  # reads the file: a bad path stops here
         return False
 
@@ -299,15 +302,12 @@ def _run_bench(
     settings: Any, session: Any, tasks: Path | None, options: Any, bar: bool
 ) -> BenchReport:
     """Run the example bench, with a progress bar on stderr where a person watches (`bar`)."""
-
-    def router(ws: Any) -> Any:
-        return build_router(ws.settings, ws.cards.values())
-
     shown = render_bench.BenchProgress(console(stderr=True)) if bar else nullcontext()
     with shown as progress:
         return bench_from_settings(
-            settings, session, router, tasks_path=tasks, options=options, on_progress=progress
-        )
+            settings, session, lambda ws: build_router(ws.settings, ws.cards.values()),
+            tasks_path=tasks, options=options, on_progress=progress,
+        )  # fmt: skip
 
 
 def _recorded(settings: Settings, f: BenchFlags, live: bool, run: Callable[[Session], R]) -> R:
@@ -395,17 +395,17 @@ def write_report(path: Path, document: Any) -> None:
 
 @dataclass(frozen=True)
 class ScaleFlags:
-    """The options only the bench at scale reads, as given (defaults: the options' own)."""
+    """The options only the bench at scale reads, as given."""
 
-    sizes: str | None = None
-    sample: int = 60
-    irrelevance: int = 30
-    seed: int = 0
-    top_k: int = 3
-    hybrid_margin: float = 1.0
-    context_tokens: int = 32_768
-    expected_tools: Place | None = None  # typer checks the choice
-    prompt: Prompt = "same"
+    sizes: str | None
+    sample: int
+    irrelevance: int
+    seed: int
+    top_k: int
+    hybrid_margin: float
+    context_tokens: int
+    expected_tools: Place | None  # typer checks the choice
+    prompt: Prompt
 
 
 def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: ScaleFlags) -> None:
@@ -429,25 +429,14 @@ def fail_below(document: dict, specs: Sequence[str]) -> None:
 def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: float) -> ScaleOptions:
     """Turn the flags into ScaleOptions; a bad size or arm is a usage error naming it."""
     sizes = tuple(_size(s) for s in flags.sizes.split(",")) if flags.sizes else DEFAULT_SIZES
-    _once(sizes, "--all-tools-sizes")
+    _once([size_label(s) for s in sizes], "--all-tools-sizes")
     if not math.isfinite(flags.hybrid_margin):  # nan: hybrid could never offer one card
         raise typer.BadParameter(
             f"{flags.hybrid_margin}: must be a finite number", param_hint="--hybrid-margin"
         )
-    return ScaleOptions(
-        sizes=sizes,
-        arms=cast("tuple[ScaleArm, ...]", scale_arms(arm)),
-        sample=flags.sample,
-        irrelevance=flags.irrelevance,
-        seed=flags.seed,
-        top_k=flags.top_k,
-        hybrid_margin=flags.hybrid_margin,
-        context_tokens=flags.context_tokens,
-        concurrency=concurrency,
-        wall_scale=wall_scale,
-        expected_tools=flags.expected_tools,
-        prompt=flags.prompt,
-    )
+    arms = cast("tuple[ScaleArm, ...]", scale_arms(arm))
+    given = {**asdict(flags), "sizes": sizes}  # ScaleFlags' options are ScaleOptions' own
+    return ScaleOptions(**given, arms=arms, concurrency=concurrency, wall_scale=wall_scale)
 
 
 def scale_arms(arm: str) -> tuple[str, ...]:
@@ -462,18 +451,17 @@ def scale_arms(arm: str) -> tuple[str, ...]:
     return arms
 
 
-def _once(values: Sequence[object], flag: str) -> None:
+def _once(values: Sequence[str], flag: str) -> None:
     """A usage error when a value is given twice: its runs would count twice in one row."""
     twice = [v for i, v in enumerate(values) if v in values[:i]]
     if twice:
-        shown = "all" if twice[0] == 0 else twice[0]  # size 0 is the whole catalogue
-        raise typer.BadParameter(f"'{shown}' is given twice; give each once", param_hint=flag)
+        raise typer.BadParameter(f"'{twice[0]}' is given twice; give each once", param_hint=flag)
 
 
 def _size(text: str) -> int:
     text = text.strip()
     if text == "all":
-        return 0
+        return CATALOGUE
     if not text.isdigit() or int(text) < 1:
         raise typer.BadParameter(
             f"{text!r} is not a tool count or 'all'", param_hint="--all-tools-sizes"
