@@ -135,6 +135,26 @@ def test_a_learned_line_with_half_a_utf16_pair_is_one_error_line(tiny, tmp_path:
                          "('\\ud83d'), no character; write the character itself")  # fmt: skip
 
 
+def test_a_date_in_yaml_is_the_text_the_user_wrote(tmp_path: Path) -> None:
+    """YAML 1.1 made `2024-01-01` a date: an `expect` no answer could equal, and a report's JSON
+    that could not be written (a traceback)."""
+    from tiny_cli.bench.tasks import load_tasks
+
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "- id: a\n  task: when is it?\n  expected_agent: docs-finder\n"
+        "  expect: {day: 2024-01-01, at: 2001-12-14 21:59:43}\n",
+        "utf-8",
+    )
+    (task,) = load_tasks(tasks)
+    assert {k: e.value for k, e in task.expect.items()} == {
+        "day": "2024-01-01",
+        "at": "2001-12-14 21:59:43",
+    }
+    assert task.expect["day"].matches("2024-01-01")
+    assert yamlsafe.load("when: 2024-01-01")[1] == {"when": "2024-01-01"}
+
+
 @pytest.mark.parametrize("flag", ["--out", "--html"])
 def test_a_bench_report_never_lands_on_a_card_it_read(tiny, tmp_path: Path, flag: str) -> None:
     cards = Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))

@@ -30,9 +30,16 @@ MAX_YAML_BYTES = 256 * 1024
 MAX_YAML_DEPTH = 32
 MAX_YAML_VALUES = 20_000  # scalars, lists and mappings, every alias counted as expanded
 
-# libyaml's safe loader when PyYAML was built with it (much faster: docs/overhead.md). Only
-# the parser changes: every bound below is checked on the node graph it composes.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's safe loader when PyYAML was built with it (much faster: docs/overhead.md),
+    every bound below checked on the node graph it composes; a date or time is the text the
+    user wrote (YAML 1.2 has no timestamps): `expect: 2024-01-01` is the answer "2024-01-01",
+    not a `date` no answer equals and no JSON report can write."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_str)
+_LOADER: Any = _Loader
 MERGE_TAG = "tag:yaml.org,2002:merge"
 _TOO_DEEP = f"nested deeper than {MAX_YAML_DEPTH} levels"
 
