@@ -221,6 +221,17 @@ def test_prune_removes_only_generated_examples(go, cards, scripted_server) -> No
     assert _lines(cards) == [{"task": TAUGHT, "card": "docs-finder"}]
 
 
+def test_learn_counts_the_generated_examples_the_file_holds(go, cards, scripted_server) -> None:
+    """It said "0 example(s) for cards" of a file holding generated ones only."""
+    _script(scripted_server, {c: [json.dumps(a)] for c, a in ANSWERS.items()})
+    assert go("--generate").exit_code == 0
+    made = sum(map(len, _generated(cards).values()))
+    assert made > 0
+    said = f"the file holds 1 taught example(s) for cards, {made} generated, 0 out of scope"
+    assert said in go().stdout
+    assert json.loads(go("--json").stdout)["generated"] == made
+
+
 def test_an_example_closer_to_another_card_is_dropped(go, cards, scripted_server) -> None:
     crm = next(c for c in load_cards(cards) if c.id == "crm-writer")
     stray = f"{crm.examples[0]} today"  # a CRM request, written for the docs card

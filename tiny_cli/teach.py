@@ -75,11 +75,12 @@ class LearnReport:
     moved: int
     known: int
     dropped: int
-    examples: int
+    examples: int  # taught for cards
     out_of_scope: int
     threshold: DerivedThreshold | None
     threshold_note: str
     carried: int = 0  # generated lines of a learned FILE, kept as generated
+    generated: int = 0  # the file's generated examples
 
     def to_json(self) -> dict[str, Any]:
         """Return the report as plain JSON types (`--json`)."""
@@ -135,6 +136,7 @@ def learn(
         threshold=derived,
         threshold_note=_threshold_note(settings, learned, derived),
         carried=carried,
+        generated=sum(map(len, learned.generated.values())),
     )
 
 

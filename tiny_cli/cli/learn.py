@@ -210,7 +210,8 @@ def taught_lines(taught: Taught) -> list[str]:
             "any more; correct the run again (`tiny runs correct`)"
         )
     lines.append(
-        f"  the file holds {r.examples} example(s) for cards, {r.out_of_scope} out of scope"
+        f"  the file holds {r.examples} taught example(s) for cards, {r.generated} generated, "
+        f"{r.out_of_scope} out of scope"
     )
     lines.append(f"  threshold: {printable(r.threshold_note)}")
     return lines
