@@ -540,3 +540,21 @@ def test_a_task_taught_under_two_labels_is_refused_not_dropped(tiny, seed_copy: 
             "scope on line 1; keep the line you mean\n"
         )
     assert learned.read_text("utf-8") == text  # nothing the user wrote is lost
+
+
+def test_validate_of_a_named_learned_file_checks_it_against_its_folder(
+    tiny, seed_copy: Path
+) -> None:
+    """Named on the command line it was read as a card: `yaml: invalid YAML` for a good file."""
+    learned = seed_copy / LEARNED_FILENAME
+    env = {"TINY_CARDS": str(seed_copy), "TINY_EMBEDDER": "hashing"}
+    learned.write_text('{"task": "book a taxi", "card": null}\n', "utf-8")
+    result = tiny("validate", str(learned), env=env)
+    assert (result.exit_code, result.stdout.splitlines()[0].split()) == (0, ["3", "card(s)", "OK"])
+    learned.write_text('{"task": "book a taxi", "card": "nope"}\n', "utf-8")
+    result = tiny("validate", str(learned), "--json", env=env)
+    assert result.exit_code == 1
+    problems = json.loads(result.stdout)["problems"]
+    assert [(p["line"], p["field"], p["message"]) for p in problems] == [
+        (1, "card", "no card 'nope' in the folder")
+    ]

@@ -13,7 +13,7 @@ import yaml
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.load import Frontmatter, check_cards, split_markdown
 from tiny_cli.errors import EmbedderError
-from tiny_cli.routing.examples_file import check_learned, line_of_example
+from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, line_of_example
 from tiny_cli.routing.factory import build_router, learned_file, learned_folder, stale_threshold
 from tiny_cli.routing.router import Overlap, Router
 from tiny_cli.settings import Settings
@@ -66,13 +66,15 @@ def validate(
     MCP tools against their servers, started. Without `detail`, a card with several
     overlapping texts gets one warning that counts them.
     """
-    folders = list(paths) or [settings.cards_dir]
+    # a learned.jsonl named is checked against its folder's cards: the folder is checked whole
+    taught = list(dict.fromkeys(p.parent for p in paths if p.name == LEARNED_FILENAME))
+    folders = [p for p in paths if p.name != LEARNED_FILENAME] + taught or [settings.cards_dir]
     mcp = mcp_settings(_checked_folder(settings, folders))
     cards, problems = check_cards(folders, known_tools(settings), mcp, settings.cache_dir)
     if connect is not None and mcp is not None:
         problems += connect(cards, mcp)
-    if not paths:  # the cards folder as a whole: its learned examples too
-        problems += check_learned(learned_folder(settings), cards)
+    for folder in taught if paths else [learned_folder(settings)]:  # its learned examples too
+        problems += check_learned(folder, cards)
     if problems or len(cards) < 2:
         return Validation(cards, problems, [])
     return Validation(cards, problems, routing_warnings(settings, cards, detail))
