@@ -5,6 +5,7 @@ line; an OTLP endpoint with a credential in it is refused as TINY_BASE_URL is.""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from tiny_cli.provider.client import ChatRequest, OpenAIProvider
 from tiny_cli.secrets import REDACTED, Scrubber
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import http_error, reply, tool_call
+
+from .conftest import SEED_CARDS
 
 HARD_KEY = 'tkQ"x\\SECRET9988776655é'  # a quote, a backslash and a non-ASCII letter
 ASCII_KEY = 'tkQ"x\\SECRET9988776655'  # what settings accept: printable ASCII
@@ -115,3 +118,29 @@ def test_a_key_a_url_holds_percent_encoded_is_scrubbed_in_text_and_stored_rows()
     assert scrub.text(said) == f"fetched https://x.test/?t={REDACTED} and ?t={REDACTED}"
     (row,) = scrub.columns([{"result": said}])  # a run-log column: looked at, then scrubbed
     assert "SECRET" not in row and REDACTED in row
+
+
+SHAPED = {  # a secret by its vendor's shape or its name, as a user may paste it in a task
+    "my password: hunter2hunter2 add acme": "my password: [redacted] add acme",
+    "client_secret=abc123def and go": "client_secret=[redacted] and go",
+    "use ghp_abcdefghijklmnopqrstuvwxyz0123456789 to add acme": "use [redacted] to add acme",
+    "charge with sk_live_abcdefghijklmnop1234": "charge with [redacted]",
+    "AWS id AKIAABCDEFGHIJKLMNOP here": "AWS id [redacted] here",
+    "slack xoxb-1234567890-abcdef now": "slack [redacted] now",
+}
+
+
+def test_secrets_of_known_shapes_never_reach_learned_jsonl(tiny, tmp_path: Path) -> None:
+    """`tiny learn` wrote a password and a GitHub token as the user pasted them."""
+    cards = Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))
+    lesson = tmp_path / "lesson.jsonl"
+    lesson.write_text("".join(json.dumps({"task": t, "card": None}) + "\n" for t in SHAPED))
+    env = {"TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing"}
+    assert tiny("learn", str(lesson), env=env).exit_code == 0
+    written = (cards / "learned.jsonl").read_text("utf-8")
+    assert sorted(json.loads(line)["task"] for line in written.splitlines()[1:]) == sorted(
+        SHAPED.values()
+    )
+    assert Scrubber([]).text("the tokens used were 12; my key: value") == (
+        "the tokens used were 12; my key: value"  # words alone are no secret
+    )

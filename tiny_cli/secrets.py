@@ -51,11 +51,18 @@ _JSON = json.JSONEncoder(default=str, separators=(",", ":"))
 _SECRET_TEXT = re.compile(
     # header-like "Authorization: Bearer X", "api_key=X", "x-api-key: X": the name is kept.
     # ASCII case folding only, as _may_hold_secret's look at bytes.lower() sees it
-    r"(?ai)\b(?P<name>(?:proxy-)?authorization|x-api-key|api[-_]?key)"
+    r"(?ai)\b(?P<name>(?:proxy-)?authorization|x-api-key|api[-_]?key|passw(?:or)?d"
+    r"|client[-_]?secret|secret[-_]?key|(?:access|auth|refresh)[-_]?token)"
     r"(?P<sep>['\"]?\s*[:=]\s*['\"]?)(?:(?:bearer|basic|token)\s+)?[^\s'\",;\\]+"
     r"|\b(?P<scheme>bearer)(?P<space>\s+)[A-Za-z0-9._~+/=-]{8,}"
-    r"|\bsk-[A-Za-z0-9_-]{16,}"  # OpenAI-style keys wherever they appear
+    # keys and tokens by their vendors' own shapes, wherever they appear: OpenAI-style,
+    # GitHub, Stripe, an AWS access key id, Slack
+    r"|\bsk-[A-Za-z0-9_-]{16,}|\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})"
+    r"|\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}|\bAKIA[0-9A-Z]{16}\b|\bxox[abprs]-[\w-]{10,}"
 )
+# what each shape above holds, lowercased: a text with none of them skips the pattern
+_SHAPE_MARKS = (b"authorization", b"key", b"bearer", b"sk-", b"passw", b"secret", b"token",
+                b"gh", b"k_live_", b"k_test_", b"akia", b"xox")  # fmt: skip
 # a value an error line may echo: a word, a number, a host (no URL, path, user:password@)
 _SHOWN_VALUE = re.compile(r"[\w.+:\[\]-]{1,40}")
 KEY_LIKE_CHARS = 20  # a word this long of letters and digits may be a token: not echoed
@@ -128,7 +135,7 @@ class Scrubber:
         if any(e in encoded for e in self._encoded):
             return True
         low = _lowered(encoded) if self.shapes else b""
-        return _may_hold_secret(low) or b"password" in low
+        return _may_hold_secret(low)
 
     def for_caller(self) -> Scrubber:
         """Return the scrubber of what tiny prints for its caller: the known secrets only."""
@@ -167,7 +174,7 @@ def _lowered(text: str) -> bytes:
 
 
 def _may_hold_secret(low: bytes) -> bool:
-    return b"authorization" in low or b"key" in low or b"bearer" in low or b"sk-" in low
+    return any(mark in low for mark in _SHAPE_MARKS)
 
 
 def _redact(found: re.Match[str]) -> str:
