@@ -299,3 +299,13 @@ def test_cli_eval_counts_every_acceptable_server_of_the_mcp_dev_set(
 def test_evaluate_refuses_labels_for_cards_that_are_not_loaded(router: Router) -> None:
     with pytest.raises(ConfigError, match="expects cards that are not loaded: web-writer"):
         evaluate(router, [("x", "web-writer"), ("y", None)])
+
+
+@pytest.mark.parametrize("flag", [("--explain",), ("--top", "2")])
+def test_eval_refuses_the_flags_it_would_ignore(
+    tiny, tmp_path: Path, flag: tuple[str, ...]
+) -> None:
+    tasks = write_lines(tmp_path / "eval.jsonl", ['{"task": "tell me a joke", "expected": null}'])
+    result = tiny("route", "--eval", str(tasks), *flag, env={"TINY_EMBEDDER": "hashing"})
+    assert result.exit_code == 2
+    assert "Invalid value for --eval: --explain and --top are for a TASK" in result.stderr

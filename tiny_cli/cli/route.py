@@ -105,6 +105,8 @@ def route(
         raise typer.BadParameter(
             "give one of a TASK, '-' for stdin, or --eval FILE", param_hint="TASK"
         )
+    if eval_file is not None and (explain or top != DEFAULT_TOP):  # not taken silently
+        raise typer.BadParameter("--explain and --top are for a TASK", param_hint="--eval")
 
     loaded = open_cards(settings)  # a route runs no tool: it builds no tool registry
     with index_progress() as progress:
