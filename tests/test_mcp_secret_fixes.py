@@ -331,3 +331,13 @@ def test_cards_import_scrubs_a_server_secret_as_short_as_the_mcp_client_does(
         for path in folder.rglob("*"):
             if path.is_file():
                 assert pin.encode() not in path.read_bytes(), path
+    for args in (("cards", "sync"), ("validate", "--connect")):
+        # both start the server again and keep its tools for routing: the cache held the pin
+        (home / "cache" / "mcp-tools.json").unlink(missing_ok=True)
+        result = tiny(*args, env=env)
+        assert result.exit_code == 0, result.output
+        explained = tiny("route", "--explain", "look up a record", env=env).stdout
+        assert "look up a record" in explained.lower() and pin not in explained
+        for path in home.rglob("*"):
+            if path.is_file():
+                assert pin.encode() not in path.read_bytes(), (args, path)

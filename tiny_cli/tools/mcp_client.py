@@ -21,6 +21,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -262,7 +263,13 @@ class _Session:
     def tool(self, wire: str, name: str, published: Any) -> Tool | str:
         """The registry's Tool for one of this server's published tools, or why it cannot be
         (mcp_tools asks the session: it never imports this module, the SDK's, itself)."""
-        return _tool(wire, name, published, self.server)
+        tool = _tool(wire, name, published, self.server)
+        # a description may quote a value from the environment (a token): never kept or shown
+        return (
+            tool
+            if isinstance(tool, str)
+            else replace(tool, description=self.redact(tool.description))
+        )
 
     def failed(self, why: str) -> ToolServerError:
         """Return the error that this server cannot be used, with `why` redacted and no URL's
