@@ -26,7 +26,8 @@ from .conftest import REPO
 
 RECORDING = REPO / "examples" / "bench" / "recordings" / "qwen2.5-coder-1.5b-json.jsonl"
 BFCL_CARDS = REPO / "examples" / "bfcl" / "cards"
-CARDS = {"c1": Card("c1", "a card", ("f", "g"), ())}
+DECLARED = ({"name": "f", "parameters": {"type": "object", "properties": {"x": {}}}},)
+CARDS = {"c1": Card("c1", "a card", ("f", "g"), (), functions=DECLARED)}
 GOOD = {"id": "t1", "task": "do f", "expected_agent": "c1",
         "expect_call": {"name": "f", "arguments": {"x": [1]}}}  # fmt: skip
 NONE = {"id": "t2", "task": "make me a sandwich", "expected_agent": None, "expect_call": None}
@@ -93,6 +94,18 @@ def test_a_fifo_task_file_never_hangs(tmp_path) -> None:
         ('{"id": ["t3"], "task": "x", "expected_agent": null, "expect_call": null}',
          "id and task must be strings"),
         ('{"id": "t3", "task": "x"', "not JSON"),
+        # found by the bench review: the message named a card that was there, and typos passed
+        ('{"id": "t3", "task": "x", "expected_agent": "c1", "expect_call": null}',
+         "expected_agent and expect_call go together"),
+        ('{"id": "t3", "task": "x", "expected_agent": null, "expect_call": '
+         '{"name": "f", "arguments": {}}}', "expected_agent and expect_call go together"),
+        ('{"id": "t3", "task": "x", "expected_agnet": null, "expect_call": null}',
+         "expected_agnet: unknown field (fields: id, task, expected_agent, expect_call)"),
+        ('{"id": "t3", "task": " ", "expected_agent": null, "expect_call": null}',
+         "task: the task is empty"),
+        ('{"id": "t3", "task": "x", "expected_agent": "c1", "expect_call": '
+         '{"name": "f", "arguments": {"y": [1]}}}',
+         "expect_call: 'f' has no parameter 'y' (it has: x)"),
     ],
 )  # fmt: skip
 def test_a_bad_selection_line_names_file_and_line(tmp_path, line, words) -> None:
@@ -372,3 +385,28 @@ def test_the_example_page_escapes_every_value(tmp_path) -> None:
     text = path.read_text("utf-8")
     assert "<script" not in text and "<img" not in text and "<i>" not in text and "<u>" not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "a&amp;b" in text
+
+
+BOTH = "must_return and expect:"
+BRIEF_LIMITS = [  # what a run's Brief refuses, refused when the file loads: before any request
+    ({"expect": {"f" * 70: "x"}}, f"{BOTH} a field name of 70 characters; at most 64"),
+    ({"must_return": [f"f{i}" for i in range(40)]}, f"{BOTH} 40 field names; at most 32"),
+    ({"task": "onboarding " + "x " * 5000}, "task: the task is 10,011 characters; at most 8,000"),
+    ({"expect": {"status": "ok"}}, f"{BOTH} 'status' is part of every answer"),
+    ({"must_return": ["summary"]}, f"{BOTH} 'summary' is part of every answer"),
+    ({"expect": {" ": "x"}}, "expect: a field name must not be blank, got ' '"),
+    ({"expect": {"source": float("nan")}}, "expect.source: nan is no number an answer holds"),
+    ({"expect": {"source": float("inf")}}, "expect.source: inf is no number an answer holds"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "words"), BRIEF_LIMITS)
+def test_a_task_the_run_would_refuse_is_refused_when_the_file_loads(
+    tmp_path, change, words
+) -> None:
+    good = {"id": "t1", "task": "how did onboarding work", "expected_agent": "docs-finder"}
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "t2", **change}) + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_tasks(path)
+    assert str(caught.value).startswith(f"{path}: line 2 (t2): {words}")

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 
 from tiny_cli import yamlsafe
+from tiny_cli.cards.card import RESERVED_FIELDS
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
 from tiny_cli.text import check_task, kind_of
@@ -57,7 +58,7 @@ class Brief:
         hint, cut = _hint(self.context_hint)
         checked = {
             "goal": _goal(self.goal),
-            "must_return": _field_names(self.must_return),
+            "must_return": field_names(self.must_return),
             "inputs": _inputs(self.inputs),
             "context_hint": hint,
             "max_output_tokens": _cap(self.max_output_tokens),
@@ -251,7 +252,7 @@ def make_brief(
         task = _in_file(path, _goal, base.get("goal"))
     cap = max_output_tokens if max_output_tokens is not None else base.get("max_output_tokens")
     hint = context_hint if context_hint is not None else base.get("context_hint", "")
-    fields = (*base.get("must_return", ()), *_field_names(must_return))
+    fields = (*base.get("must_return", ()), *field_names(must_return))
     given = {**base.get("inputs", {}), **(_inputs(inputs) if inputs is not None else {})}
     return Brief("" if task is None else task, fields, given, hint, cap)
 
@@ -287,7 +288,7 @@ def _brief_file(path: Path) -> dict[str, Any]:
     hint = data.get("context_hint")  # a YAML scalar (`context_hint: 12`) is text in a file
     return {
         "goal": data.get("goal"),
-        "must_return": _in_file(path, _field_names, data.get("must_return") or ()),
+        "must_return": _in_file(path, field_names, data.get("must_return") or ()),
         "inputs": _in_file(path, _inputs, inputs),
         "context_hint": _in_file(path, partial(_text, name="context_hint"), hint),
         "max_output_tokens": _in_file(path, _cap, data.get("max_output_tokens")),
@@ -351,8 +352,10 @@ def _goal(goal: Any) -> str:
     return goal.strip()
 
 
-def _field_names(value: Any) -> tuple[str, ...]:
-    """The field names, stripped, without blanks or repeats; a str is comma-separated names."""
+def field_names(value: Any, name: str = "must_return") -> tuple[str, ...]:
+    """The field names a task asks for, stripped, without blanks or repeats (a str is
+    comma-separated names); ConfigError, naming `name`, for too many, too long, or `status`
+    and `summary`."""
     if isinstance(value, str):  # as a Brief file's `must_return: a, b`, not its characters
         value = value.split(",")
     if not isinstance(value, list | tuple):
@@ -361,14 +364,17 @@ def _field_names(value: Any) -> tuple[str, ...]:
     if odd:
         raise _not_names(f"a list holding {kind_of(odd[0])}")
     names = tuple(dict.fromkeys(v.strip() for v in value if v.strip()))
-    if len(names) > MAX_MUST_RETURN:
-        said = f"must_return: {len(names):,} field names; at most {MAX_MUST_RETURN}"
-        raise ConfigError(said, field="must_return")
     longest = max(names, key=len, default="")
-    if len(longest) > MAX_FIELD_NAME_CHARS:
-        said = f"must_return: a field name of {len(longest):,} characters; at most "
-        raise ConfigError(f"{said}{MAX_FIELD_NAME_CHARS}", field="must_return")
-    return names
+    reserved = [n for n in names if n in RESERVED_FIELDS]
+    if len(names) > MAX_MUST_RETURN:
+        said = f"{len(names):,} field names; at most {MAX_MUST_RETURN}"
+    elif len(longest) > MAX_FIELD_NAME_CHARS:
+        said = f"a field name of {len(longest):,} characters; at most {MAX_FIELD_NAME_CHARS}"
+    elif reserved:  # asked for as a field, the run's own status would be judged unsourced
+        said = f"{reserved[0]!r} is part of every answer; name the fields besides it"
+    else:
+        return names
+    raise ConfigError(f"{name}: {said}", field=name)
 
 
 def _not_names(got: str) -> ConfigError:

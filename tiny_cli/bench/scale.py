@@ -48,7 +48,7 @@ from tiny_cli.routing.router import Router
 from tiny_cli.routing.tooltexts import gathered
 from tiny_cli.session import Session
 from tiny_cli.settings import Settings, model_for
-from tiny_cli.text import kind_of
+from tiny_cli.text import check_task, kind_of, printable
 from tiny_cli.userfiles import jsonl_lines, parse_guarded
 from tiny_cli.workspace import Workspace, open_workspace
 
@@ -74,6 +74,7 @@ DEFAULT_TOP_K = 3  # the anchors' tool search returns a handful of tools; 3 card
 DEFAULT_HYBRID_MARGIN = 1.0
 DEFAULT_CONTEXT_TOKENS = 32_768  # the model server's context; a larger prompt "does not fit"
 MAX_SELECTION_LINE = 200_000
+SELECTION_FIELDS = ("id", "task", "expected_agent", "expect_call")
 # ScaleOptions a recording keeps under their own names (sizes and arms are written as flags)
 RECORDED_AS_THEY_ARE = (
     "sample",
@@ -164,16 +165,43 @@ def _selection_task(path: Path, n: int, line: str, cards: Mapping[str, Card]) ->
         expected = expected_call(entry)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    unknown = sorted(set(entry) - set(SELECTION_FIELDS))
+    if unknown:  # a typo ("expected_agnet") would leave a task that cannot be right
+        fields = ", ".join(SELECTION_FIELDS)
+        raise ConfigError(f"{where}: {printable(unknown[0])}: unknown field (fields: {fields})")
     task_id, card = entry.get("id"), entry.get("expected_agent")
     if not isinstance(entry.get("task"), str) or not isinstance(task_id, str) or not task_id:
         raise ConfigError(f"{where}: id and task must be strings")
+    try:
+        check_task(entry["task"])
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: task: {exc}") from None
     if not (card is None or isinstance(card, str)):
         raise ConfigError(f"{where}: expected_agent must be a card id or null")
-    if (card is None) != (expected is None) or (card is not None and card not in cards):
-        raise ConfigError(f"{where}: expected_agent {card!r} is not a card here")
-    if card is not None and expected is not None and expected["name"] not in cards[card].tools:
-        raise ConfigError(f"{where}: {expected['name']!r} is not a tool of card {card!r}")
+    if (card is None) != (expected is None):
+        raise ConfigError(
+            f"{where}: expected_agent and expect_call go together: a card and the call it "
+            "should make, or null and null for a task no card takes"
+        )
+    if card is not None and expected is not None:
+        _check_call(where, cards.get(card), card, expected)
     return SelectionTask(task_id, entry["task"], card, expected)
+
+
+def _check_call(where: str, card: Card | None, card_id: str, call: Mapping[str, Any]) -> None:
+    """ConfigError unless `card` is a card here that allows the call, with arguments its
+    declared function names (a misspelt one could never be right)."""
+    if card is None:
+        raise ConfigError(f"{where}: expected_agent {card_id!r} is not a card here")
+    if call["name"] not in card.tools:
+        raise ConfigError(f"{where}: {call['name']!r} is not a tool of card {card_id!r}")
+    for function in card.functions:
+        known = (function.get("parameters") or {}).get("properties")
+        if function.get("name") == call["name"] and isinstance(known, Mapping):
+            extra = sorted(set(call["arguments"]) - set(known))
+            if extra:
+                said = f"{where}: expect_call: {call['name']!r} has no parameter {extra[0]!r}"
+                raise ConfigError(f"{said} (it has: {', '.join(sorted(known)) or 'none'})")
 
 
 def scale_from_settings(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -11,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from tiny_cli.cards.card import Card
+from tiny_cli.digest import field_names
 from tiny_cli.errors import ConfigError
-from tiny_cli.text import kind_of, printable, text_of
+from tiny_cli.text import check_task, kind_of, printable, text_of
 from tiny_cli.userfiles import jsonl_lines, load_json, parse_guarded, read_bytes
 from tiny_cli.yamlsafe import load_list
 
@@ -192,7 +194,12 @@ def _task(where: str, entry: Any) -> BenchTask:
     name, text, agent = _task_id(where, task_id), _text(where, entry), _agent(where, entry)
     writes = _writes(where, entry.get("writes", False))
     must_return = _must_return(where, entry.get("must_return"))
-    return BenchTask(name, text, agent, must_return, _expect(where, entry.get("expect")), writes)
+    expect = _expect(where, entry.get("expect"))
+    try:  # what the run will ask for, checked as its Brief will check it: before any request
+        field_names([*must_return, *expect], "must_return and expect")
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return BenchTask(name, text, agent, must_return, expect, writes)
 
 
 def _task_id(where: str, task_id: Any) -> str:
@@ -205,6 +212,10 @@ def _text(where: str, entry: dict[str, Any]) -> str:
     text = entry.get("task")
     if not isinstance(text, str) or not text.strip():
         raise ConfigError(f"{where}: task: must be the task's text")
+    try:
+        check_task(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: task: {exc}") from None
     return text.strip()
 
 
@@ -238,6 +249,9 @@ def _expect(where: str, value: Any) -> dict[str, Expect]:
         return {}
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expect: must map field names to expectations ({EXPECT_FORMS})")
+    blank = [name for name in value if not str(name).strip()]
+    if blank:  # a run drops a blank name from what it asks for, so it could never be right
+        raise ConfigError(f"{where}: expect: a field name must not be blank, got {blank[0]!r}")
     return {str(name): _one_expect(f"{where}: expect.{name}", v) for name, v in value.items()}
 
 
@@ -266,4 +280,6 @@ def _regex(where: str, pattern: Any) -> str:
 def _exact(where: str, value: Any) -> Any:
     if value is None or isinstance(value, list | dict):
         raise ConfigError(f"{where}: an exact value must be a string, number or boolean")
+    if isinstance(value, float) and not math.isfinite(value):  # no JSON report can hold it
+        raise ConfigError(f"{where}: {value} is no number an answer holds; quote it as text")
     return value
