@@ -196,7 +196,7 @@ def _closed_stdin(args: list[str], home: Path) -> subprocess.CompletedProcess[st
     [
         (["route", "-"], 2, "tiny: error: stdin is closed; pipe the tasks in"),
         (["serve"], 2, "tiny: error: stdin or stdout is closed: tiny serve speaks MCP"),
-        (["runs", "delete", "1"], 1, "tiny: error: no terminal to confirm the deletion on"),
+        (["runs", "delete", "1"], 2, "tiny: error: no run 1 in the run log"),  # before asking
         (["invoke", "crm-writer", "please add mustermann gmbh as a new customer"], 7, ""),
     ],
 )

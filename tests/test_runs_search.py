@@ -278,6 +278,19 @@ def test_delete_leaves_a_running_run_alone(run, home) -> None:
         assert [(r.id, r.status) for r in log.runs()] == [(going, "running")]
 
 
+def test_delete_without_a_terminal_says_first_what_is_wrong_with_the_ids(run, home) -> None:
+    """It asked for --yes, and only with --yes said that run 99 was never there."""
+    with RunLog.open(home) as log:
+        _record(log, "one")
+    for args, said in (
+        (("99",), f"no run 99 in the run log {home / 'runs.sqlite3'}: nothing deleted"),
+        (("--older-than", "abc"), "--older-than 'abc': use an ISO date or time"),
+    ):
+        result = run("runs", "delete", *args)  # CliRunner's stdin is no terminal
+        assert result.exit_code == 2 and result.stderr.startswith(f"tiny: error: {said}")
+    assert _ids(run, "runs") == [1]
+
+
 def test_delete_without_a_terminal_refuses_unless_yes(run, home) -> None:
     with RunLog.open(home) as log:
         _record(log, "one")

@@ -177,13 +177,10 @@ def runs_delete(
     if bool(ids) == (older_than is not None):
         both = ", not both" if ids else ""
         raise typer.BadParameter(f"give run IDs or --older-than AGE{both}", param_hint="ID")
-    if not yes and not stdin_is_terminal():
-        typer.echo("tiny: error: no terminal to confirm the deletion on: add --yes", err=True)
-        raise typer.Exit(EXIT_PROBLEMS)
-
     before = parse_since(older_than, option="--older-than") if older_than else None
-    with _run_log() as log:
-        done = log.delete(ids or (), before, confirm=None if yes else _confirm_deletion)
+    ask = None if yes else _confirm_deletion if stdin_is_terminal() else _no_terminal
+    with _run_log() as log:  # the ids and the age are checked before anyone is asked
+        done = log.delete(ids or (), before, confirm=ask)
     emit(json_out, done.to_json(), lambda: _show_deletion(done))
     if done.declined:
         raise typer.Exit(EXIT_PROBLEMS)
@@ -216,6 +213,12 @@ def _matching(query: RunQuery) -> str | None:
     said += [f"{flag} {value}" for flag, value in given if value is not None]
     said += [f"--since {query.since.isoformat()}"] if query.since is not None else []
     return " ".join(said) or None
+
+
+def _no_terminal(ids: Sequence[int]) -> bool:
+    """No one to ask: say how to delete without asking, and stop."""
+    typer.echo("tiny: error: no terminal to confirm the deletion on: add --yes", err=True)
+    raise typer.Exit(EXIT_PROBLEMS)
 
 
 def _confirm_deletion(ids: Sequence[int]) -> bool:
