@@ -90,7 +90,7 @@ def test_a_card_without_returns_is_as_before(tmp_path: Path) -> None:
         ("status: string", "returns.status", "'status' is always returned"),
         ("bad-name: string", "returns.bad-name", "is not a field name"),
         ("n: 5", "returns.n", "must be a string or a list or a mapping, got an integer 5"),
-        ("when: {const: 2024-01-01}", "returns.when", "must be plain JSON"),
+        ("when: {const: !!binary aGk=}", "returns.when", "must be plain JSON"),
         ("u: {$ref: 'https://x.invalid/s.json'}", "returns.u.$ref", "tiny fetches no schemas"),
         ("u: {$ref: '#/$defs/nope'}", "returns.u.$ref", "points to nothing in this schema"),
     ],
