@@ -30,9 +30,7 @@ from tiny_cli.tools.artifacts import ArtifactStore
 if TYPE_CHECKING:
     from tiny_cli.telemetry import Tracing
 
-INSTALL = "pip install 'tiny-cli[otel]'"  # the extra tracing needs
-
-__all__ = ["Observe", "ObserverFor", "Session", "artifact_store", "open_session"]
+__all__ = ["Observe", "ObserverFor", "Session", "open_session"]
 
 ObserverFor = Callable[[str], Observer]
 """The observer of one run, given its label (e.g. `invoke`, `onboarding/tiny/0`)."""
@@ -106,7 +104,9 @@ def open_session(
     the OpenTelemetry SDK is one warning to `on_warning` (default: stderr); the runs go on.
     """
     scrub = scrubber(settings.api_key)
-    store = artifact_store(settings, handles, scrub)
+    store = ArtifactStore(settings.home, scrub)
+    for handle in handles:
+        store.get(handle)
     with ExitStack() as stack:
         # entered first, so closed last: every run's spans are ended before the export
         tracing = _tracing(stack, settings, scrub, on_warning) if settings.tracing else None
@@ -118,19 +118,8 @@ def open_session(
             settings, record=record, replay=replay, resume=resume, upgrade=upgrade
         )
         exchanges = stack.enter_context(opened)
-        endpoint = endpoint_host(settings.base_url)
-        observe = _fanned(runlog, command, endpoint, watchers, tracing)
+        observe = _fanned(runlog, command, endpoint_host(settings.base_url), watchers, tracing)
         yield Session(command, exchanges, store, observe, runlog, tracing)
-
-
-def artifact_store(
-    settings: Settings, handles: Sequence[str] = (), scrub: Scrubber | None = None
-) -> ArtifactStore:
-    """Return the store under the data directory; an unknown handle raises ConfigError."""
-    store = ArtifactStore(settings.home, scrub or scrubber(settings.api_key))
-    for handle in handles:
-        store.get(handle)
-    return store
 
 
 def _run_log(
@@ -161,7 +150,7 @@ def _tracing(
 
         tracing = open_tracing(settings, scrub)
     except ImportError:
-        message = f"tracing is on but OpenTelemetry is not installed: {INSTALL}"
+        message = "tracing is on but OpenTelemetry is not installed: pip install 'tiny-cli[otel]'"
         (warn or _to_stderr)(message)
         return None
     stack.callback(tracing.close)
@@ -177,7 +166,7 @@ def _fanned(
     command: str,
     endpoint: str,
     watchers: Sequence[ObserverFor],
-    tracing: Tracing | None = None,
+    tracing: Tracing | None,
 ) -> Observe:
     """Return the observers of one run: the run log's (which keeps the goal), then watchers',
     then the run's spans."""

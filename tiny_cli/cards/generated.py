@@ -64,7 +64,8 @@ def read_generated(path: Path) -> Generated | None:
         text = read_text(path)
     except ConfigError:
         return None
-    lines = _plain(text).split("\n", 2)
+    # "\n" line ends, as the hash was taken (the module's docstring says why)
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n", 2)
     if len(lines) < 3 or not lines[1].startswith(MARK):
         return None
     try:
@@ -86,11 +87,6 @@ def read_generated(path: Path) -> Generated | None:
         listed=tuple(map(str, listed)),
         writes=data.get("side_effects") == "write" if data else None,
     )
-
-
-def _plain(text: str) -> str:
-    """`text` with "\n" line ends, the form its hash was taken of (read_text drops a BOM)."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _card(body: str) -> dict[str, Any]:

@@ -25,8 +25,7 @@ SUMMARY_CHARS = 600  # the card schema's maxLength for a summary
 SENTENCE_CHARS = 140  # of one tool's description in a summary
 NAME_WEIGHT = 3
 RELATED = 0.05
-MAX_GROUPS_PER_CARD = 3
-# the cards a server's tools need at least
+MAX_GROUPS_PER_CARD = 3  # groups at most: this times the cards the tools need at least
 ID_CHARS = 63  # the card schema's id pattern allows 63
 
 # verbs say what a tool does, not which things: a card's id names the things

@@ -14,11 +14,6 @@ is stale: its card file is checked again. A file changed less than `RACY_NS` bef
 was written is checked again too, until an index written later holds it: on a file system whose
 timestamps are coarse (FAT keeps mtimes to 2 s, HFS+ to 1 s) an edit right after a check can
 leave every part of the stamp as it was (git's "racily clean" entries, handled as git does).
-
-The card schema is checked the way a tool call's arguments are (tiny_cli.tools.args_check
-`fast_pass`): a validator fastjsonschema compiles once per process says yes to a good card
-without jsonschema's import or its per-card walk; the card loader asks jsonschema only about a
-card that fails, to say what is wrong in the words it always used.
 """
 
 from __future__ import annotations
@@ -74,8 +69,15 @@ SCHEMA_FILE = "card.schema.json"
 
 
 def is_valid(data: Any) -> bool:
-    """True if `data` satisfies the card schema; False: ask jsonschema what is wrong."""
+    """True if `data` satisfies the card schema, checked as a tool call's arguments are (a
+    validator compiled once per process, no jsonschema); False: ask jsonschema what is wrong."""
     return fast_pass(card_schema(), data)
+
+
+@cache
+def card_schema() -> dict[str, Any]:
+    """Return the card JSON Schema shipped inside the package."""
+    return json.loads(schema_text())
 
 
 def schema_text() -> str:
@@ -87,16 +89,10 @@ def schema_text() -> str:
 
 
 def card_salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
-    """Everything a card's check depends on besides its file (tiny_cli.cards.index)."""
+    """Everything a card's check depends on besides its file."""
     parts = [__version__, schema_text(), sorted(known_tools.items()),
              sorted(mcp.servers) if mcp is not None else None, CLAUDE_TOOLS]  # fmt: skip
     return hashlib.sha256(repr(parts).encode()).hexdigest()
-
-
-@cache
-def card_schema() -> dict[str, Any]:
-    """Return the card JSON Schema shipped inside the package."""
-    return json.loads(schema_text())
 
 
 CACHE_DIR = "cards"
@@ -250,11 +246,9 @@ class CardIndex:
         entry = self._entries.get(str(path))
         if entry is None:
             return None
-        # changed, or damaged (not as `put` wrote it): forget it until it passes again
-        if not _well_formed(entry) or entry[0] != stamp[0] or entry[1] != stamp[1]:
-            self.forget(path)
-            return None
-        if _changed_ns(stamp) > self._written - RACY_NS:  # racy: forgotten, put again if it passes
+        # changed, damaged (not as `put` wrote it) or racy: forgotten until it passes again
+        racy = self._written - RACY_NS
+        if not _well_formed(entry) or entry[:2] != [*stamp] or _changed_ns(stamp) > racy:
             self.forget(path)
             return None
         return entry[2], entry[3]

@@ -254,10 +254,10 @@ def _indexed(
 ) -> tuple[Card | None, list[Problem], int | None]:
     """The card the index holds for the unchanged file, else the file checked (and indexed)."""
     hit = index.get(path, stamp)
-    card = _from_index(hit[0], path) if hit is not None else None
-    if card is not None and hit is not None:
-        return card, [], hit[1]
     if hit is not None:
+        card = _from_index(hit[0], path)
+        if card is not None:
+            return card, [], hit[1]
         index.forget(path)  # damaged: not what a check accepted; the file is checked again
     card, found, id_line, data = check_file(path, known_tools, mcp)
     if card is not None and data is not None:
@@ -276,11 +276,8 @@ def check_file(
     if isinstance(parsed, Problem):
         return None, [parsed], None, None
     front, node, data = parsed
-    problems = _duplicate_keys(name, node)
-    fields = Fields(data, _line_index(node))
-    if path.suffix == ".md":
-        fields = markdown_fields(data, fields.lines, front, known_tools)
-        problems += [Problem(name, *issue) for issue in fields.issues]
+    fields = _fields(path, front, node, data, known_tools)
+    problems = _duplicate_keys(name, node) + [Problem(name, *i) for i in fields.issues]
     if fields.data is None:
         return None, problems, None, None
     data, lines = fields.data, fields.lines
@@ -320,12 +317,18 @@ def field_line(path: Path, where: tuple, tools: Sequence[str] = ()) -> int | Non
     parsed = _parse(path)
     if isinstance(parsed, Problem):
         return None
-    front, node, data = parsed
-    lines = _line_index(node)
     # a subagent's tools are read into tiny's (Read, Grep: one docs_search): as its check does
+    return _line_of(_fields(path, *parsed, dict.fromkeys(tools, False)).lines, where)
+
+
+def _fields(
+    path: Path, front: Frontmatter, node: yaml.Node, data: dict[str, Any], known: Mapping[str, bool]
+) -> Fields:
+    """A card file's fields with the line of each; a Markdown card's read as a YAML card's."""
+    lines = _line_index(node)
     if path.suffix == ".md":
-        lines = markdown_fields(data, lines, front, dict.fromkeys(tools, False)).lines
-    return _line_of(lines, where)
+        return markdown_fields(data, lines, front, known)
+    return Fields(data, lines)
 
 
 def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
@@ -353,7 +356,7 @@ def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pro
         if err.validator == "additionalProperties":
             problems += _unknown_keys(name, err, path, lines)
         elif not _explained(err, problems):
-            problems.append(Problem(name, _line_of(lines, path), _dotted(path), message(err)))
+            problems.append(_problem(name, lines, path, message(err)))
     return problems
 
 
@@ -369,8 +372,7 @@ def _unknown_keys(name: str, err: Any, path: tuple, lines: dict[tuple, int]) -> 
     for key in sorted(set(err.instance) - set(allowed), key=str):
         key = str(key)
         tip = did_you_mean(key, allowed, f"; allowed: {', '.join(allowed)}")
-        where = (*path, key)
-        out.append(Problem(name, _line_of(lines, where), _dotted(where), f"unknown key{tip}"))
+        out.append(_problem(name, lines, (*path, key), f"unknown key{tip}"))
     return out
 
 
@@ -388,13 +390,11 @@ def _semantic_problems(
     budget = data.get("budget")
     for key, value in budget.items() if isinstance(budget, dict) else []:
         if isinstance(value, float) and not math.isfinite(value):
-            where = ("budget", key)
             msg = f"{value!r} is not a number a budget can use"
-            problems.append(Problem(name, _line_of(lines, where), _dotted(where), msg))
+            problems.append(_problem(name, lines, ("budget", key), msg))
     for i, fld in enumerate(_list(data, "returns_required")):
         if fld in RESERVED_FIELDS:
-            where = ("returns_required", i)
-            problems.append(Problem(name, _line_of(lines, where), _dotted(where), _reserved(fld)))
+            problems.append(_problem(name, lines, ("returns_required", i), _reserved(fld)))
     return problems + _returns_problems(name, data, lines)
 
 
@@ -424,7 +424,7 @@ def _tool_problems(
         else:
             msg = None
         if msg:
-            problems.append(Problem(name, _line_of(lines, ("tools", i)), f"tools[{i}]", msg))
+            problems.append(_problem(name, lines, ("tools", i), msg))
     return problems
 
 
@@ -434,7 +434,7 @@ def _summary_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pr
     if not isinstance(summary, str) or len(folded := " ".join(summary.split())) >= least:
         return []
     msg = f"is too short: {len(folded)} characters once its spaces are folded, at least {least}"
-    return [Problem(name, _line_of(lines, ("summary",)), "summary", msg)]
+    return [_problem(name, lines, ("summary",), msg)]
 
 
 def _declared_functions(data: dict) -> set[str]:
@@ -455,16 +455,14 @@ def _function_problems(
     for i, spec in enumerate(_list(data, "functions")):
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
             continue  # the schema check has said what is wrong
-        where, fn = ("functions", i), spec["name"]
-        msg = None
+        fn, params = spec["name"], spec.get("parameters")
         if fn not in tools:
             msg = f"function {fn!r} is declared but not in tools: list it to offer it"
-        elif not isinstance(spec.get("parameters"), dict):
-            continue  # missing, or not a mapping: the schema check has said so
-        elif (trouble := _schema_trouble(spec["parameters"])) is not None:
+        elif isinstance(params, dict) and (trouble := _schema_trouble(params)) is not None:
             msg = f"function {fn!r}: parameters are not a valid JSON Schema: {trouble}"
-        if msg:
-            problems.append(Problem(name, _line_of(lines, where), _dotted(where), msg))
+        else:  # valid, or missing or no mapping: the schema check has said so
+            continue
+        problems.append(_problem(name, lines, ("functions", i), msg))
     return problems
 
 
@@ -544,8 +542,7 @@ def _returns_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pr
             continue  # the card schema already names these
         trouble = ((), _reserved(fld)) if fld in RESERVED_FIELDS else field_schema(spec)[1]
         if trouble:
-            at = ("returns", fld, *trouble[0])
-            problems.append(Problem(name, _line_of(lines, at), _dotted(at), trouble[1]))
+            problems.append(_problem(name, lines, ("returns", fld, *trouble[0]), trouble[1]))
     return problems
 
 
@@ -602,7 +599,7 @@ def _budget(data: dict) -> Budget:
     return Budget(calls, tokens, float(given.max_wall_seconds))
 
 
-# --- line numbers (the wording of problems: tiny_cli.cards.load) -----------------------
+# --- line numbers ----------------------------------------------------------------------
 
 
 def _line_index(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
@@ -632,6 +629,11 @@ def _duplicate_keys(name: str, node: yaml.Node, path: tuple = ()) -> list[Proble
             seen.add(key.value)
             problems += _duplicate_keys(name, value, where)
     return problems
+
+
+def _problem(name: str, lines: dict[tuple, int], where: tuple, msg: str) -> Problem:
+    """A problem with the field at `where`, on the line of it (or of what holds it)."""
+    return Problem(name, _line_of(lines, where), _dotted(where), msg)
 
 
 def _line_of(lines: dict[tuple, int], path: tuple) -> int | None:

@@ -43,13 +43,11 @@ RETRY_STATUSES = frozenset({408, 429})  # plus every 5xx
 # the endpoint refused the key, its rights, the URL or the model: no request would pass, so
 # it is the caller's configuration to fix (the run loop raises it before any tool ran)
 CONFIG_STATUSES = frozenset({401, 403, 404})
+# no answer holds more; a bigger count would overflow the run log's INTEGER column at exit
+MAX_TOKENS = 10**9
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 log = logging.getLogger(__name__)
-
-
-# no answer holds more; a bigger count would overflow the run log's INTEGER column at exit
-MAX_TOKENS = 10**9
 
 
 @dataclass(frozen=True)
@@ -219,10 +217,7 @@ class OpenAIProvider:
         return self
 
     def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
 

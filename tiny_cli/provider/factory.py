@@ -47,13 +47,12 @@ def open_exchanges(
     # --wall-scale is for slow servers: one request may take as much longer as the whole run
     timeout = DEFAULT_TIMEOUT * settings.wall_scale
     provider = OpenAIProvider(settings.base_url, settings.api_key, timeout=timeout)
-    if record is not None:
-        host = endpoint_host(settings.base_url)
-        earlier = Replayer.load(list(resume)) if resume else None
-        _resumable(settings, earlier)
-        made = (settings.model, host, settings.tool_mode, settings.wall_scale, earlier)
-        return Recorder(provider, record, *made, temperature=settings.temperature)
-    return LiveSource(provider, endpoint_host(settings.base_url))
+    host = endpoint_host(settings.base_url)
+    if record is None:
+        return LiveSource(provider, host)
+    earlier = _resumed(settings, resume)
+    made = (settings.model, host, settings.tool_mode, settings.wall_scale, earlier)
+    return Recorder(provider, record, *made, temperature=settings.temperature)
 
 
 def replay_settings(
@@ -107,19 +106,23 @@ def _upgrader(paths: list[Path]) -> ExchangeSource:
     return Upgrader.open(paths[0])
 
 
-def _resumable(settings: Settings, earlier: Replayer | None) -> None:
-    """A resumed recording reuses answers of the same model only."""
-    if earlier is not None and earlier.model != settings.model:
+def _resumed(settings: Settings, resume: Sequence[Path]) -> Replayer | None:
+    """The earlier recordings a resumed one reuses: of the model and temperature asked now."""
+    if not resume:
+        return None
+    earlier = Replayer.load(list(resume))
+    if earlier.model != settings.model:
         raise ConfigError(
             f"{earlier.path}: recorded model {earlier.model!r}, not {settings.model!r}: "
             "resume a recording of the model asked now"
         )
-    was = recorded_temperature(earlier.header, earlier.path) if earlier is not None else None
-    if earlier is not None and was != settings.temperature:  # no key would match: none reused
+    was = recorded_temperature(earlier.header, earlier.path)
+    if was != settings.temperature:  # no key would match: none reused
         raise ConfigError(
             f"{earlier.path}: recorded at {sampling(was)}, not {sampling(settings.temperature)}: "
             "resume a recording made at the temperature asked now"
         )
+    return earlier
 
 
 def _one_of(record: Path | None, replay: Replays) -> None:

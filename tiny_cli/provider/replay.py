@@ -38,6 +38,7 @@ is written unless every recorded exchange was asked for.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -363,8 +364,8 @@ class Recorder(ExchangeSource):
         refuse_special(self.path)  # a FIFO, device or link there is never replaced at the end
         _refuse_foreign(self.path)
         # Ctrl-C writes there: a user's own file of that name is refused now, not replaced then
-        refuse_special(self.interrupted_path)
-        _refuse_foreign(self.interrupted_path, INTERRUPTED_FOREIGN)
+        refuse_special(self._interrupted())
+        _refuse_foreign(self._interrupted(), INTERRUPTED_FOREIGN)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file: IO[str] = self._partial.open("w", encoding="utf-8")
@@ -386,8 +387,8 @@ class Recorder(ExchangeSource):
         """Close the file, move it into place if it holds exchanges, close the endpoint.
 
         With `keep` false (Ctrl-C, SIGTERM) the exchanges so far are not thrown away, and
-        not put where a finished recording goes either: they go to `interrupted_path`, the
-        file a later `--resume` names so that no answer is asked for twice. An earlier
+        not put where a finished recording goes either: they go to `NAME.interrupted.jsonl`,
+        the file a later `--resume` names so that no answer is asked for twice. An earlier
         interrupted recording there is kept as it is (it may hold answers this run had not
         reused yet): this one goes to the first free `NAME.interrupted.N.jsonl` (N from 2).
         """
@@ -398,7 +399,8 @@ class Recorder(ExchangeSource):
             elif keep:
                 self._finish(self.path)
             else:
-                self._kept = self._free_interrupted()
+                free = (self._interrupted(n) for n in itertools.count(1))
+                self._kept = next(p for p in free if not os.path.lexists(p))
                 self._finish(self._kept)
         close = getattr(self._inner, "close", None)
         if close is not None:
@@ -430,23 +432,12 @@ class Recorder(ExchangeSource):
         finished.replace(target)
         self._partial.unlink(missing_ok=True)
 
-    @property
-    def interrupted_path(self) -> Path:
-        """Where an interrupted recording's exchanges are kept: beside the target, never on it."""
-        return self._interrupted(1)
-
-    def _interrupted(self, number: int) -> Path:
-        """`NAME.interrupted.jsonl` (number 1), else `NAME.interrupted.NUMBER.jsonl`."""
+    def _interrupted(self, number: int = 1) -> Path:
+        """Where an interrupted recording's exchanges are kept, beside the target, never on it:
+        `NAME.interrupted.jsonl` (number 1), else `NAME.interrupted.NUMBER.jsonl`."""
         nth = "" if number == 1 else f".{number}"
         suffix = self.path.suffix or ".jsonl"
         return self.path.with_name(f"{self.path.stem}.interrupted{nth}{suffix}")
-
-    def _free_interrupted(self) -> Path:
-        """The first interrupted recording's name with nothing there: none is replaced."""
-        number = 1
-        while os.path.lexists(self._interrupted(number)):
-            number += 1
-        return self._interrupted(number)
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -482,7 +473,8 @@ class Recorder(ExchangeSource):
             )
             raise
         answer = each_string(completion_to_json(completion), label.volatile.mask)
-        self._write({**entry, "completion": answer, "wall_s": _since(started)})
+        # kept so that a resumed run can say what it cost
+        self._write({**entry, "completion": answer, "wall_s": round(time.monotonic() - started, 3)})
         return completion
 
     def answered_from(self) -> str | None:
@@ -697,11 +689,6 @@ def _with_handles(label: _RunLabel, request: ChatRequest) -> _RunLabel:
     found = dict.fromkeys(ARTIFACT_HANDLE.findall(json.dumps(request.parts())))
     handles = {f"{{artifact{n}}}": handle for n, handle in enumerate(found, 1)}
     return replace(label, volatile=label.volatile.plus(handles)) if handles else label
-
-
-def _since(started: float) -> float:
-    """Seconds since `started`, kept in a recording so a resumed run can say what it cost."""
-    return round(time.monotonic() - started, 3)
 
 
 def _scrubbed_line(scrub: Scrubber, entry: dict[str, Any]) -> str:
