@@ -37,6 +37,7 @@ from tiny_cli.events import (
     ToolFinished,
     TurnStarted,
 )
+from tiny_cli.secrets import scrubber
 from tiny_cli.testing import reply, tool_call
 
 from .conftest import HANDBOOK, REPO, SEED_CARDS
@@ -103,6 +104,37 @@ def test_view_shows_turns_calls_ghosts_and_budget() -> None:
     assert "1,234 chars" in screen and " ok " in screen
     assert "tool calls 2/4" in screen and "30 s of 45 s left" in screen
     assert "ghost calls 1" in screen and "tokens 1112 in / 44 out" in screen
+
+
+def test_the_view_shows_no_known_secret_a_model_copied_into_a_call() -> None:
+    """A page held the key, the model put it in a call: the Digest hid it, the view showed it."""
+    key = "KEY-s3cr3tVALUE99"
+    scrub = scrubber(key).for_caller().text
+    view = LiveView(Console(file=io.StringIO(), width=120), scrub=scrub)
+    see = view.observer("invoke")
+    see(_started(goal=f"onboarding, my key is {key}"))
+    see(TurnStarted(1, 45.0, 0, False))
+    see(ToolCalled("c1", "docs_search", json.dumps({"query": f"onboarding {key}"})))
+    see(ToolFinished("c1", "docs_search", "ok", 0.02, f"found {key}"))
+    see(ToolCalled("c2", f"{key}_x", "{}"))
+    see(GhostCall(f"{key}_x", 1))
+    see(ToolFinished("c2", f"{key}_x", "ghost", 0.0, f"error: no such tool {key}_x"))
+    screen = _screen(view)
+    assert key not in screen and "s3cr3t" not in screen
+    assert '{"query": "onboarding [redacted]"}' in screen and "[redacted]_x" in screen
+
+
+@pytest.mark.slow  # seconds on 2 cores: in `make test-slow`
+def test_the_live_view_a_command_draws_is_scrubbed(scripted_server, home) -> None:
+    key = "KEY-s3cr3tVALUE99"
+    scripted_server.add(
+        tool_call("docs_search", {"query": f"onboarding {key}"}, delay=0.5),
+        reply(json.dumps(ANSWER), delay=0.5),
+    )
+    env = {**_pty_env(scripted_server.url, home), "TINY_API_KEY": key}
+    code, sent = _run_in_pty(["invoke", "docs-finder", TASK, "--tool-mode", "native"], env)
+    assert code == 0, _plain(sent)
+    assert "docs_search" in _plain(sent) and "s3cr3t" not in sent
 
 
 def test_view_shows_bad_arguments_mode_switch_budget_and_status() -> None:

@@ -17,8 +17,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, cast
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -110,9 +110,17 @@ _current_lock = threading.Lock()
 class LiveView:
     """A rich Live display of one run at a time on a terminal's stderr."""
 
-    def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        console: Console,
+        clock: Callable[[], float] = time.monotonic,
+        scrub: Callable[[str], str] = str,
+    ) -> None:
+        """`scrub` takes the known secrets out of what a model, a page or a tool wrote: a
+        model may copy the key a page held into a call, and the live view shows calls."""
         self.console = console
         self._clock = clock
+        self._scrub = scrub
         self._lock = threading.Lock()
         self._run: _RunState | None = None
         self._live = self._new_live()
@@ -124,7 +132,7 @@ class LiveView:
         def notify(event: Event) -> None:
             with self._lock:
                 self._run = state  # the latest run to report is the one on screen
-                _apply(state, event, self._clock())
+                _apply(state, _scrubbed(event, self._scrub), self._clock())
 
         return notify
 
@@ -189,6 +197,15 @@ def console(stderr: bool = False) -> Console:
 
 
 # --- state: one function per event -------------------------------------------------------
+
+
+def _scrubbed(event: Event, scrub: Callable[[str], str]) -> Event:
+    """The event with each of its texts scrubbed (what the view shows of a Digest, its status,
+    holds no text a model wrote)."""
+    texts = {
+        f.name: scrub(v) for f in fields(event) if isinstance(v := getattr(event, f.name), str)
+    }
+    return replace(cast(Any, event), **texts) if texts else event  # each kind its own fields
 
 
 def _apply(state: _RunState, event: Event, now: float) -> None:

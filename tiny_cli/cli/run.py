@@ -66,6 +66,7 @@ from tiny_cli.delegate import run_card
 from tiny_cli.digest import Brief, Digest, Routing, make_brief
 from tiny_cli.provider.factory import replay_settings
 from tiny_cli.runs.log import Correction, RunLog
+from tiny_cli.secrets import scrubber
 from tiny_cli.session import Session, open_session
 from tiny_cli.settings import Settings
 from tiny_cli.text import printable
@@ -328,7 +329,8 @@ def run_session(
 
     A replay is not a run: it stays out of the run log unless `options.log` (`--log`).
     """
-    view = LiveView(console(stderr=True)) if live else None
+    scrub = scrubber(settings.api_key).for_caller().text
+    view = LiveView(console(stderr=True), scrub=scrub) if live else None
     opened: list[Session] = []
     replay = options.replay
     try:
