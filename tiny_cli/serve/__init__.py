@@ -464,7 +464,9 @@ def digest_text(d: Digest) -> str:
         f"cost: {c.tokens_in} tokens in, {c.tokens_out} out, {c.tool_calls} tool calls, "
         f"{c.ghost_calls} ghost calls, {c.wall_seconds:.2f} s"
     )
-    return printable("\n".join(lines), keep="\n")
+    # each line escaped apart: a newline a model wrote in its summary or a note would
+    # otherwise start a line of tiny's own ("approved write: …") that no one wrote
+    return "\n".join(map(printable, lines))
 
 
 def route_text(decision: Decision) -> str:
@@ -473,7 +475,7 @@ def route_text(decision: Decision) -> str:
     lines = [f"{decision.decision} → {target} (score {decision.score:.3f}, "]
     lines[0] += f"threshold {decision.threshold:.3f})"
     lines += [f"  {c.agent_id}: {c.score:.3f}" for c in decision.candidates]
-    return printable("\n".join(lines), keep="\n")
+    return "\n".join(map(printable, lines))
 
 
 # --- resources ------------------------------------------------------------------------------
