@@ -26,6 +26,7 @@ from tiny_cli.cli.common import Terminal
 from tiny_cli.delegate import run_card
 from tiny_cli.digest import make_brief
 from tiny_cli.provider.client import OpenAIProvider
+from tiny_cli.runs.log import RunLog
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import reply, tool_call, tool_calls
 from tiny_cli.workspace import open_workspace
@@ -204,6 +205,9 @@ def test_no_terminal_no_yes_writes_nothing(run, scripted_server, home, command, 
         assert "--yes" in digest["notes_for_caller"][0]
     else:
         assert "needs_confirmation" in result.stdout
+    with RunLog.open(home) as log:  # invoke logged an empty task: `runs search` missed it
+        [logged] = log.runs()
+        assert (logged.status, logged.goal) == ("needs_confirmation", TASK)
 
 
 def test_json_at_a_terminal_does_not_prompt(run, scripted_server, home, terminal) -> None:

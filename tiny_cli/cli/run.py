@@ -165,7 +165,7 @@ def invoke(
             run.brief,
             provider=run.session.provider("invoke"),
             approve=run.approve,
-            observer=run.session.observe("invoke"),
+            observer=run.session.observe("invoke", run.brief.goal),
             artifacts=run.session.artifacts,
             handles=artifact or (),
         )
