@@ -254,3 +254,20 @@ def test_init_keeps_only_files_and_refuses_a_folder_in_a_file_s_place(tmp_path) 
     with pytest.raises(ConfigError, match=r"my_tools\.py: exists and is not a file"):
         init_project(target)
     assert sorted(p.name for p in target.iterdir()) == ["my_tools.py"]
+
+
+def test_a_missing_mcp_file_names_the_project_file_that_named_it(tmp_path: Path) -> None:
+    """It blamed TINY_MCP, a variable the user never set."""
+    from tiny_cli.workspace import open_workspace
+
+    (tmp_path / "cards").mkdir()
+    (tmp_path / "tiny.toml").write_text('mcp = "nope.yaml"\n', "utf-8")
+    settings = load_settings({"TINY_HOME": str(tmp_path / "home")}, cwd=tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        open_workspace(settings)
+    toml = tmp_path / "tiny.toml"
+    assert str(caught.value) == f"{tmp_path / 'nope.yaml'} (from mcp in {toml}): no such file"
+    assert caught.value.field == "mcp"
+    env = {"TINY_HOME": str(tmp_path / "home"), "TINY_MCP": str(tmp_path / "gone.yaml")}
+    with pytest.raises(ConfigError, match=r"^TINY_MCP=.*gone\.yaml: no such file$"):
+        open_workspace(load_settings(env, cwd=tmp_path))

@@ -129,7 +129,10 @@ def import_cards(
     """Make or refresh the cards of the MCP servers (those of `source`, a host config, or all
     of mcp.yaml); with `check` write nothing and say whether the cards are behind."""
     cards_dir = settings.own_cards_dir()
-    mcp_file = mcp_path(cards_dir, settings.mcp_file) or cards_dir / MCP_FILENAMES[0]
+    mcp_file = (
+        mcp_path(cards_dir, settings.mcp_file, settings.origin("mcp_file"))
+        or cards_dir / MCP_FILENAMES[0]
+    )
     host = read_host_config(source) if source is not None else None
     carried: list[str] = []
     if host is not None and not check:

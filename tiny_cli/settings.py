@@ -71,6 +71,7 @@ MAX_WALL_SCALE = 1000.0
 SOURCES = {
     "cards_dir": ("--cards", "TINY_CARDS", "cards"),
     "tools_spec": ("--tools", "TINY_TOOLS", "tools"),
+    "mcp_file": ("mcp_file", "TINY_MCP", "mcp"),  # no flag: a library caller's keyword
 }
 
 

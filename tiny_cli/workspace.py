@@ -125,7 +125,7 @@ def _add_declared(registry: Registry, cards: Iterable[Card]) -> None:
 
 def mcp_settings(settings: Settings) -> McpConfig | None:
     """Read the MCP servers file (TINY_MCP, or mcp.yaml in the cards folder), if there is one."""
-    path = mcp_path(settings.cards_dir, settings.mcp_file)
+    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.origin("mcp_file"))
     return None if path is None else load_mcp_config(path)
 
 

@@ -367,7 +367,11 @@ def _setup_files(settings: Settings) -> list[Path]:
     servers' file and the project file (a report written over one would end the project)."""
     cards = settings.cards_dir  # a folder of cards, or one card file (`--cards x.yaml`)
     found = [p for p in cards.glob("*") if p.suffix in CARD_SUFFIXES] if cards.is_dir() else [cards]
-    named = (cards / LEARNED_FILENAME, mcp_path(cards, settings.mcp_file), settings.project_file)
+    named = (
+        cards / LEARNED_FILENAME,
+        mcp_path(cards, settings.mcp_file, settings.origin("mcp_file")),
+        settings.project_file,
+    )
     return found + [p for p in named if p is not None]
 
 

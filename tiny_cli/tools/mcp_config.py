@@ -47,12 +47,15 @@ URL_PASSWORD = rf"(?i)({URL_SCHEME}[^/?#@:\s]*:)([^/?#@\s]*)(?=@)"
 TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamable_http": "url"}
 
 
-def mcp_path(cards_dir: Path, explicit: str | None) -> Path | None:
-    """Return the mcp.yaml to read: TINY_MCP's file, else one in the cards folder, else None."""
+def mcp_path(cards_dir: Path, explicit: str | None, origin: str = "") -> Path | None:
+    """Return the mcp.yaml to read: the file named (by `origin`: TINY_MCP, or the project
+    file's `mcp`), else one in the cards folder, else None."""
     if explicit:
         path = Path(explicit)
         if not path.is_file():
-            raise ConfigError(f"TINY_MCP={explicit}: no such file", path=path, field="TINY_MCP")
+            origin = origin or "TINY_MCP"
+            said = f"{origin}={explicit}" if origin == "TINY_MCP" else f"{explicit} (from {origin})"
+            raise ConfigError(f"{said}: no such file", path=path, field=origin.split(" in ")[0])
         return path
     return next((cards_dir / n for n in MCP_FILENAMES if (cards_dir / n).is_file()), None)
 
