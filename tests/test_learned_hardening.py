@@ -558,3 +558,13 @@ def test_validate_of_a_named_learned_file_checks_it_against_its_folder(
     assert [(p["line"], p["field"], p["message"]) for p in problems] == [
         (1, "card", "no card 'nope' in the folder")
     ]
+
+
+def test_a_threshold_derived_without_examples_gives_no_rate_of_them() -> None:
+    """It said examples 'pass it 0%' of a folder that held none."""
+    fields = {k: v for k, v in FIELDS.items() if k not in ("examples", "value")}
+    none = DerivedThreshold(value=1.5, examples=0, **fields)  # type: ignore[arg-type]
+    assert "examples route right" not in none.describe()
+    assert "out-of-scope ones abstain 80%, generic requests 70%" in none.describe()
+    some = DerivedThreshold(value=1.5, examples=3, **fields)  # type: ignore[arg-type]
+    assert "examples route right and pass it 90%, out-of-scope ones abstain 80%" in some.describe()

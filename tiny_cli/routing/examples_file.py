@@ -95,13 +95,14 @@ class DerivedThreshold:
 
     def describe(self) -> str:
         """Say in one line where the threshold comes from."""
+        # no example held out: no rate of them to give (0% would read as a failure)
+        routed = f"examples route right and pass it {self.cv_top1:.0%}, " if self.examples else ""
         return (
             f"derived by tiny learn from {self.examples} examples and {self.out_of_scope} "
             f"out-of-scope ones ({self.folds}-fold cross-validation: abstains on "
             f"{self.target_recall:.0%} of the held-out out-of-scope examples and generic "
-            f"requests together; held out, examples route right and pass it "
-            f"{self.cv_top1:.0%}, out-of-scope ones abstain {self.cv_recall:.0%}, "
-            f"generic requests {self.generic_recall:.0%})"
+            f"requests together; held out, {routed}out-of-scope ones abstain "
+            f"{self.cv_recall:.0%}, generic requests {self.generic_recall:.0%})"
         )
 
 
