@@ -16,6 +16,7 @@ import yaml
 from typer.testing import Result
 
 from tiny_cli import yamlsafe
+from tiny_cli.digest import make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME
 from tiny_cli.settings import load_settings
@@ -40,6 +41,32 @@ def test_a_brief_with_a_key_twice_is_refused_at_its_line(tiny, tmp_path: Path) -
     line = _one_error_line(tiny("invoke", "docs-finder", "--brief", str(brief)))
     assert f"{brief}: invalid YAML/JSON: key 'goal' {TIMES_TWO}" in line
     assert line.endswith("(line 3)")
+
+
+def test_a_brief_files_yaml_error_says_what_is_wrong_not_only_where(tmp_path: Path) -> None:
+    """It kept the first line of PyYAML's text: the context ("while scanning a plain scalar")."""
+    brief = tmp_path / "brief.yaml"
+    brief.write_text("goal: x\n\tinputs: {}\n", "utf-8")
+    with pytest.raises(ConfigError) as caught:
+        make_brief(file=brief)
+    assert str(caught.value) == (
+        f"{brief}: invalid YAML/JSON: found a tab character that violates indentation "
+        "(while scanning a plain scalar, line 2)"
+    )
+
+
+def test_a_json_brief_with_an_emoji_as_python_writes_it_is_read(tmp_path: Path) -> None:
+    """json.dump writes 🚀 as a surrogate pair libyaml refuses: a valid JSON brief was refused."""
+    brief = tmp_path / "brief.json"
+    brief.write_text(json.dumps({"goal": "summarise the 🚀 launch notes", "must_return": ["a"]}))
+    assert "\\ud83d\\ude80" in brief.read_text("utf-8")
+    made = make_brief(file=brief)
+    assert (made.goal, made.must_return) == ("summarise the 🚀 launch notes", ("a",))
+    brief.write_text('{"goal": "a", "goal": "b"}')
+    with pytest.raises(ConfigError, match="key 'goal' appears twice"):
+        make_brief(file=brief)
+    brief.write_text("{goal: a YAML flow mapping}")  # not JSON: read as YAML
+    assert make_brief(file=brief).goal == "a YAML flow mapping"
 
 
 @pytest.mark.parametrize("suffix", ["yaml", "jsonl"])

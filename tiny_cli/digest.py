@@ -19,6 +19,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
 from tiny_cli.text import check_task, kind_of
 from tiny_cli.tools.artifacts import Artifact
+from tiny_cli.userfiles import load_json
 
 MAX_HINT_CHARS = 800
 # every input goes into the first user message of each request: about 8,000 tokens at most,
@@ -272,10 +273,7 @@ def _brief_file(path: Path) -> dict[str, Any]:
         text = yamlsafe.read_bounded(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {_unreadable(exc)}", path=path) from exc
-    try:
-        _, data = yamlsafe.load(text, unique=True)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: {_invalid(exc, text)}", path=path) from exc
+    data = _parsed(path, text)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a brief must be a mapping with at least 'goal'", path=path)
     unknown = set(data) - {"goal", "must_return", "inputs", "context_hint", "max_output_tokens"}
@@ -302,14 +300,30 @@ def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
     return f"cannot read brief: {getattr(exc, 'strerror', None) or exc}"
 
 
+def _parsed(path: Path, text: str) -> Any:
+    """A Brief file's data: JSON read as JSON (libyaml refuses a surrogate pair, "\\ud83d\\ude80",
+    that Python's json.dump writes for every emoji), else YAML."""
+    if text.lstrip().startswith("{"):
+        try:
+            return load_json(text, str(path))
+        except (ValueError, RecursionError):  # not JSON (a YAML flow mapping?): read as YAML
+            pass
+    try:
+        return yamlsafe.load(text, unique=True)[1]
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: {_invalid(exc, text)}", path=path) from exc
+
+
 def _invalid(exc: yaml.YAMLError, text: str) -> str:
     """What is wrong with a Brief file's YAML: too many values is no alias's fault without one."""
     too_many = f"expands to more than {yamlsafe.MAX_YAML_VALUES} values"
     if too_many in str(exc) and "*" not in text:
         return f"more than {yamlsafe.MAX_YAML_VALUES} values (the bound for a brief)"
     mark = getattr(exc, "problem_mark", None)
-    line = f" (line {mark.line + 1})" if mark is not None else ""
-    return f"invalid YAML/JSON: {exc}".splitlines()[0] + line
+    line = f"line {mark.line + 1}" if mark is not None else ""
+    problem, context = yamlsafe.problem_of(exc)
+    where = ", ".join(filter(None, (context, line)))
+    return f"invalid YAML/JSON: {problem}" + (f" ({where})" if where else "")
 
 
 def _in_file(path: Path, check: Callable[[Any], Any], value: Any) -> Any:

@@ -23,6 +23,7 @@ __all__ = [
     "compose",
     "load",
     "load_list",
+    "problem_of",
     "read_bounded",
 ]
 
@@ -181,3 +182,9 @@ def _too_deep(text: str) -> int | None:
 def _limit(problem: str, mark: Any = None) -> yaml.MarkedYAMLError:
     """A bound was passed: a YAML error like PyYAML's own, so every caller reports it alike."""
     return yaml.MarkedYAMLError(problem=problem, problem_mark=mark)
+
+
+def problem_of(exc: yaml.YAMLError) -> tuple[str, str | None]:
+    """What PyYAML (or a bound here) found wrong, and while doing what: its first line alone
+    is the context ("while scanning a plain scalar"), not the problem."""
+    return getattr(exc, "problem", None) or str(exc).splitlines()[0], getattr(exc, "context", None)

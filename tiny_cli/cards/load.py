@@ -161,8 +161,7 @@ def article(kind: Any) -> str:
 
 def yaml_message(exc: yaml.YAMLError) -> str:
     """Say what PyYAML (or a yamlsafe bound) found wrong, with its context if any."""
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    context = getattr(exc, "context", None)
+    problem, context = yamlsafe.problem_of(exc)
     moved = _opened_before(exc)
     if context and moved:
         context += f" opened on this line; noticed on line {moved[1]}"
