@@ -69,6 +69,15 @@ def test_a_json_brief_with_an_emoji_as_python_writes_it_is_read(tmp_path: Path) 
     assert make_brief(file=brief).goal == "a YAML flow mapping"
 
 
+def test_an_input_given_twice_or_with_no_name_is_refused(tiny) -> None:
+    """The last --input of a name won without a word; a blank name reached the model as "- : v"."""
+    result = tiny("invoke", "docs-finder", "x", "--input", "url=http://a.example/",
+                  "--input", " url =c")  # fmt: skip
+    assert "Invalid value for --input: 'url' is given twice" in _one_error_line(result)
+    with pytest.raises(ConfigError, match=r"^inputs: a name must not be blank$"):
+        make_brief("x", inputs={" ": "v"})
+
+
 @pytest.mark.parametrize("suffix", ["yaml", "jsonl"])
 def test_a_bench_task_with_a_key_twice_is_refused(tiny, tmp_path: Path, suffix: str) -> None:
     tasks = tmp_path / f"tasks.{suffix}"

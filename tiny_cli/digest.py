@@ -404,6 +404,8 @@ def _inputs(value: Any) -> dict[str, str]:
         raise ConfigError(
             f"inputs: must be a mapping of name: value, got {kind_of(value)}", field="inputs"
         )
+    if any(not str(k).strip() for k in value):  # the model would read "- : v"
+        raise ConfigError("inputs: a name must not be blank", field="inputs")
     inputs = {str(k): _text(v, f"inputs.{k}", "inputs") for k, v in value.items()}
     size = sum(len(k) + len(v) for k, v in inputs.items())
     if size > MAX_INPUT_CHARS:

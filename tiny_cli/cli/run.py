@@ -107,7 +107,7 @@ class RunFlags:
 
     def brief(self) -> Brief:
         """Build the Brief: the --brief file, with the task and the other options on top."""
-        pairs = dict(_pair(i) for i in self.inputs or ())
+        pairs = _pairs(self.inputs or ())
         must = (self.must_return or "").split(",")
         return make_brief(
             self.task, must, pairs, self.hint, self.max_output_tokens, file=self.brief_file
@@ -245,6 +245,16 @@ def show_digest(
     if then is not None:  # after a human delegate: ask whether the card was right
         then()
     raise typer.Exit(EXIT_BY_STATUS[digest.status])
+
+
+def _pairs(given: Sequence[str]) -> dict[str, str]:
+    """The --input values by name; a name given twice is refused (the last would win, unsaid)."""
+    pairs: dict[str, str] = {}
+    for key, value in map(_pair, given):
+        if key in pairs:
+            raise typer.BadParameter(f"{key!r} is given twice", param_hint="--input")
+        pairs[key] = value
+    return pairs
 
 
 def _pair(text: str) -> tuple[str, str]:
