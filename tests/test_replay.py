@@ -633,3 +633,20 @@ def test_a_file_of_yours_where_an_interrupted_recording_goes_is_refused_at_the_s
     with pytest.raises(ConfigError, match=r"rec\.interrupted\.jsonl: is a link"):
         Recorder(_Scripted(), path, "m", "h")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.interrupted.jsonl"]
+
+
+def test_a_recording_with_notes_but_no_exchange_is_kept_with_its_header(tmp_path) -> None:
+    """A bench whose every task abstained asked nothing: its recording vanished, and its replay
+    said the file did not exist. A command that asked nothing and noted nothing writes none."""
+    noted, bare = tmp_path / "noted.jsonl", tmp_path / "bare.jsonl"
+    with Recorder(_Scripted(), noted, None, "h") as recorder:
+        recorder.note("routes", {"t1": None})
+    assert Replayer.load(noted).recorded("routes") == {"t1": None}
+    with Recorder(_Scripted(), bare, None, "h"):
+        pass
+    assert not bare.exists() and not list(tmp_path.glob(".*partial"))
+    interrupted = tmp_path / "cut.jsonl"
+    with pytest.raises(KeyboardInterrupt), Recorder(_Scripted(), interrupted, None, "h") as rec:
+        rec.note("routes", {})
+        raise KeyboardInterrupt
+    assert list(tmp_path.glob("cut*")) == []  # nothing asked: nothing to resume from

@@ -358,6 +358,7 @@ class Recorder(ExchangeSource):
         # least one exchange: a run that fails early never truncates an older recording
         self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
         self._exchanges = 0
+        self._noted = False  # a bench's notes (its making): worth a recording without exchanges
         self._kept: Path | None = None  # where Ctrl-C's exchanges went, once closed
         if self.path.is_dir():  # found at the start, not as a traceback when the run ends
             raise ConfigError(f"{path}: is a folder; --record needs a file name")
@@ -394,7 +395,9 @@ class Recorder(ExchangeSource):
         """
         with self._lock:
             self._file.close()
-            if not self._exchanges:
+            # a bench whose every task abstained asked nothing, but its header (the tasks'
+            # routes and digests) is what its replay needs: kept when notes were made
+            if not self._exchanges and not (keep and self._noted):
                 self._partial.unlink(missing_ok=True)
             elif keep:
                 self._finish(self.path)
@@ -414,6 +417,7 @@ class Recorder(ExchangeSource):
         """Keep `value` as `part` of the header, written when the recording is closed."""
         with self._lock:
             self._header[part] = value
+            self._noted = True
 
     def written_to(self) -> Path | None:
         """The recording's file."""
