@@ -282,6 +282,29 @@ def test_bad_input_is_a_readable_tool_error(stdio, scripted_server) -> None:
     assert scripted_server.requests == []
 
 
+def test_arguments_are_held_to_the_published_schema_in_one_line(stdio, scripted_server) -> None:
+    """The SDK answered a wrong type with pydantic's dump, values and all, and dropped an
+    argument it did not know (`must_retrun`), so the run went on without the field."""
+    calls = [
+        ("invoke", {"card": "docs-finder", "task": 5}, "task: must be a string, got a number"),
+        ("invoke", {"card": "docs-finder", "task": "x", "must_retrun": ["owner"]},
+         "'must_retrun': no argument of invoke (card, task, must_return, inputs, context_hint, "
+         "max_output_tokens)"),
+        ("delegate", {"task": "x", "max_output_tokens": True},
+         "max_output_tokens: must be a whole number or null, got a boolean"),
+        ("delegate", {"task": "x", "inputs": {"a": 1}}, "inputs.a: must be a string, got a number"),
+        ("route", {"task": "x", "top": 0}, "top: must be at least 1"),
+        ("invoke", {"card": "docs-finder"}, "task: missing"),
+    ]  # fmt: skip
+
+    async def session(client: Client) -> list[CallToolResult]:
+        return [await client.call_tool(name, arguments) for name, arguments, _ in calls]
+
+    for result, (_, _, said) in zip(stdio(session), calls, strict=True):
+        assert result.is_error and _text(result) == f"tiny: error: {said}"
+    assert scripted_server.requests == []
+
+
 def test_no_log_keeps_served_runs_out_of_the_run_log(stdio, scripted_server, home) -> None:
     digest = _digest(stdio(_call("delegate", task="make me a sandwich"), "--no-log"))
     assert digest["status"] == "abstain" and scripted_server.requests == []

@@ -27,7 +27,10 @@ from typing import Annotated, Any, cast
 
 import anyio
 import anyio.to_thread
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resources import TextResource
 from mcp.types import (
     CallToolResult,
@@ -56,7 +59,7 @@ from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.serve.stdio import answering_stdio
 from tiny_cli.session import open_session
 from tiny_cli.settings import DEFAULT_TOP, Settings
-from tiny_cli.text import printable, write_call
+from tiny_cli.text import kind_of, printable, write_call
 from tiny_cli.tools.artifacts import ArtifactStore
 from tiny_cli.tools.mcp_config import original
 from tiny_cli.workspace import Workspace, open_workspace
@@ -152,7 +155,7 @@ def build_server(served: Served, router: Callable[[], Router] | None = None) -> 
     """Return the MCP server for a workspace; `router` builds the concierge on first use."""
     ws = served.ws  # the concierge's embedder loads on its first task
     service = _Service(served, router or (lambda: build_router(ws.settings, ws.cards.values())))
-    server: MCPServer = MCPServer(
+    server: MCPServer = _Server(
         "tiny",
         version=__version__,
         instructions="Delegate a task to a tiny agent; you get back a short Digest.",
@@ -195,6 +198,57 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
 
 
 # --- the tools ------------------------------------------------------------------------------
+
+
+class _Server(MCPServer):
+    """The SDK's server, each call's arguments first held to its tool's published schema: a
+    problem is one line naming the argument (the SDK's is pydantic's dump, values and all),
+    and an argument the schema does not name is refused, not dropped (`must_retrun`)."""
+
+    _schemas: dict[str, dict[str, Any]] | None = None
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Check the arguments against the tool's schema, then call it as the SDK does."""
+        if self._schemas is None:
+            self._schemas = {t.name: t.input_schema for t in await self.list_tools()}
+        if name in self._schemas:
+            _check_arguments(name, self._schemas[name], arguments)
+        return await super().call_tool(name, arguments, context)
+
+
+def _check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
+    """ToolError, one line, for an argument the schema does not name or does not allow."""
+    known = schema.get("properties", {})
+    unknown = sorted(set(arguments) - set(known), key=str)
+    if unknown:
+        named = ", ".join(known)
+        raise ToolError(
+            f"tiny: error: {printable(str(unknown[0]))!r}: no argument of {tool} ({named})"
+        )
+    error = best_match(Draft202012Validator(schema).iter_errors(dict(arguments)))
+    if error is None:
+        return
+    where = ".".join(map(str, error.absolute_path)) or "arguments"
+    if error.validator in ("type", "anyOf"):
+        branches = error.schema.get("anyOf", [error.schema])
+        kinds = " or ".join(KINDS.get(str(b.get("type")), str(b.get("type"))) for b in branches)
+        why = f"must be {kinds}, got {kind_of(error.instance)}"
+    elif error.validator == "minimum":
+        why = f"must be at least {error.validator_value}"
+    elif error.validator == "required":
+        where = next(n for n in error.validator_value if n not in error.instance)
+        why = "missing"
+    else:
+        why = f"does not fit its schema ({error.validator})"
+    raise ToolError(f"tiny: error: {printable(where)}: {why}")  # as a Brief's problem says
+
+
+# how a schema's type is said to a host: the words of tiny's own errors
+KINDS = {"string": "a string", "array": "a list", "object": "a mapping",
+         "integer": "a whole number", "number": "a number", "boolean": "true or false",
+         "null": "null"}  # fmt: skip
 
 
 def _add_tools(server: MCPServer, service: _Service, ws: Workspace) -> None:
