@@ -558,6 +558,12 @@ def test_validate_of_a_named_learned_file_checks_it_against_its_folder(
     assert [(p["line"], p["field"], p["message"]) for p in problems] == [
         (1, "card", "no card 'nope' in the folder")
     ]
+    learned.unlink()  # named but not there: a problem, never "OK"
+    result = tiny("validate", str(learned), "--json", env=env)
+    assert result.exit_code == 1
+    assert [(p["file"], p["message"]) for p in json.loads(result.stdout)["problems"]] == [
+        (str(learned), "no such file or directory")
+    ]
 
 
 def test_a_threshold_derived_without_examples_gives_no_rate_of_them() -> None:

@@ -650,3 +650,14 @@ def test_a_recording_with_notes_but_no_exchange_is_kept_with_its_header(tmp_path
         rec.note("routes", {})
         raise KeyboardInterrupt
     assert list(tmp_path.glob("cut*")) == []  # nothing asked: nothing to resume from
+    older = tmp_path / "older.jsonl"  # a command that fails after its notes keeps the old file
+    with Recorder(_Scripted(_completion("earlier")), older, None, "h") as recorder:
+        _ask(recorder.for_run("r"))
+    before = older.read_text("utf-8")
+    with (
+        pytest.raises(ConfigError, match="not JSON"),
+        Recorder(_Scripted(), older, None, "h") as rec,
+    ):
+        rec.note("routes", {})
+        raise ConfigError("learned.jsonl:2: not JSON")
+    assert older.read_text("utf-8") == before and "earlier" in before

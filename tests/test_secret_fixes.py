@@ -144,3 +144,7 @@ def test_secrets_of_known_shapes_never_reach_learned_jsonl(tiny, tmp_path: Path)
     assert Scrubber([]).text("the tokens used were 12; my key: value") == (
         "the tokens used were 12; my key: value"  # words alone are no secret
     )
+    named = {"client_secret": "cs_ABCDEF123456", "access_token": "tok123456", "n": "12"}
+    assert Scrubber([]).document(named) == {  # a field of the name, as a Digest holds it
+        "client_secret": "[redacted]", "access_token": "[redacted]", "n": "12"
+    }  # fmt: skip

@@ -44,6 +44,12 @@ SECRET_KEYS = frozenset(
         "api-key",
         "apikey",
         "password",
+        "passwd",
+        "client_secret",
+        "secret_key",
+        "access_token",
+        "auth_token",
+        "refresh_token",
     ]
 )
 # Built once (dumps(default=) is not); ASCII and compact: less to scan, bind and store
@@ -61,8 +67,10 @@ _SECRET_TEXT = re.compile(
     r"|\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}|\bAKIA[0-9A-Z]{16}\b|\bxox[abprs]-[\w-]{10,}"
 )
 # what each shape above holds, lowercased: a text with none of them skips the pattern
-_SHAPE_MARKS = (b"authorization", b"key", b"bearer", b"sk-", b"passw", b"secret", b"token",
-                b"gh", b"k_live_", b"k_test_", b"akia", b"xox")  # fmt: skip
+_SHAPE_MARKS = (b"authorization", b"key", b"bearer", b"sk-", b"passw", b"secret", b"_token",
+                b"-token", b"accesstoken", b"authtoken", b"refreshtoken", b"ghp_", b"gho_",
+                b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"k_live_", b"k_test_", b"akia",
+                b"xox")  # fmt: skip
 # a value an error line may echo: a word, a number, a host (no URL, path, user:password@)
 _SHOWN_VALUE = re.compile(r"[\w.+:\[\]-]{1,40}")
 KEY_LIKE_CHARS = 20  # a word this long of letters and digits may be a token: not echoed

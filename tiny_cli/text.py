@@ -141,12 +141,14 @@ def kind_of(value: Any) -> str:
     return next((n for t, n in names.items() if isinstance(value, t)), f"a {type(value).__name__}")
 
 
-def check_task(text: str) -> None:
-    """Raise ConfigError for a task that is empty or longer than MAX_GOAL_CHARS."""
+def check_task(text: str, where: str = "") -> None:
+    """Raise ConfigError for a task that is empty or longer than MAX_GOAL_CHARS; `where` (a
+    file's line) prefixes the message as `WHERE: task: …`."""
+    at = f"{where}: task: " if where else ""
     if not text.strip():
-        raise ConfigError("the task is empty: say what the agent should do")
+        raise ConfigError(f"{at}the task is empty: say what the agent should do")
     if len(text) > MAX_GOAL_CHARS:
         raise ConfigError(
-            f"the task is {len(text):,} characters; at most {MAX_GOAL_CHARS:,} "
+            f"{at}the task is {len(text):,} characters; at most {MAX_GOAL_CHARS:,} "
             "(put long material in a file the agent reads, not in the task)"
         )

@@ -67,8 +67,9 @@ def validate(
     overlapping texts gets one warning that counts them.
     """
     # a learned.jsonl named is checked against its folder's cards: the folder is checked whole
-    taught = list(dict.fromkeys(p.parent for p in paths if p.name == LEARNED_FILENAME))
-    folders = [p for p in paths if p.name != LEARNED_FILENAME] + taught or [settings.cards_dir]
+    named = [p for p in paths if p.name == LEARNED_FILENAME and p.is_file()]  # else: no such
+    taught = list(dict.fromkeys(p.parent for p in named))
+    folders = [p for p in paths if p not in named] + taught or [settings.cards_dir]
     mcp = mcp_settings(_checked_folder(settings, folders))
     cards, problems = check_cards(folders, known_tools(settings), mcp, settings.cache_dir)
     if connect is not None and mcp is not None:

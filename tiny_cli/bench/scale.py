@@ -172,10 +172,7 @@ def _selection_task(path: Path, n: int, line: str, cards: Mapping[str, Card]) ->
     task_id, card = entry.get("id"), entry.get("expected_agent")
     if not isinstance(entry.get("task"), str) or not isinstance(task_id, str) or not task_id:
         raise ConfigError(f"{where}: id and task must be strings")
-    try:
-        check_task(entry["task"])
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: task: {exc}") from None
+    check_task(entry["task"], where)
     if not (card is None or isinstance(card, str)):
         raise ConfigError(f"{where}: expected_agent must be a card id or null")
     if (card is None) != (expected is None):

@@ -212,10 +212,7 @@ def _text(where: str, entry: dict[str, Any]) -> str:
     text = entry.get("task")
     if not isinstance(text, str) or not text.strip():
         raise ConfigError(f"{where}: task: must be the task's text")
-    try:
-        check_task(text)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: task: {exc}") from None
+    check_task(text, where)
     return text.strip()
 
 

@@ -384,7 +384,7 @@ class Recorder(ExchangeSource):
         if probe is not None:
             probe()
 
-    def close(self, keep: bool = True) -> None:
+    def close(self, keep: bool = True, finished: bool = True) -> None:
         """Close the file, move it into place if it holds exchanges, close the endpoint.
 
         With `keep` false (Ctrl-C, SIGTERM) the exchanges so far are not thrown away, and
@@ -396,8 +396,9 @@ class Recorder(ExchangeSource):
         with self._lock:
             self._file.close()
             # a bench whose every task abstained asked nothing, but its header (the tasks'
-            # routes and digests) is what its replay needs: kept when notes were made
-            if not self._exchanges and not (keep and self._noted):
+            # routes and digests) is what its replay needs: kept when the command `finished`
+            # with notes made (one that failed early never truncates an older recording)
+            if not self._exchanges and not (keep and finished and self._noted):
                 self._partial.unlink(missing_ok=True)
             elif keep:
                 self._finish(self.path)
@@ -446,7 +447,7 @@ class Recorder(ExchangeSource):
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close(keep=not isinstance(exc, KeyboardInterrupt))
+        self.close(keep=not isinstance(exc, KeyboardInterrupt), finished=exc is None)
 
     def forward(self, label: _RunLabel, request: ChatRequest, timeout: float | None) -> Completion:
         """Ask the endpoint, store the answer or the error, and pass it on."""

@@ -279,10 +279,7 @@ def _eval_entry(where: str, entry: Any) -> tuple[str, str | None, AlsoRight]:
     task = item.get("task")
     if not isinstance(task, str) or not task.strip():
         raise ConfigError(f"{where}: task: must be a non-empty string")
-    try:
-        check_task(task)  # a task too long to route is this line's error, not the file's
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: task: {exc}") from None
+    check_task(task, where)  # a task too long to route is this line's error, not the file's
     key = "expected" if "expected" in item or "expected_agent" not in item else "expected_agent"
     if key not in item:
         raise ConfigError(f"{where}: expected: missing (use null for a task that should abstain)")
