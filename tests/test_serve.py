@@ -291,7 +291,7 @@ def test_arguments_are_held_to_the_published_schema_in_one_line(stdio, scripted_
          "'must_retrun': no argument of invoke (card, task, must_return, inputs, context_hint, "
          "max_output_tokens)"),
         ("delegate", {"task": "x", "max_output_tokens": True},
-         "max_output_tokens: must be a whole number or null, got a boolean"),
+         "max_output_tokens: must be an integer or null, got a boolean"),
         ("delegate", {"task": "x", "inputs": {"a": 1}}, "inputs.a: must be a string, got a number"),
         ("route", {"task": "x", "top": 0}, "top: must be at least 1"),
         ("invoke", {"card": "docs-finder"}, "task: missing"),

@@ -47,6 +47,7 @@ from pydantic import Field
 from tiny_cli._version import __version__
 from tiny_cli.agent.loop import Approve, approve_writes, decline_writes
 from tiny_cli.cards.card import Card
+from tiny_cli.cards.load import article
 from tiny_cli.delegate import WRITE_NOT_CONFIRMED, run_card
 from tiny_cli.delegate import delegate as run_delegate
 from tiny_cli.digest import Brief, Digest, make_brief
@@ -233,8 +234,7 @@ def _check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[st
     where = ".".join(map(str, error.absolute_path)) or "arguments"
     if error.validator in ("type", "anyOf"):
         branches = error.schema.get("anyOf", [error.schema])
-        kinds = " or ".join(KINDS.get(str(b.get("type")), str(b.get("type"))) for b in branches)
-        why = f"must be {kinds}, got {kind_of(error.instance)}"
+        why = f"must be {article([b.get('type') for b in branches])}, got {kind_of(error.instance)}"
     elif error.validator == "minimum":
         why = f"must be at least {error.validator_value}"
     elif error.validator == "required":
@@ -243,12 +243,6 @@ def _check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[st
     else:
         why = f"does not fit its schema ({error.validator})"
     raise ToolError(f"tiny: error: {printable(where)}: {why}")  # as a Brief's problem says
-
-
-# how a schema's type is said to a host: the words of tiny's own errors
-KINDS = {"string": "a string", "array": "a list", "object": "a mapping",
-         "integer": "a whole number", "number": "a number", "boolean": "true or false",
-         "null": "null"}  # fmt: skip
 
 
 def _add_tools(server: MCPServer, service: _Service, ws: Workspace) -> None:
