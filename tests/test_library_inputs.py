@@ -129,6 +129,28 @@ def test_make_brief_takes_text_inputs_a_str_file_and_comma_separated_fields(tmp_
     assert (made.goal, made.must_return) == ("from the file", ("a", "b", "c"))
 
 
+def test_a_brief_files_inputs_and_hint_reach_the_model_as_the_user_wrote_them(tmp_path) -> None:
+    # YAML 1.1 reads 12:30 as 750, the ZIP code 02134 as the octal 1116 and yes as True
+    brief = tmp_path / "brief.yaml"
+    brief.write_text(
+        "goal: book it\ncontext_hint: 12:30\n"
+        "inputs: {time: 12:30, zip: 02134, ok: yes, big: 1_000, none: ~, quoted: '007'}\n"
+    )
+    made = tiny_cli.make_brief(file=brief)
+    assert made.context_hint == "12:30"
+    assert made.inputs == {
+        "time": "12:30",
+        "zip": "02134",
+        "ok": "yes",
+        "big": "1_000",
+        "none": "",
+        "quoted": "007",
+    }
+    listed = tmp_path / "listed.yaml"
+    listed.write_text("goal: g\ninputs: [02134, 12:30]\n")
+    assert tiny_cli.make_brief(file=listed).inputs == {"input1": "02134", "input2": "12:30"}
+
+
 def test_a_brief_file_value_that_the_brief_refuses_names_the_file(tmp_path) -> None:
     brief = tmp_path / "brief.yaml"
     brief.write_text("goal: x\nmax_output_tokens: -5\n")

@@ -241,8 +241,8 @@ def make_brief(
     (a tool call's arguments) and the benches. With a file, what is given here goes on top:
     `goal` wins over the file's, `must_return` adds to its fields, `inputs` win key by key,
     a hint or token cap given here wins. `must_return` is a list of names or one
-    comma-separated string; each input's value is made text as a Brief file's is (a number
-    becomes its digits, a list or mapping is refused). The Brief checks every field (see
+    comma-separated string; each input's value given here is made text (a number becomes its
+    digits, a list or mapping is refused), and a Brief file's are the text as written. The Brief checks every field (see
     `Brief.__post_init__`): a wrong one is a ConfigError naming it; the hint is cut to
     MAX_HINT_CHARS, and the cut noted.
     """
@@ -273,17 +273,17 @@ def _brief_file(path: Path) -> dict[str, Any]:
         text = yamlsafe.read_bounded(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {_unreadable(exc)}", path=path) from exc
-    data = _parsed(path, text)
+    data, written = _parsed(path, text)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a brief must be a mapping with at least 'goal'", path=path)
     unknown = set(data) - {"goal", "must_return", "inputs", "context_hint", "max_output_tokens"}
     if unknown:
         name = sorted(unknown, key=str)[0]
         raise ConfigError(f"{path}: unknown brief field {name!r}", path=path, field=str(name))
-    inputs = data.get("inputs") or {}
+    inputs = written.get("inputs") or {}  # text to the model: as the user wrote it
     if isinstance(inputs, list):  # a bare list of URLs or terms
         inputs = {f"input{i + 1}": v for i, v in enumerate(inputs)}
-    hint = data.get("context_hint")  # a YAML scalar (`context_hint: 12`) is text in a file
+    hint = written.get("context_hint")  # a YAML scalar (`context_hint: 12`) is text in a file
     return {
         "goal": data.get("goal"),
         "must_return": _in_file(path, field_names, data.get("must_return") or ()),
@@ -300,16 +300,19 @@ def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
     return f"cannot read brief: {getattr(exc, 'strerror', None) or exc}"
 
 
-def _parsed(path: Path, text: str) -> Any:
-    """A Brief file's data: JSON read as JSON (libyaml refuses a surrogate pair, "\\ud83d\\ude80",
-    that Python's json.dump writes for every emoji), else YAML."""
+def _parsed(path: Path, text: str) -> tuple[Any, Any]:
+    """A Brief file's data, and the same with every YAML scalar as written: JSON read as JSON
+    (libyaml refuses a surrogate pair, "\\ud83d\\ude80", that Python's json.dump writes for
+    every emoji), else YAML."""
     if text.lstrip().startswith("{"):
         try:
-            return load_json(text, str(path))
+            data = load_json(text, str(path))
+            return data, data
         except (ValueError, RecursionError):  # not JSON (a YAML flow mapping?): read as YAML
             pass
     try:
-        return yamlsafe.load(text, unique=True)[1]
+        node, data = yamlsafe.load(text, unique=True)
+        return data, (None if node is None else yamlsafe.as_written(node))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: {_invalid(exc, text)}", path=path) from exc
 

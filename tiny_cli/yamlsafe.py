@@ -20,6 +20,7 @@ __all__ = [
     "MAX_YAML_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_VALUES",
+    "as_written",
     "compose",
     "load",
     "load_list",
@@ -42,6 +43,7 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_str)
 _LOADER: Any = _Loader
 MERGE_TAG = "tag:yaml.org,2002:merge"
+NULL_TAG = "tag:yaml.org,2002:null"
 _TOO_DEEP = f"nested deeper than {MAX_YAML_DEPTH} levels"
 
 
@@ -90,6 +92,17 @@ def load(text: str, *, unique: bool = False) -> tuple[yaml.Node | None, Any]:
     if node is None:
         return None, None
     return node, _LOADER("").construct_document(node)
+
+
+def as_written(node: yaml.Node) -> Any:
+    """The data of `node` with every scalar the text the user wrote (null stays None): for
+    values that are text to their reader, where YAML 1.1 reads `12:30` as 750, the ZIP code
+    `02134` as the octal 1116 and `yes` as True."""
+    if isinstance(node, yaml.ScalarNode):
+        return None if node.tag == NULL_TAG else node.value
+    if isinstance(node, yaml.SequenceNode):
+        return [as_written(item) for item in node.value]
+    return {as_written(key): as_written(value) for key, value in node.value}
 
 
 def compose(
