@@ -191,6 +191,31 @@ def test_a_date_in_yaml_is_the_text_the_user_wrote(tmp_path: Path) -> None:
     assert yamlsafe.load("when: 2024-01-01")[1] == {"when": "2024-01-01"}
 
 
+def test_a_number_only_yaml_11_reads_is_the_text_the_user_wrote(tiny, tmp_path: Path) -> None:
+    """YAML 1.1 read a time `12:30` as 750 and a ZIP code `02134` as the octal 1116: an expect
+    no right answer matched, and a card's `max_tool_calls: 010` allowed 8 calls without a word."""
+    from tiny_cli.bench.tasks import load_tasks
+
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "- id: a\n  task: when?\n  expected_agent: docs-finder\n"
+        "  expect: {at: 12:30, zip: 02134, n: 12, hex: 0x1F, pi: 3.14, big: 1_000}\n",
+        "utf-8",
+    )
+    (task,) = load_tasks(tasks)
+    assert task.expect["at"].matches("12:30") and task.expect["zip"].matches("02134")
+    assert {k: e.value for k, e in task.expect.items()} == {
+        "at": "12:30", "zip": "02134", "n": 12, "hex": 31, "pi": 3.14, "big": 1000
+    }  # fmt: skip
+    cards = Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))
+    card = cards / "docs-finder.yaml"
+    card.write_text(
+        card.read_text("utf-8").replace("max_tool_calls: 4", "max_tool_calls: 010"), "utf-8"
+    )
+    result = tiny("validate", str(card))
+    assert result.exit_code != 0 and "max_tool_calls" in result.output
+
+
 @pytest.mark.parametrize("flag", ["--out", "--html"])
 def test_a_bench_report_never_lands_on_a_card_it_read(tiny, tmp_path: Path, flag: str) -> None:
     cards = Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))

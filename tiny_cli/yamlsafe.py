@@ -8,6 +8,7 @@ first and walking the node graph with a budget refuses such a file in microsecon
 from __future__ import annotations
 
 import errno
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +38,27 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
     """libyaml's safe loader when PyYAML was built with it (much faster: docs/overhead.md),
     every bound below checked on the node graph it composes; a date or time is the text the
     user wrote (YAML 1.2 has no timestamps): `expect: 2024-01-01` is the answer "2024-01-01",
-    not a `date` no answer equals and no JSON report can write."""
+    not a `date` no answer equals and no JSON report can write. So is a number only YAML 1.1
+    reads (`_written_if_11`)."""
+
+
+# YAML 1.1 alone reads these as numbers: base 60 (`12:30` is 750) and octal by a leading zero
+# (the ZIP code `02134` is 1116); YAML 1.2 has neither, and nobody writing a time means them
+_ONLY_11 = re.compile(r"[-+]?(?:[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?|0[0-7_]+)")
+
+
+def _written_if_11(loader: Any, node: yaml.ScalarNode) -> Any:
+    """A number only YAML 1.1 reads is the text as written; any other, the number."""
+    if _ONLY_11.fullmatch(node.value):
+        return node.value
+    if node.tag.endswith(":int"):
+        return loader.construct_yaml_int(node)
+    return loader.construct_yaml_float(node)
 
 
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_str)
+_Loader.add_constructor("tag:yaml.org,2002:int", _written_if_11)
+_Loader.add_constructor("tag:yaml.org,2002:float", _written_if_11)
 _LOADER: Any = _Loader
 MERGE_TAG = "tag:yaml.org,2002:merge"
 NULL_TAG = "tag:yaml.org,2002:null"
