@@ -20,6 +20,7 @@ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true, and then through the on
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -73,6 +74,11 @@ FAILED_CALLS = ("ghost", "bad_arguments", "tool_error", "timeout")  # error.type
 DECLINED_CALLS = ("declined", "not_allowed")
 UNFINISHED = "the run did not finish"  # the status of a span still open when tracing closes
 ABORTED = "aborted"  # error.type of a run an error ended (Aborted): its message is the status
+FAILED = "failed"  # error.type of a failed run whose reason is a message, not a label
+# a reason that is a label (`ghost_calls`, `schema`, `rate_limited`): error.type as it is;
+# anything else (a server's error message, which may quote anything) is only the status
+_LABEL = re.compile(r"[a-z][a-z0-9_]{0,39}")
+DEFAULT_PORTS = {"http": 80, "https": 443}  # server.port of a base URL that names none
 
 OPERATION = "gen_ai.operation.name"
 SYSTEM = "gen_ai.system"  # before 1.37's gen_ai.provider.name; some backends still read it
@@ -118,9 +124,10 @@ class Tracing:
         self.tracer: Tracer = provider.get_tracer("tiny_cli", __version__, schema_url=SCHEMA_URL)
         self.scrub, self.content = scrub, content
         url = urlsplit(base_url)  # settings checked it: no credentials in it
+        port = url.port or DEFAULT_PORTS.get(url.scheme)  # the conventions require it then
         self.server: dict[str, Any] = {"server.address": url.hostname or ""}
-        if url.port is not None:
-            self.server["server.port"] = url.port
+        if port is not None:
+            self.server["server.port"] = port
         self.parent: Context | None = None  # the span every run goes under (the bench's)
         self._runs: set[_RunTrace] = set()  # the runs not finished yet
 
@@ -359,7 +366,9 @@ def _close(span: Span, digest: Digest, text: Callable[[str], str]) -> None:
 def _failed_as(span: Span, digest: Digest, text: Callable[[str], str]) -> None:
     """Set the error status on `span` when the Digest says the run failed."""
     if digest.status == "failed":
-        _failed(span, digest.reason or "failed", text(digest.reason or ""))
+        reason = digest.reason or ""
+        label = _LABEL.fullmatch(reason) and text(reason) == reason
+        _failed(span, reason if label else FAILED, text(reason))
 
 
 def _failed(span: Span, kind: str, description: str) -> None:

@@ -274,3 +274,10 @@ def stdin_is_terminal() -> bool:
     if said is not None:
         return said.stdin_is_terminal
     return sys.stdin is not None and sys.stdin.isatty()  # None: started with stdin closed
+
+
+def option_given(ctx: typer.Context, name: str) -> bool:
+    """Tell whether the command line set option `name` (not left at its default)."""
+    # by name: typer may bring its own copy of click, and with it its own ParameterSource
+    source = getattr(ctx.get_parameter_source(name), "name", None)
+    return source not in (None, "DEFAULT", "DEFAULT_MAP")

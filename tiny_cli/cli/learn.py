@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from tiny_cli.cli import UsageError
-from tiny_cli.cli.common import CardsOpt, JsonOpt, emit, settings_from
+from tiny_cli.cli.common import CardsOpt, JsonOpt, emit, option_given, settings_from
 from tiny_cli.errors import ConfigError
 from tiny_cli.example_writer import (
     DEFAULT_PER_CARD,
@@ -131,17 +131,11 @@ def _check_flags(
             "run them as two `tiny learn` commands",
             ctx=ctx,
         )
-    unused = [flag for name, flag in GENERATE_ONLY if _given(ctx, name)]
+    unused = [flag for name, flag in GENERATE_ONLY if option_given(ctx, name)]
     if unused and not generate:
         raise UsageError(f"{', '.join(unused)}: only with --generate", ctx=ctx)
-    if _given(ctx, "card") and not modes:
+    if option_given(ctx, "card") and not modes:
         raise UsageError("--card: only with --generate or --prune-generated", ctx=ctx)
-
-
-def _given(ctx: typer.Context, name: str) -> bool:
-    """Tell whether the command line set option `name` (not left at its default)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
 def _prune(settings: Settings, only: list[str], json_out: bool) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from tiny_cli.cli import EXAMPLES, EXIT_PROBLEMS, TinyGroup
+from tiny_cli.cli import EXAMPLES, EXIT_PROBLEMS, TinyGroup, UsageError
 from tiny_cli.cli.common import (
     CardsOpt,
     JsonOpt,
@@ -18,6 +18,7 @@ from tiny_cli.cli.common import (
     confirm,
     draw,
     emit,
+    option_given,
     settings_from,
     stdin_is_terminal,
 )
@@ -61,8 +62,24 @@ def runs(
     json_out: JsonOpt = False,
 ) -> None:
     """List the recent runs, newest first; `tiny runs show ID` shows one, `stats` sums them."""
-    if ctx.invoked_subcommand is None:
-        _list(RunQuery(card, status, model, _since(since), limit), wide, json_out)
+    if ctx.invoked_subcommand is not None:
+        _refuse_listing_options(ctx, ctx.invoked_subcommand)
+        return
+    _list(RunQuery(card, status, model, _since(since), limit), wide, json_out)
+
+
+def _refuse_listing_options(ctx: typer.Context, name: str) -> None:
+    """The listing's options before a subcommand would go unread: say where they belong."""
+    given = [p for p in ctx.command.params if p.name and option_given(ctx, p.name)]
+    if not given:
+        return
+    flag = given[0].opts[0]
+    command = ctx.command.get_command(ctx, name) if isinstance(ctx.command, TinyGroup) else None
+    if command is not None and any(flag in p.opts for p in command.params):
+        where = f"put it after the subcommand: tiny runs {name} {flag} …"
+    else:
+        where = f"`tiny runs {name}` has no {flag} (it is the listing's: `tiny runs {flag} …`)"
+    raise UsageError(f"{flag} before `{name}`: {where}", ctx=ctx)
 
 
 @runs_app.command("show")

@@ -83,6 +83,9 @@ SQLITE_MAX_INT = 2**63 - 1  # a larger id or --limit cannot go into a query
 # How a Digest with earlier attempts reads as stored (compact JSON): a cheap look in SQLite that
 # spares `stats` every other Digest; what counts is then read from the parsed JSON
 ATTEMPTS_MARK = '"attempts":['
+# what --since reads in any time zone: a day inside the calendar's ends, which a time's UTC
+# offset (under a day) may cross
+SINCE_RANGE = "out of range: give a date or time from 0001-01-02 to 9999-12-30"
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _AGE_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -291,7 +294,8 @@ def parse_since(text: str, now: datetime | None = None, option: str = "--since")
             return now - timedelta(**{_AGE_UNITS[age.group(2)]: float(age.group(1))})
         return moment.astimezone(UTC)  # a naive time is taken as local, as a person means it
     except (OverflowError, ValueError):  # 99999999999d, 0001-01-01 or 9999-12-31 made UTC
-        raise ConfigError(f"{option} {text!r}: out of the calendar's range") from None
+        what = "an age that long reaches before the year 1" if age else SINCE_RANGE
+        raise ConfigError(f"{option} {text!r}: {what}") from None
 
 
 RESCUED = ("ok", "partial")  # a re-routed task's final statuses that count as rescued

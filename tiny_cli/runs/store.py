@@ -513,7 +513,10 @@ class Recorder:
             start.model if start else None,
             *(self.endpoint, start.goal if start else self.goal, routing, digest.status),
             digest.reason,
-            *(digest.to_json(), messages, _calls(self.called, self.answered), cost.tokens_in),
+            digest.to_json(),
+            messages,
+            _calls(self.called, self.answered, self.writer.scrub.text),
+            cost.tokens_in,
             *(cost.tokens_out, cost.tool_calls, cost.ghost_calls, cost.recovered_calls),
             *(cost.caller_tokens, cost.wall_seconds, start.tool_mode if start else None),
             *(os.getpid(), this_process(), int(repaired(messages))),
@@ -527,13 +530,15 @@ class Recorder:
             self.writer.complete(db, self.row, FINISHED, self.whole)
 
 
-def _calls(called: Sequence[ToolCalled], answered: Sequence[ToolFinished]) -> list[dict[str, Any]]:
+def _calls(
+    called: Sequence[ToolCalled], answered: Sequence[ToolFinished], scrub: Callable[[str], str]
+) -> list[dict[str, Any]]:
     """Return each tool call with its outcome, time and result size (None: never answered)."""
     calls: list[dict[str, Any]] = []
     waiting: dict[str, list[dict[str, Any]]] = {}  # a model may reuse an id: first in, first out
     for event in called:
         call: dict[str, Any] = {"id": event.call_id, "name": event.name}
-        call |= _logged_arguments(event.arguments or "")
+        call |= _logged_arguments(event.arguments or "", scrub)
         call |= {"recovered": event.recovered, "outcome": None, "seconds": None}
         calls.append(call | {"result_chars": 0})
         waiting.setdefault(event.call_id, []).append(calls[-1])
@@ -545,11 +550,15 @@ def _calls(called: Sequence[ToolCalled], answered: Sequence[ToolFinished]) -> li
     return calls
 
 
-def _logged_arguments(text: str) -> dict[str, Any]:
-    """A call's arguments as the log keeps them: whole, or refused ones cut, with their size."""
+def _logged_arguments(text: str, scrub: Callable[[str], str]) -> dict[str, Any]:
+    """A call's arguments as the log keeps them: whole, or refused ones cut, with their size.
+
+    Refused ones are scrubbed whole before the cut: a secret across it would leave a part
+    the row's scrubbing could no longer recognise.
+    """
     if len(text) <= MAX_LOGGED_ARGUMENT_CHARS:
         return {"arguments": text}
-    return {"arguments": text[:ARGUMENTS_PREVIEW_CHARS], "arguments_chars": len(text)}
+    return {"arguments": scrub(text)[:ARGUMENTS_PREVIEW_CHARS], "arguments_chars": len(text)}
 
 
 class Writer:
