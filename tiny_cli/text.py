@@ -6,13 +6,17 @@ what a model, a page or a file wrote with the same rule.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import unicodedata
 from collections.abc import Mapping
+from decimal import Decimal
 from functools import cache
+from pathlib import PurePath
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+from uuid import UUID
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.settings import PACKAGE_DATA
@@ -89,8 +93,18 @@ def _strip_suffix(word: str) -> str:
 
 
 def text_of(value: Any) -> str:
-    """A string as it is; any other value as its JSON text, never a repr."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    """A string as it is; any other value as its JSON text, never a repr (TypeError for a value
+    JSON cannot hold: a generator, a set, bytes)."""
+    return (
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=_plain)
+    )
+
+
+def _plain(value: Any) -> str:
+    """A value JSON has no type for but a string says whole: a date, a path, a decimal, an id."""
+    if isinstance(value, datetime.date | datetime.time | Decimal | UUID | PurePath):
+        return str(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def write_call(tool: str, arguments: Mapping[str, Any]) -> str:

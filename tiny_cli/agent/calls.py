@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import inspect
 import json
 import math
 import re
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,7 +35,13 @@ from typing import Any
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.deadline import call_within
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallOutcome, CallRecord, Cost, FieldSource
-from tiny_cli.errors import AddressRefused, DeadlineExceeded, ToolCallError, ToolServerError
+from tiny_cli.errors import (
+    AddressRefused,
+    DeadlineExceeded,
+    ToolCallError,
+    ToolError,
+    ToolServerError,
+)
 from tiny_cli.provider.client import Completion, ToolCall
 from tiny_cli.text import text_of
 from tiny_cli.tools.args_check import argument_problem
@@ -490,7 +498,11 @@ def call_tool(
         return Called(content, record("ghost"))
     if meter.tools_spent() or meter.remaining() <= 0:
         return Called("error: not run, the budget is spent")
-    args, problem = _arguments(call.arguments, tool.parameters)
+    try:
+        args, problem = _arguments(call.arguments, tool.parameters)
+    except ToolError as exc:  # its schema is broken: the caller's to fix, not the model's
+        content = f"error: {name} cannot be called: {exc}; it was not run. Answer without it."
+        return Called(content, record("bad_arguments", tool.writes), f"{name} was not run: {exc}")
     if problem:
         content = f"error: {problem}. Call {call.name} again with valid arguments."
         return Called(content, record("bad_arguments", tool.writes))
@@ -554,7 +566,7 @@ def _run_tool(tool: Tool, args: dict[str, Any], meter: Meter) -> tuple[CallOutco
     except AddressRefused as exc:  # kept whole: the caller is told the cause too (a note)
         return "tool_error", exc
     except ToolCallError as exc:  # the tool's own words: what the model should do instead
-        return "tool_error", str(exc)
+        return "tool_error", _said(exc) or type(exc).__name__
     except ToolServerError:  # the server behind the tool is gone: not input for the model
         raise
     except Exception as exc:  # a failing tool is input for the model, not a crash
@@ -580,6 +592,8 @@ def _contained(tool: Tool, args: dict[str, Any]) -> str:
 
 def _as_text(result: Any) -> str:
     """Return a result as text: itself, or its JSON; each lone surrogate (unencodable) replaced."""
+    if inspect.iscoroutine(result):  # never awaited: closed, or Python warns on the terminal
+        result.close()
     try:
         text = text_of(result)
     except Exception as exc:  # circular, nested too deeply, or a str() that raises
@@ -589,7 +603,16 @@ def _as_text(result: Any) -> str:
 
 def _named(exc: BaseException) -> str:
     """Name an exception the tool raised, with its message if it has one."""
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    said = _said(exc)
+    return f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+
+
+def _said(exc: BaseException) -> str:
+    """An exception's message; none where its own str() fails (a tool's exception class may)."""
+    try:
+        return str(exc)
+    except Exception:
+        return ""
 
 
 def _result(
@@ -642,6 +665,8 @@ def _arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str | 
         return {}, f"arguments are not valid JSON ({exc.msg} at character {exc.pos})"
     except RecursionError:
         return {}, "arguments are nested too deeply to be tool arguments"
+    except ValueError:  # Python reads no integer of over 4,300 digits
+        return {}, f"arguments hold a number over {sys.get_int_max_str_digits():,} digits long"
     if not isinstance(args, dict):
         return {}, "arguments must be a JSON object"
     problem = argument_problem(schema, args)

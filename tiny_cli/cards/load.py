@@ -46,7 +46,7 @@ from tiny_cli.cards.index import (
 )
 from tiny_cli.errors import CardError
 from tiny_cli.settings import did_you_mean
-from tiny_cli.tools.args_check import dialect
+from tiny_cli.tools.args_check import dialect, schema_problem
 from tiny_cli.tools.mcp_config import McpConfig, offered, original, qualified
 
 Issue = tuple[int | None, str, str]  # line, field, message
@@ -472,7 +472,7 @@ def _schema_trouble(schema: Any) -> str | None:
         dialect(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         return exc.message.splitlines()[0][:160]
-    return None
+    return schema_problem(schema)  # valid, yet no call could be checked against it
 
 
 def _declared_twice(cards: Sequence[Card]) -> list[Problem]:

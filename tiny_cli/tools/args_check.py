@@ -20,7 +20,9 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["argument_problem", "coerce_scalar", "dialect", "fast_pass"]
+from tiny_cli.errors import ToolError
+
+__all__ = ["argument_problem", "coerce_scalar", "dialect", "fast_pass", "schema_problem"]
 
 MAX_SCHEMA_DEPTH = 32  # deeper ones go to jsonschema: no tool needs more, recursion stays bounded
 COMPILED_SCHEMAS = 256  # compiled validators kept per process (a bench at scale offers hundreds)
@@ -48,14 +50,75 @@ NOT_CHECKS = frozenset({"title", "description", "default", "examples", "$comment
 
 
 def argument_problem(schema: Mapping[str, Any], args: dict[str, Any]) -> str | None:
-    """Say what is wrong with a call's `args` under its tool's `schema`; None if nothing is."""
+    """Say what is wrong with a call's `args` under its tool's `schema`; None if nothing is.
+
+    A schema jsonschema cannot apply (a pattern `re` cannot read, a `$ref` to nowhere) is the
+    tool's fault, not the call's: ToolError, saying why.
+    """
     if fast_pass(schema, args):
         return None
-    errors = sorted(dialect(schema)(schema).iter_errors(args), key=str)
+    try:
+        errors = sorted(dialect(schema)(schema).iter_errors(args), key=str)
+    except Exception as exc:  # jsonschema's own failure, whatever its type
+        said = str(exc).splitlines()[:1]  # a referencing error names itself: `Unresolvable: …`
+        why = schema_problem(schema) or (said[0][:160] if said else type(exc).__name__)
+        raise ToolError(f"its argument schema cannot be applied: {why}") from None
     if not errors:
         return None
     where = "/".join(map(str, errors[0].absolute_path)) or "arguments"
     return f"invalid arguments: {where}: {errors[0].message}"
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Say why jsonschema could not apply `schema`: a pattern Python's `re` cannot read, or a
+    `$ref` within the schema to nothing in it; None when neither is found."""
+    return _problem_in(schema, schema, "", 0)
+
+
+def _problem_in(node: Any, base: Any, where: str, depth: int) -> str | None:
+    """The first problem in `node` or a schema inside it; `base` is what `#` refers to there."""
+    if not isinstance(node, dict) or depth > MAX_SCHEMA_DEPTH:
+        return None
+    own_id = node.get("$id")
+    if depth and isinstance(own_id, str) and not own_id.startswith("#"):
+        base = node  # a nested $id starts a document of its own: its `#` is itself
+    at = f"{where}: " if where else ""
+    for pattern in _patterns(node):
+        try:
+            re.compile(pattern)
+        except (re.error, OverflowError, RecursionError) as exc:
+            return f"{at}pattern {pattern!r} is no regular expression Python reads ({exc})"
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#") and _nowhere(base, ref):
+        return f"{at}$ref {ref!r} points to nothing in the schema"
+    inside = ((f"{where}/{key}" if where else key, sub) for key, sub in _subschemas(node))
+    found = (_problem_in(sub, base, place, depth + 1) for place, sub in inside)
+    return next((problem for problem in found if problem), None)
+
+
+def _patterns(schema: dict[str, Any]) -> list[str]:
+    """The regular expressions `schema` applies: its `pattern`, its patternProperties' names."""
+    names = schema.get("patternProperties")
+    found = list(names) if isinstance(names, dict) else []
+    return [p for p in [schema.get("pattern"), *found] if isinstance(p, str)]
+
+
+def _nowhere(document: dict[str, Any], ref: str) -> bool:
+    """Tell whether the local `ref` (`#/$defs/City`, `#anchor`) finds nothing in `document`."""
+    import referencing.jsonschema  # jsonschema's resolver; as jsonschema, only where needed
+
+    resource = referencing.jsonschema.specification_with(
+        dialect(document).META_SCHEMA["$schema"], default=referencing.jsonschema.DRAFT202012
+    ).create_resource(document)
+    resolver = referencing.Registry().with_resource(_HERE, resource).resolver(_HERE)
+    try:
+        resolver.lookup(ref)
+    except referencing.exceptions.Unresolvable:
+        return True
+    return False
+
+
+_HERE = "urn:tiny:schema"  # the URI a schema is looked up under: a local `#…` resolves in it
 
 
 def dialect(schema: Any) -> Any:
@@ -151,17 +214,24 @@ def _alike(schema: Any, depth: int, keywords: frozenset[str]) -> bool:
         return False
     if "$ref" in schema and set(schema) - NOT_CHECKS - {"$ref"}:
         return False
-    return all(_alike(s, depth + 1, keywords) for s in _subschemas(schema))
+    return all(_alike(s, depth + 1, keywords) for _, s in _subschemas(schema))
 
 
-def _subschemas(schema: dict[str, Any]) -> list[Any]:
-    """The schemas directly inside `schema`; a malformed place yields a non-schema (not alike)."""
-    found: list[Any] = []
+def _listed(value: Any) -> list[Any]:
+    """A list of schemas as it is; anything else as one non-schema."""
+    return value if isinstance(value, list) else [None]
+
+
+def _subschemas(schema: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The schemas directly inside `schema`, each with its place (`properties/city`); a
+    malformed place yields a non-schema (not alike)."""
+    found: list[tuple[str, Any]] = []
     for key in SCHEMA_MAPS:
         value = schema.get(key, {})
-        found.extend(value.values() if isinstance(value, dict) else [None])
-    found.extend(schema[key] for key in (*ONE_SCHEMA, *CONDITIONS) if key in schema)
+        places = value.items() if isinstance(value, dict) else [("", None)]
+        found.extend((f"{key}/{name}", sub) for name, sub in places)
+    found.extend((key, schema[key]) for key in (*ONE_SCHEMA, *CONDITIONS) if key in schema)
     for key in SCHEMA_LISTS:
         value = schema.get(key, [])
-        found.extend(value if isinstance(value, list) else [None])
+        found.extend((f"{key}/{i}", sub) for i, sub in enumerate(_listed(value)))
     return found

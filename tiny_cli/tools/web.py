@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import ipaddress
 import re
 import socket
@@ -88,6 +87,8 @@ VOID_TAGS = frozenset(
 # A page's own charset declaration: an XML prolog first, else a <meta> in its first 2 KiB.
 XML_CHARSET = re.compile(rb"^\s*<\?.*encoding=['\"](.*?)['\"].*\?>", re.I)
 META_CHARSET = re.compile(rb"<\s*meta[^>]+charset\s*=\s*[\"']?([^>]*?)[ /;'\">]", re.I)
+# Put where html.parser gave up on a page's markup: the model knows the text stops short.
+UNREAD = "[tiny could not read the rest of this page: its HTML is malformed here]"
 
 
 def http_get(
@@ -116,7 +117,7 @@ def http_get(
             response.close()
     except httpx.HTTPError as exc:
         raise ToolCallError(_describe(url, exc, timeout)) from exc
-    text = body.decode(_encoding(response, body), errors="replace")
+    text = _decoded(response, body)
     if cut:
         text += f"\n\n[cut: the response is longer than {max_bytes} bytes; this is its start]"
     return text
@@ -127,8 +128,12 @@ def html_to_text(html: str) -> str:
     if re.fullmatch(r"\s*https?://\S+\s*", html):
         raise ToolCallError("html_to_text takes the HTML itself, not a URL; call http_get first")
     page = _Page()
-    page.feed(html)
-    page.close()
+    try:
+        page.feed(html)
+        page.close()
+    except AssertionError:  # html.parser gives up on some markup (`<![ foo`): keep what it read
+        page.end()
+        page.out.append(f"{PARAGRAPH_BREAK}{UNREAD}")
     title = " ".join("".join(page.title or ()).split())
     body = _layout("".join(page.out))
     if not title or body.split("\n", 1)[0] == title:  # an <h1> that repeats the title
@@ -396,14 +401,17 @@ def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]
     return bytes(body), False
 
 
-def _encoding(response: httpx.Response, body: bytes) -> str:
-    """Use the header's charset, else the document's own declaration, else UTF-8."""
+def _decoded(response: httpx.Response, body: bytes) -> str:
+    """Decode by the header's charset, else the document's own declaration, else UTF-8: the
+    first of them that is a text encoding Python has."""
     found = XML_CHARSET.search(body, 0, 1024) or META_CHARSET.search(body, 0, 2048)
-    declared = response.charset_encoding or (found and found.group(1).decode("ascii", "replace"))
-    try:
-        return codecs.lookup(declared).name if declared else "utf-8"
-    except LookupError:
-        return "utf-8"
+    declared = found.group(1).decode("ascii", "replace") if found else None
+    for name in filter(None, (response.charset_encoding, declared)):
+        try:
+            return body.decode(name, errors="replace")
+        except (LookupError, ValueError):  # unknown, no text encoding (rot13, base64), idna
+            continue
+    return body.decode("utf-8", errors="replace")
 
 
 def _describe(url: str, exc: httpx.HTTPError, timeout: float) -> str:
@@ -475,6 +483,10 @@ class _Page(HTMLParser):
     def close(self) -> None:
         """Read what is left and close every element still open."""
         super().close()
+        self.end()
+
+    def end(self) -> None:
+        """Close every element still open, after the text read so far."""
         self._flush()
         while self._open:
             self.handle_endtag(self._open[-1][0])
