@@ -515,8 +515,8 @@ def test_wall_timeout_keeps_the_providers_reason(tiny, tmp_path: Path) -> None:
         env={"TINY_BASE_URL": "http://127.0.0.1:9/v1"},
     )
     digest = json.loads(result.stdout)
-    assert digest["reason"] == "max_wall_seconds"
-    assert any("http://127.0.0.1:9/v1" in n for n in digest["notes_for_caller"])
+    # nothing answered before the budget ran out: the server was not reached, not slow
+    assert digest["reason"].startswith("cannot reach http://127.0.0.1:9/v1")
 
 
 def test_terminal_escapes_from_the_model_are_shown_not_obeyed(

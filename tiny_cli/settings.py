@@ -72,6 +72,8 @@ SOURCES = {
     "cards_dir": ("--cards", "TINY_CARDS", "cards"),
     "tools_spec": ("--tools", "TINY_TOOLS", "tools"),
     "mcp_file": ("mcp_file", "TINY_MCP", "mcp"),  # no flag: a library caller's keyword
+    # a replay yields to the recording's tool mode unless the flag names one (provider.factory)
+    "tool_mode": ("--tool-mode", "TINY_TOOL_MODE", "tool_mode"),
 }
 
 
@@ -262,7 +264,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
     p = dict(project.values) if project is not None else {}
     where = project.root if project is not None else cwd
     return Settings(
-        home=Path(env.get("TINY_HOME") or platformdirs.user_data_dir("tiny")),
+        home=Path(_env(env, "TINY_HOME") or platformdirs.user_data_dir("tiny")),
         cards_dir=_first(
             _env_or(env, "TINY_CARDS", p, "cards"), where / DEFAULT_CARDS_DIR, _seed("cards")
         ),
@@ -275,7 +277,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
         api_key=_api_key(env),
         embedder=_checked(env, "TINY_EMBEDDER", p, "embedder", _embedder) or DEFAULT_EMBEDDER,
         threshold=_checked(env, "TINY_THRESHOLD", p, "threshold", _threshold),
-        allow_hosts=_host_list(env.get("TINY_ALLOW_HOSTS") or p.get("allow_hosts") or ""),
+        allow_hosts=_allow_hosts(env, p),
         tool_mode=_checked(env, "TINY_TOOL_MODE", p, "tool_mode", _tool_mode),
         wall_scale=_checked(env, "TINY_WALL_SCALE", p, "wall_scale", _scale) or 1.0,
         log_runs=not _switch(env, "TINY_NO_LOG", not p.get("log_runs", True)),
@@ -319,6 +321,8 @@ def check_base_url(name: str, url: str, key_goes: str = "TINY_API_KEY") -> str:
 
     The message never shows the URL: what is wrong with it may be a key.
     """
+    if url != url.strip():  # the URL parser drops them, the HTTP client refuses them
+        raise ConfigError(f"{name}: blanks around the URL; remove them", field=name)
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parses host and port, or raises
@@ -331,6 +335,7 @@ def check_base_url(name: str, url: str, key_goes: str = "TINY_API_KEY") -> str:
             f"{name}: must be an http:// or https:// URL with a host (the value is not shown)",
             field=name,
         )
+    _check_host(name, parts.hostname)
     if "@" in parts.netloc:
         raise ConfigError(
             f"{name}: credentials in the URL; keep them out of it (the key goes in {key_goes})",
@@ -345,6 +350,18 @@ def check_base_url(name: str, url: str, key_goes: str = "TINY_API_KEY") -> str:
                     field=name,
                 )
     return url
+
+
+def _check_host(name: str, host: str) -> None:
+    """ConfigError unless each label of the host name is 1 to 63 characters (DNS's rule)."""
+    try:
+        host.encode("idna")  # the encoding the resolver applies: `a..b` fails there otherwise
+    except UnicodeError:
+        raise ConfigError(
+            f"{name}: the URL's host is not a valid name (a dot-separated part empty or over 63 "
+            "characters, or a character no host name holds; the value is not shown)",
+            field=name,
+        ) from None
 
 
 def credential_param(param: str) -> bool:
@@ -383,9 +400,10 @@ def _origins(
 def _switch(env: Mapping[str, str], var: str, project: bool) -> bool:
     """A switch: the variable decides when it is set (SWITCH_ON or SWITCH_OFF, any case), else
     the project file; any other value is refused, not read as off (TINY_NO_LOG=y logs nothing)."""
-    value = (env.get(var) or "").strip()
-    if not value:
+    value = _env(env, var)
+    if value is None:
         return bool(project)
+    value = value.strip()
     if value.lower() not in SWITCH_ON + SWITCH_OFF:
         raise ConfigError(
             f"{named_value(var, value)}: use {_either(SWITCH_ON)} to turn it on, "
@@ -400,13 +418,33 @@ def _either(words: tuple[str, ...]) -> str:
     return f"{', '.join(words[:-1])} or {words[-1]}"
 
 
-def _env_or(env: Mapping[str, str], var: str, project: Mapping[str, Any], key: str) -> str | None:
-    """The variable if set (non-empty), else the project file's value, else None; a variable of
-    blanks only is refused, as a blank flag or project value is."""
+def _env(env: Mapping[str, str], var: str) -> str | None:
+    """The variable's value; None when unset or empty; a value of blanks only is refused, as a
+    blank flag or project value is (not read as unset)."""
     value = env.get(var)
     if value and not value.strip():
         raise ConfigError(f"{var}: blank; give a value or unset it", field=var)
-    return value or project.get(key) or None
+    return value or None
+
+
+def _env_or(env: Mapping[str, str], var: str, project: Mapping[str, Any], key: str) -> str | None:
+    """The variable if set (non-empty), else the project file's value, else None."""
+    return _env(env, var) or project.get(key) or None
+
+
+def _allow_hosts(env: Mapping[str, str], project: Mapping[str, Any]) -> tuple[str, ...]:
+    """TINY_ALLOW_HOSTS's entries if set, else the project file's; a variable naming no host
+    (`,`) is refused: it would drop the project's list unsaid."""
+    value = _env(env, "TINY_ALLOW_HOSTS")
+    if value is None:
+        return _host_list(project.get("allow_hosts") or ())
+    hosts = _host_list(value)
+    if not hosts:
+        raise ConfigError(
+            "TINY_ALLOW_HOSTS: no host; give host[:port] entries separated by commas, or unset it",
+            field="TINY_ALLOW_HOSTS",
+        )
+    return hosts
 
 
 def _checked(
@@ -418,7 +456,7 @@ def _checked(
 ) -> Any:
     """The variable if set, checked under its own name; else the project file's value (checked
     when the file was read), else None."""
-    value = env.get(var)
+    value = _env(env, var)
     return check(var, value) if value else project.get(key)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -192,6 +192,9 @@ class OpenAIProvider:
                 raise self._server.failed(failure, attempt + 1)
             delay = self._delay(attempt, failure.retry_after)
             if deadline is not None and self._clock() + delay >= deadline:
+                # a server that answered keeps its status; one never reached was not slow
+                if failure.status is None:
+                    raise self._server.failed(failure, attempt + 1)
                 raise self._out_of_budget(failure, delay)
             log.info("retrying %s in %.2fs: %s", self._shown_url, delay, failure.detail)
             self._sleep(delay)
@@ -206,8 +209,10 @@ class OpenAIProvider:
             self._client.get(endpoint(self.base_url, "models"), timeout=timeout)
         except httpx.DecodingError:  # a body its encoding cannot decode: still an answer
             return
-        except httpx.TransportError:
-            raise self._server.failed(_Failure("connect", "", True), 1) from None
+        except httpx.TransportError as exc:
+            raise self._server.failed(_unreached(exc), 1) from None
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            raise self._server.bad_host(exc) from None
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -226,13 +231,13 @@ class OpenAIProvider:
         return f"OpenAIProvider(base_url={self._shown_url!r}, api_key={key})"
 
     def _out_of_budget(self, failure: _Failure, delay: float) -> ProviderTimeout:
-        """Return the give-up of a retry whose wait the time budget cannot hold; it keeps the
-        HTTP status the server answered, so the caller can tell a wait asked from a slow one."""
+        """Return the give-up of a retry whose wait the time budget cannot hold, after an error
+        answer; it keeps the HTTP status, so the caller can tell a wait asked from a slow one."""
         after = failure.retry_after
         asked = "" if after is None else f" (its Retry-After: {after:g}s)"
         return ProviderTimeout(
             f"gave up on {self._shown_url} within the time budget "
-            f"({_describe(failure)}; next retry in {delay:g}s{asked})",
+            f"(HTTP {failure.status}; next retry in {delay:g}s{asked})",
             status=failure.status,
             url=self._shown_url,
         )
@@ -252,7 +257,9 @@ class OpenAIProvider:
             raise ProviderTimeout(
                 f"no answer from {self._shown_url} within the time budget", url=self._shown_url
             )
-        limit = self._timeout if remaining is None else min(self._timeout, remaining)
+        # with a deadline the time left is the request's timeout (docs/runner.md): a slow
+        # server may take all of it; the per-request timeout serves callers that give none
+        limit = self._timeout if remaining is None else min(remaining, MAX_TIMEOUT)
         try:
             if remaining is None:
                 return self._send(body, limit, deadline)
@@ -264,16 +271,18 @@ class OpenAIProvider:
                 url=self._shown_url,
             ) from None
         except httpx.TimeoutException as exc:
-            if remaining is not None and limit >= remaining:  # the caller's budget, not ours
+            if remaining is not None:  # the time left was the limit: the caller's budget ran out
                 raise ProviderTimeout(
                     f"no answer from {self._shown_url} within the time budget ({remaining:.1f}s)",
                     url=self._shown_url,
                 ) from exc
             return _Failure("timeout", f"no answer within {limit:g}s", retryable=True)
         except httpx.ConnectError as exc:
-            return _Failure("connect", str(exc), retryable=True)
+            return _unreached(exc)
         except httpx.TransportError as exc:  # dropped connection, protocol error: transient
             return _Failure("transport", str(exc) or type(exc).__name__, retryable=True)
+        except (httpx.InvalidURL, UnicodeError) as exc:  # a host name no resolver takes
+            raise self._server.bad_host(exc) from None
 
     def _send(self, body: dict, limit: float, deadline: float | None) -> _Answer:
         """POST the body and read the whole response, giving up at the deadline."""
@@ -323,12 +332,9 @@ def _check_base_url(base_url: Any) -> None:
         parts.port  # noqa: B018 - parses host and port, or raises
     except ValueError as exc:  # the URL may hold a key: name the problem, not the URL
         raise ConfigError(f"base URL is not a usable URL ({exc}); set TINY_BASE_URL") from None
-    if not base_url.startswith(("http://", "https://")):
-        raise ConfigError(
-            f"base URL {redact_url(base_url)!r} must start with http(s)://; set TINY_BASE_URL"
-        )
-    # the settings' check, less its refusal of user info
-    check_base_url("base_url", urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])))
+    # the settings' check (any case of scheme, no blanks around it), less its refusal of
+    # user info: only the netloc changes, so a blank the parser drops is still seen
+    check_base_url("base_url", base_url.replace(parts.netloc, parts.netloc.rpartition("@")[2], 1))
 
 
 def _tls(base_url: str) -> ssl.SSLContext | bool:
@@ -339,7 +345,7 @@ def _tls(base_url: str) -> ssl.SSLContext | bool:
     a context that still demands a certificate but trusts none: if it were ever used for TLS,
     the handshake would fail, never pass unverified.
     """
-    if base_url.startswith("https://"):
+    if urlsplit(base_url).scheme == "https":  # the parser lower-cases it: HTTPS:// too
         return True
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, check_hostname, no CAs
 
@@ -357,7 +363,7 @@ class _Answer:
 class _Failure:
     """Why one try gave nothing usable, and whether another try may help."""
 
-    kind: str  # connect | timeout | transport | status
+    kind: str  # connect | tls | timeout | transport | status
     detail: str  # the short body for a retryable status, else the whole story
     retryable: bool
     retry_after: float | None = None
@@ -388,6 +394,12 @@ class _Server:
         if status in (401, 403):
             what = "rejected the API key" if self._api_key else "requires an API key"
             detail = f"{self.url} {what} (HTTP {status}); set TINY_API_KEY"
+        elif 300 <= status < 400:
+            detail = (
+                f"{self.url} redirected the request (HTTP {status}) to "
+                f"{self._location(answer.headers)}; redirects are not followed: check the "
+                "scheme and path of TINY_BASE_URL"
+            )
         elif status == 404:
             detail = (
                 f"{self.url}/chat/completions answered HTTP 404: check TINY_BASE_URL "
@@ -407,6 +419,8 @@ class _Server:
         n = f"{tries} {'try' if tries == 1 else 'tries'}"
         if failure.kind == "connect":
             return f"cannot reach {self.url} — is the server running? set TINY_BASE_URL"
+        if failure.kind == "tls":
+            return f"TLS with {self.url} failed: {failure.detail}"
         if failure.kind == "timeout":
             return f"{self.url} gave no answer after {n}: {failure.detail}"
         if failure.kind == "transport":
@@ -415,6 +429,8 @@ class _Server:
             return failure.detail
         if failure.status == 429:
             return f"{self.url} kept rate-limiting (HTTP 429) after {n}: {failure.detail}"
+        if failure.status == 408:
+            return f"{self.url} answered HTTP 408 (request timeout) after {n}: {failure.detail}"
         return f"{self.url}: server error HTTP {failure.status} after {n}: {failure.detail}"
 
     def short_body(self, content: bytes) -> str:
@@ -427,11 +443,31 @@ class _Server:
             text = message if isinstance(message, str) else json.dumps(message)
         except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
             pass
-        text = " ".join(text.split()) or "(empty body)"
-        if self._api_key:  # some servers echo the key they rejected
-            text = text.replace(self._api_key, "***")
-        text = scrubber().for_caller().text(text)  # or a key the environment holds beside it
+        text = self._masked(" ".join(text.split()) or "(empty body)")
         return text if len(text) <= SHORT_BODY_CHARS else text[: SHORT_BODY_CHARS - 1] + "…"
+
+    def bad_host(self, exc: Exception) -> ConfigError:
+        """Return the error for a base URL whose host no resolver takes (an empty label…)."""
+        why = printable(" ".join(str(exc).split()))[:SHORT_BODY_CHARS] or type(exc).__name__
+        return ConfigError(
+            f"base URL {self.url}: its host is not a usable name ({why}); set TINY_BASE_URL",
+            field="base_url",
+        )
+
+    def _masked(self, text: str) -> str:
+        """`text` with the API key masked: some servers echo the key they rejected."""
+        if self._api_key:
+            text = text.replace(self._api_key, "***")
+        return scrubber().for_caller().text(text)  # or a key the environment holds beside it
+
+    def _location(self, headers: httpx.Headers) -> str:
+        """Where a redirect points, as shown: no credentials, escaped, cut."""
+        where = headers.get("location", "")
+        try:
+            shown = redact_url(where) if where else "no Location"
+        except ValueError:  # not a URL (e.g. "http://[x"): nothing to follow anyway
+            shown = "an unparseable Location"
+        return self._masked(printable(shown))[:SHORT_BODY_CHARS]
 
     def malformed(self, what: str) -> ProviderError:
         """Return the error for a response that is not a usable chat completion."""
@@ -450,11 +486,34 @@ class _Server:
         )
 
 
-def _describe(failure: _Failure) -> str:
-    """Name the last failure briefly, for a give-up message."""
-    if failure.kind == "connect":
-        return "connection failed"
-    return f"HTTP {failure.status}" if failure.kind == "status" else failure.detail
+def _unreached(exc: httpx.TransportError) -> _Failure:
+    """The failure of a connection that carried no request: TLS refused (not retried: the
+    certificate or the scheme fails the same again), else the server not reached."""
+    error = _ssl_error(exc)
+    if error is None:
+        return _Failure("connect", str(exc), retryable=True)
+    if isinstance(error, ssl.SSLCertVerificationError):
+        why = printable(str(error.verify_message or "certificate verify failed"))
+        detail = (
+            f"certificate verify failed ({why}); if the server's certificate comes from your "
+            "own CA, set SSL_CERT_FILE to that CA's PEM file"
+        )
+    else:
+        detail = (
+            f"the TLS handshake failed ({printable(str(error.reason or error))}); if the server "
+            "speaks plain HTTP, use http:// in TINY_BASE_URL; a private CA goes in SSL_CERT_FILE"
+        )
+    return _Failure("tls", detail, retryable=False)
+
+
+def _ssl_error(exc: BaseException) -> ssl.SSLError | None:
+    """The ssl error behind an httpx error, if any: httpx chains httpcore's, which chains it."""
+    cause: BaseException | None = exc
+    for _ in range(8):  # a short chain; never loop on a cycle
+        if isinstance(cause, ssl.SSLError):
+            return cause
+        cause = None if cause is None else cause.__cause__ or cause.__context__
+    return None
 
 
 def _parse(content: bytes, server: _Server) -> Completion:

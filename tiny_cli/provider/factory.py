@@ -18,7 +18,7 @@ from tiny_cli.provider.replay import (
     Upgrader,
     read_header,
 )
-from tiny_cli.settings import Settings, check_temperature, sampling
+from tiny_cli.settings import SOURCES, TOOL_MODES, Settings, check_temperature, sampling
 
 Replays = Path | Sequence[Path] | None  # one recording, or several answered from together
 
@@ -44,6 +44,7 @@ def open_exchanges(
         return _upgrader(_paths(replay))
     if replay:
         return Replayer.load(_paths(replay))
+    # a request's timeout where its caller gives no deadline (a run's is the time it has left);
     # --wall-scale is for slow servers: one request may take as much longer as the whole run
     timeout = DEFAULT_TIMEOUT * settings.wall_scale
     provider = OpenAIProvider(settings.base_url, settings.api_key, timeout=timeout)
@@ -62,8 +63,10 @@ def replay_settings(
     (each shapes the keys).
 
     The tool mode decides what each request carries (tools or a response_format), so a replay
-    in another mode would ask questions the recording never saw. A recording without a
-    temperature (made before tiny sent one, or without --temperature) replays sending none.
+    in another mode would ask questions the recording never saw: the recording's wins over
+    TINY_TOOL_MODE and the project file (set for live runs), and a --tool-mode flag naming
+    another is a ConfigError. A recording without a temperature (made before tiny sent one, or
+    without --temperature) replays sending none.
     """
     _one_of(record, replay)
     if not replay:
@@ -71,11 +74,27 @@ def replay_settings(
     header = read_header(_paths(replay)[0])
     if model_flag is None:
         settings = replace(settings, model=header.get("model"))
-    if settings.tool_mode is None and header.get("tool_mode") in ("native", "json", "auto"):
-        settings = replace(settings, tool_mode=header["tool_mode"])
+    settings = _recorded_tool_mode(settings, header, _paths(replay)[0])
     if settings.temperature is None:
         settings = replace(settings, temperature=recorded_temperature(header, _paths(replay)[0]))
     return settings
+
+
+def _recorded_tool_mode(settings: Settings, header: Mapping[str, Any], path: Path) -> Settings:
+    """The settings with the recording's tool mode, if it has one; a flag naming another is
+    refused up front: every request would miss."""
+    recorded = header.get("tool_mode")
+    if recorded not in TOOL_MODES or recorded == settings.tool_mode:
+        return settings
+    flag = SOURCES["tool_mode"][0]
+    if settings.origin("tool_mode") == flag:
+        raise ConfigError(
+            f"{flag} {settings.tool_mode}: {path} was recorded in {recorded} tool mode and "
+            f"holds no answer to requests made in another; leave {flag} out to replay it",
+            path=path,
+            field=flag,
+        )
+    return replace(settings, tool_mode=recorded)
 
 
 def recorded_temperature(header: Mapping[str, Any], path: Path) -> float | None:

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from tiny_cli.errors import EmbedderError
+from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.embed import normalised
 from tiny_cli.text import endpoint, redact_url
 
@@ -58,6 +58,11 @@ class OpenAIEmbedder:
     def _post(self, batch: list[str]) -> list[list[float]]:
         try:
             response = self._client.post(self.url, json={"model": self.model, "input": batch})
+        except (httpx.InvalidURL, UnicodeError) as exc:  # a host name no resolver takes
+            raise ConfigError(
+                f"base URL {self._shown}: its host is not a usable name; set TINY_BASE_URL",
+                field="base_url",
+            ) from exc
         except httpx.HTTPError as exc:
             raise EmbedderError(
                 f"cannot reach {self._shown} ({type(exc).__name__}) — is the server running? "
@@ -77,10 +82,19 @@ def _parse_embeddings(url: str, response: httpx.Response, expected: int) -> list
         data: Any = response.json()["data"]
         items = sorted(data, key=lambda item: item.get("index", 0))
         rows = [[float(x) for x in item["embedding"]] for item in items]
+    except RecursionError:  # nested past Python's stack: no embeddings response
+        raise EmbedderError(
+            f"{url} sent a malformed embeddings response: nested too deeply"
+        ) from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise EmbedderError(f"{url} sent a malformed embeddings response: {exc!r}") from exc
     if len(rows) != expected or len({len(r) for r in rows}) != 1 or not rows[0]:
         raise EmbedderError(
             f"{url} sent {len(rows)} embeddings of uneven or empty size for {expected} texts"
+        )
+    # NaN, Infinity or a value past float32's range would break every score, and be cached
+    if not (np.abs(np.asarray(rows, dtype=np.float64)) <= np.finfo(np.float32).max).all():
+        raise EmbedderError(
+            f"{url} sent an embedding holding NaN, Infinity or a number too large for float32"
         )
     return rows
