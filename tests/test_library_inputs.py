@@ -212,6 +212,57 @@ def test_invoke_runs_with_a_registry_of_the_callers_own_tools(workspace) -> None
     assert digest.status == "ok" and [c.name for c in digest.calls] == ["docs_search"]
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("card", "docs-finder"), ("brief", TASK), ("registry", ["docs_search"]),
+     ("provider", object()), ("approve", None)],
+)  # fmt: skip
+def test_invoke_refuses_an_argument_of_the_wrong_kind_before_the_model(workspace, name, value):
+    arguments = {
+        "card": workspace.cards["crm-writer"],
+        "brief": tiny_cli.make_brief("add Acme GmbH from Berlin to the CRM"),
+        "registry": workspace.registry,
+        "provider": Never(),
+    }
+    arguments[name] = value
+    error = _refused(lambda: tiny_cli.invoke(**arguments, model="m"))
+    assert error.field == name and str(error).startswith(f"{name}: must be ")
+
+
+def test_a_providers_own_error_tells_the_observers_the_run_ended(workspace) -> None:
+    class Broken:
+        def complete(self, request: Any, *, timeout: float | None = None) -> Any:
+            raise ConnectionResetError("peer went away")
+
+    events: list[Any] = []
+    with pytest.raises(ConnectionResetError):
+        tiny_cli.invoke(
+            workspace.cards["docs-finder"],
+            tiny_cli.make_brief(TASK),
+            registry=workspace.registry,
+            provider=Broken(),
+            model="m",
+            observer=events.append,
+        )
+    assert [type(e).__name__ for e in events][-1] == "Aborted"
+    assert events[-1].reason == "ConnectionResetError"
+
+
+def test_a_huge_number_in_a_first_call_stopped_at_is_bad_arguments(workspace) -> None:
+    arguments = '{"query": "x", "limit": 1' + "0" * 5000 + "}"
+    model = ScriptedServer([tiny_cli.tool_call("docs_search", arguments)])
+    with model, tiny_cli.OpenAIProvider(model.url) as provider:
+        digest = tiny_cli.invoke(
+            workspace.cards["docs-finder"],
+            tiny_cli.make_brief(TASK),
+            registry=workspace.registry,
+            provider=provider,
+            model="m",
+            stop_at_first_call=True,
+        )
+    assert (digest.status, [c.outcome for c in digest.calls]) == ("partial", ["bad_arguments"])
+
+
 # --- 6. run_card / delegate entry checks -----------------------------------------------
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -45,7 +45,7 @@ from tiny_cli.agent.reply import (
 )
 from tiny_cli.cards.card import Budget, Card, answer_schema, field_template
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallOutcome, CallRecord, Digest, Routing
-from tiny_cli.errors import ProviderError, ProviderTimeout, TinyError, ToolServerError
+from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, TinyError, ToolServerError
 from tiny_cli.events import (
     Aborted,
     ArtifactKept,
@@ -224,16 +224,16 @@ def invoke(
     """Run `card` on `brief` in a fresh context under its budget; return the Digest.
 
     Every write call is put to `approve` first, with its arguments; a declined one is answered
-    to the model as declined and never runs. `tool_mode` (flag or env) wins over the card's;
-    see `tiny_cli.agent.reply`. `observer` gets every step as an event, ending with `Finished`.
+    to the model as declined and never runs. `tool_mode` (flag or env) wins over the card's.
+    `observer` gets every step as an event, ending with `Finished` (or `Aborted`).
 
     With `artifacts`, a tool result over the result limit is stored there whole and the agent
     gets `read_artifact`; without, it is cut. `held` are earlier artifacts the agent may read.
     `routing` (delegate's decision) goes into the Digest. `stop_at_first_call` ends the run
     `partial` at the first tool call asked for, recorded, never run (a function-calling bench
-    scores it). `cap` lowers each limit of the card's budget (delegate's re-route).
-    `temperature` goes with every request (None: none, the server samples at its default).
+    scores it). `cap` lowers the card's budget (a re-route); `temperature` goes with each request.
     """
+    check_arguments(card=card, brief=brief, registry=registry, provider=provider, approve=approve)
     meter = Meter(capped(effective_budget(card, brief, wall_scale), cap), clock)
     mode = tool_mode_for(card, tool_mode)
     registry = registry.with_declared(card.functions, f"card {card.id}")
@@ -248,10 +248,35 @@ def invoke(
     observer(_started(card, brief, meter, model, mode, run.messages))
     try:
         digest = _loop(run, provider, model, stop_at_first_call)
-    except TinyError as exc:  # raised to the caller: the observers are told first
-        observer(Aborted(str(exc)))
+    except Exception as exc:  # raised to the caller (a custom provider's own too): told first
+        observer(Aborted(str(exc) if isinstance(exc, TinyError) else type(exc).__name__))
         raise
     return finish(observer, replace(digest, routing=routing), run.messages)
+
+
+# what each argument of a run must be, and how to say so: each would fail only mid-run
+# (`approve` at the first write call, after the model was asked and other tools ran)
+ARGUMENT_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "card": (lambda v: isinstance(v, Card), "a Card (a workspace's cards[...])"),
+    "brief": (lambda v: isinstance(v, Brief), "a Brief (tiny_cli.make_brief(task))"),
+    "registry": (lambda v: isinstance(v, Registry), "a Registry (a workspace's registry)"),
+    "provider": (
+        lambda v: callable(getattr(v, "complete", None)),
+        "a Provider (anything with complete(request, *, timeout=None))",
+    ),
+    "approve": (
+        callable,
+        "a function (card, tool, arguments) -> bool, such as tiny_cli.approve_writes",
+    ),
+}
+
+
+def check_arguments(**given: Any) -> None:
+    """Refuse a run's argument of the wrong kind before any work: a ConfigError naming it."""
+    for name, value in given.items():
+        ok, what = ARGUMENT_KINDS[name]
+        if not ok(value):
+            raise ConfigError(f"{name}: must be {what}, got {type(value).__name__}", field=name)
 
 
 def _start_servers(registry: Registry, card: Card, meter: Meter) -> None:
@@ -359,7 +384,7 @@ def _stopped(run: _Run, call: ToolCall) -> Digest:
     """Record the first call as the model sent it, run nothing, and end the run `partial`."""
     try:
         arguments = json.loads(call.arguments or "{}")
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # not JSON, or a number of over 4,300 digits
         arguments = None
     offered = any(s["function"]["name"] == call.name for s in run.schemas)
     outcome: CallOutcome = "not_run" if offered else "ghost"
