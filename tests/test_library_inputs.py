@@ -370,3 +370,13 @@ def test_an_unknown_card_id_is_quoted_short(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         ws.card("x" * 1_000_000)
     assert len(str(caught.value)) < 400 and "xxx…'" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [(("http://127.0.0.1:9/v1", 5), "api_key"), (("http://127.0.0.1:9/v1", "sk-a\nb"), "api_key"),
+     (("http://[x/v1",), "base_url"), ((5,), "base_url")],
+)  # fmt: skip
+def test_a_provider_argument_refused_is_named_by_its_field(arguments, field) -> None:
+    error = _refused(lambda: tiny_cli.OpenAIProvider(*arguments))
+    assert error.field == field

@@ -295,7 +295,9 @@ def check_api_key(value: Any, source: str) -> str:
     """Return the API key without surrounding blanks; ConfigError naming `source`, never the
     key, when it holds a control or non-ASCII character (no HTTP header can carry one)."""
     if not isinstance(value, str):
-        raise ConfigError(f"{source}: the API key must be a str, got {type(value).__name__}")
+        raise ConfigError(
+            f"{source}: the API key must be a str, got {type(value).__name__}", field=source
+        )
     key = value.strip()  # a pasted key often ends in a line break
     if any(not " " <= c <= "~" for c in key):
         raise ConfigError(

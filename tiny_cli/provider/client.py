@@ -169,7 +169,7 @@ class OpenAIProvider:
             )
         self.base_url = base_url.rstrip("/")
         self._shown_url = redact_url(self.base_url)
-        self._api_key = check_api_key(api_key, "OpenAIProvider: api_key") if api_key else None
+        self._api_key = check_api_key(api_key, "api_key") if api_key else None
         self._server = _Server(self._shown_url, self._api_key)
         self._retries, self._backoff, self._timeout = retries, backoff, timeout
         self._max_retry_after = max_retry_after
@@ -331,7 +331,9 @@ def _check_base_url(base_url: Any) -> None:
         parts = urlsplit(base_url)
         parts.port  # noqa: B018 - parses host and port, or raises
     except ValueError as exc:  # the URL may hold a key: name the problem, not the URL
-        raise ConfigError(f"base URL is not a usable URL ({exc}); set TINY_BASE_URL") from None
+        raise ConfigError(
+            f"base URL is not a usable URL ({exc}); set TINY_BASE_URL", field="base_url"
+        ) from None
     # the settings' check (any case of scheme, no blanks around it), less its refusal of
     # user info: only the netloc changes, so a blank the parser drops is still seen
     check_base_url("base_url", base_url.replace(parts.netloc, parts.netloc.rpartition("@")[2], 1))
