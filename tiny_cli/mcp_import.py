@@ -26,6 +26,7 @@ from tiny_cli.cards.generated import Generated, card_text, read_generated
 from tiny_cli.cards.grouping import CARD_TOOLS, CardPlan, plan_cards
 from tiny_cli.cards.index import list_cards
 from tiny_cli.cards.load import Frontmatter, field_line, split_markdown
+from tiny_cli.errors import ConfigError
 from tiny_cli.routing.tooltexts import mcp_tool_lists, save_mcp_tools
 from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS, Scrubber
 from tiny_cli.settings import Settings
@@ -136,7 +137,7 @@ def import_cards(
     host = read_host_config(source) if source is not None else None
     carried: list[str] = []
     if host is not None and not check:
-        mcp_file.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(mcp_file.parent)
         carried = merge_mcp_yaml(mcp_file, host.servers)
     config = load_mcp_config(mcp_file) if mcp_file.is_file() else None
     declared = dict(config.servers) if config is not None else {}
@@ -154,10 +155,22 @@ def import_cards(
     if not check:
         _apply(changes)
         _save_descriptions(settings.cache_dir, listings, host)
+    # a secret of a server mcp.yaml already declared was not written: there is nothing to set
+    lifted = tuple(x for x in (host.lifted if host else ()) if x.server in carried)
     return ImportReport(
         _status(results, changes, check), mcp_file, tuple(results), tuple(changes),
-        host.lifted if host else (), tuple(carried), check,
+        lifted, tuple(carried), check,
     )  # fmt: skip
+
+
+def _make_folder(folder: Path) -> None:
+    """Make the cards folder mcp.yaml goes in; ConfigError naming it where it cannot be one."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{folder}: the cards folder is a file, not a folder", path=folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{folder}: cannot make the cards folder ({exc.strerror})") from None
 
 
 def _status(results: Sequence[ServerResult], changes: Sequence[CardChange], check: bool) -> Status:
@@ -175,13 +188,27 @@ def _result(listing: Listing) -> ServerResult:
         return ServerResult(listing.server, "unreachable", why=listing.why)
     usable = [t for t in listing.tools if _usable(listing.server, t)]
     writers = sum(t.writes for t in usable)
-    left = len(listing.tools) - len(usable)
-    why = f"{left} tool name(s) cannot be a card's SERVER.TOOL; left out" if left else ""
-    return ServerResult(listing.server, "ok", len(usable), writers, why)
+    return ServerResult(listing.server, "ok", len(usable), writers, _left_out(listing))
 
 
 def _usable(server: str, tool: ListedTool) -> bool:
+    """Tell whether a tool can be in a card: a name a card can write, a schema calls can run."""
+    return _named(server, tool) and not tool.problem
+
+
+def _named(server: str, tool: ListedTool) -> bool:
     return qualified(f"{server}.{tool.name}") is not None
+
+
+def _left_out(listing: Listing) -> str:
+    """Say which tools are left out of the cards and why; '' for none."""
+    unnamed = sum(not _named(listing.server, t) for t in listing.tools)
+    broken = [t for t in listing.tools if _named(listing.server, t) and t.problem]
+    why = [f"{unnamed} tool name(s) cannot be a card's SERVER.TOOL"] if unnamed else []
+    if broken:
+        more = f" (and {len(broken) - 1} tool(s) more)" if len(broken) > 1 else ""
+        why.append(f"tool {broken[0].name}: {broken[0].problem}{more}")
+    return "; ".join(why) + "; left out" if why else ""
 
 
 def _changes(cards_dir: Path, listings: Sequence[Listing]) -> list[CardChange]:
@@ -219,8 +246,7 @@ def _server_changes(
     kept = {stem: g.tools for stem, g in fresh.items()}
     planned = plan_cards(listing.server, [t for t in tools if t.name not in claimed], kept)
     for plan in _free_ids(planned, taken):
-        changes.append(_change(cards_dir, plan, plan.id in fresh))
-        fresh.pop(plan.id, None)
+        changes.append(_change(cards_dir, plan, fresh.pop(plan.id, None)))
     for gone in fresh.values():
         qualified_tools = tuple(f"{gone.server}.{t}" for t in gone.tools)
         changes.append(
@@ -255,11 +281,12 @@ def _free_ids(plans: list[CardPlan], taken: set[str]) -> list[CardPlan]:
     return free
 
 
-def _change(cards_dir: Path, plan: CardPlan, existed: bool) -> CardChange:
-    path = cards_dir / f"{plan.id}.yaml"
+def _change(cards_dir: Path, plan: CardPlan, before: Generated | None) -> CardChange:
+    """A plan's card: in the file it was in before (renamed `.yml` by someone too), else new."""
+    path = before.path if before is not None else cards_dir / f"{plan.id}.yaml"
     text = card_text(plan)
-    same = existed and path.is_file() and path.read_text(encoding="utf-8") == text
-    action: Action = "unchanged" if same else "updated" if existed else "added"
+    same = before is not None and path.is_file() and path.read_text(encoding="utf-8") == text
+    action: Action = "unchanged" if same else "updated" if before is not None else "added"
     qualified_tools = tuple(plan.qualified)
     return CardChange(plan.id, plan.server, path, action, qualified_tools, plan.writes, text=text)
 

@@ -2,7 +2,8 @@
 
 A generated card starts with two comment lines; the second holds its manifest as JSON (the
 server, its tools, and a hash of the text below the header). A card whose text no longer has
-that hash was edited by someone: a later import keeps it as it is. Line ends are read as
+that hash, or whose first line is not the note import wrote, was edited by someone: a later
+import keeps it as it is. Line ends are read as
 "\n" (a byte order mark is dropped, as from every file) before the hash is taken: a card
 checked out with CRLF line ends (git's autocrlf) is the card import wrote, not an edited one.
 """
@@ -83,7 +84,7 @@ def read_generated(path: Path) -> Generated | None:
         card_id if isinstance(card_id, str) and card_id else path.stem,
         str(server),
         tuple(map(str, tools)),
-        edited=_hash(body) != digest,
+        edited=_hash(body) != digest or lines[0] + "\n" != NOTE.format(server=server),
         listed=tuple(map(str, listed)),
         writes=data.get("side_effects") == "write" if data else None,
     )

@@ -173,7 +173,7 @@ def _given(descriptions: Mapping[str, str], tool: str) -> str:
 def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
     """The descriptions a route can have without starting anything: the user's @tool
     functions when TINY_TOOLS names a module (imported to check cards anyway), and the MCP
-    tool list `tiny validate --connect` kept in the cache dir, with its age."""
+    tool lists `tiny validate --connect` kept in the cache dir, with each server's age."""
     descriptions: dict[str, str] = {}
     if settings.tools_spec:
         registry = default_registry(settings)
@@ -181,14 +181,16 @@ def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
         descriptions.update(
             (name, registry[name].description) for name in registry if name not in builtin
         )
-    mcp, written, _ = _kept(settings.cache_dir)
+    mcp, ages = mcp_tool_lists(settings.cache_dir, time.time() if now is None else now)
     descriptions.update(mcp)
-    if written is None:
+    if not ages:
         return ToolTexts(descriptions)
-    age = max(0.0, (time.time() if now is None else now) - written)
+    # by each server's own age: the file's time is that of the newest list of any server
+    oldest = max(ages, key=lambda server: (ages[server], server))
+    span = f"{_age(min(ages.values()))} to {_age(ages[oldest])}" if len(ages) > 1 else ""
+    when = f"{span or _age(ages[oldest])} ago" + (f" (oldest: {oldest})" if span else "")
     return ToolTexts(
-        descriptions,
-        f"MCP tool list cached {_age(age)} ago (validate --connect, cards import or sync)",
+        descriptions, f"MCP tool list cached {when} (validate --connect, cards import or sync)"
     )
 
 

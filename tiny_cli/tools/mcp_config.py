@@ -33,7 +33,13 @@ WIRE_HASH_CHARS = 8
 SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
 REFERENCE = r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"
 # a header or env entry whose name says it holds a secret must take it from the environment
-SECRET_NAME = r"(?i)key|token|secret|passw|credential|authorization|^auth|cookie"
+# (and so must a host's argument after a flag so named: secret_name); `pat` and `pass` only
+# as words of their own (`GITHUB_PAT`, `MYSQL_PASS`; not `PATH`, `PASSPORT` or `BYPASS`), and
+# no `tokenizer`, `keyword`, `keyboard` or a count of tokens (`--max-tokens`, `NUM_TOKENS`)
+SECRET_NAME = (
+    r"(?i)key(?!word|board)|(?<!max)(?<!max[-_])(?<!num)(?<!num[-_])token(?!i[sz])|secret|passw|passphrase|credential|authorization"
+    r"|^auth|cookie|(?<![a-z])(?:pat|pass)(?![a-z])"
+)
 # ...and hold nothing but `${VAR}`, after an auth scheme at most: no literal part to leak
 SCHEME = r"(?:(?:Bearer|Basic|Token|Bot|Digest|ApiKey|Key|JWT|OAuth) )"  # with its space
 SECRET_VALUE = rf"(?i){SCHEME}?{REFERENCE}"
@@ -201,6 +207,11 @@ def read_config(path: Path) -> str:
 # --- helpers ------------------------------------------------------------------------------
 
 
+def secret_name(name: str) -> bool:
+    """Tell whether a setting's name (an env or header entry's, a flag's) says it holds a secret."""
+    return re.search(SECRET_NAME, name.lstrip("-")) is not None
+
+
 def _server(path: Path, name: Any, spec: Any) -> McpServer:
     """Check one server's settings and build it; ConfigError names the first fault."""
     where = f"{path}: servers.{name}"
@@ -272,7 +283,8 @@ def _check_secrets(where: str, server: McpServer) -> None:
     """
     entries = [("headers", k, v) for k, v in server.headers.items()]
     for section, key, value in entries + [("env", k, v) for k, v in server.env.items()]:
-        if re.search(SECRET_NAME, key) and not re.fullmatch(SECRET_VALUE, value):
+        # an empty value (a host's placeholder, `"GITHUB_TOKEN": ""`) holds no secret
+        if secret_name(key) and value.strip() and not re.fullmatch(SECRET_VALUE, value):
             said = "part of a secret is" if re.search(REFERENCE, value) else "a secret cannot be"
             example = f"${{MY_{env_name(key)}}}"
             raise ConfigError(

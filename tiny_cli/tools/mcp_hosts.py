@@ -9,6 +9,7 @@ during this import.
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from collections.abc import Mapping
@@ -28,13 +29,13 @@ from tiny_cli.text import kind_of, printable
 from tiny_cli.tools.mcp_config import (
     REFERENCE,
     SCHEME,
-    SECRET_NAME,
     SERVER_NAME,
     URL_PASSWORD,
     _server,
     env_name,
     load_mcp_config,
     read_config,
+    secret_name,
 )
 from tiny_cli.userfiles import locked, write_text
 
@@ -46,10 +47,9 @@ KEY_PREFIX = (
     r"[A-Za-z0-9_-]{6,}"
 )
 LONG_RUN = r"^[A-Za-z0-9_+=-][A-Za-z0-9_+/=.-]{31,}$"
-SECRET_FLAG_WORDS = frozenset(
-    ("key", "apikey", "token", "secret", "password", "passwd", "pat", "auth", "credential",
-     "credentials", "authorization", "cookie")
-)  # fmt: skip
+# ...but not a path: one with a file extension at its end (`logs/server-2024.log`), or a '/'
+# beside a '.', '_' or '-', which base64, the one key alphabet holding '/', never holds
+FILE_EXTENSION = r"\.[A-Za-z][A-Za-z0-9]{0,7}$"
 MIN_TOKEN_DIGITS = 4  # a long run counts as a key only with digits in it (not a long word)
 # a URL's query parameter: group 2 its name, group 3 its value (lifted if the name says a
 # credential, word by word: settings.credential_param); no pattern inside the name, which
@@ -59,6 +59,11 @@ HOST_KEYS = ("mcpServers", "servers")  # Claude Code/Desktop and Cursor; VS Code
 # VS Code's and Claude Code's own placeholders, as mcp.yaml writes them
 HOST_REFERENCE = r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}"
 INPUT_REFERENCE = r"\$\{input:([A-Za-z0-9_.-]+)\}"
+# JSONC (VS Code's files): a string, kept as it is (group 1), else a comment; then a string,
+# else a comma before a closing bracket (trailing commas, which JSONC allows)
+JSON_STRING = r'"(?:[^"\\\n]|\\.)*"'
+JSONC_COMMENT = rf"({JSON_STRING})|//[^\n]*|/\*[\s\S]*?(?:\*/|$)"
+TRAILING_COMMA = rf"({JSON_STRING})|,(?=\s*[}}\]])"
 TINY_ITSELF = re.compile(r"(^|[/\\])tiny(\.exe)?$")
 TRANSPORT_KEYS = ("type", "transport", "transportType")  # VS Code, Claude Code; others; Cline
 HOST_TYPES = ("stdio", "http", "sse", "streamable-http", "streamable_http", "streamableHttp")
@@ -101,31 +106,62 @@ def read_host_config(path: Path) -> HostServers:
     lifter = _Lifter()
     servers: dict[str, dict[str, Any]] = {}
     skipped: list[tuple[str, str]] = []
+    carried_as: dict[str, str] = {}  # mcp.yaml's name -> the host's, of each server carried
     for raw_name, spec in hosted.items():
         _check_spec(f"{path}: {key}.{printable(str(raw_name))}", spec)
         name = _server_name(str(raw_name))
-        why = _why_not(spec)
-        if why:
-            skipped.append((name, why))
+        why = _why_not(spec) or _taken(name, carried_as)
+        if why:  # a server whose name is taken is listed by its own, not the one it lost to
+            skipped.append((printable(str(raw_name)) if name in carried_as else name, why))
             continue
+        carried_as[name] = str(raw_name)
         servers[name] = lifter.server(name, spec)
         _server(path, name, servers[name])  # as mcp.yaml will check it
     return HostServers(path, servers, tuple(lifter.lifted), dict(lifter.values), tuple(skipped))
 
 
+def _taken(name: str, carried_as: Mapping[str, str]) -> str:
+    """Say why a server cannot be carried as `name` when another server already is; else ''."""
+    if name not in carried_as:
+        return ""
+    return f"mcp.yaml's name for it, {name}, is taken by {printable(carried_as[name])}: rename one"
+
+
 def _host_servers(path: Path) -> tuple[str, dict[Any, Any]]:
     """The host config's key of servers and its mapping of them."""
-    try:
-        # JSON is YAML; VS Code's file may hold // comment lines (JSONC)
-        _, data = yamlsafe.load(re.sub(r"(?m)^\s*//.*$", "", read_config(path)))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not JSON: {getattr(exc, 'problem', None) or exc}") from None
+    data = _read_json(path)
     key = next((k for k in HOST_KEYS if isinstance(data, dict) and k in data), None)
     if key is None or not isinstance(data[key], dict):
         raise ConfigError(
             f"{path}: no 'mcpServers' (Claude, Cursor) or 'servers' (VS Code) mapping of servers"
         )
     return key, data[key]
+
+
+def _read_json(path: Path) -> Any:
+    """A host config's JSON (JSONC: VS Code's); ConfigError naming the file, and the line of
+    an error, for one that is not."""
+    try:
+        data = json.loads(_plain_json(read_config(path)))
+        json.dumps(data, ensure_ascii=False).encode("utf-8")  # no half of a character in it
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not JSON tiny can read: nested too deep") from None
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{path}: not JSON tiny can read: a \\u escape is half a character (a lone surrogate)"
+        ) from None
+    return data
+
+
+def _plain_json(text: str) -> str:
+    """A JSONC text as JSON: its comments blanked and its trailing commas gone outside strings,
+    its line ends kept (an error names the line it is on), a byte order mark dropped."""
+    text = re.sub(
+        JSONC_COMMENT, lambda m: m[1] or re.sub(r"[^\n]", " ", m[0]), text.removeprefix("\ufeff")
+    )
+    return re.sub(TRAILING_COMMA, lambda m: m[1] or "", text)
 
 
 def _check_spec(where: str, spec: Any) -> None:
@@ -276,7 +312,7 @@ class _Lifter:
         out = {}
         for key, value in (raw or {}).items():
             text, where = _references(value, server), f"{section}.{key}"
-            lift = self._lift if re.search(SECRET_NAME, str(key)) else self._value
+            lift = self._lift if secret_name(str(key)) else self._value
             out[str(key)] = lift(server, where, str(key), text)
         return out
 
@@ -330,8 +366,7 @@ class _Lifter:
     def _variable(self, server: str, key: str) -> str:
         """`SERVER_KEY` in capitals; the server's name once, a number when taken."""
         words, head = env_name(key), env_name(server, "SERVER")
-        name = words if words.startswith(head + "_") else f"{head}_{words}"
-        name = name if re.match(r"^[A-Za-z_]", name) else f"MCP_{name}"
+        name = _variable_name(words if words.startswith(head + "_") else f"{head}_{words}")
         taken, n = name, 2
         while taken in self.values:
             taken, n = f"{name}_{n}", n + 1
@@ -344,15 +379,19 @@ def _references(value: str, server: str) -> str:
     head = env_name(server, "")
     return re.sub(
         INPUT_REFERENCE,
-        lambda m: "${" + f"{head}_{re.sub(r'[^A-Za-z0-9]+', '_', m.group(1)).upper()}" + "}",
+        lambda m: "${" + _variable_name(f"{head}_{env_name(m.group(1), '')}") + "}",
         value,
     )
 
 
+def _variable_name(name: str) -> str:
+    """`name` as a variable's name: `MCP_` in front of one that starts with a digit."""
+    return name if re.match(r"^[A-Za-z_]", name) else f"MCP_{name}"
+
+
 def _secret_flag(arg: str) -> bool:
-    """`--api-key`, `--token`, `-p`assword-like flags: a word of the flag names a secret."""
-    words = set(re.split(r"[-_.]+", arg.lower().lstrip("-")))
-    return arg.startswith("-") and bool(words & SECRET_FLAG_WORDS)
+    """`--api-key`, `--accessToken`: a flag named like a secret, by mcp.yaml's rule for names."""
+    return arg.startswith("-") and secret_name(arg)
 
 
 def _looks_secret(value: str) -> bool:
@@ -362,4 +401,12 @@ def _looks_secret(value: str) -> bool:
     if Scrubber([]).text(value) != value or re.match(KEY_PREFIX, value):
         return True
     digits = sum(ch.isdigit() for ch in value)
-    return bool(re.match(LONG_RUN, value)) and digits >= MIN_TOKEN_DIGITS
+    long_run = bool(re.match(LONG_RUN, value)) and digits >= MIN_TOKEN_DIGITS
+    return long_run and not _path(value)
+
+
+def _path(value: str) -> bool:
+    """Tell whether a value is shaped like a file's path, not a key (FILE_EXTENSION says why)."""
+    return bool(re.search(FILE_EXTENSION, value)) or (
+        "/" in value and bool(re.search(r"[._-]", value))
+    )

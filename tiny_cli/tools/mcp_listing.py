@@ -12,7 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import jsonschema
+
 from tiny_cli.errors import ConfigError, ToolServerError
+from tiny_cli.tools.args_check import dialect
 from tiny_cli.tools.mcp_client import _listing, open_session, writes
 from tiny_cli.tools.mcp_config import McpServer
 
@@ -20,6 +23,7 @@ __all__ = ["LIST_SECONDS", "ListedTool", "Listing", "list_servers"]
 
 LIST_SECONDS = 30.0  # how long one server may take to start and list its tools
 LIST_THREADS = 4  # servers started at once
+PROBLEM_CHARS = 160  # of why a tool's inputSchema is no JSON Schema
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class ListedTool:
     description: str
     writes: bool  # MCP annotations: not readOnlyHint, or destructiveHint (no hint: writes)
     parameters: tuple[str, ...] = ()
+    problem: str = ""  # why no call of it could run (an inputSchema that is no JSON Schema)
 
 
 @dataclass(frozen=True)
@@ -78,4 +83,16 @@ def _listed(published: Any) -> ListedTool:
         " ".join((published.description or published.title or "").split()),
         writes=writes(published),
         parameters=tuple(properties) if isinstance(properties, dict) else (),
+        problem=_schema_problem(published.input_schema),
     )
+
+
+def _schema_problem(schema: Any) -> str:
+    """Why a published inputSchema is no JSON Schema, as a call would check it; '' if it is."""
+    try:  # in the dialect it declares: MCP's default, 2020-12, without one
+        dialect(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return (
+            f"its inputSchema is not a JSON Schema: {exc.message.splitlines()[0][:PROBLEM_CHARS]}"
+        )
+    return ""
