@@ -23,7 +23,7 @@ import pytest
 from tiny_cli.agent.loop import approve_writes, invoke
 from tiny_cli.cards.card import Card
 from tiny_cli.cli.common import Terminal
-from tiny_cli.delegate import run_card
+from tiny_cli.delegation import run_card
 from tiny_cli.digest import make_brief
 from tiny_cli.provider.client import OpenAIProvider
 from tiny_cli.runs.log import RunLog

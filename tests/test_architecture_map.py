@@ -60,7 +60,7 @@ def _traced_delegate(tmp_path: Path, env: dict[str, str]) -> list[str]:
 
 def test_every_module_a_delegate_imports_is_on_the_map(tmp_path: Path, cli_env) -> None:
     modules = _traced_delegate(tmp_path, cli_env)
-    assert "tiny_cli.delegate" in modules and "tiny_cli.agent.loop" in modules
+    assert "tiny_cli.delegation" in modules and "tiny_cli.agent.loop" in modules
     page = PAGE.read_text(encoding="utf-8")
     named = set(re.findall(r"`([\w/]+(?:\.py|/))`", page))
     missing = [m for m in modules if m != "tiny_cli" and _module_file(m) not in named]

@@ -70,7 +70,6 @@ def test_import_tiny_cli_gives_each_export_from_its_module(tmp_path: Path) -> No
 
 
 def test_delegate_is_the_function_whichever_export_loaded_its_module(tmp_path: Path) -> None:
-    # loading tiny_cli.delegate (the module) sets the package's `delegate` to it
     check = (
         "import tiny_cli\n"
         "tiny_cli.run_card\n"
@@ -78,7 +77,7 @@ def test_delegate_is_the_function_whichever_export_loaded_its_module(tmp_path: P
     )
     done = _python(check, tmp_path, tmp_path / "home")
 
-    assert done.stdout == "tiny_cli.delegate True\n", done.stderr[-3000:]
+    assert done.stdout == "tiny_cli.delegation True\n", done.stderr[-3000:]
 
 
 def test_importing_the_front_door_loads_none_of_the_library_the_cli_may_not_need(

@@ -21,7 +21,7 @@ from tiny_cli.agent.calls import capped, left_after, short_of
 from tiny_cli.agent.loop import approve_writes
 from tiny_cli.cards.card import Budget
 from tiny_cli.cli.live import LiveView
-from tiny_cli.delegate import REROUTE_MIN_SHARE, delegate
+from tiny_cli.delegation import REROUTE_MIN_SHARE, delegate
 from tiny_cli.digest import Attempt, Cost, Digest, Routing, make_brief
 from tiny_cli.events import Event, Finished, RunStarted
 from tiny_cli.provider.client import OpenAIProvider

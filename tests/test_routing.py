@@ -108,9 +108,9 @@ def test_decision_json_has_exactly_the_documented_keys(router: Router) -> None:
 def test_top_limits_candidates_and_must_be_positive(router: Router) -> None:
     assert len(router.route("make me a sandwich", top=1).candidates) == 1
     assert len(router.route("make me a sandwich", top=50).candidates) == 3
-    with pytest.raises(ConfigError, match="--top must be at least 1"):
+    with pytest.raises(ConfigError, match="top: must be at least 1"):
         router.route("x", top=0)
-    with pytest.raises(ConfigError, match="--top must be at least 1"):  # an IndexError before
+    with pytest.raises(ConfigError, match="top: must be at least 1"):  # an IndexError before
         router.explain("how did the onboarding process work again", top=0)
 
 

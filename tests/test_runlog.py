@@ -121,7 +121,7 @@ def test_a_run_an_error_ended_is_failed_at_once_while_the_log_stays_open(
     scripted_server, home
 ) -> None:
     from tiny_cli import OpenAIProvider, ProviderError, load_settings, make_brief, open_workspace
-    from tiny_cli.delegate import run_card
+    from tiny_cli.delegation import run_card
     from tiny_cli.testing import http_error
 
     scripted_server.add(http_error(401))

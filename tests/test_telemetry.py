@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from tiny_cli.delegate import delegate
+from tiny_cli.delegation import delegate
 from tiny_cli.digest import make_brief
 from tiny_cli.events import Ended, Finished, Routed
 from tiny_cli.provider.client import OpenAIProvider
@@ -312,7 +312,7 @@ def test_a_run_an_error_ended_ends_its_spans_at_once(tmp_path, scripted_server) 
 
 
 def test_a_run_with_no_model_call_names_its_agent(tmp_path, scripted_server) -> None:
-    from tiny_cli.delegate import run_card
+    from tiny_cli.delegation import run_card
 
     from .conftest import SEED_CARDS
 

@@ -11,7 +11,6 @@ numpy and pytest for a library it does not use, nor read settings it does not ne
 """
 
 import importlib
-import sys
 from typing import TYPE_CHECKING, Any
 
 from tiny_cli._version import __version__
@@ -33,7 +32,7 @@ from tiny_cli.errors import (
 
 if TYPE_CHECKING:  # the names `__getattr__` imports, as type checkers and editors see them
     from tiny_cli.agent.loop import approve_writes, decline_writes, invoke
-    from tiny_cli.delegate import delegate, run_card
+    from tiny_cli.delegation import delegate, run_card
     from tiny_cli.digest import Brief, Digest, make_brief
     from tiny_cli.provider.client import (
         ChatRequest,
@@ -58,7 +57,7 @@ _FROM = {
     "tiny_cli.routing.router": ("Router", "Decision"),
     "tiny_cli.digest": ("Brief", "Digest", "make_brief"),
     "tiny_cli.agent.loop": ("invoke", "approve_writes", "decline_writes"),
-    "tiny_cli.delegate": ("delegate", "run_card"),
+    "tiny_cli.delegation": ("delegate", "run_card"),
     "tiny_cli.provider.client": (
         "OpenAIProvider",
         "Provider",
@@ -121,20 +120,9 @@ def __getattr__(name: str) -> Any:
     """Import an exported name from its module on first use (see the module's docstring)."""
     if name not in _MODULE_OF:
         raise AttributeError(f"module 'tiny_cli' has no attribute {name!r}")
-    importlib.import_module(_MODULE_OF[name])
-    _bind_loaded()
+    module = importlib.import_module(_MODULE_OF[name])
+    globals().update({n: getattr(module, n) for n in _FROM[_MODULE_OF[name]]})
     return globals()[name]
-
-
-def _bind_loaded() -> None:
-    """Bind the exports of every module loaded so far, so the next use is a plain attribute.
-
-    All of them, not only the one asked for: loading `tiny_cli.delegate` (the module) makes
-    Python set the package's `delegate` to it, and the function must win.
-    """
-    for module, names in _FROM.items():
-        if module in sys.modules:
-            globals().update({name: getattr(sys.modules[module], name) for name in names})
 
 
 def __dir__() -> list[str]:

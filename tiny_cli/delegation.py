@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tiny_cli.agent.calls import Approve, Clock, effective_budget, left_after, short_of
-from tiny_cli.agent.loop import decline_writes, invoke
+from tiny_cli.agent.loop import check_arguments, decline_writes, invoke
 from tiny_cli.agent.verdict import WRITE_NOT_CONFIRMED
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Attempt, Brief, Digest, Routing
@@ -51,7 +51,10 @@ def delegate(
     run's events and one `Finished`, the final Digest's, which carries the routing decision,
     an abstain included. Long tool results are kept in `artifacts` (see `run_card`).
     """
-    _check_call(brief, provider, approve)
+    _check_call(ws, brief, provider, approve)
+    if not callable(getattr(router, "route", None)):
+        said = f"router: must be a Router (tiny_cli.build_router), got {type(router).__name__}"
+        raise ConfigError(said, field="router")
     asked = clock()
     decision = router.route(brief.goal)
     observer(_routed(decision, clock() - asked))
@@ -114,7 +117,7 @@ def run_card(
     (the decision that chose the card) goes into the Digest, and into `Finished`'s; `cap`
     lowers each limit of the card's budget.
     """
-    _check_call(brief, provider, approve)
+    _check_call(ws, brief, provider, approve)
     held = _held(artifacts, handles)
     card = ws.card(card_id)
     if card.writes and approve is decline_writes:
@@ -139,29 +142,13 @@ def run_card(
     )
 
 
-def _check_call(brief: Any, provider: Any, approve: Any) -> None:
-    """Refuse a brief, provider or approve of the wrong kind before any work."""
-    # each would fail only mid-run: `approve` at the first write call, after the model was
-    # asked and other tools ran
-    wanted = (
-        ("brief", brief, isinstance(brief, Brief), "a Brief (tiny_cli.make_brief(task))"),
-        (
-            "provider",
-            provider,
-            callable(getattr(provider, "complete", None)),
-            "a Provider (anything with complete(request, *, timeout=None))",
-        ),
-        (
-            "approve",
-            approve,
-            callable(approve),
-            "a function (card, tool, arguments) -> bool, such as tiny_cli.approve_writes",
-        ),
-    )
-    for name, value, ok, what in wanted:
-        if not ok:
-            got = type(value).__name__
-            raise ConfigError(f"{name}: must be {what}, got {got}", field=name)
+def _check_call(ws: Any, brief: Any, provider: Any, approve: Any) -> None:
+    """Refuse a workspace, brief, provider or approve of the wrong kind before any work."""
+    if not isinstance(ws, Workspace):
+        got = type(ws).__name__
+        said = f"ws: must be a Workspace (tiny_cli.open_workspace(settings)), got {got}"
+        raise ConfigError(said, field="ws")
+    check_arguments(brief=brief, provider=provider, approve=approve)
 
 
 def _held(store: ArtifactStore | None, handles: Sequence[str]) -> tuple[Artifact, ...]:

@@ -242,9 +242,9 @@ def make_brief(
     `goal` wins over the file's, `must_return` adds to its fields, `inputs` win key by key,
     a hint or token cap given here wins. `must_return` is a list of names or one
     comma-separated string; each input's value given here is made text (a number becomes its
-    digits, a list or mapping is refused), and a Brief file's are the text as written. The Brief checks every field (see
-    `Brief.__post_init__`): a wrong one is a ConfigError naming it; the hint is cut to
-    MAX_HINT_CHARS, and the cut noted.
+    digits; bytes, a list or any other object is refused), and a Brief file's are the text as
+    written. The Brief checks every field (see `Brief.__post_init__`): a wrong one is a
+    ConfigError naming it; the hint is cut to MAX_HINT_CHARS, and the cut noted.
     """
     path = _brief_path(file)
     base = _brief_file(path) if path is not None else {}
@@ -402,7 +402,7 @@ def _not_names(got: str) -> ConfigError:
 
 
 def _inputs(value: Any) -> dict[str, str]:
-    """The inputs as text by name: a number becomes its digits, a list or mapping is refused."""
+    """The inputs as text by name: a number becomes its digits; bytes, a list are refused."""
     if not isinstance(value, Mapping):
         raise ConfigError(
             f"inputs: must be a mapping of name: value, got {kind_of(value)}", field="inputs"
@@ -421,11 +421,11 @@ def _inputs(value: Any) -> dict[str, str]:
 
 
 def _text(value: Any, name: str, field: str | None = None) -> str:
-    """A value the model reads as text: a string or a number; a list or mapping is refused
-    (it would reach the model as Python's spelling of it)."""
+    """A value the model reads as text: a string, a number or a boolean (None: ""); anything
+    else is refused (bytes, a list, an object would reach the model as Python's spelling)."""
     if value is None:
         return ""
-    if isinstance(value, list | tuple | Mapping):
+    if not isinstance(value, str | int | float):  # a bool is an int
         raise ConfigError(f"{name}: must be text, got {kind_of(value)}", field=field or name)
     return str(value)
 

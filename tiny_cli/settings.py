@@ -291,6 +291,15 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
     )
 
 
+def check_settings(value: Any) -> None:
+    """Refuse anything but Settings (a folder's name, say): a ConfigError naming the argument."""
+    if not isinstance(value, Settings):
+        raise ConfigError(
+            f"settings: must be Settings (tiny_cli.load_settings()), got {type(value).__name__}",
+            field="settings",
+        )
+
+
 def check_api_key(value: Any, source: str) -> str:
     """Return the API key without surrounding blanks; ConfigError naming `source`, never the
     key, when it holds a control or non-ASCII character (no HTTP header can carry one)."""

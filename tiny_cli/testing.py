@@ -1,8 +1,9 @@
 """Test your cards offline: a real OpenAI-compatible server on 127.0.0.1 that plays scripted turns.
 
 The server records every request, answers each from a script, and answers a request it has
-no turn for with HTTP 500 while noting it in `errors`; the `scripted_server` fixture then
-fails the test. Enable the fixture with `pytest_plugins = ["tiny_cli.testing"]`::
+no turn for (or cannot play: another method, a turn that breaks) with an HTTP error while
+noting it in `errors`; the `scripted_server` fixture, or `assert_done`, then fails the test.
+Enable the fixture with `pytest_plugins = ["tiny_cli.testing"]`::
 
     import json
     from typer.testing import CliRunner
@@ -37,10 +38,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from types import TracebackType
 from typing import Any
 
 from tiny_cli.bench.pages import LoopbackServer
+from tiny_cli.errors import ConfigError
 
 try:
     import pytest
@@ -157,7 +158,7 @@ class ScriptedServer:
         self.requests: list[dict] = []  # every chat request body, in arrival order
         self.headers: list[dict] = []  # their headers, names lower-cased
         self.errors: list[str] = []  # every request the script could not answer, described
-        self._default: deque[Turn] = deque(turns)
+        self._default: deque[Turn] = deque(_turns(turns))
         self._rules: list[tuple[Callable[[dict], bool], deque[Turn]]] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -176,12 +177,12 @@ class ScriptedServer:
     def add(self, *turns: Turn) -> None:
         """Append turns to the default script, played in order."""
         with self._lock:
-            self._default.extend(turns)
+            self._default.extend(_turns(turns))
 
     def on(self, match: Callable[[dict], bool], *turns: Turn) -> None:
         """Play `turns` in order for requests where match(body) is true; first match wins."""
         with self._lock:
-            self._rules.append((match, deque(turns)))
+            self._rules.append((match, deque(_turns(turns))))
 
     def start(self) -> ScriptedServer:
         """Listen on a free loopback port and serve in a daemon thread."""
@@ -227,12 +228,7 @@ class ScriptedServer:
     def __enter__(self) -> ScriptedServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     def __repr__(self) -> str:
@@ -345,9 +341,13 @@ class ScriptedServer:
 
     def _refuse(self, handler: _Handler, status: int, problem: str) -> None:
         """Record a request the script cannot answer and tell the client why."""
+        self._note(problem)
+        handler.answer(status, _error_body(problem))
+
+    def _note(self, problem: str) -> None:
+        """Record a request the server could not answer as scripted: the test must fail."""
         with self._lock:
             self.errors.append(problem)
-        handler.answer(status, _error_body(problem))
 
 
 class _HTTPServer(LoopbackServer):
@@ -364,10 +364,26 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "tiny-scripted/1"
 
     def do_POST(self) -> None:
-        self.server.scripted._handle_post(self)
+        self._handled(self.server.scripted._handle_post)
 
     def do_GET(self) -> None:
-        self.server.scripted._handle_get(self)
+        self._handled(self.server.scripted._handle_get)
+
+    def _handled(self, handle: Callable[[_Handler], None]) -> None:
+        """Answer with `handle`; anything it raises is the test's bug, noted in `errors`."""
+        try:
+            handle(self)
+        except Exception as exc:  # else a traceback on stderr, a disconnect, and a passing test
+            problem = f"{self.command} {self.path}: {type(exc).__name__}: {exc}"
+            self.server.scripted._refuse(self, 500, problem)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Note a request the server cannot take (a PUT, a malformed line) in `errors`, then
+        answer it as http.server does."""
+        asked = (self.command, getattr(self, "path", None))  # unset on a malformed request line
+        said = " ".join(filter(None, asked)) or "a malformed request"
+        self.server.scripted._note(f"{said}: HTTP {code} {message or ''}".rstrip())
+        super().send_error(code, message, explain)
 
     def answer(
         self, status: int, body: dict | str, headers: Mapping[str, str] | None = None
@@ -391,6 +407,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: test output is for the test."""
+
+
+def _turns(turns: Iterable[Turn]) -> tuple[Turn, ...]:
+    """The turns, each a Turn: anything else would fail only when played, out of the test's
+    sight."""
+    checked = tuple(turns)
+    for i, turn in enumerate(checked, 1):
+        if not isinstance(turn, Turn):
+            raise ConfigError(
+                f"turn #{i}: must be a scripted turn (reply(), tool_call(), http_error(), …), "
+                f"got a {type(turn).__name__}"
+            )
+    return checked
 
 
 def _describe(request: dict) -> str:

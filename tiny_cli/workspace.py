@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from tiny_cli.cards.card import Card
 from tiny_cli.cards.load import load_cards
 from tiny_cli.errors import CardError, ConfigError, TinyError
-from tiny_cli.settings import Settings
+from tiny_cli.settings import Settings, check_settings
+from tiny_cli.text import kind_of
 from tiny_cli.tools.builtin import builtin_writes, default_registry
 from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
 from tiny_cli.tools.registry import Registry, declared_tool
@@ -31,6 +32,9 @@ class Workspace:
 
     def card(self, card_id: str) -> Card:
         """Return the card named `card_id`, or raise ConfigError listing the known ids."""
+        if not isinstance(card_id, str):
+            said = f"card_id: must be a card's id (a string), got {kind_of(card_id)}"
+            raise ConfigError(said, field="card_id")
         if card_id not in self.cards:
             known = ", ".join(sorted(self.cards)) or "none"
             asked = card_id if len(card_id) <= SHOWN_ID_CHARS else card_id[:SHOWN_ID_CHARS] + "…"
@@ -48,6 +52,7 @@ def open_workspace(
     Tools of MCP servers (mcp.yaml) join the registry unbound: a server starts only when a
     run needs it. Unchanged card files come from the card index (tiny_cli.cards.index).
     """
+    check_settings(settings)
     registry = default_registry(settings, transport=transport)
     mcp = mcp_settings(settings)
     cards = open_cards(settings, registry.writes(), mcp, wanted)
@@ -75,6 +80,7 @@ def open_cards(
     `known`: the tools cards may name (default `known_tools`: a route builds no registry);
     `mcp`: the MCP servers (default: the settings' mcp.yaml, if any).
     """
+    check_settings(settings)
     if not settings.cards_dir.exists():
         raise _no_cards(settings)
     known = known_tools(settings) if known is None else known

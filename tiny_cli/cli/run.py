@@ -61,8 +61,8 @@ from tiny_cli.cli.live import (
     pause_current,
     write_request,
 )
-from tiny_cli.delegate import delegate as run_delegate
-from tiny_cli.delegate import run_card
+from tiny_cli.delegation import delegate as run_delegate
+from tiny_cli.delegation import run_card
 from tiny_cli.digest import Brief, Digest, Routing, make_brief
 from tiny_cli.provider.factory import replay_settings
 from tiny_cli.runs.log import Correction, RunLog

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,7 +56,8 @@ from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, ba
 from tiny_cli.routing.state import STATE_VERSION, cards_key
 from tiny_cli.routing.tooltexts import ToolTexts, gathered
 from tiny_cli.secrets import scrubber
-from tiny_cli.settings import Settings
+from tiny_cli.settings import Settings, check_settings
+from tiny_cli.text import kind_of
 
 if TYPE_CHECKING:
     import httpx
@@ -114,7 +115,7 @@ def build_router(
     folder when `cards` are some of them (the bench's universes), so a threshold derived on
     the folder still holds.
     """
-    cards = tuple(cards)
+    cards = _checked(settings, cards)
     learned = learned if learned is not None else folder_learned(settings)
     embedder = embedder or embedder_for(settings, transport)
     tool_texts = tool_texts if tool_texts is not None else gathered(settings)
@@ -135,6 +136,20 @@ def build_router(
         keep_state=keep_state,
         tool_texts=tool_texts,
     )
+
+
+def _checked(settings: Any, cards: Any) -> tuple[Card, ...]:
+    """The cards, after refusing settings or cards of another kind (a ConfigError naming them)."""
+    check_settings(settings)
+    # a mapping would give its ids: `workspace.cards` where `.values()` was meant
+    iterable = isinstance(cards, Iterable) and not isinstance(cards, str | Mapping)
+    given = tuple(cards) if iterable else ()
+    odd = [c for c in given if not isinstance(c, Card)]
+    if not iterable or odd:
+        got = f"a list holding {kind_of(odd[0])}" if odd else kind_of(cards)
+        said = f"cards: must be Cards (workspace.cards.values()), got {got}"
+        raise ConfigError(said, field="cards")
+    return given
 
 
 def folder_learned(settings: Settings) -> Learned:

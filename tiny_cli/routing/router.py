@@ -36,7 +36,7 @@ from tiny_cli.routing.space import CardSpace, Source, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
 from tiny_cli.routing.tooltexts import ToolTexts, tool_named, tool_views
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
-from tiny_cli.text import check_task
+from tiny_cli.text import check_task, kind_of
 
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
 # its tasks, the larger of without and with examples (1.47 / 1.39), rounded up to 0.05.
@@ -251,6 +251,8 @@ class Router:
     def route_many(self, tasks: Sequence[str], top: int = DEFAULT_TOP) -> list[Decision]:
         """Route many tasks, embedding them in one batch."""
         _check_top(top)
+        if isinstance(tasks, str):  # routed as one task per character
+            raise ConfigError("tasks: must be a list of tasks, got a string", field="tasks")
         if not tasks:
             return []
         _, scores, confidence = self._scored(tasks)
@@ -314,6 +316,8 @@ class Router:
     def _scored(self, tasks: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each task's projected row, its (tasks, cards) z-scores and its abstain score."""
         for task in tasks:
+            if not isinstance(task, str):
+                raise ConfigError(f"task: must be a string, got {kind_of(task)}", field="task")
             check_task(task)
         projected = self._space.project(self.embedder.embed(list(tasks)))
         scores = self._z(self._raw(projected, tasks))
@@ -360,10 +364,12 @@ class Router:
         )
 
 
-def _check_top(top: int) -> None:
-    """A decision names at least its best candidate."""
+def _check_top(top: Any) -> None:
+    """A decision names at least its best candidate (the faces refuse a --top under 1 first)."""
+    if not isinstance(top, int) or isinstance(top, bool):
+        raise ConfigError(f"top: must be an integer, got {kind_of(top)}", field="top")
     if top < 1:
-        raise ConfigError(f"--top must be at least 1, got {top}")
+        raise ConfigError(f"top: must be at least 1, got {top}", field="top")
 
 
 def _spread(values: np.ndarray) -> tuple[float, float]:

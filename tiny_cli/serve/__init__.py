@@ -48,8 +48,8 @@ from tiny_cli._version import __version__
 from tiny_cli.agent.loop import Approve, approve_writes, decline_writes
 from tiny_cli.cards.card import Card
 from tiny_cli.cards.load import article
-from tiny_cli.delegate import WRITE_NOT_CONFIRMED, run_card
-from tiny_cli.delegate import delegate as run_delegate
+from tiny_cli.delegation import WRITE_NOT_CONFIRMED, run_card
+from tiny_cli.delegation import delegate as run_delegate
 from tiny_cli.digest import Brief, Digest, make_brief
 from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.events import Observer, ignore
