@@ -30,7 +30,7 @@ from tiny_cli.runs import RunLog
 from tiny_cli.runs.query import count_reroutes
 from tiny_cli.serve import digest_text
 from tiny_cli.settings import load_settings
-from tiny_cli.testing import Turn, reply, respond, tool_call
+from tiny_cli.testing import Turn, http_error, reply, respond, tool_call
 from tiny_cli.workspace import open_workspace
 
 TASK = "what does the travel expense policy say about reimbursement"
@@ -344,6 +344,30 @@ def test_a_refusal_after_a_write_ran_is_not_re_routed(tmp_path, scripted_server)
         "not re-routed to policy-docs after the refusal: policy-writer refused after a write "
         "of its ran"
     )
+
+
+def test_a_second_card_whose_model_is_not_there_keeps_the_first_attempts_work(
+    tmp_path, scripted_server
+) -> None:
+    scripted_server.add(
+        tool_call("docs_search", {"query": "travel policy"}),
+        reply(json.dumps(REFUSAL)),
+        http_error(404, "model not found"),
+    )
+    cards = _cards(tmp_path / "cards", "policy-docs", "policy-web")
+    ws = open_workspace(load_settings(env={"TINY_HOME": str(tmp_path), "TINY_CARDS": str(cards)}))
+    events: list[Event] = []
+    router = Ranked("policy-docs", "policy-web")
+    digest = delegate(
+        ws, router, make_brief(TASK), provider=OpenAIProvider(scripted_server.url),  # type: ignore[arg-type]
+        observer=events.append,
+    )  # fmt: skip
+    assert len(scripted_server.requests) == 3
+    assert (digest.status, digest.agent_id) == ("refused", "policy-docs")
+    assert [c.name for c in digest.calls] == ["docs_search"]  # the tool's work is kept
+    assert digest.notes_for_caller[-1].startswith("not re-routed to policy-web after the refusal")
+    [finished] = [e for e in events if isinstance(e, Finished)]
+    assert finished.digest == digest and events[-1] is finished
 
 
 # --- the rules as functions of data ---------------------------------------------------------

@@ -15,9 +15,9 @@ from tiny_cli.agent.loop import check_arguments, decline_writes, invoke
 from tiny_cli.agent.verdict import WRITE_NOT_CONFIRMED
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Attempt, Brief, Digest, Routing
-from tiny_cli.errors import ConfigError
+from tiny_cli.errors import ConfigError, ProviderError
 from tiny_cli.events import Ended, Event, Finished, Observer, Routed, finish, ignore
-from tiny_cli.provider.client import Provider
+from tiny_cli.provider.client import CONFIG_STATUSES, Provider
 from tiny_cli.settings import model_for
 from tiny_cli.tools.artifacts import Artifact, ArtifactStore
 from tiny_cli.workspace import Workspace
@@ -262,7 +262,14 @@ def _second_try(
         return noted, messages
     held = _FinishedHeldBack(observer)
     routing = Routing("route", after.agent_id, round(after.score, 4), first.agent_id)
-    second = task.run(after.agent_id, routing, held, cap=left)
+    try:
+        second = task.run(after.agent_id, routing, held, cap=left)
+    except ProviderError as exc:  # the next card's model cannot be asked (a 404 for its model)
+        if exc.status not in CONFIG_STATUSES or not first.calls:
+            raise  # nothing done yet: the caller's to fix
+        # the first attempt's tools ran: its Digest says what they did, as a run's would
+        note = f"not re-routed to {after.agent_id} after the refusal: {exc}"
+        return replace(first, notes_for_caller=(*first.notes_for_caller, note)), messages
     score = first.routing.score if first.routing is not None else None
     return _with_attempt(first, score, second), (*messages, *held.messages)
 
