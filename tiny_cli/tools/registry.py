@@ -203,6 +203,9 @@ class Registry(Mapping[str, Tool]):
 
     def add(self, tool: Tool | LazyTool, origin: str = "built-in") -> None:
         """Register a tool; a second tool with the same name is a ToolError naming both origins."""
+        if not isinstance(tool, Tool | LazyTool):  # a tool's name, say: it has none to look up
+            got = type(tool).__name__
+            raise ConfigError(f"tools: must be tools (made with @tool), got {got}", field="tools")
         if tool.name in self._origins:
             first = self._origins[tool.name]
             raise ToolError(
