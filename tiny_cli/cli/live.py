@@ -27,6 +27,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tiny_cli.cli.render import clipped, cut, shown, titled
 from tiny_cli.events import (
     BudgetHit,
     Event,
@@ -232,7 +233,7 @@ def _apply(state: _RunState, event: Event, now: float) -> None:
 def _started(state: _RunState, event: RunStarted, now: float) -> None:
     """The run's card, model, task and budget: the panel's title and budget line."""
     if state.card != "?":  # a second start: delegate re-routed the task to another card
-        moved = f"{_shown(state.card)} → {_shown(event.card_id)}"
+        moved = f"{shown(state.card)} → {shown(event.card_id)}"
         state.rows.append(_Row("route", f"[cyan]re-routed: {moved}[/]"))
     state.card, state.model, state.mode = event.card_id, event.model, event.tool_mode
     state.goal = _short(event.goal, GOAL_SHOWN)
@@ -253,10 +254,10 @@ def _replied(state: _RunState, event: ModelReplied) -> None:
 
 
 def _called(state: _RunState, event: ToolCalled) -> None:
-    name = _shown(event.name)
+    name = shown(event.name)
     how = " [dim](from text)[/]" if event.recovered else ""
-    row = _Row("  call", f"[bold]{name}[/] {escape(_short(event.arguments))}{how}")
-    row.outcome = "[dim]running…[/]"
+    what = f"[bold]{name}[/] {escape(_short(event.arguments))}{how}"
+    row = _Row("  call", what, outcome="[dim]running…[/]")
     state.pending[event.call_id] = row
     state.rows.append(row)
 
@@ -264,12 +265,12 @@ def _called(state: _RunState, event: ToolCalled) -> None:
 def _tool_finished(state: _RunState, event: ToolFinished) -> None:
     row = state.pending.pop(event.call_id, None)
     if row is None:  # a finish without its call (a model may send one call id twice)
-        row = _Row("  call", f"[bold]{escape(printable(event.name))}[/]")
+        row = _Row("  call", f"[bold]{shown(event.name)}[/]")
         state.rows.append(row)
     label = event.outcome or "not run (budget)"
     row.outcome = f"[{OUTCOME_STYLE.get(event.outcome, 'red')}]{label}[/]"
     if event.outcome == "ghost":  # the name in red; the arguments stay as they were
-        name = _shown(event.name)
+        name = shown(event.name)
         row.what = row.what.replace(f"[bold]{name}[/]", f"[bold red]{name}[/]", 1)
         row.what += " [red](no such tool)[/]"
     row.size = f"{len(event.result):,} chars"
@@ -297,11 +298,11 @@ def _other(state: _RunState, event: Event) -> None:
 
 def _panel(state: _RunState, now: float, width: int) -> Panel:
     """The run as a panel: title (card, model, task), steps, budget line."""
-    title = f"[bold]{_shown(state.card)}[/] · {_shown(state.model)}"
+    title = f"[bold]{shown(state.card)}[/] · {shown(state.model)}"
     if state.mode:
         title += f" · {escape(state.mode)}"
     if state.label not in ("invoke", "delegate"):
-        title = f"{_shown(state.label)} · {title}"
+        title = f"{shown(state.label)} · {title}"
     body = Group(
         Text(state.goal, style="dim", overflow="ellipsis", no_wrap=True), _steps(state, width)
     )
@@ -341,8 +342,7 @@ def _budget(state: _RunState, now: float) -> str:
 
 def _short(text: str, limit: int = ARGUMENTS_SHOWN) -> str:
     """One line, control characters made visible, cut to `limit` characters."""
-    flat = printable(" ".join(text.split()))
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return cut(printable(" ".join(text.split())), limit)
 
 
 # --- the Digest, a write to approve, a correction ------------------------------------------
@@ -368,41 +368,39 @@ def digest_panel(console: Console, d: Any) -> None:
             f"routing: {d.routing.decision} → {escape(target)} (score {d.routing.score:.3f})"
         )
     for a in d.attempts:  # the cards that had the task first (delegate re-routed after each)
-        why = _clipped(a.summary or a.reason or "no reason given", ATTEMPT_WHY_CHARS)
-        to = _shown(d.agent_id or "tiny")
-        _line(console, f"re-routed: {_shown(a.agent_id)} {escape(a.status)} ({escape(why)}) → {to}")
+        why = clipped(a.summary or a.reason or "no reason given", ATTEMPT_WHY_CHARS)
+        to = shown(d.agent_id or "tiny")
+        _line(console, f"re-routed: {shown(a.agent_id)} {escape(a.status)} ({escape(why)}) → {to}")
     style = STATUS_STYLE.get(d.status, "white")
     title = f"{escape(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"
-    reason = f"[{style}]reason:[/] {_shown(d.reason)}" if d.reason else ""
+    reason = f"[{style}]reason:[/] {shown(d.reason)}" if d.reason else ""
     # no summary (a failed run): the box holds the reason, rather than standing empty
-    summary = _shown(d.summary, keep="\n") if d.summary else reason or "(no summary, no reason)"
+    summary = shown(d.summary, keep="\n") if d.summary else reason or "(no summary, no reason)"
     console.print(Panel(summary, title=title, title_align="left"))
     if d.summary and reason:
         console.print(reason)
     if d.fields:
         console.print(_fields(d.fields, d.field_sources))
     if d.missing:  # a partial taken with the fields it has: say which it lacks
-        console.print(f"missing: {_shown(', '.join(d.missing))}", style="yellow", highlight=False)
+        console.print(f"missing: {shown(', '.join(d.missing))}", style="yellow", highlight=False)
     for verdict, calls in (("approved", d.approved_writes()), ("declined", d.declined_writes())):
         for c in calls:
             result = "" if c.outcome in ("ok", "declined") else escape(f" ({c.outcome})")
             call = escape(write_call(c.name, c.arguments or {}))
             _line(console, f"{verdict} write: {call}{result}")
     for a in d.artifacts:  # kept whole: `tiny artifacts show HANDLE` prints one
-        kept = f"{_shown(a.handle)} · {_shown(a.tool)} · {a.chars:,} characters"
-        _line(console, f"artifact: {kept} · {_shown(a.preview)}")
+        kept = f"{shown(a.handle)} · {shown(a.tool)} · {a.chars:,} characters"
+        _line(console, f"artifact: {kept} · {shown(a.preview)}")
     for note in d.notes_for_caller:
-        console.print(f"note: {_shown(note)}", style="dim")
+        console.print(f"note: {shown(note)}", style="dim")
     _cost(console, d.cost)
 
 
 def _fields(fields: Mapping[str, Any], sources: Mapping[str, str]) -> Table:
     """Tabulate the returned fields, each with where its value was found (docs/runner.md)."""
-    table = Table(title="fields", title_justify="left")
-    for column in ("field", "value", "from") if sources else ("field", "value"):
-        table.add_column(column)
+    table = titled("fields", ("field", "value", "from") if sources else ("field", "value"))
     for name, value in fields.items():
-        row = [_shown(name), _shown(str(value), keep="\n")]
+        row = [shown(name), shown(str(value), keep="\n")]
         if sources:
             row.append(FIELD_SOURCE.get(sources.get(name, ""), "—"))
         table.add_row(*row)
@@ -412,17 +410,12 @@ def _fields(fields: Mapping[str, Any], sources: Mapping[str, str]) -> Table:
 def write_request(console: Console, card_id: str, tool: str, arguments: Mapping[str, Any]) -> None:
     """Show one write call, exactly and escaped, before the user approves or declines it."""
     call = escape(write_call(tool, arguments))
-    _line(console, f"[bold]{_shown(card_id)}[/] wants to write: [bold]{call}[/]")
+    _line(console, f"[bold]{shown(card_id)}[/] wants to write: [bold]{call}[/]")
 
 
 def _line(console: Console, markup: str) -> None:
     """Print one line of markup as it is: no highlighting, no wrap (a terminal wraps it)."""
     console.print(markup, highlight=False, soft_wrap=True)
-
-
-def _shown(text: str, keep: str = "") -> str:
-    """Text from a model, a page or a file, safe for rich markup and for the terminal."""
-    return escape(printable(text, keep))
 
 
 def _cost(console: Console, c: Any) -> None:
@@ -431,26 +424,20 @@ def _cost(console: Console, c: Any) -> None:
         spent = f"cost: no model tokens reported, no tool calls · {c.wall_seconds:.2f} s"
         console.print(f"{spent} · {c.caller_tokens} caller tokens", style="dim", highlight=False)
         return
-    table = Table(title="cost", title_justify="left")
-    for col in ("tokens in", "tokens out", "tool calls", "ghost calls", "wall s", "caller tokens"):
-        table.add_column(col, justify="right")
+    columns = ("tokens in", "tokens out", "tool calls", "ghost calls", "wall s", "caller tokens")
+    table = titled("cost", columns, columns)
     ghosts = str(c.ghost_calls) + (f" ({', '.join(c.ghost_names)})" if c.ghost_names else "")
     counts = map(str, (c.tokens_in, c.tokens_out, c.tool_calls))
     # a ghost's name is the model's: ESC, OSC 8, bidi
-    table.add_row(*counts, _shown(ghosts), f"{c.wall_seconds:.2f}", str(c.caller_tokens))
+    table.add_row(*counts, shown(ghosts), f"{c.wall_seconds:.2f}", str(c.caller_tokens))
     console.print(table)
-
-
-def _clipped(text: str, limit: int) -> str:
-    text = printable(text)
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def correction_line(correction: Correction, taught: str | None = None) -> str:
     """Say in one line what a correction said and whether it was taught (`taught`: how, from
     `LearnReport.outcome`; None: only recorded)."""
     c = correction
-    task = c.task if len(c.task) <= TASK_CHARS else c.task[: TASK_CHARS - 1].rstrip() + "…"
+    task = cut(c.task, TASK_CHARS, strip=True)
     to, was = c.card or "abstain", c.routed or "abstain"
     line = f'run {c.run_id}: "{printable(task)}" → {printable(to)} (was: {printable(was)})'
     return f"{line}; {taught or 'recorded: `tiny learn --from-runs` teaches it'}"

@@ -114,33 +114,31 @@ def decisions(console: Console, items: Sequence[Any], router: Any) -> None:
 def explanations(console: Console, items: Sequence[Any], router: Any) -> None:
     """Print each decision with, per candidate, the card text and the words behind its score."""
     for e in items:
-        _explanation(console, e, router)
+        decisions(console, [e.decision], router)
+        table = titled("why", ("card", "score", "driven by", "words"), {"score"})
+        for r in e.reasons:
+            source = escape(f"tool {r.tool}" if r.tool else r.source)
+            driver = f"{source} [dim](cosine {r.cosine:.3f})[/]\n{escape(clipped(r.text))}"
+            if r.nearest_example is not None:
+                driver += (
+                    f"\n[dim]nearest example ({r.nearest_example_cosine:.2f}):[/] "
+                    f"{escape(clipped(r.nearest_example))}"
+                )
+            words = f"{escape(', '.join(r.words))} [dim](+{r.lexical:.3f})[/]" if r.words else "—"
+            table.add_row(r.agent_id, f"{r.score:.3f}", driver, words)
+        console.print(table)
+        console.print(f"threshold {e.decision.threshold:.3f}: {shown(e.threshold_source)}")
+        if e.tools_source:
+            console.print(f"tools: {shown(e.tools_source)}")
+        console.print(SCORE_LEGEND)
 
 
-def _explanation(console: Console, e: Any, router: Any) -> None:
-    decisions(console, [e.decision], router)
-    table = titled("why", ("card", "score", "driven by", "words"), {"score"})
-    for r in e.reasons:
-        source = f"tool {r.tool}" if r.tool else r.source
-        driver = f"{escape(source)} [dim](cosine {r.cosine:.3f})[/]\n{escape(clipped(r.text))}"
-        if r.nearest_example is not None:
-            driver += (
-                f"\n[dim]nearest example ({r.nearest_example_cosine:.2f}):[/] "
-                f"{escape(clipped(r.nearest_example))}"
-            )
-        words = f"{escape(', '.join(r.words))} [dim](+{r.lexical:.3f})[/]" if r.words else "—"
-        table.add_row(r.agent_id, f"{r.score:.3f}", driver, words)
-    console.print(table)
-    console.print(f"threshold {e.decision.threshold:.3f}: {shown(e.threshold_source)}")
-    if e.tools_source:
-        console.print(f"tools: {shown(e.tools_source)}")
-    console.print(
-        "[dim]score: z of (cosine + words) against generic text. cosine: the closest of the "
-        "card's vectors (summary, each capability the summary lists, each tool it allows, "
-        "summary + examples, the mean of its 3 nearest examples, its generated examples as "
-        "one). words: the task's words "
-        "found in the card's texts, and what they add.[/dim]"
-    )
+SCORE_LEGEND = (
+    "[dim]score: z of (cosine + words) against generic text. cosine: the closest of the "
+    "card's vectors (summary, each capability the summary lists, each tool it allows, "
+    "summary + examples, the mean of its 3 nearest examples, its generated examples as "
+    "one). words: the task's words found in the card's texts, and what they add.[/dim]"
+)
 
 
 def evaluation(console: Console, report: Any) -> None:
@@ -158,7 +156,7 @@ def evaluation(console: Console, report: Any) -> None:
         ("abstain precision", report.abstain_precision),
         ("overall accuracy", report.accuracy),
     ):
-        figures.add_row(label, _rate(value))
+        figures.add_row(label, figure(value))
     figures.add_row("threshold", f"{report.threshold:.3f}")
     best = report.best_at_target
     if best is not None:
@@ -180,13 +178,13 @@ def evaluation(console: Console, report: Any) -> None:
     for p in report.sweep:
         mark = "bold" if abs(p.threshold - report.threshold) < 1e-9 else None
         point = (p.threshold, p.in_scope_accuracy, p.abstain_recall)
-        sweep.add_row(*(_rate(f) for f in point), style=mark)
+        sweep.add_row(*map(figure, point), style=mark)
     console.print(sweep)
 
 
-def _rate(value: float | None) -> str:
-    """A rate to three decimals; "—" where there was nothing to measure it on."""
-    return "—" if value is None else f"{value:.3f}"
+def figure(value: float | None, spec: str = ".3f") -> str:
+    """A figure in the format `spec`; "—" where there was nothing to measure it on."""
+    return "—" if value is None else format(value, spec)
 
 
 def _per_card(console: Console, rows: Sequence[Any]) -> None:
@@ -216,6 +214,7 @@ def _confusions(console: Console, confusions: Sequence[tuple[str, str, int]]) ->
 
 
 BAR_WIDTH = 32  # characters of the longest bar in the terminal charts
+BAR_TABLE = {"box": None, "show_header": False, "pad_edge": False}  # a chart's rows
 CLIPPED_CHARS = 90  # of a text `clipped` shows, unless told otherwise
 
 
@@ -224,10 +223,17 @@ def shown(text: str, keep: str = "") -> str:
     return escape(printable(text, keep))
 
 
+def cut(text: str, limit: int, strip: bool = False) -> str:
+    """`text` cut to `limit` characters, the cut marked with `…` (`strip`: no space before it)."""
+    if len(text) <= limit:
+        return text
+    kept = text[: limit - 1]
+    return (kept.rstrip() if strip else kept) + "…"
+
+
 def clipped(text: str, limit: int = CLIPPED_CHARS) -> str:
     """`text` made printable and cut to `limit` characters, the cut marked with `…`."""
-    text = printable(text)
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return cut(printable(text), limit, strip=True)
 
 
 def titled(title: str, columns: Sequence[str], right: Container[str] = (), **options: Any) -> Table:
@@ -279,10 +285,8 @@ def print_fitted(
     wide: bool = False,
     **options: Any,
 ) -> bool:
-    """Print the table sized to the console, and return whether a value was cut to fit.
-
-    A `wide` table keeps its natural width, its long lines uncropped. The title is on the left.
-    """
+    """Print the table sized to the console (`wide`: at its natural width, uncropped); return
+    whether a value was cut to fit."""
     table = Table(title_justify="left", **options)
     columns = [[row[i] for row in rows] for i in range(len(cols))]
     natural = [_natural([c.header, *cells]) for c, cells in zip(cols, columns, strict=True)]
@@ -361,8 +365,8 @@ def _least(col: Col, natural: int, cells: Sequence[Cell]) -> int:
 
 def _folded(console: Console, cell: Cell, width: int, most: int | None) -> Text:
     """Fold a cell to `width` as rich would, without the blank lines rich's fold can leave."""
-    text = cell if isinstance(cell, Text) else Text.from_markup(cell)
-    lines = [line for line in text.wrap(console, width, overflow="fold") if line.plain.strip()]
+    folded = _text(cell).wrap(console, width, overflow="fold")
+    lines = [line for line in folded if line.plain.strip()]
     if most is not None and len(lines) > most:
         lines = lines[:most]
         last = lines[-1]
@@ -376,8 +380,8 @@ def _folded(console: Console, cell: Cell, width: int, most: int | None) -> Text:
 
 def _natural(cells: Sequence[Cell]) -> int:
     """Return the widest line of these cells, in terminal cells."""
-    widest = 0
-    for cell in cells:
-        text = cell if isinstance(cell, Text) else Text.from_markup(cell)
-        widest = max([widest, *(line.cell_len for line in text.split("\n"))])
-    return widest
+    return max((line.cell_len for c in cells for line in _text(c).split("\n")), default=0)
+
+
+def _text(cell: Cell) -> Text:
+    return cell if isinstance(cell, Text) else Text.from_markup(cell)

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from tiny_cli.bench.scale_report import TERMINAL_COLUMNS, ScaleReport
 from tiny_cli.cli.live import STATUS_STYLE
-from tiny_cli.cli.render import BAR_WIDTH, shown, titled
+from tiny_cli.cli.render import BAR_TABLE, BAR_WIDTH, shown, titled
 from tiny_cli.settings import sampling
 
 # --- the example bench ----------------------------------------------------------------------
@@ -88,17 +88,17 @@ BETTER_LEGEND = (
     "right outcomes, routing and correct fields; less for the rest); blank: neither way is "
     "better by nature"
 )
-BenchRow = tuple[str, Any, str | None]  # label, an arm's figure, which way is better
 
 
 def _bench_values(report: Any) -> list[tuple[str, list[Any], str | None]]:
     """Return each row's label, its figure in each arm, and which way is better."""
     arms = report.arms.values()
-    rows: list[BenchRow] = [("runs", lambda s: s.runs, None)]
-    shown = [st for st in STATUS_STYLE if any(s.outcomes.get(st) for s in arms)]
+    # label, an arm's figure, which way is better
+    rows: list[tuple[str, Any, str | None]] = [("runs", lambda s: s.runs, None)]
+    seen = [st for st in STATUS_STYLE if any(s.outcomes.get(st) for s in arms)]
     rows += [
         (f"  status {st}", lambda s, st=st: s.outcomes.get(st, 0), STATUS_BETTER.get(st))
-        for st in shown
+        for st in seen
     ]
     rows += [
         ("right outcome (on evidence)", lambda s: s.right, "up"),
@@ -127,38 +127,43 @@ def _bench_title(report: Any) -> str:
     return f"tiny bench · {source or 'replay'} · {where}"
 
 
+def _comparison(report: Any, styled: bool) -> tuple[bool, list[list[str]]]:
+    """Whether the two arms are compared (a `better` column), and each row's cells."""
+    both = list(report.arms) == ["tiny", "all-tools"]
+    rows = []
+    for label, values, better in _bench_values(report):
+        verdict = [_bench_better(values, better, styled)] if both else []
+        rows.append([label, *map(_bench_number, values), *verdict])
+    return both, rows
+
+
 def _bench_table(console: Console, report: Any) -> None:
-    arms = list(report.arms)
+    both, rows = _comparison(report, styled=True)
     table = Table(title=_bench_title(report), title_justify="left")
     table.add_column("metric")
-    for arm in arms:
+    for arm in report.arms:
         table.add_column(arm, justify="right", style=BENCH_ARM_STYLE.get(arm))
-    both = arms == ["tiny", "all-tools"]
     if both:
         table.add_column(BETTER, justify="right")
-    for label, values, better in _bench_values(report):
-        better_cell = [_bench_better(values, better, styled=True)] if both else []
-        table.add_row(label, *map(_bench_number, values), *better_cell)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
     if both:
         console.print(BETTER_LEGEND, style="dim", highlight=False)
     if report.replayed:
         console.print(REPLAY_WALL_NOTE, style="dim", highlight=False)
-    for arm in arms:
-        names = report.arms[arm].ghost_names
-        if names:
-            listed = ", ".join(f"{n} x{c}" for n, c in names.items())
+    for arm, figures in report.arms.items():
+        if figures.ghost_names:
+            listed = ", ".join(f"{n} x{c}" for n, c in figures.ghost_names.items())
             console.print(f"ghost calls in {arm}: {shown(listed)}", highlight=False)
 
 
 def bench_markdown(report: Any) -> str:
     """Return the bench's comparison table as Markdown (docs/bench.md is made of these)."""
-    both = list(report.arms) == ["tiny", "all-tools"]
+    both, rows = _comparison(report, styled=False)
     head = ["metric", *report.arms, *([BETTER] if both else [])]
     lines = [_md_row(head), _md_row(["---", *["---:"] * (len(head) - 1)])]
-    for label, values, better in _bench_values(report):
-        better_cell = [_bench_better(values, better)] if both else []
-        lines.append(_md_row([label.strip(), *map(_bench_number, values), *better_cell]))
+    lines += [_md_row([label.strip(), *cells]) for label, *cells in rows]
     legend = ["", BETTER_LEGEND] if both else []
     return "\n".join([*lines, *legend]) + "\n"
 
@@ -213,8 +218,7 @@ def _bench_bars(console: Console, report: Any, title: str, value: Any) -> None:
     if not top:  # a chart of zeros says nothing
         console.print(f"{title}: 0 in every task and arm, chart left out", highlight=False)
         return
-    bars = {"box": None, "show_header": False, "pad_edge": False}
-    table = titled(title, ("task", "arm", "bar", "value"), {"value"}, **bars)
+    table = titled(title, ("task", "arm", "bar", "value"), {"value"}, **BAR_TABLE)
     for i, (task_id, arm, v) in enumerate(rows):
         width = round(BAR_WIDTH * v / top)
         bar = "█" * width if width or not v else "▏"
@@ -231,7 +235,7 @@ def _bench_number(value: Any) -> str:
     return str(value)
 
 
-def _bench_better(values: Sequence[Any], better: str | None, styled: bool = False) -> str:
+def _bench_better(values: Sequence[Any], better: str | None, styled: bool) -> str:
     """Name the arm whose figure is better and by what factor (tiny's first in `values`).
 
     Blank where neither way is better, — where an arm has no figure, `same` when they tie;

@@ -19,9 +19,12 @@ from rich.text import Text
 
 from tiny_cli.cli.live import STATUS_STYLE
 from tiny_cli.cli.render import (
+    BAR_TABLE,
     BAR_WIDTH,
     Cell,
     Col,
+    cut,
+    figure,
     print_fitted,
     say_cut,
     shown,
@@ -72,7 +75,6 @@ BAR_COLUMNS = (
     Col("runs", "right"),
     Col("statuses", gives="text"),
 )
-BAR_TABLE = {"box": None, "show_header": False, "pad_edge": False}
 GOAL_CHARS = 60  # of the goal in the runs table (cut further to fit the terminal)
 ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
 OUTCOME_STYLE = {"ok": "green", "ghost": "bold red", "bad_arguments": "yellow"}
@@ -116,7 +118,7 @@ def _run_cells(r: RunSummary) -> dict[str, str]:
         "tokens": f"{r.tokens_in}/{r.tokens_out}",
         "calls (ghost)": f"{r.tool_calls}{ghosts}",
         "s": _seconds(r.wall_seconds),
-        "goal": shown(_cut(r.goal, GOAL_CHARS)),
+        "goal": shown(cut(r.goal, GOAL_CHARS)),
     }
 
 
@@ -142,15 +144,14 @@ def stats(
     if not figures.total.runs:
         console.print(f"no run matches {shown(matching)}" if matching else "no runs recorded")
         return
-    columns = [
-        c for c in STATS_COLUMNS if wide or not (console.width < WIDE and c in STATS_NARROW_DROPS)
-    ]
-    cut = _stats_table(console, "per card", "card", figures.by_card, columns, wide)
-    cut |= _stats_table(console, "per model", "model", figures.by_model, columns, wide)
+    narrow = console.width < WIDE and not wide
+    columns = [c for c in STATS_COLUMNS if not (narrow and c in STATS_NARROW_DROPS)]
+    was_cut = _stats_table(console, "per card", "card", figures.by_card, columns, wide)
+    was_cut |= _stats_table(console, "per model", "model", figures.by_model, columns, wide)
     legend = " · ".join(f"{c}: {STATS_LEGEND[c]}" for c in columns if c in STATS_LEGEND)
     console.print(legend, style="dim", highlight=False)
-    cut |= _status_bars(console, figures.by_card, wide)
-    say_cut(console, cut)
+    was_cut |= _status_bars(console, figures.by_card, wide)
+    say_cut(console, was_cut)
     moved = figures.reroutes
     if moved.rerouted:
         console.print(
@@ -189,7 +190,8 @@ def _facts(r: RunSummary, routing: Mapping[str, Any] | None) -> Iterator[tuple[s
         yield "routing", shown(line)
     if r.reason:
         yield "reason", shown(r.reason)
-    calls = f"{r.tool_calls} tool call(s), {_ghosts(r.ghost_calls)}, {r.recovered_calls} recovered"
+    ghosts = f"[bold red]{r.ghost_calls} ghost call(s)[/]" if r.ghost_calls else "0 ghost calls"
+    calls = f"{r.tool_calls} tool call(s), {ghosts}, {r.recovered_calls} recovered"
     tokens = f"{r.tokens_in} tokens in, {r.tokens_out} out"
     wall = _seconds(r.wall_seconds)
     yield "cost", f"{tokens}, {calls}, {r.caller_tokens} caller tokens, {wall} s"
@@ -212,7 +214,7 @@ def _message(
     style = ROLE_STYLE.get(role, "white")
     console.print(f"[{style}]#{number} {shown(role)}[/] · {size:,} chars{tags}", highlight=False)
     if content:
-        text = content if full else _cut(content, SHOWN_CHARS)
+        text = content if full else cut(content, SHOWN_CHARS)
         more = "" if text == content else f"\n… [{len(content):,} chars in all; --full shows all]"
         console.print(Padding(Text(printable(text, keep="\n") + more), (0, 0, 0, 2)))
     for call in calls:
@@ -239,7 +241,7 @@ def _native_call(
     called = call.get("id")
     same_id = by_id.get(called, []) if isinstance(called, str) else []
     outcome = _mapping(same_id.pop(0) if same_id else None).get("outcome")
-    text = f"{function.get('name')} {_cut(_arguments(call), ARGUMENT_CHARS)}"
+    text = f"{function.get('name')} {cut(_arguments(call), ARGUMENT_CHARS)}"
     console.print(f"  → call {shown(text)} · {_outcome(outcome)}", highlight=False)
 
 
@@ -257,7 +259,7 @@ def _calls(console: Console, calls: Sequence[Mapping[str, Any]]) -> None:
             _outcome(c.get("outcome"), short=True) + (" (recovered)" if c.get("recovered") else ""),
             _seconds(c.get("seconds")),
             _count(c.get("result_chars")),
-            shown(_cut(str(c.get("arguments") or ""), ARGUMENT_CHARS)),
+            shown(cut(str(c.get("arguments") or ""), ARGUMENT_CHARS)),
         )
     console.print(table)
 
@@ -302,23 +304,24 @@ def _stats_table(
 ) -> bool:
     """Print one table of figures, a row per group; return whether a name was cut to fit."""
     cols = [Col(key, gives="name"), *(Col(c, "right") for c in columns)]
-    rows = [[shown(g.name or "—"), *(_stats_cells(g)[c] for c in columns)] for g in groups]
+    rows = [_stats_row(g, columns) for g in groups]
     return print_fitted(console, cols, rows, wide, title=title, **COMPACT_TABLE)
 
 
-def _stats_cells(g: GroupStats) -> dict[str, str]:
-    return {
+def _stats_row(g: GroupStats, columns: Sequence[str]) -> list[Cell]:
+    cells = {
         "runs": str(g.runs),
-        "ok": _percent(g.statuses.get("ok", 0) / g.runs),
-        "ghost": _percent(g.ghost_rate),
-        "repair": _percent(g.repair_rate),
-        "tok in": _number(g.mean_tokens_in),
-        "tok out": _number(g.mean_tokens_out),
-        "caller": _number(g.mean_caller_tokens),
-        "compr": _percent(g.compression),
+        "ok": figure(g.statuses.get("ok", 0) / g.runs, ".1%"),
+        "ghost": figure(g.ghost_rate, ".1%"),
+        "repair": figure(g.repair_rate, ".1%"),
+        "tok in": figure(g.mean_tokens_in, ",.0f"),
+        "tok out": figure(g.mean_tokens_out, ",.0f"),
+        "caller": figure(g.mean_caller_tokens, ",.0f"),
+        "compr": figure(g.compression, ".1%"),
         "p50 s": _seconds(g.wall_p50),
         "p95 s": _seconds(g.wall_p95),
     }
+    return [shown(g.name or "—"), *(cells[c] for c in columns)]
 
 
 def _status_bars(console: Console, groups: Sequence[GroupStats], wide: bool) -> bool:
@@ -326,16 +329,16 @@ def _status_bars(console: Console, groups: Sequence[GroupStats], wide: bool) -> 
     top = max(g.runs for g in groups)
     rows: list[list[Cell]] = []
     for g in groups:
-        bar = Text()
-        for status, count in _ordered(g.statuses):
+        bar, ordered = Text(), _ordered(g.statuses)
+        for status, count in ordered:
             bar.append("█" * max(1, round(BAR_WIDTH * count / top)), RUN_STYLE.get(status, "white"))
-        counts = " · ".join(f"{shown(s)} {n}" for s, n in _ordered(g.statuses))
+        counts = " · ".join(f"{shown(s)} {n}" for s, n in ordered)
         rows.append([shown(g.name or "—"), bar, str(g.runs), f"[dim]{counts}[/]"])
     title = "runs per card, by status"
-    cut = print_fitted(console, BAR_COLUMNS, rows, wide, title=title, **BAR_TABLE)
+    was_cut = print_fitted(console, BAR_COLUMNS, rows, wide, title=title, **BAR_TABLE)
     seen = dict(_ordered({s: 0 for g in groups for s in g.statuses}))
     console.print("  ".join(f"[{RUN_STYLE.get(s, 'white')}]█[/] {shown(s)}" for s in seen))
-    return cut
+    return was_cut
 
 
 def _ordered(statuses: Mapping[str, int]) -> list[tuple[str, int]]:
@@ -349,10 +352,6 @@ def _ordered(statuses: Mapping[str, int]) -> list[tuple[str, int]]:
 
 def _status(status: str) -> str:
     return f"[{RUN_STYLE.get(status, 'white')}]{shown(status)}[/]"
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _local(stamp: str, form: str = "%Y-%m-%d %H:%M:%S") -> str:
@@ -373,15 +372,3 @@ def _count(value: Any) -> str:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _number(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.0f}"
-
-
-def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1%}"
-
-
-def _ghosts(count: int) -> str:
-    return f"[bold red]{count} ghost call(s)[/]" if count else "0 ghost calls"
