@@ -574,3 +574,12 @@ def test_a_threshold_derived_without_examples_gives_no_rate_of_them() -> None:
     assert "out-of-scope ones abstain 80%, generic requests 70%" in none.describe()
     some = DerivedThreshold(value=1.5, examples=3, **fields)  # type: ignore[arg-type]
     assert "examples route right and pass it 90%, out-of-scope ones abstain 80%" in some.describe()
+
+
+def test_the_line_of_an_example_is_found_as_the_router_reads_its_task(tmp_path: Path) -> None:
+    from tiny_cli.routing.examples_file import line_of_example, load_learned
+
+    learned = tmp_path / "learned.jsonl"
+    learned.write_text('{"task": "other", "card": "a"}\n{"task": " book a hotel ", "card": "a"}\n')
+    assert load_learned(tmp_path).examples["a"] == ("other", "book a hotel")
+    assert line_of_example(learned, "a", "book a hotel") == 2

@@ -39,10 +39,9 @@ from tiny_cli.provider.client import CONFIG_STATUSES, ChatRequest, OpenAIProvide
 from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
     UNCHECKED,
-    Learned,
+    Lesson,
+    carry_generated,
     load_learned,
-    normalise,
-    own_examples,
     write_learned,
 )
 from tiny_cli.routing.factory import build_router, learned_folder
@@ -109,10 +108,8 @@ class Generated:
 
     def to_json(self) -> dict[str, Any]:
         """Return the outcome as plain JSON types (`--json`)."""
-        data = asdict(self)
-        data["path"] = str(self.path)
-        data["report"] = self.report.to_json() if self.report is not None else None
-        return data
+        report = self.report.to_json() if self.report is not None else None
+        return {**asdict(self), "path": str(self.path), "report": report}
 
 
 @dataclass
@@ -136,7 +133,7 @@ class _Job:
     temperature: float
     ask: Provider
     force: bool
-    own: frozenset[str]  # every card's own examples, normalised: `tiny validate` flags copies
+    cards: Sequence[Card]  # every card: a copy of one's own example is dropped
     cost: _Cost = field(default_factory=_Cost)
 
 
@@ -164,10 +161,8 @@ def generate(
     ask = provider or OpenAIProvider(settings.base_url, settings.api_key, transport=transport)
     descriptions = gathered(settings).descriptions
     folder, done = learned_folder(settings, writing=True), []
-    own = frozenset(own_examples(every))
     temperature = GENERATE_TEMPERATURE if settings.temperature is None else settings.temperature
-    job = _Job(settings, folder, per_card, model, temperature, ask, force, own)
-    cost = job.cost
+    job = _Job(settings, folder, per_card, model, temperature, ask, force, every)
     for number, card in enumerate(cards, 1):
         tools = card_tools(card, descriptions)
         key = generation_key(card, tools, per_card, model, temperature)
@@ -183,8 +178,8 @@ def generate(
         "generated" if wrote or report is not None else ("failed" if failed else "unchanged")
     )
     return Generated(
-        folder / LEARNED_FILENAME, status, tuple(done), overlapping, cost.card_requests,
-        cost.tokens_in, cost.tokens_out, round(clock() - started, 3), model, report, failed,
+        folder / LEARNED_FILENAME, status, tuple(done), overlapping, job.cost.card_requests,
+        job.cost.tokens_in, job.cost.tokens_out, round(clock() - started, 3), model, report, failed,
         temperature,
     )  # fmt: skip
 
@@ -200,7 +195,8 @@ def prune_generated(
         gone = [c for c in learned.generated if not only or c in only]
         removed = sum(len(learned.generated[c]) for c in gone)
         if removed:
-            write_learned(_without(learned, gone))
+            kept = {c: ts for c, ts in learned.generated.items() if c not in gone}
+            write_learned(learned.keeping_generated(kept))
     return removed, learn(settings, [], transport)
 
 
@@ -358,25 +354,12 @@ def _probe(ask: Provider) -> None:
 
 def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
     """Write `found` as `card`'s generated examples, less what is taught, taken or repeated."""
-    settings, folder = job.settings, job.folder
-    scrub = scrubber(settings.api_key)
-    with locked(folder / LEARNED_FILENAME):  # read inside the lock: another writer's lines stay
-        learned = load_learned(folder)
-        taught = {normalise(t) for ts in learned.examples.values() for t in ts}
-        taught |= {normalise(t) for t in learned.out_of_scope} | job.own
-        # another card's generated example: `tiny validate` flags a task in the file twice
-        taught |= {normalise(t) for c, ts in learned.generated.items() if c != card.id for t in ts}
-        kept: dict[str, str] = {}
-        for task in map(scrub.text, found):
-            if normalise(task) not in taught:
-                kept.setdefault(normalise(task), task)
-        made = {**learned.generated, card.id: tuple(kept.values())}
-        write_learned(
-            replace(
-                learned, generated=made, generation={**learned.generation, card.id: key + UNCHECKED}
-            )
-        )
-    return CardGeneration(card.id, "generated", len(kept), len(found) - len(kept))
+    tasks = tuple(map(scrubber(job.settings.api_key).text, found))
+    answer = Lesson((), generated={card.id: tasks}, generation={card.id: key})
+    with locked(job.folder / LEARNED_FILENAME):  # read inside the lock: another writer's stay
+        learned, kept = carry_generated(load_learned(job.folder), answer, job.cards)
+        write_learned(learned)
+    return CardGeneration(card.id, "generated", kept, len(found) - kept)
 
 
 def _finish(
@@ -403,25 +386,16 @@ def _drop_overlaps(
         learned = load_learned(folder)
         router = build_router(settings, cards, learned=learned, transport=transport,
                               keep_state=False)  # fmt: skip
-        made = {c: set(ts) for c, ts in learned.generated.items()}
         bad = {
             (o.agent_id, o.text)
             for o in router.overlaps()
-            if o.kind == "generated" and o.text in made.get(o.agent_id, ())
+            if o.kind == "generated" and o.text in learned.generated.get(o.agent_id, ())
         }
-        for card, text in bad:
-            made[card].discard(text)
         keys = {c: k.removesuffix(UNCHECKED) for c, k in learned.generation.items()}
         if bad or keys != learned.generation:
-            kept = {c: tuple(t for t in learned.generated[c] if t in made[c]) for c in made}
-            write_learned(replace(learned, generated=kept, generation=keys))
+            kept = {c: [t for t in ts if (c, t) not in bad] for c, ts in learned.generated.items()}
+            write_learned(replace(learned, generation=keys).keeping_generated(kept))
     return Counter(card for card, _ in bad)
-
-
-def _without(learned: Learned, cards: Sequence[str]) -> Learned:
-    made = {c: ts for c, ts in learned.generated.items() if c not in cards}
-    keys = {c: k for c, k in learned.generation.items() if c not in cards}
-    return replace(learned, generated=made, generation=keys)
 
 
 def _said(outcome: CardGeneration) -> str:

@@ -20,7 +20,6 @@ generated, with their key (`--prune-generated` removes them), less what `tiny le
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -62,7 +61,9 @@ from tiny_cli.workspace import open_workspace
 
 __all__ = ["Corrected", "LearnReport", "Taught", "correct_run", "learn", "learn_from"]
 
-TEACHING_LOCK = "corrections"  # `.corrections.lock` beside the run log
+# `.corrections.lock` beside the run log: its corrections are recorded, taught and marked one
+# command at a time, so a correction taught late cannot undo a newer one taught first
+TEACHING_LOCK = "corrections"
 
 
 @dataclass(frozen=True)
@@ -241,24 +242,18 @@ def correct_run(
     """
     if card is not None:
         open_workspace(settings, transport).card(card)
-    with RunLog.open(settings.home) as log, _teaching(settings):
+    with RunLog.open(settings.home) as log, locked(settings.home / TEACHING_LOCK):
         correction = log.correct(run_id, card)
         if not teach:
             return Corrected(correction, None)
         # refused: recorded and pending, never taught (`tiny runs delete` drops it)
-        _teachable([correction], open_workspace(settings, transport).cards.values())
+        _check_teachable([correction], open_workspace(settings, transport).cards.values())
         report = learn(settings, [(correction.task, correction.card)], transport)
         log.mark_learned([correction.id])
         taught = [c for c in log.corrections(pending_only=False) if c.id == correction.id]
         if not taught:
             raise _superseded(log, correction, report.path)
     return Corrected(taught[0], report)
-
-
-def _teaching(settings: Settings) -> AbstractContextManager[None]:
-    """Hold the run log's teaching lock: its corrections are recorded, taught and marked one
-    command at a time, so a correction taught late cannot undo a newer one taught first."""
-    return locked(settings.home / TEACHING_LOCK)
 
 
 def _superseded(log: RunLog, correction: Correction, learned: Path) -> ConfigError:
@@ -303,19 +298,20 @@ def learn_from(
         return Taught(learn(settings, lesson, transport), file, read, None)
 
     known = open_workspace(settings, transport).cards
-    with RunLog.open(settings.home) as log, _teaching(settings):
+    with RunLog.open(settings.home) as log, locked(settings.home / TEACHING_LOCK):
         pending = log.corrections(pending_only=True)
         usable = [c for c in pending if c.card is None or c.card in known]
-        taken = tuple((c.task, c.card) for c in _teachable(usable, known.values()))
+        _check_teachable(usable, known.values())
+        taken = tuple((c.task, c.card) for c in usable)
         report = learn(settings, replace(lesson, labelled=lesson.labelled + taken), transport)
         log.mark_learned(c.id for c in usable)
     skipped = tuple(c for c in pending if c not in usable)
     return Taught(report, file, read, len(usable), skipped)
 
 
-def _teachable(corrections: Sequence[Correction], cards: Iterable[Card]) -> Sequence[Correction]:
-    """Return `corrections`; ConfigError naming the run of a task route would refuse, or of
-    one that is another card's own example (it stays pending)."""
+def _check_teachable(corrections: Sequence[Correction], cards: Iterable[Card]) -> None:
+    """ConfigError naming the run of a task route would refuse, or of one that is another
+    card's own example (it stays pending)."""
     own = own_examples(list(cards))
     for c in corrections:
         try:
@@ -332,4 +328,3 @@ def _teachable(corrections: Sequence[Correction], cards: Iterable[Card]) -> Sequ
                 f"`tiny runs delete {c.run_id}` drops it",
                 field="task",
             )
-    return corrections

@@ -65,6 +65,7 @@ HEADER_KIND = "tiny learned routing examples"
 # so a threshold derived while they were read one by one, like taught ones, is stale
 GENERATED_RULE = "\0generated examples read as one group"
 GENERATED = "generated"  # the `source` of a line `tiny learn --generate` wrote
+UNCHECKED = "+unchecked"  # after a card's key until the overlap check has run on its examples
 VERSION = 1
 HEADER_FIELDS = ("kind", "version", "threshold")
 LINE_FIELDS = ("task", "card", "source", "key")  # source and key: a generated line's
@@ -125,9 +126,8 @@ class Learned:
         )
         if scrub.text(every) == every:  # one pass over all: a clean file (most) costs no walk
             return self
-        examples = {card: tuple(map(scrub.text, tasks)) for card, tasks in self.examples.items()}
         out = tuple(map(scrub.text, self.out_of_scope))
-        made = {card: tuple(map(scrub.text, tasks)) for card, tasks in self.generated.items()}
+        examples, made = _scrubbed(scrub, self.examples), _scrubbed(scrub, self.generated)
         return replace(self, examples=examples, out_of_scope=out, generated=made)
 
     def every_example(self) -> Learned:
@@ -149,6 +149,12 @@ class Learned:
     def count(self) -> int:
         """Return how many in-scope examples the file holds."""
         return sum(len(v) for v in self.examples.values())
+
+    def keeping_generated(self, made: Mapping[str, Sequence[str]]) -> Learned:
+        """Return these examples with `made` as the generated ones; a card left none has no key."""
+        kept = {card: tuple(tasks) for card, tasks in made.items() if tasks}
+        keys = {card: key for card, key in self.generation.items() if card in kept}
+        return replace(self, generated=kept, generation=keys)
 
     def why_stale(self, embedder: str, cards_key: str, tools_key: str, router: int) -> str | None:
         """Say what changed since the threshold was derived; None if nothing did, or none is."""
@@ -209,8 +215,7 @@ class Lesson:
     def scrubbed(self, scrub: Scrubber) -> Lesson:
         """Return the lesson with every secret replaced, generated lines too."""
         labelled = tuple((scrub.text(task), card) for task, card in self.labelled)
-        made = {card: tuple(map(scrub.text, ts)) for card, ts in self.generated.items()}
-        return replace(self, labelled=labelled, generated=made)
+        return replace(self, labelled=labelled, generated=_scrubbed(scrub, self.generated))
 
 
 @dataclass(frozen=True)
@@ -233,13 +238,11 @@ def load_learned(folder: Path) -> Learned:
     path = folder / LEARNED_FILENAME
     if not path.is_file():
         return Learned(path)
-    rows = _read_rows(path)
-    header = _header(path, rows)
-    lines = _checked(path, rows)
-    _refuse_two_labels(path, [(n, task, card) for n, task, card, key in lines if key is None])
-    examples, out = _grouped((task, card) for _, task, card, key in lines if key is None)
-    made, keys = _generated_of(lines)
-    threshold = _threshold(header.get("threshold")) if header else None
+    header, lines = _read(path)
+    taught, made, keys = _split(lines)
+    _refuse_two_labels(path, taught)
+    examples, out = _grouped((task, card) for _, task, card in taught)
+    threshold = _threshold(header.get("threshold"))
     damaged = threshold is None and header.get("threshold") is not None
     return Learned(path, examples, out, threshold, damaged, made, keys)
 
@@ -247,13 +250,10 @@ def load_learned(folder: Path) -> Learned:
 def load_lesson(path: Path) -> Lesson:
     """Read a `tiny learn` file: JSONL `{"task": ..., "card": ID | null}` (a header is skipped);
     a learned file's generated lines are kept apart, as generated."""
-    rows = _read_rows(path)
-    _header(path, rows, strict=False)
-    lines = _checked(path, rows, strict=False)  # not rewritten: a field tiny ignores may stay
+    _, lines = _read(path, strict=False)  # not rewritten: a field tiny ignores may stay
     if not lines:
         raise ConfigError(f"{path}: no examples to learn")
-    taught = [(number, task, card) for number, task, card, key in lines if key is None]
-    made, keys = _generated_of(lines)
+    taught, made, keys = _split(lines)
     labelled = tuple((task, card) for _, task, card in taught)
     return Lesson(labelled, path, tuple(n for n, _, _ in taught), made, keys)
 
@@ -265,7 +265,10 @@ def merge(
     # the counts are of the file's net change: a task relabelled and back again is known
     known_ids = {card.id for card in cards}
     labelled = list(labelled)
-    before = _placed(learned)
+    before: dict[str, tuple[str, str | None]] = {
+        normalise(t): (t, owner) for owner, ts in learned.examples.items() for t in ts
+    }
+    before.update((normalise(t), (t, None)) for t in learned.out_of_scope)
     place = dict(before)
     for task, card in labelled:
         if card is not None and card not in known_ids:
@@ -282,51 +285,36 @@ def merge(
     return Merge(_rebuild(learned, place.values()), added, moved, len(labelled) - added - moved)
 
 
-UNCHECKED = "+unchecked"  # after a card's key until the overlap check has run on its examples
-
-
 def carry_generated(learned: Learned, lesson: Lesson, cards: Sequence[Card]) -> tuple[Learned, int]:
-    """Put `lesson`'s generated lines in as generated, each card's replacing the card's own,
-    less what `--generate` drops: a copy of a taught, out-of-scope or card's own example, or
-    of another card's generated one. Return the file and how many lines were kept."""
+    """Put `lesson`'s generated lines in as generated (a learned FILE's, or a card's answer to
+    `--generate`), each card's replacing the card's own, less a copy of a taught, out-of-scope
+    or card's own example, or of another card's generated one. Return the file and how many
+    lines were kept."""
     known = {card.id for card in cards}
     for card in lesson.generated:
         if card not in known:  # no path: `unknown_card` finds FILE's line
             raise ConfigError(f"card {card!r}: no such card", field="card")
-    taken = {normalise(t) for ts in learned.examples.values() for t in ts}
-    taken |= {normalise(t) for t in learned.out_of_scope} | set(own_examples(cards))
-    taken |= {normalise(t) for c, ts in learned.generated.items() if c not in lesson.generated
-              for t in ts}  # fmt: skip
     made, keys = dict(learned.generated), dict(learned.generation)
-    carried = 0
+    others = (ts for card, ts in learned.generated.items() if card not in lesson.generated)
+    taken = {normalise(t) for t in chain(*learned.examples.values(), learned.out_of_scope, *others)}
+    taken |= set(own_examples(cards))
     for card, tasks in lesson.generated.items():
         kept: dict[str, str] = {}
         for task in tasks:
             if normalise(task) not in taken:
                 kept.setdefault(normalise(task), task)
         taken |= set(kept)  # a later card's copy goes: `tiny validate` flags a task twice
-        made.pop(card, None)
-        keys.pop(card, None)
-        if kept:  # none kept: no line, as `--generate` leaves a card whose every one was dropped
-            # not checked among this folder's cards yet: the next --generate checks them
-            key = lesson.generation[card].removesuffix(UNCHECKED) + UNCHECKED
-            made[card], keys[card] = tuple(kept.values()), key
-            carried += len(kept)
-    return replace(learned, generated=made, generation=keys), carried
+        made[card] = tuple(kept.values())
+        # not checked among this folder's cards yet: the next --generate checks them
+        keys[card] = lesson.generation[card].removesuffix(UNCHECKED) + UNCHECKED
+    # none kept: no line, as `--generate` leaves a card whose every one was dropped
+    carried = sum(len(made[card]) for card in lesson.generated)
+    return replace(learned, generation=keys).keeping_generated(made), carried
 
 
 def own_examples(cards: Sequence[Card]) -> dict[str, str]:
     """Every card's own examples, normalised, with the card each is of."""
     return {normalise(e): card.id for card in cards for e in card.examples}
-
-
-def _placed(learned: Learned) -> dict[str, tuple[str, str | None]]:
-    """Each taught task, normalised, with its text and card (None: out of scope)."""
-    place: dict[str, tuple[str, str | None]] = {
-        normalise(t): (t, owner) for owner, ts in learned.examples.items() for t in ts
-    }
-    place.update((normalise(t), (t, None)) for t in learned.out_of_scope)
-    return place
 
 
 def with_learned(cards: Sequence[Card], learned: Learned) -> list[Card]:
@@ -359,9 +347,7 @@ def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
     if not path.is_file():
         return []
     try:
-        rows = _read_rows(path)
-        _header(path, rows)  # a damaged threshold is stale, as an edited one is: no problem
-        labelled = _checked(path, rows)
+        _, labelled = _read(path)  # a damaged threshold is stale, as an edited one is: no problem
     except ConfigError as exc:
         return [_problem(path, exc)]
     known = {card.id for card in cards}
@@ -386,7 +372,7 @@ def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _refuse_two_labels(path: Path, taught: Iterable[tuple[int, str, str | None]]) -> None:
+def _refuse_two_labels(path: Path, taught: Iterable[_Taught]) -> None:
     """ConfigError for a task the file teaches under two labels (edited by hand, or merged in
     git): routing would take one and a rewrite keep one, and the other line would be lost."""
     first: dict[str, tuple[int, str | None]] = {}
@@ -421,42 +407,32 @@ def _rebuild(learned: Learned, placed: Iterable[tuple[str, str | None]]) -> Lear
     examples, out = _grouped(placed)
     taught = {normalise(task) for task, _ in placed}
     # what a user taught wins over what a model wrote: a generated equal to it goes
-    made = {
-        card: kept
-        for card, tasks in learned.generated.items()
-        if (kept := tuple(t for t in tasks if normalise(t) not in taught))
-    }
-    return replace(
-        learned,
-        examples=examples,
-        out_of_scope=out,
-        generated=made,
-        generation={c: k for c, k in learned.generation.items() if c in made},
-    )
+    made = {c: [t for t in ts if normalise(t) not in taught] for c, ts in learned.generated.items()}
+    return replace(learned, examples=examples, out_of_scope=out).keeping_generated(made)
 
 
 def line_of_example(path: Path, card: str, task: str) -> int | None:
     """Return the line of `path` that teaches or generated `task` for `card` (None: none, or
     the file cannot be read; `check_learned` reports that)."""
-    try:
-        rows = _read_rows(path)
-    except ConfigError:
-        return None
-    return next((n for n, r in rows if r.get("task") == task and r.get("card") == card), None)
+    for n, row in _rows_if_readable(path):
+        said = row.get("task")  # read as the router reads it: blanks around it are no part
+        if row.get("card") == card and isinstance(said, str) and said.strip() == task:
+            return n
+    return None
 
 
 def unknown_card(path: Path, card_ids: Collection[str]) -> ConfigError | None:
     """Return the error (`FILE:LINE: card: …`) of `path`'s first line naming a card not in
     `card_ids`; None when none does, or when the file cannot be read again (a pipe)."""
-    try:
-        rows = _read_rows(path)
-    except ConfigError:
-        return None
-    for number, row in rows:
+    for number, row in _rows_if_readable(path):
         card = row.get("card")
         if isinstance(card, str) and card not in card_ids and row.get("kind") != HEADER_KIND:
             return _at(path, number, f"card: no card {card!r} in the cards folder")
     return None
+
+
+def _scrubbed(scrub: Scrubber, by_card: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    return {card: tuple(map(scrub.text, tasks)) for card, tasks in by_card.items()}
 
 
 def _problem(path: Path, exc: ConfigError) -> Problem:
@@ -466,6 +442,30 @@ def _problem(path: Path, exc: ConfigError) -> Problem:
         return Problem(str(path), None, "file", str(exc).removeprefix(f"{path}").lstrip(": "))
     field = exc.field or "file"
     return Problem(str(path), int(where), field, why.removeprefix(f"{field}: "))
+
+
+def _rows_if_readable(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    try:
+        return _read_rows(path)
+    except ConfigError:
+        return []
+
+
+def _read(path: Path, strict: bool = True) -> tuple[dict, list[_Line]]:
+    """Read `path`: its header ({} if none) and its lines; ConfigError for a newer version and,
+    `strict` (the learned file, which tiny rewrites), for a field tiny does not know."""
+    rows = _read_rows(path)
+    has_header = bool(rows) and rows[0][1].get("kind") == HEADER_KIND
+    number, header = rows.pop(0) if has_header else (0, {})
+    version = header.get("version")
+    if isinstance(version, int | float) and not isinstance(version, bool) and version > VERSION:
+        raise ConfigError(
+            f"{path}: version {version} is newer than this tiny reads ({VERSION}); upgrade tiny",
+            path=path,
+        )
+    if strict and has_header:
+        _known(path, number, header, HEADER_FIELDS)
+    return header, _checked(path, rows, strict)
 
 
 def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -489,24 +489,8 @@ def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
-def _header(path: Path, rows: list[tuple[int, dict[str, Any]]], strict: bool = True) -> dict:
-    """Take the header off `rows` and return it ({} if none); ConfigError for a newer version
-    and, `strict` (the learned file, which tiny rewrites), for a field tiny does not know."""
-    if not rows or rows[0][1].get("kind") != HEADER_KIND:
-        return {}
-    number, header = rows.pop(0)
-    version = header.get("version")
-    if isinstance(version, int | float) and not isinstance(version, bool) and version > VERSION:
-        raise ConfigError(
-            f"{path}: version {version} is newer than this tiny reads ({VERSION}); upgrade tiny",
-            path=path,
-        )
-    if strict:
-        _known(path, number, header, HEADER_FIELDS)
-    return header
-
-
 _Line = tuple[int, str, str | None, str | None]  # number, task, card, a generated line's key
+_Taught = tuple[int, str, str | None]  # number, task, card
 
 
 def _checked(
@@ -561,15 +545,21 @@ def _shown(value: Any) -> str:
     return "none" if value is None else printable(repr(value)[:60])
 
 
-def _generated_of(lines: Iterable[_Line]) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
-    """The generated lines' tasks by card, and each card's key."""
+def _split(
+    lines: Iterable[_Line],
+) -> tuple[list[_Taught], dict[str, tuple[str, ...]], dict[str, str]]:
+    """The taught lines (number, task, card); the generated ones' tasks by card, and each
+    card's key."""
+    taught: list[_Taught] = []
     made: dict[str, list[str]] = {}
     keys: dict[str, str] = {}
-    for _, task, card, key in lines:
-        if card is not None and key is not None:
+    for number, task, card, key in lines:
+        if card is None or key is None:
+            taught.append((number, task, card))
+        else:
             made.setdefault(card, []).append(task)
             keys[card] = key
-    return {card: tuple(tasks) for card, tasks in made.items()}, keys
+    return taught, {card: tuple(tasks) for card, tasks in made.items()}, keys
 
 
 def _known(path: Path, number: int, row: Mapping[str, Any], known: Sequence[str]) -> None:
@@ -596,19 +586,17 @@ def _example(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str 
 
 
 _THRESHOLD_TYPES = {f.name: str(f.type) for f in fields(DerivedThreshold)}  # "float", "int"
-# fields an older tiny learn did not write: a header without them is read as it was written
-_NEWER = {f.name for f in fields(DerivedThreshold) if f.default is not MISSING}
+# fields without a default: an older tiny learn did not write the others, and a header
+# without them is read as it was written
+_REQUIRED = {f.name for f in fields(DerivedThreshold) if f.default is MISSING}
 
 
 def _threshold(data: Any) -> DerivedThreshold | None:
     """The header's threshold; None (stale: the default applies) when it is not as written."""
-    if not isinstance(data, dict) or not set(_THRESHOLD_TYPES) - _NEWER <= set(data):
+    if not isinstance(data, dict) or not _REQUIRED <= data.keys() <= _THRESHOLD_TYPES.keys():
         return None
-    if set(data) <= set(_THRESHOLD_TYPES) and all(
-        _typed(value, _THRESHOLD_TYPES[name]) for name, value in data.items()
-    ):
-        return DerivedThreshold(**data)
-    return None
+    typed = all(_typed(value, _THRESHOLD_TYPES[name]) for name, value in data.items())
+    return DerivedThreshold(**data) if typed else None
 
 
 def _typed(value: Any, kind: str) -> bool:
