@@ -166,3 +166,12 @@ def run_at_once(target: Callable[[], object], count: int) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+def one_error_line(result: Result, code: int = 2) -> str:
+    """The one line a refused command printed on stderr (no traceback, nothing on stdout),
+    after its `tiny: error: `."""
+    assert result.exit_code == code and result.stdout == "", result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("tiny: error: ")
+    return line.removeprefix("tiny: error: ")

@@ -20,6 +20,8 @@ from tiny_cli.errors import ProviderError
 from tiny_cli.provider.client import ChatRequest, OpenAIProvider
 from tiny_cli.testing import ScriptedServer, http_error, raw_response, reply
 
+from .conftest import one_error_line
+
 ONBOARDING = "how did the onboarding process work again"
 ANSWER = '{"status": "ok", "summary": "A buddy and a plan.", "source": "onboarding.md"}'
 INVOKE = ("invoke", "docs-finder", ONBOARDING, "--json")
@@ -31,14 +33,6 @@ NATIVE_RECORDING = REPO / "examples" / "bench" / "recordings" / "qwen2.5-coder-1
 def cli_env(cli_env: dict[str, str], plain_cards: Path) -> dict[str, str]:
     """Cards whose answers need no tool result; no project file but the one a test names."""
     return {**cli_env, "TINY_CARDS": str(plain_cards), "TINY_PROJECT": "none"}
-
-
-def _one_line(result) -> str:
-    """The one line a refused command printed on stderr (no traceback, nothing on stdout)."""
-    assert result.exit_code == 2 and result.stdout == "", result.output
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("tiny: error: ")
-    return line.removeprefix("tiny: error: ")
 
 
 def _dead_port() -> int:
@@ -124,7 +118,7 @@ def test_an_embedding_that_is_no_vector_is_one_line_and_not_cached(
         result = tiny("route", "book a flight to rome", env=env)
     finally:
         broken.close()
-    assert said in _one_line(result)
+    assert said in one_error_line(result)
     fixed = _Serving(_embeddings("0.25"))
     try:  # the server fixed, the route works: no broken vector was kept
         url = f"http://127.0.0.1:{fixed.port}/v1"
@@ -142,22 +136,22 @@ def test_a_host_with_an_empty_or_long_label_is_refused_naming_the_setting(
     tiny, tmp_path: Path, host: str
 ) -> None:
     url = f"http://{host}/v1"
-    assert "TINY_BASE_URL:" in _one_line(tiny(*INVOKE, env={"TINY_BASE_URL": url}))
-    assert "--base-url:" in _one_line(tiny(*INVOKE, "--base-url", url))
+    assert "TINY_BASE_URL:" in one_error_line(tiny(*INVOKE, env={"TINY_BASE_URL": url}))
+    assert "--base-url:" in one_error_line(tiny(*INVOKE, "--base-url", url))
     project = tmp_path / "tiny.toml"
     project.write_text(f'base_url = "{url}"\n')
-    line = _one_line(tiny(*INVOKE, env={"TINY_PROJECT": str(project)}))
+    line = one_error_line(tiny(*INVOKE, env={"TINY_PROJECT": str(project)}))
     assert f"{project}:1: base_url" in line and "not a valid name" in line
     routed = tiny("route", "x", env={"TINY_EMBEDDER": "openai:m", "TINY_BASE_URL": url})
-    assert "TINY_BASE_URL:" in _one_line(routed)
+    assert "TINY_BASE_URL:" in one_error_line(routed)
 
 
 def test_a_host_the_http_client_refuses_is_one_line_naming_the_setting(tiny) -> None:
     url = "http://\u2603.invalid/v1"  # the old IDNA takes a snowman; the HTTP client does not
-    line = _one_line(tiny(*INVOKE, env={"TINY_BASE_URL": url}))
+    line = one_error_line(tiny(*INVOKE, env={"TINY_BASE_URL": url}))
     assert "its host is not a usable name" in line and "set TINY_BASE_URL" in line
     routed = tiny("route", "x", env={"TINY_EMBEDDER": "openai:m", "TINY_BASE_URL": url})
-    assert "set TINY_BASE_URL" in _one_line(routed)
+    assert "set TINY_BASE_URL" in one_error_line(routed)
 
 
 # --- 4. a TLS failure is said as one, not retried ---------------------------------------------
@@ -230,9 +224,9 @@ def test_a_replay_uses_the_recordings_tool_mode_over_the_environment(tiny, tmp_p
         assert "no recorded answer" not in result.output
 
 
-def test_a_replay_flag_naming_another_tool_mode_is_one_line(tiny) -> None:
+def test_a_replay_flag_naming_another_tool_mode_isone_error_line(tiny) -> None:
     result = tiny("bench", "--replay", str(NATIVE_RECORDING), "--tool-mode", "json", "--no-log")
-    line = _one_line(result)
+    line = one_error_line(result)
     assert line.startswith("--tool-mode json: ") and "recorded in native tool mode" in line
 
 
@@ -252,11 +246,11 @@ def test_a_scheme_in_capitals_is_a_scheme(tiny, scheme: str) -> None:
 
 def test_blanks_around_a_base_url_are_refused_naming_where_it_was_set(tiny, tmp_path) -> None:
     url = " http://127.0.0.1:9/v1"
-    assert _one_line(tiny(*INVOKE, env={"TINY_BASE_URL": url})).startswith("TINY_BASE_URL:")
-    assert _one_line(tiny(*INVOKE, "--base-url", url)).startswith("--base-url:")
+    assert one_error_line(tiny(*INVOKE, env={"TINY_BASE_URL": url})).startswith("TINY_BASE_URL:")
+    assert one_error_line(tiny(*INVOKE, "--base-url", url)).startswith("--base-url:")
     project = tmp_path / "tiny.toml"
     project.write_text(f'base_url = "{url}"\n')
-    line = _one_line(tiny(*INVOKE, env={"TINY_PROJECT": str(project)}))
+    line = one_error_line(tiny(*INVOKE, env={"TINY_PROJECT": str(project)}))
     assert line.startswith(f"{project}:1: base_url: blanks around the URL")
 
 
@@ -282,7 +276,7 @@ def test_a_variable_of_blanks_only_is_refused(
     with ScriptedServer([reply(ANSWER)]) as server:
         result = tiny(*INVOKE, env={var: value, "TINY_BASE_URL": server.url})
         assert server.requests == []
-    assert _one_line(result).startswith(f"{var}: ")
+    assert one_error_line(result).startswith(f"{var}: ")
     assert list(cwd.iterdir()) == []
 
 

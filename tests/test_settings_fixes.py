@@ -18,6 +18,7 @@ from tiny_cli.secrets import env_secrets
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, http_error, reply, respond, tool_calls
 
+from .conftest import one_error_line
 from .test_bench import TURNS, model, write_tasks
 
 KEY = "tk-" + secrets.token_hex(24)  # a fresh key each session: no file could hold it by chance
@@ -30,14 +31,6 @@ INVOKE = ("invoke", "docs-finder", ONBOARDING, "--json")
 def cli_env(cli_env: dict[str, str], plain_cards: Path) -> dict[str, str]:
     """Cards whose answers need no tool result; no project file but the one a test names."""
     return {**cli_env, "TINY_CARDS": str(plain_cards), "TINY_PROJECT": "none"}
-
-
-def _one_line(result) -> str:
-    """The one line a refused command printed on stderr (no traceback, nothing on stdout)."""
-    assert result.exit_code == 2 and result.stdout == "", result.output
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("tiny: error: ")
-    return line.removeprefix("tiny: error: ")
 
 
 # --- 1. an upgraded recording is written through the scrubber -----------------------------
@@ -71,7 +64,7 @@ def test_record_never_replaces_a_fifo_or_a_link(tiny, tmp_path: Path, kind: str)
         target.symlink_to(tmp_path / "elsewhere.jsonl")  # where the link points: nothing yet
     with ScriptedServer([reply(ANSWER)]) as server:
         result = tiny(*INVOKE, "--record", str(target), env={"TINY_BASE_URL": server.url})
-    line = _one_line(result)
+    line = one_error_line(result)
     assert str(target) in line and ("not a regular file" in line or "is a link" in line)
     assert server.requests == []  # refused before the model was asked
     assert target.is_fifo() if kind == "fifo" else target.is_symlink()
@@ -80,7 +73,7 @@ def test_record_never_replaces_a_fifo_or_a_link(tiny, tmp_path: Path, kind: str)
 def test_record_under_a_plain_file_names_the_path(tiny, tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("mine\n")
-    line = _one_line(tiny(*INVOKE, "--record", str(notes / "x.jsonl")))
+    line = one_error_line(tiny(*INVOKE, "--record", str(notes / "x.jsonl")))
     assert line.startswith(f"{notes / 'x.jsonl'}") and "Not a directory" in line
     assert notes.read_text() == "mine\n"
 
@@ -96,7 +89,7 @@ def test_record_under_a_plain_file_names_the_path(tiny, tmp_path: Path) -> None:
 def test_a_key_no_header_can_carry_is_refused_without_showing_it(tiny, key: str) -> None:
     with ScriptedServer([reply(ANSWER)]) as server:
         result = tiny(*INVOKE, env={"TINY_BASE_URL": server.url, "TINY_API_KEY": key})
-    line = _one_line(result)
+    line = one_error_line(result)
     assert line.startswith("TINY_API_KEY: the API key holds") and "not shown" in line
     assert KEY[3:15] not in result.output and server.requests == []
 
@@ -134,7 +127,7 @@ def test_a_huge_wall_scale_is_refused_naming_where_it_was_set(
         env = {"TINY_PROJECT": str(project)}
     with ScriptedServer([reply(ANSWER)]) as server:
         result = tiny(*INVOKE, *flags, env={**env, "TINY_BASE_URL": server.url})
-    line = _one_line(result)
+    line = one_error_line(result)
     assert source in line and "at most 1000" in line and server.requests == []
 
 
@@ -189,7 +182,7 @@ def test_no_log_reads_every_on_and_off_word(value: str, logged: bool) -> None:
 def test_no_log_it_cannot_read_logs_no_run(tiny, home: Path) -> None:
     with ScriptedServer([reply(ANSWER)]) as server:
         result = tiny(*INVOKE, env={"TINY_BASE_URL": server.url, "TINY_NO_LOG": "y"})
-    assert _one_line(result).startswith("TINY_NO_LOG='y': use 1, true")
+    assert one_error_line(result).startswith("TINY_NO_LOG='y': use 1, true")
     assert server.requests == []
     with RunLog.open(home) as log:
         assert log.runs() == []
@@ -226,7 +219,7 @@ def test_an_answer_that_echoed_the_key_replays(tiny, tmp_path: Path) -> None:
 def test_a_blank_model_variable_is_refused_as_a_blank_flag_is(tiny) -> None:
     with ScriptedServer([reply(ANSWER)]) as server:
         result = tiny(*INVOKE, env={"TINY_BASE_URL": server.url, "TINY_MODEL": "  "})
-    assert _one_line(result) == "TINY_MODEL: blank; give a value or unset it"
+    assert one_error_line(result) == "TINY_MODEL: blank; give a value or unset it"
     assert server.requests == []
     assert load_settings(env={"TINY_MODEL": "", "TINY_PROJECT": "none"}).model is None  # unset
 
@@ -258,7 +251,7 @@ def test_an_upgrade_never_writes_through_a_link(tiny, tmp_path: Path) -> None:
     real.write_text('{"tiny_recording": 1, "model": "m"}\n', "utf-8")
     link = tmp_path / "link.jsonl"
     link.symlink_to(real)
-    line = _one_line(tiny("bench", "--replay", str(link), "--upgrade"))
+    line = one_error_line(tiny("bench", "--replay", str(link), "--upgrade"))
     assert line.startswith(f"{link}: is a link") and link.is_symlink()
 
 
