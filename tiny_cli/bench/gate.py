@@ -50,18 +50,31 @@ def parse_gates(specs: Iterable[str]) -> list[Gate]:
     return [_gate(spec) for spec in specs]
 
 
-def check_gates(gates: Sequence[Gate], kind: str, arms: Sequence[str] | None = None) -> None:
-    """Refuse, before any run, a bar the report of `kind` (with `arms`) could never read."""
+def check_gates(
+    gates: Sequence[Gate],
+    kind: str,
+    arms: Sequence[str] | None = None,
+    unmeasured: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse, before any run, a bar the report of `kind` (with `arms`) could never read.
+
+    `unmeasured` maps a metric this bench's options leave without a figure to the option
+    that says so (`--irrelevance 0`: no irrelevance question).
+    """
     for gate in gates:
-        problem = _unreadable(gate, kind, arms)
+        problem = _unreadable(gate, kind, arms, unmeasured or {})
         if problem:
             raise ConfigError(f"--fail-under {gate}: {problem}")
 
 
-def _unreadable(gate: Gate, kind: str, arms: Sequence[str] | None) -> str:
+def _unreadable(
+    gate: Gate, kind: str, arms: Sequence[str] | None, unmeasured: Mapping[str, str]
+) -> str:
     """Why the report cannot hold the gate's figure ("" when it can)."""
     if gate.metric not in METRICS[kind]:
         return f"{gate.metric!r} is not a metric here ({', '.join(METRICS[kind])})"
+    if gate.metric in unmeasured:
+        return f"{unmeasured[gate.metric]}, so no run could meet it"
     if arms is None:
         return ""
     if gate.arm not in arms:

@@ -121,7 +121,6 @@ def bench_from_settings(
             options=options,
             pages=pages_folder(path),
             on_progress=on_progress,
-            replayed_from=exchanges.answered_from(),
             observe=session.observe,
         )
 
@@ -135,15 +134,14 @@ def run_bench(
     options: BenchOptions = BenchOptions(),
     pages: Path | None = None,
     on_progress: Progress | None = None,
-    replayed_from: str | None = None,
     observe: Observe = _observe_nothing,
 ) -> BenchReport:
     """Run every task in every arm `options.repeat` times; return the report.
 
     `observe(run)` gives the observer of one run's events (`run` is e.g. `onboarding/tiny/0`).
 
-    `replayed_from` names the recording `exchanges` answers from: the report says it is a
-    replay, whose wall times are the replay's, not the model's.
+    A report answered from a recording, whole or in part (a resumed one), names it and says
+    it is a replay, whose wall times are the replay's, not the model's.
     """
     _check_options(options, router)
     started = datetime.now(UTC).isoformat(timespec="seconds")
@@ -157,6 +155,8 @@ def run_bench(
             Job(t, arm, r) for r in range(options.repeat) for t in tasks for arm in options.arms
         ]
         results = _run_jobs(context, jobs, options.concurrency, on_progress)
+    # asked after the runs: a resumed recording knows only then whether it answered any
+    replayed_from = exchanges.answered_from()
     return _report(ws, tasks, results, options.arms, exchanges.host, started, replayed_from)
 
 

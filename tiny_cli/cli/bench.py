@@ -63,7 +63,13 @@ from tiny_cli.cli.common import (
     warn,
 )
 from tiny_cli.cli.live import console
-from tiny_cli.cli.replay_opts import BenchReplayOpt, UpgradeOpt, blamed, warn_changed
+from tiny_cli.cli.replay_opts import (
+    BenchReplayOpt,
+    UpgradeOpt,
+    blamed,
+    refuse_header,
+    warn_changed,
+)
 from tiny_cli.cli.run import RunOptions, run_session, warn_unused
 from tiny_cli.errors import ConfigError
 from tiny_cli.provider.factory import recorded_temperature
@@ -243,10 +249,11 @@ def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> N
     o, tasks = flags.options, flags.tasks or DEFAULT_TASKS_FILE
     outputs = (o.record, flags.out, flags.html)
     try:
+        refuse_header(ctx)
         settings = asked_at(o.settings(), o.replay, flags.resume)
         read = (tasks, *(o.replay or ()), *flags.resume, *_setup_files(settings))
         _outputs_apart(inputs=read, outputs=outputs)
-        _check_options(scale is not None, flags.arm, flags.fail_under, outputs)
+        _check_options(scale, flags.arm, flags.fail_under, outputs)
         warn_changed(o.replay, tasks, settings, flags.upgrade)
         if scale is None:
             return _example_bench(settings, flags)
@@ -344,15 +351,23 @@ def _publish(
 
 
 def _check_options(
-    scale: bool, arm: str, specs: Sequence[str], targets: tuple[Path | None, ...]
+    scale: ScaleFlags | None, arm: str, specs: Sequence[str], targets: tuple[Path | None, ...]
 ) -> None:
     """Check what a bench uses only at its end (bars, files to write) before any model time."""
     arms = scale_arms(arm) if scale else _arms(arm)
-    check_gates(parse_gates(specs), "selection" if scale else "bench", arms)
+    unmeasured = _unmeasured(scale)
+    check_gates(parse_gates(specs), "selection" if scale else "bench", arms, unmeasured)
     for path in (p for p in targets if p is not None):
         check_writable(path)
     if scale and targets[-1] is not None:  # the page at scale draws charts: matplotlib
         require_charts()
+
+
+def _unmeasured(scale: ScaleFlags | None) -> dict[str, str]:
+    """The metrics this bench's options leave without a figure, and which option says so."""
+    if scale is not None and scale.irrelevance == 0:
+        return {"irrelevance": "--irrelevance 0 asks no irrelevance question"}
+    return {}
 
 
 def _arms(arm: str) -> tuple[Arm, ...]:
@@ -432,7 +447,8 @@ def fail_below(document: dict, specs: Sequence[str]) -> None:
 
 def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: float) -> ScaleOptions:
     """Turn the flags into ScaleOptions; a bad size or arm is a usage error naming it."""
-    sizes = tuple(_size(s) for s in flags.sizes.split(",")) if flags.sizes else DEFAULT_SIZES
+    listed = flags.sizes  # given empty (`--sizes ""`), it is refused, not read as the default
+    sizes = DEFAULT_SIZES if listed is None else tuple(_size(s) for s in listed.split(","))
     _once([size_label(s) for s in sizes], "--all-tools-sizes")
     if not math.isfinite(flags.hybrid_margin):  # nan: hybrid could never offer one card
         raise typer.BadParameter(

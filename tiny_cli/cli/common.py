@@ -278,6 +278,10 @@ def stdin_is_terminal() -> bool:
 
 def option_given(ctx: typer.Context, name: str) -> bool:
     """Tell whether the command line set option `name` (not left at its default)."""
+    return parameter_source(ctx, name) not in (None, "DEFAULT", "DEFAULT_MAP")
+
+
+def parameter_source(ctx: typer.Context, name: str) -> str | None:
+    """Where parameter `name`'s value came from: COMMANDLINE, ENVIRONMENT, DEFAULT_MAP…"""
     # by name: typer may bring its own copy of click, and with it its own ParameterSource
-    source = getattr(ctx.get_parameter_source(name), "name", None)
-    return source not in (None, "DEFAULT", "DEFAULT_MAP")
+    return getattr(ctx.get_parameter_source(name), "name", None)

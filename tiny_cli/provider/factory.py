@@ -126,7 +126,8 @@ def _upgrader(paths: list[Path]) -> ExchangeSource:
 
 
 def _resumed(settings: Settings, resume: Sequence[Path]) -> Replayer | None:
-    """The earlier recordings a resumed one reuses: of the model and temperature asked now."""
+    """The earlier recordings a resumed one reuses: of the model, tool mode and temperature
+    asked now (each shapes the requests: with another, no answer would match)."""
     if not resume:
         return None
     earlier = Replayer.load(list(resume))
@@ -141,7 +142,18 @@ def _resumed(settings: Settings, resume: Sequence[Path]) -> Replayer | None:
             f"{earlier.path}: recorded at {sampling(was)}, not {sampling(settings.temperature)}: "
             "resume a recording made at the temperature asked now"
         )
+    mode = earlier.header.get("tool_mode")
+    if mode != settings.tool_mode:  # no key would match: none reused
+        raise ConfigError(
+            f"{earlier.path}: recorded in {_mode(mode)}, not {_mode(settings.tool_mode)}: "
+            "resume a recording made in the tool mode asked now"
+        )
     return earlier
+
+
+def _mode(tool_mode: str | None) -> str:
+    """A tool mode as an error names it (None: none was set, each card used its own)."""
+    return f"{tool_mode} tool mode" if tool_mode else "each card's own tool mode"
 
 
 def _one_of(record: Path | None, replay: Replays) -> None:

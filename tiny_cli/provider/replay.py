@@ -103,10 +103,10 @@ def completion_from_json(data: dict[str, Any]) -> Completion:
 
 
 def same_endpoint(paths: Sequence[Path], headers: Sequence[dict[str, Any]]) -> None:
-    """Recordings replayed together must come from one model in one tool mode."""
-    for key in ("model", "tool_mode"):
-        values = {h.get(key) for h in headers}
-        if len(values) > 1:
+    """Recordings replayed together must come from one model in one tool mode at one
+    temperature: each shapes the requests, so another's answers would never match."""
+    for key in ("model", "tool_mode", "temperature"):
+        if any(h.get(key) != headers[0].get(key) for h in headers):
             shown = ", ".join(f"{p}: {h.get(key)!r}" for p, h in zip(paths, headers, strict=True))
             raise ConfigError(f"recordings of different {key.replace('_', ' ')}s: {shown}")
 
