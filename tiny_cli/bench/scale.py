@@ -17,7 +17,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -259,6 +259,7 @@ def run_scale(
     book = RouteBook(session.exchanges)
     for size in _distinct(options.sizes, sum(tools_of.values())):
         jobs = _jobs(ws, picked, tools_of, size, router_for, options, book)
+        asked.own(jobs)
         records += _each(lambda job: _run(ws, session, job, options, asked), jobs, options)
     book.save()
     model = model_for(ws.settings, None)
@@ -472,29 +473,57 @@ def _schema_tokens(schemas: list[dict[str, Any]], mode: str) -> int:
     return estimate_tokens(text)
 
 
+Request = tuple[str, tuple[str, ...], str]  # what makes a request: card id, its tools, task id
+
+
 class _Asked:
     """Each distinct request is asked once per bench run, and its answer shared.
 
     The same card, tools and task make the same prompt, whatever the arm or size: the oracle
     at every size, and tiny wherever it routes to the expected card. Asking again would only
-    cost model time (and, with a sampling server, swap one sample for another).
+    cost model time (and, with a sampling server, swap one sample for another). The request
+    goes out under the run of the first job in the bench's order that makes it, whichever
+    thread gets there first, so a recording made or replayed at any `--concurrency` agrees.
     """
 
     def __init__(self) -> None:
-        self._digests: dict[tuple[str, tuple[str, ...], str], Digest] = {}
+        self._answers: dict[Request, Future[Digest]] = {}
+        self._owners: dict[Request, str] = {}  # the run label each request goes out under
         self._lock = threading.Lock()
 
-    def digest(self, job: _Job, ask: Callable[[], Digest]) -> Digest:
-        """Return the Digest of this job's request, asking the model only the first time."""
-        assert job.card is not None
-        key = (job.card.id, job.card.tools, job.task.id)
+    def own(self, jobs: Sequence[_Job]) -> None:
+        """Name each request of `jobs` after the first job, in the bench's order, that makes it."""
+        for job in jobs:
+            if job.card is not None and job.fits:
+                self._owners.setdefault(_request_of(job), _run_label(job))
+
+    def digest(self, job: _Job, ask: Callable[[str], Digest]) -> Digest:
+        """Return the Digest of this job's request: the first job to come asks (under the
+        owner's run label), one coming while it is in flight waits for that answer."""
+        key = _request_of(job)
         with self._lock:
-            known = self._digests.get(key)
-        if known is not None:
-            return known
-        digest = ask()
-        with self._lock:
-            return self._digests.setdefault(key, digest)
+            answer = self._answers.get(key)
+            first = answer is None
+            if answer is None:
+                answer = self._answers[key] = Future()
+        if first:
+            try:
+                answer.set_result(ask(self._owners.get(key, _run_label(job))))
+            except BaseException as exc:  # the jobs waiting on it stop with the same error
+                answer.set_exception(exc)
+                raise
+        return answer.result()
+
+
+def _request_of(job: _Job) -> Request:
+    """What makes a job's request: its card, the tools offered and the task."""
+    assert job.card is not None
+    return (job.card.id, job.card.tools, job.task.id)
+
+
+def _run_label(job: _Job) -> str:
+    """The run a job's exchanges are recorded under (`<task>/<arm>/<universe>`)."""
+    return f"{job.task.id}/{job.arm}/{job.universe.label}"
 
 
 def _run(
@@ -505,9 +534,10 @@ def _run(
     schema_tokens = _schema_tokens(schemas, ws.settings.tool_mode or "auto")
     if job.card is None or not job.fits:
         verdict = judge_call(job.task.expected, None, None)
-        return _record(job, verdict, None, schema_tokens, _prompt_estimate(schemas, job.task))
-    label = f"{job.task.id}/{job.arm}/{job.universe.label}"
-    digest = asked.digest(job, lambda: _invoke(ws, session, job, options, label))
+        # abstaining sends nothing (0 tokens); a prompt that does not fit counts its estimate
+        unsent = 0 if job.card is None else _prompt_estimate(schemas, job.task)
+        return _record(job, verdict, None, schema_tokens, unsent)
+    digest = asked.digest(job, lambda label: _invoke(ws, session, job, options, label))
     first = digest.calls[0] if digest.calls else None
     if first is None and digest.status == "failed":  # the server failed: the model chose nothing
         verdict = CallVerdict("failed", f"the run failed before the model chose: {digest.reason}")
@@ -536,9 +566,10 @@ def _invoke(
 
 
 def _record(
-    job: _Job, verdict: CallVerdict, digest: Digest | None, schema_tokens: int, estimate: int
+    job: _Job, verdict: CallVerdict, digest: Digest | None, schema_tokens: int, unsent: int
 ) -> RunRecord:
-    cost = digest.cost if digest is not None else Cost(tokens_in=estimate)  # no request: estimated
+    """The run's record; `unsent` is the prompt tokens of a request never sent (0: none)."""
+    cost = digest.cost if digest is not None else Cost(tokens_in=unsent)  # nothing was sent
     first = digest.calls[0] if digest is not None and digest.calls else None
     return RunRecord(
         task=job.task.id,

@@ -50,7 +50,9 @@ class RunRecord:
     in_top: bool | None  # top-k, hybrid: the expected card among the k best
     fits: bool
     offered: int  # tools offered to the model
-    prompt_tokens: int  # as the server counted them (an estimate where nothing was sent)
+    # as the server counted them; where nothing was sent, 0 (abstained) or the estimate of a
+    # prompt that does not fit the context
+    prompt_tokens: int
     schema_tokens: int  # estimated tokens of the offered tools' schemas
     completion_tokens: int
     wall_seconds: float
@@ -172,6 +174,7 @@ def _of_tasks(n: int | None, row: ScaleRow) -> str:
 
 
 def _interval(row: ScaleRow) -> str:
+    """The right calls' 95 % interval, each bound rounded once from its exact value."""
     ci = row.right_call_ci
     return f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "—"
 
@@ -253,14 +256,15 @@ def _row(runs: Sequence[RunRecord], timed: bool = True) -> ScaleRow:
 
 
 def wilson(hits: int, n: int) -> tuple[float, float]:
-    """The 95 % Wilson score interval of `hits` out of `n`, rounded to three places."""
+    """The 95 % Wilson score interval of `hits` out of `n`, exact: round it only to show it."""
     if n == 0:
         return (0.0, 1.0)
     p = hits / n
     centre = p + Z95 * Z95 / (2 * n)
     spread = Z95 * math.sqrt(p * (1 - p) / n + Z95 * Z95 / (4 * n * n))
     denominator = 1 + Z95 * Z95 / n
-    return (round((centre - spread) / denominator, 3), round((centre + spread) / denominator, 3))
+    # clamped: at 0 or n hits a bound is 0 or 1 but for the float's last bit ("-0.00")
+    return (max(0.0, (centre - spread) / denominator), min(1.0, (centre + spread) / denominator))
 
 
 def _count(runs: Sequence[RunRecord], attribute: str) -> int | None:
