@@ -251,9 +251,8 @@ def test_validate_names_file_server_and_header_of_a_partly_literal_secret(
     cards = cards_folder(tmp_path / "cards", {"gh": server}, xa=["gh.search"])
     result = tiny("validate", env={"TINY_CARDS": str(cards)})
 
-    assert result.exit_code == 2
-    assert result.stderr.strip().count("\n") == 0
-    assert f"{cards / 'mcp.yaml'}: servers.gh.headers.Authorization: " in result.stderr
+    assert result.exit_code == 1  # a problem validate reports, as a card's
+    assert f"{cards / 'mcp.yaml'}: servers.gh.headers.Authorization: " in result.stdout
     assert "hunter2" not in result.stdout + result.stderr
 
 

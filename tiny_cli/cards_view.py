@@ -1,7 +1,8 @@
 """`tiny cards list` and `tiny cards show`: the cards a project has, as tiny sees them.
 
 `show` gives what the model is sent for a card: its system prompt (for a Brief with no
-extra fields) and its tool schemas, so a card is read the way it runs. An MCP tool whose
+extra fields, in the tool mode it starts in: json mode lists the tools there) and its tool
+schemas, so a card is read the way it runs. An MCP tool whose
 server has not started has no schema yet (showing a card starts no server): it is shown as a
 placeholder naming its server, with its description if a kept tool list has it.
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from tiny_cli.agent.loop import system_prompt
+from tiny_cli.agent.loop import system_prompt, tools_section
+from tiny_cli.agent.reply import tool_mode_for
 from tiny_cli.cards.card import Card
 from tiny_cli.tools.mcp_config import original, qualified
 from tiny_cli.tools.registry import Registry
@@ -29,6 +31,10 @@ def card_detail(ws: Workspace, card_id: str) -> dict[str, Any]:
     """Everything about one card, with the system prompt and tool schemas the model gets."""
     card = ws.card(card_id)  # an unknown id is a ConfigError naming the known ones
     required = tuple(dict.fromkeys(card.returns_required))  # no Brief: nothing more asked
+    schemas = _tool_schemas(ws, card)
+    prompt = system_prompt(
+        card, required, card.budget.max_output_tokens, _tools_text(ws, card, schemas)
+    )
     return {
         **_row(card),
         "examples": list(card.examples),
@@ -38,9 +44,23 @@ def card_detail(ws: Workspace, card_id: str) -> dict[str, Any]:
         "model": card.model,
         "tool_mode": card.tool_mode,
         "budget": asdict(card.budget),  # max_tool_calls, max_output_tokens, max_wall_seconds
-        "system_prompt": system_prompt(card, required, card.budget.max_output_tokens),
-        "tool_schemas": _tool_schemas(ws, card),
+        "system_prompt": prompt,
+        "tool_schemas": schemas,
     }
+
+
+def _tools_text(ws: Workspace, card: Card, schemas: list[dict[str, Any]]) -> str | None:
+    """The tools list the prompt carries in json tool mode (as the runner writes it), else None."""
+    if tool_mode_for(card, ws.settings.tool_mode) != "json":
+        return None  # native and auto start with the tools in the request, not the prompt
+    return tools_section([s if "function" in s else _unstarted_function(s) for s in schemas])
+
+
+def _unstarted_function(placeholder: dict[str, Any]) -> dict[str, Any]:
+    """A placeholder as the tools list shows it: its arguments are the server's to say."""
+    server = placeholder["server"]
+    said = [placeholder.get("description", ""), f"(its arguments: from MCP server {server!r})"]
+    return {"function": {"name": placeholder["name"], "description": " ".join(filter(None, said))}}
 
 
 def _tool_schemas(ws: Workspace, card: Card) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.settings import PROJECT_FILE
+from tiny_cli.settings import PROJECT_FILE, PYPROJECT_FILE, TOOL_TABLE, read_project
 from tiny_cli.userfiles import Sync, write_synced
 
 __all__ = ["InitReport", "init_project"]
@@ -102,10 +102,7 @@ def init_project(folder: Path, sync: Sync = os.fsync) -> InitReport:
     failure part way removes what this run wrote, so a rerun after fixing the cause works.
     Each file's bytes are made durable with `sync` before it takes its name.
     """
-    if (folder / PROJECT_FILE).exists() or (folder / PROJECT_FILE).is_symlink():
-        raise ConfigError(
-            f"{folder / PROJECT_FILE}: already exists; tiny init writes no file over it"
-        )
+    _no_project(folder)
     for name, _ in FILES:
         _check_place(folder / name)
     made: list[Path] = []  # folders and files this run created, in order
@@ -117,6 +114,19 @@ def init_project(folder: Path, sync: Sync = os.fsync) -> InitReport:
         _roll_back(made)
         raise
     return InitReport(folder, tuple((name, done[name]) for name, _ in FILES))
+
+
+def _no_project(folder: Path) -> None:
+    """Raise if `folder` has a project file: a tiny.toml, or a pyproject.toml's [tool.tiny]
+    (a tiny.toml written beside it would win, and its settings would stop applying)."""
+    own, pyproject = folder / PROJECT_FILE, folder / PYPROJECT_FILE
+    if own.exists() or own.is_symlink():
+        raise ConfigError(f"{own}: already exists; tiny init writes no file over it")
+    if pyproject.is_file() and read_project(pyproject).values:
+        raise ConfigError(
+            f"{pyproject}: its {TOOL_TABLE} is this folder's project file; tiny init writes "
+            f"no {PROJECT_FILE} beside it (it would win, and those settings would stop applying)"
+        )
 
 
 def _check_place(path: Path) -> None:

@@ -11,15 +11,22 @@ from typing import Any
 import yaml
 
 from tiny_cli.cards.card import Card, Problem
-from tiny_cli.cards.load import Frontmatter, check_cards, split_markdown
-from tiny_cli.errors import EmbedderError
+from tiny_cli.cards.load import (
+    NO_MCP_FILE,
+    Frontmatter,
+    check_cards,
+    split_markdown,
+    yaml_line,
+    yaml_message,
+)
+from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, line_of_example
 from tiny_cli.routing.factory import build_router, learned_file, learned_folder, stale_threshold
 from tiny_cli.routing.router import Overlap, Router
 from tiny_cli.settings import Settings
-from tiny_cli.tools.mcp_config import McpConfig, original
-from tiny_cli.workspace import known_tools, mcp_settings
-from tiny_cli.yamlsafe import compose, read_bounded
+from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original
+from tiny_cli.workspace import known_tools
+from tiny_cli.yamlsafe import compose, load, read_bounded
 
 __all__ = ["Connect", "Validation", "routing_warnings", "text_line", "validate"]
 
@@ -70,8 +77,12 @@ def validate(
     named = [p for p in paths if p.name == LEARNED_FILENAME and p.is_file()]  # else: no such
     taught = list(dict.fromkeys(p.parent for p in named))
     folders = [p for p in paths if p not in named] + taught or [settings.cards_dir]
-    mcp = mcp_settings(_checked_folder(settings, folders))
+    mcp, broken = _mcp(_checked_folder(settings, folders))
     cards, problems = check_cards(folders, known_tools(settings), mcp, settings.cache_dir)
+    if broken:  # its servers are unknown, not missing: the cards' MCP tools wait for the fix
+        problems = broken + [p for p in problems if NO_MCP_FILE not in p.message]
+    elif not cards and not problems:  # `tiny route` refuses a folder with no card
+        problems = [_no_cards(folders)]
     if connect is not None and mcp is not None:
         problems += connect(cards, mcp)
     for folder in taught if paths else [learned_folder(settings)]:  # its learned examples too
@@ -79,6 +90,41 @@ def validate(
     if problems or len(cards) < 2:
         return Validation(cards, problems, [])
     return Validation(cards, problems, routing_warnings(settings, cards, detail))
+
+
+def _mcp(settings: Settings) -> tuple[McpConfig | None, list[Problem]]:
+    """The MCP servers file (TINY_MCP, or the cards folder's mcp.yaml), if there is one; or
+    what is wrong with it, as a problem of that file."""
+    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.origin("mcp_file"))
+    if path is None:
+        return None, []
+    try:
+        return load_mcp_config(path), []
+    except ConfigError as exc:
+        return None, [_mcp_problem(path, str(exc))]
+
+
+def _mcp_problem(path: Path, said: str) -> Problem:
+    """A servers file's fault as a card's would be: a YAML error on the line to fix (where a
+    `{` or `[` left open began), else the key it names."""
+    try:
+        load(read_bounded(path), unique=True)
+    except yaml.YAMLError as exc:
+        return Problem(str(path), yaml_line(exc), "yaml", yaml_message(exc))
+    except (OSError, UnicodeDecodeError):
+        pass  # said already: "cannot read"
+    where, _, why = said.removeprefix(f"{path}: ").partition(": ")
+    if where.startswith("servers") and why:
+        return Problem(str(path), None, where, why)
+    return Problem(str(path), None, "file", said.removeprefix(f"{path}: "))
+
+
+def _no_cards(folders: Sequence[Path]) -> Problem:
+    """The problem of paths that hold no card: nothing to route to."""
+    named = ", ".join(str(f) for f in folders)
+    return Problem(
+        named, None, "cards", "no card files here (*.yaml, *.yml, *.md): tiny route needs one"
+    )
 
 
 def _checked_folder(settings: Settings, folders: Sequence[Path]) -> Settings:

@@ -246,6 +246,8 @@ def _checked_schema(spec: dict) -> tuple[dict[str, Any], tuple[tuple, str] | Non
         if path[-1:] == ("type",) and isinstance(err.instance, str):
             return {}, (path, _unknown_type(err.instance))
         return {}, (path, f"not a valid JSON Schema: {_clip(err.message)}")
+    if spec.get("enum") == []:  # valid JSON Schema, yet no answer could ever satisfy it
+        return {}, (("enum",), "is empty: no value could match it; list the values allowed")
     trouble = _ref_problem(spec)
     return ({}, trouble) if trouble else (spec, None)
 

@@ -109,6 +109,8 @@ def message(err: Any) -> str:
         return f"missing required field {err.message!r}"
     if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] == "id":
         return _unlike(err, "a slug (lowercase letters, digits, '-' and '_')")
+    if err.validator == "pattern" and list(err.absolute_path) == ["model"]:
+        return "is blank: name a model, or leave the key out for the default"
     if err.validator == "pattern" and list(err.absolute_path)[:1] == ["tools"]:
         return _not_a_tool(err.instance)
     if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] in FIELD_KEYS:
@@ -190,6 +192,8 @@ def _opened_before(exc: Any) -> tuple[int, int] | None:
     return (opened.line + 1, mark.line + 1) if flow else None
 
 
+# said of a card's MCP tool when no servers file was read (validate drops it for a broken one)
+NO_MCP_FILE = "but there is no mcp.yaml"
 # where tools come from, said with every unknown tool: the one thing a new user must find
 TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS)'
 DEFAULT_BUDGET = Budget()  # frozen: every card without a `budget` shares it
@@ -383,7 +387,7 @@ def _semantic_problems(
     mcp: McpConfig | None = None,
 ) -> list[Problem]:
     declared = _declared_functions(data)
-    problems = _summary_problems(name, data, lines)
+    problems = _summary_problems(name, data, lines) + _first_problems(name, data, lines)
     problems += _function_problems(name, data, lines, declared, known_tools)
     problems += _tool_problems(name, data, lines, declared, known_tools, mcp)
     budget = data.get("budget")
@@ -434,6 +438,14 @@ def _summary_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pr
         return []
     msg = f"is too short: {len(folded)} characters once its spaces are folded, at least {least}"
     return [_problem(name, lines, ("summary",), msg)]
+
+
+def _first_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
+    """`first: tool` with no tool to call: every run would end partial, with no evidence."""
+    if data.get("first") != "tool" or data.get("tools") != []:
+        return []
+    msg = "'tool' needs a tool to call, and tools is empty; list one, or write first: any"
+    return [_problem(name, lines, ("first",), msg)]
 
 
 def _declared_functions(data: dict) -> set[str]:
@@ -518,7 +530,7 @@ def _server_problem(tool: str, mcp: McpConfig | None) -> str | None:
     server = tool.split(".", 1)[0]
     if mcp is None:
         return (
-            f"{tool!r} is a tool of MCP server {server!r}, but there is no mcp.yaml "
+            f"{tool!r} is a tool of MCP server {server!r}, {NO_MCP_FILE} "
             "(put one in the cards folder or set TINY_MCP)"
         )
     if server in mcp.servers:

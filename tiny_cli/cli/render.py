@@ -128,6 +128,8 @@ def explanations(console: Console, items: Sequence[Any], router: Any) -> None:
             table.add_row(r.agent_id, f"{r.score:.3f}", driver, words)
         console.print(table)
         console.print(f"threshold {e.decision.threshold:.3f}: {shown(e.threshold_source)}")
+        if e.score_source:  # a margin moved the score: over a card, or out-of-scope examples
+            console.print(f"score {e.decision.score:.3f}: {shown(e.score_source)}")
         if e.tools_source:
             console.print(f"tools: {shown(e.tools_source)}")
         console.print(SCORE_LEGEND)
@@ -193,12 +195,13 @@ def _per_card(console: Console, rows: Sequence[Any]) -> None:
         return
     columns = ("card", "tasks", "recall", "precision", "lost to abstain")
     table = titled("per card", columns, set(columns[1:]))
-    for r in sorted(rows, key=lambda r: (r.recall, r.agent_id)):
+    # a card no task expects (recall "—") after those with a recall, worst first
+    for r in sorted(rows, key=lambda r: (r.recall is None, r.recall or 0.0, r.agent_id)):
         table.add_row(
             r.agent_id,
             str(r.tasks),
-            f"{r.recall:.3f}",
-            f"{r.precision:.3f}",
+            figure(r.recall),
+            figure(r.precision),
             str(r.lost_to_abstain),
         )
     console.print(table)

@@ -163,8 +163,9 @@ def _stdin_text(limit: int) -> str:
     data = sys.stdin.buffer.read(limit + 1)
     if len(data) > limit:
         raise ConfigError(f"stdin: more than {limit:,} bytes; route it in parts")
-    # as text-mode stdin read it: bad bytes as U+FFFD, any line ending as a newline
-    text = data.decode("utf-8", errors="replace")
+    # as text-mode stdin read it: bad bytes as U+FFFD, any line ending as a newline; less a
+    # leading BOM (a file saved on Windows), as --eval reads its file
+    text = data.decode("utf-8-sig", errors="replace")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

@@ -15,6 +15,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.factory import ABSTAIN_TARGET
 from tiny_cli.routing.router import Decision, Router, rounded
 from tiny_cli.text import check_task
+from tiny_cli.tools.mcp_config import original
 from tiny_cli.userfiles import jsonl_lines, load_json, read_text
 from tiny_cli.yamlsafe import load_list
 
@@ -64,8 +65,8 @@ class CardQuality:
     agent_id: str
     tasks: int
     routed: int
-    recall: float
-    precision: float
+    recall: float | None  # None: no task expects the card
+    precision: float | None  # None: no task was routed to it
     lost_to_abstain: int
 
     def to_json(self) -> dict[str, Any]:
@@ -74,8 +75,8 @@ class CardQuality:
             "agent_id": self.agent_id,
             "tasks": self.tasks,
             "routed": self.routed,
-            "recall": rounded(self.recall),
-            "precision": rounded(self.precision),
+            "recall": _rounded(self.recall),
+            "precision": _rounded(self.precision),
             "lost_to_abstain": self.lost_to_abstain,
         }
 
@@ -231,10 +232,11 @@ def _right_cards(
     router: Router, labelled: Labelled, also: Sequence[AlsoRight]
 ) -> list[frozenset[str]]:
     """Each task's right cards: none for a task that must abstain. A card allows the tools
-    its `tools` lists, as written there (its declared functions are listed too)."""
+    its `tools` lists, by the name the card writes (`time.get_current_time`) or the one the
+    model is offered (`time__get_current_time`); its declared functions are listed too."""
     allowing: dict[str, set[str]] = {}
     for card in router.cards:
-        for name in card.tools:
+        for name in {*card.tools, *map(original, card.tools)}:
             allowing.setdefault(name, set()).add(card.id)
     return [
         frozenset()
@@ -428,8 +430,8 @@ def _per_card(
                 agent_id=card_id,
                 tasks=len(mine),
                 routed=len(routed),
-                recall=reached / len(mine) if mine else 0.0,
-                precision=fit / len(routed) if routed else 0.0,
+                recall=reached / len(mine) if mine else None,
+                precision=fit / len(routed) if routed else None,
                 lost_to_abstain=sum(got[i] is None for i in mine),
             )
         )

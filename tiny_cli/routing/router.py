@@ -136,6 +136,7 @@ class Explanation:
     reasons: tuple[Reason, ...]
     threshold_source: str = ""
     tools_source: str = ""  # where tool descriptions not in the cards came from, how old
+    score_source: str = ""  # the margin in the decision's score, over which rival ("": none)
 
     def scrubbed(self, scrub: Callable[[str], str]) -> Explanation:
         """The explanation with its task passed through `scrub`."""
@@ -148,6 +149,7 @@ class Explanation:
             **self.decision.to_json(),
             "threshold_source": self.threshold_source,
             "tools_source": self.tools_source,
+            "score_source": self.score_source,
             "reasons": reasons,
         }
 
@@ -268,8 +270,9 @@ class Router:
     def confidence(self, scores: np.ndarray, out_of_scope: np.ndarray | None = None) -> np.ndarray:
         """Return each row's abstain score: its best z plus a share of the margin, as a z.
 
-        The margin is over the second card or the folder's out-of-scope examples, whichever
-        is closer; an out-of-scope example nearer than every card pulls the score down.
+        The margin (a derived threshold's) is over the second card or the folder's out-of-scope
+        examples, whichever is closer; an out-of-scope example nearer than every card pulls the
+        score down whatever the threshold.
         """
         if out_of_scope is None:
             out_of_scope = np.full(len(scores), -np.inf, dtype=np.float32)
@@ -288,7 +291,8 @@ class Router:
             )
             for c in decision.candidates
         )
-        return Explanation(decision, reasons, self.threshold_source, self.tools.source)
+        said = _score_source(self, query[0], row[0])
+        return Explanation(decision, reasons, self.threshold_source, self.tools.source, said)
 
     def overlaps(self) -> list[Overlap]:
         """Find card texts whose nearest card, leaving the text itself out, is another card.
@@ -378,17 +382,44 @@ def _spread(values: np.ndarray) -> tuple[float, float]:
 
 
 def _with_margin(margin: float, scores: np.ndarray, out_of_scope: np.ndarray) -> np.ndarray:
-    """Each row's best z plus `margin` times its lead over the closer rival."""
-    if scores.shape[1] >= 2:
-        second = -np.partition(-scores, 1, axis=1)[:, 1]
-    else:
-        second = np.full(len(scores), -np.inf, dtype=np.float32)
+    """Each row's best z plus `margin` times its lead over the closer rival; an out-of-scope
+    example nearer than every card counts in full, margin or not (a taught "not this" holds
+    for its neighbours under any threshold)."""
     best = scores.max(axis=1)
-    rival = np.maximum(second, out_of_scope)
+    rival = np.maximum(_second(scores), out_of_scope)
     lead = np.where(np.isfinite(rival), best - rival, 0.0)
-    # an out-of-scope example closer than every card counts in full, margin or not
     weight = np.where(out_of_scope > best, max(margin, 1.0), margin)
     return best + weight * lead
+
+
+def _second(scores: np.ndarray) -> np.ndarray:
+    """Each row's second-best z (-inf with one card)."""
+    if scores.shape[1] < 2:
+        return np.full(len(scores), -np.inf, dtype=np.float32)
+    return -np.partition(-scores, 1, axis=1)[:, 1]
+
+
+def _score_source(router: Router, query: np.ndarray, row: np.ndarray) -> str:
+    """Say what a task's abstain score is made of besides the best z: which margin, over which
+    rival; "" where it is the best z alone (no margin, no out-of-scope example nearer)."""
+    best = float(row.max())
+    second = float(_second(row[None])[0])
+    oos = float(router._z(router._oos_raw(query[None]))[0])
+    if not router.margin and not oos > best:
+        return ""
+    if max(second, oos) == -np.inf:
+        return f"the best card's z, {best:.3f}, re-expressed against the background (no rival)"
+    if oos >= second:
+        nearest = router.out_of_scope[int(np.argmax(router._oos @ query))]
+        rival = f"the out-of-scope examples (z {oos:.3f}; nearest {nearest!r})"
+    else:
+        rival = f"card {router.ids[int(np.argsort(-row)[1])]!r} (z {second:.3f})"
+    full = oos > best  # nearer than every card: counts in full
+    weight = max(router.margin, 1.0) if full else router.margin
+    lead = f"{best:.3f} + {weight:g} * ({best:.3f} - ({max(second, oos):.3f}))"
+    counted = ", counted in full: nearer than every card" if full else ""
+    again = "re-expressed as a z against the background"
+    return f"{lead}: the best card's z and its lead over {rival}{counted}; {again}"
 
 
 def _lexical(texts: Sequence[Sequence[tuple[str, str]]]) -> Lexical:
