@@ -129,7 +129,8 @@ def test_a_secret_after_a_camel_case_flag_is_lifted(
 def test_an_env_entry_named_pass_is_a_secret_but_path_is_not(tmp_path: Path) -> None:
     env = {"MYSQL_PASS": "Summer2024!", "DATA_PATH": "data/x", "BYPASS_CACHE": "yes",
            "MAX_TOKENS": "4096"}  # fmt: skip
-    spec = {"command": "x", "env": env, "args": ["--max-tokens", "4096", "--maxTokens=512"]}
+    flags = ["--max-tokens", "4096", "--maxTokens=512", "--author", "Jane Doe", "--hotkey", "F5"]
+    spec = {"command": "x", "env": env, "args": flags}
     read = read_host_config(host(tmp_path / "h.json", {"db": spec}))
     assert read.servers["db"]["env"] == {
         "MYSQL_PASS": "${DB_MYSQL_PASS}",
@@ -137,7 +138,7 @@ def test_an_env_entry_named_pass_is_a_secret_but_path_is_not(tmp_path: Path) -> 
         "BYPASS_CACHE": "yes",
         "MAX_TOKENS": "4096",  # a count of tokens is no token
     }
-    assert read.servers["db"]["args"] == ["--max-tokens", "4096", "--maxTokens=512"]
+    assert read.servers["db"]["args"] == flags  # whole words of a flag name a secret
 
 
 # --- 2: an empty placeholder holds no secret ----------------------------------------------

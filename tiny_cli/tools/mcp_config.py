@@ -33,7 +33,7 @@ WIRE_HASH_CHARS = 8
 SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
 REFERENCE = r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"
 # a header or env entry whose name says it holds a secret must take it from the environment
-# (and so must a host's argument after a flag so named: secret_name); `pat` and `pass` only
+# (a host's flag is read word by word instead: mcp_hosts._secret_flag); `pat` and `pass` only
 # as words of their own (`GITHUB_PAT`, `MYSQL_PASS`; not `PATH`, `PASSPORT` or `BYPASS`), and
 # no `tokenizer`, `keyword`, `keyboard` or a count of tokens (`--max-tokens`, `NUM_TOKENS`)
 SECRET_NAME = (

@@ -47,6 +47,10 @@ KEY_PREFIX = (
     r"[A-Za-z0-9_-]{6,}"
 )
 LONG_RUN = r"^[A-Za-z0-9_+=-][A-Za-z0-9_+/=.-]{31,}$"
+SECRET_FLAG_WORDS = frozenset(
+    ("key", "apikey", "token", "secret", "password", "passwd", "pat", "auth", "credential",
+     "credentials", "authorization", "cookie", "passphrase")
+)  # fmt: skip
 # ...but not a path: one with a file extension at its end (`logs/server-2024.log`), or a '/'
 # beside a '.', '_' or '-', which base64, the one key alphabet holding '/', never holds
 FILE_EXTENSION = r"\.[A-Za-z][A-Za-z0-9]{0,7}$"
@@ -390,8 +394,11 @@ def _variable_name(name: str) -> str:
 
 
 def _secret_flag(arg: str) -> bool:
-    """`--api-key`, `--accessToken`: a flag named like a secret, by mcp.yaml's rule for names."""
-    return arg.startswith("-") and secret_name(arg)
+    """`--api-key`, `--accessToken`, `--pat`: a word of the flag (camelCase split too) names a
+    secret; whole words, since a flag's value is lifted only for them (`--max-tokens 4096`,
+    `--author`, `--hotkey F5` are no secrets)."""
+    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+|\d+", arg.split("=", 1)[0])}
+    return arg.startswith("-") and bool(words & SECRET_FLAG_WORDS)
 
 
 def _looks_secret(value: str) -> bool:
