@@ -224,6 +224,25 @@ def test_a_replay_uses_the_recordings_tool_mode_over_the_environment(tiny, tmp_p
         assert "no recorded answer" not in result.output
 
 
+def test_a_replay_made_in_each_cards_own_mode_ignores_the_environments(tiny, tmp_path) -> None:
+    auto = NATIVE_RECORDING.with_name("qwen2.5-coder-1.5b-auto.jsonl")
+    lines = auto.read_text("utf-8").splitlines()
+    header = json.loads(lines[0])
+    assert header["tool_mode"] == "auto"  # the seed cards' own mode: what null says
+    recording = tmp_path / "own-mode.jsonl"
+    recording.write_text("\n".join([json.dumps({**header, "tool_mode": None}), *lines[1:]]) + "\n")
+    here = NATIVE_RECORDING.parent
+    paths = (
+        "--tasks",
+        str(here / header["bench"]["tasks"]),
+        "--cards",
+        str(here / header["bench"]["cards"]),
+    )
+    replay = ("bench", "--replay", str(recording), *paths, "-q", "--no-log")
+    result = tiny(*replay, env={"TINY_TOOL_MODE": "json"})
+    assert result.exit_code == 0 and "no recorded answer" not in result.output, result.output
+
+
 def test_a_replay_flag_naming_another_tool_mode_isone_error_line(tiny) -> None:
     result = tiny("bench", "--replay", str(NATIVE_RECORDING), "--tool-mode", "json", "--no-log")
     line = one_error_line(result)

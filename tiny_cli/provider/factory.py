@@ -81,15 +81,16 @@ def replay_settings(
 
 
 def _recorded_tool_mode(settings: Settings, header: Mapping[str, Any], path: Path) -> Settings:
-    """The settings with the recording's tool mode, if it has one; a flag naming another is
-    refused up front: every request would miss."""
-    recorded = header.get("tool_mode")
-    if recorded not in TOOL_MODES or recorded == settings.tool_mode:
+    """The settings with the recording's tool mode (null: each card's own), when it says one;
+    a flag naming another is refused up front: every request would miss."""
+    recorded = header.get("tool_mode", "")  # "": an older recording that does not say
+    if (recorded is not None and recorded not in TOOL_MODES) or recorded == settings.tool_mode:
         return settings
     flag = SOURCES["tool_mode"][0]
     if settings.origin("tool_mode") == flag:
+        made = f"{recorded} tool mode" if recorded else "each card's own tool mode"
         raise ConfigError(
-            f"{flag} {settings.tool_mode}: {path} was recorded in {recorded} tool mode and "
+            f"{flag} {settings.tool_mode}: {path} was recorded in {made} and "
             f"holds no answer to requests made in another; leave {flag} out to replay it",
             path=path,
             field=flag,
