@@ -10,10 +10,13 @@ import os
 import pkgutil
 import subprocess
 import sys
+from datetime import date
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 import tiny_cli
@@ -194,3 +197,9 @@ def test_make_brief_takes_text_numbers_booleans_and_none() -> None:
     given = {"a": "x", "b": 3, "c": 2.5, "d": True, "e": None}
     brief = tiny_cli.make_brief(TASK, inputs=given)
     assert brief.inputs == {"a": "x", "b": "3", "c": "2.5", "d": "True", "e": ""}
+    # and what a string says whole, as a tool result's are sent: no repr in any of them
+    whole = {"day": date(2024, 1, 2), "cost": Decimal("1.50"), "file": Path("a/b.txt"),
+             "n": np.int64(7)}  # fmt: skip
+    assert tiny_cli.make_brief(TASK, inputs=whole).inputs == {
+        "day": "2024-01-02", "cost": "1.50", "file": "a/b.txt", "n": "7"
+    }  # fmt: skip

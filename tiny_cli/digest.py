@@ -17,7 +17,7 @@ from tiny_cli import yamlsafe
 from tiny_cli.cards.card import RESERVED_FIELDS
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
-from tiny_cli.text import check_task, kind_of
+from tiny_cli.text import check_task, kind_of, said_whole
 from tiny_cli.tools.artifacts import Artifact
 from tiny_cli.userfiles import load_json
 
@@ -421,11 +421,11 @@ def _inputs(value: Any) -> dict[str, str]:
 
 
 def _text(value: Any, name: str, field: str | None = None) -> str:
-    """A value the model reads as text: a string, a number or a boolean (None: ""); anything
-    else is refused (bytes, a list, an object would reach the model as Python's spelling)."""
+    """A value the model reads as text: a string, a number, a boolean, a date, a path, a
+    decimal or an id (None: ""); bytes, a list or an object is refused (its repr)."""
     if value is None:
         return ""
-    if not isinstance(value, str | int | float):  # a bool is an int
+    if not said_whole(value):  # bytes or an object would reach the model as Python's repr
         raise ConfigError(f"{name}: must be text, got {kind_of(value)}", field=field or name)
     return str(value)
 

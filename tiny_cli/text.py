@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import numbers
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -100,11 +101,21 @@ def text_of(value: Any) -> str:
     )
 
 
+# what a string says whole, for a model to read: never Python's repr of an object or bytes
+SAID_WHOLE = (datetime.date, datetime.time, Decimal, UUID, PurePath)
+
+
 def _plain(value: Any) -> str:
     """A value JSON has no type for but a string says whole: a date, a path, a decimal, an id."""
-    if isinstance(value, datetime.date | datetime.time | Decimal | UUID | PurePath):
+    if isinstance(value, SAID_WHOLE):
         return str(value)
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def said_whole(value: Any) -> bool:
+    """Tell whether `str(value)` is all a model needs of it: text, a number (numpy's too), a
+    date, a path, a decimal or an id; not bytes, a list or an object's repr."""
+    return isinstance(value, (str, numbers.Number, *SAID_WHOLE))
 
 
 def write_call(tool: str, arguments: Mapping[str, Any]) -> str:
