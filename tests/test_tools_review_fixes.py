@@ -157,14 +157,23 @@ def test_a_tool_whose_pattern_python_cannot_read_is_refused_by_validate(tiny, tm
     result = tiny("validate", "--tools", str(module))
     assert result.exit_code != 0
     (line,) = result.stderr.strip().splitlines()
-    assert "@tool greet: its argument schema cannot be applied: properties/name: " in line
-    assert "pattern '^\\\\p{Lu}' is no regular expression Python reads (bad escape \\p" in line
+    assert "@tool greet: its argument schema cannot be applied: properties/name/pattern: " in line
+    assert "'^\\\\p{Lu}' is no regular expression Python reads (bad escape \\p" in line
 
 
-def test_a_declared_function_with_a_ref_to_nowhere_is_refused_by_validate(tiny, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("ref", "why"),
+    [
+        ("#/$defs/City", "'#/$defs/City' points to nothing in this schema"),
+        ("https://example.com/city.json", "'https://example.com/city.json': tiny fetches no"),
+    ],
+)
+def test_a_declared_function_with_a_ref_no_call_can_use_is_refused_by_validate(
+    tiny, tmp_path, ref: str, why: str
+) -> None:
     cards = tmp_path / "cards"
     cards.mkdir()
-    city = {"type": "object", "properties": {"city": {"$ref": "#/$defs/City"}}}
+    city = {"type": "object", "properties": {"city": {"$ref": ref}}}
     card = {
         **CARD,
         "id": "geo-lookup",
@@ -175,17 +184,15 @@ def test_a_declared_function_with_a_ref_to_nowhere_is_refused_by_validate(tiny, 
     (cards / "geo.yaml").write_text(yaml.safe_dump(card), encoding="utf-8")
     result = tiny("validate", "--cards", str(cards))
     assert result.exit_code == 1
-    assert (
-        "function 'lookup_city': parameters are not a valid JSON Schema: properties/city: "
-        "$ref '#/$defs/City' points to nothing in the schema"
-    ) in result.output
+    said = "function 'lookup_city': parameters are not a valid JSON Schema: properties/city/$ref: "
+    assert said + why in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize(
     ("city", "why"),
     [
-        ({"$ref": "#/$defs/City"}, "properties/city: $ref '#/$defs/City' points to nothing"),
-        ({"type": "string", "pattern": "^\\p{Lu}"}, "properties/city: pattern '^\\\\p{Lu}' is no"),
+        ({"$ref": "#/$defs/City"}, "properties/city/$ref: '#/$defs/City' points to nothing"),
+        ({"type": "string", "pattern": "^\\p{Lu}"}, "'^\\\\p{Lu}' is not a 'regex'"),
     ],
 )
 def test_a_schema_that_cannot_be_applied_is_answered_and_noted(

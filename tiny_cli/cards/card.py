@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from tiny_cli.settings import ToolMode, did_you_mean
+from tiny_cli.tools.args_check import ref_problem
 
 __all__ = [
     "ANY_VALUE",
@@ -248,7 +249,7 @@ def _checked_schema(spec: dict) -> tuple[dict[str, Any], tuple[tuple, str] | Non
         return {}, (path, f"not a valid JSON Schema: {_clip(err.message)}")
     if spec.get("enum") == []:  # valid JSON Schema, yet no answer could ever satisfy it
         return {}, (("enum",), "is empty: no value could match it; list the values allowed")
-    trouble = _ref_problem(spec)
+    trouble = ref_problem(spec)
     return ({}, trouble) if trouble else (spec, None)
 
 
@@ -258,34 +259,6 @@ def _plain_json(spec: dict) -> bool:
         return json.loads(json.dumps(spec, allow_nan=False)) == spec
     except (TypeError, ValueError):
         return False
-
-
-def _ref_problem(spec: dict) -> tuple[tuple, str] | None:
-    """Refuse a $ref tiny would have to fetch, or one that points nowhere (it fails mid-run)."""
-    import referencing.exceptions
-    from referencing.jsonschema import DRAFT202012
-
-    resolver = referencing.Registry().resolver_with_root(DRAFT202012.create_resource(spec))
-    for path, ref in _refs(spec):
-        if not ref.startswith("#"):
-            return path, f"{ref!r}: tiny fetches no schemas; refer inside this one ('#/$defs/…')"
-        try:
-            resolver.lookup(ref)
-        except referencing.exceptions.Unresolvable:
-            return path, f"{ref!r} points to nothing in this schema"
-    return None
-
-
-def _refs(node: Any, path: tuple = ()) -> Iterator[tuple[tuple, str]]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
-                yield (*path, key), value
-            else:
-                yield from _refs(value, (*path, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _refs(value, (*path, i))
 
 
 def _clip(text: str, limit: int = 160) -> str:

@@ -46,7 +46,7 @@ from tiny_cli.cards.index import (
 )
 from tiny_cli.errors import CardError
 from tiny_cli.settings import did_you_mean
-from tiny_cli.tools.args_check import dialect, schema_problem
+from tiny_cli.tools.args_check import schema_problem
 from tiny_cli.tools.mcp_config import McpConfig, offered, original, qualified
 
 Issue = tuple[int | None, str, str]  # line, field, message
@@ -469,22 +469,12 @@ def _function_problems(
         fn, params = spec["name"], spec.get("parameters")
         if fn not in tools:
             msg = f"function {fn!r} is declared but not in tools: list it to offer it"
-        elif isinstance(params, dict) and (trouble := _schema_trouble(params)) is not None:
+        elif isinstance(params, dict) and (trouble := schema_problem(params)) is not None:
             msg = f"function {fn!r}: parameters are not a valid JSON Schema: {trouble}"
         else:  # valid, or missing or no mapping: the schema check has said so
             continue
         problems.append(_problem(name, lines, ("functions", i), msg))
     return problems
-
-
-def _schema_trouble(schema: Any) -> str | None:
-    import jsonschema  # a card that declares functions: their parameters are JSON Schemas
-
-    try:  # in the dialect the schema declares, as a call's arguments will be checked
-        dialect(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return exc.message.splitlines()[0][:160]
-    return schema_problem(schema)  # valid, yet no call could be checked against it
 
 
 def _declared_twice(cards: Sequence[Card]) -> list[Problem]:

@@ -17,14 +17,23 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from tiny_cli.errors import ToolError
 
-__all__ = ["argument_problem", "coerce_scalar", "dialect", "fast_pass", "schema_problem"]
+__all__ = [
+    "argument_problem",
+    "built_schema_problem",
+    "coerce_scalar",
+    "dialect",
+    "fast_pass",
+    "ref_problem",
+    "schema_problem",
+]
 
 MAX_SCHEMA_DEPTH = 32  # deeper ones go to jsonschema: no tool needs more, recursion stays bounded
+PROBLEM_CHARS = 160  # of why a schema cannot be applied, as a message quotes it
 COMPILED_SCHEMAS = 256  # compiled validators kept per process (a bench at scale offers hundreds)
 # Keywords drafts 7 to 2020-12 read alike (fastjsonschema compiles 2019-09, jsonschema decides by
 # 2020-12). `format` checks nothing: fastjsonschema is told not to, jsonschema does not by default.
@@ -53,7 +62,7 @@ def argument_problem(schema: Mapping[str, Any], args: dict[str, Any]) -> str | N
     """Say what is wrong with a call's `args` under its tool's `schema`; None if nothing is.
 
     A schema jsonschema cannot apply (a pattern `re` cannot read, a `$ref` to nowhere) is the
-    tool's fault, not the call's: ToolError, saying why.
+    tool's fault, not the call's: ToolError, saying why (`schema_problem`).
     """
     if fast_pass(schema, args):
         return None
@@ -61,7 +70,7 @@ def argument_problem(schema: Mapping[str, Any], args: dict[str, Any]) -> str | N
         errors = sorted(dialect(schema)(schema).iter_errors(args), key=str)
     except Exception as exc:  # jsonschema's own failure, whatever its type
         said = str(exc).splitlines()[:1]  # a referencing error names itself: `Unresolvable: …`
-        why = schema_problem(schema) or (said[0][:160] if said else type(exc).__name__)
+        why = schema_problem(schema) or (said[0][:PROBLEM_CHARS] if said else type(exc).__name__)
         raise ToolError(f"its argument schema cannot be applied: {why}") from None
     if not errors:
         return None
@@ -70,55 +79,70 @@ def argument_problem(schema: Mapping[str, Any], args: dict[str, Any]) -> str | N
 
 
 def schema_problem(schema: Any) -> str | None:
-    """Say why jsonschema could not apply `schema`: a pattern Python's `re` cannot read, or a
-    `$ref` within the schema to nothing in it; None when neither is found."""
-    return _problem_in(schema, schema, "", 0)
+    """Say why no call could be checked against `schema` (None: one can): it is no JSON Schema
+    in the dialect it declares (a `pattern` Python's `re` cannot read included), or a `$ref`
+    would have to be fetched or points to nothing."""
+    import jsonschema  # a schema checked: a card's functions, a tool's, an MCP server's
 
-
-def _problem_in(node: Any, base: Any, where: str, depth: int) -> str | None:
-    """The first problem in `node` or a schema inside it; `base` is what `#` refers to there."""
-    if not isinstance(node, dict) or depth > MAX_SCHEMA_DEPTH:
-        return None
-    own_id = node.get("$id")
-    if depth and isinstance(own_id, str) and not own_id.startswith("#"):
-        base = node  # a nested $id starts a document of its own: its `#` is itself
-    at = f"{where}: " if where else ""
-    for pattern in _patterns(node):
-        try:
-            re.compile(pattern)
-        except (re.error, OverflowError, RecursionError) as exc:
-            return f"{at}pattern {pattern!r} is no regular expression Python reads ({exc})"
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#") and _nowhere(base, ref):
-        return f"{at}$ref {ref!r} points to nothing in the schema"
-    inside = ((f"{where}/{key}" if where else key, sub) for key, sub in _subschemas(node))
-    found = (_problem_in(sub, base, place, depth + 1) for place, sub in inside)
-    return next((problem for problem in found if problem), None)
-
-
-def _patterns(schema: dict[str, Any]) -> list[str]:
-    """The regular expressions `schema` applies: its `pattern`, its patternProperties' names."""
-    names = schema.get("patternProperties")
-    found = list(names) if isinstance(names, dict) else []
-    return [p for p in [schema.get("pattern"), *found] if isinstance(p, str)]
-
-
-def _nowhere(document: dict[str, Any], ref: str) -> bool:
-    """Tell whether the local `ref` (`#/$defs/City`, `#anchor`) finds nothing in `document`."""
-    import referencing.jsonschema  # jsonschema's resolver; as jsonschema, only where needed
-
-    resource = referencing.jsonschema.specification_with(
-        dialect(document).META_SCHEMA["$schema"], default=referencing.jsonschema.DRAFT202012
-    ).create_resource(document)
-    resolver = referencing.Registry().with_resource(_HERE, resource).resolver(_HERE)
     try:
-        resolver.lookup(ref)
-    except referencing.exceptions.Unresolvable:
-        return True
-    return False
+        dialect(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return exc.message.splitlines()[0][:PROBLEM_CHARS]
+    found = ref_problem(schema)
+    return None if found is None else f"{'/'.join(map(str, found[0]))}: {found[1]}"
 
 
-_HERE = "urn:tiny:schema"  # the URI a schema is looked up under: a local `#…` resolves in it
+def ref_problem(schema: Any) -> tuple[tuple, str] | None:
+    """The place and problem of the first `$ref` tiny would have to fetch, or that points to
+    nothing in `schema` (either fails every call); None when there is none."""
+    refs = list(_refs(schema))
+    if not refs:
+        return None
+    import referencing.exceptions  # jsonschema's resolver, only for a schema with a $ref
+    from referencing.jsonschema import DRAFT202012
+
+    resolver = referencing.Registry().resolver_with_root(DRAFT202012.create_resource(schema))
+    for path, ref in refs:
+        if not ref.startswith("#"):
+            return path, f"{ref!r}: tiny fetches no schemas; refer inside this one ('#/$defs/…')"
+        try:
+            resolver.lookup(ref)
+        except referencing.exceptions.Unresolvable:
+            return path, f"{ref!r} points to nothing in this schema"
+    return None
+
+
+def built_schema_problem(schema: Any) -> str | None:
+    """`schema_problem` for a schema a builder made valid (pydantic's, for @tool), without
+    importing jsonschema: a `pattern` Python's `re` cannot read (pydantic's engine reads
+    `\\p{Lu}`), or a `$ref` to fetch or to nothing."""
+    for path, value in _keyed(schema, ("pattern", "patternProperties")):
+        for pattern in value if isinstance(value, dict) else [value]:
+            try:
+                re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                where = "/".join(map(str, path))
+                return f"{where}: {pattern!r} is no regular expression Python reads ({exc})"
+    found = ref_problem(schema)
+    return None if found is None else f"{'/'.join(map(str, found[0]))}: {found[1]}"
+
+
+def _refs(node: Any) -> Iterator[tuple[tuple, str]]:
+    """Each `$ref` (and `$dynamicRef`) in `node`, with its place."""
+    return ((p, v) for p, v in _keyed(node, ("$ref", "$dynamicRef")) if isinstance(v, str))
+
+
+def _keyed(node: Any, keys: tuple[str, ...], path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
+    """Each value under one of `keys` anywhere in `node`, with its place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in keys:
+                yield (*path, key), value
+            else:
+                yield from _keyed(value, keys, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _keyed(value, keys, (*path, i))
 
 
 def dialect(schema: Any) -> Any:
@@ -214,24 +238,17 @@ def _alike(schema: Any, depth: int, keywords: frozenset[str]) -> bool:
         return False
     if "$ref" in schema and set(schema) - NOT_CHECKS - {"$ref"}:
         return False
-    return all(_alike(s, depth + 1, keywords) for _, s in _subschemas(schema))
+    return all(_alike(s, depth + 1, keywords) for s in _subschemas(schema))
 
 
-def _listed(value: Any) -> list[Any]:
-    """A list of schemas as it is; anything else as one non-schema."""
-    return value if isinstance(value, list) else [None]
-
-
-def _subschemas(schema: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The schemas directly inside `schema`, each with its place (`properties/city`); a
-    malformed place yields a non-schema (not alike)."""
-    found: list[tuple[str, Any]] = []
+def _subschemas(schema: dict[str, Any]) -> list[Any]:
+    """The schemas directly inside `schema`; a malformed place yields a non-schema (not alike)."""
+    found: list[Any] = []
     for key in SCHEMA_MAPS:
         value = schema.get(key, {})
-        places = value.items() if isinstance(value, dict) else [("", None)]
-        found.extend((f"{key}/{name}", sub) for name, sub in places)
-    found.extend((key, schema[key]) for key in (*ONE_SCHEMA, *CONDITIONS) if key in schema)
+        found.extend(value.values() if isinstance(value, dict) else [None])
+    found.extend(schema[key] for key in (*ONE_SCHEMA, *CONDITIONS) if key in schema)
     for key in SCHEMA_LISTS:
         value = schema.get(key, [])
-        found.extend((f"{key}/{i}", sub) for i, sub in enumerate(_listed(value)))
+        found.extend(value if isinstance(value, list) else [None])
     return found

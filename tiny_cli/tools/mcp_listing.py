@@ -12,10 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import jsonschema
-
 from tiny_cli.errors import ConfigError, ToolServerError
-from tiny_cli.tools.args_check import dialect
+from tiny_cli.tools.args_check import schema_problem
 from tiny_cli.tools.mcp_client import _listing, open_session, writes
 from tiny_cli.tools.mcp_config import McpServer
 
@@ -23,7 +21,6 @@ __all__ = ["LIST_SECONDS", "ListedTool", "Listing", "list_servers"]
 
 LIST_SECONDS = 30.0  # how long one server may take to start and list its tools
 LIST_THREADS = 4  # servers started at once
-PROBLEM_CHARS = 160  # of why a tool's inputSchema is no JSON Schema
 
 
 @dataclass(frozen=True)
@@ -88,11 +85,6 @@ def _listed(published: Any) -> ListedTool:
 
 
 def _schema_problem(schema: Any) -> str:
-    """Why a published inputSchema is no JSON Schema, as a call would check it; '' if it is."""
-    try:  # in the dialect it declares: MCP's default, 2020-12, without one
-        dialect(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return (
-            f"its inputSchema is not a JSON Schema: {exc.message.splitlines()[0][:PROBLEM_CHARS]}"
-        )
-    return ""
+    """Why no call of a published tool could run (its inputSchema); '' when one can."""
+    problem = schema_problem(schema)
+    return f"its inputSchema cannot be applied: {problem}" if problem else ""

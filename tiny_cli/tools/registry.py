@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import pydantic
 
 from tiny_cli.errors import ConfigError, ToolCallError, ToolError
-from tiny_cli.tools.args_check import fast_pass, schema_problem
+from tiny_cli.tools.args_check import built_schema_problem, fast_pass
 from tiny_cli.tools.specs import Spec, one_line, spec_of
 
 __all__ = [
@@ -305,7 +305,7 @@ def tool(
         _runs_when_called(f)
         spec = spec_of(f, name or f.__name__)
         parameters = spec.parameters()
-        problem = schema_problem(parameters)
+        problem = built_schema_problem(parameters)
         if problem:  # every call would fail its argument check: say so when the module loads
             raise ToolError(f"@tool {spec.name}: its argument schema cannot be applied: {problem}")
         return Tool(spec.name, spec.description, parameters, f, writes, spec)
