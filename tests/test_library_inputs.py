@@ -384,4 +384,7 @@ def test_a_provider_argument_refused_is_named_by_its_field(arguments, field) -> 
 
 def test_a_registry_of_tool_names_is_refused_naming_the_argument() -> None:
     error = _refused(lambda: tiny_cli.Registry(["docs_search"]))
-    assert (error.field, str(error)) == ("tools", "tools: must be tools (made with @tool), got str")
+    assert (error.field, str(error)) == (
+        "tools",
+        "tools: must be tools (made with @tool), got a string",
+    )

@@ -19,6 +19,7 @@ from tiny_cli.errors import ConfigError, ProviderError
 from tiny_cli.events import Ended, Event, Finished, Observer, Routed, finish, ignore
 from tiny_cli.provider.client import CONFIG_STATUSES, Provider
 from tiny_cli.settings import model_for
+from tiny_cli.text import wrong_kind
 from tiny_cli.tools.artifacts import Artifact, ArtifactStore
 from tiny_cli.workspace import Workspace
 
@@ -53,8 +54,7 @@ def delegate(
     """
     _check_call(ws, brief, provider, approve)
     if not callable(getattr(router, "route", None)):
-        said = f"router: must be a Router (tiny_cli.build_router), got {type(router).__name__}"
-        raise ConfigError(said, field="router")
+        raise wrong_kind("router", "a Router (tiny_cli.build_router)", router)
     asked = clock()
     decision = router.route(brief.goal)
     observer(_routed(decision, clock() - asked))
@@ -145,9 +145,7 @@ def run_card(
 def _check_call(ws: Any, brief: Any, provider: Any, approve: Any) -> None:
     """Refuse a workspace, brief, provider or approve of the wrong kind before any work."""
     if not isinstance(ws, Workspace):
-        got = type(ws).__name__
-        said = f"ws: must be a Workspace (tiny_cli.open_workspace(settings)), got {got}"
-        raise ConfigError(said, field="ws")
+        raise wrong_kind("ws", "a Workspace (tiny_cli.open_workspace(settings))", ws)
     check_arguments(brief=brief, provider=provider, approve=approve)
 
 

@@ -166,6 +166,11 @@ def kind_of(value: Any) -> str:
     return next((n for t, n in names.items() if isinstance(value, t)), f"a {type(value).__name__}")
 
 
+def wrong_kind(name: str, what: str, value: Any) -> ConfigError:
+    """The error of argument `name`, which must be `what`, given `value` of another kind."""
+    return ConfigError(f"{name}: must be {what}, got {kind_of(value)}", field=name)
+
+
 def check_task(text: str, where: str = "") -> None:
     """Raise ConfigError for a task that is empty or longer than MAX_GOAL_CHARS; `where` (a
     file's line) prefixes the message as `WHERE: task: …`."""

@@ -11,7 +11,7 @@ from tiny_cli.cards.card import Card
 from tiny_cli.cards.load import load_cards
 from tiny_cli.errors import CardError, ConfigError, TinyError
 from tiny_cli.settings import Settings, check_settings
-from tiny_cli.text import kind_of
+from tiny_cli.text import wrong_kind
 from tiny_cli.tools.builtin import builtin_writes, default_registry
 from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
 from tiny_cli.tools.registry import Registry, declared_tool
@@ -33,8 +33,7 @@ class Workspace:
     def card(self, card_id: str) -> Card:
         """Return the card named `card_id`, or raise ConfigError listing the known ids."""
         if not isinstance(card_id, str):
-            said = f"card_id: must be a card's id (a string), got {kind_of(card_id)}"
-            raise ConfigError(said, field="card_id")
+            raise wrong_kind("card_id", "a card's id (a string)", card_id)
         if card_id not in self.cards:
             known = ", ".join(sorted(self.cards)) or "none"
             asked = card_id if len(card_id) <= SHOWN_ID_CHARS else card_id[:SHOWN_ID_CHARS] + "…"

@@ -45,7 +45,7 @@ from tiny_cli.agent.reply import (
 )
 from tiny_cli.cards.card import Budget, Card, answer_schema, field_template
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallOutcome, CallRecord, Digest, Routing
-from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, TinyError, ToolServerError
+from tiny_cli.errors import ProviderError, ProviderTimeout, TinyError, ToolServerError
 from tiny_cli.events import (
     Aborted,
     ArtifactKept,
@@ -70,7 +70,7 @@ from tiny_cli.provider.client import (
     ToolCall,
 )
 from tiny_cli.settings import ToolMode
-from tiny_cli.text import printable
+from tiny_cli.text import printable, wrong_kind
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, held_note
 from tiny_cli.tools.registry import Registry, Tool
 
@@ -276,7 +276,7 @@ def check_arguments(**given: Any) -> None:
     for name, value in given.items():
         ok, what = ARGUMENT_KINDS[name]
         if not ok(value):
-            raise ConfigError(f"{name}: must be {what}, got {type(value).__name__}", field=name)
+            raise wrong_kind(name, what, value)
 
 
 def _start_servers(registry: Registry, card: Card, meter: Meter) -> None:

@@ -57,7 +57,7 @@ from tiny_cli.routing.state import STATE_VERSION, cards_key
 from tiny_cli.routing.tooltexts import ToolTexts, gathered
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings, check_settings
-from tiny_cli.text import kind_of
+from tiny_cli.text import wrong_kind
 
 if TYPE_CHECKING:
     import httpx
@@ -146,9 +146,7 @@ def _checked(settings: Any, cards: Any) -> tuple[Card, ...]:
     given = tuple(cards) if iterable else ()
     odd = [c for c in given if not isinstance(c, Card)]
     if not iterable or odd:
-        got = f"a list holding {kind_of(odd[0])}" if odd else kind_of(cards)
-        said = f"cards: must be Cards (workspace.cards.values()), got {got}"
-        raise ConfigError(said, field="cards")
+        raise wrong_kind("cards", "Cards (workspace.cards.values())", odd[0] if odd else cards)
     return given
 
 

@@ -36,7 +36,7 @@ from tiny_cli.routing.space import CardSpace, Source, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
 from tiny_cli.routing.tooltexts import ToolTexts, tool_named, tool_views
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
-from tiny_cli.text import check_task, kind_of
+from tiny_cli.text import check_task, wrong_kind
 
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
 # its tasks, the larger of without and with examples (1.47 / 1.39), rounded up to 0.05.
@@ -321,7 +321,7 @@ class Router:
         """Each task's projected row, its (tasks, cards) z-scores and its abstain score."""
         for task in tasks:
             if not isinstance(task, str):
-                raise ConfigError(f"task: must be a string, got {kind_of(task)}", field="task")
+                raise wrong_kind("task", "a string", task)
             check_task(task)
         projected = self._space.project(self.embedder.embed(list(tasks)))
         scores = self._z(self._raw(projected, tasks))
@@ -371,7 +371,7 @@ class Router:
 def _check_top(top: Any) -> None:
     """A decision names at least its best candidate (the faces refuse a --top under 1 first)."""
     if not isinstance(top, int) or isinstance(top, bool):
-        raise ConfigError(f"top: must be an integer, got {kind_of(top)}", field="top")
+        raise wrong_kind("top", "an integer", top)
     if top < 1:
         raise ConfigError(f"top: must be at least 1, got {top}", field="top")
 

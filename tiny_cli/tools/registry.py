@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import pydantic
 
 from tiny_cli.errors import ConfigError, ToolCallError, ToolError
+from tiny_cli.text import wrong_kind
 from tiny_cli.tools.args_check import built_schema_problem, fast_pass
 from tiny_cli.tools.specs import Spec, one_line, spec_of
 
@@ -204,8 +205,7 @@ class Registry(Mapping[str, Tool]):
     def add(self, tool: Tool | LazyTool, origin: str = "built-in") -> None:
         """Register a tool; a second tool with the same name is a ToolError naming both origins."""
         if not isinstance(tool, Tool | LazyTool):  # a tool's name, say: it has none to look up
-            got = type(tool).__name__
-            raise ConfigError(f"tools: must be tools (made with @tool), got {got}", field="tools")
+            raise wrong_kind("tools", "tools (made with @tool)", tool)
         if tool.name in self._origins:
             first = self._origins[tool.name]
             raise ToolError(
