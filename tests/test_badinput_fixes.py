@@ -199,13 +199,14 @@ def test_a_number_only_yaml_11_reads_is_the_text_the_user_wrote(tiny, tmp_path: 
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(
         "- id: a\n  task: when?\n  expected_agent: docs-finder\n"
-        "  expect: {at: 12:30, zip: 02134, n: 12, hex: 0x1F, pi: 3.14, big: 1_000}\n",
+        "  expect: {at: 12:30, zip: 02134, n: 12, hex: 0x1F, pi: 3.14, big: 1_000, bits: 0b101}\n",
         "utf-8",
     )
     (task,) = load_tasks(tasks)
     assert task.expect["at"].matches("12:30") and task.expect["zip"].matches("02134")
     assert {k: e.value for k, e in task.expect.items()} == {
-        "at": "12:30", "zip": "02134", "n": 12, "hex": 31, "pi": 3.14, "big": 1000
+        "at": "12:30", "zip": "02134", "n": 12, "hex": 31, "pi": 3.14, "big": "1_000",
+        "bits": "0b101",
     }  # fmt: skip
     cards = Path(shutil.copytree(SEED_CARDS, tmp_path / "cards"))
     card = cards / "docs-finder.yaml"

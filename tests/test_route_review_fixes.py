@@ -206,3 +206,10 @@ def test_explain_names_the_out_of_scope_example_that_moved_the_score(
     assert "'make me a ham sandwich'" in explained["score_source"]
     text = " ".join(tiny("route", NEAR, "--explain", env=env).stdout.split())  # unwrapped
     assert f"score {explained['score']:.3f}: " in text and "ham sandwich" in text
+
+
+def test_init_beside_a_pyproject_tiny_cannot_read_writes(tiny: Tiny, tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nversion = \n", encoding="utf-8")
+    result = tiny("init", str(tmp_path), env=NO_PROJECT)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "tiny.toml").is_file()

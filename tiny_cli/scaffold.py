@@ -122,11 +122,20 @@ def _no_project(folder: Path) -> None:
     own, pyproject = folder / PROJECT_FILE, folder / PYPROJECT_FILE
     if own.exists() or own.is_symlink():
         raise ConfigError(f"{own}: already exists; tiny init writes no file over it")
-    if pyproject.is_file() and read_project(pyproject).values:
+    if pyproject.is_file() and _tiny_table(pyproject):
         raise ConfigError(
             f"{pyproject}: its {TOOL_TABLE} is this folder's project file; tiny init writes "
             f"no {PROJECT_FILE} beside it (it would win, and those settings would stop applying)"
         )
+
+
+def _tiny_table(pyproject: Path) -> bool:
+    """Tell whether a pyproject.toml's [tool.tiny] sets anything; one tiny cannot read is the
+    user's to fix, and no reason to refuse init (the tiny.toml written then wins over it)."""
+    try:
+        return bool(read_project(pyproject).values)
+    except ConfigError:
+        return False
 
 
 def _check_place(path: Path) -> None:

@@ -42,9 +42,10 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
     reads (`_written_if_11`)."""
 
 
-# YAML 1.1 alone reads these as numbers: base 60 (`12:30` is 750) and octal by a leading zero
-# (the ZIP code `02134` is 1116); YAML 1.2 has neither, and nobody writing a time means them
-_ONLY_11 = re.compile(r"[-+]?(?:[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?|0[0-7_]+)")
+# YAML 1.1 alone reads these as numbers: base 60 (`12:30` is 750), octal by a leading zero
+# (the ZIP code `02134` is 1116), binary (`0b101`) and digits with underscores (`1_000`);
+# YAML 1.2 has none of them, and nobody writing a time or a code means them
+_ONLY_11 = re.compile(r"[-+]?(?:[0-9]+(?::[0-5]?[0-9])+(?:\.[0-9]*)?|0[0-7]+|0b[01]+)|.*_.*")
 
 
 def _written_if_11(loader: Any, node: yaml.ScalarNode) -> Any:
