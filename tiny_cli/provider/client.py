@@ -146,7 +146,11 @@ class Provider(Protocol):
 
 
 class OpenAIProvider:
-    """A Provider for OpenAI-compatible `/chat/completions` endpoints (OpenAI, Ollama, vLLM, …)."""
+    """A Provider for OpenAI-compatible `/chat/completions` endpoints (OpenAI, Ollama, vLLM, …).
+
+    `timeout` bounds one request of a `complete` called without a deadline; with one (a run's
+    budget), a request may take all the time left.
+    """
 
     def __init__(
         self,
