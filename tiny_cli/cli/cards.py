@@ -19,7 +19,7 @@ from rich.console import Console
 from tiny_cli.cards_view import card_detail, card_rows
 from tiny_cli.cli import EXIT_PROBLEMS, TinyGroup
 from tiny_cli.cli.common import CardsOpt, JsonOpt, ToolsOpt, emit, settings_from, warn
-from tiny_cli.cli.render import bare, shown
+from tiny_cli.cli.render import bare, cut, shown
 from tiny_cli.scaffold import STARTER_TOOLS, init_project
 from tiny_cli.text import printable
 from tiny_cli.workspace import open_workspace
@@ -111,8 +111,7 @@ def cards_sync(cards: CardsOpt = None, json_out: JsonOpt = False) -> None:
 def _list_table(rows: list[dict[str, Any]]) -> None:
     table = bare("id", "tools", "side effects", "summary")
     for row in rows:
-        summary = row["summary"]
-        short = summary if len(summary) <= SUMMARY_CHARS else summary[: SUMMARY_CHARS - 1] + "…"
+        short = cut(row["summary"], SUMMARY_CHARS)
         cells = (row["id"], ", ".join(row["tools"]) or "—", row["side_effects"], short)
         table.add_row(*(shown(c) for c in cells))
     Console().print(table)
