@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_bench import TURNS, model, respond, write_tasks
-from tests.test_scale_bench import BFCL
+from tests.test_scale_bench import SCALE
 
 
 def _record(tiny, server, tmp_path: Path, name: str, *args: str):
@@ -115,14 +115,7 @@ def test_a_bar_on_irrelevance_with_no_irrelevance_question_is_refused_up_front(
     tiny, scripted_server
 ) -> None:
     env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
-    args = [
-        "bench",
-        "--scale",
-        "--tasks",
-        str(BFCL / "tasks.jsonl"),
-        "--cards",
-        str(BFCL / "cards"),
-    ]
+    args = [*SCALE]
     args += ["--sizes", "10", "--sample", "1", "--irrelevance", "0", "--arm", "tiny"]
     result = tiny(*args, "--fail-under", "tiny.irrelevance=0.5", "--no-log", env=env)
     line = _one_line(result)
@@ -132,14 +125,7 @@ def test_a_bar_on_irrelevance_with_no_irrelevance_question_is_refused_up_front(
 
 def test_empty_sizes_are_refused_not_read_as_the_default(tiny, scripted_server) -> None:
     env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
-    args = [
-        "bench",
-        "--scale",
-        "--tasks",
-        str(BFCL / "tasks.jsonl"),
-        "--cards",
-        str(BFCL / "cards"),
-    ]
+    args = [*SCALE]
     result = tiny(*args, "--sizes", "", "--sample", "1", "--irrelevance", "0", env=env)
     line = _one_line(result)
     assert "--all-tools-sizes" in line and "''" in line

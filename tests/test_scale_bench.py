@@ -22,6 +22,8 @@ from tiny_cli.testing import ScriptedServer, http_error, reply, respond, tool_ca
 pytestmark = pytest.mark.slow
 
 BFCL = Path(__file__).resolve().parent.parent / "examples" / "bfcl"
+# the bench at scale over the shipped BFCL tasks and cards
+SCALE = ("bench", "--scale", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(BFCL / "cards"))
 TASKS = [json.loads(line) for line in (BFCL / "tasks.jsonl").read_text().splitlines()]
 CARDS = {
     d["id"]: d for d in (yaml.safe_load(p.read_text()) for p in (BFCL / "cards").glob("*.yaml"))

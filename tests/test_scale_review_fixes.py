@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_scale_bench import BFCL, TASKS, _policy
+from tests.test_scale_bench import BFCL, SCALE, TASKS, _policy
 from tiny_cli.bench.html import write_html
 from tiny_cli.bench.scale import ScaleOptions
 from tiny_cli.bench.scale_report import (
@@ -89,14 +89,7 @@ def test_a_run_that_abstains_sends_no_prompt_and_counts_none(
     # a threshold no score passes: tiny and hybrid abstain on every task, and ask nothing
     env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
     env["TINY_THRESHOLD"] = "1000"
-    args = [
-        "bench",
-        "--scale",
-        "--tasks",
-        str(BFCL / "tasks.jsonl"),
-        "--cards",
-        str(BFCL / "cards"),
-    ]
+    args = [*SCALE]
     args += ["--all-tools-sizes", "10", "--sample", "2", "--irrelevance", "1", "--json"]
     args += ["--arm", "oracle,tiny,hybrid", "--tool-mode", "native", "--no-log"]
     result = tiny(*args, env=env)
