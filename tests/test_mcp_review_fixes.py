@@ -326,6 +326,13 @@ def test_json_that_is_not_names_its_line(tmp_path: Path) -> None:
         read_host_config(config)
 
 
+def test_half_a_character_in_a_host_config_is_one_error_naming_where(tmp_path: Path) -> None:
+    config = tmp_path / "h.json"
+    config.write_text('{"mcpServers": {"a": {"command": "x\\ud83d"}}}', "utf-8")
+    with pytest.raises(ConfigError, match=r"h\.json: mcpServers: holds half of a UTF-16 pair"):
+        read_host_config(config)
+
+
 # --- 12: a server whose name starts with a digit -----------------------------------------
 
 

@@ -120,10 +120,11 @@ def parse_guarded(parse: Callable[[str], T], text: str, path: Path) -> T:
         raise ConfigError(f"{path}: nested too deeply to read", path=path) from None
 
 
-def load_json(text: str, where: str) -> Any:
-    """`json.loads` of a user's text; a ConfigError at `where` (`FILE:LINE`) for an object
-    that names a key twice, which Python would read as its last value alone (and a file tiny
-    rewrites would lose the first). JSON it cannot read raises as `json.loads` does."""
+def load_json(text: str, where: str, keys_once: bool = True) -> Any:
+    """`json.loads` of a user's text; a ConfigError at `where` (`FILE:LINE`) for half of a
+    UTF-16 pair, and (`keys_once`) for an object that names a key twice, which Python would read
+    as its last value alone (and a file tiny rewrites would lose the first). JSON it cannot
+    read raises as `json.loads` does."""
     repeated: list[str] = []
 
     def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -135,7 +136,7 @@ def load_json(text: str, where: str) -> Any:
         return found
 
     data = json.loads(text, object_pairs_hook=unique)
-    if repeated:
+    if repeated and keys_once:
         said = repr(repeated[0][:64])  # repr: a key's control characters stay escaped
         raise ConfigError(f"{where}: key {said} appears twice; JSON readers keep only the last")
     if _SURROGATE_ESCAPE.search(text):  # a pair is one character; half of one is none

@@ -37,7 +37,7 @@ from tiny_cli.tools.mcp_config import (
     read_config,
     secret_name,
 )
-from tiny_cli.userfiles import locked, write_text
+from tiny_cli.userfiles import load_json, locked, write_text
 
 __all__ = ["HostServers", "Lifted", "merge_mcp_yaml", "read_host_config"]
 
@@ -145,18 +145,12 @@ def _host_servers(path: Path) -> tuple[str, dict[Any, Any]]:
 def _read_json(path: Path) -> Any:
     """A host config's JSON (JSONC: VS Code's); ConfigError naming the file, and the line of
     an error, for one that is not."""
-    try:
-        data = json.loads(_plain_json(read_config(path)))
-        json.dumps(data, ensure_ascii=False).encode("utf-8")  # no half of a character in it
+    try:  # a key twice: the host keeps the last, and so does its import
+        return load_json(_plain_json(read_config(path)), str(path), keys_once=False)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
     except RecursionError:
         raise ConfigError(f"{path}: not JSON tiny can read: nested too deep") from None
-    except UnicodeEncodeError:
-        raise ConfigError(
-            f"{path}: not JSON tiny can read: a \\u escape is half a character (a lone surrogate)"
-        ) from None
-    return data
 
 
 def _plain_json(text: str) -> str:
