@@ -151,6 +151,17 @@ def test_validate_reports_a_broken_mcp_yaml_in_each_format(tiny: Tiny, tmp_path:
     assert github.exit_code == 1 and f"::error file={mcp},line=2," in github.stdout
 
 
+def test_every_command_names_the_line_a_broken_mcp_yaml_opened_its_brace(
+    tiny: Tiny, tmp_path: Path
+) -> None:
+    shutil.copy(MCP_CARDS / "clock.yaml", tmp_path / "clock.yaml")
+    mcp = tmp_path / "mcp.yaml"
+    mcp.write_text("servers:\n  time: {command: uvx, args: [x]\n", encoding="utf-8")
+    done = tiny("cards", "list", "--cards", str(tmp_path), env=NO_PROJECT)
+    assert done.exit_code == 2
+    assert f"{mcp}:2: invalid YAML: " in done.stderr and "opened on this line" in done.stderr
+
+
 # --- 9: a folder with no card -----------------------------------------------------------------
 
 

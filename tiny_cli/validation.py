@@ -16,8 +16,6 @@ from tiny_cli.cards.load import (
     Frontmatter,
     check_cards,
     split_markdown,
-    yaml_line,
-    yaml_message,
 )
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, line_of_example
@@ -26,7 +24,7 @@ from tiny_cli.routing.router import Overlap, Router
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original
 from tiny_cli.workspace import known_tools
-from tiny_cli.yamlsafe import compose, load, read_bounded
+from tiny_cli.yamlsafe import compose, error_line, error_message, load, read_bounded
 
 __all__ = ["Connect", "Validation", "routing_warnings", "text_line", "validate"]
 
@@ -110,7 +108,7 @@ def _mcp_problem(path: Path, said: str) -> Problem:
     try:
         load(read_bounded(path), unique=True)
     except yaml.YAMLError as exc:
-        return Problem(str(path), yaml_line(exc), "yaml", yaml_message(exc))
+        return Problem(str(path), error_line(exc), "yaml", error_message(exc))
     except (OSError, UnicodeDecodeError):
         pass  # said already: "cannot read"
     where, _, why = said.removeprefix(f"{path}: ").partition(": ")

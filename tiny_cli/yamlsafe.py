@@ -23,6 +23,8 @@ __all__ = [
     "MAX_YAML_VALUES",
     "as_written",
     "compose",
+    "error_line",
+    "error_message",
     "load",
     "load_list",
     "problem_of",
@@ -220,3 +222,34 @@ def problem_of(exc: yaml.YAMLError) -> tuple[str, str | None]:
     """What PyYAML (or a bound here) found wrong, and while doing what: its first line alone
     is the context ("while scanning a plain scalar"), not the problem."""
     return getattr(exc, "problem", None) or str(exc).splitlines()[0], getattr(exc, "context", None)
+
+
+def error_message(exc: yaml.YAMLError) -> str:
+    """Say what PyYAML (or a yamlsafe bound) found wrong, with its context if any."""
+    problem, context = problem_of(exc)
+    moved = _opened_before(exc)
+    if context and moved:
+        context += f" opened on this line; noticed on line {moved[1]}"
+    return f"invalid YAML: {problem}" + (f" ({context})" if context else "")
+
+
+def error_line(exc: yaml.YAMLError) -> int | None:
+    """The line to fix: for a `[` or `{` left open, the line that opened it.
+
+    PyYAML notices an unclosed flow collection at the next line's token (one line late, or
+    more); its context mark is where the collection began.
+    """
+    moved = _opened_before(exc)
+    if moved:
+        return moved[0]
+    mark = getattr(exc, "problem_mark", None)
+    return mark.line + 1 if mark else None
+
+
+def _opened_before(exc: Any) -> tuple[int, int] | None:
+    """(line opened, line noticed) of an error in a [ ] or { } opened on an earlier line."""
+    mark, opened = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    if mark is None or opened is None or opened.line >= mark.line:
+        return None
+    flow = (getattr(exc, "context", None) or "").startswith("while parsing a flow")
+    return (opened.line + 1, mark.line + 1) if flow else None

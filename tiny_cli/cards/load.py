@@ -161,37 +161,6 @@ def article(kind: Any) -> str:
     return names.get(kind, str(kind))
 
 
-def yaml_message(exc: yaml.YAMLError) -> str:
-    """Say what PyYAML (or a yamlsafe bound) found wrong, with its context if any."""
-    problem, context = yamlsafe.problem_of(exc)
-    moved = _opened_before(exc)
-    if context and moved:
-        context += f" opened on this line; noticed on line {moved[1]}"
-    return f"invalid YAML: {problem}" + (f" ({context})" if context else "")
-
-
-def yaml_line(exc: yaml.YAMLError) -> int | None:
-    """The line to fix: for a `[` or `{` left open, the line that opened it.
-
-    PyYAML notices an unclosed flow collection at the next line's token (one line late, or
-    more); its context mark is where the collection began.
-    """
-    moved = _opened_before(exc)
-    if moved:
-        return moved[0]
-    mark = getattr(exc, "problem_mark", None)
-    return mark.line + 1 if mark else None
-
-
-def _opened_before(exc: Any) -> tuple[int, int] | None:
-    """(line opened, line noticed) of an error in a [ ] or { } opened on an earlier line."""
-    mark, opened = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
-    if mark is None or opened is None or opened.line >= mark.line:
-        return None
-    flow = (getattr(exc, "context", None) or "").startswith("while parsing a flow")
-    return (opened.line + 1, mark.line + 1) if flow else None
-
-
 # said of a card's MCP tool when no servers file was read (validate drops it for a broken one)
 NO_MCP_FILE = "but there is no mcp.yaml"
 # where tools come from, said with every unknown tool: the one thing a new user must find
@@ -307,7 +276,7 @@ def _parse(path: Path) -> tuple[Frontmatter, yaml.Node, dict[str, Any]] | Proble
     try:
         node, data = yamlsafe.load(front.yaml)
     except yaml.YAMLError as exc:
-        return Problem(name, yaml_line(exc), "yaml", yaml_message(exc))
+        return Problem(name, yamlsafe.error_line(exc), "yaml", yamlsafe.error_message(exc))
     if not isinstance(data, dict) or node is None:
         kind = "empty" if data is None else f"a {type(data).__name__}"
         line = node.start_mark.line + 1 if node is not None else 1

@@ -184,10 +184,10 @@ def load_mcp_config(path: Path | None) -> McpConfig | None:
         return None
     try:  # a key written twice is refused: YAML would keep the last one without a word
         _, data = yamlsafe.load(read_config(path), unique=True)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    except yaml.YAMLError as exc:  # at the line to fix, as a card's: where a `{` opened
+        line = yamlsafe.error_line(exc)
+        where = f"{path}:{line}" if line else str(path)
+        raise ConfigError(f"{where}: {yamlsafe.error_message(exc)}") from None
     if not isinstance(data, dict) or set(data) - {"servers"}:
         raise ConfigError(f"{path}: must be a mapping with one key, 'servers'")
     servers = data.get("servers") or {}
