@@ -21,6 +21,7 @@ format:
 
 bench:
 	$(PYTHON) benchmarks/routing.py
+	$(PYTHON) benchmarks/abstain.py
 	$(PYTHON) benchmarks/bench_smoke.py
 	$(PYTHON) benchmarks/overhead.py
 	$(PYTHON) benchmarks/runlog.py
