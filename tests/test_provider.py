@@ -230,9 +230,9 @@ def test_backoff_doubles_up_to_its_cap() -> None:
 @pytest.mark.parametrize(
     ("status", "body", "api_key", "expected"),
     [
-        (401, "", KEY, f"{BASE} rejected the API key (HTTP 401); set TINY_API_KEY"),
-        (403, "", KEY, f"{BASE} rejected the API key (HTTP 403); set TINY_API_KEY"),
-        (401, "", None, f"{BASE} requires an API key (HTTP 401); set TINY_API_KEY"),
+        (401, "", KEY, f"{BASE} rejected the API key (HTTP 401); check the key where"),
+        (403, "", KEY, f"{BASE} rejected the API key (HTTP 403); check the key where"),
+        (401, "", None, f"{BASE} requires an API key (HTTP 401); set TINY_API_KEY or"),
         (404, '{"error": "model \'m1\' not found"}', KEY, "model 'm1' exists there"),
         (400, '{"error": {"message": "context too long"}}', KEY, "(HTTP 400): context too long"),
     ],
@@ -447,9 +447,9 @@ def test_loopback_rejected_key_is_not_echoed(scripted_server: ScriptedServer) ->
     provider, _ = real(scripted_server)
     with pytest.raises(ProviderError) as info:
         ask(provider)
-    assert (
-        str(info.value)
-        == f"{scripted_server.url} rejected the API key (HTTP 401); set TINY_API_KEY"
+    assert str(info.value) == (
+        f"{scripted_server.url} rejected the API key (HTTP 401); check the key where it was "
+        "given (TINY_API_KEY, OPENAI_API_KEY or api_key)"
     )
 
 

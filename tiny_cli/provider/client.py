@@ -397,9 +397,14 @@ class _Server:
         status, short = answer.status, self.short_body(answer.content)
         if status in RETRY_STATUSES or status >= 500:
             return _Failure("status", short, True, _retry_after(answer.headers), status)
-        if status in (401, 403):
-            what = "rejected the API key" if self._api_key else "requires an API key"
-            detail = f"{self.url} {what} (HTTP {status}); set TINY_API_KEY"
+        if status in (401, 403):  # the key may be the settings' or a library caller's own
+            detail = (
+                f"{self.url} rejected the API key (HTTP {status}); check the key where it was "
+                "given (TINY_API_KEY, OPENAI_API_KEY or api_key)"
+                if self._api_key
+                else f"{self.url} requires an API key (HTTP {status}); set TINY_API_KEY or pass "
+                "api_key"
+            )
         elif 300 <= status < 400:
             detail = (
                 f"{self.url} redirected the request (HTTP {status}) to "
@@ -495,9 +500,17 @@ class _Server:
 def _unreached(exc: httpx.TransportError) -> _Failure:
     """The failure of a connection that carried no request: TLS refused (not retried: the
     certificate or the scheme fails the same again), else the server not reached."""
+    detail = tls_failure(exc)
+    if detail is None:
+        return _Failure("connect", str(exc), retryable=True)
+    return _Failure("tls", detail, retryable=False)
+
+
+def tls_failure(exc: BaseException) -> str | None:
+    """Say why TLS failed behind an httpx error, and how to fix it; None if TLS is not why."""
     error = _ssl_error(exc)
     if error is None:
-        return _Failure("connect", str(exc), retryable=True)
+        return None
     if isinstance(error, ssl.SSLCertVerificationError):
         why = printable(str(error.verify_message or "certificate verify failed"))
         detail = (
@@ -509,7 +522,7 @@ def _unreached(exc: httpx.TransportError) -> _Failure:
             f"the TLS handshake failed ({printable(str(error.reason or error))}); if the server "
             "speaks plain HTTP, use http:// in TINY_BASE_URL; a private CA goes in SSL_CERT_FILE"
         )
-    return _Failure("tls", detail, retryable=False)
+    return detail
 
 
 def _ssl_error(exc: BaseException) -> ssl.SSLError | None:

