@@ -13,7 +13,9 @@ leaves a mark or a stale threshold, and the resumed run finishes both. A bad ans
 again once, then counted and reported: it never stops the other cards. A server no card could
 use does, at once, as a ProviderError: nothing listens (probed before the first card is asked,
 and again after a failure with no HTTP status), or it refuses the key or the URL (HTTP 401,
-403, 404); the cards written before it are finished by the next run, as after Ctrl-C.
+403, 404); the cards written before it are finished by the next run, as after Ctrl-C. So
+does a learned file it could not write (a link, a folder it cannot write or lock), as a
+ConfigError found with the probe, before any request is paid for.
 The cost counts card requests, one per `complete()`: the provider's retries of one are not
 seen here (an httpx transport that counted them would turn off the proxies from the
 environment, which httpx honours only without one).
@@ -49,7 +51,7 @@ from tiny_cli.routing.tooltexts import card_tools, gathered
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.teach import LearnReport, learn
-from tiny_cli.userfiles import locked
+from tiny_cli.userfiles import check_writable, half_pair, locked
 from tiny_cli.workspace import open_workspace
 
 __all__ = ["CardGeneration", "Generated", "generate", "prune_generated"]
@@ -187,11 +189,15 @@ def generate(
 def prune_generated(
     settings: Settings, only: Sequence[str] = (), transport: httpx.BaseTransport | None = None
 ) -> tuple[int, LearnReport]:
-    """Remove the generated examples (of `only`, if given); taught ones stay. Return how many."""
-    _chosen(list(open_workspace(settings, transport).cards.values()), only)  # as --generate
+    """Remove the generated examples (of `only`, if given); taught ones stay. Return how many.
+
+    A card of `only` may be gone from the folder: its generated lines are still there to remove.
+    """
+    cards = open_workspace(settings, transport).cards
     folder = learned_folder(settings, writing=True)
     with locked(folder / LEARNED_FILENAME):
         learned = load_learned(folder)
+        _refuse_unknown(only, {*cards, *learned.generated})
         gone = [c for c in learned.generated if not only or c in only]
         removed = sum(len(learned.generated[c]) for c in gone)
         if removed:
@@ -267,9 +273,11 @@ def _strings_listed(text: str | None) -> list[str] | None:
 
 
 def _usable(strings: list[str] | None) -> list[str]:
-    """The strings that are requests a user types: spaces made single, none empty or long."""
+    """The strings that are requests a user types: spaces made single, none empty or long,
+    none holding half of a UTF-16 pair (`"\\ud800"`: JSON's syntax allows it, no file can hold
+    it, as userfiles refuses it in a file it reads)."""
     found = [" ".join(x.split()) for x in strings or ()]
-    return [x for x in found if x and len(x) <= MAX_EXAMPLE_CHARS]
+    return [x for x in found if x and len(x) <= MAX_EXAMPLE_CHARS and not half_pair(x)]
 
 
 def _unusable(strings: list[str] | None) -> str:
@@ -278,7 +286,7 @@ def _unusable(strings: list[str] | None) -> str:
         return NOT_A_LIST
     return (
         f"the answer's list held {len(strings)} string(s), each empty or over "
-        f"{MAX_EXAMPLE_CHARS} characters"
+        f"{MAX_EXAMPLE_CHARS} characters, or holding half of a UTF-16 pair"
     )
 
 
@@ -302,11 +310,15 @@ def _list_items(text: str, at: int) -> list[Any]:
 
 
 def _chosen(cards: list[Card], only: Sequence[str]) -> list[Card]:
-    known = {card.id for card in cards}
+    _refuse_unknown(only, {card.id for card in cards})
+    return [card for card in cards if not only or card.id in only]
+
+
+def _refuse_unknown(only: Sequence[str], known: set[str]) -> None:
+    """ConfigError naming the first ID of `only` not in `known`."""
     missing = [c for c in only if c not in known]
     if missing:
         raise ConfigError(f"--card {missing[0]!r}: no such card in the cards folder")
-    return [card for card in cards if not only or card.id in only]
 
 
 def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> CardGeneration:
@@ -314,7 +326,8 @@ def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> C
     stored = load_learned(job.folder).generation.get(card.id, "")
     if not job.force and stored.removesuffix(UNCHECKED) == key:
         return CardGeneration(card.id, "skipped")
-    if not job.cost.probed:  # nothing listening stops the run now, not after every card
+    if not job.cost.probed:  # a file it cannot write, or nothing listening, stops the run
+        _check_can_write(job.folder / LEARNED_FILENAME)  # now: before a paid request
         _probe(job.ask)
         job.cost.probed = True
     request = request_for(card, tools, job.per_card, job.model, job.temperature)
@@ -343,6 +356,13 @@ def _stop_if_no_card_would_pass(ask: Provider, exc: ProviderError) -> None:
         raise exc
     if exc.status is None:  # no answer, or an unusable one: is the server still there?
         _probe(ask)
+
+
+def _check_can_write(path: Path) -> None:
+    """ConfigError now where writing `path` would fail: the writer's checks, and its lock."""
+    check_writable(path)
+    with locked(path):
+        pass
 
 
 def _probe(ask: Provider) -> None:

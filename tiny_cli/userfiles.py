@@ -45,6 +45,7 @@ __all__ = [
     "Sync",
     "check_writable",
     "escape_separators",
+    "half_pair",
     "jsonl_line",
     "jsonl_lines",
     "load_json",
@@ -153,13 +154,19 @@ def _check_surrogates(value: Any, where: str, field: str | None) -> None:
     elif isinstance(value, list):
         for item in value:
             _check_surrogates(item, where, field)
-    elif isinstance(value, str) and (half := _LONE_SURROGATE.search(value)):
+    elif isinstance(value, str) and (half := half_pair(value)):
         at = f"{where}: {field}" if field else where
         raise ConfigError(
-            f"{at}: holds half of a UTF-16 pair ({half[0]!a}), "
+            f"{at}: holds half of a UTF-16 pair ({half!a}), "
             "no character; write the character itself",
             field=field,
         )
+
+
+def half_pair(text: str) -> str | None:
+    """The first half of a UTF-16 pair `text` holds (`"\\ud83d"`: no file can hold it), or None."""
+    found = _LONE_SURROGATE.search(text)
+    return found[0] if found else None
 
 
 def jsonl_line(record: Any) -> str:
