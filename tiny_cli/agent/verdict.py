@@ -55,6 +55,8 @@ RUNNER_REASONS = frozenset(
         STOPPED, WRITE_NOT_CONFIRMED,
     }
 )  # fmt: skip
+_NOTHING_WRITTEN = "Nothing was written: the agent claimed a write that no tool made."
+_NOT_RUN = ("declined", "not_allowed")  # the outcomes of a write call that was not run
 MAX_MODEL_NOTES = 10  # notes of the model's own kept, each cut as a summary is
 MAX_MODEL_REASON_CHARS = 40  # a reason the model gives is kept as one only when this short
 # a plain label (`no_page`, `no such file`): letters, digits, spaces, `_`, `-`, `.`
@@ -173,26 +175,36 @@ def judged(
         notes += (
             f"{len(ghosts)} ghost call(s) to tools this agent does not have: {', '.join(ghosts)}",
         )
-    summary, fields, missing = claim.summary, claim.fields, claim.missing
-    if claim.reason == UNVERIFIED_WRITE:  # the claim and its invented fields are not printed
-        summary, fields = "Nothing was written: the agent claimed a write that no tool made.", {}
-        missing = ()
     return Digest(
         card.id,
         claim.status,
-        summary,
-        fields,
+        claim.summary,
+        claim.fields,
         artifacts,
         brief.notes + notes,
         meter.cost(),
         claim.reason,
         calls=tuple(meter.calls),
-        field_sources={name: sources[name] for name in fields},
-        missing=missing,
+        field_sources={name: sources[name] for name in claim.fields},
+        missing=claim.missing,
     )
 
 
 # --- the rules ----------------------------------------------------------------------------
+
+
+def _unmade_write(card: Card, meter: Meter, claim: Claim) -> Claim:
+    """A writer's `ok` with no write that succeeded loses its summary and fields.
+
+    They may claim a write no tool made ("Added it", an invented id): whichever rule then
+    judges the claim (`write_declined`, `unverified_write`), they are never printed as done.
+    """
+    if claim.status != "ok" or _wrote(meter):
+        return claim
+    must_write = card.writes and not card.write_optional
+    if not must_write and not any(c.outcome in _NOT_RUN for c in meter.calls):
+        return claim
+    return replace(claim, summary=_NOTHING_WRITTEN, fields={}, missing=())
 
 
 def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
@@ -201,7 +213,7 @@ def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
     Nothing written at all → `needs_confirmation`; some other write ran → `partial`; the
     reason is `write_declined` either way. `refused` and `failed` stay as they are.
     """
-    unwritten = [c.name for c in meter.calls if c.outcome in ("declined", "not_allowed")]
+    unwritten = [c.name for c in meter.calls if c.outcome in _NOT_RUN]
     if not unwritten:
         return claim
     notes = (
@@ -269,7 +281,8 @@ def _wrote(meter: Meter) -> bool:
 
 
 Rule = Callable[[Card, Meter, Claim], Claim]
-RULES: tuple[Rule, ...] = (_unwritten, _unverified_write, _unevidenced)  # applied in this order
+# applied in this order: `_unmade_write` first, while the claim still says `ok`
+RULES: tuple[Rule, ...] = (_unmade_write, _unwritten, _unverified_write, _unevidenced)
 
 
 def _asked(brief: Brief) -> str:
