@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Annotated, Any, cast
 
 import anyio
@@ -172,30 +173,45 @@ def build_server(served: Served, router: Callable[[], Router] | None = None) -> 
 
 def serve(settings: Settings, *, http_port: int | None = None, allow_writes: bool = False) -> None:
     """Serve the settings' cards over stdio, or streamable HTTP on 127.0.0.1:`http_port`."""
-    ws = open_workspace(settings)
     if http_port is not None:
         _check_port(http_port)
-    elif sys.stdin is None or sys.stdout is None:  # `tiny serve <&-`: no channel to a host
+        _serve(settings, allow_writes, partial(_over_http, http_port))
+        return
+    if sys.stdin is None or sys.stdout is None:  # `tiny serve <&-`: no channel to a host
         raise ConfigError("stdin or stdout is closed: tiny serve speaks MCP over both (or --http)")
+    # stdout is the protocol's alone from here to the end: the tools' imports, the drain too
+    with answering_stdio() as relay:
+        _serve(settings, allow_writes, lambda server, drain: relay(_over_stdio(server), drain))
 
+
+def _serve(
+    settings: Settings, allow_writes: bool, run: Callable[[MCPServer, float], float]
+) -> None:
+    """Open the workspace, serve it with `run(server, drain)`, which returns the drain time
+    left, then settle the runs still going."""
+    ws = open_workspace(settings)
     with open_session(settings, COMMAND) as session:
         provider = session.provider(COMMAND)
         caller_scrub = session.artifacts.scrub.for_caller()
         served = Served(
             ws, provider, session.observe, allow_writes, session.artifacts, caller_scrub
         )
-        server = build_server(served)
-        drain = _drain_seconds(ws, settings)
-        if http_port is None:
-            with answering_stdio(drain) as drain_left:
-                anyio.run(server.run_stdio_async)  # stdout is the protocol's alone from here
-            drain = drain_left()  # one drain in all: the relay waited part of it already
-        else:
-            print(f"tiny serve: MCP at http://{HOST}:{http_port}/mcp", file=sys.stderr, flush=True)
-            anyio.run(lambda: server.run_streamable_http_async(host=HOST, port=http_port))
+        drain = run(build_server(served), _drain_seconds(ws, settings))
         # a call the host cancelled, or left parked on a write question, still ends and is
         # logged: mcp.md promises it, and the log closes with the session
         served.in_flight.settle(drain)
+
+
+def _over_stdio(server: MCPServer) -> Callable[[], None]:
+    """Serve stdio until the SDK's stdin ends (the relay keeps it open while answers are due)."""
+    return partial(anyio.run, server.run_stdio_async)
+
+
+def _over_http(port: int, server: MCPServer, drain: float) -> float:
+    """Serve streamable HTTP until stopped; the runs still going then have the whole drain."""
+    print(f"tiny serve: MCP at http://{HOST}:{port}/mcp", file=sys.stderr, flush=True)
+    anyio.run(lambda: server.run_streamable_http_async(host=HOST, port=port))
+    return drain
 
 
 # --- the tools ------------------------------------------------------------------------------

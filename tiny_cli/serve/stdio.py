@@ -38,18 +38,49 @@ NEWLINES = re.compile(r"\r\n|\r|\n")  # the SDK reads stdin in universal-newline
 
 
 @contextmanager
-def answering_stdio(drain_seconds: float) -> Iterator[Callable[[], float]]:
-    """Give the SDK pipes of a _Relay as fds 0 and 1 for the duration, then the host's again.
+def answering_stdio() -> Iterator[Callable[[Callable[[], object], float], float]]:
+    """Keep the host's stdin and stdout for the protocol alone for the duration, then give
+    them back.
 
-    It gives the caller the drain time left: the relay spends it waiting for answers after
-    the host went, and what runs are still going may have only the rest.
+    Meanwhile fd 0 reads the null device and fd 1 writes to stderr: a tool module that prints
+    as it is imported, or a run still printing while the drain lasts, never reaches the host.
+    It gives the caller `relay(run, drain_seconds)`, which calls `run` (the SDK's stdio
+    server) with a _Relay's pipes as fds 0 and 1 and returns the drain time left.
     """
     try:
         host_in, host_out = os.dup(0), os.dup(1)
     except OSError:  # no stdin or stdout at all: nothing to relay, the SDK copes as it does
-        yield lambda: drain_seconds
+        yield _unrelayed
         return
+    _divert()
+    try:
+        yield lambda run, drain_seconds: _relayed(run, host_in, host_out, drain_seconds)
+    finally:
+        sys.stdout.flush()  # what a tool printed goes to stderr, as it would have at once
+        os.dup2(host_in, 0)
+        os.dup2(host_out, 1)
+
+
+def _divert() -> None:
+    """Point fd 0 at the null device and fd 1 at stderr (the null device, without one)."""
+    try:
+        out = os.dup(2)
+    except OSError:
+        out = os.open(os.devnull, os.O_WRONLY)
+    for end, fd in ((os.open(os.devnull, os.O_RDONLY), 0), (out, 1)):
+        os.dup2(end, fd)
+        os.close(end)
+    # only now: what sys.stdout holds was printed while fd 1 was not the host's
     sys.stdout.flush()
+
+
+def _unrelayed(run: Callable[[], object], drain_seconds: float) -> float:
+    run()
+    return drain_seconds
+
+
+def _relayed(run: Callable[[], object], host_in: int, host_out: int, drain_seconds: float) -> float:
+    """Call `run` with the pipes of a _Relay as fds 0 and 1; return the drain time left."""
     sdk_in, to_sdk = os.pipe()
     from_sdk, sdk_out = os.pipe()
     relay = _Relay(to_sdk, host_out, os.dup(sdk_out), drain_seconds)
@@ -58,11 +89,11 @@ def answering_stdio(drain_seconds: float) -> Iterator[Callable[[], float]]:
         os.close(end)
     relay.start(host_in, from_sdk)
     try:
-        yield relay.drain_left
+        run()
     finally:
+        _divert()  # first: the SDK gave fd 1 back to the relay's pipe, which reaches the host
         relay.finish()
-        os.dup2(host_in, 0)
-        os.dup2(host_out, 1)
+    return relay.drain_left()
 
 
 class _Relay:
@@ -133,7 +164,9 @@ class _Relay:
                     self._send(lines)
                 else:
                     rest += chunk
-        self._note(rest, self._from_host, self._refuse)  # the SDK reads an unended one too
+        if rest:  # a host's last line is a whole message: the SDK reads lines to their end
+            rest += b"\n"
+        self._note(rest, self._from_host, self._refuse)
         self._send(rest)
         with self._changed:
             self._gone, self._gone_at = True, self._clock()
