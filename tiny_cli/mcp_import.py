@@ -425,6 +425,15 @@ def connect_problems(
             where = ("tools", found.index)
             line = field_line(card.path, where, names) if card.path else None
             problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
-    if cache_dir is not None and source.descriptions():
-        save_mcp_tools(cache_dir, source.descriptions())
+    if cache_dir is not None:
+        _save_listed(cache_dir, source.listed())
     return problems
+
+
+def _save_listed(cache_dir: Path, listed: Mapping[str, Mapping[str, str]]) -> None:
+    """Keep the tools the cards name as each server started lists them now: one that has none
+    of them replaces its kept list too (with none), as import's `_save_descriptions` does."""
+    scrub = Scrubber([])  # a server's variables are redacted by its session; key shapes here
+    tools = {name: scrub.text(text) for one in listed.values() for name, text in one.items()}
+    if listed:
+        save_mcp_tools(cache_dir, tools, servers=list(listed))

@@ -118,7 +118,7 @@ def build_router(
     cards = _checked(settings, cards)
     learned = learned if learned is not None else folder_learned(settings)
     embedder = embedder or embedder_for(settings, transport)
-    tool_texts = tool_texts if tool_texts is not None else gathered(settings)
+    tool_texts = tool_texts if tool_texts is not None else gathered(settings, cards=cards)
     # hashing every card's view costs a large folder time on each route: only with a threshold
     derived_on = tuple(folder) if folder is not None else cards
     basis = threshold_basis(derived_on, tool_texts) if learned.threshold is not None else NO_BASIS

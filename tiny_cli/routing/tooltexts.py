@@ -27,7 +27,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.space import Nearest
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import builtin_descriptions, default_registry
-from tiny_cli.tools.mcp_config import original
+from tiny_cli.tools.mcp_config import original, qualified
 from tiny_cli.userfiles import locked, read_json, write_json
 
 __all__ = [
@@ -170,10 +170,13 @@ def _given(descriptions: Mapping[str, str], tool: str) -> str:
     return descriptions.get(tool) or descriptions.get(original(tool), "")
 
 
-def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
+def gathered(
+    settings: Settings, now: float | None = None, cards: Iterable[Card] | None = None
+) -> ToolTexts:
     """The descriptions a route can have without starting anything: the user's @tool
     functions when TINY_TOOLS names a module (imported to check cards anyway), and the MCP
-    tool lists `tiny validate --connect` kept in the cache dir, with each server's age."""
+    tool lists `tiny validate --connect` kept in the cache dir, with the age of each server
+    `cards` name (all of the kept ones without `cards`)."""
     descriptions: dict[str, str] = {}
     if settings.tools_spec:
         registry = default_registry(settings)
@@ -183,15 +186,23 @@ def gathered(settings: Settings, now: float | None = None) -> ToolTexts:
         )
     mcp, ages = mcp_tool_lists(settings.cache_dir, time.time() if now is None else now)
     descriptions.update(mcp)
+    if cards is not None:  # the cache is every project's: another's servers are not these cards'
+        named = {
+            parts[0] for card in cards for t in card.tools if (parts := qualified(original(t)))
+        }
+        ages = {server: age for server, age in ages.items() if server in named}
+    return ToolTexts(descriptions, _cached(ages))
+
+
+def _cached(ages: Mapping[str, float]) -> str:
+    """Say how old the kept MCP tool lists are, by each server's own age; '' for none."""
     if not ages:
-        return ToolTexts(descriptions)
+        return ""
     # by each server's own age: the file's time is that of the newest list of any server
     oldest = max(ages, key=lambda server: (ages[server], server))
     span = f"{_age(min(ages.values()))} to {_age(ages[oldest])}" if len(ages) > 1 else ""
     when = f"{span or _age(ages[oldest])} ago" + (f" (oldest: {oldest})" if span else "")
-    return ToolTexts(
-        descriptions, f"MCP tool list cached {when} (validate --connect, cards import or sync)"
-    )
+    return f"MCP tool list cached {when} (validate --connect, cards import or sync)"
 
 
 def save_mcp_tools(

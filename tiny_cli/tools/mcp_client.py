@@ -37,6 +37,7 @@ from tiny_cli.errors import ToolCallError, ToolServerError
 from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS, REDACTED, written_forms
 from tiny_cli.tools.args_check import dialect
 from tiny_cli.tools.mcp_config import URL_PASSWORD, McpServer
+from tiny_cli.tools.mcp_hosts import literal_secrets
 from tiny_cli.tools.registry import Tool
 
 T = TypeVar("T")
@@ -232,7 +233,8 @@ class _Session:
 
     def __init__(self, server: McpServer, environ: Mapping[str, str] | None, host: _Host) -> None:
         self.server = server
-        self.resolved, self.secrets = server.resolved(environ)  # ConfigError: a variable unset
+        self.resolved, found = server.resolved(environ)  # ConfigError: a variable unset
+        self.secrets = found | _written_secrets(server)
         # each secret as written and as JSON text holds it (a dict result is sent as JSON)
         self.forms = written_forms(s for s in self.secrets if len(s) >= MIN_SERVER_SECRET_CHARS)
         self.host = host
@@ -270,6 +272,15 @@ class _Session:
             if isinstance(tool, str)
             else replace(tool, description=self.redact(tool.description))
         )
+
+    def descriptions(self, names: Iterable[str]) -> dict[str, str]:
+        """Map each of `names` the server listed (`server.tool`) to its description ('' for
+        none), redacted."""
+        return {
+            f"{self.server.name}.{name}": self.redact(description_of(self.tools[name]))
+            for name in sorted(names)
+            if name in self.tools
+        }
 
     def failed(self, why: str) -> ToolServerError:
         """Return the error that this server cannot be used, with `why` redacted and no URL's
@@ -439,9 +450,26 @@ def _tool(wire: str, name: str, published: Any, server: McpServer) -> Tool | str
         dialect(schema).check_schema(schema)  # the one it declares; MCP's default without
     except jsonschema.SchemaError as exc:
         return f"tool {name!r} publishes an inputSchema that is not a JSON Schema: {exc.message}"
-    description = published.description or published.title or f"{name} (an MCP tool)"
+    # none published: none sent (as for a declared function without one), none invented
+    description = published.description or published.title or ""
     func = partial(_call, server, published.name)
     return Tool(wire, description, schema, func, writes=writes(published))
+
+
+def description_of(published: Any) -> str:
+    """A published tool's description (else its title) on one line; '' when it has neither."""
+    return " ".join((published.description or published.title or "").split())
+
+
+def _written_secrets(server: McpServer) -> frozenset[str]:
+    """The literal secrets of a server's settings (`--api-key VALUE`, a key-shaped value), by
+    the rule `tiny cards import` lifts them with: what tiny says of the server never shows them."""
+    spec: dict[str, Any] = (
+        {"command": server.command, "args": list(server.args), "env": dict(server.env)}
+        if server.command is not None
+        else {"url": server.url or "", "headers": dict(server.headers)}
+    )
+    return literal_secrets(server.name, spec)
 
 
 def writes(published: Any) -> bool:

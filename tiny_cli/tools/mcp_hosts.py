@@ -39,7 +39,7 @@ from tiny_cli.tools.mcp_config import (
 )
 from tiny_cli.userfiles import load_json, locked, write_text
 
-__all__ = ["HostServers", "Lifted", "merge_mcp_yaml", "read_host_config"]
+__all__ = ["HostServers", "Lifted", "literal_secrets", "merge_mcp_yaml", "read_host_config"]
 
 # a value shaped like a key, wherever it stands: a well-known prefix, or a long random run
 KEY_PREFIX = (
@@ -282,6 +282,14 @@ def _server_name(name: str) -> str:
         return name
     slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-_")[:32] or "server"
     return slug if slug[0].isalnum() else f"s{slug}"[:32]
+
+
+def literal_secrets(name: str, spec: dict[str, Any]) -> frozenset[str]:
+    """The literal secrets a server's spec holds (`--api-key VALUE`, a key-shaped value), by
+    the rule import lifts them with."""
+    lifter = _Lifter()
+    lifter.server(name, spec)
+    return frozenset(lifter.values.values())
 
 
 class _Lifter:

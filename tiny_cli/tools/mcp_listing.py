@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from tiny_cli.errors import ConfigError, ToolServerError
 from tiny_cli.tools.args_check import schema_problem
-from tiny_cli.tools.mcp_client import _listing, open_session, writes
+from tiny_cli.tools.mcp_client import _listing, description_of, open_session, writes
 from tiny_cli.tools.mcp_config import McpServer
 
 __all__ = ["LIST_SECONDS", "ListedTool", "Listing", "list_servers"]
@@ -77,7 +77,7 @@ def _listed(published: Any) -> ListedTool:
     properties = schema.get("properties")
     return ListedTool(
         published.name,
-        " ".join((published.description or published.title or "").split()),
+        description_of(published),
         writes=writes(published),
         parameters=tuple(properties) if isinstance(properties, dict) else (),
         problem=_schema_problem(published.input_schema),

@@ -47,6 +47,8 @@ class McpTools:
         self._open = opener or _open_session
         self._tools: dict[str, Tool] = {}  # by qualified name: two may share a wire name
         self._unusable: dict[str, str] = {}  # `check`: server -> why it could not be started
+        # `check`: server -> its session (started, so listed) and the tools the cards name
+        self._listed: dict[str, tuple[Any, set[str]]] = {}
 
     def owns(self, name: str) -> bool:
         """Say whether `name` is a card's name (a WireName) for a tool of a server in this file
@@ -68,26 +70,30 @@ class McpTools:
         return self._tools.get(original(name)) if self.owns(name) else None
 
     def check(self, tools: Sequence[str], may_write: bool, seconds: float) -> list[Check]:
-        """Start the servers a card's `tools` need; name each tool missing or not allowed."""
+        """Start the servers a card's `tools` need, each within `seconds` of its own (one that
+        hangs leaves the next its time); name each tool missing or not allowed."""
         found: list[Check] = []
-        deadline = time.monotonic() + seconds
         for server, wanted in _by_server([t for t in tools if self.owns(t)]).items():
             try:
                 if server in self._unusable:  # one wait per server, not one per card naming it
                     raise ToolServerError(self._unusable[server], server=server)
-                session = self._open(self.config.servers[server], _left(deadline), self.environ)
+                session = self._open(self.config.servers[server], seconds, self.environ)
             except (ToolServerError, ConfigError) as exc:
                 self._unusable[server] = str(exc)
                 found += [_check(tools, w, str(exc)) for w, _ in wanted]
                 continue
+            self._listed.setdefault(server, (session, set()))[1].update(n for _, n in wanted)
             for wire, tool_name in wanted:
                 problem = self._bind_one(session, wire, tool_name, may_write)
                 found += [_check(tools, wire, problem)] if problem else []
         return found
 
-    def descriptions(self) -> dict[str, str]:
-        """Map each tool bound so far (`server.tool`) to the description its server gave."""
-        return {name: tool.description for name, tool in self._tools.items()}
+    def listed(self) -> dict[str, dict[str, str]]:
+        """Each server `check` started: the tools the cards name that it lists now
+        (`server.tool`) with their descriptions, none when it has none of them."""
+        return {
+            server: session.descriptions(named) for server, (session, named) in self._listed.items()
+        }
 
     def _bind_one(self, session: Any, wire: str, tool_name: str, may_write: bool) -> str | None:
         """Bind one tool from the server's listing; return what is wrong instead, if anything."""
