@@ -513,6 +513,21 @@ def test_an_eliciting_host_approves_each_write(stdio, scripted_server, home, mod
     scripted_server.assert_done()
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_write_question_never_holds_the_api_key(env, stdio, scripted_server, home, mode) -> None:
+    key = "tk-" + "8" * 30
+    env["TINY_API_KEY"] = key
+    copied = {"name": f"Mustermann GmbH {key}", "city": "Berlin"}  # a key a page held, copied
+    scripted_server.add(
+        tool_call("crm_add_company", copied),
+        reply(json.dumps({"status": "partial", "summary": "Not approved."})),
+    )
+    host = Host("decline")
+    stdio(_call("invoke", card="crm-writer", task=CRM_TASK), elicitation_callback=host, mode=mode)
+    assert host.asked == [ASKED.replace("GmbH", "GmbH [redacted]")]
+    assert _crm_rows(home) == []
+
+
 @pytest.fixture
 def library_server(home, scripted_server):
     """Build the server in-process from a Workspace and a provider, as a library user would."""

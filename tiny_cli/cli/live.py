@@ -22,12 +22,11 @@ from typing import Any, cast
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tiny_cli.cli.render import clipped, cut, shown, titled
+from tiny_cli.cli.render import Col, clipped, cut, escaped, print_fitted, shown, titled
 from tiny_cli.events import (
     BudgetHit,
     Event,
@@ -256,7 +255,7 @@ def _replied(state: _RunState, event: ModelReplied) -> None:
 def _called(state: _RunState, event: ToolCalled) -> None:
     name = shown(event.name)
     how = " [dim](from text)[/]" if event.recovered else ""
-    what = f"[bold]{name}[/] {escape(_short(event.arguments))}{how}"
+    what = f"[bold]{name}[/] {escaped(_short(event.arguments))}{how}"
     row = _Row("  call", what, outcome="[dim]running…[/]")
     state.pending[event.call_id] = row
     state.rows.append(row)
@@ -283,9 +282,9 @@ def _other(state: _RunState, event: Event) -> None:
     """Mode switches, budget hits and the end of the run."""
     if isinstance(event, ModeSwitched):
         state.mode = event.to
-        state.rows.append(_Row("mode", f"[cyan]→ {escape(event.to)}: {escape(event.why)}[/]"))
+        state.rows.append(_Row("mode", f"[cyan]→ {escaped(event.to)}: {escaped(event.why)}[/]"))
     elif isinstance(event, BudgetHit):
-        state.rows.append(_Row("budget", f"[bold red]{escape(event.limit)} reached[/]"))
+        state.rows.append(_Row("budget", f"[bold red]{escaped(event.limit)} reached[/]"))
     elif isinstance(event, Finished):
         state.status = event.digest.status
         if state.card == "?":  # delegate abstained: no run started
@@ -300,7 +299,7 @@ def _panel(state: _RunState, now: float, width: int) -> Panel:
     """The run as a panel: title (card, model, task), steps, budget line."""
     title = f"[bold]{shown(state.card)}[/] · {shown(state.model)}"
     if state.mode:
-        title += f" · {escape(state.mode)}"
+        title += f" · {escaped(state.mode)}"
     if state.label not in ("invoke", "delegate"):
         title = f"{shown(state.label)} · {title}"
     body = Group(
@@ -336,7 +335,7 @@ def _budget(state: _RunState, now: float) -> str:
     parts.append(f"tokens {state.tokens_in} in / {state.tokens_out} out")
     if state.status is not None:
         style = STATUS_STYLE.get(state.status, "white")
-        parts.append(f"[{style}]{escape(state.status)}[/]")
+        parts.append(f"[{style}]{escaped(state.status)}[/]")
     return " · ".join(parts)
 
 
@@ -348,6 +347,12 @@ def _short(text: str, limit: int = ARGUMENTS_SHOWN) -> str:
 # --- the Digest, a write to approve, a correction ------------------------------------------
 
 
+# on a narrow terminal the headers fold and a ghost's names fold; the numbers stay whole
+COST_COLUMNS = [
+    *(Col(h, "right", gives="header") for h in ("tokens in", "tokens out", "tool calls")),
+    Col("ghost calls", "right", gives="text"),
+    *(Col(h, "right", gives="header") for h in ("wall s", "caller tokens")),
+]
 ATTEMPT_WHY_CHARS = 120  # of a refused attempt's summary on its `re-routed:` line
 
 # where a field's value was found; "tool args" (the model's own value, echoed in a call it
@@ -365,14 +370,16 @@ def digest_panel(console: Console, d: Any) -> None:
     if d.routing is not None:
         target = d.routing.agent_id or "nobody"
         console.print(
-            f"routing: {d.routing.decision} → {escape(target)} (score {d.routing.score:.3f})"
+            f"routing: {d.routing.decision} → {escaped(target)} (score {d.routing.score:.3f})"
         )
     for a in d.attempts:  # the cards that had the task first (delegate re-routed after each)
         why = clipped(a.summary or a.reason or "no reason given", ATTEMPT_WHY_CHARS)
         to = shown(d.agent_id or "tiny")
-        _line(console, f"re-routed: {shown(a.agent_id)} {escape(a.status)} ({escape(why)}) → {to}")
+        _line(
+            console, f"re-routed: {shown(a.agent_id)} {escaped(a.status)} ({escaped(why)}) → {to}"
+        )
     style = STATUS_STYLE.get(d.status, "white")
-    title = f"{escape(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"
+    title = f"{escaped(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"
     reason = f"[{style}]reason:[/] {shown(d.reason)}" if d.reason else ""
     # no summary (a failed run): the box holds the reason, rather than standing empty
     summary = shown(d.summary, keep="\n") if d.summary else reason or "(no summary, no reason)"
@@ -385,8 +392,8 @@ def digest_panel(console: Console, d: Any) -> None:
         console.print(f"missing: {shown(', '.join(d.missing))}", style="yellow", highlight=False)
     for verdict, calls in (("approved", d.approved_writes()), ("declined", d.declined_writes())):
         for c in calls:
-            result = "" if c.outcome in ("ok", "declined") else escape(f" ({c.outcome})")
-            call = escape(write_call(c.name, c.arguments or {}))
+            result = "" if c.outcome in ("ok", "declined") else escaped(f" ({c.outcome})")
+            call = escaped(write_call(c.name, c.arguments or {}))
             _line(console, f"{verdict} write: {call}{result}")
     for a in d.artifacts:  # kept whole: `tiny artifacts show HANDLE` prints one
         kept = f"{shown(a.handle)} · {shown(a.tool)} · {a.chars:,} characters"
@@ -407,9 +414,16 @@ def _fields(fields: Mapping[str, Any], sources: Mapping[str, str]) -> Table:
     return table
 
 
-def write_request(console: Console, card_id: str, tool: str, arguments: Mapping[str, Any]) -> None:
-    """Show one write call, exactly and escaped, before the user approves or declines it."""
-    call = escape(write_call(tool, arguments))
+def write_request(
+    console: Console,
+    card_id: str,
+    tool: str,
+    arguments: Mapping[str, Any],
+    scrub: Callable[[str], str] = str,
+) -> None:
+    """Show one write call, exactly and escaped, before the user approves or declines it;
+    `scrub` takes the known secrets out (a model may copy the key a page held into a call)."""
+    call = escaped(scrub(write_call(tool, arguments)))
     _line(console, f"[bold]{shown(card_id)}[/] wants to write: [bold]{call}[/]")
 
 
@@ -424,13 +438,11 @@ def _cost(console: Console, c: Any) -> None:
         spent = f"cost: no model tokens reported, no tool calls · {c.wall_seconds:.2f} s"
         console.print(f"{spent} · {c.caller_tokens} caller tokens", style="dim", highlight=False)
         return
-    columns = ("tokens in", "tokens out", "tool calls", "ghost calls", "wall s", "caller tokens")
-    table = titled("cost", columns, columns)
     ghosts = str(c.ghost_calls) + (f" ({', '.join(c.ghost_names)})" if c.ghost_names else "")
-    counts = map(str, (c.tokens_in, c.tokens_out, c.tool_calls))
+    counts = [str(n) for n in (c.tokens_in, c.tokens_out, c.tool_calls)]
     # a ghost's name is the model's: ESC, OSC 8, bidi
-    table.add_row(*counts, shown(ghosts), f"{c.wall_seconds:.2f}", str(c.caller_tokens))
-    console.print(table)
+    row = [*counts, shown(ghosts), f"{c.wall_seconds:.2f}", str(c.caller_tokens)]
+    print_fitted(console, COST_COLUMNS, [row], lines=True, title="cost")
 
 
 def correction_line(correction: Correction, taught: str | None = None) -> str:

@@ -117,14 +117,14 @@ def explanations(console: Console, items: Sequence[Any], router: Any) -> None:
         decisions(console, [e.decision], router)
         table = titled("why", ("card", "score", "driven by", "words"), {"score"})
         for r in e.reasons:
-            source = escape(f"tool {r.tool}" if r.tool else r.source)
-            driver = f"{source} [dim](cosine {r.cosine:.3f})[/]\n{escape(clipped(r.text))}"
+            source = escaped(f"tool {r.tool}" if r.tool else r.source)
+            driver = f"{source} [dim](cosine {r.cosine:.3f})[/]\n{escaped(clipped(r.text))}"
             if r.nearest_example is not None:
                 driver += (
                     f"\n[dim]nearest example ({r.nearest_example_cosine:.2f}):[/] "
-                    f"{escape(clipped(r.nearest_example))}"
+                    f"{escaped(clipped(r.nearest_example))}"
                 )
-            words = f"{escape(', '.join(r.words))} [dim](+{r.lexical:.3f})[/]" if r.words else "—"
+            words = f"{escaped(', '.join(r.words))} [dim](+{r.lexical:.3f})[/]" if r.words else "—"
             table.add_row(r.agent_id, f"{r.score:.3f}", driver, words)
         console.print(table)
         console.print(f"threshold {e.decision.threshold:.3f}: {shown(e.threshold_source)}")
@@ -217,13 +217,24 @@ def _confusions(console: Console, confusions: Sequence[tuple[str, str, int]]) ->
 
 
 BAR_WIDTH = 32  # characters of the longest bar in the terminal charts
-BAR_TABLE = {"box": None, "show_header": False, "pad_edge": False}  # a chart's rows
+BAR_TABLE: dict[str, Any] = {"box": None, "show_header": False, "pad_edge": False}  # a chart's rows
 CLIPPED_CHARS = 90  # of a text `clipped` shows, unless told otherwise
+EMPTY_TAG = "[none][/none]"  # markup that styles nothing: backslashes before it are its escapes
 
 
 def shown(text: str, keep: str = "") -> str:
     """Text from a model, a page or a file, safe for rich markup and for the terminal."""
-    return escape(printable(text, keep))
+    return escaped(printable(text, keep))
+
+
+def escaped(text: str) -> str:
+    """`text` as rich markup that prints it as it is, whatever markup follows it."""
+    body = text.rstrip("\\")
+    if body == text:
+        return escape(text)
+    # rich reads backslashes as escapes only before a tag: escape's doubled trailing one
+    # prints twice where none follows. Doubled before an empty tag, they print once always.
+    return escape(body) + "\\" * 2 * (len(text) - len(body)) + EMPTY_TAG
 
 
 def cut(text: str, limit: int, strip: bool = False) -> str:
@@ -264,6 +275,7 @@ SQUEEZED = 4  # text and names on a terminal too narrow for the rest, before all
 GIVES: tuple[Gives, ...] = ("header", "text", "name")  # what gives way first, when too wide
 # the kinds whose values show cut (not folded) when their column narrows
 WHOLE: tuple[Gives | None, ...] = (None, "name")
+NUMBERS: tuple[Gives | None, ...] = (None, "header")  # the kinds whose values stay whole
 MEASURE_WIDTH = 10_000  # wide enough to measure any table at its natural width
 WIDE_HINT = "cut to fit (…): --wide prints the table whole"
 
@@ -286,10 +298,13 @@ def print_fitted(
     cols: Sequence[Col],
     rows: Sequence[Sequence[Cell]],
     wide: bool = False,
+    lines: bool = False,
     **options: Any,
 ) -> bool:
     """Print the table sized to the console (`wide`: at its natural width, uncropped); return
-    whether a value was cut to fit."""
+    whether a value was cut to fit. `lines`: on a console too narrow for the table's numbers
+    (its columns of kind None or header) and their headers' words, each row prints as a line
+    of `header value` pairs instead, its numbers whole."""
     table = Table(title_justify="left", **options)
     columns = [[row[i] for row in rows] for i in range(len(cols))]
     natural = [_natural([c.header, *cells]) for c, cells in zip(cols, columns, strict=True)]
@@ -310,6 +325,9 @@ def print_fitted(
     else:
         leasts = [_least(c, n, cs) for c, n, cs in zip(cols, natural, columns, strict=True)]
         widths = _fit(cols, natural, leasts, console.width - overhead)
+        if lines and _numbers_broken(cols, widths, leasts, columns):
+            _as_lines(console, cols, rows, options.get("title"))
+            return False
         for i, col in enumerate(cols):
             if col.gives == "text":
                 columns[i] = [_folded(console, cell, widths[i], col.lines) for cell in columns[i]]
@@ -320,6 +338,27 @@ def print_fitted(
     console.print(table, crop=not wide)
     whole = [(w, n) for w, n, c in zip(widths, natural, cols, strict=True) if c.gives in WHOLE]
     return any(w < n for w, n in whole)
+
+
+def _numbers_broken(
+    cols: Sequence[Col],
+    widths: Sequence[int],
+    leasts: Sequence[int],
+    columns: Sequence[Sequence[Cell]],
+) -> bool:
+    """Tell whether a column of numbers got narrower than its values or its headers' words."""
+    floors = [max(_natural(cells), least) for cells, least in zip(columns, leasts, strict=True)]
+    narrowed = zip(cols, widths, floors, strict=True)
+    return any(w < floor for c, w, floor in narrowed if c.gives in NUMBERS)
+
+
+def _as_lines(
+    console: Console, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], title: str | None
+) -> None:
+    """Print each row as one line of `header value` pairs, wrapped between words."""
+    for row in rows:
+        pairs = [Text(f"{c.header} ").append_text(_text(v)) for c, v in zip(cols, row, strict=True)]
+        console.print(Text(f"{title}: " if title else "").append_text(Text(" · ").join(pairs)))
 
 
 def say_cut(console: Console, cut: bool) -> None:

@@ -68,7 +68,12 @@ STATS_LEGEND = {  # what each column means, for the line under the tables (shown
     "p95 s": "95th-percentile wall seconds (nearest rank)",
 }
 # two spaces between columns, none at the edges (rich miscounts collapse_padding's first column)
-COMPACT_TABLE = {"box": COMPACT, "padding": (0, 1, 0, 0), "show_edge": False, "pad_edge": False}
+COMPACT_TABLE: dict[str, Any] = {
+    "box": COMPACT,
+    "padding": (0, 1, 0, 0),
+    "show_edge": False,
+    "pad_edge": False,
+}
 BAR_COLUMNS = (
     Col("card", gives="name"),
     Col("bar"),

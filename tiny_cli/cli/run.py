@@ -234,7 +234,8 @@ def running(
     the_brief = flags.brief()
     live = wants_live(flags.quiet, flags.json_out)
     with run_session(settings, command, flags.options, live=live, handles=handles) as session:
-        yield Running(ws, the_brief, session, _approver(flags.yes, flags.json_out))
+        approve = _approver(flags.yes, flags.json_out, _terminal_scrub(settings))
+        yield Running(ws, the_brief, session, approve)
 
 
 def show_digest(
@@ -264,20 +265,28 @@ def _pair(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def _approver(yes: bool, json_out: bool) -> Approve:
+def _approver(yes: bool, json_out: bool, scrub: Callable[[str], str]) -> Approve:
     """--yes approves every write; a terminal asks per call; otherwise nothing is approved."""
     if yes:
         return approve_writes
     if json_out or not stdin_is_terminal():
         return decline_writes  # run_card then stops a writer card before any model call
-    return _ask
+    return partial(_ask, scrub=scrub)
 
 
-def _ask(card: Card, tool: str, arguments: dict[str, Any]) -> bool:
-    """Show this write call exactly (escaped) on stderr and ask [y/N]; the default is no."""
+def _ask(
+    card: Card, tool: str, arguments: dict[str, Any], scrub: Callable[[str], str] = str
+) -> bool:
+    """Show this write call exactly (escaped, `scrub` taking the known keys out) on stderr and
+    ask [y/N]; the default is no."""
     with pause_current():  # a live view redrawing over the prompt would hide it
-        write_request(console(stderr=True), card.id, tool, arguments)
+        write_request(console(stderr=True), card.id, tool, arguments, scrub)
         return confirm("Allow this write?")
+
+
+def _terminal_scrub(settings: Settings) -> Callable[[str], str]:
+    """Return what takes the known API keys out of what a run shows on the terminal."""
+    return scrubber(settings.api_key).for_caller().text
 
 
 # --- the options and the session of every command that runs cards -----------------------
@@ -339,8 +348,7 @@ def run_session(
 
     A replay is not a run: it stays out of the run log unless `options.log` (`--log`).
     """
-    scrub = scrubber(settings.api_key).for_caller().text
-    view = LiveView(console(stderr=True), scrub=scrub) if live else None
+    view = LiveView(console(stderr=True), scrub=_terminal_scrub(settings)) if live else None
     opened: list[Session] = []
     replay = options.replay
     try:

@@ -383,7 +383,7 @@ class _Service:
                 raise event  # a bug: the SDK logs it on stderr and tells the host
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return self._park(pending, event)
-            pending.answer(await _elicit(ctx, event))
+            pending.answer(await _elicit(ctx, event.message(self.served.caller_scrub.text)))
 
     def _park(self, pending: _Pending, question: _Question) -> InputRequiredResult:
         """Keep the waiting run under a fresh key; the host's retry names it."""
@@ -391,7 +391,8 @@ class _Service:
             del self.parked[key]  # their runs declined the write and went on without us
         key = secrets.token_hex(12)
         self.parked[key] = pending
-        form = ElicitRequestFormParams(message=question.message(), requested_schema=APPROVAL_SCHEMA)
+        asked = question.message(self.served.caller_scrub.text)
+        form = ElicitRequestFormParams(message=asked, requested_schema=APPROVAL_SCHEMA)
         return InputRequiredResult(
             input_requests={WRITE_KEY: ElicitRequest(params=form)}, request_state=key
         )
@@ -411,9 +412,11 @@ class _Question:
     tool: str
     arguments: Mapping[str, Any]
 
-    def message(self) -> str:
-        """Return the question shown to the user: the exact call, escaped."""
-        return f"{printable(self.card)} wants to write: {write_call(self.tool, self.arguments)}"
+    def message(self, scrub: Callable[[str], str]) -> str:
+        """Return the question shown to the user: the exact call, escaped, with the known
+        secrets taken out by `scrub` (a model may copy the key a page held into a call)."""
+        call = scrub(write_call(self.tool, self.arguments))
+        return f"{printable(self.card)} wants to write: {call}"
 
 
 class _Pending:
@@ -471,11 +474,11 @@ class _SerialRouter:
             return self._router.route(task, top)
 
 
-async def _elicit(ctx: Context, question: _Question) -> bool:
+async def _elicit(ctx: Context, question: str) -> bool:
     """Ask the host mid-call (protocols before 2026-07-28); any failure declines."""
     try:
         result = await ctx.session.elicit_form(
-            question.message(), APPROVAL_SCHEMA, related_request_id=ctx.request_id
+            question, APPROVAL_SCHEMA, related_request_id=ctx.request_id
         )
     except Exception as exc:  # a host that cannot ask has not approved
         print(f"tiny serve: write declined, the host could not be asked: {exc}", file=sys.stderr)
