@@ -44,7 +44,7 @@ def test_a_replay_miss_is_a_failed_row_with_its_reason(tiny, tmp_path: Path) -> 
     assert recorded["status"] == "ok"
     assert replayed["status"] == "failed" and replayed["ended_at"] is not None
     assert MISS in replayed["reason"] and "the command ended" not in replayed["reason"]
-    assert replayed["tool_calls"] == 0  # the row was never finished: no Digest, no counts
+    assert replayed["tool_calls"] == 1  # the docs_search call it made before the miss
     failed = json.loads(tiny("runs", "--status", "failed", "--json").stdout)
     assert [r["id"] for r in failed] == [replayed["id"]]
     assert json.loads(tiny("runs", "--status", "interrupted", "--json").stdout) == []

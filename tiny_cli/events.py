@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tiny_cli.digest import CallOutcome, Digest, caller_tokens
+from tiny_cli.digest import CallOutcome, Cost, Digest, caller_tokens
 
 
 @dataclass(frozen=True)
@@ -149,10 +149,14 @@ class Finished:
 
 @dataclass(frozen=True)
 class Aborted:
-    """The run ended with an error raised to its caller (a refused key, a replay miss): there
-    is no Digest, and no `Finished` follows. `reason` is the error's message."""
+    """The run ended with no Digest, and no `Finished` follows: an error raised to its caller
+    (a refused key, a replay miss; `reason` is its message), or Ctrl-C (`interrupted`).
+    `messages` is the transcript as sent so far, `cost` what the run spent by then."""
 
     reason: str
+    messages: Sequence[Mapping[str, Any]]
+    cost: Cost
+    interrupted: bool = False
 
 
 Event = (

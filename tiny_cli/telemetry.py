@@ -280,8 +280,12 @@ class _RunTrace:
         self.t._runs.discard(self)
 
     def aborted(self, e: Aborted) -> None:
-        """An error ended the run (raised to its caller): end its spans with it, now."""
-        self.abandon(ABORTED, self.text(e.reason))
+        """An error ended the run (raised to its caller): end its spans with it, now; Ctrl-C
+        ends them as a run cut short."""
+        if e.interrupted:
+            self.abandon()
+        else:
+            self.abandon(ABORTED, self.text(e.reason))
         self.t._runs.discard(self)
 
     def abandon(self, kind: str = "unfinished", description: str = UNFINISHED) -> None:

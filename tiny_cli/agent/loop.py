@@ -248,10 +248,18 @@ def invoke(
     observer(_started(card, brief, meter, model, mode, run.messages))
     try:
         digest = _loop(run, provider, model, stop_at_first_call)
-    except Exception as exc:  # raised to the caller (a custom provider's own too): told first
-        observer(Aborted(str(exc) if isinstance(exc, TinyError) else type(exc).__name__))
+    except BaseException as exc:  # raised to the caller (a custom provider's own too, Ctrl-C)
+        observer(_aborted(exc, run))  # told first, with what the run did: the log keeps it
         raise
     return finish(observer, replace(digest, routing=routing), run.messages)
+
+
+def _aborted(exc: BaseException, run: _Run) -> Aborted:
+    """The run's end when `exc` stops it: an error (its message), or Ctrl-C or an exit."""
+    messages, cost = tuple(run.messages), run.meter.cost()
+    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: stopped, not failed
+        return Aborted("interrupted", messages, cost, interrupted=True)
+    return Aborted(str(exc) if isinstance(exc, TinyError) else type(exc).__name__, messages, cost)
 
 
 # what each argument of a run must be, and how to say so: each would fail only mid-run

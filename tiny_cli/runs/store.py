@@ -168,6 +168,15 @@ FINISHED = (
     *("wall_seconds", "tool_mode", "pid", "process", "repaired"),
 )
 
+# a row no Finished fills in (Ctrl-C, an error): how it ended, and what it did until then
+ENDED = (
+    *("ended_at", "status", "reason", "transcript", "calls", "tokens_in", "tokens_out"),
+    *("tool_calls", "ghost_calls", "recovered_calls", "wall_seconds", "repaired"),
+)
+ENDED_SQL = (
+    f"UPDATE runs SET {', '.join(f'{name} = ?' for name in ENDED)} "
+    "WHERE id = ? AND status = 'running'"
+)
 INTERRUPT = (
     "UPDATE runs SET status = 'interrupted', ended_at = ?, reason = ? "
     "WHERE id = ? AND status = 'running'"
@@ -474,17 +483,29 @@ class Recorder:
         self.writer.submit(self._store)
 
     def aborted(self, event: Aborted) -> None:
-        """Queue the run's end when an error ended it: failed, with the error as its reason.
+        """Queue the run's end when Ctrl-C or an error ended it, with what it did until then:
+        `interrupted`, or `failed` with the error as its reason.
 
         Not left `running` until the process ends: `tiny serve` goes on serving.
         """
-        reason = self.writer.scrub.text(event.reason)
-        self.writer.submit(lambda db: self._fail(db, reason))
+        ended = self.writer.scrub.columns(self._ended_row(event))
+        self.writer.submit(lambda db: self._end(db, ended))
 
-    def _fail(self, db: sqlite3.Connection, reason: str) -> None:
+    def _ended_row(self, event: Aborted) -> tuple[Any, ...]:
+        """Return the ENDED columns' values."""
+        status, reason = ("interrupted", LEFT) if event.interrupted else ("failed", event.reason)
+        cost, messages = event.cost, event.messages
+        return (
+            *(now(), status, reason, messages),
+            _calls(self.called, self.answered, self.writer.scrub.text),
+            *(cost.tokens_in, cost.tokens_out, cost.tool_calls, cost.ghost_calls),
+            *(cost.recovered_calls, cost.wall_seconds, int(repaired(messages))),
+        )
+
+    def _end(self, db: sqlite3.Connection, ended: Sequence[Any]) -> None:
         self.insert_running(db)  # a run shorter than the writer's tick has no row yet
         if self.row is not None:
-            db.execute(FAIL_LEFT, (now(), reason, self.row))
+            db.execute(ENDED_SQL, [*ended, self.row])
             self.writer.open_rows.discard(self.row)
 
     def insert_running(self, db: sqlite3.Connection) -> None:
