@@ -655,12 +655,24 @@ def _shown(
     return stored_result(text, artifact, DEFAULT_MAX_RESULT_CHARS), None
 
 
+def unsurrogated(value: Any) -> Any:
+    """Return a value decoded from the model's JSON with each lone surrogate replaced by U+FFFD.
+
+    json reads the escape "\\ud800" as one, which no encoder takes: a summary, a field or a
+    tool's argument holding it could be neither printed nor sent.
+    """
+    text = json.dumps(value, ensure_ascii=False)  # a surrogate pair is one character by now
+    if _SURROGATE.search(text) is None:
+        return value
+    return json.loads(_SURROGATE.sub("\ufffd", text))
+
+
 def _arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """Parse and validate a call's JSON arguments; return them, or what is wrong with them."""
     if len(raw or "") > MAX_ARGUMENT_CHARS:
         return {}, f"arguments are {len(raw):,} characters; at most {MAX_ARGUMENT_CHARS:,}"
     try:
-        args = json.loads(raw or "{}")
+        args = unsurrogated(json.loads(raw or "{}"))
     except json.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON ({exc.msg} at character {exc.pos})"
     except RecursionError:

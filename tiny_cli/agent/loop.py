@@ -33,6 +33,7 @@ from tiny_cli.agent.calls import (
     shown_name,
     text_message,
     tool_message,
+    unsurrogated,
 )
 from tiny_cli.agent.reply import (
     Reply,
@@ -391,7 +392,7 @@ def _dropped(asked: int, answered: int) -> tuple[str, ...]:
 def _stopped(run: _Run, call: ToolCall) -> Digest:
     """Record the first call as the model sent it, run nothing, and end the run `partial`."""
     try:
-        arguments = json.loads(call.arguments or "{}")
+        arguments = unsurrogated(json.loads(call.arguments or "{}"))
     except (ValueError, RecursionError):  # not JSON, or a number of over 4,300 digits
         arguments = None
     offered = any(s["function"]["name"] == call.name for s in run.schemas)
@@ -498,6 +499,7 @@ class _Run:
             self.messages.append(
                 tool_message(call, content) if native else result_message(call.name, content)
             )
+        self.messages[0] = self._first_messages()[0]  # an artifact kept offers read_artifact
         if recovered and self.mode == "auto":
             self._switch_to_json("the model wrote tool calls as text")
         if self.meter.tools_spent():
@@ -542,9 +544,10 @@ class _Run:
         return True
 
     def take_answer(self, reply: Completion) -> Reply:
-        """Take a reply without calls as the answer: into the context, parsed by the contract."""
+        """Take a reply without calls as the answer: into the context, parsed by the contract
+        (as a partial is, once the tool budget is spent: it cannot be `ok`)."""
         self.messages.append(text_message(reply.content))
-        return parse_reply(reply.content, self.required, self.card.returns)
+        return parse_reply(reply.content, self.required, self.card.returns, partial=self.wrapping)
 
     def ask_for_repair(self, answer: Reply, content: str | None) -> None:
         """Keep the bad answer as the draft and tell the model, once, what is wrong with it."""

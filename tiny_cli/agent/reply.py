@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tiny_cli.agent.calls import shown_name
+from tiny_cli.agent.calls import shown_name, unsurrogated
 from tiny_cli.cards.card import Card
 from tiny_cli.digest import MODEL_STATUSES
 from tiny_cli.provider.client import ToolCall
@@ -99,13 +99,19 @@ class Reply:
 
 
 def parse_reply(
-    text: str | None, required: Sequence[str], types: Mapping[str, dict] | None = None
+    text: str | None,
+    required: Sequence[str],
+    types: Mapping[str, dict] | None = None,
+    *,
+    partial: bool = False,
 ) -> Reply:
     """Find the JSON object in a final answer (prose and code fences tolerated) and check it.
 
     `types` maps fields to the JSON Schema their values must match (a card's `returns`); a
     string that is exactly a number or boolean of its field's type is read as that value.
     A `partial` may leave out required fields (`missing_fields` names them); `ok` may not.
+    `partial`: the answer ends partial whatever it claims (the tool budget ran out before it),
+    so it is taken as one is, never repaired.
     """
     text = text or ""
     if len(text) > MAX_REPLY_CHARS:
@@ -121,14 +127,16 @@ def parse_reply(
     notes += coerced
     typed = {**SUMMARY_TYPE, **(types or {})}  # the contract's summary is a string
     status = data.get("status")
-    if status in ("partial", "refused"):  # taken with what it has: a wrong field is left out
-        # a refusal carries no fields to check, but its summary is shown; the fields a partial
-        # lacks (even its summary) are named, not repaired, so a second try cannot turn an
-        # honest partial into a failure
-        data, dropped = _without_mistyped(data, typed if status == "partial" else SUMMARY_TYPE)
-        problems = _two_minds(text) if status == "refused" else []
+    if partial or status in ("partial", "refused"):  # taken with what it has: a wrong field
+        # is left out. A refusal carries no fields to check, but its summary is shown; the
+        # fields a partial lacks (even its summary) are named, not repaired, so a second try
+        # cannot turn an honest partial into a failure
+        refused = status == "refused"
+        kept = "refused" if refused else "partial"
+        data, dropped = _without_mistyped(data, SUMMARY_TYPE if refused else typed, kept)
+        problems = _two_minds(text) if refused or partial else []
         return Reply(data, tuple(problems), notes + dropped, completed)
-    problems = _contract_problems(data, required) + _two_minds(text)
+    problems = _contract_problems(data, required, types or {}) + _two_minds(text)
     problems += _type_problems(data, typed, required)
     return Reply(data, tuple(problems), notes, completed)
 
@@ -160,27 +168,38 @@ def _status_read(data: dict[str, Any], notes: tuple[str, ...]) -> tuple[dict, tu
 
 
 def _without_mistyped(
-    data: dict[str, Any], types: Mapping[str, dict]
+    data: dict[str, Any], types: Mapping[str, dict], status: str
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """Leave out of a `partial` (or a refusal) each typed field its schema refuses, with a note
-    naming it."""
+    naming it (an empty value too, when its schema refuses it)."""
     notes: tuple[str, ...] = ()
     for name, schema in types.items():
         value = _value(data, name)
-        problem = None if value in (None, "") else _type_problem(name, value, schema)
+        problem = None if value is None else _type_problem(name, value, schema)
         if problem is None:
             continue
         if name in data:
             data = {k: v for k, v in data.items() if k != name}
         else:  # found under `fields`
             data = {**data, "fields": {k: v for k, v in data["fields"].items() if k != name}}
-        notes += (f"{problem}: left out of the {data.get('status')} answer",)
+        notes += (f"{problem}: left out of the {status} answer",)
     return data, notes
 
 
-def missing_fields(data: Mapping[str, Any], names: Sequence[str]) -> tuple[str, ...]:
-    """Return the fields of `names` that a reply leaves out or leaves empty."""
-    return tuple(name for name in names if _value(data, name) in (None, ""))
+def missing_fields(
+    data: Mapping[str, Any], names: Sequence[str], types: Mapping[str, Any] | None = None
+) -> tuple[str, ...]:
+    """Return the fields of `names` that a reply leaves out or leaves empty (`_empty`); a
+    field `types` types may hold an empty list or object its schema takes (no tags at all)."""
+    return tuple(n for n in names if _empty(_value(data, n), typed=n in (types or {})))
+
+
+def _empty(value: Any, typed: bool = False) -> bool:
+    """True for a value that says nothing: none, blank text, or, untyped, an empty list or
+    object."""
+    if isinstance(value, str):
+        return not value.strip()
+    return value is None or (not typed and isinstance(value, list | dict) and not value)
 
 
 def field_values(data: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
@@ -188,7 +207,9 @@ def field_values(data: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any
     return {name: _value(data, name) for name in names if _value(data, name) is not None}
 
 
-def _contract_problems(data: Mapping[str, Any], required: Sequence[str]) -> list[str]:
+def _contract_problems(
+    data: Mapping[str, Any], required: Sequence[str], types: Mapping[str, Any]
+) -> list[str]:
     """Check an answer that is neither `partial` nor `refused`: its status, its summary and
     every required field."""
     problems = []
@@ -196,7 +217,8 @@ def _contract_problems(data: Mapping[str, Any], required: Sequence[str]) -> list
     if status not in MODEL_STATUSES:
         problems.append(f"'status' must be one of {', '.join(MODEL_STATUSES)}, got {status!r}")
     needed = ("summary", *required)
-    return problems + [f"missing required field {n!r}" for n in missing_fields(data, needed)]
+    missing = missing_fields(data, needed, types)
+    return problems + [f"missing required field {n!r}" for n in missing]
 
 
 def _coerced(
@@ -248,7 +270,7 @@ def _whole_object(text: str) -> dict[str, Any] | None:
 
 def _loads(chunk: str) -> Any:
     try:
-        return json.loads(chunk)
+        return unsurrogated(json.loads(chunk))
     except (ValueError, RecursionError):
         return None
 
@@ -261,6 +283,7 @@ def _objects(text: str) -> Iterator[dict[str, Any]]:
             return
         try:
             value, end = decoder.raw_decode(text, i)
+            value = unsurrogated(value)
         except (ValueError, RecursionError):
             i = text.find("{", i + 1)
             continue
@@ -342,7 +365,7 @@ def _type_problems(
     problems = []
     for name, schema in types.items():
         value = _value(data, name)
-        if value is None or (value == "" and name in required):
+        if value is None or (_empty(value, typed=True) and name in required):
             continue  # absent: reported as missing, not as mistyped
         problem = _type_problem(name, value, schema)
         if problem:

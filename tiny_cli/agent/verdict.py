@@ -102,7 +102,7 @@ def answered(
         status, reason = "partial", cut
     if forced and status != "refused":
         status, reason = "partial", forced
-    missing = () if status == "refused" else missing_fields(data, required)
+    missing = () if status == "refused" else missing_fields(data, required, card.returns)
     claim = Claim(status, reason, notes, summary, fields, missing)
     return judged(card, brief, meter, claim, artifacts)
 
