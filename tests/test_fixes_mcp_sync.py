@@ -2,14 +2,13 @@
 its own time to start, routes say the ages of the servers their cards name only, a tool with
 no description keeps none, and a literal secret in a server's args is never shown.
 
-The servers are real processes (a raw JSON-RPC server over stdio, written below); the model is
-tiny_cli.testing's scripted server; every file is a real one under tmp_path.
+The servers are real processes (tests/mcp_servers/raw.py, raw JSON-RPC over stdio); the model
+is tiny_cli.testing's scripted server; every file is a real one under tmp_path.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.mcp_servers.raw import entry
 from tiny_cli.mcp_import import connect_problems
 from tiny_cli.routing.tooltexts import gathered, save_mcp_tools
 from tiny_cli.settings import load_settings
@@ -25,38 +25,6 @@ from tiny_cli.tools.mcp_client import stop_servers
 from tiny_cli.validation import validate
 from tiny_cli.workspace import mcp_settings
 
-RAW_SERVER = '''
-"""A raw MCP server over stdio: python raw.py TOOLS.json [MODE ARGS...]. MODE `hang` never
-answers; `argv` writes its arguments to stderr and exits, as a server refusing them does."""
-import json
-import sys
-import time
-
-mode = sys.argv[2] if len(sys.argv) > 2 else ""
-if mode == "hang":
-    time.sleep(600)
-if mode == "argv":
-    sys.stderr.write("fatal: bad args " + " ".join(sys.argv[3:]) + "\\n")
-    sys.exit(2)
-
-
-def result(request):
-    method, params = request.get("method"), request.get("params") or {}
-    if method == "initialize":
-        return {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
-                "serverInfo": {"name": "raw", "version": "1"}}
-    if method == "tools/list":
-        return {"tools": json.load(open(sys.argv[1], encoding="utf-8"))}
-    return {}
-
-
-for line in sys.stdin:
-    request = json.loads(line)
-    if "id" in request:
-        answer = {"jsonrpc": "2.0", "id": request["id"], "result": result(request)}
-        sys.stdout.write(json.dumps(answer) + "\\n")
-        sys.stdout.flush()
-'''
 READ_ONLY = {"readOnlyHint": True}
 RECIPE = {
     "name": "find_recipe",
@@ -72,18 +40,10 @@ PIECE = 6  # a run of this many characters of a secret is a leak
 
 pytestmark = pytest.mark.usefixtures("stop_mcp_servers")  # none outlives its test
 
-Raw = Callable[..., dict[str, Any]]
 
-
-@pytest.fixture
-def raw(tmp_path: Path) -> Raw:
-    """A maker of mcp.yaml entries starting the raw server with the tools of `listed`."""
-    script = tmp_path / "raw.py"
-    script.write_text(RAW_SERVER, encoding="utf-8")
-    return lambda listed, *args: {
-        "command": sys.executable,
-        "args": [str(script), str(listed), *args],
-    }
+def raw(listed: Path, *args: str) -> dict[str, Any]:
+    """An mcp.yaml entry starting the raw server with the tools of `listed`."""
+    return entry("--tools", str(listed), *args)
 
 
 def tools_file(path: Path, *tools: dict[str, Any]) -> Path:
@@ -121,7 +81,7 @@ WRITER = {k: v for k, v in RECIPE.items() if k != "annotations"}  # no hints: a 
     ids=["renamed", "became-a-writer"],
 )
 def test_sync_keeps_a_listed_server_as_it_lists_now_when_a_card_names_what_it_lacks(
-    tmp_path: Path, raw: Raw, tiny: Callable[..., Any], home: Path, now: dict[str, Any]
+    tmp_path: Path, tiny: Callable[..., Any], home: Path, now: dict[str, Any]
 ) -> None:
     listed = tools_file(tmp_path / "tools.json", RECIPE)
     cards = cards_folder(tmp_path / "cards", {"food": raw(listed)}, cook=["food.find_recipe"])
@@ -147,10 +107,10 @@ def test_sync_keeps_a_listed_server_as_it_lists_now_when_a_card_names_what_it_la
 
 
 def test_a_hanging_server_does_not_use_up_the_time_of_the_other_servers_a_card_names(
-    tmp_path: Path, raw: Raw, home: Path
+    tmp_path: Path, home: Path
 ) -> None:
     listed = tools_file(tmp_path / "tools.json", {**RECIPE, "name": "ping"})
-    servers = {"hang": raw(listed, "hang"), "good": raw(listed)}
+    servers = {"hang": raw(listed, "--hang"), "good": raw(listed)}
     cards = cards_folder(
         tmp_path / "cards", servers, ha=["hang.ping", "good.ping"], hb=["good.ping"]
     )
@@ -171,7 +131,7 @@ def test_a_hanging_server_does_not_use_up_the_time_of_the_other_servers_a_card_n
 
 
 def test_the_ages_a_route_reads_are_of_the_servers_the_cards_name_only(
-    tmp_path: Path, raw: Raw, home: Path, tiny: Callable[..., Any]
+    tmp_path: Path, home: Path, tiny: Callable[..., Any]
 ) -> None:
     listed = tools_file(tmp_path / "tools.json", RECIPE)
     cards = cards_folder(tmp_path / "cards", {"food": raw(listed)}, cook=["food.find_recipe"])
@@ -199,7 +159,6 @@ def test_the_ages_a_route_reads_are_of_the_servers_the_cards_name_only(
 
 def test_a_tool_without_a_description_is_kept_and_sent_without_one(
     tmp_path: Path,
-    raw: Raw,
     tiny: Callable[..., Any],
     home: Path,
     scripted_server: ScriptedServer,
@@ -228,11 +187,11 @@ def pieces(secret: str) -> set[str]:
 
 
 def test_a_literal_secret_in_a_servers_args_is_not_echoed_when_it_fails(
-    tmp_path: Path, raw: Raw, tiny: Callable[..., Any]
+    tmp_path: Path, tiny: Callable[..., Any]
 ) -> None:
     listed = tools_file(tmp_path / "tools.json", RECIPE)
     args = (
-        "argv",
+        "--refuse",
         "--api-key",
         API_KEY,
         f"--token={TOKEN}",

@@ -1,8 +1,8 @@
 """MCP servers that collide, leak, flood or babble: each has a defined, bounded outcome.
 
-The servers are real processes: a raw JSON-RPC server over stdio written below (no SDK, so
-it starts fast and can misbehave in ways the SDK's own servers cannot); the model is
-tiny_cli.testing's scripted server.
+The servers are real processes: tests/mcp_servers/raw.py, a raw JSON-RPC server over stdio
+(no SDK, so it starts fast and can misbehave in ways the SDK's own servers cannot); the model
+is tiny_cli.testing's scripted server.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.mcp_servers.raw import entry
 from tiny_cli.agent.calls import _arguments  # the tool-argument validator the run loop uses
 from tiny_cli.agent.loop import tools_section
 from tiny_cli.agent.reply import response_format
@@ -35,66 +36,13 @@ from tiny_cli.tools.mcp_config import McpServer, load_mcp_config
 from tiny_cli.tools.registry import Registry, Tool
 
 OK = json.dumps({"status": "ok", "summary": "Done.", "answer": "42"})
-RAW_SERVER = '''
-"""A raw MCP server over stdio: JSON-RPC lines, no SDK; each tool says which server ran it.
-
-python raw.py NAME [TOOL ...] [--noise N] [--stderr-mb N] [--deep N]
-"""
-import json
-import sys
-
-words, opts = sys.argv[1:], {}
-while len(words) >= 2 and words[-2].startswith("--"):
-    opts[words[-2][2:]] = int(words[-1])
-    words = words[:-2]
-name, tools = words[0], words[1:]
-if "stderr-mb" in opts:  # that many MB on stderr, a last line, and gone
-    chunk = "x" * 1023 + "\\n"
-    for _ in range(opts["stderr-mb"] * 1024):
-        sys.stderr.write(chunk)
-    sys.stderr.write(f"{name}: last words\\n")
-    sys.stderr.flush()
-    sys.exit(3)
-for i in range(opts.get("noise", 0)):  # lines that are not JSON-RPC, before the handshake
-    print(f"noise {i}", flush=True)
-
-
-def result(request):
-    method, params = request.get("method"), request.get("params") or {}
-    if method == "initialize":
-        return {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
-                "serverInfo": {"name": name, "version": "1"}}
-    if method == "tools/list":
-        schema = {"type": "object", "properties": {}}
-        return {"tools": [{"name": t, "description": f"{name}'s {t}", "inputSchema": schema,
-                           "annotations": {"readOnlyHint": True}} for t in tools]}
-    if method == "tools/call":
-        return {"content": [{"type": "text", "text": f"server {name} ran {params['name']}"}]}
-    return {}
-
-
-for line in sys.stdin:
-    request = json.loads(line)
-    if "id" not in request:
-        continue
-    answer = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result(request)})
-    if request.get("method") == "tools/call" and "deep" in opts:  # a result nested N deep
-        deep = opts["deep"]
-        answer = answer[:-2] + ', "structuredContent": {"x": ' + "[" * deep + "]" * deep + "}}}"
-    sys.stdout.write(answer + "\\n")
-    sys.stdout.flush()
-'''
-
 
 pytestmark = pytest.mark.usefixtures("stop_mcp_servers")  # none outlives its test
 
 
-@pytest.fixture
-def raw(tmp_path: Path) -> Callable[..., dict[str, Any]]:
-    """Return a maker of mcp.yaml entries that start the raw server with these arguments."""
-    script = tmp_path / "raw.py"
-    script.write_text(RAW_SERVER, encoding="utf-8")
-    return lambda *args: {"command": sys.executable, "args": [str(script), *args]}
+def raw(name: str, tool: str, *args: str) -> dict[str, Any]:
+    """An mcp.yaml entry starting the raw server `name`, serving `tool`, with `args`."""
+    return entry("--name", name, "--tool", tool, *args)
 
 
 def cards_folder(where: Path, servers: dict[str, Any], **cards: list[str] | dict[str, Any]) -> Path:
@@ -133,15 +81,14 @@ def tiny_process(
 # --- wire names: each card's own tools --------------------------------------------------------
 
 
-def collide(raw: Callable[..., dict[str, Any]]) -> dict[str, Any]:
-    """Servers `a` (tool b__c) and `a__b` (tool c): a.b__c and a__b.c are both a__b__c."""
-    return {"a": raw("a", "b__c"), "a__b": raw("a__b", "c")}
+# servers `a` (tool b__c) and `a__b` (tool c): a.b__c and a__b.c are both a__b__c
+COLLIDE = {"a": raw("a", "b__c"), "a__b": raw("a__b", "c")}
 
 
 def test_validate_refuses_two_mcp_tools_that_meet_on_one_wire_name(
-    tmp_path: Path, raw: Callable[..., dict[str, Any]], tiny: Callable[..., Any]
+    tmp_path: Path, tiny: Callable[..., Any]
 ) -> None:
-    cards = cards_folder(tmp_path / "cards", collide(raw), xa=["a.b__c"], xb=["a__b.c"])
+    cards = cards_folder(tmp_path / "cards", COLLIDE, xa=["a.b__c"], xb=["a__b.c"])
     checked = tiny("validate", env={"TINY_CARDS": str(cards)})
     invoked = tiny("invoke", "xa", "go", env={"TINY_CARDS": str(cards)})
 
@@ -154,7 +101,7 @@ def test_validate_refuses_two_mcp_tools_that_meet_on_one_wire_name(
 
 
 def test_an_mcp_tool_may_not_reach_the_model_under_a_registered_tools_name(
-    tmp_path: Path, raw: Callable[..., dict[str, Any]], tiny: Callable[..., Any]
+    tmp_path: Path, tiny: Callable[..., Any]
 ) -> None:
     tools = tmp_path / "my_tools.py"
     tools.write_text(
@@ -162,7 +109,7 @@ def test_an_mcp_tool_may_not_reach_the_model_under_a_registered_tools_name(
         '    """Say hello."""\n    return "hello"\n',
         encoding="utf-8",
     )
-    cards = cards_folder(tmp_path / "cards", collide(raw), xa=["a.b__c"])
+    cards = cards_folder(tmp_path / "cards", COLLIDE, xa=["a.b__c"])
     checked = tiny("validate", env={"TINY_CARDS": str(cards), "TINY_TOOLS": str(tools)})
 
     assert checked.exit_code == 1
@@ -170,15 +117,15 @@ def test_an_mcp_tool_may_not_reach_the_model_under_a_registered_tools_name(
 
 
 def test_a_wire_name_two_cards_share_runs_each_cards_own_tool(
-    tmp_path: Path, raw: Callable[..., dict[str, Any]], scripted_server: ScriptedServer
+    tmp_path: Path, scripted_server: ScriptedServer
 ) -> None:
     from tiny_cli.agent.loop import invoke as run
     from tiny_cli.digest import make_brief
     from tiny_cli.provider.client import OpenAIProvider
 
     # two folders, each valid alone, loaded in one process (a library, a bench): xb is last
-    mine = workspace(cards_folder(tmp_path / "one", collide(raw), xa=["a.b__c"]), tmp_path)
-    theirs = workspace(cards_folder(tmp_path / "two", collide(raw), xb=["a__b.c"]), tmp_path)
+    mine = workspace(cards_folder(tmp_path / "one", COLLIDE, xa=["a.b__c"]), tmp_path)
+    theirs = workspace(cards_folder(tmp_path / "two", COLLIDE, xb=["a__b.c"]), tmp_path)
     scripted_server.add(*[tool_call("a__b__c", {}), reply(OK)] * 2)
     provider = OpenAIProvider(scripted_server.url, api_key=None)
     for ws, card in ((mine, "xa"), (theirs, "xb")):
@@ -270,9 +217,7 @@ def _largest_open_file() -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads /proc/self/fd")
-def test_a_server_that_floods_stderr_and_dies_costs_only_its_last_lines(
-    tmp_path: Path, raw: Callable[..., dict[str, Any]]
-) -> None:
+def test_a_server_that_floods_stderr_and_dies_costs_only_its_last_lines(tmp_path: Path) -> None:
     loud = {"box": raw("box", "t", "--stderr-mb", "50")}
     ws = workspace(cards_folder(tmp_path / "cards", loud, loud=["box.t"]), tmp_path)
     with pytest.raises(ToolServerError) as caught:
@@ -286,9 +231,8 @@ def test_a_server_that_floods_stderr_and_dies_costs_only_its_last_lines(
 
 @pytest.mark.slow  # a few seconds on 2 cores: in `make test-slow`
 def test_a_server_that_babbles_on_stdout_gives_a_few_one_line_warnings(
-    tmp_path: Path, raw: Callable[..., dict[str, Any]], scripted_server: ScriptedServer,
-    cli_env: dict[str, str],
-) -> None:  # fmt: skip
+    tmp_path: Path, scripted_server: ScriptedServer, cli_env: dict[str, str]
+) -> None:
     noisy = {"n": raw("n", "t", "--noise", "200")}
     cards = cards_folder(tmp_path / "cards", noisy, noisy=["n.t"])
     scripted_server.add(tool_call("n__t", {}), reply(OK))
@@ -310,9 +254,8 @@ def test_a_server_that_babbles_on_stdout_gives_a_few_one_line_warnings(
 
 @pytest.mark.slow
 def test_a_result_nested_100000_deep_gives_one_line_not_a_traceback(
-    tmp_path: Path, raw: Callable[..., dict[str, Any]], scripted_server: ScriptedServer,
-    cli_env: dict[str, str],
-) -> None:  # fmt: skip
+    tmp_path: Path, scripted_server: ScriptedServer, cli_env: dict[str, str]
+) -> None:
     deep = {"d": raw("d", "t", "--deep", "100000")}
     card = {"tools": ["d.t"], "budget": {"max_wall_seconds": 2}}
     cards = cards_folder(tmp_path / "cards", deep, deep=card)

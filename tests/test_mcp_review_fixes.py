@@ -4,14 +4,14 @@ left out, two servers of one mcp.yaml name both told, JSONC read as JSON, a rena
 card kept in its file, a cards folder that is a file refused in one line, true `set` lines and
 true ages of the MCP tool lists routes read.
 
-The servers are real processes: a raw JSON-RPC server over stdio (written below) serving the
-tools of a JSON file. Every file is a real one under tmp_path.
+The servers are real processes: tests/mcp_servers/raw.py, a raw JSON-RPC server over stdio,
+serving the tools of a JSON file. Every file is a real one under tmp_path.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,38 +19,12 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.mcp_servers.raw import entry
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.tooltexts import gathered, save_mcp_tools
 from tiny_cli.settings import load_settings
 from tiny_cli.tools.mcp_hosts import read_host_config
 
-RAW_SERVER = '''
-"""A raw MCP server over stdio serving the tools the JSON file argv[1] lists."""
-import json
-import sys
-
-tools = json.load(open(sys.argv[1], encoding="utf-8"))
-
-
-def result(request):
-    method, params = request.get("method"), request.get("params") or {}
-    if method == "initialize":
-        return {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
-                "serverInfo": {"name": "raw", "version": "1"}}
-    if method == "tools/list":
-        return {"tools": tools}
-    if method == "tools/call":
-        return {"content": [{"type": "text", "text": "called " + params["name"]}]}
-    return {}
-
-
-for line in sys.stdin:
-    request = json.loads(line)
-    if "id" in request:
-        answer = {"jsonrpc": "2.0", "id": request["id"], "result": result(request)}
-        sys.stdout.write(json.dumps(answer) + "\\n")
-        sys.stdout.flush()
-'''
 READ_ONLY = {"readOnlyHint": True}
 GET_TIME = {
     "name": "get_time",
@@ -78,15 +52,12 @@ Server = Callable[..., dict[str, Any]]
 @pytest.fixture
 def server(tmp_path: Path) -> Server:
     """A maker of host entries that start the raw server with `tools`, then `args`."""
-    script = tmp_path / "raw.py"
-    script.write_text(RAW_SERVER, encoding="utf-8")
-    made: list[Path] = []
+    numbers = itertools.count()
 
     def make(tools: list[dict[str, Any]], *args: str, **spec: Any) -> dict[str, Any]:
-        listed = tmp_path / f"tools{len(made)}.json"
+        listed = tmp_path / f"tools{next(numbers)}.json"
         listed.write_text(json.dumps(tools), encoding="utf-8")
-        made.append(listed)
-        return {"command": sys.executable, "args": [str(script), str(listed), *args], **spec}
+        return entry("--tools", str(listed), *args, **spec)
 
     return make
 

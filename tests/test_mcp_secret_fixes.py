@@ -1,7 +1,7 @@
 """MCP secrets that leaked in part, URL credentials, a missing knowledge folder, a key twice.
 
-The servers are real processes (a raw JSON-RPC server over stdio, written below); the model is
-tiny_cli.testing's scripted server; every file is a real one under tmp_path.
+The servers are real processes (tests/mcp_servers/raw.py, raw JSON-RPC over stdio); the model
+is tiny_cli.testing's scripted server; every file is a real one under tmp_path.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.mcp_servers.raw import DSN, entry
 from tiny_cli.errors import ConfigError
 from tiny_cli.testing import ScriptedServer, reply, tool_call
 from tiny_cli.tools.mcp_client import STDERR_CHARS, STDERR_TAIL_BYTES
@@ -28,57 +29,14 @@ QUOTED = 'tkQ"x\\SECRET9988776655'  # a secret JSON text must escape
 PASSWORD = "pa55word/Q+"  # a secret that would split a URL where it stands
 PIECE = 6  # a run of this many characters of a secret is a leak
 OK = json.dumps({"status": "ok", "summary": "Done.", "answer": "42"})
-RAW_SERVER = '''
-"""A raw MCP server over stdio. python raw.py MODE: `long` and `tail` write $MY_API_KEY to
-stderr in a long last line and exit; `json` serves tool `get`, which returns it in JSON text."""
-import json
-import os
-import sys
-
-mode, token = sys.argv[1], os.environ.get("MY_API_KEY", "")
-if mode == "long":  # the secret straddles the cut of the line quoted
-    sys.stderr.write("x" * PAD + " token=" + token + " rest\\n")
-    sys.exit(3)
-if mode == "tail":  # the secret straddles the cut of the stderr tail kept
-    sys.stderr.write("y" * 50 + token + "z" * (TAIL - len(token) // 2 - 1) + "\\n")
-    sys.exit(3)
-
-
-def result(request):
-    method, params = request.get("method"), request.get("params") or {}
-    if method == "initialize":
-        return {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
-                "serverInfo": {"name": "raw", "version": "1"}}
-    if method == "tools/list":
-        return {"tools": [{"name": "get", "description": "Get it.", "annotations":
-                           {"readOnlyHint": True},
-                           "inputSchema": {"type": "object", "properties": {}}}]}
-    if method == "tools/call":  # a dict result, as the SDK sends one: JSON text
-        return {"content": [{"type": "text", "text": json.dumps({"token": token})}]}
-    return {}
-
-
-for line in sys.stdin:
-    request = json.loads(line)
-    if "id" in request:
-        answer = {"jsonrpc": "2.0", "id": request["id"], "result": result(request)}
-        sys.stdout.write(json.dumps(answer) + "\\n")
-        sys.stdout.flush()
-'''
 
 
 pytestmark = pytest.mark.usefixtures("stop_mcp_servers")  # none outlives its test
 
 
-@pytest.fixture
-def raw(tmp_path: Path) -> Callable[[str], dict[str, Any]]:
-    """A maker of mcp.yaml entries that start the raw server in a mode, with $MCP_TOK."""
-    script = tmp_path / "raw.py"
-    pad = STDERR_CHARS - len(" token=") - PIECE  # the secret starts PIECE chars before the cut
-    text = RAW_SERVER.replace("PAD", str(pad)).replace("TAIL", str(STDERR_TAIL_BYTES))
-    script.write_text(text, encoding="utf-8")
-    env = {"MY_API_KEY": "${MCP_TOK}"}
-    return lambda mode: {"command": sys.executable, "args": [str(script), mode], "env": env}
+def raw(*args: str) -> dict[str, Any]:
+    """An mcp.yaml entry that starts the raw server with `args`, its $MY_API_KEY $MCP_TOK."""
+    return entry(*args, env={"MY_API_KEY": "${MCP_TOK}"})
 
 
 def cards_folder(where: Path, servers: dict[str, Any], **cards: list[str]) -> Path:
@@ -112,11 +70,18 @@ def files_text(folder: Path) -> str:
 # --- 1. a secret cut before it is redacted ------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["long", "tail"])
+@pytest.mark.parametrize(
+    "leak",
+    [  # the secret starts PIECE chars before the cut of the line quoted, or of the tail kept
+        ("--leak-line", str(STDERR_CHARS - len(" token=") - PIECE)),
+        ("--leak-tail", str(STDERR_TAIL_BYTES)),
+    ],
+    ids=["long", "tail"],
+)
 def test_a_secret_where_the_stderr_line_or_tail_is_cut_is_never_shown_in_part(
-    tmp_path: Path, raw: Callable[[str], dict[str, Any]], tiny: Callable[..., Any], mode: str
+    tmp_path: Path, tiny: Callable[..., Any], leak: tuple[str, str]
 ) -> None:
-    cards = cards_folder(tmp_path / "cards", {"box": raw(mode)}, boxed=["box.get"])
+    cards = cards_folder(tmp_path / "cards", {"box": raw(*leak)}, boxed=["box.get"])
     result = tiny("validate", "--connect", env={"TINY_CARDS": str(cards), "MCP_TOK": TOKEN})
 
     shown = result.stdout + result.stderr
@@ -143,13 +108,10 @@ def test_a_failure_quoting_a_secret_past_the_cut_is_redacted_before_it(
 
 
 def test_a_secret_with_a_quote_and_a_backslash_in_a_json_result_is_redacted(
-    tmp_path: Path,
-    raw: Callable[[str], dict[str, Any]],
-    tiny: Callable[..., Any],
-    scripted_server: ScriptedServer,
-    home: Path,
+    tmp_path: Path, tiny: Callable[..., Any], scripted_server: ScriptedServer, home: Path
 ) -> None:
-    cards = cards_folder(tmp_path / "cards", {"box": raw("json")}, boxed=["box.get"])
+    server = raw("--tool", "get", "--leak-json")
+    cards = cards_folder(tmp_path / "cards", {"box": server}, boxed=["box.get"])
     scripted_server.add(tool_call("box__get", {}), reply(OK))
     env = {"TINY_CARDS": str(cards), "TINY_BASE_URL": scripted_server.url, "MCP_TOK": QUOTED}
     result = tiny("invoke", "boxed", "get the token", "--json", env=env)
@@ -201,12 +163,10 @@ def test_import_keeps_a_query_parameter_whose_name_only_contains_a_secret_word(
 def test_import_starts_the_server_with_the_url_it_read_and_writes_no_password(
     tmp_path: Path, tiny: Callable[..., Any]
 ) -> None:
-    dsn = "postgresql://admin:pa55%2Fword@localhost/db"
-    script = tmp_path / "pg.py"  # starts only if it is given the URL as the host config has it
-    script.write_text(f"import sys\nif sys.argv[1] != {dsn!r}:\n    sys.exit(3)\n" + RAW_SERVER)
     host = tmp_path / "host" / ".mcp.json"
     host.parent.mkdir()
-    spec = {"command": sys.executable, "args": [str(script), dsn]}
+    # DSN's password is pa55%2Fword: the server starts only if given the URL as written here
+    spec = entry("--tool", "get", "--dsn", DSN)
     host.write_text(json.dumps({"mcpServers": {"pg": spec}}), encoding="utf-8")
     cards = tmp_path / "project" / "cards"
     result = tiny("cards", "import", "--from", str(host), env={"TINY_CARDS": str(cards)})
