@@ -194,7 +194,7 @@ def runs_delete(
     if bool(ids) == (older_than is not None):
         both = ", not both" if ids else ""
         raise typer.BadParameter(f"give run IDs or --older-than AGE{both}", param_hint="ID")
-    before = parse_since(older_than, option="--older-than") if older_than else None
+    before = None if older_than is None else parse_since(older_than, option="--older-than")
     ask = None if yes else _confirm_deletion if stdin_is_terminal() else _no_terminal
     with _run_log() as log:  # the ids and the age are checked before anyone is asked
         done = log.delete(ids or (), before, confirm=ask)
@@ -256,7 +256,7 @@ def _run_log() -> RunLog:
 
 
 def _since(since: str | None) -> datetime | None:
-    return parse_since(since) if since else None
+    return None if since is None else parse_since(since)  # "" is refused, as a blank is
 
 
 @artifacts_app.command("show")

@@ -414,8 +414,9 @@ class RunLog:
     def close(self, wait: float | None = None, failure: str | None = None) -> None:
         """Write what is queued and close the database; raise if a write failed.
 
-        Runs that started but never finished are marked interrupted, or failed with `failure`
-        as their reason when an error ended them; `wait` bounds the wait in seconds.
+        Runs that started but never finished keep what they did until now, marked interrupted,
+        or failed with `failure` as their reason when an error ended them; `wait` bounds the
+        wait in seconds.
         """
         if not self._writer.close(wait, failure):
             return  # already closing, or stuck on another process's lock

@@ -123,11 +123,13 @@ class RunSummary:
 
 SUMMARY_COLUMNS = tuple(f.name for f in fields(RunSummary))
 # SQLite keeps any value in any column: a row edited by hand reads with the types RunSummary
-# names (an integer column holding text reads 0, a text column holding a number its digits)
+# names (an integer column holding text reads 0, a text column holding a number its digits,
+# a number past a double's range, 9e999, as none: JSON has no Infinity)
 _WHOLE = ("id", "tokens_in", "tokens_out", "tool_calls", "ghost_calls", "recovered_calls",
           "caller_tokens", "pid", "repaired")  # fmt: skip
 _MAYBE_TEXT = ("ended_at", "card", "model", "reason", "tool_mode")
 _NUMBER = "('integer', 'real')"
+_FINITE = 1.7976931348623157e308  # the largest double: SQLite reads 9e999 as infinity
 
 
 def _typed(column: str) -> str:
@@ -138,7 +140,8 @@ def _typed(column: str) -> str:
     if column in _WHOLE:
         return f"CASE {kind} WHEN 'integer' THEN {column} ELSE 0 END AS {column}"
     if column == "wall_seconds":
-        return f"CASE WHEN {kind} IN {_NUMBER} THEN CAST({column} AS REAL) END AS {column}"
+        finite = f"{kind} IN {_NUMBER} AND abs({column}) <= {_FINITE!r}"
+        return f"CASE WHEN {finite} THEN CAST({column} AS REAL) END AS {column}"
     fallback = "NULL" if column in _MAYBE_TEXT else "''"
     return (
         f"CASE WHEN {kind} = 'text' THEN {column} WHEN {kind} IN {_NUMBER} "
@@ -221,13 +224,26 @@ def record(row: Sequence[Any]) -> RunRecord:
 
 
 def _json(value: Any) -> Any:
-    """Parse a JSON column; None when empty or not text; ValueError when it is not JSON."""
+    """Parse a JSON column; None when empty or not text; ValueError when it is not JSON.
+
+    A number past a double's range (1e999) and NaN or Infinity, which Python's JSON reads and
+    the JSON tiny prints cannot hold, read as null.
+    """
     if not isinstance(value, str | bytes) or not value:
         return None
     try:
-        return json.loads(value)
+        return json.loads(value, parse_float=_finite, parse_constant=_none)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+
+
+def _finite(text: str) -> float | None:
+    number = float(text)
+    return number if math.isfinite(number) else None
+
+
+def _none(text: str) -> None:
+    return None
 
 
 def select_runs(

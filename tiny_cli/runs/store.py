@@ -34,6 +34,8 @@ from tiny_cli.events import (
     Aborted,
     Event,
     Finished,
+    GhostCall,
+    ModelReplied,
     Observer,
     RunStarted,
     ToolCalled,
@@ -168,10 +170,12 @@ FINISHED = (
     *("wall_seconds", "tool_mode", "pid", "process", "repaired"),
 )
 
-# a row no Finished fills in (Ctrl-C, an error): how it ended, and what it did until then
+# a row no Finished fills in (Ctrl-C, an error): how it ended, and what it did until then,
+# its last card included (a re-route ends on another card than the row started with)
 ENDED = (
-    *("ended_at", "status", "reason", "transcript", "calls", "tokens_in", "tokens_out"),
-    *("tool_calls", "ghost_calls", "recovered_calls", "wall_seconds", "repaired"),
+    *("ended_at", "status", "reason", "card", "model", "tool_mode", "transcript", "calls"),
+    *("tokens_in", "tokens_out", "tool_calls", "ghost_calls", "recovered_calls"),
+    *("wall_seconds", "repaired"),
 )
 ENDED_SQL = (
     f"UPDATE runs SET {', '.join(f'{name} = ?' for name in ENDED)} "
@@ -410,8 +414,6 @@ def _namespace(pid: int) -> str | None:
 
 FLUSH_SECONDS = 0.1  # the writer's tick: a process killed this soon after an event loses it
 LEFT = "the command ended before the run finished"
-# a run the command's error ended (a replay miss): failed, with the error as its reason
-FAIL_LEFT = INTERRUPT.replace("'interrupted'", "'failed'")
 
 Job = Callable[[sqlite3.Connection], None]
 # The most of one call's arguments the log keeps whole: the runner refuses longer ones (the
@@ -427,8 +429,10 @@ def observer(writer: Writer, command: str, run: str, endpoint: str, goal: str = 
     recorder = Recorder(writer, command, run, endpoint, goal)
     handlers: dict[type, Callable[[Any], None]] = {
         RunStarted: recorder.started,
+        ModelReplied: recorder.replied,
         ToolCalled: recorder.called.append,
         ToolFinished: recorder.answered.append,
+        GhostCall: recorder.ghosted,
         Finished: recorder.finished,
         Aborted: recorder.aborted,
     }
@@ -445,12 +449,13 @@ class Recorder:
 
     On the runner's thread it keeps the events; at Finished it builds the row as one tuple,
     scrubs and encodes it, and lets the events go, so only that row waits for the writer,
-    which runs just the SQL (SQLite releases the GIL while it works).
+    which runs just the SQL (SQLite releases the GIL while it works). It also tallies what
+    the run spent, across a re-route's cards: a run no Finished ends is written with that.
     """
 
     __slots__ = (
-        *("answered", "began", "called", "command", "endpoint", "goal", "label", "row"),
-        *("start", "whole", "writer"),
+        *("answered", "began", "called", "command", "endpoint", "ghosts", "goal", "label"),
+        *("row", "start", "tokens_in", "tokens_out", "whole", "writer"),
     )
 
     def __init__(
@@ -460,9 +465,10 @@ class Recorder:
         self.goal = goal  # the task as the face knows it: an abstain has no RunStarted
         self.row: int | None = None  # set by the writer, before it runs the Finished job
         self.began: float | None = None  # time.time() at RunStarted
-        self.start: RunStarted | None = None  # dropped once the row is whole
+        self.start: RunStarted | None = None  # the latest card's; dropped once the row is whole
         self.called: list[ToolCalled] = []
         self.answered: list[ToolFinished] = []
+        self.tokens_in = self.tokens_out = self.ghosts = 0  # every card's, for an ended row
         self.whole: tuple[Any, ...] | None = None  # the FINISHED columns, ready to store
 
     def started(self, event: RunStarted) -> None:
@@ -473,6 +479,15 @@ class Recorder:
         """
         self.began, self.start = self.began or time.time(), event
         self.writer.started.add(self)
+
+    def replied(self, event: ModelReplied) -> None:
+        """Count the tokens of one model reply."""
+        self.tokens_in += event.tokens_in
+        self.tokens_out += event.tokens_out
+
+    def ghosted(self, event: GhostCall) -> None:
+        """Count one ghost call."""
+        self.ghosts += 1
 
     def finished(self, event: Finished) -> None:
         """Queue the finished row: inserted whole, or filling in the running one."""
@@ -488,25 +503,44 @@ class Recorder:
 
         Not left `running` until the process ends: `tiny serve` goes on serving.
         """
-        ended = self.writer.scrub.columns(self._ended_row(event))
+        start = self.start
+        if start is None:
+            return  # no RunStarted, no row (the runner tells it before anything can stop it)
+        status, reason = ("interrupted", LEFT) if event.interrupted else ("failed", event.reason)
+        ended = self._ended_row(start, status, reason, event.messages)
         self.writer.submit(lambda db: self._end(db, ended))
 
-    def _ended_row(self, event: Aborted) -> tuple[Any, ...]:
-        """Return the ENDED columns' values."""
-        status, reason = ("interrupted", LEFT) if event.interrupted else ("failed", event.reason)
-        cost, messages = event.cost, event.messages
-        return (
-            *(now(), status, reason, messages),
-            _calls(self.called, self.answered, self.writer.scrub.text),
-            *(cost.tokens_in, cost.tokens_out, cost.tool_calls, cost.ghost_calls),
-            *(cost.recovered_calls, cost.wall_seconds, int(repaired(messages))),
+    def left(self, db: sqlite3.Connection, failure: str | None) -> None:
+        """End the run the command left running as it closes the log (on the writer's side):
+        interrupted, or failed with `failure`, with what it did until then; no Aborted came
+        (a bench run on a worker thread goes on), so the transcript is its latest card's first."""
+        start = self.start  # read before `whole`: finished() sets `whole`, then drops this
+        if self.whole is not None or start is None:
+            self._store(db)  # it finished as the command closed (its row was not queued): whole
+            return
+        status, reason = ("failed", failure) if failure else ("interrupted", LEFT)
+        self._end(db, self._ended_row(start, status, reason, start.messages))
+
+    def _ended_row(
+        self, start: RunStarted, status: str, reason: str, messages: Sequence[Any]
+    ) -> list[Any]:
+        """Return the ENDED columns' values, scrubbed: what the run's events told, its cards'
+        tallies, its latest card, and the time since its first card started."""
+        at, called = time.time(), self.called
+        row = (
+            *(stamp(at), status, reason, start.card_id, start.model, start.tool_mode, messages),
+            _calls(called, self.answered, self.writer.scrub.text),
+            *(self.tokens_in, self.tokens_out, len(called), self.ghosts),
+            sum(c.recovered for c in called),
+            *(round(at - (self.began or at), 3), int(repaired(messages))),
         )
+        return self.writer.scrub.columns(row)
 
     def _end(self, db: sqlite3.Connection, ended: Sequence[Any]) -> None:
         self.insert_running(db)  # a run shorter than the writer's tick has no row yet
         if self.row is not None:
             db.execute(ENDED_SQL, [*ended, self.row])
-            self.writer.open_rows.discard(self.row)
+            self.writer.open_runs.discard(self)
 
     def insert_running(self, db: sqlite3.Connection) -> None:
         """Insert the row as `running` (on the writer thread), unless the run is over."""
@@ -521,7 +555,8 @@ class Recorder:
             *(self.endpoint, start.goal, start.messages, start.tool_mode, os.getpid()),
             *(this_process(), "running", "[]"),
         )
-        self.row = self.writer.insert(db, STARTED, self.writer.scrub.columns(row), running=True)
+        self.row = self.writer.insert(db, STARTED, self.writer.scrub.columns(row))
+        self.writer.open_runs.add(self)
 
     def _finished_row(self, event: Finished, at: float) -> tuple[Any, ...]:
         """Return the FINISHED columns' values: a tuple, no dicts (this runs for every run)."""
@@ -546,9 +581,10 @@ class Recorder:
     def _store(self, db: sqlite3.Connection) -> None:
         assert self.whole is not None
         if self.row is None:  # finished before its running row was written, or never started
-            self.row = self.writer.insert(db, FINISHED, self.whole, running=False)
+            self.row = self.writer.insert(db, FINISHED, self.whole)
         else:  # written as running: fill it in
             self.writer.complete(db, self.row, FINISHED, self.whole)
+            self.writer.open_runs.discard(self)
 
 
 def _calls(
@@ -598,7 +634,7 @@ class Writer:
         self.db: sqlite3.Connection | None = db
         self.lock = threading.Lock()  # one connection: the writer and the readers take turns
         self.scrub = scrub
-        self.open_rows: set[int] = set()  # written as running, not finished yet
+        self.open_runs: set[Recorder] = set()  # written as running, not ended yet
         self.recorded: list[int] = []  # every row inserted, in order (RunLog.recorded)
         self.started: set[Recorder] = set()  # running, no row written yet
         self.failure: Exception | None = None
@@ -617,8 +653,9 @@ class Writer:
         self._jobs.join()
 
     def close(self, wait: float | None, failure: str | None = None) -> bool:
-        """Write what is queued, mark unfinished runs interrupted (failed, with `failure` as
-        their reason, when an error ended them), close the database.
+        """Write what is queued, end unfinished runs with what they did until now (Recorder.
+        left: interrupted, or failed with `failure` as their reason when an error ended them),
+        close the database.
 
         Return False, having closed nothing, when already closing or still writing after
         `wait` seconds (stuck on another process's lock).
@@ -634,24 +671,20 @@ class Writer:
         with self.lock:
             db, self.db = self.db, None
             if db is not None:
-                _interrupt_left(db, self.open_rows, failure and self.scrub.text(failure))
+                _end_left(db, self.open_runs, failure)  # scrubbed with each row
                 db.close()
         return True
 
     def submit(self, job: Job) -> None:
-        """Queue a write; dropped once closing (Ctrl-C leaves bench runs behind, reporting)."""
+        """Queue a write; dropped once closing (close ends the runs left behind: Recorder.left)."""
         if not self.closing:
             self._jobs.put(job)
 
-    def insert(
-        self, db: sqlite3.Connection, names: Sequence[str], values: Sequence[Any], running: bool
-    ) -> int:
+    def insert(self, db: sqlite3.Connection, names: Sequence[str], values: Sequence[Any]) -> int:
         """Insert one row, scrubbed and encoded (on the writer thread); return its id."""
         run_id = db.execute(insert_sql(tuple(names)), values).lastrowid
         assert run_id is not None
         self.recorded.append(run_id)
-        if running:
-            self.open_rows.add(run_id)
         return run_id
 
     def complete(
@@ -660,7 +693,6 @@ class Writer:
         """Fill in a started row with the whole finished run (on the writer thread)."""
         sets = ", ".join(f"{name} = ?" for name in names)
         db.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*values, run_id])
-        self.open_rows.discard(run_id)
 
     def _write_all(self) -> None:
         """The writer thread: at each tick (or when asked), commit what is queued, in order."""
@@ -711,9 +743,10 @@ def _drain(jobs: queue.Queue[Job | None]) -> list[Job | None]:
             return batch
 
 
-def _interrupt_left(db: sqlite3.Connection, rows: set[int], failure: str | None = None) -> None:
-    """Mark runs this process started and never finished as interrupted, or failed."""
-    sql, reason = (FAIL_LEFT, failure) if failure else (INTERRUPT, LEFT)
-    if rows:
+def _end_left(db: sqlite3.Connection, runs: set[Recorder], failure: str | None = None) -> None:
+    """End the runs this process started and never finished: interrupted, or failed."""
+    left = sorted(runs, key=lambda recorder: recorder.row or 0)  # each ends by taking itself out
+    if left:
         with transaction(db):
-            db.executemany(sql, [(now(), reason, r) for r in sorted(rows)])
+            for recorder in left:
+                recorder.left(db, failure)
