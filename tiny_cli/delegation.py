@@ -52,7 +52,7 @@ def delegate(
     run's events and one `Finished`, the final Digest's, which carries the routing decision,
     an abstain included. Long tool results are kept in `artifacts` (see `run_card`).
     """
-    _check_call(ws, brief, provider, approve)
+    _check_call(ws, brief, provider, approve, clock, observer, artifacts)
     if not callable(getattr(router, "route", None)):
         raise wrong_kind("router", "a Router (tiny_cli.build_router)", router)
     asked = clock()
@@ -117,7 +117,7 @@ def run_card(
     (the decision that chose the card) goes into the Digest, and into `Finished`'s; `cap`
     lowers each limit of the card's budget.
     """
-    _check_call(ws, brief, provider, approve)
+    _check_call(ws, brief, provider, approve, clock, observer, artifacts, routing, cap)
     held = _held(artifacts, handles)
     card = ws.card(card_id)
     if card.writes and approve is decline_writes:
@@ -142,11 +142,22 @@ def run_card(
     )
 
 
-def _check_call(ws: Any, brief: Any, provider: Any, approve: Any) -> None:
-    """Refuse a workspace, brief, provider or approve of the wrong kind before any work."""
+def _check_call(
+    ws: Any,
+    brief: Any,
+    provider: Any,
+    approve: Any,
+    clock: Any,
+    observer: Any,
+    artifacts: Any,
+    routing: Any = None,
+    cap: Any = None,
+) -> None:
+    """Refuse a run's argument of the wrong kind before any work: a ConfigError naming it."""
     if not isinstance(ws, Workspace):
         raise wrong_kind("ws", "a Workspace (tiny_cli.open_workspace(settings))", ws)
-    check_arguments(brief=brief, provider=provider, approve=approve)
+    check_arguments(brief=brief, provider=provider, approve=approve, clock=clock)
+    check_arguments(observer=observer, artifacts=artifacts, routing=routing, cap=cap)
 
 
 def _held(store: ArtifactStore | None, handles: Sequence[str]) -> tuple[Artifact, ...]:

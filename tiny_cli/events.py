@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tiny_cli.digest import CallOutcome, Cost, Digest, caller_tokens
+from tiny_cli.digest import CallOutcome, Digest, caller_tokens
 
 
 @dataclass(frozen=True)
@@ -151,11 +151,11 @@ class Finished:
 class Aborted:
     """The run ended with no Digest, and no `Finished` follows: an error raised to its caller
     (a refused key, a replay miss; `reason` is its message), or Ctrl-C (`interrupted`).
-    `messages` is the transcript as sent so far, `cost` what the run spent by then."""
+    `messages` is the transcript as sent so far (what it spent, observers count from the
+    events before it)."""
 
     reason: str
     messages: Sequence[Mapping[str, Any]]
-    cost: Cost
     interrupted: bool = False
 
 

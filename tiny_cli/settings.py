@@ -252,14 +252,18 @@ def _path_flag(name: str, value: Any) -> Path | str:
     return Path(value) if name in PATH_SETTINGS else os.fspath(value)
 
 
-def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
+def load_settings(env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> Settings:
     """Resolve settings from the environment, the project file and defaults (flags: caller).
 
     Every value is checked here, before any command uses it: a project file's values when it
     is read (`read_project`), a variable's under its own name.
     """
+    if not isinstance(env, Mapping | None):
+        raise _wrong("env", "a mapping of variable names to values, such as os.environ", env)
+    if not isinstance(cwd, str | os.PathLike | None):
+        raise _wrong("cwd", "a folder (a str or a Path)", cwd)
     env = os.environ if env is None else env
-    cwd = Path.cwd() if cwd is None else cwd
+    cwd = Path.cwd() if cwd is None else Path(cwd)
     project = _project(env, cwd)
     p = dict(project.values) if project is not None else {}
     where = project.root if project is not None else cwd
@@ -291,28 +295,31 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: Path | None = None)
     )
 
 
+def _wrong(name: str, what: str, value: Any) -> ConfigError:
+    """The error of argument `name`, which must be `what`, given `value` of another kind."""
+    return ConfigError(f"{name}: must be {what}, got {type(value).__name__}", field=name)
+
+
 def check_settings(value: Any) -> None:
     """Refuse anything but Settings (a folder's name, say): a ConfigError naming the argument."""
     if not isinstance(value, Settings):
-        raise ConfigError(
-            f"settings: must be Settings (tiny_cli.load_settings()), got {type(value).__name__}",
-            field="settings",
-        )
+        raise _wrong("settings", "Settings (tiny_cli.load_settings())", value)
 
 
-def check_api_key(value: Any, source: str) -> str:
-    """Return the API key without surrounding blanks; ConfigError naming `source`, never the
-    key, when it holds a control or non-ASCII character (no HTTP header can carry one)."""
+def check_api_key(value: Any, source: str, field: str | None = None) -> str:
+    """Return the API key without surrounding blanks; ConfigError naming `source` (its field:
+    `field`, else `source`), never the key, when it holds a control or non-ASCII character."""
+    field = field or source
     if not isinstance(value, str):
         raise ConfigError(
-            f"{source}: the API key must be a str, got {type(value).__name__}", field=source
+            f"{source}: the API key must be a str, got {type(value).__name__}", field=field
         )
     key = value.strip()  # a pasted key often ends in a line break
-    if any(not " " <= c <= "~" for c in key):
+    if any(not " " <= c <= "~" for c in key):  # no HTTP header can carry one
         raise ConfigError(
             f"{source}: the API key holds a line break, control or non-ASCII character (the "
             "key is not shown); set it again as your provider gave it",
-            field=source,
+            field=field,
         )
     return key
 
@@ -604,7 +611,7 @@ FLAG_CHECKS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "base_url": ("--base-url", check_base_url),
     "embedder": ("--embedder", _embedder),
     "model": ("--model", _flag_model),
-    "api_key": ("with_flags: api_key", lambda name, key: check_api_key(key, name)),
+    "api_key": ("with_flags: api_key", lambda name, key: check_api_key(key, name, "api_key")),
 }
 
 

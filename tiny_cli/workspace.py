@@ -52,6 +52,9 @@ def open_workspace(
     run needs it. Unchanged card files come from the card index (tiny_cli.cards.index).
     """
     check_settings(settings)
+    if transport is not None and not callable(getattr(transport, "handle_request", None)):
+        # else accepted here and failing only at the model's first http_get
+        raise wrong_kind("transport", "an httpx transport (httpx.BaseTransport) or None", transport)
     registry = default_registry(settings, transport=transport)
     mcp = mcp_settings(settings)
     cards = open_cards(settings, registry.writes(), mcp, wanted)

@@ -224,17 +224,17 @@ def invoke(
 ) -> Digest:
     """Run `card` on `brief` in a fresh context under its budget; return the Digest.
 
-    Every write call is put to `approve` first, with its arguments; a declined one is answered
-    to the model as declined and never runs. `tool_mode` (flag or env) wins over the card's.
-    `observer` gets every step as an event, ending with `Finished` (or `Aborted`).
-
-    With `artifacts`, a tool result over the result limit is stored there whole and the agent
-    gets `read_artifact`; without, it is cut. `held` are earlier artifacts the agent may read.
-    `routing` (delegate's decision) goes into the Digest. `stop_at_first_call` ends the run
-    `partial` at the first tool call asked for, recorded, never run (a function-calling bench
+    A write call is put to `approve` first; a declined one is answered to the model as declined
+    and never runs. `tool_mode` (flag or env) wins over the card's. `observer` gets every step as
+    an event, ending with `Finished` (or `Aborted`). With `artifacts`, a result over the limit is
+    stored there whole and the agent gets `read_artifact`; without, it is cut. `held`: earlier
+    artifacts the agent may read. `routing` (delegate's decision) goes into the Digest.
+    `stop_at_first_call` ends the run `partial` at the first call asked for, never run (a bench
     scores it). `cap` lowers the card's budget (a re-route); `temperature` goes with each request.
     """
-    check_arguments(card=card, brief=brief, registry=registry, provider=provider, approve=approve)
+    check_arguments(card=card, brief=brief, registry=registry, provider=provider, approve=approve,
+                    model=model, clock=clock, observer=observer, artifacts=artifacts,
+                    routing=routing, cap=cap)  # fmt: skip
     meter = Meter(capped(effective_budget(card, brief, wall_scale), cap), clock)
     mode = tool_mode_for(card, tool_mode)
     registry = registry.with_declared(card.functions, f"card {card.id}")
@@ -257,14 +257,20 @@ def invoke(
 
 def _aborted(exc: BaseException, run: _Run) -> Aborted:
     """The run's end when `exc` stops it: an error (its message), or Ctrl-C or an exit."""
-    messages, cost = tuple(run.messages), run.meter.cost()
+    messages = tuple(run.messages)
     if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: stopped, not failed
-        return Aborted("interrupted", messages, cost, interrupted=True)
-    return Aborted(str(exc) if isinstance(exc, TinyError) else type(exc).__name__, messages, cost)
+        return Aborted("interrupted", messages, interrupted=True)
+    return Aborted(str(exc) if isinstance(exc, TinyError) else type(exc).__name__, messages)
+
+
+def _optional(kind: type) -> Callable[[Any], bool]:
+    """A check that passes None or an instance of `kind`."""
+    return lambda value: value is None or isinstance(value, kind)
 
 
 # what each argument of a run must be, and how to say so: each would fail only mid-run
-# (`approve` at the first write call, after the model was asked and other tools ran)
+# (`approve` at the first write call, after the model was asked and other tools ran;
+# `routing` once the run ended), or not at all (a `model` of 3 is sent as the model's name)
 ARGUMENT_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "card": (lambda v: isinstance(v, Card), "a Card (a workspace's cards[...])"),
     "brief": (lambda v: isinstance(v, Brief), "a Brief (tiny_cli.make_brief(task))"),
@@ -277,6 +283,12 @@ ARGUMENT_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
         callable,
         "a function (card, tool, arguments) -> bool, such as tiny_cli.approve_writes",
     ),
+    "model": (lambda v: isinstance(v, str) and bool(v.strip()), "a model's name (a non-empty str)"),
+    "clock": (callable, "a function () -> seconds, such as time.monotonic"),
+    "observer": (callable, "a function (event) -> None, such as list.append"),
+    "artifacts": (_optional(ArtifactStore), "an ArtifactStore or None"),
+    "routing": (_optional(Routing), "a Routing (a delegate's decision) or None"),
+    "cap": (_optional(Budget), "a Budget (a card's budget, lowered) or None"),
 }
 
 

@@ -26,6 +26,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 import jsonschema
+import mcp
 from mcp import Client
 from mcp.client import stdio
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -58,8 +59,11 @@ STDERR_CHARS = 200  # of a server's last stderr line, quoted when it fails
 STDERR_TAIL_BYTES = 4096
 STDERR_READ_BYTES = 65_536  # read from its stderr pipe at a time
 STDERR_DRAIN_SECONDS = 1.0  # a gone server's last lines are waited for at most this long
-# the SDK's loggers: its modules' (`mcp.client.stdio`, ...) and its client session's ("client")
-SDK_LOGGERS = ("mcp", "client")
+# the SDK's own logger, its modules' (`mcp.client.stdio`, ...); its client session logs to the
+# bare "client", an application's own name too: only the SDK's records are taken from that one
+SDK_LOGGER = "mcp"
+SHARED_LOGGER = "client"
+SDK_FOLDER = os.path.join(os.path.dirname(os.path.abspath(mcp.__file__)), "")
 SDK_WARNINGS = 5  # lines of the SDK's own logging shown per process; the rest are counted
 
 
@@ -128,15 +132,28 @@ class _SdkLog(logging.Handler):
 _SDK_LOG = _SdkLog()
 
 
+class _SdkRecords(logging.Filter):
+    """On a logger the SDK shares with the application: the SDK's records go to _SDK_LOG only,
+    the application's pass untouched."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Pass a record not from the SDK; hand one from it to _SDK_LOG, and drop it here."""
+        if not os.path.abspath(record.pathname).startswith(SDK_FOLDER):
+            return True
+        if record.levelno >= _SDK_LOG.level:
+            _SDK_LOG.handle(record)
+        return False
+
+
 @functools.cache
 def _once_per_process() -> None:
-    """When a server first starts: stop the servers at exit; send the SDK's loggers to _SDK_LOG
+    """When a server first starts: stop the servers at exit; send the SDK's logging to _SDK_LOG
     only."""
     atexit.register(stop_servers)
-    for name in SDK_LOGGERS:
-        logger = logging.getLogger(name)
-        logger.addHandler(_SDK_LOG)
-        logger.propagate = False  # not to the root, or Python's last resort: a traceback each
+    logger = logging.getLogger(SDK_LOGGER)
+    logger.addHandler(_SDK_LOG)
+    logger.propagate = False  # not to the root, or Python's last resort: a traceback each
+    logging.getLogger(SHARED_LOGGER).addFilter(_SdkRecords())
 
 
 def _sdk_line(record: logging.LogRecord) -> str:

@@ -185,6 +185,8 @@ class Registry(Mapping[str, Tool]):
         self._lock = threading.Lock()
         self.sources: list[ToolSource] = []
         self._seen_by: str | None = None  # the card this view is for (`with_declared`)
+        if not isinstance(tools, Iterable):
+            raise wrong_kind("tools", "a list of tools (made with @tool)", tools)
         for t in tools:
             self.add(t, origin)
 
@@ -294,12 +296,21 @@ class Registry(Mapping[str, Tool]):
 
 
 def tool(
-    func: Callable[..., Any] | None = None,
+    func: Callable[..., Any] | str | None = None,
     *,
     name: str | None = None,
     writes: bool = False,
 ) -> Any:
-    """Turn a typed, documented function into a Tool; usable as @tool or @tool(writes=True)."""
+    """Turn a typed, documented function into a Tool: @tool, @tool(writes=True), @tool("name")."""
+    if isinstance(func, str) and name is None:  # @tool("docs_search"): the name a user means
+        func, name = None, func
+    if name is not None and not isinstance(name, str):
+        raise ToolError(f"@tool: name must be a str, got {type(name).__name__}")
+    if func is not None and not callable(func):
+        raise ToolError(
+            f'@tool: decorates a function, got {type(func).__name__}; name it as @tool("name") '
+            'or @tool(name="name")'
+        )
 
     def wrap(f: Callable[..., Any]) -> Tool:
         _runs_when_called(f)
@@ -310,7 +321,7 @@ def tool(
             raise ToolError(f"@tool {spec.name}: its argument schema cannot be applied: {problem}")
         return Tool(spec.name, spec.description, parameters, f, writes, spec)
 
-    return wrap(func) if func is not None else wrap
+    return wrap(func) if callable(func) else wrap
 
 
 def _runs_when_called(f: Callable[..., Any]) -> None:
