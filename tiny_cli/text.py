@@ -6,6 +6,7 @@ what a model, a page or a file wrote with the same rule.
 
 from __future__ import annotations
 
+import codecs
 import datetime
 import json
 import numbers
@@ -27,6 +28,7 @@ __all__ = [
     "check_task",
     "endpoint",
     "kind_of",
+    "looks_utf16",
     "printable",
     "redact_url",
     "stem",
@@ -172,13 +174,28 @@ def wrong_kind(name: str, what: str, value: Any) -> ConfigError:
 
 
 def check_task(text: str, where: str = "") -> None:
-    """Raise ConfigError for a task that is empty or longer than MAX_GOAL_CHARS; `where` (a
-    file's line) prefixes the message as `WHERE: task: …`."""
+    """Raise ConfigError for a task that is empty, has no letter or digit, or is longer than
+    MAX_GOAL_CHARS; `where` (a file's line) prefixes the message as `WHERE: task: …`."""
     at = f"{where}: task: " if where else ""
     if not text.strip():
         raise ConfigError(f"{at}the task is empty: say what the agent should do")
+    # "." or a lone BOM, DOS EOF or zero-width space says nothing, yet scores high somewhere
+    if not any(ch.isalnum() for ch in text):
+        raise ConfigError(f"{at}the task has no letter or digit: say what the agent should do")
     if len(text) > MAX_GOAL_CHARS:
         raise ConfigError(
             f"{at}the task is {len(text):,} characters; at most {MAX_GOAL_CHARS:,} "
             "(put long material in a file the agent reads, not in the task)"
         )
+
+
+# UTF-16 of ASCII: every other byte a NUL, before (big-endian) or after (little-endian) it
+_UTF16_ASCII = re.compile(rb"(?:[\t\n\r\x20-\x7e]\x00){2}")
+
+
+def looks_utf16(data: bytes) -> bool:
+    """Tell whether `data` is UTF-16 text (a UTF-16 BOM, or NULs between ASCII bytes): read as
+    UTF-8 it would be NULs and garbage, not lines of text."""
+    return data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or bool(
+        _UTF16_ASCII.search(data)
+    )

@@ -93,10 +93,11 @@ def decisions(console: Console, items: Sequence[Any], router: Any) -> None:
     """Print each routing decision: the candidates table, then the verdict."""
     name = getattr(getattr(router, "embedder", None), "name", "?")
     for d in items:
+        places = d.decimals(SCORE_DECIMALS)  # a score never prints as the threshold it missed
         table = titled(f"route: {shown(d.task)}", ("#", "card", "score"), {"#", "score"})
         for i, c in enumerate(d.candidates, 1):
             style = "bold green" if d.decision == "route" and c.agent_id == d.agent_id else None
-            table.add_row(str(i), c.agent_id, f"{c.score:.3f}", style=style)
+            table.add_row(str(i), c.agent_id, f"{c.score:.{places}f}", style=style)
         console.print(table)
         taught = " (taught)" if getattr(d, "taught", False) else ""
         if d.decision == "route":
@@ -106,7 +107,7 @@ def decisions(console: Console, items: Sequence[Any], router: Any) -> None:
                 "taught out of scope" if taught else "no card fits"
             )
         console.print(
-            f"{verdict}  (score {d.score:.3f}, threshold {d.threshold:.3f}, "
+            f"{verdict}  (score {d.score:.{places}f}, threshold {d.threshold:.{places}f}, "
             f"embedder {shown(str(name))})\n"
         )
 
@@ -115,6 +116,7 @@ def explanations(console: Console, items: Sequence[Any], router: Any) -> None:
     """Print each decision with, per candidate, the card text and the words behind its score."""
     for e in items:
         decisions(console, [e.decision], router)
+        places = e.decision.decimals(SCORE_DECIMALS)
         table = titled("why", ("card", "score", "driven by", "words"), {"score"})
         for r in e.reasons:
             source = escaped(f"tool {r.tool}" if r.tool else r.source)
@@ -125,16 +127,18 @@ def explanations(console: Console, items: Sequence[Any], router: Any) -> None:
                     f"{escaped(clipped(r.nearest_example))}"
                 )
             words = f"{escaped(', '.join(r.words))} [dim](+{r.lexical:.3f})[/]" if r.words else "—"
-            table.add_row(r.agent_id, f"{r.score:.3f}", driver, words)
+            table.add_row(r.agent_id, f"{r.score:.{places}f}", driver, words)
         console.print(table)
-        console.print(f"threshold {e.decision.threshold:.3f}: {shown(e.threshold_source)}")
+        threshold, score = (f"{v:.{places}f}" for v in (e.decision.threshold, e.decision.score))
+        console.print(f"threshold {threshold}: {shown(e.threshold_source)}")
         if e.score_source:  # a margin moved the score: over a card, or out-of-scope examples
-            console.print(f"score {e.decision.score:.3f}: {shown(e.score_source)}")
+            console.print(f"score {score}: {shown(e.score_source)}")
         if e.tools_source:
             console.print(f"tools: {shown(e.tools_source)}")
         console.print(SCORE_LEGEND)
 
 
+SCORE_DECIMALS = 3  # of a route's scores; more where a score would print as the threshold
 SCORE_LEGEND = (
     "[dim]score: z of (cosine + words) against generic text. cosine: the closest of the "
     "card's vectors (summary, each capability the summary lists, each tool it allows, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,15 +20,16 @@ from tiny_cli.cli.common import (
     draw,
     emit,
     json_text,
+    option_given,
     settings_from,
 )
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.evaluation import evaluate, read_eval_file
 from tiny_cli.routing.factory import build_router
-from tiny_cli.routing.router import Router
+from tiny_cli.routing.router import ROUTE_CHUNK, Router
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import DEFAULT_TOP, Settings
-from tiny_cli.text import check_task, printable
+from tiny_cli.text import check_task, looks_utf16, printable
 from tiny_cli.userfiles import DEFAULT_MAX_BYTES
 from tiny_cli.validation import Connect
 from tiny_cli.validation import validate as validate_cards
@@ -70,16 +72,32 @@ def validate(
     raise typer.Exit(EXIT_PROBLEMS if found.problems else EXIT_OK)
 
 
+def _finite(text: str) -> float:
+    """--threshold's number, named as typed when it is none or not finite (1e400 is inf)."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: must be a number, e.g. 1.5") from None
+    if not math.isfinite(number):  # nan and inf abstain on every task, -inf routes every one
+        raise typer.BadParameter(f"{text!r}: must be a finite number, e.g. 1.5")
+    return number
+
+
+ThresholdOpt = Annotated[
+    float | None,
+    typer.Option("--threshold", parser=_finite, metavar="FLOAT", help="Abstain below this score."),
+]
+
+
 def route(
+    ctx: typer.Context,
     task: Annotated[
         str | None, typer.Argument(help="The task; '-' reads one task per line from stdin.")
     ] = None,
     cards: CardsOpt = None,
     tools: ToolsOpt = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Candidates to show.")] = DEFAULT_TOP,
-    threshold: Annotated[
-        float | None, typer.Option("--threshold", help="Abstain below this score.")
-    ] = None,
+    threshold: ThresholdOpt = None,
     embedder: Annotated[
         str | None,
         typer.Option(
@@ -105,7 +123,7 @@ def route(
         raise typer.BadParameter(
             "give one of a TASK, '-' for stdin, or --eval FILE", param_hint="TASK"
         )
-    if eval_file is not None and (explain or top != DEFAULT_TOP):  # not taken silently
+    if eval_file is not None and (explain or option_given(ctx, "top")):  # not taken silently
         raise typer.BadParameter("--explain and --top are for a TASK", param_hint="--eval")
 
     loaded = open_cards(settings)  # a route runs no tool: it builds no tool registry
@@ -163,6 +181,8 @@ def _stdin_text(limit: int) -> str:
     data = sys.stdin.buffer.read(limit + 1)
     if len(data) > limit:
         raise ConfigError(f"stdin: more than {limit:,} bytes; route it in parts")
+    if looks_utf16(data):  # read as UTF-8, every line would be NULs and garbage
+        raise ConfigError("stdin: is UTF-16 text; save it as UTF-8, one task a line")
     # as text-mode stdin read it: bad bytes as U+FFFD, any line ending as a newline; less a
     # leading BOM (a file saved on Windows), as --eval reads its file
     text = data.decode("utf-8-sig", errors="replace")
@@ -180,12 +200,29 @@ def _route_lines(
     """Route (or explain) each line; a line that cannot be routed is its own error.
 
     Return whether any line failed. A single TASK is checked by the router: its error ends
-    the command as before.
+    the command as before. Lines are routed and printed ROUTE_CHUNK at a time: what a
+    chunk's decisions hold is let go before the next.
     """
     slots = [(n, _unroutable(t) if n else None) for n, t in lines]
     for number, why in slots:  # every bad line first, each on its own
         if why is not None:
             typer.echo(f"tiny: error: line {number}: {printable(why)}", err=True)
+    for start in range(0, len(lines), ROUTE_CHUNK):
+        part = slice(start, start + ROUTE_CHUNK)
+        _route_part(router, lines[part], slots[part], top, json_out, explain, scrub)
+    return any(why is not None for _, why in slots)
+
+
+def _route_part(
+    router: Router,
+    lines: list[tuple[int, str]],
+    slots: list[Slot],
+    top: int,
+    json_out: bool,
+    explain: bool,
+    scrub: Callable[[str], str],
+) -> None:
+    """Route (or explain) these lines and print them, each bad line's slot as its error."""
     good = [t for (_, t), (_, why) in zip(lines, slots, strict=True) if why is None]
     if explain:  # per task, which card text and words drove each score
         found: list[Any] = [router.explain(t, top) for t in good]
@@ -196,11 +233,10 @@ def _route_lines(
         _json_lines([f.to_json() for f in found], slots)
     else:
         draw("render.explanations" if explain else "render.decisions", found, router)
-    return any(why is not None for _, why in slots)
 
 
 def _unroutable(task: str) -> str | None:
-    """Why no route can take this stdin line (too long); None when one can."""
+    """Why no route can take this stdin line (no words, too long); None when one can."""
     try:
         check_task(task)
     except ConfigError as exc:

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.factory import ABSTAIN_TARGET
 from tiny_cli.routing.router import Decision, Router, rounded
-from tiny_cli.text import check_task
+from tiny_cli.text import check_task, looks_utf16
 from tiny_cli.tools.mcp_config import original
-from tiny_cli.userfiles import jsonl_lines, load_json, read_text
+from tiny_cli.userfiles import jsonl_lines, load_json, read_bytes, read_text
 from tiny_cli.yamlsafe import load_list
 
 RANKS = (3, 5)  # besides the first: a right card among the first k, never abstaining
@@ -27,8 +29,10 @@ YAML_SUFFIXES = (".yaml", ".yml")
 # a bench task's `{site}` is its page server; routed as a loopback URL, as the bench routes it
 BENCH_SITE = "{site}"
 BENCH_SITE_URL = "http://127.0.0.1"
+NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte surrogateescape could not decode
 
 Labelled = Sequence[tuple[str, str | None]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -251,15 +255,15 @@ def _right_cards(
 
 def _eval_entries(path: Path) -> list[tuple[str, Any]]:
     """Each entry with where it is: "file:line" of JSONL, "file: task N" of a YAML list."""
-    # bounded for pipes and devices; split on "\n" only (a U+2028 inside a task stays)
-    try:
-        text = read_text(path)
-    except ConfigError as exc:
-        why = str(exc).removeprefix(f"{path}: ")
-        raise ConfigError(f"{path}: cannot read eval file: {why}") from None
     if path.suffix.lower() in YAML_SUFFIXES:
-        data = load_list(path, text, "an eval file in YAML is a list of tasks")
+        data = load_list(path, _read(path, read_text), "an eval file in YAML is a list of tasks")
         return [(f"{path}: task {n}", entry) for n, entry in enumerate(data, 1)]
+    raw = _read(path, read_bytes)
+    if looks_utf16(raw):  # every line would be garbage: the file's error, once
+        raise ConfigError(f"{path}: cannot read eval file: UTF-16 text; save it as UTF-8")
+    # a byte not UTF-8 kept as a lone surrogate, so it is its line's error, not the file's;
+    # split on "\n" only (a U+2028 inside a task stays); less a BOM (a file saved on Windows)
+    text = raw.removeprefix(codecs.BOM_UTF8).decode("utf-8", "surrogateescape")
     return [
         (f"{path}:{number}", _JsonLine(line))
         for number, line in enumerate(jsonl_lines(text), 1)
@@ -267,15 +271,32 @@ def _eval_entries(path: Path) -> list[tuple[str, Any]]:
     ]
 
 
+def _read(path: Path, read: Callable[[Path], T]) -> T:
+    """`read(path)`, bounded for pipes and devices; what fails is the whole file's error."""
+    try:
+        return read(path)
+    except ConfigError as exc:
+        why = str(exc).removeprefix(f"{path}: ")
+        raise ConfigError(f"{path}: cannot read eval file: {why}") from None
+
+
 @dataclass(frozen=True)
 class _JsonLine:
-    """A JSONL line not parsed yet: a line that is not JSON is that line's error."""
+    """A JSONL line not parsed yet: a line that is not UTF-8 or not JSON is that line's error."""
 
     text: str
 
+    def checked(self, where: str) -> str:
+        """The line; ConfigError at `where` for a byte that is not UTF-8 (a lone surrogate)."""
+        bad = NOT_UTF8.search(self.text)
+        if bad is None:
+            return self.text
+        at = len(self.text[: bad.start()].encode("utf-8", "surrogateescape")) + 1
+        raise ConfigError(f"{where}: not UTF-8 (byte {at} of the line)")
+
 
 def _eval_entry(where: str, entry: Any) -> tuple[str, str | None, AlsoRight]:
-    item = _json_item(where, entry.text) if isinstance(entry, _JsonLine) else entry
+    item = _json_item(where, entry.checked(where)) if isinstance(entry, _JsonLine) else entry
     if not isinstance(item, dict):
         raise ConfigError(f"{where}: expected an object with 'task' and 'expected'")
     task = item.get("task")

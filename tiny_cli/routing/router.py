@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -52,6 +52,9 @@ KNN_K = 3
 # Weight of the margin over the second card in the abstain score (z + w * margin), measured
 # with learned examples; 0 keeps the plain best z.
 MARGIN_WEIGHT = 0.5
+# Tasks embedded and scored at once: 100,000 one-word lines in one batch held gigabytes.
+ROUTE_CHUNK = 1_024
+JSON_DECIMALS = 4  # of a score in --json, more where a score would print as the threshold
 BACKGROUND_TEXT = "background.txt"
 BACKGROUND_VECTORS = "background-vectors.npz"
 
@@ -80,16 +83,26 @@ class Decision:
         """The decision with its task passed through `scrub` (a key pasted into it)."""
         return replace(self, task=scrub(self.task))
 
+    def decimals(self, least: int) -> int:
+        """The fewest decimals, at least `least`, that show the score and the threshold apart
+        (unless they are equal): a score printed as the threshold never abstains."""
+        places = least
+        # ends: two distinct finite floats differ within 1,074 decimals; nan prints "nan"
+        while self.score != self.threshold and _alike(self.score, self.threshold, places):
+            places += 1
+        return places
+
     def to_json(self) -> dict[str, Any]:
         """Return the `tiny route --json` object for this task."""
+        places = self.decimals(JSON_DECIMALS)
         doc = {
             "task": self.task,
             "decision": self.decision,
             "agent_id": self.agent_id,
-            "score": rounded(self.score),
-            "threshold": rounded(self.threshold),
+            "score": rounded(self.score, places),
+            "threshold": rounded(self.threshold, places),
             "candidates": [
-                {"agent_id": c.agent_id, "score": rounded(c.score)} for c in self.candidates
+                {"agent_id": c.agent_id, "score": rounded(c.score, places)} for c in self.candidates
             ],
         }
         return {**doc, "taught": True} if self.taught else doc
@@ -110,11 +123,11 @@ class Reason:
     nearest_example_cosine: float | None
     tool: str | None = None  # the tool whose view drove the score (source "tool")
 
-    def to_json(self) -> dict[str, Any]:
-        """Return this reason as plain JSON types."""
+    def to_json(self, places: int = JSON_DECIMALS) -> dict[str, Any]:
+        """Return this reason as plain JSON types, its score to `places` decimals."""
         return {
             "agent_id": self.agent_id,
-            "score": rounded(self.score),
+            "score": rounded(self.score, places),
             "cosine": rounded(self.cosine),
             "source": self.source,
             "tool": self.tool,
@@ -144,7 +157,7 @@ class Explanation:
 
     def to_json(self) -> dict[str, Any]:
         """Return the `tiny route --explain --json` object."""
-        reasons = [r.to_json() for r in self.reasons]
+        reasons = [r.to_json(self.decision.decimals(JSON_DECIMALS)) for r in self.reasons]
         return {
             **self.decision.to_json(),
             "threshold_source": self.threshold_source,
@@ -166,9 +179,14 @@ class Overlap:
     other: float
 
 
-def rounded(value: float) -> float:
-    """Round a score for JSON output (four decimals)."""
-    return round(float(value), 4)
+def rounded(value: float, places: int = JSON_DECIMALS) -> float:
+    """Round a score for JSON output (four decimals unless told)."""
+    return round(float(value), places)
+
+
+def _alike(score: float, threshold: float, places: int) -> bool:
+    """Tell whether `score` and `threshold` print the same at `places` decimals."""
+    return f"{score:.{places}f}" == f"{threshold:.{places}f}"
 
 
 class Router:
@@ -251,21 +269,28 @@ class Router:
         return self.route_many([task], top)[0]
 
     def route_many(self, tasks: Sequence[str], top: int = DEFAULT_TOP) -> list[Decision]:
-        """Route many tasks, embedding them in one batch."""
+        """Route many tasks, embedding them ROUTE_CHUNK at a time (each scores as it would
+        alone: tiny_cli.routing.space.each_row)."""
         _check_top(top)
         if isinstance(tasks, str):  # routed as one task per character
             raise ConfigError("tasks: must be a list of tasks, got a string", field="tasks")
-        if not tasks:
-            return []
-        _, scores, confidence = self._scored(tasks)
-        return [
-            self._decide(task, row, float(c), top)
-            for task, row, c in zip(tasks, scores, confidence, strict=True)
-        ]
+        _check_tasks(tasks)  # all of them, before a chunk is embedded
+        decisions: list[Decision] = []
+        for chunk in _chunks(tasks):
+            _, scores, confidence = self._scored(chunk)
+            decisions += [
+                self._decide(task, row, float(c), top)
+                for task, row, c in zip(chunk, scores, confidence, strict=True)
+            ]
+        return decisions
 
     def scores(self, tasks: Sequence[str]) -> np.ndarray:
-        """Return the (tasks, cards) z-scores of `tasks`."""
-        return self._z(self._raw(self._space.project(self.embedder.embed(list(tasks))), tasks))
+        """Return the (tasks, cards) z-scores of `tasks`, embedded ROUTE_CHUNK at a time."""
+        parts = [
+            self._z(self._raw(self._space.project(self.embedder.embed(chunk)), chunk))
+            for chunk in _chunks(tasks)
+        ]
+        return np.concatenate(parts) if parts else np.zeros((0, len(self.ids)), np.float32)
 
     def confidence(self, scores: np.ndarray, out_of_scope: np.ndarray | None = None) -> np.ndarray:
         """Return each row's abstain score: its best z plus a share of the margin, as a z.
@@ -281,6 +306,7 @@ class Router:
     def explain(self, task: str, top: int = DEFAULT_TOP) -> Explanation:
         """Route one task and say which text and which words drove each candidate's score."""
         _check_top(top)
+        _check_tasks([task])
         query, row, confidence = self._scored([task])
         decision = self._decide(task, row[0], float(confidence[0]), top)
         lexical = self._lexical.scores([task])[0]
@@ -319,10 +345,6 @@ class Router:
 
     def _scored(self, tasks: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each task's projected row, its (tasks, cards) z-scores and its abstain score."""
-        for task in tasks:
-            if not isinstance(task, str):
-                raise wrong_kind("task", "a string", task)
-            check_task(task)
         projected = self._space.project(self.embedder.embed(list(tasks)))
         scores = self._z(self._raw(projected, tasks))
         return projected, scores, self.confidence(scores, self._z(self._oos_raw(projected)))
@@ -366,6 +388,20 @@ class Router:
             nearest_example_cosine=near.example_cosine,
             tool=tool_named(self.cards, card, self.tools.descriptions, near),
         )
+
+
+def _check_tasks(tasks: Sequence[Any]) -> None:
+    """ConfigError for the first task that is not a string a route takes (check_task)."""
+    for task in tasks:
+        if not isinstance(task, str):
+            raise wrong_kind("task", "a string", task)
+        check_task(task)
+
+
+def _chunks(tasks: Sequence[str]) -> Iterator[list[str]]:
+    """`tasks` in lists of ROUTE_CHUNK: memory follows a chunk's vectors, not the input's."""
+    for start in range(0, len(tasks), ROUTE_CHUNK):
+        yield list(tasks[start : start + ROUTE_CHUNK])
 
 
 def _check_top(top: Any) -> None:
@@ -418,8 +454,9 @@ def _score_source(router: Router, query: np.ndarray, row: np.ndarray) -> str:
     weight = max(router.margin, 1.0) if full else router.margin
     lead = f"{best:.3f} + {weight:g} * ({best:.3f} - ({max(second, oos):.3f}))"
     counted = ", counted in full: nearer than every card" if full else ""
-    again = "re-expressed as a z against the background"
-    return f"{lead}: the best card's z and its lead over {rival}{counted}; {again}"
+    # with no margin the score is this sum as it stands (Router._computed: loc 0, scale 1)
+    again = "; re-expressed as a z against the background" if router.margin else ""
+    return f"{lead}: the best card's z and its lead over {rival}{counted}{again}"
 
 
 def _lexical(texts: Sequence[Sequence[tuple[str, str]]]) -> Lexical:
