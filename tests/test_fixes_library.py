@@ -1,6 +1,6 @@
 """The library as a caller uses it: an MCP run leaves the application's own `client` logger
 alone; a run's, a workspace's and the settings' arguments of the wrong kind are refused up
-front, by name; `@tool("name")` names the tool.
+front, by name; `@tool(name="name")` names the tool, and `@tool("name")` is refused with that hint.
 
 Each test goes through `tiny_cli` as a library caller would, with the scripted model server.
 """
@@ -199,8 +199,8 @@ def test_load_settings_names_an_argument_of_the_wrong_kind(arguments, name) -> N
     assert error.field == name and str(error).startswith(f"{name}: must be ")
 
 
-def test_a_tools_name_given_positionally_is_its_name(workspace, provider, scripted_server) -> None:
-    @T.tool("docs_search")
+def test_a_tools_name_given_by_keyword_is_its_name(workspace, provider, scripted_server) -> None:
+    @T.tool(name="docs_search")
     def my_search(query: str) -> str:
         """Search my notes.
 
@@ -221,7 +221,9 @@ def test_a_tools_name_given_positionally_is_its_name(workspace, provider, script
 @pytest.mark.parametrize(
     ("make", "said"),
     [(lambda: T.tool(name=3), "@tool: name must be a str, got int"),
-     (lambda: T.tool(3), '@tool: decorates a function, got int; name it as @tool("name")')],
+     (lambda: T.tool(3), '@tool: decorates a function, got int; name it as @tool(name="name")'),
+     (lambda: T.tool("docs_search"),
+      '@tool: decorates a function, got str; name it as @tool(name="name")')],
 )  # fmt: skip
 def test_a_tool_name_or_function_of_the_wrong_kind_is_one_tool_error(make, said) -> None:
     with pytest.raises(ToolError) as caught:

@@ -448,7 +448,7 @@ class _Run:
         self.required = required_fields(card, brief)
         self._card_schemas = registry.schemas(card.tools)
         self.json = mode == "json"  # auto starts native and may switch
-        self.messages = self._first_messages()
+        self.messages = [self._system_message(), _user(brief)]
         if artifacts is not None and artifacts.held:
             self.messages[1]["content"] += "\n\n" + held_note(artifacts.held)
         self.wrapping = self.repaired = self.insisted = False
@@ -511,7 +511,7 @@ class _Run:
             self.messages.append(
                 tool_message(call, content) if native else result_message(call.name, content)
             )
-        self.messages[0] = self._first_messages()[0]  # an artifact kept offers read_artifact
+        self.messages[0] = self._system_message()  # an artifact kept offers read_artifact
         if recovered and self.mode == "auto":
             self._switch_to_json("the model wrote tool calls as text")
         if self.meter.tools_spent():
@@ -619,14 +619,14 @@ class _Run:
         if self.json:
             return
         self.json = True  # the system prompt now describes json mode's answer
-        self.messages[0] = self._first_messages()[0]
+        self.messages[0] = self._system_message()
         self.notes += (f"switched to json tool mode: {why}",)
         self.observer(ModeSwitched("json", why))
 
-    def _first_messages(self) -> list[dict[str, Any]]:
-        """The first messages as this run's mode and tools have them now."""
+    def _system_message(self) -> dict[str, Any]:
+        """The system message as this run's mode and tools have it now."""
         tools_text = tools_section(self.schemas) if self.json else None
-        return _context(self._prompted(), self.brief, self.meter.budget, tools_text)
+        return _system(self._prompted(), self.brief, self.meter.budget, tools_text)
 
     def _tool_first(self) -> bool:
         """True while a `first: tool` card with tool budget left has had no call reach a tool or
@@ -641,7 +641,7 @@ def fresh_context(card: Card, brief: Brief, tools_text: str | None = None) -> li
 
     `tools_text` describes the tools in the prompt (json mode, where no `tools` field is sent).
     """
-    return _context(card, brief, effective_budget(card, brief), tools_text)
+    return [_system(card, brief, effective_budget(card, brief), tools_text), _user(brief)]
 
 
 def required_fields(card: Card, brief: Brief) -> tuple[str, ...]:
@@ -649,9 +649,11 @@ def required_fields(card: Card, brief: Brief) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*card.returns_required, *brief.must_return)))
 
 
-def _context(
-    card: Card, brief: Brief, budget: Budget, tools_text: str | None
-) -> list[dict[str, Any]]:
+def _system(card: Card, brief: Brief, budget: Budget, tools_text: str | None) -> dict[str, Any]:
     required = required_fields(card, brief)
     system = system_prompt(card, required, budget.max_output_tokens, tools_text)
-    return [{"role": "system", "content": system}, {"role": "user", "content": user_message(brief)}]
+    return {"role": "system", "content": system}
+
+
+def _user(brief: Brief) -> dict[str, Any]:
+    return {"role": "user", "content": user_message(brief)}

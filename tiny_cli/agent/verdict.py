@@ -193,25 +193,16 @@ def judged(
 # --- the rules ----------------------------------------------------------------------------
 
 
-def _unmade_write(card: Card, meter: Meter, claim: Claim) -> Claim:
-    """A writer's `ok` with no write that succeeded loses its summary and fields.
-
-    They may claim a write no tool made ("Added it", an invented id): whichever rule then
-    judges the claim (`write_declined`, `unverified_write`), they are never printed as done.
-    """
-    if claim.status != "ok" or _wrote(meter):
-        return claim
-    must_write = card.writes and not card.write_optional
-    if not must_write and not any(c.outcome in _NOT_RUN for c in meter.calls):
-        return claim
+def _nothing_written(claim: Claim) -> Claim:
+    """Drop what a claimed write no tool made may say ("Added it", an invented id)."""
     return replace(claim, summary=_NOTHING_WRITTEN, fields={}, missing=())
 
 
 def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
     """Never `ok` when a write call did not run because it was declined (or not allowed).
 
-    Nothing written at all → `needs_confirmation`; some other write ran → `partial`; the
-    reason is `write_declined` either way. `refused` and `failed` stay as they are.
+    Nothing written at all → `needs_confirmation` (an `ok`'s answer dropped); some other write
+    ran → `partial`; the reason is `write_declined` either way. `refused` and `failed` stay.
     """
     unwritten = [c.name for c in meter.calls if c.outcome in _NOT_RUN]
     if not unwritten:
@@ -224,8 +215,10 @@ def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
         return replace(claim, notes=notes)
     if claim.reason:
         notes += (f"also: {claim.reason}",)
-    status: Status = "partial" if _wrote(meter) else "needs_confirmation"
-    return replace(claim, status=status, reason=WRITE_DECLINED, notes=notes)
+    if _wrote(meter):
+        return replace(claim, status="partial", reason=WRITE_DECLINED, notes=notes)
+    shown = _nothing_written(claim) if claim.status == "ok" else claim
+    return replace(shown, status="needs_confirmation", reason=WRITE_DECLINED, notes=notes)
 
 
 def _unverified_write(card: Card, meter: Meter, claim: Claim) -> Claim:
@@ -234,11 +227,10 @@ def _unverified_write(card: Card, meter: Meter, claim: Claim) -> Claim:
     Seen with a 1.5B model: crm-writer answered "Successfully added", company_id 12345, with
     no tool call and no CRM file. tiny must never print an invented write as done.
     """
-    if claim.status != "ok" or not card.writes or card.write_optional:
-        return claim
-    if _wrote(meter):
+    if claim.status != "ok" or not card.writes or card.write_optional or _wrote(meter):
         return claim
     note = "the agent said ok, but no write tool ran successfully: nothing was written"
+    claim = _nothing_written(claim)
     return replace(claim, status="failed", reason=UNVERIFIED_WRITE, notes=(*claim.notes, note))
 
 
@@ -281,8 +273,7 @@ def _wrote(meter: Meter) -> bool:
 
 
 Rule = Callable[[Card, Meter, Claim], Claim]
-# applied in this order: `_unmade_write` first, while the claim still says `ok`
-RULES: tuple[Rule, ...] = (_unmade_write, _unwritten, _unverified_write, _unevidenced)
+RULES: tuple[Rule, ...] = (_unwritten, _unverified_write, _unevidenced)
 
 
 def _asked(brief: Brief) -> str:

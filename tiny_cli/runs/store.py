@@ -177,10 +177,6 @@ ENDED = (
     *("tokens_in", "tokens_out", "tool_calls", "ghost_calls", "recovered_calls"),
     *("wall_seconds", "repaired"),
 )
-ENDED_SQL = (
-    f"UPDATE runs SET {', '.join(f'{name} = ?' for name in ENDED)} "
-    "WHERE id = ? AND status = 'running'"
-)
 INTERRUPT = (
     "UPDATE runs SET status = 'interrupted', ended_at = ?, reason = ? "
     "WHERE id = ? AND status = 'running'"
@@ -539,7 +535,7 @@ class Recorder:
     def _end(self, db: sqlite3.Connection, ended: Sequence[Any]) -> None:
         self.insert_running(db)  # a run shorter than the writer's tick has no row yet
         if self.row is not None:
-            db.execute(ENDED_SQL, [*ended, self.row])
+            self.writer.complete(db, self.row, ENDED, ended, running_only=True)
             self.writer.open_runs.discard(self)
 
     def insert_running(self, db: sqlite3.Connection) -> None:
@@ -688,11 +684,17 @@ class Writer:
         return run_id
 
     def complete(
-        self, db: sqlite3.Connection, run_id: int, names: Sequence[str], values: Sequence[Any]
+        self,
+        db: sqlite3.Connection,
+        run_id: int,
+        names: Sequence[str],
+        values: Sequence[Any],
+        running_only: bool = False,
     ) -> None:
-        """Fill in a started row with the whole finished run (on the writer thread)."""
+        """Fill in a started row (on the writer thread); with `running_only`, only if running."""
         sets = ", ".join(f"{name} = ?" for name in names)
-        db.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*values, run_id])
+        guard = " AND status = 'running'" if running_only else ""
+        db.execute(f"UPDATE runs SET {sets} WHERE id = ?{guard}", [*values, run_id])
 
     def _write_all(self) -> None:
         """The writer thread: at each tick (or when asked), commit what is queued, in order."""

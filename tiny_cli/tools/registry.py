@@ -296,20 +296,17 @@ class Registry(Mapping[str, Tool]):
 
 
 def tool(
-    func: Callable[..., Any] | str | None = None,
+    func: Callable[..., Any] | None = None,
     *,
     name: str | None = None,
     writes: bool = False,
 ) -> Any:
-    """Turn a typed, documented function into a Tool: @tool, @tool(writes=True), @tool("name")."""
-    if isinstance(func, str) and name is None:  # @tool("docs_search"): the name a user means
-        func, name = None, func
+    """Turn a typed, documented function into a Tool: @tool, @tool(writes=True, name="name")."""
     if name is not None and not isinstance(name, str):
         raise ToolError(f"@tool: name must be a str, got {type(name).__name__}")
-    if func is not None and not callable(func):
+    if func is not None and not callable(func):  # @tool("name") too: one way to name a tool
         raise ToolError(
-            f'@tool: decorates a function, got {type(func).__name__}; name it as @tool("name") '
-            'or @tool(name="name")'
+            f'@tool: decorates a function, got {type(func).__name__}; name it as @tool(name="name")'
         )
 
     def wrap(f: Callable[..., Any]) -> Tool:
