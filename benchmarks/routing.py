@@ -55,6 +55,7 @@ BFCL_ANSWERED = REPO / "examples" / "bfcl" / "irrelevance-answered.jsonl"
 BFCL_TOOLS_FIRST = REPO / "benchmarks" / "data" / "bfcl-toolsfirst" / "cards"
 MCPBENCH = REPO / "benchmarks" / "data" / "mcpbench"
 SHIPPED_BACKGROUND = REPO / "tiny_cli" / "data" / BACKGROUND_VECTORS
+CACHE_DIR = Path(platformdirs.user_cache_dir("tiny")) / "bench-routing"  # the vectors
 COLD_TASK = "make me a sandwich"
 COLD_REPEATS = 5
 CARD_COUNTS = (10, 100, 1000)
@@ -602,8 +603,7 @@ def _ms(seconds: float) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default_cache = Path(platformdirs.user_cache_dir("tiny")) / "bench-routing"
-    parser.add_argument("--cache-dir", default=str(default_cache), help="where vectors are cached")
+    parser.add_argument("--cache-dir", default=str(CACHE_DIR), help="where vectors are cached")
     parser.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
     parser.add_argument("--skip-cold", action="store_true", help="skip the cold-process timing")
     parser.add_argument("--skip-warm", action="store_true", help="skip the warm latency table")

@@ -25,12 +25,13 @@ from tiny_cli.provider.replay import ExchangeSource
 from tiny_cli.runs.log import RunLog
 from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.settings import Settings
+from tiny_cli.text import printable, write_call
 from tiny_cli.tools.artifacts import ArtifactStore
 
 if TYPE_CHECKING:
     from tiny_cli.telemetry import Tracing
 
-__all__ = ["Observe", "ObserverFor", "Session", "open_session"]
+__all__ = ["Observe", "ObserverFor", "Session", "open_session", "write_question"]
 
 ObserverFor = Callable[[str], Observer]
 """The observer of one run, given its label (e.g. `invoke`, `onboarding/tiny/0`)."""
@@ -79,6 +80,14 @@ class Session:
     def provider(self, run: str) -> Provider:
         """Return the provider for one run (a recording labels its exchanges with `run`)."""
         return self.exchanges.for_run(run)
+
+
+def write_question(
+    card_id: str, tool: str, arguments: Mapping[str, Any], scrub: Callable[[str], str]
+) -> str:
+    """Return the question a write call asks: the exact call, `scrub` taking the known secrets
+    out (a model may copy the key a page held into a call)."""
+    return f"{printable(card_id)} wants to write: {scrub(write_call(tool, arguments))}"
 
 
 @contextmanager

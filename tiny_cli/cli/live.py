@@ -41,6 +41,7 @@ from tiny_cli.events import (
     TurnStarted,
 )
 from tiny_cli.runs.log import Correction
+from tiny_cli.session import write_question
 from tiny_cli.text import printable, write_call
 
 STATUS_STYLE = {
@@ -421,10 +422,12 @@ def write_request(
     arguments: Mapping[str, Any],
     scrub: Callable[[str], str] = str,
 ) -> None:
-    """Show one write call, exactly and escaped, before the user approves or declines it;
-    `scrub` takes the known secrets out (a model may copy the key a page held into a call)."""
-    call = escaped(scrub(write_call(tool, arguments)))
-    _line(console, f"[bold]{shown(card_id)}[/] wants to write: [bold]{call}[/]")
+    """Show one write call's question, escaped, before the user approves or declines it."""
+    # a card id has no spaces: the first " wants to write: " ends it
+    card, asks, call = write_question(card_id, tool, arguments, scrub).partition(
+        " wants to write: "
+    )
+    _line(console, f"[bold]{escaped(card)}[/]{asks}[bold]{escaped(call)}[/]")
 
 
 def _line(console: Console, markup: str) -> None:

@@ -8,13 +8,12 @@ from operator import attrgetter
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tiny_cli.bench.scale_report import TERMINAL_COLUMNS, ScaleReport
 from tiny_cli.cli.live import STATUS_STYLE
-from tiny_cli.cli.render import BAR_TABLE, BAR_WIDTH, shown, titled
+from tiny_cli.cli.render import BAR_TABLE, BAR_WIDTH, escaped, shown, titled
 from tiny_cli.settings import sampling
 
 # --- the example bench ----------------------------------------------------------------------
@@ -183,7 +182,7 @@ def _bench_disagreements(console: Console, report: Any) -> None:
     table = titled(f"{len(tasks)} task(s) where the arms disagree", columns)
     for t in tasks:
         cells = [_bench_outcome(report, t.id, arm) for arm in ("tiny", "all-tools")]
-        table.add_row(escape(t.id), escape(t.expected_agent or "abstain"), *cells)
+        table.add_row(escaped(t.id), escaped(t.expected_agent or "abstain"), *cells)
     console.print(table)
 
 
@@ -194,7 +193,7 @@ def _bench_outcome(report: Any, task_id: str, arm: str) -> str:
     text = f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
     agents = sorted({r.agent_id for r in runs if r.agent_id and r.agent_id != "all-tools"})
     if arm == "tiny" and agents:
-        text += f" → {escape(', '.join(agents))}"
+        text += f" → {escaped(', '.join(agents))}"
     ghosts = sum(r.ghost_calls for r in runs)
     unwanted = sum(r.unwanted_writes for r in runs)
     fabricated = sum(r.fabricated for r in runs)
@@ -222,7 +221,7 @@ def _bench_bars(console: Console, report: Any, title: str, value: Any) -> None:
     for i, (task_id, arm, v) in enumerate(rows):
         width = round(BAR_WIDTH * v / top)
         bar = "█" * width if width or not v else "▏"
-        label = escape(task_id) if i % len(report.arms) == 0 else ""
+        label = escaped(task_id) if i % len(report.arms) == 0 else ""
         table.add_row(label, arm, f"[{BENCH_ARM_STYLE.get(arm, 'white')}]{bar}[/]", str(v))
     console.print(table)
 

@@ -234,7 +234,7 @@ def running(
     the_brief = flags.brief()
     live = wants_live(flags.quiet, flags.json_out)
     with run_session(settings, command, flags.options, live=live, handles=handles) as session:
-        approve = _approver(flags.yes, flags.json_out, _terminal_scrub(settings))
+        approve = _approver(flags.yes, flags.json_out, session.artifacts.scrub.for_caller().text)
         yield Running(ws, the_brief, session, approve)
 
 
@@ -282,11 +282,6 @@ def _ask(
     with pause_current():  # a live view redrawing over the prompt would hide it
         write_request(console(stderr=True), card.id, tool, arguments, scrub)
         return confirm("Allow this write?")
-
-
-def _terminal_scrub(settings: Settings) -> Callable[[str], str]:
-    """Return what takes the known API keys out of what a run shows on the terminal."""
-    return scrubber(settings.api_key).for_caller().text
 
 
 # --- the options and the session of every command that runs cards -----------------------
@@ -348,7 +343,9 @@ def run_session(
 
     A replay is not a run: it stays out of the run log unless `options.log` (`--log`).
     """
-    view = LiveView(console(stderr=True), scrub=_terminal_scrub(settings)) if live else None
+    # built before the session, whose observers it joins: the same keys as the session's
+    scrub = scrubber(settings.api_key).for_caller().text
+    view = LiveView(console(stderr=True), scrub=scrub) if live else None
     opened: list[Session] = []
     replay = options.replay
     try:

@@ -59,7 +59,7 @@ from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import Decision, Router
 from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.serve.stdio import answering_stdio
-from tiny_cli.session import open_session
+from tiny_cli.session import open_session, write_question
 from tiny_cli.settings import DEFAULT_TOP, Settings
 from tiny_cli.text import kind_of, printable, write_call
 from tiny_cli.tools.artifacts import ArtifactStore
@@ -413,10 +413,8 @@ class _Question:
     arguments: Mapping[str, Any]
 
     def message(self, scrub: Callable[[str], str]) -> str:
-        """Return the question shown to the user: the exact call, escaped, with the known
-        secrets taken out by `scrub` (a model may copy the key a page held into a call)."""
-        call = scrub(write_call(self.tool, self.arguments))
-        return f"{printable(self.card)} wants to write: {call}"
+        """Return the question shown to the user."""
+        return write_question(self.card, self.tool, self.arguments, scrub)
 
 
 class _Pending:

@@ -337,7 +337,7 @@ class _Session:
         """Hold the session open until told to stop (anyio scopes end in the task they began)."""
         try:
             async with self._client() as client:
-                self.tools = await _listing(client)
+                self.tools = await listing(client)
                 self.client = client
                 ready.set()
                 await self.stopping.wait()
@@ -443,7 +443,7 @@ async def _http_transport(server: McpServer) -> Any:
         yield streams
 
 
-async def _listing(client: Any) -> dict[str, Any]:
+async def listing(client: Any) -> dict[str, Any]:
     """Read every page of tools/list from the server: never the SDK's response cache, which
     would give a server listed before (with a `ttlMs`) its old list."""
     tools: dict[str, Any] = {}
@@ -467,7 +467,8 @@ def _tool(wire: str, name: str, published: Any, server: McpServer) -> Tool | str
         dialect(schema).check_schema(schema)  # the one it declares; MCP's default without
     except jsonschema.SchemaError as exc:
         return f"tool {name!r} publishes an inputSchema that is not a JSON Schema: {exc.message}"
-    # none published: none sent (as for a declared function without one), none invented
+    # none published: none sent (as for a declared function without one), none invented;
+    # not description_of: the model reads the description with its line breaks
     description = published.description or published.title or ""
     func = partial(_call, server, published.name)
     return Tool(wire, description, schema, func, writes=writes(published))

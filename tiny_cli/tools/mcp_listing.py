@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from tiny_cli.errors import ConfigError, ToolServerError
 from tiny_cli.tools.args_check import schema_problem
-from tiny_cli.tools.mcp_client import _listing, description_of, open_session, writes
+from tiny_cli.tools.mcp_client import description_of, listing, open_session, writes
 from tiny_cli.tools.mcp_config import McpServer
 
 __all__ = ["LIST_SECONDS", "ListedTool", "Listing", "list_servers"]
@@ -58,7 +58,7 @@ def list_servers(
 def _list_one(server: McpServer, environ: Mapping[str, str] | None, seconds: float) -> Listing:
     try:
         session = open_session(server, seconds, environ)
-        tools = session.host.run(_listing(session.client), seconds)
+        tools = session.host.run(listing(session.client), seconds)
     except (ToolServerError, ConfigError) as exc:
         return Listing(server.name, "unreachable", why=str(exc))
     except TimeoutError:
