@@ -51,7 +51,8 @@ from tiny_cli.routing.tooltexts import card_tools, gathered
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.teach import LearnReport, learn
-from tiny_cli.userfiles import check_writable, half_pair, locked
+from tiny_cli.text import half_pair
+from tiny_cli.userfiles import check_writable, locked
 from tiny_cli.workspace import open_workspace
 
 __all__ = ["CardGeneration", "Generated", "generate", "prune_generated"]

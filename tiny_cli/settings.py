@@ -32,6 +32,7 @@ import platformdirs
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import SECRET_ENV, named_value
+from tiny_cli.text import wrong_kind
 from tiny_cli.userfiles import parse_guarded, read_text
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
@@ -259,9 +260,9 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: str | Path | None =
     is read (`read_project`), a variable's under its own name.
     """
     if not isinstance(env, Mapping | None):
-        raise _wrong("env", "a mapping of variable names to values, such as os.environ", env)
+        raise wrong_kind("env", "a mapping of variable names to values, such as os.environ", env)
     if not isinstance(cwd, str | os.PathLike | None):
-        raise _wrong("cwd", "a folder (a str or a Path)", cwd)
+        raise wrong_kind("cwd", "a folder (a str or a Path)", cwd)
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else Path(cwd)
     project = _project(env, cwd)
@@ -295,15 +296,10 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: str | Path | None =
     )
 
 
-def _wrong(name: str, what: str, value: Any) -> ConfigError:
-    """The error of argument `name`, which must be `what`, given `value` of another kind."""
-    return ConfigError(f"{name}: must be {what}, got {type(value).__name__}", field=name)
-
-
 def check_settings(value: Any) -> None:
     """Refuse anything but Settings (a folder's name, say): a ConfigError naming the argument."""
     if not isinstance(value, Settings):
-        raise _wrong("settings", "Settings (tiny_cli.load_settings())", value)
+        raise wrong_kind("settings", "Settings (tiny_cli.load_settings())", value)
 
 
 def check_api_key(value: Any, source: str, field: str | None = None) -> str:

@@ -15,18 +15,18 @@ import unicodedata
 from collections.abc import Mapping
 from decimal import Decimal
 from functools import cache
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 from tiny_cli.errors import ConfigError
-from tiny_cli.settings import PACKAGE_DATA
 
 __all__ = [
     "MAX_GOAL_CHARS",
     "check_task",
     "endpoint",
+    "half_pair",
     "kind_of",
     "looks_utf16",
     "printable",
@@ -34,6 +34,7 @@ __all__ = [
     "stem",
     "text_of",
     "tokenize",
+    "unsurrogated",
     "write_call",
 ]
 
@@ -41,7 +42,9 @@ __all__ = [
 MAX_GOAL_CHARS = 8_000
 
 # bm25s's English and German stopword lists, frozen: a route reads them without importing bm25s
-STOPWORDS_FILE = PACKAGE_DATA / "stopwords.txt"
+# settings.PACKAGE_DATA's file: text sits below settings (settings reads wrong_kind here)
+STOPWORDS_FILE = Path(__file__).with_name("data") / "stopwords.txt"
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # half a UTF-16 pair: no encoder takes it
 MIN_STEM_CHARS = 3  # never cut a word below this, or short words start to collide
 UNDOUBLE_MIN_CHARS = 5  # "install" -> "instal", but "call" and "pull" stay
 
@@ -199,3 +202,19 @@ def looks_utf16(data: bytes) -> bool:
     return data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or bool(
         _UTF16_ASCII.search(data)
     )
+
+
+def half_pair(text: str) -> str | None:
+    """The first half of a UTF-16 pair `text` holds (a decoded `"\\ud83d"`), or None."""
+    found = LONE_SURROGATE.search(text)
+    return found[0] if found else None
+
+
+def unsurrogated(value: Any) -> Any:
+    """Return a JSON value with each lone surrogate (JSON's `"\\ud800"`, decoded) replaced by
+    U+FFFD; `value` itself when it holds none. No encoder takes one: a request body, a file or
+    a terminal would fail on it."""
+    text = json.dumps(value, ensure_ascii=False)  # a surrogate pair is one character by now
+    if LONE_SURROGATE.search(text) is None:
+        return value
+    return json.loads(LONE_SURROGATE.sub("\ufffd", text))

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tiny_cli.errors import ConfigError
+from tiny_cli.text import half_pair
 
 try:
     import fcntl
@@ -45,7 +46,6 @@ __all__ = [
     "Sync",
     "check_writable",
     "escape_separators",
-    "half_pair",
     "jsonl_line",
     "jsonl_lines",
     "load_json",
@@ -65,7 +65,6 @@ DEFAULT_MAX_BYTES = 16 * 2**20
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has none (nor FIFOs to wait on)
 _CHUNK = 1 << 16
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _LINE_SEPARATORS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"}
 T = TypeVar("T")
 
@@ -161,12 +160,6 @@ def _check_surrogates(value: Any, where: str, field: str | None) -> None:
             "no character; write the character itself",
             field=field,
         )
-
-
-def half_pair(text: str) -> str | None:
-    """The first half of a UTF-16 pair `text` holds (`"\\ud83d"`: no file can hold it), or None."""
-    found = _LONE_SURROGATE.search(text)
-    return found[0] if found else None
 
 
 def jsonl_line(record: Any) -> str:

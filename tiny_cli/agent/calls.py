@@ -43,7 +43,7 @@ from tiny_cli.errors import (
     ToolServerError,
 )
 from tiny_cli.provider.client import Completion, ToolCall
-from tiny_cli.text import text_of
+from tiny_cli.text import LONE_SURROGATE, text_of, unsurrogated
 from tiny_cli.tools.args_check import argument_problem
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, stored_result
 from tiny_cli.tools.registry import Tool
@@ -55,7 +55,6 @@ CUT_MARKER = " [… cut by tiny: over the {tokens}-token budget]"
 MAX_SHOWN_NAME = 64  # a ghost call's name, echoed: no tool's name is longer
 MAX_CALL_ID_CHARS = 64  # a call id, echoed: servers' own are about 30 characters
 ID_HASH_CHARS = 8  # of the hash that keeps two cut ids apart
-_SURROGATE = re.compile(r"[\ud800-\udfff]")  # a lone one: no encoder takes it
 
 Clock = Callable[[], float]
 
@@ -598,7 +597,7 @@ def _as_text(result: Any) -> str:
         text = text_of(result)
     except Exception as exc:  # circular, nested too deeply, or a str() that raises
         raise ToolCallError(f"its result cannot be written as JSON ({_named(exc)})") from None
-    return _SURROGATE.sub("\ufffd", text)
+    return LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _named(exc: BaseException) -> str:
@@ -653,18 +652,6 @@ def _shown(
         why = exc.strerror or type(exc).__name__
         return cap_result(text), f"a {name} result was cut: it could not be stored ({why})"
     return stored_result(text, artifact, DEFAULT_MAX_RESULT_CHARS), None
-
-
-def unsurrogated(value: Any) -> Any:
-    """Return a value decoded from the model's JSON with each lone surrogate replaced by U+FFFD.
-
-    json reads the escape "\\ud800" as one, which no encoder takes: a summary, a field or a
-    tool's argument holding it could be neither printed nor sent.
-    """
-    text = json.dumps(value, ensure_ascii=False)  # a surrogate pair is one character by now
-    if _SURROGATE.search(text) is None:
-        return value
-    return json.loads(_SURROGATE.sub("\ufffd", text))
 
 
 def _arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str | None]:

@@ -33,7 +33,6 @@ from tiny_cli.agent.calls import (
     shown_name,
     text_message,
     tool_message,
-    unsurrogated,
 )
 from tiny_cli.agent.reply import (
     Reply,
@@ -71,7 +70,7 @@ from tiny_cli.provider.client import (
     ToolCall,
 )
 from tiny_cli.settings import ToolMode
-from tiny_cli.text import printable, wrong_kind
+from tiny_cli.text import printable, unsurrogated, wrong_kind
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, held_note
 from tiny_cli.tools.registry import Registry, Tool
 

@@ -25,12 +25,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tiny_cli.agent.calls import shown_name, unsurrogated
+from tiny_cli.agent.calls import shown_name
 from tiny_cli.cards.card import Card
 from tiny_cli.digest import MODEL_STATUSES
 from tiny_cli.provider.client import ToolCall
 from tiny_cli.settings import DEFAULT_TOOL_MODE, ToolMode
-from tiny_cli.text import printable
+from tiny_cli.text import printable, unsurrogated
 from tiny_cli.tools.args_check import coerce_scalar, fast_pass
 from tiny_cli.tools.specs import TOOL_NAME_PATTERN
 

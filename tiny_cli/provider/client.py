@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import ssl
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError, DeadlineExceeded, ProviderError, ProviderTimeout
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import check_api_key, check_base_url
-from tiny_cli.text import endpoint, printable, redact_url
+from tiny_cli.text import endpoint, printable, redact_url, unsurrogated
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 86_400.0  # a day per request: sockets refuse waits past the platform's time_t
@@ -45,7 +44,6 @@ RETRY_STATUSES = frozenset({408, 429})  # plus every 5xx
 CONFIG_STATUSES = frozenset({401, 403, 404})
 # no answer holds more; a bigger count would overflow the run log's INTEGER column at exit
 MAX_TOKENS = 10**9
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +105,7 @@ class ChatRequest:
                 body["tool_choice"] = self.tool_choice
         if self.response_format is not None:
             body["response_format"] = self.response_format
-        return _encodable(body)
+        return unsurrogated(body)
 
     def parts(self) -> dict[str, Any]:
         """Return what identifies the request: every field, the optional ones only when set."""
@@ -122,19 +120,7 @@ class ChatRequest:
             "tool_choice": self.tool_choice,
             "temperature": self.temperature,  # absent when unset: older recordings keep their keys
         }
-        return _encodable({**parts, **{k: v for k, v in optional.items() if v is not None}})
-
-
-def _encodable(value: dict[str, Any]) -> dict[str, Any]:
-    """Return `value`, or a copy with each lone surrogate replaced by U+FFFD.
-
-    Python holds a JSON "\\ud800" as a lone surrogate, which UTF-8 cannot encode: the body,
-    a recording's key and its file would all fail on one.
-    """
-    text = json.dumps(value, ensure_ascii=False)
-    if _SURROGATE.search(text) is None:
-        return value
-    return dict(json.loads(_SURROGATE.sub("\ufffd", text)))
+        return unsurrogated({**parts, **{k: v for k, v in optional.items() if v is not None}})
 
 
 class Provider(Protocol):
@@ -545,7 +531,7 @@ def _parse(content: bytes, server: _Server) -> Completion:
         raise server.malformed("JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise server.malformed("the body is not a JSON object")
-    data = _encodable(data)  # a model may write "\\ud800": its text goes into the next request
+    data = unsurrogated(data)  # a model may write "\\ud800": its text goes into the next request
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         if "error" in data:

@@ -31,6 +31,8 @@ from mcp.types import (
     jsonrpc_message_adapter,
 )
 
+from tiny_cli.text import half_pair
+
 CHUNK_BYTES = 65536
 FINISH_SECONDS = 1.0  # the relay's last lines after the server returned (Ctrl-C: 2 s in all)
 CLOSED = {"code": CONNECTION_CLOSED, "message": "Connection closed: the host closed stdin"}
@@ -269,9 +271,7 @@ def _refusal(text: str) -> dict[str, Any]:
     request_id = line.get("id") if isinstance(line, dict) and "method" in line else None
     if isinstance(request_id, bool) or not isinstance(request_id, str | int):
         request_id = None
-    try:
-        json.dumps(line, ensure_ascii=False).encode()
-    except UnicodeEncodeError:  # JSON's syntax allows "\\ud800"; Unicode, UTF-8 and the SDK not
+    if half_pair(json.dumps(line, ensure_ascii=False)):  # JSON allows "\\ud800"; UTF-8 not
         why = "a string holds a lone surrogate (\\ud800-\\udfff), which is not Unicode"
         return _error(request_id, PARSE_ERROR, f"Parse error: {why}")
     return _error(request_id, INVALID_REQUEST, "Invalid Request: not a JSON-RPC message it reads")
