@@ -75,7 +75,7 @@ def go(tiny: Callable[..., Result], cards: Path, scripted_server: ScriptedServer
 def _script(server: ScriptedServer, answers: dict[str, list[str]]) -> None:
     """Answer each card's request (told apart by its tool's name) with its scripted turns."""
     for card, texts in answers.items():
-        server.on(lambda body, tool=TOOL_OF[card]: tool in _user(body), *map(reply, texts))
+        server.on(lambda body, tool=TOOL_OF[card]: tool in user_text(body), *map(reply, texts))
 
 
 def load_cards(folder: Path) -> list[Card]:
@@ -83,7 +83,7 @@ def load_cards(folder: Path) -> list[Card]:
     return list(open_workspace(load_settings(env={"TINY_CARDS": str(folder)})).cards.values())
 
 
-def _user(body: dict) -> str:
+def user_text(body: dict) -> str:
     return str(body["messages"][-1]["content"])
 
 
@@ -103,15 +103,15 @@ def test_generate_asks_once_per_card_and_writes_marked_lines(go, cards, scripted
     summaries = {c.id: " ".join(c.summary.split()) for c in load_cards(cards)}
     assert len(scripted_server.requests) == 3  # one request per card
     for body in scripted_server.requests:
-        card = next(c for c, tool in TOOL_OF.items() if tool in _user(body))
-        assert summaries[card] in _user(body)
+        card = next(c for c, tool in TOOL_OF.items() if tool in user_text(body))
+        assert summaries[card] in user_text(body)
         assert body["max_tokens"] == 4 * TOKENS_PER_EXAMPLE + TOKENS_SLACK
         assert body["model"] == "tiny-test-model"
         assert body["response_format"]["json_schema"]["schema"]["type"] == "array"
         assert body["temperature"] == 0  # greedy by default: asked again, the same file
-    assert "docs_search" in _user(scripted_server.requests[0]) or "crm_add_company" in _user(
+    assert "docs_search" in user_text(
         scripted_server.requests[0]
-    )
+    ) or "crm_add_company" in user_text(scripted_server.requests[0])
     rows = _lines(cards)
     taught = [r for r in rows if "source" not in r]
     assert taught == [{"task": TAUGHT, "card": "docs-finder"}]  # the taught line stays, once
@@ -147,7 +147,7 @@ def test_a_second_run_resumes_and_regenerate_asks_again(go, cards, scripted_serv
     assert (cards / LEARNED_FILENAME).read_text("utf-8") == first
     assert go("--generate", "--regenerate", "--card", "web-reader").exit_code == 0
     assert len(scripted_server.requests) == 4
-    assert "http_get" in _user(scripted_server.requests[-1])
+    assert "http_get" in user_text(scripted_server.requests[-1])
 
 
 def test_a_garbage_answer_is_asked_again_once_then_reported(go, cards, scripted_server) -> None:

@@ -133,7 +133,7 @@ def test_a_quoted_payloads_status_is_no_second_answer(counter, scripted_server):
 
 
 def test_a_yes_no_field_is_no_unsourced_claim(tiny, scripted_server) -> None:
-    # (an untyped required field left `[]` is empty, so missing: tests/test_fixes_loop.py; a
+    # (an untyped required field left `[]` is empty, so missing: tests/test_loop_answers.py; a
     # typed one takes the empty list its schema takes)
     answer = {"status": "ok", "summary": "Yes.", "source": "onboarding.md", "approves": True}
     scripted_server.add(

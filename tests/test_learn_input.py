@@ -47,12 +47,12 @@ def one(tmp_path: Path) -> Path:
     return path
 
 
-def _write(path: Path, *rows: object) -> bytes:
+def write_rows(path: Path, *rows: object) -> bytes:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), "utf-8")
     return path.read_bytes()
 
 
-def _refused(result: Result, line: str) -> None:
+def refused_line(result: Result, line: str) -> None:
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [f"tiny: error: {line}"]
 
@@ -64,8 +64,8 @@ def test_a_newer_learned_file_is_refused_and_left_unchanged(
     go: Callable[..., Result], cards: Path, one: Path
 ) -> None:
     learned = cards / LEARNED_FILENAME
-    before = _write(learned, {**HEADER, "version": 99}, {"task": "keep", "card": "crm-writer"})
-    _refused(go("learn", str(one)), f"{learned}: version 99 is newer than this tiny reads (1); "
+    before = write_rows(learned, {**HEADER, "version": 99}, {"task": "keep", "card": "crm-writer"})
+    refused_line(go("learn", str(one)), f"{learned}: version 99 is newer than this tiny reads (1); "
              "upgrade tiny")  # fmt: skip
     assert learned.read_bytes() == before
 
@@ -74,8 +74,8 @@ def test_a_field_tiny_does_not_know_is_refused_not_dropped(
     go: Callable[..., Result], cards: Path, one: Path
 ) -> None:
     learned = cards / LEARNED_FILENAME
-    before = _write(learned, HEADER, {"task": "keep", "card": "crm-writer", "note": "why"})
-    _refused(go("learn", str(one)), f"{learned}:2: note: unknown field (fields: task, card, "
+    before = write_rows(learned, HEADER, {"task": "keep", "card": "crm-writer", "note": "why"})
+    refused_line(go("learn", str(one)), f"{learned}:2: note: unknown field (fields: task, card, "
              "source, key); tiny rewrites this file and would drop it")  # fmt: skip
     assert learned.read_bytes() == before
 
@@ -87,11 +87,11 @@ def test_a_task_route_refuses_is_not_learned_from_a_file(
     go: Callable[..., Result], cards: Path, tmp_path: Path
 ) -> None:
     learned = cards / LEARNED_FILENAME
-    before = _write(learned, HEADER, {"task": "keep", "card": "crm-writer"})
+    before = write_rows(learned, HEADER, {"task": "keep", "card": "crm-writer"})
     lesson = tmp_path / "one.jsonl"
-    _write(lesson, {"task": "a", "card": "crm-writer"}, {"task": "b", "card": None},
+    write_rows(lesson, {"task": "a", "card": "crm-writer"}, {"task": "b", "card": None},
            {"task": LONG, "card": None})  # fmt: skip
-    _refused(go("learn", str(lesson)), f"{lesson}:3: {TOO_LONG}")
+    refused_line(go("learn", str(lesson)), f"{lesson}:3: {TOO_LONG}")
     assert learned.read_bytes() == before
 
 
@@ -100,8 +100,8 @@ def test_a_generated_task_route_refuses_is_not_learned(
 ) -> None:
     learned = cards / LEARNED_FILENAME
     made = {"task": LONG, "card": "docs-finder", "source": "generated", "key": "k"}
-    before = _write(learned, HEADER, {"task": "keep", "card": "crm-writer"}, made)
-    _refused(go("learn"), f"{learned}:3: {TOO_LONG}")
+    before = write_rows(learned, HEADER, {"task": "keep", "card": "crm-writer"}, made)
+    refused_line(go("learn"), f"{learned}:3: {TOO_LONG}")
     assert learned.read_bytes() == before
 
 
@@ -109,13 +109,13 @@ def test_a_correction_route_refuses_is_not_learned_from_the_runs(
     go: Callable[..., Result], cards: Path, home: Path
 ) -> None:
     learned = cards / LEARNED_FILENAME
-    before = _write(learned, HEADER, {"task": "keep", "card": "crm-writer"})
+    before = write_rows(learned, HEADER, {"task": "keep", "card": "crm-writer"})
     with RunLog.open(home) as log:
         observe = log.observer("delegate", "delegate", "127.0.0.1", goal=LONG)
         observe(Finished(Digest(None, "abstain", routing=Routing("abstain", None, 0.1))))
         [run_id] = log.recorded()
         log.correct(run_id, None)
-    _refused(go("learn", "--from-runs"), f"run {run_id}: {TOO_LONG}; "
+    refused_line(go("learn", "--from-runs"), f"run {run_id}: {TOO_LONG}; "
              f"`tiny runs delete {run_id}` drops its correction")  # fmt: skip
     assert learned.read_bytes() == before
     with RunLog.open(home) as log:
@@ -131,8 +131,8 @@ def test_prune_generated_with_an_unknown_card_is_refused_as_generate_is(
     learned = cards / LEARNED_FILENAME
     made = {"task": "where is the onboarding page", "card": "docs-finder",
             "source": "generated", "key": "k"}  # fmt: skip
-    before = _write(learned, HEADER, {"task": "keep", "card": "crm-writer"}, made)
+    before = write_rows(learned, HEADER, {"task": "keep", "card": "crm-writer"}, made)
     error = "--card 'nope': no such card in the cards folder"
-    _refused(go("learn", "--generate", "--card", "nope"), error)
-    _refused(go("learn", "--prune-generated", "--card", "nope"), error)
+    refused_line(go("learn", "--generate", "--card", "nope"), error)
+    refused_line(go("learn", "--prune-generated", "--card", "nope"), error)
     assert learned.read_bytes() == before

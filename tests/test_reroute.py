@@ -90,7 +90,7 @@ budget: {max_tool_calls: 2, max_output_tokens: 200, max_wall_seconds: 30}
 }
 
 
-def _cards(folder: Path, *ids: str) -> Path:
+def reroute_cards(folder: Path, *ids: str) -> Path:
     folder.mkdir()
     for card_id in ids:
         (folder / f"{card_id}.yaml").write_text(CARDS[card_id], encoding="utf-8")
@@ -102,7 +102,7 @@ def tiny_with(tiny, scripted_server, tmp_path: Path):
     """Return `tiny ARGS` over the given cards, routed by the hashing embedder."""
 
     def with_cards(*ids: str):
-        cards = _cards(tmp_path / "cards", *ids)
+        cards = reroute_cards(tmp_path / "cards", *ids)
         env = {
             "TINY_BASE_URL": scripted_server.url,
             "TINY_CARDS": str(cards),
@@ -270,7 +270,7 @@ class Clock:
 
 
 def _delegate(tmp_path: Path, server: Any, clock: Clock) -> tuple[Any, list[Event]]:
-    cards = _cards(tmp_path / "cards", "policy-docs", "policy-web")
+    cards = reroute_cards(tmp_path / "cards", "policy-docs", "policy-web")
     env = {"TINY_HOME": str(tmp_path), "TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing"}
     ws = open_workspace(load_settings(env=env))
     events: list[Event] = []
@@ -329,7 +329,7 @@ class Ranked:
 
 
 def test_a_refusal_after_a_write_ran_is_not_re_routed(tmp_path, scripted_server) -> None:
-    cards = _cards(tmp_path / "cards", "policy-writer", "policy-docs")
+    cards = reroute_cards(tmp_path / "cards", "policy-writer", "policy-docs")
     ws = open_workspace(load_settings(env={"TINY_HOME": str(tmp_path), "TINY_CARDS": str(cards)}))
     scripted_server.add(
         tool_call("crm_add_company", {"name": "Travel GmbH", "city": "Berlin"}),
@@ -354,7 +354,7 @@ def test_a_second_card_whose_model_is_not_there_keeps_the_first_attempts_work(
         reply(json.dumps(REFUSAL)),
         http_error(404, "model not found"),
     )
-    cards = _cards(tmp_path / "cards", "policy-docs", "policy-web")
+    cards = reroute_cards(tmp_path / "cards", "policy-docs", "policy-web")
     ws = open_workspace(load_settings(env={"TINY_HOME": str(tmp_path), "TINY_CARDS": str(cards)}))
     events: list[Event] = []
     router = Ranked("policy-docs", "policy-web")

@@ -27,7 +27,7 @@ def _recorded_without_its_answer(tiny, tmp_path: Path) -> Path:
     return recording
 
 
-def _replay_misses(tiny, tmp_path: Path) -> None:
+def replay_misses(tiny, tmp_path: Path) -> None:
     """Replay the cut recording: the same one-line usage error as ever, exit 2."""
     recording = _recorded_without_its_answer(tiny, tmp_path)
     result = tiny("invoke", "docs-finder", TASK, "--json", "--replay", str(recording), "--log")
@@ -37,7 +37,7 @@ def _replay_misses(tiny, tmp_path: Path) -> None:
 
 
 def test_a_replay_miss_is_a_failed_row_with_its_reason(tiny, tmp_path: Path) -> None:
-    _replay_misses(tiny, tmp_path)
+    replay_misses(tiny, tmp_path)
     listed = tiny("runs", "--json")
     assert listed.exit_code == 0, listed.output
     replayed, recorded = json.loads(listed.stdout)  # newest first
@@ -51,7 +51,7 @@ def test_a_replay_miss_is_a_failed_row_with_its_reason(tiny, tmp_path: Path) -> 
 
 
 def test_runs_show_says_failed_and_why(tiny, tmp_path: Path) -> None:
-    _replay_misses(tiny, tmp_path)
+    replay_misses(tiny, tmp_path)
     run_id = json.loads(tiny("runs", "--json").stdout)[0]["id"]
     shown = tiny("runs", "show", str(run_id), "--json")
     assert shown.exit_code == 0, shown.output

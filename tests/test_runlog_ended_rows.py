@@ -3,7 +3,7 @@ run on its worker thread) and across a re-route's cards; empty `--since` / `--ol
 values; a number past a double's range, edited in by hand, read back as valid JSON.
 
 The Ctrl-C cases run a real `tiny` process against the scripted model server (as
-tests/test_fixes_runlog.py does) and read the row back with `tiny runs show N --json`.
+tests/test_runlog_interrupted.py does) and read the row back with `tiny runs show N --json`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import yaml
 from tiny_cli.runs import DB_NAME
 from tiny_cli.testing import ScriptedServer, reply, tool_call
 
-from .test_fixes_runlog import WAIT_SECONDS, _interrupt_at_request, _span
-from .test_reroute import REFUSAL, TASK, _cards
+from .test_reroute import REFUSAL, TASK, reroute_cards
+from .test_runlog_interrupted import WAIT_SECONDS, interrupt_at_request, wall_span
 
 OK = '{"status": "ok", "summary": "Two weeks, with a buddy.", "source": "onboarding.md"}'
 SEARCH = {"query": "onboarding"}
@@ -64,13 +64,13 @@ def test_a_bench_run_cut_by_ctrl_c_keeps_its_calls_and_cost(
     )
     env = {**cli_env, "TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
     args = ("bench", "--tasks", str(tasks), "--arm", "all-tools", "--concurrency", "1")
-    _interrupt_at_request(_tiny(env, *args), scripted_server, 2)
+    interrupt_at_request(_tiny(env, *args), scripted_server, 2)
 
     run = _shown(tiny)
     assert (run["command"], run["status"]) == ("bench", "interrupted")
     assert (run["tokens_in"], run["tokens_out"], run["tool_calls"]) == (77, 7, 1)
     assert [(c["name"], c["outcome"]) for c in run["calls"]] == [("docs_search", "ok")]
-    assert run["wall_seconds"] == pytest.approx(_span(run), abs=0.002)
+    assert run["wall_seconds"] == pytest.approx(wall_span(run), abs=0.002)
     # no Aborted came from the worker thread: the card's first messages, as the docs say
     assert run["transcript"] == scripted_server.requests[0]["messages"]
     assert "77 tokens in, 7 out, 1 tool call(s)" in tiny("runs", "show", "1").stdout
@@ -87,7 +87,7 @@ def test_a_re_routed_delegate_cut_by_ctrl_c_counts_both_cards(
     tiny: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
-    cards = _cards(tmp_path / "cards", "policy-docs", "policy-web")
+    cards = reroute_cards(tmp_path / "cards", "policy-docs", "policy-web")
     scripted_server.add(
         tool_call("docs_search", {"query": "travel"}, tokens_in=40, tokens_out=4),
         reply(json.dumps(REFUSAL), tokens_in=10, tokens_out=150),  # policy-docs refuses
@@ -99,7 +99,7 @@ def test_a_re_routed_delegate_cut_by_ctrl_c_counts_both_cards(
         "TINY_CARDS": str(cards),
         "TINY_EMBEDDER": "hashing",
     }
-    _interrupt_at_request(_tiny(env, "delegate", TASK, "--json"), scripted_server, 3)
+    interrupt_at_request(_tiny(env, "delegate", TASK, "--json"), scripted_server, 3)
     assert "You are policy-web" in scripted_server.requests[2]["messages"][0]["content"]
 
     run = _shown(tiny, 1)
@@ -107,7 +107,7 @@ def test_a_re_routed_delegate_cut_by_ctrl_c_counts_both_cards(
     assert (run["tokens_in"], run["tokens_out"]) == (50, 154)  # both cards' replies
     assert run["tool_calls"] == len(run["calls"]) == 1
     assert run["calls"][0]["name"] == "docs_search"
-    assert run["wall_seconds"] == pytest.approx(_span(run), abs=0.002)  # from the first card
+    assert run["wall_seconds"] == pytest.approx(wall_span(run), abs=0.002)  # from the first card
     assert run["transcript"] == scripted_server.requests[2]["messages"]  # as last sent
     [group] = json.loads(tiny("runs", "stats", "--json").stdout)["by_card"]
     assert group["name"] == "policy-web"

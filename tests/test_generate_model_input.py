@@ -18,8 +18,8 @@ from typer.testing import Result
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, load_learned
 from tiny_cli.testing import ScriptedServer, reply
 
-from .test_generate import TOOL_OF, _user
-from .test_learn_input import _refused, _write
+from .test_generate import TOOL_OF, user_text
+from .test_learn_input import refused_line, write_rows
 
 HEADER = {"kind": "tiny learned routing examples", "version": 1}
 HALF_PAIR = '["lone \\ud800 request", "Add Globex Ltd from Hamburg as a customer"]'
@@ -49,7 +49,7 @@ def go(
 
 def _answer(server: ScriptedServer, card: str, *texts: str) -> None:
     """Answer `card`'s request (told apart by its tool's name) with `texts`, in turn."""
-    server.on(lambda body, tool=TOOL_OF[card]: tool in _user(body), *map(reply, texts))
+    server.on(lambda body, tool=TOOL_OF[card]: tool in user_text(body), *map(reply, texts))
 
 
 # --- 1: half a UTF-16 pair is an unusable request, not a crash --------------------------
@@ -83,11 +83,11 @@ def test_an_answer_of_only_half_pairs_is_the_cards_failure(go, cards, scripted_s
 
 def test_generate_into_a_linked_learned_file_asks_nothing(go, cards, scripted_server, tmp_path):
     target = tmp_path / "elsewhere.jsonl"
-    before = _write(target, HEADER)
+    before = write_rows(target, HEADER)
     (cards / LEARNED_FILENAME).symlink_to(target)
     scripted_server.add(reply(json.dumps(["read https://example.net/a for me"])))  # would pay
     result = go("learn", "--generate", "--card", "web-reader")
-    _refused(
+    refused_line(
         result,
         f"{cards / LEARNED_FILENAME}: is a link; tiny writes only regular files, not through links",
     )
@@ -104,7 +104,7 @@ def test_prune_a_deleted_cards_generated_lines(go, cards) -> None:
             "source": "generated", "key": "k"}  # fmt: skip
     other = {"task": "where is the onboarding page", "card": "docs-finder",
              "source": "generated", "key": "k"}  # fmt: skip
-    _write(learned, HEADER, {"task": "keep", "card": "crm-writer"}, made, other)
+    write_rows(learned, HEADER, {"task": "keep", "card": "crm-writer"}, made, other)
     (cards / "web-reader.yaml").unlink()
     result = go("learn", "--prune-generated", "--card", "web-reader")
     assert result.exit_code == 0, result.output
@@ -113,7 +113,7 @@ def test_prune_a_deleted_cards_generated_lines(go, cards) -> None:
     assert "web-reader" not in kept.generated
     assert kept.generated["docs-finder"] == ("where is the onboarding page",)
     assert go("validate").exit_code == 0
-    _refused(
+    refused_line(
         go("learn", "--prune-generated", "--card", "web-reader"),
         "--card 'web-reader': no such card in the cards folder",
     )  # neither a card nor in the file any more

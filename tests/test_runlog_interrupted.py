@@ -23,7 +23,7 @@ import pytest
 
 from tiny_cli.testing import ScriptedServer, reply, tool_call
 
-from .test_runlog_replay_miss import MISS, _replay_misses
+from .test_runlog_replay_miss import MISS, replay_misses
 
 ACME = {"name": "Acme GmbH", "city": "Berlin"}
 TASK = "add Acme GmbH in Berlin"
@@ -43,7 +43,7 @@ def _invoke(cli_env: dict[str, str], server: ScriptedServer) -> subprocess.Popen
     )
 
 
-def _interrupt_at_request(child: subprocess.Popen[bytes], server: ScriptedServer, n: int) -> str:
+def interrupt_at_request(child: subprocess.Popen[bytes], server: ScriptedServer, n: int) -> str:
     """Ctrl-C `child` once the model server got its `n`th request; return its stderr."""
     try:
         deadline = time.monotonic() + WAIT_SECONDS
@@ -61,7 +61,7 @@ def _interrupt_at_request(child: subprocess.Popen[bytes], server: ScriptedServer
     return err.decode("utf-8", "replace")
 
 
-def _span(run: dict[str, Any]) -> float:
+def wall_span(run: dict[str, Any]) -> float:
     """Seconds from a run's start to its end, as its row says."""
     ended, started = (datetime.fromisoformat(run[k]) for k in ("ended_at", "started_at"))
     return (ended - started).total_seconds()
@@ -95,7 +95,7 @@ def test_a_run_interrupted_after_a_write_keeps_its_transcript_calls_and_cost(
         reply('{"status": "ok"}', delay=WAIT_SECONDS),  # never answered: Ctrl-C comes first
     )
     env = {**cli_env, "TINY_TOOL_MODE": mode}
-    err = _interrupt_at_request(_invoke(env, scripted_server), scripted_server, 2)
+    err = interrupt_at_request(_invoke(env, scripted_server), scripted_server, 2)
     assert "tiny: interrupted" in err
     assert _companies(home) == [("Acme GmbH", "Berlin")]  # the write ran
 
@@ -104,7 +104,7 @@ def test_a_run_interrupted_after_a_write_keeps_its_transcript_calls_and_cost(
     run = json.loads(shown.stdout)
     assert run["status"] == "interrupted"
     assert (run["tokens_in"], run["tokens_out"], run["tool_calls"]) == (120, 15, 1)
-    assert run["wall_seconds"] == pytest.approx(_span(run), abs=0.002)  # up to the Ctrl-C
+    assert run["wall_seconds"] == pytest.approx(wall_span(run), abs=0.002)  # up to the Ctrl-C
     [call] = run["calls"]
     assert (call["name"], json.loads(call["arguments"]), call["outcome"]) == (
         "crm_add_company",
@@ -124,11 +124,11 @@ def test_a_run_interrupted_after_a_write_keeps_its_transcript_calls_and_cost(
 
 
 def test_a_run_an_error_ended_keeps_its_calls_too(tiny: Callable[..., Any], tmp_path: Path):
-    _replay_misses(tiny, tmp_path)  # a replay logged with --log misses the answer's exchange
+    replay_misses(tiny, tmp_path)  # a replay logged with --log misses the answer's exchange
     replayed = json.loads(tiny("runs", "--json").stdout)[0]
     run = json.loads(tiny("runs", "show", str(replayed["id"]), "--json").stdout)
     assert run["status"] == "failed" and MISS in run["reason"]
     assert [(c["name"], c["outcome"]) for c in run["calls"]] == [("docs_search", "ok")]
     assert run["tool_calls"] == 1 and run["tokens_in"] > 0
-    assert run["wall_seconds"] == pytest.approx(_span(run), abs=0.002)
+    assert run["wall_seconds"] == pytest.approx(wall_span(run), abs=0.002)
     assert [m["role"] for m in run["transcript"]] == ["system", "user", "assistant", "tool"]
