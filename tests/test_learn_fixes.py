@@ -25,8 +25,8 @@ from tiny_cli.runs import RunLog
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, http_error, reply
 
-from .test_generate import ANSWERS, TOOL_OF, _script, _user, load_cards
-from .test_learn_input import _refused, _write
+from .test_generate import ANSWERS, TOOL_OF, _script, load_cards, user_text
+from .test_learn_input import refused_line, write_rows
 
 HEADER = {"kind": "tiny learned routing examples", "version": 1}
 DEAD = "http://127.0.0.1:9/v1"  # the discard port: nothing listens (as test_bench's)
@@ -63,7 +63,7 @@ def go(tiny: Callable[..., Result], env: dict[str, str]) -> Callable[..., Result
 
 def test_generate_against_a_dead_server_stops_before_the_first_card(go, cards) -> None:
     result = go("learn", "--generate", TINY_BASE_URL=DEAD)
-    _refused(result, f"cannot reach {DEAD} — is the server running? set TINY_BASE_URL")
+    refused_line(result, f"cannot reach {DEAD} — is the server running? set TINY_BASE_URL")
     assert not (cards / LEARNED_FILENAME).exists()
 
 
@@ -101,7 +101,7 @@ def test_a_server_gone_mid_run_stops_the_run_and_the_next_one_finishes(
 def test_the_cost_counts_card_requests_and_says_retries_are_not_in_it(go, scripted_server) -> None:
     now = {"Retry-After": "0"}
     scripted_server.on(
-        lambda body: TOOL_OF["web-reader"] in _user(body),
+        lambda body: TOOL_OF["web-reader"] in user_text(body),
         http_error(503, headers=now), http_error(503, headers=now),
         reply(json.dumps(ANSWERS["web-reader"])),
     )  # fmt: skip
@@ -123,7 +123,7 @@ def test_a_learned_files_generated_lines_stay_generated_in_another_folder(
     source.parent.mkdir()
     rows = [{"task": t, "card": "docs-finder", "source": "generated", "key": "k1"} for t in made]
     own = {"task": CRM_OWN, "card": "crm-writer", "source": "generated", "key": "k2"}
-    _write(source, HEADER, {"task": "book a taxi", "card": "web-reader"}, *rows, own)
+    write_rows(source, HEADER, {"task": "book a taxi", "card": "web-reader"}, *rows, own)
     report = json.loads(go("learn", str(source), "--json").stdout)
     assert (report["added"], report["carried"], report["from_file"]) == (1, 2, 4)
     learned = load_learned(cards)
@@ -164,9 +164,9 @@ MADE = {"task": "where is the onboarding page", "card": "docs-finder"}
 )  # fmt: skip
 def test_a_mark_tiny_would_change_on_its_next_write_is_refused(go, cards, rows, error) -> None:
     learned = cards / LEARNED_FILENAME
-    before = _write(learned, HEADER, *rows)
+    before = write_rows(learned, HEADER, *rows)
     number = len(rows) + 1  # the last line is the bad one
-    _refused(go("learn"), f"{learned}:{number}: {error}")
+    refused_line(go("learn"), f"{learned}:{number}: {error}")
     assert learned.read_bytes() == before
     [problem] = check_learned(cards, load_cards(cards))  # `tiny validate` names it alike
     field, _, why = error.partition(": ")
@@ -179,12 +179,12 @@ def test_a_mark_tiny_would_change_on_its_next_write_is_refused(go, cards, rows, 
 @pytest.mark.parametrize("card", ["docs-finder", None], ids=["other-card", "out-of-scope"])
 def test_learn_refuses_another_cards_own_example(go, cards, tmp_path, card) -> None:
     lesson = tmp_path / "teach.jsonl"
-    _write(lesson, {"task": "book a taxi", "card": "web-reader"},
+    write_rows(lesson, {"task": "book a taxi", "card": "web-reader"},
            {"task": CRM_OWN.upper(), "card": card})  # fmt: skip
     label = "out of scope" if card is None else repr(card)
     error = (f"task: an example of card 'crm-writer' in its own file, labelled {label} here; "
              "teach it to crm-writer or leave it out")  # fmt: skip
-    _refused(go("learn", str(lesson)), f"{lesson}:2: {error}")
+    refused_line(go("learn", str(lesson)), f"{lesson}:2: {error}")
     assert not (cards / LEARNED_FILENAME).exists()
 
 
@@ -198,11 +198,11 @@ def test_a_correction_to_another_cards_own_example_is_refused_and_stays_pending(
     error = (f"run {run_id}: task: an example of card 'crm-writer' in its own file, labelled "
              f"'docs-finder' here; the correction stays pending: `tiny runs correct {run_id} "
              f"--card crm-writer` teaches it, `tiny runs delete {run_id}` drops it")  # fmt: skip
-    _refused(go("runs", "correct", str(run_id), "--card", "docs-finder"), error)
+    refused_line(go("runs", "correct", str(run_id), "--card", "docs-finder"), error)
     assert not (cards / LEARNED_FILENAME).exists()
     with RunLog.open(home) as log:
         assert [(c.run_id, c.card) for c in log.corrections()] == [(run_id, "docs-finder")]
-    _refused(go("learn", "--from-runs"), error)  # refused again, still not lost
+    refused_line(go("learn", "--from-runs"), error)  # refused again, still not lost
     with RunLog.open(home) as log:
         assert [c.run_id for c in log.corrections()] == [run_id]
     assert go("runs", "correct", str(run_id), "--card", "crm-writer").exit_code == 0

@@ -31,14 +31,14 @@ from tiny_cli.telemetry import open_tracing
 from tiny_cli.testing import reply, tool_call
 from tiny_cli.workspace import open_workspace
 
-from .test_reroute import REFUSAL, TASK, WEB_OK, _cards
+from .test_reroute import REFUSAL, TASK, WEB_OK, reroute_cards
 
 KEY = "tiny-sentinel-key-0123456789abcdef"  # the API key: in no attribute or event
 
 
 def _delegate(tmp_path: Path, server: Any, capture: bool) -> tuple[list[ReadableSpan], list]:
     """Run the re-routed task with tracing into memory; return the spans and the events."""
-    cards = _cards(tmp_path / "cards", "policy-docs", "policy-web")
+    cards = reroute_cards(tmp_path / "cards", "policy-docs", "policy-web")
     env = {
         "TINY_HOME": str(tmp_path),
         "TINY_CARDS": str(cards),

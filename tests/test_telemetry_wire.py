@@ -34,7 +34,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from tiny_cli.testing import reply, respond, tool_call
 
-from .test_reroute import REFUSAL, TASK, WEB_OK, _cards
+from .test_reroute import REFUSAL, TASK, WEB_OK, reroute_cards
 
 KEY = "tiny-sentinel-key-0123456789abcdef"
 HOST_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -123,7 +123,7 @@ def _env(tmp_path: Path, model: Any, receiver: Receiver, capture: bool) -> dict[
     """The environment of a traced `tiny`: the re-route cards, the model, the collector."""
     cards = tmp_path / "cards"
     if not cards.exists():
-        _cards(cards, "policy-docs", "policy-web")
+        reroute_cards(cards, "policy-docs", "policy-web")
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TINY_"))}
     return {
         **keep,
