@@ -201,3 +201,14 @@ def test_eval_refuses_any_top(tiny: Tiny, tmp_path: Path, top: str) -> None:
 def test_a_threshold_that_is_no_finite_number_is_named_as_typed(tiny: Tiny, typed: str) -> None:
     line = one_error_line(tiny("route", CRM, "--threshold", typed, env=HASHING))
     assert f"'{typed}': must be a finite number" in line and "inf" not in line.replace(typed, "")
+
+
+def test_delegate_says_the_score_it_abstained_on_apart_from_the_threshold(
+    tiny: Tiny, home: Path
+) -> None:
+    threshold = _score(home) + 1e-7  # alike at 3 and 4 decimals, yet the score misses it
+    env = {**HASHING, "TINY_THRESHOLD": repr(threshold)}
+    digest = json.loads(tiny("delegate", TIE, "--json", env=env).stdout)
+    assert digest["status"] == "abstain"
+    found = re.search(r"best score (\S+) < threshold (\S+)$", digest["reason"])
+    assert found is not None and float(found[1]) < float(found[2]), digest["reason"]

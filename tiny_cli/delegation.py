@@ -60,7 +60,8 @@ def delegate(
     observer(_routed(decision, clock() - asked))
     routing = Routing(decision.decision, decision.agent_id, round(decision.score, 4))
     if decision.agent_id is None:
-        best = f"best score {decision.score:.3f} < threshold {decision.threshold:.3f}"
+        n = decision.decimals(3)
+        best = f"best score {decision.score:.{n}f} < threshold {decision.threshold:.{n}f}"
         reason = (
             "taught out of scope (learned.jsonl beside the cards)"
             if decision.taught

@@ -19,7 +19,7 @@ from tiny_cli.digest import Brief, Digest, Routing, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, finish
 from tiny_cli.provider.replay import ExchangeSource, Volatile
-from tiny_cli.routing.router import Decision
+from tiny_cli.routing.router import Decision, decimals_apart
 from tiny_cli.session import Observe
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.tools.artifacts import ArtifactStore
@@ -226,7 +226,9 @@ def _invoke(
 
 
 def _abstain_digest(route: Route) -> Digest:
-    reason = f"no card fits: best score {route.routing.score:.3f} < threshold {route.threshold:.3f}"
+    score, threshold = route.routing.score, route.threshold
+    n = decimals_apart(score, threshold, 3)
+    reason = f"no card fits: best score {score:.{n}f} < threshold {threshold:.{n}f}"
     return Digest(None, "abstain", reason=reason, routing=route.routing)
 
 

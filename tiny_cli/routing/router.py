@@ -84,13 +84,8 @@ class Decision:
         return replace(self, task=scrub(self.task))
 
     def decimals(self, least: int) -> int:
-        """The fewest decimals, at least `least`, that show the score and the threshold apart
-        (unless they are equal): a score printed as the threshold never abstains."""
-        places = least
-        # ends: two distinct finite floats differ within 1,074 decimals; nan prints "nan"
-        while self.score != self.threshold and _alike(self.score, self.threshold, places):
-            places += 1
-        return places
+        """The fewest decimals, at least `least`, that show the score and the threshold apart."""
+        return decimals_apart(self.score, self.threshold, least)
 
     def to_json(self) -> dict[str, Any]:
         """Return the `tiny route --json` object for this task."""
@@ -182,6 +177,16 @@ class Overlap:
 def rounded(value: float, places: int = JSON_DECIMALS) -> float:
     """Round a score for JSON output (four decimals unless told)."""
     return round(float(value), places)
+
+
+def decimals_apart(score: float, threshold: float, least: int) -> int:
+    """The fewest decimals, at least `least`, that show `score` and `threshold` apart (unless
+    they are equal): a score printed as the threshold never abstains."""
+    places = least
+    # ends: two distinct finite floats differ within 1,074 decimals; nan prints "nan"
+    while score != threshold and _alike(score, threshold, places):
+        places += 1
+    return places
 
 
 def _alike(score: float, threshold: float, places: int) -> bool:

@@ -537,8 +537,9 @@ def digest_text(d: Digest) -> str:
 def route_text(decision: Decision) -> str:
     """Return the routing decision and its candidates in plain lines."""
     target = decision.agent_id if decision.decision == "route" else "abstain"
-    lines = [f"{decision.decision} → {target} (score {decision.score:.3f}, "]
-    lines[0] += f"threshold {decision.threshold:.3f})"
+    n = decision.decimals(3)
+    lines = [f"{decision.decision} → {target} (score {decision.score:.{n}f}, "]
+    lines[0] += f"threshold {decision.threshold:.{n}f})"
     lines += [f"  {c.agent_id}: {c.score:.3f}" for c in decision.candidates]
     return "\n".join(map(printable, lines))
 
