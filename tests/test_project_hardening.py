@@ -165,10 +165,9 @@ def test_threshold_nan_names_the_file_in_every_command(tiny, tmp_path, command) 
 
 
 def test_threshold_from_the_environment_and_flag_is_checked_by_name(tiny, tmp_path) -> None:
-    assert _error(tmp_path, TINY_THRESHOLD="nan").startswith("TINY_THRESHOLD=nan: ")
+    assert _error(tmp_path, TINY_THRESHOLD="nan").startswith("TINY_THRESHOLD='nan': ")
     flagged = tiny("route", "hi", "--threshold", "nan")
-    said = _one_line(flagged)  # the flag as typed: click names the option and the value
-    assert flagged.exit_code == 2 and "'--threshold': 'nan': must be a finite number" in said
+    assert flagged.exit_code == 2 and "--threshold='nan': must be a finite" in _one_line(flagged)
 
 
 # --- any text at all ------------------------------------------------------------------------

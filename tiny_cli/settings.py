@@ -281,7 +281,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: str | Path | None =
         model=_env_or(env, "TINY_MODEL", p, "model"),
         api_key=_api_key(env),
         embedder=_checked(env, "TINY_EMBEDDER", p, "embedder", _embedder) or DEFAULT_EMBEDDER,
-        threshold=_checked(env, "TINY_THRESHOLD", p, "threshold", _threshold),
+        threshold=_checked(env, "TINY_THRESHOLD", p, "threshold", check_threshold),
         allow_hosts=_allow_hosts(env, p),
         tool_mode=_checked(env, "TINY_TOOL_MODE", p, "tool_mode", _tool_mode),
         wall_scale=_checked(env, "TINY_WALL_SCALE", p, "wall_scale", _scale) or 1.0,
@@ -520,11 +520,13 @@ def _number(name: str, value: str | float) -> float:
         return math.inf
 
 
-def _threshold(name: str, value: str | float) -> float:
-    """Check an abstain threshold: a finite number (nan would abstain on everything)."""
+def check_threshold(name: str, value: str | float) -> float:
+    """Check an abstain threshold: a finite number (nan would abstain on everything), text
+    named as typed (`1e400` reads as inf)."""
     number = _number(name, value)
     if not math.isfinite(number):
-        raise ConfigError(f"{name}={number!r}: must be a finite number, e.g. 1.5", field=name)
+        shown = named_value(name, value) if isinstance(value, str) else f"{name}={number!r}"
+        raise ConfigError(f"{shown}: must be a finite number, e.g. 1.5", field=name)
     return number
 
 
@@ -602,7 +604,7 @@ FLAG_CHECKS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "allow_hosts": ("--allow-host", lambda _, hosts: _host_list(hosts)),
     "tool_mode": ("--tool-mode", _tool_mode),
     "wall_scale": ("--wall-scale", _scale),
-    "threshold": ("--threshold", _threshold),
+    "threshold": ("--threshold", check_threshold),
     "temperature": ("--temperature", check_temperature),
     "base_url": ("--base-url", check_base_url),
     "embedder": ("--embedder", _embedder),
@@ -788,7 +790,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 PROJECT_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "base_url": check_base_url,
     "embedder": _embedder,
-    "threshold": _threshold,
+    "threshold": check_threshold,
     "tool_mode": _tool_mode,
     "wall_scale": _scale,
     "allow_hosts": _hosts,

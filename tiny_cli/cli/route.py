@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from tiny_cli.routing.evaluation import evaluate, read_eval_file
 from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import ROUTE_CHUNK, Router
 from tiny_cli.secrets import scrubber
-from tiny_cli.settings import DEFAULT_TOP, Settings
+from tiny_cli.settings import DEFAULT_TOP, Settings, check_threshold
 from tiny_cli.text import check_task, looks_utf16, printable
 from tiny_cli.userfiles import DEFAULT_MAX_BYTES
 from tiny_cli.validation import Connect
@@ -72,20 +71,16 @@ def validate(
     raise typer.Exit(EXIT_PROBLEMS if found.problems else EXIT_OK)
 
 
-def _finite(text: str) -> float:
-    """--threshold's number, named as typed when it is none or not finite (1e400 is inf)."""
-    try:
-        number = float(text)
-    except ValueError:
-        raise typer.BadParameter(f"{text!r}: must be a number, e.g. 1.5") from None
-    if not math.isfinite(number):  # nan and inf abstain on every task, -inf routes every one
-        raise typer.BadParameter(f"{text!r}: must be a finite number, e.g. 1.5")
-    return number
+def _threshold(text: str) -> float:
+    """--threshold's number, checked by settings' rule on the text as typed (1e400 is inf)."""
+    return check_threshold("--threshold", text)
 
 
 ThresholdOpt = Annotated[
     float | None,
-    typer.Option("--threshold", parser=_finite, metavar="FLOAT", help="Abstain below this score."),
+    typer.Option(
+        "--threshold", parser=_threshold, metavar="FLOAT", help="Abstain below this score."
+    ),
 ]
 
 
