@@ -19,7 +19,13 @@ from tiny_cli.testing import reply, tool_call
 MUSTERMANN = {"name": "Mustermann GmbH", "city": "Berlin"}
 # what the model answers after its write was declined: a write and an id that never were
 CLAIM_OK = json.dumps(
-    {"status": "ok", "summary": "Added it.", "company_id": 1, "name": "Mustermann GmbH"}
+    {
+        "status": "ok",
+        "summary": "Added it.",
+        "company_id": 1,
+        "name": "Mustermann GmbH",
+        "notes": ["Customer record created in the CRM."],
+    }
 )
 TASK = "add Mustermann GmbH in Berlin as a new customer"
 NOTHING = "Nothing was written: the agent claimed a write that no tool made."
@@ -62,6 +68,8 @@ def test_a_declined_write_claimed_as_done_is_not_printed(at_terminal, scripted_s
     assert "needs_confirmation" in result.stdout and "write_declined" in result.stdout
     assert NOTHING in result.stdout
     assert "Added it." not in result.stdout and "company_id" not in result.stdout
+    assert "record created" not in result.stdout  # the model's notes go with its answer
+    assert "1 write call(s) not approved, so not run: crm_add_company" in result.stdout
     assert 'declined write: crm_add_company {"name": "Mustermann GmbH", "city": "Berlin"}' in (
         result.stdout
     )
@@ -95,4 +103,7 @@ def test_an_ok_after_a_failed_write_is_still_an_unverified_write(tiny, scripted_
     assert (digest["status"], digest["reason"]) == ("failed", "unverified_write")
     assert digest["summary"] == NOTHING and digest["fields"] == {}
     assert digest["field_sources"] == {} and _rows(home) == []
+    assert digest["notes_for_caller"] == [  # the model's "record created" goes with its answer
+        "the agent said ok, but no write tool ran successfully: nothing was written"
+    ]
     assert _tool_results(scripted_server.requests[1])[0].startswith("error: crm_add_company")

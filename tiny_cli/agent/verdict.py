@@ -74,6 +74,7 @@ class Claim:
     summary: str = ""
     fields: Mapping[str, Any] = field(default_factory=dict)
     missing: tuple[str, ...] = ()  # required fields the answer left out (a partial may)
+    model_notes: tuple[str, ...] = ()  # the model's own, among `notes`: they go with its answer
 
 
 def answered(
@@ -97,13 +98,14 @@ def answered(
     summary = summary if isinstance(summary, str) else ""  # another type is a problem, noted
     fields = {} if status == "refused" else field_values(data, required)
     summary, fields, cut, cut_notes = _within_budget(summary, fields, meter)
-    notes += said + _model_notes(data, tokens) + reply.problems + reply.notes + cut_notes
+    own_notes = _model_notes(data, tokens)
+    notes += said + own_notes + reply.problems + reply.notes + cut_notes
     if cut and status == "ok":
         status, reason = "partial", cut
     if forced and status != "refused":
         status, reason = "partial", forced
     missing = () if status == "refused" else missing_fields(data, required, card.returns)
-    claim = Claim(status, reason, notes, summary, fields, missing)
+    claim = Claim(status, reason, notes, summary, fields, missing, own_notes)
     return judged(card, brief, meter, claim, artifacts)
 
 
@@ -194,8 +196,11 @@ def judged(
 
 
 def _nothing_written(claim: Claim) -> Claim:
-    """Drop what a claimed write no tool made may say ("Added it", an invented id)."""
-    return replace(claim, summary=_NOTHING_WRITTEN, fields={}, missing=())
+    """Drop what a claimed write no tool made may say ("Added it", an invented id, its notes)."""
+    notes = tuple(note for note in claim.notes if note not in claim.model_notes)
+    return replace(
+        claim, summary=_NOTHING_WRITTEN, fields={}, missing=(), notes=notes, model_notes=()
+    )
 
 
 def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
@@ -207,18 +212,17 @@ def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
     unwritten = [c.name for c in meter.calls if c.outcome in _NOT_RUN]
     if not unwritten:
         return claim
-    notes = (
-        *claim.notes,
-        f"{len(unwritten)} write call(s) not approved, so not run: {', '.join(unwritten)}",
-    )
+    added = (f"{len(unwritten)} write call(s) not approved, so not run: {', '.join(unwritten)}",)
     if claim.status not in ("ok", "partial"):
-        return replace(claim, notes=notes)
+        return replace(claim, notes=claim.notes + added)
     if claim.reason:
-        notes += (f"also: {claim.reason}",)
+        added += (f"also: {claim.reason}",)
     if _wrote(meter):
-        return replace(claim, status="partial", reason=WRITE_DECLINED, notes=notes)
+        return replace(claim, status="partial", reason=WRITE_DECLINED, notes=claim.notes + added)
     shown = _nothing_written(claim) if claim.status == "ok" else claim
-    return replace(shown, status="needs_confirmation", reason=WRITE_DECLINED, notes=notes)
+    return replace(
+        shown, status="needs_confirmation", reason=WRITE_DECLINED, notes=shown.notes + added
+    )
 
 
 def _unverified_write(card: Card, meter: Meter, claim: Claim) -> Claim:
