@@ -296,7 +296,7 @@ def test_a_missing_cards_folder_names_the_folder_and_who_gave_it(tmp_path) -> No
     missing = tmp_path / "no-cards"
     flagged = tiny_cli.load_settings(env={"TINY_HOME": str(tmp_path)}).with_flags(cards_dir=missing)
     error = _refused(lambda: tiny_cli.open_workspace(flagged))
-    assert (error.path, error.field) == (missing, "--cards")
+    assert (error.path, error.field) == (missing, "cards_dir")  # a keyword, no flag typed
     from_env = tiny_cli.load_settings(env={"TINY_HOME": str(tmp_path), "TINY_CARDS": str(missing)})
     error = _refused(lambda: tiny_cli.open_cards(from_env))
     assert (error.path, error.field) == (missing, "TINY_CARDS")

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.errors import ConfigError
+from tiny_cli.errors import ConfigError, ToolError
 from tiny_cli.settings import DEFAULT_MODEL, load_settings, model_for
 from tiny_cli.testing import ScriptedServer, reply, tool_call
+from tiny_cli.workspace import open_workspace
 
 # what a user's shell has when they set nothing: every TINY_ variable empty
 UNSET = dict.fromkeys(
@@ -181,6 +182,21 @@ def test_a_missing_cards_folder_says_who_named_it_and_hints_only_without_cards(
     toml = tiny("route", "hi", env=UNSET)
     named = f"{tmp_path / 'agents'} (from cards in {tmp_path / 'tiny.toml'}); pass --cards"
     assert toml.exit_code == 2 and named in toml.stderr
+
+
+def test_a_setting_a_library_caller_gave_is_named_by_its_keyword(tmp_path, monkeypatch) -> None:
+    """From Python, `with_flags(cards_dir=…)` is said as the keyword, not as a flag never typed."""
+    for name, value in UNSET.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)  # no project file here
+    with pytest.raises(ConfigError) as caught:
+        open_workspace(load_settings().with_flags(cards_dir=tmp_path / "gone"))
+    assert str(caught.value) == f"no cards directory {tmp_path / 'gone'} (given by cards_dir)"
+    with pytest.raises(ToolError) as failed:
+        open_workspace(load_settings().with_flags(cards_dir=tmp_path, tools_spec="no_such_tools"))
+    assert str(failed.value).endswith("(the tool module named by tools_spec)")
+    typed = load_settings().with_flags(from_cli=True, cards_dir=tmp_path)
+    assert typed.origin("cards_dir") == "--cards"
 
 
 def test_init_says_it_kept_a_tool_module_and_validate_names_who_chose_it(

@@ -172,8 +172,11 @@ class Settings:
             return self.cards_dir
         return (self.root or Path.cwd()) / DEFAULT_CARDS_DIR
 
-    def with_flags(self, **flags: Any) -> Settings:
+    def with_flags(self, *, from_cli: bool = False, **flags: Any) -> Settings:
         """Return a copy where every flag that was given (not None) wins.
+
+        A setting given here is said, where an error names its source, as its keyword
+        (`cards_dir`), or as its flag (`--cards`) when `from_cli` (the command line's own call).
 
         `allow_hosts` takes an iterable of "host[:port]" entries (repeated --allow-host);
         given, it replaces TINY_ALLOW_HOSTS, as every flag replaces its variable. A folder
@@ -184,7 +187,7 @@ class Settings:
         for name, (flag, check) in FLAG_CHECKS.items():
             if name in given:
                 given[name] = check(flag, given[name])
-        flagged = {k: SOURCES[k][0] for k in given if k in SOURCES}
+        flagged = {k: SOURCES[k][0] if from_cli else k for k in given if k in SOURCES}
         if flagged:
             given["origins"] = tuple({**dict(self.origins), **flagged}.items())
         return replace(self, **given)

@@ -97,8 +97,8 @@ def open_cards(
 def _no_cards(settings: Settings) -> ConfigError:
     """The cards folder is not there: say who named it, and how to name another one."""
     folder, where = settings.cards_dir, settings.origin("cards_dir")
-    if where == "--cards":  # the user just typed it: no advice to type it
-        message = f"no cards directory {folder} (given by --cards)"
+    if where in ("--cards", "cards_dir"):  # the user just gave it: no advice to give it
+        message = f"no cards directory {folder} (given by {where})"
     elif where:
         message = f"no cards directory {folder} (from {where}); pass --cards or change it"
     else:

@@ -172,7 +172,8 @@ ANSWER_POLL_SECONDS = 0.1  # the longest a Ctrl-C at a [y/N] prompt waits for it
 def settings_from(**flags: Any) -> Settings:
     """Return the settings (environment, then config) with the command's flags on top."""
     names = {"cards": "cards_dir", "tools": "tools_spec"}
-    return load_settings().with_flags(**{names.get(k, k): v for k, v in flags.items()})
+    given = {names.get(k, k): v for k, v in flags.items()}
+    return load_settings().with_flags(from_cli=True, **given)
 
 
 def wants_live(quiet: bool, json_out: bool, stderr: Any = None) -> bool:

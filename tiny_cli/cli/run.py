@@ -321,7 +321,10 @@ class RunOptions:
             model=self.model,
             allow_hosts=self.allow_hosts,
         ).with_flags(
-            tool_mode=self.tool_mode, wall_scale=self.wall_scale, temperature=self.temperature
+            from_cli=True,
+            tool_mode=self.tool_mode,
+            wall_scale=self.wall_scale,
+            temperature=self.temperature,
         )
         return replay_settings(
             settings, record=self.record, replay=self.replay, model_flag=self.model

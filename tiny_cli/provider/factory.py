@@ -86,8 +86,8 @@ def _recorded_tool_mode(settings: Settings, header: Mapping[str, Any], path: Pat
     recorded = header.get("tool_mode", "")  # "": an older recording that does not say
     if (recorded is not None and recorded not in TOOL_MODES) or recorded == settings.tool_mode:
         return settings
-    flag = SOURCES["tool_mode"][0]
-    if settings.origin("tool_mode") == flag:
+    flag = settings.origin("tool_mode")  # --tool-mode, or a library caller's tool_mode
+    if flag in (SOURCES["tool_mode"][0], "tool_mode"):
         made = f"{recorded} tool mode" if recorded else "each card's own tool mode"
         raise ConfigError(
             f"{flag} {settings.tool_mode}: {path} was recorded in {made} and "
