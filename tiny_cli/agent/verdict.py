@@ -212,7 +212,9 @@ def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
     unwritten = [c.name for c in meter.calls if c.outcome in _NOT_RUN]
     if not unwritten:
         return claim
-    added = (f"{len(unwritten)} write call(s) not approved, so not run: {', '.join(unwritten)}",)
+    added: tuple[str, ...] = (
+        f"{len(unwritten)} write call(s) not approved, so not run: {', '.join(unwritten)}",
+    )
     if claim.status not in ("ok", "partial"):
         return replace(claim, notes=claim.notes + added)
     if claim.reason:
