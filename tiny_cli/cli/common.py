@@ -50,7 +50,8 @@ BaseUrlOpt = Annotated[
     ),
 ]
 ModelOpt = Annotated[
-    str | None, typer.Option("--model", help="Model name [env TINY_MODEL > card > default].")
+    str | None,
+    typer.Option("--model", help="Model name [env TINY_MODEL > tiny.toml > card > default]."),
 ]
 MustReturnOpt = Annotated[
     str | None, typer.Option("--must-return", help="Extra fields to return, comma-separated.")
@@ -101,7 +102,7 @@ ToolModeOpt = Annotated[
         metavar="native|json|auto",
         help="How the model calls tools: OpenAI tool_calls, a json_schema-constrained reply, "
         "or native switching to json on calls written as text [env TINY_TOOL_MODE; "
-        "else the card's tool_mode; default auto].",
+        "else tiny.toml's, else the card's tool_mode; default auto].",
     ),
 ]
 WallScaleOpt = Annotated[
