@@ -18,16 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from tiny_cli import yamlsafe
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.generated import Generated, card_text, read_generated
 from tiny_cli.cards.grouping import CARD_TOOLS, CardPlan, plan_cards
 from tiny_cli.cards.index import list_cards
-from tiny_cli.cards.load import Frontmatter, field_line, split_markdown
+from tiny_cli.cards.load import field_line
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.tooltexts import mcp_tool_lists, save_mcp_tools
+from tiny_cli.scaffold import card_file_id
 from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS, Scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import (
@@ -134,7 +132,7 @@ def import_cards(
         mcp_path(cards_dir, settings.mcp_file, settings.origin("mcp_file"))
         or cards_dir / MCP_FILENAMES[0]
     )
-    host = read_host_config(source) if source is not None else None
+    host = read_host_config(source, mcp_file) if source is not None else None
     carried: list[str] = []
     if host is not None and not check:
         _make_folder(mcp_file.parent)
@@ -323,13 +321,7 @@ def _only(names: dict[Path, set[str]], own: set[Path]) -> set[str]:
 
 def _card_id(path: Path) -> str | None:
     """A card file's id (a subagent's `name`), if it can be read; its check is validate's."""
-    try:
-        text = yamlsafe.read_bounded(path)
-        front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
-        data = yamlsafe.load(front.yaml)[1] if isinstance(front, Frontmatter) else None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    found = data.get("id", data.get("name")) if isinstance(data, dict) else None
+    found = card_file_id(path)
     return found if isinstance(found, str) else None
 
 

@@ -14,13 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
+from tiny_cli import yamlsafe
+from tiny_cli.cards.index import list_cards
+from tiny_cli.cards.load import Frontmatter, split_markdown
 from tiny_cli.errors import ConfigError
 from tiny_cli.settings import PROJECT_FILE, PYPROJECT_FILE, TOOL_TABLE, read_project
 from tiny_cli.userfiles import Sync, write_synced
 
-__all__ = ["InitReport", "init_project"]
+__all__ = ["InitReport", "card_file_id", "init_project"]
 
 STARTER_CARD = "cards/word-counter.yaml"
+STARTER_ID = "word-counter"
 STARTER_TOOLS = "my_tools.py"
 
 PROJECT_TEXT = """\
@@ -105,6 +111,7 @@ def init_project(folder: Path, sync: Sync = os.fsync) -> InitReport:
     _no_project(folder)
     for name, _ in FILES:
         _check_place(folder / name)
+    _check_starter_id(folder / STARTER_CARD)
     made: list[Path] = []  # folders and files this run created, in order
     done: dict[str, Literal["written", "kept"]] = {}
     try:
@@ -149,6 +156,32 @@ def _check_place(path: Path) -> None:
         raise ConfigError(f"{path}: a link to nothing; tiny init wrote nothing")
     if path.exists() and not path.is_file():
         raise ConfigError(f"{path}: exists and is not a file; tiny init wrote nothing")
+
+
+def _check_starter_id(card: Path) -> None:
+    """Raise if another card of the starter card's folder has its id: tiny validate would
+    refuse the two (a starter card already in its place is kept, and is no other)."""
+    if card.exists() or card.is_symlink() or not card.parent.is_dir():
+        return
+    for path in list_cards([card.parent]).paths:
+        if card_file_id(path) == STARTER_ID:
+            raise ConfigError(
+                f"{path}: its id is {STARTER_ID}, the starter card's; tiny init writes no "
+                f"{card.name} beside it (tiny validate would refuse the duplicate id); "
+                "tiny init wrote nothing"
+            )
+
+
+def card_file_id(path: Path) -> Any:
+    """A card file's id as written (a subagent's `name`); None where it cannot be read (its
+    check is validate's)."""
+    try:
+        text = yamlsafe.read_bounded(path)
+        front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
+        data = yamlsafe.load(front.yaml)[1] if isinstance(front, Frontmatter) else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return data.get("id", data.get("name")) if isinstance(data, dict) else None
 
 
 def _write_new(path: Path, text: str, made: list[Path], sync: Sync) -> Literal["written", "kept"]:

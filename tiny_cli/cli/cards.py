@@ -179,7 +179,7 @@ def _footer(report: ImportReport) -> Iterable[str]:
     changed = [c for c in report.cards if c.action in ("added", "updated", "removed")]
     if report.checked:
         yield (
-            f"behind: {len(changed)} card(s) would change; run tiny cards import"
+            f"behind: {_behind(report, len(changed))}; run tiny cards import"
             if report.status == "behind"
             else "cards are up to date with the servers"
             if report.status == "ok"
@@ -187,6 +187,18 @@ def _footer(report: ImportReport) -> Iterable[str]:
         )
     else:
         yield f"{len(changed)} card file(s) changed; at most {report.card_tools} tools a card"
+
+
+def _behind(report: ImportReport, changed: int) -> str:
+    """What puts the cards behind, counted apart: cards, servers to add, tools gone."""
+    new = sum(s.status == "new" for s in report.servers)
+    gone = sum(bool(c.missing) for c in report.cards)
+    parts = [
+        f"{new} server(s) to add to {report.mcp_file.name} and their cards" if new else "",
+        f"{changed} card(s) would change" if changed or not (new or gone) else "",
+        f"{gone} edited card(s) list tools the server no longer has" if gone else "",
+    ]
+    return ", ".join(p for p in parts if p)
 
 
 def _sync_report(out: Console, report: SyncReport) -> None:

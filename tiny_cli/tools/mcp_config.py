@@ -21,6 +21,7 @@ import yaml
 
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
+from tiny_cli.text import printable
 
 MCP_FILENAMES = ("mcp.yaml", "mcp.yml")  # in the cards folder; never read as cards
 # Patterns as text: `re` compiles each on first use and keeps it (compiled at import, they
@@ -30,7 +31,7 @@ QUALIFIED_NAME = r"^([A-Za-z0-9][A-Za-z0-9_-]{0,31})\.([A-Za-z0-9_.-]{1,128})$"
 WIRE_NAME = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI-compatible servers accept
 WIRE_SEPARATOR = "__"
 WIRE_HASH_CHARS = 8
-SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
+SERVER_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}"  # fullmatch: `$` would let a final "\n" by
 REFERENCE = r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"
 # a header or env entry whose name says it holds a secret must take it from the environment
 # (a host's flag is read word by word instead: mcp_hosts._secret_flag); `pat` and `pass` only
@@ -214,8 +215,8 @@ def secret_name(name: str) -> bool:
 
 def _server(path: Path, name: Any, spec: Any) -> McpServer:
     """Check one server's settings and build it; ConfigError names the first fault."""
-    where = f"{path}: servers.{name}"
-    if not isinstance(name, str) or not re.match(SERVER_NAME, name):
+    where = f"{path}: servers.{printable(str(name))}"
+    if not isinstance(name, str) or not re.fullmatch(SERVER_NAME, name):
         raise ConfigError(f"{where}: a server name is 1-32 letters, digits, '_' or '-'")
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: must be a mapping (command: ... or url: ...)")

@@ -31,6 +31,8 @@ from tiny_cli.tools.mcp_config import (
     SCHEME,
     SERVER_NAME,
     URL_PASSWORD,
+    URL_SCHEME,
+    McpServer,
     _server,
     env_name,
     load_mcp_config,
@@ -59,6 +61,12 @@ MIN_TOKEN_DIGITS = 4  # a long run counts as a key only with digits in it (not a
 # credential, word by word: settings.credential_param); no pattern inside the name, which
 # would cost a long one its length squared
 QUERY_PARAMETER = r"([?&]([^=&#?\s]*)=)([^&#\s]+)"
+# a URL's path (group 2), after its scheme and host (group 1): a segment shaped like a key in
+# it (`/mcp/sk-…/`, as hosted servers hand them out) is lifted
+URL_PATH = rf"(?i)({URL_SCHEME}[^/?#\s]*)(/[^?#\s]*)"
+# `NAME=value` (docker's `-e NAME=value`): a variable's name, whose value is lifted as an env
+# entry's would be
+VARIABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 HOST_KEYS = ("mcpServers", "servers")  # Claude Code/Desktop and Cursor; VS Code
 # VS Code's and Claude Code's own placeholders, as mcp.yaml writes them
 HOST_REFERENCE = r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}"
@@ -71,6 +79,8 @@ TRAILING_COMMA = rf"({JSON_STRING})|,(?=\s*[}}\]])"
 TINY_ITSELF = re.compile(r"(^|[/\\])tiny(\.exe)?$")
 TRANSPORT_KEYS = ("type", "transport", "transportType")  # VS Code, Claude Code; others; Cline
 HOST_TYPES = ("stdio", "http", "sse", "streamable-http", "streamable_http", "streamableHttp")
+# the key each transport needs, as mcp.yaml's `type` does (mcp_config.TYPES)
+HOST_TYPE_NEEDS = {"stdio": "command", **dict.fromkeys(HOST_TYPES[1:], "url")}
 # what each setting of a host's server must be; every other key is an error, but these
 SHAPES = {
     **dict.fromkeys(("command", "url", "cwd"), "a non-empty string"),
@@ -103,10 +113,11 @@ class HostServers:
     skipped: tuple[tuple[str, str], ...] = ()  # (server, why)
 
 
-def read_host_config(path: Path) -> HostServers:
-    """Read a host's MCP config; ConfigError naming the file (and the server and setting) for
-    one tiny cannot read or carry over as it is."""
+def read_host_config(path: Path, mcp_file: Path | None = None) -> HostServers:
+    """Read a host's MCP config (to be carried into `mcp_file`); ConfigError naming the file
+    (and the server and setting) for one tiny cannot read or carry over as it is."""
     key, hosted = _host_servers(path)
+    have = _existing(mcp_file)
     lifter = _Lifter()
     servers: dict[str, dict[str, Any]] = {}
     skipped: list[tuple[str, str]] = []
@@ -114,9 +125,10 @@ def read_host_config(path: Path) -> HostServers:
     for raw_name, spec in hosted.items():
         _check_spec(f"{path}: {key}.{printable(str(raw_name))}", spec)
         name = _server_name(str(raw_name))
-        why = _why_not(spec) or _taken(name, carried_as)
+        why = _why_not(spec) or _taken(name, carried_as) or _held(name, str(raw_name), spec, have)
         if why:  # a server whose name is taken is listed by its own, not the one it lost to
-            skipped.append((printable(str(raw_name)) if name in carried_as else name, why))
+            lost = name in carried_as or name in have
+            skipped.append((printable(str(raw_name)) if lost else name, why))
             continue
         carried_as[name] = str(raw_name)
         servers[name] = lifter.server(name, spec)
@@ -129,6 +141,26 @@ def _taken(name: str, carried_as: Mapping[str, str]) -> str:
     if name not in carried_as:
         return ""
     return f"mcp.yaml's name for it, {name}, is taken by {printable(carried_as[name])}: rename one"
+
+
+def _existing(mcp_file: Path | None) -> dict[str, McpServer]:
+    """The servers mcp.yaml declares now (none when there is no file, or no servers yet)."""
+    if mcp_file is None:
+        return {}
+    return {n: _server(mcp_file, n, spec) for n, spec in _declared(mcp_file)[1].items()}
+
+
+def _held(name: str, raw_name: str, spec: dict[str, Any], have: Mapping[str, McpServer]) -> str:
+    """Say why a renamed server cannot be carried as `name`, which mcp.yaml gives another
+    server; else ''. One the host names as mcp.yaml does keeps mcp.yaml's settings instead;
+    one carried before under its new name is the same server, and is carried again."""
+    if name == raw_name or name not in have:
+        return ""
+    mine = _server(have[name].file, name, _Lifter().server(name, spec))
+    if mine.key() == have[name].key():
+        return ""
+    file = have[name].file.name
+    return f"mcp.yaml's name for it, {name}, is taken by another server in {file}: rename one"
 
 
 def _host_servers(path: Path) -> tuple[str, dict[Any, Any]]:
@@ -175,6 +207,10 @@ def _check_spec(where: str, spec: Any) -> None:
             raise ConfigError(f"{where}.{key}{inner}: must be {shape}, got {kind_of(value)}")
     if ("command" in spec) == ("url" in spec):
         raise ConfigError(f"{where}: needs either command (stdio) or url (HTTP), not both")
+    for key in (k for k in TRANSPORT_KEYS if k in spec):  # dropped on import: it must agree
+        needs = HOST_TYPE_NEEDS[spec[key]]
+        if needs not in spec:
+            raise ConfigError(f"{where}.{key}: {spec[key]} needs '{needs}'")
 
 
 def _fault(shape: str, value: Any) -> tuple[str, Any] | None:
@@ -278,7 +314,7 @@ def _why_not(spec: dict[str, Any]) -> str:
 
 def _server_name(name: str) -> str:
     """The host's server name as mcp.yaml allows one (letters, digits, '_' or '-')."""
-    if re.match(SERVER_NAME, name):
+    if re.fullmatch(SERVER_NAME, name):
         return name
     slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-_")[:32] or "server"
     return slug if slug[0].isalnum() else f"s{slug}"[:32]
@@ -325,7 +361,7 @@ class _Lifter:
     def _arg(self, server: str, args: list[str], at: int) -> str:
         text = _references(args[at], server)
         flag, eq, value = text.partition("=")
-        if eq and _secret_flag(flag):  # --api-key=VALUE
+        if eq and (_secret_flag(flag) or _secret_variable(flag, value)):  # --api-key=VALUE
             return f"{flag}={self._lift(server, f'args[{at}]', flag, value)}"
         if at > 0 and _secret_flag(args[at - 1]) and not text.startswith("-"):  # --token VALUE
             return self._lift(server, f"args[{at}]", args[at - 1], text)
@@ -341,19 +377,30 @@ class _Lifter:
         return self._lift(server, where, key or "arg", text) if _looks_secret(text) else text
 
     def _urls(self, server: str, where: str, key: str, text: str) -> str:
-        """Lift the password and the secret-named query parameters of every URL in `text`."""
+        """Lift the password, the secret-named or key-shaped query parameters and the
+        key-shaped path segments of every URL in `text`."""
         text = re.sub(
             URL_PASSWORD,
             lambda m: m[1] + self._lift(server, where, f"{key} password", m[2], decode=True),
             text,
         )
-        return re.sub(QUERY_PARAMETER, partial(self._parameter, server, where), text)
+        text = re.sub(QUERY_PARAMETER, partial(self._parameter, server, where), text)
+        return re.sub(URL_PATH, partial(self._path, server, where, key), text)
 
     def _parameter(self, server: str, where: str, found: re.Match[str]) -> str:
-        """A query parameter as mcp.yaml holds it: its value lifted if its name is a secret's."""
-        if not credential_param(found[2]):  # `api_key`, `accessToken`; not `keywords`
+        """A query parameter as mcp.yaml holds it: its value lifted if its name is a secret's
+        (`api_key`, `accessToken`; not `keywords`) or the value is shaped like a key."""
+        if not credential_param(found[2]) and not _looks_secret(found[3]):
             return found[0]
         return found[1] + self._lift(server, where, found[2], found[3])
+
+    def _path(self, server: str, where: str, key: str, found: re.Match[str]) -> str:
+        """A URL's scheme, host and path as mcp.yaml holds them: key-shaped segments lifted."""
+        segments = [
+            self._lift(server, where, f"{key} key", part) if _looks_secret(part) else part
+            for part in found[2].split("/")
+        ]
+        return found[1] + "/".join(segments)
 
     def _lift(self, server: str, where: str, key: str, value: str, decode: bool = False) -> str:
         """Replace a literal secret by `${VAR}` (a scheme in front stays); keep the value,
@@ -401,6 +448,14 @@ def _secret_flag(arg: str) -> bool:
     `--author`, `--hotkey F5` are no secrets)."""
     words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+|\d+", arg.split("=", 1)[0])}
     return arg.startswith("-") and bool(words & SECRET_FLAG_WORDS)
+
+
+def _secret_variable(name: str, value: str) -> bool:
+    """`NAME=value` (docker's `-e`) holding a secret: NAME says so, as an env entry's name
+    would, or the value is shaped like a key (a URL's parts are lifted as in any value)."""
+    if not re.fullmatch(VARIABLE_NAME, name):
+        return False
+    return secret_name(name) or ("://" not in value and _looks_secret(value))
 
 
 def _looks_secret(value: str) -> bool:
