@@ -258,6 +258,7 @@ class _Session:
         self.tools: dict[str, Any] = {}
         self.client: Any = None
         self.dead = False
+        self.answered = False  # the handshake was answered: a failure after it is the listing's
         self.failure: BaseException | None = None
         self.errlog: _StderrTail | None = None
         self.task: asyncio.Task[None] | None = None
@@ -271,7 +272,9 @@ class _Session:
             self.dead = True
             raise self.failed(_no_answer(self.server.name, seconds)) from None
         if self.dead:
-            raise self.failed(self._why("did not start"))
+            raise self.failed(
+                self._why("failed to list its tools" if self.answered else "did not start")
+            )
 
     def call(self, tool: str, arguments: dict[str, Any]) -> str:
         """Call `tool` and return its result as text (waits; the runner bounds the wait)."""
@@ -337,6 +340,7 @@ class _Session:
         """Hold the session open until told to stop (anyio scopes end in the task they began)."""
         try:
             async with self._client() as client:
+                self.answered = True
                 self.tools = await listing(client)
                 self.client = client
                 ready.set()
@@ -530,5 +534,12 @@ def _failure(exc: BaseException | None, redact: Callable[[str], str]) -> str:
         exc = exc.exceptions[0]
     if exc is None or isinstance(exc, asyncio.CancelledError):
         return ""
-    text = " ".join(redact(str(exc)).split())[:STDERR_CHARS]
+    text = _cut(" ".join(redact(str(exc)).split()))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _cut(text: str) -> str:
+    """`text` cut to STDERR_CHARS at a space where it is longer (no word, or URL, cut in two)."""
+    if len(text) <= STDERR_CHARS:
+        return text
+    return text[:STDERR_CHARS].rsplit(" ", 1)[0] + " …"

@@ -80,7 +80,7 @@ class McpTools:
                 session = self._open(self.config.servers[server], seconds, self.environ)
             except (ToolServerError, ConfigError) as exc:
                 self._unusable[server] = str(exc)
-                found += [_check(tools, w, str(exc)) for w, _ in wanted]
+                found.append(_check(tools, wanted[0][0], str(exc)))  # once a server, a card
                 continue
             self._listed.setdefault(server, (session, set()))[1].update(n for _, n in wanted)
             for wire, tool_name in wanted:
