@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tiny_cli.cards.card import Card, Problem
+from tiny_cli.cards.card import Card, Problem, shown_path
 from tiny_cli.cards.load import (
     NO_MCP_FILE,
     Frontmatter,
     check_cards,
+    field_line,
     split_markdown,
 )
 from tiny_cli.errors import ConfigError, EmbedderError
@@ -76,18 +77,67 @@ def validate(
     taught = list(dict.fromkeys(p.parent for p in named))
     folders = [p for p in paths if p not in named] + taught or [settings.cards_dir]
     mcp, broken = _mcp(_checked_folder(settings, folders))
-    cards, problems = check_cards(folders, known_tools(settings), mcp, settings.cache_dir)
+    known = known_tools(settings)
+    cards, problems = check_cards(folders, known, mcp, settings.cache_dir)
+    # a file named is one of its folder's cards, which `tiny route` reads whole (pre-commit)
+    files = [p for p in folders if p.is_file() and p.parent not in folders]
+    problems += _folder_clashes(settings, files, cards, known, mcp)
     if broken:  # its servers are unknown, not missing: the cards' MCP tools wait for the fix
         problems = broken + [p for p in problems if NO_MCP_FILE not in p.message]
     elif not cards and not problems:  # `tiny route` refuses a folder with no card
         problems = [_no_cards(folders)]
     if connect is not None and mcp is not None:
         problems += connect(cards, mcp)
-    for folder in taught if paths else [learned_folder(settings)]:  # its learned examples too
-        problems += check_learned(folder, cards)
-    if problems or len(cards) < 2:
+    # each folder checked whole with its own learned examples (a named file's folder is not:
+    # its other cards are not checked, and its examples of them would read as unknown)
+    whole = [f for f in folders if f.is_dir()] if paths else [learned_folder(settings)]
+    for folder in dict.fromkeys(whole):
+        problems += check_learned(folder, _by_folder(cards).get(folder, []))
+    if problems:
         return Validation(cards, problems, [])
-    return Validation(cards, problems, routing_warnings(settings, cards, detail))
+    warnings = [
+        warning
+        for folder, group in _by_folder(cards).items()
+        if len(group) > 1  # routing, and its learned examples, are one folder's
+        for warning in routing_warnings(replace(settings, cards_dir=folder), group, detail)
+    ]
+    return Validation(cards, problems, warnings)
+
+
+def _folder_clashes(
+    settings: Settings,
+    files: Sequence[Path],
+    cards: Sequence[Card],
+    known: Mapping[str, bool],
+    mcp: McpConfig | None,
+) -> list[Problem]:
+    """The named files' cards whose id another card of their folder has."""
+    problems: list[Problem] = []
+    for folder in dict.fromkeys(f.parent for f in files):
+        # the folder's own index, as `tiny validate FOLDER` keeps it; the others' faults are theirs
+        others, _ = check_cards([folder], known, mcp, settings.cache_dir, skip=files)
+        first = {card.id: card for card in others}
+        mine = [c for c in cards if c.path and c.path.parent == folder and c.id in first]
+        problems += [_clash(card, first[card.id]) for card in mine]
+    return problems
+
+
+def _clash(card: Card, other: Card) -> Problem:
+    """`card`'s id is `other`'s too: `tiny route` would refuse the folder."""
+    (mine, line), (theirs, at) = [
+        (str(c.path), field_line(c.path, ("id",)) if c.path else None) for c in (card, other)
+    ]
+    message = f"duplicate id {card.id!r} (also used in {shown_path(theirs)}:{at})"
+    return Problem(mine, line, "id", message)
+
+
+def _by_folder(cards: Sequence[Card]) -> dict[Path, list[Card]]:
+    """The cards of each folder they are in, in order."""
+    folders: dict[Path, list[Card]] = {}
+    for card in cards:
+        if card.path is not None:
+            folders.setdefault(card.path.parent, []).append(card)
+    return folders
 
 
 def _mcp(settings: Settings) -> tuple[McpConfig | None, list[Problem]]:

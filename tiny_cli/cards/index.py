@@ -46,6 +46,7 @@ __all__ = [
     "card_schema",
     "is_valid",
     "list_cards",
+    "mapping_text",
     "schema_text",
 ]
 
@@ -61,6 +62,14 @@ CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
     "Glob": ("docs_search",),
     "WebFetch": ("http_get", "html_to_text"),
 }
+
+
+def mapping_text() -> str:
+    """The table in one line: `Read, Grep, Glob -> docs_search; WebFetch -> http_get + ...`."""
+    by_target: dict[tuple[str, ...], list[str]] = {}
+    for claude, tiny in CLAUDE_TOOLS.items():
+        by_target.setdefault(tiny, []).append(claude)
+    return "; ".join(f"{', '.join(c)} -> {' + '.join(t)}" for t, c in by_target.items())
 
 
 # --- the card schema ------------------------------------------------------------------------
@@ -97,7 +106,7 @@ def card_salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
 
 CACHE_DIR = "cards"
 # bump when what an entry holds, or what a check accepts, changes: old indexes are ignored
-INDEX_VERSION = 6
+INDEX_VERSION = 7
 # a file changed this close to the index's writing may change again unseen: FAT's mtime step
 RACY_NS = 2_000_000_000
 

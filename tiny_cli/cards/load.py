@@ -43,6 +43,7 @@ from tiny_cli.cards.index import (
     card_schema,
     is_valid,
     list_cards,
+    mapping_text,
 )
 from tiny_cli.errors import CardError
 from tiny_cli.settings import did_you_mean
@@ -57,6 +58,7 @@ CLAUDE_KEYS = ("name", "description", "tools", *IGNORED)
 SHOWN = {"id": "name", "summary": "description"}  # a Claude file's names for tiny's fields
 INSTRUCTIONS = "instructions"
 FENCE = "---"
+_FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")  # card.schema.json's, for functions
 _MCP_NAME = re.compile(r"^mcp__([A-Za-z0-9][A-Za-z0-9_-]*?)__(.+)$")  # Claude's MCP tool names
 NO_FRONTMATTER = (
     "a Markdown card starts with a '---' line, then its YAML fields, then a '---' line; "
@@ -89,6 +91,10 @@ class Fields:
 
 
 FIELD_KEYS = ("returns_required", "returns")  # where a card names its answer's fields
+# card.schema.json's patterns in words: an id, a tool's or function's name (at most 64)
+SLUG = ("a slug", "lowercase letters, digits, '-' and '_'", "a letter or digit")
+NAME = ("letters, digits, '_' and '-'", "a letter or '_'")
+LONGEST_NAME = 64
 
 
 def missing(err: Any) -> list[str]:
@@ -108,13 +114,18 @@ def message(err: Any) -> str:
     if err.validator == "required":
         return f"missing required field {err.message!r}"
     if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] == "id":
-        return _unlike(err, "a slug (lowercase letters, digits, '-' and '_')")
+        return _unlike(err, *SLUG)
     if err.validator == "pattern" and list(err.absolute_path) == ["model"]:
         return "is blank: name a model, or leave the key out for the default"
     if err.validator == "pattern" and list(err.absolute_path)[:1] == ["tools"]:
         return _not_a_tool(err.instance)
     if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] in FIELD_KEYS:
-        return _unlike(err, "a field name (letters, digits and '_', no digit first)")
+        return _unlike(err, "a field name", "letters, digits and '_', no digit first")
+    if err.validator == "pattern" and list(err.absolute_path)[::2] == ["functions", "name"]:
+        return _unlike(err, "a function name", *NAME)
+    if err.validator == "uniqueItems":  # the first item an earlier one equals
+        twice = next((x for i, x in enumerate(err.instance) if x in err.instance[:i]), None)
+        return f"lists {twice!r} twice; keep one"
     if err.validator == "maxLength":  # not the whole text: it may be pages long
         return f"is too long: {len(err.instance)} characters, at most {err.validator_value}"
     if err.validator == "type":
@@ -128,18 +139,23 @@ def message(err: Any) -> str:
     return err.message
 
 
-def _unlike(err: Any, what: str) -> str:
-    """A name its pattern refuses: too long (its length, not the name), or not `what`."""
+def _unlike(err: Any, noun: str, chars: str, first: str = "") -> str:
+    """A name its pattern refuses: too long (its length, not the name), or not `noun`."""
     bound = re.search(r"\{0,(\d+)\}", err.validator_value)
     longest = int(bound.group(1)) + 1 if bound else None
+    what = f"{noun} ({chars}"
     if longest is not None and len(err.instance) > longest:
-        return f"is too long for {what}: {len(err.instance)} characters, at most {longest}"
-    return f"{err.instance!r} is not {what}"
+        return f"is too long for {what}): {len(err.instance)} characters, at most {longest}"
+    most = f"; at most {longest}" if longest else ""
+    return f"{err.instance!r} is not {what}{first and f', the first {first}'}{most})"
 
 
 def _not_a_tool(name: str) -> str:
     """A tools entry that is no tool's name, in words (not the schema's pattern)."""
-    rule = "letters, digits, '_' and '-', or SERVER.TOOL for a tool of an MCP server"
+    if "." not in name and len(name) > LONGEST_NAME:  # not SERVER.TOOL, whose rule differs
+        return f"is too long for a tool name: {len(name)} characters, at most {LONGEST_NAME}"
+    rule = f"{NAME[0]}, the first {NAME[1]}, at most {LONGEST_NAME}; or SERVER.TOOL for a "
+    rule += "tool of an MCP server"
     words = name.split()  # `[http_get html_to_text]`: two names, the comma left out
     listed = len(words) > 1 and all(re.fullmatch(r"[\w.-]+", w) for w in words)
     tip = "; a list separates its names with commas: [a, b]" if listed else ""
@@ -188,8 +204,9 @@ def check_cards(
     mcp: McpConfig | None = None,
     cache_dir: Path | None = None,
     clock: Callable[[], int] = time.time_ns,
+    skip: Sequence[Path] = (),
 ) -> tuple[list[Card], list[Problem]]:
-    """Validate card files; return the good cards and every problem found.
+    """Validate card files (but the `skip` files); return the good cards and every problem.
 
     `known_tools` maps each registered tool name to whether it writes; `mcp` holds the servers
     whose tools cards name as `server.tool` (checked offline: the server must be declared).
@@ -197,7 +214,7 @@ def check_cards(
     index (tiny_cli.cards.index) instead of being checked again; `clock` (ns) dates the index.
     """
     cards: list[Card] = []
-    listing = list_cards(paths, (mcp.path,) if mcp is not None else ())
+    listing = list_cards(paths, (*skip, mcp.path) if mcp is not None else skip)
     problems = list(listing.problems)
     seen: dict[str, tuple[Path, int | None]] = {}  # id -> where it was first
     index = CardIndex.open(cache_dir, paths, card_salt(known_tools, mcp), clock)
@@ -324,7 +341,7 @@ def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pro
     for err in errors:
         path = tuple(err.absolute_path)
         if "propertyNames" in err.relative_schema_path:  # point at the bad key, not its mapping
-            path = (*path, str(err.instance))
+            path = (*path, _written(err.instance, path, lines))
         if err.validator == "additionalProperties":
             problems += _unknown_keys(name, err, path, lines)
         elif not _explained(err, problems):
@@ -341,11 +358,28 @@ def _explained(err: Any, problems: list[Problem]) -> bool:
 def _unknown_keys(name: str, err: Any, path: tuple, lines: dict[tuple, int]) -> list[Problem]:
     allowed = list(err.schema.get("properties", {}))
     out = []
-    for key in sorted(set(err.instance) - set(allowed), key=str):
-        key = str(key)
+    for parsed in sorted(set(err.instance) - set(allowed), key=str):
+        key = _written(parsed, path, lines)
         tip = did_you_mean(key, allowed, f"; allowed: {', '.join(allowed)}")
         out.append(_problem(name, lines, (*path, key), f"unknown key{tip}"))
     return out
+
+
+def _written(key: Any, path: tuple, lines: Mapping[tuple, int]) -> str:
+    """A mapping's key as the card writes it (`yes`, `0x1F`), not as YAML reads it (True, 31):
+    the name the user looks for, and the key of its line."""
+    texts = [k[-1] for k in lines if len(k) == len(path) + 1 and k[:-1] == path]
+    read = (t for t in texts if not isinstance(key, str) and _read(t) == (type(key), key))
+    return next(read, str(key))
+
+
+def _read(text: Any) -> tuple[type, Any] | None:
+    """A key's text as a card's YAML reads it, with its type (True is not 1)."""
+    try:
+        value = yamlsafe.load(str(text))[1]
+    except yaml.YAMLError:
+        return None
+    return type(value), value
 
 
 def _semantic_problems(
@@ -380,11 +414,14 @@ def _tool_problems(
 ) -> list[Problem]:
     """Each tool is declared, registered or a declared server's, and writes only if allowed."""
     problems: list[Problem] = []
+    misnamed = not all(map(_function_name, declared))  # which tool it meant is anyone's guess
     for i, tool in enumerate(_list(data, "tools")):
         if not isinstance(tool, str) or tool in declared:
             continue
         if qualified(tool) is not None:
             msg = _server_problem(tool, mcp)
+        elif tool not in known and misnamed:
+            msg = None  # the schema has said the function's name is wrong
         elif tool not in known:
             msg = (
                 f"unknown tool {tool!r}{did_you_mean(tool, known)}; "
@@ -417,6 +454,11 @@ def _first_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Prob
     return [_problem(name, lines, ("first",), msg)]
 
 
+def _function_name(name: Any) -> bool:
+    """True for a name the schema takes for a declared function."""
+    return isinstance(name, str) and _FUNCTION_NAME.fullmatch(name) is not None
+
+
 def _declared_functions(data: dict) -> set[str]:
     """Name the functions a card declares itself (a bench's function-calling set)."""
     specs = [f for f in _list(data, "functions") if isinstance(f, dict)]
@@ -433,17 +475,30 @@ def _function_problems(
     """
     problems, tools = [], {t for t in _list(data, "tools") if isinstance(t, str)}
     for i, spec in enumerate(_list(data, "functions")):
-        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        if not isinstance(spec, dict) or not _function_name(spec.get("name")):
             continue  # the schema check has said what is wrong
         fn, params = spec["name"], spec.get("parameters")
+        where: tuple = ("functions", i)
         if fn not in tools:
             msg = f"function {fn!r} is declared but not in tools: list it to offer it"
-        elif isinstance(params, dict) and (trouble := schema_problem(params)) is not None:
-            msg = f"function {fn!r}: parameters are not a valid JSON Schema: {trouble}"
-        else:  # valid, or missing or no mapping: the schema check has said so
+        elif not isinstance(params, dict):  # missing or no mapping: the schema check has said so
             continue
-        problems.append(_problem(name, lines, ("functions", i), msg))
+        elif (trouble := schema_problem(params)) is not None:
+            msg = f"function {fn!r}: parameters are not a valid JSON Schema: {trouble}"
+        elif params.get("type") != "object":
+            where, msg = _not_an_object(fn, params, where)
+        else:
+            continue
+        problems.append(_problem(name, lines, where, msg))
     return problems
+
+
+def _not_an_object(fn: str, params: dict, where: tuple) -> tuple[tuple, str]:
+    """Where parameters not of `type: object` are, and why (a call's arguments are a mapping)."""
+    msg = f"function {fn!r} takes a mapping of arguments: its parameters need type: object"
+    if "type" not in params:
+        return (*where, "parameters"), f"{msg} (they name no type)"
+    return (*where, "parameters", "type"), f"{msg}, not {params['type']!r}"
 
 
 def _declared_twice(cards: Sequence[Card]) -> list[Problem]:
@@ -743,11 +798,3 @@ def _mapped(
            f"{mapping_text()} (a tiny tool's own name is taken as it is)")  # fmt: skip
     issues.append((*place, msg))
     return ()
-
-
-def mapping_text() -> str:
-    """The table in one line: `Read, Grep, Glob -> docs_search; WebFetch -> http_get + ...`."""
-    by_target: dict[tuple[str, ...], list[str]] = {}
-    for claude, tiny in CLAUDE_TOOLS.items():
-        by_target.setdefault(tiny, []).append(claude)
-    return "; ".join(f"{', '.join(c)} -> {' + '.join(t)}" for t, c in by_target.items())
