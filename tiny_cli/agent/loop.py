@@ -69,7 +69,7 @@ from tiny_cli.provider.client import (
     Provider,
     ToolCall,
 )
-from tiny_cli.settings import ToolMode
+from tiny_cli.setting_rules import ToolMode
 from tiny_cli.text import printable, unsurrogated, wrong_kind
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, held_note
 from tiny_cli.tools.registry import Registry, Tool

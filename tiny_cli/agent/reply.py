@@ -29,7 +29,8 @@ from tiny_cli.agent.calls import shown_name
 from tiny_cli.cards.card import Card
 from tiny_cli.digest import MODEL_STATUSES
 from tiny_cli.provider.client import ToolCall
-from tiny_cli.settings import DEFAULT_TOOL_MODE, ToolMode
+from tiny_cli.setting_rules import ToolMode
+from tiny_cli.settings import DEFAULT_TOOL_MODE
 from tiny_cli.text import printable, unsurrogated
 from tiny_cli.tools.args_check import coerce_scalar, fast_pass
 from tiny_cli.tools.specs import TOOL_NAME_PATTERN

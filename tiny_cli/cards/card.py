@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tiny_cli.settings import ToolMode, did_you_mean
+from tiny_cli.setting_rules import ToolMode
+from tiny_cli.settings import did_you_mean
 from tiny_cli.tools.args_check import ref_problem
 
 __all__ = [

@@ -32,9 +32,22 @@ from typer.main import get_current_context
 from tiny_cli.settings import Settings, load_settings
 from tiny_cli.text import printable
 
+
+def _folder(text: str) -> Path:
+    """A folder flag's path; blank is refused (`Path("")` would be the working folder)."""
+    if not text.strip():
+        raise typer.BadParameter("blank; give a folder or leave the option out")
+    return Path(text)
+
+
 CardsOpt = Annotated[
     Path | None,
-    typer.Option("--cards", help="Cards directory [env TINY_CARDS; default ./cards]."),
+    typer.Option(
+        "--cards",
+        parser=_folder,
+        metavar="PATH",
+        help="Cards directory [env TINY_CARDS; default ./cards].",
+    ),
 ]
 ToolsOpt = Annotated[
     str | None,

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from tiny_cli.cli import UsageError
-from tiny_cli.cli.common import CardsOpt, JsonOpt, emit, option_given, settings_from
+from tiny_cli.cli.common import CardsOpt, JsonOpt, ToolsOpt, emit, option_given, settings_from
 from tiny_cli.errors import ConfigError
 from tiny_cli.example_writer import (
     DEFAULT_PER_CARD,
@@ -90,6 +90,7 @@ def learn(
     temperature: GenerateTemperatureOpt = None,
     card: OnlyOpt = None,
     cards: CardsOpt = None,
+    tools: ToolsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Teach the router: tasks into the cards folder's learned.jsonl, the threshold derived again.
@@ -97,7 +98,7 @@ def learn(
     Without FILE or --from-runs, only the threshold is derived again from learned.jsonl.
     """
     _check_flags(ctx, file is not None, from_runs, generate, prune_generated)
-    settings = settings_from(cards=cards, temperature=temperature)
+    settings = settings_from(cards=cards, tools=tools, temperature=temperature)
     if prune_generated:
         return _prune(settings, card or [], json_out)
     if generate:

@@ -17,7 +17,7 @@ from tiny_cli.bench.making import changed_since, recorded_options
 from tiny_cli.cli.common import parameter_source, warn
 from tiny_cli.errors import ConfigError
 from tiny_cli.provider.replay import read_header
-from tiny_cli.settings import check_temperature
+from tiny_cli.setting_rules import check_temperature
 from tiny_cli.text import printable
 from tiny_cli.workspace import open_workspace
 

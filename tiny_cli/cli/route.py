@@ -27,7 +27,8 @@ from tiny_cli.routing.evaluation import evaluate, read_eval_file
 from tiny_cli.routing.factory import build_router
 from tiny_cli.routing.router import ROUTE_CHUNK, Router
 from tiny_cli.secrets import scrubber
-from tiny_cli.settings import DEFAULT_TOP, Settings, check_threshold
+from tiny_cli.setting_rules import check_threshold
+from tiny_cli.settings import DEFAULT_TOP, Settings
 from tiny_cli.text import check_task, looks_utf16, printable
 from tiny_cli.userfiles import DEFAULT_MAX_BYTES
 from tiny_cli.validation import Connect

@@ -14,6 +14,7 @@ from tiny_cli.cli import EXAMPLES, EXIT_PROBLEMS, TinyGroup, UsageError
 from tiny_cli.cli.common import (
     CardsOpt,
     JsonOpt,
+    ToolsOpt,
     WideOpt,
     confirm,
     draw,
@@ -159,6 +160,7 @@ def runs_correct(
         ),
     ] = True,
     cards: CardsOpt = None,
+    tools: ToolsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Say where a delegate run's task should have gone, and teach the router that."""
@@ -167,7 +169,7 @@ def runs_correct(
 
     from tiny_cli.teach import correct_run  # the router (numpy), for this command only
 
-    done = correct_run(settings_from(cards=cards), run_id, card, teach=learn)
+    done = correct_run(settings_from(cards=cards, tools=tools), run_id, card, teach=learn)
     taught = done.report.outcome() if done.report is not None else None
 
     def human() -> None:

@@ -26,7 +26,7 @@ import httpx
 from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError, DeadlineExceeded, ProviderError, ProviderTimeout
 from tiny_cli.secrets import scrubber
-from tiny_cli.settings import check_api_key, check_base_url
+from tiny_cli.setting_rules import check_api_key, check_base_url
 from tiny_cli.text import endpoint, printable, redact_url, unsurrogated
 
 DEFAULT_TIMEOUT = 60.0

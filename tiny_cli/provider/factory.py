@@ -18,7 +18,8 @@ from tiny_cli.provider.replay import (
     Upgrader,
     read_header,
 )
-from tiny_cli.settings import SOURCES, TOOL_MODES, Settings, check_temperature, sampling
+from tiny_cli.setting_rules import TOOL_MODES, check_temperature
+from tiny_cli.settings import SOURCES, Settings, sampling
 
 Replays = Path | Sequence[Path] | None  # one recording, or several answered from together
 

@@ -19,9 +19,10 @@ set the threshold far too high (HWU64, 30 corrections per card: 2.06 where 0.5 r
 the target, top-1 0.71 instead of 0.88). Too few of them (`MIN_OUT_OF_SCOPE`):
 no derivation, and the default applies. A derived threshold is fresh while the examples,
 the embedder, the cards' routing views, their tools' texts and the router's version are the
-ones it was derived on (`threshold_basis`). Precedence: --threshold / TINY_THRESHOLD > a
-fresh derived threshold > DEFAULT_THRESHOLD. The margin over the second card counts in the
-score only with a derived threshold, the one scale it was derived on.
+ones it was derived on (`threshold_basis`). Precedence: the settings' threshold (--threshold >
+TINY_THRESHOLD > the project file) > a fresh derived threshold > DEFAULT_THRESHOLD. The margin
+over the second card counts in the score only with a derived threshold, the one scale it was
+derived on.
 """
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ def build_router(
     # hashing every card's view costs a large folder time on each route: only with a threshold
     derived_on = tuple(folder) if folder is not None else cards
     basis = threshold_basis(derived_on, tool_texts) if learned.threshold is not None else NO_BASIS
-    value, margin, source = chosen_threshold(learned, embedder, settings.threshold, basis)
+    given = (settings.threshold, settings.origin("threshold"))
+    value, margin, source = chosen_threshold(learned, embedder, given, basis)
     return Router(
         with_learned(cards, learned),
         embedder,
@@ -206,15 +208,17 @@ def learned_file(s: Settings) -> Path:
 
 
 def chosen_threshold(
-    learned: Learned, embedder: Embedder, given: float | None, basis: Basis
+    learned: Learned, embedder: Embedder, given: tuple[float | None, str], basis: Basis
 ) -> tuple[float, float, str]:
     """The threshold a router uses, the margin's weight, and where the threshold comes from.
 
-    Precedence: `given` (--threshold / TINY_THRESHOLD) > a fresh derived one > the default.
+    Precedence: `given` (the settings' threshold and where it was set: --threshold,
+    TINY_THRESHOLD, the project file) > a fresh derived one > the default.
     `basis`: the keys of the cards and tool texts routed on, and the router (`threshold_basis`).
     """
-    if given is not None:
-        return given, 0.0, "given by --threshold or TINY_THRESHOLD"
+    value, origin = given
+    if value is not None:
+        return value, 0.0, f"given by {origin or 'the settings'}"
     why = learned.why_stale(fingerprint(embedder), *basis)
     if learned.threshold is not None and why is None:
         return learned.threshold.value, MARGIN_WEIGHT, learned.threshold.describe()

@@ -24,7 +24,7 @@ import yaml
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
-from tiny_cli.settings import credential_param
+from tiny_cli.setting_rules import credential_param
 from tiny_cli.text import kind_of, printable
 from tiny_cli.tools.mcp_config import (
     REFERENCE,
@@ -58,7 +58,7 @@ SECRET_FLAG_WORDS = frozenset(
 FILE_EXTENSION = r"\.[A-Za-z][A-Za-z0-9]{0,7}$"
 MIN_TOKEN_DIGITS = 4  # a long run counts as a key only with digits in it (not a long word)
 # a URL's query parameter: group 2 its name, group 3 its value (lifted if the name says a
-# credential, word by word: settings.credential_param); no pattern inside the name, which
+# credential, word by word: setting_rules.credential_param); no pattern inside the name, which
 # would cost a long one its length squared
 QUERY_PARAMETER = r"([?&]([^=&#?\s]*)=)([^&#\s]+)"
 # a URL's path (group 2), after its scheme and host (group 1): a segment shaped like a key in

@@ -17,8 +17,8 @@ import httpcore
 import httpx
 
 from tiny_cli._version import __version__
-from tiny_cli.errors import AddressRefused, ConfigError, ToolCallError
-from tiny_cli.secrets import named_value
+from tiny_cli.errors import AddressRefused, ToolCallError
+from tiny_cli.setting_rules import parse_host
 
 DEFAULT_HTTP_TIMEOUT = 15.0  # seconds, per connect/read/write phase
 DEFAULT_MAX_BYTES = 1_000_000  # a page past this is cut: the runner caps results anyway
@@ -180,21 +180,11 @@ class AllowedHost:
 
     @classmethod
     def parse(cls, entry: str) -> AllowedHost:
-        """Read 'host', 'host:port', '[v6]' or '[v6]:port'; raise ConfigError if malformed."""
-        text = entry.strip()
-        if text.count(":") > 1 and not text.startswith("["):
-            text = f"[{text}]"  # a bare IPv6 address, no port
-        # the entry is shown only when plain: a URL with user:password@ must not be echoed
-        wrong = (
-            f"{named_value('allowed host', entry)}: give a host or host:port, like 127.0.0.1:8080"
-        )
-        try:
-            parsed = httpx.URL(f"http://{text}/")
-        except (httpx.InvalidURL, ValueError):
-            raise ConfigError(wrong) from None
-        if not parsed.host or parsed.userinfo or parsed.raw_path != b"/" or "/" in text:
-            raise ConfigError(wrong)
-        return cls(parsed.host.rstrip("."), parsed.port)
+        """Read 'host', 'host:port', '[v6]' or '[v6]:port'; raise ConfigError if malformed.
+
+        The one rule settings check each allow_hosts entry by when they read it (parse_host).
+        """
+        return cls(*parse_host("allowed host", entry))
 
     def matches(self, host: str, port: int, ip: IPAddress) -> bool:
         """Tell whether a connection to `host` (resolved to `ip`) on `port` is this entry."""

