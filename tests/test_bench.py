@@ -390,7 +390,7 @@ def test_unknown_expected_agent_is_one_line_exit_2(tiny, tmp_path) -> None:
     result = tiny("bench", "--tasks", str(tasks))
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        f"tiny: error: {tasks}: task 'a': expected_agent: no card 'nobody' "
+        f"tiny: error: {tasks}: task 1 (a): expected_agent: no card 'nobody' "
         "(known: crm-writer, docs-finder, web-reader)"
     ]
 

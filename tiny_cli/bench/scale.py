@@ -263,7 +263,7 @@ def run_scale(
         records += _each(lambda job: _run(ws, session, job, options, asked), jobs, options)
     book.save()
     model = model_for(ws.settings, None)
-    mode = ws.settings.tool_mode or "auto"
+    mode = _mode(ws)
     return build_report(records, options, model, started, sum(tools_of.values()), mode,
                         temperature=ws.settings.temperature)  # fmt: skip
 
@@ -453,24 +453,35 @@ def _generalist(cards: Mapping[str, Card], ids: Sequence[str]) -> Card:
 
 
 def _fits(ws: Workspace, card: Card, task: SelectionTask, options: ScaleOptions) -> bool:
-    """Whether the all-tools prompt (system, tools, task) fits the model's context."""
-    schemas = ws.registry.schemas(card.tools)
-    return _prompt_estimate(schemas, task) + Budget().max_output_tokens <= options.context_tokens
+    """Whether the all-tools request (system, tools as its mode sends them, task) fits the
+    model's context."""
+    estimate = _prompt_estimate(ws.registry.schemas(card.tools), task, _mode(ws))
+    return estimate + Budget().max_output_tokens <= options.context_tokens
 
 
-def _prompt_estimate(schemas: Sequence[dict[str, Any]], task: SelectionTask) -> int:
-    return estimate_tokens(tools_section(list(schemas)) + task.task) + SYSTEM_ESTIMATE
+def _prompt_estimate(schemas: Sequence[dict[str, Any]], task: SelectionTask, mode: str) -> int:
+    return estimate_tokens(_tools_text(schemas, mode) + task.task) + SYSTEM_ESTIMATE
 
 
 SYSTEM_ESTIMATE = 250  # tokens of a card's system prompt around its tools (measured: 200-300)
 
 
+def _mode(ws: Workspace) -> str:
+    """The tool mode the runs ask in: the settings', else auto (native first)."""
+    return ws.settings.tool_mode or "auto"
+
+
+def _tools_text(schemas: Sequence[dict[str, Any]], mode: str) -> str:
+    """The tools as the request carries them: json mode lists them in the prompt; native and
+    auto send their whole JSON schemas."""
+    if mode == "json":
+        return tools_section(list(schemas))
+    return json.dumps(list(schemas), ensure_ascii=False)
+
+
 def _schema_tokens(schemas: list[dict[str, Any]], mode: str) -> int:
-    """Estimate the tokens the tools take in the request: json mode lists them in the prompt."""
-    if not schemas:
-        return 0
-    text = tools_section(schemas) if mode == "json" else json.dumps(schemas, ensure_ascii=False)
-    return estimate_tokens(text)
+    """Estimate the tokens the tools take in the request."""
+    return estimate_tokens(_tools_text(schemas, mode)) if schemas else 0
 
 
 Request = tuple[str, tuple[str, ...], str]  # what makes a request: card id, its tools, task id
@@ -531,11 +542,11 @@ def _run(
 ) -> RunRecord:
     """Run one job to its first call (or judge its abstention); never run a tool."""
     schemas = ws.registry.schemas(job.card.tools) if job.card is not None else []
-    schema_tokens = _schema_tokens(schemas, ws.settings.tool_mode or "auto")
+    schema_tokens = _schema_tokens(schemas, _mode(ws))
     if job.card is None or not job.fits:
         verdict = judge_call(job.task.expected, None, None)
         # abstaining sends nothing (0 tokens); a prompt that does not fit counts its estimate
-        unsent = 0 if job.card is None else _prompt_estimate(schemas, job.task)
+        unsent = 0 if job.card is None else _prompt_estimate(schemas, job.task, _mode(ws))
         return _record(job, verdict, None, schema_tokens, unsent)
     digest = asked.digest(job, lambda label: _invoke(ws, session, job, options, label))
     first = digest.calls[0] if digest.calls else None

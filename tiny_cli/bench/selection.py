@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from tiny_cli.errors import ConfigError
+from tiny_cli.text import printable
 
 __all__ = ["STATUSES", "CallVerdict", "Status", "expected_call", "judge_call"]
 
@@ -32,6 +33,7 @@ Status = Literal[
     "right", "right_tool", "wrong_tool", "no_call", "bad_arguments", "unwanted_call", "failed"
 ]
 STATUSES: tuple[Status, ...] = get_args(Status)
+CALL_FIELDS = ("name", "arguments")  # what an `expect_call` holds
 OPTIONAL = ""  # in an accepted list: the argument may be left out
 _PUNCTUATION = re.compile(r"[ ,./\-_*^]")
 
@@ -58,6 +60,12 @@ def expected_call(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return None
     if not isinstance(call, Mapping):
         raise ConfigError(f"task {entry.get('id')!r}: expect_call is not an object")
+    unknown = sorted(str(key) for key in set(call) - set(CALL_FIELDS))
+    if unknown:  # a typo ("argumnets") would leave a call that cannot be checked as meant
+        raise ConfigError(
+            f"task {entry.get('id')!r}: expect_call.{printable(unknown[0])}: unknown field "
+            f"(fields: {', '.join(CALL_FIELDS)})"
+        )
     name, arguments = call.get("name"), call.get("arguments")
     if not isinstance(name, str) or not name or not isinstance(arguments, Mapping):
         raise ConfigError(f"task {entry.get('id')!r}: expect_call needs a name and arguments")

@@ -6,7 +6,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,8 @@ class BenchTask:
     must_return: tuple[str, ...] = ()
     expect: Mapping[str, Expect] = field(default_factory=dict)
     writes: bool = False
+    # the entry as an error names it (`task 3 (web-blog)`, `line 3 (web-blog)`); "": not read
+    where: str = field(default="", compare=False)
 
     def text(self, site: str | None) -> str:
         """Return the task with `{site}` replaced by the page server's base URL."""
@@ -108,10 +110,11 @@ def load_tasks(path: Path) -> list[BenchTask]:
     tasks, seen = [], set()
     for where, entry in entries:
         task = _task(f"{path}: {where}", entry)
+        where = f"{where} ({printable(task.id)})"
         if task.id in seen:
-            raise ConfigError(f"{path}: {where} ({task.id}): id: duplicate task id {task.id!r}")
+            raise ConfigError(f"{path}: {where}: id: duplicate task id {task.id!r}")
         seen.add(task.id)
-        tasks.append(task)
+        tasks.append(replace(task, where=where))
     return tasks
 
 
@@ -120,9 +123,9 @@ def check_agents(path: Path, tasks: Iterable[BenchTask], cards: Mapping[str, Car
     for t in tasks:
         if t.expected_agent is not None and t.expected_agent not in cards:
             known = ", ".join(sorted(cards)) or "none"
+            where = t.where or f"task {printable(t.id)}"
             raise ConfigError(
-                f"{path}: task {t.id!r}: expected_agent: no card "
-                f"{t.expected_agent!r} (known: {known})"
+                f"{path}: {where}: expected_agent: no card {t.expected_agent!r} (known: {known})"
             )
 
 

@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
@@ -40,6 +40,7 @@ from tiny_cli.bench.scale import (
     scale_from_settings,
 )
 from tiny_cli.bench.scale_report import markdown_table
+from tiny_cli.bench.tasks import default_tasks_path, pages_folder
 from tiny_cli.bench.universe import CATALOGUE, size_label
 from tiny_cli.cards.index import CARD_SUFFIXES
 from tiny_cli.cli import render_bench
@@ -59,6 +60,7 @@ from tiny_cli.cli.common import (
     ToolsOpt,
     WallScaleOpt,
     emit,
+    parameter_source,
     wants_live,
     warn,
 )
@@ -163,6 +165,8 @@ HtmlOpt = Annotated[
 ]
 
 
+OUTPUT_FLAGS = ("--record", "--out", "--html")  # the files a bench writes, in that order
+
 ScaleModeOpt = Annotated[
     bool,
     typer.Option(
@@ -246,15 +250,17 @@ class BenchFlags:
 def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> None:
     """Run the example bench, or the bench at scale when `scale` holds its options; a bad
     value a replayed recording's header gave is blamed on the header."""
-    o, tasks = flags.options, flags.tasks or DEFAULT_TASKS_FILE
+    o, tasks = flags.options, _tasks_file(flags.tasks)
     outputs = (o.record, flags.out, flags.html)
     try:
         refuse_header(ctx)
+        if scale is None:
+            _refuse_scale_only(ctx)
         settings = asked_at(o.settings(), o.replay, flags.resume)
-        read = (tasks, *(o.replay or ()), *flags.resume, *_setup_files(settings))
-        _outputs_apart(inputs=read, outputs=outputs)
+        read = (*_task_files(tasks), *(o.replay or ()), *flags.resume, *_setup_files(settings))
+        _outputs_apart(inputs=read, outputs=dict(zip(OUTPUT_FLAGS, outputs, strict=True)))
         _check_options(scale, flags.arm, flags.fail_under, outputs)
-        warn_changed(o.replay, tasks, settings, flags.upgrade)
+        warn_changed(o.replay, tasks or DEFAULT_TASKS_FILE, settings, flags.upgrade)
         if scale is None:
             return _example_bench(settings, flags)
         if flags.tasks is None:
@@ -263,6 +269,18 @@ def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> N
         return scale_bench(settings, flags.tasks, flags, scale)
     except typer.BadParameter as error:
         raise blamed(ctx, error) from None
+
+
+def _refuse_scale_only(ctx: typer.Context) -> None:
+    """Refuse a flag only the bench at scale reads, given to the plain bench: it would change
+    nothing, and the bench would not say so."""
+    for param in ctx.command.params:
+        given = param.name in SCALE_ONLY and parameter_source(ctx, str(param.name))
+        if given == "COMMANDLINE":
+            raise typer.BadParameter(
+                "only the bench at scale reads it: add --scale (with a selection task file)",
+                param_hint=param.opts[0],
+            )
 
 
 def asked_at(
@@ -377,28 +395,54 @@ def _arms(arm: str) -> tuple[Arm, ...]:
     return ARMS if arm == "both" else tuple(a for a in ARMS if a == arm)
 
 
+def _tasks_file(tasks: Path | None) -> Path | None:
+    """The task file the bench reads: --tasks, else the default where the bench finds it."""
+    if tasks is not None:
+        return tasks
+    try:
+        return default_tasks_path(Path.cwd())
+    except ConfigError:  # no default anywhere: the bench says so where it reads it
+        return None
+
+
+def _task_files(tasks: Path | None) -> list[Path]:
+    """The task file and the pages its `{site}` serves: what the bench reads of its tasks."""
+    if tasks is None:
+        return []
+    pages = pages_folder(tasks)
+    return [tasks, *(p for p in pages.rglob("*") if p.is_file())] if pages else [tasks]
+
+
 def _setup_files(settings: Settings) -> list[Path]:
     """The files the bench reads to set up its agents: cards, their learned examples, the MCP
-    servers' file and the project file (a report written over one would end the project)."""
+    servers' file, the tool modules and the project file (a report written over one would
+    end the project)."""
     cards = settings.cards_dir  # a folder of cards, or one card file (`--cards x.yaml`)
     found = [p for p in cards.glob("*") if p.suffix in CARD_SUFFIXES] if cards.is_dir() else [cards]
+    specs = (s.strip() for s in (settings.tools_spec or "").split(","))
+    modules = [Path(s) for s in specs if s.endswith(".py")]  # a dotted name is no file here
     named = (
         cards / LEARNED_FILENAME,
         mcp_path(cards, settings.mcp_file, settings.origin("mcp_file")),
         settings.project_file,
     )
-    return found + [p for p in named if p is not None]
+    return found + modules + [p for p in named if p is not None]
 
 
-def _outputs_apart(inputs: tuple[Path | None, ...], outputs: tuple[Path | None, ...]) -> None:
+def _outputs_apart(inputs: Sequence[Path], outputs: dict[str, Path | None]) -> None:
     """Refuse to write over a file this command reads, or to write one file twice."""
-    read = {p.resolve(): p for p in inputs if p is not None}
-    written: dict[Path, Path] = {}
-    for path in (p for p in outputs if p is not None):
-        key = path.resolve()
-        if key in read or key in written:
-            raise ConfigError(f"{path}: used as input and output; name another file to write")
-        written[key] = path
+    read = {p.resolve() for p in inputs}
+    written: dict[Path, str] = {}
+    for flag, path in outputs.items():
+        if path is None:
+            continue
+        key, shown = path.resolve(), printable(str(path))
+        if key in read:
+            raise ConfigError(f"{shown}: used as input and output; name another file to write")
+        if key in written:
+            raise ConfigError(f"{shown}: {written[key]} and {flag} name the same file; "
+                              "name another file for one of them")  # fmt: skip
+        written[key] = flag
 
 
 def write_report(path: Path, document: Any) -> None:
@@ -425,6 +469,10 @@ class ScaleFlags:
     context_tokens: int
     expected_tools: Place | None  # typer checks the choice
     prompt: Prompt
+
+
+# the options only the bench at scale reads (--all-tools-sizes names the bench at scale)
+SCALE_ONLY = tuple(f.name for f in fields(ScaleFlags) if f.name != "sizes")
 
 
 def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: ScaleFlags) -> None:
