@@ -64,6 +64,20 @@ def test_a_named_file_with_its_own_id_passes(tiny: Tiny, tmp_path: Path) -> None
     assert (code, found["problems"]) == (0, [])
 
 
+def test_two_folders_checked_at_once_may_hold_the_same_card(tiny: Tiny, tmp_path: Path) -> None:
+    """Each folder is a set of cards of its own, as a route reads one: no duplicate across them."""
+    one, two = (Path(shutil.copytree(SEED_CARDS, tmp_path / name)) for name in ("one", "two"))
+    (one / "docs-finder.yaml").unlink()  # each folder still routes, with two and three cards
+    code, found = _validate(tiny, str(one), str(two))
+    assert (code, found["problems"]) == (0, [])
+    twice = (two / "crm-writer.yaml").read_text("utf-8")  # within one folder, still refused
+    (two / "crm-again.yaml").write_text(twice, "utf-8")
+    code, found = _validate(tiny, str(one), str(two))
+    [problem] = found["problems"]
+    assert code == 1 and Path(problem["file"]).parent == two
+    assert problem["message"].startswith("duplicate id 'crm-writer'")
+
+
 # --- 2. each folder its own learned.jsonl -------------------------------------------------
 
 

@@ -18,7 +18,7 @@ import yaml
 
 from tiny_cli import yamlsafe
 from tiny_cli.cards.index import list_cards
-from tiny_cli.cards.load import Frontmatter, split_markdown
+from tiny_cli.cards.markdown import Frontmatter, split_markdown
 from tiny_cli.errors import ConfigError
 from tiny_cli.settings import PROJECT_FILE, PYPROJECT_FILE, TOOL_TABLE, read_project
 from tiny_cli.userfiles import Sync, write_synced

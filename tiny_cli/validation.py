@@ -11,13 +11,9 @@ from typing import Any
 import yaml
 
 from tiny_cli.cards.card import Card, Problem, shown_path
-from tiny_cli.cards.load import (
-    NO_MCP_FILE,
-    Frontmatter,
-    check_cards,
-    field_line,
-    split_markdown,
-)
+from tiny_cli.cards.index import cards_by_folder
+from tiny_cli.cards.load import NO_MCP_FILE, check_cards, field_line
+from tiny_cli.cards.markdown import Frontmatter, split_markdown
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, line_of_example
 from tiny_cli.routing.factory import build_router, learned_file, learned_folder, stale_threshold
@@ -92,13 +88,14 @@ def validate(
     # its other cards are not checked, and its examples of them would read as unknown)
     whole = [f for f in folders if f.is_dir()] if paths else [learned_folder(settings)]
     for folder in dict.fromkeys(whole):
-        problems += check_learned(folder, _by_folder(cards).get(folder, []))
+        problems += check_learned(folder, cards_by_folder(cards).get(folder, []))
     if problems:
         return Validation(cards, problems, [])
     warnings = [
         warning
-        for folder, group in _by_folder(cards).items()
-        if len(group) > 1  # routing, and its learned examples, are one folder's
+        for folder, group in cards_by_folder(cards).items()
+        if folder is not None
+        and len(group) > 1  # routing, and its learned examples, are one folder's
         for warning in routing_warnings(replace(settings, cards_dir=folder), group, detail)
     ]
     return Validation(cards, problems, warnings)
@@ -129,15 +126,6 @@ def _clash(card: Card, other: Card) -> Problem:
     ]
     message = f"duplicate id {card.id!r} (also used in {shown_path(theirs)}:{at})"
     return Problem(mine, line, "id", message)
-
-
-def _by_folder(cards: Sequence[Card]) -> dict[Path, list[Card]]:
-    """The cards of each folder they are in, in order."""
-    folders: dict[Path, list[Card]] = {}
-    for card in cards:
-        if card.path is not None:
-            folders.setdefault(card.path.parent, []).append(card)
-    return folders
 
 
 def _mcp(settings: Settings) -> tuple[McpConfig | None, list[Problem]]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tiny_cli._version import __version__
-from tiny_cli.cards.card import Problem
+from tiny_cli.cards.card import Card, Problem
 from tiny_cli.tools.args_check import fast_pass
 from tiny_cli.tools.mcp_config import MCP_FILENAMES, McpConfig
 from tiny_cli.userfiles import read_json, write_json
@@ -44,6 +44,7 @@ __all__ = [
     "Listing",
     "card_salt",
     "card_schema",
+    "cards_by_folder",
     "is_valid",
     "list_cards",
     "mapping_text",
@@ -62,6 +63,15 @@ CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
     "Glob": ("docs_search",),
     "WebFetch": ("http_get", "html_to_text"),
 }
+
+
+def cards_by_folder(cards: Sequence[Card]) -> dict[Path | None, list[Card]]:
+    """The cards of each folder (None: a card from no file), in order: each folder is a set of
+    cards of its own, as a route reads one."""
+    folders: dict[Path | None, list[Card]] = {}
+    for card in cards:
+        folders.setdefault(card.path.parent if card.path else None, []).append(card)
+    return folders
 
 
 def mapping_text() -> str:

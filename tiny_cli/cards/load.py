@@ -1,11 +1,7 @@
 """Cards: load agent cards, validate them against the shipped schema, report every problem.
 
-A card is a YAML file, or a Markdown file (`*.md`): a `---` line, the card's YAML fields, a
-`---` line, then Markdown text that becomes the card's `instructions`. A frontmatter with
-Claude Code's `name` and `description` and no `id` or `summary` is a subagent file
-(`.claude/agents/*.md`): its fields and tools are read into tiny's there, by the table
-`CLAUDE_TOOLS` (the last section), then checked like any card. What is wrong there is an
-`Issue`, (line, field, message), its line counted in the file itself.
+A card is a YAML file, or a Markdown file (`*.md`, a Claude Code subagent among them), whose
+fields `markdown` reads; every card is then checked alike here.
 
 The schema check is a validator fastjsonschema compiled (`index.is_valid`); jsonschema is
 imported only for a card that fails it, to word each problem. jsonschema's own messages quote
@@ -20,7 +16,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,58 +33,26 @@ from tiny_cli.cards.card import (
     yaml_type,
 )
 from tiny_cli.cards.index import (
-    CLAUDE_TOOLS,
     CardIndex,
     card_salt,
     card_schema,
+    cards_by_folder,
     is_valid,
     list_cards,
-    mapping_text,
+)
+from tiny_cli.cards.markdown import (
+    Fields,
+    Frontmatter,
+    declared_functions,
+    markdown_fields,
+    split_markdown,
 )
 from tiny_cli.errors import CardError
 from tiny_cli.settings import did_you_mean
 from tiny_cli.tools.args_check import schema_problem
 from tiny_cli.tools.mcp_config import McpConfig, offered, original, qualified
 
-Issue = tuple[int | None, str, str]  # line, field, message
-
-# `model` is Claude's alias (sonnet, opus, haiku, inherit), no tiny model; `color` its UI's
-IGNORED = ("model", "color")
-CLAUDE_KEYS = ("name", "description", "tools", *IGNORED)
-SHOWN = {"id": "name", "summary": "description"}  # a Claude file's names for tiny's fields
-INSTRUCTIONS = "instructions"
-FENCE = "---"
 _FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")  # card.schema.json's, for functions
-_MCP_NAME = re.compile(r"^mcp__([A-Za-z0-9][A-Za-z0-9_-]*?)__(.+)$")  # Claude's MCP tool names
-NO_FRONTMATTER = (
-    "a Markdown card starts with a '---' line, then its YAML fields, then a '---' line; "
-    "this file has no frontmatter"
-)
-UNCLOSED = "the frontmatter opened by the '---' on line 1 is never closed by a '---' line"
-NO_TOOLS = (
-    "missing: a Claude Code subagent without tools may use every tool, a tiny card only the "
-    "tools it lists; list them (tools: Read, WebFetch), or write tools: [] for none"
-)
-
-
-@dataclass(frozen=True)
-class Frontmatter:
-    """A Markdown card split in two: its YAML, line for line as in the file, and its body."""
-
-    yaml: str
-    body: str
-    body_line: int
-
-
-@dataclass
-class Fields:
-    """A Markdown card's fields as a YAML card writes them, with the file line of each."""
-
-    data: dict[str, Any] | None  # None: too broken to check any further
-    lines: dict[tuple, int]
-    issues: list[Issue] = field(default_factory=list)
-    shown: Mapping[str, str] = field(default_factory=dict)  # field -> its name in the file
-
 
 FIELD_KEYS = ("returns_required", "returns")  # where a card names its answer's fields
 # card.schema.json's patterns in words: an id, a tool's or function's name (at most 64)
@@ -216,22 +180,26 @@ def check_cards(
     cards: list[Card] = []
     listing = list_cards(paths, (*skip, mcp.path) if mcp is not None else skip)
     problems = list(listing.problems)
-    seen: dict[str, tuple[Path, int | None]] = {}  # id -> where it was first
+    # (folder, id) -> where it was first: each folder is a set of cards of its own, as a route
+    # reads one; two folders checked at once may hold the same card
+    seen: dict[tuple[Path, str], tuple[Path, int | None]] = {}
     index = CardIndex.open(cache_dir, paths, card_salt(known_tools, mcp), clock)
     for path, stamp in listing.files:
         card, found, id_line = _indexed(path, stamp, known_tools, mcp, index)
         problems.extend(found)
         if card is None:
             continue
-        if card.id in seen:
-            file, line = seen[card.id]
+        if (path.parent, card.id) in seen:
+            file, line = seen[path.parent, card.id]
             message = f"duplicate id {card.id!r} (already used in {shown_path(str(file))}:{line})"
             problems.append(Problem(str(path), id_line, "id", message))
             continue
-        seen[card.id] = (path, id_line)
+        seen[path.parent, card.id] = (path, id_line)
         cards.append(card)
     index.save(listing.paths)
-    return cards, problems + _declared_twice(cards) + _wire_clashes(cards, known_tools)
+    for group in cards_by_folder(cards).values():
+        problems += _declared_twice(group) + _wire_clashes(group, known_tools)
+    return cards, problems
 
 
 def _indexed(
@@ -389,7 +357,7 @@ def _semantic_problems(
     known_tools: Mapping[str, bool],
     mcp: McpConfig | None = None,
 ) -> list[Problem]:
-    declared = _declared_functions(data)
+    declared = declared_functions(data)
     problems = _summary_problems(name, data, lines) + _first_problems(name, data, lines)
     problems += _function_problems(name, data, lines, declared, known_tools)
     problems += _tool_problems(name, data, lines, declared, known_tools, mcp)
@@ -457,12 +425,6 @@ def _first_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Prob
 def _function_name(name: Any) -> bool:
     """True for a name the schema takes for a declared function."""
     return isinstance(name, str) and _FUNCTION_NAME.fullmatch(name) is not None
-
-
-def _declared_functions(data: dict) -> set[str]:
-    """Name the functions a card declares itself (a bench's function-calling set)."""
-    specs = [f for f in _list(data, "functions") if isinstance(f, dict)]
-    return {f["name"] for f in specs if isinstance(f.get("name"), str)}
 
 
 def _function_problems(
@@ -672,129 +634,3 @@ def _dotted(path: Iterable) -> str:
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "card"
-
-
-# --- Markdown cards -----------------------------------------------------------------------
-
-
-def split_markdown(text: str) -> Frontmatter | Issue:
-    """Split a Markdown card (read within its bound) into frontmatter and body, or say why not."""
-    lines = text.removeprefix("\ufeff").split("\n")
-    if lines[0].rstrip() != FENCE:
-        return 1, "frontmatter", NO_FRONTMATTER
-    end = next((i for i, line in enumerate(lines[1:], 1) if line.rstrip() == FENCE), None)
-    if end is None:
-        return 1, "frontmatter", UNCLOSED
-    # the opening line kept as an empty one: YAML's line n is the file's line n
-    yaml = "\n" + "\n".join(lines[1:end])
-    rest = "\n".join(lines[end + 1 :])
-    skipped = rest[: len(rest) - len(rest.lstrip())].count("\n")
-    return Frontmatter(yaml, rest.strip().replace("\r\n", "\n"), end + 2 + skipped)
-
-
-def markdown_fields(
-    data: dict[str, Any], lines: dict[tuple, int], front: Frontmatter, known: Mapping[str, bool]
-) -> Fields:
-    """Read a Markdown card's frontmatter and body into a card's fields (a subagent's too)."""
-    fields = _claude(data, lines, known) if _is_claude(data) else Fields(dict(data), dict(lines))
-    if fields.data is not None and front.body:
-        _add_body(fields, fields.data, front)
-    return fields
-
-
-def _is_claude(data: Mapping[str, Any]) -> bool:
-    """A subagent names itself and says when to use it, where a tiny card has id and summary."""
-    return ("name" in data or "description" in data) and not ("id" in data or "summary" in data)
-
-
-def _add_body(fields: Fields, data: dict[str, Any], front: Frontmatter) -> None:
-    if INSTRUCTIONS in data:
-        key = fields.lines.get((INSTRUCTIONS,))
-        msg = f"given twice, as a key on line {key} and as the text after the frontmatter"
-        fields.issues.append((front.body_line, INSTRUCTIONS, f"{msg}; keep one"))
-        return
-    data[INSTRUCTIONS] = front.body
-    fields.lines[(INSTRUCTIONS,)] = front.body_line
-
-
-def _claude(data: dict[str, Any], lines: dict[tuple, int], known: Mapping[str, bool]) -> Fields:
-    """A Claude Code subagent's fields as tiny's: name, description and tools translated."""
-    root = lines.get(())
-    missing = [key for key in ("name", "description") if key not in data]
-    if missing:
-        msg = "missing: a Claude Code subagent has a name (its id) and a description"
-        return Fields(None, lines, [(root, key, msg) for key in missing])
-    issues: list[Issue] = []
-    tools, at = _tools(data, lines, known, issues)
-    kept = {k: v for k, v in data.items() if k not in CLAUDE_KEYS}
-    out = {"id": data["name"], "summary": data["description"], "tools": tools, **kept}
-    if "returns_required" not in out and "returns" not in out:
-        out["returns_required"] = []  # the summary is the answer, as a subagent's reply is
-    if "side_effects" not in out and any(known.get(t) for t in tools):
-        out["side_effects"] = "write"
-    index = {k: v for k, v in lines.items() if k[:1] != ("tools",) or len(k) == 1}
-    index.update({("id",): lines[("name",)], ("summary",): lines[("description",)], **at})
-    return Fields(out, index, issues, SHOWN)
-
-
-def _tools(
-    data: dict[str, Any], lines: dict[tuple, int], known: Mapping[str, bool], issues: list[Issue]
-) -> tuple[list[str], dict[tuple, int]]:
-    """Translate the subagent's tools; return tiny's names and the line of each."""
-    if data.get("tools") is None:  # omitted: every tool, which a tiny card never has
-        issues.append((lines.get(("tools",), lines.get(())), "tools", NO_TOOLS))
-        return [], {}
-    declared = _declared_functions(data)
-    tools: list[str] = []
-    at: dict[tuple, int] = {}
-    for name, line, where in _names(data["tools"], lines, issues):
-        for tool in _mapped(name, (line, where), known, declared, issues):
-            if tool in tools:  # Read, Grep and Glob are all docs_search
-                continue
-            if line is not None:
-                at[("tools", len(tools))] = line
-            tools.append(tool)
-    return tools, at
-
-
-def _names(
-    value: Any, lines: dict[tuple, int], issues: list[Issue]
-) -> list[tuple[str, int | None, str]]:
-    """The tool names a subagent lists (a comma-separated string or a list), each with its place."""
-    line = lines.get(("tools",))
-    if isinstance(value, str):
-        return [(name.strip(), line, "tools") for name in value.split(",") if name.strip()]
-    if not isinstance(value, list):
-        msg = f"must be a comma-separated string or a list of tool names, got {yaml_type(value)}"
-        issues.append((line, "tools", msg))
-        return []
-    names = []
-    for i, name in enumerate(value):
-        at = lines.get(("tools", i), line)
-        if isinstance(name, str):
-            names.append((name.strip(), at, f"tools[{i}]"))
-        else:
-            issues.append((at, f"tools[{i}]", f"must be a tool name, got {yaml_type(name)}"))
-    return names
-
-
-def _mapped(
-    name: str,
-    place: tuple[int | None, str],
-    known: Mapping[str, bool],
-    declared: set[Any],
-    issues: list[Issue],
-) -> tuple[str, ...]:
-    """Tiny's tools for one Claude tool: by the table, an MCP tool, or a tiny name as it is."""
-    if name in CLAUDE_TOOLS:
-        return CLAUDE_TOOLS[name]
-    mcp = _MCP_NAME.match(name)
-    if mcp:
-        return (f"{mcp[1]}.{mcp[2]}",)
-    if name in known or name in declared or qualified(name) is not None:
-        return (name,)
-    tip = did_you_mean(name, [*CLAUDE_TOOLS, *known])
-    msg = (f"Claude Code tool {name!r} has no tiny equivalent{tip}; tiny maps "
-           f"{mapping_text()} (a tiny tool's own name is taken as it is)")  # fmt: skip
-    issues.append((*place, msg))
-    return ()
