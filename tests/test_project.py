@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tiny_cli.errors import ConfigError, ToolError
-from tiny_cli.settings import DEFAULT_MODEL, load_settings, model_for
+from tiny_cli.settings import DEFAULT_MODEL, check_tracing, load_settings, model_for
 from tiny_cli.testing import ScriptedServer, reply, tool_call
 from tiny_cli.workspace import open_workspace
 
@@ -272,5 +272,5 @@ def test_a_tracing_setting_tiny_cannot_follow_is_one_clear_error(
 ) -> None:
     _project(tmp_path, file)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")) as caught:
-        load_settings(env=env, cwd=tmp_path)
+        check_tracing(load_settings(env=env, cwd=tmp_path).tracing, env)  # where a run traces
     assert "\n" not in str(caught.value)

@@ -13,7 +13,7 @@ import pytest
 from tiny_cli.errors import ConfigError, ProviderError
 from tiny_cli.provider.client import ChatRequest, OpenAIProvider
 from tiny_cli.secrets import REDACTED, Scrubber
-from tiny_cli.settings import load_settings
+from tiny_cli.settings import check_tracing, load_settings
 from tiny_cli.testing import http_error, reply, tool_call
 
 from .conftest import SEED_CARDS
@@ -101,7 +101,7 @@ def test_an_otlp_endpoint_with_a_credential_is_refused(
 ) -> None:
     env = {"TINY_HOME": str(tmp_path), "OTEL_TRACES_EXPORTER": "otlp", var: endpoint}
     with pytest.raises(ConfigError) as caught:
-        load_settings(env, cwd=tmp_path)
+        check_tracing(load_settings(env, cwd=tmp_path).tracing, env)  # where a run traces
     assert str(caught.value).startswith(f"{var}: ")
     assert "OTEL_EXPORTER_OTLP_HEADERS" in str(caught.value) and "zq7PLAIN" not in str(caught.value)
 

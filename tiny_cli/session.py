@@ -9,6 +9,7 @@ builds from its options comes from `tiny_cli.digest.make_brief`.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
@@ -24,7 +25,7 @@ from tiny_cli.provider.factory import Replays, endpoint_host, open_exchanges
 from tiny_cli.provider.replay import ExchangeSource
 from tiny_cli.runs.log import RunLog
 from tiny_cli.secrets import Scrubber, scrubber
-from tiny_cli.settings import Settings
+from tiny_cli.settings import Settings, check_tracing
 from tiny_cli.text import printable, write_call
 from tiny_cli.tools.artifacts import ArtifactStore
 
@@ -153,7 +154,10 @@ def _run_log(
 def _tracing(
     stack: ExitStack, settings: Settings, scrub: Scrubber, warn: Callable[[str], None] | None
 ) -> Tracing | None:
-    """Start tracing (closed, and exported, when the session ends); without the SDK, warn."""
+    """Start tracing (closed, and exported, when the session ends); without the SDK, warn.
+
+    The OTEL_* variables are checked here, as the SDK will read them: only where tracing is on."""
+    check_tracing(settings.tracing, os.environ)
     try:  # the module imports the SDK: only when tracing is on
         from tiny_cli.telemetry import open_tracing
 

@@ -73,7 +73,10 @@ TOOL_TYPE = "function"  # every tiny tool is a function the client runs
 FAILED_CALLS = ("ghost", "bad_arguments", "tool_error", "timeout")  # error.type on the tool span
 DECLINED_CALLS = ("declined", "not_allowed")
 UNFINISHED = "the run did not finish"  # the status of a span still open when tracing closes
-ABORTED = "aborted"  # error.type of a run an error ended (Aborted): its message is the status
+ABORTED = "aborted"  # error.type of a run an error ended (Aborted)
+# the status then, unless content is captured: the error's message may quote the task (a
+# replay's miss names the last message), and with capture off no span holds a message
+ABORTED_UNSAID = "an error ended the run (its message is on spans only with content capture on)"
 FAILED = "failed"  # error.type of a failed run whose reason is a message, not a label
 # a reason that is a label (`ghost_calls`, `schema`, `rate_limited`): error.type as it is;
 # anything else (a server's error message, which may quote anything) is only the status
@@ -148,7 +151,8 @@ class Tracing:
         try:
             yield
         except BaseException as exc:
-            span.set_status(StatusCode.ERROR, self.scrub.text(str(exc) or type(exc).__name__))
+            said = str(exc) if self.content else ""  # may quote a task, as Aborted's may
+            span.set_status(StatusCode.ERROR, self.scrub.text(said or type(exc).__name__))
             raise
         finally:
             self.parent = outer
@@ -172,6 +176,9 @@ class _RunTrace:
         self.chat: Span | None = None
         self.tool: Span | None = None
         self.model, self.max_tokens, self.opened = "", 0, False
+        # with capture on, a chat whose reply asks for tools: its span, end time and output
+        # message, ended once the calls (ToolCalled: ModelReplied only counts them) are known
+        self.asking: tuple[Span, int, dict[str, Any]] | None = None
 
     def __call__(self, event: Event) -> None:
         """Turn one event into span starts, ends, attributes and events."""
@@ -197,6 +204,7 @@ class _RunTrace:
 
     def turn_started(self, e: TurnStarted) -> None:
         """Open a model request's span."""
+        self._end_asking()
         if self.agent is None:
             return
         attributes = {
@@ -218,10 +226,13 @@ class _RunTrace:
         self.chat.set_attributes({INPUT_TOKENS: e.tokens_in, OUTPUT_TOKENS: e.tokens_out})
         if e.finish_reason:
             self.chat.set_attribute("gen_ai.response.finish_reasons", [e.finish_reason])
-        if self.t.content and e.content:
-            self.chat.set_attribute("gen_ai.output.messages", _said(e, self.text))
-        self.chat.end()
-        self.chat = None
+        span, self.chat = self.chat, None
+        if not (self.t.content and (e.content or e.tool_calls)):
+            span.end()
+            return
+        self.asking = span, time.time_ns(), _said(e, self.text)
+        if not e.tool_calls:  # no call to wait for
+            self._end_asking()
 
     def tool_called(self, e: ToolCalled) -> None:
         """Open a tool call's span."""
@@ -237,6 +248,8 @@ class _RunTrace:
         }
         if self.t.content:
             attributes["gen_ai.tool.call.arguments"] = self.text(e.arguments)
+        if self.asking is not None:
+            self.asking[2]["parts"].append(_call_part(e, self.text))
         self.tool = self._start(f"execute_tool {name}", self._under(self.agent), attributes)
 
     def tool_finished(self, e: ToolFinished) -> None:
@@ -285,11 +298,12 @@ class _RunTrace:
         if e.interrupted:
             self.abandon()
         else:
-            self.abandon(ABORTED, self.text(e.reason))
+            self.abandon(ABORTED, self.text(e.reason) if self.t.content else ABORTED_UNSAID)
         self.t._runs.discard(self)
 
     def abandon(self, kind: str = "unfinished", description: str = UNFINISHED) -> None:
         """End every open span of the run as an error (by default: a run cut short, Ctrl-C)."""
+        self._end_asking()  # its request was answered
         for span in (self.tool, self.chat, self.agent, self.task):
             if span is not None:
                 _failed(span, kind, description)
@@ -297,6 +311,7 @@ class _RunTrace:
         self.tool = self.chat = self.agent = self.task = None
 
     def _end_agent(self, digest: Digest | None) -> None:
+        self._end_asking()
         for span in (self.tool, self.chat):  # left open by an error, e.g. a provider's
             if span is not None:
                 if digest is not None:
@@ -308,6 +323,15 @@ class _RunTrace:
         elif self.agent is not None:
             self.agent.end()
         self.agent = None
+
+    def _end_asking(self) -> None:
+        """End the chat span held for its reply's tool calls, with its output message, at the
+        time the reply came."""
+        if self.asking is not None:
+            span, ended, message = self.asking
+            span.set_attribute("gen_ai.output.messages", json.dumps([message], ensure_ascii=False))
+            span.end(end_time=ended)
+            self.asking = None
 
     def _under(self, span: Span) -> Context:
         return set_span_in_context(span, self.parent)
@@ -398,14 +422,28 @@ def _input_content(
     }
 
 
-def _said(e: ModelReplied, text: Callable[[str], str]) -> str:
-    """The model's answer as the conventions' output messages (JSON)."""
-    message = {
-        "role": "assistant",
-        "parts": [{"type": "text", "content": text(e.content or "")}],
-        "finish_reason": e.finish_reason or "",
+def _said(e: ModelReplied, text: Callable[[str], str]) -> dict[str, Any]:
+    """The model's answer as the conventions' output message; its tool calls join it later."""
+    parts = [{"type": "text", "content": text(e.content)}] if e.content else []
+    return {"role": "assistant", "parts": parts, "finish_reason": e.finish_reason or ""}
+
+
+def _call_part(e: ToolCalled, text: Callable[[str], str]) -> dict[str, Any]:
+    """A tool call as the conventions' tool_call part: its arguments an object when JSON."""
+    said = text(e.arguments)  # scrubbed first: `[redacted]` keeps the JSON whole
+    return {
+        "type": "tool_call",
+        "id": text(e.call_id),
+        "name": text(e.name),
+        "arguments": _json(said),
     }
-    return json.dumps([message], ensure_ascii=False)
+
+
+def _json(said: str) -> Any:
+    try:
+        return json.loads(said)
+    except ValueError:
+        return said  # as the model wrote them (the call fails as bad_arguments)
 
 
 def _ghost(run: _RunTrace, e: GhostCall) -> None:
