@@ -127,8 +127,8 @@ def test_the_correct_fields_row_counts_fields_from_the_task_too(
     assert result.exit_code == 0, result.output
     rows = {cells[0]: cells[1:] for cells in map(_cells, result.stdout.splitlines()) if cells}
     assert rows["tool calls"] == ["0"]  # no tool ran: the field counted came from the task
-    assert rows["fields correct (from a tool or the task)"] == ["1"]
-    assert "fields correct (from a tool or the task)" in page.read_text("utf-8")
+    assert rows["fields correct (tool or task)"] == ["1"]
+    assert "fields correct (tool or task)" in page.read_text("utf-8")
 
 
 def _cells(line: str) -> list[str]:

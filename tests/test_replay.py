@@ -476,7 +476,7 @@ def test_bench_refuses_the_same_file_for_recording_and_report(tiny, tmp_path) ->
     tasks = write_tasks(tmp_path / "bench")
     same = tmp_path / "out.json"
     result = tiny("bench", "--tasks", str(tasks), "--record", str(same), "--out", str(same))
-    assert result.exit_code == 2 and "used as input and output" in result.stderr
+    assert result.exit_code == 2 and "--record and --out name the same file" in result.stderr
     assert not same.exists()
 
 

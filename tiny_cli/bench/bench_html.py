@@ -23,7 +23,7 @@ _FIGURES: tuple[tuple[str, str], ...] = (
     ("status ok", "ok"),
     ("fabricated", "fabricated"),
     ("routing accuracy", "routing_accuracy"),
-    ("fields correct (from a tool or the task)", "fields_correct"),
+    ("fields correct (tool or task)", "fields_correct"),
     ("fields expected", "fields_expected"),
     ("ghost calls", "ghost_calls"),
     ("wrong-tool calls", "wrong_tool_calls"),

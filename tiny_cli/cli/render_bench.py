@@ -60,7 +60,7 @@ REPLAY_WALL_NOTE = (
 # which way a figure is better: "up" (more is better), "down" (less is), None (neither)
 BENCH_FIGURES: tuple[tuple[str, str, str | None], ...] = (
     ("routing accuracy", "routing_accuracy", "up"),
-    ("fields correct (from a tool or the task)", "fields_correct", "up"),
+    ("fields correct (tool or task)", "fields_correct", "up"),
     ("fields matching on their face", "fields_matching", None),  # fabricated ones match too
     ("fields filled", "fields_filled", None),
     ("fields expected", "fields_expected", None),
