@@ -194,6 +194,15 @@ def test_subagent_problems_use_the_subagents_own_names(tmp_path: Path) -> None:
     assert len(problems) == 2
 
 
+def test_a_subagents_unknown_key_lists_the_keys_a_subagent_may_write(tmp_path: Path) -> None:
+    text = "---\nname: helper\ndescription: Helps with long things.\ntools: Read\nfoo: 1\n---\n"
+    [problem] = _problems(_write(tmp_path, "helper.md", text))
+    assert problem.startswith(f"{tmp_path}/helper.md:5: foo: unknown key; allowed: name, ")
+    allowed = problem.split("allowed: ", 1)[1].split(", ")
+    assert "description" in allowed and "examples" in allowed
+    assert not {"id", "summary", "instructions"} & set(allowed)  # the file would stop being one
+
+
 def test_a_subagent_without_tools_must_list_them(tmp_path: Path) -> None:
     text = "---\nname: helper\ndescription: Helps with everything at all.\nmodel: opus\n---\n"
     [problem] = _problems(_write(tmp_path, "helper.md", text))

@@ -41,6 +41,7 @@ from tiny_cli.cards.index import (
     list_cards,
 )
 from tiny_cli.cards.markdown import (
+    INSTRUCTIONS,
     Fields,
     Frontmatter,
     declared_functions,
@@ -238,7 +239,7 @@ def check_file(
     if fields.data is None:
         return None, problems, None, None
     data, lines = fields.data, fields.lines
-    schema = _schema_problems(name, data, lines)
+    schema = _schema_problems(name, data, lines, fields.shown)
     rejected = {p.field for p in schema}  # one fault, one line: the schema's
     semantic = _semantic_problems(name, data, lines, known_tools, mcp)
     problems += schema + [p for p in semantic if p.field not in rejected]
@@ -295,7 +296,10 @@ def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
     return f"cannot read: {getattr(exc, 'strerror', None) or exc}"  # no errno, no file name
 
 
-def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
+def _schema_problems(
+    name: str, data: dict, lines: dict[tuple, int], shown: Mapping[str, str]
+) -> list[Problem]:
+    """What the schema refuses, worded; `shown`: a subagent's names for tiny's fields."""
     if is_valid(data):  # the compiled check: most cards stop here
         return []
     import jsonschema  # only to word what is wrong
@@ -311,7 +315,7 @@ def _schema_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Pro
         if "propertyNames" in err.relative_schema_path:  # point at the bad key, not its mapping
             path = (*path, _written(err.instance, path, lines))
         if err.validator == "additionalProperties":
-            problems += _unknown_keys(name, err, path, lines)
+            problems += _unknown_keys(name, err, path, lines, shown)
         elif not _explained(err, problems):
             problems.append(_problem(name, lines, path, message(err)))
     return problems
@@ -323,10 +327,16 @@ def _explained(err: Any, problems: list[Problem]) -> bool:
     return any(hint in p.message for hint in hints for p in problems)
 
 
-def _unknown_keys(name: str, err: Any, path: tuple, lines: dict[tuple, int]) -> list[Problem]:
-    allowed = list(err.schema.get("properties", {}))
+def _unknown_keys(
+    name: str, err: Any, path: tuple, lines: dict[tuple, int], shown: Mapping[str, str]
+) -> list[Problem]:
+    """A problem for each key the schema does not know, with the keys the file may use: a
+    subagent's own names (`name`, `description`; its body is the instructions)."""
+    known = list(err.schema.get("properties", {}))
+    subagent = bool(shown) and not path
+    allowed = [shown.get(k, k) for k in known if not (subagent and k == INSTRUCTIONS)]
     out = []
-    for parsed in sorted(set(err.instance) - set(allowed), key=str):
+    for parsed in sorted(set(err.instance) - set(known), key=str):
         key = _written(parsed, path, lines)
         tip = did_you_mean(key, allowed, f"; allowed: {', '.join(allowed)}")
         out.append(_problem(name, lines, (*path, key), f"unknown key{tip}"))
