@@ -131,6 +131,21 @@ def _exit_interrupted() -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
+def _closed_streams() -> None:
+    """Started with stderr closed (`2>&-`): what tiny says there goes nowhere, as with
+    `2>/dev/null`. Started with stdout closed (`>&-`): nothing it prints could arrive, so it
+    ends before any work, one line, EXIT_USAGE (Python leaves a closed stream's `sys` one None).
+    """
+    if sys.stderr is None:
+        # it takes the lowest free descriptor, 2 when only stderr was closed: no file opened
+        # later (the run log) becomes the stderr a tool server writes to
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - the process's own
+    if sys.stdout is None:
+        said = "stdout is closed: nothing tiny prints could arrive; to discard it: >/dev/null"
+        typer.echo(f"tiny: error: {said}", err=True)
+        raise SystemExit(EXIT_USAGE)
+
+
 def _tolerate_bad_bytes() -> None:
     """Read invalid UTF-8 in arguments and stdin as U+FFFD, as a terminal would show it.
 
@@ -326,7 +341,9 @@ def _root(
 
 
 def main() -> None:
-    """Run the `tiny` command line: bad bytes read as U+FFFD, Ctrl-C bounded."""
+    """Run the `tiny` command line: closed streams seen to, bad bytes read as U+FFFD, Ctrl-C
+    bounded."""
+    _closed_streams()
     _tolerate_bad_bytes()
     _bound_interrupts()
     app()

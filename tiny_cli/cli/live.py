@@ -96,6 +96,9 @@ class _RunState:
     remaining_at: float = 0.0
     calls: int = 0
     ghosts: int = 0
+    # those of the cards before a re-route: the counts shown are the whole task's, as the Digest's
+    calls_before: int = 0
+    ghosts_before: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
     status: str | None = None
@@ -215,7 +218,7 @@ def _apply(state: _RunState, event: Event, now: float) -> None:
         _started(state, event, now)
     elif isinstance(event, TurnStarted):
         state.remaining, state.remaining_at = event.remaining, now
-        state.calls = event.calls_used
+        state.calls = state.calls_before + event.calls_used
         state.waiting = _Row(f"turn {event.turn}", "[dim]waiting for the model…[/]")
         state.rows.append(state.waiting)
     elif isinstance(event, ModelReplied):
@@ -225,7 +228,7 @@ def _apply(state: _RunState, event: Event, now: float) -> None:
     elif isinstance(event, ToolFinished):
         _tool_finished(state, event)
     elif isinstance(event, GhostCall):
-        state.ghosts = event.count
+        state.ghosts = state.ghosts_before + event.count
     else:
         _other(state, event)
 
@@ -235,9 +238,12 @@ def _started(state: _RunState, event: RunStarted, now: float) -> None:
     if state.card != "?":  # a second start: delegate re-routed the task to another card
         moved = f"{shown(state.card)} → {shown(event.card_id)}"
         state.rows.append(_Row("route", f"[cyan]re-routed: {moved}[/]"))
+        state.calls_before, state.ghosts_before = state.calls, state.ghosts
     state.card, state.model, state.mode = event.card_id, event.model, event.tool_mode
     state.goal = _short(event.goal, GOAL_SHOWN)
-    state.max_calls, state.wall = event.max_tool_calls, event.max_wall_seconds
+    # a re-routed card's limit counts on from the calls made before it: the task's limit
+    state.max_calls = state.calls_before + event.max_tool_calls
+    state.wall = event.max_wall_seconds
     state.remaining, state.remaining_at = event.max_wall_seconds, now
 
 
@@ -405,8 +411,12 @@ def digest_panel(console: Console, d: Any) -> None:
 
 
 def _fields(fields: Mapping[str, Any], sources: Mapping[str, str]) -> Table:
-    """Tabulate the returned fields, each with where its value was found (docs/runner.md)."""
+    """Tabulate the returned fields, each with where its value was found (docs/runner.md).
+
+    A value is the run's answer: too long for its column, it folds, never cut (a URL whole)."""
     table = titled("fields", ("field", "value", "from") if sources else ("field", "value"))
+    for column in table.columns:
+        column.overflow = "fold"
     for name, value in fields.items():
         row = [shown(name), shown(str(value), keep="\n")]
         if sources:

@@ -332,16 +332,14 @@ def print_fitted(
         if lines and _numbers_broken(cols, widths, leasts, columns):
             _as_lines(console, cols, rows, options.get("title"))
             return False
-        for i, col in enumerate(cols):
-            if col.gives == "text":
-                columns[i] = [_folded(console, cell, widths[i], col.lines) for cell in columns[i]]
+    lost_lines = not wide and _fold_text(console, cols, columns, widths)
     for column, width in zip(table.columns, widths, strict=True):
         column.width = width
     for row in zip(*columns, strict=True):
         table.add_row(*row)
     console.print(table, crop=not wide)
     whole = [(w, n) for w, n, c in zip(widths, natural, cols, strict=True) if c.gives in WHOLE]
-    return any(w < n for w, n in whole)
+    return lost_lines or any(w < n for w, n in whole)
 
 
 def _numbers_broken(
@@ -409,11 +407,27 @@ def _least(col: Col, natural: int, cells: Sequence[Cell]) -> int:
     return min(natural, FOLD_MIN if col.gives == "text" else CUT_MIN)
 
 
-def _folded(console: Console, cell: Cell, width: int, most: int | None) -> Text:
-    """Fold a cell to `width` as rich would, without the blank lines rich's fold can leave."""
+def _fold_text(
+    console: Console, cols: Sequence[Col], columns: list[list[Cell]], widths: Sequence[int]
+) -> bool:
+    """Fold the cells of each text column to its width, in place; return whether a cell was
+    cut to its column's most lines."""
+    shortened = False
+    for i, col in enumerate(cols):
+        if col.gives == "text":
+            folded = [_folded(console, cell, widths[i], col.lines) for cell in columns[i]]
+            columns[i] = [text for text, _ in folded]
+            shortened |= any(lost for _, lost in folded)
+    return shortened
+
+
+def _folded(console: Console, cell: Cell, width: int, most: int | None) -> tuple[Text, bool]:
+    """Fold a cell to `width` as rich would, without the blank lines rich's fold can leave;
+    and tell whether it was cut to `most` lines."""
     folded = _text(cell).wrap(console, width, overflow="fold")
     lines = [line for line in folded if line.plain.strip()]
-    if most is not None and len(lines) > most:
+    shortened = most is not None and len(lines) > most
+    if shortened:
         lines = lines[:most]
         last = lines[-1]
         last.rstrip()
@@ -421,7 +435,7 @@ def _folded(console: Console, cell: Cell, width: int, most: int | None) -> Text:
         last.append("…")
     for line in lines:
         line.rstrip()
-    return Text("\n").join(lines)
+    return Text("\n").join(lines), shortened
 
 
 def _natural(cells: Sequence[Cell]) -> int:

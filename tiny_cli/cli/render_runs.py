@@ -80,7 +80,7 @@ BAR_COLUMNS = (
     Col("runs", "right"),
     Col("statuses", gives="text"),
 )
-GOAL_CHARS = 60  # of the goal in the runs table (cut further to fit the terminal)
+GOAL_CHARS = 60  # of the goal in the runs table but --wide's (cut further to fit the terminal)
 ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
 OUTCOME_STYLE = {"ok": "green", "ghost": "bold red", "bad_arguments": "yellow"}
 TEXT_RESULT = "Result of "  # how agent.reply.result_message begins (json mode, recovered)
@@ -106,12 +106,13 @@ def runs(
         return
     narrow = console.width < WIDE and not wide
     cols = [c for c in RUN_COLUMNS if not (narrow and c.header in NARROW_DROPS)]
-    rows = [[cells[c.header] for c in cols] for cells in map(_run_cells, found)]
+    rows = [[cells[c.header] for c in cols] for cells in (_run_cells(r, wide) for r in found)]
     title = f"{len(found)} run(s), newest first"
-    say_cut(console, print_fitted(console, cols, rows, wide, title=title, **COMPACT_TABLE))
+    was_cut = print_fitted(console, cols, rows, wide, title=title, **COMPACT_TABLE)
+    say_cut(console, was_cut or (not wide and any(len(r.goal) > GOAL_CHARS for r in found)))
 
 
-def _run_cells(r: RunSummary) -> dict[str, str]:
+def _run_cells(r: RunSummary, wide: bool) -> dict[str, str]:
     ghosts = f" ([bold red]{r.ghost_calls}[/])" if r.ghost_calls else ""
     return {
         "id": str(r.id),
@@ -123,7 +124,7 @@ def _run_cells(r: RunSummary) -> dict[str, str]:
         "tokens": f"{r.tokens_in}/{r.tokens_out}",
         "calls (ghost)": f"{r.tool_calls}{ghosts}",
         "s": _seconds(r.wall_seconds),
-        "goal": shown(cut(r.goal, GOAL_CHARS)),
+        "goal": shown(r.goal if wide else cut(r.goal, GOAL_CHARS)),
     }
 
 
