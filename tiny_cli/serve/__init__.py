@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import secrets
 import socket
@@ -51,7 +52,7 @@ from tiny_cli.cards.card import Card
 from tiny_cli.cards.load import article
 from tiny_cli.delegation import WRITE_NOT_CONFIRMED, run_card
 from tiny_cli.delegation import delegate as run_delegate
-from tiny_cli.digest import Brief, Digest, make_brief
+from tiny_cli.digest import Brief, CallRecord, Digest, make_brief
 from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.client import Provider
@@ -175,6 +176,9 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
     """Serve the settings' cards over stdio, or streamable HTTP on 127.0.0.1:`http_port`."""
     if http_port is not None:
         _check_port(http_port)
+        if sys.stdout is None:  # pythonw, `>&-`: --http prints nothing on stdout, but
+            # uvicorn's log setup asks it isatty(); the null device answers
+            sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - kept open
         _serve(settings, allow_writes, partial(_over_http, http_port))
         return
     if sys.stdin is None or sys.stdout is None:  # `tiny serve <&-`: no channel to a host
@@ -232,6 +236,9 @@ class _Server(MCPServer):
             self._schemas = {t.name: t.input_schema for t in await self.list_tools()}
         if name in self._schemas:
             _check_arguments(name, self._schemas[name], arguments)
+            # JSON Schema reads 1e20 and 3.0 as integers, pydantic not 1e20 (it dumps): pass on
+            # the integer the check read
+            arguments = {k: _whole(v) for k, v in arguments.items()}
         return await super().call_tool(name, arguments, context)
 
 
@@ -259,6 +266,11 @@ def _check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[st
     else:
         why = f"does not fit its schema ({error.validator})"
     raise ToolError(f"tiny: error: {printable(where)}: {why}")  # as a Brief's problem says
+
+
+def _whole(value: Any) -> Any:
+    """A float with no fraction as the int it is; any other value as it is."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _add_tools(server: MCPServer, service: _Service, ws: Workspace) -> None:
@@ -383,7 +395,8 @@ class _Service:
                 raise event  # a bug: the SDK logs it on stderr and tells the host
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return self._park(pending, event)
-            pending.answer(await _elicit(ctx, event.message(self.served.caller_scrub.text)))
+            scrub = self.served.caller_scrub.text
+            pending.answer(await _elicit(ctx, event.message(scrub), scrub))
 
     def _park(self, pending: _Pending, question: _Question) -> InputRequiredResult:
         """Keep the waiting run under a fresh key; the host's retry names it."""
@@ -472,14 +485,16 @@ class _SerialRouter:
             return self._router.route(task, top)
 
 
-async def _elicit(ctx: Context, question: str) -> bool:
-    """Ask the host mid-call (protocols before 2026-07-28); any failure declines."""
+async def _elicit(ctx: Context, question: str, scrub: Callable[[str], str]) -> bool:
+    """Ask the host mid-call (protocols before 2026-07-28); any failure declines, said on
+    stderr (what the host said scrubbed and escaped: it may echo the key, or ESC)."""
     try:
         result = await ctx.session.elicit_form(
             question, APPROVAL_SCHEMA, related_request_id=ctx.request_id
         )
     except Exception as exc:  # a host that cannot ask has not approved
-        print(f"tiny serve: write declined, the host could not be asked: {exc}", file=sys.stderr)
+        why = printable(scrub(str(exc)))
+        print(f"tiny serve: write declined, the host could not be asked: {why}", file=sys.stderr)
         return False
     return _approved(result)
 
@@ -523,7 +538,7 @@ def digest_text(d: Digest) -> str:
     lines += [f"missing: {', '.join(d.missing)}"] if d.missing else []
     lines += [f"note: {n}" for n in d.notes_for_caller]
     for verdict, calls in (("approved", d.approved_writes()), ("declined", d.declined_writes())):
-        lines += [f"{verdict} write: {write_call(c.name, c.arguments or {})}" for c in calls]
+        lines += [f"{verdict} write: {_write(c)}" for c in calls]
     c = d.cost
     lines.append(
         f"cost: {c.tokens_in} tokens in, {c.tokens_out} out, {c.tool_calls} tool calls, "
@@ -532,6 +547,12 @@ def digest_text(d: Digest) -> str:
     # each line escaped apart: a newline a model wrote in its summary or a note would
     # otherwise start a line of tiny's own ("approved write: …") that no one wrote
     return "\n".join(map(printable, lines))
+
+
+def _write(call: CallRecord) -> str:
+    """A write call as the CLI shows it: its outcome too, unless it is `ok` or `declined`."""
+    outcome = "" if call.outcome in ("ok", "declined") else f" ({call.outcome})"
+    return write_call(call.name, call.arguments or {}) + outcome
 
 
 def route_text(decision: Decision) -> str:
@@ -586,6 +607,10 @@ def _check_port(port: int) -> None:
     if not 0 < port < 65536:
         raise ConfigError(f"--http {port}: a port is 1 to 65535")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        if os.name == "posix":  # as uvicorn binds (asyncio's default): a connection a host
+            # left in TIME_WAIT must not keep a restart off the port; a listener still does.
+            # Not on Windows, where the option would let it bind over a port in use.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((HOST, port))
         except OSError as exc:
