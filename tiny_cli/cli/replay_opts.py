@@ -112,6 +112,9 @@ def warn_changed(replay: Sequence[Path] | None, tasks: Path, settings: Any, upgr
     if not replay or not tasks.is_file():
         return
     recorded = read_header(replay[0]).get("digests")
+    cards = recorded.get("cards", {}) if isinstance(recorded, dict) else {}
+    if not isinstance(cards, dict) or not all(isinstance(v, str) for v in cards.values()):
+        raise ConfigError(f"{replay[0]}: the header's digests.cards must map card files to digests")
     line = None if recorded is None else changed_since(recorded, tasks, open_workspace(settings))
     if line is not None:
         warn(line)
