@@ -753,7 +753,9 @@ class Upgrader(Replayer):
             first = self._entries[min(self._left)]["run"]
             raise ConfigError(
                 f"{self.path}: not upgraded: this replay left {left} recorded exchange(s) "
-                f"unasked (first of run {first}); give the options it was recorded with"
+                f"unasked (first of run {first}): other options than it was recorded with, or "
+                "turns this tiny no longer asks (an older repair turn); an upgrade keeps every "
+                "exchange, so the file is left as it is"
             )
         header = {**self.header, **self._notes}
         lines = [_scrubbed_line(self._scrub, e) for e in (header, *self._rewritten)]
