@@ -260,8 +260,9 @@ def _second_try(
 ) -> tuple[Digest, tuple[Mapping[str, Any], ...]]:
     """Run the next card once under what is left of the first's budget, or note why not.
 
-    Not tried: a writer nobody can approve, a first attempt whose write ran, or less left than
-    REROUTE_MIN_SHARE of the next card's own budget; the refusal then stands, with a note.
+    Not tried: a writer nobody can approve, a first attempt whose write ran or was declined
+    (so the Digest keeps the declined-write rule), or less left than REROUTE_MIN_SHARE of the
+    next card's own budget; the refusal then stands, with a note.
     Tried: its Digest (a second refusal included) names the first attempt; the transcripts
     follow one another.
     """
@@ -288,6 +289,8 @@ def _why_not(task: _Task, first: Digest, card_id: str, left: Budget) -> str | No
     """Say why the next card is not tried (None: it is)."""
     if first.approved_writes():
         return f"{first.agent_id} refused after a write of its ran"
+    if first.declined_writes():  # the user said no: another card must not do it anyway
+        return f"{first.agent_id} refused after a write of its was declined"
     card = task.ws.card(card_id)
     if card.writes and task.approve is decline_writes:
         return f"{card_id} writes and nobody can approve a write here"

@@ -108,13 +108,17 @@ class Correction:
 def correctable(path: Path, run_id: int, row: Sequence[Any]) -> tuple[str, str | None]:
     """Return the task and the router's first card of a run row; ConfigError if none.
 
-    Correctable: a run that finished with a routing decision (routed or abstained) and whose
-    task the log kept.
+    Correctable: a run with a routing decision (routed or abstained; one an error ended after
+    routing included) whose task the log kept.
     """
     command, goal, status, routing = row
     if routing is None:
         if command == "delegate" and status in UNFINISHED:
             raise ConfigError(f"run {run_id} did not finish ({status}): no routing to correct")
+        if command == "delegate":  # it ended before routing, or was logged by an older tiny
+            raise ConfigError(
+                f"run {run_id} (delegate) has no routing decision in the log: nothing to correct"
+            )
         # an invoke names its card; a bench run may be of an arm that does not route, or of
         # the tiny arm in a log written before tiny kept its routing
         why = "was not routed" if command == "invoke" else "has no routing decision in the log"

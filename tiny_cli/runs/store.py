@@ -37,6 +37,7 @@ from tiny_cli.events import (
     GhostCall,
     ModelReplied,
     Observer,
+    Routed,
     RunStarted,
     ToolCalled,
     ToolFinished,
@@ -174,6 +175,7 @@ FINISHED = (
 # its last card included (a re-route ends on another card than the row started with)
 ENDED = (
     *("ended_at", "status", "reason", "card", "model", "tool_mode", "transcript", "calls"),
+    "routing",
     *("tokens_in", "tokens_out", "tool_calls", "ghost_calls", "recovered_calls"),
     *("wall_seconds", "repaired"),
 )
@@ -424,6 +426,7 @@ def observer(writer: Writer, command: str, run: str, endpoint: str, goal: str = 
     """Return the observer that records one run of `command` (`run` labels it, `goal` its task)."""
     recorder = Recorder(writer, command, run, endpoint, goal)
     handlers: dict[type, Callable[[Any], None]] = {
+        Routed: recorder.routed,
         RunStarted: recorder.started,
         ModelReplied: recorder.replied,
         ToolCalled: recorder.called.append,
@@ -451,7 +454,7 @@ class Recorder:
 
     __slots__ = (
         *("answered", "began", "called", "command", "endpoint", "ghosts", "goal", "label"),
-        *("row", "start", "tokens_in", "tokens_out", "whole", "writer"),
+        *("route", "row", "start", "tokens_in", "tokens_out", "whole", "writer"),
     )
 
     def __init__(
@@ -462,10 +465,15 @@ class Recorder:
         self.row: int | None = None  # set by the writer, before it runs the Finished job
         self.began: float | None = None  # time.time() at RunStarted
         self.start: RunStarted | None = None  # the latest card's; dropped once the row is whole
+        self.route: Routed | None = None  # delegate's routing decision, before any card ran
         self.called: list[ToolCalled] = []
         self.answered: list[ToolFinished] = []
         self.tokens_in = self.tokens_out = self.ghosts = 0  # every card's, for an ended row
         self.whole: tuple[Any, ...] | None = None  # the FINISHED columns, ready to store
+
+    def routed(self, event: Routed) -> None:
+        """Keep the routing decision: the row records it, however the run ends."""
+        self.route = event
 
     def started(self, event: RunStarted) -> None:
         """Have the row written as `running` at the writer's next pass, unless finished by then.
@@ -526,6 +534,7 @@ class Recorder:
         row = (
             *(stamp(at), status, reason, start.card_id, start.model, start.tool_mode, messages),
             _calls(called, self.answered, self.writer.scrub.text),
+            routing_of(self.route, None),  # no Digest: the router's decision alone
             *(self.tokens_in, self.tokens_out, len(called), self.ghosts),
             sum(c.recovered for c in called),
             *(round(at - (self.began or at), 3), int(repaired(messages))),
@@ -558,7 +567,8 @@ class Recorder:
         """Return the FINISHED columns' values: a tuple, no dicts (this runs for every run)."""
         start, digest, cost = self.start, event.digest, event.digest.cost
         messages = event.messages or (start.messages if start else ())
-        routing = digest.routing.to_json() if digest.routing is not None else None
+        decided = digest.routing.to_json() if digest.routing is not None else None
+        routing = routing_of(self.route, decided)
         return (
             *(stamp(self.began or at), stamp(at), self.command, self.label),
             start.card_id if start else digest.agent_id,
@@ -581,6 +591,21 @@ class Recorder:
         else:  # written as running: fill it in
             self.writer.complete(db, self.row, FINISHED, self.whole)
             self.writer.open_runs.discard(self)
+
+
+def routing_of(routed: Routed | None, decided: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Return the routing decision as a row keeps it: the Digest's (`decided`: the final card,
+    a re-route's first), with the threshold and the cards the router ranked, best first; the
+    Routed event's own decision when no Digest came (an error ended the run)."""
+    if routed is None:
+        return decided
+    chosen = decided or {
+        "decision": routed.decision,
+        "agent_id": routed.agent_id,
+        "score": round(routed.score, 4),
+    }
+    ranked = {"threshold": round(routed.threshold, 4), "candidates": list(routed.candidates)}
+    return {**chosen, **ranked}
 
 
 def _calls(
