@@ -96,7 +96,10 @@ def test_the_run_log_keeps_the_candidates_and_the_threshold(delegating, scripted
     scripted_server.add(reply(json.dumps(REFUSAL)), reply(json.dumps(WEB_OK)))
     assert go("delegate", TASK, "--json").exit_code == 0
     routing = _show(go)["routing"]
-    assert routing["candidates"] == [c["agent_id"] for c in routed["candidates"]]
+    assert routing["candidates"] == [  # as `tiny route --json` gives them, scores rounded
+        {"agent_id": c["agent_id"], "score": pytest.approx(c["score"], abs=1e-4)}
+        for c in routed["candidates"]
+    ]
     assert routing["threshold"] == pytest.approx(routed["threshold"], abs=1e-4)
     assert (routing["agent_id"], routing["rerouted_from"]) == ("policy-web", "policy-docs")
 
@@ -114,7 +117,10 @@ def test_a_run_ended_by_an_error_keeps_its_routing_and_can_be_corrected(
     run = _show(go)
     assert run["status"] == "failed"
     assert (run["routing"]["decision"], run["routing"]["agent_id"]) == ("route", "policy-docs")
-    assert run["routing"]["candidates"][:2] == ["policy-docs", "policy-web"]
+    assert [c["agent_id"] for c in run["routing"]["candidates"][:2]] == [
+        "policy-docs",
+        "policy-web",
+    ]
     corrected = go("runs", "correct", "1", "--card", "policy-web", "--no-learn", "--json")
     assert corrected.exit_code == 0, corrected.output
     correction = json.loads(corrected.stdout)["correction"]

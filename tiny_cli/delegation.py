@@ -84,9 +84,11 @@ def delegate(
 def _routed(decision: Decision, seconds: float) -> Routed:
     """The routing decision as an event: what was chosen, how sure, among which cards."""
     ids = tuple(c.agent_id for c in decision.candidates)
+    scores = tuple(float(c.score) for c in decision.candidates)
     return Routed(
-        decision.decision, decision.agent_id, decision.score, decision.threshold, ids, seconds
-    )
+        decision.decision, decision.agent_id, decision.score, decision.threshold, ids, seconds,
+        scores,
+    )  # fmt: skip
 
 
 def next_candidate(decision: Decision) -> Candidate | None:

@@ -107,7 +107,8 @@ class ArtifactKept:
 class Routed:
     """The concierge chose a card for a delegated task, or abstained (`agent_id` None).
 
-    `candidates` are the ids it ranked, best first; `seconds` is how long routing took.
+    `candidates` are the ids it ranked, best first, and `scores` theirs; `seconds` is how long
+    routing took.
     """
 
     decision: str
@@ -116,6 +117,7 @@ class Routed:
     threshold: float
     candidates: tuple[str, ...]
     seconds: float
+    scores: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
