@@ -22,10 +22,9 @@ from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.generated import Generated, card_text, read_generated
 from tiny_cli.cards.grouping import CARD_TOOLS, CardPlan, plan_cards
 from tiny_cli.cards.index import list_cards
-from tiny_cli.cards.load import field_line
+from tiny_cli.cards.load import card_id, field_line
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.tooltexts import mcp_tool_lists, save_mcp_tools
-from tiny_cli.scaffold import card_file_id
 from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS, Scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import (
@@ -310,19 +309,13 @@ def _card_names(cards_dir: Path) -> dict[Path, set[str]]:
     if not cards_dir.is_dir():
         return {}
     paths = list_cards([cards_dir]).paths
-    return {p: {p.stem.casefold(), (_card_id(p) or p.stem).casefold()} for p in paths}
+    return {p: {p.stem.casefold(), (card_id(p) or p.stem).casefold()} for p in paths}
 
 
 def _only(names: dict[Path, set[str]], own: set[Path]) -> set[str]:
     """The names only the files `own` hold: a plan may take them, but no other card's."""
     others = set().union(*(n for path, n in names.items() if path not in own))
     return set().union(*(names.get(path, set()) for path in own)) - others
-
-
-def _card_id(path: Path) -> str | None:
-    """A card file's id (a subagent's `name`), if it can be read; its check is validate's."""
-    found = card_file_id(path)
-    return found if isinstance(found, str) else None
 
 
 def _card_files(cards_dir: Path) -> list[Path]:

@@ -14,16 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from tiny_cli import yamlsafe
 from tiny_cli.cards.index import list_cards
-from tiny_cli.cards.markdown import Frontmatter, split_markdown
+from tiny_cli.cards.load import card_id
 from tiny_cli.errors import ConfigError
 from tiny_cli.settings import PROJECT_FILE, PYPROJECT_FILE, TOOL_TABLE, read_project
 from tiny_cli.userfiles import Sync, write_synced
 
-__all__ = ["InitReport", "card_file_id", "init_project"]
+__all__ = ["InitReport", "init_project"]
 
 STARTER_CARD = "cards/word-counter.yaml"
 STARTER_ID = "word-counter"
@@ -164,24 +161,12 @@ def _check_starter_id(card: Path) -> None:
     if card.exists() or card.is_symlink() or not card.parent.is_dir():
         return
     for path in list_cards([card.parent]).paths:
-        if card_file_id(path) == STARTER_ID:
+        if card_id(path) == STARTER_ID:
             raise ConfigError(
                 f"{path}: its id is {STARTER_ID}, the starter card's; tiny init writes no "
                 f"{card.name} beside it (tiny validate would refuse the duplicate id); "
                 "tiny init wrote nothing"
             )
-
-
-def card_file_id(path: Path) -> Any:
-    """A card file's id as written (a subagent's `name`); None where it cannot be read (its
-    check is validate's)."""
-    try:
-        text = yamlsafe.read_bounded(path)
-        front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
-        data = yamlsafe.load(front.yaml)[1] if isinstance(front, Frontmatter) else None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    return data.get("id", data.get("name")) if isinstance(data, dict) else None
 
 
 def _write_new(path: Path, text: str, made: list[Path], sync: Sync) -> Literal["written", "kept"]:

@@ -25,6 +25,7 @@ from tiny_cli.errors import ConfigError
 __all__ = [
     "MAX_GOAL_CHARS",
     "check_task",
+    "cut_at_word",
     "endpoint",
     "half_pair",
     "kind_of",
@@ -126,6 +127,13 @@ def said_whole(value: Any) -> bool:
 def write_call(tool: str, arguments: Mapping[str, Any]) -> str:
     """Return `tool {json arguments}` as plain text with no terminal control characters."""
     return printable(f"{tool} {text_of(dict(arguments))}")
+
+
+def cut_at_word(text: str, limit: int) -> str:
+    """`text` whole, or cut to `limit` characters at a space and marked " …" (no word cut)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
 
 
 def printable(text: str, keep: str = "") -> str:

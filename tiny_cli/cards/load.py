@@ -249,6 +249,19 @@ def check_file(
     return _build(data, path), [], lines.get(("id",)), data
 
 
+def card_id(path: Path) -> str | None:
+    """A card file's id as written (a subagent's `name`); None where it cannot be read or is
+    no text (its check is `check_file`'s)."""
+    try:
+        text = yamlsafe.read_bounded(path)
+        front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
+        data = yamlsafe.load(front.yaml)[1] if isinstance(front, Frontmatter) else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    found = data.get("id", data.get("name")) if isinstance(data, dict) else None
+    return found if isinstance(found, str) else None
+
+
 def _parse(path: Path) -> tuple[Frontmatter, yaml.Node, dict[str, Any]] | Problem:
     """Read a card file into its frontmatter, YAML tree and mapping; or the one Problem why not."""
     name = str(path)

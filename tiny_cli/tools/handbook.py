@@ -19,7 +19,7 @@ from typing import Any
 from tiny_cli.deadline import stop_if_abandoned
 from tiny_cli.errors import ConfigError, ToolCallError
 from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
-from tiny_cli.text import tokenize
+from tiny_cli.text import cut_at_word, tokenize
 from tiny_cli.tools.artifacts import bm25_index
 
 SNIPPET_CHARS = 400
@@ -150,7 +150,7 @@ class _Index:
     def _hit(self, score: float, page: int, ci: int) -> Hit:
         p, chunk = self.pages[page], self.chunks[ci]
         lead = f"{chunk.heading}: " if chunk.heading and chunk.heading != p.title else ""
-        snippet = _shorten(lead + " ".join(chunk.text.split()), SNIPPET_CHARS)
+        snippet = cut_at_word(lead + " ".join(chunk.text.split()), SNIPPET_CHARS)
         return Hit(p.path, p.title, snippet, round(score, 3))
 
 
@@ -234,9 +234,3 @@ def _split(text: str) -> list[tuple[str, str]]:
         if lines:
             out.append((heading, "\n".join(lines)))
     return out
-
-
-def _shorten(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"

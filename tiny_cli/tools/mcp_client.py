@@ -36,6 +36,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from tiny_cli.errors import ToolCallError, ToolServerError
 from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS, REDACTED, written_forms
+from tiny_cli.text import cut_at_word
 from tiny_cli.tools.args_check import dialect
 from tiny_cli.tools.mcp_config import URL_PASSWORD, McpServer
 from tiny_cli.tools.mcp_hosts import literal_secrets
@@ -534,12 +535,5 @@ def _failure(exc: BaseException | None, redact: Callable[[str], str]) -> str:
         exc = exc.exceptions[0]
     if exc is None or isinstance(exc, asyncio.CancelledError):
         return ""
-    text = _cut(" ".join(redact(str(exc)).split()))
+    text = cut_at_word(" ".join(redact(str(exc)).split()), STDERR_CHARS)  # no URL cut in two
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _cut(text: str) -> str:
-    """`text` cut to STDERR_CHARS at a space where it is longer (no word, or URL, cut in two)."""
-    if len(text) <= STDERR_CHARS:
-        return text
-    return text[:STDERR_CHARS].rsplit(" ", 1)[0] + " …"
