@@ -188,22 +188,22 @@ class Settings:
     def with_flags(self, *, from_cli: bool = False, **flags: Any) -> Settings:
         """Return a copy where every flag that was given (not None) wins.
 
-        A setting given here is said, where an error names its source, as its keyword
-        (`cards_dir`), or as its flag (`--cards`) when `from_cli` (the command line's own call).
+        An error names a setting given here by its keyword
+        (`cards_dir`), or by its flag (`--cards`) when `from_cli` (the command line's own call).
 
         `allow_hosts` takes an iterable of "host[:port]" entries (repeated --allow-host);
         given, it replaces TINY_ALLOW_HOSTS, as every flag replaces its variable. A folder
         (`home`, `cards_dir`, `docs_dir`) may be a str or a Path; a name that is no setting,
         or a value of the wrong kind (`wall_scale="3"`), is a ConfigError naming it.
         """
-        said = {k: FLAG_NAMES.get(k, k) if from_cli else k for k in flags}
-        given = _flag_values(self, flags, said)
+        shown_as = {k: FLAG_NAMES.get(k, k) if from_cli else k for k in flags}
+        given = _flag_values(self, flags, shown_as)
         for name, (flag, check) in FLAG_CHECKS.items():
             if name in given:
                 given[name] = check(flag, given[name])
         if "allow_hosts" in given:
-            given["allow_hosts"] = host_list(said["allow_hosts"], given["allow_hosts"])
-        flagged = {k: said[k] for k in given if k in SOURCES}
+            given["allow_hosts"] = host_list(shown_as["allow_hosts"], given["allow_hosts"])
+        flagged = {k: shown_as[k] for k in given if k in SOURCES}
         if flagged:
             given["origins"] = tuple({**dict(self.origins), **flagged}.items())
         return replace(self, **given)
@@ -228,9 +228,11 @@ FLAG_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
 ENTRY_KINDS: dict[str, type] = {"allow_hosts": str, "tracing": str, "origins": tuple}
 
 
-def _flag_values(settings: Settings, flags: dict[str, Any], said: dict[str, str]) -> dict[str, Any]:
+def _flag_values(
+    settings: Settings, flags: dict[str, Any], shown_as: dict[str, str]
+) -> dict[str, Any]:
     """The flags given (not None), each path as its setting holds it; a non-setting, or text
-    no log can hold or of blanks only, refused (named as `said`)."""
+    no log can hold or of blanks only, refused (named as `shown_as`)."""
     # refused here: dataclasses.replace would raise a bare TypeError
     known = list(vars(settings))
     unknown = sorted(set(flags) - set(known))
@@ -240,7 +242,7 @@ def _flag_values(settings: Settings, flags: dict[str, Any], said: dict[str, str]
         raise ConfigError(f"with_flags: no setting {unknown[0]!r}{hint}", field=unknown[0])
     given = {k: v for k, v in flags.items() if v is not None}
     for name, value in given.items():  # FLAG_CHECKS' own checks say a blank value better
-        _flag_text(said[name], value, blank=name not in FLAG_CHECKS)
+        _flag_text(shown_as[name], value, blank=name not in FLAG_CHECKS)
     for name in (*PATH_SETTINGS, *TEXT_PATH_SETTINGS):
         if name in given:
             given[name] = _path_flag(name, given[name])
@@ -249,16 +251,16 @@ def _flag_values(settings: Settings, flags: dict[str, Any], said: dict[str, str]
     return given
 
 
-def _flag_text(said: str, value: Any, blank: bool) -> None:
+def _flag_text(shown_as: str, value: Any, blank: bool) -> None:
     """Refuse a flag's text holding a byte that is not UTF-8 (no log or request carries it),
     or, if `blank`, of blanks only, or entries that all are: it would override the variable
     or the project file with nothing."""
     many = isinstance(value, list | tuple | set | frozenset)
     texts = [os.fsdecode(t) for t in (value if many else [value]) if isinstance(t, str | Path)]
     if any(half_pair(t) for t in texts):
-        raise ConfigError(f"{said}: {NOT_UTF8}; give it again in UTF-8", field=said)
+        raise ConfigError(f"{shown_as}: {NOT_UTF8}; give it again in UTF-8", field=shown_as)
     if blank and texts and all(not t.strip() for t in texts):
-        raise ConfigError(f"{said}: blank; give a value or leave it out", field=said)
+        raise ConfigError(f"{shown_as}: blank; give a value or leave it out", field=shown_as)
 
 
 def _flag_kind(name: str, value: Any) -> None:

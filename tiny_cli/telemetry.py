@@ -151,8 +151,8 @@ class Tracing:
         try:
             yield
         except BaseException as exc:
-            said = str(exc) if self.content else ""  # may quote a task, as Aborted's may
-            span.set_status(StatusCode.ERROR, self.scrub.text(said or type(exc).__name__))
+            error_text = str(exc) if self.content else ""  # may quote a task, as Aborted's may
+            span.set_status(StatusCode.ERROR, self.scrub.text(error_text or type(exc).__name__))
             raise
         finally:
             self.parent = outer
@@ -230,7 +230,7 @@ class _RunTrace:
         if not (self.t.content and (e.content or e.tool_calls)):
             span.end()
             return
-        self.asking = span, time.time_ns(), _said(e, self.text)
+        self.asking = span, time.time_ns(), _output_message(e, self.text)
         if not e.tool_calls:  # no call to wait for
             self._end_asking()
 
@@ -422,7 +422,7 @@ def _input_content(
     }
 
 
-def _said(e: ModelReplied, text: Callable[[str], str]) -> dict[str, Any]:
+def _output_message(e: ModelReplied, text: Callable[[str], str]) -> dict[str, Any]:
     """The model's answer as the conventions' output message; its tool calls join it later."""
     parts = [{"type": "text", "content": text(e.content)}] if e.content else []
     return {"role": "assistant", "parts": parts, "finish_reason": e.finish_reason or ""}
@@ -430,20 +430,20 @@ def _said(e: ModelReplied, text: Callable[[str], str]) -> dict[str, Any]:
 
 def _call_part(e: ToolCalled, text: Callable[[str], str]) -> dict[str, Any]:
     """A tool call as the conventions' tool_call part: its arguments an object when JSON."""
-    said = text(e.arguments)  # scrubbed first: `[redacted]` keeps the JSON whole
+    arguments = text(e.arguments)  # scrubbed first: `[redacted]` keeps the JSON whole
     return {
         "type": "tool_call",
         "id": text(e.call_id),
         "name": text(e.name),
-        "arguments": _json(said),
+        "arguments": _json(arguments),
     }
 
 
-def _json(said: str) -> Any:
+def _json(arguments: str) -> Any:
     try:
-        return json.loads(said)
+        return json.loads(arguments)
     except ValueError:
-        return said  # as the model wrote them (the call fails as bad_arguments)
+        return arguments  # as the model wrote them (the call fails as bad_arguments)
 
 
 def _ghost(run: _RunTrace, e: GhostCall) -> None:

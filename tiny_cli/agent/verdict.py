@@ -212,18 +212,18 @@ def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
     unwritten = [c.name for c in meter.calls if c.outcome in _NOT_RUN]
     if not unwritten:
         return claim
-    added: tuple[str, ...] = (
+    not_run: tuple[str, ...] = (
         f"{len(unwritten)} write call(s) not approved, so not run: {', '.join(unwritten)}",
     )
     if claim.status not in ("ok", "partial"):
-        return replace(claim, notes=claim.notes + added)
+        return replace(claim, notes=claim.notes + not_run)
     if claim.reason:
-        added += (f"also: {claim.reason}",)
+        not_run += (f"also: {claim.reason}",)
     if _wrote(meter):
-        return replace(claim, status="partial", reason=WRITE_DECLINED, notes=claim.notes + added)
+        return replace(claim, status="partial", reason=WRITE_DECLINED, notes=claim.notes + not_run)
     shown = _nothing_written(claim) if claim.status == "ok" else claim
     return replace(
-        shown, status="needs_confirmation", reason=WRITE_DECLINED, notes=shown.notes + added
+        shown, status="needs_confirmation", reason=WRITE_DECLINED, notes=shown.notes + not_run
     )
 
 

@@ -336,7 +336,7 @@ def _budget(state: _RunState, now: float) -> str:
     parts = [f"tool calls {state.calls}/{state.max_calls}"]
     if state.remaining is not None:
         left = max(0.0, state.remaining - (now - state.remaining_at))
-        # one rounding for both: a re-routed card's wall is what the first left, 44.9864 s
+        # one rounding for both: a re-routed card's wall is what the first card left, not whole
         places = 0 if state.wall >= 10 else 1
         parts.append(f"{left:.{places}f} s of {state.wall:.{places}f} s left")
     if state.ghosts:

@@ -199,8 +199,8 @@ def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
-        said = exc.msg.removesuffix(" at")  # "Unterminated string starting at"
-        raise ConfigError(f"{path}:{n}: not JSON: {said} at column {exc.colno}") from None
+        reason = exc.msg.removesuffix(" at")  # "Unterminated string starting at"
+        raise ConfigError(f"{path}:{n}: not JSON: {reason} at column {exc.colno}") from None
     except RecursionError:
         raise ConfigError(f"{path}:{n}: JSON nested too deeply") from None
     except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits)
