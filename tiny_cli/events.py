@@ -49,6 +49,7 @@ class ModelReplied:
     content: str | None
     tool_calls: int  # native tool calls in the reply
     finish_reason: str | None = None  # as the server said it ("stop", "tool_calls", "length")
+    calls: tuple[tuple[str, str, str], ...] = ()  # those calls: (id, name, arguments as sent)
 
 
 @dataclass(frozen=True)

@@ -176,9 +176,6 @@ class _RunTrace:
         self.chat: Span | None = None
         self.tool: Span | None = None
         self.model, self.max_tokens, self.opened = "", 0, False
-        # with capture on, a chat whose reply asks for tools: its span, end time and output
-        # message, ended once the calls (ToolCalled: ModelReplied only counts them) are known
-        self.asking: tuple[Span, int, dict[str, Any]] | None = None
 
     def __call__(self, event: Event) -> None:
         """Turn one event into span starts, ends, attributes and events."""
@@ -204,7 +201,6 @@ class _RunTrace:
 
     def turn_started(self, e: TurnStarted) -> None:
         """Open a model request's span."""
-        self._end_asking()
         if self.agent is None:
             return
         attributes = {
@@ -226,13 +222,11 @@ class _RunTrace:
         self.chat.set_attributes({INPUT_TOKENS: e.tokens_in, OUTPUT_TOKENS: e.tokens_out})
         if e.finish_reason:
             self.chat.set_attribute("gen_ai.response.finish_reasons", [e.finish_reason])
-        span, self.chat = self.chat, None
-        if not (self.t.content and (e.content or e.tool_calls)):
-            span.end()
-            return
-        self.asking = span, time.time_ns(), _output_message(e, self.text)
-        if not e.tool_calls:  # no call to wait for
-            self._end_asking()
+        if self.t.content and (e.content or e.calls):
+            message = json.dumps([_output_message(e, self.text)], ensure_ascii=False)
+            self.chat.set_attribute("gen_ai.output.messages", message)
+        self.chat.end()
+        self.chat = None
 
     def tool_called(self, e: ToolCalled) -> None:
         """Open a tool call's span."""
@@ -248,8 +242,6 @@ class _RunTrace:
         }
         if self.t.content:
             attributes["gen_ai.tool.call.arguments"] = self.text(e.arguments)
-        if self.asking is not None:
-            self.asking[2]["parts"].append(_call_part(e, self.text))
         self.tool = self._start(f"execute_tool {name}", self._under(self.agent), attributes)
 
     def tool_finished(self, e: ToolFinished) -> None:
@@ -303,7 +295,6 @@ class _RunTrace:
 
     def abandon(self, kind: str = "unfinished", description: str = UNFINISHED) -> None:
         """End every open span of the run as an error (by default: a run cut short, Ctrl-C)."""
-        self._end_asking()  # its request was answered
         for span in (self.tool, self.chat, self.agent, self.task):
             if span is not None:
                 _failed(span, kind, description)
@@ -311,7 +302,6 @@ class _RunTrace:
         self.tool = self.chat = self.agent = self.task = None
 
     def _end_agent(self, digest: Digest | None) -> None:
-        self._end_asking()
         for span in (self.tool, self.chat):  # left open by an error, e.g. a provider's
             if span is not None:
                 if digest is not None:
@@ -323,15 +313,6 @@ class _RunTrace:
         elif self.agent is not None:
             self.agent.end()
         self.agent = None
-
-    def _end_asking(self) -> None:
-        """End the chat span held for its reply's tool calls, with its output message, at the
-        time the reply came."""
-        if self.asking is not None:
-            span, ended, message = self.asking
-            span.set_attribute("gen_ai.output.messages", json.dumps([message], ensure_ascii=False))
-            span.end(end_time=ended)
-            self.asking = None
 
     def _under(self, span: Span) -> Context:
         return set_span_in_context(span, self.parent)
@@ -423,19 +404,21 @@ def _input_content(
 
 
 def _output_message(e: ModelReplied, text: Callable[[str], str]) -> dict[str, Any]:
-    """The model's answer as the conventions' output message; its tool calls join it later."""
+    """The model's answer as the conventions' output message: its text, and its tool calls."""
     parts = [{"type": "text", "content": text(e.content)}] if e.content else []
+    parts += [_call_part(call, text) for call in e.calls]
     return {"role": "assistant", "parts": parts, "finish_reason": e.finish_reason or ""}
 
 
-def _call_part(e: ToolCalled, text: Callable[[str], str]) -> dict[str, Any]:
+def _call_part(call: tuple[str, str, str], text: Callable[[str], str]) -> dict[str, Any]:
     """A tool call as the conventions' tool_call part: its arguments an object when JSON."""
-    arguments = text(e.arguments)  # scrubbed first: `[redacted]` keeps the JSON whole
+    call_id, name, arguments = call
+    scrubbed = text(arguments)  # scrubbed first: `[redacted]` keeps the JSON whole
     return {
         "type": "tool_call",
-        "id": text(e.call_id),
-        "name": text(e.name),
-        "arguments": _json(arguments),
+        "id": text(call_id),
+        "name": text(name),
+        "arguments": _json(scrubbed),
     }
 
 

@@ -482,7 +482,8 @@ class _Run:
         meter.turns, meter.tokens_in = meter.turns + 1, meter.tokens_in + reply.tokens_in
         meter.tokens_out += reply.tokens_out
         seconds = meter.clock() - asked
-        replied = reply.content, len(reply.tool_calls), reply.finish_reason
+        calls = tuple((c.id, c.name, c.arguments) for c in reply.tool_calls)
+        replied = reply.content, len(calls), reply.finish_reason, calls
         self.observer(ModelReplied(turn, reply.tokens_in, reply.tokens_out, seconds, *replied))
         return reply
 
