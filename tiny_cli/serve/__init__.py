@@ -237,8 +237,11 @@ class _Server(MCPServer):
         if name in self._schemas:
             _check_arguments(name, self._schemas[name], arguments)
             # JSON Schema reads 1e20 and 3.0 as integers, pydantic not 1e20 (it dumps): pass on
-            # the integer the check read
-            arguments = {k: _whole(v) for k, v in arguments.items()}
+            # the integer the check read, where the schema asks for one
+            takes = self._schemas[name].get("properties", {})
+            arguments = {
+                k: _whole(v) if _integer(takes.get(k)) else v for k, v in arguments.items()
+            }
         return await super().call_tool(name, arguments, context)
 
 
@@ -266,6 +269,13 @@ def _check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[st
     else:
         why = f"does not fit its schema ({error.validator})"
     raise ToolError(f"tiny: error: {printable(where)}: {why}")  # as a Brief's problem says
+
+
+def _integer(schema: Any) -> bool:
+    """Whether an argument's schema asks for an integer (an optional one's `anyOf` too)."""
+    if not isinstance(schema, Mapping):
+        return False
+    return schema.get("type") == "integer" or any(map(_integer, schema.get("anyOf", ())))
 
 
 def _whole(value: Any) -> Any:
