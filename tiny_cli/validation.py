@@ -10,9 +10,9 @@ from typing import Any
 
 import yaml
 
-from tiny_cli.cards.card import Card, Problem, shown_path
+from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.index import cards_by_folder
-from tiny_cli.cards.load import NO_MCP_FILE, check_cards, field_line
+from tiny_cli.cards.load import NO_MCP_FILE, check_cards, duplicate_id, field_line
 from tiny_cli.cards.markdown import Frontmatter, split_markdown
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, line_of_example
@@ -121,11 +121,8 @@ def _folder_clashes(
 
 def _clash(card: Card, other: Card) -> Problem:
     """`card`'s id is `other`'s too: `tiny route` would refuse the folder."""
-    (mine, line), (theirs, at) = [
-        (str(c.path), field_line(c.path, ("id",)) if c.path else None) for c in (card, other)
-    ]
-    message = f"duplicate id {card.id!r} (also used in {shown_path(theirs)}:{at})"
-    return Problem(mine, line, "id", message)
+    mine, theirs = [(c.path, field_line(c.path, ("id",))) for c in (card, other) if c.path]
+    return duplicate_id(card.id, mine, theirs)
 
 
 def _mcp(settings: Settings) -> tuple[McpConfig | None, list[Problem]]:

@@ -191,9 +191,7 @@ def check_cards(
         if card is None:
             continue
         if (path.parent, card.id) in seen:
-            file, line = seen[path.parent, card.id]
-            message = f"duplicate id {card.id!r} (already used in {shown_path(str(file))}:{line})"
-            problems.append(Problem(str(path), id_line, "id", message))
+            problems.append(duplicate_id(card.id, (path, id_line), seen[path.parent, card.id]))
             continue
         seen[path.parent, card.id] = (path, id_line)
         cards.append(card)
@@ -201,6 +199,14 @@ def check_cards(
     for group in cards_by_folder(cards).values():
         problems += _declared_twice(group) + _wire_clashes(group, known_tools)
     return cards, problems
+
+
+def duplicate_id(
+    card_id: str, where: tuple[Path, int | None], first: tuple[Path, int | None]
+) -> Problem:
+    """The problem of a card (`where`: file, line) whose id a card `first` has: a route refuses."""
+    message = f"duplicate id {card_id!r} (already used in {shown_path(str(first[0]))}:{first[1]})"
+    return Problem(str(where[0]), where[1], "id", message)
 
 
 def _indexed(
