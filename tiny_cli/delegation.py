@@ -18,13 +18,14 @@ from tiny_cli.digest import Attempt, Brief, Digest, Routing
 from tiny_cli.errors import ConfigError, ProviderError
 from tiny_cli.events import Ended, Event, Finished, Observer, Routed, finish, ignore
 from tiny_cli.provider.client import CONFIG_STATUSES, Provider
+from tiny_cli.session import Entry, RouteBook, decision_entry
 from tiny_cli.settings import model_for
-from tiny_cli.text import wrong_kind
+from tiny_cli.text import decimals_apart, wrong_kind
 from tiny_cli.tools.artifacts import Artifact, ArtifactStore
 from tiny_cli.workspace import Workspace
 
 if TYPE_CHECKING:  # numpy comes with the router; `invoke` never routes
-    from tiny_cli.routing.router import Candidate, Decision, Router
+    from tiny_cli.routing.router import Decision, Router
 
 # A re-route after a refusal runs the next card only when what is left of the first card's
 # budget holds at least this share of each of the next card's own limits (wall seconds,
@@ -42,6 +43,7 @@ def delegate(
     clock: Clock = time.monotonic,
     observer: Observer = ignore,
     artifacts: ArtifactStore | None = None,
+    routes: RouteBook | None = None,
 ) -> Digest:
     """Route the Brief's goal; abstain, or run the card with every write call put to `approve`.
 
@@ -51,28 +53,28 @@ def delegate(
     card's budget (see `_second_try`); the Digest names both attempts. `observer` sees every
     run's events and one `Finished`, the final Digest's, which carries the routing decision,
     an abstain included. Long tool results are kept in `artifacts` (see `run_card`).
+    `routes` (a RouteBook over the session's exchanges) keeps the decision in a recording's
+    header, keyed by the goal; replaying one, the recorded decision for the goal is used and
+    the router is never asked: the same card, and re-route, on any machine and embedder.
     """
     _check_call(ws, brief, provider, approve, clock, observer, artifacts)
     if not callable(getattr(router, "route", None)):
         raise wrong_kind("router", "a Router (tiny_cli.build_router)", router)
+    if routes is not None and not isinstance(routes, RouteBook):
+        raise wrong_kind("routes", "a RouteBook (tiny_cli.session.RouteBook) or None", routes)
     asked = clock()
-    decision = router.route(brief.goal)
+    decision = _decided(ws, router, brief.goal, routes if routes is not None else RouteBook(None))
     observer(_routed(decision, clock() - asked))
-    routing = Routing(decision.decision, decision.agent_id, round(decision.score, 4))
-    if decision.agent_id is None:
-        n = decision.decimals(3)
-        best = f"best score {decision.score:.{n}f} < threshold {decision.threshold:.{n}f}"
-        reason = (
-            "taught out of scope (learned.jsonl beside the cards)"
-            if decision.taught
-            else f"no card fits: {best}"
-        )
+    agent = decision["agent"]
+    routing = Routing("route" if agent else "abstain", agent, round(decision["score"], 4))
+    if agent is None:
+        reason = _abstain_reason(decision)
         return finish(observer, Digest(None, "abstain", reason=reason, routing=routing))
     task = _Task(ws, brief, provider, approve, clock, artifacts)
     held = _FinishedHeldBack(observer)
     started = clock()
-    first = task.run(decision.agent_id, routing, held)
-    left = left_after(task.budget(decision.agent_id), first.cost, clock() - started)
+    first = task.run(agent, routing, held)
+    left = left_after(task.budget(agent), first.cost, clock() - started)
     after = next_candidate(decision) if first.status == "refused" else None
     if after is None:  # the card's own end is the task's: its Digest was finished by its run
         held.release()
@@ -81,20 +83,45 @@ def delegate(
     return finish(observer, digest, messages)
 
 
-def _routed(decision: Decision, seconds: float) -> Routed:
+def _decided(ws: Workspace, router: Router, goal: str, book: RouteBook) -> Entry:
+    """The replayed recording's decision for `goal`, else the router's; kept in the header now,
+    so a run that fails later still replays as it was routed."""
+    decision = book.get(goal, ws.cards) or book.keep(goal, _entry(router.route(goal)))
+    book.save()
+    return {"score": 0.0, "threshold": 0.0, **decision}  # as the bench reads a header's
+
+
+def _entry(d: Decision) -> Entry:
+    """A decision as a recording keeps it: the bench's shape, plus whether it was taught."""
+    taught = getattr(d, "taught", False)  # a stand-in router's decision need not say
+    more = {"score": float(d.score), "threshold": float(d.threshold), "taught": taught}
+    return decision_entry(d.agent_id, d.candidates, **more)
+
+
+def _abstain_reason(decision: Entry) -> str:
+    """Why nobody took the task: it was taught out of scope, or the best score is too low."""
+    if decision.get("taught") is True:
+        return "taught out of scope (learned.jsonl beside the cards)"
+    score, threshold = decision["score"], decision["threshold"]
+    n = decimals_apart(score, threshold, 3)
+    return f"no card fits: best score {score:.{n}f} < threshold {threshold:.{n}f}"
+
+
+def _routed(decision: Entry, seconds: float) -> Routed:
     """The routing decision as an event: what was chosen, how sure, among which cards."""
-    ids = tuple(c.agent_id for c in decision.candidates)
-    scores = tuple(float(c.score) for c in decision.candidates)
+    agent = decision["agent"]
+    ids = tuple(c[0] for c in decision["candidates"])
+    scores = tuple(float(c[1]) for c in decision["candidates"])
     return Routed(
-        decision.decision, decision.agent_id, decision.score, decision.threshold, ids, seconds,
-        scores,
+        "route" if agent else "abstain", agent, decision["score"], decision["threshold"], ids,
+        seconds, scores,
     )  # fmt: skip
 
 
-def next_candidate(decision: Decision) -> Candidate | None:
-    """Return the best other card whose score reaches the threshold (None when there is none)."""
-    others = [c for c in decision.candidates if c.agent_id != decision.agent_id]
-    return others[0] if others and others[0].score >= decision.threshold else None
+def next_candidate(decision: Entry) -> tuple[str, float] | None:
+    """Return the best other card and its score when it reaches the threshold (else None)."""
+    others = [(c[0], c[1]) for c in decision["candidates"] if c[0] != decision["agent"]]
+    return others[0] if others and others[0][1] >= decision["threshold"] else None
 
 
 def run_card(
@@ -256,7 +283,7 @@ def _second_try(
     task: _Task,
     first: Digest,
     messages: tuple[Mapping[str, Any], ...],
-    after: Candidate,
+    after: tuple[str, float],
     left: Budget,
     observer: Observer,
 ) -> tuple[Digest, tuple[Mapping[str, Any], ...]]:
@@ -268,23 +295,24 @@ def _second_try(
     Tried: its Digest (a second refusal included) names the first attempt; the transcripts
     follow one another.
     """
-    why_not = _why_not(task, first, after.agent_id, left)
+    card_id, score = after
+    why_not = _why_not(task, first, card_id, left)
     if why_not is not None:
-        note = f"not re-routed to {after.agent_id} after the refusal: {why_not}"
+        note = f"not re-routed to {card_id} after the refusal: {why_not}"
         noted = replace(first, notes_for_caller=(*first.notes_for_caller, note))
         return noted, messages
     held = _FinishedHeldBack(observer)
-    routing = Routing("route", after.agent_id, round(after.score, 4), first.agent_id)
+    routing = Routing("route", card_id, round(score, 4), first.agent_id)
     try:
-        second = task.run(after.agent_id, routing, held, cap=left)
+        second = task.run(card_id, routing, held, cap=left)
     except ProviderError as exc:  # the next card's model cannot be asked (a 404 for its model)
         if exc.status not in CONFIG_STATUSES or not first.calls:
             raise  # nothing done yet: the caller's to fix
         # the first attempt's tools ran: its Digest says what they did, as a run's would
-        note = f"not re-routed to {after.agent_id} after the refusal: {exc}"
+        note = f"not re-routed to {card_id} after the refusal: {exc}"
         return replace(first, notes_for_caller=(*first.notes_for_caller, note)), messages
-    score = first.routing.score if first.routing is not None else None
-    return _with_attempt(first, score, second), (*messages, *held.messages)
+    first_score = first.routing.score if first.routing is not None else None
+    return _with_attempt(first, first_score, second), (*messages, *held.messages)
 
 
 def _why_not(task: _Task, first: Digest, card_id: str, left: Budget) -> str | None:

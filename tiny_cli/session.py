@@ -2,7 +2,9 @@
 
 A session holds where model answers come from (live, recorded or replayed), who observes each
 run (the run log, plus what the face adds, such as the live view) and the artifact store; the
-run log and the artifact store share one secret scrubber (tiny_cli.secrets).
+run log and the artifact store share one secret scrubber (tiny_cli.secrets). `RouteBook` keeps
+the routing decisions a bench or a delegate used in its recording's header: a replay routes as
+recorded, never again (an embedding's last digits differ from one CPU to another).
 `tiny invoke`, `tiny delegate`, `tiny bench` and `tiny serve` all open one; the Brief a face
 builds from its options comes from `tiny_cli.digest.make_brief`.
 """
@@ -11,18 +13,18 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from tiny_cli.digest import Digest
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, fan_out
 from tiny_cli.provider.client import Provider
 from tiny_cli.provider.factory import Replays, endpoint_host, open_exchanges
-from tiny_cli.provider.replay import ExchangeSource
+from tiny_cli.provider.replay import ExchangeSource, Replayer
 from tiny_cli.runs.log import RunLog
 from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.settings import Settings, check_tracing
@@ -32,7 +34,16 @@ from tiny_cli.tools.artifacts import ArtifactStore
 if TYPE_CHECKING:
     from tiny_cli.telemetry import Tracing
 
-__all__ = ["Observe", "ObserverFor", "Session", "open_session", "write_question"]
+__all__ = [
+    "Entry",
+    "Observe",
+    "ObserverFor",
+    "RouteBook",
+    "Session",
+    "decision_entry",
+    "open_session",
+    "write_question",
+]
 
 ObserverFor = Callable[[str], Observer]
 """The observer of one run, given its label (e.g. `invoke`, `onboarding/tiny/0`)."""
@@ -81,6 +92,80 @@ class Session:
     def provider(self, run: str) -> Provider:
         """Return the provider for one run (a recording labels its exchanges with `run`)."""
         return self.exchanges.for_run(run)
+
+
+# --- routing decisions, kept in a recording's header ---------------------------------------
+
+Entry = dict[str, Any]  # one routing decision: {"agent": id | None, "candidates": [[id, score]]}
+
+
+class RouteBook:
+    """The routing decisions of one command (a bench, a delegate): from its recording on
+    replay, kept for a recording, keyed by what was routed (a bench's task id, a goal)."""
+
+    def __init__(self, exchanges: ExchangeSource | None) -> None:
+        recorded = exchanges.recorded("routes") if exchanges is not None else None
+        self._recorded: Mapping[str, Entry] = recorded if isinstance(recorded, dict) else {}
+        self._exchanges = exchanges
+        self._made: dict[str, Entry] = {}
+
+    def get(self, key: str, cards: Collection[str]) -> Entry | None:
+        """The recorded decision for `key`, kept again for this run's recording.
+
+        None when there is none, or it is not one (a header edited by hand), or it names a
+        card not among `cards` (the cards changed since): that task routes live.
+        """
+        entry = self._recorded.get(key)
+        if not _usable(entry, cards):
+            return None
+        self._made[key] = entry
+        return entry
+
+    def keep(self, key: str, entry: Entry) -> Entry:
+        """Keep a decision made live."""
+        self._made[key] = entry
+        return entry
+
+    def save(self) -> None:
+        """Note the decisions in the recording's header (if this run writes one)."""
+        if self._exchanges is not None:
+            self._exchanges.note("routes", dict(sorted(self._made.items())))
+
+    def first_exchange(self, run: str) -> dict[str, Any] | None:
+        """The replayed recording's first exchange of `run`: the evidence of what it offered."""
+        return self._exchanges.first_exchange(run) if self._exchanges is not None else None
+
+    def replaying(self, arm: str) -> bool:
+        """Whether this replays a recording whose runs include arm `arm`'s."""
+        runs = self._exchanges.runs() if isinstance(self._exchanges, Replayer) else ()
+        return any(f"/{arm}/" in run for run in runs)
+
+
+def _usable(entry: Any, cards: Collection[str]) -> TypeGuard[Entry]:
+    """Whether `entry` is a routing decision among `cards`: agent, [id, score] candidates."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("candidates"), list):
+        return False
+    pairs = entry["candidates"]
+    named = [entry.get("agent"), *(c[0] if isinstance(c, list) and c else None for c in pairs)]
+    numbers = [entry.get(k, 0.0) for k in ("score", "threshold")] + [
+        c[1] if isinstance(c, list) and len(c) == 2 else None for c in pairs
+    ]
+    return (
+        bool(pairs)
+        and all(n is None or n in cards for n in named[:1])
+        and all(isinstance(n, str) and n in cards for n in named[1:])
+        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in numbers)
+        and isinstance(entry.get("clear", False), bool)
+    )
+
+
+def decision_entry(agent: str | None, candidates: Sequence[Any], **more: Any) -> Entry:
+    """One routing decision as kept: the chosen card (None: abstain) and the candidates."""
+    return {
+        "agent": agent,
+        "candidates": [[c.agent_id, float(c.score)] for c in candidates],
+        **more,
+    }
 
 
 def write_question(

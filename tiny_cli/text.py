@@ -26,6 +26,7 @@ __all__ = [
     "MAX_GOAL_CHARS",
     "check_task",
     "cut_at_word",
+    "decimals_apart",
     "endpoint",
     "half_pair",
     "kind_of",
@@ -127,6 +128,21 @@ def said_whole(value: Any) -> bool:
 def write_call(tool: str, arguments: Mapping[str, Any]) -> str:
     """Return `tool {json arguments}` as plain text with no terminal control characters."""
     return printable(f"{tool} {text_of(dict(arguments))}")
+
+
+def decimals_apart(score: float, threshold: float, least: int) -> int:
+    """The fewest decimals, at least `least`, that show `score` and `threshold` apart (unless
+    they are equal): a score printed as the threshold never abstains."""
+    places = least
+    # ends: two distinct finite floats differ within 1,074 decimals; nan prints "nan"
+    while score != threshold and _alike(score, threshold, places):
+        places += 1
+    return places
+
+
+def _alike(score: float, threshold: float, places: int) -> bool:
+    """Tell whether `score` and `threshold` print the same at `places` decimals."""
+    return f"{score:.{places}f}" == f"{threshold:.{places}f}"
 
 
 def cut_at_word(text: str, limit: int) -> str:

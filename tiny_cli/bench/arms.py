@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from tiny_cli.agent.loop import approve_writes, fresh_context, invoke
-from tiny_cli.bench.making import Entry, RouteBook, decision_entry
 from tiny_cli.bench.tasks import BenchTask
 from tiny_cli.cards.card import Budget, Card, SideEffects
 from tiny_cli.digest import Brief, Digest, Routing, estimate_tokens, make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, finish
 from tiny_cli.provider.replay import ExchangeSource, Volatile
-from tiny_cli.routing.router import Decision, decimals_apart
-from tiny_cli.session import Observe
+from tiny_cli.routing.router import Decision
+from tiny_cli.session import Entry, Observe, RouteBook, decision_entry
 from tiny_cli.settings import Settings, model_for
+from tiny_cli.text import decimals_apart
 from tiny_cli.tools.artifacts import ArtifactStore
 from tiny_cli.tools.builtin import CRM_FILENAME, CrmStore, builtin_entries
 from tiny_cli.tools.registry import Registry

@@ -17,28 +17,26 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeGuard, get_args
+from typing import Any, Literal, get_args
 
 from tiny_cli.cards.load import Card
 from tiny_cli.errors import ConfigError
-from tiny_cli.provider.replay import ExchangeSource, Replayer
+from tiny_cli.provider.replay import ExchangeSource
 from tiny_cli.routing.examples_file import LEARNED_FILENAME
 from tiny_cli.routing.factory import learned_file
+from tiny_cli.session import Entry, RouteBook
 from tiny_cli.text import kind_of, printable
 from tiny_cli.workspace import Workspace
 
 __all__ = [
-    "Entry",
     "Place",
     "Prompt",
-    "RouteBook",
     "arm_flag",
     "as_offered",
     "cards_offering",
     "changed_since",
-    "decision_entry",
     "digests",
     "note_making",
     "offered_tools",
@@ -65,76 +63,6 @@ RECORDED_CHOICES: dict[str, tuple[str, ...]] = {
 }
 SHOWN_CHANGES = 3  # cards named in the one line that says what changed; the rest counted
 TOOLS_LINE = re.compile(r"Tools you can call: (.*?)\. No other tool exists")
-
-Entry = dict[str, Any]  # one routing decision: {"agent": id | None, "candidates": [[id, score]]}
-
-
-class RouteBook:
-    """The routing decisions of one bench: from its recording on replay, kept for a recording."""
-
-    def __init__(self, exchanges: ExchangeSource | None) -> None:
-        recorded = exchanges.recorded("routes") if exchanges is not None else None
-        self._recorded: Mapping[str, Entry] = recorded if isinstance(recorded, dict) else {}
-        self._exchanges = exchanges
-        self._made: dict[str, Entry] = {}
-
-    def get(self, key: str, cards: Collection[str]) -> Entry | None:
-        """The recorded decision for `key`, kept again for this run's recording.
-
-        None when there is none, or it is not one (a header edited by hand), or it names a
-        card not among `cards` (the cards changed since): that task routes live.
-        """
-        entry = self._recorded.get(key)
-        if not _usable(entry, cards):
-            return None
-        self._made[key] = entry
-        return entry
-
-    def keep(self, key: str, entry: Entry) -> Entry:
-        """Keep a decision made live."""
-        self._made[key] = entry
-        return entry
-
-    def save(self) -> None:
-        """Note the decisions in the recording's header (if this run writes one)."""
-        if self._exchanges is not None:
-            self._exchanges.note("routes", dict(sorted(self._made.items())))
-
-    def first_exchange(self, run: str) -> dict[str, Any] | None:
-        """The replayed recording's first exchange of `run`: the evidence of what it offered."""
-        return self._exchanges.first_exchange(run) if self._exchanges is not None else None
-
-    def replaying(self, arm: str) -> bool:
-        """Whether this replays a recording whose runs include arm `arm`'s."""
-        runs = self._exchanges.runs() if isinstance(self._exchanges, Replayer) else ()
-        return any(f"/{arm}/" in run for run in runs)
-
-
-def _usable(entry: Any, cards: Collection[str]) -> TypeGuard[Entry]:
-    """Whether `entry` is a routing decision among `cards`: agent, [id, score] candidates."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("candidates"), list):
-        return False
-    pairs = entry["candidates"]
-    named = [entry.get("agent"), *(c[0] if isinstance(c, list) and c else None for c in pairs)]
-    numbers = [entry.get(k, 0.0) for k in ("score", "threshold")] + [
-        c[1] if isinstance(c, list) and len(c) == 2 else None for c in pairs
-    ]
-    return (
-        bool(pairs)
-        and all(n is None or n in cards for n in named[:1])
-        and all(isinstance(n, str) and n in cards for n in named[1:])
-        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in numbers)
-        and isinstance(entry.get("clear", False), bool)
-    )
-
-
-def decision_entry(agent: str | None, candidates: Sequence[Any], **more: Any) -> Entry:
-    """One routing decision as kept: the chosen card (None: abstain) and the candidates."""
-    return {
-        "agent": agent,
-        "candidates": [[c.agent_id, float(c.score)] for c in candidates],
-        **more,
-    }
 
 
 def offered_tools(exchange: Mapping[str, Any]) -> list[str]:

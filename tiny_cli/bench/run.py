@@ -34,7 +34,7 @@ from tiny_cli.bench.arms import (
     route_all,
     run_job,
 )
-from tiny_cli.bench.making import RouteBook, arm_flag, note_making
+from tiny_cli.bench.making import arm_flag, note_making
 from tiny_cli.bench.pages import PageServer
 from tiny_cli.bench.report import BenchReport, summarize
 from tiny_cli.bench.scoring import (
@@ -54,7 +54,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.replay import ExchangeSource, Volatile
 from tiny_cli.routing.router import Decision
-from tiny_cli.session import Observe, Session
+from tiny_cli.session import Observe, RouteBook, Session
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.workspace import Workspace, open_workspace
 

@@ -25,15 +25,7 @@ from typing import Any, Literal
 
 from tiny_cli.agent.loop import invoke, tools_section
 from tiny_cli.bench.arms import generalist
-from tiny_cli.bench.making import (
-    Place,
-    Prompt,
-    RouteBook,
-    arm_flag,
-    as_offered,
-    decision_entry,
-    note_making,
-)
+from tiny_cli.bench.making import Place, Prompt, arm_flag, as_offered, note_making
 from tiny_cli.bench.run import MAX_CONCURRENCY
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
 from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
@@ -46,7 +38,7 @@ from tiny_cli.routing.embed import Embedder
 from tiny_cli.routing.factory import build_router, embedder_for, folder_learned
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.tooltexts import gathered
-from tiny_cli.session import Session
+from tiny_cli.session import RouteBook, Session, decision_entry
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.text import check_task, kind_of, printable
 from tiny_cli.userfiles import jsonl_lines, parse_guarded

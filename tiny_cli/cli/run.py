@@ -67,7 +67,7 @@ from tiny_cli.digest import Brief, Digest, Routing, make_brief
 from tiny_cli.provider.factory import replay_settings
 from tiny_cli.runs.log import Correction, RunLog
 from tiny_cli.secrets import scrubber
-from tiny_cli.session import Session, open_session
+from tiny_cli.session import RouteBook, Session, open_session
 from tiny_cli.settings import Settings
 from tiny_cli.text import printable
 from tiny_cli.workspace import Workspace, open_workspace
@@ -78,6 +78,15 @@ Say = Callable[[str], None]  # print one line for the person (stderr)
 ROUTED = "Right card? [enter] yes · [c] choose another · [a] should have abstained"
 ABSTAINED = "No card took it. Right? [enter] yes · [c] choose a card"
 MAX_CHOICES = 9  # one key each
+# what a replay that left recorded answers unasked ran differently, by command
+BENCH_UNUSED = (
+    "fewer runs (other --repeat, --arm, sizes or sample) or shorter ones (a turn this tiny no "
+    "longer takes, such as a repair) than when it was recorded"
+)
+RUN_UNUSED = (
+    "another card, task or routing than when it was recorded, or a shorter run (a turn this "
+    "tiny no longer takes, such as a repair)"
+)
 
 TaskArg = Annotated[str | None, typer.Argument(help="The task (or the goal in --brief).")]
 AskRouteOpt = Annotated[
@@ -212,7 +221,8 @@ def delegate(
         provider = run.session.provider("delegate")
         digest = run_delegate(run.ws, router, run.brief, provider=provider, approve=run.approve,
                               observer=run.session.observe("delegate", run.brief.goal),
-                              artifacts=run.session.artifacts)  # fmt: skip
+                              artifacts=run.session.artifacts,
+                              routes=RouteBook(run.session.exchanges))  # fmt: skip
         digest = run.session.for_caller(digest)
         settings = run.ws.settings.with_flags(ask_route=ask)
         asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
@@ -227,7 +237,9 @@ def delegate(
 def running(
     command: str, flags: RunFlags, handles: Sequence[str] = (), wanted: str | None = None
 ) -> Iterator[Running]:
-    """Set a run up: settings, workspace (`wanted`: the card it needs), Brief, then the session."""
+    """Set a run up: settings, workspace (`wanted`: the card it needs), Brief, then the session.
+
+    After the run, a replay that left recorded answers unasked says so."""
     settings = flags.options.settings()
 
     ws = open_workspace(settings, wanted=wanted)
@@ -236,6 +248,7 @@ def running(
     with run_session(settings, command, flags.options, live=live, handles=handles) as session:
         approve = _approver(flags.yes, flags.json_out, session.artifacts.scrub.for_caller().text)
         yield Running(ws, the_brief, session, approve)
+    warn_unused(session.exchanges, RUN_UNUSED)  # once the live view is gone: it reads below
 
 
 def show_digest(
@@ -377,15 +390,11 @@ def run_session(
         raise
 
 
-def warn_unused(exchanges: Any) -> None:
-    """Warn when a replay asked for fewer answers than its recording holds."""
+def warn_unused(exchanges: Any, why: str = BENCH_UNUSED) -> None:
+    """Warn when a replay asked for fewer answers than its recording holds; `why` says how."""
     left = exchanges.unused()
     if left:
-        warn(
-            f"the recording holds {left} exchange(s) this replay never asked for: fewer runs "
-            "(other --repeat, --arm, sizes or sample) or shorter ones (a turn this tiny no "
-            "longer takes, such as a repair) than when it was recorded"
-        )
+        warn(f"the recording holds {left} exchange(s) this replay never asked for: {why}")
 
 
 # --- after a human delegate: was it the right card? ---------------------------------------

@@ -36,7 +36,7 @@ from tiny_cli.routing.space import CardSpace, Source, nearest_mean
 from tiny_cli.routing.state import Saved, load_state, save_state, state_key
 from tiny_cli.routing.tooltexts import ToolTexts, tool_named, tool_views
 from tiny_cli.settings import DEFAULT_TOP, PACKAGE_DATA
-from tiny_cli.text import check_task, wrong_kind
+from tiny_cli.text import check_task, decimals_apart, wrong_kind
 
 # The z-score at which 80 % of MetaTool's abstain tasks abstain, on the calibration half of
 # its tasks, the larger of without and with examples (1.47 / 1.39), rounded up to 0.05.
@@ -177,21 +177,6 @@ class Overlap:
 def rounded(value: float, places: int = JSON_DECIMALS) -> float:
     """Round a score for JSON output (four decimals unless told)."""
     return round(float(value), places)
-
-
-def decimals_apart(score: float, threshold: float, least: int) -> int:
-    """The fewest decimals, at least `least`, that show `score` and `threshold` apart (unless
-    they are equal): a score printed as the threshold never abstains."""
-    places = least
-    # ends: two distinct finite floats differ within 1,074 decimals; nan prints "nan"
-    while score != threshold and _alike(score, threshold, places):
-        places += 1
-    return places
-
-
-def _alike(score: float, threshold: float, places: int) -> bool:
-    """Tell whether `score` and `threshold` print the same at `places` decimals."""
-    return f"{score:.{places}f}" == f"{threshold:.{places}f}"
 
 
 class Router:
