@@ -110,12 +110,9 @@ def _abstain_reason(decision: Entry) -> str:
 def _routed(decision: Entry, seconds: float) -> Routed:
     """The routing decision as an event: what was chosen, how sure, among which cards."""
     agent = decision["agent"]
-    ids = tuple(c[0] for c in decision["candidates"])
-    scores = tuple(float(c[1]) for c in decision["candidates"])
-    return Routed(
-        "route" if agent else "abstain", agent, decision["score"], decision["threshold"], ids,
-        seconds, scores,
-    )  # fmt: skip
+    ranked = tuple((str(c[0]), float(c[1])) for c in decision["candidates"])
+    how = "route" if agent else "abstain"
+    return Routed(how, agent, decision["score"], decision["threshold"], ranked, seconds)
 
 
 def next_candidate(decision: Entry) -> tuple[str, float] | None:

@@ -108,7 +108,7 @@ class ArtifactKept:
 class Routed:
     """The concierge chose a card for a delegated task, or abstained (`agent_id` None).
 
-    `candidates` are the ids it ranked, best first, and `scores` theirs; `seconds` is how long
+    `candidates` are the cards it ranked, best first, each (id, score); `seconds` is how long
     routing took.
     """
 
@@ -116,9 +116,8 @@ class Routed:
     agent_id: str | None
     score: float
     threshold: float
-    candidates: tuple[str, ...]
+    candidates: tuple[tuple[str, float], ...]
     seconds: float
-    scores: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -334,7 +334,7 @@ def _route_attributes(e: Routed) -> dict[str, Any]:
         "tiny.route.decision": e.decision,
         "tiny.route.score": e.score,
         "tiny.route.threshold": e.threshold,
-        "tiny.route.candidates": list(e.candidates),
+        "tiny.route.candidates": [agent for agent, _ in e.candidates],
         "tiny.route.chosen": e.agent_id or "",
     }
 

@@ -604,13 +604,9 @@ def routing_of(routed: Routed | None, decided: dict[str, Any] | None) -> dict[st
         "agent_id": routed.agent_id,
         "score": round(routed.score, 4),
     }
-    scores = routed.scores or (None,) * len(routed.candidates)  # a caller's event may have none
     ranked = {
         "threshold": round(routed.threshold, 4),
-        "candidates": [
-            {"agent_id": c, "score": None if s is None else round(s, 4)}
-            for c, s in zip(routed.candidates, scores, strict=True)
-        ],
+        "candidates": [{"agent_id": c, "score": round(s, 4)} for c, s in routed.candidates],
     }
     return {**chosen, **ranked}
 
