@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from tests.test_reroute import REFUSAL, TASK, WEB_OK, reroute_cards
+from tests.test_reroute import REFUSAL, TASK, WEB_OK, Clock, reroute_cards
 from tiny_cli.cli.common import Terminal
 from tiny_cli.cli.live import LiveView
 from tiny_cli.delegation import delegate
@@ -26,7 +26,7 @@ from tiny_cli.provider.client import OpenAIProvider
 from tiny_cli.routing.factory import build_router
 from tiny_cli.runs import RunLog
 from tiny_cli.settings import load_settings
-from tiny_cli.testing import http_error, reply, respond, tool_call
+from tiny_cli.testing import http_error, reply, tool_call
 from tiny_cli.workspace import open_workspace
 
 CRM_TASK = "record the travel policy of customer company Acme in the CRM"
@@ -142,26 +142,9 @@ def test_a_delegate_run_with_no_routing_says_so_truly(home: Path) -> None:
 # --- 4. the live view's budget line after a re-route ------------------------------------------
 
 
-class Clock:
-    """A clock the scripted model moves."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def takes(self, seconds: float, answer: str) -> Any:
-        def answering(request: dict) -> Any:
-            self.now += seconds
-            return reply(answer)
-
-        return respond(answering)
-
-
 def test_the_live_budget_line_rounds_both_numbers_alike(tmp_path, scripted_server) -> None:
     clock = Clock()
-    scripted_server.add(clock.takes(0.0136, json.dumps(REFUSAL)), reply(json.dumps(WEB_OK)))
+    scripted_server.add(clock.after(0.0136, reply(json.dumps(REFUSAL))), reply(json.dumps(WEB_OK)))
     cards = reroute_cards(tmp_path / "cards", "policy-docs", "policy-web")
     env = {"TINY_HOME": str(tmp_path), "TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing"}
     ws = open_workspace(load_settings(env=env))
