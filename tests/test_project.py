@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tiny_cli.errors import ConfigError, ToolError
-from tiny_cli.settings import DEFAULT_MODEL, check_tracing, load_settings, model_for
+from tiny_cli.setting_rules import check_tracing
+from tiny_cli.settings import DEFAULT_MODEL, load_settings, model_for
 from tiny_cli.testing import ScriptedServer, reply, tool_call
 from tiny_cli.workspace import open_workspace
 

@@ -13,7 +13,8 @@ import pytest
 from tiny_cli.errors import ConfigError, ProviderError
 from tiny_cli.provider.client import ChatRequest, OpenAIProvider
 from tiny_cli.secrets import REDACTED, Scrubber
-from tiny_cli.settings import check_tracing, load_settings
+from tiny_cli.setting_rules import check_tracing
+from tiny_cli.settings import load_settings
 from tiny_cli.testing import http_error, reply, tool_call
 
 from .conftest import SEED_CARDS

@@ -27,7 +27,8 @@ from tiny_cli.provider.factory import Replays, endpoint_host, open_exchanges
 from tiny_cli.provider.replay import ExchangeSource, Replayer
 from tiny_cli.runs.log import RunLog
 from tiny_cli.secrets import Scrubber, scrubber
-from tiny_cli.settings import Settings, check_tracing
+from tiny_cli.setting_rules import check_tracing
+from tiny_cli.settings import Settings
 from tiny_cli.text import printable, write_call
 from tiny_cli.tools.artifacts import ArtifactStore
 

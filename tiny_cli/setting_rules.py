@@ -3,6 +3,8 @@ the project file, its error naming where the value came from (and never a secret
 
 `settings` reads the sources and applies these; other modules apply the same rule where a
 value reaches them another way (a provider's key, an allowed host, a recording's temperature).
+The OpenTelemetry variables are held to what the SDK can follow only where a command traces
+(`check_tracing`): a variable set for a whole machine must not break a command that never does.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, cast
 from urllib.parse import parse_qsl, urlsplit
 
@@ -21,7 +23,9 @@ __all__ = [
     "EMBEDDER_NAMES",
     "MAX_TEMPERATURE",
     "MAX_WALL_SCALE",
+    "OTLP_ENDPOINTS",
     "TOOL_MODES",
+    "TRACE_EXPORTERS",
     "ToolMode",
     "check_api_key",
     "check_base_url",
@@ -30,6 +34,7 @@ __all__ = [
     "check_temperature",
     "check_threshold",
     "check_tool_mode",
+    "check_tracing",
     "check_wall_scale",
     "credential_param",
     "host_list",
@@ -244,3 +249,105 @@ def secret_word(word: str) -> bool:
         if stem == secret or (stem.endswith(secret) and stem[: -len(secret)] in SECRET_JOINED):
             return True
     return False
+
+
+# --- tracing: what the OpenTelemetry SDK must be given -----------------------------------
+
+# OpenTelemetry (tiny_cli.telemetry): the span exporters tiny ships, and the one OTLP protocol
+TRACE_EXPORTERS = ("otlp", "console")
+OTLP_PROTOCOL = "http/protobuf"
+OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+# each pair: the traces-specific variable first, which wins over the general one when set
+OTLP_PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+OTLP_HEADERS = ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS")
+# a header entry as the SDK's liberal parser takes it (opentelemetry.util.re): `name=value`, the
+# value URL-encoded or plain printable ASCII; an entry it cannot parse it logs, value and all
+_HEADER_ENTRY = re.compile(
+    r"[\x21\x23-\x27\x2a\x2b\x2d\x2e\x30-\x39\x41-\x5a\x5e-\x7a\x7c\x7e]+[ \t]*=[ \t]*"
+    r"[\x20\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*"
+)
+_HEADER_COMMA = re.compile(r"[ \t]*,[ \t]*")
+# the batching variables the SDK reads with int() → (what they count, the least it takes)
+BATCHING = {
+    "OTEL_BSP_SCHEDULE_DELAY": ("milliseconds", 1),
+    "OTEL_BSP_EXPORT_TIMEOUT": ("milliseconds", 0),
+    "OTEL_BSP_MAX_QUEUE_SIZE": ("spans", 1),
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": ("spans", 1),
+}
+BATCH_DEFAULTS = {"OTEL_BSP_MAX_QUEUE_SIZE": 2048, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 512}
+
+
+def check_tracing(exporters: Iterable[str], env: Mapping[str, str]) -> None:
+    """Refuse what tracing cannot follow (an exporter tiny does not ship, another protocol, a
+    batching or headers value the SDK would choke on), in one ConfigError naming the variable.
+
+    `env` is what the SDK reads (os.environ); only a command that traces asks."""
+    exporters = tuple(exporters)
+    for name in exporters:
+        if name not in TRACE_EXPORTERS:
+            raise ConfigError(
+                f"OTEL_TRACES_EXPORTER={name[:40]!r}: tiny exports spans with otlp or console "
+                "(none turns tracing off)",
+                field="OTEL_TRACES_EXPORTER",
+            )
+    _check_batching(env)
+    if "otlp" in exporters:
+        _check_otlp(env)
+
+
+def _check_batching(env: Mapping[str, str]) -> None:
+    """Refuse an OTEL_BSP_* value that is no whole number, is too small, or a batch larger than
+    the queue it is taken from (the SDK would raise, or log a traceback)."""
+    sizes = dict(BATCH_DEFAULTS)
+    for var in BATCHING:
+        value = env.get(var)
+        if value is not None:  # set but empty too: the SDK's int("") logs a traceback
+            sizes[var] = _whole_number(var, value)
+    batch, queue = sizes["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"], sizes["OTEL_BSP_MAX_QUEUE_SIZE"]
+    if batch > queue:
+        raise ConfigError(
+            f"OTEL_BSP_MAX_EXPORT_BATCH_SIZE={batch}: more than the queue holds "
+            f"(OTEL_BSP_MAX_QUEUE_SIZE={queue}); make it {queue} or less",
+            field="OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+        )
+
+
+def _whole_number(var: str, value: str) -> int:
+    """A batching variable's value as the SDK reads it (int()), if it is one it takes."""
+    unit, least = BATCHING[var]
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or number < least:
+        said = named_value(var, value) if value else f"{var}=''"
+        raise ConfigError(f"{said}: give a whole number of {unit}, {least} or more", field=var)
+    return number
+
+
+def _check_otlp(env: Mapping[str, str]) -> None:
+    """Refuse the OTLP exporter's settings tiny cannot send with: the effective protocol (the
+    traces-specific variable wins), an endpoint holding a credential, malformed headers."""
+    var = _first_set(env, OTLP_PROTOCOLS)
+    protocol = env[var].strip() if var else OTLP_PROTOCOL
+    if protocol != OTLP_PROTOCOL:
+        raise ConfigError(
+            f"{var}={protocol[:40]!r}: tiny sends OTLP as {OTLP_PROTOCOL} (port 4318)", field=var
+        )
+    for var in OTLP_ENDPOINTS:
+        if env.get(var):  # the exporter's own warnings print the URL it could not reach
+            check_base_url(var, env[var], key_goes="OTEL_EXPORTER_OTLP_HEADERS")
+    var = _first_set(env, OTLP_HEADERS)
+    entries = _HEADER_COMMA.split(env[var]) if var else []
+    if not all(_HEADER_ENTRY.fullmatch(e.strip()) for e in entries if e):
+        # the value is never shown: it holds a backend's key
+        raise ConfigError(
+            f"{var}: not name=value entries separated by commas (the value is not shown); "
+            "e.g. Authorization=Bearer%20<key>",
+            field=var,
+        )
+
+
+def _first_set(env: Mapping[str, str], variables: Iterable[str]) -> str | None:
+    """The first of `variables` set (non-empty), as the SDK picks the traces-specific one."""
+    return next((v for v in variables if env.get(v)), None)
