@@ -74,7 +74,7 @@ class Claim:
     summary: str = ""
     fields: Mapping[str, Any] = field(default_factory=dict)
     missing: tuple[str, ...] = ()  # required fields the answer left out (a partial may)
-    model_notes: tuple[str, ...] = ()  # the model's own, among `notes`: they go with its answer
+    model_notes: tuple[str, ...] = ()  # the model's own words (its reason, its notes): first
 
 
 def answered(
@@ -99,13 +99,13 @@ def answered(
     fields = {} if status == "refused" else field_values(data, required)
     summary, fields, cut, cut_notes = _within_budget(summary, fields, meter)
     own_notes = _model_notes(data, tokens)
-    notes += said + own_notes + reply.problems + reply.notes + cut_notes
+    notes += reply.problems + reply.notes + cut_notes
     if cut and status == "ok":
         status, reason = "partial", cut
     if forced and status != "refused":
         status, reason = "partial", forced
     missing = () if status == "refused" else missing_fields(data, required, card.returns)
-    claim = Claim(status, reason, notes, summary, fields, missing, own_notes)
+    claim = Claim(status, reason, notes, summary, fields, missing, said + own_notes)
     return judged(card, brief, meter, claim, artifacts)
 
 
@@ -183,7 +183,7 @@ def judged(
         claim.summary,
         claim.fields,
         artifacts,
-        brief.notes + notes,
+        brief.notes + claim.model_notes + notes,
         meter.cost(),
         claim.reason,
         calls=tuple(meter.calls),
@@ -197,10 +197,7 @@ def judged(
 
 def _nothing_written(claim: Claim) -> Claim:
     """Drop what a claimed write no tool made may say ("Added it", an invented id, its notes)."""
-    notes = tuple(note for note in claim.notes if note not in claim.model_notes)
-    return replace(
-        claim, summary=_NOTHING_WRITTEN, fields={}, missing=(), notes=notes, model_notes=()
-    )
+    return replace(claim, summary=_NOTHING_WRITTEN, fields={}, missing=(), model_notes=())
 
 
 def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
