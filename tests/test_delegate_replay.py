@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.test_reroute import REFUSAL, TASK, WEB_OK, reroute_cards
 from tiny_cli.provider.replay import read_header
 from tiny_cli.testing import reply, tool_call
@@ -108,6 +110,37 @@ def test_a_recording_without_a_decision_routes_live(tiny, scripted_server, tmp_p
     digest = json.loads(
         tiny("delegate", TASK, "--replay", str(recording), "--json", env=env).stdout
     )
+    assert (digest["agent_id"], digest["routing"]["rerouted_from"]) == ("policy-web", "policy-docs")
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"agent": None, "drop": "agent"},
+        {"agent": ["policy-docs"]},
+        {"score": float("nan")},
+        {"score": "3.4"},
+        {"drop": "threshold"},
+        {"candidates": "policy-docs"},
+    ],
+    ids=["no-agent", "agent-list", "nan", "text-score", "no-threshold", "candidates-text"],
+)
+def test_a_decision_edited_into_no_decision_routes_live(
+    tiny, scripted_server, tmp_path: Path, edit: dict
+) -> None:
+    cards = reroute_cards(tmp_path / "cards", "policy-docs", "policy-web")
+    env = {"TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing"}
+    recording = tmp_path / "r.jsonl"
+    scripted_server.add(reply(json.dumps(REFUSAL)), reply(json.dumps(WEB_OK)))
+    live = {**env, "TINY_BASE_URL": scripted_server.url}
+    assert tiny("delegate", TASK, "--record", str(recording), "--json", env=live).exit_code == 0
+    header = read_header(recording)
+    route = {**header["routes"][TASK], **{k: v for k, v in edit.items() if k != "drop"}}
+    route.pop(edit.get("drop", ""), None)
+    _rewrite(recording, {**header, "routes": {TASK: route}})
+    result = tiny("delegate", TASK, "--replay", str(recording), "--json", env=env)
+    assert "Traceback" not in result.output and "nan" not in result.stdout.lower()
+    digest = json.loads(result.stdout)  # as live: the same route, the score the router gives
     assert (digest["agent_id"], digest["routing"]["rerouted_from"]) == ("policy-web", "policy-docs")
 
 

@@ -86,9 +86,12 @@ def delegate(
 def _decided(ws: Workspace, router: Router, goal: str, book: RouteBook) -> Entry:
     """The replayed recording's decision for `goal`, else the router's; kept in the header now,
     so a run that fails later still replays as it was routed."""
-    decision = book.get(goal, ws.cards) or book.keep(goal, _entry(router.route(goal)))
+    recorded = book.get(goal, ws.cards)
+    if recorded is not None and not {"score", "threshold"} <= recorded.keys():
+        recorded = None  # a bench's kind of entry, or edited by hand: no score to say
+    decision = recorded or book.keep(goal, _entry(router.route(goal)))
     book.save()
-    return {"score": 0.0, "threshold": 0.0, **decision}  # as the bench reads a header's
+    return decision
 
 
 def _entry(d: Decision) -> Entry:

@@ -11,6 +11,7 @@ builds from its options comes from `tiny_cli.digest.make_brief`.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -127,6 +128,10 @@ class RouteBook:
         self._made[key] = entry
         return entry
 
+    def used(self, key: str) -> Entry | None:
+        """The decision this command used for `key`: the recorded one, or the one made live."""
+        return self._made.get(key)
+
     def save(self) -> None:
         """Note the decisions in the recording's header (if this run writes one)."""
         if self._exchanges is not None:
@@ -153,11 +158,17 @@ def _usable(entry: Any, cards: Collection[str]) -> TypeGuard[Entry]:
     ]
     return (
         bool(pairs)
-        and all(n is None or n in cards for n in named[:1])
+        and "agent" in entry
+        and all(n is None or (isinstance(n, str) and n in cards) for n in named[:1])
         and all(isinstance(n, str) and n in cards for n in named[1:])
-        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in numbers)
+        and all(_finite(x) for x in numbers)
         and isinstance(entry.get("clear", False), bool)
     )
+
+
+def _finite(x: Any) -> bool:
+    """A number a score can be: no bool, no NaN or infinity (a header edited by hand)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def decision_entry(agent: str | None, candidates: Sequence[Any], **more: Any) -> Entry:

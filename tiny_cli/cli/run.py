@@ -219,17 +219,18 @@ def delegate(
 
         router = build_router(run.ws.settings, run.ws.cards.values())
         provider = run.session.provider("delegate")
+        book = RouteBook(run.session.exchanges)
         digest = run_delegate(run.ws, router, run.brief, provider=provider, approve=run.approve,
                               observer=run.session.observe("delegate", run.brief.goal),
-                              artifacts=run.session.artifacts,
-                              routes=RouteBook(run.session.exchanges))  # fmt: skip
+                              artifacts=run.session.artifacts, routes=book)  # fmt: skip
         digest = run.session.for_caller(digest)
         settings = run.ws.settings.with_flags(ask_route=ask)
         asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
     routing = digest.routing
     if not asked or routing is None:  # wants_answer asked for a routing: always there
         show_digest(json_out, digest)
-    candidates = [c.agent_id for c in router.route(run.brief.goal).candidates]
+    used = book.used(run.brief.goal)  # the decision the run took: recorded, or made live
+    candidates = [str(c[0]) for c in used["candidates"]] if used else []
     show_digest(json_out, digest, lambda: ask_route(settings, asked[-1], routing, candidates))
 
 
