@@ -218,11 +218,10 @@ def delegate(
         from tiny_cli.routing.factory import build_router  # only delegate routes (numpy)
 
         router = build_router(run.ws.settings, run.ws.cards.values())
-        provider = run.session.provider("delegate")
         book = RouteBook(run.session.exchanges)
-        digest = run_delegate(run.ws, router, run.brief, provider=provider, approve=run.approve,
-                              observer=run.session.observe("delegate", run.brief.goal),
-                              artifacts=run.session.artifacts, routes=book)  # fmt: skip
+        digest = run_delegate(run.ws, router, run.brief, provider=run.session.provider("delegate"),
+                              approve=run.approve, artifacts=run.session.artifacts, routes=book,
+                              observer=run.session.observe("delegate", run.brief.goal))  # fmt: skip
         digest = run.session.for_caller(digest)
         settings = run.ws.settings.with_flags(ask_route=ask)
         asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
