@@ -98,13 +98,20 @@ def test_the_recorded_decision_is_what_a_replay_runs(tiny, scripted_server, tmp_
     assert f"the recording holds 1 exchange(s) {UNUSED}" in result.stderr
 
 
-def test_a_recording_without_a_decision_routes_live(tiny, scripted_server, tmp_path: Path) -> None:
+def _recorded_reroute(tiny, scripted_server, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """Record a delegate that policy-docs refuses and policy-web answers; the recording and
+    the environment (no server) to replay it in."""
     cards = reroute_cards(tmp_path / "cards", "policy-docs", "policy-web")
     env = {"TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing"}
     recording = tmp_path / "r.jsonl"
     scripted_server.add(reply(json.dumps(REFUSAL)), reply(json.dumps(WEB_OK)))
     live = {**env, "TINY_BASE_URL": scripted_server.url}
     assert tiny("delegate", TASK, "--record", str(recording), "--json", env=live).exit_code == 0
+    return recording, env
+
+
+def test_a_recording_without_a_decision_routes_live(tiny, scripted_server, tmp_path: Path) -> None:
+    recording, env = _recorded_reroute(tiny, scripted_server, tmp_path)
     header = read_header(recording)
     _rewrite(recording, {k: v for k, v in header.items() if k != "routes"})  # an older one
     digest = json.loads(
@@ -128,12 +135,7 @@ def test_a_recording_without_a_decision_routes_live(tiny, scripted_server, tmp_p
 def test_a_decision_edited_into_no_decision_routes_live(
     tiny, scripted_server, tmp_path: Path, edit: dict
 ) -> None:
-    cards = reroute_cards(tmp_path / "cards", "policy-docs", "policy-web")
-    env = {"TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing"}
-    recording = tmp_path / "r.jsonl"
-    scripted_server.add(reply(json.dumps(REFUSAL)), reply(json.dumps(WEB_OK)))
-    live = {**env, "TINY_BASE_URL": scripted_server.url}
-    assert tiny("delegate", TASK, "--record", str(recording), "--json", env=live).exit_code == 0
+    recording, env = _recorded_reroute(tiny, scripted_server, tmp_path)
     header = read_header(recording)
     route = {**header["routes"][TASK], **{k: v for k, v in edit.items() if k != "drop"}}
     route.pop(edit.get("drop", ""), None)
