@@ -97,7 +97,7 @@ def test_route_without_task_is_a_usage_error_before_any_work(tiny) -> None:
         (["route", "hello", "--eval", "tasks.jsonl"], None, "give one of a TASK"),
         (["route", "--explain", ""], None, "the task is empty"),
         (["route", "-"], "\0" * (16 * 2**20 + 1), "stdin: more than 16,777,216 bytes"),
-        (["invoke", "docs-finder", "x", "--model", " "], None, "--model: empty; give a model"),
+        (["invoke", "docs-finder", "x", "--model", " "], None, "--model: blank; give a value"),
     ],
 )
 def test_route_refuses_bad_tasks_in_one_line(tiny, args, stdin, message) -> None:

@@ -137,7 +137,7 @@ def test_a_mistyped_value_is_never_echoed(tmp_path, text) -> None:
         ('base_url = "ftp://host/v1"\n', "base_url: must be an http:// or https:// URL"),
         ('base_url = "http://[::1/v1"\n', "base_url: not a usable URL"),
         ('cards = "a\\u0000b"\n', "cards: holds a NUL"),
-        ('cards = " "\n', "cards: empty"),
+        ('cards = " "\n', "cards: blank"),
     ],
 )
 def test_every_value_error_names_file_line_and_field(tmp_path, text, field) -> None:

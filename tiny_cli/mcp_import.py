@@ -128,7 +128,7 @@ def import_cards(
     of mcp.yaml); with `check` write nothing and say whether the cards are behind."""
     cards_dir = settings.own_cards_dir()
     mcp_file = (
-        mcp_path(cards_dir, settings.mcp_file, settings.origin("mcp_file"))
+        mcp_path(cards_dir, settings.mcp_file, settings.source("mcp_file"))
         or cards_dir / MCP_FILENAMES[0]
     )
     host = read_host_config(source, mcp_file) if source is not None else None
@@ -332,14 +332,12 @@ def _save_descriptions(
         *(host.values.values() if host else ()),
         *(v for one in listings for v in one.secrets),
     ]
-    scrub = Scrubber(secrets, min_chars=MIN_SERVER_SECRET_CHARS)
-    read = [listing for listing in listings if listing.status == "ok"]
-    tools = {
-        f"{listing.server}.{tool.name}": scrub.text(tool.description)
-        for listing in read for tool in listing.tools
-    }  # fmt: skip
-    if read:  # each server read now replaces its kept list, an empty one too
-        save_mcp_tools(cache_dir, tools, servers=[listing.server for listing in read])
+    listed = {
+        one.server: {f"{one.server}.{tool.name}": tool.description for tool in one.tools}
+        for one in listings
+        if one.status == "ok"
+    }
+    _save_listed(cache_dir, listed, secrets)
 
 
 # --- sync ---------------------------------------------------------------------------------
@@ -411,14 +409,16 @@ def connect_problems(
             line = field_line(card.path, where, names) if card.path else None
             problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
     if cache_dir is not None:
-        _save_listed(cache_dir, source.listed())
+        _save_listed(cache_dir, source.listed())  # its sessions redacted their variables
     return problems
 
 
-def _save_listed(cache_dir: Path, listed: Mapping[str, Mapping[str, str]]) -> None:
-    """Keep the tools the cards name as each server started lists them now: one that has none
-    of them replaces its kept list too (with none), as import's `_save_descriptions` does."""
-    scrub = Scrubber([])  # a server's variables are redacted by its session; key shapes here
+def _save_listed(
+    cache_dir: Path, listed: Mapping[str, Mapping[str, str]], secrets: Sequence[str] = ()
+) -> None:
+    """Keep each server's tools (server -> `server.tool` -> description), scrubbed of `secrets`
+    and key shapes: a server listed replaces its kept list, one with no tools too."""
+    scrub = Scrubber(secrets, min_chars=MIN_SERVER_SECRET_CHARS)
     tools = {name: scrub.text(text) for one in listed.values() for name, text in one.items()}
     if listed:
         save_mcp_tools(cache_dir, tools, servers=list(listed))

@@ -20,6 +20,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import named_value
 
 __all__ = [
+    "BLANK",
     "EMBEDDER_NAMES",
     "MAX_TEMPERATURE",
     "MAX_WALL_SCALE",
@@ -27,10 +28,10 @@ __all__ = [
     "TOOL_MODES",
     "TRACE_EXPORTERS",
     "ToolMode",
+    "blank_value",
     "check_api_key",
     "check_base_url",
     "check_embedder",
-    "check_model_flag",
     "check_temperature",
     "check_threshold",
     "check_tool_mode",
@@ -62,6 +63,7 @@ SECRET_JOINED = (
 )
 _HOST = re.compile(r"[a-z0-9_.:-]+")  # an allow_hosts host: IDNA-encoded, or an IPv6 address
 MAX_PORT = 65535
+BLANK = "blank; give a value or leave it out"  # what a value of blanks only is told, anywhere
 
 
 def check_api_key(value: Any, source: str, field: str | None = None) -> str:
@@ -184,19 +186,15 @@ def check_embedder(name: str, value: str) -> str:
     )
 
 
-def check_tool_mode(name: str, value: str | None) -> ToolMode | None:
-    """Check a tool mode from a flag or the environment (the card's is checked by its schema)."""
-    if value is None or value in TOOL_MODES:
-        return cast("ToolMode | None", value)
-    shown = named_value(name, value) if isinstance(value, str) else f"{name}={value!r}"
-    raise ConfigError(f"{shown}: use one of {', '.join(TOOL_MODES)}", field=name)
+def check_tool_mode(name: str, value: str) -> ToolMode:
+    """Check a tool mode from a flag, a variable or a project file (a card's: its schema)."""
+    if value in TOOL_MODES:
+        return cast("ToolMode", value)
+    raise ConfigError(f"{named_value(name, value)}: use one of {', '.join(TOOL_MODES)}", field=name)
 
 
-def check_wall_scale(name: str, value: str | float | None) -> float:
-    """Check a wall-budget multiplier: a number above 0, at most MAX_WALL_SCALE (1 when not
-    given)."""
-    if value is None:
-        return 1.0
+def check_wall_scale(name: str, value: str | float) -> float:
+    """Check a wall-budget multiplier: a number above 0, at most MAX_WALL_SCALE."""
     number = to_number(name, value)
     if not math.isfinite(number) or not 0 < number <= MAX_WALL_SCALE:
         raise ConfigError(
@@ -207,11 +205,10 @@ def check_wall_scale(name: str, value: str | float | None) -> float:
     return number
 
 
-def check_model_flag(name: str, value: str) -> str:
-    """A model flag: a name, not blanks (as a project file's empty model)."""
-    if not value.strip():
-        raise ConfigError(f"{name}: empty; give a model name or leave the flag out", field=name)
-    return value
+def blank_value(name: str, field: str | None = None) -> ConfigError:
+    """The error for a flag, variable or project key `name` holding blanks only: it would
+    override a lower source with nothing (`cards = " "` would be the working folder)."""
+    return ConfigError(f"{name}: {BLANK}", field=field)
 
 
 def host_list(name: str, entries: str | Iterable[str]) -> tuple[str, ...]:

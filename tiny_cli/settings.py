@@ -24,7 +24,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import platformdirs
 
@@ -33,10 +33,10 @@ from tiny_cli.secrets import SECRET_ENV, named_value
 from tiny_cli.setting_rules import (
     OTLP_ENDPOINTS,
     ToolMode,
+    blank_value,
     check_api_key,
     check_base_url,
     check_embedder,
-    check_model_flag,
     check_temperature,
     check_threshold,
     check_tool_mode,
@@ -88,7 +88,7 @@ PYPROJECT_FILE = "pyproject.toml"
 # key → (the type TOML must hold, whether it is a path relative to the file's folder)
 KEYS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "cards": (str, True),
-    "tools": (str, False),  # a .py path (made relative to the file) or a dotted module name
+    "tools": (str, True),  # a .py path (made relative to the file) or a dotted module name
     "docs": (str, True),
     "mcp": (str, True),
     "base_url": (str, False),
@@ -111,6 +111,23 @@ _NAME = re.compile(r"[A-Za-z0-9_-]{1,60}")  # a key an error shows as written
 NOT_UTF8 = "holds a byte that is not UTF-8 (the value is not shown)"
 _HEADER = re.compile(r"^\s*\[+\s*([^\[\]]*?)\s*\]")
 _ASSIGN = re.compile(r"""^\s*(["']?)([A-Za-z0-9_-]+)\1\s*=""")
+
+
+OriginKind = Literal["flag", "keyword", "env", "file"]
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a setting's value came from: a flag, a library caller's keyword, a variable, or a
+    project file's key; `name` is the one an error's field says."""
+
+    kind: OriginKind
+    name: str  # "--cards", "cards_dir", "TINY_CARDS", "cards"
+    file: str = ""  # the project file holding the key
+
+    def __str__(self) -> str:
+        """As a message says it: `--cards`, `TINY_CARDS`, `cards in tiny.toml`."""
+        return f"{self.name} in {self.file}" if self.kind == "file" else self.name
 
 
 @dataclass(frozen=True)
@@ -145,22 +162,26 @@ class Settings:
     project_file: Path | None = None  # the project file these settings read, if any
     root: Path | None = None  # the project's folder, else the working folder; None: the cwd
     # (setting, where its value came from) for the SOURCES settings not left to their default
-    origins: tuple[tuple[str, str], ...] = ()
+    origins: tuple[tuple[str, Origin], ...] = ()
 
     @property
     def cache_dir(self) -> Path:
         """Where tiny keeps what it can rebuild: card checks, router state, tool specs."""
         return self.home / CACHE_FOLDER
 
+    def source(self, name: str) -> Origin | None:
+        """Where setting `name` came from; None when it is left to its default."""
+        return dict(self.origins).get(name)
+
     def origin(self, name: str) -> str:
         """Say where setting `name` came from: its flag, its variable, the project file, or ''."""
-        return dict(self.origins).get(name, "")
+        return str(self.source(name) or "")
 
     def own_cards_dir(self) -> Path:
         """The user's cards folder, where tiny writes cards and lessons: the one named (flag,
         variable, project file), else `cards` in the project or the working folder; never the
         seed cards tiny ships, which `cards_dir` falls back to where there is none."""
-        if self.origin("cards_dir"):
+        if self.source("cards_dir"):
             return self.cards_dir
         return (self.root or Path.cwd()) / DEFAULT_CARDS_DIR
 
@@ -182,7 +203,8 @@ class Settings:
                 given[name] = check(flag, given[name])
         if "allow_hosts" in given:
             given["allow_hosts"] = host_list(shown_as["allow_hosts"], given["allow_hosts"])
-        flagged = {k: shown_as[k] for k in given if k in SOURCES}
+        kind: OriginKind = "flag" if from_cli else "keyword"
+        flagged = {k: Origin(kind, shown_as[k]) for k in given if k in SOURCES}
         if flagged:
             given["origins"] = tuple({**dict(self.origins), **flagged}.items())
         return replace(self, **given)
@@ -239,7 +261,7 @@ def _flag_text(shown_as: str, value: Any, blank: bool) -> None:
     if any(half_pair(t) for t in texts):
         raise ConfigError(f"{shown_as}: {NOT_UTF8}; give it again in UTF-8", field=shown_as)
     if blank and texts and all(not t.strip() for t in texts):
-        raise ConfigError(f"{shown_as}: blank; give a value or leave it out", field=shown_as)
+        raise blank_value(shown_as, field=shown_as)
 
 
 def _flag_kind(name: str, value: Any) -> None:
@@ -286,22 +308,22 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: str | Path | None =
     return Settings(
         home=Path(_env(env, "TINY_HOME") or platformdirs.user_data_dir("tiny")),
         cards_dir=_first(
-            _env_or(env, "TINY_CARDS", p, "cards"), where / DEFAULT_CARDS_DIR, _seed("cards")
+            _setting(env, "TINY_CARDS", p, "cards"), where / DEFAULT_CARDS_DIR, _seed("cards")
         ),
         docs_dir=_first(
-            _env_or(env, "TINY_DOCS", p, "docs"), where / DEFAULT_DOCS_DIR, _seed("handbook")
+            _setting(env, "TINY_DOCS", p, "docs"), where / DEFAULT_DOCS_DIR, _seed("handbook")
         ),
-        tools_spec=_env_or(env, "TINY_TOOLS", p, "tools"),
-        base_url=_checked(env, "TINY_BASE_URL", p, "base_url", check_base_url) or DEFAULT_BASE_URL,
-        model=_env_or(env, "TINY_MODEL", p, "model"),
+        tools_spec=_setting(env, "TINY_TOOLS", p, "tools"),
+        base_url=_setting(env, "TINY_BASE_URL", p, "base_url", check_base_url) or DEFAULT_BASE_URL,
+        model=_setting(env, "TINY_MODEL", p, "model"),
         api_key=_api_key(env),
-        embedder=_checked(env, "TINY_EMBEDDER", p, "embedder", check_embedder) or DEFAULT_EMBEDDER,
-        threshold=_checked(env, "TINY_THRESHOLD", p, "threshold", check_threshold),
+        embedder=_setting(env, "TINY_EMBEDDER", p, "embedder", check_embedder) or DEFAULT_EMBEDDER,
+        threshold=_setting(env, "TINY_THRESHOLD", p, "threshold", check_threshold),
         allow_hosts=_allow_hosts(env, p),
-        tool_mode=_checked(env, "TINY_TOOL_MODE", p, "tool_mode", check_tool_mode),
-        wall_scale=_checked(env, "TINY_WALL_SCALE", p, "wall_scale", check_wall_scale) or 1.0,
+        tool_mode=_setting(env, "TINY_TOOL_MODE", p, "tool_mode", check_tool_mode),
+        wall_scale=_setting(env, "TINY_WALL_SCALE", p, "wall_scale", check_wall_scale) or 1.0,
         log_runs=not _switch(env, "TINY_NO_LOG", not p.get("log_runs", True)),
-        mcp_file=_env_or(env, "TINY_MCP", p, "mcp"),
+        mcp_file=_setting(env, "TINY_MCP", p, "mcp"),
         ask_route=_switch(env, "TINY_ASK_ROUTE", p.get("ask_route", False)),
         tracing=_tracing(env, p.get("tracing", False)),
         trace_content=(env.get(CAPTURE_CONTENT) or "").strip().lower() in CAPTURE_ON,
@@ -340,14 +362,14 @@ def _project(env: Mapping[str, str], cwd: Path) -> Project | None:
 
 def _origins(
     env: Mapping[str, str], project: Mapping[str, Any], name: str
-) -> tuple[tuple[str, str], ...]:
+) -> tuple[tuple[str, Origin], ...]:
     """Where each SOURCES setting came from: its variable, else the project file (else unsaid)."""
     found = []
     for setting, (_, var, key) in SOURCES.items():
         if env.get(var):
-            found.append((setting, var))
+            found.append((setting, Origin("env", var)))
         elif project.get(key) is not None:  # `threshold = 0` is set
-            found.append((setting, f"{key} in {name}"))
+            found.append((setting, Origin("file", key, name)))
     return tuple(found)
 
 
@@ -377,15 +399,10 @@ def _env(env: Mapping[str, str], var: str) -> str | None:
     blank flag or project value is (not read as unset)."""
     value = env.get(var)
     if value and not value.strip():
-        raise ConfigError(f"{var}: blank; give a value or unset it", field=var)
+        raise blank_value(var, field=var)
     if value and half_pair(value):
         raise ConfigError(f"{var}: {NOT_UTF8}; set it again in UTF-8", field=var)
     return value or None
-
-
-def _env_or(env: Mapping[str, str], var: str, project: Mapping[str, Any], key: str) -> str | None:
-    """The variable if set (non-empty), else the project file's value, else None."""
-    return _env(env, var) or project.get(key) or None
 
 
 def _allow_hosts(env: Mapping[str, str], project: Mapping[str, Any]) -> tuple[str, ...]:
@@ -403,17 +420,19 @@ def _allow_hosts(env: Mapping[str, str], project: Mapping[str, Any]) -> tuple[st
     return hosts
 
 
-def _checked(
+def _setting(
     env: Mapping[str, str],
     var: str,
     project: Mapping[str, Any],
     key: str,
-    check: Callable[[str, Any], Any],
+    check: Callable[[str, Any], Any] | None = None,
 ) -> Any:
-    """The variable if set, checked under its own name; else the project file's value (checked
-    when the file was read), else None."""
+    """The variable if set (non-empty), checked under its own name; else the project file's
+    value (checked when the file was read), else None."""
     value = _env(env, var)
-    return check(var, value) if value else project.get(key)
+    if value is None:
+        return project.get(key)
+    return check(var, value) if check else value
 
 
 def _tracing(env: Mapping[str, str], project: bool) -> tuple[str, ...]:
@@ -452,11 +471,14 @@ FLAG_CHECKS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "temperature": ("--temperature", check_temperature),
     "base_url": ("--base-url", check_base_url),
     "embedder": ("--embedder", check_embedder),
-    "model": ("--model", check_model_flag),
     "api_key": ("with_flags: api_key", lambda name, key: check_api_key(key, name, "api_key")),
 }
 # how an error names a setting the command line gave: its flag
-FLAG_NAMES = {**{k: c[0] for k, c in FLAG_CHECKS.items()}, **{k: s[0] for k, s in SOURCES.items()}}
+FLAG_NAMES = {
+    **{k: c[0] for k, c in FLAG_CHECKS.items()},
+    **{k: s[0] for k, s in SOURCES.items()},
+    "model": "--model",
+}
 
 
 def _first(explicit: str | None, local: Path, seed: Path) -> Path:
@@ -495,7 +517,7 @@ def find_project(start: Path) -> Project | None:
     """Return the nearest project file at or above `start`, read and checked; None if none."""
     for folder in (start, *start.parents):
         own = folder / PROJECT_FILE
-        if own.is_file() or own.is_symlink() or own.exists():  # a folder or dead link: said
+        if own.exists() or own.is_symlink():  # a folder or a dead link too: said
             return read_project(own)
         pyproject = folder / PYPROJECT_FILE
         if pyproject.is_file():
@@ -548,12 +570,10 @@ def _checked_file(path: Path, table: Mapping[str, Any], where: str, text: str) -
         if "\x00" in str(value):  # no path, URL or name holds one; the OS refuses it
             raise ConfigError(f"{name}: holds a NUL character")
         if isinstance(value, str) and not value.strip():  # cards = "" would be the folder itself
-            raise ConfigError(f"{name}: empty; give a value or leave the key out")
+            raise blank_value(name)
         if key in PROJECT_CHECKS:  # ConfigError names `name`
             value = PROJECT_CHECKS[key](name, value)
-        values[key] = (
-            _resolved(path.parent, key, str(value)) if is_path or key == "tools" else value
-        )
+        values[key] = _resolved(path.parent, key, value) if is_path else value
     return Project(path, values)
 
 

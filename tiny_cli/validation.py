@@ -12,8 +12,7 @@ import yaml
 
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.cards.index import cards_by_folder
-from tiny_cli.cards.load import NO_MCP_FILE, check_cards, duplicate_id, field_line
-from tiny_cli.cards.markdown import Frontmatter, split_markdown
+from tiny_cli.cards.load import NO_MCP_FILE, check_cards, duplicate_id, field_line, read_card
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, line_of_example
 from tiny_cli.routing.factory import build_router, learned_file, learned_folder, stale_threshold
@@ -21,7 +20,7 @@ from tiny_cli.routing.router import Overlap, Router
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original
 from tiny_cli.workspace import known_tools
-from tiny_cli.yamlsafe import compose, error_line, error_message, load, read_bounded
+from tiny_cli.yamlsafe import error_line, error_message, load, read_bounded
 
 __all__ = ["Connect", "Validation", "routing_warnings", "text_line", "validate"]
 
@@ -128,7 +127,7 @@ def _clash(card: Card, other: Card) -> Problem:
 def _mcp(settings: Settings) -> tuple[McpConfig | None, list[Problem]]:
     """The MCP servers file (TINY_MCP, or the cards folder's mcp.yaml), if there is one; or
     what is wrong with it, as a problem of that file."""
-    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.origin("mcp_file"))
+    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.source("mcp_file"))
     if path is None:
         return None, []
     try:
@@ -270,10 +269,10 @@ def text_line(path: Path | None, kind: str, text: str) -> int | None:
     """Return the line of a card file holding its routing text `text` of `kind`, or None."""
     # from the YAML's nodes, not the raw text: a quoted or escaped example is found, and a
     # capability is looked for in the summary alone, never in an example that shares it
-    source = _card_yaml(path)
-    node = _composed(source)
-    if not isinstance(node, yaml.MappingNode):
+    parsed = read_card(path) if path is not None else None
+    if not isinstance(parsed, tuple):
         return None
+    front, node, _ = parsed
     if kind == "example":
         return _example_line(_value(node, "examples"), text)
     summary = _value(node, "summary") or _value(node, "description")  # a subagent's summary
@@ -283,27 +282,7 @@ def text_line(path: Path | None, kind: str, text: str) -> int | None:
     start = summary.start_mark.line + 1 + (summary.style in ("|", ">"))
     if kind != "capability":
         return start
-    return _line_within(source, summary, text) or start
-
-
-def _card_yaml(path: Path | None) -> str:
-    """A card file's YAML, line for line as in the file ("" when it cannot be read)."""
-    if path is None:
-        return ""
-    try:
-        text = read_bounded(path)
-    except (OSError, UnicodeDecodeError):
-        return ""
-    front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
-    return front.yaml if isinstance(front, Frontmatter) else ""
-
-
-def _composed(source: str) -> yaml.Node | None:
-    """The YAML's node graph, within yamlsafe's bounds; None when it is not YAML."""
-    try:
-        return compose(source) if source else None
-    except yaml.YAMLError:
-        return None
+    return _line_within(front.yaml, summary, text) or start
 
 
 def _value(mapping: yaml.MappingNode, key: str) -> yaml.Node | None:

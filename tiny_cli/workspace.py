@@ -96,15 +96,14 @@ def open_cards(
 
 def _no_cards(settings: Settings) -> ConfigError:
     """The cards folder is not there: say who named it, and how to name another one."""
-    folder, where = settings.cards_dir, settings.origin("cards_dir")
-    if where in ("--cards", "cards_dir"):  # the user just gave it: no advice to give it
-        message = f"no cards directory {folder} (given by {where})"
-    elif where:
-        message = f"no cards directory {folder} (from {where}); pass --cards or change it"
-    else:
+    folder, source = settings.cards_dir, settings.source("cards_dir")
+    if source is None:
         message = f"no cards directory {folder}; pass --cards or set TINY_CARDS"
-    # the flag, the variable or the project file's key ("cards in tiny.toml"); None: the default
-    return ConfigError(message, path=folder, field=where.split(" in ", 1)[0] or None)
+    elif source.kind in ("flag", "keyword"):  # the user just gave it: no advice to give it
+        message = f"no cards directory {folder} (given by {source})"
+    else:
+        message = f"no cards directory {folder} (from {source}); pass --cards or change it"
+    return ConfigError(message, path=folder, field=source.name if source else None)
 
 
 def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyError:
@@ -133,7 +132,7 @@ def _add_declared(registry: Registry, cards: Iterable[Card]) -> None:
 
 def mcp_settings(settings: Settings) -> McpConfig | None:
     """Read the MCP servers file (TINY_MCP, or mcp.yaml in the cards folder), if there is one."""
-    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.origin("mcp_file"))
+    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.source("mcp_file"))
     return None if path is None else load_mcp_config(path)
 
 

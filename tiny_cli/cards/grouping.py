@@ -15,18 +15,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
+from tiny_cli.cards.index import card_schema, longest
 from tiny_cli.text import stem, tokenize
 from tiny_cli.tools.mcp_listing import ListedTool
 
 __all__ = ["CARD_TOOLS", "CardPlan", "plan_cards", "summary_of"]
 
 CARD_TOOLS = 8  # tools in one imported card at most: a small model picks well among few
-SUMMARY_CHARS = 600  # the card schema's maxLength for a summary
 SENTENCE_CHARS = 140  # of one tool's description in a summary
 NAME_WEIGHT = 3
 RELATED = 0.05
 MAX_GROUPS_PER_CARD = 3  # groups at most: this times the cards the tools need at least
-ID_CHARS = 63  # the card schema's id pattern allows 63
 
 # verbs say what a tool does, not which things: a card's id names the things
 VERBS = frozenset((
@@ -98,9 +97,10 @@ def summary_of(server: str, tools: Sequence[ListedTool], writes: bool) -> str:
     head = f"{'Reads' if not writes else 'Changes'} through the MCP server {server}: "
     parts = [_sentence(t) for t in tools]
     text = head + "; ".join(parts) + "."
-    if len(text) <= SUMMARY_CHARS:
+    most = card_schema()["properties"]["summary"]["maxLength"]
+    if len(text) <= most:
         return text
-    cut = text[: SUMMARY_CHARS - 1].rsplit(" ", 1)[0]
+    cut = text[: most - 1].rsplit(" ", 1)[0]
     return cut.rstrip(" ;,.") + "…"
 
 
@@ -208,11 +208,12 @@ def _ids(server: str, groups: list[tuple[str | None, bool, list[str]]]) -> list[
     split = Counter(writes for _, writes, _ in groups)
     everywhere = _common_words([n for _, _, names in groups for n in names])
     ids: list[str] = [card_id for card_id, _, _ in groups if card_id]
+    longest_id = longest(card_schema()["properties"]["id"]["pattern"])
     for at, (kept, writes, names) in enumerate(groups):
         if kept:
             continue
         topic = f"-{_topic(names, everywhere)}" if split[writes] > 1 else ""
-        card_id = (base + topic)[: ID_CHARS - 6] + ("-write" if writes else "")
+        card_id = (base + topic)[: longest_id - 6] + ("-write" if writes else "")
         taken, n = card_id, 2
         while taken in ids:
             taken, n = f"{card_id}-{n}", n + 1

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ __all__ = [
     "cards_by_folder",
     "is_valid",
     "list_cards",
+    "longest",
     "mapping_text",
     "schema_text",
 ]
@@ -102,6 +104,12 @@ def card_schema() -> dict[str, Any]:
 def schema_text() -> str:
     """Return card.schema.json as shipped inside the package."""
     return Path(__file__).with_name(SCHEMA_FILE).read_text("utf-8")  # the package is files
+
+
+def longest(pattern: str) -> int:
+    """The most characters a name the schema's `pattern` takes: its first character and the
+    N of its first `{0,N}` (the id's `^[a-z0-9][a-z0-9_-]{0,62}$`: 63)."""
+    return int(re.findall(r"\{0,(\d+)\}", pattern)[0]) + 1
 
 
 # --- the context a check rests on ---------------------------------------------------------

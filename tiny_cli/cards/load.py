@@ -39,6 +39,7 @@ from tiny_cli.cards.index import (
     cards_by_folder,
     is_valid,
     list_cards,
+    longest,
 )
 from tiny_cli.cards.markdown import (
     INSTRUCTIONS,
@@ -53,19 +54,22 @@ from tiny_cli.settings import did_you_mean
 from tiny_cli.tools.args_check import schema_problem
 from tiny_cli.tools.mcp_config import McpConfig, offered, original, qualified
 
-_FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")  # card.schema.json's, for functions
-
-FIELD_KEYS = ("returns_required", "returns")  # where a card names its answer's fields
-# card.schema.json's patterns in words: an id, a tool's or function's name (at most 64)
-SLUG = ("a slug", "lowercase letters, digits, '-' and '_'", "a letter or digit")
-NAME = ("letters, digits, '_' and '-'", "a letter or '_'")
-LONGEST_NAME = 64
+# card.schema.json's name patterns in words, by where each is (a list's index left out): what
+# the name is, the characters it may have, and what may come first; its length is the pattern's
+NAME = ("letters, digits, '_' and '-'", "a letter or '_'")  # a tool's or a function's
+FIELD_NAME = ("a field name", "letters, digits and '_', no digit first")
+NAMES = {
+    ("id",): ("a slug", "lowercase letters, digits, '-' and '_'", "a letter or digit"),
+    ("returns_required",): FIELD_NAME,
+    ("returns",): FIELD_NAME,
+    ("functions", "name"): ("a function name", *NAME),
+}
 
 
 def missing(err: Any) -> list[str]:
     """Name the fields a `required` (or an anyOf of `required`s) error finds missing."""
-    if err.validator == "required":
-        return [err.message.split("'")[1]] if "'" in err.message else []
+    if err.validator == "required":  # "'tools' is a required property"
+        return [err.message.split("'")[1]]
     if err.validator == "anyOf" and all(set(s) == {"required"} for s in err.validator_value):
         return [name for s in err.validator_value for name in s["required"]]
     return []
@@ -76,18 +80,8 @@ def message(err: Any) -> str:
     names = missing(err)
     if names:
         return "missing required field " + " or ".join(repr(m) for m in names)
-    if err.validator == "required":
-        return f"missing required field {err.message!r}"
-    if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] == "id":
-        return _unlike(err, *SLUG)
-    if err.validator == "pattern" and list(err.absolute_path) == ["model"]:
-        return "is blank: name a model, or leave the key out for the default"
-    if err.validator == "pattern" and list(err.absolute_path)[:1] == ["tools"]:
-        return _not_a_tool(err.instance)
-    if err.validator == "pattern" and err.absolute_path and err.absolute_path[0] in FIELD_KEYS:
-        return _unlike(err, "a field name", "letters, digits and '_', no digit first")
-    if err.validator == "pattern" and list(err.absolute_path)[::2] == ["functions", "name"]:
-        return _unlike(err, "a function name", *NAME)
+    if err.validator == "pattern":
+        return _unmatched(err)
     if err.validator == "uniqueItems":  # the first item an earlier one equals
         twice = next((x for i, x in enumerate(err.instance) if x in err.instance[:i]), None)
         return f"lists {twice!r} twice; keep one"
@@ -104,22 +98,30 @@ def message(err: Any) -> str:
     return err.message
 
 
+def _unmatched(err: Any) -> str:
+    """A value its schema pattern refuses, in words."""
+    where = tuple(part for part in err.absolute_path if isinstance(part, str))
+    if where == ("model",):
+        return "is blank: name a model, or leave the key out for the default"
+    if where == ("tools",):
+        return _not_a_tool(err.instance, longest(err.validator_value))
+    return _unlike(err, *NAMES[where])
+
+
 def _unlike(err: Any, noun: str, chars: str, first: str = "") -> str:
     """A name its pattern refuses: too long (its length, not the name), or not `noun`."""
-    bound = re.search(r"\{0,(\d+)\}", err.validator_value)
-    longest = int(bound.group(1)) + 1 if bound else None
+    most = longest(err.validator_value)
     what = f"{noun} ({chars}"
-    if longest is not None and len(err.instance) > longest:
-        return f"is too long for {what}): {len(err.instance)} characters, at most {longest}"
-    most = f"; at most {longest}" if longest else ""
-    return f"{err.instance!r} is not {what}{first and f', the first {first}'}{most})"
+    if len(err.instance) > most:
+        return f"is too long for {what}): {len(err.instance)} characters, at most {most}"
+    return f"{err.instance!r} is not {what}{first and f', the first {first}'}; at most {most})"
 
 
-def _not_a_tool(name: str) -> str:
-    """A tools entry that is no tool's name, in words (not the schema's pattern)."""
-    if "." not in name and len(name) > LONGEST_NAME:  # not SERVER.TOOL, whose rule differs
-        return f"is too long for a tool name: {len(name)} characters, at most {LONGEST_NAME}"
-    rule = f"{NAME[0]}, the first {NAME[1]}, at most {LONGEST_NAME}; or SERVER.TOOL for a "
+def _not_a_tool(name: str, most: int) -> str:
+    """A tools entry that is no tool's name (of at most `most` characters), in words."""
+    if "." not in name and len(name) > most:  # not SERVER.TOOL, whose rule differs
+        return f"is too long for a tool name: {len(name)} characters, at most {most}"
+    rule = f"{NAME[0]}, the first {NAME[1]}, at most {most}; or SERVER.TOOL for a "
     rule += "tool of an MCP server"
     words = name.split()  # `[http_get html_to_text]`: two names, the comma left out
     listed = len(words) > 1 and all(re.fullmatch(r"[\w.-]+", w) for w in words)
@@ -146,7 +148,6 @@ def article(kind: Any) -> str:
 NO_MCP_FILE = "but there is no mcp.yaml"
 # where tools come from, said with every unknown tool: the one thing a new user must find
 TOOLS_HINT = 'tools = "my_tools.py" in tiny.toml (or --tools FILE, or TINY_TOOLS)'
-DEFAULT_BUDGET = Budget()  # frozen: every card without a `budget` shares it
 
 
 def load_cards(
@@ -236,7 +237,7 @@ def check_file(
     path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None = None
 ) -> tuple[Card | None, list[Problem], int | None, dict[str, Any] | None]:
     """Check one card file: its card, or every problem; its id's line, and the data accepted."""
-    name, parsed = str(path), _parse(path)
+    name, parsed = str(path), read_card(path)
     if isinstance(parsed, Problem):
         return None, [parsed], None, None
     front, node, data = parsed
@@ -257,18 +258,15 @@ def check_file(
 
 def card_id(path: Path) -> str | None:
     """A card file's id as written (a subagent's `name`); None where it cannot be read or is
-    no text (its check is `check_file`'s)."""
-    try:
-        text = yamlsafe.read_bounded(path)
-        front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
-        data = yamlsafe.load(front.yaml)[1] if isinstance(front, Frontmatter) else None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    no mapping (its check is `check_file`'s)."""
+    parsed = read_card(path)
+    if isinstance(parsed, Problem):
         return None
-    found = data.get("id", data.get("name")) if isinstance(data, dict) else None
+    found = parsed[2].get("id", parsed[2].get("name"))
     return found if isinstance(found, str) else None
 
 
-def _parse(path: Path) -> tuple[Frontmatter, yaml.Node, dict[str, Any]] | Problem:
+def read_card(path: Path) -> tuple[Frontmatter, yaml.MappingNode, dict[str, Any]] | Problem:
     """Read a card file into its frontmatter, YAML tree and mapping; or the one Problem why not."""
     name = str(path)
     try:
@@ -282,7 +280,7 @@ def _parse(path: Path) -> tuple[Frontmatter, yaml.Node, dict[str, Any]] | Proble
         node, data = yamlsafe.load(front.yaml)
     except yaml.YAMLError as exc:
         return Problem(name, yamlsafe.error_line(exc), "yaml", yamlsafe.error_message(exc))
-    if not isinstance(data, dict) or node is None:
+    if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         line = node.start_mark.line + 1 if node is not None else 1
         return Problem(name, line, "card", f"must be a mapping of fields, got {kind}")
@@ -291,7 +289,7 @@ def _parse(path: Path) -> tuple[Frontmatter, yaml.Node, dict[str, Any]] | Proble
 
 def field_line(path: Path, where: tuple, tools: Sequence[str] = ()) -> int | None:
     """The line of field `where` (`("tools", 2)`) in a card file whose tools are `tools`."""
-    parsed = _parse(path)
+    parsed = read_card(path)
     if isinstance(parsed, Problem):
         return None
     # a subagent's tools are read into tiny's (Read, Grep: one docs_search): as its check does
@@ -453,7 +451,8 @@ def _first_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Prob
 
 def _function_name(name: Any) -> bool:
     """True for a name the schema takes for a declared function."""
-    return isinstance(name, str) and _FUNCTION_NAME.fullmatch(name) is not None
+    rule = card_schema()["properties"]["functions"]["items"]["properties"]["name"]["pattern"]
+    return isinstance(name, str) and re.search(rule, name) is not None
 
 
 def _function_problems(
@@ -597,7 +596,7 @@ def _build(data: dict, path: Path) -> Card:
         examples=tuple(data.get("examples", ())),
         does_not=tuple(data.get("does_not", ())),
         side_effects=data.get("side_effects", "none"),
-        budget=_budget(data["budget"]) if "budget" in data else DEFAULT_BUDGET,
+        budget=_budget(data.get("budget", {})),
         model=data.get("model"),
         path=path,
         tool_mode=data.get("tool_mode"),

@@ -29,6 +29,7 @@ import typer
 # typer runs its own copy of click: the context is on its stack, not on the click package's
 from typer.main import get_current_context
 
+from tiny_cli.setting_rules import BLANK
 from tiny_cli.settings import Settings, load_settings
 from tiny_cli.text import printable
 
@@ -36,7 +37,7 @@ from tiny_cli.text import printable
 def _folder(text: str) -> Path:
     """A folder flag's path; blank is refused (`Path("")` would be the working folder)."""
     if not text.strip():
-        raise typer.BadParameter("blank; give a folder or leave the option out")
+        raise typer.BadParameter(BLANK)
     return Path(text)
 
 

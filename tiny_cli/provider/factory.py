@@ -19,7 +19,7 @@ from tiny_cli.provider.replay import (
     read_header,
 )
 from tiny_cli.setting_rules import TOOL_MODES, check_temperature
-from tiny_cli.settings import SOURCES, Settings, sampling
+from tiny_cli.settings import Settings, sampling
 
 Replays = Path | Sequence[Path] | None  # one recording, or several answered from together
 
@@ -72,12 +72,13 @@ def replay_settings(
     _one_of(record, replay)
     if not replay:
         return settings
-    header = read_header(_paths(replay)[0])
+    path = _paths(replay)[0]
+    header = read_header(path)
     if model_flag is None:
         settings = replace(settings, model=header.get("model"))
-    settings = _recorded_tool_mode(settings, header, _paths(replay)[0])
+    settings = _recorded_tool_mode(settings, header, path)
     if settings.temperature is None:
-        settings = replace(settings, temperature=recorded_temperature(header, _paths(replay)[0]))
+        settings = replace(settings, temperature=recorded_temperature(header, path))
     return settings
 
 
@@ -87,14 +88,13 @@ def _recorded_tool_mode(settings: Settings, header: Mapping[str, Any], path: Pat
     recorded = header.get("tool_mode", "")  # "": an older recording that does not say
     if (recorded is not None and recorded not in TOOL_MODES) or recorded == settings.tool_mode:
         return settings
-    flag = settings.origin("tool_mode")  # --tool-mode, or a library caller's tool_mode
-    if flag in (SOURCES["tool_mode"][0], "tool_mode"):
-        made = f"{recorded} tool mode" if recorded else "each card's own tool mode"
+    flag = settings.source("tool_mode")  # --tool-mode, or a library caller's tool_mode
+    if flag is not None and flag.kind in ("flag", "keyword"):
         raise ConfigError(
-            f"{flag} {settings.tool_mode}: {path} was recorded in {made} and "
+            f"{flag} {settings.tool_mode}: {path} was recorded in {_mode(recorded)} and "
             f"holds no answer to requests made in another; leave {flag} out to replay it",
             path=path,
-            field=flag,
+            field=flag.name,
         )
     return replace(settings, tool_mode=recorded)
 

@@ -21,6 +21,7 @@ import yaml
 
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
+from tiny_cli.settings import Origin
 from tiny_cli.text import printable
 
 MCP_FILENAMES = ("mcp.yaml", "mcp.yml")  # in the cards folder; never read as cards
@@ -54,15 +55,15 @@ URL_PASSWORD = rf"(?i)({URL_SCHEME}[^/?#@:\s]*:)([^/?#@\s]*)(?=@)"
 TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamable_http": "url"}
 
 
-def mcp_path(cards_dir: Path, explicit: str | None, origin: str = "") -> Path | None:
+def mcp_path(cards_dir: Path, explicit: str | None, origin: Origin | None = None) -> Path | None:
     """Return the mcp.yaml to read: the file named (by `origin`: TINY_MCP, or the project
     file's `mcp`), else one in the cards folder, else None."""
     if explicit:
         path = Path(explicit)
         if not path.is_file():
-            origin = origin or "TINY_MCP"
-            said = f"{origin}={explicit}" if origin == "TINY_MCP" else f"{explicit} (from {origin})"
-            raise ConfigError(f"{said}: no such file", path=path, field=origin.split(" in ")[0])
+            origin = origin or Origin("env", "TINY_MCP")
+            said = f"{origin}={explicit}" if origin.kind == "env" else f"{explicit} (from {origin})"
+            raise ConfigError(f"{said}: no such file", path=path, field=origin.name)
         return path
     return next((cards_dir / n for n in MCP_FILENAMES if (cards_dir / n).is_file()), None)
 
