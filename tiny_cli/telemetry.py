@@ -307,12 +307,11 @@ class _RunTrace:
                 if digest is not None:
                     _failed_as(span, digest, self.text)
                 span.end()
-        self.tool = self.chat = None
         if self.agent is not None and digest is not None:
             _close(self.agent, digest, self.text)
         elif self.agent is not None:
             self.agent.end()
-        self.agent = None
+        self.tool = self.chat = self.agent = None
 
     def _under(self, span: Span) -> Context:
         return set_span_in_context(span, self.parent)

@@ -20,10 +20,14 @@ from tiny_cli.errors import ConfigError
 
 __all__ = ["METRICS", "Gate", "below", "check_gates", "parse_gates"]
 
-METRICS = {
-    "bench": ("right", "ok", "routing"),
-    "selection": ("right_call", "right_tool", "irrelevance", "routing"),
+# a selection metric's share: (the row's count, the row's count it is out of)
+_SELECTION_SHARES = {
+    "right_call": ("right_call", "tasks"),
+    "right_tool": ("right_tool", "tasks"),
+    "irrelevance": ("irrelevance_right", "irrelevance_tasks"),
+    "routing": ("routing_right", "tasks"),
 }
+METRICS = {"bench": ("right", "ok", "routing"), "selection": tuple(_SELECTION_SHARES)}
 # the metrics only some arms measure: a bar on another arm reads n/a and would always fail
 # (only tiny and hybrid route; the oracle is never asked an irrelevance question)
 _MEASURED_BY = {
@@ -129,11 +133,11 @@ def _bench_values(doc: Mapping[str, Any], gate: Gate) -> list[tuple[str, Fractio
     if arm is None:
         return []
     runs = arm["runs"] or 0
-    share = {
-        "right": lambda: Fraction(arm["right"]) / runs if runs else None,
-        "ok": lambda: Fraction(arm["outcomes"].get("ok", 0)) / runs if runs else None,
-        "routing": lambda: _routing(doc, gate.arm),
-    }[gate.metric]()
+    if gate.metric == "routing":
+        share = _routing(doc, gate.arm)
+    else:
+        hits = arm["right"] if gate.metric == "right" else arm["outcomes"].get("ok", 0)
+        share = Fraction(hits) / runs if runs else None
     return [(f"{gate.arm}.{gate.metric}", share)]
 
 
@@ -158,11 +162,6 @@ def _selection_values(doc: Mapping[str, Any], gate: Gate) -> list[tuple[str, Fra
 
 def _share(row: Mapping[str, Any], metric: str) -> Fraction | None:
     """A selection row's metric as a share; None where the arm did not fit or has none."""
-    part, whole = {
-        "right_call": ("right_call", "tasks"),
-        "right_tool": ("right_tool", "tasks"),
-        "irrelevance": ("irrelevance_right", "irrelevance_tasks"),
-        "routing": ("routing_right", "tasks"),
-    }[metric]
+    part, whole = _SELECTION_SHARES[metric]
     n, d = row.get(part), row.get(whole)
     return None if n is None or not d else Fraction(n) / d

@@ -20,27 +20,16 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from itertools import islice
 from pathlib import Path
 
 from tiny_cli._version import __version__
-from tiny_cli.bench.arms import (
-    ARMS,
-    Arm,
-    Job,
-    JobContext,
-    RouterLike,
-    netloc,
-    route_all,
-    run_job,
-)
+from tiny_cli.bench.arms import ARMS, Arm, Job, JobContext, RouterLike, netloc, route_all, run_job
 from tiny_cli.bench.making import arm_flag, note_making
 from tiny_cli.bench.pages import PageServer
 from tiny_cli.bench.report import BenchReport, summarize
-from tiny_cli.bench.scoring import (
-    RunResult,
-    judge,
-)
+from tiny_cli.bench.scoring import RunResult, judge
 from tiny_cli.bench.tasks import (
     PAGES_FOLDER,
     SITE,
@@ -190,14 +179,11 @@ class _Deferred:
     """The router, built when first asked: a replay that routes from its recording needs none."""
 
     def __init__(self, make: Callable[[], RouterLike]) -> None:
-        self._make = make
-        self._router: RouterLike | None = None
+        self._router = cache(make)
 
     def route(self, task: str) -> Decision:
         """Route one task with the router, built now if it is not yet."""
-        if self._router is None:
-            self._router = self._make()
-        return self._router.route(task)
+        return self._router().route(task)
 
 
 def _check_options(options: BenchOptions, router: RouterLike | None) -> None:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -210,14 +210,13 @@ def scale_from_settings(
     tasks = load_selection_tasks(tasks_path, ws.cards)
     session.exchanges.probe()
     note_making(session.exchanges, tasks_path, ws, **_recorded(options))
-    found: list[Embedder] = [embedder] if embedder is not None else []
     learned, tool_texts = folder_learned(settings), gathered(settings)  # read once, not per size
+    # the embedder loads only if a task routes live, and once
+    loaded = cache(lambda: embedder if embedder is not None else embedder_for(settings))
 
-    def router_for(cards: Sequence[Card]) -> Router:  # the embedder loads only if one routes
-        if not found:
-            found.append(embedder_for(settings))
+    def router_for(cards: Sequence[Card]) -> Router:
         return build_router(
-            settings, cards, learned=learned, embedder=found[0], tool_texts=tool_texts,
+            settings, cards, learned=learned, embedder=loaded(), tool_texts=tool_texts,
             folder=ws.cards.values(),
         )  # fmt: skip
 

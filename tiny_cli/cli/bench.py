@@ -1,5 +1,6 @@
-"""`tiny bench`: the task file as tiny agents and as one all-tools agent, side by side; and
-`tiny bench --scale`, tool selection as the tool count grows, table and page."""
+"""`tiny bench`: the task file as tiny agents and as one all-tools agent, side by side;
+`tiny bench --scale`, tool selection as the tool count grows, table and page; and
+`tiny bench --replay FILE` alone, run again with the options its recording holds."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar, cast
 
 import typer
+from rich.console import Console
 
 from tiny_cli.bench import (
     ARMS,
@@ -24,7 +26,7 @@ from tiny_cli.bench import (
 from tiny_cli.bench.bench_html import write_bench_html
 from tiny_cli.bench.gate import below, check_gates, parse_gates
 from tiny_cli.bench.html import require_charts, write_html
-from tiny_cli.bench.making import Place, Prompt
+from tiny_cli.bench.making import Place, Prompt, changed_since, recorded_options
 from tiny_cli.bench.run import MAX_CONCURRENCY, MAX_REPEAT
 from tiny_cli.bench.scale import (
     DEFAULT_CONTEXT_TOKENS,
@@ -65,13 +67,6 @@ from tiny_cli.cli.common import (
     warn,
 )
 from tiny_cli.cli.live import console
-from tiny_cli.cli.replay_opts import (
-    BenchReplayOpt,
-    UpgradeOpt,
-    blamed,
-    refuse_header,
-    warn_changed,
-)
 from tiny_cli.cli.run import RunOptions, run_session, warn_unused
 from tiny_cli.errors import ConfigError
 from tiny_cli.provider.factory import recorded_temperature
@@ -79,18 +74,21 @@ from tiny_cli.provider.replay import read_header
 from tiny_cli.routing.examples_file import LEARNED_FILENAME
 from tiny_cli.routing.factory import build_router
 from tiny_cli.secrets import scrubber
+from tiny_cli.session import Session
+from tiny_cli.setting_rules import check_temperature
 from tiny_cli.settings import Settings
 from tiny_cli.text import printable
 from tiny_cli.tools.mcp_config import mcp_path
 from tiny_cli.userfiles import check_writable, write_text
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-    from tiny_cli.session import Session
+from tiny_cli.workspace import open_workspace
 
 R = TypeVar("R")  # what a bench's run returns: its report
 
+# what a replay that left recorded answers unasked ran differently
+BENCH_UNUSED = (
+    "fewer runs (other --repeat, --arm, sizes or sample) or shorter ones (a turn this tiny no "
+    "longer takes, such as a repair) than when it was recorded"
+)
 BENCH_TEMPERATURE = 0.0  # greedy, as BFCL asks: the arms differ by what they offer, not by luck
 
 TasksOpt = Annotated[
@@ -253,14 +251,14 @@ def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> N
     o, tasks = flags.options, _tasks_file(flags.tasks)
     outputs = (o.record, flags.out, flags.html)
     try:
-        refuse_header(ctx)
+        _refuse_header(ctx)
         if scale is None:
             _refuse_scale_only(ctx)
         settings = asked_at(o.settings(), o.replay, flags.resume)
         read = (*_task_files(tasks), *(o.replay or ()), *flags.resume, *_setup_files(settings))
         _outputs_apart(inputs=read, outputs=dict(zip(OUTPUT_FLAGS, outputs, strict=True)))
         _check_options(scale, flags.arm, flags.fail_under, outputs)
-        warn_changed(o.replay, tasks or DEFAULT_TASKS_FILE, settings, flags.upgrade)
+        _warn_changed(o.replay, tasks or DEFAULT_TASKS_FILE, settings, flags.upgrade)
         if scale is None:
             return _example_bench(settings, flags)
         if flags.tasks is None:
@@ -268,7 +266,7 @@ def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> N
                                      "--tasks FILE", param_hint="--scale")  # fmt: skip
         return scale_bench(settings, flags.tasks, flags, scale)
     except typer.BadParameter as error:
-        raise blamed(ctx, error) from None
+        raise _blamed(ctx, error) from None
 
 
 def _refuse_scale_only(ctx: typer.Context) -> None:
@@ -324,7 +322,7 @@ def _example_bench(settings: Settings, f: BenchFlags) -> None:
 
 
 def _run_bench(
-    settings: Any, session: Any, tasks: Path | None, options: Any, bar: bool
+    settings: Settings, session: Session, tasks: Path | None, options: BenchOptions, bar: bool
 ) -> BenchReport:
     """Run the example bench, with a progress bar on stderr where a person watches (`bar`)."""
     shown = render_bench.BenchProgress(console(stderr=True)) if bar else nullcontext()
@@ -342,7 +340,7 @@ def _recorded(settings: Settings, f: BenchFlags, live: bool, run: Callable[[Sess
         settings, "bench", o, live=live, resume=f.resume, upgrade=f.upgrade
     ) as session:
         report = run(session)
-        warn_unused(session.exchanges)
+        warn_unused(session.exchanges, BENCH_UNUSED)
     if f.upgrade and o.replay:
         warn(f"upgraded {o.replay[0]}: its header holds its options, digests and routing now")
     return report
@@ -423,7 +421,7 @@ def _setup_files(settings: Settings) -> list[Path]:
     modules = [Path(s) for s in specs if s.endswith(".py")]  # a dotted name is no file here
     named = (
         cards / LEARNED_FILENAME,
-        mcp_path(cards, settings.mcp_file, settings.origin("mcp_file")),
+        mcp_path(cards, settings.mcp_file, settings.source("mcp_file")),
         settings.project_file,
     )
     return found + modules + [p for p in named if p is not None]
@@ -535,3 +533,108 @@ def _size(text: str) -> int:
             f"{text!r} is not a tool count or 'all'", param_hint="--all-tools-sizes"
         )
     return int(text)
+
+
+# --- --replay FILE alone: the recording's own options, --upgrade ---------------------------
+#
+# A recording made by this tiny holds the bench's options in its header (tiny_cli.bench.making).
+# The `--replay` option is eager: it reads that header first and makes those options the
+# defaults of the command, so a flag given on the command line still wins.
+
+# the header names an option as its flag reads; the command's parameter is named otherwise
+HEADER_PARAMETERS = {"all_tools_sizes": "sizes"}
+HEADER_REFUSED = "tiny.header_refused"  # ctx.meta: the header's values the command would refuse
+
+
+def _recorded_defaults(ctx: typer.Context, value: list[Path] | None) -> list[Path] | None:
+    """Make the first recording's options the command's defaults (flags given still win).
+
+    A value the command would refuse is kept out, and refused by `_refuse_header` unless a
+    flag given replaces it: the header is to blame, not the flag the user never gave.
+    """
+    if value:
+        options = recorded_options(read_header(value[0]), value[0])
+        named = {HEADER_PARAMETERS.get(k, k): v for k, v in options.items()}
+        refused = {n: why for n, v in named.items() if (why := _refused(ctx, value[0], n, v))}
+        ctx.meta[HEADER_REFUSED] = refused
+        kept = {k: v for k, v in named.items() if k not in refused}
+        ctx.default_map = {**(ctx.default_map or {}), **kept}
+    return value
+
+
+def _refuse_header(ctx: typer.Context) -> None:
+    """Raise the first bad value of the replayed header that no flag given replaced."""
+    for name, line in ctx.meta.get(HEADER_REFUSED, {}).items():
+        if parameter_source(ctx, name) != "COMMANDLINE":
+            raise ConfigError(line)
+
+
+def _blamed(ctx: typer.Context, error: typer.BadParameter) -> Exception:
+    """A bad value the recording's header gave is the header's: name its field, not the flag."""
+    replay = ctx.params.get("replay")
+    for param in ctx.command.params:
+        gave = parameter_source(ctx, param.name) if param.name else None
+        if error.param_hint in param.opts and gave == "DEFAULT_MAP" and replay:
+            return ConfigError(f"{_where(replay[0], str(param.name))}: {error.message}")
+    return error
+
+
+def _refused(ctx: typer.Context, path: Path, name: str, value: object) -> str | None:
+    """The line refusing a header's value as the command would (its option's range or
+    choice, the settings' temperature, a cards path that is there); None when it is good."""
+    where = _where(path, name)
+    param = next((p for p in ctx.command.params if p.name == name), None)
+    try:
+        if param is not None:
+            param.process_value(ctx, value)
+        if name == "temperature":
+            check_temperature(where, value)
+    except typer.BadParameter as error:
+        return f"{where}: {error.message}"
+    except ConfigError as error:
+        return str(error)
+    if name == "cards" and not Path(str(value)).exists():
+        return f"{where}: no cards folder or card file {printable(str(value))}"
+    return None
+
+
+def _where(path: Path, name: str) -> str:
+    """The header field that gave the parameter `name`, with its file."""
+    field = {v: k for k, v in HEADER_PARAMETERS.items()}.get(name, name)
+    return f"{printable(str(path))}: header bench.{field}"
+
+
+BenchReplayOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--replay",
+        help="Answer from a --record FILE instead of the model server; repeatable "
+        "(recordings of one model). A recording holds its options: FILE alone replays it.",
+        callback=_recorded_defaults,
+        is_eager=True,
+    ),
+]
+UpgradeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--upgrade",
+        help="With --replay of an older recording and its options: rewrite it in place with "
+        "its options, digests and routing decisions in the header (answers unchanged).",
+    ),
+]
+
+
+def _warn_changed(replay: Sequence[Path] | None, tasks: Path, settings: Any, upgrade: bool) -> None:
+    """Warn in one line of the tasks, cards or learned examples changed since the recording;
+    --upgrade needs a --replay."""
+    if upgrade and not replay:
+        raise ConfigError("--upgrade rewrites a recording: name it with --replay")
+    if not replay or not tasks.is_file():
+        return
+    recorded = read_header(replay[0]).get("digests")
+    cards = recorded.get("cards", {}) if isinstance(recorded, dict) else {}
+    if not isinstance(cards, dict) or not all(isinstance(v, str) for v in cards.values()):
+        raise ConfigError(f"{replay[0]}: the header's digests.cards must map card files to digests")
+    line = None if recorded is None else changed_since(recorded, tasks, open_workspace(settings))
+    if line is not None:
+        warn(line)

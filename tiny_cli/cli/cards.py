@@ -122,8 +122,8 @@ def _detail(detail: dict[str, Any]) -> None:
     out = Console()
     for key in ("id", "file", "summary", "tools", "side_effects", "returns_required", "first"):
         value = detail[key]
-        shown = ", ".join(value) if isinstance(value, list) else str(value)
-        _line(out, f"{key:17} {printable(shown)}")
+        text = ", ".join(value) if isinstance(value, list) else str(value)
+        _line(out, f"{key:17} {printable(text)}")
     _line(out, f"{'budget':17} {json.dumps(detail['budget'])}")
     _line(out, "\nsystem prompt:")
     _line(out, printable(detail["system_prompt"], keep="\n"))
@@ -132,7 +132,7 @@ def _detail(detail: dict[str, Any]) -> None:
     _line(out, printable(text, keep="\n"))
 
 
-def _line(out: Any, text: str) -> None:
+def _line(out: Console, text: str) -> None:
     """Print text as it is: no markup, no colour, no wrap (a terminal wraps it itself)."""
     out.print(text, markup=False, highlight=False, soft_wrap=True)
 

@@ -67,7 +67,7 @@ from tiny_cli.digest import Brief, Digest, Routing, make_brief
 from tiny_cli.provider.factory import replay_settings
 from tiny_cli.runs.log import Correction, RunLog
 from tiny_cli.secrets import scrubber
-from tiny_cli.session import RouteBook, Session, open_session
+from tiny_cli.session import Entry, RouteBook, Session, open_session
 from tiny_cli.settings import Settings
 from tiny_cli.text import printable
 from tiny_cli.workspace import Workspace, open_workspace
@@ -78,11 +78,7 @@ Say = Callable[[str], None]  # print one line for the person (stderr)
 ROUTED = "Right card? [enter] yes · [c] choose another · [a] should have abstained"
 ABSTAINED = "No card took it. Right? [enter] yes · [c] choose a card"
 MAX_CHOICES = 9  # one key each
-# what a replay that left recorded answers unasked ran differently, by command
-BENCH_UNUSED = (
-    "fewer runs (other --repeat, --arm, sizes or sample) or shorter ones (a turn this tiny no "
-    "longer takes, such as a repair) than when it was recorded"
-)
+# what an invoke or delegate replay that left recorded answers unasked ran differently
 RUN_UNUSED = (
     "another card, task or routing than when it was recorded, or a shorter run (a turn this "
     "tiny no longer takes, such as a repair)"
@@ -225,12 +221,8 @@ def delegate(
         digest = run.session.for_caller(digest)
         settings = run.ws.settings.with_flags(ask_route=ask)
         asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
-    routing = digest.routing
-    if not asked or routing is None:  # wants_answer asked for a routing: always there
-        show_digest(json_out, digest)
-    used = book.used(run.brief.goal)  # the decision the run took: recorded, or made live
-    candidates = [str(c[0]) for c in used["candidates"]] if used else []
-    show_digest(json_out, digest, lambda: ask_route(settings, asked[-1], routing, candidates))
+    # the decision the run took (recorded, or made live) offers the other cards
+    show_digest(json_out, digest, _asking(settings, asked, digest, book.used(run.brief.goal)))
 
 
 @contextmanager
@@ -259,6 +251,17 @@ def show_digest(
     if then is not None:  # after a human delegate: ask whether the card was right
         then()
     raise typer.Exit(EXIT_BY_STATUS[digest.status])
+
+
+def _asking(
+    settings: Settings, asked: list[int], digest: Digest, used: Entry | None
+) -> Callable[[], object] | None:
+    """After a human delegate, the question whether its card was right (None: no question)."""
+    routing = digest.routing
+    if not asked or routing is None:  # wants_answer asked for a routing: always there
+        return None
+    candidates = [str(c[0]) for c in used["candidates"]] if used else []
+    return lambda: ask_route(settings, asked[-1], routing, candidates)
 
 
 def _pairs(given: Sequence[str]) -> dict[str, str]:
@@ -390,7 +393,7 @@ def run_session(
         raise
 
 
-def warn_unused(exchanges: Any, why: str = BENCH_UNUSED) -> None:
+def warn_unused(exchanges: Any, why: str) -> None:
     """Warn when a replay asked for fewer answers than its recording holds; `why` says how."""
     left = exchanges.unused()
     if left:

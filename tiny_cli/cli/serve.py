@@ -44,10 +44,10 @@ def serve(
 ) -> None:
     """Serve the cards to MCP hosts: delegate, invoke and route tools; cards as resources."""
     options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
-                         allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
-                         no_log=no_log)  # fmt: skip
+                         allow_hosts=allow_host, tool_mode=tool_mode,
+                         wall_scale=wall_scale)  # fmt: skip
     settings = options.settings()
     from tiny_cli.serve import serve as run_server  # the mcp SDK loads only here
 
-    logged = replace(settings, log_runs=settings.log_runs and not options.no_log)
+    logged = replace(settings, log_runs=settings.log_runs and not no_log)
     run_server(logged, http_port=http, allow_writes=allow_writes)

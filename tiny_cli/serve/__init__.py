@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from functools import partial
+from functools import cache, partial
 from typing import Annotated, Any, cast
 
 import anyio
@@ -484,15 +484,12 @@ class _SerialRouter:
     """The concierge, built on first use and asked one task at a time (one embedder)."""
 
     def __init__(self, build: Callable[[], Router]) -> None:
-        self._build = build
-        self._router: Router | None = None
+        self._router = cache(build)
         self._lock = threading.Lock()
 
     def route(self, task: str, top: int = DEFAULT_TOP) -> Decision:
         with self._lock:
-            if self._router is None:
-                self._router = self._build()
-            return self._router.route(task, top)
+            return self._router().route(task, top)
 
 
 async def _elicit(ctx: Context, question: str, scrub: Callable[[str], str]) -> bool:
@@ -569,9 +566,9 @@ def route_text(decision: Decision) -> str:
     """Return the routing decision and its candidates in plain lines."""
     target = decision.agent_id if decision.decision == "route" else "abstain"
     n = decision.decimals(3)
-    lines = [f"{decision.decision} → {target} (score {decision.score:.{n}f}, "]
-    lines[0] += f"threshold {decision.threshold:.{n}f})"
-    lines += [f"  {c.agent_id}: {c.score:.3f}" for c in decision.candidates]
+    head = f"{decision.decision} → {target} (score {decision.score:.{n}f}, "
+    head += f"threshold {decision.threshold:.{n}f})"
+    lines = [head, *(f"  {c.agent_id}: {c.score:.3f}" for c in decision.candidates)]
     return "\n".join(map(printable, lines))
 
 

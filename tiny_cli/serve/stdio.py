@@ -35,7 +35,6 @@ from tiny_cli.text import half_pair
 
 CHUNK_BYTES = 65536
 FINISH_SECONDS = 1.0  # the relay's last lines after the server returned (Ctrl-C: 2 s in all)
-CLOSED = {"code": CONNECTION_CLOSED, "message": "Connection closed: the host closed stdin"}
 NEWLINES = re.compile(r"\r\n|\r|\n")  # the SDK reads stdin in universal-newline mode
 
 
@@ -245,8 +244,8 @@ class _Relay:
 
     def _decline(self, request_id: Any) -> None:
         """Answer the server's request for the host: the connection is closed."""
-        error = {"jsonrpc": "2.0", "id": request_id, "error": CLOSED}
-        self._send(json.dumps(error).encode() + b"\n")
+        closed = _error(request_id, CONNECTION_CLOSED, "Connection closed: the host closed stdin")
+        self._send(json.dumps(closed).encode() + b"\n")
 
     def _send(self, data: bytes) -> None:
         with self._sending, suppress(OSError, ValueError):  # ValueError: closed, all answered
