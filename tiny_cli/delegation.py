@@ -298,9 +298,7 @@ def _second_try(
     card_id, score = after
     why_not = _why_not(task, first, card_id, left)
     if why_not is not None:
-        note = f"not re-routed to {card_id} after the refusal: {why_not}"
-        noted = replace(first, notes_for_caller=(*first.notes_for_caller, note))
-        return noted, messages
+        return _not_rerouted(first, card_id, why_not), messages
     held = _FinishedHeldBack(observer)
     routing = Routing("route", card_id, round(score, 4), first.agent_id)
     try:
@@ -309,10 +307,15 @@ def _second_try(
         if exc.status not in CONFIG_STATUSES or not first.calls:
             raise  # nothing done yet: the caller's to fix
         # the first attempt's tools ran: its Digest says what they did, as a run's would
-        note = f"not re-routed to {card_id} after the refusal: {exc}"
-        return replace(first, notes_for_caller=(*first.notes_for_caller, note)), messages
+        return _not_rerouted(first, card_id, exc), messages
     first_score = first.routing.score if first.routing is not None else None
     return _with_attempt(first, first_score, second), (*messages, *held.messages)
+
+
+def _not_rerouted(first: Digest, card_id: str, why: object) -> Digest:
+    """The first attempt's refusal, standing, with a note saying why `card_id` was not tried."""
+    note = f"not re-routed to {card_id} after the refusal: {why}"
+    return replace(first, notes_for_caller=(*first.notes_for_caller, note))
 
 
 def _why_not(task: _Task, first: Digest, card_id: str, left: Budget) -> str | None:

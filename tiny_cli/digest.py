@@ -17,7 +17,7 @@ from tiny_cli import yamlsafe
 from tiny_cli.cards.card import RESERVED_FIELDS
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
-from tiny_cli.text import check_task, kind_of, said_whole
+from tiny_cli.text import check_task, kind_of, said_whole, wrong_kind
 from tiny_cli.tools.artifacts import Artifact
 from tiny_cli.userfiles import load_json
 
@@ -264,7 +264,7 @@ def _brief_path(file: Any) -> Path | None:
         return file
     if isinstance(file, str | PathLike):
         return Path(file)
-    raise ConfigError(f"file: must be a path to a Brief file, got {kind_of(file)}", field="file")
+    raise wrong_kind("file", "a path to a Brief file", file)
 
 
 def _brief_file(path: Path) -> dict[str, Any]:
@@ -360,8 +360,7 @@ def estimate_tokens(text: str) -> int:
 def _goal(goal: Any) -> str:
     """The goal, stripped; ConfigError unless it is text that is a task (check_task)."""
     if not isinstance(goal, str):
-        said = f"goal: must be a string (one sentence), got {kind_of(goal)}"
-        raise ConfigError(said, field="goal")
+        raise wrong_kind("goal", "a string (one sentence)", goal)
     try:
         check_task(goal)
     except ConfigError as exc:  # its message is the task's, as `tiny route` says it
@@ -404,9 +403,7 @@ def _not_names(got: str) -> ConfigError:
 def _inputs(value: Any) -> dict[str, str]:
     """The inputs as text by name: a number becomes its digits; bytes, a list are refused."""
     if not isinstance(value, Mapping):
-        raise ConfigError(
-            f"inputs: must be a mapping of name: value, got {kind_of(value)}", field="inputs"
-        )
+        raise wrong_kind("inputs", "a mapping of name: value", value)
     if any(not str(k).strip() for k in value):  # the model would read "- : v"
         raise ConfigError("inputs: a name must not be blank", field="inputs")
     inputs = {str(k): _text(v, f"inputs.{k}", "inputs") for k, v in value.items()}
@@ -433,7 +430,7 @@ def _text(value: Any, name: str, field: str | None = None) -> str:
 def _hint(value: Any) -> tuple[str, tuple[str, ...]]:
     """The hint, cut to MAX_HINT_CHARS, and the note of the cut (if any)."""
     if not isinstance(value, str):
-        raise ConfigError(f"context_hint: must be text, got {kind_of(value)}", field="context_hint")
+        raise wrong_kind("context_hint", "text", value)
     if len(value) <= MAX_HINT_CHARS:
         return value, ()
     return value[:MAX_HINT_CHARS], (
@@ -446,10 +443,7 @@ def _cap(value: Any) -> int | None:
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError(
-            f"max_output_tokens: must be an integer, got {kind_of(value)}",
-            field="max_output_tokens",
-        )
+        raise wrong_kind("max_output_tokens", "an integer", value)
     if value < 16:
         raise ConfigError(
             f"max_output_tokens {value} is impossible: must be >= 16", field="max_output_tokens"
@@ -460,5 +454,5 @@ def _cap(value: Any) -> int | None:
 def _notes(value: Any) -> tuple[str, ...]:
     """The notes on the Brief: a list of texts."""
     if not isinstance(value, list | tuple) or not all(isinstance(n, str) for n in value):
-        raise ConfigError(f"notes: must be a list of texts, got {kind_of(value)}", field="notes")
+        raise wrong_kind("notes", "a list of texts", value)
     return tuple(value)

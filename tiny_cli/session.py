@@ -149,19 +149,16 @@ class RouteBook:
 
 def _usable(entry: Any, cards: Collection[str]) -> TypeGuard[Entry]:
     """Whether `entry` is a routing decision among `cards`: agent, [id, score] candidates."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("candidates"), list):
+    pairs = entry.get("candidates") if isinstance(entry, dict) else None
+    if not pairs or not isinstance(pairs, list) or "agent" not in entry:
         return False
-    pairs = entry["candidates"]
-    named = [entry.get("agent"), *(c[0] if isinstance(c, list) and c else None for c in pairs)]
-    numbers = [entry.get(k, 0.0) for k in ("score", "threshold")] + [
-        c[1] if isinstance(c, list) and len(c) == 2 else None for c in pairs
-    ]
+    if not all(isinstance(c, list) and len(c) == 2 for c in pairs):
+        return False
+    names = [c[0] for c in pairs] + ([] if entry["agent"] is None else [entry["agent"]])
+    numbers = [entry.get("score", 0.0), entry.get("threshold", 0.0), *(c[1] for c in pairs)]
     return (
-        bool(pairs)
-        and "agent" in entry
-        and all(n is None or (isinstance(n, str) and n in cards) for n in named[:1])
-        and all(isinstance(n, str) and n in cards for n in named[1:])
-        and all(_finite(x) for x in numbers)
+        all(isinstance(n, str) and n in cards for n in names)
+        and all(map(_finite, numbers))
         and isinstance(entry.get("clear", False), bool)
     )
 

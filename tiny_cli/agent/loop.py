@@ -38,6 +38,7 @@ from tiny_cli.agent.reply import (
     Reply,
     parse_reply,
     read_action,
+    read_json,
     recover_calls,
     response_format,
     result_message,
@@ -70,7 +71,7 @@ from tiny_cli.provider.client import (
     ToolCall,
 )
 from tiny_cli.setting_rules import ToolMode
-from tiny_cli.text import printable, unsurrogated, wrong_kind
+from tiny_cli.text import printable, wrong_kind
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, held_note
 from tiny_cli.tools.registry import Registry, Tool
 
@@ -402,10 +403,7 @@ def _dropped(asked: int, answered: int) -> tuple[str, ...]:
 
 def _stopped(run: _Run, call: ToolCall) -> Digest:
     """Record the first call as the model sent it, run nothing, and end the run `partial`."""
-    try:
-        arguments = unsurrogated(json.loads(call.arguments or "{}"))
-    except (ValueError, RecursionError):  # not JSON, or a number of over 4,300 digits
-        arguments = None
+    arguments = read_json(call.arguments or "{}")
     offered = any(s["function"]["name"] == call.name for s in run.schemas)
     outcome: CallOutcome = "not_run" if offered else "ghost"
     if not isinstance(arguments, dict):

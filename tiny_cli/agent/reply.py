@@ -114,7 +114,7 @@ def parse_reply(
     `partial`: the answer ends partial whatever it claims (the tool budget ran out before it),
     so it is taken as one is, never repaired.
     """
-    text = text or ""
+    text, types = text or "", types or {}
     if len(text) > MAX_REPLY_CHARS:
         return Reply(
             {}, (f"your answer is {len(text):,} characters; answer with one short JSON object",)
@@ -124,9 +124,9 @@ def parse_reply(
         return Reply({}, (problem,))
     completed = bool(notes)  # the only note of _locate_object: it closed a cut-off object
     data, notes = _status_read(data, notes)
-    data, coerced = _coerced(data, types or {})
+    data, coerced = _coerced(data, types)
     notes += coerced
-    typed = {**SUMMARY_TYPE, **(types or {})}  # the contract's summary is a string
+    typed = {**SUMMARY_TYPE, **types}  # the contract's summary is a string
     status = data.get("status")
     if partial or status in ("partial", "refused"):  # taken with what it has: a wrong field
         # is left out. A refusal carries no fields to check, but its summary is shown; the
@@ -137,7 +137,7 @@ def parse_reply(
         data, dropped = _without_mistyped(data, SUMMARY_TYPE if refused else typed, kept)
         problems = _two_minds(text) if refused or partial else []
         return Reply(data, tuple(problems), notes + dropped, completed)
-    problems = _contract_problems(data, required, types or {}) + _two_minds(text)
+    problems = _contract_problems(data, required, types) + _two_minds(text)
     problems += _type_problems(data, typed, required)
     return Reply(data, tuple(problems), notes, completed)
 
@@ -263,13 +263,14 @@ def _locate_object(text: str) -> tuple[dict[str, Any] | None, tuple[str, ...], s
 def _whole_object(text: str) -> dict[str, Any] | None:
     """Return the object that is the whole text or a whole code fence."""
     for chunk in [text.strip(), *(m.group(1).strip() for m in _FENCE.finditer(text))]:
-        value = _loads(chunk)
+        value = read_json(chunk)
         if isinstance(value, dict):
             return value
     return None
 
 
-def _loads(chunk: str) -> Any:
+def read_json(chunk: str) -> Any:
+    """Parse JSON, each lone surrogate replaced; None for what is not (too deep, huge numbers)."""
     try:
         return unsurrogated(json.loads(chunk))
     except (ValueError, RecursionError):
@@ -308,7 +309,7 @@ def _complete_object(text: str) -> tuple[dict[str, Any] | None, str, str]:
         if cut is None:
             continue
         closers, ending = cut
-        completed = _loads(chunk + closers) if ending == "value" else None
+        completed = read_json(chunk + closers) if ending == "value" else None
         if isinstance(completed, dict):
             note = f"the answer's JSON ended without its closing '{closers}'; tiny completed it"
             return completed, note, ""
@@ -321,7 +322,7 @@ def _cut_problem(chunk: str, closers: str, ending: str) -> str:
     filler = _FILLERS.get(ending, "")
     if ending == "comma":
         filler = '"_": null' if closers[0] == "}" else "null"
-    if ending == "value" or not isinstance(_loads(chunk + filler + closers), dict):
+    if ending == "value" or not isinstance(read_json(chunk + filler + closers), dict):
         return ""  # not a cut-off object but broken JSON: the generic problem fits
     where = _ENDINGS.get(ending) or f"it ends right after a '{_OPENER[closers[0]]}'"
     return f"your JSON object is cut off ({where}); answer again with the whole object"
@@ -461,14 +462,14 @@ def response_format(
     """Return the json_schema response_format: one branch per tool, plus the answers if allowed.
 
     `tools` are OpenAI tool schemas; `answer` is the final answer's schema, or None while the
-    card must call a tool first: then neither the answer nor a refusal is offered. (Offered a
-    refusal on its first turn, Qwen2.5-Coder-1.5B refused 8 of the 12 tasks routed to the right
-    card; the concierge, not the card, turns away tasks nobody should do.)
+    card must call a tool first: then neither the answer nor a refusal is offered (offered one
+    first, a small model refuses tasks that are its job; the concierge, not the card, turns away
+    tasks nobody should do).
     """
     branches = [_tool_branch(t["function"]) for t in tools]
-    if answer is not None or not branches:
-        if answer is not None:
-            branches.append(dict(answer))
+    if answer is not None:
+        branches.append(dict(answer))
+    if answer is not None or not tools:
         branches.append(_refusal_branch())
     schema = branches[0] if len(branches) == 1 else {"anyOf": branches}
     return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": schema}}
@@ -543,8 +544,8 @@ def _chunks(text: str) -> list[str]:
 def _load(chunk: str) -> Any:
     """Parse a JSON value; also the doubled-brace form some chat templates teach (`{{...}}`)."""
     chunk = chunk.strip()
-    value = _loads(chunk)
-    return value if value is not None else _loads(chunk.replace("{{", "{").replace("}}", "}"))
+    value = read_json(chunk)
+    return value if value is not None else read_json(chunk.replace("{{", "{").replace("}}", "}"))
 
 
 def _as_call(data: Any, call_id: str, bare: bool = False) -> ToolCall | None:

@@ -375,9 +375,6 @@ class _Server:
         self.url = shown_url
         self._api_key = api_key
 
-    def __repr__(self) -> str:  # never show the key
-        return f"_Server({self.url!r})"
-
     def judge(self, answer: _Answer, model: str) -> _Failure:
         """Classify a non-200 answer: retryable or not, and what to tell a person."""
         status, short = answer.status, self.short_body(answer.content)
@@ -499,16 +496,14 @@ def tls_failure(exc: BaseException) -> str | None:
         return None
     if isinstance(error, ssl.SSLCertVerificationError):
         why = printable(str(error.verify_message or "certificate verify failed"))
-        detail = (
+        return (
             f"certificate verify failed ({why}); if the server's certificate comes from your "
             "own CA, set SSL_CERT_FILE to that CA's PEM file"
         )
-    else:
-        detail = (
-            f"the TLS handshake failed ({printable(str(error.reason or error))}); if the server "
-            "speaks plain HTTP, use http:// in TINY_BASE_URL; a private CA goes in SSL_CERT_FILE"
-        )
-    return detail
+    return (
+        f"the TLS handshake failed ({printable(str(error.reason or error))}); if the server "
+        "speaks plain HTTP, use http:// in TINY_BASE_URL; a private CA goes in SSL_CERT_FILE"
+    )
 
 
 def _ssl_error(exc: BaseException) -> ssl.SSLError | None:

@@ -361,8 +361,13 @@ class Recorder(ExchangeSource):
         self._exchanges = 0
         self._noted = False  # a bench's notes (its making): worth a recording without exchanges
         self._kept: Path | None = None  # where Ctrl-C's exchanges went, once closed
+        self._file = self._open()
+        self._write(header)  # a .partial left by a crash is a recording too (for --resume)
+
+    def _open(self) -> IO[str]:
+        """Open the partial file, once the target and its interrupted twin are ours to write."""
         if self.path.is_dir():  # found at the start, not as a traceback when the run ends
-            raise ConfigError(f"{path}: is a folder; --record needs a file name")
+            raise ConfigError(f"{self.path}: is a folder; --record needs a file name")
         refuse_special(self.path)  # a FIFO, device or link there is never replaced at the end
         _refuse_foreign(self.path)
         # Ctrl-C writes there: a user's own file of that name is refused now, not replaced then
@@ -370,10 +375,9 @@ class Recorder(ExchangeSource):
         _refuse_foreign(self._interrupted(), INTERRUPTED_FOREIGN)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file: IO[str] = self._partial.open("w", encoding="utf-8")
+            return self._partial.open("w", encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"{path}: cannot write the recording: {exc.strerror}") from exc
-        self._write(header)  # a .partial left by a crash is a recording too (for --resume)
+            raise ConfigError(f"{self.path}: cannot write the recording: {exc.strerror}") from exc
 
     def for_run(self, run: str, volatile: Volatile = NO_VOLATILE) -> Provider:
         """Return a provider that forwards to the endpoint and records under `run`."""
@@ -720,7 +724,7 @@ class Upgrader(Replayer):
     def open(cls, path: Path) -> Upgrader:
         """Read the one recording to upgrade (a link is not written through: refused now)."""
         refuse_special(Path(path))
-        return cls.load(Path(path))
+        return cls.load(path)
 
     def answer(self, label: _RunLabel, request: ChatRequest, timeout: float | None) -> Completion:
         """Answer from the recording and keep the exchange with the body as sent."""

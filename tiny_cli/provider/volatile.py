@@ -48,8 +48,8 @@ class Volatile:
     def unmask(self, text: str) -> str:
         """Replace every placeholder in `text` with this run's value, JSON-escaped in JSON."""
         in_json = self._escaped and _is_json_text(text)
-        fills = [(u if in_json else v, p) for v, p, u, _ in self._forms]
-        return _swapped(text, [*fills, *self._ascii_forms], back=True)
+        fills = [(p, u if in_json else v) for v, p, u, _ in self._forms]
+        return _swapped(text, [*fills, *self._ascii_forms])
 
     def key_mask(self, text: str) -> str:
         """`mask` with one placeholder for both escaped forms of a value: a request's key (and a
@@ -89,7 +89,7 @@ class Volatile:
     def _ascii_forms(self) -> tuple[tuple[str, str], ...]:
         """Each tagged placeholder and the \\u form it stands for: filled in whatever this run's
         values are (the same as the value where it needs no escape)."""
-        return tuple((a, _ascii_tagged(p)) for _, p, _, a in self._forms)
+        return tuple((_ascii_tagged(p), a) for _, p, _, a in self._forms)
 
 
 def _ascii_tagged(placeholder: str) -> str:
@@ -97,10 +97,10 @@ def _ascii_tagged(placeholder: str) -> str:
     return f"{placeholder[:-1]}{ASCII_TAG}{placeholder[-1:]}"
 
 
-def _swapped(text: str, pairs: Iterable[tuple[str, str]], back: bool = False) -> str:
-    """`text` with each value made its placeholder (`back`: each placeholder its value)."""
-    for value, placeholder in pairs:
-        text = text.replace(value, placeholder) if not back else text.replace(placeholder, value)
+def _swapped(text: str, pairs: Iterable[tuple[str, str]]) -> str:
+    """`text` with each pair's first string replaced by its second, in order."""
+    for old, new in pairs:
+        text = text.replace(old, new)
     return text
 
 

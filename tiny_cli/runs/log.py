@@ -113,19 +113,7 @@ def correctable(path: Path, run_id: int, row: Sequence[Any]) -> tuple[str, str |
     """
     command, goal, status, routing = row
     if routing is None:
-        if command == "delegate" and status in UNFINISHED:
-            raise ConfigError(f"run {run_id} did not finish ({status}): no routing to correct")
-        if command == "delegate":  # it ended before routing, or was logged by an older tiny
-            raise ConfigError(
-                f"run {run_id} (delegate) has no routing decision in the log: nothing to correct"
-            )
-        # an invoke names its card; a bench run may be of an arm that does not route, or of
-        # the tiny arm in a log written before tiny kept its routing
-        why = "was not routed" if command == "invoke" else "has no routing decision in the log"
-        raise ConfigError(
-            f"run {run_id} ({command}) {why}: only delegate runs and the bench's tiny arm, "
-            "which the router routed or abstained on, can be corrected"
-        )
+        raise ConfigError(f"run {run_id} {_unrouted(command, status)}")
     if not goal:
         raise ConfigError(f"run {run_id} has no task in the run log: nothing to correct")
     try:
@@ -135,6 +123,21 @@ def correctable(path: Path, run_id: int, row: Sequence[Any]) -> tuple[str, str |
         raise ConfigError(f"{path}: run {run_id} is damaged: its routing is not JSON") from None
     routed = first if decision.get("decision") == "route" and isinstance(first, str) else None
     return goal, routed
+
+
+def _unrouted(command: str, status: str) -> str:
+    """Say why a run without a routing decision cannot be corrected."""
+    if command == "delegate" and status in UNFINISHED:
+        return f"did not finish ({status}): no routing to correct"
+    if command == "delegate":  # it ended before routing, or was logged by an older tiny
+        return "(delegate) has no routing decision in the log: nothing to correct"
+    # an invoke names its card; a bench run may be of an arm that does not route, or of
+    # the tiny arm in a log written before tiny kept its routing
+    why = "was not routed" if command == "invoke" else "has no routing decision in the log"
+    return (
+        f"({command}) {why}: only delegate runs and the bench's tiny arm, "
+        "which the router routed or abstained on, can be corrected"
+    )
 
 
 OLDER_SQL = "SELECT id FROM runs WHERE started_at < ? AND status != 'running' ORDER BY id"
@@ -319,10 +322,10 @@ class RunLog:
         me = os.getpid()
         with self._reading() as db:
             rows = db.execute(RUNNING_SQL).fetchall()
-            dead = [(row[0],) for row in rows if _gone(row, me)]
+            dead = [row[0] for row in rows if _gone(row, me)]
             if dead:
                 with transaction(db):
-                    db.executemany(INTERRUPT, [(now(), GONE, *d) for d in dead])
+                    db.executemany(INTERRUPT, [(now(), GONE, run_id) for run_id in dead])
         return len(dead)
 
     def runs(self, query: RunQuery = RunQuery()) -> list[RunSummary]:
@@ -447,11 +450,9 @@ class RunLog:
         """The connection, once every queued write is in; ConfigError when closed or when
         SQLite fails (a damaged file, a lock held too long): one line, not a traceback."""
         writer = self._writer
-        if writer.closing:
-            raise ConfigError(f"the run log {self.path} is closed")
-        writer.flush()
+        writer.flush()  # returns at once when closing
         with writer.lock:
-            if writer.db is None:
+            if writer.closing or writer.db is None:
                 raise ConfigError(f"the run log {self.path} is closed")
             try:
                 yield writer.db

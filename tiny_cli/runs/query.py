@@ -216,11 +216,12 @@ def record(row: Sequence[Any]) -> RunRecord:
     # a row edited by hand may hold any JSON: keep the shapes `runs show` can print
     routing = routing if isinstance(routing, dict) else None
     digest = digest if isinstance(digest, dict) else None
-    transcript = (
-        [m for m in transcript if isinstance(m, dict)] if isinstance(transcript, list) else []
-    )
-    calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-    return RunRecord(summary(row[:size]), routing, digest, transcript, calls)
+    return RunRecord(summary(row[:size]), routing, digest, _objects(transcript), _objects(calls))
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """Return the JSON objects of a JSON list; none for anything else."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def _json(value: Any) -> Any:
@@ -247,32 +248,32 @@ def _none(text: str) -> None:
 
 
 def select_runs(
-    query: RunQuery, indexed: bool = True, columns: str = SUMMARY_SQL
+    query: RunQuery, with_index: bool, columns: str = SUMMARY_SQL
 ) -> tuple[str, list[Any]]:
     """Return the SELECT of the matching runs' `columns` (summaries), newest first, and its
-    parameters. `indexed`: the log has the search index (`indexed`), which `query.text` reads.
+    parameters. `with_index`: `query.text` is looked up in the search index (search_ready).
     """
-    where, params = _where(query, indexed)
+    where, params = _where(query, with_index)
     sql = f"SELECT {columns} FROM runs{where} ORDER BY id DESC"
     if query.limit is not None:
         sql, params = sql + " LIMIT ?", [*params, min(query.limit, SQLITE_MAX_INT)]
     return sql, params
 
 
-def select_records(query: RunQuery, indexed: bool = True) -> tuple[str, list[Any]]:
+def select_records(query: RunQuery, with_index: bool) -> tuple[str, list[Any]]:
     """Return the SELECT of the matching runs in full (RUN_SQL), oldest first, every one."""
-    where, params = _where(query, indexed)
+    where, params = _where(query, with_index)
     return f"{RUN_SQL}{where} ORDER BY id", params
 
 
-def select_rerouted(query: RunQuery, indexed: bool = True) -> tuple[str, list[Any]]:
+def select_rerouted(query: RunQuery, with_index: bool) -> tuple[str, list[Any]]:
     """Return the SELECT of (status, digest) of the matching runs whose Digest has attempts."""
-    inner, params = select_runs(query, indexed, "id")
+    inner, params = select_runs(query, with_index, "id")
     sql = f"SELECT status, digest FROM runs WHERE id IN ({inner}) AND instr(digest, ?) > 0"
     return sql, [*params, ATTEMPTS_MARK]
 
 
-def _where(query: RunQuery, indexed: bool) -> tuple[str, list[Any]]:
+def _where(query: RunQuery, with_index: bool) -> tuple[str, list[Any]]:
     """Return the WHERE clause and its parameters for a query's filters."""
     clauses: list[str] = []
     params: list[Any] = []
@@ -284,7 +285,7 @@ def _where(query: RunQuery, indexed: bool) -> tuple[str, list[Any]]:
         clauses.append("started_at >= ?")
         params.append(iso(query.since))
     if query.text is not None:
-        matching, words = search_clause(query.text, indexed)
+        matching, words = search_clause(query.text, with_index)
         clauses.append(matching)
         params.extend(words)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params

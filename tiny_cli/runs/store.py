@@ -5,12 +5,8 @@ numbered schema migrations with `PRAGMA user_version` (how many a database has h
 A schema change is a new migration at the end of MIGRATIONS, never an edit of an old one:
 a database made by any earlier tiny upgrades by running the ones it lacks, in order.
 
-Recording runs (the last section): the observer's recorder, which builds each run's row, and
-the writer thread. One row per run: inserted as `running` (with the process id and identity) by
-the writer's first pass after the run starts, completed when it finishes; a run over before that
-pass is inserted once, whole. Observers are called on the runner's threads, several at once
-under the bench; one writer thread does every write, under the lock readers take too, each
-pass in one transaction.
+Recording runs (the last section): the observer's Recorder builds each run's one row on the
+runner's threads (several at once under the bench); one Writer thread does every write.
 """
 
 from __future__ import annotations
@@ -25,7 +21,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -185,12 +180,6 @@ INTERRUPT = (
 )
 
 
-@functools.lru_cache(maxsize=8)  # a row has one of three column sets
-def insert_sql(names: tuple[str, ...]) -> str:
-    """Return the INSERT of one row with these columns."""
-    return f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-
-
 def repaired(messages: Sequence[object]) -> bool:
     """Tell whether a transcript holds the runner's repair request (a second chance); an item
     that is no message (a damaged transcript's) is none."""
@@ -307,7 +296,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def migrate(db: sqlite3.Connection, path: Path, fts5: Probe | None = None) -> None:
     """Apply every migration the database lacks, in order, in one transaction; `fts5` says
     whether this SQLite has FTS5 (default: fts5_available asks it)."""
-    steps = [partial(m, fts5=fts5) if m is _v5 else m for m in MIGRATIONS]
+    steps = [functools.partial(m, fts5=fts5) if m is _v5 else m for m in MIGRATIONS]
     try:
         with transaction(db):
             version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -618,16 +607,22 @@ def _calls(
     calls: list[dict[str, Any]] = []
     waiting: dict[str, list[dict[str, Any]]] = {}  # a model may reuse an id: first in, first out
     for event in called:
-        call: dict[str, Any] = {"id": event.call_id, "name": event.name}
-        call |= _logged_arguments(event.arguments or "", scrub)
-        call |= {"recovered": event.recovered, "outcome": None, "seconds": None}
-        calls.append(call | {"result_chars": 0})
-        waiting.setdefault(event.call_id, []).append(calls[-1])
+        call = {
+            "id": event.call_id,
+            "name": event.name,
+            **_logged_arguments(event.arguments or "", scrub),
+            "recovered": event.recovered,
+            "outcome": None,
+            "seconds": None,
+            "result_chars": 0,
+        }
+        calls.append(call)
+        waiting.setdefault(event.call_id, []).append(call)
     for answer in answered:  # each after its call: the runner answers calls in order
         if waiting.get(answer.call_id):
             call = waiting[answer.call_id].pop(0)
-            call.update(outcome=answer.outcome, seconds=round(answer.seconds, 3))
-            call["result_chars"] = len(answer.result)
+            seconds = round(answer.seconds, 3)
+            call.update(outcome=answer.outcome, seconds=seconds, result_chars=len(answer.result))
     return calls
 
 
@@ -705,8 +700,9 @@ class Writer:
             self._jobs.put(job)
 
     def insert(self, db: sqlite3.Connection, names: Sequence[str], values: Sequence[Any]) -> int:
-        """Insert one row, scrubbed and encoded (on the writer thread); return its id."""
-        run_id = db.execute(insert_sql(tuple(names)), values).lastrowid
+        """Insert one row (on the writer thread); return its id."""
+        sql = f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+        run_id = db.execute(sql, values).lastrowid
         assert run_id is not None
         self.recorded.append(run_id)
         return run_id

@@ -88,8 +88,7 @@ def schema_problem(schema: Any) -> str | None:
         dialect(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         return exc.message.splitlines()[0][:PROBLEM_CHARS]
-    found = ref_problem(schema)
-    return None if found is None else f"{'/'.join(map(str, found[0]))}: {found[1]}"
+    return _ref_text(schema)
 
 
 def ref_problem(schema: Any) -> tuple[tuple, str] | None:
@@ -123,6 +122,11 @@ def built_schema_problem(schema: Any) -> str | None:
             except (re.error, TypeError) as exc:
                 where = "/".join(map(str, path))
                 return f"{where}: {pattern!r} is no regular expression Python reads ({exc})"
+    return _ref_text(schema)
+
+
+def _ref_text(schema: Any) -> str | None:
+    """`ref_problem` as one line: the place, then the problem."""
     found = ref_problem(schema)
     return None if found is None else f"{'/'.join(map(str, found[0]))}: {found[1]}"
 
@@ -209,10 +213,10 @@ def fast_pass(schema: Mapping[str, Any], value: Any, *, formats: bool = False) -
 def _compiled(key: str, formats: bool) -> Callable[[Any], Any] | None:
     """A compiled check of the schema spelt `key`, or None where it might judge differently."""
     schema = json.loads(key)
-    if isinstance(schema, dict) and OLD_DRAFTS.search(str(schema.get("$schema", ""))):
-        return None
-    if isinstance(schema, dict):  # a root $id only names the document: local $refs stay local
-        schema.pop("$id", None)
+    if isinstance(schema, dict):
+        if OLD_DRAFTS.search(str(schema.get("$schema", ""))):
+            return None
+        schema.pop("$id", None)  # a root $id only names the document: local $refs stay local
     if not _alike(schema, 0, ALIKE - {"format"} if formats else ALIKE):
         return None
     import fastjsonschema

@@ -134,10 +134,10 @@ def stored_result(text: str, artifact: Artifact, limit: int) -> str:
 def held_note(artifacts: Sequence[Artifact]) -> str:
     """Tell the model which earlier results it may read, for the task's message."""
     lines = [f"Stored results you can read with {READ_ARTIFACT} (handle, query or offset):"]
-    for a in artifacts:
-        lines.append(
-            f"- {a.handle}: a {a.tool} result, {a.chars} characters, starting {a.preview!r}"
-        )
+    lines += (
+        f"- {a.handle}: a {a.tool} result, {a.chars} characters, starting {a.preview!r}"
+        for a in artifacts
+    )
     return "\n".join(lines)
 
 

@@ -22,7 +22,6 @@ import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
-from functools import partial
 from typing import Any, TypeVar
 
 import jsonschema
@@ -475,7 +474,7 @@ def _tool(wire: str, name: str, published: Any, server: McpServer) -> Tool | str
     # none published: none sent (as for a declared function without one), none invented;
     # not description_of: the model reads the description with its line breaks
     description = published.description or published.title or ""
-    func = partial(_call, server, published.name)
+    func = functools.partial(_call, server, published.name)
     return Tool(wire, description, schema, func, writes=writes(published))
 
 

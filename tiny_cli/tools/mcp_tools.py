@@ -28,7 +28,7 @@ class Check:
     message: str
 
 
-Opener = Callable[[McpServer, float, "Mapping[str, str] | None"], Any]  # -> a running session
+Opener = Callable[[McpServer, float, Mapping[str, str] | None], Any]  # -> a running session
 
 
 class McpTools:

@@ -16,15 +16,7 @@ import threading
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import (
-    Annotated,
-    Any,
-    Literal,
-    Union,
-    get_args,
-    get_origin,
-    get_type_hints,
-)
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import pydantic
 
