@@ -18,7 +18,7 @@ from tiny_cli.digest import Attempt, Brief, Digest, Routing
 from tiny_cli.errors import ConfigError, ProviderError
 from tiny_cli.events import Ended, Event, Finished, Observer, Routed, finish, ignore
 from tiny_cli.provider.client import CONFIG_STATUSES, Provider
-from tiny_cli.session import Entry, RouteBook, decision_entry
+from tiny_cli.session import RouteBook, RouteEntry
 from tiny_cli.settings import model_for
 from tiny_cli.text import decimals_apart, wrong_kind
 from tiny_cli.tools.artifacts import Artifact, ArtifactStore
@@ -65,8 +65,8 @@ def delegate(
     asked = clock()
     decision = _decided(ws, router, brief.goal, routes if routes is not None else RouteBook(None))
     observer(_routed(decision, clock() - asked))
-    agent = decision["agent"]
-    routing = Routing("route" if agent else "abstain", agent, round(decision["score"], 4))
+    agent = decision.agent
+    routing = Routing("route" if agent else "abstain", agent, round(_said(decision)[0], 4))
     if agent is None:
         reason = _abstain_reason(decision)
         return finish(observer, Digest(None, "abstain", reason=reason, routing=routing))
@@ -83,45 +83,52 @@ def delegate(
     return finish(observer, digest, messages)
 
 
-def _decided(ws: Workspace, router: Router, goal: str, book: RouteBook) -> Entry:
+def _decided(ws: Workspace, router: Router, goal: str, book: RouteBook) -> RouteEntry:
     """The replayed recording's decision for `goal`, else the router's; kept in the header now,
     so a run that fails later still replays as it was routed."""
     recorded = book.get(goal, ws.cards)
-    if recorded is not None and not {"score", "threshold"} <= recorded.keys():
+    if recorded is not None and None in (recorded.score, recorded.threshold):
         recorded = None  # a bench's kind of entry, or edited by hand: no score to say
     decision = recorded or book.keep(goal, _entry(router.route(goal)))
     book.save()
     return decision
 
 
-def _entry(d: Decision) -> Entry:
+def _entry(d: Decision) -> RouteEntry:
     """A decision as a recording keeps it: the bench's shape, plus whether it was taught."""
     taught = getattr(d, "taught", False)  # a stand-in router's decision need not say
-    more = {"score": float(d.score), "threshold": float(d.threshold), "taught": taught}
-    return decision_entry(d.agent_id, d.candidates, **more)
+    return RouteEntry.made(
+        d.agent_id, d.candidates, float(d.score), float(d.threshold), taught=taught
+    )
 
 
-def _abstain_reason(decision: Entry) -> str:
+def _said(decision: RouteEntry) -> tuple[float, float]:
+    """The decision's score and threshold: a delegate's says both (see `_decided`)."""
+    assert decision.score is not None and decision.threshold is not None
+    return decision.score, decision.threshold
+
+
+def _abstain_reason(decision: RouteEntry) -> str:
     """Why nobody took the task: it was taught out of scope, or the best score is too low."""
-    if decision.get("taught") is True:
+    if decision.taught:
         return "taught out of scope (learned.jsonl beside the cards)"
-    score, threshold = decision["score"], decision["threshold"]
+    score, threshold = _said(decision)
     n = decimals_apart(score, threshold, 3)
     return f"no card fits: best score {score:.{n}f} < threshold {threshold:.{n}f}"
 
 
-def _routed(decision: Entry, seconds: float) -> Routed:
+def _routed(decision: RouteEntry, seconds: float) -> Routed:
     """The routing decision as an event: what was chosen, how sure, among which cards."""
-    agent = decision["agent"]
-    ranked = tuple((str(c[0]), float(c[1])) for c in decision["candidates"])
+    agent = decision.agent
+    ranked = tuple((str(card), float(score)) for card, score in decision.candidates)
     how = "route" if agent else "abstain"
-    return Routed(how, agent, decision["score"], decision["threshold"], ranked, seconds)
+    return Routed(how, agent, *_said(decision), ranked, seconds)
 
 
-def next_candidate(decision: Entry) -> tuple[str, float] | None:
+def next_candidate(decision: RouteEntry) -> tuple[str, float] | None:
     """Return the best other card and its score when it reaches the threshold (else None)."""
-    others = [(c[0], c[1]) for c in decision["candidates"] if c[0] != decision["agent"]]
-    return others[0] if others and others[0][1] >= decision["threshold"] else None
+    others = [c for c in decision.candidates if c[0] != decision.agent]
+    return others[0] if others and others[0][1] >= _said(decision)[1] else None
 
 
 def run_card(

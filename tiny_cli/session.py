@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
@@ -37,12 +37,11 @@ if TYPE_CHECKING:
     from tiny_cli.telemetry import Tracing
 
 __all__ = [
-    "Entry",
     "Observe",
     "ObserverFor",
     "RouteBook",
+    "RouteEntry",
     "Session",
-    "decision_entry",
     "open_session",
     "write_question",
 ]
@@ -98,7 +97,57 @@ class Session:
 
 # --- routing decisions, kept in a recording's header ---------------------------------------
 
-Entry = dict[str, Any]  # one routing decision: {"agent": id | None, "candidates": [[id, score]]}
+
+@dataclass(frozen=True)
+class RouteEntry:
+    """One routing decision as a recording keeps it: the chosen card (None: abstain) and the
+    candidates, best first; score, threshold and hybrid's `clear` verdict when it says them."""
+
+    agent: str | None
+    candidates: tuple[tuple[str, float], ...]
+    score: float | None = None
+    threshold: float | None = None
+    clear: bool | None = None
+    more: Mapping[str, Any] = field(default_factory=dict)  # passed through, e.g. `taught`
+
+    @classmethod
+    def made(
+        cls,
+        agent: str | None,
+        candidates: Sequence[Any],
+        score: float,
+        threshold: float,
+        **more: Any,
+    ) -> RouteEntry:
+        """A decision routed live: `candidates` are the router's (agent_id, score)."""
+        pairs = tuple((c.agent_id, float(c.score)) for c in candidates)
+        return cls(agent, pairs, score, threshold, more=more)
+
+    @classmethod
+    def read(cls, raw: Any, cards: Collection[str]) -> RouteEntry | None:
+        """`raw` from a recording's header; None when it is not a decision among `cards`."""
+        if not _usable(raw, cards):
+            return None
+        pairs = tuple((c[0], c[1]) for c in raw["candidates"])
+        more = {k: v for k, v in raw.items() if k not in _FIELDS}
+        return cls(
+            raw["agent"], pairs, raw.get("score"), raw.get("threshold"), raw.get("clear"), more
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The decision as the header keeps it: the fields it says, in this order, then `more`."""
+        said = {"score": self.score, "threshold": self.threshold, "clear": self.clear}
+        pairs = [[agent, score] for agent, score in self.candidates]
+        said = {k: v for k, v in said.items() if v is not None}
+        return {"agent": self.agent, "candidates": pairs, **said, **self.more}
+
+    @property
+    def taught(self) -> bool:
+        """Whether the router's learned examples put the task out of scope (a delegate's)."""
+        return self.more.get("taught") is True
+
+
+_FIELDS = ("agent", "candidates", "score", "threshold", "clear")
 
 
 class RouteBook:
@@ -107,35 +156,35 @@ class RouteBook:
 
     def __init__(self, exchanges: ExchangeSource | None) -> None:
         recorded = exchanges.recorded("routes") if exchanges is not None else None
-        self._recorded: Mapping[str, Entry] = recorded if isinstance(recorded, dict) else {}
+        self._recorded: Mapping[str, Any] = recorded if isinstance(recorded, dict) else {}
         self._exchanges = exchanges
-        self._made: dict[str, Entry] = {}
+        self._made: dict[str, RouteEntry] = {}
 
-    def get(self, key: str, cards: Collection[str]) -> Entry | None:
+    def get(self, key: str, cards: Collection[str]) -> RouteEntry | None:
         """The recorded decision for `key`, kept again for this run's recording.
 
         None when there is none, or it is not one (a header edited by hand), or it names a
         card not among `cards` (the cards changed since): that task routes live.
         """
-        entry = self._recorded.get(key)
-        if not _usable(entry, cards):
-            return None
-        self._made[key] = entry
+        entry = RouteEntry.read(self._recorded.get(key), cards)
+        if entry is not None:
+            self._made[key] = entry
         return entry
 
-    def keep(self, key: str, entry: Entry) -> Entry:
+    def keep(self, key: str, entry: RouteEntry) -> RouteEntry:
         """Keep a decision made live."""
         self._made[key] = entry
         return entry
 
-    def used(self, key: str) -> Entry | None:
+    def used(self, key: str) -> RouteEntry | None:
         """The decision this command used for `key`: the recorded one, or the one made live."""
         return self._made.get(key)
 
     def save(self) -> None:
         """Note the decisions in the recording's header (if this run writes one)."""
         if self._exchanges is not None:
-            self._exchanges.note("routes", dict(sorted(self._made.items())))
+            made = {key: entry.to_json() for key, entry in sorted(self._made.items())}
+            self._exchanges.note("routes", made)
 
     def first_exchange(self, run: str) -> dict[str, Any] | None:
         """The replayed recording's first exchange of `run`: the evidence of what it offered."""
@@ -147,7 +196,7 @@ class RouteBook:
         return any(f"/{arm}/" in run for run in runs)
 
 
-def _usable(entry: Any, cards: Collection[str]) -> TypeGuard[Entry]:
+def _usable(entry: Any, cards: Collection[str]) -> TypeGuard[dict[str, Any]]:
     """Whether `entry` is a routing decision among `cards`: agent, [id, score] candidates."""
     pairs = entry.get("candidates") if isinstance(entry, dict) else None
     if not pairs or not isinstance(pairs, list) or "agent" not in entry:
@@ -166,15 +215,6 @@ def _usable(entry: Any, cards: Collection[str]) -> TypeGuard[Entry]:
 def _finite(x: Any) -> bool:
     """A number a score can be: no bool, no NaN or infinity (a header edited by hand)."""
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def decision_entry(agent: str | None, candidates: Sequence[Any], **more: Any) -> Entry:
-    """One routing decision as kept: the chosen card (None: abstain) and the candidates."""
-    return {
-        "agent": agent,
-        "candidates": [[c.agent_id, float(c.score)] for c in candidates],
-        **more,
-    }
 
 
 def write_question(

@@ -19,7 +19,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.events import Observer, finish
 from tiny_cli.provider.replay import ExchangeSource, Volatile
 from tiny_cli.routing.router import Decision
-from tiny_cli.session import Entry, Observe, RouteBook, decision_entry
+from tiny_cli.session import Observe, RouteBook, RouteEntry
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.text import decimals_apart
 from tiny_cli.tools.artifacts import ArtifactStore
@@ -106,19 +106,20 @@ def route_all(
         start = time.perf_counter()
         entry = book.get(t.id, cards) or book.keep(t.id, _decided(router, t, site, book))
         seconds = time.perf_counter() - start if t.id in fresh else 0.0
-        agent = entry["agent"]
-        routing = Routing("route" if agent else "abstain", agent, round(entry.get("score", 0.0), 4))
-        routes[t.id] = Route(agent, routing, entry.get("threshold", 0.0), seconds)
+        score = 0.0 if entry.score is None else entry.score
+        threshold = 0.0 if entry.threshold is None else entry.threshold
+        routing = Routing("route" if entry.agent else "abstain", entry.agent, round(score, 4))
+        routes[t.id] = Route(entry.agent, routing, threshold, seconds)
     return routes
 
 
-def _decided(router: RouterLike, task: BenchTask, site: str | None, book: RouteBook) -> Entry:
+def _decided(router: RouterLike, task: BenchTask, site: str | None, book: RouteBook) -> RouteEntry:
     """Route one task live; a replayed recording's tiny run shows which card it ran, if any."""
     d = router.route(task.text(site))
-    entry = decision_entry(d.agent_id, d.candidates, score=float(d.score), threshold=d.threshold)
+    entry = RouteEntry.made(d.agent_id, d.candidates, float(d.score), d.threshold)
     if book.replaying("tiny"):
         ran = book.first_exchange(f"{task.id}/tiny/0")
-        entry["agent"] = ran.get("agent") if ran is not None else None
+        entry = replace(entry, agent=ran.get("agent") if ran is not None else None)
     return entry
 
 

@@ -18,6 +18,7 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -26,7 +27,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.provider.replay import ExchangeSource
 from tiny_cli.routing.examples_file import LEARNED_FILENAME
 from tiny_cli.routing.factory import learned_file
-from tiny_cli.session import Entry, RouteBook
+from tiny_cli.session import RouteBook, RouteEntry
 from tiny_cli.text import kind_of, printable
 from tiny_cli.workspace import Workspace
 
@@ -87,27 +88,27 @@ def cards_offering(tools: Sequence[str], cards: Mapping[str, Card]) -> list[str]
 
 
 def as_offered(
-    entry: Entry, runs: Mapping[str, str], book: RouteBook, cards: Mapping[str, Card]
-) -> Entry:
+    entry: RouteEntry, runs: Mapping[str, str], book: RouteBook, cards: Mapping[str, Card]
+) -> RouteEntry:
     """Make a live decision agree with what the replayed recording's runs offered.
 
     `runs` names the recorded runs that show it, by arm: `tiny` (offered the routed card
     alone), `top-k` (the top cards' tools, in rank order), `hybrid` (either, as `clear` says).
     """
-    ids = [c[0] for c in entry["candidates"]]
+    ids = [card for card, _ in entry.candidates]
     one = _offered(book, runs.get("tiny"), cards)
     hybrid = _offered(book, runs.get("hybrid"), cards)
     if len(hybrid) == 1:  # a run offered one card: routing chose it (and hybrid was clear)
-        one, entry = hybrid, {**entry, "clear": True}
+        one, entry = hybrid, replace(entry, clear=True)
     if len(one) == 1:
-        entry = {**entry, "agent": one[0]}
+        entry = replace(entry, agent=one[0])
         ids = [one[0], *(i for i in ids if i != one[0])]
     ranked = _offered(book, runs.get("top-k"), cards)
     if len(hybrid) > 1:  # hybrid ran, so routing chose a card; not clearly: the top ones
         ranked = ranked or hybrid
-        entry = {**entry, "agent": entry["agent"] or ranked[0], "clear": False}
+        entry = replace(entry, agent=entry.agent or ranked[0], clear=False)
     ids = [*ranked, *(i for i in ids if i not in ranked)] if ranked else ids
-    return {**entry, "candidates": _reordered(entry["candidates"], ids)}
+    return replace(entry, candidates=_reordered(entry.candidates, ids))
 
 
 def _offered(book: RouteBook, run: str | None, cards: Mapping[str, Card]) -> list[str]:
@@ -115,11 +116,13 @@ def _offered(book: RouteBook, run: str | None, cards: Mapping[str, Card]) -> lis
     return cards_offering(offered_tools(exchange), cards) if exchange is not None else []
 
 
-def _reordered(candidates: Sequence[list[Any]], ids: Sequence[str]) -> list[list[Any]]:
+def _reordered(
+    candidates: Sequence[tuple[str, float]], ids: Sequence[str]
+) -> tuple[tuple[str, float], ...]:
     """The candidates in the order of `ids`; a card not scored gets the lowest score."""
-    score = {c[0]: c[1] for c in candidates}
+    score = dict(candidates)
     lowest = min(score.values(), default=0.0)
-    return [[i, score.get(i, lowest)] for i in ids]
+    return tuple((i, score.get(i, lowest)) for i in ids)
 
 
 def digests(tasks: Path, ws: Workspace) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +38,7 @@ from tiny_cli.routing.embed import Embedder
 from tiny_cli.routing.factory import build_router, embedder_for, folder_learned
 from tiny_cli.routing.router import Router
 from tiny_cli.routing.tooltexts import gathered
-from tiny_cli.session import RouteBook, Session, decision_entry
+from tiny_cli.session import RouteBook, RouteEntry, Session
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.text import check_task, kind_of, printable
 from tiny_cli.userfiles import jsonl_lines, parse_guarded
@@ -367,14 +367,16 @@ def _rankings(
     agree with what the replayed recording's runs offered, and kept for this run's recording.
     """
     keys = {t.id: f"{world.label}/{t.id}" for t in tasks}
-    entries = {t.id: book.get(keys[t.id], world.cards) for t in tasks}
-    missing = [t for t in tasks if entries[t.id] is None]
+    recorded = {t.id: book.get(keys[t.id], world.cards) for t in tasks}
+    entries = {task_id: entry for task_id, entry in recorded.items() if entry is not None}
+    missing = [t for t in tasks if t.id not in entries]
     top = options.top_k
     decisions = router().route_many([t.task for t in missing], top + SPARE) if missing else []
     for task, d in zip(missing, decisions, strict=True):
         agent = d.agent_id if d.decision == "route" else None
-        made = decision_entry(agent, d.candidates, score=d.score, threshold=d.threshold)
-        made["clear"] = _ranking(made, top)[2] >= options.hybrid_margin  # hybrid's one card
+        made = RouteEntry.made(agent, d.candidates, d.score, d.threshold)
+        clear = _ranking(made, top)[2] >= options.hybrid_margin  # hybrid's one card
+        made = replace(made, clear=clear)
         runs = {arm: f"{task.id}/{arm}/{world.label}" for arm in ("tiny", "top-k", "hybrid")}
         entries[task.id] = book.keep(keys[task.id], as_offered(made, runs, book, ws.cards))
     return {t.id: _ranking(entries[t.id], top) for t in tasks}
@@ -383,14 +385,14 @@ def _rankings(
 SPARE = 2  # candidates kept past the top k: the margin needs two, a corrected order a few more
 
 
-def _ranking(entry: Any, top: int) -> Ranking:
+def _ranking(entry: RouteEntry, top: int) -> Ranking:
     """(card, top cards, margin); a recorded `clear` verdict stands for the margin's side."""
-    ids = tuple(str(c[0]) for c in entry["candidates"])
-    scores = [float(c[1]) for c in entry["candidates"]]
+    ids = tuple(str(card) for card, _ in entry.candidates)
+    scores = [float(score) for _, score in entry.candidates]
     margin = scores[0] - scores[1] if len(scores) > 1 else float("inf")
-    if isinstance(entry.get("clear"), bool):
-        margin = float("inf") if entry["clear"] else float("-inf")
-    return (entry["agent"], ids[:top], margin)
+    if entry.clear is not None:
+        margin = float("inf") if entry.clear else float("-inf")
+    return (entry.agent, ids[:top], margin)
 
 
 def _job(

@@ -67,7 +67,7 @@ from tiny_cli.digest import Brief, Digest, Routing, make_brief
 from tiny_cli.provider.factory import replay_settings
 from tiny_cli.runs.log import Correction, RunLog
 from tiny_cli.secrets import scrubber
-from tiny_cli.session import Entry, RouteBook, Session, open_session
+from tiny_cli.session import RouteBook, RouteEntry, Session, open_session
 from tiny_cli.settings import Settings
 from tiny_cli.text import printable
 from tiny_cli.workspace import Workspace, open_workspace
@@ -254,13 +254,13 @@ def show_digest(
 
 
 def _asking(
-    settings: Settings, asked: list[int], digest: Digest, used: Entry | None
+    settings: Settings, asked: list[int], digest: Digest, used: RouteEntry | None
 ) -> Callable[[], object] | None:
     """After a human delegate, the question whether its card was right (None: no question)."""
     routing = digest.routing
     if not asked or routing is None:  # wants_answer asked for a routing: always there
         return None
-    candidates = [str(c[0]) for c in used["candidates"]] if used else []
+    candidates = [str(card) for card, _ in used.candidates] if used is not None else []
     return lambda: ask_route(settings, asked[-1], routing, candidates)
 
 
