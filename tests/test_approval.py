@@ -190,6 +190,7 @@ def test_bench_style_approve_writes_lists_every_write(workspace, scripted_server
 # --- the command line ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [("invoke", "crm-writer", TASK), ("delegate", TASK)])
 @pytest.mark.parametrize("json_flag", [(), ("--json",)])
 def test_no_terminal_no_yes_writes_nothing(run, scripted_server, home, command, json_flag) -> None:

@@ -86,6 +86,7 @@ def test_every_exception_class_lives_in_the_error_tree() -> None:
         ("tiny_cli/routing/router.py", "import rich"),  # rich outside the faces
     ],
 )
+@pytest.mark.slow
 def test_a_broken_layer_rule_fails_the_import_contracts(
     tmp_path: Path, module: str, upward: str
 ) -> None:

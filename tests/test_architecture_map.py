@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tiny_cli.testing import ScriptedServer, reply, tool_call
 
 from .conftest import REPO
@@ -58,6 +60,7 @@ def _traced_delegate(tmp_path: Path, env: dict[str, str]) -> list[str]:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_every_module_a_delegate_imports_is_on_the_map(tmp_path: Path, cli_env) -> None:
     modules = _traced_delegate(tmp_path, cli_env)
     assert "tiny_cli.delegation" in modules and "tiny_cli.agent.loop" in modules

@@ -262,6 +262,7 @@ def _closed_stdin(args: list[str], home: Path) -> subprocess.CompletedProcess[st
         (["invoke", "crm-writer", "please add mustermann gmbh as a new customer"], 7, ""),
     ],
 )
+@pytest.mark.slow
 def test_a_closed_stdin_is_one_line_or_no_terminal(
     tmp_path: Path, args: list[str], code: int, said: str
 ) -> None:

@@ -285,6 +285,7 @@ def test_human_output_compares_arms(bench, tmp_path) -> None:
     assert set(json.loads(out.read_text())) >= {"arms", "tasks"}
 
 
+@pytest.mark.slow
 def test_a_recordings_model_name_is_shown_not_obeyed(bench, tmp_path) -> None:
     evil = "m\x1b]8;;http://evil.example\x07click\x1b]8;;\x07\x1b[2J\u202e"
     recording = tmp_path / "rec.jsonl"

@@ -89,6 +89,7 @@ def _all_tools_at_200(tiny, server, mode: str, context: int) -> list[dict]:
     return json.loads(result.stdout)["runs"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["native", "auto"])
 def test_schemas_sent_natively_that_pass_the_context_do_not_fit(
     tiny, scripted_server, mode

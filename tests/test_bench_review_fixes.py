@@ -42,6 +42,7 @@ def _one_line(result) -> str:
     return line
 
 
+@pytest.mark.slow
 def test_a_resumed_bench_says_it_replayed_and_shows_no_wall_times(
     tiny, scripted_server, tmp_path
 ) -> None:
@@ -93,6 +94,7 @@ def test_resume_refuses_a_recording_made_in_another_tool_mode(
         ("cards", "nowhere", "--cards"),
     ],
 )
+@pytest.mark.slow
 def test_a_bad_value_in_a_replayed_header_is_blamed_on_the_header(
     tiny, scripted_server, tmp_path, field, value, flag
 ) -> None:
@@ -102,6 +104,7 @@ def test_a_bad_value_in_a_replayed_header_is_blamed_on_the_header(
     assert f"{bad}: header bench.{field}" in line and flag not in line
 
 
+@pytest.mark.slow
 def test_a_flag_given_replaces_a_bad_value_of_a_replayed_header(
     tiny, scripted_server, tmp_path
 ) -> None:

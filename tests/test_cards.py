@@ -258,6 +258,7 @@ def _jsonschema_valid(data: object) -> bool:
 @settings(
     max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
+@pytest.mark.slow
 @given(near_cards)
 def test_the_compiled_card_check_agrees_with_jsonschema(card: dict) -> None:
     assert schema_check.is_valid(card) == _jsonschema_valid(card)

@@ -78,6 +78,7 @@ def test_cards_show_names_the_server_of_a_tool_not_started(
 # --- 2. import takes no id another card has -----------------------------------------------
 
 
+@pytest.mark.slow
 def test_import_gives_its_cards_ids_no_yaml_or_markdown_card_has(
     tiny: Tiny, tmp_path: Path
 ) -> None:
@@ -291,6 +292,7 @@ def test_an_index_entry_edited_into_another_valid_card_is_checked_again(
 # --- 12. one server name in two projects ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sync_counts_only_the_tools_this_projects_server_returned(
     tiny: Tiny, tmp_path: Path, home: Path
 ) -> None:

@@ -150,6 +150,7 @@ def test_reimport_follows_the_server_and_keeps_an_edited_card(
     assert "office-weather" in shown and "edited, so kept" in shown
 
 
+@pytest.mark.slow
 def test_a_host_config_with_a_literal_token_imports_with_a_variable(
     tmp_path: Path, tiny: Callable[..., Any], home: Path
 ) -> None:

@@ -100,6 +100,7 @@ def test_route_without_task_is_a_usage_error_before_any_work(tiny) -> None:
         (["invoke", "docs-finder", "x", "--model", " "], None, "--model: blank; give a value"),
     ],
 )
+@pytest.mark.slow
 def test_route_refuses_bad_tasks_in_one_line(tiny, args, stdin, message) -> None:
     result = tiny(*args, input=stdin)
     assert result.exit_code == 2, result.output
@@ -217,6 +218,7 @@ def _human_only(modules: set[str]) -> list[str]:
     ],
     ids=lambda args: " ".join(a for a in args if a != WEB_TASK),
 )
+@pytest.mark.slow
 def test_json_output_never_imports_rich(
     args: list[str], cli_env: dict[str, str], scripted_server: ScriptedServer
 ) -> None:

@@ -189,6 +189,7 @@ def test_tool_lists_saved_at_once_lose_no_server(tmp_path: Path) -> None:
     assert len(tools) == len(servers) == 160
 
 
+@pytest.mark.slow
 def test_router_states_saved_at_once_never_fail(seed_cards: list[Card], tmp_path: Path) -> None:
     source = tmp_path / "source"
     Router(seed_cards, HashingEmbedder(), source)
@@ -258,6 +259,7 @@ def _labels(cards: Path, task: str) -> list[str | None]:
     return [d.get("card") for d in map(json.loads, lines) if d.get("task") == task]
 
 
+@pytest.mark.slow
 def test_a_run_deleted_while_its_correction_is_taught_is_one_line(tiny, home, cards) -> None:
     run_id = _abstained_run(tiny, home, cards)
 
@@ -274,6 +276,7 @@ def test_a_run_deleted_while_its_correction_is_taught_is_one_line(tiny, home, ca
         assert log.runs() == [] and log.corrections(pending_only=False) == []
 
 
+@pytest.mark.slow
 def test_a_run_corrected_again_while_taught_leaves_the_newer_correction_pending(
     tiny, home, cards
 ) -> None:

@@ -130,6 +130,7 @@ def test_correcting_again_replaces_the_correction(go, cards, home) -> None:
     ],
     ids=["unknown-run", "unknown-card", "not-delegate"],
 )
+@pytest.mark.slow
 def test_bad_corrections_are_one_line_exit_2(go, scripted_server, cards, args, message) -> None:
     go("delegate", SANDWICH, "--json")
     scripted_server.add(reply(json.dumps(ANSWER)))
@@ -352,6 +353,7 @@ def test_choosing_a_card_after_an_abstain(go, cards, home) -> None:
     assert made is not None and made.card == "web-reader"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keys", [("",), ("y",), ("c", ""), ("c", "7"), ("a",)])
 def test_enter_or_no_choice_records_nothing(go, cards, home, keys) -> None:
     go("delegate", SANDWICH, "--json")  # an abstain: [a] means nothing there

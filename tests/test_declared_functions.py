@@ -35,6 +35,7 @@ def _card(folder: Path, name: str, functions: list, tools: list[str]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_shipped_bfcl_cards_validate_clean(tiny) -> None:
     result = tiny("validate", str(BFCL_CARDS), env={"TINY_EMBEDDER": "hashing"})
     assert result.exit_code == 0, result.output

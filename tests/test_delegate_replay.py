@@ -132,6 +132,7 @@ def test_a_recording_without_a_decision_routes_live(tiny, scripted_server, tmp_p
     ],
     ids=["no-agent", "agent-list", "nan", "text-score", "no-threshold", "candidates-text"],
 )
+@pytest.mark.slow
 def test_a_decision_edited_into_no_decision_routes_live(
     tiny, scripted_server, tmp_path: Path, edit: dict
 ) -> None:

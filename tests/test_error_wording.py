@@ -70,6 +70,7 @@ def _serve(env: dict[str, str], data: bytes) -> list[dict]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_serve_answers_a_lone_surrogate_with_a_parse_error_and_serves_on(
     cli_env: dict[str, str], home: Path
 ) -> None:

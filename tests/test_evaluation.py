@@ -234,6 +234,7 @@ def test_cli_eval_reports_a_bad_line_and_scores_the_rest(
     assert f"tiny: error: {path}:2: task: the task is 10,000" in result.stderr
 
 
+@pytest.mark.slow
 def test_cli_eval_reads_the_bench_task_files_as_they_are(
     tiny: Callable[..., Result], tmp_path: Path
 ) -> None:

@@ -232,6 +232,7 @@ def test_learn_counts_the_generated_examples_the_file_holds(go, cards, scripted_
     assert json.loads(go("--json").stdout)["generated"] == made
 
 
+@pytest.mark.slow
 def test_an_example_closer_to_another_card_is_dropped(go, cards, scripted_server) -> None:
     crm = next(c for c in load_cards(cards) if c.id == "crm-writer")
     stray = f"{crm.examples[0]} today"  # a CRM request, written for the docs card
@@ -310,6 +311,7 @@ def test_explain_names_the_generated_example_nearest_the_task() -> None:
     )
 
 
+@pytest.mark.slow
 def test_the_threshold_is_derived_from_generated_examples_too(tmp_path: Path) -> None:
     cards = load_cards(SEED_CARDS)
     out = tuple(f"unrelated request number {n} about the weather on mars" for n in range(20))
@@ -377,6 +379,7 @@ def test_a_folder_with_only_generated_examples_says_why_the_default_applies(
     )
 
 
+@pytest.mark.slow
 def test_a_run_stopped_before_the_overlap_check_is_finished_when_resumed(
     go, tiny, cli_env, cards, scripted_server, tmp_path
 ) -> None:

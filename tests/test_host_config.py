@@ -51,6 +51,7 @@ async def _card_ids(params: StdioServerParameters) -> list[str]:
     return [card["id"] for card in json.loads(index.contents[0].text)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("where", "text"), host_configs(), ids=[w for w, _ in host_configs()])
 def test_a_documented_host_config_serves_the_projects_cards(
     where: str, text: str, tiny, tmp_path: Path

@@ -153,6 +153,7 @@ def test_the_unedited_header_is_used(go: Callable[..., Result], cards: Path) -> 
     "edit",
     [{"cv_top1": "high"}, {"value": "1.5"}, {"examples": True}, {"extra": 1}],
 )  # fmt: skip
+@pytest.mark.slow
 def test_a_hand_edited_header_is_stale_for_route_explain_and_validate(
     go: Callable[..., Result], cards: Path, edit: dict[str, object]
 ) -> None:
@@ -226,6 +227,7 @@ def _tiny_process(cards: Path, home: Path, *args: str) -> subprocess.Popen[str]:
                             text=True, cwd=cards.parent)  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux's /proc/locks")
 def test_two_writers_with_other_homes_take_turns_and_keep_every_lesson(
     cards: Path, tmp_path: Path

@@ -240,6 +240,7 @@ def test_the_derived_threshold_abstains_on_the_target_share_and_goes_stale_on_ed
 
 
 # in the default run: `tiny learn` end to end on a one-line file, ~3 s on 2 cores
+@pytest.mark.slow
 def test_tiny_learn_teaches_a_file_and_tiny_route_follows(
     tiny: Callable[..., Result], hwu_cards: Path, tmp_path: Path
 ) -> None:

@@ -44,6 +44,7 @@ def test_the_doc_holds_its_three_examples_each_with_its_output() -> None:
     assert len(_examples()) == 3 == LIBRARY_DOC.read_text("utf-8").count("```python")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(_examples())))
 def test_the_library_example_runs_and_prints_what_the_doc_shows(index: int, tmp_path: Path) -> None:
     code, shown = _examples()[index]

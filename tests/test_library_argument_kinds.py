@@ -75,6 +75,7 @@ print(json.dumps([digest.status, own.getvalue(), root.getvalue()]))
 """
 
 
+@pytest.mark.slow
 def test_an_mcp_run_leaves_the_apps_client_logger_and_still_shows_the_sdks_warning(
     tmp_path: Path, scripted_server: ScriptedServer, cli_env: dict[str, str]
 ) -> None:

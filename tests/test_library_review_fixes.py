@@ -62,6 +62,7 @@ def _refused(call: Any) -> ConfigError:
 # --- 1. `delegate` is the function, whatever loaded its module ---------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("face", ["tiny_cli.cli.run", "tiny_cli.serve"])
 def test_delegate_is_the_function_after_a_face_was_imported(face: str, tmp_path: Path) -> None:
     # a test that first runs the `tiny` command, then calls tiny_cli.delegate(...)

@@ -106,6 +106,7 @@ def test_sync_keeps_a_listed_server_as_it_lists_now_when_a_card_names_what_it_la
 # --- 2. a server that hangs leaves the next one its own time ---------------------------------
 
 
+@pytest.mark.slow
 def test_a_hanging_server_does_not_use_up_the_time_of_the_other_servers_a_card_names(
     tmp_path: Path, home: Path
 ) -> None:

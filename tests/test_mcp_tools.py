@@ -103,6 +103,7 @@ def wire_entry(name: str, tool: dict[str, Any]) -> dict[str, Any]:
 # --- over stdio: the real third-party time server ------------------------------------------
 
 
+@pytest.mark.slow
 def test_time_server_tool_goes_on_the_wire_with_its_published_schema(
     tmp_path: Path, scripted_server: ScriptedServer, tiny: Callable[..., Any]
 ) -> None:
@@ -270,6 +271,7 @@ def test_a_server_that_dies_mid_call_fails_the_run(
     assert seconds < 5 + SLACK
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_at_start_fails_within_the_wall_budget(
     tmp_path: Path, scripted_server: ScriptedServer, tiny: Callable[..., Any]
 ) -> None:
@@ -443,6 +445,7 @@ def test_validate_offline_names_the_card_and_tool_of_an_unknown_server(
     )
 
 
+@pytest.mark.slow
 def test_validate_connect_starts_the_servers_and_checks_each_tool(
     tmp_path: Path, tiny: Callable[..., Any]
 ) -> None:
@@ -468,6 +471,7 @@ def test_validate_connect_starts_the_servers_and_checks_each_tool(
     assert "tools[1]" not in "".join(line for line in lines if "noter.yaml" in line)
 
 
+@pytest.mark.slow
 def test_validate_connect_waits_once_for_a_server_that_never_starts(tmp_path: Path) -> None:
     from tiny_cli.mcp_import import connect_problems
     from tiny_cli.settings import load_settings

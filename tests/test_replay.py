@@ -67,6 +67,7 @@ def _recorded(tiny, tmp_path: Path, *args: str) -> tuple[Path, Path, dict, Scrip
 # --- bench --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_recorded_bench_replays_to_the_same_report_without_a_server(tiny, tmp_path) -> None:
     args = ("--repeat", "2", "--concurrency", "3")
     tasks, recording, recorded, server = _recorded(tiny, tmp_path, *args)

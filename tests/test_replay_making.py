@@ -52,6 +52,7 @@ def _same_runs(one: dict, other: dict) -> bool:
     return runs(one) == runs(other)
 
 
+@pytest.mark.slow
 def test_a_recording_holds_its_options_digests_and_routing(tiny, tmp_path: Path) -> None:
     _, recording, _ = _recorded(tiny, tmp_path)
     header = _lines(recording)[0]
@@ -73,6 +74,7 @@ def test_a_recording_keeps_the_body_as_sent_in_its_order(tiny, tmp_path: Path) -
     assert list(exchange)[:4] == ["run", "agent", "key", "body"]  # the key beside the body
 
 
+@pytest.mark.slow
 def test_the_file_alone_replays_the_run_and_is_not_logged(tiny, tmp_path: Path) -> None:
     _, recording, recorded = _recorded(tiny, tmp_path)
     before = json.loads(tiny("runs", "--json").stdout)
@@ -90,6 +92,7 @@ def test_the_file_alone_replays_the_run_and_is_not_logged(tiny, tmp_path: Path) 
     assert len(json.loads(tiny("runs", "--json").stdout)) > len(before)  # unless asked
 
 
+@pytest.mark.slow
 def test_a_replay_routes_as_recorded_whatever_the_embedder(tiny, tmp_path: Path) -> None:
     _, recording, recorded = _recorded(tiny, tmp_path)
     result = tiny("bench", "--replay", str(recording), "--json", env={"TINY_EMBEDDER": "hashing"})
@@ -110,6 +113,7 @@ def test_a_replay_routes_as_recorded_whatever_the_embedder(tiny, tmp_path: Path)
     [{"agent": "no-such-card", "candidates": [["no-such-card", 2.0]]}, {"agent": 3}, "route"],
     ids=["unknown card", "wrong types", "not an object"],
 )
+@pytest.mark.slow
 def test_a_route_that_is_no_decision_here_routes_live(tiny, tmp_path: Path, broken) -> None:
     _, recording, recorded = _recorded(tiny, tmp_path)
     header, *exchanges = recording.read_text("utf-8").splitlines()
@@ -121,6 +125,7 @@ def test_a_route_that_is_no_decision_here_routes_live(tiny, tmp_path: Path, brok
     assert _same_runs(json.loads(result.stdout), recorded)
 
 
+@pytest.mark.slow
 def test_a_flag_given_still_wins_over_the_recorded_one(tiny, tmp_path: Path) -> None:
     _, recording, _ = _recorded(tiny, tmp_path)
     result = tiny("bench", "--replay", str(recording), "--json", "--repeat", "1")
@@ -128,6 +133,7 @@ def test_a_flag_given_still_wins_over_the_recorded_one(tiny, tmp_path: Path) -> 
     assert "never asked for" in result.stderr  # --repeat 1 replays half the recording
 
 
+@pytest.mark.slow
 def test_a_replay_says_in_one_line_what_changed(tiny, tmp_path: Path) -> None:
     tasks, recording, _ = _recorded(tiny, tmp_path)
     tasks.write_text(tasks.read_text("utf-8") + "\n", "utf-8")
@@ -136,6 +142,7 @@ def test_a_replay_says_in_one_line_what_changed(tiny, tmp_path: Path) -> None:
     assert f"the task file {tasks}" in line
 
 
+@pytest.mark.slow
 def test_the_learned_examples_beside_the_cards_are_part_of_the_making(
     tiny, tmp_path: Path, plain_cards: Path
 ) -> None:
@@ -158,6 +165,7 @@ def test_the_learned_examples_beside_the_cards_are_part_of_the_making(
     assert digest == hashlib.sha256(learned.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_a_miss_names_the_options_it_was_recorded_with(tiny, tmp_path: Path) -> None:
     _, recording, _ = _recorded(tiny, tmp_path)
     lines = recording.read_text("utf-8").splitlines()
@@ -180,6 +188,7 @@ def _old_format(recording: Path) -> None:
     recording.write_text("\n".join(text) + "\n", "utf-8")
 
 
+@pytest.mark.slow
 def test_an_old_recording_replays_with_its_flags_and_upgrades(tiny, tmp_path: Path) -> None:
     tasks, recording, recorded = _recorded(tiny, tmp_path)
     _old_format(recording)
@@ -195,6 +204,7 @@ def test_an_old_recording_replays_with_its_flags_and_upgrades(tiny, tmp_path: Pa
     assert alone.exit_code == 0 and _same_runs(json.loads(alone.stdout), recorded), alone.output
 
 
+@pytest.mark.slow
 def test_an_upgrade_of_a_partial_replay_writes_nothing(tiny, tmp_path: Path) -> None:
     tasks, recording, _ = _recorded(tiny, tmp_path)
     _old_format(recording)

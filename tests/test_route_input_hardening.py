@@ -31,6 +31,7 @@ NO_WORDS = "the task has no letter or digit"
 # --- 1: a task with no letter or digit is no task -------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", [".", "?", "\u200b", "\ufeff", "\x1a", " - ! "])
 def test_a_task_without_a_letter_or_digit_is_refused_in_one_line(tiny: Tiny, task: str) -> None:
     assert NO_WORDS in one_error_line(tiny("route", task, env=HASHING))
@@ -51,6 +52,7 @@ def test_stdin_lines_without_words_are_each_their_own_error(tiny: Tiny) -> None:
     assert documents[0]["agent_id"] == "crm-writer"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
 def test_utf16_stdin_is_refused_in_one_line(tiny: Tiny, encoding: str) -> None:
     data = f"{CRM}\nhow do I request vacation\n".encode(encoding)
@@ -115,6 +117,7 @@ def test_an_eval_line_not_utf8_is_its_own_error(tiny: Tiny, tmp_path: Path) -> N
     assert done.stderr.strip() == f"tiny: error: {path}:2: not UTF-8 (byte 14 of the line)"
 
 
+@pytest.mark.slow
 def test_what_fails_the_whole_eval_file_is_one_error(tiny: Tiny, tmp_path: Path) -> None:
     assert "cannot read eval file" in one_error_line(tiny("route", "--eval", str(tmp_path)))
     path = tmp_path / "e.jsonl"
@@ -141,6 +144,7 @@ class Batches:
         return self.inner.embed(texts)
 
 
+@pytest.mark.slow
 def test_many_tasks_route_a_chunk_at_a_time_as_they_would_in_one_batch(
     seed_cards: list[Card],
 ) -> None:

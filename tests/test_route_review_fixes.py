@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from typer.testing import Result
 
 from tests.conftest import REPO, SEED_CARDS, one_error_line
@@ -206,6 +207,7 @@ def test_an_out_of_scope_example_nearer_than_every_card_is_named_under_a_given_t
     assert plain["score_source"] == ""  # the best z alone: nothing to explain
 
 
+@pytest.mark.slow
 def test_explain_names_the_out_of_scope_example_that_moved_the_score(
     tiny: Tiny, tmp_path: Path
 ) -> None:

@@ -158,6 +158,7 @@ def _mcp(folder: Path) -> None:
     (folder / "mcp.yaml").write_text(json.dumps({"servers": {"clock": server}}), "utf-8")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [_edit, _touch, _add, _remove, _rename, _mcp])
 def test_any_change_to_the_folder_is_seen_and_indexed(
     folder: Path, tmp_path: Path, change: Callable[[Path], None]
@@ -253,6 +254,7 @@ def test_cards_the_index_lost_are_checked_again(folder: Path, tmp_path: Path) ->
     assert index.is_file()  # and indexed again
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["", "{", "[]", '{"salt": 5}', '{"files": []}'])
 def test_an_index_that_cannot_be_read_is_a_full_load(
     folder: Path, tmp_path: Path, damage: str

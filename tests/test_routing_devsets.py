@@ -80,6 +80,7 @@ def test_mcp_tools_come_out_of_python_and_typescript_sources() -> None:
     assert list(tool["parameters"]["properties"]) == ["a", "b"]
 
 
+@pytest.mark.slow
 def test_tools_first_cards_are_what_the_generator_makes_of_the_bfcl_cards(tmp_path: Path) -> None:
     generator = _module("bfcl_toolsfirst")
     assert generator.main(["--out", str(tmp_path)]) == 0
@@ -105,6 +106,7 @@ def test_tools_first_summary_is_one_sentence_of_the_functions_topics(
     assert generator.sentence([{"name": n} for n in names]) == sentence
 
 
+@pytest.mark.slow
 def test_tools_first_cards_keep_everything_but_the_summary() -> None:
     original = {c.id: c for c in _cards(REPO / "examples" / "bfcl" / "cards")}
     for card in _cards(TOOLS_FIRST):
@@ -174,6 +176,7 @@ GENERATED = REPO / "benchmarks" / "data" / "generated"
         (GENERATED / "seed", REPO / "cards"),
     ],
 )
+@pytest.mark.slow
 def test_kept_generated_examples_are_marked_and_name_the_sets_cards(path, cards) -> None:
     from tiny_cli.routing.examples_file import load_learned
 

@@ -165,6 +165,7 @@ def test_delegate_abstain_is_logged_with_its_routing(run, home) -> None:
     assert shown["routing"]["decision"] == "abstain" and shown["transcript"] == []
 
 
+@pytest.mark.slow
 def test_bench_with_concurrency_logs_every_run(run, scripted_server, tmp_path) -> None:
     scripted_server.add(*[respond(model)] * TURNS)
     tasks = write_tasks(tmp_path / "bench")

@@ -195,6 +195,7 @@ def test_429_then_success_retries(run, scripted_server) -> None:
     assert len(scripted_server.requests) == 2
 
 
+@pytest.mark.slow
 def test_persistent_500_fails_with_reason(run, scripted_server) -> None:
     for _ in range(4):
         scripted_server.add(http_error(500, "boom"))
@@ -204,6 +205,7 @@ def test_persistent_500_fails_with_reason(run, scripted_server) -> None:
     assert len(scripted_server.requests) == 4
 
 
+@pytest.mark.slow
 def test_nothing_listening_says_cannot_reach(tiny) -> None:
     result = tiny(
         "invoke",

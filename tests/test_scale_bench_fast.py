@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from tests.test_scale_bench import BFCL, CARDS, TASKS, _policy, _task_of, _tools
 from tiny_cli.testing import respond
 
@@ -17,6 +19,7 @@ ARMS = {"oracle", "tiny", "top-k", "hybrid", "all-tools"}
 SCALE = ("bench", "--scale", "--tasks", str(BFCL / "tasks.jsonl"), "--cards", str(BFCL / "cards"))
 
 
+@pytest.mark.slow
 def test_the_bench_at_scale_runs_three_tasks_end_to_end(tiny, scripted_server) -> None:
     scripted_server.add(*[respond(_policy({}))] * 100)
     env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}
@@ -72,6 +75,7 @@ def test_the_tiny_arm_routes_with_the_cards_folders_learned_examples(
     assert sent == {frozenset(_tools([taught_to]))}  # what went over the wire
 
 
+@pytest.mark.slow
 def test_the_right_function_with_arguments_that_are_no_object_is_the_right_tool(
     tiny, scripted_server
 ) -> None:
@@ -88,6 +92,7 @@ def test_the_right_function_with_arguments_that_are_no_object_is_the_right_tool(
     assert (row["tasks"], row["right_tool"], row["right_call"]) == (2, 2, 0)
 
 
+@pytest.mark.slow
 def test_a_size_or_arm_given_twice_is_refused_before_any_run(tiny, scripted_server) -> None:
     args = list(SCALE)
     env = {"TINY_BASE_URL": scripted_server.url, "TINY_EMBEDDER": "hashing"}

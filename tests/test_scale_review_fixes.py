@@ -82,6 +82,7 @@ def test_a_shipped_recording_replays_at_concurrency_4_to_its_documented_table(ti
     assert result.stdout == documented[SAME_PROMPT]
 
 
+@pytest.mark.slow
 def test_a_run_that_abstains_sends_no_prompt_and_counts_none(
     tiny, scripted_server, tmp_path: Path
 ) -> None:

@@ -108,6 +108,7 @@ def _logged(home: Path) -> list[tuple[str, str, str | None, str]]:
 # --- what a host sees -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_lists_the_three_tools_with_their_input_schemas(stdio) -> None:
     async def session(client: Client) -> dict[str, Any]:
         return {t.name: t for t in (await client.list_tools()).tools}
@@ -191,6 +192,7 @@ def test_route_returns_the_decision_and_candidates(stdio, scripted_server) -> No
     assert scripted_server.requests == []  # routing never calls the model
 
 
+@pytest.mark.slow
 def test_delegate_routes_runs_and_returns_the_digest(stdio, scripted_server, home) -> None:
     scripted_server.add(
         tool_call("docs_search", {"query": "onboarding"}, tokens_in=300, tokens_out=20),
@@ -216,6 +218,7 @@ def test_delegate_routes_runs_and_returns_the_digest(stdio, scripted_server, hom
     scripted_server.assert_done()
 
 
+@pytest.mark.slow
 def test_a_served_abstain_is_logged_with_its_task(stdio, scripted_server, home) -> None:
     digest = _digest(stdio(_call("delegate", task="make me a sandwich")))
     assert digest["status"] == "abstain" and scripted_server.requests == []
@@ -225,6 +228,7 @@ def test_a_served_abstain_is_logged_with_its_task(stdio, scripted_server, home) 
         ]
 
 
+@pytest.mark.slow
 def test_invoke_runs_the_named_card_and_counts_ghost_calls(stdio, scripted_server) -> None:
     scripted_server.add(
         tool_call("http_get", {"url": "https://example.org"}),  # not docs-finder's tool
@@ -238,6 +242,7 @@ def test_invoke_runs_the_named_card_and_counts_ghost_calls(stdio, scripted_serve
     scripted_server.assert_done()
 
 
+@pytest.mark.slow
 def test_a_reply_never_holds_the_api_key(env, stdio, scripted_server) -> None:
     key = "tk-" + "7" * 30
     env["TINY_API_KEY"] = key
@@ -256,6 +261,7 @@ def test_a_reply_never_holds_the_api_key(env, stdio, scripted_server) -> None:
     assert digest["cost"]["ghost_names"] == ["[redacted]"]
 
 
+@pytest.mark.slow
 def test_a_routed_task_never_echoes_the_api_key(env, stdio, scripted_server) -> None:
     key = "tk-" + "7" * 30
     env["TINY_API_KEY"] = key
@@ -265,6 +271,7 @@ def test_a_routed_task_never_echoes_the_api_key(env, stdio, scripted_server) -> 
     assert key not in _text(result) and key not in json.dumps(decision)
 
 
+@pytest.mark.slow
 def test_bad_input_is_a_readable_tool_error(stdio, scripted_server) -> None:
     async def session(client: Client) -> list[CallToolResult]:
         unknown = await client.call_tool("invoke", {"card": "nope", "task": DOCS_TASK})
@@ -282,6 +289,7 @@ def test_bad_input_is_a_readable_tool_error(stdio, scripted_server) -> None:
     assert scripted_server.requests == []
 
 
+@pytest.mark.slow
 def test_arguments_are_held_to_the_published_schema_in_one_line(stdio, scripted_server) -> None:
     """The SDK answered a wrong type with pydantic's dump, values and all, and dropped an
     argument it did not know (`must_retrun`), so the run went on without the field."""
@@ -305,6 +313,7 @@ def test_arguments_are_held_to_the_published_schema_in_one_line(stdio, scripted_
     assert scripted_server.requests == []
 
 
+@pytest.mark.slow
 def test_no_log_keeps_served_runs_out_of_the_run_log(stdio, scripted_server, home) -> None:
     digest = _digest(stdio(_call("delegate", task="make me a sandwich"), "--no-log"))
     assert digest["status"] == "abstain" and scripted_server.requests == []
@@ -431,6 +440,7 @@ def test_a_write_question_to_a_host_that_hung_up_is_declined(env, scripted_serve
 # --- writes ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_writer_needs_confirmation_without_allow_writes(stdio, scripted_server, home) -> None:
     scripted_server.add(tool_call("crm_add_company", MUSTERMANN), reply(json.dumps(CLAIM_OK)))
     result = stdio(_call("delegate", task=CRM_TASK))  # this client cannot elicit
@@ -443,6 +453,7 @@ def test_a_writer_needs_confirmation_without_allow_writes(stdio, scripted_server
     assert _logged(home) == [("serve", "delegate", "crm-writer", "needs_confirmation")]
 
 
+@pytest.mark.slow
 def test_allow_writes_lets_the_write_happen(stdio, scripted_server, home) -> None:
     scripted_server.add(tool_call("crm_add_company", MUSTERMANN), reply(json.dumps(CLAIM_OK)))
     result = stdio(_call("delegate", task=CRM_TASK), "--allow-writes")
@@ -502,6 +513,7 @@ def test_a_write_question_left_by_a_host_that_went_is_declined(
     assert len(scripted_server.requests) == 2  # the run went on after the decline
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 parks the run; older asks
 def test_an_eliciting_host_approves_each_write(stdio, scripted_server, home, mode) -> None:
     scripted_server.add(tool_call("crm_add_company", MUSTERMANN), reply(json.dumps(CLAIM_OK)))
@@ -513,6 +525,7 @@ def test_an_eliciting_host_approves_each_write(stdio, scripted_server, home, mod
     scripted_server.assert_done()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_a_write_question_never_holds_the_api_key(env, stdio, scripted_server, home, mode) -> None:
     key = "tk-" + "8" * 30
@@ -566,6 +579,7 @@ def test_a_declined_write_never_runs(
     assert {label for label, _ in events} == {"invoke"} and len(finished) == 1
 
 
+@pytest.mark.slow
 def test_the_question_shows_model_text_escaped(stdio, scripted_server, home) -> None:
     tricky = {"name": "Evil \x1b[2J Corp\u202e", "city": "Berlin"}
     scripted_server.add(tool_call("crm_add_company", tricky), reply(json.dumps(CLAIM_OK)))
@@ -623,6 +637,7 @@ def test_streamable_http_serves_the_same_tools(env, scripted_server, home) -> No
     assert out == b""  # HTTP mode writes nothing to stdout either
 
 
+@pytest.mark.slow
 def test_http_refuses_a_port_in_use(env) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

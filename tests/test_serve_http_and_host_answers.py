@@ -107,6 +107,7 @@ serve(load_settings(env={"TINY_HOME": sys.argv[1], "TINY_CARDS": sys.argv[2]}),
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="closes an fd before exec (POSIX)")
 def test_serve_over_http_without_stdout_listens(home) -> None:
     port = _free_port()  # pythonw, a daemon: Python's sys.stdout is None

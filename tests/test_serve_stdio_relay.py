@@ -74,6 +74,7 @@ def _lines(*messages: dict) -> bytes:
     return "".join(json.dumps(m) + "\n" for m in messages).encode()
 
 
+@pytest.mark.slow
 def test_a_last_request_without_a_newline_is_answered_when_stdin_closes(
     env, scripted_server, plain_cards: Path
 ) -> None:
@@ -89,6 +90,7 @@ def test_a_last_request_without_a_newline_is_answered_when_stdin_closes(
     scripted_server.assert_done()
 
 
+@pytest.mark.slow
 def test_stdout_carries_only_the_protocol_from_the_tools_import_to_the_drain(
     env, scripted_server, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
+import pytest
 
 from tiny_cli.routing import space
 from tiny_cli.routing.space import SVD_MAX_CELLS, _principal, _whitening
@@ -37,6 +38,7 @@ def test_the_gram_path_gives_the_svds_values_and_directions() -> None:
     )
 
 
+@pytest.mark.slow
 def test_whitening_thousands_of_texts_never_holds_their_residuals_in_float64() -> None:
     count, dim = 3 * SVD_MAX_CELLS // 256, 256  # past the SVD's limit, as 3,000 cards are
     projected, means, labels = _texts(count, dim, count // 3)

@@ -155,6 +155,7 @@ def _tiny(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capture", [False, True])
 def test_a_re_routed_delegate_reaches_the_collector_as_one_trace(
     tmp_path, scripted_server, receiver, capture
@@ -202,6 +203,7 @@ def test_a_re_routed_delegate_reaches_the_collector_as_one_trace(
     assert (b"gen_ai.output.messages" in wire) is capture and (b"[redacted]" in wire) is capture
 
 
+@pytest.mark.slow
 def test_an_mcp_delegate_with_a_traceparent_continues_the_hosts_trace(
     tmp_path, scripted_server, receiver
 ) -> None:

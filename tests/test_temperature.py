@@ -31,6 +31,7 @@ def test_the_bench_sends_temperature_0_with_every_request(tiny, scripted_server,
     assert json.loads(result.stdout)["temperature"] == 0.0
 
 
+@pytest.mark.slow
 def test_temperature_flag_goes_on_the_wire_and_into_the_recording(
     tiny, scripted_server, tmp_path
 ) -> None:
@@ -85,6 +86,7 @@ def _sampled_recording(tiny, server, tmp_path: Path) -> tuple[Path, int]:
     return first, len(server.requests)
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_recording_made_at_another_temperature(
     tiny, scripted_server, tmp_path
 ) -> None:
@@ -99,6 +101,7 @@ def test_resume_refuses_a_recording_made_at_another_temperature(
     assert len(scripted_server.requests) == asked and not again.exists()  # nothing asked, kept
 
 
+@pytest.mark.slow
 def test_resume_asks_at_the_temperature_the_recording_was_made_at(
     tiny, scripted_server, tmp_path
 ) -> None:

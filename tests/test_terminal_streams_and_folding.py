@@ -54,6 +54,7 @@ def test_a_closed_stdout_is_one_line_and_exit_2(tmp_path: Path, args: list[str])
     assert len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="closes an fd before exec (POSIX)")
 def test_a_closed_stderr_still_runs_and_prints_the_digest(tmp_path: Path, scripted_server) -> None:
     answer = {"status": "ok", "summary": "Day one: laptop.", "source": "onboarding.md"}

@@ -62,6 +62,7 @@ def test_a_users_own_blas_setting_wins_when_numpy_loads() -> None:
     assert (found["blas"], found["env"]) == ([2], "2")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("setting", "threads"), [(None, 1), ("2", 2)])
 def test_a_route_runs_blas_on_one_thread_unless_the_user_set_its_threads(
     setting: str | None, threads: int

@@ -106,6 +106,7 @@ def _assert_stale(tiny: Callable[..., Result], root: Path, why: str) -> None:
     assert f"{why} changed since" in " ".join(human.split())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["edited", "added", "removed"])
 def test_a_card_changed_after_tiny_learn_makes_the_derived_threshold_stale(
     tiny: Callable[..., Result], folder: Path, change: str

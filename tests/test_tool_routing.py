@@ -198,6 +198,7 @@ class _Seen(HashingEmbedder):
         return super().embed(texts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", [True, False])
 def test_the_derived_thresholds_fold_routers_read_the_tool_texts(
     given: bool, tmp_path: Path
