@@ -197,7 +197,7 @@ def test_a_setting_a_library_caller_gave_is_named_by_its_keyword(tmp_path, monke
         open_workspace(load_settings().with_flags(cards_dir=tmp_path, tools_spec="no_such_tools"))
     assert str(failed.value).endswith("(the tool module named by tools_spec)")
     typed = load_settings().with_flags(from_cli=True, cards_dir=tmp_path)
-    assert typed.origin("cards_dir") == "--cards"
+    assert str(typed.origin("cards_dir")) == "--cards"
 
 
 def test_init_says_it_kept_a_tool_module_and_validate_names_who_chose_it(

@@ -214,7 +214,7 @@ def test_an_answer_that_echoed_the_key_replays(tiny, tmp_path: Path) -> None:
 def test_a_blank_model_variable_is_refused_as_a_blank_flag_is(tiny) -> None:
     with ScriptedServer([reply(ANSWER)]) as server:
         result = tiny(*INVOKE, env={"TINY_BASE_URL": server.url, "TINY_MODEL": "  "})
-    assert one_error_line(result) == "TINY_MODEL: blank; give a value or leave it out"
+    assert one_error_line(result) == "TINY_MODEL: blank; give a value or unset it"
     assert server.requests == []
     assert load_settings(env={"TINY_MODEL": "", "TINY_PROJECT": "none"}).model is None  # unset
 

@@ -204,3 +204,17 @@ def test_learn_says_a_project_files_threshold_comes_from_the_file(tiny, project:
     assert result.exit_code == 0, result.output
     note = json.loads(result.stdout)["threshold_note"]
     assert note.startswith(f"threshold 0 given by threshold in {toml} applies; ")
+
+
+def test_where_a_setting_came_from_is_kept_by_kind_and_never_given() -> None:
+    settings = load_settings({"TINY_CARDS": "/tmp/some-cards"}, cwd="/")
+    assert (settings.origin("cards_dir").kind, str(settings.origin("cards_dir"))) == (
+        "env",
+        "TINY_CARDS",
+    )
+    typed = settings.with_flags(cards_dir="/tmp/other", from_cli=True)
+    assert (typed.origin("cards_dir").kind, str(typed.origin("cards_dir"))) == ("flag", "--cards")
+    assert settings.with_flags(cards_dir="/tmp/other").origin("cards_dir").kind == "keyword"
+    assert settings.origin("model") is None  # left to its default
+    with pytest.raises(ConfigError, match=r"^with_flags: origins are kept by with_flags"):
+        settings.with_flags(origins=[("cards_dir", "TINY_CARDS")])

@@ -128,7 +128,7 @@ def import_cards(
     of mcp.yaml); with `check` write nothing and say whether the cards are behind."""
     cards_dir = settings.own_cards_dir()
     mcp_file = (
-        mcp_path(cards_dir, settings.mcp_file, settings.source("mcp_file"))
+        mcp_path(cards_dir, settings.mcp_file, settings.origin("mcp_file"))
         or cards_dir / MCP_FILENAMES[0]
     )
     host = read_host_config(source, mcp_file) if source is not None else None

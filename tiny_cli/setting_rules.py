@@ -63,7 +63,7 @@ SECRET_JOINED = (
 )
 _HOST = re.compile(r"[a-z0-9_.:-]+")  # an allow_hosts host: IDNA-encoded, or an IPv6 address
 MAX_PORT = 65535
-BLANK = "blank; give a value or leave it out"  # what a value of blanks only is told, anywhere
+BLANK = "blank; give a value or leave it out"  # a flag or key of blanks only (a variable: unset it)
 
 
 def check_api_key(value: Any, source: str, field: str | None = None) -> str:
@@ -205,10 +205,11 @@ def check_wall_scale(name: str, value: str | float) -> float:
     return number
 
 
-def blank_value(name: str, field: str | None = None) -> ConfigError:
+def blank_value(name: str, field: str | None = None, undo: str = "leave it out") -> ConfigError:
     """The error for a flag, variable or project key `name` holding blanks only: it would
-    override a lower source with nothing (`cards = " "` would be the working folder)."""
-    return ConfigError(f"{name}: {BLANK}", field=field)
+    override a lower source with nothing (`cards = " "` would be the working folder). A
+    variable is unset, not left out (`undo`)."""
+    return ConfigError(f"{name}: blank; give a value or {undo}", field=field)
 
 
 def host_list(name: str, entries: str | Iterable[str]) -> tuple[str, ...]:

@@ -169,19 +169,16 @@ class Settings:
         """Where tiny keeps what it can rebuild: card checks, router state, tool specs."""
         return self.home / CACHE_FOLDER
 
-    def source(self, name: str) -> Origin | None:
-        """Where setting `name` came from; None when it is left to its default."""
+    def origin(self, name: str) -> Origin | None:
+        """Where setting `name` came from (its flag, keyword, variable or project file key);
+        None for one left to its default, or not among SOURCES."""
         return dict(self.origins).get(name)
-
-    def origin(self, name: str) -> str:
-        """Say where setting `name` came from: its flag, its variable, the project file, or ''."""
-        return str(self.source(name) or "")
 
     def own_cards_dir(self) -> Path:
         """The user's cards folder, where tiny writes cards and lessons: the one named (flag,
         variable, project file), else `cards` in the project or the working folder; never the
         seed cards tiny ships, which `cards_dir` falls back to where there is none."""
-        if self.source("cards_dir"):
+        if self.origin("cards_dir"):
             return self.cards_dir
         return (self.root or Path.cwd()) / DEFAULT_CARDS_DIR
 
@@ -224,9 +221,8 @@ FLAG_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     **dict.fromkeys(("log_runs", "ask_route", "trace_content"), ((bool,), "True or False")),
     "allow_hosts": ((str, list, tuple, set, frozenset), "a str or a list of str"),
     "tracing": ((list, tuple), "a list of str"),
-    "origins": ((list, tuple), "a list of (setting, source) tuples"),
 }
-ENTRY_KINDS: dict[str, type] = {"allow_hosts": str, "tracing": str, "origins": tuple}
+ENTRY_KINDS: dict[str, type] = {"allow_hosts": str, "tracing": str}
 
 
 def _flag_values(
@@ -235,6 +231,8 @@ def _flag_values(
     """The flags given (not None), each path as its setting holds it; a non-setting, or text
     no log can hold or of blanks only, refused (named as `shown_as`)."""
     # refused here: dataclasses.replace would raise a bare TypeError
+    if "origins" in flags:  # with_flags keeps them: each flag given is its own origin
+        raise ConfigError("with_flags: origins are kept by with_flags, not given", field="origins")
     known = list(vars(settings))
     unknown = sorted(set(flags) - set(known))
     if unknown:
@@ -399,7 +397,7 @@ def _env(env: Mapping[str, str], var: str) -> str | None:
     blank flag or project value is (not read as unset)."""
     value = env.get(var)
     if value and not value.strip():
-        raise blank_value(var, field=var)
+        raise blank_value(var, field=var, undo="unset it")
     if value and half_pair(value):
         raise ConfigError(f"{var}: {NOT_UTF8}; set it again in UTF-8", field=var)
     return value or None

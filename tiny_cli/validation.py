@@ -127,7 +127,7 @@ def _clash(card: Card, other: Card) -> Problem:
 def _mcp(settings: Settings) -> tuple[McpConfig | None, list[Problem]]:
     """The MCP servers file (TINY_MCP, or the cards folder's mcp.yaml), if there is one; or
     what is wrong with it, as a problem of that file."""
-    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.source("mcp_file"))
+    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.origin("mcp_file"))
     if path is None:
         return None, []
     try:

@@ -96,7 +96,7 @@ def open_cards(
 
 def _no_cards(settings: Settings) -> ConfigError:
     """The cards folder is not there: say who named it, and how to name another one."""
-    folder, source = settings.cards_dir, settings.source("cards_dir")
+    folder, source = settings.cards_dir, settings.origin("cards_dir")
     if source is None:
         message = f"no cards directory {folder}; pass --cards or set TINY_CARDS"
     elif source.kind in ("flag", "keyword"):  # the user just gave it: no advice to give it
@@ -132,7 +132,7 @@ def _add_declared(registry: Registry, cards: Iterable[Card]) -> None:
 
 def mcp_settings(settings: Settings) -> McpConfig | None:
     """Read the MCP servers file (TINY_MCP, or mcp.yaml in the cards folder), if there is one."""
-    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.source("mcp_file"))
+    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.origin("mcp_file"))
     return None if path is None else load_mcp_config(path)
 
 

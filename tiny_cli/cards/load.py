@@ -105,7 +105,8 @@ def _unmatched(err: Any) -> str:
         return "is blank: name a model, or leave the key out for the default"
     if where == ("tools",):
         return _not_a_tool(err.instance, longest(err.validator_value))
-    return _unlike(err, *NAMES[where])
+    rule = NAMES.get(where)  # a pattern the schema gains later: jsonschema's own words
+    return _unlike(err, *rule) if rule is not None else err.message
 
 
 def _unlike(err: Any, noun: str, chars: str, first: str = "") -> str:

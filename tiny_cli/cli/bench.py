@@ -421,7 +421,7 @@ def _setup_files(settings: Settings) -> list[Path]:
     modules = [Path(s) for s in specs if s.endswith(".py")]  # a dotted name is no file here
     named = (
         cards / LEARNED_FILENAME,
-        mcp_path(cards, settings.mcp_file, settings.source("mcp_file")),
+        mcp_path(cards, settings.mcp_file, settings.origin("mcp_file")),
         settings.project_file,
     )
     return found + modules + [p for p in named if p is not None]
@@ -624,7 +624,9 @@ UpgradeOpt = Annotated[
 ]
 
 
-def _warn_changed(replay: Sequence[Path] | None, tasks: Path, settings: Any, upgrade: bool) -> None:
+def _warn_changed(
+    replay: Sequence[Path] | None, tasks: Path, settings: Settings, upgrade: bool
+) -> None:
     """Warn in one line of the tasks, cards or learned examples changed since the recording;
     --upgrade needs a --replay."""
     if upgrade and not replay:

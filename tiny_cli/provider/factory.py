@@ -88,7 +88,7 @@ def _recorded_tool_mode(settings: Settings, header: Mapping[str, Any], path: Pat
     recorded = header.get("tool_mode", "")  # "": an older recording that does not say
     if (recorded is not None and recorded not in TOOL_MODES) or recorded == settings.tool_mode:
         return settings
-    flag = settings.source("tool_mode")  # --tool-mode, or a library caller's tool_mode
+    flag = settings.origin("tool_mode")  # --tool-mode, or a library caller's tool_mode
     if flag is not None and flag.kind in ("flag", "keyword"):
         raise ConfigError(
             f"{flag} {settings.tool_mode}: {path} was recorded in {_mode(recorded)} and "

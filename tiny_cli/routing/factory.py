@@ -57,7 +57,7 @@ from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, ba
 from tiny_cli.routing.state import STATE_VERSION, cards_key
 from tiny_cli.routing.tooltexts import ToolTexts, gathered
 from tiny_cli.secrets import scrubber
-from tiny_cli.settings import Settings, check_settings
+from tiny_cli.settings import Origin, Settings, check_settings
 from tiny_cli.text import wrong_kind
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ def learned_file(s: Settings) -> Path:
 
 
 def chosen_threshold(
-    learned: Learned, embedder: Embedder, given: tuple[float | None, str], basis: Basis
+    learned: Learned, embedder: Embedder, given: tuple[float | None, Origin | None], basis: Basis
 ) -> tuple[float, float, str]:
     """The threshold a router uses, the margin's weight, and where the threshold comes from.
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from annotated_types import Interval
 
 from tiny_cli.errors import ConfigError, CrmDuplicate, ToolError
-from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Settings
+from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Origin, Settings
 from tiny_cli.tools.registry import LazyTool, Registry, Tool, load_tool_module
 
 if TYPE_CHECKING:  # at run time, `_web` imports these (on first use)
@@ -53,7 +53,7 @@ def default_registry(settings: Settings, transport: httpx.BaseTransport | None =
     return registry
 
 
-def _user_tools(spec: str, origin: str) -> list[Tool]:
+def _user_tools(spec: str, origin: Origin | None) -> list[Tool]:
     """The tools of one module the settings name; its error says which setting named it (`tiny
     init` names a my_tools.py that was there before: its user may never have meant it as tools)."""
     try:
