@@ -64,6 +64,7 @@ def test_every_package_says_what_it_exports() -> None:
         assert "__all__" in names, init
 
 
+@pytest.mark.slow
 def test_every_exception_class_lives_in_the_error_tree() -> None:
     from tiny_cli import errors
 

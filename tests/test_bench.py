@@ -137,6 +137,7 @@ def _seed_tools() -> set[str]:
 # --- the wire -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_arms_send_their_own_tools_from_a_fresh_context(bench, scripted_server, home) -> None:
     result, _ = bench("--json")
     assert result.exit_code == 0, result.output
@@ -216,6 +217,7 @@ def test_report_counts_ghosts_writes_routing_and_fields(bench) -> None:
     assert split["tools"] > 3 * runs["onboarding"]["tiny"][0]["first_request"]["tools"] > 0
 
 
+@pytest.mark.slow
 def test_aggregates_are_the_sums_and_medians_of_the_runs(bench) -> None:
     _result, report = bench("--json", "--repeat", "2", "--concurrency", "3")
     for arm, summary in report["arms"].items():

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tiny_cli.testing import ScriptedServer, Turn, reply, respond, tool_call
@@ -161,6 +162,7 @@ def test_a_web_answer_without_fetching_is_fabricated(tiny, scripted_server, tmp_
 # --- the honest path ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_honest_path_is_right(tiny, scripted_server, tmp_path, home) -> None:
     """Tools called, values from their results, the record in the scratch CRM: right."""
     scripted_server.on(
@@ -191,6 +193,7 @@ def test_the_honest_path_is_right(tiny, scripted_server, tmp_path, home) -> None
     assert not (home / "crm.sqlite3").exists()  # the record was in the run's scratch home
 
 
+@pytest.mark.slow
 def test_from_task_accepts_a_field_copied_from_the_task(tiny, scripted_server, tmp_path) -> None:
     """The same copied ticket number counts only where the task file says it may be copied."""
     task = f"read {{site}}/acme.html and tell me in two sentences what it is about, ticket {TICKET}"

@@ -133,6 +133,7 @@ def test_an_alias_bomb_in_a_yaml_task_file_is_one_error_not_a_hang(tmp_path) -> 
         read_eval_file(evals)
 
 
+@pytest.mark.slow
 def test_a_long_yaml_task_file_without_aliases_is_read_whole(tmp_path) -> None:
     path = tmp_path / "tasks.yaml"  # 30,000 values: past the bound a card has, not a task file's
     rows = (f"- {{id: t{n}, task: task {n}, expected_agent: null}}" for n in range(10_000))
@@ -154,6 +155,7 @@ def test_non_utf8_bytes_in_a_selection_file_name_their_line(tmp_path) -> None:
         load_selection_tasks(path, CARDS)
 
 
+@pytest.mark.slow
 def test_a_bad_selection_line_through_the_cli_is_one_line(tiny, tmp_path) -> None:
     path = _selection(tmp_path, "[1,2]", first=NONE)  # an irrelevance task: no card named
     args = ("bench", "--scale", "--tasks", str(path), "--cards", str(BFCL_CARDS))
@@ -161,6 +163,7 @@ def test_a_bad_selection_line_through_the_cli_is_one_line(tiny, tmp_path) -> Non
     assert line == f"{path}:2: a task must be a JSON object, got a list"
 
 
+@pytest.mark.slow
 def test_the_old_spelling_still_runs_at_scale_with_a_one_line_note(tiny, tmp_path) -> None:
     """A selection file given to plain `tiny bench`: read at scale, and one note says --scale."""
     path = _selection(tmp_path, "[1,2]", first=NONE)
@@ -224,6 +227,7 @@ _LINE = (
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_LINE, max_size=5))
 def test_any_selection_file_loads_or_is_one_config_error_line(lines: list[bytes]) -> None:

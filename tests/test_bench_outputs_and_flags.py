@@ -156,6 +156,7 @@ def test_an_unknown_expected_agent_in_jsonl_names_its_line(tiny, tmp_path) -> No
 # --- 6: unknown keys inside expect_call --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_unknown_key_inside_expect_call_is_refused(tiny, tmp_path) -> None:
     first = json.loads((REPO / "examples" / "bfcl" / "tasks.jsonl").read_text().splitlines()[0])
     first["expect_call"]["argumnets"] = {}
@@ -180,6 +181,7 @@ def test_a_scale_only_flag_on_the_plain_bench_is_refused(tiny, tmp_path, given) 
     assert given[0] in line and "--scale" in line
 
 
+@pytest.mark.slow
 def test_the_old_spelling_of_the_bench_at_scale_still_takes_its_flags(tiny) -> None:
     # a selection file without --scale still runs at scale (docs/bench.md): its flags count;
     # no model server listens, so it stops at the probe, past the flags

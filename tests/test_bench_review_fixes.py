@@ -61,6 +61,7 @@ def test_a_resumed_bench_says_it_replayed_and_shows_no_wall_times(
     assert "wall seconds" not in table
 
 
+@pytest.mark.slow
 def test_recordings_made_at_other_temperatures_are_refused_together_up_front(
     tiny, scripted_server, tmp_path
 ) -> None:

@@ -131,6 +131,7 @@ def test_a_fractional_budget_count_is_one_line(tiny: Tiny, tmp_path: Path) -> No
 # --- 4. the line of a tool `--connect` finds wrong ------------------------------------------
 
 
+@pytest.mark.slow
 def test_connect_names_the_line_of_the_tool_not_of_a_comment(tiny: Tiny, tmp_path: Path) -> None:
     card = "# box.nothing was renamed; see box.nothing's notes\nid: a\n"
     card += "summary: Adds numbers and does nothing.\ntools:\n  - box.add\n  - box.nothing\n"

@@ -391,6 +391,7 @@ def test_a_host_server_with_a_setting_tiny_does_not_know_is_skipped_by_name(tmp_
     assert found.skipped == (("a", "a setting tiny does not carry over: envFile"),)
 
 
+@pytest.mark.slow
 def test_a_server_listed_again_in_one_process_is_asked_again_not_the_sdks_cache(
     tmp_path: Path,
 ) -> None:

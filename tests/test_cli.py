@@ -261,6 +261,7 @@ def test_a_run_whose_calls_convert_nothing_imports_no_pydantic(
     assert tools[1]["function"]["parameters"]["required"] == ["html"]
 
 
+@pytest.mark.slow
 def test_a_route_imports_no_http_client(cli_env: dict[str, str]) -> None:
     """A route calls no model: the HTTP client (and its own CLI) stays unloaded."""
     done, modules = _imports(["route", WEB_TASK, "--json"], cli_env, leave_out=())

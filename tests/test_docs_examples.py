@@ -128,6 +128,7 @@ def test_ellipsis_lines_and_tables_not_checked() -> None:
     assert not matches(["a … line"], ["a line", "more"])
 
 
+@pytest.mark.slow
 def test_a_doc_example_whose_output_changed_fails(tmp_path, tmp_path_factory) -> None:
     """docs/routing.md's sandwich example with another decision than tiny prints: it fails."""
     stale = """

@@ -166,6 +166,7 @@ def imported(tmp_path: Path, tiny: Callable[..., Any]) -> Iterator[Callable[[], 
     stop_servers()
 
 
+@pytest.mark.slow
 def test_imported_cards_checked_out_with_crlf_are_not_taken_for_edited(
     imported: Callable[[], dict[str, Any]], tmp_path: Path
 ) -> None:

@@ -221,6 +221,7 @@ def test_prune_removes_only_generated_examples(go, cards, scripted_server) -> No
     assert _lines(cards) == [{"task": TAUGHT, "card": "docs-finder"}]
 
 
+@pytest.mark.slow
 def test_learn_counts_the_generated_examples_the_file_holds(go, cards, scripted_server) -> None:
     """It said "0 example(s) for cards" of a file holding generated ones only."""
     _script(scripted_server, {c: [json.dumps(a)] for c, a in ANSWERS.items()})

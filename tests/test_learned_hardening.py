@@ -391,6 +391,7 @@ def test_tiny_route_rebuilds_a_damaged_card_cache_entry(
     assert json.loads(result.stdout)["agent_id"] == "docs-finder"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("texts", [{"texts": 5, "owners": 5}, [], {"texts": [[["a"]]]}])
 def test_a_damaged_router_state_is_rebuilt(seed_cards: list, tmp_path: Path, texts: object) -> None:
     tasks = [task for task, _ in SEED_TASKS]
@@ -437,6 +438,7 @@ THRESHOLDS = st.fixed_dictionaries({k: st.just(v) | JSON for k, v in FIELDS.item
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
+@pytest.mark.slow
 @given(data=LINES, header=st.none() | JSON | THRESHOLDS)
 def test_any_learned_file_loads_clean_or_is_one_config_error(
     tmp_path: Path, data: bytes, header: object

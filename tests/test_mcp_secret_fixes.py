@@ -268,6 +268,7 @@ def test_a_host_config_read_for_import_keeps_its_own_rules_for_a_key_twice(
 # --- a server's short secret: the import scrubs what the MCP client scrubs ------------------------
 
 
+@pytest.mark.slow
 def test_cards_import_scrubs_a_server_secret_as_short_as_the_mcp_client_does(
     tmp_path: Path, tiny: Callable[..., Any], home: Path
 ) -> None:

@@ -69,6 +69,7 @@ def _pre_commit(repo: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_pre_commit_passes_good_cards_and_fails_naming_a_broken_one(sample, tmp_path) -> None:
     good = _pre_commit(sample, tmp_path)
     assert good.returncode == 0, good.stdout + good.stderr

@@ -66,6 +66,7 @@ def test_a_recording_holds_its_options_digests_and_routing(tiny, tmp_path: Path)
     )
 
 
+@pytest.mark.slow
 def test_a_recording_keeps_the_body_as_sent_in_its_order(tiny, tmp_path: Path) -> None:
     _, recording, _ = _recorded(tiny, tmp_path)
     exchange = _lines(recording)[1]

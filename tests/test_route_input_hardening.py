@@ -164,6 +164,7 @@ def test_many_tasks_route_a_chunk_at_a_time_as_they_would_in_one_batch(
     assert [d.candidates[0].score for d in decided] == list(map(float, scores.max(axis=1)))
 
 
+@pytest.mark.slow
 def test_route_reads_more_lines_than_a_chunk_each_in_its_place(tiny: Tiny) -> None:
     lines = [f"find company number {i} in the crm" for i in range(ROUTE_CHUNK + 5)]
     lines[ROUTE_CHUNK + 2] = "."  # a bad line in the second chunk

@@ -206,6 +206,7 @@ def test_a_broken_card_added_fails_the_route_as_a_full_load_does(
     assert "Traceback" not in routed.output
 
 
+@pytest.mark.slow
 def test_learned_examples_change_the_route_from_the_index_too(folder: Path, tmp_path: Path) -> None:
     settings = _warm(folder, tmp_path)
     before = _outcome(settings)

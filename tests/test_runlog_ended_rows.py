@@ -80,6 +80,7 @@ def test_a_bench_run_cut_by_ctrl_c_keeps_its_calls_and_cost(
     assert stats["total"]["ghost_rate"] == 0.0  # of the one call
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
 def test_a_re_routed_delegate_cut_by_ctrl_c_counts_both_cards(
     cli_env: dict[str, str],

@@ -166,6 +166,7 @@ def test_slow_server_is_cut_at_the_wall_budget(tiny, scripted_server, tmp_path: 
     assert elapsed < 4, elapsed  # 1 s budget plus margin; the server would take 8 s
 
 
+@pytest.mark.slow
 def test_a_writers_draft_claiming_a_write_no_tool_made_is_not_shown(tiny, scripted_server) -> None:
     claim = {"status": "ok", "summary": "Successfully added Acme, company_id 12345."}
     answer = reply(json.dumps(claim))  # sent back (call a tool first), then repaired, then late

@@ -147,6 +147,7 @@ def test_serve_has_help_and_other_commands_never_load_the_sdk(tiny) -> None:
     assert done.stdout.strip() == "[]", done.stderr  # cold start: mcp only when serving
 
 
+@pytest.mark.slow
 def test_resources_list_every_card_with_its_facts(stdio) -> None:
     async def session(client: Client) -> tuple[list[str], Any, Any]:
         listed = [str(r.uri) for r in (await client.list_resources()).resources]

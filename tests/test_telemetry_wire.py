@@ -242,6 +242,7 @@ def _invoke(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_tracing_off_imports_nothing_of_opentelemetry(tmp_path, scripted_server, receiver) -> None:
     env = _env(tmp_path, scripted_server, receiver, capture=False)
     scripted_server.add(reply(json.dumps(WEB_OK)), reply(json.dumps(WEB_OK)))

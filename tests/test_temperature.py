@@ -24,6 +24,7 @@ def _temperatures(server) -> set:
     return {r.get("temperature", "absent") for r in server.requests}
 
 
+@pytest.mark.slow
 def test_the_bench_sends_temperature_0_with_every_request(tiny, scripted_server, tmp_path) -> None:
     result = _bench(tiny, scripted_server, tmp_path)
     assert result.exit_code == 0, result.output

