@@ -88,6 +88,32 @@ def test_malformed_headers_are_refused_without_showing_the_key(traced, var: str)
     assert line.startswith(f"{var}: not name=value entries") and HEADER_KEY not in result.output
 
 
+@pytest.mark.parametrize("var", ["OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"])
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "inf"])
+def test_an_exporter_timeout_that_is_no_positive_number_is_one_error_line(
+    traced, var: str, value: str
+) -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", var: value}
+    result = traced("invoke", "policy-docs", TASK, **env)
+    assert one_error_line(result) == (
+        f"{var}={value!r}: give a number of seconds greater than 0, e.g. 10"
+    )  # no model call: the server has no turn
+
+
+def test_the_traces_specific_timeout_wins_and_a_good_one_is_taken(
+    traced, scripted_server, collector
+) -> None:
+    scripted_server.add(reply(json.dumps(WEB_OK)))
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "abc",
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "2.5",
+    }
+    result = traced("invoke", "policy-web", TASK, "--json", **env)
+    assert result.exit_code == 0
+    assert collector.wait_for("invoke_agent policy-web")
+
+
 def test_well_formed_headers_are_taken(traced, scripted_server, collector) -> None:
     scripted_server.add(reply(json.dumps(WEB_OK)))
     headers = f"Authorization=Bearer%20{HEADER_KEY}, x-team = ops"

@@ -258,6 +258,7 @@ OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDP
 # each pair: the traces-specific variable first, which wins over the general one when set
 OTLP_PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 OTLP_HEADERS = ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS")
+OTLP_TIMEOUTS = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
 # a header entry as the SDK's liberal parser takes it (opentelemetry.util.re): `name=value`, the
 # value URL-encoded or plain printable ASCII; an entry it cannot parse it logs, value and all
 _HEADER_ENTRY = re.compile(
@@ -335,6 +336,7 @@ def _check_otlp(env: Mapping[str, str]) -> None:
     for var in OTLP_ENDPOINTS:
         if env.get(var):  # the exporter's own warnings print the URL it could not reach
             check_base_url(var, env[var], key_goes="OTEL_EXPORTER_OTLP_HEADERS")
+    _check_timeout(env)
     var = _first_set(env, OTLP_HEADERS)
     entries = _HEADER_COMMA.split(env[var]) if var else []
     if not all(_HEADER_ENTRY.fullmatch(e.strip()) for e in entries if e):
@@ -344,6 +346,21 @@ def _check_otlp(env: Mapping[str, str]) -> None:
             "e.g. Authorization=Bearer%20<key>",
             field=var,
         )
+
+
+def _check_timeout(env: Mapping[str, str]) -> None:
+    """Refuse an exporter timeout that is no positive number of seconds: the SDK would warn and
+    wait its own 10 s instead, so the wait a user asked for would silently be another."""
+    var = _first_set(env, OTLP_TIMEOUTS)
+    if var is None:
+        return
+    try:
+        seconds = float(env[var])
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds < math.inf):
+        said = named_value(var, env[var])
+        raise ConfigError(f"{said}: give a number of seconds greater than 0, e.g. 10", field=var)
 
 
 def _first_set(env: Mapping[str, str], variables: Iterable[str]) -> str | None:
