@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from tiny_cli.bench.scale import is_selection_file, load_selection_tasks
 from tiny_cli.bench.tasks import load_tasks
 from tiny_cli.cards.card import Card
-from tiny_cli.cli import exit_code
+from tiny_cli.cli import EXIT_USAGE
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.evaluation import read_eval_file
 
@@ -31,7 +31,7 @@ CARDS = {"c1": Card("c1", "a card", ("f", "g"), (), functions=DECLARED)}
 GOOD = {"id": "t1", "task": "do f", "expected_agent": "c1",
         "expect_call": {"name": "f", "arguments": {"x": [1]}}}  # fmt: skip
 NONE = {"id": "t2", "task": "make me a sandwich", "expected_agent": None, "expect_call": None}
-EXIT = exit_code(ConfigError("x"))
+EXIT = EXIT_USAGE
 
 
 def _selection(folder: Path, *lines: str | bytes, first: dict = GOOD) -> Path:

@@ -12,7 +12,6 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from tiny_cli import errors
-from tiny_cli.cli import EXIT_USAGE, exit_code
 from tiny_cli.errors import ConfigError, ProviderError, ProviderTimeout, TinyError
 from tiny_cli.provider.client import ChatRequest, OpenAIProvider
 from tiny_cli.settings import load_settings
@@ -83,7 +82,3 @@ def test_the_library_errors_carry_no_exit_codes_the_cli_decides_them() -> None:
     tree = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, TinyError)]
     assert len(tree) == len(errors.__all__)
     assert [c.__name__ for c in tree if hasattr(c, "exit_code")] == []
-    # every error of the tree ends a command with the usage code, as before the move
-    samples = [ProviderError("x", status=401), errors.ToolServerError("x", server="s")]
-    assert {exit_code(e) for e in samples} == {EXIT_USAGE}
-    assert exit_code(errors.CardError(["a problem"])) == EXIT_USAGE

@@ -37,9 +37,6 @@ EXIT_BY_STATUS = {
     "abstain": 6,
     "needs_confirmation": 7,
 }
-# the exit code of an error that ends a command: its class's, or its nearest base class's;
-# the library's errors carry no codes, the face decides what each one means to a shell
-EXIT_BY_ERROR: dict[type[TinyError], int] = {TinyError: EXIT_USAGE}
 
 
 # the framework's usage error (typer vendors click, so it is found through a public subclass)
@@ -81,7 +78,7 @@ class TinyGroup(typer.core.TyperGroup):
             raise _usage_error(exc) from None
         except TinyError as exc:
             _say_error(exc)
-            raise typer.Exit(exit_code(exc)) from None
+            raise typer.Exit(EXIT_USAGE) from None  # the library's errors carry no codes
 
 
 def _say_error(exc: TinyError) -> None:
@@ -92,11 +89,6 @@ def _say_error(exc: TinyError) -> None:
     typer.echo(f"tiny: error: {printable(first)}", err=True)
     for line in rest:
         typer.echo(f"  {printable(line)}", err=True)
-
-
-def exit_code(exc: TinyError) -> int:
-    """Return the code a command that ended with `exc` exits with (EXIT_BY_ERROR)."""
-    return next(EXIT_BY_ERROR[c] for c in type(exc).__mro__ if c in EXIT_BY_ERROR)
 
 
 def _interrupted() -> NoReturn:
