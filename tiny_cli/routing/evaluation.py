@@ -305,13 +305,22 @@ def _eval_entry(where: str, entry: Any) -> tuple[str, str | None, AlsoRight]:
     check_task(task, where)  # a task too long to route is this line's error, not the file's
     key = "expected" if "expected" in item or "expected_agent" not in item else "expected_agent"
     if key not in item:
-        raise ConfigError(f"{where}: expected: missing (use null for a task that should abstain)")
+        raise _missing_label(where, item)
     want = item[key]
     if want is not None and not isinstance(want, str):
         raise ConfigError(f"{where}: {key}: must be a card id or null, got {want!r}")
     bench = key == "expected_agent"  # a bench task: its {site} is the page server
     task = task.replace(BENCH_SITE, BENCH_SITE_URL) if bench else task
     return task, want, _also_right(where, item, want)
+
+
+def _missing_label(where: str, item: dict[str, Any]) -> ConfigError:
+    """No label: say which keys the entry has, so a misspelled one (`expected_agnet`) shows."""
+    keys = ", ".join(repr(str(k)[:40]) for k in list(item)[:8])
+    return ConfigError(
+        f"{where}: expected (or expected_agent): missing; the entry has {keys} "
+        "(use null for a task that should abstain)"
+    )
 
 
 def _also_right(where: str, item: dict[str, Any], want: str | None) -> AlsoRight:
