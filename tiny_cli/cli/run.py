@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, redirect_stdout
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -237,7 +237,12 @@ def running(
     ws = open_workspace(settings, wanted=wanted)
     the_brief = flags.brief()
     live = wants_live(flags.quiet, flags.json_out)
-    with run_session(settings, command, flags.options, live=live, handles=handles) as session:
+    # with --json, stdout is the one document: what user tools print goes to stderr
+    to_stderr = redirect_stdout(sys.stderr) if flags.json_out else nullcontext()
+    with (
+        run_session(settings, command, flags.options, live=live, handles=handles) as session,
+        to_stderr,
+    ):
         approve = _approver(flags.yes, flags.json_out, session.artifacts.scrub.for_caller().text)
         yield Running(ws, the_brief, session, approve)
     warn_unused(session.exchanges, RUN_UNUSED)  # once the live view is gone: it reads below
@@ -389,8 +394,15 @@ def run_session(
     except KeyboardInterrupt:
         kept = opened[0].exchanges.kept_on_interrupt() if opened else None
         if kept is not None:
-            warn(f"the exchanges recorded so far are in {kept}: pass it to --resume to go on")
+            warn(f"the exchanges recorded so far are in {kept}: {_use_of_partial(command)}")
         raise
+
+
+def _use_of_partial(command: str) -> str:
+    """What an interrupted recording is good for: a bench resumes it; a single run does not."""
+    if command == "bench":
+        return "pass it to --resume to go on"
+    return f"the run did not finish, so it does not replay ({command} cannot resume it)"
 
 
 def warn_unused(exchanges: Any, why: str) -> None:

@@ -6,6 +6,7 @@ or, for a built-in, from its literal schema: a `LazyTool`, made only when a run 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib
@@ -353,9 +354,15 @@ def _import(spec: str) -> Any:
     if path.suffix == ".py":
         if not path.is_file():
             raise ToolError(f"{spec}: no such tool module file")
-        # The name carries a hash of the path: two my_tools.py in different folders must not clash.
-        digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
-        mod_spec = importlib.util.spec_from_file_location(f"tiny_user_tools_{digest}", path)
+        # The name carries a hash of the path: two my_tools.py in different folders must not clash;
+        # and of the file's size and time, so a file is run once per process, as a dotted name
+        # is, unless it changed (its import may print, connect or register: once, not per use)
+        stat = path.stat()
+        key = f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
+        name = f"tiny_user_tools_{hashlib.sha1(key.encode()).hexdigest()[:12]}"
+        if name in sys.modules:
+            return sys.modules[name]
+        mod_spec = importlib.util.spec_from_file_location(name, path)
         assert mod_spec is not None and mod_spec.loader is not None  # a .py file always has one
         loader, module = mod_spec.loader, importlib.util.module_from_spec(mod_spec)
         sys.modules[mod_spec.name] = module  # dataclasses and pickling look the module up here
@@ -370,7 +377,9 @@ def _import(spec: str) -> Any:
 
 def _run(spec: str, load: Callable[[], Any]) -> Any:
     try:
-        return load()
+        # what the module prints is not tiny's output: stdout carries --json documents
+        with contextlib.redirect_stdout(sys.stderr):
+            return load()
     except ToolError as exc:
         raise ToolError(f"{spec}: {exc}") from exc
     except SystemExit as exc:  # would end `tiny validate` with its code, silently
