@@ -36,7 +36,7 @@ def test_a_server_that_does_not_start_is_one_problem_a_card_not_one_a_tool(
     assert all("tools[0]: MCP server 'srv' did not start: FileNotFoundError" in s for s in said)
 
 
-def test_a_tool_list_the_sdk_refuses_is_said_as_such_and_cut_at_a_word(
+def test_a_tool_list_the_sdk_refuses_is_said_as_such_by_its_first_fault(
     tmp_path: Path, tiny: Callable[..., Any]
 ) -> None:
     listing = tmp_path / "tools.json"  # a tool with no inputSchema: the SDK refuses the list
@@ -47,6 +47,29 @@ def test_a_tool_list_the_sdk_refuses_is_said_as_such_and_cut_at_a_word(
 
     (line,) = [line for line in result.stdout.splitlines() if "MCP server 'box'" in line]
     assert result.exit_code == 1
-    assert "MCP server 'box' failed to list its tools: " in line, line
-    assert "did not start" not in line
-    assert line.endswith(" …") and "https://" not in line, line  # cut before the URL, not in it
+    said = "MCP server 'box' failed to list its tools: the MCP SDK refused its answer: "
+    assert line.endswith(said + "tools.0.inputSchema: Field required"), line
+    # where and what, not pydantic's dump of the server's answer and its help URL
+    assert "input_value" not in line and "https://" not in line, line
+
+
+def test_an_import_of_a_server_whose_list_the_sdk_refuses_names_the_first_fault(
+    tmp_path: Path, tiny: Callable[..., Any]
+) -> None:
+    tools = [{"name": "good", "inputSchema": {"type": "object"}}, {"name": "bad"}]
+    listing = tmp_path / "tools.json"
+    listing.write_text(json.dumps(tools), encoding="utf-8")
+    host = tmp_path / ".mcp.json"
+    host.write_text(
+        json.dumps({"mcpServers": {"s": entry("--name", "s", "--tools", str(listing))}})
+    )
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    result = tiny("cards", "import", "--from", str(host), "--json", env={"TINY_CARDS": str(cards)})
+
+    assert result.exit_code == 1
+    (server,) = json.loads(result.stdout)["servers"]
+    assert server["why"] == (
+        "MCP server 's' failed to list its tools: the MCP SDK refused its answer: "
+        "tools.1.inputSchema: Field required"
+    )

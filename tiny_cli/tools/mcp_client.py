@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import jsonschema
 import mcp
+import pydantic
 from mcp import Client
 from mcp.client import stdio
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -527,6 +528,14 @@ def _no_answer(name: str, seconds: float, tool: str | None = None) -> str:
     return f"MCP server {name!r} did not answer within {seconds:.1f}s ({what})"
 
 
+def _first_fault(exc: pydantic.ValidationError, redact: Callable[[str], str]) -> str:
+    """`tools.1.inputSchema: Field required`: where the first fault is and what, not the dump
+    of every value pydantic gives (a server's whole answer)."""
+    first = exc.errors()[0]
+    where = ".".join(map(str, first["loc"])) or "the answer"
+    return cut_at_word(" ".join(redact(f"{where}: {first['msg']}").split()), STDERR_CHARS)
+
+
 def _failure(exc: BaseException | None, redact: Callable[[str], str]) -> str:
     """Name the innermost cause of a failure (the SDK wraps them in exception groups),
     redacted whole before it is cut (a secret cut in two is redacted by nobody)."""
@@ -534,5 +543,7 @@ def _failure(exc: BaseException | None, redact: Callable[[str], str]) -> str:
         exc = exc.exceptions[0]
     if exc is None or isinstance(exc, asyncio.CancelledError):
         return ""
+    if isinstance(exc, pydantic.ValidationError):  # an answer the SDK refused: its first fault
+        return f"the MCP SDK refused its answer: {_first_fault(exc, redact)}"
     text = cut_at_word(" ".join(redact(str(exc)).split()), STDERR_CHARS)  # no URL cut in two
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
