@@ -54,7 +54,7 @@ def test_load_eval_file_reads_tasks_and_nulls(tmp_path: Path) -> None:
         ('{"task": "a"}', r":2: expected \(or expected_agent\): missing; the entry has 'task' \("),
         (
             '{"task": "a", "expected_agnet": "x"}',
-            r":2: expected \(or expected_agent\): missing; the entry has 'task', 'expected_agnet' \(",
+            r":2: expected \(or expected_agent\): missing; the entry has 'task', 'expected_agnet'",
         ),
         ('{"task": "a", "expected": 3}', r"e\.jsonl:2: expected: must be a card id or null"),
         ('{"task": "a", "expected": "x", "acceptable": "y"}', r":2: acceptable: must be a list"),

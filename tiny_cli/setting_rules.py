@@ -39,6 +39,7 @@ __all__ = [
     "check_wall_scale",
     "credential_param",
     "host_list",
+    "is_number",
     "parse_host",
     "secret_word",
     "to_number",
@@ -162,10 +163,14 @@ def check_threshold(name: str, value: str | float) -> float:
     return number
 
 
+def is_number(value: Any) -> bool:
+    """Whether a library caller's `value` is a number: a bool, or a number's text, is not."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def check_temperature(name: str, value: Any) -> float:
     """Check a sampling temperature: a number from 0 (greedy) to MAX_TEMPERATURE."""
-    numeric = isinstance(value, int | float) and not isinstance(value, bool)
-    number = to_number(name, value) if numeric else None
+    number = to_number(name, value) if is_number(value) else None
     if number is None or not 0 <= number <= MAX_TEMPERATURE:
         raise ConfigError(
             f"{name} {value!r}: must be a number from 0 (greedy) to {MAX_TEMPERATURE:g}",

@@ -132,7 +132,11 @@ class Origin:
 
 @dataclass(frozen=True)
 class Settings:
-    """Resolved settings for one command; every external location is here, not global."""
+    """Resolved settings for one command; every external location is here, not global.
+
+    Built directly, a folder may be a str or a Path, and a value of the wrong kind, or one its
+    flag refuses (`wall_scale="3"`, `tool_mode="xml"`), is a ConfigError naming the field.
+    """
 
     home: Path
     cards_dir: Path
@@ -163,6 +167,20 @@ class Settings:
     root: Path | None = None  # the project's folder, else the working folder; None: the cwd
     # (setting, where its value came from) for the SOURCES settings not left to their default
     origins: tuple[tuple[str, Origin], ...] = ()
+
+    def __post_init__(self) -> None:
+        """Hold a folder given as a str as a Path; refuse a value of the wrong kind, or one its
+        flag refuses, naming the field: a Settings built directly is checked as flags are."""
+        for name in (*PATH_SETTINGS, *TEXT_PATH_SETTINGS):
+            value = getattr(self, name)
+            if value is not None or name in FOLDERS:
+                object.__setattr__(self, name, _path_flag(name, value, "Settings"))
+        for name in FLAG_KINDS:
+            if getattr(self, name) is not None:
+                _flag_kind(name, getattr(self, name), "Settings")
+        for name, (_, check) in FLAG_CHECKS.items():
+            if name != "api_key" and getattr(self, name) is not None:  # the key: where it is sent
+                check(name, getattr(self, name))
 
     @property
     def cache_dir(self) -> Path:
@@ -195,9 +213,9 @@ class Settings:
         """
         shown_as = {k: FLAG_NAMES.get(k, k) if from_cli else k for k in flags}
         given = _flag_values(self, flags, shown_as)
-        for name, (flag, check) in FLAG_CHECKS.items():
+        for name, (_, check) in FLAG_CHECKS.items():
             if name in given:
-                given[name] = check(flag, given[name])
+                given[name] = check(shown_as[name], given[name])
         if "allow_hosts" in given:
             given["allow_hosts"] = host_list(shown_as["allow_hosts"], given["allow_hosts"])
         kind: OriginKind = "flag" if from_cli else "keyword"
@@ -213,6 +231,7 @@ class Settings:
 
 # the settings held as a Path (a library caller may give a str), and the paths kept as text
 PATH_SETTINGS = ("home", "cards_dir", "docs_dir", "project_file", "root")
+FOLDERS = ("home", "cards_dir", "docs_dir")  # the ones every Settings has (None is no folder)
 TEXT_PATH_SETTINGS = ("tools_spec", "mcp_file")  # a .py file or a module name; a file name
 # the kind every other setting's flag must have, as an error names it; a list's entries too
 FLAG_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
@@ -262,29 +281,26 @@ def _flag_text(shown_as: str, value: Any, blank: bool) -> None:
         raise blank_value(shown_as, field=shown_as)
 
 
-def _flag_kind(name: str, value: Any) -> None:
-    """Refuse a flag's value of the wrong kind (a bool is no number), naming the kind it got."""
+def _flag_kind(name: str, value: Any, who: str = "with_flags") -> None:
+    """Refuse a flag's value of the wrong kind (a bool is no number), naming the kind it got
+    (and `who` was given it: with_flags, or Settings built directly)."""
     kinds, said = FLAG_KINDS[name]
     got = type(value).__name__
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise ConfigError(f"with_flags: {name} must be {said}, got {got}", field=name)
+        raise ConfigError(f"{who}: {name} must be {said}, got {got}", field=name)
     entry = ENTRY_KINDS.get(name)
     if entry is None or isinstance(value, str):
         return
     items = cast("Iterable[Any]", value)  # a list, tuple or set, checked above
     odd = next((type(v).__name__ for v in items if not isinstance(v, entry)), "")
     if odd:
-        raise ConfigError(
-            f"with_flags: {name} must be {said}, got a {got} holding {odd}", field=name
-        )
+        raise ConfigError(f"{who}: {name} must be {said}, got a {got} holding {odd}", field=name)
 
 
-def _path_flag(name: str, value: Any) -> Path | str:
+def _path_flag(name: str, value: Any, who: str = "with_flags") -> Path | str:
     """A path flag as its setting holds it: a Path for a folder, else text."""
     if not isinstance(value, str | os.PathLike):
-        raise ConfigError(
-            f"with_flags: {name} must be a path, got {type(value).__name__}", field=name
-        )
+        raise ConfigError(f"{who}: {name} must be a path, got {type(value).__name__}", field=name)
     return Path(value) if name in PATH_SETTINGS else os.fspath(value)
 
 
@@ -469,7 +485,8 @@ FLAG_CHECKS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "temperature": ("--temperature", check_temperature),
     "base_url": ("--base-url", check_base_url),
     "embedder": ("--embedder", check_embedder),
-    "api_key": ("with_flags: api_key", lambda name, key: check_api_key(key, name, "api_key")),
+    # no flag: only a library caller gives it, and its error never shows the key
+    "api_key": ("api_key", lambda name, key: check_api_key(key, f"with_flags: {name}", "api_key")),
 }
 # how an error names a setting the command line gave: its flag
 FLAG_NAMES = {

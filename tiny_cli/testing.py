@@ -412,6 +412,12 @@ class _Handler(BaseHTTPRequestHandler):
 def _turns(turns: Iterable[Turn]) -> tuple[Turn, ...]:
     """The turns, each a Turn: anything else would fail only when played, out of the test's
     sight."""
+    if not isinstance(turns, Iterable):  # one Turn, say
+        raise ConfigError(
+            "turns: must be a list of scripted turns (reply(), tool_call(), …), got a "
+            f"{type(turns).__name__}; one turn goes in a list: ScriptedServer([turn])",
+            field="turns",
+        )
     checked = tuple(turns)
     for i, turn in enumerate(checked, 1):
         if not isinstance(turn, Turn):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from tiny_cli.cards.card import Card
 from tiny_cli.cards.load import load_cards
 from tiny_cli.errors import CardError, ConfigError, TinyError
+from tiny_cli.provider.client import check_transport
 from tiny_cli.settings import Settings, check_settings
 from tiny_cli.text import wrong_kind
 from tiny_cli.tools.builtin import builtin_writes, default_registry
@@ -52,9 +53,7 @@ def open_workspace(
     run needs it. Unchanged card files come from the card index (tiny_cli.cards.index).
     """
     check_settings(settings)
-    if transport is not None and not callable(getattr(transport, "handle_request", None)):
-        # else accepted here and failing only at the model's first http_get
-        raise wrong_kind("transport", "an httpx transport (httpx.BaseTransport) or None", transport)
+    check_transport(transport)  # else accepted here and failing only at the first http_get
     registry = default_registry(settings, transport=transport)
     mcp = mcp_settings(settings)
     cards = open_cards(settings, registry.writes(), mcp, wanted)

@@ -10,6 +10,7 @@ the repair turn.
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -69,8 +70,17 @@ from tiny_cli.provider.client import (
     Completion,
     Provider,
     ToolCall,
+    checked_complete,
 )
-from tiny_cli.setting_rules import ToolMode
+from tiny_cli.setting_rules import (
+    MAX_TEMPERATURE,
+    TOOL_MODES,
+    ToolMode,
+    check_temperature,
+    check_tool_mode,
+    check_wall_scale,
+    is_number,
+)
 from tiny_cli.text import printable, wrong_kind
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, held_note
 from tiny_cli.tools.registry import Registry, Tool
@@ -224,17 +234,17 @@ def invoke(
 ) -> Digest:
     """Run `card` on `brief` in a fresh context under its budget; return the Digest.
 
-    A write call is put to `approve` first; a declined one is answered to the model as declined
-    and never runs. `tool_mode` (flag or env) wins over the card's. `observer` gets every step as
-    an event, ending with `Finished` (or `Aborted`). With `artifacts`, a result over the limit is
-    stored there whole and the agent gets `read_artifact`; without, it is cut. `held`: earlier
-    artifacts the agent may read. `routing` (delegate's decision) goes into the Digest.
-    `stop_at_first_call` ends the run `partial` at the first call asked for, never run (a bench
-    scores it). `cap` lowers the card's budget (a re-route); `temperature` goes with each request.
+    A write call is put to `approve` first; a declined one never runs (the model is told so).
+    `tool_mode` (flag or env) wins over the card's. `observer` gets every step as an event, ending
+    with `Finished` (or `Aborted`). With `artifacts`, a result over the limit is kept whole there
+    and the agent gets `read_artifact` (else it is cut); `held`: earlier ones it may read. `routing`
+    (delegate's decision) goes into the Digest. `stop_at_first_call` ends the run `partial` at the
+    first call, never run (a bench scores it); `cap` lowers the budget; `temperature` is sent.
     """
     check_arguments(card=card, brief=brief, registry=registry, provider=provider, approve=approve,
                     model=model, clock=clock, observer=observer, artifacts=artifacts,
-                    routing=routing, cap=cap)  # fmt: skip
+                    routing=routing, cap=cap, tool_mode=tool_mode, wall_scale=wall_scale,
+                    temperature=temperature)  # fmt: skip
     meter = Meter(capped(effective_budget(card, brief, wall_scale), cap), clock)
     mode = tool_mode_for(card, tool_mode)
     registry = registry.with_declared(card.functions, f"card {card.id}")
@@ -268,6 +278,26 @@ def _optional(kind: type) -> Callable[[Any], bool]:
     return lambda value: value is None or isinstance(value, kind)
 
 
+def _callable_with(count: int) -> Callable[[Any], bool]:
+    """A check that passes a function taking `count` positional arguments; one whose
+    signature cannot be read (a builtin) passes: only a call could tell."""
+
+    def ok(value: Any) -> bool:
+        if not callable(value):
+            return False
+        try:
+            signature = inspect.signature(value)
+        except (TypeError, ValueError):
+            return True
+        try:
+            signature.bind(*range(count))
+        except TypeError:
+            return False
+        return True
+
+    return ok
+
+
 # what each argument of a run must be, and how to say so: each would fail only mid-run
 # (`approve` at the first write call, after the model was asked and other tools ran;
 # `routing` once the run ended), or not at all (a `model` of 3 is sent as the model's name)
@@ -280,8 +310,9 @@ ARGUMENT_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
         "a Provider (anything with complete(request, *, timeout=None))",
     ),
     "approve": (
-        callable,
-        "a function (card, tool, arguments) -> bool, such as tiny_cli.approve_writes",
+        _callable_with(3),
+        "a function of three arguments (card, tool, arguments) -> bool, such as "
+        "tiny_cli.approve_writes",
     ),
     "model": (lambda v: isinstance(v, str) and bool(v.strip()), "a model's name (a non-empty str)"),
     "clock": (callable, "a function () -> seconds, such as time.monotonic"),
@@ -289,6 +320,18 @@ ARGUMENT_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "artifacts": (_optional(ArtifactStore), "an ArtifactStore or None"),
     "routing": (_optional(Routing), "a Routing (a delegate's decision) or None"),
     "cap": (_optional(Budget), "a Budget (a card's budget, lowered) or None"),
+    "tool_mode": (_optional(str), f"one of {', '.join(TOOL_MODES)}, or None (the card's)"),
+    "wall_scale": (is_number, "a number (it multiplies the card's wall budget)"),
+    "temperature": (
+        lambda v: v is None or is_number(v),
+        f"a number from 0 (greedy) to {MAX_TEMPERATURE:g}, or None",
+    ),
+}
+# the value's own rule past its kind, as a flag's (settings.FLAG_CHECKS), naming the keyword
+ARGUMENT_RULES: dict[str, Callable[[str, Any], Any]] = {
+    "tool_mode": check_tool_mode,
+    "wall_scale": check_wall_scale,
+    "temperature": check_temperature,
 }
 
 
@@ -298,6 +341,8 @@ def check_arguments(**given: Any) -> None:
         ok, what = ARGUMENT_KINDS[name]
         if not ok(value):
             raise wrong_kind(name, what, value)
+        if name in ARGUMENT_RULES and value is not None:
+            ARGUMENT_RULES[name](name, value)
 
 
 def _start_servers(registry: Registry, card: Card, meter: Meter) -> None:
@@ -474,7 +519,7 @@ class _Run:
                 temperature=self.temperature,
                 agent=self.card.id,
             )
-            reply = provider.complete(request, timeout=meter.remaining())
+            reply = checked_complete(provider, request, meter.remaining())
         finally:
             meter.model_seconds += meter.clock() - asked
         meter.turns, meter.tokens_in = meter.turns + 1, meter.tokens_in + reply.tokens_in

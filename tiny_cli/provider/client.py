@@ -26,8 +26,8 @@ import httpx
 from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError, DeadlineExceeded, ProviderError, ProviderTimeout
 from tiny_cli.secrets import scrubber
-from tiny_cli.setting_rules import check_api_key, check_base_url
-from tiny_cli.text import endpoint, printable, redact_url, unsurrogated
+from tiny_cli.setting_rules import check_api_key, check_base_url, is_number
+from tiny_cli.text import endpoint, printable, redact_url, unsurrogated, wrong_kind
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 86_400.0  # a day per request: sockets refuse waits past the platform's time_t
@@ -131,6 +131,64 @@ class Provider(Protocol):
         ...
 
 
+def checked_complete(provider: Provider, request: ChatRequest, timeout: float | None) -> Completion:
+    """`provider.complete(request, timeout=timeout)`, held to the Provider contract: anything but
+    a Completion of text, ToolCalls and token counts is a ConfigError naming the provider's class
+    (a programmer's error, raised: the model did nothing wrong)."""
+    reply: Any = provider.complete(request, timeout=timeout)
+    problem = _broken(reply)
+    if problem is not None:
+        name = type(provider).__name__
+        raise ConfigError(f"provider {name}: complete() returned {problem}", field="provider")
+    return reply
+
+
+def _broken(reply: Any) -> str | None:
+    """What breaks the Completion contract in `reply`, as an error says it; None if nothing."""
+    if not isinstance(reply, Completion):
+        return f"{_kind(reply)}, not a tiny_cli.Completion"
+    whose = "a Completion whose"
+    if not isinstance(reply.content, str | None):
+        return f"{whose} content is {_kind(reply.content)}, not a str or None"
+    for name in ("tokens_in", "tokens_out"):
+        count = getattr(reply, name)
+        if not _token_count(count):
+            return f"{whose} {name} is {count!r:.40}, not a token count (an int, 0 or more)"
+    if not isinstance(reply.tool_calls, tuple | list):
+        return f"{whose} tool_calls is {_kind(reply.tool_calls)}, not a tuple of ToolCall"
+    problems = (_broken_call(call) for call in reply.tool_calls)
+    return next((f"{whose} tool_calls[{i}]{p}" for i, p in enumerate(problems) if p), None)
+
+
+def _broken_call(call: Any) -> str | None:
+    """What breaks a ToolCall's contract, after its place (`.arguments is …`); None if nothing."""
+    if not isinstance(call, ToolCall):
+        return f" is {_kind(call)}, not a tiny_cli.ToolCall"
+    for name in ("id", "name"):
+        if not isinstance(getattr(call, name), str):
+            return f".{name} is {_kind(getattr(call, name))}, not a str"
+    if not isinstance(call.arguments, str):  # a dict too: the record keeps the text as sent
+        return f".arguments is {_kind(call.arguments)}, not JSON text (json.dumps(arguments))"
+    return None
+
+
+def _kind(value: Any) -> str:
+    """A Python value's kind as an error names it: None, or `a dict`."""
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
+def _token_count(value: Any) -> bool:
+    """Whether `value` is a token count: an int (not a bool) from 0 to MAX_TOKENS."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
+
+
+def check_transport(transport: Any) -> None:
+    """Refuse what no request can go through: anything but None or an httpx transport."""
+    if transport is not None and not callable(getattr(transport, "handle_request", None)):
+        # else httpx fails at the first request, with an AttributeError of its own
+        raise wrong_kind("transport", "an httpx transport (httpx.BaseTransport) or None", transport)
+
+
 class OpenAIProvider:
     """A Provider for OpenAI-compatible `/chat/completions` endpoints (OpenAI, Ollama, vLLM, …).
 
@@ -152,11 +210,9 @@ class OpenAIProvider:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         _check_base_url(base_url)
-        if retries < 0 or backoff < 0 or not 0 < timeout <= MAX_TIMEOUT:
-            raise ConfigError(
-                f"provider: retries={retries}, backoff={backoff}, timeout={timeout}: need "
-                f"retries ≥ 0, backoff ≥ 0, 0 < timeout ≤ {MAX_TIMEOUT:g}"
-            )
+        check_transport(transport)
+        _check_options(retries=retries, backoff=backoff, timeout=timeout, sleep=sleep,
+                       max_retry_after=max_retry_after, clock=clock)  # fmt: skip
         self.base_url = base_url.rstrip("/")
         self._shown_url = redact_url(self.base_url)
         self._api_key = check_api_key(api_key, "api_key") if api_key else None
@@ -307,6 +363,33 @@ class OpenAIProvider:
                     url=self._shown_url,
                 )
         return b"".join(chunks)
+
+
+# each option of OpenAIProvider → its rule, and what it must be: else the first request (or
+# the first retry) would fail with a TypeError of its own
+OPTIONS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "retries": (
+        lambda v: is_number(v) and isinstance(v, int) and v >= 0,
+        "a whole number, 0 or more",
+    ),
+    "backoff": (lambda v: is_number(v) and v >= 0, "a number of seconds, 0 or more"),
+    "timeout": (
+        lambda v: is_number(v) and 0 < v <= MAX_TIMEOUT,
+        f"a number of seconds above 0, at most {MAX_TIMEOUT:g}",
+    ),
+    "max_retry_after": (lambda v: is_number(v) and v >= 0, "a number of seconds, 0 or more"),
+    "sleep": (callable, "a function (seconds) -> None, such as time.sleep"),
+    "clock": (callable, "a function () -> seconds, such as time.monotonic"),
+}
+
+
+def _check_options(**given: Any) -> None:
+    """Refuse an option of OpenAIProvider it cannot use: a ConfigError naming it."""
+    for name, value in given.items():
+        ok, what = OPTIONS[name]
+        if not ok(value):
+            shown = repr(value) if isinstance(value, int | float) else _kind(value)
+            raise ConfigError(f"{name}: must be {what}, got {shown}", field=name)
 
 
 def _check_base_url(base_url: Any) -> None:
@@ -559,7 +642,7 @@ def _usage(usage: object, server: _Server) -> tuple[int, int]:
     counts = []
     for key in ("prompt_tokens", "completion_tokens"):
         value = usage.get(key) or 0
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+        if not _token_count(value):
             raise server.malformed(f"'usage.{key}' is {value!r:.40}, not a token count")
         counts.append(value)
     return counts[0], counts[1]
