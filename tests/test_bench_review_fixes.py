@@ -1,17 +1,20 @@
 """Review fixes in `tiny bench`: a resumed bench says it replayed, recordings that could never
 answer together are refused up front, a bad value in a replayed header is blamed on the
-header, a bar the options leave without a figure is refused before any model request, and an
-empty --sizes is refused."""
+header, a bar the options leave without a figure is refused before any model request, an
+empty --sizes is refused; the default sizes fit a small catalogue, --repeat at scale and a nan
+accepted value are refused, and a task file with a BOM or a `.JSONL` suffix is read."""
 
 from __future__ import annotations
 
+import codecs
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.test_bench import TURNS, model, respond, write_tasks
-from tests.test_scale_bench import SCALE
+from tests.test_scale_bench import BFCL, SCALE, TASKS, _policy
 
 
 def _record(tiny, server, tmp_path: Path, name: str, *args: str):
@@ -134,3 +137,128 @@ def test_empty_sizes_are_refused_not_read_as_the_default(tiny, scripted_server) 
     line = _one_line(result)
     assert "--all-tools-sizes" in line and "''" in line
     assert scripted_server.requests == []
+
+
+# a small catalogue: 10 BFCL cards (27 tools) and three of their tasks, one an irrelevance one
+SMALL_TASKS = ("multiple_0", "multiple_1", "irrelevance_0")
+SMALL_CARDS = ("triangle-properties-circle", "math-triangle-area-circle-base-height")
+
+
+def _small(tmp_path: Path, name: str = "tasks.jsonl", head: bytes = b"") -> tuple[Path, Path]:
+    """Write the small catalogue's cards and task file (`head` before its first line)."""
+    cards = tmp_path / "cards"
+    cards.mkdir(exist_ok=True)
+    for card in [*SMALL_CARDS, *sorted(p.stem for p in (BFCL / "cards").glob("*.yaml"))[:8]]:
+        shutil.copy(BFCL / "cards" / f"{card}.yaml", cards)
+    lines = "".join(json.dumps(t) + "\n" for t in TASKS if t["id"] in SMALL_TASKS)
+    tasks = tmp_path / name
+    tasks.write_bytes(head + lines.encode("utf-8"))
+    return tasks, cards
+
+
+def _at_scale(tiny, server, tasks: Path, cards: Path, *args: str, scale: str = "--scale"):
+    """Run the bench at scale on `tasks` (`scale` "": the old spelling, a selection file alone)."""
+    server.add(*[respond(_policy({}))] * 100)
+    env = {"TINY_BASE_URL": server.url, "TINY_EMBEDDER": "hashing"}
+    common = ("--tasks", str(tasks), "--cards", str(cards), "--tool-mode", "native", "--no-log")
+    return tiny("bench", *filter(None, [scale]), *common, *args, env=env)
+
+
+def test_the_default_sizes_run_a_catalogue_under_100_tools_and_replay(
+    tiny, scripted_server, tmp_path
+) -> None:
+    tasks, cards = _small(tmp_path)
+    recording = tmp_path / "run.jsonl"
+    result = _at_scale(tiny, scripted_server, tasks, cards, "--json", "--record", str(recording))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["catalogue_tools"] == 27
+    assert [r["label"] for r in report["rows"] if r["arm"] == "oracle"] == ["10", "all"]
+    header = json.loads(recording.read_text("utf-8").splitlines()[0])
+    assert header["bench"]["all_tools_sizes"] == "10,all"  # what ran, so the replay runs it
+    again = tiny("bench", "--replay", str(recording), "--json")
+    assert again.exit_code == 0, again.output
+    scored = [(r["label"], r["arm"], r["right_call"]) for r in report["rows"]]
+    assert [
+        (r["label"], r["arm"], r["right_call"]) for r in json.loads(again.stdout)["rows"]
+    ] == scored
+
+
+def test_sizes_given_that_name_the_catalogue_twice_are_still_refused(
+    tiny, scripted_server, tmp_path
+) -> None:
+    tasks, cards = _small(tmp_path)
+    line = _one_line(_at_scale(tiny, scripted_server, tasks, cards, "--sizes", "10,30,all"))
+    assert "--all-tools-sizes: 30 and all are the same catalogue (27 tools)" in line
+
+
+def test_repeat_is_refused_at_scale_where_it_would_change_nothing(
+    tiny, scripted_server, tmp_path
+) -> None:
+    tasks, cards = _small(tmp_path)
+    result = _at_scale(tiny, scripted_server, tasks, cards, "--sizes", "10,all", "--repeat", "5")
+    line = _one_line(result)
+    assert "--repeat" in line and "only the plain bench reads it" in line
+    assert scripted_server.requests == []
+    once = ("--sizes", "all", "--arm", "oracle", "--repeat", "1")
+    assert _at_scale(tiny, scripted_server, tasks, cards, *once).exit_code == 0
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "[1, -Infinity]"])
+def test_an_accepted_value_no_call_can_hold_is_refused(
+    tiny, scripted_server, tmp_path, value
+) -> None:
+    tasks, cards = _small(tmp_path)
+    text = tasks.read_text("utf-8").replace('"side1": [5]', f'"side1": [{value}]')
+    tasks.write_text(text, "utf-8")
+    line = _one_line(_at_scale(tiny, scripted_server, tasks, cards, "--sizes", "all"))
+    assert f"{tasks}:1: task 'multiple_0': expect_call.arguments.side1: " in line
+    assert "is no number an answer holds; quote it as text" in line
+    assert scripted_server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("name", "head", "scale"),
+    # a BOM, and an upper-case suffix where it decides (a selection file without --scale)
+    [("t.jsonl", codecs.BOM_UTF8, "--scale"), ("T.JSONL", b"", "")],
+)
+def test_the_bench_at_scale_reads_a_task_file_as_route_eval_does(
+    tiny, scripted_server, tmp_path, name, head, scale
+) -> None:
+    tasks, cards = _small(tmp_path, name, head)
+    evaluated = tiny("route", "--eval", str(tasks), "--cards", str(cards), "--json",
+                     env={"TINY_EMBEDDER": "hashing"})  # fmt: skip
+    assert evaluated.exit_code == 0, evaluated.output
+    result = _at_scale(tiny, scripted_server, tasks, cards, "--arm", "tiny", "--json", scale=scale)
+    assert result.exit_code == 0, result.output
+    assert {r["task"] for r in json.loads(result.stdout)["runs"]} == set(SMALL_TASKS)
+
+
+@pytest.mark.parametrize(("name", "head"), [("t.jsonl", codecs.BOM_UTF8), ("T.JSONL", b"")])
+def test_the_plain_bench_reads_a_jsonl_task_file_as_route_eval_does(
+    tiny, scripted_server, tmp_path, name, head
+) -> None:
+    tasks = tmp_path / name
+    entry = {"id": "sandwich", "task": "make me a sandwich", "expected_agent": None}
+    tasks.write_bytes(head + (json.dumps(entry) + "\n").encode("utf-8"))
+    scripted_server.add(*[respond(model)] * TURNS)
+    env = {"TINY_BASE_URL": scripted_server.url}
+    result = tiny("bench", "--tasks", str(tasks), "--arm", "tiny", "--json", env=env)
+    assert result.exit_code == 0, result.output
+    assert [t["id"] for t in json.loads(result.stdout)["tasks"]] == ["sandwich"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "written"), [((), ["cache", "runs.sqlite3"]), (("--no-log",), ["cache"])]
+)
+def test_a_live_bench_writes_the_run_log_and_the_caches_under_tiny_home(
+    tiny, scripted_server, tmp_path, home, flags, written
+) -> None:
+    # docs/bench.md, "The two arms", says what a live bench writes under TINY_HOME
+    scripted_server.add(*[respond(model)] * TURNS)
+    tasks = write_tasks(tmp_path / "bench")
+    env = {"TINY_BASE_URL": scripted_server.url}
+    result = tiny("bench", "--tasks", str(tasks), "--arm", "both", "-q", *flags, env=env)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in home.iterdir()) == written
+    assert {p.name for p in (home / "cache").iterdir()} <= {"cards", "router", "vectors.sqlite3"}

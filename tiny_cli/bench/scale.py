@@ -29,7 +29,7 @@ from tiny_cli.bench.making import Place, Prompt, arm_flag, as_offered, note_maki
 from tiny_cli.bench.run import MAX_CONCURRENCY
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
 from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
-from tiny_cli.bench.tasks import read_task_text
+from tiny_cli.bench.tasks import is_jsonl, read_task_text
 from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, size_label, universes
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Cost, Digest, estimate_tokens, make_brief
@@ -57,7 +57,7 @@ __all__ = [
 
 ScaleArm = Literal["oracle", "tiny", "top-k", "hybrid", "all-tools"]
 SCALE_ARMS: tuple[ScaleArm, ...] = ("oracle", "tiny", "top-k", "hybrid", "all-tools")
-DEFAULT_SIZES = (10, 30, 100, CATALOGUE)
+DEFAULT_SIZES = (10, 30, 100, CATALOGUE)  # those the catalogue cannot fill run as `all`
 DEFAULT_SAMPLE = 60  # selection tasks drawn from the file
 DEFAULT_IRRELEVANCE = 30  # irrelevance tasks drawn from the file
 DEFAULT_TOP_K = 3  # the anchors' tool search returns a handful of tools; 3 cards here
@@ -94,7 +94,7 @@ class SelectionTask:
 class ScaleOptions:
     """What the scale bench runs: sizes (0 is the whole catalogue), arms, sample, seed."""
 
-    sizes: tuple[int, ...] = DEFAULT_SIZES
+    sizes: tuple[int, ...] | None = None  # None: DEFAULT_SIZES, as many as the catalogue holds
     arms: tuple[ScaleArm, ...] = SCALE_ARMS
     sample: int = DEFAULT_SAMPLE
     irrelevance: int = DEFAULT_IRRELEVANCE
@@ -115,7 +115,7 @@ class ScaleOptions:
 
 def is_selection_file(path: Path) -> bool:
     """Whether a task file holds selection tasks (JSONL whose first entry has `expect_call`)."""
-    if path.suffix != ".jsonl":
+    if not is_jsonl(path):
         return False
     lines = jsonl_lines(read_task_text(path))  # bounded: a folder, FIFO or device is one line
     first = next((line for line in lines if line.strip()), "")
@@ -207,6 +207,8 @@ def scale_from_settings(
     a task routes live).
     """
     ws = open_workspace(settings)
+    # the sizes that run, not the default: a recording's header replays them as they ran
+    options = replace(options, sizes=_sizes(options.sizes, _catalogue(ws)))
     tasks = load_selection_tasks(tasks_path, ws.cards)
     session.exchanges.probe()
     note_making(session.exchanges, tasks_path, ws, **_recorded(options))
@@ -228,7 +230,8 @@ def scale_from_settings(
 
 def _recorded(options: ScaleOptions) -> dict[str, Any]:
     """The options a recording keeps (tiny_cli.bench.making), named as their flags read."""
-    sizes = ",".join(size_label(s) for s in options.sizes)
+    ran = DEFAULT_SIZES if options.sizes is None else options.sizes
+    sizes = ",".join(size_label(s) for s in ran)
     kept = {name: getattr(options, name) for name in RECORDED_AS_THEY_ARE}
     return {"all_tools_sizes": sizes, "arm": arm_flag(options.arms, SCALE_ARMS), **kept}
 
@@ -248,7 +251,7 @@ def run_scale(
     records: list[RunRecord] = []
     asked = _Asked()
     book = RouteBook(session.exchanges)
-    for size in _distinct(options.sizes, sum(tools_of.values())):
+    for size in _sizes(options.sizes, sum(tools_of.values())):
         jobs = _jobs(ws, picked, tools_of, size, router_for, options, book)
         asked.own(jobs)
         records += _each(lambda job: _run(ws, session, job, options, asked), jobs, options)
@@ -270,9 +273,17 @@ def _check_options(options: ScaleOptions) -> None:
         raise ConfigError(f"hybrid_margin={options.hybrid_margin!r}: must be a finite number")
 
 
-def _distinct(sizes: Sequence[int], catalogue: int) -> Sequence[int]:
-    """The sizes, each its own universe: one at or past the catalogue's tools is the catalogue
-    (`all`), and two that name it are refused, or its runs would count twice in one row."""
+def _catalogue(ws: Workspace) -> int:
+    """The tools of every card: the size `all` stands for."""
+    return sum(len(card.tools) for card in ws.cards.values())
+
+
+def _sizes(sizes: tuple[int, ...] | None, catalogue: int) -> tuple[int, ...]:
+    """The sizes to run, each its own universe. One at or past the catalogue's tools is the
+    catalogue (`all`): the default's run as `all`, once; two given that name it are refused,
+    or its runs would count twice in one row."""
+    if sizes is None:
+        return (*(s for s in DEFAULT_SIZES if s != CATALOGUE and s < catalogue), CATALOGUE)
     whole = [s for s in sizes if s == CATALOGUE or s >= catalogue]
     if len(whole) > 1:
         named = " and ".join(size_label(s) for s in whole)

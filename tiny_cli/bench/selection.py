@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from tiny_cli.bench.tasks import check_finite
 from tiny_cli.errors import ConfigError
 from tiny_cli.text import printable
 
@@ -72,7 +73,23 @@ def expected_call(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
     for param, accepted in arguments.items():
         if not isinstance(accepted, list) or not accepted:
             raise ConfigError(f"task {entry.get('id')!r}: {param!r} needs a list of values")
+        _finite(
+            f"task {entry.get('id')!r}: expect_call.arguments.{printable(str(param))}", accepted
+        )
     return call
+
+
+def _finite(where: str, value: Any) -> None:
+    """Refuse nan or infinity anywhere in accepted values, as the plain bench's `expect` does:
+    no call's arguments could ever match it."""
+    if isinstance(value, list):
+        for item in value:
+            _finite(where, item)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            _finite(where, item)
+    else:
+        check_finite(where, value)
 
 
 def judge_call(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import re
@@ -29,7 +30,9 @@ __all__ = [
     "BenchTask",
     "Expect",
     "check_agents",
+    "check_finite",
     "default_tasks_path",
+    "is_jsonl",
     "load_tasks",
     "pages_folder",
     "read_task_text",
@@ -149,7 +152,7 @@ def pages_folder(tasks_path: Path) -> Path | None:
 def _read_entries(path: Path) -> list[tuple[str, Any]]:
     """Return (where, entry) pairs: JSONL lines by number, YAML list items by index."""
     text = read_task_text(path)
-    if path.suffix == ".jsonl":
+    if is_jsonl(path):
         return [
             (f"line {n}", _json(path, n, line))
             for n, line in enumerate(jsonl_lines(text), 1)
@@ -160,16 +163,24 @@ def _read_entries(path: Path) -> list[tuple[str, Any]]:
 
 
 def read_task_text(path: Path) -> str:
-    """A task file's text, read bounded (a missing file, folder or FIFO is one ConfigError).
+    """A task file's text, read bounded (a missing file, folder or FIFO is one ConfigError),
+    less a leading BOM (a file saved on Windows), as `tiny route --eval` reads it.
 
     Bytes that are not UTF-8 are one ConfigError naming the line they are on.
     """
     data = read_bytes(path)
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        return data.decode("utf-8")
+        return data[bom:].decode("utf-8")
     except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8 (byte {err.start})") from None
+        at = bom + err.start
+        line = data.count(b"\n", 0, at) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 (byte {at})") from None
+
+
+def is_jsonl(path: Path) -> bool:
+    """Whether a task file is read as JSONL: its suffix, in any case (`.JSONL` too)."""
+    return path.suffix.lower() == ".jsonl"
 
 
 def _json(path: Path, n: int, line: str) -> Any:
@@ -280,6 +291,11 @@ def _regex(where: str, pattern: Any) -> str:
 def _exact(where: str, value: Any) -> Any:
     if value is None or isinstance(value, list | dict):
         raise ConfigError(f"{where}: an exact value must be a string, number or boolean")
+    return check_finite(where, value)
+
+
+def check_finite(where: str, value: Any) -> Any:
+    """`value`; a float no answer's JSON holds (nan, infinity) is one ConfigError at `where`."""
     if isinstance(value, float) and not math.isfinite(value):  # no JSON report can hold it
         raise ConfigError(f"{where}: {value} is no number an answer holds; quote it as text")
     return value

@@ -33,7 +33,6 @@ from tiny_cli.bench.scale import (
     DEFAULT_HYBRID_MARGIN,
     DEFAULT_IRRELEVANCE,
     DEFAULT_SAMPLE,
-    DEFAULT_SIZES,
     DEFAULT_TOP_K,
     SCALE_ARMS,
     ScaleArm,
@@ -254,6 +253,8 @@ def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> N
         _refuse_header(ctx)
         if scale is None:
             _refuse_scale_only(ctx)
+        else:
+            _refuse_plain_only(ctx, flags.repeat)
         settings = asked_at(o.settings(), o.replay, flags.resume)
         read = (*_task_files(tasks), *(o.replay or ()), *flags.resume, *_setup_files(settings))
         _outputs_apart(inputs=read, outputs=dict(zip(OUTPUT_FLAGS, outputs, strict=True)))
@@ -279,6 +280,17 @@ def _refuse_scale_only(ctx: typer.Context) -> None:
                 "only the bench at scale reads it: add --scale (with a selection task file)",
                 param_hint=param.opts[0],
             )
+
+
+def _refuse_plain_only(ctx: typer.Context, repeat: int) -> None:
+    """Refuse --repeat N given to the bench at scale (the one flag only the plain bench reads):
+    it would change nothing, and the bench would not say so."""
+    if repeat != 1 and parameter_source(ctx, "repeat") == "COMMANDLINE":
+        raise typer.BadParameter(
+            "only the plain bench reads it: the bench at scale runs each task once per arm "
+            "and size",
+            param_hint="--repeat",
+        )
 
 
 def asked_at(
@@ -494,8 +506,9 @@ def fail_below(document: dict, specs: Sequence[str]) -> None:
 def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: float) -> ScaleOptions:
     """Turn the flags into ScaleOptions; a bad size or arm is a usage error naming it."""
     listed = flags.sizes  # given empty (`--sizes ""`), it is refused, not read as the default
-    sizes = DEFAULT_SIZES if listed is None else tuple(_size(s) for s in listed.split(","))
-    _once([size_label(s) for s in sizes], "--all-tools-sizes")
+    # not given: the default sizes, as many as the catalogue holds (ScaleOptions.sizes)
+    sizes = None if listed is None else tuple(_size(s) for s in listed.split(","))
+    _once([size_label(s) for s in sizes or ()], "--all-tools-sizes")
     if not math.isfinite(flags.hybrid_margin):  # nan: hybrid could never offer one card
         raise typer.BadParameter(
             f"{flags.hybrid_margin}: must be a finite number", param_hint="--hybrid-margin"
