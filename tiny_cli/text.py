@@ -25,6 +25,7 @@ from tiny_cli.errors import ConfigError
 __all__ = [
     "MAX_GOAL_CHARS",
     "check_task",
+    "check_transport",
     "cut_at_word",
     "decimals_apart",
     "endpoint",
@@ -198,6 +199,14 @@ def kind_of(value: Any) -> str:
 def wrong_kind(name: str, what: str, value: Any) -> ConfigError:
     """The error of argument `name`, which must be `what`, given `value` of another kind."""
     return ConfigError(f"{name}: must be {what}, got {kind_of(value)}", field=name)
+
+
+def check_transport(transport: Any) -> None:
+    """Refuse what no request can go through: anything but None or an httpx transport (by its
+    `handle_request`, so checking one needs no httpx)."""
+    if transport is not None and not callable(getattr(transport, "handle_request", None)):
+        # else httpx fails at the first request, with an AttributeError of its own
+        raise wrong_kind("transport", "an httpx transport (httpx.BaseTransport) or None", transport)
 
 
 def check_task(text: str, where: str = "") -> None:

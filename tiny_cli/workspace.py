@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 from tiny_cli.cards.card import Card
 from tiny_cli.cards.load import load_cards
 from tiny_cli.errors import CardError, ConfigError, TinyError
-from tiny_cli.provider.client import check_transport
 from tiny_cli.settings import Settings, check_settings
-from tiny_cli.text import wrong_kind
+from tiny_cli.text import check_transport, wrong_kind
 from tiny_cli.tools.builtin import builtin_writes, default_registry
 from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
 from tiny_cli.tools.registry import Registry, declared_tool

@@ -27,7 +27,7 @@ from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError, DeadlineExceeded, ProviderError, ProviderTimeout
 from tiny_cli.secrets import scrubber
 from tiny_cli.setting_rules import check_api_key, check_base_url, is_number
-from tiny_cli.text import endpoint, printable, redact_url, unsurrogated, wrong_kind
+from tiny_cli.text import check_transport, endpoint, printable, redact_url, unsurrogated
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 86_400.0  # a day per request: sockets refuse waits past the platform's time_t
@@ -180,13 +180,6 @@ def _kind(value: Any) -> str:
 def _token_count(value: Any) -> bool:
     """Whether `value` is a token count: an int (not a bool) from 0 to MAX_TOKENS."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
-
-
-def check_transport(transport: Any) -> None:
-    """Refuse what no request can go through: anything but None or an httpx transport."""
-    if transport is not None and not callable(getattr(transport, "handle_request", None)):
-        # else httpx fails at the first request, with an AttributeError of its own
-        raise wrong_kind("transport", "an httpx transport (httpx.BaseTransport) or None", transport)
 
 
 class OpenAIProvider:
