@@ -62,17 +62,27 @@ def _project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 def test_json_stdout_is_one_document_when_user_code_prints(tiny, scripted_server, tmp_path):
     module, env = _project(tmp_path)
-    said = []
-    for command in (["invoke", "noisy"], ["delegate"]):
-        scripted_server.add(tool_call("count_words", {"text": "a b c"}), reply(json.dumps(ANSWER)))
-        result = tiny(*command, TASK, "--json", env={**env, "TINY_BASE_URL": scripted_server.url})
-        assert result.exit_code == 0, result.output
-        assert json.loads(result.stdout)["fields"]["words"] == 3  # the document and nothing else
-        said.append(result.stderr)
-    assert ["tool stdout" in s for s in said] == [True, True]
-    # the module ran once in this process: for the invoke, not again for delegate and its routing
-    assert ["hello from import" in s for s in said] == [True, False]
+    scripted_server.add(tool_call("count_words", {"text": "a b c"}), reply(json.dumps(ANSWER)))
+    result = tiny("delegate", TASK, "--json", env={**env, "TINY_BASE_URL": scripted_server.url})
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["fields"]["words"] == 3  # the document and nothing else
+    assert "hello from import" in result.stderr and "tool stdout" in result.stderr
+    # run once: for the workspace's registry, not again for the router's tool texts
     assert module.with_suffix(".imports").read_text() == "x"
+
+
+def test_a_json_route_holds_only_its_document_when_the_tools_module_prints(tiny, tmp_path):
+    _, env = _project(tmp_path)
+    result = tiny("route", TASK, "--json", env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["agent_id"] == "noisy"
+    assert "hello from import" in result.stderr
+
+
+def test_without_json_what_user_code_prints_stays_on_stdout(tiny, tmp_path):
+    _, env = _project(tmp_path)
+    result = tiny("route", TASK, env=env)
+    assert result.exit_code == 0 and "hello from import" in result.stdout
 
 
 def test_a_changed_tools_module_is_run_again(tiny, tmp_path):

@@ -229,9 +229,9 @@ def scale_from_settings(
 
 
 def _recorded(options: ScaleOptions) -> dict[str, Any]:
-    """The options a recording keeps (tiny_cli.bench.making), named as their flags read."""
-    ran = DEFAULT_SIZES if options.sizes is None else options.sizes
-    sizes = ",".join(size_label(s) for s in ran)
+    """The options a recording keeps (tiny_cli.bench.making), named as their flags read; its
+    sizes are those that ran (resolved by scale_from_settings)."""
+    sizes = ",".join(size_label(s) for s in options.sizes or ())
     kept = {name: getattr(options, name) for name in RECORDED_AS_THEY_ARE}
     return {"all_tools_sizes": sizes, "arm": arm_flag(options.arms, SCALE_ARMS), **kept}
 
@@ -251,14 +251,15 @@ def run_scale(
     records: list[RunRecord] = []
     asked = _Asked()
     book = RouteBook(session.exchanges)
-    for size in _sizes(options.sizes, sum(tools_of.values())):
+    catalogue = sum(tools_of.values())
+    for size in _sizes(options.sizes, catalogue):
         jobs = _jobs(ws, picked, tools_of, size, router_for, options, book)
         asked.own(jobs)
         records += _each(lambda job: _run(ws, session, job, options, asked), jobs, options)
     book.save()
     model = model_for(ws.settings, None)
     mode = _mode(ws)
-    return build_report(records, options, model, started, sum(tools_of.values()), mode,
+    return build_report(records, options, model, started, catalogue, mode,
                         temperature=ws.settings.temperature)  # fmt: skip
 
 

@@ -164,7 +164,7 @@ def _read_entries(path: Path) -> list[tuple[str, Any]]:
 
 def read_task_text(path: Path) -> str:
     """A task file's text, read bounded (a missing file, folder or FIFO is one ConfigError),
-    less a leading BOM (a file saved on Windows), as `tiny route --eval` reads it.
+    less a leading BOM (a file saved on Windows), as `tiny route --eval` drops it.
 
     Bytes that are not UTF-8 are one ConfigError naming the line they are on.
     """

@@ -14,6 +14,7 @@ the invocation, as the provider and the clock are parameters of the library.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -54,7 +55,23 @@ ToolsOpt = Annotated[
     str | None,
     typer.Option("--tools", help="Your tool module: a .py path or dotted name [env TINY_TOOLS]."),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document, nothing else.")]
+
+_DOCUMENT_OUT = "tiny.document_out"  # the command's stdout, kept for its --json document
+
+
+def _json_only(ctx: typer.Context, value: bool) -> bool:
+    """--json: stdout holds the document alone; whatever else prints while the command runs
+    (a user's tools module as it loads, a tool) goes to stderr until the command ends."""
+    if value and not ctx.resilient_parsing:
+        ctx.meta[_DOCUMENT_OUT] = sys.stdout
+        ctx.with_resource(contextlib.redirect_stdout(sys.stderr))
+    return value
+
+
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", help="Print one JSON document, nothing else.", callback=_json_only),
+]
 BaseUrlOpt = Annotated[
     str | None,
     typer.Option(
@@ -203,17 +220,18 @@ def warn(message: str) -> None:
     typer.echo(f"tiny: warning: {printable(message)}", err=True)
 
 
-def json_text(document: Any, indent: int | None = None) -> str:
-    """`document` as JSON for stdout: on a terminal every character past ASCII is a \\u
-    escape, so nothing a model or a page wrote (a bidi override) steers it, as `runs export`
-    does; to a pipe or a file, UTF-8 as written."""
-    return json.dumps(document, ensure_ascii=sys.stdout.isatty(), indent=indent)
+def print_json(document: Any, indent: int | None = None) -> None:
+    """Print `document` as JSON on the command's stdout (--json sends the rest to stderr): on a
+    terminal every character past ASCII is a \\u escape, so nothing a model or a page wrote (a
+    bidi override) steers it, as `runs export` does; to a pipe or a file, UTF-8 as written."""
+    out: Any = get_current_context().meta.get(_DOCUMENT_OUT) or sys.stdout
+    typer.echo(json.dumps(document, ensure_ascii=out.isatty(), indent=indent), file=out)
 
 
 def emit(json_out: bool, document: Any, human: Callable[[], object]) -> None:
     """Print `document` as indented JSON with --json, else the human rendering (`human()`)."""
     if json_out:
-        typer.echo(json_text(document, indent=2))
+        print_json(document, indent=2)
     else:
         human()
 

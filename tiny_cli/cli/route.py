@@ -18,8 +18,8 @@ from tiny_cli.cli.common import (
     WideOpt,
     draw,
     emit,
-    json_text,
     option_given,
+    print_json,
     settings_from,
 )
 from tiny_cli.errors import ConfigError
@@ -271,4 +271,4 @@ def _json_lines(documents: list[dict[str, Any]], slots: list[Slot]) -> None:
     left = iter(documents)
     for number, error in slots:
         document = next(left) if error is None else {"line": number, "error": error}
-        typer.echo(json_text(document))
+        print_json(document)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext, redirect_stdout
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -237,12 +237,7 @@ def running(
     ws = open_workspace(settings, wanted=wanted)
     the_brief = flags.brief()
     live = wants_live(flags.quiet, flags.json_out)
-    # with --json, stdout is the one document: what user tools print goes to stderr
-    to_stderr = redirect_stdout(sys.stderr) if flags.json_out else nullcontext()
-    with (
-        run_session(settings, command, flags.options, live=live, handles=handles) as session,
-        to_stderr,
-    ):
+    with run_session(settings, command, flags.options, live=live, handles=handles) as session:
         approve = _approver(flags.yes, flags.json_out, session.artifacts.scrub.for_caller().text)
         yield Running(ws, the_brief, session, approve)
     warn_unused(session.exchanges, RUN_UNUSED)  # once the live view is gone: it reads below

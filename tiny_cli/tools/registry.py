@@ -6,7 +6,6 @@ or, for a built-in, from its literal schema: a `LazyTool`, made only when a run 
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import importlib
@@ -377,9 +376,7 @@ def _import(spec: str) -> Any:
 
 def _run(spec: str, load: Callable[[], Any]) -> Any:
     try:
-        # what the module prints is not tiny's output: stdout carries --json documents
-        with contextlib.redirect_stdout(sys.stderr):
-            return load()
+        return load()
     except ToolError as exc:
         raise ToolError(f"{spec}: {exc}") from exc
     except SystemExit as exc:  # would end `tiny validate` with its code, silently
