@@ -82,6 +82,12 @@ def test_a_settings_built_with_str_folders_holds_them_as_paths(tmp_path: Path) -
     assert "docs-finder" in T.open_workspace(settings).cards
 
 
+def test_a_settings_built_directly_holds_its_values_as_with_flags_does(tmp_path: Path) -> None:
+    direct = T.Settings(home=tmp_path, cards_dir=tmp_path, docs_dir=tmp_path, wall_scale=2)
+    flagged = T.load_settings({"TINY_HOME": str(tmp_path)}).with_flags(wall_scale=2)
+    assert direct.wall_scale == flagged.wall_scale and type(direct.wall_scale) is float
+
+
 @pytest.mark.parametrize(
     ("given", "said"),
     [

@@ -37,7 +37,13 @@ import httpx
 
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError, ProviderError
-from tiny_cli.provider.client import CONFIG_STATUSES, ChatRequest, OpenAIProvider, Provider
+from tiny_cli.provider.client import (
+    CONFIG_STATUSES,
+    ChatRequest,
+    OpenAIProvider,
+    Provider,
+    checked_complete,
+)
 from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
     UNCHECKED,
@@ -336,7 +342,7 @@ def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> C
     for _ in range(TRIES):
         job.cost.card_requests += 1  # a request that failed still went out
         try:
-            answer = job.ask.complete(request, timeout=GENERATE_TIMEOUT)
+            answer = checked_complete(job.ask, request, GENERATE_TIMEOUT)
         except ProviderError as exc:
             _stop_if_no_card_would_pass(job.ask, exc)
             problem = str(exc)

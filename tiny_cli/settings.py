@@ -180,7 +180,7 @@ class Settings:
                 _flag_kind(name, getattr(self, name), "Settings")
         for name, (_, check) in FLAG_CHECKS.items():
             if name != "api_key" and getattr(self, name) is not None:  # the key: where it is sent
-                check(name, getattr(self, name))
+                object.__setattr__(self, name, check(name, getattr(self, name)))  # as with_flags
 
     @property
     def cache_dir(self) -> Path:
