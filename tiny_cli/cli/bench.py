@@ -251,10 +251,7 @@ def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> N
     outputs = (o.record, flags.out, flags.html)
     try:
         _refuse_header(ctx)
-        if scale is None:
-            _refuse_scale_only(ctx)
-        else:
-            _refuse_plain_only(ctx, flags.repeat)
+        _refuse_given(ctx, *(ONLY_AT_SCALE if scale is None else ONLY_PLAIN))
         settings = asked_at(o.settings(), o.replay, flags.resume)
         read = (*_task_files(tasks), *(o.replay or ()), *flags.resume, *_setup_files(settings))
         _outputs_apart(inputs=read, outputs=dict(zip(OUTPUT_FLAGS, outputs, strict=True)))
@@ -270,27 +267,12 @@ def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> N
         raise _blamed(ctx, error) from None
 
 
-def _refuse_scale_only(ctx: typer.Context) -> None:
-    """Refuse a flag only the bench at scale reads, given to the plain bench: it would change
-    nothing, and the bench would not say so."""
-    for param in ctx.command.params:
-        given = param.name in SCALE_ONLY and parameter_source(ctx, str(param.name))
-        if given == "COMMANDLINE":
-            raise typer.BadParameter(
-                "only the bench at scale reads it: add --scale (with a selection task file)",
-                param_hint=param.opts[0],
-            )
-
-
-def _refuse_plain_only(ctx: typer.Context, repeat: int) -> None:
-    """Refuse --repeat N given to the bench at scale (the one flag only the plain bench reads):
+def _refuse_given(ctx: typer.Context, names: tuple[str, ...], why: str) -> None:
+    """Refuse a flag of `names` given on the command line to a bench that does not read it:
     it would change nothing, and the bench would not say so."""
-    if repeat != 1 and parameter_source(ctx, "repeat") == "COMMANDLINE":
-        raise typer.BadParameter(
-            "only the plain bench reads it: the bench at scale runs each task once per arm "
-            "and size",
-            param_hint="--repeat",
-        )
+    for param in ctx.command.params:
+        if param.name in names and parameter_source(ctx, str(param.name)) == "COMMANDLINE":
+            raise typer.BadParameter(why, param_hint=param.opts[0])
 
 
 def asked_at(
@@ -483,6 +465,15 @@ class ScaleFlags:
 
 # the options only the bench at scale reads (--all-tools-sizes names the bench at scale)
 SCALE_ONLY = tuple(f.name for f in fields(ScaleFlags) if f.name != "sizes")
+# the flags only one bench reads, and what giving one to the other says
+ONLY_AT_SCALE = (
+    SCALE_ONLY,
+    "only the bench at scale reads it: add --scale (with a selection task file)",
+)
+ONLY_PLAIN = (
+    ("repeat",),
+    "only the plain bench reads it: the bench at scale runs each task once per arm and size",
+)
 
 
 def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: ScaleFlags) -> None:
