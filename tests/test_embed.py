@@ -355,7 +355,7 @@ def test_openai_embedder_errors_never_show_the_key_or_url_credentials() -> None:
     message = str(info.value)
     assert key not in message and "hunter2" not in message and "alice" not in message
     assert message.startswith("http://127.0.0.1:9/v1/embeddings answered 401:")
-    assert "Incorrect API key: ***" in message
+    assert "Incorrect API key: [redacted]" in message
 
 
 # --- sentence-transformers (the optional extra) -------------------------------------------

