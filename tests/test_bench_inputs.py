@@ -31,7 +31,6 @@ CARDS = {"c1": Card("c1", "a card", ("f", "g"), (), functions=DECLARED)}
 GOOD = {"id": "t1", "task": "do f", "expected_agent": "c1",
         "expect_call": {"name": "f", "arguments": {"x": [1]}}}  # fmt: skip
 NONE = {"id": "t2", "task": "make me a sandwich", "expected_agent": None, "expect_call": None}
-EXIT = EXIT_USAGE
 
 
 def _selection(folder: Path, *lines: str | bytes, first: dict = GOOD) -> Path:
@@ -44,7 +43,7 @@ def _selection(folder: Path, *lines: str | bytes, first: dict = GOOD) -> Path:
 
 def _one_error_line(result) -> str:
     lines = result.stderr.strip().splitlines()
-    assert result.exit_code == EXIT and len(lines) == 1, result.output
+    assert result.exit_code == EXIT_USAGE and len(lines) == 1, result.output
     assert lines[0].startswith("tiny: error: ") and "Traceback" not in result.output
     return lines[0].removeprefix("tiny: error: ")
 
@@ -73,7 +72,7 @@ def test_a_fifo_task_file_never_hangs(tmp_path) -> None:
         [sys.executable, "-m", "tiny_cli", "bench", "--tasks", str(fifo)],
         capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path,
     )  # fmt: skip
-    assert done.returncode == EXIT, done.stderr
+    assert done.returncode == EXIT_USAGE, done.stderr
     assert done.stderr.strip().splitlines()[-1] == f"tiny: error: {fifo}: no tasks in the file"
 
 

@@ -1,4 +1,6 @@
-"""Text: words for matching (tokenize, stem) and text made safe to show (printable, redact_url).
+"""Text: words for matching (tokenize, stem), text made safe to show (printable, redact_url),
+and the checks of a caller's argument that say what it got (wrong_kind, check_task,
+check_transport).
 
 One copy of each, for every layer: routing and docs_search stem alike, and every face escapes
 what a model, a page or a file wrote with the same rule.
