@@ -13,6 +13,8 @@ for the host's retry carrying the answer. On stdio the SDK talks to the host thr
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -29,6 +31,7 @@ from typing import Annotated, Any, cast
 
 import anyio
 import anyio.to_thread
+import uvicorn
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from mcp.server.mcpserver import Context, MCPServer
@@ -96,6 +99,9 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     },
 }
 DRAIN_GRACE_SECONDS = 30.0  # past the longest card's wall budget: routing, the answer's way out
+# Ctrl-C under --http: an answer already on its way out may finish, a running call may not hold
+# the exit (uvicorn waits for it without bound); well inside the CLI's INTERRUPT_GRACE_SECONDS
+STOP_GRACE_SECONDS = 1
 NOT_CONFIRMED_NOTE = (
     "{card} writes and nobody can approve a write here: use a host that supports "
     "elicitation (each write call is then asked), or start `tiny serve --allow-writes`"
@@ -158,14 +164,18 @@ def build_server(served: Served, router: Callable[[], Router] | None = None) -> 
     """Return the MCP server for a workspace; `router` builds the concierge on first use."""
     ws = served.ws  # the concierge's embedder loads on its first task
     service = _Service(served, router or (lambda: build_router(ws.settings, ws.cards.values())))
+    # on the root before the SDK would put its rich handler there (it leaves a root that has
+    # one); this server's, not an earlier one's (its scrubber knows this server's keys)
+    root = logging.getLogger()
+    for earlier in [h for h in root.handlers if isinstance(h, _LogLine)]:
+        root.removeHandler(earlier)
+    root.addHandler(_LogLine(served.caller_scrub.text))
     server: MCPServer = _Server(
         "tiny",
         version=__version__,
         instructions="Delegate a task to a tiny agent; you get back a short Digest.",
         log_level="WARNING",
     )
-    for handler in logging.getLogger().handlers:  # the SDK's, on the root logger: libraries
-        handler.setLevel(logging.WARNING)  # that set their own level (bm25s) would chat there
     _add_tools(server, service, served.ws)
     for resource in card_resources(served.ws):
         server.add_resource(resource)
@@ -175,10 +185,7 @@ def build_server(served: Served, router: Callable[[], Router] | None = None) -> 
 def serve(settings: Settings, *, http_port: int | None = None, allow_writes: bool = False) -> None:
     """Serve the settings' cards over stdio, or streamable HTTP on 127.0.0.1:`http_port`."""
     if http_port is not None:
-        _check_port(http_port)
-        if sys.stdout is None:  # pythonw, `>&-`: --http prints nothing on stdout, but
-            # uvicorn's log setup asks it isatty(); the null device answers
-            sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - kept open
+        _check_port(http_port)  # --http needs no stdout (pythonw): nothing is written there
         _serve(settings, allow_writes, partial(_over_http, http_port))
         return
     if sys.stdin is None or sys.stdout is None:  # `tiny serve <&-`: no channel to a host
@@ -214,8 +221,38 @@ def _over_stdio(server: MCPServer) -> Callable[[], None]:
 def _over_http(port: int, server: MCPServer, drain: float) -> float:
     """Serve streamable HTTP until stopped; the runs still going then have the whole drain."""
     print(f"tiny serve: MCP at http://{HOST}:{port}/mcp", file=sys.stderr, flush=True)
-    anyio.run(lambda: server.run_streamable_http_async(host=HOST, port=port))
+    app = server.streamable_http_app(host=HOST)  # what run_streamable_http_async serves
+    # log_config None: uvicorn's records go to the root logger, in _LogLine's form
+    config = uvicorn.Config(
+        app, HOST, port, log_config=None, log_level="warning",
+        timeout_graceful_shutdown=STOP_GRACE_SECONDS,
+    )  # fmt: skip
+    anyio.run(uvicorn.Server(config).serve)
     return drain
+
+
+class _LogLine(logging.Handler):
+    """What the SDK and uvicorn log (warnings and worse): one line each on stderr, as tiny's
+    own lines are, scrubbed and escaped; a Host header a client sent may hold ESC or markup."""
+
+    def __init__(self, scrub: Callable[[str], str]) -> None:
+        # libraries that set their own level (bm25s) would chat here below WARNING
+        super().__init__(logging.WARNING)
+        self.scrub = scrub
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write `tiny serve: LEVEL: message (ExceptionType)` on stderr."""
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, asyncio.CancelledError):
+            return  # a call Ctrl-C cut off: its run is logged interrupted, nothing failed
+        try:
+            text = record.getMessage().strip()
+        except Exception:  # a bad format string in a library's call: its template still says much
+            text = str(record.msg)
+        text += f" ({type(error).__name__})" if error is not None else ""
+        line = f"tiny serve: {record.levelname.lower()}: {printable(self.scrub(text))}"
+        with contextlib.suppress(OSError, ValueError):  # stderr closed: nobody left to tell
+            print(line, file=sys.stderr, flush=True)
 
 
 # --- the tools ------------------------------------------------------------------------------
