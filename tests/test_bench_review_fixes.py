@@ -164,6 +164,7 @@ def _at_scale(tiny, server, tasks: Path, cards: Path, *args: str, scale: str = "
     return tiny("bench", *filter(None, [scale]), *common, *args, env=env)
 
 
+@pytest.mark.slow  # a bench run or two: 2 s and more on 2 cores, in `make test-slow`
 def test_the_default_sizes_run_a_catalogue_under_100_tools_and_replay(
     tiny, scripted_server, tmp_path
 ) -> None:
@@ -219,6 +220,7 @@ def test_an_accepted_value_no_call_can_hold_is_refused(
     assert scripted_server.requests == []
 
 
+@pytest.mark.slow  # a bench run or two: 2 s and more on 2 cores, in `make test-slow`
 @pytest.mark.parametrize(
     ("name", "head", "scale"),
     # a BOM, and an upper-case suffix where it decides (a selection file without --scale)
@@ -236,6 +238,7 @@ def test_the_bench_at_scale_reads_a_task_file_as_route_eval_does(
     assert {r["task"] for r in json.loads(result.stdout)["runs"]} == set(SMALL_TASKS)
 
 
+@pytest.mark.slow  # a bench run or two: 2 s and more on 2 cores, in `make test-slow`
 @pytest.mark.parametrize(("name", "head"), [("t.jsonl", codecs.BOM_UTF8), ("T.JSONL", b"")])
 def test_the_plain_bench_reads_a_jsonl_task_file_as_route_eval_does(
     tiny, scripted_server, tmp_path, name, head
@@ -250,6 +253,7 @@ def test_the_plain_bench_reads_a_jsonl_task_file_as_route_eval_does(
     assert [t["id"] for t in json.loads(result.stdout)["tasks"]] == ["sandwich"]
 
 
+@pytest.mark.slow  # a bench run or two: 2 s and more on 2 cores, in `make test-slow`
 @pytest.mark.parametrize(
     ("flags", "written"), [((), ["cache", "runs.sqlite3"]), (("--no-log",), ["cache"])]
 )
