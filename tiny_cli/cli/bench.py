@@ -331,7 +331,7 @@ def _recorded(settings: Settings, f: BenchFlags, live: bool, run: Callable[[Sess
     """Run a bench in its session; warn of answers the replay left and of an --upgrade."""
     o = f.options
     with run_session(
-        settings, "bench", o, live=live, resume=f.resume, upgrade=f.upgrade
+        settings, "bench", o, live=live, resume=f.resume, upgrade=f.upgrade, resumable=True
     ) as session:
         report = run(session)
         warn_unused(session.exchanges, BENCH_UNUSED)

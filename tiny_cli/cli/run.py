@@ -357,8 +357,10 @@ def run_session(
     handles: Sequence[str] = (),
     resume: Sequence[Path] = (),
     upgrade: bool = False,
+    resumable: bool = False,
 ) -> Iterator[Session]:
-    """Open the command's session, with the live view on stderr while it runs when `live`.
+    """Open the command's session, with the live view on stderr while it runs when `live`;
+    `resumable`: the command can go on from an interrupted recording (`--resume`).
 
     A replay is not a run: it stays out of the run log unless `options.log` (`--log`).
     """
@@ -389,13 +391,14 @@ def run_session(
     except KeyboardInterrupt:
         kept = opened[0].exchanges.kept_on_interrupt() if opened else None
         if kept is not None:
-            warn(f"the exchanges recorded so far are in {kept}: {_use_of_partial(command)}")
+            use = _use_of_partial(command, resumable)
+            warn(f"the exchanges recorded so far are in {kept}: {use}")
         raise
 
 
-def _use_of_partial(command: str) -> str:
+def _use_of_partial(command: str, resumable: bool) -> str:
     """What an interrupted recording is good for: a bench resumes it; a single run does not."""
-    if command == "bench":
+    if resumable:
         return "pass it to --resume to go on"
     return f"the run did not finish, so it does not replay ({command} cannot resume it)"
 
