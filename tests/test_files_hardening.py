@@ -121,7 +121,7 @@ def test_a_bom_is_read_past_in_jsonl_and_toml_files(
 def test_bytes_that_are_not_utf8_are_named_by_their_place_in_the_file(tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
     path.write_bytes(BOM + b"ab\xff")
-    with pytest.raises(ConfigError, match=r"x\.jsonl: not UTF-8 \(byte 5\)"):
+    with pytest.raises(ConfigError, match=r"x\.jsonl:1: not UTF-8 \(byte 5\)"):
         read_text(path)
 
 

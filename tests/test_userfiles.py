@@ -48,10 +48,10 @@ def test_a_folder_and_a_missing_file_are_one_line_each(tmp_path: Path) -> None:
         userfiles.read_text(tmp_path / "nope.toml")
 
 
-def test_bytes_that_are_not_utf8_name_the_file_and_the_byte(tmp_path: Path) -> None:
+def test_bytes_that_are_not_utf8_name_the_file_the_line_and_the_byte(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b'{"a": 1}\n\xff\n')
-    with pytest.raises(ConfigError, match=r"bad\.jsonl: not UTF-8 \(byte 9\)$"):
+    with pytest.raises(ConfigError, match=r"bad\.jsonl:2: not UTF-8 \(byte 9\)$"):
         userfiles.read_text(bad)
 
 

@@ -102,14 +102,17 @@ def _read_capped(handle: Any, path: Path, limit: int) -> bytes:
 
 
 def read_text(path: Path, limit: int = DEFAULT_MAX_BYTES) -> str:
-    """`read_bytes` decoded as UTF-8, less a leading BOM; bytes not UTF-8 are one ConfigError."""
+    """`read_bytes` decoded as UTF-8, less a leading BOM; bytes not UTF-8 are one ConfigError
+    naming the line they are on."""
     data = read_bytes(path, limit)
     # editors on Windows start a file with a BOM; YAML reads past it, and so does every file
     bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
         return data[bom:].decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 (byte {bom + err.start})", path=path) from None
+        at = bom + err.start
+        line = data.count(b"\n", 0, at) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 (byte {at})", path=path) from None
 
 
 def parse_guarded(parse: Callable[[str], T], text: str, path: Path) -> T:

@@ -29,7 +29,7 @@ from tiny_cli.bench.making import Place, Prompt, arm_flag, as_offered, note_maki
 from tiny_cli.bench.run import MAX_CONCURRENCY
 from tiny_cli.bench.scale_report import RunRecord, ScaleReport, build_report, rebuild
 from tiny_cli.bench.selection import CallVerdict, expected_call, judge_call
-from tiny_cli.bench.tasks import is_jsonl, read_task_text
+from tiny_cli.bench.tasks import is_jsonl
 from tiny_cli.bench.universe import CATALOGUE, Universe, sample_tasks, size_label, universes
 from tiny_cli.cards.card import Budget, Card
 from tiny_cli.digest import Cost, Digest, estimate_tokens, make_brief
@@ -41,7 +41,7 @@ from tiny_cli.routing.tooltexts import gathered
 from tiny_cli.session import RouteBook, RouteEntry, Session
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.text import check_task, kind_of, printable
-from tiny_cli.userfiles import jsonl_lines, parse_guarded
+from tiny_cli.userfiles import jsonl_lines, parse_guarded, read_text
 from tiny_cli.workspace import Workspace, open_workspace
 
 __all__ = [
@@ -117,7 +117,7 @@ def is_selection_file(path: Path) -> bool:
     """Whether a task file holds selection tasks (JSONL whose first entry has `expect_call`)."""
     if not is_jsonl(path):
         return False
-    lines = jsonl_lines(read_task_text(path))  # bounded: a folder, FIFO or device is one line
+    lines = jsonl_lines(read_text(path))  # bounded: a folder, FIFO or device is one line
     first = next((line for line in lines if line.strip()), "")
     try:
         entry = parse_guarded(json.loads, first[:MAX_SELECTION_LINE], path)
@@ -130,7 +130,7 @@ def load_selection_tasks(path: Path, cards: Mapping[str, Card]) -> list[Selectio
     """Read a selection task file; a bad line is a one-line ConfigError naming file and line."""
     tasks: list[SelectionTask] = []
     seen: dict[str, int] = {}
-    for n, line in enumerate(jsonl_lines(read_task_text(path)), 1):
+    for n, line in enumerate(jsonl_lines(read_text(path)), 1):
         if not line.strip():
             continue
         task = _selection_task(path, n, line, cards)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import json
 import math
 import re
@@ -16,7 +15,7 @@ from tiny_cli.cards.card import Card
 from tiny_cli.digest import field_names
 from tiny_cli.errors import ConfigError
 from tiny_cli.text import check_task, kind_of, printable, text_of
-from tiny_cli.userfiles import jsonl_lines, load_json, parse_guarded, read_bytes
+from tiny_cli.userfiles import jsonl_lines, load_json, parse_guarded, read_text
 from tiny_cli.yamlsafe import load_list
 
 __all__ = [
@@ -35,7 +34,6 @@ __all__ = [
     "is_jsonl",
     "load_tasks",
     "pages_folder",
-    "read_task_text",
 ]
 
 DEFAULT_TASKS_FILE = Path("examples/bench/tasks.yaml")
@@ -151,7 +149,7 @@ def pages_folder(tasks_path: Path) -> Path | None:
 
 def _read_entries(path: Path) -> list[tuple[str, Any]]:
     """Return (where, entry) pairs: JSONL lines by number, YAML list items by index."""
-    text = read_task_text(path)
+    text = read_text(path)  # bounded: a folder, FIFO or device is one line
     if is_jsonl(path):
         return [
             (f"line {n}", _json(path, n, line))
@@ -160,22 +158,6 @@ def _read_entries(path: Path) -> list[tuple[str, Any]]:
         ]
     data = load_list(path, text, "a task file is a YAML list of tasks (or JSONL)")
     return [(f"task {i + 1}", entry) for i, entry in enumerate(data)]
-
-
-def read_task_text(path: Path) -> str:
-    """A task file's text, read bounded (a missing file, folder or FIFO is one ConfigError),
-    less a leading BOM (a file saved on Windows), as `tiny route --eval` drops it.
-
-    Bytes that are not UTF-8 are one ConfigError naming the line they are on.
-    """
-    data = read_bytes(path)
-    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
-    try:
-        return data[bom:].decode("utf-8")
-    except UnicodeDecodeError as err:
-        at = bom + err.start
-        line = data.count(b"\n", 0, at) + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8 (byte {at})") from None
 
 
 def is_jsonl(path: Path) -> bool:
