@@ -423,7 +423,7 @@ def test_a_huge_ghost_name_is_cut_wherever_it_is_echoed(tiny, scripted_server, t
     assert told["content"].startswith(f"error: unknown tool '{shown}'. Your tools are: quit0,")
     assert digest["cost"]["ghost_names"] == [shown]
     assert any(
-        f"ghost call(s) to tools this agent does not have: {shown}" in n
+        f'ghost call(s) to tools this agent does not have: "{shown}"' in n
         for n in digest["notes_for_caller"]
     )
     assert len(result.stdout) < 10_000

@@ -10,7 +10,8 @@
     ├── CrmDuplicate            the CRM already holds that company (also a ValueError: the
     │                           model reads it as `CrmDuplicate: …`, as recordings hold it)
     ├── ToolServerError         an MCP server did not start, died or did not answer (`server`)
-    ├── ProviderError           the model endpoint could not be used (`status`, `url`)
+    ├── ProviderError           the model endpoint could not be used (`status`, `url`,
+    │                           the tokens an unusable answer spent)
     │   └── ProviderTimeout     the time budget ran out before the model answered
     ├── EmbedderError           the embedder could not be loaded or did not answer
     ├── ReplayError             a replay asked for an exchange the recording lacks
@@ -116,13 +117,22 @@ class ProviderError(TinyError):
 
     `status` is the HTTP status the endpoint refused the request with (401, 404, 429, 503…),
     None when no answer came or the answer itself was unusable; `url` is the endpoint's base
-    URL with any credentials cut (None where no endpoint was asked, as in a replay).
+    URL with any credentials cut (None where no endpoint was asked, as in a replay);
+    `tokens_in` and `tokens_out` are what an unusable answer's `usage` said it spent.
     """
 
-    def __init__(self, message: str, *, status: int | None = None, url: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        url: str | None = None,
+        tokens: tuple[int, int] = (0, 0),
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.url = url
+        self.tokens_in, self.tokens_out = tokens
 
 
 class ProviderTimeout(ProviderError):

@@ -366,6 +366,7 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
         except ProviderTimeout as exc:
             return _timed_out(run, exc)
         except ProviderError as exc:
+            _count_spent(meter, exc)
             # nothing done yet: config to fix, raised; after a tool ran (a write may have
             # happened), or any other failure, the run ends `failed`
             if exc.status in CONFIG_STATUSES and not meter.calls:
@@ -396,6 +397,12 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
             problems = "; ".join(answer.problems)
             return run.failed(verdict.SCHEMA, f"answer still unusable after one repair: {problems}")
         run.ask_for_repair(answer, reply.content)
+
+
+def _count_spent(meter: Meter, exc: ProviderError) -> None:
+    """Count the tokens an unusable reply's `usage` reported: spent all the same."""
+    meter.tokens_in += exc.tokens_in
+    meter.tokens_out += exc.tokens_out
 
 
 def _timed_out(run: _Run, exc: ProviderTimeout) -> Digest:

@@ -1,13 +1,14 @@
 """Verdict: the honesty rules that turn how a run ended into a Digest, as plain functions of data.
 
 The model claims a status; the rules check that claim against what the run recorded (the
-meter's calls and evidence): a declined write, a write no tool made and an answer without a
-tool result never pass as `ok`. Each function takes the card, the Brief, the meter and the
+meter's calls and evidence): a declined write, a failed one, a write no tool made and an answer
+without a tool result never pass as `ok`. Each function takes the card, the Brief, the meter and the
 run's notes so far, and returns the Digest without its caller tokens (`invoke` counts them last).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,6 +35,7 @@ SUMMARY_CUT = "summary_cut"  # the summary alone was over max_output_tokens: cut
 # reply that hit max_tokens, its object closed by tiny; never `ok`
 ANSWER_CUT = "answer_cut"
 WRITE_DECLINED = "write_declined"
+WRITE_FAILED = "write_failed"  # a writer's `ok`, but a write tool's last call failed
 NO_EVIDENCE = "no_evidence"  # `ok` claimed, but none of the agent's tools ran
 UNVERIFIED_WRITE = "unverified_write"  # a writer's `ok` without a successful write call
 UNSOURCED = "unsourced_fields"  # `ok` that must stand on tools, with a field no tool gave
@@ -50,13 +52,14 @@ BY_AGENT = "_by_agent"  # `partial_by_agent`, `refused_by_agent`: the model's ow
 # tiny's reasons: what the runner found, never the model's word (a bench scores by them)
 RUNNER_REASONS = frozenset(
     {
-        OUT_OF_TIME, SUMMARY_CUT, ANSWER_CUT, WRITE_DECLINED, NO_EVIDENCE, UNVERIFIED_WRITE,
-        UNSOURCED, SCHEMA, GHOST_CALLS, MAX_TOOL_CALLS, RATE_LIMITED, SERVER_UNAVAILABLE,
-        STOPPED, WRITE_NOT_CONFIRMED,
+        OUT_OF_TIME, SUMMARY_CUT, ANSWER_CUT, WRITE_DECLINED, WRITE_FAILED, NO_EVIDENCE,
+        UNVERIFIED_WRITE, UNSOURCED, SCHEMA, GHOST_CALLS, MAX_TOOL_CALLS, RATE_LIMITED,
+        SERVER_UNAVAILABLE, STOPPED, WRITE_NOT_CONFIRMED,
     }
 )  # fmt: skip
 _NOTHING_WRITTEN = "Nothing was written: the agent claimed a write that no tool made."
 _NOT_RUN = ("declined", "not_allowed")  # the outcomes of a write call that was not run
+_FAILED = ("tool_error", "timeout", "bad_arguments")  # a write call that wrote nothing
 MAX_MODEL_NOTES = 10  # notes of the model's own kept, each cut as a summary is
 MAX_MODEL_REASON_CHARS = 40  # a reason the model gives is kept as one only when this short
 # a plain label (`no_page`, `no such file`): letters, digits, spaces, `_`, `-`, `.`
@@ -175,7 +178,7 @@ def judged(
     notes, ghosts = claim.notes, meter.ghosts()
     if ghosts:
         notes += (
-            f"{len(ghosts)} ghost call(s) to tools this agent does not have: {', '.join(ghosts)}",
+            f"{len(ghosts)} ghost call(s) to tools this agent does not have: {_quoted(ghosts)}",
         )
     return Digest(
         card.id,
@@ -237,6 +240,21 @@ def _unverified_write(card: Card, meter: Meter, claim: Claim) -> Claim:
     return replace(claim, status="failed", reason=UNVERIFIED_WRITE, notes=(*claim.notes, note))
 
 
+def _failed_write(card: Card, meter: Meter, claim: Claim) -> Claim:
+    """An `ok` stands only when every write tool the model called succeeded on its last call.
+
+    A failed write (a tool error, a timeout, bad arguments) retried with success, such as with
+    corrected arguments, is done; one left failed is not, whatever the model says: `partial`,
+    reason `write_failed`, with a note naming the tool.
+    """
+    last = {c.name: c.outcome for c in meter.calls if c.writes}
+    failed = [f"{name} ({outcome})" for name, outcome in last.items() if outcome in _FAILED]
+    if claim.status != "ok" or not failed:
+        return claim
+    note = f"the agent said ok, but a write failed with no later success: {', '.join(failed)}"
+    return replace(claim, status="partial", reason=WRITE_FAILED, notes=(*claim.notes, note))
+
+
 def _unevidenced(card: Card, meter: Meter, claim: Claim) -> Claim:
     """An answer that needs a tool result (a writer, `first: tool`, "not from memory") has one.
 
@@ -276,7 +294,14 @@ def _wrote(meter: Meter) -> bool:
 
 
 Rule = Callable[[Card, Meter, Claim], Claim]
-RULES: tuple[Rule, ...] = (_unwritten, _unverified_write, _unevidenced)
+# a failed write is judged after `_unverified_write`: with no write done at all, that
+# rule's `failed` (the claimed answer dropped) is the truer verdict
+RULES: tuple[Rule, ...] = (_unwritten, _unverified_write, _failed_write, _unevidenced)
+
+
+def _quoted(names: Sequence[str]) -> str:
+    """The model's tool names, each quoted: a blank or empty one stays visible in a note."""
+    return ", ".join(json.dumps(name, ensure_ascii=False) for name in names)
 
 
 def _asked(brief: Brief) -> str:

@@ -592,7 +592,8 @@ def _ssl_error(exc: BaseException) -> ssl.SSLError | None:
 
 
 def _parse(content: bytes, server: _Server) -> Completion:
-    """Turn a 200 response body into a Completion, or say what is missing."""
+    """Turn a 200 response body into a Completion, or say what is missing; a malformed one
+    carries the tokens its `usage` reported, if readable."""
     try:
         data = json.loads(content)
     except ValueError:
@@ -602,6 +603,15 @@ def _parse(content: bytes, server: _Server) -> Completion:
     if not isinstance(data, dict):
         raise server.malformed("the body is not a JSON object")
     data = unsurrogated(data)  # a model may write "\\ud800": its text goes into the next request
+    try:
+        return _completion(data, content, server)
+    except ProviderError as exc:  # unusable, yet the server says what it spent: a run counts it
+        exc.tokens_in, exc.tokens_out = _reported(data.get("usage"), server)
+        raise
+
+
+def _completion(data: dict[str, Any], content: bytes, server: _Server) -> Completion:
+    """Turn a 200 response's JSON object into a Completion, or say what is missing."""
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         if "error" in data:
@@ -623,6 +633,14 @@ def _parse(content: bytes, server: _Server) -> Completion:
         finish_reason=choice.get("finish_reason"),
         raw=data,
     )
+
+
+def _reported(usage: object, server: _Server) -> tuple[int, int]:
+    """Return the tokens `usage` reports, or none where it is unreadable too."""
+    try:
+        return _usage(usage, server)
+    except ProviderError:
+        return 0, 0
 
 
 def _usage(usage: object, server: _Server) -> tuple[int, int]:

@@ -167,10 +167,21 @@ def _entry(path: Path, n: int, line: str) -> dict[str, Any]:
         raise ConfigError(f"{path}:{n}: exchange without a 'completion' or an 'error'")
     if "error" in data and not isinstance(data["error"], dict):  # replayed as the error it is
         raise ConfigError(f"{path}:{n}: 'error' must be an object")
+    if "error" in data and _spent(data["error"].get("tokens", [0, 0])) is None:
+        raise ConfigError(f"{path}:{n}: 'error.tokens' must be two token counts, [in, out]")
     problem = _completion_problem(data["completion"]) if "completion" in data else None
     if problem:
         raise ConfigError(f"{path}:{n}: {problem}")
     return data
+
+
+def _spent(tokens: Any) -> tuple[int, int] | None:
+    """An error's recorded `tokens` (what an unusable answer spent), or None if not two counts."""
+    if not isinstance(tokens, list) or len(tokens) != 2:
+        return None
+    if not all(type(t) is int and t >= 0 for t in tokens):
+        return None
+    return tokens[0], tokens[1]
 
 
 def _completion_problem(data: Any) -> str | None:
@@ -477,10 +488,11 @@ class Recorder(ExchangeSource):
             completion = self._inner.complete(request, timeout=timeout)
         except ProviderError as exc:
             kind = "timeout" if isinstance(exc, ProviderTimeout) else "provider"
-            message = label.volatile.mask(str(exc))
-            self._write(
-                {**entry, "error": {"kind": kind, "message": message, "status": exc.status}}
-            )
+            error: dict[str, Any] = {"kind": kind, "message": label.volatile.mask(str(exc))}
+            error["status"] = exc.status
+            if exc.tokens_in or exc.tokens_out:  # an unusable answer's spent tokens replay too
+                error["tokens"] = [exc.tokens_in, exc.tokens_out]
+            self._write({**entry, "error": error})
             raise
         answer = each_string(completion_to_json(completion), label.volatile.mask)
         # kept so that a resumed run can say what it cost
@@ -615,7 +627,8 @@ class Replayer(ExchangeSource):
             kind = ProviderTimeout if error.get("kind") == "timeout" else ProviderError
             status = error.get("status")  # an int where the endpoint refused with one
             message = label.volatile.unmask(str(error.get("message")))
-            raise kind(message, status=status if type(status) is int else None)
+            status = status if type(status) is int else None
+            raise kind(message, status=status, tokens=_spent(error.get("tokens", [0, 0])) or (0, 0))
         return completion_from_json(each_string(entry["completion"], label.volatile.unmask))
 
     def _missing(self, label: _RunLabel, key: str, request: ChatRequest) -> str:
