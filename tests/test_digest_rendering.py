@@ -48,7 +48,7 @@ def test_cost_numbers_stay_whole_at_any_width(tiny, scripted_server, columns: in
     env = {"TINY_BASE_URL": scripted_server.url, "COLUMNS": str(columns)}
     result = tiny("invoke", "docs-finder", "how long is onboarding?", env=env)
     cost = result.stdout[result.stdout.index("cost") :]
-    assert "12345" in cost and "678" in cost and "(web_fetch)" in cost
+    assert "12345" in cost and "678" in cost and '("web_fetch")' in cost
     assert "…" not in cost
     assert max(map(len, cost.splitlines())) <= columns
 
@@ -63,6 +63,6 @@ def test_trailing_backslash_prints_once(tiny, scripted_server) -> None:
     env = {"TINY_BASE_URL": scripted_server.url, "COLUMNS": "200"}
     digest = tiny("invoke", "docs-finder", "where is the temp folder?", env=env).stdout
     assert re.search(r"│ path is C:\\temp\\ +│", digest)
-    assert "(web_fetch\\)" in digest  # the cost table's ghost, a tag after it
+    assert '("web_fetch\\")' in digest  # the cost table's ghost, a tag after it
     shown = tiny("runs", "show", "1", env={"COLUMNS": "200"}).stdout
-    assert "result of web_fetch\\ · " in shown and "\\\\ " not in shown
+    assert 'result of "web_fetch\\" · ' in shown and "\\\\ " not in shown

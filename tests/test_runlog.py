@@ -97,7 +97,7 @@ def test_runs_show_highlights_calls_and_sizes(run, scripted_server) -> None:
     run("invoke", "docs-finder", TASK, "--tool-mode", "native", "--json")
     text = run("runs", "show", "1").output
     assert "ghost call: not a tool of this card" in text
-    assert "→ call web_search" in text and "→ call docs_search" in text
+    assert '→ call "web_search"' in text and "→ call docs_search" in text
     assert "result of docs_search · ok" in text
     assert "#1 system ·" in text and "chars in all; --full shows all" in text  # long: cut
     assert "--full shows all" not in run("runs", "show", "1", "--full").output
@@ -111,7 +111,7 @@ def test_a_repeated_call_id_shows_each_calls_own_outcome(run, scripted_server) -
     )
     run("invoke", "docs-finder", TASK, "--tool-mode", "native", "--json")
     lines = run("runs", "show", "1").output.splitlines()
-    (ghost,) = [line for line in lines if "→ call web_search" in line]
+    (ghost,) = [line for line in lines if '→ call "web_search"' in line]
     (found,) = [line for line in lines if "→ call docs_search" in line]
     assert ghost.endswith("· ghost call: not a tool of this card")
     assert found.endswith("· ok")

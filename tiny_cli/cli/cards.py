@@ -19,7 +19,7 @@ from rich.console import Console
 from tiny_cli.cards_view import card_detail, card_rows
 from tiny_cli.cli import EXIT_PROBLEMS, TinyGroup
 from tiny_cli.cli.common import CardsOpt, JsonOpt, ToolsOpt, emit, settings_from, warn
-from tiny_cli.cli.render import bare, cut, shown
+from tiny_cli.cli.render import bare, cut, new_console, shown
 from tiny_cli.scaffold import STARTER_TOOLS, init_project
 from tiny_cli.text import printable
 from tiny_cli.workspace import open_workspace
@@ -114,12 +114,12 @@ def _list_table(rows: list[dict[str, Any]]) -> None:
         short = cut(row["summary"], SUMMARY_CHARS)
         cells = (row["id"], ", ".join(row["tools"]) or "—", row["side_effects"], short)
         table.add_row(*(shown(c) for c in cells))
-    Console().print(table)
+    new_console().print(table)
 
 
 def _detail(detail: dict[str, Any]) -> None:
     """Print one card; never wrapped: piped, a long line stays one line (the JSON stays JSON)."""
-    out = Console()
+    out = new_console()
     for key in ("id", "file", "summary", "tools", "side_effects", "returns_required", "first"):
         value = detail[key]
         text = ", ".join(value) if isinstance(value, list) else str(value)
@@ -142,7 +142,7 @@ def _line(out: Console, text: str) -> None:
 
 def _show_mcp(report: Any, draw: Callable[[Console, Any], None], json_out: bool) -> None:
     """Show an import's or a sync's report; exit 1 unless all is ok."""
-    emit(json_out, report.to_json(), lambda: draw(Console(), report))
+    emit(json_out, report.to_json(), lambda: draw(new_console(), report))
     if report.status != "ok":
         raise typer.Exit(EXIT_PROBLEMS)
 

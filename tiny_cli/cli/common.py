@@ -239,10 +239,10 @@ def emit(json_out: bool, document: Any, human: Callable[[], object]) -> None:
 def draw(renderer: str, *args: Any) -> None:
     """Print on stdout with `tiny_cli.cli.<renderer>` ("render.evaluation"): only output a
     person reads loads rich and the renderer, `--json` never does."""
-    from rich.console import Console
+    from tiny_cli.cli.render import new_console  # rich: only for a person, never for --json
 
     module, _, function = renderer.rpartition(".")
-    getattr(importlib.import_module(f"tiny_cli.cli.{module}"), function)(Console(), *args)
+    getattr(importlib.import_module(f"tiny_cli.cli.{module}"), function)(new_console(), *args)
 
 
 def confirm(question: str) -> bool:

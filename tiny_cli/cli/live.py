@@ -26,7 +26,18 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tiny_cli.cli.render import Col, clipped, cut, escaped, print_fitted, shown, titled
+from tiny_cli.cli.render import (
+    Col,
+    clipped,
+    cut,
+    escaped,
+    marked,
+    new_console,
+    print_fitted,
+    quoted,
+    shown,
+    titled,
+)
 from tiny_cli.events import (
     BudgetHit,
     Event,
@@ -197,7 +208,7 @@ def console(stderr: bool = False) -> Console:
     """Return the console for stdout (or stderr): under a live view, the view's own."""
     with _current_lock:
         shared = _current.console if _current is not None and stderr else None
-    return shared or Console(stderr=stderr)
+    return shared or new_console(stderr=stderr)
 
 
 # --- state: one function per event -------------------------------------------------------
@@ -275,9 +286,9 @@ def _tool_finished(state: _RunState, event: ToolFinished) -> None:
         state.rows.append(row)
     label = event.outcome or "not run (budget)"
     row.outcome = f"[{OUTCOME_STYLE.get(event.outcome, 'red')}]{label}[/]"
-    if event.outcome == "ghost":  # the name in red; the arguments stay as they were
-        name = shown(event.name)
-        row.what = row.what.replace(f"[bold]{name}[/]", f"[bold red]{name}[/]", 1)
+    if event.outcome == "ghost":  # the name in red and quoted; the arguments stay as they were
+        name = f"[bold]{shown(event.name)}[/]"
+        row.what = row.what.replace(name, f"[bold red]{quoted(event.name)}[/]", 1)
         row.what += " [red](no such tool)[/]"
     row.size = f"{len(event.result):,} chars"
     row.seconds = f"{event.seconds:.2f}"
@@ -312,7 +323,8 @@ def _panel(state: _RunState, now: float, width: int) -> Panel:
     body = Group(
         Text(state.goal, style="dim", overflow="ellipsis", no_wrap=True), _steps(state, width)
     )
-    return Panel(body, title=title, title_align="left", subtitle=_budget(state, now))
+    subtitle = marked(_budget(state, now))
+    return Panel(body, title=marked(title), title_align="left", subtitle=subtitle)
 
 
 def _steps(state: _RunState, width: int) -> Table:
@@ -392,7 +404,7 @@ def digest_panel(console: Console, d: Any) -> None:
     reason = f"[{style}]reason:[/] {shown(d.reason)}" if d.reason else ""
     # no summary (a failed run): the box holds the reason, rather than standing empty
     summary = shown(d.summary, keep="\n") if d.summary else reason or "(no summary, no reason)"
-    console.print(Panel(summary, title=title, title_align="left"))
+    console.print(Panel(summary, title=marked(title), title_align="left"))
     if d.summary and reason:
         console.print(reason)
     if d.fields:
@@ -453,10 +465,11 @@ def _cost(console: Console, c: Any) -> None:
         spent = f"cost: no model tokens reported, no tool calls · {c.wall_seconds:.2f} s"
         console.print(f"{spent} · {c.caller_tokens} caller tokens", style="dim", highlight=False)
         return
-    ghosts = str(c.ghost_calls) + (f" ({', '.join(c.ghost_names)})" if c.ghost_names else "")
+    # a ghost's name is the model's, quoted: "docs_search " is not the card's docs_search
+    names = ", ".join(map(quoted, c.ghost_names))
+    ghosts = str(c.ghost_calls) + (f" ({names})" if names else "")
     counts = [str(n) for n in (c.tokens_in, c.tokens_out, c.tool_calls)]
-    # a ghost's name is the model's: ESC, OSC 8, bidi
-    row = [*counts, shown(ghosts), f"{c.wall_seconds:.2f}", str(c.caller_tokens)]
+    row = [*counts, ghosts, f"{c.wall_seconds:.2f}", str(c.caller_tokens)]
     print_fitted(console, COST_COLUMNS, [row], lines=True, title="cost")
 
 

@@ -2,6 +2,7 @@
 
 A run's own output (its live view, the Digest, a write to approve) is drawn in `live`; the
 benches draw in `render_bench`, the run log in `render_runs`, with the tables fitted here.
+Every console tiny prints on is `new_console`'s: text prints as written, `:name:` never an emoji.
 
 Tables that fit the terminal: headers and free text fold, names are cut, numbers stay whole.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from rich.console import Console, JustifyMethod
 from rich.markup import escape
@@ -226,9 +227,28 @@ CLIPPED_CHARS = 90  # of a text `clipped` shows, unless told otherwise
 EMPTY_TAG = "[none][/none]"  # markup that styles nothing: backslashes before it are its escapes
 
 
+def new_console(stderr: bool = False, file: IO[str] | None = None) -> Console:
+    """The console tiny prints on (stdout, stderr or `file`): every console tiny makes is one."""
+    # rich turns `:one:` into an emoji, even with markup off: a write to approve would show
+    # characters the tool never receives, so text prints as written
+    return Console(stderr=stderr, file=file, emoji=False)
+
+
+def marked(markup: str) -> Text:
+    """Rich markup as a Text, `:name:` kept as written (a Panel's str title reads emoji codes)."""
+    return Text.from_markup(markup, emoji=False)
+
+
 def shown(text: str, keep: str = "") -> str:
     """Text from a model, a page or a file, safe for rich markup and for the terminal."""
     return escaped(printable(text, keep))
+
+
+def quoted(name: str) -> str:
+    """A name as markup, quoted as the Digest's notes quote it: `"docs_search "` or `""`."""
+    # printable's \uXXXX, as everywhere (repr would write \x1b); a quote in it one of those too
+    inside = printable(name).replace('"', "\\u0022")
+    return escaped(f'"{inside}"')
 
 
 def escaped(text: str) -> str:
@@ -444,4 +464,4 @@ def _natural(cells: Sequence[Cell]) -> int:
 
 
 def _text(cell: Cell) -> Text:
-    return cell if isinstance(cell, Text) else Text.from_markup(cell)
+    return cell if isinstance(cell, Text) else marked(cell)

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from tiny_cli.bench.scale_report import TERMINAL_COLUMNS, ScaleReport
 from tiny_cli.cli.live import STATUS_STYLE
-from tiny_cli.cli.render import BAR_TABLE, BAR_WIDTH, escaped, shown, titled
+from tiny_cli.cli.render import BAR_TABLE, BAR_WIDTH, escaped, quoted, shown, titled
 from tiny_cli.settings import sampling
 
 # --- the example bench ----------------------------------------------------------------------
@@ -153,8 +153,8 @@ def _bench_table(console: Console, report: Any) -> None:
         console.print(REPLAY_WALL_NOTE, style="dim", highlight=False)
     for arm, figures in report.arms.items():
         if figures.ghost_names:
-            listed = ", ".join(f"{n} x{c}" for n, c in figures.ghost_names.items())
-            console.print(f"ghost calls in {arm}: {shown(listed)}", highlight=False)
+            listed = ", ".join(f"{quoted(n)} x{c}" for n, c in figures.ghost_names.items())
+            console.print(f"ghost calls in {arm}: {listed}", highlight=False)
 
 
 def bench_markdown(report: Any) -> str:

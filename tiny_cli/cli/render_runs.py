@@ -26,6 +26,7 @@ from tiny_cli.cli.render import (
     cut,
     figure,
     print_fitted,
+    quoted,
     say_cut,
     shown,
     titled,
@@ -233,7 +234,7 @@ def _tags(role: str, content: str, answered: Iterator[Mapping[str, Any]]) -> str
         call = next(answered, None)
         if call is None:
             return " · tool result"
-        return f" · result of {shown(str(call.get('name')))} · {_outcome(call.get('outcome'))}"
+        return f" · result of {_name(call)} · {_outcome(call.get('outcome'))}"
     if role == "user" and content.startswith(REPAIR_MARK):
         return " · [bold yellow]repair request[/]"
     return ""
@@ -247,8 +248,9 @@ def _native_call(
     called = call.get("id")
     same_id = by_id.get(called, []) if isinstance(called, str) else []
     outcome = _mapping(same_id.pop(0) if same_id else None).get("outcome")
-    text = f"{function.get('name')} {cut(_arguments(call), ARGUMENT_CHARS)}"
-    console.print(f"  → call {shown(text)} · {_outcome(outcome)}", highlight=False)
+    name = _name({"name": function.get("name"), "outcome": outcome})
+    arguments = shown(cut(_arguments(call), ARGUMENT_CHARS))
+    console.print(f"  → call {name} {arguments} · {_outcome(outcome)}", highlight=False)
 
 
 def _calls(console: Console, calls: Sequence[Mapping[str, Any]]) -> None:
@@ -258,7 +260,7 @@ def _calls(console: Console, calls: Sequence[Mapping[str, Any]]) -> None:
     columns = ("#", "tool", "outcome", "s", "result chars", "arguments")
     table = titled("tool calls", columns, {"#", "s", "result chars"})
     for i, c in enumerate(calls, 1):
-        name = shown(str(c.get("name")))
+        name = _name(c)
         table.add_row(
             str(i),
             f"[bold red]{name}[/]" if c.get("outcome") == "ghost" else name,
@@ -268,6 +270,12 @@ def _calls(console: Console, calls: Sequence[Mapping[str, Any]]) -> None:
             shown(cut(str(c.get("arguments") or ""), ARGUMENT_CHARS)),
         )
     console.print(table)
+
+
+def _name(call: Mapping[str, Any]) -> str:
+    """A call's tool name as markup; a ghost's quoted ("docs_search ", ""): not the card's."""
+    name = str(call.get("name"))
+    return quoted(name) if call.get("outcome") == "ghost" else shown(name)
 
 
 def _content(value: Any) -> str:

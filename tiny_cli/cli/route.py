@@ -145,10 +145,11 @@ def index_progress(stream: TextIO | None = None) -> Iterator[Callable[[int, int]
     if not stream.isatty():
         yield None
         return
-    from rich.console import Console
     from rich.progress import Progress, TaskID
 
-    with Progress(console=Console(file=stream), transient=True) as bar:
+    from tiny_cli.cli.render import new_console
+
+    with Progress(console=new_console(file=stream), transient=True) as bar:
         task: list[TaskID] = []
 
         def update(done: int, total: int) -> None:

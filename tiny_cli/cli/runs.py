@@ -222,7 +222,8 @@ def runs_export(
     with _run_log() as log:
         count = log.export(RunQuery(card, since=_since(since), limit=None), out, sys.stdout)
     if out is not None:
-        typer.echo(f"{count} run(s) written to {out}", err=True)
+        # the name is the user's: an ESC or a bidi override in it must not reach the terminal
+        typer.echo(f"{count} run(s) written to {printable(str(out))}", err=True)
 
 
 def _matching(query: RunQuery) -> str | None:
