@@ -290,17 +290,26 @@ def _tracing(
 ) -> Tracing | None:
     """Start tracing (closed, and exported, when the session ends); without the SDK, warn.
 
-    The OTEL_* variables are checked here, as the SDK will read them: only where tracing is on."""
-    check_tracing(settings.tracing, os.environ)
+    The OTEL_* variables are checked here, as the SDK will read them: only where tracing is on
+    and the SDK is there to read them."""
+    say = warn or _to_stderr
     try:  # the module imports the SDK: only when tracing is on
         from tiny_cli.telemetry import open_tracing
-
-        tracing = open_tracing(settings, scrub)
     except ImportError:
-        message = "tracing is on but OpenTelemetry is not installed: pip install 'tiny-cli[otel]'"
-        (warn or _to_stderr)(message)
+        say("tracing is on but OpenTelemetry is not installed: pip install 'tiny-cli[otel]'")
         return None
-    stack.callback(tracing.close)
+    except ValueError:  # the SDK reads a span limit as it loads: the check names the variable
+        check_tracing(settings.tracing, os.environ)
+        raise
+    check_tracing(settings.tracing, os.environ)
+    tracing = open_tracing(settings, scrub)
+
+    def close() -> None:
+        if not tracing.close():
+            unsent = "spans not sent by then are lost"
+            say(f"tracing: stopped waiting for the span export after {tracing.wait:g}s; {unsent}")
+
+    stack.callback(close)
     return tracing
 
 

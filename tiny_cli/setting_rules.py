@@ -279,11 +279,24 @@ BATCHING = {
     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": ("spans", 1),
 }
 BATCH_DEFAULTS = {"OTEL_BSP_MAX_QUEUE_SIZE": 2048, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 512}
+# the span limits the SDK's TracerProvider reads with int(), blank as unset: anything else
+# that is no whole number 0 or more it raises on, before any run
+SPAN_LIMITS = (
+    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+    "OTEL_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+    "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_SPAN_EVENT_COUNT_LIMIT",
+    "OTEL_SPAN_LINK_COUNT_LIMIT",
+    "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT",
+)
 
 
 def check_tracing(exporters: Iterable[str], env: Mapping[str, str]) -> None:
     """Refuse what tracing cannot follow (an exporter tiny does not ship, another protocol, a
-    batching or headers value the SDK would choke on), in one ConfigError naming the variable.
+    batching, span limit or headers value the SDK would choke on), in one ConfigError naming
+    the variable.
 
     `env` is what the SDK reads (os.environ); only a command that traces asks."""
     exporters = tuple(exporters)
@@ -294,6 +307,15 @@ def check_tracing(exporters: Iterable[str], env: Mapping[str, str]) -> None:
                 "(none turns tracing off)",
                 field="OTEL_TRACES_EXPORTER",
             )
+    for var in SPAN_LIMITS:
+        value = env.get(var, "").strip()
+        try:
+            bad = bool(value) and int(value) < 0
+        except ValueError:
+            bad = True
+        if bad:
+            said = named_value(var, value)
+            raise ConfigError(f"{said}: give a whole number, 0 or more", field=var)
     _check_batching(env)
     if "otlp" in exporters:
         _check_otlp(env)

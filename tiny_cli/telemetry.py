@@ -20,6 +20,8 @@ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true, and then through the on
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import sys
 import time
@@ -30,7 +32,6 @@ from urllib.parse import urlsplit
 
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.propagate import extract
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -40,9 +41,12 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
 )
 from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer, set_span_in_context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from tiny_cli._version import __version__
+from tiny_cli.deadline import call_within
 from tiny_cli.digest import Digest
+from tiny_cli.errors import DeadlineExceeded
 from tiny_cli.events import (
     Aborted,
     ArtifactKept,
@@ -62,6 +66,7 @@ from tiny_cli.events import (
     TurnStarted,
 )
 from tiny_cli.secrets import Scrubber
+from tiny_cli.setting_rules import OTLP_TIMEOUTS
 from tiny_cli.settings import Settings
 
 __all__ = ["SCHEMA_URL", "Tracing", "open_tracing"]
@@ -79,8 +84,12 @@ ABORTED = "aborted"  # error.type of a run an error ended (Aborted)
 ABORTED_UNSAID = "an error ended the run (its message is on spans only with content capture on)"
 FAILED = "failed"  # error.type of a failed run whose reason is a message, not a label
 # a reason that is a label (`ghost_calls`, `schema`, `rate_limited`): error.type as it is;
-# anything else (a server's error message, which may quote anything) is only the status
+# anything else (a server's error message, which may quote the task) is only the status, and
+# with capture off not even that: a failed run's reason is this line
 _LABEL = re.compile(r"[a-z][a-z0-9_]{0,39}")
+FAILED_UNSAID = "the run failed (its message is on spans only with content capture on)"
+TRACE_CONTEXT = TraceContextTextMapPropagator()  # a host's trace: W3C, whatever OTEL_PROPAGATORS
+DEFAULT_WAIT = 10.0  # seconds: the OTLP exporter's default timeout
 DEFAULT_PORTS = {"http": 80, "https": 443}  # server.port of a base URL that names none
 
 OPERATION = "gen_ai.operation.name"
@@ -111,19 +120,36 @@ def open_tracing(
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     out = stream or sys.stderr
-    for name in settings.tracing if exporter is None else ():
+    # console first: the shutdown goes processor by processor, and a collector may hold it
+    for name in sorted(settings.tracing) if exporter is None else ():
         made = ConsoleSpanExporter(out=out) if name == "console" else OTLPSpanExporter()
         provider.add_span_processor(BatchSpanProcessor(made))
-    return Tracing(provider, scrub, settings.base_url, settings.trace_content)
+    wait = _export_timeout(os.environ)
+    return Tracing(provider, scrub, settings.base_url, settings.trace_content, wait)
+
+
+def _export_timeout(env: Mapping[str, str]) -> float:
+    """The OTLP exporter's timeout in seconds, as it reads it (the traces-specific one wins)."""
+    value = next((env[v] for v in OTLP_TIMEOUTS if env.get(v)), "")
+    try:
+        seconds = float(value)  # checked where the OTLP exporter is on; not for console alone
+    except ValueError:
+        return DEFAULT_WAIT
+    return seconds if 0 < seconds < math.inf else DEFAULT_WAIT
 
 
 class Tracing:
     """The tracer of one command: an observer per run, a span over many (the bench), the flush."""
 
     def __init__(
-        self, provider: TracerProvider, scrub: Scrubber, base_url: str, content: bool
+        self,
+        provider: TracerProvider,
+        scrub: Scrubber,
+        base_url: str,
+        content: bool,
+        wait: float = DEFAULT_WAIT,
     ) -> None:
-        self.provider = provider
+        self.provider, self.wait = provider, wait  # wait: seconds the export at close may take
         self.tracer: Tracer = provider.get_tracer("tiny_cli", __version__, schema_url=SCHEMA_URL)
         self.scrub, self.content = scrub, content
         url = urlsplit(base_url)  # settings checked it: no credentials in it
@@ -138,7 +164,7 @@ class Tracing:
         """Return the observer of run `run`, under the W3C trace context in `carrier` if any."""
         parent = self.parent
         if carrier and carrier.get("traceparent"):
-            parent = extract(dict(carrier))
+            parent = TRACE_CONTEXT.extract(dict(carrier))
         traced = _RunTrace(self, run, parent)
         self._runs.add(traced)
         return traced
@@ -158,11 +184,18 @@ class Tracing:
             self.parent = outer
             span.end()
 
-    def close(self) -> None:
-        """End what is still open (a run cut short) with an error; export every span left."""
+    def close(self) -> bool:
+        """End what is still open (a run cut short) with an error; export every span left,
+        waiting at most `wait` seconds; return whether the export finished in that time."""
         for run in list(self._runs):
             run.abandon()
-        self.provider.shutdown()
+        # the SDK's shutdown sends the queue batch by batch, each up to the exporter's
+        # timeout: a down or slow collector would hold the exit that many times over
+        try:
+            call_within(self.wait, self.provider.shutdown, "tiny-trace-export")
+        except DeadlineExceeded:
+            return False
+        return True
 
 
 class _RunTrace:
@@ -280,7 +313,7 @@ class _RunTrace:
             self.agent = self._start(name, self.parent, attributes)
         self._end_agent(e.digest)
         if self.task is not None:
-            _close(self.task, e.digest, self.text)
+            _close(self.task, e.digest, self.reason(e.digest))
             self.task = None
         self.t._runs.discard(self)
 
@@ -305,13 +338,20 @@ class _RunTrace:
         for span in (self.tool, self.chat):  # left open by an error, e.g. a provider's
             if span is not None:
                 if digest is not None:
-                    _failed_as(span, digest, self.text)
+                    _failed_as(span, digest, self.reason(digest))
                 span.end()
         if self.agent is not None and digest is not None:
-            _close(self.agent, digest, self.text)
+            _close(self.agent, digest, self.reason(digest))
         elif self.agent is not None:
             self.agent.end()
         self.tool = self.chat = self.agent = None
+
+    def reason(self, digest: Digest) -> str:
+        """The Digest's reason as a span carries it: a failed run's message (a server's, which
+        may quote the task) only with content capture on."""
+        reason = digest.reason or ""
+        hidden = digest.status == "failed" and not self.t.content and not _LABEL.fullmatch(reason)
+        return FAILED_UNSAID if reason and hidden else self.text(reason)
 
     def _under(self, span: Span) -> Context:
         return set_span_in_context(span, self.parent)
@@ -352,8 +392,9 @@ def _agent_attributes(e: RunStarted) -> dict[str, Any]:
     }
 
 
-def _close(span: Span, digest: Digest, text: Callable[[str], str]) -> None:
-    """End a span with the Digest's status, reason and cost; `failed` is an error."""
+def _close(span: Span, digest: Digest, reason: str) -> None:
+    """End a span with the Digest's status, reason (as spans carry it) and cost; `failed` is
+    an error."""
     span.set_attributes(
         {
             "tiny.digest.status": digest.status,
@@ -363,20 +404,20 @@ def _close(span: Span, digest: Digest, text: Callable[[str], str]) -> None:
             "tiny.cost.ghost_calls": digest.cost.ghost_calls,
         }
     )
-    if digest.reason:
-        span.set_attribute("tiny.digest.reason", text(digest.reason))
+    if reason:
+        span.set_attribute("tiny.digest.reason", reason)
     if digest.routing is not None and digest.routing.rerouted_from:
         span.set_attribute("tiny.routing.rerouted_from", digest.routing.rerouted_from)
-    _failed_as(span, digest, text)
+    _failed_as(span, digest, reason)
     span.end()
 
 
-def _failed_as(span: Span, digest: Digest, text: Callable[[str], str]) -> None:
-    """Set the error status on `span` when the Digest says the run failed."""
+def _failed_as(span: Span, digest: Digest, reason: str) -> None:
+    """Set the error status on `span`, described by `reason` (as spans carry it), when the
+    Digest says the run failed."""
     if digest.status == "failed":
-        reason = digest.reason or ""
-        label = _LABEL.fullmatch(reason) and text(reason) == reason
-        _failed(span, reason if label else FAILED, text(reason))
+        label = reason == digest.reason and _LABEL.fullmatch(reason)
+        _failed(span, reason if label else FAILED, reason)
 
 
 def _failed(span: Span, kind: str, description: str) -> None:
