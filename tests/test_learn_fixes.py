@@ -18,9 +18,14 @@ from typer.testing import Result
 from tiny_cli.digest import Digest, Routing
 from tiny_cli.errors import ProviderError
 from tiny_cli.events import Finished
-from tiny_cli.example_writer import MAX_EXAMPLE_CHARS, generate, parse_examples
+from tiny_cli.example_writer import generate, parse_examples
 from tiny_cli.provider.client import OpenAIProvider
-from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, load_learned
+from tiny_cli.routing.examples_file import (
+    LEARNED_FILENAME,
+    MAX_GENERATED_CHARS,
+    check_learned,
+    load_learned,
+)
 from tiny_cli.runs import RunLog
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, http_error, reply
@@ -219,11 +224,11 @@ def test_the_list_after_a_bracket_in_prose_is_read() -> None:
 
 
 def test_a_list_of_only_unusable_requests_says_so(go, scripted_server) -> None:
-    unusable = json.dumps(["", "  ", "x" * (MAX_EXAMPLE_CHARS + 1)])
+    unusable = json.dumps(["", "  ", "x" * (MAX_GENERATED_CHARS + 1)])
     _script(scripted_server, {"web-reader": [unusable, unusable]})
     result = go("learn", "--generate", "--card", "web-reader")
     assert result.exit_code == 1, result.output
     assert (
         "failed web-reader: the answer's list held 3 string(s), each empty or over "
-        f"{MAX_EXAMPLE_CHARS} characters" in result.stdout
+        f"{MAX_GENERATED_CHARS} characters" in result.stdout
     )

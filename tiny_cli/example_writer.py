@@ -46,10 +46,13 @@ from tiny_cli.provider.client import (
 )
 from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
+    MAX_GENERATED_CHARS,
     UNCHECKED,
+    Learned,
     Lesson,
     carry_generated,
     load_learned,
+    usable_generated,
     write_learned,
 )
 from tiny_cli.routing.factory import build_router, learned_folder
@@ -57,7 +60,6 @@ from tiny_cli.routing.tooltexts import card_tools, gathered
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings, model_for
 from tiny_cli.teach import LearnReport, learn
-from tiny_cli.text import half_pair
 from tiny_cli.userfiles import check_writable, locked
 from tiny_cli.workspace import open_workspace
 
@@ -73,7 +75,6 @@ TOKENS_SLACK = 64  # the list's brackets, and a model that writes a word too man
 TRIES = 2  # a bad answer is asked again once
 GENERATE_TIMEOUT = 120.0  # seconds for one card's answer
 MAX_DESCRIPTION_CHARS = 300  # of one tool's description in the prompt
-MAX_EXAMPLE_CHARS = 300  # a longer "request" is not one a user types
 # prose before the list may hold a `[` of its own; each is decoded from, so a few, not all
 MAX_LIST_STARTS = 16
 NOT_A_LIST = "the answer was not a JSON list of strings"
@@ -280,11 +281,12 @@ def _strings_listed(text: str | None) -> list[str] | None:
 
 
 def _usable(strings: list[str] | None) -> list[str]:
-    """The strings that are requests a user types: spaces made single, none empty or long,
+    """The strings that are requests a user types: spaces made single, none empty, without a
+    letter or digit (`tiny route` refuses it, and so would every reader of the file) or long,
     none holding half of a UTF-16 pair (`"\\ud800"`: JSON's syntax allows it, no file can hold
     it, as userfiles refuses it in a file it reads)."""
     found = [" ".join(x.split()) for x in strings or ()]
-    return [x for x in found if x and len(x) <= MAX_EXAMPLE_CHARS and not half_pair(x)]
+    return [x for x in found if usable_generated(x)]
 
 
 def _unusable(strings: list[str] | None) -> str:
@@ -293,7 +295,8 @@ def _unusable(strings: list[str] | None) -> str:
         return NOT_A_LIST
     return (
         f"the answer's list held {len(strings)} string(s), each empty or over "
-        f"{MAX_EXAMPLE_CHARS} characters, or holding half of a UTF-16 pair"
+        f"{MAX_GENERATED_CHARS} characters, or holding half of a UTF-16 pair, or with no letter "
+        "or digit"
     )
 
 
@@ -409,20 +412,33 @@ def _drop_overlaps(
     """Drop generated examples that `tiny validate` would name (closer to another card), and
     take the unchecked mark off every card's key."""
     cards = list(open_workspace(settings, transport).cards.values())
+    dropped: Counter[str] = Counter()
     with locked(folder / LEARNED_FILENAME):
         learned = load_learned(folder)
-        router = build_router(settings, cards, learned=learned, transport=transport,
-                              keep_state=False)  # fmt: skip
-        bad = {
-            (o.agent_id, o.text)
-            for o in router.overlaps()
-            if o.kind == "generated" and o.text in learned.generated.get(o.agent_id, ())
-        }
         keys = {c: k.removesuffix(UNCHECKED) for c, k in learned.generation.items()}
-        if bad or keys != learned.generation:
-            kept = {c: [t for t in ts if (c, t) not in bad] for c, ts in learned.generated.items()}
-            write_learned(replace(learned, generation=keys).keeping_generated(kept))
-    return Counter(card for card, _ in bad)
+        kept = replace(learned, generation=keys)
+        # dropping some moves their card's group: others may sit closer elsewhere now, so
+        # again until none does (each round drops one at least: it ends)
+        while bad := _overlapping(settings, cards, kept, transport):
+            dropped.update(card for card, _ in bad)
+            made = {c: [t for t in ts if (c, t) not in bad] for c, ts in kept.generated.items()}
+            kept = kept.keeping_generated(made)
+        if kept != learned:
+            write_learned(kept)
+    return dropped
+
+
+def _overlapping(
+    settings: Settings, cards: list[Card], learned: Learned, transport: httpx.BaseTransport | None
+) -> set[tuple[str, str]]:
+    """The generated examples (card, task) closer to another card than to their own."""
+    router = build_router(settings, cards, learned=learned, transport=transport,
+                          keep_state=False)  # fmt: skip
+    return {
+        (o.agent_id, o.text)
+        for o in router.overlaps()
+        if o.kind == "generated" and o.text in learned.generated.get(o.agent_id, ())
+    }
 
 
 def _said(outcome: CardGeneration) -> str:

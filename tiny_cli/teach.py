@@ -37,6 +37,7 @@ from tiny_cli.routing.examples_file import (
     Learned,
     Lesson,
     carry_generated,
+    check_size,
     load_learned,
     load_lesson,
     merge,
@@ -103,7 +104,8 @@ def learn(
     generated lines too); rewrite learned.jsonl if it changed.
 
     Every task is scrubbed of secrets first: the file is meant to be committed. ConfigError,
-    writing nothing, for a task that is another card's own example.
+    writing nothing, for a task that is another card's own example, and for a file larger
+    than its readers read.
     """
     ws = open_workspace(settings, transport)
     cards = list(ws.cards.values())
@@ -119,6 +121,7 @@ def learn(
         learned, carried = carry_generated(merged.learned, lesson, cards)
         embedder = embedder_for(settings, transport)
         learned, dropped = _capped(learned, embedder, settings.cache_dir)
+        check_size(learned)  # a file every reader would refuse is not written: said now
         texts = gathered(settings)  # the folds read the tools the real router reads
         derived = derive_threshold(cards, learned, embedder, settings.cache_dir, tool_texts=texts)
         learned = replace(learned, threshold=derived, damaged_header=False)

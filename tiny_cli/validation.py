@@ -17,6 +17,7 @@ from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, line_of_example
 from tiny_cli.routing.factory import build_router, learned_file, learned_folder, stale_threshold
 from tiny_cli.routing.router import Overlap, Router
+from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original
 from tiny_cli.workspace import known_tools
@@ -188,7 +189,8 @@ def routing_warnings(
     by_id = {card.id: card for card in cards}
     learned = learned_file(settings)
     overlaps = router.overlaps()
-    problems = [_overlap_problem(by_id[o.agent_id], o, learned) for o in overlaps]
+    scrub = scrubber(settings.api_key).text  # the router read the file scrubbed of secrets
+    problems = [_overlap_problem(by_id[o.agent_id], o, learned, scrub) for o in overlaps]
     stale = _stale(settings, cards, router, learned)
     return stale + (problems if detail else _grouped(by_id, overlaps, problems))
 
@@ -248,7 +250,9 @@ def _plural(kind: str, n: int) -> str:
     return kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
 
 
-def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
+def _overlap_problem(
+    card: Card, overlap: Overlap, learned: Path, scrub: Callable[[str], str]
+) -> Problem:
     kind = _kind(card, overlap)
     taught = kind in ("learned example", "generated example")  # a line of learned.jsonl
     message = (
@@ -258,9 +262,8 @@ def _overlap_problem(card: Card, overlap: Overlap, learned: Path) -> Problem:
            else "reword it, or move it there")
     )  # fmt: skip
     if taught:  # the line of learned.jsonl that holds it
-        return Problem(
-            str(learned), line_of_example(learned, card.id, overlap.text), "routing", message
-        )
+        line = line_of_example(learned, card.id, overlap.text, scrub)
+        return Problem(str(learned), line, "routing", message)
     file = str(card.path) if card.path else card.id
     return Problem(file, text_line(card.path, overlap.kind, overlap.text), "routing", message)
 

@@ -171,10 +171,15 @@ def generated_lines(outcome: Generated) -> list[str]:
     ]
     lines += [f"  failed {printable(c.card)}: {printable(c.problem)}" for c in outcome.cards
               if c.status == "failed"]  # fmt: skip
+    # as `tiny delegate` says it: a server that reports no usage is not one that cost nothing
+    tokens = (
+        f"{outcome.tokens_in} tokens in, {outcome.tokens_out} out"
+        if outcome.tokens_in or outcome.tokens_out
+        else "no model tokens reported"
+    )
     lines.append(
         f"  cost: {outcome.card_requests} card request(s) (the provider's retries not counted) "
-        f"to {printable(outcome.model)} at temperature "
-        f"{outcome.temperature:g}, {outcome.tokens_in} tokens in, {outcome.tokens_out} out, "
+        f"to {printable(outcome.model)} at temperature {outcome.temperature:g}, {tokens}, "
         f"{outcome.seconds:.1f} s"
     )
     if outcome.report is not None:

@@ -20,7 +20,8 @@ import hashlib
 import json
 import math
 import unicodedata
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from itertools import chain
 from pathlib import Path
@@ -29,12 +30,14 @@ from typing import Any
 from tiny_cli.cards.card import Card, Problem
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
-from tiny_cli.text import check_task, printable
+from tiny_cli.text import check_task, half_pair, printable
 from tiny_cli.userfiles import jsonl_line, jsonl_lines, load_json, read_text, write_text
 
 __all__ = [
     "LEARNED_FILENAME",
     "MAX_EXAMPLES_PER_CARD",
+    "MAX_GENERATED_CHARS",
+    "MAX_LEARNED_BYTES",
     "MAX_OUT_OF_SCOPE",
     "UNCHECKED",
     "DerivedThreshold",
@@ -43,6 +46,7 @@ __all__ = [
     "Merge",
     "carry_generated",
     "check_learned",
+    "check_size",
     "line_of_example",
     "load_learned",
     "load_lesson",
@@ -50,6 +54,7 @@ __all__ = [
     "normalise",
     "own_examples",
     "unknown_card",
+    "usable_generated",
     "with_learned",
     "write_learned",
 ]
@@ -59,6 +64,7 @@ __all__ = [
 MAX_EXAMPLES_PER_CARD = 100
 MAX_OUT_OF_SCOPE = 1000
 MAX_LEARNED_BYTES = 16 * 1024 * 1024  # 200 cards x 100 examples is ~2 MB
+MAX_GENERATED_CHARS = 300  # a longer "request" is not one a user types
 LEARNED_FILENAME = "learned.jsonl"  # in the cards folder; not a card (cards are YAML)
 HEADER_KIND = "tiny learned routing examples"
 # hashed with a file's generated examples: they are read as one group (tiny_cli.routing.space),
@@ -265,10 +271,7 @@ def merge(
     # the counts are of the file's net change: a task relabelled and back again is known
     known_ids = {card.id for card in cards}
     labelled = list(labelled)
-    before: dict[str, tuple[str, str | None]] = {
-        normalise(t): (t, owner) for owner, ts in learned.examples.items() for t in ts
-    }
-    before.update((normalise(t), (t, None)) for t in learned.out_of_scope)
+    before, again = _by_task(learned)
     place = dict(before)
     for task, card in labelled:
         if card is not None and card not in known_ids:
@@ -282,14 +285,32 @@ def merge(
             place[key] = was
     added = len(place) - len(before)
     moved = sum(place[key][1] != was[1] for key, was in before.items())
-    return Merge(_rebuild(learned, place.values()), added, moved, len(labelled) - added - moved)
+    # a second line of a task (a hand edit) stays as written, under the task's label now
+    kept = [*place.values(), *((task, place[normalise(task)][1]) for task in again)]
+    return Merge(_rebuild(learned, kept), added, moved, len(labelled) - added - moved)
+
+
+def _by_task(learned: Learned) -> tuple[dict[str, tuple[str, str | None]], list[str]]:
+    """The file's first line of each task (normalised) with its label, and the later lines'
+    tasks: a task taught twice under one label (`tiny validate`'s `taught twice`)."""
+    every: list[tuple[str, str | None]] = [(t, c) for c, ts in learned.examples.items() for t in ts]
+    every += [(t, None) for t in learned.out_of_scope]
+    first: dict[str, tuple[str, str | None]] = {}
+    again: list[str] = []
+    for task, card in every:
+        key = normalise(task)
+        if key in first:
+            again.append(task)
+        else:
+            first[key] = (task, card)
+    return first, again
 
 
 def carry_generated(learned: Learned, lesson: Lesson, cards: Sequence[Card]) -> tuple[Learned, int]:
     """Put `lesson`'s generated lines in as generated (a learned FILE's, or a card's answer to
     `--generate`), each card's replacing the card's own, less a copy of a taught, out-of-scope
-    or card's own example, or of another card's generated one. Return the file and how many
-    lines were kept."""
+    or card's own example, or of another card's generated one, and less a line `--generate`
+    would not write (`usable_generated`). Return the file and how many lines were kept."""
     known = {card.id for card in cards}
     for card in lesson.generated:
         if card not in known:  # no path: `unknown_card` finds FILE's line
@@ -301,7 +322,7 @@ def carry_generated(learned: Learned, lesson: Lesson, cards: Sequence[Card]) -> 
     for card, tasks in lesson.generated.items():
         kept: dict[str, str] = {}
         for task in tasks:
-            if normalise(task) not in taken:
+            if normalise(task) not in taken and usable_generated(task):
                 kept.setdefault(normalise(task), task)
         taken |= set(kept)  # a later card's copy goes: `tiny validate` flags a task twice
         made[card] = tuple(kept.values())
@@ -310,6 +331,17 @@ def carry_generated(learned: Learned, lesson: Lesson, cards: Sequence[Card]) -> 
     # none kept: no line, as `--generate` leaves a card whose every one was dropped
     carried = sum(len(made[card]) for card in lesson.generated)
     return replace(learned, generation=keys).keeping_generated(made), carried
+
+
+def usable_generated(task: str) -> bool:
+    """Tell whether `task` is a request a model may write as a generated example: one `tiny
+    route` takes (a letter or digit), at most MAX_GENERATED_CHARS, no half of a UTF-16 pair
+    (JSON allows `"\\ud800"`; no file can hold it)."""
+    try:
+        check_task(task)
+    except ConfigError:
+        return False
+    return len(task) <= MAX_GENERATED_CHARS and not half_pair(task)
 
 
 def own_examples(cards: Sequence[Card]) -> dict[str, str]:
@@ -337,19 +369,37 @@ def _learned_card(card: Card, learned: Learned) -> Card:
 
 
 def write_learned(learned: Learned) -> None:
-    """Write the file atomically (a temporary file beside it, then a rename); never a link."""
-    write_text(learned.path, learned._lines())
+    """Write the file atomically (a temporary file beside it, then a rename); never a link.
+    ConfigError, writing nothing, for a file larger than its readers read."""
+    text = learned._lines()
+    _refuse_too_large(learned.path, text)
+    write_text(learned.path, text)
+
+
+def check_size(learned: Learned) -> None:
+    """ConfigError when the file of `learned` (its header aside) would be larger than its
+    readers read: checked before deriving a threshold, which embeds every example."""
+    _refuse_too_large(learned.path, learned._lines(header=False))
 
 
 def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
-    """Check `folder`'s learned.jsonl: readable, known cards, no task taught twice."""
+    """Check `folder`'s learned.jsonl: readable, known cards, no task taught twice; every bad
+    line's problem, in line order."""
     path = folder / LEARNED_FILENAME
     if not path.is_file():
         return []
-    try:
-        _, labelled = _read(path)  # a damaged threshold is stale, as an edited one is: no problem
+    unread: list[ConfigError] = []
+    try:  # a damaged threshold is stale, as an edited one is: no problem
+        _, labelled = _read(path, problems=unread)
     except ConfigError as exc:
         return [_problem(path, exc)]
+    problems = [_problem(path, exc) for exc in unread] + _labels_checked(path, labelled, cards)
+    return sorted(problems, key=lambda p: p.line or 0)
+
+
+def _labels_checked(path: Path, labelled: Sequence[_Line], cards: Sequence[Card]) -> list[Problem]:
+    """The problems of the lines read: an unknown card, another card's own example, a task
+    taught twice."""
     known = {card.id for card in cards}
     own = own_examples(cards)
     problems: list[Problem] = []
@@ -411,12 +461,15 @@ def _rebuild(learned: Learned, placed: Iterable[tuple[str, str | None]]) -> Lear
     return replace(learned, examples=examples, out_of_scope=out).keeping_generated(made)
 
 
-def line_of_example(path: Path, card: str, task: str) -> int | None:
-    """Return the line of `path` that teaches or generated `task` for `card` (None: none, or
-    the file cannot be read; `check_learned` reports that)."""
+def line_of_example(
+    path: Path, card: str, task: str, scrub: Callable[[str], str] = str
+) -> int | None:
+    """Return the line of `path` that teaches or generated `task` for `card`, as the router
+    read it (`scrub`bed of secrets); None: none, or the file cannot be read (`check_learned`
+    reports that)."""
     for n, row in _rows_if_readable(path):
         said = row.get("task")  # read as the router reads it: blanks around it are no part
-        if row.get("card") == card and isinstance(said, str) and said.strip() == task:
+        if row.get("card") == card and isinstance(said, str) and scrub(said.strip()) == task:
             return n
     return None
 
@@ -429,6 +482,19 @@ def unknown_card(path: Path, card_ids: Collection[str]) -> ConfigError | None:
         if isinstance(card, str) and card not in card_ids and row.get("kind") != HEADER_KIND:
             return _at(path, number, f"card: no card {card!r} in the cards folder")
     return None
+
+
+def _refuse_too_large(path: Path, text: str) -> None:
+    """ConfigError when `text` is past MAX_LEARNED_BYTES: every reader of `path` would refuse
+    it (`larger than 16 MiB; not read`), `tiny learn --prune-generated` too."""
+    size = len(text.encode())
+    if size > MAX_LEARNED_BYTES:
+        raise ConfigError(
+            f"{path}: would be {size:,} bytes, past the {MAX_LEARNED_BYTES:,} "
+            f"({MAX_LEARNED_BYTES // 2**20} MiB) tiny reads; nothing written (teach fewer or "
+            "shorter tasks, or prune generated ones: `tiny learn --prune-generated`)",
+            path=path,
+        )
 
 
 def _scrubbed(scrub: Scrubber, by_card: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
@@ -451,10 +517,13 @@ def _rows_if_readable(path: Path) -> list[tuple[int, dict[str, Any]]]:
         return []
 
 
-def _read(path: Path, strict: bool = True) -> tuple[dict, list[_Line]]:
+def _read(
+    path: Path, strict: bool = True, problems: list[ConfigError] | None = None
+) -> tuple[dict, list[_Line]]:
     """Read `path`: its header ({} if none) and its lines; ConfigError for a newer version and,
-    `strict` (the learned file, which tiny rewrites), for a field tiny does not know."""
-    rows = _read_rows(path)
+    `strict` (the learned file, which tiny rewrites), for a field tiny does not know. Given
+    `problems`, a bad line's error goes there and the other lines are read."""
+    rows = _read_rows(path, problems)
     has_header = bool(rows) and rows[0][1].get("kind") == HEADER_KIND
     number, header = rows.pop(0) if has_header else (0, {})
     version = header.get("version")
@@ -464,29 +533,48 @@ def _read(path: Path, strict: bool = True) -> tuple[dict, list[_Line]]:
             path=path,
         )
     if strict and has_header:
-        _known(path, number, header, HEADER_FIELDS)
-    return header, _checked(path, rows, strict)
+        with _noted(problems):
+            _known(path, number, header, HEADER_FIELDS)
+    return header, _checked(path, rows, strict, problems)
 
 
-def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+@contextmanager
+def _noted(problems: list[ConfigError] | None) -> Iterator[None]:
+    """Put a ConfigError raised inside into `problems` and go on; without a list, raise it."""
+    try:
+        yield
+    except ConfigError as exc:
+        if problems is None:
+            raise
+        problems.append(exc)
+
+
+def _read_rows(
+    path: Path, problems: list[ConfigError] | None = None
+) -> list[tuple[int, dict[str, Any]]]:
     # bounded for pipes and devices too (`tiny learn /dev/zero`); lines split on "\n" only
     text = read_text(path, MAX_LEARNED_BYTES)
     rows = []
     for number, line in enumerate(jsonl_lines(text), 1):
-        if not line.strip():
-            continue
-        try:
-            row = load_json(line, f"{path}:{number}")
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{number}: not JSON: {exc.msg}", path=path) from None
-        except (ValueError, RecursionError):  # a 5,000-digit number, or nesting too deep
-            raise ConfigError(f"{path}:{number}: not JSON tiny can read", path=path) from None
-        if not isinstance(row, dict):
-            raise ConfigError(
-                f'{path}:{number}: expected an object like {{"task": ..., "card": ...}}', path=path
-            )
-        rows.append((number, row))
+        if line.strip():
+            with _noted(problems):
+                rows.append((number, _row(path, number, line)))
     return rows
+
+
+def _row(path: Path, number: int, line: str) -> dict[str, Any]:
+    """Line `number` of `path` read as a JSON object; ConfigError naming the line if not."""
+    try:
+        row = load_json(line, f"{path}:{number}")
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{number}: not JSON: {exc.msg}", path=path) from None
+    except (ValueError, RecursionError):  # a 5,000-digit number, or nesting too deep
+        raise ConfigError(f"{path}:{number}: not JSON tiny can read", path=path) from None
+    if not isinstance(row, dict):
+        raise ConfigError(
+            f'{path}:{number}: expected an object like {{"task": ..., "card": ...}}', path=path
+        )
+    return row
 
 
 _Line = tuple[int, str, str | None, str | None]  # number, task, card, a generated line's key
@@ -494,25 +582,36 @@ _Taught = tuple[int, str, str | None]  # number, task, card
 
 
 def _checked(
-    path: Path, rows: list[tuple[int, dict[str, Any]]], strict: bool = True
+    path: Path,
+    rows: list[tuple[int, dict[str, Any]]],
+    strict: bool = True,
+    problems: list[ConfigError] | None = None,
 ) -> list[_Line]:
     """Read each line: an example, and its key when generated; `strict` (the learned file,
     which tiny rewrites): no field tiny would drop. ConfigError for a line tiny would not
-    write back as it is, two keys of one card among them."""
+    write back as it is, two keys of one card among them (into `problems`, if given)."""
     lines: list[_Line] = []
     first: dict[str, tuple[int, str]] = {}  # card -> the line and key of its first generated
     for number, row in rows:
-        if strict:
-            _known(path, number, row, LINE_FIELDS)
-        task, card = _example(path, number, row)
-        key = _key(path, number, row, card)
-        if card is not None and key is not None:
-            was, known = first.setdefault(card, (number, key))
-            if known != key:
-                why = f"key: {key!r}, where line {was} gives card {card!r} key {known!r}"
-                raise _at(path, number, f"{why}: one key per card")
-        lines.append((number, task, card, key))
+        with _noted(problems):
+            lines.append(_line(path, number, row, strict, first))
     return lines
+
+
+def _line(
+    path: Path, number: int, row: Mapping[str, Any], strict: bool, first: dict[str, tuple[int, str]]
+) -> _Line:
+    """Line `number` read: ConfigError for a line tiny would not write back as it is."""
+    if strict:
+        _known(path, number, row, LINE_FIELDS)
+    task, card = _example(path, number, row)
+    key = _key(path, number, row, card)
+    if card is not None and key is not None:
+        was, known = first.setdefault(card, (number, key))
+        if known != key:
+            why = f"key: {key!r}, where line {was} gives card {card!r} key {known!r}"
+            raise _at(path, number, f"{why}: one key per card")
+    return number, task, card, key
 
 
 def _key(path: Path, number: int, row: Mapping[str, Any], card: str | None) -> str | None:
