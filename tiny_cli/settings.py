@@ -354,9 +354,12 @@ def check_settings(value: Any) -> None:
 
 
 def _api_key(env: Mapping[str, str]) -> str | None:
-    """The key from the first variable of SECRET_ENV that holds one, checked; None if none."""
+    """The key from the first variable of SECRET_ENV that holds one, checked; None if none.
+
+    A blank TINY_API_KEY is refused, as every TINY_ variable is: skipped, it would send the
+    next variable's key; a blank OPENAI_API_KEY, which other programs read too, is skipped."""
     for var in SECRET_ENV:
-        value = (env.get(var) or "").strip()
+        value = ((_env(env, var) if var.startswith("TINY_") else env.get(var)) or "").strip()
         if value:
             return check_api_key(value, var)
     return None
@@ -364,7 +367,7 @@ def _api_key(env: Mapping[str, str]) -> str | None:
 
 def _project(env: Mapping[str, str], cwd: Path) -> Project | None:
     """TINY_PROJECT names the project file (`none`: use none); else the nearest one above cwd."""
-    chosen = env.get("TINY_PROJECT")
+    chosen = _env(env, "TINY_PROJECT")  # blank, or not UTF-8: refused as every TINY_ variable
     if chosen and chosen.lower() == "none":
         return None
     if chosen:

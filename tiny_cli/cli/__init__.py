@@ -20,7 +20,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from tiny_cli._version import __version__
-from tiny_cli.errors import TinyError
+from tiny_cli.errors import ConfigError, TinyError
+from tiny_cli.text import half_pair, printable
 
 __all__ = ["app", "main"]
 
@@ -54,7 +55,9 @@ def _usage_error(exc: Any) -> typer.Exit:
         typer.echo(exc.ctx.get_help())
         return typer.Exit(EXIT_OK)
     where = exc.ctx.command_path if exc.ctx is not None else "tiny"
-    typer.echo(f"tiny: error: {exc.format_message()} (see '{where} --help')", err=True)
+    # the message quotes the arguments; typer escapes only C0 controls, not a bidi override
+    said = printable(exc.format_message())
+    typer.echo(f"tiny: error: {said} (see '{where} --help')", err=True)
     return typer.Exit(exc.exit_code)
 
 
@@ -80,11 +83,43 @@ class TinyGroup(typer.core.TyperGroup):
             _say_error(exc)
             raise typer.Exit(EXIT_USAGE) from None  # the library's errors carry no codes
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """Find the subcommand; its arguments' bytes that are not UTF-8 sorted (_not_utf8)."""
+        name, command, rest = super().resolve_command(ctx, args)
+        return name, command, _not_utf8(ctx, command, rest)
+
+
+def _not_utf8(ctx: Any, command: Any, args: list[str]) -> list[str]:
+    """`args` for `command`, each byte that is not UTF-8 (Python's half a UTF-16 pair) sorted:
+    in a flag's value it is an error naming the flag (a model, file or host altered unsaid is
+    wrong); in a task it is read as U+FFFD, as a terminal shows it. A group's are left for its
+    subcommand; what does not parse is left for the parse that says why."""
+    if not any(half_pair(arg) for arg in args):
+        return args
+    context = command.context_class(command, parent=ctx)
+    try:
+        opts, _, _ = command.make_parser(context).parse_args(args=list(args))
+    except UsageError:
+        return args
+    for param in command.get_params(context):
+        given = opts.get(param.name)
+        values = given if isinstance(given, list | tuple) else [given]
+        if param.param_type_name == "option" and any(_bad_text(v) for v in values):
+            flag = max(param.opts, key=len)
+            said = "holds a byte that is not UTF-8 (the value is not shown)"
+            raise ConfigError(f"{flag}: {said}; give it again in UTF-8", field=flag)
+    if isinstance(command, typer.core.TyperGroup):
+        return args
+    return [arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for arg in args]
+
+
+def _bad_text(value: Any) -> bool:
+    """Whether `value` is text holding half a UTF-16 pair."""
+    return isinstance(value, str) and half_pair(value) is not None
+
 
 def _say_error(exc: TinyError) -> None:
     """Print the error's lines on stderr, escaped: they may quote a file, a model or a page."""
-    from tiny_cli.text import printable  # only an error loads it: `tiny --help` stays light
-
     first, *rest = str(exc).splitlines() or [type(exc).__name__]
     typer.echo(f"tiny: error: {printable(first)}", err=True)
     for line in rest:
@@ -139,12 +174,12 @@ def _closed_streams() -> None:
 
 
 def _tolerate_bad_bytes() -> None:
-    """Read invalid UTF-8 in arguments and stdin as U+FFFD, as a terminal would show it.
+    """Read invalid UTF-8 on stdin as U+FFFD, as a terminal would show it, and print what no
+    encoder takes as a replacement, not a UnicodeEncodeError.
 
-    Python keeps undecodable argv bytes as lone surrogates, which no encoder accepts: one
-    stray byte in a task would end the command with a UnicodeEncodeError.
+    The arguments keep theirs (Python's lone surrogates) until the command is known: a flag's
+    is an error, a task's is read as U+FFFD (TinyGroup.resolve_command).
     """
-    sys.argv = [a.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in sys.argv]
     for stream in (sys.stdin, sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
@@ -333,8 +368,8 @@ def _root(
 
 
 def main() -> None:
-    """Run the `tiny` command line: closed streams seen to, bad bytes read as U+FFFD, Ctrl-C
-    bounded."""
+    """Run the `tiny` command line: closed streams seen to, bad bytes on stdin read as U+FFFD,
+    Ctrl-C bounded."""
     _closed_streams()
     _tolerate_bad_bytes()
     _bound_interrupts()

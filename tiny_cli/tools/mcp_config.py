@@ -63,9 +63,16 @@ def mcp_path(cards_dir: Path, explicit: str | None, origin: Origin | None = None
         if not path.is_file():
             origin = origin or Origin("env", "TINY_MCP")
             said = f"{origin}={explicit}" if origin.kind == "env" else f"{explicit} (from {origin})"
-            raise ConfigError(f"{said}: no such file", path=path, field=origin.name)
+            raise ConfigError(f"{said}: {_not_a_file(path)}", path=path, field=origin.name)
         return path
     return next((cards_dir / n for n in MCP_FILENAMES if (cards_dir / n).is_file()), None)
+
+
+def _not_a_file(path: Path) -> str:
+    """What `path`, no regular file, is instead, as an error says it."""
+    if path.is_dir():
+        return "is a folder, not a file"
+    return "is not a regular file" if path.exists() else "no such file"
 
 
 def qualified(name: str) -> tuple[str, str] | None:
