@@ -80,9 +80,10 @@ class Route:
     """The concierge's pick for one task (None: abstain) and the seconds routing took."""
 
     agent_id: str | None
-    routing: Routing
+    routing: Routing  # its score rounded to 4 places, as the Digest hands it on
     threshold: float
     seconds: float
+    score: float  # unrounded: an abstain's reason shows it apart from the threshold
 
 
 def route_all(
@@ -109,7 +110,7 @@ def route_all(
         score = 0.0 if entry.score is None else entry.score
         threshold = 0.0 if entry.threshold is None else entry.threshold
         routing = Routing("route" if entry.agent else "abstain", entry.agent, round(score, 4))
-        routes[t.id] = Route(entry.agent, routing, threshold, seconds)
+        routes[t.id] = Route(entry.agent, routing, threshold, seconds, score)
     return routes
 
 
@@ -227,7 +228,7 @@ def _invoke(
 
 
 def _abstain_digest(route: Route) -> Digest:
-    score, threshold = route.routing.score, route.threshold
+    score, threshold = route.score, route.threshold
     n = decimals_apart(score, threshold, 3)
     reason = f"no card fits: best score {score:.{n}f} < threshold {threshold:.{n}f}"
     return Digest(None, "abstain", reason=reason, routing=route.routing)

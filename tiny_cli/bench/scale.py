@@ -251,9 +251,10 @@ def run_scale(
     records: list[RunRecord] = []
     asked = _Asked()
     book = RouteBook(session.exchanges)
+    verdicts = _verdicts_stand(session, options)
     catalogue = sum(tools_of.values())
     for size in _sizes(options.sizes, catalogue):
-        jobs = _jobs(ws, picked, tools_of, size, router_for, options, book)
+        jobs = _jobs(ws, picked, tools_of, size, router_for, options, book, verdicts)
         asked.own(jobs)
         records += _each(lambda job: _run(ws, session, job, options, asked), jobs, options)
     book.save()
@@ -261,6 +262,14 @@ def run_scale(
     mode = _mode(ws)
     return build_report(records, options, model, started, catalogue, mode,
                         temperature=ws.settings.temperature)  # fmt: skip
+
+
+def _verdicts_stand(session: Session, options: ScaleOptions) -> bool:
+    """Whether a replayed recording's `clear` verdicts hold for this run: they were taken at
+    its margin, so a `--hybrid-margin` given otherwise decides them again from the scores."""
+    made = session.exchanges.recorded("bench")
+    recorded = made.get("hybrid_margin") if isinstance(made, dict) else None
+    return recorded is None or recorded == options.hybrid_margin
 
 
 def _check_options(options: ScaleOptions) -> None:
@@ -345,6 +354,7 @@ def _jobs(
     router_for: Callable[[Sequence[Card]], Router],
     options: ScaleOptions,
     book: RouteBook,
+    verdicts: bool,
 ) -> list[_Job]:
     """Build the jobs of one size, grouped by universe so a prompt prefix repeats back to back."""
     worlds = universes([t.card for t in tasks], tools_of, size, options.seed)
@@ -356,7 +366,7 @@ def _jobs(
         cards = [ws.cards[c] for c in world.cards]
         routed = set(options.arms) & {"tiny", "top-k", "hybrid"}  # else no router is needed
         ranking = (
-            _rankings(book, partial(router_for, cards), ws, world, group, options)
+            _rankings(book, partial(router_for, cards), ws, world, group, options, verdicts)
             if routed
             else {task.id: (None, (), 0.0) for task in group}
         )
@@ -372,29 +382,38 @@ def _rankings(
     world: Universe,
     tasks: Sequence[SelectionTask],
     options: ScaleOptions,
+    verdicts: bool,
 ) -> dict[str, Ranking]:
     """Route each task once: (the card or None on abstain, the top cards, the margin).
 
-    A decision the recording holds is used as recorded; the others are routed live, made to
-    agree with what the replayed recording's runs offered, and kept for this run's recording.
+    A decision the recording holds is used as recorded (its `clear` verdict decided again at
+    this margin unless `verdicts` stand); the others are routed live, made to agree with what
+    the replayed recording's runs offered, and kept for this run's recording.
     """
     keys = {t.id: f"{world.label}/{t.id}" for t in tasks}
     recorded = {t.id: book.get(keys[t.id], world.cards) for t in tasks}
     entries = {task_id: entry for task_id, entry in recorded.items() if entry is not None}
+    if not verdicts:
+        for task_id, entry in entries.items():
+            entries[task_id] = book.keep(keys[task_id], _cleared(entry, options))
     missing = [t for t in tasks if t.id not in entries]
     top = options.top_k
     decisions = router().route_many([t.task for t in missing], top + SPARE) if missing else []
     for task, d in zip(missing, decisions, strict=True):
         agent = d.agent_id if d.decision == "route" else None
-        made = RouteEntry.made(agent, d.candidates, d.score, d.threshold)
-        clear = _ranking(made, top)[2] >= options.hybrid_margin  # hybrid's one card
-        made = replace(made, clear=clear)
+        made = _cleared(RouteEntry.made(agent, d.candidates, d.score, d.threshold), options)
         runs = {arm: f"{task.id}/{arm}/{world.label}" for arm in ("tiny", "top-k", "hybrid")}
         entries[task.id] = book.keep(keys[task.id], as_offered(made, runs, book, ws.cards))
     return {t.id: _ranking(entries[t.id], top) for t in tasks}
 
 
 SPARE = 2  # candidates kept past the top k: the margin needs two, a corrected order a few more
+
+
+def _cleared(entry: RouteEntry, options: ScaleOptions) -> RouteEntry:
+    """The decision with hybrid's `clear` verdict taken from its scores at this margin."""
+    clear = _ranking(replace(entry, clear=None), options.top_k)[2] >= options.hybrid_margin
+    return replace(entry, clear=clear)
 
 
 def _ranking(entry: RouteEntry, top: int) -> Ranking:

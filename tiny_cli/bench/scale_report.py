@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 from tiny_cli.bench.universe import size_label
@@ -78,9 +79,10 @@ class ScaleRow:
     irrelevance_right: int | None
     routing_right: int | None
     topk_recall: int | None
-    prompt_tokens: float
-    schema_tokens: float
-    completion_tokens: float
+    # per task: the exact mean rounded once to a whole token (JSON, tables and page alike)
+    prompt_tokens: int
+    schema_tokens: int
+    completion_tokens: int
     wall_p50: float | None
     wall_p95: float | None
     ghost_calls: int
@@ -192,9 +194,9 @@ COLUMNS = (
     Column("irrelevance right", lambda r: count(r, r.irrelevance_right, r.irrelevance_tasks)),
     Column("routing right", lambda r: _of_tasks(r.routing_right, r)),
     Column("top-k recall", lambda r: _of_tasks(r.topk_recall, r)),
-    Column("prompt tokens / task", lambda r: f"{r.prompt_tokens:,.0f}"),
-    Column("schema tokens / task", lambda r: f"{r.schema_tokens:,.0f}", terminal=False),
-    Column("completion tokens / task", lambda r: f"{r.completion_tokens:,.0f}", terminal=False),
+    Column("prompt tokens / task", lambda r: f"{r.prompt_tokens:,}"),
+    Column("schema tokens / task", lambda r: f"{r.schema_tokens:,}", terminal=False),
+    Column("completion tokens / task", lambda r: f"{r.completion_tokens:,}", terminal=False),
     Column(
         "wall p50 s", lambda r: "—" if r.wall_p50 is None else f"{r.wall_p50:.1f}", markdown=False
     ),
@@ -272,9 +274,13 @@ def _count(runs: Sequence[RunRecord], attribute: str) -> int | None:
     return None if any(v is None for v in values) or not values else sum(values)
 
 
-def _mean(values: Any) -> float:
-    values = list(values)
-    return round(statistics.fmean(values), 1) if values else 0.0
+def _mean(values: Iterable[int]) -> int:
+    """The mean of token counts rounded once, from its exact value, to a whole token, half
+    away from zero: no float's last bit, nor a second rounding, moves the number shown."""
+    counts = list(values)
+    if not counts:
+        return 0
+    return math.floor(Fraction(sum(counts), len(counts)) + Fraction(1, 2))  # counts are >= 0
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
