@@ -13,9 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_reroute import REFUSAL, TASK, WEB_OK, reroute_cards
+from tests.test_reroute import REFUSAL, TASK, WEB_OK, Clock, reroute_cards
+from tiny_cli.cli import EXIT_BY_STATUS
+from tiny_cli.delegation import delegate
+from tiny_cli.digest import Digest, make_brief
 from tiny_cli.provider.replay import read_header
+from tiny_cli.routing.factory import build_router
+from tiny_cli.session import RouteBook, open_session
+from tiny_cli.settings import load_settings
 from tiny_cli.testing import reply, tool_call
+from tiny_cli.workspace import open_workspace
 
 VACATION = "how many vacation days do I get per year"
 ANSWER = {"status": "ok", "summary": "30 days a year.", "source": "urlaubsantrag.md"}
@@ -33,8 +40,12 @@ def _rewrite(recording: Path, header: dict) -> None:
 
 
 def _same(digest: dict) -> dict:
-    """The Digest without its clock: a replay's wall time is its own."""
-    return {**digest, "cost": {k: v for k, v in digest["cost"].items() if "wall" not in k}}
+    """The Digest without its clock: a replay's wall time is its own, and so is the size of
+    the Digest that says it (`caller_tokens`: one more digit may make one more token)."""
+    clockless = {
+        k: v for k, v in digest["cost"].items() if k != "caller_tokens" and "wall" not in k
+    }
+    return {**digest, "cost": clockless}
 
 
 def test_a_delegate_replays_its_recorded_route_with_another_embedder_and_no_server(
@@ -166,3 +177,72 @@ def test_an_invoke_replay_with_an_unused_exchange_warns(
     assert f"the recording holds 1 exchange(s) {UNUSED}: another card, task" in result.stderr
     whole = tiny("invoke", "docs-finder", VACATION, "--replay", str(recording), env=env)
     assert whole.exit_code == 0 and "1 exchange(s)" in whole.stderr  # the human face too
+
+
+# --- a replay follows the recorded re-route, not its own clock -------------------------------
+
+
+def _delegated(tmp_path: Path, url: str, clock: Clock, **source: Path) -> Digest:
+    """`delegate` TASK over policy-docs and policy-web under `clock`, recording `url`'s answers
+    or replaying them (`record=` or `replay=`), with the routes kept in the header."""
+    cards = tmp_path / "cards"
+    if not cards.is_dir():
+        reroute_cards(cards, "policy-docs", "policy-web")
+    env = {"TINY_HOME": str(tmp_path), "TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing"}
+    env |= {"TINY_BASE_URL": url, "TINY_MODEL": "m"}
+    ws = open_workspace(load_settings(env=env))
+    with open_session(ws.settings, "delegate", log=False, **source) as session:
+        return delegate(
+            ws,
+            build_router(ws.settings, ws.cards.values()),
+            make_brief(TASK),
+            provider=session.provider("delegate"),
+            clock=clock,
+            routes=RouteBook(session.exchanges),
+        )
+
+
+def test_a_replay_keeps_the_recorded_no_re_route_whatever_its_clock(
+    tmp_path: Path, scripted_server
+) -> None:
+    live_clock = Clock()
+    scripted_server.add(live_clock.after(40, reply(json.dumps(REFUSAL))), reply(json.dumps(WEB_OK)))
+    recording = tmp_path / "short.jsonl"
+    live = _delegated(tmp_path, scripted_server.url, live_clock, record=recording)
+    assert (live.status, live.attempts) == ("refused", ())  # 5 s left, under the 15 s needed
+
+    # no server, and no time passes on this clock: the next card would have all of it
+    replayed = _delegated(tmp_path, "http://127.0.0.1:9/v1", Clock(), replay=recording)
+    assert (replayed.status, replayed.attempts) == (live.status, live.attempts)
+    assert replayed.notes_for_caller == live.notes_for_caller
+    assert EXIT_BY_STATUS[replayed.status] == EXIT_BY_STATUS[live.status]
+    assert read_header(recording)["routes"][TASK]["not_rerouted"].startswith("too little is left")
+
+
+def test_a_recording_without_the_re_route_mark_replays_as_before(
+    tiny, scripted_server, tmp_path: Path
+) -> None:
+    recording, env = _recorded_reroute(tiny, scripted_server, tmp_path)
+    header = read_header(recording)
+    assert header["routes"][TASK]["rerouted"] == "policy-web"
+    older = {k: v for k, v in header["routes"][TASK].items() if k != "rerouted"}
+    _rewrite(recording, {**header, "routes": {TASK: older}})  # made before tiny kept the mark
+    result = tiny("delegate", TASK, "--replay", str(recording), "--json", env=env)
+    assert result.exit_code == 0, result.output
+    digest = json.loads(result.stdout)
+    assert (digest["agent_id"], digest["routing"]["rerouted_from"]) == ("policy-web", "policy-docs")
+
+
+# --- a replay builds no router ------------------------------------------------------------------
+
+
+def test_a_replayed_abstain_never_asks_the_embedder(tiny, tmp_path: Path) -> None:
+    recording = tmp_path / "abstain.jsonl"
+    task = "make me a sandwich"
+    made = tiny("delegate", task, "--record", str(recording), "--json")
+    assert json.loads(made.stdout)["status"] == "abstain", made.output
+    # an embedder behind an endpoint where nothing listens (the cli's base url)
+    elsewhere = {"TINY_EMBEDDER": "openai:text-embedding-3-small"}
+    result = tiny("delegate", task, "--replay", str(recording), "--json", env=elsewhere)
+    assert result.exit_code == made.exit_code, result.output
+    assert _same(json.loads(result.stdout)) == _same(json.loads(made.stdout))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tiny_cli.agent.calls import Approve, Clock, effective_budget, left_after, short_of
 from tiny_cli.agent.loop import check_arguments, decline_writes, invoke
@@ -25,17 +25,28 @@ from tiny_cli.tools.artifacts import Artifact, ArtifactStore
 from tiny_cli.workspace import Workspace
 
 if TYPE_CHECKING:  # numpy comes with the router; `invoke` never routes
-    from tiny_cli.routing.router import Decision, Router
+    from tiny_cli.routing.router import Decision
 
 # A re-route after a refusal runs the next card only when what is left of the first card's
 # budget holds at least this share of each of the next card's own limits (wall seconds,
 # output tokens, tool calls, rounded up): a second try on scraps could only fail.
 REROUTE_MIN_SHARE = 0.25
+# The keys of a recorded routing decision that say whether the next card was tried after a
+# refusal: the card tried, or why none was.
+REROUTED, NOT_REROUTED = "rerouted", "not_rerouted"
+
+
+class Routes(Protocol):
+    """What `delegate` routes with: a Router (tiny_cli.build_router), or one built when asked."""
+
+    def route(self, task: str) -> Decision:
+        """Route one task."""
+        ...
 
 
 def delegate(
     ws: Workspace,
-    router: Router,
+    router: Routes,
     brief: Brief,
     *,
     provider: Provider,
@@ -54,8 +65,9 @@ def delegate(
     run's events and one `Finished`, the final Digest's, which carries the routing decision,
     an abstain included. Long tool results are kept in `artifacts` (see `run_card`).
     `routes` (a RouteBook over the session's exchanges) keeps the decision in a recording's
-    header, keyed by the goal; replaying one, the recorded decision for the goal is used and
-    the router is never asked: the same card, and re-route, on any machine and embedder.
+    header, keyed by the goal, with whether the next card was tried after a refusal (its
+    time left decides); replaying one, both are used and the router is never asked: the same
+    card, and re-route, on any machine and embedder, whatever the replay's clock says.
     """
     _check_call(ws, brief, provider, approve, clock, observer, artifacts)
     if not callable(getattr(router, "route", None)):
@@ -63,14 +75,15 @@ def delegate(
     if routes is not None and not isinstance(routes, RouteBook):
         raise wrong_kind("routes", "a RouteBook (tiny_cli.session.RouteBook) or None", routes)
     asked = clock()
-    decision = _decided(ws, router, brief.goal, routes if routes is not None else RouteBook(None))
+    book = routes if routes is not None else RouteBook(None)
+    decision = _decided(ws, router, brief.goal, book)
     observer(_routed(decision, clock() - asked))
     agent = decision.agent
     routing = Routing("route" if agent else "abstain", agent, round(_said(decision)[0], 4))
     if agent is None:
         reason = _abstain_reason(decision)
         return finish(observer, Digest(None, "abstain", reason=reason, routing=routing))
-    task = _Task(ws, brief, provider, approve, clock, artifacts)
+    task = _Task(ws, brief, provider, approve, clock, artifacts, book)
     held = _FinishedHeldBack(observer)
     started = clock()
     first = task.run(agent, routing, held)
@@ -83,7 +96,7 @@ def delegate(
     return finish(observer, digest, messages)
 
 
-def _decided(ws: Workspace, router: Router, goal: str, book: RouteBook) -> RouteEntry:
+def _decided(ws: Workspace, router: Routes, goal: str, book: RouteBook) -> RouteEntry:
     """The replayed recording's decision for `goal`, else the router's; kept in the header now,
     so a run that fails later still replays as it was routed."""
     recorded = book.get(goal, ws.cards)
@@ -234,6 +247,7 @@ class _Task:
     approve: Approve
     clock: Clock
     artifacts: ArtifactStore | None
+    routes: RouteBook  # the decision, and whether the next card was tried, kept or replayed
 
     def run(
         self, card_id: str, routing: Routing, observer: Observer, cap: Budget | None = None
@@ -303,7 +317,7 @@ def _second_try(
     follow one another.
     """
     card_id, score = after
-    why_not = _why_not(task, first, card_id, left)
+    why_not = _whether_tried(task, first, card_id, left)
     if why_not is not None:
         return _not_rerouted(first, card_id, why_not), messages
     held = _FinishedHeldBack(observer)
@@ -323,6 +337,25 @@ def _not_rerouted(first: Digest, card_id: str, why: object) -> Digest:
     """The first attempt's refusal, standing, with a note saying why `card_id` was not tried."""
     note = f"not re-routed to {card_id} after the refusal: {why}"
     return replace(first, notes_for_caller=(*first.notes_for_caller, note))
+
+
+def _whether_tried(task: _Task, first: Digest, card_id: str, left: Budget) -> str | None:
+    """Say why the next card is not tried (None: it is), as the replayed recording says when
+    it does; else decided now and kept with the routing decision in the header, so that a
+    replay follows it and not its own clock (the time left decides, and a replay takes none)."""
+    goal = task.brief.goal
+    decision = task.routes.used(goal)
+    assert decision is not None  # `delegate` kept it before any card ran
+    if decision.more.get(REROUTED) == card_id:  # the recording tried it
+        return None
+    recorded = decision.more.get(NOT_REROUTED)
+    if isinstance(recorded, str) and recorded:  # the recording did not, and says why
+        return recorded
+    why = _why_not(task, first, card_id, left)
+    mark = {NOT_REROUTED: why} if why is not None else {REROUTED: card_id}
+    task.routes.keep(goal, replace(decision, more={**decision.more, **mark}))
+    task.routes.save()
+    return why
 
 
 def _why_not(task: _Task, first: Digest, card_id: str, left: Budget) -> str | None:

@@ -211,11 +211,9 @@ def delegate(
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
 
     with running("delegate", flags) as run:
-        from tiny_cli.routing.factory import build_router  # only delegate routes (numpy)
-
-        router = build_router(run.ws.settings, run.ws.cards.values())
         book = RouteBook(run.session.exchanges)
-        digest = run_delegate(run.ws, router, run.brief, provider=run.session.provider("delegate"),
+        digest = run_delegate(run.ws, _RouterWhenAsked(run.ws), run.brief,
+                              provider=run.session.provider("delegate"),
                               approve=run.approve, artifacts=run.session.artifacts, routes=book,
                               observer=run.session.observe("delegate", run.brief.goal))  # fmt: skip
         digest = run.session.for_caller(digest)
@@ -223,6 +221,20 @@ def delegate(
         asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
     # the decision the run took (recorded, or made live) offers the other cards
     show_digest(json_out, digest, _asking(settings, asked, digest, book.used(run.brief.goal)))
+
+
+class _RouterWhenAsked:
+    """The workspace's router, built when a task is routed live: a replay routes as recorded,
+    so it builds none (its embedder is never asked, no connection opened)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+
+    def route(self, task: str) -> Any:
+        """Build the router and route `task`."""
+        from tiny_cli.routing.factory import build_router  # only delegate routes (numpy)
+
+        return build_router(self.ws.settings, self.ws.cards.values()).route(task)
 
 
 @contextmanager
