@@ -96,8 +96,8 @@ def test_sync_keeps_a_listed_server_as_it_lists_now_when_a_card_names_what_it_la
 
     assert synced.exit_code == 1 and json.loads(synced.stdout)["problems"], synced.stdout
     found = kept(home)
-    named = {"food.find_recipe": "Forecast the weather."} if now["name"] == "find_recipe" else {}
-    assert found["tools"] == named  # the tools the card names, as the server lists them now
+    listed_now = {f"food.{now['name']}": "Forecast the weather."}
+    assert found["tools"] == listed_now  # every tool, as the server lists them now
     assert found["servers"]["food"] > before  # listed now, not kept from the first sync
     shown = tiny("cards", "show", "cook", "--cards", str(cards), "--json", env=env).stdout
     assert "Find a recipe" not in shown, shown

@@ -17,7 +17,7 @@ from tiny_cli.agent.reply import tool_mode_for
 from tiny_cli.cards.card import Card
 from tiny_cli.tools.mcp_config import original, qualified
 from tiny_cli.tools.registry import Registry
-from tiny_cli.workspace import Workspace
+from tiny_cli.workspace import Workspace, mcp_settings
 
 __all__ = ["card_detail", "card_rows"]
 
@@ -92,9 +92,12 @@ def _placeholder(tool: str, known: dict[str, str]) -> dict[str, Any]:
 def _kept_descriptions(ws: Workspace) -> dict[str, str]:
     """The MCP tool descriptions kept by the last `tiny cards sync`, import or --connect."""
     # deferred: the routing package loads numpy, which only a card with such a tool needs
-    from tiny_cli.routing.tooltexts import mcp_tool_lists
+    from tiny_cli.routing.tooltexts import mcp_definitions, mcp_tool_lists
 
-    return mcp_tool_lists(ws.settings.cache_dir, 0.0)[0]
+    # only the lists kept for these servers as this project defines them: not another's
+    mcp = mcp_settings(ws.settings)
+    definitions = mcp_definitions(mcp.servers) if mcp is not None else {}
+    return mcp_tool_lists(ws.settings.cache_dir, 0.0, definitions)[0]
 
 
 def _row(card: Card) -> dict[str, Any]:

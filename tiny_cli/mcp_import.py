@@ -24,12 +24,13 @@ from tiny_cli.cards.grouping import CARD_TOOLS, CardPlan, plan_cards
 from tiny_cli.cards.index import list_cards
 from tiny_cli.cards.load import card_id, field_line
 from tiny_cli.errors import ConfigError
-from tiny_cli.routing.tooltexts import mcp_tool_lists, save_mcp_tools
+from tiny_cli.routing.tooltexts import mcp_definitions, mcp_tool_lists, save_mcp_tools
 from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS, Scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import (
     MCP_FILENAMES,
     McpConfig,
+    McpServer,
     load_mcp_config,
     mcp_path,
     original,
@@ -151,7 +152,7 @@ def import_cards(
     results += [_result(listing) for listing in listings]
     if not check:
         _apply(changes)
-        _save_descriptions(settings.cache_dir, listings, host)
+        _save_descriptions(settings.cache_dir, listings, host, declared)
     # a secret of a server mcp.yaml already declared was not written: there is nothing to set
     lifted = tuple(x for x in (host.lifted if host else ()) if x.server in carried)
     return ImportReport(
@@ -325,7 +326,10 @@ def _card_files(cards_dir: Path) -> list[Path]:
 
 
 def _save_descriptions(
-    cache_dir: Path, listings: Sequence[Listing], host: HostServers | None
+    cache_dir: Path,
+    listings: Sequence[Listing],
+    host: HostServers | None,
+    declared: Mapping[str, McpServer],
 ) -> None:
     """Keep every listed tool's description where routes read them (the cache dir)."""
     secrets = [
@@ -337,7 +341,7 @@ def _save_descriptions(
         for one in listings
         if one.status == "ok"
     }
-    _save_listed(cache_dir, listed, secrets)
+    _save_listed(cache_dir, listed, mcp_definitions(declared), secrets)
 
 
 # --- sync ---------------------------------------------------------------------------------
@@ -372,13 +376,13 @@ class SyncReport:
 def sync_tool_lists(settings: Settings, now: float | None = None) -> SyncReport:
     """Start the servers the cards name and keep their tool lists for routing, as
     `tiny validate --connect` does; say how old each server's list is."""
+    cards = list(open_cards(settings).values())  # a card naming an MCP tool needs mcp.yaml
     mcp = mcp_settings(settings)
     if mcp is None:
         return SyncReport("ok")
-    problems = connect_problems(
-        list(open_cards(settings).values()), mcp, cache_dir=settings.cache_dir
-    )
-    tools, ages = mcp_tool_lists(settings.cache_dir, time.time() if now is None else now)
+    problems = connect_problems(cards, mcp, cache_dir=settings.cache_dir)
+    now = time.time() if now is None else now
+    tools, ages = mcp_tool_lists(settings.cache_dir, now, mcp_definitions(mcp.servers))
     # a server started now replaced its kept list: its count is of the tools it returned
     servers = tuple(
         ServerAge(name, sum(1 for t in tools if t.startswith(f"{name}.")), ages.get(name))
@@ -409,16 +413,20 @@ def connect_problems(
             line = field_line(card.path, where, names) if card.path else None
             problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
     if cache_dir is not None:
-        _save_listed(cache_dir, source.listed())  # its sessions redacted their variables
+        # its sessions redacted their variables
+        _save_listed(cache_dir, source.listed(), mcp_definitions(mcp.servers))
     return problems
 
 
 def _save_listed(
-    cache_dir: Path, listed: Mapping[str, Mapping[str, str]], secrets: Sequence[str] = ()
+    cache_dir: Path,
+    listed: Mapping[str, Mapping[str, str]],
+    definitions: Mapping[str, str],
+    secrets: Sequence[str] = (),
 ) -> None:
     """Keep each server's tools (server -> `server.tool` -> description), scrubbed of `secrets`
     and key shapes: a server listed replaces its kept list, one with no tools too."""
     scrub = Scrubber(secrets, min_chars=MIN_SERVER_SECRET_CHARS)
     tools = {name: scrub.text(text) for one in listed.values() for name, text in one.items()}
     if listed:
-        save_mcp_tools(cache_dir, tools, servers=list(listed))
+        save_mcp_tools(cache_dir, tools, servers=list(listed), definitions=definitions)

@@ -8,6 +8,7 @@ Ties go to the smaller pair, then to the names' order, so the same tools give th
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter
@@ -140,7 +141,9 @@ def _groups(
 
 
 class _Groups:
-    """Groups of tools being merged: members, summed word vectors, and how alike pairs are."""
+    """Groups of tools being merged: members, summed word vectors, and the pairs that may merge
+    in a heap, most alike first (how alike two groups are is computed once: a pair stays as it
+    is until one of its groups merges, which makes its entry stale and pushes the new pairs)."""
 
     def __init__(
         self, seeds: Mapping[str, list[str]], new: list[ListedTool], about: Mapping[str, ListedTool]
@@ -154,26 +157,56 @@ class _Groups:
             i: reduce(_add, [next(flat) for _ in names], Vector())
             for i, names in self.members.items()
         }
-        self.near = {(i, j): _cosine(self.sums[i], self.sums[j])
-                     for i in self.members for j in self.members if i < j}  # fmt: skip
+        self.norms = {i: _square(v) for i, v in self.sums.items()}
+        # (-alike, size, i, j) with i < j: the heap's first is the most alike, then the
+        # smaller pair, then the names' order
+        self.pairs: list[tuple[float, int, int, int]] = []
+        for i in self.members:
+            for j in self.members:
+                if i < j:
+                    self._push(i, j)
+        heapq.heapify(self.pairs)
 
     def merge(self, least: float) -> bool:
         """Merge the most alike pair that fits in a card and is more alike than `least`."""
-        size, fixed = self.members, self.fixed
-        fits = [(s, -len(size[i]) - len(size[j]), -i, -j) for (i, j), s in self.near.items()
-                if s > least and len(size[i]) + len(size[j]) <= CARD_TOOLS
-                and not (i in fixed and j in fixed)]  # fmt: skip
-        if not fits:
+        best = self._best()
+        if best is None or -best[0] <= least:
             return False
-        _, _, i, j = max(fits)
-        i, j = (-j, -i) if -j in fixed else (-i, -j)  # the kept card's group stays
+        heapq.heappop(self.pairs)
+        _, _, i, j = best
+        i, j = (j, i) if j in self.fixed else (i, j)  # the kept card's group stays
         self.members[i] += self.members.pop(j)
         self.sums[i] = _add(self.sums[i], self.sums.pop(j))
-        self.near = {p: s for p, s in self.near.items() if j not in p and i not in p}
+        self.norms[i] = _square(self.sums[i])
+        del self.norms[j]
         for k in self.members:
             if k != i:
-                self.near[(min(i, k), max(i, k))] = _cosine(self.sums[i], self.sums[k])
+                self._push(i, k, heap=True)  # the merged group first, as it always was
         return True
+
+    def _push(self, first: int, other: int, heap: bool = False) -> None:
+        """Keep the pair if it may ever merge: it fits in a card, and it does not join two kept
+        cards (groups only grow, so a pair that does not fit never will)."""
+        i, j = min(first, other), max(first, other)
+        size = len(self.members[i]) + len(self.members[j])
+        if size > CARD_TOOLS or (i in self.fixed and j in self.fixed):
+            return
+        squares = self.norms[first] * self.norms[other]
+        entry = (-_cosine(self.sums[first], self.sums[other], squares), size, i, j)
+        if heap:
+            heapq.heappush(self.pairs, entry)
+        else:  # while the heap is built: heapified once, after
+            self.pairs.append(entry)
+
+    def _best(self) -> tuple[float, int, int, int] | None:
+        """The heap's first pair whose groups are as they were when it was pushed."""
+        while self.pairs:
+            _, size, i, j = self.pairs[0]
+            alive = i in self.members and j in self.members
+            if alive and len(self.members[i]) + len(self.members[j]) == size:  # neither merged
+                return self.pairs[0]
+            heapq.heappop(self.pairs)
+        return None
 
 
 def _vectors(tools: list[ListedTool]) -> list[Vector]:
@@ -195,9 +228,14 @@ def _add(a: Vector, b: Vector) -> Vector:
     return {w: a.get(w, 0.0) + b.get(w, 0.0) for w in a.keys() | b.keys()}
 
 
-def _cosine(a: Vector, b: Vector) -> float:
+def _square(a: Vector) -> float:
+    return sum(v * v for v in a.values())
+
+
+def _cosine(a: Vector, b: Vector, squares: float) -> float:
+    """How alike two vectors are; `squares`: the product of their squared lengths."""
     dot = sum(v * b[w] for w, v in a.items() if w in b)
-    norm = math.sqrt(sum(v * v for v in a.values()) * sum(v * v for v in b.values()))
+    norm = math.sqrt(squares)
     return round(dot / norm, 9) if norm else 0.0  # rounded: the same order on every CPU
 
 

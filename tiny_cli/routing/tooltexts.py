@@ -27,7 +27,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.space import Nearest
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import builtin_descriptions, default_registry
-from tiny_cli.tools.mcp_config import original, qualified
+from tiny_cli.tools.mcp_config import McpServer, load_mcp_config, mcp_path, original, qualified
 from tiny_cli.userfiles import locked, read_json, write_json
 
 __all__ = [
@@ -37,6 +37,8 @@ __all__ = [
     "card_tools",
     "described",
     "gathered",
+    "mcp_definition",
+    "mcp_definitions",
     "mcp_tool_lists",
     "parameter_values",
     "save_mcp_tools",
@@ -184,25 +186,50 @@ def gathered(
         descriptions.update(
             (name, registry[name].description) for name in registry if name not in builtin
         )
-    mcp, ages = mcp_tool_lists(settings.cache_dir, time.time() if now is None else now)
+    now = time.time() if now is None else now
+    mcp, ages = mcp_tool_lists(settings.cache_dir, now, _definitions(settings))
     descriptions.update(mcp)
+    never: list[str] = []
     if cards is not None:  # the cache is every project's: another's servers are not these cards'
         named = {
             parts[0] for card in cards for t in card.tools if (parts := qualified(original(t)))
         }
         ages = {server: age for server, age in ages.items() if server in named}
-    return ToolTexts(descriptions, _cached(ages))
+        never = sorted(named - set(ages))
+    return ToolTexts(descriptions, _cached(ages, never))
 
 
-def _cached(ages: Mapping[str, float]) -> str:
-    """Say how old the kept MCP tool lists are, by each server's own age; '' for none."""
+def _definitions(settings: Settings) -> dict[str, str] | None:
+    """Each server of the settings' mcp.yaml by its definition; None without an mcp.yaml."""
+    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.origin("mcp_file"))
+    config = load_mcp_config(path)
+    return None if config is None else mcp_definitions(config.servers)
+
+
+def mcp_definitions(servers: Mapping[str, McpServer]) -> dict[str, str]:
+    """Each server by its definition (`mcp_definition`): whose tool list a kept one is."""
+    return {name: mcp_definition(server) for name, server in servers.items()}
+
+
+def _cached(ages: Mapping[str, float], never: Sequence[str] = ()) -> str:
+    """Say how old the kept MCP tool lists are, by each server's own age, and which servers
+    have none; '' when none is kept."""
     if not ages:
         return ""
     # by each server's own age: the file's time is that of the newest list of any server
     oldest = max(ages, key=lambda server: (ages[server], server))
     span = f"{_age(min(ages.values()))} to {_age(ages[oldest])}" if len(ages) > 1 else ""
     when = f"{span or _age(ages[oldest])} ago" + (f" (oldest: {oldest})" if span else "")
-    return f"MCP tool list cached {when} (validate --connect, cards import or sync)"
+    none = f", never for {', '.join(never)}" if never else ""
+    return f"MCP tool list cached {when}{none} (validate --connect, cards import or sync)"
+
+
+def mcp_definition(server: McpServer) -> str:
+    """A digest of how mcp.yaml starts `server`: its command, args, cwd and URL as written
+    (`${VAR}`s, never their values). A kept tool list is that definition's: a server of the
+    same name elsewhere (another project) does not read it as its own."""
+    spec = [server.command, list(server.args), server.cwd, server.url]
+    return hashlib.sha256(json.dumps(spec).encode()).hexdigest()[:16]
 
 
 def save_mcp_tools(
@@ -210,8 +237,10 @@ def save_mcp_tools(
     tools: Mapping[str, str],
     now: float | None = None,
     servers: Iterable[str] | None = None,
+    definitions: Mapping[str, str] | None = None,
 ) -> None:
-    """Keep the servers' tool descriptions (`server.tool` → text) for routes to read."""
+    """Keep the servers' tool descriptions (`server.tool` → text) for routes to read, each
+    server's with its definition (`mcp_definition`) where `definitions` has it."""
     # each server listed (default: those `tools` names) has its kept list replaced, not
     # merged: a server of the same name in another project leaves nothing behind
     listed = set(servers) if servers is not None else {_server(name) for name in tools}
@@ -223,11 +252,13 @@ def save_mcp_tools(
     # read, merge and write under the lock: two lists saved at once would each write the
     # file as it was plus their own servers, and the one written first would lose its servers
     with contextlib.suppress(ConfigError), locked(cache_dir / MCP_TOOLS_FILE):
-        found, _, times = _kept(cache_dir)
+        found, _, times, defined = _kept(cache_dir)
         kept = {name: text for name, text in found.items() if _server(name) not in listed}
         times.update(dict.fromkeys(listed, now))
+        defined = {s: d for s, d in defined.items() if s not in listed}
+        defined.update((s, d) for s, d in (definitions or {}).items() if s in listed)
         data = {"salt": MCP_TOOLS_SALT, "written": now, "tools": {**kept, **tools},
-                "servers": times}  # fmt: skip
+                "servers": times, "definitions": defined}  # fmt: skip
         write_json(cache_dir / MCP_TOOLS_FILE, data)
 
 
@@ -236,30 +267,47 @@ def _server(name: str) -> str:
     return name.split(".", 1)[0]
 
 
-def mcp_tool_lists(cache_dir: Path, now: float) -> tuple[dict[str, str], dict[str, float]]:
-    """The kept MCP tool descriptions, and how many seconds ago each server's were listed."""
-    tools, written, times = _kept(cache_dir)
+def mcp_tool_lists(
+    cache_dir: Path, now: float, definitions: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], dict[str, float]]:
+    """The kept MCP tool descriptions, and how many seconds ago each server's were listed;
+    with `definitions` (server -> `mcp_definition`), only the lists of those servers as
+    defined there (a list kept with no definition, by an earlier tiny, passes)."""
+    tools, written, times, defined = _kept(cache_dir)
     for name in tools:  # a list kept before servers had their own times: the file's time
         server = _server(name)
         if server not in times and written is not None:
             times[server] = written
+    if definitions is not None:
+        mine = {
+            s
+            for s in times
+            if s in definitions and defined.get(s, definitions[s]) == definitions[s]
+        }
+        tools = {name: text for name, text in tools.items() if _server(name) in mine}
+        times = {server: at for server, at in times.items() if server in mine}
     return tools, {server: max(0.0, now - at) for server, at in times.items()}
 
 
-def _kept(cache_dir: Path) -> tuple[dict[str, str], float | None, dict[str, float]]:
-    """The kept MCP tool descriptions and when they were written (none if unreadable), and
-    when each server's were listed."""
+def _kept(
+    cache_dir: Path,
+) -> tuple[dict[str, str], float | None, dict[str, float], dict[str, str]]:
+    """The kept MCP tool descriptions and when they were written (none if unreadable), when
+    each server's were listed, and each server's definition."""
     data: dict[str, Any] = read_json(cache_dir / MCP_TOOLS_FILE, MCP_TOOLS_SALT) or {}
     tools, written, servers = data.get("tools"), data.get("written"), data.get("servers")
-    times = (
-        {str(k): float(v) for k, v in servers.items() if isinstance(v, int | float)}
-        if isinstance(servers, dict)
-        else {}
-    )
+    times = {str(k): float(v) for k, v in _mapping(servers).items() if isinstance(v, int | float)}
+    defined = {
+        str(k): v for k, v in _mapping(data.get("definitions")).items() if isinstance(v, str)
+    }
     if not isinstance(tools, dict) or not isinstance(written, int | float):
-        return {}, None, times
+        return {}, None, times, defined
     found = {str(k): str(v) for k, v in tools.items() if isinstance(v, str)}
-    return found, float(written), times
+    return found, float(written), times, defined
+
+
+def _mapping(value: Any) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _age(seconds: float) -> str:

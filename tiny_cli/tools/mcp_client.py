@@ -257,6 +257,7 @@ class _Session:
         self.forms = written_forms(s for s in self.secrets if len(s) >= MIN_SERVER_SECRET_CHARS)
         self.host = host
         self.tools: dict[str, Any] = {}
+        self.twice: frozenset[str] = frozenset()  # names it lists more than once: refused
         self.client: Any = None
         self.dead = False
         self.answered = False  # the handshake was answered: a failure after it is the listing's
@@ -321,9 +322,12 @@ class _Session:
             self.errlog.close()
 
     async def stop(self) -> None:
-        """Ask the owner task to leave its session (closing it stops the server)."""
+        """Ask the owner task to leave its session (closing it stops the server); one still
+        starting is cancelled: it waits on the server, not on `stopping`."""
         self.stopping.set()
         if self.task is not None:
+            if self.client is None:
+                self.task.cancel()
             with contextlib.suppress(BaseException):
                 await self.task
 
@@ -342,7 +346,7 @@ class _Session:
         try:
             async with self._client() as client:
                 self.answered = True
-                self.tools = await listing(client)
+                self.tools, self.twice = await listing(client)
                 self.client = client
                 ready.set()
                 await self.stopping.wait()
@@ -448,18 +452,22 @@ async def _http_transport(server: McpServer) -> Any:
         yield streams
 
 
-async def listing(client: Any) -> dict[str, Any]:
+async def listing(client: Any) -> tuple[dict[str, Any], frozenset[str]]:
     """Read every page of tools/list from the server: never the SDK's response cache, which
-    would give a server listed before (with a `ttlMs`) its old list."""
+    would give a server listed before (with a `ttlMs`) its old list. Return the tools by name
+    (the first of a name) and the names listed more than once (which a call may not reach)."""
     tools: dict[str, Any] = {}
+    twice: set[str] = set()
     cursor = None
     for _ in range(LIST_PAGES):
         page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-        tools.update((t.name, t) for t in page.tools)
+        for tool in page.tools:
+            if tools.setdefault(tool.name, tool) is not tool:
+                twice.add(tool.name)
         cursor = page.next_cursor
         if cursor is None:
             break
-    return tools
+    return tools, frozenset(twice)
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ during this import.
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 from collections.abc import Mapping
@@ -71,6 +72,16 @@ HOST_KEYS = ("mcpServers", "servers")  # Claude Code/Desktop and Cursor; VS Code
 # VS Code's and Claude Code's own placeholders, as mcp.yaml writes them
 HOST_REFERENCE = r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}"
 INPUT_REFERENCE = r"\$\{input:([A-Za-z0-9_.-]+)\}"
+# VS Code's (and Cursor's) predefined variables: those known where the config lies are written
+# out on import (no environment holds them); those only the editor knows (the open file, the
+# selection) are refused, named
+PREDEFINED_REFERENCE = r"\$\{(workspaceFolder|workspaceFolderBasename|userHome|pathSeparator|/)\}"
+EDITOR_REFERENCE = (
+    r"\$\{(file|fileWorkspaceFolder|relativeFile|relativeFileDirname|fileBasename"
+    r"|fileBasenameNoExtension|fileExtname|fileDirname|fileDirnameBasename|cwd|lineNumber"
+    r"|selectedText|execPath|defaultBuildTask)\}"
+)
+HOST_FOLDERS = (".vscode", ".cursor")  # a project's: the workspace folder is the one above
 # JSONC (VS Code's files): a string, kept as it is (group 1), else a comment; then a string,
 # else a comma before a closing bracket (trailing commas, which JSONC allows)
 JSON_STRING = r'"(?:[^"\\\n]|\\.)*"'
@@ -118,12 +129,15 @@ def read_host_config(path: Path, mcp_file: Path | None = None) -> HostServers:
     (and the server and setting) for one tiny cannot read or carry over as it is."""
     key, hosted = _host_servers(path)
     have = _existing(mcp_file)
-    lifter = _Lifter()
+    lifter = _Lifter(_variables_used(mcp_file))
+    predefined = _predefined(path)
     servers: dict[str, dict[str, Any]] = {}
     skipped: list[tuple[str, str]] = []
     carried_as: dict[str, str] = {}  # mcp.yaml's name -> the host's, of each server carried
     for raw_name, spec in hosted.items():
-        _check_spec(f"{path}: {key}.{printable(str(raw_name))}", spec)
+        where = f"{path}: {key}.{printable(str(raw_name))}"
+        _check_spec(where, spec)
+        spec = _written_out(where, spec, predefined)
         name = _server_name(str(raw_name))
         why = _why_not(spec) or _taken(name, carried_as) or _held(name, str(raw_name), spec, have)
         if why:  # a server whose name is taken is listed by its own, not the one it lost to
@@ -143,11 +157,59 @@ def _taken(name: str, carried_as: Mapping[str, str]) -> str:
     return f"mcp.yaml's name for it, {name}, is taken by {printable(carried_as[name])}: rename one"
 
 
+def _predefined(path: Path) -> dict[str, str]:
+    """The values of VS Code's predefined variables for a host config at `path`: the workspace
+    is the folder holding its `.vscode/` (or `.cursor/`), else the config's own folder."""
+    folder = path.resolve().parent
+    folder = folder.parent if folder.name in HOST_FOLDERS else folder
+    return {
+        "workspaceFolder": str(folder),
+        "workspaceFolderBasename": folder.name,
+        "userHome": str(Path.home()),
+        **dict.fromkeys(("pathSeparator", "/"), os.sep),
+    }
+
+
+def _written_out(where: str, spec: dict[str, Any], values: Mapping[str, str]) -> dict[str, Any]:
+    """A host's server with VS Code's predefined variables written out; ConfigError naming the
+    setting of one only the editor knows."""
+
+    def text(setting: str, value: str) -> str:
+        editor = re.search(EDITOR_REFERENCE, value)
+        if editor:
+            raise ConfigError(
+                f"{where}.{setting}: ${{{editor[1]}}} is known only inside the editor: write "
+                "its value instead"
+            )
+        return re.sub(PREDEFINED_REFERENCE, lambda m: values[m[1]], value)
+
+    out = dict(spec)
+    for key in ("command", "url", "cwd"):
+        if key in spec:
+            out[key] = text(key, spec[key])
+    if "args" in spec:
+        out["args"] = [text(f"args[{i}]", arg) for i, arg in enumerate(spec["args"])]
+    for key in ("env", "headers"):
+        if key in spec:
+            out[key] = {k: text(f"{key}.{printable(k)}", v) for k, v in spec[key].items()}
+    return out
+
+
 def _existing(mcp_file: Path | None) -> dict[str, McpServer]:
     """The servers mcp.yaml declares now (none when there is no file, or no servers yet)."""
     if mcp_file is None:
         return {}
     return {n: _server(mcp_file, n, spec) for n, spec in _declared(mcp_file)[1].items()}
+
+
+def _variables_used(mcp_file: Path | None) -> dict[str, set[str]]:
+    """Each server of mcp.yaml and the `${VAR}`s its entry names: taken for another server's
+    secret (two servers' secrets in one variable would be one value for both)."""
+    declared = _declared(mcp_file)[1] if mcp_file is not None else {}
+    return {
+        name: set(re.findall(REFERENCE, json.dumps(spec, default=str)))
+        for name, spec in declared.items()
+    }
 
 
 def _held(name: str, raw_name: str, spec: dict[str, Any], have: Mapping[str, McpServer]) -> str:
@@ -331,9 +393,11 @@ def literal_secrets(name: str, spec: dict[str, Any]) -> frozenset[str]:
 class _Lifter:
     """Turn a host's server settings into an mcp.yaml entry, lifting literal secrets."""
 
-    def __init__(self) -> None:
+    def __init__(self, used: Mapping[str, set[str]] | None = None) -> None:
+        """`used`: the variables mcp.yaml's servers name already, by server."""
         self.lifted: list[Lifted] = []
         self.values: dict[str, str] = {}
+        self.used = used or {}
 
     def server(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         """Return the mcp.yaml entry for one host server."""
@@ -421,9 +485,14 @@ class _Lifter:
         words, head = env_name(key), env_name(server, "SERVER")
         name = _variable_name(words if words.startswith(head + "_") else f"{head}_{words}")
         taken, n = name, 2
-        while taken in self.values:
+        while taken in self.values or self._elsewhere(server, taken):
             taken, n = f"{name}_{n}", n + 1
         return taken
+
+    def _elsewhere(self, server: str, variable: str) -> bool:
+        """Tell whether mcp.yaml names `variable` for a server other than `server` (the same
+        server carried again may use its own variables)."""
+        return any(variable in names for other, names in self.used.items() if other != server)
 
 
 def _references(value: str, server: str) -> str:

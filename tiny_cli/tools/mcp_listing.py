@@ -16,6 +16,7 @@ from tiny_cli.errors import ConfigError, ToolServerError
 from tiny_cli.tools.args_check import schema_problem
 from tiny_cli.tools.mcp_client import description_of, listing, open_session, writes
 from tiny_cli.tools.mcp_config import McpServer
+from tiny_cli.tools.mcp_tools import LISTED_TWICE
 
 __all__ = ["LIST_SECONDS", "ListedTool", "Listing", "list_servers"]
 
@@ -51,14 +52,17 @@ def list_servers(
     seconds: float = LIST_SECONDS,
 ) -> list[Listing]:
     """Start each server (a few at once), list its tools; in the order given."""
-    with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
+    pool = ThreadPoolExecutor(max_workers=LIST_THREADS)
+    try:
         return list(pool.map(lambda s: _list_one(s, environ, seconds), servers))
+    finally:  # not waiting on a server still starting: Ctrl-C must reach stop_servers now
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _list_one(server: McpServer, environ: Mapping[str, str] | None, seconds: float) -> Listing:
     try:
         session = open_session(server, seconds, environ)
-        tools = session.host.run(listing(session.client), seconds)
+        tools, twice = session.host.run(listing(session.client), seconds)
     except (ToolServerError, ConfigError) as exc:
         return Listing(server.name, "unreachable", why=str(exc))
     except TimeoutError:
@@ -67,12 +71,12 @@ def _list_one(server: McpServer, environ: Mapping[str, str] | None, seconds: flo
     except Exception as exc:  # the SDK's own errors: the server is unusable, the rest go on
         why = f"MCP server {server.name!r} could not list its tools ({type(exc).__name__})"
         return Listing(server.name, "unreachable", why=why)
-    session.tools = tools
-    listed = tuple(_listed(tools[name]) for name in sorted(tools))
+    session.tools, session.twice = tools, twice
+    listed = tuple(_listed(tools[name], name in twice) for name in sorted(tools))
     return Listing(server.name, "ok", listed, secrets=frozenset(session.secrets))
 
 
-def _listed(published: Any) -> ListedTool:
+def _listed(published: Any, twice: bool) -> ListedTool:
     schema = published.input_schema if isinstance(published.input_schema, dict) else {}
     properties = schema.get("properties")
     return ListedTool(
@@ -80,7 +84,7 @@ def _listed(published: Any) -> ListedTool:
         description_of(published),
         writes=writes(published),
         parameters=tuple(properties) if isinstance(properties, dict) else (),
-        problem=_schema_problem(published.input_schema),
+        problem=LISTED_TWICE if twice else _schema_problem(published.input_schema),
     )
 
 

@@ -16,7 +16,10 @@ from tiny_cli.errors import ConfigError, ToolServerError
 from tiny_cli.tools.mcp_config import McpConfig, McpServer, WireName, original, qualified
 from tiny_cli.tools.registry import Tool
 
-__all__ = ["Check", "McpTools"]
+__all__ = ["LISTED_TWICE", "Check", "McpTools"]
+
+# a name listed twice: which of the two a call of it runs is the server's choice, not tiny's
+LISTED_TWICE = "the server lists it more than once, and a call could run either"
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,7 @@ class McpTools:
         self._open = opener or _open_session
         self._tools: dict[str, Tool] = {}  # by qualified name: two may share a wire name
         self._unusable: dict[str, str] = {}  # `check`: server -> why it could not be started
-        # `check`: server -> its session (started, so listed) and the tools the cards name
-        self._listed: dict[str, tuple[Any, set[str]]] = {}
+        self._listed: dict[str, Any] = {}  # `check`: server -> its session (started, so listed)
 
     def owns(self, name: str) -> bool:
         """Say whether `name` is a card's name (a WireName) for a tool of a server in this file
@@ -82,17 +84,17 @@ class McpTools:
                 self._unusable[server] = str(exc)
                 found.append(_check(tools, wanted[0][0], str(exc)))  # once a server, a card
                 continue
-            self._listed.setdefault(server, (session, set()))[1].update(n for _, n in wanted)
+            self._listed[server] = session
             for wire, tool_name in wanted:
                 problem = self._bind_one(session, wire, tool_name, may_write)
                 found += [_check(tools, wire, problem)] if problem else []
         return found
 
     def listed(self) -> dict[str, dict[str, str]]:
-        """Each server `check` started: the tools the cards name that it lists now
-        (`server.tool`) with their descriptions, none when it has none of them."""
+        """Each server `check` started: every tool it lists now (`server.tool`) with its
+        description, as import keeps them (not only those the cards name)."""
         return {
-            server: session.descriptions(named) for server, (session, named) in self._listed.items()
+            server: session.descriptions(session.tools) for server, session in self._listed.items()
         }
 
     def _bind_one(self, session: Any, wire: str, tool_name: str, may_write: bool) -> str | None:
@@ -102,6 +104,8 @@ class McpTools:
         if published is None:
             have = ", ".join(sorted(session.tools)) or "none"
             return f"MCP server {session.server.name!r} has no tool {tool_name!r} (it has: {have})"
+        if tool_name in session.twice:
+            return f"tool {name!r} cannot be offered: {LISTED_TWICE}"
         tool = session.tool(wire, name, published)
         if isinstance(tool, str):
             return tool
