@@ -553,5 +553,5 @@ def test_a_ghost_tools_name_in_the_cost_table_is_shown_not_obeyed(
              "COLUMNS": "200"},
     )  # fmt: skip
     assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
-    assert "1 (\"ev\\u001b[31mil\\u202e\")" in result.stdout  # the cost table's ghost cell
+    assert '1 ("ev\\u001b[31mil\\u202e")' in result.stdout  # the cost table's ghost cell
     scripted_server.assert_done()
