@@ -390,7 +390,7 @@ def test_the_end_of_input_at_the_write_prompt_is_no(cli_env, scripted_server, ho
 
 @pytest.mark.parametrize(
     ("claimed", "status", "reason", "code"),
-    [("ok", "failed", "unverified_write", 5), ("partial", "partial", "no_evidence", 3)],
+    [("ok", "failed", "unverified_write", 5), ("partial", "partial", "partial_by_agent", 3)],
 )
 @pytest.mark.slow
 def test_a_write_claimed_without_any_tool_call_is_not_ok(

@@ -270,7 +270,7 @@ def field_sources(
     results = _Text(" ".join([*(result for _, result in kept), *reached]))
     asked = _Text(task)
     echoed = [result for (_, result), echo in zip(split, echoes, strict=True) if echo]
-    written = _Text(" ".join([*(args for args, _ in split), *echoed])).plus(results).plus(asked)
+    written = _Text(" ".join([*(args for args, _ in split), *echoed])).plus(results)
     return {name: _source(value, results, asked, written) for name, value in fields.items()}
 
 
@@ -319,9 +319,18 @@ def _source(value: Any, results: _Text, asked: _Text, written: _Text) -> FieldSo
     """Where `value` was found: a result first, then the task, then the model's own arguments."""
     if results.holds(value):
         return "tool"
-    if asked.holds(value) or results.plus(asked).holds(value):
+    # a leaf is the task's only where the task quotes it: most of its words are not enough
+    if _each(value, lambda leaf: results.holds(leaf) or asked.quotes(leaf)):
         return "task"
-    return "args" if written.holds(value) else "model"
+    if _each(value, lambda leaf: written.holds(leaf) or asked.quotes(leaf)):
+        return "args"
+    return "model"
+
+
+def _each(value: Any, found: Callable[[str], bool]) -> bool:
+    """Tell whether `value` has leaves and each is `found`."""
+    leaves = list(_leaves(value))
+    return bool(leaves) and all(map(found, leaves))
 
 
 def evidence_of(arguments: Mapping[str, Any], result: Any) -> str:
@@ -362,6 +371,7 @@ class _Text:
         self.folded = " ".join(text.casefold().split())
         self.words = set(_WORD.findall(self.folded))
         self.numbers = {_number(n) for n in _NUMBER.findall(self.folded)}
+        self.tokens = f" {_tokens(self.folded)} "  # spaced, to find whole tokens in
 
     def plus(self, other: _Text) -> _Text:
         """Return this text and `other` as one text to look values up in."""
@@ -371,6 +381,17 @@ class _Text:
         """Tell whether every leaf of `value` is found here; an empty value is never found."""
         leaves = list(_leaves(value))
         return bool(leaves) and all(self._holds_leaf(leaf) for leaf in leaves)
+
+    def quotes(self, leaf: str) -> bool:
+        """Tell whether `leaf` is here as written: all its words and numbers, in order.
+
+        Stricter than `holds`, which finds a paraphrase by most of its longer words: a value
+        the task holds only in part ("onboarding.md" for "how does onboarding work") is not
+        the task's.
+        """
+        folded, tokens = " ".join(leaf.casefold().split()), _tokens(leaf.casefold())
+        # as written, words may sit in longer ones ("Kündigung"); by tokens, whole ones only
+        return _whole_in(folded, self.folded) or (bool(tokens) and f" {tokens} " in self.tokens)
 
     def _holds_leaf(self, leaf: str) -> bool:
         folded = " ".join(leaf.casefold().split())
@@ -392,6 +413,12 @@ def _whole_in(needle: str, text: str) -> bool:
     left = r"(?<!\d)" if needle[:1].isdigit() else ""
     right = r"(?!\d)" if needle[-1:].isdigit() else ""
     return bool(needle) and re.search(left + re.escape(needle) + right, text) is not None
+
+
+def _tokens(folded: str) -> str:
+    """Return folded text as its numbers (written one way) and words, one space apart."""
+    found = re.findall(_NUMBER.pattern + r"|\w+", folded)
+    return " ".join(_number(t) if t[:1].isdigit() else t for t in found)
 
 
 def _leaves(value: Any) -> Iterable[str]:

@@ -36,7 +36,7 @@ SUMMARY_CUT = "summary_cut"  # the summary alone was over max_output_tokens: cut
 ANSWER_CUT = "answer_cut"
 WRITE_DECLINED = "write_declined"
 WRITE_FAILED = "write_failed"  # a writer's `ok`, but a write tool's last call failed
-NO_EVIDENCE = "no_evidence"  # `ok` claimed, but none of the agent's tools ran
+NO_EVIDENCE = "no_evidence"  # `ok` claimed, but none of the agent's tools ran: taken back
 UNVERIFIED_WRITE = "unverified_write"  # a writer's `ok` without a successful write call
 UNSOURCED = "unsourced_fields"  # `ok` that must stand on tools, with a field no tool gave
 SCHEMA = "schema"  # the answer was still unusable after the one repair turn
@@ -260,8 +260,9 @@ def _unevidenced(card: Card, meter: Meter, claim: Claim) -> Claim:
 
     A write that ran counts, and so does any other successful call but one that only echoed
     the model's own text (`calls.informative`). With none, `ok` becomes `partial` (reason
-    `no_evidence`) and a `partial` keeps its status but gains the note: the model alone
-    vouches for it.
+    `no_evidence`) and a `partial` keeps its status and its reason but gains the note: the
+    model alone vouches for it. So `no_evidence` always means an `ok` taken back, never the
+    model's own `partial` (a bench counts that reason as a claimed answer).
     """
     if claim.status not in ("ok", "partial") or not needs_evidence(card):
         return claim
@@ -269,9 +270,8 @@ def _unevidenced(card: Card, meter: Meter, claim: Claim) -> Claim:
         return claim
     what = "nothing was written" if card.writes else "the answer is the model's own, unchecked"
     note = f"the agent answered without a successful call of its tools: {what}"
-    if claim.status == "ok" or card.writes:
-        notes = (*claim.notes, f"also: {claim.reason}") if claim.reason else claim.notes
-        return replace(claim, status="partial", reason=NO_EVIDENCE, notes=(*notes, note))
+    if claim.status == "ok":
+        return replace(claim, status="partial", reason=NO_EVIDENCE, notes=(*claim.notes, note))
     return replace(claim, notes=(*claim.notes, note))
 
 

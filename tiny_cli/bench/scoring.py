@@ -190,7 +190,8 @@ def _missing_evidence(
     """Return what a claimed answer lacks; nothing for an answer nobody claimed.
 
     Claimed: status `ok`, or an `ok` the runner took back for want of evidence, on a task
-    some card should do.
+    some card should do. Each TAKEN_BACK reason is set only on an `ok` (the verdict's rules):
+    a model's own `partial` keeps its own reason, and claims nothing.
     """
     claimed = digest.status == "ok" or digest.reason in TAKEN_BACK
     if task.expected_agent is None or not claimed:
