@@ -79,6 +79,8 @@ def test_a_failed_runs_error_type_is_a_class_not_the_servers_message(tiny, scrip
         "TINY_BASE_URL": scripted_server.url,
         "TINY_API_KEY": KEY,
         "OTEL_TRACES_EXPORTER": "console",
+        # with capture on a failed run's message is on its spans (off: only that it failed)
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
     }
     result = tiny("invoke", "docs-finder", TASK, "--json", env=env)
     assert json.loads(result.stdout)["status"] == "failed"
