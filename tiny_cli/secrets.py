@@ -61,6 +61,8 @@ _SECRET_TEXT = re.compile(
     r"|client[-_]?secret|secret[-_]?key|(?:access|auth|refresh)[-_]?token)"
     r"(?P<sep>['\"]?\s*[:=]\s*['\"]?)(?:(?:bearer|basic|token)\s+)?[^\s'\",;\\]+"
     r"|\b(?P<scheme>bearer)(?P<space>\s+)[A-Za-z0-9._~+/=-]{8,}"
+    # a URL's password, scheme://user:password@host: the user name is kept
+    r"|\b(?P<userinfo>[a-z][a-z0-9+.-]{0,31}://[^\s/?#@:'\"]*:)[^\s/?#'\"]*@"
     # keys and tokens by their vendors' own shapes, wherever they appear: OpenAI-style,
     # GitHub, Stripe, an AWS access key id, Slack
     r"|\bsk-[A-Za-z0-9_-]{16,}|\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})"
@@ -182,7 +184,7 @@ def _lowered(text: str) -> bytes:
 
 
 def _may_hold_secret(low: bytes) -> bool:
-    return any(mark in low for mark in _SHAPE_MARKS)
+    return any(mark in low for mark in _SHAPE_MARKS) or (b"@" in low and b"://" in low)
 
 
 def _redact(found: re.Match[str]) -> str:
@@ -190,6 +192,8 @@ def _redact(found: re.Match[str]) -> str:
         return f"{found.group('name')}{found.group('sep')}{REDACTED}"
     if found.group("scheme"):
         return f"{found.group('scheme')}{found.group('space')}{REDACTED}"
+    if found.group("userinfo"):
+        return f"{found.group('userinfo')}{REDACTED}@"
     return REDACTED
 
 

@@ -56,8 +56,9 @@ class Handbook:
     max_pages: int = MAX_PAGES
 
     def __post_init__(self) -> None:
-        """Refuse a folder that is not there: the user's setting to fix, not the model's."""
-        _check_folder(self.folder)
+        """Refuse a folder that is not there, or holds no pages or too many to be a handbook:
+        the user's setting to fix, not the model's."""
+        _page_files(self.folder, self.max_entries, self.max_pages)
 
     def search(self, query: str, limit: int = DEFAULT_SEARCH_LIMIT) -> list[Hit]:
         """Return the pages that best match `query`, best first; no match gives []."""
@@ -159,7 +160,8 @@ class _Index:
 
 def _page_files(folder: Path, max_entries: int, max_pages: int) -> list[Path]:
     """Return the folder's pages, sorted; hidden files and folders, links out and files that are
-    no regular file (a FIFO would block the read), left out."""
+    no regular file (a FIFO would block the read), left out. A folder with no pages, or too many
+    to be a handbook, is a ConfigError: the user's setting to fix, as a missing folder is."""
     _check_folder(folder)  # gone since the tool was made: still the user's to fix
     inside = folder.resolve()
     files: list[Path] = []
@@ -168,13 +170,19 @@ def _page_files(folder: Path, max_entries: int, max_pages: int) -> list[Path]:
         if path.is_file() and path.resolve().is_relative_to(inside):
             files.append(path)
         if len(files) > max_pages:
-            raise ToolCallError(
-                f"knowledge folder {folder} has over {max_pages:,} pages; "
-                "set TINY_DOCS to the handbook's own folder"
-            )
+            raise _not_a_handbook(folder, f"has over {max_pages:,} pages")
     if not files:
-        raise ToolCallError(f"knowledge folder {folder} has no .md or .txt pages; set TINY_DOCS")
+        raise _not_a_handbook(folder, "has no .md or .txt pages")
     return sorted(files)
+
+
+def _not_a_handbook(folder: Path, why: str) -> ConfigError:
+    return ConfigError(
+        f"knowledge folder {folder} {why}; set TINY_DOCS (or docs in tiny.toml) to the "
+        "handbook's own folder",
+        path=folder,
+        field="TINY_DOCS",
+    )
 
 
 def _check_folder(folder: Path) -> None:
@@ -201,10 +209,7 @@ def _walk(folder: Path, max_entries: int) -> Iterator[Path]:
         names = [name for name in names if not name.startswith(".")]
         seen += len(folders) + len(names)
         if seen > max_entries:
-            raise ToolCallError(
-                f"knowledge folder {folder} holds over {max_entries:,} files and folders; "
-                "set TINY_DOCS to the handbook's own folder"
-            )
+            raise _not_a_handbook(folder, f"holds over {max_entries:,} files and folders")
         yield from (Path(root, name) for name in names)
 
 

@@ -7,7 +7,9 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterable
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
@@ -48,6 +50,24 @@ ALLOW_HINT = (
 )
 # Non-text/* content types that are still text a model can read.
 TEXT_APPLICATION_TYPES = ("json", "xml", "javascript", "ecmascript", "x-www-form-urlencoded")
+# Content-Encodings http_get decodes itself, a piece at a time, as zlib window bits: a
+# compression bomb must not grow in memory past the size cap (deflate: a zlib or gzip header).
+DECODERS = {
+    "gzip": zlib.MAX_WBITS | 16,
+    "x-gzip": zlib.MAX_WBITS | 16,
+    "deflate": zlib.MAX_WBITS | 32,
+}
+ACCEPT_ENCODING = "gzip, deflate"
+READ_CHUNK = 65_536  # bytes read, or decoded by one layer, at a time
+# A body with no Content-Type is binary when it starts like an image, PDF, archive or font,
+# or holds a NUL byte early on (text never does).
+BINARY_MAGIC = (
+    *(b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"%PDF-", b"PK\x03\x04", b"\x1f\x8b"),
+    *(b"\x7fELF", b"wOFF", b"wOF2", b"7z\xbc\xaf"),
+)
+SNIFF_BYTES = 1024
+# A URL's user:password@: never shown in what the model reads or the run log keeps.
+USERINFO = re.compile(r"//[^/?#\s]*@")
 
 # Never page text; <title> is read on its own and goes first.
 SKIP_TAGS = (
@@ -73,7 +93,9 @@ MARKS = {
     "li": ("\n- ", "\n"),
     "br": ("\n", ""),
 }
-BREAK_RUN = re.compile(r"[\s\ue000\ue001]*[\n\ue001][\s\ue000\ue001]*")
+# Tried only where a run of blanks starts: a long run is scanned once, not from each of its
+# characters.
+BREAK_RUN = re.compile(r"(?<![\s\ue000\ue001])[\s\ue000\ue001]*[\n\ue001][\s\ue000\ue001]*")
 WHITESPACE = re.compile(r"\s+")
 # Spaces doubled where inline strings meet; not at a <pre> line start, whose indent counts.
 SPACE_RUN = re.compile(r"(?<=[^\s\ue000]) {2,}")
@@ -117,6 +139,9 @@ def http_get(
             response.close()
     except httpx.HTTPError as exc:
         raise ToolCallError(_describe(url, exc, timeout)) from exc
+    except zlib.error as exc:
+        raise ToolCallError(f"cannot decode the compressed body of {_shown(url)}: {exc}") from None
+    _check_body(url, response, body)
     text = _decoded(response, body)
     if cut:
         text += f"\n\n[cut: the response is longer than {max_bytes} bytes; this is its start]"
@@ -325,7 +350,8 @@ def _client(transport: httpx.BaseTransport) -> httpx.Client:
         timeout=DEFAULT_HTTP_TIMEOUT,
         follow_redirects=False,
         trust_env=False,  # no proxy (it would connect for us) and no .netrc
-        headers={"User-Agent": USER_AGENT},
+        # only the encodings _read_capped decodes, whatever decoders httpx has installed
+        headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING},
     )
 
 
@@ -337,13 +363,14 @@ def _follow(
     try:
         request = client.build_request("GET", url, timeout=timeout)
     except httpx.InvalidURL as exc:
-        raise ToolCallError(f"invalid URL {url!r}: {exc}") from None
+        raise ToolCallError(f"invalid URL {_shown(url)!r}: {exc}") from None
     for hops in range(max_redirects + 1):
         try:
             response = client.send(request, stream=True)
         except AddressRefused as exc:
             if hops:
-                raise AddressRefused(f"{exc} ({url} redirected to {request.url})") from None
+                moved = f"{_shown(url)} redirected to {_shown(request.url)}"
+                raise AddressRefused(f"{exc} ({moved})") from None
             raise
         if response.next_request is None:
             return response, hops
@@ -353,42 +380,101 @@ def _follow(
             _check_url(str(request.url))
         except ToolCallError as exc:
             raise ToolCallError(
-                f"{url} redirected to an address http_get cannot fetch: {exc}"
+                f"{_shown(url)} redirected to an address http_get cannot fetch: {exc}"
             ) from None
-    raise ToolCallError(f"too many redirects (more than {max_redirects}) for {url}")
+    raise ToolCallError(f"too many redirects (more than {max_redirects}) for {_shown(url)}")
 
 
 def _check_url(url: str) -> None:
+    shown = _shown(url)
     try:
         parts = urlsplit(url)
     except ValueError as exc:
-        raise ToolCallError(f"invalid URL {url!r}: {exc}") from exc
+        raise ToolCallError(f"invalid URL {shown!r}: {exc}") from None
     if not parts.scheme:
-        raise ToolCallError(f"{url!r} is not an absolute URL; give it with https:// or http://")
+        raise ToolCallError(f"{shown!r} is not an absolute URL; give it with https:// or http://")
     if parts.scheme.lower() not in ALLOWED_SCHEMES:
-        raise ToolCallError(f"only http and https URLs can be fetched, not {parts.scheme}: ({url})")
+        raise ToolCallError(
+            f"only http and https URLs can be fetched, not {parts.scheme}: ({shown})"
+        )
     if not parts.hostname:
-        raise ToolCallError(f"{url!r} has no host name")
+        raise ToolCallError(f"{shown!r} has no host name")
+
+
+def _shown(url: str | httpx.URL) -> str:
+    """The URL as a message may show it: without a user name and password."""
+    return USERINFO.sub("//", str(url), count=1)
 
 
 def _check_response(url: str, response: httpx.Response, hops: int) -> None:
-    """Refuse error statuses and binary bodies before reading them."""
-    moved = f" (redirected to {response.url})" if hops else ""
+    """Refuse error statuses, binary bodies and encodings tiny cannot decode before reading."""
+    shown = _shown(url) + (f" (redirected to {_shown(response.url)})" if hops else "")
     if not response.is_success:
-        raise ToolCallError(f"HTTP {response.status_code} for {url}{moved}")
-    ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        raise ToolCallError(f"HTTP {response.status_code} for {shown}")
+    ctype = _content_type(response)
     if ctype and not (ctype.startswith("text/") or any(t in ctype for t in TEXT_APPLICATION_TYPES)):
-        raise ToolCallError(f"{url}{moved} is {ctype}, not text; http_get only reads text pages")
+        raise ToolCallError(f"{shown} is {ctype}, not text; http_get only reads text pages")
+    unknown = [c for c in _encodings(response) if c not in DECODERS]
+    if unknown:
+        raise ToolCallError(
+            f"{shown} is sent with Content-Encoding {unknown[0]!r}, which "
+            "http_get cannot decode; only gzip and deflate"
+        )
+
+
+def _check_body(url: str, response: httpx.Response, body: bytes) -> None:
+    """Refuse a body that names no Content-Type and looks binary: it is no text for a model."""
+    head = body[:SNIFF_BYTES]
+    if not _content_type(response) and (b"\0" in head or head.startswith(BINARY_MAGIC)):
+        raise ToolCallError(
+            f"{_shown(url)} has no Content-Type and its body is binary, not text; "
+            "http_get only reads text pages"
+        )
+
+
+def _content_type(response: httpx.Response) -> str:
+    return response.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _encodings(response: httpx.Response) -> list[str]:
+    """The Content-Encodings in the order applied, identity left out."""
+    codings = response.headers.get_list("content-encoding", split_commas=True)
+    return [c for c in (c.strip().lower() for c in codings) if c not in ("", "identity")]
 
 
 def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
-    """Read at most `max_bytes` and stop: a huge page must not be downloaded in full."""
+    """Read and decode at most `max_bytes` and stop: neither a huge page nor a compression bomb
+    is read in full, or held in memory past the cap."""
     body = bytearray()
-    for chunk in response.iter_bytes():
-        body += chunk
-        if len(body) > max_bytes:
+    for piece in _pieces(response):
+        body += piece
+        if len(body) > max_bytes or response.num_bytes_downloaded > max_bytes:
             return bytes(body[:max_bytes]), True
     return bytes(body), False
+
+
+def _pieces(response: httpx.Response) -> Iterable[bytes]:
+    """The body as it arrives, each compression layer decoded a piece at a time; a response
+    that a caller's transport built whole (already read), as it was decoded."""
+    if response.is_stream_consumed:
+        return [response.content]
+    pieces: Iterable[bytes] = response.iter_raw(READ_CHUNK)
+    for coding in reversed(_encodings(response)):
+        pieces = _inflate(pieces, DECODERS[coding])
+    return pieces
+
+
+def _inflate(pieces: Iterable[bytes], wbits: int) -> Iterator[bytes]:
+    """Decode one compression layer, at most READ_CHUNK bytes at a time; one piece out (maybe
+    empty) for each piece in, so the reader checks its caps as the raw bytes arrive."""
+    inflater = zlib.decompressobj(wbits)
+    for piece in pieces:
+        yield inflater.decompress(piece, READ_CHUNK)
+        while inflater.unconsumed_tail:
+            yield inflater.decompress(inflater.unconsumed_tail, READ_CHUNK)
+        if inflater.eof:  # what follows the compressed stream is not the page's
+            return
+    yield inflater.flush()
 
 
 def _decoded(response: httpx.Response, body: bytes) -> str:
@@ -407,12 +493,13 @@ def _decoded(response: httpx.Response, body: bytes) -> str:
 def _describe(url: str, exc: httpx.HTTPError, timeout: float) -> str:
     """Say what went wrong in words the model can act on."""
     if isinstance(exc, httpx.TimeoutException):
-        return f"timed out after {timeout:g}s fetching {url}"
+        return f"timed out after {timeout:g}s fetching {_shown(url)}"
     if isinstance(exc, httpx.ConnectError):
-        return f"cannot connect to {urlsplit(url).netloc}: {str(exc) or 'connection refused'}"
+        where = urlsplit(url).netloc.rpartition("@")[2]
+        return f"cannot connect to {where}: {str(exc) or 'connection refused'}"
     if isinstance(exc, httpx.UnsupportedProtocol):
-        return f"{url} redirected to an address http_get cannot fetch: {exc}"
-    return f"cannot fetch {url}: {type(exc).__name__}: {exc}"
+        return f"{_shown(url)} redirected to an address http_get cannot fetch: {exc}"
+    return f"cannot fetch {_shown(url)}: {type(exc).__name__}: {exc}"
 
 
 class _Page(HTMLParser):
@@ -428,9 +515,10 @@ class _Page(HTMLParser):
         self.out: list[str] = []
         self.title: list[str] | None = None  # the first <title> outside an <svg>, once seen
         self._open: list[list[Any]] = []  # [name, mark after it, cells so far, skipped]
+        self._counts: Counter[str] = Counter()  # open elements by name: no scan of _open
         self._data: list[str] = []
         self._skipped = 0  # open elements that skip what they hold
-        self._title: list[Any] | None = None  # that <title>'s entry in _open
+        self._title: list[Any] | None = None  # that <title>'s entry in _open, while open
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         """Open an element: its mark before, a cell separator in a row, or a skip."""
@@ -448,18 +536,23 @@ class _Page(HTMLParser):
             return
         self.out.append(before if shown else "")
         entry = [tag, after, 0, skip]
-        if tag == "title" and self.title is None and all(e[0] != "svg" for e in self._open):
+        if tag == "title" and self.title is None and not self._counts["svg"]:
             self.title, self._title = [], entry
         self._open.append(entry)
+        self._counts[tag] += 1
         self._skipped += skip
 
     def handle_endtag(self, tag: str) -> None:
         """Close the innermost open `tag` and everything opened inside it."""
         self._flush()
-        if tag not in (entry[0] for entry in self._open):
+        if not self._counts[tag]:
             return
         while True:
-            name, after, _, skip = self._open.pop()
+            entry = self._open.pop()
+            name, after, _, skip = entry
+            self._counts[name] -= 1
+            if entry is self._title:
+                self._title = None
             self._skipped -= skip
             if not self._skipped and not skip:
                 self.out.append(after)
@@ -483,8 +576,7 @@ class _Page(HTMLParser):
 
     def _in_title(self) -> bool:
         """Say whether text read now is the title's (text in a script or template is not)."""
-        inside = any(entry is self._title for entry in self._open)
-        return inside and not any(entry[0] in RAW_TEXT_TAGS for entry in self._open)
+        return self._title is not None and not any(self._counts[t] for t in RAW_TEXT_TAGS)
 
     def _flush(self) -> None:
         text, self._data = "".join(self._data), []
@@ -494,7 +586,7 @@ class _Page(HTMLParser):
             self.title.append(text)
         if self._skipped:
             return
-        if any(entry[0] == "pre" for entry in self._open):
+        if self._counts["pre"]:
             self.out.append(text.replace("\n", PRE_BREAK))
         else:
             self.out.append(WHITESPACE.sub(" ", text))
