@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -139,7 +140,12 @@ def runs_stats(
 @runs_app.command("path")
 def runs_path() -> None:
     """Print where the run log is (an SQLite file: `sqlite3 "$(tiny runs path)"` opens it)."""
-    typer.echo(str(settings_from().home / DB_NAME))
+    path = settings_from().home / DB_NAME
+    if sys.stdout.isatty():  # an ESC in TINY_HOME is shown, never obeyed
+        typer.echo(printable(str(path)))
+        return
+    sys.stdout.flush()  # exactly the file's bytes: echo would strip what reads as a colour
+    sys.stdout.buffer.write(os.fsencode(path) + b"\n")
 
 
 @runs_app.command("correct")
@@ -255,7 +261,7 @@ def _show_deletion(done: Deletion) -> None:
 
 
 def _run_log() -> RunLog:
-    return RunLog.open(settings_from().home)
+    return RunLog.open(settings_from().home, logging_runs=False)  # it has no --no-log
 
 
 def _since(since: str | None) -> datetime | None:

@@ -37,6 +37,7 @@ is written unless every recorded exchange was asked for.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -372,6 +373,7 @@ class Recorder(ExchangeSource):
         self._exchanges = 0
         self._noted = False  # a bench's notes (its making): worth a recording without exchanges
         self._kept: Path | None = None  # where Ctrl-C's exchanges went, once closed
+        self._failed: OSError | None = None  # a write the disk refused: nothing is kept
         self._file = self._open()
         self._write(header)  # a .partial left by a crash is a recording too (for --resume)
 
@@ -409,12 +411,16 @@ class Recorder(ExchangeSource):
         interrupted recording there is kept as it is (it may hold answers this run had not
         reused yet): this one goes to the first free `NAME.interrupted.N.jsonl` (N from 2).
         """
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()
         with self._lock:
             self._file.close()
             # a bench whose every task abstained asked nothing, but its header (the tasks'
             # routes and digests) is what its replay needs: kept when the command `finished`
             # with notes made (one that failed early never truncates an older recording)
-            if not self._exchanges and not (keep and finished and self._noted):
+            empty = not self._exchanges and not (keep and finished and self._noted)
+            if empty or self._failed is not None:  # after a failed write no part is kept
                 self._partial.unlink(missing_ok=True)
             elif keep:
                 self._finish(self.path)
@@ -422,9 +428,6 @@ class Recorder(ExchangeSource):
                 free = (self._interrupted(n) for n in itertools.count(1))
                 self._kept = next(p for p in free if not os.path.lexists(p))
                 self._finish(self._kept)
-        close = getattr(self._inner, "close", None)
-        if close is not None:
-            close()
 
     def kept_on_interrupt(self) -> Path | None:
         """The interrupted recording's file once closed after Ctrl-C, else None."""
@@ -443,14 +446,18 @@ class Recorder(ExchangeSource):
     def _finish(self, target: Path) -> None:
         """Write the header as it is now, then the exchanges, to `target` (whole, then renamed)."""
         finished = self._partial.with_suffix(".finished")
-        with (
-            finished.open("w", encoding="utf-8") as out,
-            self._partial.open(encoding="utf-8") as body,
-        ):
-            out.write(_scrubbed_line(self._scrub, self._header) + "\n")
-            body.readline()  # the header as it was when the recording began
-            shutil.copyfileobj(body, out)
-        finished.replace(target)
+        try:
+            with (
+                finished.open("w", encoding="utf-8") as out,
+                self._partial.open(encoding="utf-8") as body,
+            ):
+                out.write(_scrubbed_line(self._scrub, self._header) + "\n")
+                body.readline()  # the header as it was when the recording began
+                shutil.copyfileobj(body, out)
+            finished.replace(target)
+        except OSError as exc:  # a full disk: `target` keeps what it held
+            finished.unlink(missing_ok=True)
+            raise self._drop(exc) from exc
         self._partial.unlink(missing_ok=True)
 
     def _interrupted(self, number: int = 1) -> Path:
@@ -508,9 +515,21 @@ class Recorder(ExchangeSource):
     def _write(self, entry: dict[str, Any]) -> None:
         line = _scrubbed_line(self._scrub, entry)
         with self._lock:
+            try:
+                if self._failed is not None:  # another run's write failed: the recording is gone
+                    raise self._failed
+                self._file.write(line + "\n")
+                self._file.flush()  # a run that crashes still leaves what it recorded
+            except OSError as exc:  # a full disk: the run ends, an older recording stays
+                raise self._drop(exc) from exc
             self._exchanges += "run" in entry
-            self._file.write(line + "\n")
-            self._file.flush()  # a run that crashes still leaves what it recorded
+
+    def _drop(self, exc: OSError) -> ConfigError:  # a full disk: none of it kept; the caller locks
+        self._failed = self._failed or exc
+        with contextlib.suppress(OSError):  # what it still buffers cannot be written either
+            self._file.close()
+        self._partial.unlink(missing_ok=True)
+        return ConfigError(f"{self.path}: cannot write the recording: {exc.strerror} (unchanged)")
 
 
 class Replayer(ExchangeSource):

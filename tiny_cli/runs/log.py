@@ -267,6 +267,7 @@ def _whole(path: Path) -> Iterator[TextIO]:
 RUNNING_SQL = "SELECT id, pid, process, started_at FROM runs WHERE status = 'running'"
 INTERRUPTED_WAIT = 1.0  # seconds Ctrl-C waits for queued writes (the sweep covers the rest)
 GONE = "the process ended before the run finished"
+BOOT_STAT = "/proc/stat"  # its btime line: when the machine booted, in seconds since the epoch
 Confirm = Callable[[Sequence[int]], bool]  # shown the ids a deletion takes: go ahead?
 
 
@@ -278,25 +279,33 @@ class RunLog:
     the queue.
     """
 
-    def __init__(self, db: sqlite3.Connection, path: Path, scrub: Scrubber) -> None:
+    def __init__(self, db: sqlite3.Connection, path: Path, scrub: Scrubber, hint: str = "") -> None:
         self.path = path
+        self._hint = hint  # ends an error: how to run without the log, where that helps
         self._writer = store.Writer(db, scrub)
 
     @classmethod
-    def open(cls, home: Path, scrub: Scrubber | None = None, fts5: Probe | None = None) -> RunLog:
+    def open(
+        cls,
+        home: Path,
+        scrub: Scrubber | None = None,
+        fts5: Probe | None = None,
+        logging_runs: bool = True,
+    ) -> RunLog:
         """Open (creating or upgrading) the run log in `home`; mark dead runs interrupted.
 
         `scrub` keeps secrets out of every row and export; by default the environment's keys.
-        `fts5` says whether SQLite has FTS5 (default: it is asked).
+        `fts5` says whether SQLite has FTS5 (default: it is asked). `logging_runs` false (a
+        command that only reads or edits the log): its errors suggest no --no-log.
         """
-        path = home / DB_NAME
-        db = connect(path)
+        path, hint = home / DB_NAME, NO_LOG_HINT if logging_runs else ""
+        db = connect(path, hint)
         try:
-            migrate(db, path, fts5)
+            migrate(db, path, fts5, hint)
         except BaseException:
             db.close()
             raise
-        log = cls(db, path, scrubber() if scrub is None else scrub)
+        log = cls(db, path, scrubber() if scrub is None else scrub, hint)
         try:
             log.sweep()
         except BaseException:
@@ -428,10 +437,8 @@ class RunLog:
         if not self._writer.close(wait, failure):
             return  # already closing, or stuck on another process's lock
         kept, self._writer.failure = self._writer.failure, None
-        if isinstance(kept, sqlite3.Error):
-            raise ConfigError(f"{self.path}: could not record a run: {kept}{NO_LOG_HINT}") from kept
-        if kept is not None:
-            raise kept  # a bug in tiny, not the user's: its traceback is wanted
+        cut, self._writer.cut = self._writer.cut, None
+        _raise_failed(self.path, kept, cut, self._hint)
 
     def __enter__(self) -> RunLog:
         return self
@@ -458,11 +465,22 @@ class RunLog:
                 yield writer.db
             except sqlite3.Error as exc:
                 raise ConfigError(
-                    f"{self.path}: cannot read the run log: {exc}{NO_LOG_HINT}"
+                    f"{self.path}: cannot read the run log: {exc}{self._hint}"
                 ) from exc
 
     def _no_run(self, run_id: int) -> ConfigError:
         return ConfigError(f"no run {run_id} in the run log {self.path}: `tiny runs` lists them")
+
+
+def _raise_failed(path: Path, kept: Exception | None, cut: sqlite3.Error | None, hint: str) -> None:
+    """Raise what went wrong writing the log: `kept`, a write that failed, else `cut`, a pass
+    written without the transcripts and tool calls (a full disk)."""
+    if isinstance(kept, sqlite3.Error):
+        raise ConfigError(f"{path}: could not record a run: {kept}{hint}") from kept
+    if kept is not None:
+        raise kept  # a bug in tiny, not the user's: its traceback is wanted
+    if cut is not None:  # the run is logged as it ended, without what made its row big
+        raise ConfigError(f"{path}: a run is logged without its transcript and tool calls: {cut}")
 
 
 def _gone(row: Sequence[object], me: int) -> bool:
@@ -471,9 +489,9 @@ def _gone(row: Sequence[object], me: int) -> bool:
     process, this one's included), else (a row from before schema v6, or from a system without
     /proc) by when it started, before this boot, or by the pid."""
     _, pid, process, started = row
-    running = store.still_running(pid, process)
+    running = still_running(pid, process)
     if running is None:
-        return store.before_boot(started) or (pid != me and not _alive(pid))
+        return before_boot(started) or (pid != me and not _alive(pid))
     return not running
 
 
@@ -490,3 +508,49 @@ def _alive(pid: object) -> bool:
     except PermissionError:
         return True  # someone else's process
     return True
+
+
+def still_running(pid: object, process: object) -> bool | None:
+    """Tell whether the process a `running` row names (its pid and `process`) still runs;
+    None when `process` cannot tell (NULL, edited by hand, or no /proc here)."""
+    where, parts = (
+        store.boot_and_namespace(),
+        process.split(" ") if isinstance(process, str) else [],
+    )
+    if where is None or len(parts) != 3:
+        return None
+    boot, namespace, start = parts
+    if boot != where[0]:
+        return False  # rebooted since: every process of that boot is gone
+    if namespace == where[1]:  # the pid is numbered here: is it still the same process?
+        return type(pid) is int and pid > 0 and store.process_started(pid) == start
+    return _in_sight(namespace, start)
+
+
+def before_boot(started: object) -> bool:
+    """Tell whether a row started before this machine booted (then no process of it runs,
+    whatever its pid names now); False when /proc or the row cannot tell."""
+    try:
+        with open(BOOT_STAT, encoding="ascii") as file:
+            boot = next(int(line.split()[1]) for line in file if line.startswith("btime "))
+        return datetime.fromisoformat(str(started)).timestamp() < boot
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
+
+
+def _in_sight(namespace: str, start: str) -> bool:
+    """Tell whether a process of PID namespace `namespace` started at `start` is in sight: a
+    container's, seen from its host. One out of sight (another container's) counts as gone."""
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return False
+    return any(store.process_started(pid) == start and _namespace(pid) == namespace for pid in pids)
+
+
+def _namespace(pid: int) -> str | None:
+    """Return the PID namespace of process `pid`; None when gone or not ours to look at."""
+    try:
+        return str(os.stat(f"/proc/{pid}/ns/pid").st_ino)
+    except OSError:
+        return None

@@ -45,8 +45,9 @@ BUSY_SECONDS = 30.0  # wait this long for another tiny process's write (a bench 
 NO_LOG_HINT = " (--no-log or TINY_NO_LOG=1 runs without the log)"
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Open the file (only its owner may read it: transcripts hold what agents read) in WAL."""
+def connect(path: Path, hint: str = NO_LOG_HINT) -> sqlite3.Connection:
+    """Open the file (only its owner may read it: transcripts hold what agents read) in WAL;
+    `hint` ends the error (how to run without the log: only for a command that writes it)."""
     db = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +60,7 @@ def connect(path: Path) -> sqlite3.Connection:
     except (OSError, sqlite3.Error) as exc:
         if db is not None:
             db.close()
-        raise ConfigError(f"{path}: cannot open the run log: {exc}{NO_LOG_HINT}") from exc
+        raise ConfigError(f"{path}: cannot open the run log: {exc}{hint}") from exc
     return db
 
 
@@ -165,6 +166,9 @@ FINISHED = (
     *("tokens_out", "tool_calls", "ghost_calls", "recovered_calls", "caller_tokens"),
     *("wall_seconds", "tool_mode", "pid", "process", "repaired"),
 )
+
+# left empty ("[]") when the disk will not take a row whole: the big columns
+SLIMMED = ("transcript", "calls")
 
 # a row no Finished fills in (Ctrl-C, an error): how it ended, and what it did until then,
 # its last card included (a re-route ends on another card than the row started with)
@@ -293,9 +297,11 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def migrate(db: sqlite3.Connection, path: Path, fts5: Probe | None = None) -> None:
+def migrate(
+    db: sqlite3.Connection, path: Path, fts5: Probe | None = None, hint: str = NO_LOG_HINT
+) -> None:
     """Apply every migration the database lacks, in order, in one transaction; `fts5` says
-    whether this SQLite has FTS5 (default: fts5_available asks it)."""
+    whether this SQLite has FTS5 (default: fts5_available asks it); `hint` as for connect."""
     steps = [functools.partial(m, fts5=fts5) if m is _v5 else m for m in MIGRATIONS]
     try:
         with transaction(db):
@@ -303,13 +309,13 @@ def migrate(db: sqlite3.Connection, path: Path, fts5: Probe | None = None) -> No
             if version > SCHEMA_VERSION:
                 raise ConfigError(
                     f"{path}: the run log has schema v{version}, this tiny knows up to "
-                    f"v{SCHEMA_VERSION}: upgrade tiny{NO_LOG_HINT}"
+                    f"v{SCHEMA_VERSION}: upgrade tiny{hint}"
                 )
             for number, migration in enumerate(steps[version:], start=version + 1):
                 migration(db)
                 db.execute(f"PRAGMA user_version = {number}")
     except sqlite3.Error as exc:
-        raise ConfigError(f"{path}: cannot upgrade the run log: {exc}{NO_LOG_HINT}") from exc
+        raise ConfigError(f"{path}: cannot upgrade the run log: {exc}{hint}") from exc
 
 
 # --- which process a row's pid names -------------------------------------------------------
@@ -319,7 +325,6 @@ def migrate(db: sqlite3.Connection, path: Path, fts5: Probe | None = None) -> No
 # NULL, and the pid alone tells, as before v6).
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
-BOOT_STAT = "/proc/stat"  # its btime line: when the machine booted, in seconds since the epoch
 
 
 def this_process() -> str | None:
@@ -329,36 +334,11 @@ def this_process() -> str | None:
 
 @functools.lru_cache(maxsize=4)  # keyed by pid: a forked child is another process
 def _identity(pid: int) -> str | None:
-    where, start = _where(), _started(pid)
+    where, start = boot_and_namespace(), process_started(pid)
     return None if where is None or start is None else " ".join((*where, start))
 
 
-def still_running(pid: object, process: object) -> bool | None:
-    """Tell whether the process a `running` row names (its pid and `process`) still runs;
-    None when `process` cannot tell (NULL, edited by hand, or no /proc here)."""
-    where, parts = _where(), process.split(" ") if isinstance(process, str) else []
-    if where is None or len(parts) != 3:
-        return None
-    boot, namespace, start = parts
-    if boot != where[0]:
-        return False  # rebooted since: every process of that boot is gone
-    if namespace == where[1]:  # the pid is numbered here: is it still the same process?
-        return type(pid) is int and pid > 0 and _started(pid) == start
-    return _in_sight(namespace, start)
-
-
-def before_boot(started: object) -> bool:
-    """Tell whether a row started before this machine booted (then no process of it runs,
-    whatever its pid names now); False when /proc or the row cannot tell."""
-    try:
-        with open(BOOT_STAT, encoding="ascii") as file:
-            boot = next(int(line.split()[1]) for line in file if line.startswith("btime "))
-        return datetime.fromisoformat(str(started)).timestamp() < boot
-    except (OSError, ValueError, IndexError, StopIteration):
-        return False
-
-
-def _where() -> tuple[str, str] | None:
+def boot_and_namespace() -> tuple[str, str] | None:
     """Return this boot's id and this process's PID namespace; None without /proc."""
     try:
         with open(BOOT_ID, encoding="ascii") as file:
@@ -369,31 +349,13 @@ def _where() -> tuple[str, str] | None:
     return (boot, str(namespace)) if boot and " " not in boot else None
 
 
-def _started(pid: int) -> str | None:
+def process_started(pid: int) -> str | None:
     """Return when process `pid` started (clock ticks since boot); None when there is none."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as file:
             fields = file.read().rsplit(b")", 1)[1].split()  # the name may hold ')' and spaces
         return fields[19].decode("ascii")  # field 22: fields[0] is field 3
     except (OSError, IndexError, ValueError):
-        return None
-
-
-def _in_sight(namespace: str, start: str) -> bool:
-    """Tell whether a process of PID namespace `namespace` started at `start` is in sight: a
-    container's, seen from its host. One out of sight (another container's) counts as gone."""
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return False
-    return any(_started(pid) == start and _namespace(pid) == namespace for pid in pids)
-
-
-def _namespace(pid: int) -> str | None:
-    """Return the PID namespace of process `pid`; None when gone or not ours to look at."""
-    try:
-        return str(os.stat(f"/proc/{pid}/ns/pid").st_ino)
-    except OSError:
         return None
 
 
@@ -549,7 +511,7 @@ class Recorder:
             *(self.endpoint, start.goal, start.messages, start.tool_mode, os.getpid()),
             *(this_process(), "running", "[]"),
         )
-        self.row = self.writer.insert(db, STARTED, self.writer.scrub.columns(row))
+        self.writer.insert(db, self, STARTED, self.writer.scrub.columns(row))
         self.writer.open_runs.add(self)
 
     def _finished_row(self, event: Finished, at: float) -> tuple[Any, ...]:
@@ -576,7 +538,7 @@ class Recorder:
     def _store(self, db: sqlite3.Connection) -> None:
         assert self.whole is not None
         if self.row is None:  # finished before its running row was written, or never started
-            self.row = self.writer.insert(db, FINISHED, self.whole)
+            self.writer.insert(db, self, FINISHED, self.whole)
         else:  # written as running: fill it in
             self.writer.complete(db, self.row, FINISHED, self.whole)
             self.writer.open_runs.discard(self)
@@ -657,7 +619,10 @@ class Writer:
         self.recorded: list[int] = []  # every row inserted, in order (RunLog.recorded)
         self.started: set[Recorder] = set()  # running, no row written yet
         self.failure: Exception | None = None
+        self.cut: sqlite3.Error | None = None  # a pass kept only with its transcripts left out
         self.closing = False
+        self.slim = False  # this try of a pass leaves the SLIMMED columns empty
+        self._fresh: list[Recorder] = []  # given a row in this try: none if it rolls back
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._wake = threading.Event()  # set by flush and close: write now, not at the tick
         self._thread = threading.Thread(target=self._write_all, name="tiny-run-log", daemon=True)
@@ -689,8 +654,10 @@ class Writer:
             return False  # stuck on another process's lock: the sweep will mark these runs later
         with self.lock:
             db, self.db = self.db, None
+            left = sorted(self.open_runs, key=lambda recorder: recorder.row or 0)
+            if db is not None and left:  # each ends by taking itself out: a copy
+                self._committed(db, lambda db: _end_left(db, left, failure))
             if db is not None:
-                _end_left(db, self.open_runs, failure)  # scrubbed with each row
                 db.close()
         return True
 
@@ -699,13 +666,20 @@ class Writer:
         if not self.closing:
             self._jobs.put(job)
 
-    def insert(self, db: sqlite3.Connection, names: Sequence[str], values: Sequence[Any]) -> int:
-        """Insert one row (on the writer thread); return its id."""
+    def insert(
+        self,
+        db: sqlite3.Connection,
+        recorder: Recorder,
+        names: Sequence[str],
+        values: Sequence[Any],
+    ) -> None:
+        """Insert one row for `recorder` (on the writer thread), which takes its id."""
         sql = f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-        run_id = db.execute(sql, values).lastrowid
+        run_id = db.execute(sql, self._slimmed(names, values)).lastrowid
         assert run_id is not None
+        recorder.row = run_id
         self.recorded.append(run_id)
-        return run_id
+        self._fresh.append(recorder)
 
     def complete(
         self,
@@ -718,7 +692,17 @@ class Writer:
         """Fill in a started row (on the writer thread); with `running_only`, only if running."""
         sets = ", ".join(f"{name} = ?" for name in names)
         guard = " AND status = 'running'" if running_only else ""
-        db.execute(f"UPDATE runs SET {sets} WHERE id = ?{guard}", [*values, run_id])
+        db.execute(
+            f"UPDATE runs SET {sets} WHERE id = ?{guard}", [*self._slimmed(names, values), run_id]
+        )
+
+    def _slimmed(self, names: Sequence[str], values: Sequence[Any]) -> Sequence[Any]:
+        """The row's values, the SLIMMED columns emptied when this try is a slim one."""
+        if not self.slim:
+            return values
+        return [
+            "[]" if name in SLIMMED else value for name, value in zip(names, values, strict=True)
+        ]
 
     def _write_all(self) -> None:
         """The writer thread: at each tick (or when asked), commit what is queued, in order."""
@@ -740,16 +724,44 @@ class Writer:
         started = list(self.started)  # one call in C: the runners' threads add and discard
         if not batch and not started:
             return
+        with self.lock:
+            if self.db is not None:
+                self._committed(self.db, lambda db: _run(db, started, batch))
+
+    def _committed(self, db: sqlite3.Connection, work: Job) -> None:
+        """Run `work` in one transaction, the failure kept for close(): a write that failed
+        must not end the run. One SQLite refuses (a full disk) is tried once more with the
+        transcripts and tool calls left out, so that a finished run still reads as it ended."""
         try:
-            with self.lock:
-                if self.db is not None:
-                    with transaction(self.db) as db:
-                        for recorder in started:
-                            recorder.insert_running(db)
-                        for job in batch:
-                            job(db)
-        except Exception as exc:  # kept for close(): a write that failed must not end the run
+            self._try(db, work, slim=False)
+        except sqlite3.Error as exc:
+            try:
+                self._try(db, work, slim=True)
+                self.cut = self.cut or exc
+            except Exception as again:
+                self.failure = self.failure or again
+        except Exception as exc:  # a bug in tiny: its traceback is wanted at close
             self.failure = self.failure or exc
+
+    def _try(self, db: sqlite3.Connection, work: Job, slim: bool) -> None:
+        """Run `work` in one transaction; on failure forget what it did, and raise."""
+        self.slim, self._fresh, kept = slim, [], (set(self.open_runs), len(self.recorded))
+        try:
+            with transaction(db):
+                work(db)
+        except BaseException:
+            self._undo(*kept)
+            raise
+        finally:
+            self.slim = False
+
+    def _undo(self, open_runs: set[Recorder], recorded: int) -> None:
+        """Forget what a rolled-back try did: the rows it gave, the runs it ended."""
+        for recorder in self._fresh:
+            recorder.row = None
+        del self.recorded[recorded:]
+        self.open_runs.clear()
+        self.open_runs.update(open_runs)
 
 
 def _no_job(db: sqlite3.Connection) -> None:
@@ -769,10 +781,15 @@ def _drain(jobs: queue.Queue[Job | None]) -> list[Job | None]:
             return batch
 
 
-def _end_left(db: sqlite3.Connection, runs: set[Recorder], failure: str | None = None) -> None:
+def _run(db: sqlite3.Connection, started: Sequence[Recorder], batch: Sequence[Job]) -> None:
+    """One pass: a `running` row for each run started since, then the queued jobs."""
+    for recorder in started:
+        recorder.insert_running(db)
+    for job in batch:
+        job(db)
+
+
+def _end_left(db: sqlite3.Connection, left: Sequence[Recorder], failure: str | None) -> None:
     """End the runs this process started and never finished: interrupted, or failed."""
-    left = sorted(runs, key=lambda recorder: recorder.row or 0)  # each ends by taking itself out
-    if left:
-        with transaction(db):
-            for recorder in left:
-                recorder.left(db, failure)
+    for recorder in left:
+        recorder.left(db, failure)
