@@ -26,6 +26,7 @@ from tiny_cli.tools.web import DEFAULT_MAX_BYTES, AddressPolicy, html_to_text, h
 from .conftest import one_error_line
 
 PASSWORD = "hunter2secret"
+PAGE = b"<p>a page its server deflates</p>"
 ZEROS = 200 * 2**20  # what the bombs below decode to: 200 MiB
 
 
@@ -49,6 +50,9 @@ ROUTES: dict[str, tuple[int, dict[str, str], bytes]] = {
     "/pdf": (200, {}, b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n"),
     "/plain": (200, {}, b"<p>no content type, but text</p>"),
     "/gone": (404, {"Content-Type": "text/plain"}, b"not here"),
+    "/gone?next=//x@y": (404, {"Content-Type": "text/plain"}, b"not here"),
+    "/zlib": (200, {"Content-Type": "text/html", "Content-Encoding": "deflate"}, b""),
+    "/raw": (200, {"Content-Type": "text/html", "Content-Encoding": "deflate"}, b""),
     "/leak": (302, {"Location": f"ftp://bob:{PASSWORD}@example.org/x"}, b""),
 }
 
@@ -61,6 +65,9 @@ class _Handler(BaseHTTPRequestHandler):
         status, headers, body = ROUTES[self.path]
         if self.path.startswith("/bomb"):
             body = _bomb(2 if self.path == "/bomb2" else 1)
+        if self.path in ("/zlib", "/raw"):  # deflate with a zlib header, or bare (no header)
+            deflater = zlib.compressobj(wbits=15 if self.path == "/zlib" else -15)
+            body = deflater.compress(PAGE) + deflater.flush()
         self.send_response(status)
         for name, value in {**headers, "Content-Length": str(len(body))}.items():
             self.send_header(name, value)
@@ -101,6 +108,11 @@ def test_a_gzip_bomb_is_cut_at_the_size_cap_without_growing_in_memory(site, path
     )
     assert len(text) < DEFAULT_MAX_BYTES + 100
     assert peak < 16 * 2**20, f"{peak / 2**20:.0f} MiB held to read a page capped at 1 MB"
+
+
+@pytest.mark.parametrize("path", ["/zlib", "/raw"])
+def test_a_deflated_page_is_read_with_or_without_its_zlib_header(site, path) -> None:
+    assert _get(site, path) == PAGE.decode()
 
 
 def test_a_content_encoding_http_get_cannot_decode_is_a_tool_error(site) -> None:
@@ -154,6 +166,16 @@ def test_http_get_never_echoes_a_urls_password(site, path, said) -> None:
         _get(site, path, userinfo=f"bob:{PASSWORD}@")
     assert str(failed.value).startswith(said.format(site=site))
     assert PASSWORD not in str(failed.value)
+
+
+@pytest.mark.parametrize("userinfo", ["", f"bob:{PASSWORD}@"])
+def test_a_user_and_password_go_from_the_host_only_never_from_the_query(site, userinfo) -> None:
+    with pytest.raises(ToolCallError) as failed:
+        _get(site, "/gone?next=//x@y", userinfo=userinfo)
+    assert str(failed.value) == f"HTTP 404 for http://{site}/gone?next=//x@y"
+    # the scrubber, likewise, takes a password only from between `scheme://` and the host
+    kept = "https://h:8080/a:b@c?next=//x:y@z&u=v:w@t"
+    assert Scrubber([]).text(kept) == kept
 
 
 def test_a_refused_connection_names_the_host_not_the_password() -> None:

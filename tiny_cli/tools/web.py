@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpcore
 import httpx
@@ -51,11 +51,13 @@ ALLOW_HINT = (
 # Non-text/* content types that are still text a model can read.
 TEXT_APPLICATION_TYPES = ("json", "xml", "javascript", "ecmascript", "x-www-form-urlencoded")
 # Content-Encodings http_get decodes itself, a piece at a time, as zlib window bits: a
-# compression bomb must not grow in memory past the size cap (deflate: a zlib or gzip header).
+# compression bomb must not grow in memory past the size cap.
+ZLIB_OR_GZIP = zlib.MAX_WBITS | 32  # deflate as the RFC has it: a zlib (or gzip) header
+RAW_DEFLATE = -zlib.MAX_WBITS  # deflate as some servers send it: no header (httpx reads both)
 DECODERS = {
     "gzip": zlib.MAX_WBITS | 16,
     "x-gzip": zlib.MAX_WBITS | 16,
-    "deflate": zlib.MAX_WBITS | 32,
+    "deflate": ZLIB_OR_GZIP,
 }
 ACCEPT_ENCODING = "gzip, deflate"
 READ_CHUNK = 65_536  # bytes read, or decoded by one layer, at a time
@@ -66,8 +68,6 @@ BINARY_MAGIC = (
     *(b"\x7fELF", b"wOFF", b"wOF2", b"7z\xbc\xaf"),
 )
 SNIFF_BYTES = 1024
-# A URL's user:password@: never shown in what the model reads or the run log keeps.
-USERINFO = re.compile(r"//[^/?#\s]*@")
 
 # Never page text; <title> is read on its own and goes first.
 SKIP_TAGS = (
@@ -386,11 +386,11 @@ def _follow(
 
 
 def _check_url(url: str) -> None:
-    shown = _shown(url)
     try:
         parts = urlsplit(url)
-    except ValueError as exc:
-        raise ToolCallError(f"invalid URL {shown!r}: {exc}") from None
+    except ValueError as exc:  # not echoed: where its user:password ends is unknown
+        raise ToolCallError(f"invalid URL: {exc}") from None
+    shown = _shown(url)
     if not parts.scheme:
         raise ToolCallError(f"{shown!r} is not an absolute URL; give it with https:// or http://")
     if parts.scheme.lower() not in ALLOWED_SCHEMES:
@@ -402,8 +402,13 @@ def _check_url(url: str) -> None:
 
 
 def _shown(url: str | httpx.URL) -> str:
-    """The URL as a message may show it: without a user name and password."""
-    return USERINFO.sub("//", str(url), count=1)
+    """The URL as a message may show it: its authority without a user name and password.
+
+    A URL that urlsplit refuses is never passed: _check_url splits it first.
+    """
+    parts = urlsplit(str(url))
+    host = parts.netloc.rpartition("@")[2]
+    return str(url) if host == parts.netloc else urlunsplit(parts._replace(netloc=host))
 
 
 def _check_response(url: str, response: httpx.Response, hops: int) -> None:
@@ -468,8 +473,17 @@ def _inflate(pieces: Iterable[bytes], wbits: int) -> Iterator[bytes]:
     """Decode one compression layer, at most READ_CHUNK bytes at a time; one piece out (maybe
     empty) for each piece in, so the reader checks its caps as the raw bytes arrive."""
     inflater = zlib.decompressobj(wbits)
+    unsure = wbits == ZLIB_OR_GZIP  # until deflate's first bytes say if a header leads
     for piece in pieces:
-        yield inflater.decompress(piece, READ_CHUNK)
+        try:
+            out = inflater.decompress(piece, READ_CHUNK)
+        except zlib.error:
+            if not unsure:
+                raise
+            inflater = zlib.decompressobj(RAW_DEFLATE)  # httpx's DeflateDecoder does the same
+            out = inflater.decompress(piece, READ_CHUNK)
+        unsure = unsure and not piece
+        yield out
         while inflater.unconsumed_tail:
             yield inflater.decompress(inflater.unconsumed_tail, READ_CHUNK)
         if inflater.eof:  # what follows the compressed stream is not the page's
@@ -495,7 +509,7 @@ def _describe(url: str, exc: httpx.HTTPError, timeout: float) -> str:
     if isinstance(exc, httpx.TimeoutException):
         return f"timed out after {timeout:g}s fetching {_shown(url)}"
     if isinstance(exc, httpx.ConnectError):
-        where = urlsplit(url).netloc.rpartition("@")[2]
+        where = urlsplit(_shown(url)).netloc
         return f"cannot connect to {where}: {str(exc) or 'connection refused'}"
     if isinstance(exc, httpx.UnsupportedProtocol):
         return f"{_shown(url)} redirected to an address http_get cannot fetch: {exc}"
