@@ -1,7 +1,7 @@
-"""Settings and arguments as the real `tiny` entry point reads them: a flag holding a byte that
-is not UTF-8 is one line naming the flag while a task's is read as U+FFFD; a blank TINY_API_KEY
-or TINY_PROJECT is refused, as every TINY_ variable is; an MCP file that is a folder is said to
-be one; a usage error's echo of the arguments is escaped."""
+"""Settings and arguments as the real `tiny` entry point reads them: a flag or a path holding a
+byte that is not UTF-8 is one line naming it while a task's is read as U+FFFD; a blank
+TINY_API_KEY or TINY_PROJECT is refused, as every TINY_ variable is; an MCP file that is a folder
+is said to be one; a usage error's echo of the arguments is escaped."""
 
 from __future__ import annotations
 
@@ -65,6 +65,22 @@ def test_a_task_not_utf8_is_read_as_replacement_while_its_flag_is_refused(
     assert "ab\ufffdcd" in found.stdout.decode()
     refused = run_tiny([b"runs", b"search", b"word", b"--card", BAD], cli_env, tmp_path)
     assert error_line(refused) == f"--card: {NOT_UTF8}; give it again in UTF-8"
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [([b"learn", BAD], "FILE"), ([b"init", BAD], "folder"), ([b"validate", b"x", BAD], "paths")],
+    ids=["learn", "init", "validate"],
+)
+def test_a_path_argument_not_utf8_is_one_line_not_another_path(
+    cli_env: dict[str, str], tmp_path: Path, args: list[bytes], name: str
+) -> None:
+    """It was read as U+FFFD: `init` started a project in a folder the user never named."""
+    work = tmp_path / "work"  # where `init` would start the project
+    work.mkdir()
+    done = run_tiny(args, cli_env, work)
+    assert error_line(done) == f"{name}: {NOT_UTF8}; give it again in UTF-8"
+    assert list(work.iterdir()) == []
 
 
 # --- 2. a blank TINY_API_KEY: refused, not skipped for the next variable's key -----------------

@@ -91,9 +91,10 @@ class TinyGroup(typer.core.TyperGroup):
 
 def _not_utf8(ctx: Any, command: Any, args: list[str]) -> list[str]:
     """`args` for `command`, each byte that is not UTF-8 (Python's half a UTF-16 pair) sorted:
-    in a flag's value it is an error naming the flag (a model, file or host altered unsaid is
-    wrong); in a task it is read as U+FFFD, as a terminal shows it. A group's are left for its
-    subcommand; what does not parse is left for the parse that says why."""
+    in a task (an argument of plain text) it is read as U+FFFD, as a terminal shows it; in a
+    flag's value or another argument (a path, a number) it is an error naming it (a model, file
+    or host altered unsaid is wrong). A group's are left for its subcommand; what does not
+    parse is left for the parse that says why."""
     if not any(half_pair(arg) for arg in args):
         return args
     context = command.context_class(command, parent=ctx)
@@ -104,13 +105,26 @@ def _not_utf8(ctx: Any, command: Any, args: list[str]) -> list[str]:
     for param in command.get_params(context):
         given = opts.get(param.name)
         values = given if isinstance(given, list | tuple) else [given]
-        if param.param_type_name == "option" and any(_bad_text(v) for v in values):
-            flag = max(param.opts, key=len)
+        if any(_bad_text(v) for v in values) and not _task_text(param):
+            # a flag by its long name; an argument as its usage line shows it
+            option = param.param_type_name == "option"
+            name = max(param.opts, key=len) if option else param.metavar or param.name
             said = "holds a byte that is not UTF-8 (the value is not shown)"
-            raise ConfigError(f"{flag}: {said}; give it again in UTF-8", field=flag)
+            raise ConfigError(f"{name}: {said}; give it again in UTF-8", field=name)
     if isinstance(command, typer.core.TyperGroup):
         return args
+    # what still holds such a byte is a task's (or an extra argument the parse refuses)
     return [arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for arg in args]
+
+
+# the arguments that are text a person wrote (a task, `runs search`'s words): a byte that is not
+# UTF-8 there reads as U+FFFD; in any other (a path, an id) it is an error
+TEXT_ARGUMENTS = ("task", "text")
+
+
+def _task_text(param: Any) -> bool:
+    """Whether `param` is an argument of text a person wrote, not a flag, a path or an id."""
+    return param.param_type_name == "argument" and param.name in TEXT_ARGUMENTS
 
 
 def _bad_text(value: Any) -> bool:
@@ -177,8 +191,8 @@ def _tolerate_bad_bytes() -> None:
     """Read invalid UTF-8 on stdin as U+FFFD, as a terminal would show it, and print what no
     encoder takes as a replacement, not a UnicodeEncodeError.
 
-    The arguments keep theirs (Python's lone surrogates) until the command is known: a flag's
-    is an error, a task's is read as U+FFFD (TinyGroup.resolve_command).
+    The arguments keep theirs (Python's lone surrogates) until the command is known: a task's
+    is read as U+FFFD, a flag's or a path's is an error (TinyGroup.resolve_command).
     """
     for stream in (sys.stdin, sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
