@@ -63,6 +63,6 @@ def test_trailing_backslash_prints_once(tiny, scripted_server) -> None:
     env = {"TINY_BASE_URL": scripted_server.url, "COLUMNS": "200"}
     digest = tiny("invoke", "docs-finder", "where is the temp folder?", env=env).stdout
     assert re.search(r"│ path is C:\\temp\\ +│", digest)
-    assert '("web_fetch\\")' in digest  # the cost table's ghost, a tag after it
+    assert '("web_fetch\\\\")' in digest  # the cost table's ghost, quoted as JSON quotes it
     shown = tiny("runs", "show", "1", env={"COLUMNS": "200"}).stdout
-    assert 'result of "web_fetch\\" · ' in shown and "\\\\ " not in shown
+    assert 'result of "web_fetch\\\\" · ' in shown and "\\\\ " not in shown

@@ -97,6 +97,20 @@ def test_ghost_names_show_quoted(run, scripted_server) -> None:
     assert '│ "docs_search " │' in shown and '│ ""             │' in shown  # the calls table
 
 
+def test_a_ghost_name_with_a_quote_shows_as_its_note_quotes_it(run, scripted_server) -> None:
+    scripted_server.add(
+        tool_calls(('docs"search\\', {"query": "vacation"}), ("docs\u202e", {})),
+        tool_call("docs_search", {"query": "vacation"}),
+        reply(json.dumps({"status": "ok", "summary": "s", "source": "vacation.md"})),
+    )
+    result = run("invoke", "docs-finder", "how do I request vacation")
+    assert result.exit_code == 0, result.output
+    note = 'does not have: "docs\\"search\\\\", "docs\\u202e"'  # JSON; the bidi made visible
+    assert note in result.stdout
+    assert '2 ("docs\\"search\\\\", "docs\\u202e")' in result.stdout  # the cost table's
+    assert "\u202e" not in result.output
+
+
 def test_the_live_view_quotes_a_ghost_and_shows_emoji_codes_as_written() -> None:
     console = live.console()  # the console a run's view draws on
     console.width = 160  # the call's row whole

@@ -46,7 +46,7 @@ def test_an_ok_after_a_write_that_failed_is_partial(invoke, scripted_server) -> 
     assert [w["outcome"] for w in digest["approved_writes"]] == ["ok", "tool_error"]
     assert (code, digest["status"], digest["reason"]) == (3, "partial", "write_failed")
     assert any(
-        n.endswith(f"a write failed with no later success: {ADD} (tool_error)")
+        n.endswith(f"a write failed and no retry succeeded: {ADD} (tool_error)")
         for n in digest["notes_for_caller"]
     )
 
@@ -54,13 +54,28 @@ def test_an_ok_after_a_write_that_failed_is_partial(invoke, scripted_server) -> 
 def test_a_failed_write_retried_with_success_may_be_ok(invoke, scripted_server) -> None:
     munich = {"name": "Acme Munich", "city": "Munich"}
     scripted_server.add(
-        tool_calls((ADD, ACME), (ADD, {"name": "ACME", "city": "Munich"})),
-        tool_call(ADD, munich),  # the corrected call: a name the CRM does not hold yet
+        tool_calls((ADD, ACME), (ADD, {"name": "Acme Munich"})),  # no city: bad arguments
+        tool_call(ADD, munich),  # the corrected call
         reply(_answer("Added Acme (Berlin) and Acme Munich.", 2, "Acme Munich")),
     )
     code, digest = invoke("crm-writer", TASK, "--yes")
-    assert [w["outcome"] for w in digest["approved_writes"]] == ["ok", "tool_error", "ok"]
+    told = [m["content"] for m in scripted_server.requests[1]["messages"] if m["role"] == "tool"]
+    assert told[1].startswith("error: ") and "Call crm_add_company again" in told[1]
+    assert [w["outcome"] for w in digest["approved_writes"]] == ["ok", "ok"]
     assert (code, digest["status"], digest["reason"]) == (0, "ok", None)
+
+
+def test_another_company_written_does_not_make_up_for_a_failed_one(invoke, scripted_server) -> None:
+    beta = {"name": "Beta", "city": "Hamburg"}
+    scripted_server.add(
+        tool_calls((ADD, ACME), (ADD, {"name": "ACME", "city": "Munich"}), (ADD, beta)),
+        reply(_answer("Added Acme, ACME and Beta.", 2, "Beta")),
+    )
+    code, digest = invoke(
+        "crm-writer", "add Acme in Berlin, ACME in Munich, Beta in Hamburg", "--yes"
+    )
+    assert [w["outcome"] for w in digest["approved_writes"]] == ["ok", "tool_error", "ok"]
+    assert (code, digest["status"], digest["reason"]) == (3, "partial", "write_failed")
 
 
 def test_a_ghost_calls_names_are_quoted_in_its_note(invoke, scripted_server) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "kind_of",
     "looks_utf16",
     "printable",
+    "quote_name",
     "redact_url",
     "stem",
     "text_of",
@@ -167,6 +168,11 @@ def printable(text: str, keep: str = "") -> str:
         else f"\\U{ord(ch):08x}"
         for ch in text
     )
+
+
+def quote_name(name: str) -> str:
+    """A name the model gave, as a JSON string: a blank, empty or odd one stays visible."""
+    return json.dumps(name, ensure_ascii=False)
 
 
 def endpoint(base_url: str, path: str) -> str:

@@ -8,7 +8,6 @@ run's notes so far, and returns the Digest without its caller tokens (`invoke` c
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,8 +24,8 @@ from tiny_cli.agent.calls import (
 )
 from tiny_cli.agent.reply import Reply, field_values, missing_fields
 from tiny_cli.cards.card import Card
-from tiny_cli.digest import CHARS_PER_TOKEN, MODEL_STATUSES, Brief, Digest, Status
-from tiny_cli.text import text_of
+from tiny_cli.digest import CHARS_PER_TOKEN, MODEL_STATUSES, Brief, CallRecord, Digest, Status
+from tiny_cli.text import quote_name, text_of
 from tiny_cli.tools.artifacts import Artifact
 
 OUT_OF_TIME = "max_wall_seconds"  # the reason when the wall budget ran out
@@ -35,7 +34,7 @@ SUMMARY_CUT = "summary_cut"  # the summary alone was over max_output_tokens: cut
 # reply that hit max_tokens, its object closed by tiny; never `ok`
 ANSWER_CUT = "answer_cut"
 WRITE_DECLINED = "write_declined"
-WRITE_FAILED = "write_failed"  # a writer's `ok`, but a write tool's last call failed
+WRITE_FAILED = "write_failed"  # a writer's `ok`, but a failed write call was never retried
 NO_EVIDENCE = "no_evidence"  # `ok` claimed, but none of the agent's tools ran: taken back
 UNVERIFIED_WRITE = "unverified_write"  # a writer's `ok` without a successful write call
 UNSOURCED = "unsourced_fields"  # `ok` that must stand on tools, with a field no tool gave
@@ -177,9 +176,8 @@ def judged(
     claim = _unsourced(card, claim, sources)
     notes, ghosts = claim.notes, meter.ghosts()
     if ghosts:
-        notes += (
-            f"{len(ghosts)} ghost call(s) to tools this agent does not have: {_quoted(ghosts)}",
-        )
+        named = ", ".join(map(quote_name, ghosts))
+        notes += (f"{len(ghosts)} ghost call(s) to tools this agent does not have: {named}",)
     return Digest(
         card.id,
         claim.status,
@@ -241,18 +239,34 @@ def _unverified_write(card: Card, meter: Meter, claim: Claim) -> Claim:
 
 
 def _failed_write(card: Card, meter: Meter, claim: Claim) -> Claim:
-    """An `ok` stands only when every write tool the model called succeeded on its last call.
+    """An `ok` stands only when every write call that failed was retried with success.
 
-    A failed write (a tool error, a timeout, bad arguments) retried with success, such as with
-    corrected arguments, is done; one left failed is not, whatever the model says: `partial`,
-    reason `write_failed`, with a note naming the tool.
+    A call that failed with bad arguments is retried by any later successful call of its
+    tool (the corrected arguments); one that failed with a tool error or a timeout only by a
+    later successful call with the same arguments: another company added is not the one
+    that failed. A failed write left so is not done, whatever the model says: `partial`,
+    reason `write_failed`, with a note naming each such call's tool and how it failed.
     """
-    last = {c.name: c.outcome for c in meter.calls if c.writes}
-    failed = [f"{name} ({outcome})" for name, outcome in last.items() if outcome in _FAILED]
+    writes = [c for c in meter.calls if c.writes]
+    failed = [
+        f"{c.name} ({c.outcome})"
+        for i, c in enumerate(writes)
+        if c.outcome in _FAILED and not _retried(c, writes[i + 1 :])
+    ]
     if claim.status != "ok" or not failed:
         return claim
-    note = f"the agent said ok, but a write failed with no later success: {', '.join(failed)}"
+    note = f"the agent said ok, but a write failed and no retry succeeded: {', '.join(failed)}"
     return replace(claim, status="partial", reason=WRITE_FAILED, notes=(*claim.notes, note))
+
+
+def _retried(call: CallRecord, later: Sequence[CallRecord]) -> bool:
+    """True when one of the `later` calls is a successful retry of the failed `call`."""
+    return any(
+        c.name == call.name
+        and c.outcome == "ok"
+        and (call.outcome == "bad_arguments" or c.arguments == call.arguments)
+        for c in later
+    )
 
 
 def _unevidenced(card: Card, meter: Meter, claim: Claim) -> Claim:
@@ -297,11 +311,6 @@ Rule = Callable[[Card, Meter, Claim], Claim]
 # a failed write is judged after `_unverified_write`: with no write done at all, that
 # rule's `failed` (the claimed answer dropped) is the truer verdict
 RULES: tuple[Rule, ...] = (_unwritten, _unverified_write, _failed_write, _unevidenced)
-
-
-def _quoted(names: Sequence[str]) -> str:
-    """The model's tool names, each quoted: a blank or empty one stays visible in a note."""
-    return ", ".join(json.dumps(name, ensure_ascii=False) for name in names)
 
 
 def _asked(brief: Brief) -> str:

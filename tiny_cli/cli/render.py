@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tiny_cli.cards.card import Card, Problem, shown_path
-from tiny_cli.text import printable
+from tiny_cli.text import printable, quote_name
 from tiny_cli.tools.mcp_config import original
 
 
@@ -246,9 +246,8 @@ def shown(text: str, keep: str = "") -> str:
 
 def quoted(name: str) -> str:
     """A name as markup, quoted as the Digest's notes quote it: `"docs_search "` or `""`."""
-    # printable's \uXXXX, as everywhere (repr would write \x1b); a quote in it one of those too
-    inside = printable(name).replace('"', "\\u0022")
-    return escaped(f'"{inside}"')
+    # the notes' JSON string, its bidi and C1 characters then made visible for the terminal
+    return escaped(printable(quote_name(name)))
 
 
 def escaped(text: str) -> str:

@@ -606,8 +606,8 @@ def _parse(content: bytes, server: _Server) -> Completion:
     try:
         return _completion(data, content, server)
     except ProviderError as exc:  # unusable, yet the server says what it spent: a run counts it
-        exc.tokens_in, exc.tokens_out = _reported(data.get("usage"), server)
-        raise
+        tokens = _reported(data.get("usage"), server)
+        raise ProviderError(str(exc), status=exc.status, url=exc.url, tokens=tokens) from None
 
 
 def _completion(data: dict[str, Any], content: bytes, server: _Server) -> Completion:
