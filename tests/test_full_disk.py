@@ -11,6 +11,7 @@ import os
 import pty
 import resource
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from pathlib import Path
 from typer.testing import Result
 
 from tests.conftest import HANDBOOK, SEED_CARDS, one_error_line
+from tiny_cli.runs import RunLog
 from tiny_cli.testing import ScriptedServer, Turn, reply, tool_call
 
 # a tool call's arguments under the runner's 100,000-character limit: the transcript and the
@@ -36,12 +38,18 @@ def _turns() -> list[Turn]:
     ]
 
 
-def _tiny(home: Path, url: str, *args: str, room: int | None = None) -> subprocess.CompletedProcess:
-    """Run the real `tiny` in its own process; with `room`, no file it writes grows past it."""
+def _full_disk(room: int) -> Callable[[], None]:
+    """What a child runs before it starts: no file it writes grows past `room` bytes."""
 
-    def full_disk() -> None:
+    def limit() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (room, room))
+
+    return limit
+
+
+def _tiny(home: Path, url: str, *args: str, room: int | None = None) -> subprocess.CompletedProcess:
+    """Run the real `tiny` in its own process; with `room`, no file it writes grows past it."""
 
     env = {
         **os.environ,
@@ -54,7 +62,7 @@ def _tiny(home: Path, url: str, *args: str, room: int | None = None) -> subproce
         env=env,
         capture_output=True,
         text=True,
-        preexec_fn=None if room is None else full_disk,
+        preexec_fn=None if room is None else _full_disk(room),
         timeout=120,
     )
 
@@ -90,6 +98,68 @@ def test_a_finished_run_the_full_log_cannot_hold_whole_is_not_interrupted(tmp_pa
     logged = json.loads(shown.stdout)
     assert logged["digest"]["summary"] == "Two weeks, with a buddy."
     assert (logged["transcript"], logged["calls"]) == ([], [])
+
+
+# a bench or a library caller (no `on_log_error`): RunLog used directly, as bench and serve do
+LIBRARY_CALLER = """
+import sys
+from pathlib import Path
+from tiny_cli.digest import Cost, Digest
+from tiny_cli.events import Finished, RunStarted
+from tiny_cli.runs import RunLog
+
+with RunLog.open(Path(sys.argv[1])) as log:
+    observe = log.observer("bench", "onboarding/tiny/0", "127.0.0.1")
+    observe(RunStarted("docs-finder", "m", "native", "onboarding first", 4, 30.0, 400, ()))
+    messages = [{"role": "user", "content": "x" * 200_000}]
+    observe(Finished(Digest("docs-finder", "ok", cost=Cost(tokens_in=7)), messages))
+print("closed")
+"""
+
+
+def test_a_library_caller_is_warned_not_raised_at_when_the_transcript_is_left_out(
+    tmp_path: Path,
+) -> None:
+    """Review 2: a caller without `on_log_error` ends normally; the row holds its status."""
+    home = tmp_path / "home"
+    RunLog.open(home).close()  # the log's tables, before the disk is full
+    done = subprocess.run(
+        [sys.executable, "-c", LIBRARY_CALLER, str(home)],
+        capture_output=True,
+        text=True,
+        preexec_fn=_full_disk(ROOM),
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout) == (0, "closed\n"), done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"tiny: warning: {home / 'runs.sqlite3'}: a run is logged without its")
+    with RunLog.open(home) as log:
+        (run,) = log.runs()
+        logged = log.run(run.id)
+    assert (logged.status, list(logged.transcript), list(logged.calls)) == ("ok", [], [])
+
+
+def test_a_log_refusing_for_another_reason_than_the_disk_keeps_no_slim_row(
+    tmp_path: Path,
+) -> None:
+    """Review 1: only a disk that will not take the write drops the transcript; any other
+    refusal (here a trigger someone added to the file) is a write that failed."""
+    home = tmp_path / "home"
+    RunLog.open(home).close()
+    with sqlite3.connect(home / "runs.sqlite3") as db:
+        for event in ("INSERT", "UPDATE"):
+            db.execute(
+                f"CREATE TRIGGER big_{event} BEFORE {event} ON runs WHEN length(NEW.calls) > "
+                "50000 BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
+            )
+    db.close()
+    with ScriptedServer(_turns()) as server:
+        done = _tiny(home, server.url, "invoke", "docs-finder", "onboarding first")
+        listed = _tiny(home, server.url, "runs", "--json")
+    assert done.returncode == 0, done.stderr  # invoke reports a failed log write as a warning
+    assert "could not record a run: refused by a trigger" in done.stderr
+    assert "without its transcript" not in done.stderr
+    assert "ok" not in {run["status"] for run in json.loads(listed.stdout)}
 
 
 def _unopenable(home: Path) -> None:

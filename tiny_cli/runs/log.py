@@ -74,6 +74,7 @@ from tiny_cli.runs.store import (
     transaction,
 )
 from tiny_cli.secrets import Scrubber, scrubber
+from tiny_cli.text import printable
 from tiny_cli.userfiles import escape_separators, refuse_special
 
 __all__ = ["DB_NAME", "Correction", "Deletion", "RunLog", "RunQuery", "parse_since"]
@@ -428,7 +429,8 @@ class RunLog:
         self._writer.flush()
 
     def close(self, wait: float | None = None, failure: str | None = None) -> None:
-        """Write what is queued and close the database; raise if a write failed.
+        """Write what is queued and close the database; raise if a write failed (warn if a run
+        is logged without its transcript, a disk that would not take it: never raise).
 
         Runs that started but never finished keep what they did until now, marked interrupted,
         or failed with `failure` as their reason when an error ended them; `wait` bounds the
@@ -438,7 +440,7 @@ class RunLog:
             return  # already closing, or stuck on another process's lock
         kept, self._writer.failure = self._writer.failure, None
         cut, self._writer.cut = self._writer.cut, None
-        _raise_failed(self.path, kept, cut, self._hint)
+        _report_failed(self.path, kept, cut, self._hint)
 
     def __enter__(self) -> RunLog:
         return self
@@ -472,15 +474,19 @@ class RunLog:
         return ConfigError(f"no run {run_id} in the run log {self.path}: `tiny runs` lists them")
 
 
-def _raise_failed(path: Path, kept: Exception | None, cut: sqlite3.Error | None, hint: str) -> None:
-    """Raise what went wrong writing the log: `kept`, a write that failed, else `cut`, a pass
-    written without the transcripts and tool calls (a full disk)."""
+def _report_failed(
+    path: Path, kept: Exception | None, cut: sqlite3.Error | None, hint: str
+) -> None:
+    """Raise `kept`, a write that failed; else warn on stderr of `cut`, a pass written without
+    the transcripts and tool calls (a full disk): a warning, as its runs are logged, with their
+    status (bench, serve and library callers end as they would have)."""
     if isinstance(kept, sqlite3.Error):
         raise ConfigError(f"{path}: could not record a run: {kept}{hint}") from kept
     if kept is not None:
         raise kept  # a bug in tiny, not the user's: its traceback is wanted
-    if cut is not None:  # the run is logged as it ended, without what made its row big
-        raise ConfigError(f"{path}: a run is logged without its transcript and tool calls: {cut}")
+    if cut is not None:  # escaped: it quotes a path and SQLite's message
+        message = f"{path}: a run is logged without its transcript and tool calls: {cut}"
+        sys.stderr.write(f"tiny: warning: {printable(message)}\n")
 
 
 def _gone(row: Sequence[object], me: int) -> bool:

@@ -169,6 +169,7 @@ FINISHED = (
 
 # left empty ("[]") when the disk will not take a row whole: the big columns
 SLIMMED = ("transcript", "calls")
+DISK_REFUSED = (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL)  # primary result codes
 
 # a row no Finished fills in (Ctrl-C, an error): how it ended, and what it did until then,
 # its last card included (a re-route ends on another card than the row started with)
@@ -364,7 +365,7 @@ def process_started(pid: int) -> str | None:
 FLUSH_SECONDS = 0.1  # the writer's tick: a process killed this soon after an event loses it
 LEFT = "the command ended before the run finished"
 
-Job = Callable[[sqlite3.Connection], None]
+Job = Callable[[sqlite3.Connection, bool], None]  # the bool: slim, the SLIMMED columns left empty
 # The most of one call's arguments the log keeps whole: the runner refuses longer ones (the
 # same number as tiny_cli.agent.calls.MAX_ARGUMENT_CHARS; a wing imports no other wing), and
 # of those the log keeps the first ARGUMENTS_PREVIEW_CHARS and their size, so a model's 12 MB
@@ -463,18 +464,18 @@ class Recorder:
             return  # no RunStarted, no row (the runner tells it before anything can stop it)
         status, reason = ("interrupted", LEFT) if event.interrupted else ("failed", event.reason)
         ended = self._ended_row(start, status, reason, event.messages)
-        self.writer.submit(lambda db: self._end(db, ended))
+        self.writer.submit(lambda db, slim: self._end(db, ended, slim))
 
-    def left(self, db: sqlite3.Connection, failure: str | None) -> None:
+    def left(self, db: sqlite3.Connection, slim: bool, failure: str | None) -> None:
         """End the run the command left running as it closes the log (on the writer's side):
         interrupted, or failed with `failure`, with what it did until then; no Aborted came
         (a bench run on a worker thread goes on), so the transcript is its latest card's first."""
         start = self.start  # read before `whole`: finished() sets `whole`, then drops this
         if self.whole is not None or start is None:
-            self._store(db)  # it finished as the command closed (its row was not queued): whole
+            self._store(db, slim)  # finished as the command closed (its row was not queued): whole
             return
         status, reason = ("failed", failure) if failure else ("interrupted", LEFT)
-        self._end(db, self._ended_row(start, status, reason, start.messages))
+        self._end(db, self._ended_row(start, status, reason, start.messages), slim)
 
     def _ended_row(
         self, start: RunStarted, status: str, reason: str, messages: Sequence[Any]
@@ -492,13 +493,13 @@ class Recorder:
         )
         return self.writer.scrub.columns(row)
 
-    def _end(self, db: sqlite3.Connection, ended: Sequence[Any]) -> None:
-        self.insert_running(db)  # a run shorter than the writer's tick has no row yet
+    def _end(self, db: sqlite3.Connection, ended: Sequence[Any], slim: bool) -> None:
+        self.insert_running(db, slim)  # a run shorter than the writer's tick has no row yet
         if self.row is not None:
-            self.writer.complete(db, self.row, ENDED, ended, running_only=True)
+            self.writer.complete(db, self.row, ENDED, ended, slim, running_only=True)
             self.writer.open_runs.discard(self)
 
-    def insert_running(self, db: sqlite3.Connection) -> None:
+    def insert_running(self, db: sqlite3.Connection, slim: bool) -> None:
         """Insert the row as `running` (on the writer thread), unless the run is over."""
         start = self.start  # read before `whole`: finished() sets `whole`, then drops this
         self.writer.started.discard(self)
@@ -511,7 +512,7 @@ class Recorder:
             *(self.endpoint, start.goal, start.messages, start.tool_mode, os.getpid()),
             *(this_process(), "running", "[]"),
         )
-        self.writer.insert(db, self, STARTED, self.writer.scrub.columns(row))
+        self.writer.insert(db, self, STARTED, self.writer.scrub.columns(row), slim)
         self.writer.open_runs.add(self)
 
     def _finished_row(self, event: Finished, at: float) -> tuple[Any, ...]:
@@ -535,12 +536,12 @@ class Recorder:
             *(os.getpid(), this_process(), int(repaired(messages))),
         )
 
-    def _store(self, db: sqlite3.Connection) -> None:
+    def _store(self, db: sqlite3.Connection, slim: bool) -> None:
         assert self.whole is not None
         if self.row is None:  # finished before its running row was written, or never started
-            self.writer.insert(db, self, FINISHED, self.whole)
+            self.writer.insert(db, self, FINISHED, self.whole, slim)
         else:  # written as running: fill it in
-            self.writer.complete(db, self.row, FINISHED, self.whole)
+            self.writer.complete(db, self.row, FINISHED, self.whole, slim)
             self.writer.open_runs.discard(self)
 
 
@@ -621,7 +622,6 @@ class Writer:
         self.failure: Exception | None = None
         self.cut: sqlite3.Error | None = None  # a pass kept only with its transcripts left out
         self.closing = False
-        self.slim = False  # this try of a pass leaves the SLIMMED columns empty
         self._fresh: list[Recorder] = []  # given a row in this try: none if it rolls back
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._wake = threading.Event()  # set by flush and close: write now, not at the tick
@@ -656,7 +656,8 @@ class Writer:
             db, self.db = self.db, None
             left = sorted(self.open_runs, key=lambda recorder: recorder.row or 0)
             if db is not None and left:  # each ends by taking itself out: a copy
-                self._committed(db, lambda db: _end_left(db, left, failure))
+                ends = [functools.partial(recorder.left, failure=failure) for recorder in left]
+                self._committed(db, lambda db, slim: _run(db, ends, slim))
             if db is not None:
                 db.close()
         return True
@@ -672,10 +673,11 @@ class Writer:
         recorder: Recorder,
         names: Sequence[str],
         values: Sequence[Any],
+        slim: bool,
     ) -> None:
         """Insert one row for `recorder` (on the writer thread), which takes its id."""
         sql = f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-        run_id = db.execute(sql, self._slimmed(names, values)).lastrowid
+        run_id = db.execute(sql, _slimmed(names, values, slim)).lastrowid
         assert run_id is not None
         recorder.row = run_id
         self.recorded.append(run_id)
@@ -687,22 +689,15 @@ class Writer:
         run_id: int,
         names: Sequence[str],
         values: Sequence[Any],
+        slim: bool,
         running_only: bool = False,
     ) -> None:
         """Fill in a started row (on the writer thread); with `running_only`, only if running."""
         sets = ", ".join(f"{name} = ?" for name in names)
         guard = " AND status = 'running'" if running_only else ""
         db.execute(
-            f"UPDATE runs SET {sets} WHERE id = ?{guard}", [*self._slimmed(names, values), run_id]
+            f"UPDATE runs SET {sets} WHERE id = ?{guard}", [*_slimmed(names, values, slim), run_id]
         )
-
-    def _slimmed(self, names: Sequence[str], values: Sequence[Any]) -> Sequence[Any]:
-        """The row's values, the SLIMMED columns emptied when this try is a slim one."""
-        if not self.slim:
-            return values
-        return [
-            "[]" if name in SLIMMED else value for name, value in zip(names, values, strict=True)
-        ]
 
     def _write_all(self) -> None:
         """The writer thread: at each tick (or when asked), commit what is queued, in order."""
@@ -726,15 +721,19 @@ class Writer:
             return
         with self.lock:
             if self.db is not None:
-                self._committed(self.db, lambda db: _run(db, started, batch))
+                jobs = [*(recorder.insert_running for recorder in started), *batch]
+                self._committed(self.db, lambda db, slim: _run(db, jobs, slim))
 
     def _committed(self, db: sqlite3.Connection, work: Job) -> None:
         """Run `work` in one transaction, the failure kept for close(): a write that failed
-        must not end the run. One SQLite refuses (a full disk) is tried once more with the
-        transcripts and tool calls left out, so that a finished run still reads as it ended."""
+        must not end the run. One the disk will not take (full, a quota) is tried once more
+        with the transcripts and tool calls left out, so a finished run still reads as it ended."""
         try:
             self._try(db, work, slim=False)
         except sqlite3.Error as exc:
+            if not _disk_refused(exc):  # a lock, a damaged or read-only file: slimmer won't help
+                self.failure = self.failure or exc
+                return
             try:
                 self._try(db, work, slim=True)
                 self.cut = self.cut or exc
@@ -745,15 +744,13 @@ class Writer:
 
     def _try(self, db: sqlite3.Connection, work: Job, slim: bool) -> None:
         """Run `work` in one transaction; on failure forget what it did, and raise."""
-        self.slim, self._fresh, kept = slim, [], (set(self.open_runs), len(self.recorded))
+        self._fresh, kept = [], (set(self.open_runs), len(self.recorded))
         try:
             with transaction(db):
-                work(db)
+                work(db, slim)
         except BaseException:
             self._undo(*kept)
             raise
-        finally:
-            self.slim = False
 
     def _undo(self, open_runs: set[Recorder], recorded: int) -> None:
         """Forget what a rolled-back try did: the rows it gave, the runs it ended."""
@@ -764,7 +761,7 @@ class Writer:
         self.open_runs.update(open_runs)
 
 
-def _no_job(db: sqlite3.Connection) -> None:
+def _no_job(db: sqlite3.Connection, slim: bool) -> None:
     """Nothing to write: queued by flush to make the writer pass."""
 
 
@@ -781,15 +778,21 @@ def _drain(jobs: queue.Queue[Job | None]) -> list[Job | None]:
             return batch
 
 
-def _run(db: sqlite3.Connection, started: Sequence[Recorder], batch: Sequence[Job]) -> None:
-    """One pass: a `running` row for each run started since, then the queued jobs."""
-    for recorder in started:
-        recorder.insert_running(db)
-    for job in batch:
-        job(db)
+def _run(db: sqlite3.Connection, jobs: Sequence[Job], slim: bool) -> None:
+    """One pass: the jobs, in order (a `running` row for each run started since, then those
+    queued; or, as the log closes, the end of each run left unfinished)."""
+    for job in jobs:
+        job(db, slim)
 
 
-def _end_left(db: sqlite3.Connection, left: Sequence[Recorder], failure: str | None) -> None:
-    """End the runs this process started and never finished: interrupted, or failed."""
-    for recorder in left:
-        recorder.left(db, failure)
+def _slimmed(names: Sequence[str], values: Sequence[Any], slim: bool) -> Sequence[Any]:
+    """The row's values; `slim`: the SLIMMED columns emptied."""
+    if not slim:
+        return values
+    return ["[]" if name in SLIMMED else value for name, value in zip(names, values, strict=True)]
+
+
+def _disk_refused(exc: sqlite3.Error) -> bool:
+    """Tell whether SQLite failed because the disk would not take the write: full (SQLITE_FULL),
+    or a file not allowed to grow (a quota, `ulimit -f`: SQLITE_IOERR)."""
+    return ((getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF) in DISK_REFUSED
