@@ -15,9 +15,9 @@ from typing import Any
 from tiny_cli.agent.loop import system_prompt, tools_section
 from tiny_cli.agent.reply import tool_mode_for
 from tiny_cli.cards.card import Card
-from tiny_cli.tools.mcp_config import original, qualified
+from tiny_cli.tools.mcp_config import mcp_settings, original, qualified
 from tiny_cli.tools.registry import Registry
-from tiny_cli.workspace import Workspace, mcp_settings
+from tiny_cli.workspace import Workspace
 
 __all__ = ["card_detail", "card_rows"]
 

@@ -33,6 +33,7 @@ from tiny_cli.tools.mcp_config import (
     McpServer,
     load_mcp_config,
     mcp_path,
+    mcp_settings,
     original,
     qualified,
 )
@@ -40,7 +41,7 @@ from tiny_cli.tools.mcp_hosts import HostServers, Lifted, merge_mcp_yaml, read_h
 from tiny_cli.tools.mcp_listing import LIST_SECONDS, ListedTool, Listing, list_servers
 from tiny_cli.tools.mcp_tools import McpTools
 from tiny_cli.userfiles import write_text
-from tiny_cli.workspace import mcp_settings, open_cards
+from tiny_cli.workspace import open_cards
 
 __all__ = [
     "CardChange",

@@ -13,7 +13,7 @@ from tiny_cli.errors import CardError, ConfigError, TinyError
 from tiny_cli.settings import Settings, check_settings
 from tiny_cli.text import check_transport, wrong_kind
 from tiny_cli.tools.builtin import builtin_writes, default_registry
-from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original, qualified
+from tiny_cli.tools.mcp_config import McpConfig, mcp_settings, original, qualified
 from tiny_cli.tools.registry import Registry, declared_tool
 
 if TYPE_CHECKING:  # HTTP only where tools are built: a route needs none
@@ -126,12 +126,6 @@ def _add_declared(registry: Registry, cards: Iterable[Card]) -> None:
             if spec["name"] not in registry:
                 tool = declared_tool(spec["name"], spec.get("description", ""), spec["parameters"])
                 registry.add(tool, f"card {card.id}")
-
-
-def mcp_settings(settings: Settings) -> McpConfig | None:
-    """Read the MCP servers file (TINY_MCP, or mcp.yaml in the cards folder), if there is one."""
-    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.origin("mcp_file"))
-    return None if path is None else load_mcp_config(path)
 
 
 def _add_mcp(registry: Registry, mcp: McpConfig | None) -> None:

@@ -27,7 +27,7 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.routing.space import Nearest
 from tiny_cli.settings import Settings
 from tiny_cli.tools.builtin import builtin_descriptions, default_registry
-from tiny_cli.tools.mcp_config import McpServer, load_mcp_config, mcp_path, original, qualified
+from tiny_cli.tools.mcp_config import McpServer, mcp_settings, original, qualified
 from tiny_cli.userfiles import locked, read_json, write_json
 
 __all__ = [
@@ -201,8 +201,7 @@ def gathered(
 
 def _definitions(settings: Settings) -> dict[str, str] | None:
     """Each server of the settings' mcp.yaml by its definition; None without an mcp.yaml."""
-    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.origin("mcp_file"))
-    config = load_mcp_config(path)
+    config = mcp_settings(settings)
     return None if config is None else mcp_definitions(config.servers)
 
 

@@ -21,7 +21,7 @@ import yaml
 
 from tiny_cli import yamlsafe
 from tiny_cli.errors import ConfigError
-from tiny_cli.settings import Origin
+from tiny_cli.settings import Origin, Settings
 from tiny_cli.text import printable
 
 MCP_FILENAMES = ("mcp.yaml", "mcp.yml")  # in the cards folder; never read as cards
@@ -185,6 +185,12 @@ class McpConfig:
 
     path: Path
     servers: Mapping[str, McpServer] = field(default_factory=dict, hash=False)
+
+
+def mcp_settings(settings: Settings) -> McpConfig | None:
+    """Read the MCP servers file (TINY_MCP, or mcp.yaml in the cards folder), if there is one."""
+    path = mcp_path(settings.cards_dir, settings.mcp_file, settings.origin("mcp_file"))
+    return None if path is None else load_mcp_config(path)
 
 
 def load_mcp_config(path: Path | None) -> McpConfig | None:
