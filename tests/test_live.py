@@ -379,7 +379,9 @@ def test_live_view_in_a_real_terminal(scripted_server, home) -> None:
     print(sent)  # shown when the test fails: what the terminal got
     assert code == 0, screen
     assert re.search(r"docs-finder · \S+ · native", screen), screen
-    assert re.search(r'call\s+web_search \{"q": "x"\} \(no such tool\)\s+\S+ chars\s+ghost', screen)
+    assert re.search(
+        r'call\s+"web_search" \{"q": "x"\} \(no such tool\)\s+\S+ chars\s+ghost', screen
+    )
     assert re.search(r'call\s+docs_search \{"query": "onboarding"\}\s+\S+ chars\s+ok', screen)
     assert "ghost calls 1" in screen and "tool calls 1/4" in screen
     assert re.search(r"turn 2\s+\d+ tokens in · \d+ out · 1 tool call", screen)
