@@ -29,6 +29,8 @@ from tiny_cli.errors import ConfigError
 from tiny_cli.tools.mcp_hosts import read_host_config
 from tiny_cli.tools.mcp_listing import ListedTool
 
+from .test_mcp_tools import _gone
+
 READ_ONLY = {"readOnlyHint": True}
 PING = {
     "name": "ping",
@@ -89,20 +91,6 @@ for line in sys.stdin:
                  "capabilities": {"tools": {}}, "serverInfo": {"name": "hang", "version": "1"}}
     print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": found}), flush=True)
 """
-
-
-def _gone(pid: int, seconds: float) -> bool:
-    """Wait until process `pid` is gone (a zombie nobody reaps counts as gone)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _wait_for(path: Path, child: subprocess.Popen[bytes], seconds: float = 60.0) -> int:
