@@ -15,7 +15,7 @@ import pytest
 import yaml
 from typer.testing import Result
 
-from tiny_cli import yamlsafe
+from tiny_cli import userfiles
 from tiny_cli.digest import make_brief
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME
@@ -188,7 +188,7 @@ def test_a_date_in_yaml_is_the_text_the_user_wrote(tmp_path: Path) -> None:
         "at": "2001-12-14 21:59:43",
     }
     assert task.expect["day"].matches("2024-01-01")
-    assert yamlsafe.load("when: 2024-01-01")[1] == {"when": "2024-01-01"}
+    assert userfiles.load_yaml("when: 2024-01-01")[1] == {"when": "2024-01-01"}
 
 
 def test_a_number_only_yaml_11_reads_is_the_text_the_user_wrote(tiny, tmp_path: Path) -> None:
@@ -327,7 +327,7 @@ def test_a_bench_report_never_lands_on_the_one_card_file_named(tiny, tmp_path: P
 )
 def test_a_yaml_key_twice_is_a_key_python_reads_twice(text: str, twice: str | None) -> None:
     if twice is None:
-        assert yamlsafe.load(text, unique=True)[1] == yamlsafe.load(text)[1]
+        assert userfiles.load_yaml(text, unique=True)[1] == userfiles.load_yaml(text)[1]
     else:
         with pytest.raises(yaml.YAMLError, match=f"key '{twice}' appears twice"):
-            yamlsafe.load(text, unique=True)
+            userfiles.load_yaml(text, unique=True)

@@ -31,8 +31,8 @@ from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, reply, tool_call, tool_calls
 from tiny_cli.tools.mcp_client import stop_servers
 from tiny_cli.tools.registry import Registry, Tool
+from tiny_cli.userfiles import MAX_YAML_BYTES, MAX_YAML_VALUES
 from tiny_cli.workspace import open_workspace
-from tiny_cli.yamlsafe import MAX_YAML_BYTES, MAX_YAML_VALUES
 
 from .test_mcp_hardening import _largest_open_file
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiny_cli import yamlsafe
+from tiny_cli import userfiles
 from tiny_cli.cards import index as schema_check
 from tiny_cli.cards.card import Budget
 from tiny_cli.cards.index import card_schema
@@ -270,7 +270,7 @@ def test_the_compiled_card_check_agrees_on_the_broken_corpus() -> None:
     compared = []
     for path in sorted(BROKEN.glob("*.yaml")):
         try:
-            _, data = yamlsafe.load(path.read_text("utf-8"))  # bounded, as the loader reads
+            _, data = userfiles.load_yaml(path.read_text("utf-8"))  # bounded, as the loader reads
         except (UnicodeDecodeError, yaml.YAMLError):
             continue  # not a YAML document: never reaches the schema check
         assert schema_check.is_valid(data) == _jsonschema_valid(data), path.name
@@ -352,7 +352,7 @@ def test_many_threads_parse_yaml_at_once() -> None:
 
     def parse() -> None:
         try:
-            results.append(yamlsafe.load("id: a\nexamples: [x, y]\n")[1])
+            results.append(userfiles.load_yaml("id: a\nexamples: [x, y]\n")[1])
         except Exception as exc:  # recorded, so the assertion names it
             errors.append(repr(exc))
 

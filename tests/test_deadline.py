@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.deadline import abandoned, call_within, stop_if_abandoned
 from tiny_cli.errors import DeadlineExceeded
+from tiny_cli.threads import abandoned, call_within, stop_if_abandoned
 from tiny_cli.tools.handbook import Handbook
 
 GENEROUS_SECONDS = 10.0  # a loaded 2-core machine: bounds that only a hang can pass

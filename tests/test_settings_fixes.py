@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError
 from tiny_cli.provider.client import OpenAIProvider
 from tiny_cli.runs import RunLog
 from tiny_cli.secrets import env_secrets
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, http_error, reply, respond, tool_calls
+from tiny_cli.threads import call_within
 
 from .conftest import one_error_line
 from .test_bench import TURNS, model, write_tasks

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import yaml
 
-from tiny_cli import yamlsafe
+from tiny_cli import userfiles
 from tiny_cli.cards.card import RESERVED_FIELDS
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
@@ -270,7 +270,7 @@ def _brief_path(file: Any) -> Path | None:
 def _brief_file(path: Path) -> dict[str, Any]:
     """Read a Brief file's fields, each checked as the Brief checks it; a problem names the file."""
     try:
-        text = yamlsafe.read_bounded(path)
+        text = userfiles.read_yaml_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {_unreadable(exc)}", path=path) from exc
     data, written = _parsed(path, text)
@@ -296,7 +296,7 @@ def _brief_file(path: Path) -> dict[str, Any]:
 def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
     """Why a Brief file was not read: past the bound, or what reading it said (no errno)."""
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-        return f"more than {yamlsafe.MAX_YAML_BYTES} bytes (the bound for a brief)"
+        return f"more than {userfiles.MAX_YAML_BYTES} bytes (the bound for a brief)"
     return f"cannot read brief: {getattr(exc, 'strerror', None) or exc}"
 
 
@@ -311,20 +311,20 @@ def _parsed(path: Path, text: str) -> tuple[Any, Any]:
         except (ValueError, RecursionError):  # not JSON (a YAML flow mapping?): read as YAML
             pass
     try:
-        node, data = yamlsafe.load(text, unique=True)
-        return data, (None if node is None else yamlsafe.as_written(node))
+        node, data = userfiles.load_yaml(text, unique=True)
+        return data, (None if node is None else userfiles.yaml_as_written(node))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: {_invalid(exc, text)}", path=path) from exc
 
 
 def _invalid(exc: yaml.YAMLError, text: str) -> str:
     """What is wrong with a Brief file's YAML: too many values is no alias's fault without one."""
-    too_many = f"expands to more than {yamlsafe.MAX_YAML_VALUES} values"
+    too_many = f"expands to more than {userfiles.MAX_YAML_VALUES} values"
     if too_many in str(exc) and "*" not in text:
-        return f"more than {yamlsafe.MAX_YAML_VALUES} values (the bound for a brief)"
+        return f"more than {userfiles.MAX_YAML_VALUES} values (the bound for a brief)"
     mark = getattr(exc, "problem_mark", None)
     line = f"line {mark.line + 1}" if mark is not None else ""
-    problem, context = yamlsafe.problem_of(exc)
+    problem, context = userfiles.yaml_problem(exc)
     where = ", ".join(filter(None, (context, line)))
     return f"invalid YAML/JSON: {problem}" + (f" ({where})" if where else "")
 

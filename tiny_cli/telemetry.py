@@ -44,7 +44,6 @@ from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer, set_span_in_
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from tiny_cli._version import __version__
-from tiny_cli.deadline import call_within
 from tiny_cli.digest import Digest
 from tiny_cli.errors import DeadlineExceeded
 from tiny_cli.events import (
@@ -68,6 +67,7 @@ from tiny_cli.events import (
 from tiny_cli.secrets import Scrubber
 from tiny_cli.setting_rules import OTLP_TIMEOUTS
 from tiny_cli.settings import Settings
+from tiny_cli.threads import call_within
 
 __all__ = ["SCHEMA_URL", "Tracing", "open_tracing"]
 

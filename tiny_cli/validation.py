@@ -20,8 +20,8 @@ from tiny_cli.routing.router import Overlap, Router
 from tiny_cli.secrets import scrubber
 from tiny_cli.settings import Settings
 from tiny_cli.tools.mcp_config import McpConfig, load_mcp_config, mcp_path, original
+from tiny_cli.userfiles import load_yaml, read_yaml_text, yaml_error_line, yaml_error_message
 from tiny_cli.workspace import known_tools
-from tiny_cli.yamlsafe import error_line, error_message, load, read_bounded
 
 __all__ = ["Connect", "Validation", "routing_warnings", "text_line", "validate"]
 
@@ -141,9 +141,9 @@ def _mcp_problem(path: Path, said: str) -> Problem:
     """A servers file's fault as a card's would be: a YAML error on the line to fix (where a
     `{` or `[` left open began), else the key it names."""
     try:
-        load(read_bounded(path), unique=True)
+        load_yaml(read_yaml_text(path), unique=True)
     except yaml.YAMLError as exc:
-        return Problem(str(path), error_line(exc), "yaml", error_message(exc))
+        return Problem(str(path), yaml_error_line(exc), "yaml", yaml_error_message(exc))
     except (OSError, UnicodeDecodeError):
         pass  # said already: "cannot read"
     where, _, why = said.removeprefix(f"{path}: ").partition(": ")

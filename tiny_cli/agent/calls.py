@@ -33,7 +33,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tiny_cli.cards.card import Budget, Card
-from tiny_cli.deadline import call_within
 from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallOutcome, CallRecord, Cost, FieldSource
 from tiny_cli.errors import (
     AddressRefused,
@@ -44,6 +43,7 @@ from tiny_cli.errors import (
 )
 from tiny_cli.provider.client import Completion, ToolCall
 from tiny_cli.text import LONE_SURROGATE, text_of, unsurrogated
+from tiny_cli.threads import call_within
 from tiny_cli.tools.args_check import argument_problem
 from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, stored_result
 from tiny_cli.tools.registry import Tool

@@ -15,8 +15,7 @@ from tiny_cli.cards.card import Card
 from tiny_cli.digest import field_names
 from tiny_cli.errors import ConfigError
 from tiny_cli.text import check_task, kind_of, printable, text_of
-from tiny_cli.userfiles import jsonl_lines, load_json, parse_guarded, read_text
-from tiny_cli.yamlsafe import load_list
+from tiny_cli.userfiles import jsonl_lines, load_json, load_yaml_list, parse_guarded, read_text
 
 __all__ = [
     "DEFAULT_TASKS_FILE",
@@ -156,7 +155,7 @@ def _read_entries(path: Path) -> list[tuple[str, Any]]:
             for n, line in enumerate(jsonl_lines(text), 1)
             if line.strip()
         ]
-    data = load_list(path, text, "a task file is a YAML list of tasks (or JSONL)")
+    data = load_yaml_list(path, text, "a task file is a YAML list of tasks (or JSONL)")
     return [(f"task {i + 1}", entry) for i, entry in enumerate(data)]
 
 

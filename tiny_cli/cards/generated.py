@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tiny_cli import yamlsafe
+from tiny_cli import userfiles
 from tiny_cli.cards.grouping import CardPlan
 from tiny_cli.errors import ConfigError
 from tiny_cli.userfiles import read_text
@@ -93,7 +93,7 @@ def read_generated(path: Path) -> Generated | None:
 def _card(body: str) -> dict[str, Any]:
     """The card as the file says now; {} where it cannot be read as a mapping."""
     try:
-        _, data = yamlsafe.load(body)
+        _, data = userfiles.load_yaml(body)
     except yaml.YAMLError:
         return {}
     return data if isinstance(data, dict) else {}

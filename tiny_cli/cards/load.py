@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from tiny_cli import yamlsafe
+from tiny_cli import userfiles
 from tiny_cli.cards.card import (
     RESERVED_FIELDS,
     Budget,
@@ -271,16 +271,18 @@ def read_card(path: Path) -> tuple[Frontmatter, yaml.MappingNode, dict[str, Any]
     """Read a card file into its frontmatter, YAML tree and mapping; or the one Problem why not."""
     name = str(path)
     try:
-        text = yamlsafe.read_bounded(path)
+        text = userfiles.read_yaml_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         return Problem(name, None, "file", _unreadable(exc))
     front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
     if not isinstance(front, Frontmatter):
         return Problem(name, *front)
     try:
-        node, data = yamlsafe.load(front.yaml)
+        node, data = userfiles.load_yaml(front.yaml)
     except yaml.YAMLError as exc:
-        return Problem(name, yamlsafe.error_line(exc), "yaml", yamlsafe.error_message(exc))
+        return Problem(
+            name, userfiles.yaml_error_line(exc), "yaml", userfiles.yaml_error_message(exc)
+        )
     if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         line = node.start_mark.line + 1 if node is not None else 1
@@ -310,7 +312,7 @@ def _fields(
 def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
     """Why a card file was not read: past the bound, or what reading it said."""
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-        return f"more than {yamlsafe.MAX_YAML_BYTES} bytes (the bound for a card)"
+        return f"more than {userfiles.MAX_YAML_BYTES} bytes (the bound for a card)"
     return f"cannot read: {getattr(exc, 'strerror', None) or exc}"  # no errno, no file name
 
 
@@ -372,7 +374,7 @@ def _written(key: Any, path: tuple, lines: Mapping[tuple, int]) -> str:
 def _read(text: Any) -> tuple[type, Any] | None:
     """A key's text as a card's YAML reads it, with its type (True is not 1)."""
     try:
-        value = yamlsafe.load(str(text))[1]
+        value = userfiles.load_yaml(str(text))[1]
     except yaml.YAMLError:
         return None
     return type(value), value

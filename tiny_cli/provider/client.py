@@ -23,11 +23,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tiny_cli.deadline import call_within
 from tiny_cli.errors import ConfigError, DeadlineExceeded, ProviderError, ProviderTimeout
 from tiny_cli.secrets import scrubber
 from tiny_cli.setting_rules import check_api_key, check_base_url, is_number
 from tiny_cli.text import check_transport, endpoint, printable, redact_url, unsurrogated
+from tiny_cli.threads import call_within
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 86_400.0  # a day per request: sockets refuse waits past the platform's time_t

@@ -18,8 +18,7 @@ from tiny_cli.routing.factory import ABSTAIN_TARGET
 from tiny_cli.routing.router import Decision, Router, rounded
 from tiny_cli.text import check_task, looks_utf16
 from tiny_cli.tools.mcp_config import original
-from tiny_cli.userfiles import jsonl_lines, load_json, read_bytes, read_text
-from tiny_cli.yamlsafe import load_list
+from tiny_cli.userfiles import jsonl_lines, load_json, load_yaml_list, read_bytes, read_text
 
 RANKS = (3, 5)  # besides the first: a right card among the first k, never abstaining
 SWEEP_STEP = 0.5
@@ -256,7 +255,9 @@ def _right_cards(
 def _eval_entries(path: Path) -> list[tuple[str, Any]]:
     """Each entry with where it is: "file:line" of JSONL, "file: task N" of a YAML list."""
     if path.suffix.lower() in YAML_SUFFIXES:
-        data = load_list(path, _read(path, read_text), "an eval file in YAML is a list of tasks")
+        data = load_yaml_list(
+            path, _read(path, read_text), "an eval file in YAML is a list of tasks"
+        )
         return [(f"{path}: task {n}", entry) for n, entry in enumerate(data, 1)]
     raw = _read(path, read_bytes)
     if looks_utf16(raw):  # every line would be garbage: the file's error, once

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiny_cli.deadline import stop_if_abandoned
 from tiny_cli.errors import ConfigError, ToolCallError
 from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 from tiny_cli.text import cut_at_word, tokenize
+from tiny_cli.threads import stop_if_abandoned
 from tiny_cli.tools.artifacts import bm25_index
 
 SNIPPET_CHARS = 400

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import yaml
 
-from tiny_cli import yamlsafe
+from tiny_cli import userfiles
 from tiny_cli.errors import ConfigError
 from tiny_cli.settings import Origin, Settings
 from tiny_cli.text import printable
@@ -198,11 +198,11 @@ def load_mcp_config(path: Path | None) -> McpConfig | None:
     if path is None:
         return None
     try:  # a key written twice is refused: YAML would keep the last one without a word
-        _, data = yamlsafe.load(read_config(path), unique=True)
+        _, data = userfiles.load_yaml(read_config(path), unique=True)
     except yaml.YAMLError as exc:  # at the line to fix, as a card's: where a `{` opened
-        line = yamlsafe.error_line(exc)
+        line = userfiles.yaml_error_line(exc)
         where = f"{path}:{line}" if line else str(path)
-        raise ConfigError(f"{where}: {yamlsafe.error_message(exc)}") from None
+        raise ConfigError(f"{where}: {userfiles.yaml_error_message(exc)}") from None
     if not isinstance(data, dict) or set(data) - {"servers"}:
         raise ConfigError(f"{path}: must be a mapping with one key, 'servers'")
     servers = data.get("servers") or {}
@@ -214,7 +214,7 @@ def load_mcp_config(path: Path | None) -> McpConfig | None:
 def read_config(path: Path) -> str:
     """A config file's text, bounded; ConfigError naming the file when it cannot be read."""
     try:
-        return yamlsafe.read_bounded(path)
+        return userfiles.read_yaml_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
 

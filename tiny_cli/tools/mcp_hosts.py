@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 import yaml
 
-from tiny_cli import yamlsafe
+from tiny_cli import userfiles
 from tiny_cli.errors import ConfigError
 from tiny_cli.secrets import Scrubber
 from tiny_cli.setting_rules import credential_param
@@ -325,13 +325,13 @@ def _declared(path: Path) -> tuple[str, dict[str, Any]]:
     if re.search(r"(?m)^[ \t]*[^\s#]", text) is None:
         return text, {}  # empty, or comments only: the servers go after them
     load_mcp_config(path)  # a mapping with one key, `servers`, of servers that check
-    return text, dict(yamlsafe.load(text)[1].get("servers") or {})
+    return text, dict(userfiles.load_yaml(text)[1].get("servers") or {})
 
 
 def _holds(text: str, servers: dict[str, Any]) -> bool:
     """Tell whether mcp.yaml's text declares exactly `servers`, as they are."""
     try:
-        _, data = yamlsafe.load(text)
+        _, data = userfiles.load_yaml(text)
     except yaml.YAMLError:
         return False
     return bool(data == {"servers": servers})
