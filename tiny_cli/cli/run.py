@@ -210,9 +210,13 @@ def delegate(
                      inputs=inputs, hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
 
+    from tiny_cli.routing.factory import LazyRouter  # numpy: invoke shares this module
+
     with running("delegate", flags) as run:
         book = RouteBook(run.session.exchanges)
-        digest = run_delegate(run.ws, _RouterWhenAsked(run.ws), run.brief,
+        # built on the first task routed live: a replay routes as recorded, its embedder unasked
+        router = LazyRouter(run.ws.settings, run.ws.cards.values())
+        digest = run_delegate(run.ws, router, run.brief,
                               provider=run.session.provider("delegate"),
                               approve=run.approve, artifacts=run.session.artifacts, routes=book,
                               observer=run.session.observe("delegate", run.brief.goal))  # fmt: skip
@@ -221,20 +225,6 @@ def delegate(
         asked = run.session.recorded() if wants_answer(settings, json_out, digest) else []
     # the decision the run took (recorded, or made live) offers the other cards
     show_digest(json_out, digest, _asking(settings, asked, digest, book.used(run.brief.goal)))
-
-
-class _RouterWhenAsked:
-    """The workspace's router, built when a task is routed live: a replay routes as recorded,
-    so it builds none (its embedder is never asked, no connection opened)."""
-
-    def __init__(self, ws: Workspace) -> None:
-        self.ws = ws
-
-    def route(self, task: str) -> Any:
-        """Build the router and route `task`."""
-        from tiny_cli.routing.factory import build_router  # only delegate routes (numpy)
-
-        return build_router(self.ws.settings, self.ws.cards.values()).route(task)
 
 
 @contextmanager

@@ -26,8 +26,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from functools import cache, partial
-from typing import Annotated, Any, cast
+from functools import partial
+from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
@@ -59,8 +59,8 @@ from tiny_cli.digest import Brief, CallRecord, Digest, make_brief
 from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.client import Provider
-from tiny_cli.routing.factory import build_router
-from tiny_cli.routing.router import Decision, Router
+from tiny_cli.routing.factory import LazyRouter
+from tiny_cli.routing.router import Decision
 from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.serve.stdio import answering_stdio
 from tiny_cli.session import open_session, write_question
@@ -160,10 +160,11 @@ class Served:
     in_flight: _InFlight = field(default_factory=_InFlight)  # settled before the log closes
 
 
-def build_server(served: Served, router: Callable[[], Router] | None = None) -> MCPServer:
-    """Return the MCP server for a workspace; `router` builds the concierge on first use."""
+def build_server(served: Served, router: LazyRouter | None = None) -> MCPServer:
+    """Return the MCP server for a workspace; `router`: the concierge (default: the
+    workspace's, built on its first task, asked one task at a time)."""
     ws = served.ws  # the concierge's embedder loads on its first task
-    service = _Service(served, router or (lambda: build_router(ws.settings, ws.cards.values())))
+    service = _Service(served, router or LazyRouter(ws.settings, ws.cards.values()))
     # on the root before the SDK would put its rich handler there (it leaves a root that has
     # one); this server's, not an earlier one's (its scrubber knows this server's keys)
     root = logging.getLogger()
@@ -370,9 +371,9 @@ TRACE_KEYS = ("traceparent", "tracestate")  # W3C trace context a host may put i
 class _Service:
     """The tools' work: build the Brief, run the card off the event loop, approve writes."""
 
-    def __init__(self, served: Served, router: Callable[[], Router]) -> None:
+    def __init__(self, served: Served, router: LazyRouter) -> None:
         self.served = served
-        self.router = _SerialRouter(router)
+        self.router = router  # one task at a time: delegate runs and `route` share its embedder
         self.parked: dict[str, _Pending] = {}
 
     def run(
@@ -385,7 +386,7 @@ class _Service:
         run: dict[str, Any] = {"provider": s.provider, "approve": approve, "observer": observer}
         run["artifacts"] = s.artifacts
         if card_id is None:
-            return run_delegate(s.ws, cast("Router", self.router), brief, **run)
+            return run_delegate(s.ws, self.router, brief, **run)
         return run_card(s.ws, card_id, brief, **run)
 
     async def route(self, task: str, top: int) -> CallToolResult:
@@ -515,18 +516,6 @@ class _Pending:
         except queue.Empty:
             self.gave_up = True
             return False
-
-
-class _SerialRouter:
-    """The concierge, built on first use and asked one task at a time (one embedder)."""
-
-    def __init__(self, build: Callable[[], Router]) -> None:
-        self._router = cache(build)
-        self._lock = threading.Lock()
-
-    def route(self, task: str, top: int = DEFAULT_TOP) -> Decision:
-        with self._lock:
-            return self._router().route(task, top)
 
 
 async def _elicit(ctx: Context, question: str, scrub: Callable[[str], str]) -> bool:
