@@ -216,7 +216,7 @@ def test_a_replay_keeps_the_recorded_no_re_route_whatever_its_clock(
     assert (replayed.status, replayed.attempts) == (live.status, live.attempts)
     assert replayed.notes_for_caller == live.notes_for_caller
     assert EXIT_BY_STATUS[replayed.status] == EXIT_BY_STATUS[live.status]
-    assert read_header(recording)["routes"][TASK]["not_rerouted"].startswith("too little is left")
+    assert read_header(recording)["routes"][TASK]["not_rerouted"] == "budget_short"
 
 
 def test_a_recording_without_the_re_route_mark_replays_as_before(

@@ -5,10 +5,11 @@ After a refusal the next card over the threshold gets the task once, within the 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import asdict, dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tiny_cli.agent.calls import Approve, Clock, effective_budget, left_after, short_of
 from tiny_cli.agent.loop import check_arguments, decline_writes, invoke
@@ -19,6 +20,7 @@ from tiny_cli.errors import ConfigError, ProviderError
 from tiny_cli.events import Ended, Event, Finished, Observer, Routed, finish, ignore
 from tiny_cli.provider.client import CONFIG_STATUSES, Provider
 from tiny_cli.session import RouteBook, RouteEntry
+from tiny_cli.setting_rules import is_number
 from tiny_cli.settings import model_for
 from tiny_cli.text import decimals_apart, wrong_kind
 from tiny_cli.tools.artifacts import Artifact, ArtifactStore
@@ -32,8 +34,24 @@ if TYPE_CHECKING:  # numpy comes with the router; `invoke` never routes
 # output tokens, tool calls, rounded up): a second try on scraps could only fail.
 REROUTE_MIN_SHARE = 0.25
 # The keys of a recorded routing decision that say whether the next card was tried after a
-# refusal: the card tried, or why none was.
-REROUTED, NOT_REROUTED = "rerouted", "not_rerouted"
+# refusal: the card tried, or why none was (a NotRerouted), with what the first card left when
+# that was too little.
+REROUTED, NOT_REROUTED, BUDGET_LEFT = "rerouted", "not_rerouted", "budget_left"
+NotRerouted = Literal[
+    "write_ran",  # the first card refused after a write of its ran
+    "write_declined",  # ... after a write of its was declined: no other card may do it anyway
+    "writer_unapproved",  # the next card writes and nobody can approve a write here
+    "budget_short",  # less is left of the first card's budget than REROUTE_MIN_SHARE of its own
+    "model_unavailable",  # the next card's model cannot be asked (the header says it was tried)
+    "as_recorded",  # an older recording's own sentence (it kept the reason as text)
+]
+# the reasons a recording's header keeps; any other text there is an older recording's sentence
+KEPT_REASONS: tuple[NotRerouted, ...] = (
+    "write_ran",
+    "write_declined",
+    "writer_unapproved",
+    "budget_short",
+)
 
 
 class Routes(Protocol):
@@ -78,8 +96,8 @@ def delegate(
     book = routes if routes is not None else RouteBook(None)
     decision = _decided(ws, router, brief.goal, book)
     observer(_routed(decision, clock() - asked))
-    agent = decision.agent
-    routing = Routing("route" if agent else "abstain", agent, round(_said(decision)[0], 4))
+    agent = decision.entry.agent
+    routing = Routing("route" if agent else "abstain", agent, round(decision.score, 4))
     if agent is None:
         reason = _abstain_reason(decision)
         return finish(observer, Digest(None, "abstain", reason=reason, routing=routing))
@@ -88,7 +106,7 @@ def delegate(
     started = clock()
     first = task.run(agent, routing, held)
     left = left_after(task.budget(agent), first.cost, clock() - started)
-    after = next_candidate(decision) if first.status == "refused" else None
+    after = _next_candidate(decision) if first.status == "refused" else None
     if after is None:  # the card's own end is the task's: its Digest was finished by its run
         held.release()
         return first
@@ -96,52 +114,58 @@ def delegate(
     return finish(observer, digest, messages)
 
 
-def _decided(ws: Workspace, router: Routes, goal: str, book: RouteBook) -> RouteEntry:
+@dataclass(frozen=True)
+class _Scored:
+    """A delegate's routing decision, as kept in the header, with the score and threshold it
+    says (a bench's kind of entry need not say them)."""
+
+    entry: RouteEntry
+    score: float
+    threshold: float
+
+
+def _decided(ws: Workspace, router: Routes, goal: str, book: RouteBook) -> _Scored:
     """The replayed recording's decision for `goal`, else the router's; kept in the header now,
     so a run that fails later still replays as it was routed."""
     recorded = book.get(goal, ws.cards)
-    if recorded is not None and None in (recorded.score, recorded.threshold):
-        recorded = None  # a bench's kind of entry, or edited by hand: no score to say
-    decision = recorded or book.keep(goal, _entry(router.route(goal)))
+    if recorded is not None and recorded.score is not None and recorded.threshold is not None:
+        decision = _Scored(recorded, recorded.score, recorded.threshold)
+    else:  # none, a bench's kind of entry, or edited by hand (no score to say): routed live
+        decision = _scored(router.route(goal))
+        book.keep(goal, decision.entry)
     book.save()
     return decision
 
 
-def _entry(d: Decision) -> RouteEntry:
+def _scored(d: Decision) -> _Scored:
     """A decision as a recording keeps it: the bench's shape, plus whether it was taught."""
     taught = getattr(d, "taught", False)  # a stand-in router's decision need not say
-    return RouteEntry.made(
-        d.agent_id, d.candidates, float(d.score), float(d.threshold), taught=taught
-    )
+    score, threshold = float(d.score), float(d.threshold)
+    entry = RouteEntry.made(d.agent_id, d.candidates, score, threshold, taught=taught)
+    return _Scored(entry, score, threshold)
 
 
-def _said(decision: RouteEntry) -> tuple[float, float]:
-    """The decision's score and threshold: a delegate's says both (see `_decided`)."""
-    assert decision.score is not None and decision.threshold is not None
-    return decision.score, decision.threshold
-
-
-def _abstain_reason(decision: RouteEntry) -> str:
+def _abstain_reason(decision: _Scored) -> str:
     """Why nobody took the task: it was taught out of scope, or the best score is too low."""
-    if decision.taught:
+    if decision.entry.taught:
         return "taught out of scope (learned.jsonl beside the cards)"
-    score, threshold = _said(decision)
+    score, threshold = decision.score, decision.threshold
     n = decimals_apart(score, threshold, 3)
     return f"no card fits: best score {score:.{n}f} < threshold {threshold:.{n}f}"
 
 
-def _routed(decision: RouteEntry, seconds: float) -> Routed:
+def _routed(decision: _Scored, seconds: float) -> Routed:
     """The routing decision as an event: what was chosen, how sure, among which cards."""
-    agent = decision.agent
-    ranked = tuple((str(card), float(score)) for card, score in decision.candidates)
+    agent = decision.entry.agent
+    ranked = tuple((str(card), float(score)) for card, score in decision.entry.candidates)
     how = "route" if agent else "abstain"
-    return Routed(how, agent, *_said(decision), ranked, seconds)
+    return Routed(how, agent, decision.score, decision.threshold, ranked, seconds)
 
 
-def next_candidate(decision: RouteEntry) -> tuple[str, float] | None:
+def _next_candidate(decision: _Scored) -> tuple[str, float] | None:
     """Return the best other card and its score when it reaches the threshold (else None)."""
-    others = [c for c in decision.candidates if c[0] != decision.agent]
-    return others[0] if others and others[0][1] >= _said(decision)[1] else None
+    others = [c for c in decision.entry.candidates if c[0] != decision.entry.agent]
+    return others[0] if others and others[0][1] >= decision.threshold else None
 
 
 def run_card(
@@ -319,7 +343,7 @@ def _second_try(
     card_id, score = after
     why_not = _whether_tried(task, first, card_id, left)
     if why_not is not None:
-        return _not_rerouted(first, card_id, why_not), messages
+        return _not_rerouted(task, first, card_id, why_not), messages
     held = _FinishedHeldBack(observer)
     routing = Routing("route", card_id, round(score, 4), first.agent_id)
     try:
@@ -328,18 +352,71 @@ def _second_try(
         if exc.status not in CONFIG_STATUSES or not first.calls:
             raise  # nothing done yet: the caller's to fix
         # the first attempt's tools ran: its Digest says what they did, as a run's would
-        return _not_rerouted(first, card_id, exc), messages
+        unavailable = _NotTried("model_unavailable", text=str(exc))
+        return _not_rerouted(task, first, card_id, unavailable), messages
     first_score = first.routing.score if first.routing is not None else None
     return _with_attempt(first, first_score, second), (*messages, *held.messages)
 
 
-def _not_rerouted(first: Digest, card_id: str, why: object) -> Digest:
+@dataclass(frozen=True)
+class _NotTried:
+    """Why the next card was not tried after a refusal, as data; the note says it in words."""
+
+    why: NotRerouted
+    left: Budget | None = None  # budget_short: what the first card left of its budget
+    text: str = ""  # as_recorded: the older recording's sentence; model_unavailable: the error
+
+    @classmethod
+    def read(cls, raw: Any, left: Any) -> _NotTried | None:
+        """A header's `not_rerouted` (and `budget_left`); None when it says none."""
+        why = next((kept for kept in KEPT_REASONS if kept == raw), None)
+        if why is not None:
+            return cls(why, _budget_read(left) if why == "budget_short" else None)
+        # made before tiny kept a reason: its own sentence, said again as it was
+        return cls("as_recorded", text=raw) if isinstance(raw, str) and raw else None
+
+    def kept(self) -> dict[str, Any]:
+        """The reason as a recording's header keeps it (with the budget left, when short)."""
+        left = {BUDGET_LEFT: asdict(self.left)} if self.left is not None else {}
+        return {NOT_REROUTED: self.why, **left}
+
+
+def _budget_read(raw: Any) -> Budget | None:
+    """A header's `budget_left`; None unless it holds each limit as a number 0 or more."""
+    names = [f.name for f in fields(Budget)]
+    values: list[Any] = [raw.get(n) for n in names] if isinstance(raw, dict) else [None]
+    if not all(is_number(v) and 0 <= v < math.inf for v in values):
+        return None  # edited by hand: the note says the reason without the numbers
+    calls, tokens, seconds = values
+    return Budget(int(calls), int(tokens), float(seconds))
+
+
+def _not_rerouted(task: _Task, first: Digest, card_id: str, why: _NotTried) -> Digest:
     """The first attempt's refusal, standing, with a note saying why `card_id` was not tried."""
-    note = f"not re-routed to {card_id} after the refusal: {why}"
+    said = _in_words(task, first, card_id, why)
+    note = f"not re-routed to {card_id} after the refusal: {said}"
     return replace(first, notes_for_caller=(*first.notes_for_caller, note))
 
 
-def _whether_tried(task: _Task, first: Digest, card_id: str, left: Budget) -> str | None:
+def _in_words(task: _Task, first: Digest, card_id: str, not_tried: _NotTried) -> str:
+    """The reason in words, made from the data (a replay's note is the recording's)."""
+    match not_tried.why:
+        case "write_ran":
+            return f"{first.agent_id} refused after a write of its ran"
+        case "write_declined":
+            return f"{first.agent_id} refused after a write of its was declined"
+        case "writer_unapproved":
+            return f"{card_id} writes and nobody can approve a write here"
+        case "budget_short":
+            left, own = not_tried.left, task.budget(card_id)
+            short = short_of(left, own, REROUTE_MIN_SHARE) if left is not None else None
+            said = f"too little is left of {first.agent_id}'s budget"
+            return f"{said}: {short}" if short else said
+        case "model_unavailable" | "as_recorded":
+            return not_tried.text
+
+
+def _whether_tried(task: _Task, first: Digest, card_id: str, left: Budget) -> _NotTried | None:
     """Say why the next card is not tried (None: it is), as the replayed recording says when
     it does; else decided now and kept with the routing decision in the header, so that a
     replay follows it and not its own clock (the time left decides, and a replay takes none)."""
@@ -348,27 +425,27 @@ def _whether_tried(task: _Task, first: Digest, card_id: str, left: Budget) -> st
     assert decision is not None  # `delegate` kept it before any card ran
     if decision.more.get(REROUTED) == card_id:  # the recording tried it
         return None
-    recorded = decision.more.get(NOT_REROUTED)
-    if isinstance(recorded, str) and recorded:  # the recording did not, and says why
+    recorded = _NotTried.read(decision.more.get(NOT_REROUTED), decision.more.get(BUDGET_LEFT))
+    if recorded is not None:  # the recording did not, and says why
         return recorded
     why = _why_not(task, first, card_id, left)
-    mark = {NOT_REROUTED: why} if why is not None else {REROUTED: card_id}
+    mark = why.kept() if why is not None else {REROUTED: card_id}
     task.routes.keep(goal, replace(decision, more={**decision.more, **mark}))
     task.routes.save()
     return why
 
 
-def _why_not(task: _Task, first: Digest, card_id: str, left: Budget) -> str | None:
+def _why_not(task: _Task, first: Digest, card_id: str, left: Budget) -> _NotTried | None:
     """Say why the next card is not tried (None: it is)."""
     if first.approved_writes():
-        return f"{first.agent_id} refused after a write of its ran"
+        return _NotTried("write_ran")
     if first.declined_writes():  # the user said no: another card must not do it anyway
-        return f"{first.agent_id} refused after a write of its was declined"
+        return _NotTried("write_declined")
     card = task.ws.card(card_id)
     if card.writes and task.approve is decline_writes:
-        return f"{card_id} writes and nobody can approve a write here"
+        return _NotTried("writer_unapproved")
     short = short_of(left, task.budget(card_id), REROUTE_MIN_SHARE)
-    return f"too little is left of {first.agent_id}'s budget: {short}" if short else None
+    return _NotTried("budget_short", left) if short else None
 
 
 def _with_attempt(first: Digest, score: float | None, second: Digest) -> Digest:

@@ -108,7 +108,9 @@ class RouteEntry:
     score: float | None = None
     threshold: float | None = None
     clear: bool | None = None
-    more: Mapping[str, Any] = field(default_factory=dict)  # passed through, e.g. `taught`
+    # passed through, e.g. `taught`: any JSON a header holds (lists, objects), so it is compared
+    # but not hashed; the fields above make the hash
+    more: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     @classmethod
     def made(

@@ -40,6 +40,7 @@ __all__ = [
     "credential_param",
     "host_list",
     "is_number",
+    "otlp_timeout",
     "parse_host",
     "secret_word",
     "to_number",
@@ -379,15 +380,20 @@ def _check_timeout(env: Mapping[str, str]) -> None:
     """Refuse an exporter timeout that is no positive number of seconds: the SDK would warn and
     wait its own 10 s instead, so the wait a user asked for would silently be another."""
     var = _first_set(env, OTLP_TIMEOUTS)
-    if var is None:
-        return
-    try:
-        seconds = float(env[var])
-    except ValueError:
-        seconds = math.nan
-    if not (0 < seconds < math.inf):
+    if var is not None and otlp_timeout(env) is None:
         said = named_value(var, env[var])
         raise ConfigError(f"{said}: give a number of seconds greater than 0, e.g. 10", field=var)
+
+
+def otlp_timeout(env: Mapping[str, str]) -> float | None:
+    """The OTLP exporter's timeout in seconds as `env` sets it (the traces-specific variable
+    wins); None when neither is set or the value is no positive number of seconds."""
+    var = _first_set(env, OTLP_TIMEOUTS)
+    try:
+        seconds = float(env[var]) if var is not None else math.nan
+    except ValueError:
+        seconds = math.nan
+    return seconds if 0 < seconds < math.inf else None
 
 
 def _first_set(env: Mapping[str, str], variables: Iterable[str]) -> str | None:

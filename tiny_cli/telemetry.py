@@ -20,7 +20,6 @@ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true, and then through the on
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import sys
@@ -65,7 +64,7 @@ from tiny_cli.events import (
     TurnStarted,
 )
 from tiny_cli.secrets import Scrubber
-from tiny_cli.setting_rules import OTLP_TIMEOUTS
+from tiny_cli.setting_rules import otlp_timeout
 from tiny_cli.settings import Settings
 from tiny_cli.threads import call_within
 
@@ -107,11 +106,14 @@ def open_tracing(
     *,
     exporter: SpanExporter | None = None,
     stream: TextIO | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Tracing:
     """Start a tracer provider with the settings' exporters (or `exporter`, sent span by span).
 
-    The OTLP exporter reads its OTEL_EXPORTER_OTLP_*
-    variables itself; `console` writes to `stream` (stderr: stdout is the command's).
+    The OTLP exporter reads its OTEL_EXPORTER_OTLP_* variables from the process environment
+    itself; `env` (that environment, unless a test gives another) sets the longest wait at
+    close, the exporter's timeout (none set: DEFAULT_WAIT). `console` writes to `stream`
+    (stderr: stdout is the command's).
     """
     resource = Resource.create({"service.version": __version__})
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
@@ -124,18 +126,10 @@ def open_tracing(
     for name in sorted(settings.tracing) if exporter is None else ():
         made = ConsoleSpanExporter(out=out) if name == "console" else OTLPSpanExporter()
         provider.add_span_processor(BatchSpanProcessor(made))
-    wait = _export_timeout(os.environ)
+    # a bad timeout is refused where the OTLP exporter is on (check_tracing); console ignores it
+    timeout = otlp_timeout(os.environ if env is None else env)
+    wait = DEFAULT_WAIT if timeout is None else timeout
     return Tracing(provider, scrub, settings.base_url, settings.trace_content, wait)
-
-
-def _export_timeout(env: Mapping[str, str]) -> float:
-    """The OTLP exporter's timeout in seconds, as it reads it (the traces-specific one wins)."""
-    value = next((env[v] for v in OTLP_TIMEOUTS if env.get(v)), "")
-    try:
-        seconds = float(value)  # checked where the OTLP exporter is on; not for console alone
-    except ValueError:
-        return DEFAULT_WAIT
-    return seconds if 0 < seconds < math.inf else DEFAULT_WAIT
 
 
 class Tracing:
