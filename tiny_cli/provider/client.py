@@ -35,7 +35,7 @@ DEFAULT_PROBE_TIMEOUT = 5.0  # seconds per request when the caller gives no budg
 DEFAULT_RETRIES = 3  # retries after the first try: 4 requests at most
 DEFAULT_BACKOFF = 0.5  # seconds before the first retry, doubled for each next one
 DEFAULT_MAX_BACKOFF = 8.0  # cap of the doubled backoff
-DEFAULT_MAX_RETRY_AFTER = 30.0  # cap of a server's Retry-After, so a server cannot park us
+DEFAULT_MAX_RETRY_AFTER = 30.0  # cap of a Retry-After with no deadline: no server parks us
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # a chat completion is kilobytes; more is a broken server
 SHORT_BODY_CHARS = 200  # how much of an error body goes into a message
 RETRY_STATUSES = frozenset({408, 429})  # plus every 5xx
@@ -229,7 +229,7 @@ class OpenAIProvider:
             failure = answer if isinstance(answer, _Failure) else self._server.judge(answer, model)
             if not failure.retryable or attempt == tries - 1:
                 raise self._server.failed(failure, attempt + 1)
-            delay = self._delay(attempt, failure.retry_after)
+            delay = self._delay(attempt, failure.retry_after, deadline)
             if deadline is not None and self._clock() + delay >= deadline:
                 # a server that answered keeps its status; one never reached was not slow
                 if failure.status is None:
@@ -281,11 +281,14 @@ class OpenAIProvider:
             url=self._shown_url,
         )
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
+    def _delay(self, attempt: int, retry_after: float | None, deadline: float | None) -> float:
         """Seconds to wait before retry number `attempt + 1`."""
-        if retry_after is not None:
-            return min(retry_after, self._max_retry_after)
-        return min(self._backoff * 2**attempt, DEFAULT_MAX_BACKOFF)
+        if retry_after is None:
+            return min(self._backoff * 2**attempt, DEFAULT_MAX_BACKOFF)
+        # with a deadline the budget bounds the wait: the server's own wait is kept whole, so
+        # one that outlasts the budget ends the request at once (a capped wait would retry
+        # before the server allows it); without one, the cap keeps a server from parking us
+        return retry_after if deadline is not None else min(retry_after, self._max_retry_after)
 
     # --- one request -------------------------------------------------------------------
 

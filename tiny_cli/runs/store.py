@@ -406,7 +406,7 @@ class Recorder:
 
     __slots__ = (
         *("answered", "began", "called", "command", "endpoint", "ghosts", "goal", "label"),
-        *("route", "row", "start", "tokens_in", "tokens_out", "whole", "writer"),
+        *("route", "row", "start", "starts", "tokens_in", "tokens_out", "whole", "writer"),
     )
 
     def __init__(
@@ -417,6 +417,7 @@ class Recorder:
         self.row: int | None = None  # set by the writer, before it runs the Finished job
         self.began: float | None = None  # time.time() at RunStarted
         self.start: RunStarted | None = None  # the latest card's; dropped once the row is whole
+        self.starts: dict[str, RunStarted] = {}  # each card's: a re-route's refusal may stand
         self.route: Routed | None = None  # delegate's routing decision, before any card ran
         self.called: list[ToolCalled] = []
         self.answered: list[ToolFinished] = []
@@ -434,6 +435,7 @@ class Recorder:
         re-routed to another card) keeps the row and its start time; Finished fills it in.
         """
         self.began, self.start = self.began or time.time(), event
+        self.starts[event.card_id] = event
         self.writer.started.add(self)
 
     def replied(self, event: ModelReplied) -> None:
@@ -450,7 +452,7 @@ class Recorder:
         row = self._finished_row(event, time.time())
         self.whole = tuple(self.writer.scrub.columns(row))
         self.writer.started.discard(self)  # after `whole`, then the events go: see below
-        self.start, self.called, self.answered = None, [], []
+        self.start, self.starts, self.called, self.answered = None, {}, [], []
         self.writer.submit(self._store)
 
     def aborted(self, event: Aborted) -> None:
@@ -517,18 +519,16 @@ class Recorder:
 
     def _finished_row(self, event: Finished, at: float) -> tuple[Any, ...]:
         """Return the FINISHED columns' values: a tuple, no dicts (this runs for every run)."""
-        start, digest, cost = self.start, event.digest, event.digest.cost
+        digest, cost = event.digest, event.digest.cost
+        start = self.starts.get(digest.agent_id or "", self.start)  # the card the Digest names
         messages = event.messages or (start.messages if start else ())
         decided = digest.routing.to_json() if digest.routing is not None else None
         routing = routing_of(self.route, decided)
         return (
             *(stamp(self.began or at), stamp(at), self.command, self.label),
-            start.card_id if start else digest.agent_id,
-            start.model if start else None,
+            *(start.card_id if start else digest.agent_id, start.model if start else None),
             *(self.endpoint, start.goal if start else self.goal, routing, digest.status),
-            digest.reason,
-            digest.to_json(),
-            messages,
+            *(digest.reason, digest.to_json(), messages),
             _calls(self.called, self.answered, self.writer.scrub.text),
             cost.tokens_in,
             *(cost.tokens_out, cost.tool_calls, cost.ghost_calls, cost.recovered_calls),
