@@ -18,6 +18,7 @@ import hashlib
 import re
 import sqlite3
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +47,8 @@ STORE_BATCH = 256  # texts embedded per committed batch: an interrupted build re
 Progress = Callable[[int, int], None]  # (texts embedded so far, texts to embed)
 CACHE_TIMEOUT_SECONDS = 10.0
 _SQL_CHUNK = 500  # stay under SQLite's bound-variable limit on old builds
+# SQLite's errors that say the file cannot be written (not that it is damaged): skipped
+CANNOT_WRITE = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_FULL")
 _WORD = re.compile(r"\w+", re.UNICODE)
 # the embedders named `kind:<model>`, and what an empty model's error asks for
 MODEL_HINTS = {
@@ -214,19 +217,22 @@ class VectorCache:
         Missing texts are embedded and committed STORE_BATCH at a time, so an interrupted
         build keeps what it did; `progress(done, total)` hears of each batch. `keep=False`
         does not keep them in memory too (a card set's texts, needed once): the array
-        returned is then the caller's alone.
+        returned is then the caller's alone. One embedder's vectors are all one size: a
+        cached row of another size is embedded again; an embedder that sends another size
+        than its cached vectors is an EmbedderError, and nothing of it is stored.
         """
         tag = fingerprint(embedder)
         keys = [_cache_key(tag, text) for text in texts]
-        found = {k: self._memory[k] for k in keys if k in self._memory}
-        found.update(self._load([k for k in set(keys) if k not in found]))
+        size, found = self._cached(tag, keys)
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in found))
         for start in range(0, len(missing), STORE_BATCH):
             batch = missing[start : start + STORE_BATCH]
-            fresh = dict(
-                zip((_cache_key(tag, t) for t in batch), embedder.embed(batch), strict=True)
-            )
-            self._store(fresh)
+            vectors = embedder.embed(batch)
+            size = size or vectors.shape[1]
+            fresh = dict(zip((_cache_key(tag, t) for t in batch), vectors, strict=True))
+            held = self._store(tag, size, fresh) if vectors.shape[1] == size else size
+            if vectors.shape[1] != held:
+                raise self._size_error(embedder.name, vectors.shape[1], held)
             found.update(fresh)
             if progress is not None:
                 progress(start + len(batch), len(missing))
@@ -237,33 +243,63 @@ class VectorCache:
             self._memory.update(zip(keys, stacked, strict=True))
         return stacked
 
-    def _load(self, keys: list[str]) -> dict[str, np.ndarray]:
+    def _cached(self, tag: str, keys: list[str]) -> tuple[int | None, dict[str, np.ndarray]]:
+        """The size `tag`'s vectors have, and those of `keys` held in memory or on disk.
+
+        The size is the one the file records, else the most common among the rows found
+        (a file an older tiny wrote records none); a row of another size is left out.
+        """
+        found = {k: self._memory[k] for k in keys if k in self._memory}
+        size, loaded = self._load(tag, [k for k in set(keys) if k not in found])
+        found.update(loaded)
+        counts = Counter(len(v) for v in found.values())
+        size = size or max(counts, key=counts.__getitem__, default=None)
+        return size, {k: v for k, v in found.items() if len(v) == size}
+
+    def _size_error(self, name: str, sent: int, cached: int) -> EmbedderError:
+        """Vectors of another size than the cached ones: another model behind the same name."""
+        where = "" if self.path is None else f", or delete {self.path.parent} to embed all again"
+        return EmbedderError(
+            f"{name} sent vectors of {sent} dimensions, but its cached ones have {cached}: "
+            f"another model answers under that name; load the one it had{where}"
+        )
+
+    def _load(self, tag: str, keys: list[str]) -> tuple[int | None, dict[str, np.ndarray]]:
+        """The size the file records for `tag` (None if none), and the sound rows of `keys`:
+        a damaged row (not float32 bytes of that size) is left out, so it is embedded again."""
         if self.path is None or not keys:
-            return {}
+            return None, {}
         try:
             if not self.path.exists():
-                return {}
+                return None, {}
         except OSError as exc:  # an unreadable data dir: say which, not a traceback
             raise ConfigError(f"{self.path}: cannot read the vector cache: {exc}") from exc
-        out: dict[str, np.ndarray] = {}
         with _opened(self.path) as db:
-            for i in range(0, len(keys), _SQL_CHUNK):
-                chunk = keys[i : i + _SQL_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                rows = db.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", chunk)
-                out.update((k, np.frombuffer(v, dtype="<f4")) for k, v in rows)
-        return out
+            # no table is created here: a cache that cannot be written is still read
+            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+            size = _recorded_size(db, tag) if "sizes" in tables else None
+            rows = _rows(db, keys) if "vectors" in tables else []
+        sound = {k: v for k, v in rows if v and len(v) % 4 == 0}
+        if size is not None:
+            sound = {k: v for k, v in sound.items() if len(v) == 4 * size}
+        return size, {k: np.frombuffer(v, dtype="<f4") for k, v in sound.items()}
 
-    def _store(self, vectors: dict[str, np.ndarray]) -> None:
+    def _store(self, tag: str, size: int, vectors: dict[str, np.ndarray]) -> int:
+        """Write `tag`'s vectors in one transaction unless the file records another size for
+        it; return the size it records. A cache file that cannot be written (a read-only
+        folder, a full disk) is skipped, as the router state is: the vectors are only not kept."""
         if self.path is None:
-            return
+            return size
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"cannot create cache directory {self.path.parent}: {exc}") from exc
         rows = [(k, np.asarray(v, dtype="<f4").tobytes()) for k, v in vectors.items()]
-        with _opened(self.path) as db, db:
-            db.executemany("INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)", rows)
+        try:
+            with _opened(self.path, writing=True) as db, db:
+                return _write(db, tag, size, rows)
+        except sqlite3.Error:  # _opened passes on only those saying it cannot be written
+            return size
 
 
 class CachedEmbedder:
@@ -284,20 +320,62 @@ class CachedEmbedder:
 
 
 @contextmanager
-def _opened(path: Path) -> Iterator[sqlite3.Connection]:
-    """Open the cache file; turn any SQLite failure into a ConfigError naming the file."""
+def _opened(path: Path, *, writing: bool = False) -> Iterator[sqlite3.Connection]:
+    """Open the cache file; turn a SQLite failure into a ConfigError naming the file, except,
+    when `writing`, one saying the file cannot be written: that is no damage, it is re-raised."""
     db = None
     try:
         db = sqlite3.connect(path, timeout=CACHE_TIMEOUT_SECONDS)
-        db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
         yield db
     except sqlite3.Error as exc:
+        if writing and (exc.sqlite_errorname or "").startswith(CANNOT_WRITE):
+            raise
         raise ConfigError(
             f"{path}: not a usable vector cache ({exc}); delete it to rebuild"
         ) from exc
     finally:
         if db is not None:
             db.close()
+
+
+def _write(db: sqlite3.Connection, tag: str, size: int, rows: list[tuple[str, bytes]]) -> int:
+    """Store `rows` if the file records `size` for `tag`, or none yet; return the size it
+    records (the caller's when it recorded none, or a damaged one)."""
+    db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+    db.execute("CREATE TABLE IF NOT EXISTS sizes (tag TEXT PRIMARY KEY, dim INTEGER NOT NULL)")
+    # a write first: the transaction takes the write lock before it reads, so two processes
+    # storing at once wait for each other instead of deadlocking
+    db.execute("INSERT OR IGNORE INTO sizes (tag, dim) VALUES (?, ?)", (_tag_key(tag), size))
+    held = _recorded_size(db, tag)
+    if held is None:  # a damaged record: this size from now on
+        held = size
+        db.execute("UPDATE sizes SET dim = ? WHERE tag = ?", (size, _tag_key(tag)))
+    if held == size:
+        db.executemany("INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)", rows)
+    return held
+
+
+def _rows(db: sqlite3.Connection, keys: list[str]) -> list[tuple[str, bytes]]:
+    """The (key, vec) rows of `keys` whose vec is a blob (of any length: it may be damaged)."""
+    rows: list[tuple[str, bytes]] = []
+    for i in range(0, len(keys), _SQL_CHUNK):
+        chunk = keys[i : i + _SQL_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        # a vec of another type (damage) is not read: text may not even decode
+        query = f"SELECT key, vec FROM vectors WHERE typeof(vec) = 'blob' AND key IN ({marks})"
+        rows += db.execute(query, chunk)
+    return rows
+
+
+def _recorded_size(db: sqlite3.Connection, tag: str) -> int | None:
+    """The vector size the file records for `tag`; None if none (or not a whole number)."""
+    row = db.execute("SELECT dim FROM sizes WHERE tag = ?", (_tag_key(tag),)).fetchone()
+    return row[0] if row is not None and type(row[0]) is int and row[0] > 0 else None
+
+
+def _tag_key(tag: str) -> str:
+    """The sizes table's key: a hash, as the vectors' are (a fingerprint holds a URL)."""
+    return hashlib.sha256(tag.encode()).hexdigest()
 
 
 def _cache_key(tag: str, text: str) -> str:

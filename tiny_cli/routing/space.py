@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tiny_cli.errors import EmbedderError
+
 __all__ = [
     "KNN_CHUNK",
     "WITHIN_SHRINKAGE",
@@ -104,6 +106,12 @@ class CardSpace:
 
     def project(self, vectors: np.ndarray) -> np.ndarray:
         """Centre on the background mean, whiten, and rescale to unit length."""
+        if vectors.shape[-1] != self._centre.shape[-1]:  # a saved space, another model now
+            raise EmbedderError(
+                f"the embedder sent vectors of {vectors.shape[-1]} dimensions, but the cards "
+                f"were embedded with {self._centre.shape[-1]}: another model answers under its "
+                "name; load the one it had, or delete TINY_HOME/cache to embed them again"
+            )
         return unit(each_row(unit(vectors - self._centre), self._whiten))
 
     def semantic(self, projected: np.ndarray) -> np.ndarray:
