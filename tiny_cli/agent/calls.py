@@ -11,7 +11,8 @@ substance is found in a call's result (or is a URL a successful call reached: th
 from it), `task` when the task holds it, `args` when only the arguments the model itself wrote
 into a call hold it (a number it put in a search query: its own value echoed, no tool's), and
 `model` when none does: the model alone vouches for it (a URL no tool call used, a CRM id no
-tool returned). "Substance": the numbers, URLs and ids in the value when it has any, else most
+tool returned). An `args` value is vouched for only when a write call that succeeded was given
+it (`vouched`). "Substance": the numbers, URLs and ids in the value when it has any, else most
 of its words; a summary-like field that paraphrases a page still counts as found.
 
 The budget is here too: the limits enforced outside the model, and the meter that tracks one
@@ -265,13 +266,30 @@ def field_sources(
     """
     echoes = _echo_calls(evidence)
     split = [_split(entry) for entry in evidence]
-    kept = [pair for pair, echo in zip(split, echoes, strict=True) if not echo]
-    reached = [url for args, _ in kept for url in _addresses(args)]
-    results = _Text(" ".join([*(result for _, result in kept), *reached]))
-    asked = _Text(task)
+    results, asked = _results(evidence), _Text(task)
     echoed = [result for (_, result), echo in zip(split, echoes, strict=True) if echo]
     written = _Text(" ".join([*(args for args, _ in split), *echoed])).plus(results)
     return {name: _source(value, results, asked, written) for name, value in fields.items()}
+
+
+def vouched(value: Any, meter: Meter, task: str) -> bool:
+    """Tell whether tools vouch for a value: each of its leaves is in a result, quoted by the
+    task, or in the arguments of one of the meter's write calls that succeeded.
+
+    A successful write put its arguments into the tool's data (the CRM now holds that name);
+    what the model typed into a read or a search (a page name, an id) stays its own word.
+    """
+    wrote = [c.arguments for c in meter.calls if c.writes and c.outcome == "ok"]
+    stored = _Text(" ".join(_leaves(wrote))).plus(_results(meter.evidence))
+    asked = _Text(task)
+    return _each(value, lambda leaf: stored.holds(leaf) or asked.quotes(leaf))
+
+
+def _results(evidence: Sequence[str]) -> _Text:
+    """Return what the calls that are no echoes returned, and the URLs they were sent to."""
+    kept = [_split(entry) for entry in informative(evidence)]
+    reached = [url for args, _ in kept for url in _addresses(args)]
+    return _Text(" ".join([*(result for _, result in kept), *reached]))
 
 
 def informative(evidence: Sequence[str]) -> list[str]:

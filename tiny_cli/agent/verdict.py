@@ -21,6 +21,7 @@ from tiny_cli.agent.calls import (
     field_sources,
     informative,
     needs_evidence,
+    vouched,
 )
 from tiny_cli.agent.reply import Reply, field_values, missing_fields
 from tiny_cli.cards.card import Card
@@ -172,8 +173,9 @@ def judged(
     """Put the claim through every rule, in order, and build the Digest from what stands."""
     for rule in RULES:
         claim = rule(card, meter, claim)
-    sources = field_sources(claim.fields, meter.evidence, _asked(brief))
-    claim = _unsourced(card, claim, sources)
+    task = _asked(brief)
+    sources = field_sources(claim.fields, meter.evidence, task)
+    claim = _unsourced(card, claim, sources, lambda value: vouched(value, meter, task))
     notes, ghosts = claim.notes, meter.ghosts()
     if ghosts:
         named = ", ".join(map(quote_name, ghosts))
@@ -289,17 +291,32 @@ def _unevidenced(card: Card, meter: Meter, claim: Claim) -> Claim:
     return replace(claim, notes=(*claim.notes, note))
 
 
-def _unsourced(card: Card, claim: Claim, sources: Mapping[str, str]) -> Claim:
+def _unsourced(
+    card: Card, claim: Claim, sources: Mapping[str, str], vouched: Callable[[Any], bool]
+) -> Claim:
     """An `ok` that must stand on tool results (a writer, `first: tool`, "not from memory")
-    holds no field that only the model vouches for: such as an id no tool returned."""
+    holds no field that only the model vouches for: such as an id no tool returned.
+
+    An `args` field counts too unless `vouched`: a value a write that succeeded was given is
+    the tool's data now, one the model typed into a search or a lookup is its own word.
+    """
     if claim.status != "ok" or not needs_evidence(card):
         return claim
+    fields = claim.fields
     # a yes/no or an empty value has nothing to look up: it cannot be found, nor doubted
-    alone = [n for n, source in sources.items() if source == "model" and checkable(claim.fields[n])]
-    if not alone:
+    alone = [n for n, source in sources.items() if source == "model" and checkable(fields[n])]
+    typed = [n for n, source in sources.items() if source == "args" and not vouched(fields[n])]
+    if not alone and not typed:
         return claim
-    note = f"no tool result, task or call holds {', '.join(alone)}: the model alone vouches"
-    return replace(claim, status="partial", reason=UNSOURCED, notes=(*claim.notes, note))
+    said = [
+        f"{where} {', '.join(names)}: the model alone vouches"
+        for where, names in (
+            ("no tool result, task or call holds", alone),
+            ("only the model's own call arguments hold", typed),
+        )
+        if names
+    ]
+    return replace(claim, status="partial", reason=UNSOURCED, notes=(*claim.notes, *said))
 
 
 def _wrote(meter: Meter) -> bool:
