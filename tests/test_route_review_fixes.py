@@ -1,6 +1,7 @@
 """Review fixes: init beside [tool.tiny], show's json-mode prompt, --eval's per-card rates and
 MCP tool names, a BOM on stdin, cards that cannot work, a broken mcp.yaml, an empty folder,
-and a taught out-of-scope example against --threshold."""
+a taught out-of-scope example against --threshold, a damaged saved router state, a bench
+task's length with {site} expanded, and MCP servers never listed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 from typer.testing import Result
 
 from tests.conftest import REPO, SEED_CARDS, one_error_line
+from tiny_cli.routing.state import STATE_DIR, TEXTS_FILE
 from tiny_cli.testing import ScriptedServer, reply
+from tiny_cli.text import MAX_GOAL_CHARS
 
 Tiny = Callable[..., Result]
 NO_PROJECT = {"TINY_PROJECT": "none", "TINY_EMBEDDER": "hashing"}
@@ -226,3 +229,71 @@ def test_init_beside_a_pyproject_tiny_cannot_read_writes(tiny: Tiny, tmp_path: P
     result = tiny("init", str(tmp_path), env=NO_PROJECT)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "tiny.toml").is_file()
+
+
+# --- routing review: a damaged saved router state is rebuilt ---------------------------------
+
+SANDWICH = "make me a sandwich"
+
+
+def _state(tiny: Tiny, home: Path) -> Path:
+    """Route once so the seed cards' router state is saved; its folder."""
+    assert tiny("route", SANDWICH, env=NO_PROJECT).exit_code == 0
+    (folder,) = (home / "cache" / STATE_DIR).iterdir()
+    return folder
+
+
+def test_a_zero_filled_texts_file_is_rebuilt_not_reported(tiny: Tiny, home: Path) -> None:
+    texts = _state(tiny, home) / TEXTS_FILE
+    texts.write_bytes(bytes(texts.stat().st_size))  # a crash before the data reached the disk
+    assert tiny("route", SANDWICH, "--explain", env=NO_PROJECT).exit_code == 0
+    assert tiny("validate", env=NO_PROJECT).exit_code == 0
+    assert json.loads(texts.read_text("utf-8"))["texts"]  # saved again, whole
+
+
+def test_texts_that_are_not_json_are_removed_so_the_next_run_works(tiny: Tiny, home: Path) -> None:
+    texts = _state(tiny, home) / TEXTS_FILE
+    damaged = bytearray(texts.read_bytes())
+    damaged[1] = 0  # same size, same first and last byte
+    texts.write_bytes(bytes(damaged))
+    line = one_error_line(tiny("route", SANDWICH, "--explain", env=NO_PROJECT))
+    assert line == f"{texts}: the saved router state is damaged; removed, run again"
+    assert tiny("route", SANDWICH, "--explain", env=NO_PROJECT).exit_code == 0
+
+
+def test_a_state_of_the_wrong_size_is_replaced_by_the_rebuilt_one(tiny: Tiny, home: Path) -> None:
+    texts = _state(tiny, home) / TEXTS_FILE
+    texts.write_bytes(b"")
+    assert tiny("route", SANDWICH, env=NO_PROJECT).exit_code == 0
+    assert json.loads(texts.read_text("utf-8"))["texts"]  # not rebuilt on every run
+
+
+# --- routing review: --eval counts a bench task's length with {site} expanded -----------------
+
+
+def test_eval_a_bench_task_too_long_once_site_is_expanded_is_its_lines_error(
+    tiny: Tiny, tmp_path: Path
+) -> None:
+    start = "read {site}/a.html "
+    long = start + "y" * (MAX_GOAL_CHARS - len(start))  # at the bound as written, past it routed
+    tasks = _lines(
+        tmp_path / "t.jsonl",
+        {"task": "what does the Team plan cost per user?", "expected_agent": "web-reader"},
+        {"task": long, "expected_agent": "web-reader"},
+    )
+    done = tiny("route", "--eval", str(tasks), "--json", env=NO_PROJECT)
+    assert done.exit_code == 1
+    report = json.loads(done.stdout)
+    (error,) = report["errors"]
+    assert report["n"] == 1 and error.startswith(f"{tasks}:2: task: the task is 8,010 characters")
+
+
+# --- routing review: --explain names MCP servers never listed, when none is ---------------------
+
+
+def test_explain_names_a_server_never_listed_when_no_server_has_a_list(tiny: Tiny) -> None:
+    env = {**NO_PROJECT, "TINY_CARDS": str(MCP_CARDS)}
+    explained = json.loads(tiny("route", "what time is it", "--explain", "--json", env=env).stdout)
+    assert explained["tools_source"] == (
+        "MCP tool list never cached for time (validate --connect, cards import or sync)"
+    )

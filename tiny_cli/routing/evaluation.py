@@ -303,7 +303,6 @@ def _eval_entry(where: str, entry: Any) -> tuple[str, str | None, AlsoRight]:
     task = item.get("task")
     if not isinstance(task, str) or not task.strip():
         raise ConfigError(f"{where}: task: must be a non-empty string")
-    check_task(task, where)  # a task too long to route is this line's error, not the file's
     key = "expected" if "expected" in item or "expected_agent" not in item else "expected_agent"
     if key not in item:
         raise _missing_label(where, item)
@@ -312,6 +311,7 @@ def _eval_entry(where: str, entry: Any) -> tuple[str, str | None, AlsoRight]:
         raise ConfigError(f"{where}: {key}: must be a card id or null, got {want!r}")
     bench = key == "expected_agent"  # a bench task: its {site} is the page server
     task = task.replace(BENCH_SITE, BENCH_SITE_URL) if bench else task
+    check_task(task, where)  # the text routed: one too long is this line's error, not the file's
     return task, want, _also_right(where, item, want)
 
 

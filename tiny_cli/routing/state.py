@@ -26,7 +26,7 @@ import numpy as np
 
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError
-from tiny_cli.routing.lexical import Lexical, read_saved
+from tiny_cli.routing.lexical import Lexical
 from tiny_cli.routing.space import CardSpace, space_from_parts, space_parts
 
 __all__ = [
@@ -92,19 +92,26 @@ def load_state(cache_dir: Path | None, key: str) -> Saved | None:
         return None
     folder = cache_dir / STATE_DIR / key
     try:
-        meta = json.loads((folder / "meta.json").read_text("utf-8"))
-        if not _intact(folder, meta):  # an edited or truncated file: stale, built again
-            return None
-        arrays = {
-            name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in meta["arrays"]
-        }
-        space = space_from_parts(arrays, meta["knn"], _reader(folder / TEXTS_FILE))
-        saved = Saved(space, Lexical.load(folder), arrays["out_of_scope"], tuple(meta["scales"]))
+        saved = _loaded(folder)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
-        return None  # missing, partial, damaged or from elsewhere: built again
+        saved = None  # missing, partial, damaged or from elsewhere: built again
+    if saved is None:
+        # removed, so the state built again is saved in its place (a rename cannot replace it)
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
     with contextlib.suppress(OSError):
         os.utime(folder)  # most recently used: the last one pruned
     return saved
+
+
+def _loaded(folder: Path) -> Saved | None:
+    """Read the state in `folder`; None when a file is not as it was written."""
+    meta = json.loads((folder / "meta.json").read_text("utf-8"))
+    if not _intact(folder, meta):  # an edited or truncated file: stale, built again
+        return None
+    arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in meta["arrays"]}
+    space = space_from_parts(arrays, meta["knn"], _reader(folder / TEXTS_FILE))
+    return Saved(space, Lexical.load(folder), arrays["out_of_scope"], tuple(meta["scales"]))
 
 
 def save_state(cache_dir: Path | None, key: str, saved: Saved) -> None:
@@ -157,14 +164,33 @@ def _intact(folder: Path, meta: Any) -> bool:
     sizes: dict[str, Any] = meta["sizes"]
     if TEXTS_FILE not in sizes or len(sizes) <= len(meta["arrays"]):
         return False
-    return all(os.stat(folder / name).st_size == size for name, size in sizes.items())
+    if not all(os.stat(folder / name).st_size == size for name, size in sizes.items()):
+        return False
+    # the JSON files read only later: a crash before the data reached the disk can leave
+    # zeros where the text was, at the size written
+    return all(_json_ends(folder / name) for name in sizes if name.endswith(".json"))
+
+
+def _json_ends(path: Path) -> bool:
+    """Tell whether a JSON file `save_state` wrote starts and ends as a list or an object."""
+    with path.open("rb") as file:
+        first = file.read(1)
+        file.seek(-1, os.SEEK_END)
+        return first + file.read(1) in (b"{}", b"[]")
 
 
 def _reader(path: Path) -> Callable[[], dict[str, Any]]:
     """Read the texts when first asked (the state was just marked most recent: kept)."""
 
     def read() -> dict[str, Any]:
-        data = read_saved(path)
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except OSError as exc:  # another process pruned it
+            raise ConfigError(
+                f"{path}: the saved router state went away while in use ({exc}); run again"
+            ) from exc
+        except ValueError:  # not JSON: as damaged as a wrong shape
+            data = None
         if not _texts_ok(data):  # damaged after it loaded: gone, so the next run builds it
             shutil.rmtree(path.parent, ignore_errors=True)
             raise ConfigError(f"{path}: the saved router state is damaged; removed, run again")

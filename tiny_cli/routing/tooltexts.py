@@ -52,6 +52,7 @@ __all__ = [
 MAX_TOOL_SHARE = 0.5
 MCP_TOOLS_FILE = "mcp-tools.json"  # in the cache dir: the servers' last tool lists
 MCP_TOOLS_SALT = "mcp-tools 1"
+_HOW = " (validate --connect, cards import or sync)"  # what keeps a server's tool list
 # A declared function's view names the values its parameters list: an `enum`, or the examples
 # a parameter's description gives after "e.g." ("Type of the artwork. E.g., painting,
 # sculpture"). A request names values ("sculptures", "veterans"), seldom a parameter.
@@ -212,15 +213,15 @@ def mcp_definitions(servers: Mapping[str, McpServer]) -> dict[str, str]:
 
 def _cached(ages: Mapping[str, float], never: Sequence[str] = ()) -> str:
     """Say how old the kept MCP tool lists are, by each server's own age, and which servers
-    have none; '' when none is kept."""
-    if not ages:
-        return ""
+    have none; '' when there is neither."""
+    if not ages:  # none kept yet: the cards' MCP tools route by their names
+        return f"MCP tool list never cached for {', '.join(never)}{_HOW}" if never else ""
     # by each server's own age: the file's time is that of the newest list of any server
     oldest = max(ages, key=lambda server: (ages[server], server))
     span = f"{_age(min(ages.values()))} to {_age(ages[oldest])}" if len(ages) > 1 else ""
     when = f"{span or _age(ages[oldest])} ago" + (f" (oldest: {oldest})" if span else "")
     none = f", never for {', '.join(never)}" if never else ""
-    return f"MCP tool list cached {when}{none} (validate --connect, cards import or sync)"
+    return f"MCP tool list cached {when}{none}{_HOW}"
 
 
 def mcp_definition(server: McpServer) -> str:
