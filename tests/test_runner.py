@@ -133,7 +133,9 @@ def test_endless_tool_calls_stop_at_budget(run, scripted_server, site) -> None:
         scripted_server.add(tool_call("html_to_text", {"html": "<p>again</p>"}))
     _code, digest = run("invoke", "web-reader", "summarise https://example.org")
     assert digest["status"] == "partial" and digest["reason"] == "max_tool_calls"
-    assert digest["cost"]["tool_calls"] == 6  # the card's max_tool_calls
+    # the card's max_tool_calls, and the wrap-up turn's call: a ghost, offered no tool
+    assert digest["cost"]["tool_calls"] == 7
+    assert digest["cost"]["ghost_calls"] == 1 and digest["cost"]["ghost_names"] == ["html_to_text"]
     assert len(scripted_server.requests) == 7  # six tool turns and one wrap-up, nothing more
     assert "tools" not in scripted_server.requests[-1]  # the wrap-up cannot call tools
 

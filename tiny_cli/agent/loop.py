@@ -37,8 +37,9 @@ from tiny_cli.agent.calls import (
 )
 from tiny_cli.agent.reply import (
     Reply,
+    kept_reply,
     parse_reply,
-    read_action,
+    read_actions,
     read_json,
     recover_calls,
     response_format,
@@ -46,7 +47,15 @@ from tiny_cli.agent.reply import (
     tool_mode_for,
 )
 from tiny_cli.cards.card import Budget, Card, answer_schema, field_template
-from tiny_cli.digest import CHARS_PER_TOKEN, Brief, CallOutcome, CallRecord, Digest, Routing
+from tiny_cli.digest import (
+    APPROVED_OUTCOMES,
+    CHARS_PER_TOKEN,
+    Brief,
+    CallOutcome,
+    CallRecord,
+    Digest,
+    Routing,
+)
 from tiny_cli.errors import ProviderError, ProviderTimeout, TinyError, ToolServerError
 from tiny_cli.events import (
     Aborted,
@@ -367,27 +376,28 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
             return _timed_out(run, exc)
         except ProviderError as exc:
             _count_spent(meter, exc)
-            # nothing done yet: config to fix, raised; after a tool ran (a write may have
-            # happened), or any other failure, the run ends `failed`
-            if exc.status in CONFIG_STATUSES and not meter.calls:
+            # no tool ran yet (a ghost or bad arguments ran none): config to fix, raised;
+            # after one ran (a write may have happened), or any other failure, `failed`
+            if exc.status in CONFIG_STATUSES and not _tool_ran(meter):
                 raise
             return run.failed(str(exc))  # mid-run: the Digest keeps what the tools did
-        calls = run.calls_in(reply)
+        calls = _calls_in(run, reply)
         if calls and stop:
             return _stopped(run, calls[0])
-        if calls:
+        if calls and not run.wrapping:
             try:
                 run.call_tools(calls, reply)
             except ToolServerError as exc:  # a tool server died: no later call can reach it
                 return run.failed(str(exc))
-            if len(meter.ghosts()) > DEFAULT_MAX_GHOST_CALLS:
-                run.observer(BudgetHit(verdict.GHOST_CALLS))
+            if _haunted(run):
                 return run.failed(verdict.GHOST_CALLS)
             continue
         if run.insist_on_a_tool(reply):
             continue
-        answer = run.take_answer(reply)
+        answer = run.take_answer(reply, calls)  # the wrap-up turn's calls: ghosts, kept
         if run.wrapping:  # the tool budget ran out before this answer: it cannot be `ok`
+            if _haunted(run):
+                return run.failed(verdict.GHOST_CALLS)
             return run.answered(answer, forced=verdict.MAX_TOOL_CALLS)
         if not answer.problems:  # an object cut off mid-reply may end in a cut value
             cut = _cut_short(answer, reply.finish_reason)
@@ -397,6 +407,20 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
             problems = "; ".join(answer.problems)
             return run.failed(verdict.SCHEMA, f"answer still unusable after one repair: {problems}")
         run.ask_for_repair(answer, reply.content)
+
+
+def _tool_ran(meter: Meter) -> bool:
+    """True once a call reached its tool, whatever it returned (a ghost, bad arguments or a
+    declined write reached none)."""
+    return any(call.outcome in APPROVED_OUTCOMES for call in meter.calls)
+
+
+def _haunted(run: _Run) -> bool:
+    """True, and told, when the run made more ghost calls than it may: it ends `failed`."""
+    if len(run.meter.ghosts()) <= DEFAULT_MAX_GHOST_CALLS:
+        return False
+    run.observer(BudgetHit(verdict.GHOST_CALLS))
+    return True
 
 
 def _count_spent(meter: Meter, exc: ProviderError) -> None:
@@ -421,11 +445,17 @@ def _timed_out(run: _Run, exc: ProviderTimeout) -> Digest:
 
 
 def _cut_short(answer: Reply, finish_reason: object) -> str | None:
-    """The note of an answer cut short (`answer_cut`): tiny closed its object and the reply
-    did not end on its own (a finish reason of `length`, `content_filter`, none…); else None."""
-    if not answer.completed or (isinstance(finish_reason, str) and finish_reason in WHOLE):
+    """The note of an answer cut short (`answer_cut`) by a reply that did not end on its own (a
+    finish reason of `length`, `content_filter`, none…): tiny closed its object, or the reply
+    was cut inside another object after it (a correction, maybe); else None."""
+    if isinstance(finish_reason, str) and finish_reason in WHOLE:
         return None
-    return f"the reply ended with {_finish(finish_reason)}, not 'stop': its last value may be cut"
+    ended = f"the reply ended with {_finish(finish_reason)}, not 'stop'"
+    if answer.completed:
+        return f"{ended}: its last value may be cut"
+    if answer.cut_after:
+        return f"{ended}, inside another object after its answer: that may not be its last word"
+    return None
 
 
 def _finish(finish_reason: object) -> str:
@@ -435,6 +465,22 @@ def _finish(finish_reason: object) -> str:
     if not isinstance(finish_reason, str):
         return f"a finish reason that is not a string ({type(finish_reason).__name__})"
     return f"finish_reason {printable(finish_reason[:MAX_FINISH_CHARS])!r}"
+
+
+def _calls_in(run: _Run, reply: Completion) -> tuple[ToolCall, ...]:
+    """Return the calls a reply asks for, in any mode and turn: native (json mode too),
+    json-mode, or recovered from its text."""
+    if reply.tool_calls:
+        return _answerable(reply.tool_calls, run.meter)
+    if run.json:
+        return read_actions(reply.content, len(run.meter.calls))
+    return recover_calls(reply.content, len(run.meter.calls))
+
+
+def _said(reply: Completion, calls: Sequence[ToolCall]) -> dict[str, Any]:
+    """The reply as the context keeps it: its text, bounded, and the native calls answered."""
+    kept = replace(reply, content=kept_reply(reply.content))
+    return assistant_message(kept, calls) if reply.tool_calls else text_message(kept.content)
 
 
 def _answerable(calls: Sequence[ToolCall], meter: Meter) -> tuple[ToolCall, ...]:
@@ -509,10 +555,15 @@ class _Run:
         """The tools the agent has now: its card's, and read_artifact once it holds artifacts."""
         return self._card_schemas + self._reader_schema()
 
+    @property
+    def offered(self) -> list[dict[str, Any]]:
+        """The tools the next request offers: none in the wrap-up turn (the budget is spent)."""
+        return [] if self.wrapping else self.schemas
+
     def ask(self, provider: Provider, model: str) -> Completion:
         """Send the context with this mode's tools or constraint; count what the answer cost."""
         forced = self._tool_first()
-        tools = [] if self.json or self.wrapping else self.schemas
+        tools = [] if self.json else self.offered
         meter, asked, turn = self.meter, self.meter.clock(), self.meter.turns + 1
         self.observer(TurnStarted(turn, meter.remaining(), len(meter.calls), self.json))
         try:
@@ -537,25 +588,11 @@ class _Run:
         self.observer(ModelReplied(turn, reply.tokens_in, reply.tokens_out, seconds, *replied))
         return reply
 
-    def calls_in(self, reply: Completion) -> tuple[ToolCall, ...]:
-        """Return the calls a reply asks for: native, json-mode, or recovered from its text."""
-        if self.wrapping:
-            return ()
-        if self.json:
-            call = read_action(reply.content, len(self.meter.calls))
-            return (call,) if call is not None else ()
-        if reply.tool_calls:
-            return _answerable(reply.tool_calls, self.meter)
-        return recover_calls(reply.content, len(self.meter.calls))
-
     def call_tools(self, calls: Sequence[ToolCall], reply: Completion) -> None:
         """Run each call and answer it (as text if not sent as `tool_calls`); echo only these."""
-        native = bool(reply.tool_calls) and not self.json
-        recovered = not native and not self.json
-        self.messages.append(
-            assistant_message(reply, calls) if native else text_message(reply.content)
-        )
-        self.notes += _dropped(len(reply.tool_calls), len(calls)) if native else ()
+        native, recovered = bool(reply.tool_calls), not reply.tool_calls and not self.json
+        self.messages.append(_said(reply, calls))
+        self.notes += _dropped(len(reply.tool_calls), len(calls))
         for call in calls:
             content = self._handle(call, recovered)
             self.messages.append(
@@ -571,19 +608,19 @@ class _Run:
             self.messages.append({"role": "user", "content": wrap_up_message(limit)})
 
     def _handle(self, call: ToolCall, recovered: bool) -> str:
-        """Run one call between its two events; a ghost is reported as such."""
+        """Run one call between its two events; a ghost (a tool not offered now) is reported."""
         name = shown_name(call.name)  # a ghost's name may be any length; no tool's is past 64
         self.observer(ToolCalled(call.id, name, call.arguments, recovered))
         started, kept = self.meter.clock(), len(self._created())
         called = call_tool(
             call,
-            self.tool(call.name),
+            None if self.wrapping else self.tool(call.name),
             card=self.card,
             approve=self.approve,
             meter=self.meter,
             artifacts=self.artifacts,
             recovered=recovered,
-            have=[s["function"]["name"] for s in self.schemas],
+            have=[s["function"]["name"] for s in self.offered],
         )
         self.notes += (called.note,) if called.note else ()
         if called.outcome == "ghost":
@@ -601,14 +638,18 @@ class _Run:
         if parse_reply(reply.content, ()).data.get("status") == "refused":
             return False  # not its job: a refusal needs no tool result
         self.insisted = True
-        self.messages += [text_message(reply.content), {"role": "user", "content": CALL_FIRST}]
+        self.messages += [_said(reply, ()), {"role": "user", "content": CALL_FIRST}]
         self._switch_to_json("the model answered before calling a tool")
         return True
 
-    def take_answer(self, reply: Completion) -> Reply:
-        """Take a reply without calls as the answer: into the context, parsed by the contract
-        (as a partial is, once the tool budget is spent: it cannot be `ok`)."""
-        self.messages.append(text_message(reply.content))
+    def take_answer(self, reply: Completion, calls: Sequence[ToolCall] = ()) -> Reply:
+        """Take a reply as the answer: into the context, parsed by the contract (as a partial
+        is, once the tool budget is spent: it cannot be `ok`). `calls`, made in the wrap-up
+        turn, which offers no tool, are ghost calls: counted and kept, never answered."""
+        self.messages.append(_said(reply, calls))
+        self.notes += _dropped(len(reply.tool_calls), len(calls))
+        for call in calls:
+            self._handle(call, recovered=not reply.tool_calls and not self.json)
         return parse_reply(reply.content, self.required, self.card.returns, partial=self.wrapping)
 
     def ask_for_repair(self, answer: Reply, content: str | None) -> None:
@@ -661,7 +702,7 @@ class _Run:
         return replace(self.card, tools=(*self.card.tools, READ_ARTIFACT))
 
     def _constraint(self, forced: bool) -> dict[str, Any]:
-        tools = [] if self.wrapping else self.schemas
+        tools = self.offered
         answer = None if forced and tools else answer_schema(self.card, self.required)
         return response_format(tools, answer)
 

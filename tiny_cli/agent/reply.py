@@ -35,8 +35,11 @@ from tiny_cli.text import printable, unsurrogated
 from tiny_cli.tools.args_check import coerce_scalar, fast_pass
 from tiny_cli.tools.specs import TOOL_NAME_PATTERN
 
-# A final answer is bounded by max_tokens; far more is a broken server, not an answer.
+# A final answer is bounded by max_tokens; far more is a broken server, not an answer. Of a
+# longer reply the context and the run log keep only this much: it is sent on every later
+# request (a tool call's arguments are bounded the same way)
 MAX_REPLY_CHARS = 200_000
+REPLY_CUT = "\n[… cut by tiny: {more:,} more characters of this reply not kept]"
 MAX_OBJECT_STARTS = 1_000  # '{' positions tried when the JSON sits inside prose
 MAX_SHOWN_CHARS = 40  # a wrong value quoted back in a problem
 NO_OBJECT = "no JSON object found in your answer"
@@ -97,6 +100,9 @@ class Reply:
     problems: tuple[str, ...]
     notes: tuple[str, ...] = ()  # what tiny did to use the answer (closed a cut-off object)
     completed: bool = False  # the object was cut off and tiny closed it: its last value may be cut
+    # the text went on past the answer into another object it ends inside (an `ok`, then a
+    # corrected answer cut off): if the reply was cut, the answer may not be the model's last
+    cut_after: bool = False
 
 
 def parse_reply(
@@ -123,6 +129,7 @@ def parse_reply(
     if data is None:
         return Reply({}, (problem,))
     completed = bool(notes)  # the only note of _locate_object: it closed a cut-off object
+    cut_after = not completed and _open_after(text)
     data, notes = _status_read(data, notes)
     data, coerced = _coerced(data, types)
     notes += coerced
@@ -136,10 +143,18 @@ def parse_reply(
         kept = "refused" if refused else "partial"
         data, dropped = _without_mistyped(data, SUMMARY_TYPE if refused else typed, kept)
         problems = _two_minds(text) if refused or partial else []
-        return Reply(data, tuple(problems), notes + dropped, completed)
+        return Reply(data, tuple(problems), notes + dropped, completed, cut_after)
     problems = _contract_problems(data, required, types) + _two_minds(text)
     problems += _type_problems(data, typed, required)
-    return Reply(data, tuple(problems), notes, completed)
+    return Reply(data, tuple(problems), notes, completed, cut_after)
+
+
+def kept_reply(text: str | None) -> str | None:
+    """Return a reply's text as the context and the run log keep it: whole up to
+    MAX_REPLY_CHARS, else its head and a marker saying how much was cut."""
+    if text is None or len(text) <= MAX_REPLY_CHARS:
+        return text
+    return text[:MAX_REPLY_CHARS] + REPLY_CUT.format(more=len(text) - MAX_REPLY_CHARS)
 
 
 def _two_minds(text: str) -> list[str]:
@@ -279,6 +294,19 @@ def read_json(chunk: str) -> Any:
 
 def _objects(text: str) -> Iterator[dict[str, Any]]:
     """Yield each top-level JSON object embedded in the text, in order."""
+    for value, _ in _decoded(text):
+        yield value
+
+
+def _open_after(text: str) -> bool:
+    """True when the text ends inside an object begun after its last whole one."""
+    ends = [end for _, end in _decoded(text)]
+    start = text.find("{", ends[-1] if ends else 0)
+    return start != -1 and _cut(text[start:].rstrip()) is not None
+
+
+def _decoded(text: str) -> Iterator[tuple[dict[str, Any], int]]:
+    """Yield each top-level JSON object embedded in the text, in order, and where it ends."""
     decoder, i = json.JSONDecoder(), text.find("{")
     for _ in range(MAX_OBJECT_STARTS):  # a wall of '{' must not take minutes
         if i == -1:
@@ -290,7 +318,7 @@ def _objects(text: str) -> Iterator[dict[str, Any]]:
             i = text.find("{", i + 1)
             continue
         if isinstance(value, dict):
-            yield value
+            yield value, end
         i = text.find("{", end)
 
 
@@ -476,29 +504,37 @@ def response_format(
 
 
 def read_action(text: str | None, number: int) -> ToolCall | None:
-    """Return the tool call a json-mode reply asks for, or None for a final answer.
+    """Return the first tool call a json-mode reply asks for, or None for a final answer."""
+    return next(iter(read_actions(text, number)), None)
 
-    The reply is the object; from a server that ignores `response_format`, the first object
-    in a fence or a `<tool_call>` tag, as an `auto` run's first call was read.
+
+def read_actions(text: str | None, number: int) -> tuple[ToolCall, ...]:
+    """Return the tool calls a json-mode reply asks for; none for a final answer.
+
+    The reply is the object; from a server that ignores `response_format`, every call in its
+    `<tool_call>` tags or fences, read as an `auto` run's recovered calls are.
     """
-    for chunk in (text or "", *_chunks(text or "")):
-        data = _load(chunk)
-        if isinstance(data, dict):
-            return None if "status" in data else _as_call(data, f"json_{number}", bare=True)
-    return None
+    whole = _load(text or "")
+    if isinstance(whole, dict):
+        call = _as_call(whole, f"json_{number}", bare=True)
+        return () if call is None else (call,)
+    return recover_calls(text, number, "json", bare=True)
 
 
-def recover_calls(text: str | None, first_number: int) -> tuple[ToolCall, ...]:
+def recover_calls(
+    text: str | None, first_number: int, kind: str = "recovered", *, bare: bool = False
+) -> tuple[ToolCall, ...]:
     """Return the tool calls a reply wrote as text instead of `tool_calls` (none if none).
 
     An object counts as a call when it names a tool and carries arguments, and is not an
-    answer (no `status`); Hermes `<tool_call>` blocks, fences and bare JSON are read.
+    answer (no `status`); Hermes `<tool_call>` blocks, fences and bare JSON are read. `kind`
+    begins each call's id; `bare` as `_as_call` takes it.
     """
     calls: list[ToolCall] = []
     for chunk in _chunks(text or "")[:MAX_RECOVERED_CALLS]:
         data = _load(chunk)
         for item in data if isinstance(data, list) else [data]:
-            call = _as_call(item, f"recovered_{first_number + len(calls)}")
+            call = _as_call(item, f"{kind}_{first_number + len(calls)}", bare)
             if call is not None and len(calls) < MAX_RECOVERED_CALLS:
                 calls.append(call)
     return tuple(calls)
