@@ -260,7 +260,7 @@ def test_registry_lookup_schemas_and_writes() -> None:
     assert registry["b"].writes
     assert registry.writes() == {"a": False, "b": True}
     assert [s["function"]["name"] for s in registry.schemas(["b", "a"])] == ["b", "a"]
-    assert registry.origin("a") == "built-in"
+    assert registry.origin("a") == f"{__name__}.make_tool.<locals>.f"  # where it was defined
     with pytest.raises(KeyError):
         registry["c"]
 
@@ -269,7 +269,7 @@ def test_registry_duplicate_names_both_origins() -> None:
     registry = Registry([make_tool("lookup")])
     with pytest.raises(ToolError) as exc:
         registry.add(make_tool("lookup"), origin="my_tools.py")
-    assert_one_line_tool_error(exc, "'lookup'", "my_tools.py", "built-in")
+    assert_one_line_tool_error(exc, "'lookup'", "my_tools.py", "make_tool.<locals>.f")
 
 
 # --- load_tool_module -----------------------------------------------------------------------

@@ -13,6 +13,7 @@ import ipaddress
 import math
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import PurePath
 from typing import Any, Literal, cast
 from urllib.parse import parse_qsl, urlsplit
 
@@ -40,10 +41,12 @@ __all__ = [
     "credential_param",
     "host_list",
     "is_number",
+    "is_tool_file",
     "otlp_timeout",
     "parse_host",
     "secret_word",
     "to_number",
+    "tool_specs",
 ]
 
 ToolMode = Literal["native", "json", "auto"]
@@ -226,6 +229,16 @@ def host_list(name: str, entries: str | Iterable[str]) -> tuple[str, ...]:
     for host in hosts:
         parse_host(name, host, field=name)
     return hosts
+
+
+def tool_specs(text: str | None) -> list[str]:
+    """A tools setting's entries: 'a.py, pkg.mod' is ['a.py', 'pkg.mod']; empty is none."""
+    return [s.strip() for s in (text or "").split(",") if s.strip()]
+
+
+def is_tool_file(spec: str) -> bool:
+    """Whether a tools entry names a .py file (else it is a dotted module name)."""
+    return PurePath(spec).suffix == ".py"
 
 
 def parse_host(name: str, entry: str, field: str | None = None) -> tuple[str, int | None]:

@@ -42,8 +42,10 @@ from tiny_cli.setting_rules import (
     check_tool_mode,
     check_wall_scale,
     host_list,
+    is_tool_file,
     parse_host,
     secret_word,
+    tool_specs,
 )
 from tiny_cli.text import half_pair, wrong_kind
 from tiny_cli.userfiles import parse_guarded, read_text
@@ -88,7 +90,7 @@ PYPROJECT_FILE = "pyproject.toml"
 # key → (the type TOML must hold, whether it is a path relative to the file's folder)
 KEYS: dict[str, tuple[type | tuple[type, ...], bool]] = {
     "cards": (str, True),
-    "tools": (str, True),  # a .py path (made relative to the file) or a dotted module name
+    "tools": (str, True),  # comma-separated: .py paths (made relative) or dotted module names
     "docs": (str, True),
     "mcp": (str, True),
     "base_url": (str, False),
@@ -646,9 +648,11 @@ def _shown_key(key: str) -> str:
 
 
 def _resolved(root: Path, key: str, value: str) -> str:
-    """Make a path relative to the project file's folder (a dotted module name stays)."""
-    if key == "tools" and not value.endswith(".py") and "/" not in value:
-        return value
+    """Make a path relative to the project file's folder; of `tools`, each .py entry (a
+    dotted module name stays)."""
+    if key == "tools":
+        specs = tool_specs(value)
+        return ",".join(_resolved(root, "", s) if is_tool_file(s) else s for s in specs)
     path = Path(value).expanduser()
     return str(path if path.is_absolute() else root / path)
 

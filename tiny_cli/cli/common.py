@@ -20,7 +20,7 @@ import json
 import os
 import select
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -61,11 +61,50 @@ _DOCUMENT_OUT = "tiny.document_out"  # the command's stdout, kept for its --json
 
 def _json_only(ctx: typer.Context, value: bool) -> bool:
     """--json: stdout holds the document alone; whatever else prints while the command runs
-    (a user's tools module as it loads, a tool) goes to stderr until the command ends."""
+    (a user's tools module as it loads, a tool, a program one of them starts) goes to stderr until
+    the command ends."""
     if value and not ctx.resilient_parsing:
-        ctx.meta[_DOCUMENT_OUT] = sys.stdout
-        ctx.with_resource(contextlib.redirect_stdout(sys.stderr))
+        ctx.meta[_DOCUMENT_OUT] = ctx.with_resource(_stdout_kept())
     return value
+
+
+@contextlib.contextmanager
+def _stdout_kept() -> Iterator[Any]:
+    """Yield a stream on the command's stdout while sys.stdout, and fd 1 where it is the
+    process's (a subprocess writes there, not to sys.stdout), write to stderr."""
+    stdout = sys.stdout
+    if _fd_of(stdout) != 1:  # not the process's stdout (CliRunner's, or closed): Python's alone
+        with contextlib.redirect_stdout(sys.stderr):
+            yield stdout
+        return
+    stdout.flush()
+    document = open(os.dup(1), "w", encoding=stdout.encoding, errors=stdout.errors)  # noqa: SIM115
+    try:
+        _to_stderr(1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield document
+    finally:
+        stdout.flush()  # what was written to it meanwhile goes to stderr, as it would have
+        with document:  # closed even when its flush fails (a reader that went away)
+            os.dup2(document.fileno(), 1)
+
+
+def _fd_of(stream: Any) -> int:
+    """The file descriptor a stream writes to; -1 for none (None, or not a file)."""
+    try:
+        return int(stream.fileno())
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return -1
+
+
+def _to_stderr(fd: int) -> None:
+    """Point `fd` at stderr (at the null device, with no stderr)."""
+    try:
+        os.dup2(2, fd)
+    except OSError:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
 
 
 JsonOpt = Annotated[

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from annotated_types import Interval
 
 from tiny_cli.errors import ConfigError, CrmDuplicate, ToolError
+from tiny_cli.setting_rules import tool_specs
 from tiny_cli.settings import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, Origin, Settings
 from tiny_cli.tools.registry import LazyTool, Registry, Tool, load_tool_module
 
@@ -47,7 +48,7 @@ __all__ = [
 def default_registry(settings: Settings, transport: httpx.BaseTransport | None = None) -> Registry:
     """Return the built-in tools plus the user's tools from `settings.tools_spec`."""
     registry = Registry(builtin_entries(settings, transport), origin="built-in")
-    for spec in _specs(settings.tools_spec):
+    for spec in tool_specs(settings.tools_spec):
         for t in _user_tools(spec, settings.origin("tools_spec")):
             registry.add(t, origin=spec)
     return registry
@@ -235,11 +236,6 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def _specs(tools_spec: str | None) -> list[str]:
-    """Split 'a.py, pkg.mod' into specs; an empty setting means no user tools."""
-    return [s.strip() for s in (tools_spec or "").split(",") if s.strip()]
 
 
 def _web() -> types.ModuleType:

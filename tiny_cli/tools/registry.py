@@ -22,6 +22,8 @@ from typing import Any, Protocol
 import pydantic
 
 from tiny_cli.errors import ConfigError, ToolCallError, ToolError
+from tiny_cli.secrets import scrubber
+from tiny_cli.setting_rules import is_tool_file
 from tiny_cli.text import wrong_kind
 from tiny_cli.tools.args_check import built_schema_problem, fast_pass
 from tiny_cli.tools.specs import Spec, one_line, spec_of
@@ -179,7 +181,7 @@ class Registry(Mapping[str, Tool]):
     is looked up through the card that lists it.
     """
 
-    def __init__(self, tools: Iterable[Tool | LazyTool] = (), origin: str = "built-in") -> None:
+    def __init__(self, tools: Iterable[Tool | LazyTool] = (), origin: str | None = None) -> None:
         self._entries: dict[str, Tool | LazyTool] = {}  # a LazyTool until it is made
         self._origins: dict[str, str] = {}  # every name, in the order added
         self._lock = threading.Lock()
@@ -204,10 +206,14 @@ class Registry(Mapping[str, Tool]):
             if mine:
                 source.bind(mine, seconds, may_write)
 
-    def add(self, tool: Tool | LazyTool, origin: str = "built-in") -> None:
-        """Register a tool; a second tool with the same name is a ToolError naming both origins."""
+    def add(self, tool: Tool | LazyTool, origin: str | None = None) -> None:
+        """Register a tool from `origin` (default: where it was defined); a second tool with the
+        same name is a ToolError naming both origins, the same tool again is no second tool."""
         if not isinstance(tool, Tool | LazyTool):  # a tool's name, say: it has none to look up
             raise wrong_kind("tools", "tools (made with @tool)", tool)
+        if self._entries.get(tool.name) is tool:  # a module that imports another's tool
+            return
+        origin = origin or _defined_in(tool)
         if tool.name in self._origins:
             first = self._origins[tool.name]
             raise ToolError(
@@ -231,7 +237,7 @@ class Registry(Mapping[str, Tool]):
         return view
 
     def origin(self, name: str) -> str:
-        """Return where the tool `name` came from ('built-in' or a tool module spec)."""
+        """Return where the tool `name` came from ('built-in', a tool module spec, a function)."""
         return self._origins[name]
 
     def entry(self, name: str) -> Tool | LazyTool:
@@ -295,6 +301,15 @@ class Registry(Mapping[str, Tool]):
         return len(self._origins)
 
 
+def _defined_in(tool: Tool | LazyTool) -> str:
+    """Where a tool added without an origin was defined: a built-in, or its function."""
+    if isinstance(tool, LazyTool):
+        return "built-in"
+    func = tool.func
+    module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", None)
+    return f"{module}.{qualname}" if module and qualname else repr(func)
+
+
 def tool(
     func: Callable[..., Any] | None = None,
     *,
@@ -310,6 +325,7 @@ def tool(
         )
 
     def wrap(f: Callable[..., Any]) -> Tool:
+        _is_function(f)
         _runs_when_called(f)
         spec = spec_of(f, name or f.__name__)
         parameters = spec.parameters()
@@ -319,6 +335,23 @@ def tool(
         return Tool(spec.name, spec.description, parameters, f, writes, spec)
 
     return wrap(func) if callable(func) else wrap
+
+
+def _is_function(f: Callable[..., Any]) -> None:
+    """Refuse a callable that is no function (a functools.partial, an object with __call__):
+    it has no name, docstring or type hints of its own to describe the tool."""
+    if inspect.isfunction(f) or inspect.ismethod(f):
+        return
+    kind = type(f)
+    what = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+    raise ToolError(
+        f"@tool: decorates a function (def), got {what}; write a def that calls it, "
+        "with the docstring and type hints the model is shown"
+    )
 
 
 def _runs_when_called(f: Callable[..., Any]) -> None:
@@ -350,7 +383,7 @@ def load_tool_module(spec: str) -> list[Tool]:
 
 def _import(spec: str) -> Any:
     path = Path(spec)
-    if path.suffix == ".py":
+    if is_tool_file(spec):
         if not path.is_file():
             raise ToolError(f"{spec}: no such tool module file")
         # The name carries a hash of the path: two my_tools.py in different folders must not clash;
@@ -378,8 +411,15 @@ def _run(spec: str, load: Callable[[], Any]) -> Any:
     try:
         return load()
     except ToolError as exc:
-        raise ToolError(f"{spec}: {exc}") from exc
+        raise _import_error(spec, str(exc)) from exc
     except SystemExit as exc:  # would end `tiny validate` with its code, silently
-        raise ToolError(f"{spec}: called sys.exit({exc.code!r}) while being imported") from None
+        raise _import_error(spec, f"called sys.exit({exc.code!r}) while being imported") from None
     except Exception as exc:  # user code: report it as one line, not a traceback
-        raise ToolError(f"{spec}: failed to import: {type(exc).__name__}: {one_line(exc)}") from exc
+        raise _import_error(
+            spec, f"failed to import: {type(exc).__name__}: {one_line(exc)}"
+        ) from exc
+
+
+def _import_error(spec: str, problem: str) -> ToolError:
+    """The error of a module that did not load; scrubbed: user code's message may hold a key."""
+    return ToolError(scrubber().text(f"{spec}: {problem}"))

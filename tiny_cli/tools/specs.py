@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import pydantic
+from pydantic.fields import FieldInfo
 
 from tiny_cli.errors import ToolError
 
@@ -48,7 +49,7 @@ class Spec:
     name: str
     description: str
     schema_json: str  # the arguments' JSON Schema, as text: each caller gets its own copy
-    plain: bool  # no hint carries a validator: converting changes only numbers (5.0 is 5)
+    plain: bool  # no hint carries a validator or a default: converting changes only numbers
     arguments: Callable[[], type[pydantic.BaseModel]] = field(repr=False, compare=False)
 
     @property
@@ -96,11 +97,34 @@ def _build(f: Callable[..., Any], name: str, bound: bool) -> Spec:
         raise ToolError(f"tool {name!r} needs a docstring: the model reads it")
     helps = {p.arg_name: flow(p.description) for p in doc.params}
     model, schema, plain = _arguments_model(name, f, helps, bound)
-    return Spec(name, description, json.dumps(schema), plain, lambda: model)
+    return Spec(name, description, _json_text(name, schema), plain, lambda: model)
 
 
 _built = functools.lru_cache(maxsize=MAX_CACHED_SPECS)(_build)
 _LOCK = threading.Lock()
+
+
+def _json_text(tool_name: str, schema: dict[str, Any]) -> str:
+    """The schema as JSON text; a default of inf or NaN has none (json.dumps would write
+    `Infinity`, which no server reads): refused when the module loads, naming the parameter."""
+    try:
+        return json.dumps(schema, allow_nan=False)
+    except ValueError:
+        properties = schema.get("properties", {})
+        bad = next((p for p, s in properties.items() if not _finite(s)), None)
+        where = f"parameter {bad!r}" if bad is not None else "its schema"
+        raise ToolError(
+            f"tool {tool_name!r}: {where} holds inf or NaN, which JSON cannot carry; "
+            "use a finite number, or None (an Optional parameter) for no limit"
+        ) from None
+
+
+def _finite(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        return False
+    return True
 
 
 def _arguments_model(
@@ -174,10 +198,16 @@ def _plain(hint: Any) -> bool:
     args = get_args(hint)
     if get_origin(hint) is Annotated:
         extras = args[1:]
-        if not all(type(m).__module__ in PLAIN_METADATA for m in extras):
-            return False  # a validator, or anything else pydantic might act on
+        if not all(type(m).__module__ in PLAIN_METADATA and not _gives_default(m) for m in extras):
+            return False  # a validator, a default, or anything else pydantic might act on
         args = args[:1]
     return all(_plain(a) for a in args if not isinstance(a, SCALAR_TYPES))
+
+
+def _gives_default(metadata: Any) -> bool:
+    """Whether metadata is a Field with a default: only pydantic fills it in (the signature
+    has none), so a call that leaves the argument out must go through the model."""
+    return isinstance(metadata, FieldInfo) and not metadata.is_required()
 
 
 def flow(*parts: str | None) -> str:
