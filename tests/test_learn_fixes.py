@@ -22,7 +22,7 @@ from typer.testing import Result
 from tiny_cli.digest import Digest, Routing
 from tiny_cli.errors import ProviderError
 from tiny_cli.events import Finished
-from tiny_cli.example_writer import generate, parse_examples
+from tiny_cli.example_writer import _strings_listed, generate
 from tiny_cli.provider.client import OpenAIProvider
 from tiny_cli.routing.examples_file import (
     LEARNED_FILENAME,
@@ -224,9 +224,9 @@ def test_a_correction_to_another_cards_own_example_is_refused_and_stays_pending(
 
 def test_the_list_after_a_bracket_in_prose_is_read() -> None:
     answer = 'Here are the requests [as JSON]:\n["add acme to the crm", "find the leave policy"]'
-    assert parse_examples(answer) == ["add acme to the crm", "find the leave policy"]
-    assert parse_examples('[1, 2] and [] then ["one"]') == ["one"]
-    assert parse_examples("no list [at all]") is None
+    assert _strings_listed(answer) == ["add acme to the crm", "find the leave policy"]
+    assert _strings_listed('[1, 2] and [] then ["one"]') == ["one"]
+    assert _strings_listed("no list [at all]") is None
 
 
 def test_a_list_of_only_unusable_requests_says_so(go, scripted_server) -> None:

@@ -33,8 +33,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
-
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError, ProviderError
 from tiny_cli.provider.client import (
@@ -154,9 +152,7 @@ def generate(
     force: bool = False,
     *,
     provider: Provider | None = None,
-    transport: httpx.BaseTransport | None = None,
     progress: Callable[[str], None] = lambda line: None,
-    clock: Callable[[], float] = time.monotonic,
 ) -> Generated:
     """Write `per_card` generated examples for each card (of `only`, if given) not done yet.
 
@@ -164,11 +160,11 @@ def generate(
     """
     if not 1 <= per_card <= MAX_PER_CARD:
         raise ConfigError(f"--per-card {per_card}: expected 1 to {MAX_PER_CARD}")
-    started = clock()
-    every = list(open_workspace(settings, transport).cards.values())
+    started = time.monotonic()
+    every = list(open_workspace(settings).cards.values())
     cards = _chosen(every, only)
     model = model_for(settings, None)
-    ask = provider or OpenAIProvider(settings.base_url, settings.api_key, transport=transport)
+    ask = provider or OpenAIProvider(settings.base_url, settings.api_key)
     descriptions = gathered(settings).descriptions
     folder, done = learned_folder(settings, writing=True), []
     temperature = GENERATE_TEMPERATURE if settings.temperature is None else settings.temperature
@@ -180,7 +176,7 @@ def generate(
         done.append(outcome)
         progress(f"[{number}/{len(cards)}] {card.id}: {_said(outcome)}")
     wrote = any(c.status == "generated" for c in done)
-    dropped, report = _finish(settings, folder, transport, wrote)
+    dropped, report = _finish(settings, folder, wrote)
     done = [replace(c, dropped=dropped[c.card]) for c in done]
     overlapping = sum(dropped.values())
     failed = tuple(c.card for c in done if c.status == "failed")
@@ -189,19 +185,17 @@ def generate(
     )
     return Generated(
         folder / LEARNED_FILENAME, status, tuple(done), overlapping, job.cost.card_requests,
-        job.cost.tokens_in, job.cost.tokens_out, round(clock() - started, 3), model, report, failed,
-        temperature,
+        job.cost.tokens_in, job.cost.tokens_out, round(time.monotonic() - started, 3), model,
+        report, failed, temperature,
     )  # fmt: skip
 
 
-def prune_generated(
-    settings: Settings, only: Sequence[str] = (), transport: httpx.BaseTransport | None = None
-) -> tuple[int, LearnReport]:
+def prune_generated(settings: Settings, only: Sequence[str] = ()) -> tuple[int, LearnReport]:
     """Remove the generated examples (of `only`, if given); taught ones stay. Return how many.
 
     A card of `only` may be gone from the folder: its generated lines are still there to remove.
     """
-    cards = open_workspace(settings, transport).cards
+    cards = open_workspace(settings).cards
     folder = learned_folder(settings, writing=True)
     with locked(folder / LEARNED_FILENAME):
         learned = load_learned(folder)
@@ -211,7 +205,7 @@ def prune_generated(
         if removed:
             kept = {c: ts for c, ts in learned.generated.items() if c not in gone}
             write_learned(learned.keeping_generated(kept))
-    return removed, learn(settings, [], transport)
+    return removed, learn(settings, [])
 
 
 def generation_key(
@@ -256,13 +250,6 @@ def request_for(
             "json_schema": {"name": "examples", "schema": schema},
         },
     )
-
-
-def parse_examples(text: str | None) -> list[str] | None:
-    """Read a JSON list of strings from an answer (fences and prose around it allowed); of a
-    list cut off at max_tokens, the strings it holds whole. None: no list of strings, or none
-    of its strings is a usable request."""
-    return _usable(_strings_listed(text)) or None
 
 
 def _strings_listed(text: str | None) -> list[str] | None:
@@ -393,7 +380,7 @@ def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
 
 
 def _finish(
-    settings: Settings, folder: Path, transport: httpx.BaseTransport | None, wrote: bool
+    settings: Settings, folder: Path, wrote: bool
 ) -> tuple[Counter[str], LearnReport | None]:
     """Run the overlap check and derive the threshold again when this run wrote examples or
     an interrupted one left them to do; (examples dropped by card, the threshold's report)."""
@@ -402,16 +389,14 @@ def _finish(
     stale = learned.threshold is not None and learned.threshold.sha != learned.sha()
     if not (wrote or unchecked or stale):
         return Counter(), None
-    dropped = _drop_overlaps(settings, folder, transport) if wrote or unchecked else Counter()
-    return dropped, learn(settings, [], transport)
+    dropped = _drop_overlaps(settings, folder) if wrote or unchecked else Counter()
+    return dropped, learn(settings, [])
 
 
-def _drop_overlaps(
-    settings: Settings, folder: Path, transport: httpx.BaseTransport | None
-) -> Counter[str]:
+def _drop_overlaps(settings: Settings, folder: Path) -> Counter[str]:
     """Drop generated examples that `tiny validate` would name (closer to another card), and
     take the unchecked mark off every card's key."""
-    cards = list(open_workspace(settings, transport).cards.values())
+    cards = list(open_workspace(settings).cards.values())
     dropped: Counter[str] = Counter()
     with locked(folder / LEARNED_FILENAME):
         learned = load_learned(folder)
@@ -419,7 +404,7 @@ def _drop_overlaps(
         kept = replace(learned, generation=keys)
         # dropping some moves their card's group: others may sit closer elsewhere now, so
         # again until none does (each round drops one at least: it ends)
-        while bad := _overlapping(settings, cards, kept, transport):
+        while bad := _overlapping(settings, cards, kept):
             dropped.update(card for card, _ in bad)
             made = {c: [t for t in ts if (c, t) not in bad] for c, ts in kept.generated.items()}
             kept = kept.keeping_generated(made)
@@ -428,12 +413,9 @@ def _drop_overlaps(
     return dropped
 
 
-def _overlapping(
-    settings: Settings, cards: list[Card], learned: Learned, transport: httpx.BaseTransport | None
-) -> set[tuple[str, str]]:
+def _overlapping(settings: Settings, cards: list[Card], learned: Learned) -> set[tuple[str, str]]:
     """The generated examples (card, task) closer to another card than to their own."""
-    router = build_router(settings, cards, learned=learned, transport=transport,
-                          keep_state=False)  # fmt: skip
+    router = build_router(settings, cards, learned=learned, keep_state=False)
     return {
         (o.agent_id, o.text)
         for o in router.overlaps()

@@ -385,11 +385,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.scripted._note(f"{said}: HTTP {code} {message or ''}".rstrip())
         super().send_error(code, message, explain)
 
-    def answer(
-        self, status: int, body: dict | str, headers: Mapping[str, str] | None = None
-    ) -> None:
-        """Send status, headers and a body of the server's own (always encodable)."""
-        self.send(status, *_encoded(body, headers or {}), headers or {})
+    def answer(self, status: int, body: dict | str) -> None:
+        """Send status and a body of the server's own (always encodable)."""
+        self.send(status, *_encoded(body, {}), {})
 
     def send(self, status: int, data: bytes, kind: str, headers: Mapping[str, str]) -> None:
         """Send status, headers and body; a client that already left is not an error."""

@@ -162,8 +162,9 @@ def short_id(call_id: str) -> str:
     return f"{call_id[: MAX_CALL_ID_CHARS - ID_HASH_CHARS - 1]}-{whole[:ID_HASH_CHARS]}"
 
 
-def cap_result(text: str, limit: int = DEFAULT_MAX_RESULT_CHARS) -> str:
+def cap_result(text: str) -> str:
     """Keep the head of a long tool result and say how much was cut."""
+    limit = DEFAULT_MAX_RESULT_CHARS
     if len(text) <= limit:
         return text
     return f"{text[:limit]}\n[… cut by tiny: {len(text) - limit} more characters not shown]"

@@ -727,12 +727,9 @@ class _Run:
         return all(c.outcome in ("ghost", "bad_arguments") for c in self.meter.calls)
 
 
-def fresh_context(card: Card, brief: Brief, tools_text: str | None = None) -> list[dict[str, Any]]:
-    """Return the first request's messages: exactly [system, user], nothing inherited.
-
-    `tools_text` describes the tools in the prompt (json mode, where no `tools` field is sent).
-    """
-    return [_system(card, brief, effective_budget(card, brief), tools_text), _user(brief)]
+def fresh_context(card: Card, brief: Brief) -> list[dict[str, Any]]:
+    """Return the first request's messages: exactly [system, user], nothing inherited."""
+    return [_system(card, brief, effective_budget(card, brief), None), _user(brief)]
 
 
 def required_fields(card: Card, brief: Brief) -> tuple[str, ...]:

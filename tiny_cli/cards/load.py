@@ -389,7 +389,7 @@ def _semantic_problems(
 ) -> list[Problem]:
     declared = declared_functions(data)
     problems = _summary_problems(name, data, lines) + _first_problems(name, data, lines)
-    problems += _function_problems(name, data, lines, declared, known_tools)
+    problems += _function_problems(name, data, lines)
     problems += _tool_problems(name, data, lines, declared, known_tools, mcp)
     budget = data.get("budget")
     for key, value in budget.items() if isinstance(budget, dict) else []:
@@ -458,9 +458,7 @@ def _function_name(name: Any) -> bool:
     return isinstance(name, str) and re.search(rule, name) is not None
 
 
-def _function_problems(
-    name: str, data: dict, lines: dict[tuple, int], declared: set[str], known: Mapping[str, bool]
-) -> list[Problem]:
+def _function_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
     """Each declared function is allowlisted and has a valid schema.
 
     A declared function may have a registered tool's name (a server's `html_to_text`): the

@@ -269,7 +269,6 @@ def derive_threshold(
     learned: Learned,
     embedder: Embedder,
     cache_dir: Path | None,
-    target: float = ABSTAIN_TARGET,
     *,
     tool_texts: ToolTexts | None = None,
 ) -> DerivedThreshold | None:
@@ -286,10 +285,10 @@ def derive_threshold(
     outside, generic, inside = _held_out_scores(cards, learned, embedder, cache_dir, tool_texts)
     ids = {card.id for card in cards}
     # every fold scores the whole background: each held-out example counts FOLDS times
-    value = _lowest_abstaining(outside * FOLDS + generic, target)
+    value = _lowest_abstaining(outside * FOLDS + generic, ABSTAIN_TARGET)
     return DerivedThreshold(
         value=value,
-        target_recall=target,
+        target_recall=ABSTAIN_TARGET,
         examples=sum(len(ts) for c, ts in learned.every_example().examples.items() if c in ids),
         out_of_scope=len(learned.out_of_scope),
         folds=FOLDS,
