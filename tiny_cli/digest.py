@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -272,7 +271,8 @@ def _brief_file(path: Path) -> dict[str, Any]:
     try:
         text = userfiles.read_yaml_text(path)
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: {_unreadable(exc)}", path=path) from exc
+        why = userfiles.unreadable(exc, "a brief", "cannot read brief")
+        raise ConfigError(f"{path}: {why}", path=path) from exc
     data, written = _parsed(path, text)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a brief must be a mapping with at least 'goal'", path=path)
@@ -291,13 +291,6 @@ def _brief_file(path: Path) -> dict[str, Any]:
         "context_hint": _in_file(path, partial(_text, name="context_hint"), hint),
         "max_output_tokens": _in_file(path, _cap, data.get("max_output_tokens")),
     }
-
-
-def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
-    """Why a Brief file was not read: past the bound, or what reading it said (no errno)."""
-    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-        return f"more than {userfiles.MAX_YAML_BYTES} bytes (the bound for a brief)"
-    return f"cannot read brief: {getattr(exc, 'strerror', None) or exc}"
 
 
 def _parsed(path: Path, text: str) -> tuple[Any, Any]:

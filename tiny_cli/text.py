@@ -26,6 +26,7 @@ from tiny_cli.errors import ConfigError
 
 __all__ = [
     "MAX_GOAL_CHARS",
+    "age",
     "check_task",
     "check_transport",
     "cut_at_word",
@@ -147,6 +148,14 @@ def decimals_apart(score: float, threshold: float, least: int) -> int:
 def _alike(score: float, threshold: float, places: int) -> bool:
     """Tell whether `score` and `threshold` print the same at `places` decimals."""
     return f"{score:.{places}f}" == f"{threshold:.{places}f}"
+
+
+def age(seconds: float) -> str:
+    """Say a duration in its largest whole unit: `2 d`, `5 h`, `3 min`, `40 s`."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"
 
 
 def cut_at_word(text: str, limit: int) -> str:

@@ -70,6 +70,7 @@ __all__ = [
     "read_text",
     "read_yaml_text",
     "refuse_special",
+    "unreadable",
     "write_json",
     "write_synced",
     "write_text",
@@ -384,6 +385,14 @@ def read_yaml_text(path: Path) -> str:
     if len(data) > MAX_YAML_BYTES:
         raise OSError(errno.EFBIG, f"more than {MAX_YAML_BYTES} bytes (the bound for YAML)")
     return data.decode("utf-8")
+
+
+def unreadable(exc: OSError | UnicodeDecodeError, what: str, cannot: str = "cannot read") -> str:
+    """Why `read_yaml_text` did not read `what` (a card, a brief): past the bound, or what
+    reading it said (no errno, no file name)."""
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return f"more than {MAX_YAML_BYTES} bytes (the bound for {what})"
+    return f"{cannot}: {getattr(exc, 'strerror', None) or exc}"
 
 
 def load_yaml_list(path: Path, text: str, not_a_list: str) -> list[Any]:

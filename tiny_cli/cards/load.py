@@ -11,7 +11,6 @@ required field 'tools'", "0 is impossible: must be >= 1"), as a YAML error is wo
 
 from __future__ import annotations
 
-import errno
 import math
 import re
 import time
@@ -273,7 +272,7 @@ def read_card(path: Path) -> tuple[Frontmatter, yaml.MappingNode, dict[str, Any]
     try:
         text = userfiles.read_yaml_text(path)
     except (OSError, UnicodeDecodeError) as exc:
-        return Problem(name, None, "file", _unreadable(exc))
+        return Problem(name, None, "file", userfiles.unreadable(exc, "a card"))
     front = split_markdown(text) if path.suffix == ".md" else Frontmatter(text, "", 0)
     if not isinstance(front, Frontmatter):
         return Problem(name, *front)
@@ -307,13 +306,6 @@ def _fields(
     if path.suffix == ".md":
         return markdown_fields(data, lines, front, known)
     return Fields(data, lines)
-
-
-def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
-    """Why a card file was not read: past the bound, or what reading it said."""
-    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-        return f"more than {userfiles.MAX_YAML_BYTES} bytes (the bound for a card)"
-    return f"cannot read: {getattr(exc, 'strerror', None) or exc}"  # no errno, no file name
 
 
 def _schema_problems(

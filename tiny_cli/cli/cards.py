@@ -21,7 +21,7 @@ from tiny_cli.cli import EXIT_PROBLEMS, TinyGroup
 from tiny_cli.cli.common import CardsOpt, JsonOpt, ToolsOpt, emit, settings_from, warn
 from tiny_cli.cli.render import bare, cut, new_console, shown
 from tiny_cli.scaffold import STARTER_TOOLS, init_project
-from tiny_cli.text import printable
+from tiny_cli.text import age, printable
 from tiny_cli.workspace import open_workspace
 
 if TYPE_CHECKING:
@@ -205,8 +205,8 @@ def _sync_report(out: Console, report: SyncReport) -> None:
     """Each server's tool count and how old its list is; problems after."""
     table = bare("server", "tools", "listed")
     for s in report.servers:
-        age = "never" if s.age_seconds is None else f"{_age(s.age_seconds)} ago"
-        table.add_row(shown(s.server), str(s.tools), age)
+        listed = "never" if s.age_seconds is None else f"{age(s.age_seconds)} ago"
+        table.add_row(shown(s.server), str(s.tools), listed)
     out.print(table)
     _lines(out, (str(p) for p in report.problems))
 
@@ -218,10 +218,3 @@ def _styled(word: str, styles: dict[str, str]) -> str:
 def _lines(out: Console, lines: Iterable[str]) -> None:
     for line in lines:
         _line(out, printable(line))
-
-
-def _age(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)} {unit}"
-    return f"{int(seconds)} s"

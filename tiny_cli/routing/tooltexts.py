@@ -26,6 +26,7 @@ from tiny_cli.cards.load import Card
 from tiny_cli.errors import ConfigError
 from tiny_cli.routing.space import Nearest
 from tiny_cli.settings import Settings
+from tiny_cli.text import age
 from tiny_cli.tools.builtin import builtin_descriptions, default_registry
 from tiny_cli.tools.mcp_config import McpServer, mcp_settings, original, qualified
 from tiny_cli.userfiles import locked, read_json, write_json
@@ -218,8 +219,8 @@ def _cached(ages: Mapping[str, float], never: Sequence[str] = ()) -> str:
         return f"MCP tool list never cached for {', '.join(never)}{_HOW}" if never else ""
     # by each server's own age: the file's time is that of the newest list of any server
     oldest = max(ages, key=lambda server: (ages[server], server))
-    span = f"{_age(min(ages.values()))} to {_age(ages[oldest])}" if len(ages) > 1 else ""
-    when = f"{span or _age(ages[oldest])} ago" + (f" (oldest: {oldest})" if span else "")
+    span = f"{age(min(ages.values()))} to {age(ages[oldest])}" if len(ages) > 1 else ""
+    when = f"{span or age(ages[oldest])} ago" + (f" (oldest: {oldest})" if span else "")
     none = f", never for {', '.join(never)}" if never else ""
     return f"MCP tool list cached {when}{none}{_HOW}"
 
@@ -308,10 +309,3 @@ def _kept(
 
 def _mapping(value: Any) -> dict[Any, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _age(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)} {unit}"
-    return f"{int(seconds)} s"
