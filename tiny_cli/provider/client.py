@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import ssl
 import time
 from collections.abc import Callable
@@ -42,6 +43,8 @@ RETRY_STATUSES = frozenset({408, 429})  # plus every 5xx
 # the endpoint refused the key, its rights, the URL or the model: no request would pass, so
 # it is the caller's configuration to fix (the run loop raises it before any tool ran)
 CONFIG_STATUSES = frozenset({401, 403, 404})
+# the variables httpx reads a proxy from, in any case (urllib.request.getproxies)
+PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
 # no answer holds more; a bigger count would overflow the run log's INTEGER column at exit
 MAX_TOKENS = 10**9
 
@@ -213,9 +216,7 @@ class OpenAIProvider:
         self._retries, self._backoff, self._timeout = retries, backoff, timeout
         self._max_retry_after = max_retry_after
         self._sleep, self._clock = sleep, clock
-        self._client = httpx.Client(
-            transport=transport, follow_redirects=False, verify=_tls(self.base_url)
-        )
+        self._client = http_client(self.base_url, transport)
 
     def complete(self, request: ChatRequest, *, timeout: float | None = None) -> Completion:
         """Return the model's answer, retrying transient failures within `timeout` seconds."""
@@ -248,8 +249,10 @@ class OpenAIProvider:
             self._client.get(endpoint(self.base_url, "models"), timeout=timeout)
         except httpx.DecodingError:  # a body its encoding cannot decode: still an answer
             return
-        except httpx.TransportError as exc:
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise self._server.failed(_unreached(exc), 1) from None
+        except httpx.TransportError:  # connected, then slow or cut off: something listens
+            return
         except (httpx.InvalidURL, UnicodeError) as exc:
             raise self._server.bad_host(exc) from None
 
@@ -389,9 +392,9 @@ def _check_options(**given: Any) -> None:
 
 
 def _check_base_url(base_url: Any) -> None:
-    """ConfigError unless `base_url` is an http(s) URL with no credential in its query."""
-    # user:password@ is taken (cut from every URL shown); a key in the query is refused as
-    # load_settings refuses it, so a key never travels in a URL that logs and errors show
+    """ConfigError unless `base_url` is an http(s) URL with no credentials in it."""
+    # refused as load_settings refuses them: user:password@ (httpx would send it as Basic auth
+    # in place of the key) and a key in the query, which logs and errors would show
     if not isinstance(base_url, str):
         raise ConfigError(
             f"base_url: must be a URL string, got {type(base_url).__name__}", field="base_url"
@@ -403,9 +406,49 @@ def _check_base_url(base_url: Any) -> None:
         raise ConfigError(
             f"base URL is not a usable URL ({exc}); set TINY_BASE_URL", field="base_url"
         ) from None
-    # the settings' check (any case of scheme, no blanks around it), less its refusal of
-    # user info: only the netloc changes, so a blank the parser drops is still seen
-    check_base_url("base_url", base_url.replace(parts.netloc, parts.netloc.rpartition("@")[2], 1))
+    check_base_url("base_url", base_url, key_goes="api_key")
+
+
+def http_client(url: str, transport: httpx.BaseTransport | None, **options: Any) -> httpx.Client:
+    """An httpx client for requests to `url`, redirects not followed, TLS verified for https://
+    (SSL_CERT_FILE honoured), proxies from the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY);
+    an SSL_CERT_FILE or proxy variable httpx cannot use is a ConfigError naming it.
+
+    `options` go to httpx.Client; headers are set afterwards: one httpx cannot encode is a
+    ValueError too, not a proxy's."""
+    verify = _tls(url)
+    try:
+        return httpx.Client(transport=transport, follow_redirects=False, verify=verify, **options)
+    except OSError as exc:  # ssl.SSLError too: httpx loads SSL_CERT_FILE here
+        raise _ca_file_error(exc) from None
+    except ImportError:  # httpx imports socksio only for a socks5:// proxy
+        raise _proxy_error(
+            "a SOCKS proxy needs the socksio package: pip install 'httpx[socks]'"
+        ) from None
+    except (ValueError, httpx.InvalidURL):  # a scheme httpx has no proxy for (ftp://)
+        raise _proxy_error("not an http://, https:// or socks5:// URL") from None
+
+
+def _ca_file_error(exc: OSError) -> ConfigError:
+    """The error for a CA file TLS cannot load: missing, a folder, or no PEM certificate in it."""
+    # SSL_CERT_DIR is read lazily, at a handshake: only SSL_CERT_FILE fails here
+    why = "no PEM certificate in it" if isinstance(exc, ssl.SSLError) else exc.strerror or exc
+    return ConfigError(
+        f"SSL_CERT_FILE ({printable(os.environ.get('SSL_CERT_FILE', ''))}) cannot be used "
+        f"({why}); set it to your CA's PEM file, or unset it",
+        field="SSL_CERT_FILE",
+    )
+
+
+def _proxy_error(why: str) -> ConfigError:
+    """The error for a proxy httpx cannot use, naming the variables that set one (not their
+    values: a proxy URL may hold a password)."""
+    names = sorted(n for n, v in os.environ.items() if n.lower() in PROXY_VARIABLES and v)
+    said = " or ".join(names) or "the system's proxy setting"
+    return ConfigError(
+        f"the proxy in {said} cannot be used ({why}); fix it, or unset it",
+        field=names[0] if names else None,
+    )
 
 
 def _tls(base_url: str) -> ssl.SSLContext | bool:
@@ -677,7 +720,7 @@ def _tool_calls(calls: object, server: _Server) -> list[ToolCall]:
         return []
     if not isinstance(calls, list):
         raise server.malformed("'choices[0].message.tool_calls' is not a list")
-    result = []
+    result: list[ToolCall] = []
     for i, call in enumerate(calls):
         where = f"'choices[0].message.tool_calls[{i}]"
         function = call.get("function") if isinstance(call, dict) else None
@@ -688,10 +731,20 @@ def _tool_calls(calls: object, server: _Server) -> list[ToolCall]:
             arguments = "{}"
         elif not isinstance(arguments, str):  # some servers send the object itself
             arguments = json.dumps(arguments, ensure_ascii=False)
-        # some servers omit ids; the runner needs one to answer the call
-        call_id = call.get("id") if isinstance(call.get("id"), str) else f"call_{i}"
+        call_id = _call_id(call.get("id"), i, {c.id for c in result})
         result.append(ToolCall(call_id, function["name"], arguments))
     return result
+
+
+def _call_id(given: object, i: int, taken: set[str]) -> str:
+    """The id of the `i`th call: the server's, else `call_{i}`; each answer echoes its call's
+    id, so none may be shared (some servers omit ids, LM Studio sends \"\")."""
+    if isinstance(given, str) and given.strip() and given not in taken:
+        return given
+    call_id = f"call_{i}"
+    while call_id in taken:  # the server named another call so
+        call_id += "_"
+    return call_id
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 
 from tiny_cli.errors import ConfigError, EmbedderError
-from tiny_cli.provider.client import tls_failure
+from tiny_cli.provider.client import http_client, tls_failure
 from tiny_cli.routing.embed import normalised
 from tiny_cli.secrets import scrubber
 from tiny_cli.text import endpoint, redact_url
@@ -46,8 +46,9 @@ class OpenAIEmbedder:
         self.fingerprint = f"{self.name}@{self._shown}"
         self.dim: int | None = None  # the size of the first vectors it sent; all must match
         self._timeout = timeout
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(transport=transport, timeout=timeout, headers=headers)
+        self._client = http_client(self.url, transport, timeout=timeout)
+        if api_key:
+            self._client.headers["Authorization"] = f"Bearer {api_key}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """POST the texts in batches; return the vectors in input order."""
