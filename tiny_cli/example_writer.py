@@ -10,7 +10,8 @@ another card than to its own (the check `tiny validate` makes) is dropped too, a
 threshold is derived again. A card's key is written marked unchecked until that check has run:
 a run stopped after the last card's examples were written, before the check or the threshold,
 leaves a mark or a stale threshold, and the resumed run finishes both. A bad answer is asked
-again once, then counted and reported: it never stops the other cards. A server no card could
+again once, then counted and reported: it never stops the other cards; a provider error is the
+card's failure at once (the provider retried what it could). A server no card could
 use does, at once, as a ProviderError: nothing listens (probed before the first card is asked,
 and again after a failure with no HTTP status), or it refuses the key or the URL (HTTP 401,
 403, 404); the cards written before it are finished by the next run, as after Ctrl-C. So
@@ -33,6 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from tiny_cli.agent.reply import without_reasoning
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError, ProviderError
 from tiny_cli.provider.client import (
@@ -333,13 +335,12 @@ def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> C
         job.cost.card_requests += 1  # a request that failed still went out
         try:
             answer = checked_complete(job.ask, request, GENERATE_TIMEOUT)
-        except ProviderError as exc:
+        except ProviderError as exc:  # the provider retried what it could: not asked again
             _stop_if_no_card_would_pass(job.ask, exc)
-            problem = str(exc)
-            continue
+            return CardGeneration(card.id, "failed", problem=str(exc))
         job.cost.tokens_in += answer.tokens_in
         job.cost.tokens_out += answer.tokens_out
-        strings = _strings_listed(answer.content)
+        strings = _strings_listed(without_reasoning(answer.content))
         found = _usable(strings)
         if found:
             return _store(job, card, key, found[: job.per_card])

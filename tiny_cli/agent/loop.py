@@ -45,6 +45,7 @@ from tiny_cli.agent.reply import (
     response_format,
     result_message,
     tool_mode_for,
+    without_reasoning,
 )
 from tiny_cli.cards.card import Budget, Card, answer_schema, field_template
 from tiny_cli.digest import (
@@ -654,7 +655,7 @@ class _Run:
 
     def ask_for_repair(self, answer: Reply, content: str | None) -> None:
         """Keep the bad answer as the draft and tell the model, once, what is wrong with it."""
-        self.repaired, self.draft = True, content or self.draft
+        self.repaired, self.draft = True, without_reasoning(content).strip() or self.draft
         self.observer(Repairing(tuple(answer.problems)))
         repair = repair_message(answer.problems, self.required, self.card.returns)
         self.messages.append({"role": "user", "content": repair})

@@ -15,6 +15,9 @@ the request.
 
 A call written as text (bare JSON, a ```json fence, Hermes `<tool_call>` tags, doubled
 braces) is a *recovered* call: run like any other, counted apart, never silent.
+
+Both read a reply `without_reasoning`: the `<think>` block a reasoning model writes before it
+answers, left in the text by a server that does not split it off, is neither call nor answer.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ MAX_OBJECT_STARTS = 1_000  # '{' positions tried when the JSON sits inside prose
 MAX_SHOWN_CHARS = 40  # a wrong value quoted back in a problem
 NO_OBJECT = "no JSON object found in your answer"
 SUMMARY_TYPE = {"summary": {"type": "string"}}  # what the contract says of every summary
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+REASONING_ONLY = "your reply held only reasoning (a <think> block) and no answer"
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _TYPE_NAMES = {
     "string": "a string",
@@ -125,6 +130,9 @@ def parse_reply(
         return Reply(
             {}, (f"your answer is {len(text):,} characters; answer with one short JSON object",)
         )
+    text, sent = without_reasoning(text), text
+    if sent.strip() and not text.strip():
+        return Reply({}, (REASONING_ONLY,))
     data, notes, problem = _locate_object(text)
     if data is None:
         return Reply({}, (problem,))
@@ -155,6 +163,22 @@ def kept_reply(text: str | None) -> str | None:
     if text is None or len(text) <= MAX_REPLY_CHARS:
         return text
     return text[:MAX_REPLY_CHARS] + REPLY_CUT.format(more=len(text) - MAX_REPLY_CHARS)
+
+
+def without_reasoning(text: str | None) -> str:
+    """Return a reply's text less the reasoning before its answer: each leading
+    `<think>…</think>` block, or the text up to a `</think>` whose `<think>` the chat template
+    wrote; "" when a block never closes (cut off while thinking: there is no answer)."""
+    text = text or ""
+    head, closed, rest = text.partition(THINK_CLOSE)
+    # a reply that is JSON from its first character is an answer or a call, whatever it quotes
+    if closed and THINK_OPEN not in head and not head.lstrip().startswith(("{", "[")):
+        text = rest  # DeepSeek-R1's and Qwen3's thinking templates open the block themselves
+    while (rest := text.lstrip()).startswith(THINK_OPEN):
+        _, closed, text = rest.partition(THINK_CLOSE)
+        if not closed:
+            return ""
+    return text
 
 
 def _two_minds(text: str) -> list[str]:
@@ -514,7 +538,7 @@ def read_actions(text: str | None, number: int) -> tuple[ToolCall, ...]:
     The reply is the object; from a server that ignores `response_format`, every call in its
     `<tool_call>` tags or fences, read as an `auto` run's recovered calls are.
     """
-    whole = _load(text or "")
+    whole = _load(without_reasoning(text))
     if isinstance(whole, dict):
         call = _as_call(whole, f"json_{number}", bare=True)
         return () if call is None else (call,)
@@ -531,7 +555,7 @@ def recover_calls(
     begins each call's id; `bare` as `_as_call` takes it.
     """
     calls: list[ToolCall] = []
-    for chunk in _chunks(text or "")[:MAX_RECOVERED_CALLS]:
+    for chunk in _chunks(without_reasoning(text))[:MAX_RECOVERED_CALLS]:
         data = _load(chunk)
         for item in data if isinstance(data, list) else [data]:
             call = _as_call(item, f"{kind}_{first_number + len(calls)}", bare)
