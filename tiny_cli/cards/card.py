@@ -277,5 +277,5 @@ def yaml_type(value: Any) -> str:
         dict: "a mapping",
         type(None): "nothing (null)",
     }
-    shown = repr(value) if not isinstance(value, list | dict) else ""
+    shown = repr(value) if not isinstance(value, list | dict | None) else ""
     return f"{names.get(type(value), type(value).__name__)} {shown}".strip()

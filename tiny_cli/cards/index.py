@@ -124,7 +124,7 @@ def card_salt(known_tools: Mapping[str, bool], mcp: McpConfig | None) -> str:
 
 CACHE_DIR = "cards"
 # bump when what an entry holds, or what a check accepts, changes: old indexes are ignored
-INDEX_VERSION = 7
+INDEX_VERSION = 8
 # a file changed this close to the index's writing may change again unseen: FAT's mtime step
 RACY_NS = 2_000_000_000
 
@@ -148,7 +148,8 @@ def list_cards(paths: Sequence[Path], skip: Sequence[Path] = ()) -> Listing:
     """Expand folders into their card files, sorted by name; report paths that cannot be read.
 
     A folder's mcp.yaml (and the `skip` files) is the MCP server list, not a card; its
-    README.md says what the folder is for; named on its own, each is skipped alike. A file
+    README.md says what the folder is for; named on its own, each is skipped alike. Hidden
+    files and other suffixes are skipped too: named on its own, such a file is a problem. A file
     two paths reach (a folder and a file in it) is listed once. One directory scan per folder
     and one stat per file: at 10,000 cards, every call per file shows in every command.
     """
@@ -170,16 +171,30 @@ def list_cards(paths: Sequence[Path], skip: Sequence[Path] = ()) -> Listing:
 def _named(
     path: Path, skipped: set[Path], files: list[tuple[Path, Stamp]], problems: list[Problem]
 ) -> None:
-    """Add one path given: a folder's card files, or a file, skipped as a folder's would be."""
+    """Add one path given: a folder's card files, or a file judged as its folder would judge
+    it (a README or mcp.yaml skipped; a file the folder never reads, or refuses, a problem)."""
     if path.is_dir():
         _folder(path, skipped, files, problems)
-    elif path.is_file():
-        if path.name not in NOT_CARDS and not (skipped and path.resolve() in skipped):
-            files.append((path, _stamp(path.stat())))
-    elif path.exists():
-        problems.append(Problem(str(path), None, "file", "not a regular file"))
-    else:
+    elif not path.exists() and not path.is_symlink():
         problems.append(Problem(str(path), None, "path", "no such file or directory"))
+    elif path.name not in NOT_CARDS and not (skipped and path.resolve() in skipped):
+        why = _not_a_card(path.name) or _refusal(path, path.parent, path.is_symlink())
+        if why:
+            problems.append(Problem(str(path), None, "file", why))
+        else:
+            files.append((path, _stamp(path.stat())))
+
+
+def _not_a_card(name: str) -> str | None:
+    """Say why a file named on its own is no card file, where its folder would skip it."""
+    if name.startswith("."):
+        return "a hidden file (its name starts with '.'), which a cards folder skips; not a card"
+    suffix = os.path.splitext(name)[1]
+    if suffix in CARD_SUFFIXES:
+        return None
+    read = ", ".join(f"*{s}" for s in CARD_SUFFIXES)
+    tip = f"; rename it to end in {suffix.lower()}" if suffix.lower() in CARD_SUFFIXES else ""
+    return f"not a card file: a cards folder reads only {read} files, so skips it{tip}"
 
 
 def _unlisted(found: list[tuple[Path, Stamp]], listed: set[Path]) -> list[tuple[Path, Stamp]]:
@@ -198,14 +213,14 @@ def _folder(
     with os.scandir(folder) as entries:
         found = sorted(entries, key=lambda entry: entry.name)
     for entry in found:
-        if os.path.splitext(entry.name)[1] not in CARD_SUFFIXES or entry.name in NOT_CARDS:
+        if not _card_name(entry.name):
             continue
         path = folder / entry.name  # a join parses only the name, not the whole entry.path
         link = entry.is_symlink()
         # only a link needs resolving: a system call per file shows at 10,000 cards
         if skipped and (path.resolve() if link else base / entry.name) in skipped:
             continue
-        refusal = _refusal(entry, path, folder) if link or not entry.is_file() else None
+        refusal = _refusal(path, folder, link) if link or not entry.is_file() else None
         if refusal:
             problems.append(Problem(str(path), None, "file", refusal))
             continue
@@ -218,16 +233,26 @@ def _stamp(found: os.stat_result) -> Stamp:
     return found.st_size, (found.st_mtime_ns << 128) + (found.st_ctime_ns << 64) + found.st_ino
 
 
-def _refusal(entry: os.DirEntry[str], path: Path, folder: Path) -> str | None:
+def _card_name(name: str) -> bool:
+    """True for a name a cards folder reads: not hidden (an editor's lock file `.#web.yaml`,
+    macOS's `._web.yaml`), a card's suffix, and no README or mcp.yaml."""
+    return (
+        not name.startswith(".")
+        and os.path.splitext(name)[1] in CARD_SUFFIXES
+        and name not in NOT_CARDS
+    )
+
+
+def _refusal(path: Path, folder: Path, link: bool) -> str | None:
     """Say why a file in a cards folder is not read: a FIFO hangs, a link may leave it."""
-    if entry.is_symlink():
+    if link:
         try:
             target = path.resolve(strict=True)
         except (OSError, RuntimeError):  # a loop (RuntimeError before Python 3.13) or dangling
             return "a symlink that leads nowhere (a loop, or a missing target); not read"
         if not target.is_relative_to(folder.resolve()):
             return "a symlink to outside the cards folder; not read"
-    if not entry.is_file():
+    if not path.is_file():
         return "not a regular file; not read"
     return None
 

@@ -45,6 +45,7 @@ from tiny_cli.cards.markdown import (
     Fields,
     Frontmatter,
     declared_functions,
+    is_subagent,
     markdown_fields,
     split_markdown,
 )
@@ -189,13 +190,17 @@ def check_cards(
     for path, stamp in listing.files:
         card, found, id_line = _indexed(path, stamp, known_tools, mcp, index)
         problems.extend(found)
-        if card is None:
+        # a card with problems still holds its id: a clash is told with the rest at once
+        name = card.id if card is not None else card_id(path)
+        if name is None:
             continue
-        if (path.parent, card.id) in seen:
-            problems.append(duplicate_id(card.id, (path, id_line), seen[path.parent, card.id]))
+        where = (path, id_line if card is not None else field_line(path, ("id",)))
+        if (path.parent, name) in seen:
+            problems.append(duplicate_id(name, where, seen[path.parent, name]))
             continue
-        seen[path.parent, card.id] = (path, id_line)
-        cards.append(card)
+        seen[path.parent, name] = where
+        if card is not None:
+            cards.append(card)
     index.save(listing.paths)
     for group in cards_by_folder(cards).values():
         problems += _declared_twice(group) + _wire_clashes(group, known_tools)
@@ -207,7 +212,14 @@ def duplicate_id(
 ) -> Problem:
     """The problem of a card (`where`: file, line) whose id a card `first` has: a route refuses."""
     message = f"duplicate id {card_id!r} (already used in {shown_path(str(first[0]))}:{first[1]})"
-    return Problem(str(where[0]), where[1], "id", message)
+    return Problem(str(where[0]), where[1], _id_key(where[0]), message)
+
+
+def _id_key(path: Path) -> str:
+    """The key a card file writes its id as: a subagent's `name`, any other card's `id`."""
+    parsed = read_card(path) if path.suffix == ".md" else None
+    subagent = parsed is not None and not isinstance(parsed, Problem) and is_subagent(parsed[2])
+    return "name" if subagent else "id"
 
 
 def _indexed(
@@ -262,7 +274,7 @@ def card_id(path: Path) -> str | None:
     parsed = read_card(path)
     if isinstance(parsed, Problem):
         return None
-    found = parsed[2].get("id", parsed[2].get("name"))
+    found = parsed[2].get("name" if is_subagent(parsed[2]) else "id")
     return found if isinstance(found, str) else None
 
 
@@ -380,9 +392,10 @@ def _semantic_problems(
     mcp: McpConfig | None = None,
 ) -> list[Problem]:
     declared = declared_functions(data)
-    problems = _summary_problems(name, data, lines) + _first_problems(name, data, lines)
+    problems = _text_problems(name, data, lines) + _first_problems(name, data, lines)
     problems += _function_problems(name, data, lines)
     problems += _tool_problems(name, data, lines, declared, known_tools, mcp)
+    problems += _writer_problems(name, data, lines, declared, known_tools)
     budget = data.get("budget")
     for key, value in budget.items() if isinstance(budget, dict) else []:
         if isinstance(value, float) and not math.isfinite(value):
@@ -427,13 +440,45 @@ def _tool_problems(
     return problems
 
 
-def _summary_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
-    """The summary as the card keeps it (spaces folded) is as long as the schema asks."""
-    summary, least = data.get("summary"), card_schema()["properties"]["summary"]["minLength"]
-    if not isinstance(summary, str) or len(folded := " ".join(summary.split())) >= least:
+def _writer_problems(
+    name: str, data: dict, lines: dict[tuple, int], declared: set[str], known: Mapping[str, bool]
+) -> list[Problem]:
+    """`side_effects: write` with no tool that writes: a writer's `ok` needs a write that ran,
+    so no run could be ok. Judged only where every tool is known here (no MCP tool, whose
+    annotations only its server tells, and no unknown name, a problem of its own)."""
+    tools = data.get("tools")
+    if data.get("side_effects") != "write" or not isinstance(tools, list):
+        return []  # not a writer, or the schema says what is wrong with its tools
+    if not all(isinstance(t, str) and (t in declared or t in known) for t in tools):
         return []
-    msg = f"is too short: {len(folded)} characters once its spaces are folded, at least {least}"
-    return [_problem(name, lines, ("summary",), msg)]
+    if any(known[t] for t in tools if t not in declared):  # a declared function never runs
+        return []
+    which = f"none of its tools ({', '.join(tools)}) does" if tools else "tools is empty"
+    msg = (
+        f"'write' needs a tool that writes, and {which}: no run could end ok (a writer's ok "
+        "needs a write that ran); mark the tool that writes @tool(writes=True), or write "
+        "side_effects: none"
+    )
+    return [_problem(name, lines, ("side_effects",), msg)]
+
+
+def _text_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
+    """The summary, each example and each `does_not` line, its spaces folded, is as long as
+    the schema asks: a blank one would be an empty line of the prompt."""
+    props = card_schema()["properties"]
+    texts: list[tuple[tuple, Any, int]] = [
+        (("summary",), data.get("summary"), props["summary"]["minLength"])
+    ]
+    for key in ("examples", "does_not"):
+        least = props[key]["items"]["minLength"]
+        texts += [((key, i), text, least) for i, text in enumerate(_list(data, key))]
+    problems = []
+    for where, text, least in texts:
+        if isinstance(text, str) and len(folded := " ".join(text.split())) < least:
+            msg = f"is too short: {len(folded)} characters once its spaces are folded, at "
+            msg += f"least {least}"
+            problems.append(_problem(name, lines, where, msg))
+    return problems
 
 
 def _first_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
@@ -489,13 +534,20 @@ def _declared_twice(cards: Sequence[Card]) -> list[Problem]:
     first: dict[str, tuple[Card, Mapping[str, Any]]] = {}
     problems = []
     for card in cards:
-        for spec in card.functions:
+        for i, spec in enumerate(card.functions):
             seen = first.setdefault(spec["name"], (card, spec))
             if seen[1] != spec:
                 other = seen[0].path or seen[0].id
                 msg = f"function {spec['name']!r} is declared differently in {other}"
-                problems.append(Problem(str(card.path or card.id), None, "functions", msg))
+                problems.append(_across(card, ("functions", i), msg))
     return problems
+
+
+def _across(card: Card, where: tuple, msg: str) -> Problem:
+    """A problem found across cards, on the line of `where` in `card`'s file."""
+    tools = [original(t) for t in card.tools]  # a subagent's, as its check reads them
+    line = field_line(card.path, where, tools) if card.path is not None else None
+    return Problem(str(card.path or card.id), line, _dotted(where), msg)
 
 
 def _wire_clashes(cards: Sequence[Card], known_tools: Iterable[str]) -> list[Problem]:
@@ -518,7 +570,7 @@ def _wire_clashes(cards: Sequence[Card], known_tools: Iterable[str]) -> list[Pro
                     f"MCP tool {name!r} of card {card.id} and {seen[0]!r} ({seen[1]}) both reach "
                     f"the model as {str(tool)!r}: it could not tell them apart; rename a server"
                 )
-                problems.append(Problem(str(card.path or card.id), None, f"tools[{i}]", msg))
+                problems.append(_across(card, ("tools", i), msg))
     return problems
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiny_cli.cards.card import yaml_type
-from tiny_cli.cards.index import CLAUDE_TOOLS, mapping_text
+from tiny_cli.cards.index import CLAUDE_TOOLS, card_schema, mapping_text
 from tiny_cli.settings import did_you_mean
 from tiny_cli.tools.mcp_config import qualified
 
@@ -25,8 +25,10 @@ __all__ = [
     "Frontmatter",
     "Issue",
     "declared_functions",
+    "is_subagent",
     "markdown_fields",
     "split_markdown",
+    "subagent_keys",
 ]
 
 Issue = tuple[int | None, str, str]  # line, field, message
@@ -37,6 +39,7 @@ CLAUDE_KEYS = ("name", "description", "tools", *IGNORED)
 SHOWN = {"id": "name", "summary": "description"}  # a Claude file's names for tiny's fields
 INSTRUCTIONS = "instructions"
 FENCE = "---"
+BODY = " (a subagent's instructions are the text after its frontmatter)"
 _MCP_NAME = re.compile(r"^mcp__([A-Za-z0-9][A-Za-z0-9_-]*?)__(.+)$")  # Claude's MCP tool names
 NO_FRONTMATTER = (
     "a Markdown card starts with a '---' line, then its YAML fields, then a '---' line; "
@@ -87,15 +90,21 @@ def markdown_fields(
     data: dict[str, Any], lines: dict[tuple, int], front: Frontmatter, known: Mapping[str, bool]
 ) -> Fields:
     """Read a Markdown card's frontmatter and body into a card's fields (a subagent's too)."""
-    fields = _claude(data, lines, known) if _is_claude(data) else Fields(dict(data), dict(lines))
+    fields = _claude(data, lines, known) if is_subagent(data) else Fields(dict(data), dict(lines))
     if fields.data is not None and front.body:
         _add_body(fields, fields.data, front)
     return fields
 
 
-def _is_claude(data: Mapping[str, Any]) -> bool:
+def is_subagent(data: Mapping[str, Any]) -> bool:
     """A subagent names itself and says when to use it, where a tiny card has id and summary."""
     return ("name" in data or "description" in data) and not ("id" in data or "summary" in data)
+
+
+def subagent_keys() -> list[str]:
+    """The keys a subagent's frontmatter may hold, as it names them (its body is the
+    instructions: no key); Claude Code's `color` is ignored besides."""
+    return [SHOWN.get(k, k) for k in card_schema()["properties"] if k != INSTRUCTIONS]
 
 
 def _add_body(fields: Fields, data: dict[str, Any], front: Frontmatter) -> None:
@@ -112,12 +121,14 @@ def _claude(data: dict[str, Any], lines: dict[tuple, int], known: Mapping[str, b
     """A Claude Code subagent's fields as tiny's: name, description and tools translated."""
     root = lines.get(())
     missing = [key for key in ("name", "description") if key not in data]
-    if missing:
+    if missing:  # a misspelt key says which, not only that its field is missing
+        issues = _unknown(data, lines)
         msg = "missing: a Claude Code subagent has a name (its id) and a description"
-        return Fields(None, lines, [(root, key, msg) for key in missing])
-    issues: list[Issue] = []
+        said = [key for key in missing if any(f"mean {key!r}" in m for *_, m in issues)]
+        return Fields(None, lines, issues + [(root, k, msg) for k in missing if k not in said])
+    issues = _unknown(data, lines, (INSTRUCTIONS,))  # the schema says any other
     tools, at = _tools(data, lines, known, issues)
-    kept = {k: v for k, v in data.items() if k not in CLAUDE_KEYS}
+    kept = {k: v for k, v in data.items() if k not in (*CLAUDE_KEYS, INSTRUCTIONS)}
     out = {"id": data["name"], "summary": data["description"], "tools": tools, **kept}
     if "returns_required" not in out and "returns" not in out:
         out["returns_required"] = []  # the summary is the answer, as a subagent's reply is
@@ -126,6 +137,20 @@ def _claude(data: dict[str, Any], lines: dict[tuple, int], known: Mapping[str, b
     index = {k: v for k, v in lines.items() if k[:1] != ("tools",) or len(k) == 1}
     index.update({("id",): lines[("name",)], ("summary",): lines[("description",)], **at})
     return Fields(out, index, issues, SHOWN)
+
+
+def _unknown(
+    data: dict[str, Any], lines: dict[tuple, int], only: tuple[str, ...] = ()
+) -> list[Issue]:
+    """An issue for each key a subagent may not hold (of `only`, if given), with the keys it may."""
+    allowed = subagent_keys()
+    unknown = [k for k in data if k not in (*allowed, *IGNORED) and (not only or k in only)]
+    issues: list[Issue] = []
+    for key in sorted(map(str, unknown)):
+        listed = f"; allowed: {', '.join(allowed)}"
+        tip = did_you_mean(key, allowed, listed) if key != INSTRUCTIONS else f"{listed}{BODY}"
+        issues.append((lines.get((key,), lines.get(())), key, f"unknown key{tip}"))
+    return issues
 
 
 def _tools(
