@@ -10,9 +10,16 @@ from typing import Any
 
 import yaml
 
-from tiny_cli.cards.card import Card, Problem
-from tiny_cli.cards.index import cards_by_folder
-from tiny_cli.cards.load import NO_MCP_FILE, check_cards, duplicate_id, field_line, read_card
+from tiny_cli.cards.card import Card, Problem, shown_path
+from tiny_cli.cards.index import NOT_CARDS, cards_by_folder, list_cards
+from tiny_cli.cards.load import (
+    NO_MCP_FILE,
+    card_id,
+    check_cards,
+    duplicate_id,
+    field_line,
+    read_card,
+)
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, line_of_example
 from tiny_cli.routing.factory import build_router, learned_file, learned_folder, stale_threshold
@@ -71,13 +78,20 @@ def validate(
     # a learned.jsonl named is checked against its folder's cards: the folder is checked whole
     named = [p for p in paths if p.name == LEARNED_FILENAME and p.is_file()]  # else: no such
     taught = list(dict.fromkeys(p.parent for p in named))
-    folders = [p for p in paths if p not in named] + taught or [settings.cards_dir]
+    # a card file named in a subfolder of the cards folder: no route reads it, so none checks it
+    nested = [p for p in paths if p not in named and _nested(settings.cards_dir, p, paths)]
+    unread = [_unread(settings.cards_dir, p) for p in nested]
+    folders = [p for p in paths if p not in named + nested] + taught
+    if unread and not folders:  # nothing else named: not the cards folder (a default) either
+        return Validation([], unread, [])
+    folders = folders or [settings.cards_dir]
     mcp, broken = _mcp(_checked_folder(settings, folders))
     known = known_tools(settings)
     cards, problems = check_cards(folders, known, mcp, settings.cache_dir)
+    problems = unread + problems
     # a file named is one of its folder's cards, which `tiny route` reads whole (pre-commit)
     files = [p for p in folders if p.is_file() and p.parent not in folders]
-    problems += _folder_clashes(settings, files, cards, known, mcp)
+    problems += _folder_clashes(settings, files, known, mcp)
     if broken:  # its servers are unknown, not missing: the cards' MCP tools wait for the fix
         problems = broken + [p for p in problems if NO_MCP_FILE not in p.message]
     elif not cards and not problems:  # `tiny route` refuses a folder with no card
@@ -101,28 +115,62 @@ def validate(
     return Validation(cards, problems, warnings)
 
 
+def _nested(cards_dir: Path, path: Path, named: Sequence[Path]) -> bool:
+    """A file named in a subfolder of the cards folder, which reads only its own files (unless
+    that subfolder is named too, as a cards folder of its own); a README or mcp.yaml is none."""
+    if path.name in NOT_CARDS or path.parent in named or not path.is_file():
+        return False
+    folder, parent = cards_dir.resolve(), path.parent.resolve()
+    return parent != folder and parent.is_relative_to(folder)
+
+
+def _unread(cards_dir: Path, path: Path) -> Problem:
+    """The problem of a file in a subfolder of the cards folder: no route ever reads it."""
+    folder = shown_path(str(cards_dir))
+    message = (
+        f"in a subfolder of the cards folder {folder}, which reads only its own files (not its "
+        f"subfolders'): never read, so never routed; move it into {folder}"
+    )
+    return Problem(str(path), None, "file", message)
+
+
 def _folder_clashes(
-    settings: Settings,
-    files: Sequence[Path],
-    cards: Sequence[Card],
-    known: Mapping[str, bool],
-    mcp: McpConfig | None,
+    settings: Settings, files: Sequence[Path], known: Mapping[str, bool], mcp: McpConfig | None
 ) -> list[Problem]:
-    """The named files' cards whose id another card of their folder has."""
+    """The named files whose id another card file of their folder has, good or broken: the
+    check of the whole folder would find the clash."""
+    servers = [mcp.path] if mcp is not None else []
+    mine = list_cards(files, servers).paths  # those of them the folder would read
+    skip = [*files, *servers]
     problems: list[Problem] = []
     for folder in dict.fromkeys(f.parent for f in files):
-        # the folder's own index, as `tiny validate FOLDER` keeps it; the others' faults are theirs
-        others, _ = check_cards([folder], known, mcp, settings.cache_dir, skip=files)
-        first = {card.id: card for card in others}
-        mine = [c for c in cards if c.path and c.path.parent == folder and c.id in first]
-        problems += [_clash(card, first[card.id]) for card in mine]
+        first = _sibling_ids(settings, folder, skip, known, mcp)
+        for path in (p for p in mine if p.parent == folder):
+            name = card_id(path)
+            if name in first:
+                where, other = ((p, field_line(p, ("id",))) for p in (path, first[name]))
+                problems.append(duplicate_id(name, where, other))
     return problems
 
 
-def _clash(card: Card, other: Card) -> Problem:
-    """`card`'s id is `other`'s too: `tiny route` would refuse the folder."""
-    mine, theirs = [(c.path, field_line(c.path, ("id",))) for c in (card, other) if c.path]
-    return duplicate_id(card.id, mine, theirs)
+def _sibling_ids(
+    settings: Settings,
+    folder: Path,
+    skip: Sequence[Path],
+    known: Mapping[str, bool],
+    mcp: McpConfig | None,
+) -> dict[str, Path]:
+    """Each id the folder's card files but `skip` hold, good or broken, and the first file
+    (in name order) that holds it."""
+    # the folder's own index, as `tiny validate FOLDER` keeps it: only a broken file is read
+    good, _ = check_cards([folder], known, mcp, settings.cache_dir, skip=skip)
+    ids = {card.path: card.id for card in good}
+    first: dict[str, Path] = {}
+    for path in list_cards([folder], skip).paths:
+        name = ids.get(path) or card_id(path)
+        if name is not None:
+            first.setdefault(name, path)
+    return first
 
 
 def _mcp(settings: Settings) -> tuple[McpConfig | None, list[Problem]]:
