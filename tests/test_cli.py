@@ -116,15 +116,16 @@ def test_a_broken_card_stops_route_with_the_usage_exit_code(tiny, tmp_path) -> N
     assert f"the first: {tmp_path / 'bad.yaml'}:" in result.stderr
 
 
-def test_an_unusable_data_dir_is_one_line(tiny, tmp_path) -> None:
-    # As root a chmod 000 directory is still readable; a file where the directory should be
-    # takes the same path through the code (mkdir and open fail with an OSError).
+def test_a_data_dir_that_cannot_be_made_still_routes(tiny, tmp_path) -> None:
+    # docs/routing.md: a cache that cannot be written is still read, and routing goes on; a
+    # home that cannot be made (read-only in a container; here a file where the folder should
+    # be, the same OSError as root gets) keeps no vectors and routes all the same
     home = tmp_path / "not-a-dir"
     home.write_text("", "utf-8")
     result = tiny("route", "add acme gmbh as a customer", env={"TINY_HOME": str(home)})
-    assert result.exit_code == 2
-    assert result.stderr.startswith(f"tiny: error: cannot create cache directory {home}/cache")
-    assert "Traceback" not in result.stderr
+    assert result.exit_code == 0, result.stderr
+    assert "route → crm-writer" in result.stdout
+    assert home.read_text("utf-8") == ""  # nothing written where the folder should be
 
 
 @pytest.mark.slow  # seconds each on 2 cores: in `make test-slow`

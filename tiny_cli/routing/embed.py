@@ -292,8 +292,8 @@ class VectorCache:
             return size
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"cannot create cache directory {self.path.parent}: {exc}") from exc
+        except OSError:  # a read-only home (a container, CI): not kept, as a read-only file
+            return size
         rows = [(k, np.asarray(v, dtype="<f4").tobytes()) for k, v in vectors.items()]
         try:
             with _opened(self.path, writing=True) as db, db:
