@@ -317,7 +317,7 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: str | Path | None =
     if not isinstance(cwd, str | os.PathLike | None):
         raise wrong_kind("cwd", "a folder (a str or a Path)", cwd)
     env = os.environ if env is None else env
-    cwd = Path.cwd() if cwd is None else Path(cwd)
+    cwd = _working_folder() if cwd is None else Path(cwd)
     project = _project(env, cwd)
     p = dict(project.values) if project is not None else {}
     where = project.root if project is not None else cwd
@@ -347,6 +347,14 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: str | Path | None =
         root=where,
         origins=_origins(env, p, str(project.path) if project is not None else ""),
     )
+
+
+def _working_folder() -> Path:
+    """The working folder; a ConfigError when it was deleted under the shell."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:  # the project file, default folders and relative paths need it
+        raise ConfigError("the current folder no longer exists; cd to one that does") from None
 
 
 def check_settings(value: Any) -> None:

@@ -374,6 +374,7 @@ COST_COLUMNS = [
     Col("ghost calls", "right", gives="text"),
     *(Col(h, "right", gives="header") for h in ("wall s", "caller tokens")),
 ]
+PANEL_EDGES = 6  # cells of a panel's top line beside its title: `╭─ ` and ` ─╮`
 ATTEMPT_WHY_CHARS = 120  # of a refused attempt's summary on its `re-routed:` line
 
 # where a field's value was found; "tool args" (the model's own value, echoed in a call it
@@ -400,11 +401,10 @@ def digest_panel(console: Console, d: Any) -> None:
             console, f"re-routed: {shown(a.agent_id)} {escaped(a.status)} ({escaped(why)}) → {to}"
         )
     style = STATUS_STYLE.get(d.status, "white")
-    title = f"{escaped(d.agent_id or 'tiny')} · [{style}]{d.status}[/]"
     reason = f"[{style}]reason:[/] {shown(d.reason)}" if d.reason else ""
     # no summary (a failed run): the box holds the reason, rather than standing empty
     summary = shown(d.summary, keep="\n") if d.summary else reason or "(no summary, no reason)"
-    console.print(Panel(summary, title=marked(title), title_align="left"))
+    console.print(Panel(summary, title=_digest_title(d, console.width), title_align="left"))
     if d.summary and reason:
         console.print(reason)
     if d.fields:
@@ -422,6 +422,17 @@ def digest_panel(console: Console, d: Any) -> None:
     for note in d.notes_for_caller:
         console.print(f"note: {shown(note)}", style="dim")
     _cost(console, d.cost)
+
+
+def _digest_title(d: Any, width: int) -> Text:
+    """The Digest panel's title on a console `width` cells wide: the card id cut with `…` so
+    that the status shows whole; the whole title cut with `…` where even that is too wide."""
+    room = width - PANEL_EDGES
+    status = f" · {d.status}"
+    name = cut(d.agent_id or "tiny", max(1, room - len(status)))
+    title = marked(f"{escaped(name)} · [{STATUS_STYLE.get(d.status, 'white')}]{d.status}[/]")
+    title.truncate(room, overflow="ellipsis")
+    return title
 
 
 def _fields(fields: Mapping[str, Any], sources: Mapping[str, str]) -> Table:

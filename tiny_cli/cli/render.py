@@ -224,6 +224,7 @@ def _confusions(console: Console, confusions: Sequence[tuple[str, str, int]]) ->
 BAR_WIDTH = 32  # characters of the longest bar in the terminal charts
 BAR_TABLE: dict[str, Any] = {"box": None, "show_header": False, "pad_edge": False}  # a chart's rows
 CLIPPED_CHARS = 90  # of a text `clipped` shows, unless told otherwise
+MIN_WIDTH = 20  # cells a console is at least: a narrower COLUMNS (or terminal) is raised to it
 EMPTY_TAG = "[none][/none]"  # markup that styles nothing: backslashes before it are its escapes
 
 
@@ -231,7 +232,10 @@ def new_console(stderr: bool = False, file: IO[str] | None = None) -> Console:
     """The console tiny prints on (stdout, stderr or `file`): every console tiny makes is one."""
     # rich turns `:one:` into an emoji, even with markup off: a write to approve would show
     # characters the tool never receives, so text prints as written
-    return Console(stderr=stderr, file=file, emoji=False)
+    console = Console(stderr=stderr, file=file, emoji=False)
+    if console.width < MIN_WIDTH:  # COLUMNS=0 would print nothing, COLUMNS=1 a cell a line
+        console.width = MIN_WIDTH
+    return console
 
 
 def marked(markup: str) -> Text:
