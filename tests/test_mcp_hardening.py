@@ -95,7 +95,7 @@ def test_validate_refuses_two_mcp_tools_that_meet_on_one_wire_name(
     assert checked.exit_code == 1
     lines = [line for line in checked.stdout.splitlines() if "a__b__c" in line]
     assert len(lines) == 1, checked.stdout
-    assert lines[0].startswith(f"{cards / 'xb.yaml'}: tools[0]: ")
+    assert lines[0].startswith(f"{cards / 'xb.yaml'}:6: tools[0]: ")  # with its line
     assert all(name in lines[0] for name in ("'a.b__c'", "'a__b.c'", "card xa", "card xb"))
     assert invoked.exit_code != 0 and "'a__b__c'" in invoked.stderr  # no run picks one
 

@@ -2,12 +2,14 @@
 
 The API is what this package exports (`__all__`, docs/library.md): open a workspace, build its
 router, make a Brief, run a card or delegate a task against a provider, read the Digest; the
-scripted model server for tests; and the error tree. Every other module is internal: import
-from `tiny_cli`, not from `tiny_cli.<module>`, which may change or move without notice.
+scripted model server for tests; the error tree, and TinyWarning, what tiny warns with. Every
+other module is internal: import from `tiny_cli`, not from `tiny_cli.<module>`, which may
+change or move without notice.
 
-The error tree is imported here; every other name when first asked for (`__getattr__`),
-because the `tiny` command runs through this package too: `tiny --help` must not load httpx,
-numpy and pytest for a library it does not use, nor read settings it does not need.
+The error tree and TinyWarning are imported here; every other name when first asked for
+(`__getattr__`), because the `tiny` command runs through this package too: `tiny --help` must
+not load httpx, numpy and pytest for a library it does not use, nor read settings it does not
+need.
 """
 
 import importlib
@@ -25,6 +27,7 @@ from tiny_cli.errors import (
     ProviderTimeout,
     ReplayError,
     TinyError,
+    TinyWarning,
     ToolCallError,
     ToolError,
     ToolServerError,
@@ -92,6 +95,7 @@ __all__ = [
     "ScriptedServer",
     "Settings",
     "TinyError",
+    "TinyWarning",
     "Tool",
     "ToolCall",
     "ToolCallError",

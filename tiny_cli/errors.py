@@ -17,12 +17,17 @@
     ├── ReplayError             a replay asked for an exchange the recording lacks
     └── DeadlineExceeded        a blocking call outlived its deadline (also a TimeoutError)
 
+    TinyWarning                 the work goes on, but something is lost or left out (a
+                                UserWarning, never raised: given to `warnings.warn`)
+
 Failures split three ways: what the model can fix is a ToolCallError and goes back to it as a
 tool result; model misbehaviour is counted in the Digest, never raised; programmer and config
 errors raise, and only the faces (`tiny_cli.cli`, `tiny_cli.serve`) catch TinyError. An error
 carries what a caller may act on as attributes (a provider error's HTTP status, the server
 that failed), so no caller parses a message; which exit code it means is the face's business
-(`tiny_cli.cli`).
+(`tiny_cli.cli`). What tiny goes on from (a run logged without its transcript) is a
+TinyWarning, through the `warnings` module alone: a library caller filters or records it, the
+command line prints it as `tiny: warning: …`.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ __all__ = [
     "ProviderTimeout",
     "ReplayError",
     "TinyError",
+    "TinyWarning",
     "ToolCallError",
     "ToolError",
     "ToolServerError",
@@ -149,3 +155,7 @@ class ReplayError(TinyError):
 
 class DeadlineExceeded(TinyError, TimeoutError):
     """The call was still running when its time was up (it is left behind, not killed)."""
+
+
+class TinyWarning(UserWarning):
+    """Something tiny went on from, lost or left out; given to `warnings.warn`, never raised."""

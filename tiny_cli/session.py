@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import os
-import sys
+import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from tiny_cli.digest import Digest
-from tiny_cli.errors import ConfigError
+from tiny_cli.errors import ConfigError, TinyWarning
 from tiny_cli.events import Observer, fan_out
 from tiny_cli.provider.client import Provider
 from tiny_cli.provider.factory import Replays, endpoint_host, open_exchanges
@@ -240,14 +240,13 @@ def open_session(
     on_log_error: Callable[[str], None] | None = None,
     handles: Sequence[str] = (),
     upgrade: bool = False,
-    on_warning: Callable[[str], None] | None = None,
 ) -> Iterator[Session]:
     """Open the exchanges and the run log (unless `log` or the settings turn it off).
 
     `watchers` observe every run beside the log. A run log that fails while closing is
     reported to `on_log_error` (a warning: the runs happened), else raised. An unknown
     artifact handle in `handles` stops here, before any model call. Tracing that is on without
-    the OpenTelemetry SDK is one warning to `on_warning` (default: stderr); the runs go on.
+    the OpenTelemetry SDK is one TinyWarning; the runs go on.
     """
     scrub = scrubber(settings.api_key)
     store = ArtifactStore(settings.home, scrub)
@@ -255,7 +254,7 @@ def open_session(
         store.get(handle)
     with ExitStack() as stack:
         # entered first, so closed last: every run's spans are ended before the export
-        tracing = _tracing(stack, settings, scrub, on_warning) if settings.tracing else None
+        tracing = _tracing(stack, settings, scrub) if settings.tracing else None
         wanted = log and settings.log_runs
         runlog = _run_log(stack, settings, on_log_error, scrub) if wanted else None
         # entered after the log, so closed before it: after Ctrl-C a recording is saved at
@@ -287,18 +286,15 @@ def _run_log(
     return runlog
 
 
-def _tracing(
-    stack: ExitStack, settings: Settings, scrub: Scrubber, warn: Callable[[str], None] | None
-) -> Tracing | None:
+def _tracing(stack: ExitStack, settings: Settings, scrub: Scrubber) -> Tracing | None:
     """Start tracing (closed, and exported, when the session ends); without the SDK, warn.
 
     The OTEL_* variables are checked here, as the SDK will read them: only where tracing is on
     and the SDK is there to read them."""
-    say = warn or _to_stderr
     try:  # the module imports the SDK: only when tracing is on
         from tiny_cli.telemetry import open_tracing
     except ImportError:
-        say("tracing is on but OpenTelemetry is not installed: pip install 'tiny-cli[otel]'")
+        _warn("tracing is on but OpenTelemetry is not installed: pip install 'tiny-cli[otel]'")
         return None
     except ValueError:  # the SDK reads a span limit as it loads: the check names the variable
         check_tracing(settings.tracing, os.environ)
@@ -309,14 +305,15 @@ def _tracing(
     def close() -> None:
         if not tracing.close():
             unsent = "spans not sent by then are lost"
-            say(f"tracing: stopped waiting for the span export after {tracing.wait:g}s; {unsent}")
+            _warn(f"tracing: stopped waiting for the span export after {tracing.wait:g}s; {unsent}")
 
     stack.callback(close)
     return tracing
 
 
-def _to_stderr(message: str) -> None:
-    print(f"tiny: warning: {message}", file=sys.stderr)
+def _warn(message: str) -> None:
+    """Warn with a TinyWarning: the face (or the library's caller) decides how it shows."""
+    warnings.warn(message, TinyWarning, stacklevel=2)  # the line in _tracing that said it
 
 
 def _fanned(

@@ -3,24 +3,26 @@
 Only the faces (this package and `tiny_cli.serve`) import typer and rich and turn errors into
 exit codes. This module is the program: the app with every command in --help's order (one
 module per command group: `route`, `run`, `serve`, `bench`, `runs`, `cards`, `learn`, built
-only when it runs), and the process around them (exit codes, errors as one line, Ctrl-C and
-SIGTERM, `main`). `common` holds what the commands share; `live` (a run on the terminal),
-`render`, `render_bench` and `render_runs` draw the results.
+only when it runs), and the process around them (exit codes, errors and warnings as one line
+each, Ctrl-C and SIGTERM, `main`). `common` holds what the commands share; `live` (a run on the
+terminal), `render`, `render_bench` and `render_runs` draw the results.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
 import sys
 import threading
-from typing import Annotated, Any, NoReturn
+import warnings
+from typing import Annotated, Any, NoReturn, TextIO
 
 import typer
 
 from tiny_cli._version import __version__
-from tiny_cli.errors import ConfigError, TinyError
+from tiny_cli.errors import ConfigError, TinyError, TinyWarning
 from tiny_cli.text import half_pair, printable
 
 __all__ = ["app", "main"]
@@ -72,7 +74,9 @@ class TinyGroup(typer.core.TyperGroup):
             raise _usage_error(exc) from None
 
     def invoke(self, ctx: Any) -> Any:
-        """Run the command; Ctrl-C, a usage error and a TinyError end it as described above."""
+        """Run the command; Ctrl-C, a usage error and a TinyError end it as described above, and
+        each TinyWarning is a `tiny: warning:` line (show_warnings)."""
+        show_warnings()
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
@@ -138,6 +142,45 @@ def _say_error(exc: TinyError) -> None:
     typer.echo(f"tiny: error: {printable(first)}", err=True)
     for line in rest:
         typer.echo(f"  {printable(line)}", err=True)
+
+
+def warn(message: str) -> None:
+    """Print `tiny: warning: message` on stderr, escaped (it may quote a file): the command
+    goes on."""
+    typer.echo(f"tiny: warning: {printable(message)}", err=True)
+
+
+class _ShownWarnings:
+    """`warnings.showwarning` for the process once a command runs: a TinyWarning is one
+    `warn` line, any other warning is shown as it was before."""
+
+    def __init__(self, before: Any) -> None:
+        self.before = before
+
+    def __call__(
+        self,
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        """Show one warning."""
+        if not issubclass(category, TinyWarning):
+            self.before(message, category, filename, lineno, file, line)
+            return
+        with contextlib.suppress(OSError, ValueError):  # stderr closed: nobody left to tell
+            warn(str(message))
+
+
+def show_warnings() -> None:
+    """Show the library's TinyWarnings as `tiny: warning:` lines, each time one is given (not
+    once per place, Python's default); other warnings keep Python's handling. It stays for the
+    process: the MCP servers stop, and warn, at its exit."""
+    warnings.filterwarnings("always", category=TinyWarning)
+    if not isinstance(warnings.showwarning, _ShownWarnings):
+        warnings.showwarning = _ShownWarnings(warnings.showwarning)
 
 
 def _interrupted() -> NoReturn:

@@ -30,9 +30,9 @@ import typer
 # typer runs its own copy of click: the context is on its stack, not on the click package's
 from typer.main import get_current_context
 
+from tiny_cli.cli import warn as warn  # the face's one warning line, the library's too
 from tiny_cli.setting_rules import BLANK
 from tiny_cli.settings import Settings, load_settings
-from tiny_cli.text import printable
 
 
 def _folder(text: str) -> Path:
@@ -251,12 +251,6 @@ def wants_live(quiet: bool, json_out: bool, stderr: Any = None) -> bool:
     """Show the live view only to a person: not with --quiet or --json, only on a terminal
     (`stderr`, default the process's, is where it would draw)."""
     return not quiet and not json_out and (stderr or sys.stderr).isatty()
-
-
-def warn(message: str) -> None:
-    """Print `tiny: warning: message` on stderr, escaped (it may quote a file): the command
-    goes on."""
-    typer.echo(f"tiny: warning: {printable(message)}", err=True)
 
 
 def print_json(document: Any, indent: int | None = None) -> None:

@@ -382,7 +382,6 @@ def run_session(
                 log=not (options.no_log or (bool(replay) and not options.log)),
                 watchers=[view.observer] if view is not None else [],
                 on_log_error=warn,
-                on_warning=warn,
                 handles=handles,
                 upgrade=upgrade,
             ) as session,

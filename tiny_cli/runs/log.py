@@ -33,6 +33,7 @@ import os
 import sqlite3
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -41,7 +42,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
-from tiny_cli.errors import ConfigError, TinyError
+from tiny_cli.errors import ConfigError, TinyError, TinyWarning
 from tiny_cli.events import Observer
 from tiny_cli.runs import store
 from tiny_cli.runs.query import (
@@ -74,7 +75,6 @@ from tiny_cli.runs.store import (
     transaction,
 )
 from tiny_cli.secrets import Scrubber, scrubber
-from tiny_cli.text import printable
 from tiny_cli.userfiles import escape_separators, refuse_special
 
 __all__ = ["DB_NAME", "Correction", "Deletion", "RunLog", "RunQuery", "parse_since"]
@@ -477,16 +477,16 @@ class RunLog:
 def _report_failed(
     path: Path, kept: Exception | None, cut: sqlite3.Error | None, hint: str
 ) -> None:
-    """Raise `kept`, a write that failed; else warn on stderr of `cut`, a pass written without
-    the transcripts and tool calls (a full disk): a warning, as its runs are logged, with their
-    status (bench, serve and library callers end as they would have)."""
+    """Raise `kept`, a write that failed; else warn (a TinyWarning) of `cut`, a pass written
+    without the transcripts and tool calls (a full disk): a warning, as its runs are logged,
+    with their status (bench, serve and library callers end as they would have)."""
     if isinstance(kept, sqlite3.Error):
         raise ConfigError(f"{path}: could not record a run: {kept}{hint}") from kept
     if kept is not None:
         raise kept  # a bug in tiny, not the user's: its traceback is wanted
-    if cut is not None:  # escaped: it quotes a path and SQLite's message
+    if cut is not None:  # as written: a face escapes it (it quotes a path and SQLite's message)
         message = f"{path}: a run is logged without its transcript and tool calls: {cut}"
-        sys.stderr.write(f"tiny: warning: {printable(message)}\n")
+        warnings.warn(message, TinyWarning, stacklevel=3)  # where RunLog.close was called
 
 
 def _gone(row: Sequence[object], me: int) -> bool:

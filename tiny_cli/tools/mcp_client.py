@@ -18,8 +18,8 @@ import json
 import logging
 import os
 import re
-import sys
 import threading
+import warnings
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -34,7 +34,7 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from tiny_cli.errors import ToolCallError, ToolServerError
+from tiny_cli.errors import TinyWarning, ToolCallError, ToolServerError
 from tiny_cli.secrets import MIN_SERVER_SECRET_CHARS, REDACTED, written_forms
 from tiny_cli.text import cut_at_word
 from tiny_cli.tools.args_check import dialect
@@ -100,8 +100,8 @@ _HOST_LOCK = threading.Lock()
 
 
 class _SdkLog(logging.Handler):
-    """The SDK's own logging as one-line warnings on stderr, the first SDK_WARNINGS only (a
-    server that prints 200 lines of noise on stdout makes the SDK log 200 tracebacks)."""
+    """The SDK's own logging as one-line TinyWarnings, the first SDK_WARNINGS only (a server
+    that prints 200 lines of noise on stdout makes the SDK log 200 tracebacks)."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -172,9 +172,8 @@ def _sdk_line(record: logging.LogRecord) -> str:
 
 
 def _warn(message: str) -> None:
-    with contextlib.suppress(OSError, ValueError):  # stderr closed: nobody left to tell
-        sys.stderr.write(f"tiny: warning: {message}\n")
-        sys.stderr.flush()
+    """Warn with a TinyWarning: the face (or the library's caller) decides how it shows."""
+    warnings.warn(message, TinyWarning, stacklevel=2)  # the line that said it
 
 
 def open_session(server: McpServer, seconds: float, environ: Mapping[str, str] | None) -> _Session:
