@@ -43,12 +43,14 @@ def test_a_caller_tells_a_401_from_a_404_by_the_status_not_the_text(status: int)
 
 def test_the_url_of_an_error_holds_no_credentials() -> None:
     with ScriptedServer([http_error(401)]) as server:
+        error = _ask(server.url, api_key="sk-secret")
         parts = urlsplit(server.url)
         with_password = urlunsplit(parts._replace(netloc=f"me:hunter2@{parts.netloc}"))
-        error = _ask(with_password, api_key="sk-secret")
+        with pytest.raises(ConfigError, match="credentials in the URL") as refused:
+            OpenAIProvider(with_password, "sk-secret")  # refused as the CLI refuses it
 
-    assert error.status == 401 and error.url == server.url
-    assert "hunter2" not in str(error) and "sk-secret" not in str(error)
+    assert error.status == 401 and error.url == server.url and "sk-secret" not in str(error)
+    assert "hunter2" not in str(refused.value)
 
 
 def test_no_answer_has_no_status() -> None:
