@@ -82,5 +82,6 @@ def test_a_setting_error_names_the_variable_and_a_file_error_the_file(tmp_path: 
 
 def test_the_library_errors_carry_no_exit_codes_the_cli_decides_them() -> None:
     tree = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, TinyError)]
-    assert len(tree) == len(errors.__all__)
+    assert len(tree) + 1 == len(errors.__all__)  # every error, and TinyWarning
+    assert "TinyWarning" in errors.__all__ and issubclass(errors.TinyWarning, UserWarning)
     assert [c.__name__ for c in tree if hasattr(c, "exit_code")] == []
