@@ -13,37 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_reroute import REFUSAL, TASK, Clock, reroute_cards
-from tiny_cli.delegation import delegate
-from tiny_cli.digest import Digest, make_brief
+from tests.test_delegate_replay import _delegated
+from tests.test_reroute import REFUSAL, TASK, Clock
+from tiny_cli.digest import Digest
 from tiny_cli.provider.replay import read_header
-from tiny_cli.routing.factory import build_router
-from tiny_cli.session import RouteBook, RouteEntry, open_session
+from tiny_cli.session import RouteEntry
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import reply
-from tiny_cli.workspace import open_workspace
 
 NOT_TRIED = "not re-routed to policy-web after the refusal: "
 SHORT = "too little is left of policy-docs's budget"
-
-
-def _delegated(tmp_path: Path, url: str, clock: Clock, **source: Path) -> Digest:
-    """`delegate` TASK over policy-docs and policy-web, recording or replaying (`record=`,
-    `replay=`) with the routes kept in the header."""
-    cards = tmp_path / "cards"
-    if not cards.is_dir():
-        reroute_cards(cards, "policy-docs", "policy-web")
-    env = {"TINY_HOME": str(tmp_path), "TINY_CARDS": str(cards), "TINY_EMBEDDER": "hashing"}
-    ws = open_workspace(load_settings(env={**env, "TINY_BASE_URL": url, "TINY_MODEL": "m"}))
-    with open_session(ws.settings, "delegate", log=False, **source) as session:
-        return delegate(
-            ws,
-            build_router(ws.settings, ws.cards.values()),
-            make_brief(TASK),
-            provider=session.provider("delegate"),
-            clock=clock,
-            routes=RouteBook(session.exchanges),
-        )
 
 
 def _short_recording(tmp_path: Path, server) -> tuple[Path, Digest]:

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.test_provider import FakeTime
 from tiny_cli.delegation import delegate
 from tiny_cli.digest import Digest, make_brief
 from tiny_cli.errors import ProviderTimeout
@@ -25,21 +26,6 @@ from tiny_cli.testing import ScriptedServer, http_error, reply, tool_call
 from tiny_cli.workspace import open_workspace
 
 REQUEST = ChatRequest("m", [{"role": "user", "content": "hi"}], [], 50)
-
-
-class FakeTime:
-    """A clock that moves only when the provider sleeps; keeps each sleep."""
-
-    def __init__(self) -> None:
-        self.now = 1000
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def _provider(server: ScriptedServer, fake: FakeTime) -> OpenAIProvider:
