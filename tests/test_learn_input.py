@@ -101,7 +101,11 @@ def test_a_generated_task_route_refuses_is_not_learned(
     learned = cards / LEARNED_FILENAME
     made = {"task": LONG, "card": "docs-finder", "source": "generated", "key": "k"}
     before = write_rows(learned, HEADER, {"task": "keep", "card": "crm-writer"}, made)
-    refused_line(go("learn"), f"{learned}:3: {TOO_LONG}")
+    said = (
+        "task: the task is 100,000 characters; at most 8,000 (this tiny no longer learns such "
+        "a task); `tiny learn --prune-generated` removes this generated line, or delete it"
+    )
+    refused_line(go("learn"), f"{learned}:3: {said}")
     assert learned.read_bytes() == before
 
 

@@ -252,12 +252,27 @@ def correct_run(
             return Corrected(correction, None)
         # refused: recorded and pending, never taught (`tiny runs delete` drops it)
         _check_teachable([correction], open_workspace(settings, transport).cards.values())
-        report = learn(settings, [(correction.task, correction.card)], transport)
+        report = _taught_or_pending(settings, correction, transport)
         log.mark_learned([correction.id])
         taught = [c for c in log.corrections(pending_only=False) if c.id == correction.id]
         if not taught:
             raise _superseded(log, correction, report.path)
     return Corrected(taught[0], report)
+
+
+def _taught_or_pending(
+    settings: Settings, correction: Correction, transport: httpx.BaseTransport | None
+) -> LearnReport:
+    """Teach a recorded correction; a ConfigError (learned.jsonl unreadable, say) says that the
+    correction stays recorded, pending, as the error alone would not."""
+    try:
+        return learn(settings, [(correction.task, correction.card)], transport)
+    except ConfigError as exc:
+        pending = (
+            f"; the correction of run {correction.run_id} is recorded, not taught: "
+            "`tiny learn --from-runs` teaches it once that is fixed"
+        )
+        raise ConfigError(f"{exc}{pending}", path=exc.path, field=exc.field) from None
 
 
 def _superseded(log: RunLog, correction: Correction, learned: Path) -> ConfigError:

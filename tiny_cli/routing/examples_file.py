@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -239,12 +240,14 @@ def normalise(task: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", task).casefold().split())
 
 
-def load_learned(folder: Path) -> Learned:
-    """Read `folder`'s learned.jsonl; an empty Learned when there is none."""
+def load_learned(folder: Path, check_generated: bool = True) -> Learned:
+    """Read `folder`'s learned.jsonl; an empty Learned when there is none. Not
+    `check_generated`: a generated line's task is read as written, even one route refuses
+    (an older tiny wrote it), so that `tiny learn --prune-generated` can remove it."""
     path = folder / LEARNED_FILENAME
     if not path.is_file():
         return Learned(path)
-    header, lines = _read(path)
+    header, lines = _read(path, check_generated=check_generated)
     taught, made, keys = _split(lines)
     _refuse_two_labels(path, taught)
     examples, out = _grouped((task, card) for _, task, card in taught)
@@ -518,7 +521,10 @@ def _rows_if_readable(path: Path) -> list[tuple[int, dict[str, Any]]]:
 
 
 def _read(
-    path: Path, strict: bool = True, problems: list[ConfigError] | None = None
+    path: Path,
+    strict: bool = True,
+    problems: list[ConfigError] | None = None,
+    check_generated: bool = True,
 ) -> tuple[dict, list[_Line]]:
     """Read `path`: its header ({} if none) and its lines; ConfigError for a newer version and,
     `strict` (the learned file, which tiny rewrites), for a field tiny does not know. Given
@@ -535,7 +541,7 @@ def _read(
     if strict and has_header:
         with _noted(problems):
             _known(path, number, header, HEADER_FIELDS)
-    return header, _checked(path, rows, strict, problems)
+    return header, _checked(path, rows, strict, problems, check_generated)
 
 
 @contextmanager
@@ -586,6 +592,7 @@ def _checked(
     rows: list[tuple[int, dict[str, Any]]],
     strict: bool = True,
     problems: list[ConfigError] | None = None,
+    check_generated: bool = True,
 ) -> list[_Line]:
     """Read each line: an example, and its key when generated; `strict` (the learned file,
     which tiny rewrites): no field tiny would drop. ConfigError for a line tiny would not
@@ -594,18 +601,25 @@ def _checked(
     first: dict[str, tuple[int, str]] = {}  # card -> the line and key of its first generated
     for number, row in rows:
         with _noted(problems):
-            lines.append(_line(path, number, row, strict, first))
+            lines.append(_line(path, number, row, first, strict, check_generated))
     return lines
 
 
 def _line(
-    path: Path, number: int, row: Mapping[str, Any], strict: bool, first: dict[str, tuple[int, str]]
+    path: Path,
+    number: int,
+    row: Mapping[str, Any],
+    first: dict[str, tuple[int, str]],
+    strict: bool,
+    check_generated: bool = True,
 ) -> _Line:
     """Line `number` read: ConfigError for a line tiny would not write back as it is."""
     if strict:
         _known(path, number, row, LINE_FIELDS)
     task, card = _example(path, number, row)
     key = _key(path, number, row, card)
+    if key is None or check_generated:
+        _check_task(path, number, row["task"], key is not None, strict)
     if card is not None and key is not None:
         was, known = first.setdefault(card, (number, key))
         if known != key:
@@ -675,13 +689,28 @@ def _example(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str 
     task, card = row.get("task"), row.get("card", "<missing>")
     if not isinstance(task, str) or not task.strip():
         raise _at(path, number, "task: expected a non-empty string")
-    try:
-        check_task(task)  # what route refuses is not learned: it would slow every route
-    except ConfigError as exc:
-        raise _at(path, number, str(exc), "task") from None
     if card is not None and (not isinstance(card, str) or not card or card == "<missing>"):
         raise _at(path, number, "card: expected a card id, or null for out of scope")
     return task.strip(), card
+
+
+def _check_task(path: Path, number: int, task: str, generated: bool, learned: bool) -> None:
+    """ConfigError for a task route refuses: it is not learned, as it would slow every route.
+    In the learned file (`learned`: an older tiny wrote the line, or a hand edit did) the
+    error says how to take the line out, not how to type a task."""
+    try:
+        check_task(task)
+    except ConfigError as exc:
+        if not learned:
+            raise _at(path, number, str(exc), "task") from None
+        why = re.split(r": | \(", str(exc), maxsplit=1)[0]  # the fault, without the hint
+        todo = (
+            "`tiny learn --prune-generated` removes this generated line, or delete it"
+            if generated
+            else "edit this taught line or delete it"
+        )
+        why = f"task: {why} (this tiny no longer learns such a task); {todo}"
+        raise _at(path, number, why) from None
 
 
 _THRESHOLD_TYPES = {f.name: str(f.type) for f in fields(DerivedThreshold)}  # "float", "int"
