@@ -38,7 +38,7 @@ from tiny_cli.tools.mcp_config import (
     qualified,
 )
 from tiny_cli.tools.mcp_hosts import HostServers, Lifted, merge_mcp_yaml, read_host_config
-from tiny_cli.tools.mcp_listing import ListedTool, Listing, list_servers
+from tiny_cli.tools.mcp_listing import LIST_SECONDS, ListedTool, Listing, list_servers
 from tiny_cli.tools.mcp_tools import McpTools
 from tiny_cli.userfiles import write_text
 from tiny_cli.workspace import open_cards
@@ -123,6 +123,8 @@ def import_cards(
     settings: Settings,
     source: Path | None = None,
     check: bool = False,
+    environ: Mapping[str, str] | None = None,
+    seconds: float = LIST_SECONDS,
 ) -> ImportReport:
     """Make or refresh the cards of the MCP servers (those of `source`, a host config, or all
     of mcp.yaml); with `check` write nothing and say whether the cards are behind."""
@@ -145,8 +147,8 @@ def import_cards(
         for n in wanted
         if n not in declared
     ]
-    environ = {**os.environ, **(host.values if host else {})}
-    listings = list_servers([declared[n] for n in wanted if n in declared], environ)
+    environ = {**(os.environ if environ is None else environ), **(host.values if host else {})}
+    listings = list_servers([declared[n] for n in wanted if n in declared], environ, seconds)
     changes = _changes(cards_dir, listings)
     results += [_result(listing) for listing in listings]
     if not check:
@@ -372,7 +374,7 @@ class SyncReport:
         }
 
 
-def sync_tool_lists(settings: Settings) -> SyncReport:
+def sync_tool_lists(settings: Settings, now: float | None = None) -> SyncReport:
     """Start the servers the cards name and keep their tool lists for routing, as
     `tiny validate --connect` does; say how old each server's list is."""
     cards = list(open_cards(settings).values())  # a card naming an MCP tool needs mcp.yaml
@@ -380,7 +382,8 @@ def sync_tool_lists(settings: Settings) -> SyncReport:
     if mcp is None:
         return SyncReport("ok")
     problems = connect_problems(cards, mcp, cache_dir=settings.cache_dir)
-    tools, ages = mcp_tool_lists(settings.cache_dir, time.time(), mcp_definitions(mcp.servers))
+    now = time.time() if now is None else now
+    tools, ages = mcp_tool_lists(settings.cache_dir, now, mcp_definitions(mcp.servers))
     # a server started now replaced its kept list: its count is of the tools it returned
     servers = tuple(
         ServerAge(name, sum(1 for t in tools if t.startswith(f"{name}.")), ages.get(name))

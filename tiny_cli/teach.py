@@ -299,7 +299,12 @@ def _label(card: str | None) -> str:
     return "out of scope (abstain)" if card is None else f"card {printable(card)!r}"
 
 
-def learn_from(settings: Settings, file: Path | None = None, from_runs: bool = False) -> Taught:
+def learn_from(
+    settings: Settings,
+    file: Path | None = None,
+    from_runs: bool = False,
+    transport: httpx.BaseTransport | None = None,
+) -> Taught:
     """Teach FILE's labelled tasks and, with `from_runs`, the run log's pending corrections.
 
     With neither, the threshold is derived again from learned.jsonl as it stands. Taken
@@ -309,15 +314,15 @@ def learn_from(settings: Settings, file: Path | None = None, from_runs: bool = F
     lesson = load_lesson(file) if file is not None else Lesson(())
     read = len(lesson.labelled) + sum(map(len, lesson.generated.values()))
     if not from_runs:
-        return Taught(learn(settings, lesson), file, read, None)
+        return Taught(learn(settings, lesson, transport), file, read, None)
 
-    known = open_workspace(settings).cards
+    known = open_workspace(settings, transport).cards
     with RunLog.open(settings.home) as log, locked(settings.home / TEACHING_LOCK):
         pending = log.corrections(pending_only=True)
         usable = [c for c in pending if c.card is None or c.card in known]
         _check_teachable(usable, known.values())
         taken = tuple((c.task, c.card) for c in usable)
-        report = learn(settings, replace(lesson, labelled=lesson.labelled + taken))
+        report = learn(settings, replace(lesson, labelled=lesson.labelled + taken), transport)
         log.mark_learned(c.id for c in usable)
     skipped = tuple(c for c in pending if c not in usable)
     return Taught(report, file, read, len(usable), skipped)

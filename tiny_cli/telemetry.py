@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from opentelemetry.context import Context
@@ -105,14 +105,15 @@ def open_tracing(
     scrub: Scrubber,
     *,
     exporter: SpanExporter | None = None,
+    stream: TextIO | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Tracing:
     """Start a tracer provider with the settings' exporters (or `exporter`, sent span by span).
 
     The OTLP exporter reads its OTEL_EXPORTER_OTLP_* variables from the process environment
     itself; `env` (that environment, unless a test gives another) sets the longest wait at
-    close, the exporter's timeout (none set: DEFAULT_WAIT). `console` writes to stderr (stdout
-    is the command's).
+    close, the exporter's timeout (none set: DEFAULT_WAIT). `console` writes to `stream`
+    (stderr: stdout is the command's).
     """
     resource = Resource.create({"service.version": __version__})
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
@@ -120,9 +121,10 @@ def open_tracing(
     provider = TracerProvider(resource=resource)
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
+    out = stream or sys.stderr
     # console first: the shutdown goes processor by processor, and a collector may hold it
     for name in sorted(settings.tracing) if exporter is None else ():
-        made = ConsoleSpanExporter(out=sys.stderr) if name == "console" else OTLPSpanExporter()
+        made = ConsoleSpanExporter(out=out) if name == "console" else OTLPSpanExporter()
         provider.add_span_processor(BatchSpanProcessor(made))
     # a bad timeout is refused where the OTLP exporter is on (check_tracing); console ignores it
     timeout = otlp_timeout(os.environ if env is None else env)
