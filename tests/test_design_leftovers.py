@@ -1,9 +1,8 @@
 """Leftovers of design review 32: data where there was text, types where there were asserts.
 
 Why a delegate did not re-route is a closed set of reasons kept as data in a recording's header
-(the note's words are made from it, an older recording's sentence still replays); a routing
-decision hashes; the tracing's export wait comes from the environment it is given, by the same
-rule that checks the variable.
+(the note's words are made from it, an older recording's sentence still replays); the tracing's
+export wait comes from the environment it is given, by the same rule that checks the variable.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from tests.test_delegate_replay import _delegated
 from tests.test_reroute import REFUSAL, TASK, Clock
 from tiny_cli.digest import Digest
 from tiny_cli.provider.replay import read_header
-from tiny_cli.session import RouteEntry
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import reply
 
@@ -79,14 +77,6 @@ def test_a_budget_left_edited_by_hand_leaves_the_numbers_out(tmp_path, scripted_
     recording, _ = _short_recording(tmp_path, scripted_server)
     _edit_route(recording, budget_left={"max_tool_calls": "x", "max_wall_seconds": float("inf")})
     assert _replayed_note(tmp_path, recording) == NOT_TRIED + SHORT
-
-
-def test_a_routing_decision_hashes_and_equal_ones_hash_alike() -> None:
-    one = RouteEntry("policy-docs", (("policy-docs", 2.0), ("policy-web", 1.0)), 2.0, 1.5)
-    same = RouteEntry("policy-docs", (("policy-docs", 2.0), ("policy-web", 1.0)), 2.0, 1.5)
-    marked = RouteEntry(one.agent, one.candidates, 2.0, 1.5, more={"budget_left": {"x": [1]}})
-    assert hash(one) == hash(same) and len({one, same}) == 1
-    assert marked != one and len({one, marked}) == 2
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 from mcp import Client
 
+from tiny_cli.delegation import LazyRouter
 from tiny_cli.provider.client import OpenAIProvider
 from tiny_cli.routing.embed import HashingEmbedder
-from tiny_cli.routing.factory import LazyRouter, build_router
+from tiny_cli.routing.factory import build_router
 from tiny_cli.serve import Served, build_server
 from tiny_cli.settings import load_settings
 from tiny_cli.workspace import Workspace, open_workspace

@@ -6,10 +6,11 @@ After a refusal the next card over the threshold gets the task once, within the 
 from __future__ import annotations
 
 import math
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 from tiny_cli.agent.calls import Approve, Clock, effective_budget, left_after, short_of
 from tiny_cli.agent.loop import check_arguments, decline_writes, invoke
@@ -21,13 +22,14 @@ from tiny_cli.events import Ended, Event, Finished, Observer, Routed, finish, ig
 from tiny_cli.provider.client import CONFIG_STATUSES, Provider
 from tiny_cli.session import RouteBook, RouteEntry
 from tiny_cli.setting_rules import is_number
-from tiny_cli.settings import model_for
+from tiny_cli.settings import DEFAULT_TOP, Settings, model_for
 from tiny_cli.text import decimals_apart, wrong_kind
 from tiny_cli.tools.artifacts import Artifact, ArtifactStore
 from tiny_cli.workspace import Workspace
 
 if TYPE_CHECKING:  # numpy comes with the router; `invoke` never routes
-    from tiny_cli.routing.router import Decision
+    from tiny_cli.routing.embed import Embedder
+    from tiny_cli.routing.router import Decision, Router
 
 # A re-route after a refusal runs the next card only when what is left of the first card's
 # budget holds at least this share of each of the next card's own limits (wall seconds,
@@ -37,29 +39,52 @@ REROUTE_MIN_SHARE = 0.25
 # refusal: the card tried, or why none was (a NotRerouted), with what the first card left when
 # that was too little.
 REROUTED, NOT_REROUTED, BUDGET_LEFT = "rerouted", "not_rerouted", "budget_left"
-NotRerouted = Literal[
+# the reasons a recording's header keeps; any other text there is an older recording's sentence
+KeptReason = Literal[
     "write_ran",  # the first card refused after a write of its ran
     "write_declined",  # ... after a write of its was declined: no other card may do it anyway
     "writer_unapproved",  # the next card writes and nobody can approve a write here
     "budget_short",  # less is left of the first card's budget than REROUTE_MIN_SHARE of its own
-    "model_unavailable",  # the next card's model cannot be asked (the header says it was tried)
-    "as_recorded",  # an older recording's own sentence (it kept the reason as text)
 ]
-# the reasons a recording's header keeps; any other text there is an older recording's sentence
-KEPT_REASONS: tuple[NotRerouted, ...] = (
-    "write_ran",
-    "write_declined",
-    "writer_unapproved",
-    "budget_short",
+NotRerouted = (
+    KeptReason
+    | Literal[
+        "model_unavailable",  # the next card's model cannot be asked (the header says it was tried)
+        "as_recorded",  # an older recording's own sentence (it kept the reason as text)
+    ]
 )
+KEPT_REASONS: tuple[KeptReason, ...] = get_args(KeptReason)
 
 
 class Routes(Protocol):
     """What `delegate` routes with: a Router (tiny_cli.build_router), or one built when asked."""
 
-    def route(self, task: str) -> Decision:
-        """Route one task."""
+    def route(self, task: str, top: int = DEFAULT_TOP) -> Decision:
+        """Route one task; the decision lists the `top` candidates."""
         ...
+
+
+class LazyRouter:
+    """The router of `cards`, built by `build_router` on the first task routed and kept (a
+    delegate replay routes as recorded and builds none); routes one task at a time (the build
+    and the embedder are not for two threads at once: a server's threads share it)."""
+
+    def __init__(
+        self, settings: Settings, cards: Iterable[Card], *, embedder: Embedder | None = None
+    ) -> None:
+        self._settings, self._cards, self._embedder = settings, cards, embedder
+        self._router: Router | None = None
+        self._lock = threading.Lock()
+
+    def route(self, task: str, top: int = DEFAULT_TOP) -> Decision:
+        """Route `task` (building the router first, if this is the first task)."""
+        with self._lock:
+            if self._router is None:
+                # here: the router brings numpy, which `invoke` (sharing this module) never needs
+                from tiny_cli.routing.factory import build_router
+
+                self._router = build_router(self._settings, self._cards, embedder=self._embedder)
+            return self._router.route(task, top)
 
 
 def delegate(
@@ -96,8 +121,8 @@ def delegate(
     book = routes if routes is not None else RouteBook(None)
     decision = _decided(ws, router, brief.goal, book)
     observer(_routed(decision, clock() - asked))
-    agent = decision.entry.agent
-    routing = Routing("route" if agent else "abstain", agent, round(decision.score, 4))
+    agent = decision.agent
+    routing = Routing("route" if agent else "abstain", agent, round(_scores(decision)[0], 4))
     if agent is None:
         reason = _abstain_reason(decision)
         return finish(observer, Digest(None, "abstain", reason=reason, routing=routing))
@@ -114,58 +139,55 @@ def delegate(
     return finish(observer, digest, messages)
 
 
-@dataclass(frozen=True)
-class _Scored:
-    """A delegate's routing decision, as kept in the header, with the score and threshold it
-    says (a bench's kind of entry need not say them)."""
-
-    entry: RouteEntry
-    score: float
-    threshold: float
-
-
-def _decided(ws: Workspace, router: Routes, goal: str, book: RouteBook) -> _Scored:
+def _decided(ws: Workspace, router: Routes, goal: str, book: RouteBook) -> RouteEntry:
     """The replayed recording's decision for `goal`, else the router's; kept in the header now,
-    so a run that fails later still replays as it was routed."""
+    so a run that fails later still replays as it was routed. Either says its score and
+    threshold (`_scores`)."""
     recorded = book.get(goal, ws.cards)
     if recorded is not None and recorded.score is not None and recorded.threshold is not None:
-        decision = _Scored(recorded, recorded.score, recorded.threshold)
+        decision = recorded
     else:  # none, a bench's kind of entry, or edited by hand (no score to say): routed live
-        decision = _scored(router.route(goal))
-        book.keep(goal, decision.entry)
+        decision = book.keep(goal, _entry(router.route(goal)))
     book.save()
     return decision
 
 
-def _scored(d: Decision) -> _Scored:
+def _entry(d: Decision) -> RouteEntry:
     """A decision as a recording keeps it: the bench's shape, plus whether it was taught."""
     taught = getattr(d, "taught", False)  # a stand-in router's decision need not say
     score, threshold = float(d.score), float(d.threshold)
-    entry = RouteEntry.made(d.agent_id, d.candidates, score, threshold, taught=taught)
-    return _Scored(entry, score, threshold)
+    return RouteEntry.made(d.agent_id, d.candidates, score, threshold, taught=taught)
 
 
-def _abstain_reason(decision: _Scored) -> str:
-    """Why nobody took the task: it was taught out of scope, or the best score is too low."""
-    if decision.entry.taught:
-        return "taught out of scope (learned.jsonl beside the cards)"
+def _scores(decision: RouteEntry) -> tuple[float, float]:
+    """The score and threshold of a decision `_decided` returned (a bench's kind of entry
+    need not say them; `_decided` routes such a one live)."""
     score, threshold = decision.score, decision.threshold
+    assert score is not None and threshold is not None  # `_decided` returns none without
+    return score, threshold
+
+
+def _abstain_reason(decision: RouteEntry) -> str:
+    """Why nobody took the task: it was taught out of scope, or the best score is too low."""
+    if decision.taught:
+        return "taught out of scope (learned.jsonl beside the cards)"
+    score, threshold = _scores(decision)
     n = decimals_apart(score, threshold, 3)
     return f"no card fits: best score {score:.{n}f} < threshold {threshold:.{n}f}"
 
 
-def _routed(decision: _Scored, seconds: float) -> Routed:
+def _routed(decision: RouteEntry, seconds: float) -> Routed:
     """The routing decision as an event: what was chosen, how sure, among which cards."""
-    agent = decision.entry.agent
-    ranked = tuple((str(card), float(score)) for card, score in decision.entry.candidates)
+    agent = decision.agent
+    ranked = tuple((str(card), float(score)) for card, score in decision.candidates)
     how = "route" if agent else "abstain"
-    return Routed(how, agent, decision.score, decision.threshold, ranked, seconds)
+    return Routed(how, agent, *_scores(decision), ranked, seconds)
 
 
-def _next_candidate(decision: _Scored) -> tuple[str, float] | None:
+def _next_candidate(decision: RouteEntry) -> tuple[str, float] | None:
     """Return the best other card and its score when it reaches the threshold (else None)."""
-    others = [c for c in decision.entry.candidates if c[0] != decision.entry.agent]
-    return others[0] if others and others[0][1] >= decision.threshold else None
+    others = [c for c in decision.candidates if c[0] != decision.agent]
+    return others[0] if others and others[0][1] >= _scores(decision)[1] else None
 
 
 def run_card(
@@ -352,7 +374,7 @@ def _second_try(
         if exc.status not in CONFIG_STATUSES or not first.calls:
             raise  # nothing done yet: the caller's to fix
         # the first attempt's tools ran: its Digest says what they did, as a run's would
-        unavailable = _NotTried("model_unavailable", text=str(exc))
+        unavailable = _NotTried("model_unavailable", error=str(exc))
         return _not_rerouted(task, first, card_id, unavailable), messages
     first_score = first.routing.score if first.routing is not None else None
     return _with_attempt(first, first_score, second), (*messages, *held.messages)
@@ -364,7 +386,8 @@ class _NotTried:
 
     why: NotRerouted
     left: Budget | None = None  # budget_short: what the first card left of its budget
-    text: str = ""  # as_recorded: the older recording's sentence; model_unavailable: the error
+    error: str = ""  # model_unavailable: the error's text
+    sentence: str = ""  # as_recorded: the older recording's sentence
 
     @classmethod
     def read(cls, raw: Any, left: Any) -> _NotTried | None:
@@ -373,7 +396,7 @@ class _NotTried:
         if why is not None:
             return cls(why, _budget_read(left) if why == "budget_short" else None)
         # made before tiny kept a reason: its own sentence, said again as it was
-        return cls("as_recorded", text=raw) if isinstance(raw, str) and raw else None
+        return cls("as_recorded", sentence=raw) if isinstance(raw, str) and raw else None
 
     def kept(self) -> dict[str, Any]:
         """The reason as a recording's header keeps it (with the budget left, when short)."""
@@ -412,8 +435,10 @@ def _in_words(task: _Task, first: Digest, card_id: str, not_tried: _NotTried) ->
             short = short_of(left, own, REROUTE_MIN_SHARE) if left is not None else None
             said = f"too little is left of {first.agent_id}'s budget"
             return f"{said}: {short}" if short else said
-        case "model_unavailable" | "as_recorded":
-            return not_tried.text
+        case "model_unavailable":
+            return not_tried.error
+        case "as_recorded":
+            return not_tried.sentence
 
 
 def _whether_tried(task: _Task, first: Digest, card_id: str, left: Budget) -> _NotTried | None:

@@ -108,9 +108,8 @@ class RouteEntry:
     score: float | None = None
     threshold: float | None = None
     clear: bool | None = None
-    # passed through, e.g. `taught`: any JSON a header holds (lists, objects), so it is compared
-    # but not hashed; the fields above make the hash
-    more: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    # passed through, e.g. `taught`: any JSON a header holds (lists, objects)
+    more: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def made(

@@ -47,7 +47,7 @@ from tiny_cli.setting_rules import (
     secret_word,
     tool_specs,
 )
-from tiny_cli.text import half_pair, wrong_kind
+from tiny_cli.text import not_utf8, wrong_kind
 from tiny_cli.userfiles import parse_guarded, read_text
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
@@ -277,7 +277,7 @@ def _flag_text(shown_as: str, value: Any, blank: bool) -> None:
     or the project file with nothing."""
     many = isinstance(value, list | tuple | set | frozenset)
     texts = [os.fsdecode(t) for t in (value if many else [value]) if isinstance(t, str | Path)]
-    if any(half_pair(t) for t in texts):
+    if any(not_utf8(t) for t in texts):
         raise ConfigError(f"{shown_as}: {NOT_UTF8}; give it again in UTF-8", field=shown_as)
     if blank and texts and all(not t.strip() for t in texts):
         raise blank_value(shown_as, field=shown_as)
@@ -427,7 +427,7 @@ def _env(env: Mapping[str, str], var: str) -> str | None:
     value = env.get(var)
     if value and not value.strip():
         raise blank_value(var, field=var, undo="unset it")
-    if value and half_pair(value):
+    if value and not_utf8(value):
         raise ConfigError(f"{var}: {NOT_UTF8}; set it again in UTF-8", field=var)
     return value or None
 

@@ -12,6 +12,7 @@ import codecs
 import datetime
 import json
 import numbers
+import os
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -27,15 +28,19 @@ from tiny_cli.errors import ConfigError
 __all__ = [
     "MAX_GOAL_CHARS",
     "age",
+    "ascii_json",
     "check_task",
     "check_transport",
     "cut_at_word",
     "decimals_apart",
     "endpoint",
     "half_pair",
+    "holds_all",
     "kind_of",
     "looks_utf16",
+    "not_utf8",
     "printable",
+    "printable_errors",
     "quote_name",
     "redact_url",
     "stem",
@@ -170,13 +175,49 @@ def printable(text: str, keep: str = "") -> str:
     visible \\uXXXX escapes, so what a terminal shows is exactly what the text holds;
     characters in `keep` (a summary's newlines) pass through."""
     return "".join(
-        ch
-        if ch == " " or ch in keep or unicodedata.category(ch)[0] not in "CZ"
-        else f"\\u{ord(ch):04x}"
-        if ord(ch) <= 0xFFFF
-        else f"\\U{ord(ch):08x}"
+        ch if ch == " " or ch in keep or unicodedata.category(ch)[0] not in "CZ" else _escape(ch)
         for ch in text
     )
+
+
+def _escape(ch: str) -> str:
+    """`ch` as a visible escape: \\uXXXX, or \\UXXXXXXXX past the 16-bit plane."""
+    return f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}"
+
+
+PRINTABLE_ERRORS = "tiny.printable"  # the codec error handler printable_errors() registers
+
+
+def printable_errors() -> str:
+    """Register, and name, the codec error handler that writes each character a stream's
+    encoding cannot hold (ü on an ASCII terminal, half a UTF-16 pair anywhere) as printable
+    escapes one, \\u00fc, never a `?` that hides what the text holds."""
+    codecs.register_error(PRINTABLE_ERRORS, _escaped)
+    return PRINTABLE_ERRORS
+
+
+def _escaped(error: UnicodeError) -> tuple[str, int]:
+    """The codec error handler: the characters an encoder could not take, escaped."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error  # decoding has its own rule (U+FFFD, _tolerate_bad_bytes)
+    return "".join(map(_escape, error.object[error.start : error.end])), error.end
+
+
+def ascii_json(stream: Any) -> bool:
+    """Whether JSON written to `stream` keeps to ASCII (\\u escapes): on a terminal, so that
+    nothing a model or a page wrote (a bidi override) steers it, and wherever the stream's
+    encoding cannot hold every character (one it cannot would be lost, or a `?`)."""
+    return stream.isatty() or not holds_all(stream)
+
+
+def holds_all(stream: Any) -> bool:
+    """Whether `stream`'s encoding holds every character: a Unicode one (UTF-8, UTF-16…), or
+    none (a stream of str)."""
+    encoding = getattr(stream, "encoding", None)
+    try:
+        return encoding is None or codecs.lookup(encoding).name.startswith("utf")
+    except LookupError:
+        return False
 
 
 def quote_name(name: str) -> str:
@@ -258,6 +299,19 @@ def half_pair(text: str) -> str | None:
     """The first half of a UTF-16 pair `text` holds (a decoded `"\\ud83d"`), or None."""
     found = LONE_SURROGATE.search(text)
     return found[0] if found else None
+
+
+def not_utf8(text: str) -> bool:
+    """Whether text the OS gave (an argument, a variable, a path) holds a byte that is not
+    UTF-8: its bytes (os.fsencode) do not decode as UTF-8. Under an ASCII locale a UTF-8 name
+    is escaped bytes (half pairs) as Python gives it, and works with os functions as it is."""
+    if half_pair(text) is None:
+        return False
+    try:
+        os.fsencode(text).decode("utf-8")
+    except UnicodeError:  # encoding: a half pair no byte stands for; decoding: not UTF-8
+        return True
+    return False
 
 
 def unsurrogated(value: Any) -> Any:

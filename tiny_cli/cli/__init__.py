@@ -23,13 +23,14 @@ import typer
 
 from tiny_cli._version import __version__
 from tiny_cli.errors import ConfigError, TinyError, TinyWarning
-from tiny_cli.text import half_pair, printable
+from tiny_cli.text import half_pair, not_utf8, printable, printable_errors
 
 __all__ = ["app", "main"]
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
-EXIT_USAGE = 2  # bad flags, settings or files (every TinyError without its own code)
+EXIT_USAGE = 2  # bad flags, settings or files (every TinyError without its own code), and a
+# path or device the OS refuses (unreadable, a name too long, a full disk)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 INTERRUPT_GRACE_SECONDS = 2.0  # Ctrl-C: time to close files before the process ends regardless
 EXIT_BY_STATUS = {
@@ -98,7 +99,8 @@ def _not_utf8(ctx: Any, command: Any, args: list[str]) -> list[str]:
     in a task (an argument of plain text) it is read as U+FFFD, as a terminal shows it; in a
     flag's value or another argument (a path, a number) it is an error naming it (a model, file
     or host altered unsaid is wrong). A group's are left for its subcommand; what does not
-    parse is left for the parse that says why."""
+    parse is left for the parse that says why. Under an ASCII locale Python gives UTF-8 bytes
+    as half pairs too: they are UTF-8 (not_utf8), a path kept as given, a task read as text."""
     if not any(half_pair(arg) for arg in args):
         return args
     context = command.context_class(command, parent=ctx)
@@ -106,10 +108,13 @@ def _not_utf8(ctx: Any, command: Any, args: list[str]) -> list[str]:
         opts, _, _ = command.make_parser(context).parse_args(args=list(args))
     except UsageError:
         return args
+    tasks: set[str] = set()
     for param in command.get_params(context):
         given = opts.get(param.name)
         values = given if isinstance(given, list | tuple) else [given]
-        if any(_bad_text(v) for v in values) and not _task_text(param):
+        if _task_text(param):
+            tasks.update(v for v in values if isinstance(v, str))
+        elif any(_bad_text(v) for v in values):
             # a flag by its long name; an argument as its usage line shows it
             option = param.param_type_name == "option"
             name = max(param.opts, key=len) if option else param.metavar or param.name
@@ -118,7 +123,12 @@ def _not_utf8(ctx: Any, command: Any, args: list[str]) -> list[str]:
     if isinstance(command, typer.core.TyperGroup):
         return args
     # what still holds such a byte is a task's (or an extra argument the parse refuses)
-    return [arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for arg in args]
+    return [_as_text(arg) if arg in tasks or not_utf8(arg) else arg for arg in args]
+
+
+def _as_text(arg: str) -> str:
+    """An argument as the text its bytes spell in UTF-8, a byte that is not UTF-8 as U+FFFD."""
+    return arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 # the arguments that are text a person wrote (a task, `runs search`'s words): a byte that is not
@@ -132,8 +142,8 @@ def _task_text(param: Any) -> bool:
 
 
 def _bad_text(value: Any) -> bool:
-    """Whether `value` is text holding half a UTF-16 pair."""
-    return isinstance(value, str) and half_pair(value) is not None
+    """Whether `value` is text holding a byte that is not UTF-8."""
+    return isinstance(value, str) and not_utf8(value)
 
 
 def _say_error(exc: TinyError) -> None:
@@ -231,15 +241,17 @@ def _closed_streams() -> None:
 
 
 def _tolerate_bad_bytes() -> None:
-    """Read invalid UTF-8 on stdin as U+FFFD, as a terminal would show it, and print what no
-    encoder takes as a replacement, not a UnicodeEncodeError.
+    """Read invalid UTF-8 on stdin as U+FFFD, as a terminal would show it, and print what the
+    encoding cannot hold (ü on an ASCII terminal) as printable's escape, \\u00fc, not a
+    UnicodeEncodeError or a `?`.
 
     The arguments keep theirs (Python's lone surrogates) until the command is known: a task's
     is read as U+FFFD, a flag's or a path's is an error (TinyGroup.resolve_command).
     """
-    for stream in (sys.stdin, sys.stdout, sys.stderr):
+    shown = printable_errors()
+    for stream, errors in ((sys.stdin, "replace"), (sys.stdout, shown), (sys.stderr, shown)):
         if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="replace")
+            stream.reconfigure(errors=errors)
 
 
 # Every command in --help's order: name -> (module, attribute, the help --help lists). A
@@ -426,8 +438,39 @@ def _root(
 
 def main() -> None:
     """Run the `tiny` command line: closed streams seen to, bad bytes on stdin read as U+FFFD,
-    Ctrl-C bounded."""
+    Ctrl-C bounded, an error of the OS one line."""
     _closed_streams()
     _tolerate_bad_bytes()
     _bound_interrupts()
-    app()
+    try:
+        app()
+    except OSError as exc:  # a path the OS refuses (unreadable, too long), a device that fails
+        _os_error(exc)
+
+
+def _os_error(exc: OSError) -> NoReturn:
+    """End on an error of the OS as on a TinyError: one line, `tiny: error: PATH: reason` (the
+    path it concerns, or `stdout` when that is what fails), EXIT_USAGE."""
+    paths = [p for p in (exc.filename, exc.filename2) if p is not None]
+    if not _settled(sys.stdout):  # what it printed could not be written (a full disk)
+        paths = paths or ["stdout"]
+    where = " -> ".join(str(p) if isinstance(p, int) else os.fsdecode(p) for p in paths)
+    why = exc.strerror or str(exc) or type(exc).__name__
+    with contextlib.suppress(OSError, ValueError):  # stderr fails too: nobody left to tell
+        typer.echo(f"tiny: error: {printable(f'{where}: {why}' if where else why)}", err=True)
+    _settled(sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def _settled(stream: TextIO) -> bool:
+    """Flush `stream`; where its device fails, point it at the null device (what it holds is
+    lost) so that the exit's flush does not fail again, and say False."""
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, stream.fileno())
+            os.close(null)
+        return False
+    return True

@@ -33,6 +33,7 @@ from typer.main import get_current_context
 from tiny_cli.cli import warn as warn  # the face's one warning line, the library's too
 from tiny_cli.setting_rules import BLANK
 from tiny_cli.settings import Settings, load_settings
+from tiny_cli.text import ascii_json, holds_all
 
 
 def _folder(text: str) -> Path:
@@ -249,16 +250,19 @@ def settings_from(**flags: Any) -> Settings:
 
 def wants_live(quiet: bool, json_out: bool, stderr: Any = None) -> bool:
     """Show the live view only to a person: not with --quiet or --json, only on a terminal
-    (`stderr`, default the process's, is where it would draw)."""
-    return not quiet and not json_out and (stderr or sys.stderr).isatty()
+    (`stderr`, default the process's, is where it would draw) whose encoding holds every
+    character: on another each one it cannot hold is escaped (\\u00fc), the line grows past
+    the screen and the view cannot redraw it."""
+    err = stderr or sys.stderr
+    return not quiet and not json_out and err.isatty() and holds_all(err)
 
 
 def print_json(document: Any, indent: int | None = None) -> None:
     """Print `document` as JSON on the command's stdout (--json sends the rest to stderr): on a
-    terminal every character past ASCII is a \\u escape, so nothing a model or a page wrote (a
-    bidi override) steers it, as `runs export` does; to a pipe or a file, UTF-8 as written."""
+    terminal, or a stdout whose encoding is not UTF-8, every character past ASCII is a \\u
+    escape (text.ascii_json, as `runs export` does); to a UTF-8 pipe or file, as written."""
     out: Any = get_current_context().meta.get(_DOCUMENT_OUT) or sys.stdout
-    typer.echo(json.dumps(document, ensure_ascii=out.isatty(), indent=indent), file=out)
+    typer.echo(json.dumps(document, ensure_ascii=ascii_json(out), indent=indent), file=out)
 
 
 def emit(json_out: bool, document: Any, human: Callable[[], object]) -> None:

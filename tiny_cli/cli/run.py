@@ -61,8 +61,8 @@ from tiny_cli.cli.live import (
     pause_current,
     write_request,
 )
+from tiny_cli.delegation import LazyRouter, run_card
 from tiny_cli.delegation import delegate as run_delegate
-from tiny_cli.delegation import run_card
 from tiny_cli.digest import Brief, Digest, Routing, make_brief
 from tiny_cli.provider.factory import replay_settings
 from tiny_cli.runs.log import Correction, RunLog
@@ -209,8 +209,6 @@ def delegate(
     flags = RunFlags(options, task=task, brief_file=brief_file, must_return=must_return,
                      inputs=inputs, hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
-
-    from tiny_cli.routing.factory import LazyRouter  # numpy: invoke shares this module
 
     with running("delegate", flags) as run:
         book = RouteBook(run.session.exchanges)

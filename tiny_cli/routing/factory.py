@@ -6,10 +6,6 @@ name, the learned examples beside the cards (scrubbed of the API key) and the th
 given or derived (below). The router's state is cached by what it is built from
 (tiny_cli.routing.state).
 
-`LazyRouter` is the router a command may never need: built by `build_router` on the first
-task routed live and kept (a delegate replay routes as recorded and builds none), one task at
-a time (a server's threads share its one embedder).
-
 The abstain threshold a cards folder derives from its own examples, and which one applies.
 
 With learned examples the fixed default stops fitting: the kNN view lifts in-scope scores,
@@ -33,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,14 +56,13 @@ from tiny_cli.routing.examples_file import (
 from tiny_cli.routing.router import (
     DEFAULT_THRESHOLD,
     MARGIN_WEIGHT,
-    Decision,
     Router,
     background_texts,
 )
 from tiny_cli.routing.state import STATE_VERSION, cards_key
 from tiny_cli.routing.tooltexts import ToolTexts, gathered
 from tiny_cli.secrets import scrubber
-from tiny_cli.settings import DEFAULT_TOP, Origin, Settings, check_settings
+from tiny_cli.settings import Origin, Settings, check_settings
 from tiny_cli.text import wrong_kind
 
 if TYPE_CHECKING:
@@ -78,7 +72,6 @@ __all__ = [
     "ABSTAIN_TARGET",
     "FOLDS",
     "MIN_OUT_OF_SCOPE",
-    "LazyRouter",
     "build_router",
     "chosen_threshold",
     "derive_threshold",
@@ -150,25 +143,6 @@ def build_router(
         keep_state=keep_state,
         tool_texts=tool_texts,
     )
-
-
-class LazyRouter:
-    """The router of `cards`, built by `build_router` on the first task routed and kept;
-    routes one task at a time (the build and the embedder are not for two threads at once)."""
-
-    def __init__(
-        self, settings: Settings, cards: Iterable[Card], *, embedder: Embedder | None = None
-    ) -> None:
-        self._build = lambda: build_router(settings, cards, embedder=embedder)
-        self._router: Router | None = None
-        self._lock = threading.Lock()
-
-    def route(self, task: str, top: int = DEFAULT_TOP) -> Decision:
-        """Route `task` (building the router first, if this is the first task)."""
-        with self._lock:
-            if self._router is None:
-                self._router = self._build()
-            return self._router.route(task, top)
 
 
 def _checked(settings: Any, cards: Any) -> tuple[Card, ...]:

@@ -75,6 +75,7 @@ from tiny_cli.runs.store import (
     transaction,
 )
 from tiny_cli.secrets import Scrubber, scrubber
+from tiny_cli.text import ascii_json
 from tiny_cli.userfiles import escape_separators, refuse_special
 
 __all__ = ["DB_NAME", "Correction", "Deletion", "RunLog", "RunQuery", "parse_since"]
@@ -207,7 +208,7 @@ def by_id(db: sqlite3.Connection, sql: str, run_id: int) -> Sequence[Any] | None
 def destination(out: Path | None, stream: TextIO, log: Path) -> Iterator[Write]:
     """Yield what writes one JSON line: to `stream`, or to the file `out`, which appears whole."""
     if out is None:
-        ascii_only = stream.isatty()  # on a terminal no character a page wrote may steer it
+        ascii_only = ascii_json(stream)  # a terminal, or a stream that cannot hold every character
         yield lambda document: stream.write(_line(document, ascii_only))
         return
     with _whole(_checked(out, log)) as file:

@@ -53,13 +53,12 @@ from tiny_cli._version import __version__
 from tiny_cli.agent.loop import Approve, approve_writes, decline_writes
 from tiny_cli.cards.card import Card
 from tiny_cli.cards.load import article
-from tiny_cli.delegation import WRITE_NOT_CONFIRMED, run_card
+from tiny_cli.delegation import WRITE_NOT_CONFIRMED, LazyRouter, Routes, run_card
 from tiny_cli.delegation import delegate as run_delegate
 from tiny_cli.digest import Brief, CallRecord, Digest, make_brief
 from tiny_cli.errors import ConfigError, TinyError
 from tiny_cli.events import Observer, ignore
 from tiny_cli.provider.client import Provider
-from tiny_cli.routing.factory import LazyRouter
 from tiny_cli.routing.router import Decision
 from tiny_cli.secrets import Scrubber, scrubber
 from tiny_cli.serve.stdio import answering_stdio
@@ -160,11 +159,12 @@ class Served:
     in_flight: _InFlight = field(default_factory=_InFlight)  # settled before the log closes
 
 
-def build_server(served: Served, router: LazyRouter | None = None) -> MCPServer:
+def build_server(served: Served, router: Routes | None = None) -> MCPServer:
     """Return the MCP server for a workspace; `router`: the concierge (default: the
-    workspace's, built on its first task, asked one task at a time)."""
+    workspace's LazyRouter, built on its first task, asked one task at a time)."""
     ws = served.ws  # the concierge's embedder loads on its first task
-    service = _Service(served, router or LazyRouter(ws.settings, ws.cards.values()))
+    concierge = router if router is not None else LazyRouter(ws.settings, ws.cards.values())
+    service = _Service(served, concierge)
     # on the root before the SDK would put its rich handler there (it leaves a root that has
     # one); this server's, not an earlier one's (its scrubber knows this server's keys)
     root = logging.getLogger()
@@ -371,9 +371,9 @@ TRACE_KEYS = ("traceparent", "tracestate")  # W3C trace context a host may put i
 class _Service:
     """The tools' work: build the Brief, run the card off the event loop, approve writes."""
 
-    def __init__(self, served: Served, router: LazyRouter) -> None:
+    def __init__(self, served: Served, router: Routes) -> None:
         self.served = served
-        self.router = router  # one task at a time: delegate runs and `route` share its embedder
+        self.router = router  # delegate runs and `route` share it (a LazyRouter: one at a time)
         self.parked: dict[str, _Pending] = {}
 
     def run(
