@@ -14,11 +14,12 @@ from tiny_cli.cards.card import Card, Problem, shown_path
 from tiny_cli.cards.index import NOT_CARDS, cards_by_folder, list_cards
 from tiny_cli.cards.load import (
     NO_MCP_FILE,
-    card_id,
+    WrittenId,
     check_cards,
+    check_ids,
     duplicate_id,
-    field_line,
     read_card,
+    written_id,
 )
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.routing.examples_file import LEARNED_FILENAME, check_learned, line_of_example
@@ -146,10 +147,9 @@ def _folder_clashes(
     for folder in dict.fromkeys(f.parent for f in files):
         first = _sibling_ids(settings, folder, skip, known, mcp)
         for path in (p for p in mine if p.parent == folder):
-            name = card_id(path)
-            if name in first:
-                where, other = ((p, field_line(p, ("id",))) for p in (path, first[name]))
-                problems.append(duplicate_id(name, where, other))
+            written = written_id(path)
+            if written is not None and written.name in first:
+                problems.append(duplicate_id(written, first[written.name]))
     return problems
 
 
@@ -159,17 +159,14 @@ def _sibling_ids(
     skip: Sequence[Path],
     known: Mapping[str, bool],
     mcp: McpConfig | None,
-) -> dict[str, Path]:
-    """Each id the folder's card files but `skip` hold, good or broken, and the first file
-    (in name order) that holds it."""
-    # the folder's own index, as `tiny validate FOLDER` keeps it: only a broken file is read
-    good, _ = check_cards([folder], known, mcp, settings.cache_dir, skip=skip)
-    ids = {card.path: card.id for card in good}
-    first: dict[str, Path] = {}
-    for path in list_cards([folder], skip).paths:
-        name = ids.get(path) or card_id(path)
-        if name is not None:
-            first.setdefault(name, path)
+) -> dict[str, WrittenId]:
+    """Each id the folder's card files but `skip` hold, good or broken, where the first file
+    (in name order) that holds it writes it."""
+    # the folder's own index, as `tiny validate FOLDER` keeps it: a file it holds is not read
+    _, _, ids = check_ids([folder], known, mcp, settings.cache_dir, skip=skip)
+    first: dict[str, WrittenId] = {}
+    for written in ids:
+        first.setdefault(written.name, written)
     return first
 
 

@@ -236,11 +236,7 @@ def _stamp(found: os.stat_result) -> Stamp:
 def _card_name(name: str) -> bool:
     """True for a name a cards folder reads: not hidden (an editor's lock file `.#web.yaml`,
     macOS's `._web.yaml`), a card's suffix, and no README or mcp.yaml."""
-    return (
-        not name.startswith(".")
-        and os.path.splitext(name)[1] in CARD_SUFFIXES
-        and name not in NOT_CARDS
-    )
+    return name not in NOT_CARDS and _not_a_card(name) is None
 
 
 def _refusal(path: Path, folder: Path, link: bool) -> str | None:

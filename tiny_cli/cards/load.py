@@ -15,7 +15,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -180,46 +180,61 @@ def check_cards(
     With `cache_dir`, a card file accepted before and unchanged since is taken from the card
     index (tiny_cli.cards.index) instead of being checked again; `clock` (ns) dates the index.
     """
+    cards, problems, _ = check_ids(paths, known_tools, mcp, cache_dir, clock, skip)
+    return cards, problems
+
+
+@dataclass(frozen=True)
+class WrittenId:
+    """A card file's id as written, good card or broken: its file, line and key (`id`, or a
+    subagent's `name`; None: not known, the card taken from the index)."""
+
+    name: str
+    path: Path
+    line: int | None
+    key: str | None
+
+
+def check_ids(
+    paths: Sequence[Path],
+    known_tools: Mapping[str, bool],
+    mcp: McpConfig | None = None,
+    cache_dir: Path | None = None,
+    clock: Callable[[], int] = time.time_ns,
+    skip: Sequence[Path] = (),
+) -> tuple[list[Card], list[Problem], list[WrittenId]]:
+    """`check_cards`, with the id every card file (good or broken) writes, in load order."""
     cards: list[Card] = []
     listing = list_cards(paths, (*skip, mcp.path) if mcp is not None else skip)
-    problems = list(listing.problems)
+    problems, ids = list(listing.problems), []
     # (folder, id) -> where it was first: each folder is a set of cards of its own, as a route
     # reads one; two folders checked at once may hold the same card
-    seen: dict[tuple[Path, str], tuple[Path, int | None]] = {}
+    seen: dict[tuple[Path, str], WrittenId] = {}
     index = CardIndex.open(cache_dir, paths, card_salt(known_tools, mcp), clock)
     for path, stamp in listing.files:
-        card, found, id_line = _indexed(path, stamp, known_tools, mcp, index)
+        card, found, written = _indexed(path, stamp, known_tools, mcp, index)
         problems.extend(found)
         # a card with problems still holds its id: a clash is told with the rest at once
-        name = card.id if card is not None else card_id(path)
-        if name is None:
+        if written is None:
             continue
-        where = (path, id_line if card is not None else field_line(path, ("id",)))
-        if (path.parent, name) in seen:
-            problems.append(duplicate_id(name, where, seen[path.parent, name]))
-            continue
-        seen[path.parent, name] = where
-        if card is not None:
+        ids.append(written)
+        first = seen.setdefault((path.parent, written.name), written)
+        if first is not written:
+            problems.append(duplicate_id(written, first))
+        elif card is not None:
             cards.append(card)
     index.save(listing.paths)
     for group in cards_by_folder(cards).values():
         problems += _declared_twice(group) + _wire_clashes(group, known_tools)
-    return cards, problems
+    return cards, problems, ids
 
 
-def duplicate_id(
-    card_id: str, where: tuple[Path, int | None], first: tuple[Path, int | None]
-) -> Problem:
-    """The problem of a card (`where`: file, line) whose id a card `first` has: a route refuses."""
-    message = f"duplicate id {card_id!r} (already used in {shown_path(str(first[0]))}:{first[1]})"
-    return Problem(str(where[0]), where[1], _id_key(where[0]), message)
-
-
-def _id_key(path: Path) -> str:
-    """The key a card file writes its id as: a subagent's `name`, any other card's `id`."""
-    parsed = read_card(path) if path.suffix == ".md" else None
-    subagent = parsed is not None and not isinstance(parsed, Problem) and is_subagent(parsed[2])
-    return "name" if subagent else "id"
+def duplicate_id(this: WrittenId, first: WrittenId) -> Problem:
+    """The problem of a card file whose id the card file `first` has: a route refuses."""
+    message = f"duplicate id {this.name!r} (already used in {shown_path(str(first.path))}:"
+    found = written_id(this.path) if this.key is None else this  # the index keeps no key
+    key = (found.key if found is not None else None) or "id"
+    return Problem(str(this.path), this.line, key, f"{message}{first.line})")
 
 
 def _indexed(
@@ -228,18 +243,18 @@ def _indexed(
     known_tools: Mapping[str, bool],
     mcp: McpConfig | None,
     index: CardIndex,
-) -> tuple[Card | None, list[Problem], int | None]:
+) -> tuple[Card | None, list[Problem], WrittenId | None]:
     """The card the index holds for the unchanged file, else the file checked (and indexed)."""
     hit = index.get(path, stamp)
     if hit is not None:
         card = _from_index(hit[0], path)
         if card is not None:
-            return card, [], hit[1]
+            return card, [], WrittenId(card.id, path, hit[1], None)
         index.forget(path)  # damaged: not what a check accepted; the file is checked again
-    card, found, id_line, data = check_file(path, known_tools, mcp)
-    if card is not None and data is not None:
-        index.put(path, stamp, data, id_line)
-    return card, found, id_line
+    card, found, written, data = check_file(path, known_tools, mcp)
+    if card is not None and data is not None and written is not None:
+        index.put(path, stamp, data, written.line)
+    return card, found, written
 
 
 # --- one file -----------------------------------------------------------------------------
@@ -247,16 +262,18 @@ def _indexed(
 
 def check_file(
     path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None = None
-) -> tuple[Card | None, list[Problem], int | None, dict[str, Any] | None]:
-    """Check one card file: its card, or every problem; its id's line, and the data accepted."""
+) -> tuple[Card | None, list[Problem], WrittenId | None, dict[str, Any] | None]:
+    """Check one card file: its card, or every problem; the id it writes, and the data
+    accepted."""
     name, parsed = str(path), read_card(path)
     if isinstance(parsed, Problem):
         return None, [parsed], None, None
     front, node, data = parsed
     fields = _fields(path, front, node, data, known_tools)
+    written = _id_of(path, data, fields)
     problems = _duplicate_keys(name, node) + [Problem(name, *i) for i in fields.issues]
     if fields.data is None:
-        return None, problems, None, None
+        return None, problems, written, None
     data, lines = fields.data, fields.lines
     schema = _schema_problems(name, data, lines, fields.shown)
     rejected = {p.field for p in schema}  # one fault, one line: the schema's
@@ -264,18 +281,42 @@ def check_file(
     problems += schema + [p for p in semantic if p.field not in rejected]
     if problems:
         shown = fields.shown  # a subagent's `name` is the card's id: say `name`
-        return None, [replace(p, field=shown.get(p.field, p.field)) for p in problems], None, None
-    return _build(data, path), [], lines.get(("id",)), data
+        return (
+            None,
+            [replace(p, field=shown.get(p.field, p.field)) for p in problems],
+            written,
+            None,
+        )
+    return _build(data, path), [], written, data
 
 
 def card_id(path: Path) -> str | None:
     """A card file's id as written (a subagent's `name`); None where it cannot be read or is
     no mapping (its check is `check_file`'s)."""
     parsed = read_card(path)
+    return _id_in(parsed[2]) if not isinstance(parsed, Problem) else None
+
+
+def written_id(path: Path) -> WrittenId | None:
+    """A card file's id as written, read once; None where there is none (`card_id`)."""
+    parsed = read_card(path)
     if isinstance(parsed, Problem):
         return None
-    found = parsed[2].get("name" if is_subagent(parsed[2]) else "id")
+    return _id_of(path, parsed[2], _fields(path, *parsed, {}))
+
+
+def _id_in(data: Mapping[str, Any]) -> str | None:
+    """The id a card's mapping writes (a subagent's `name`), if it is a string."""
+    found = data.get("name" if is_subagent(data) else "id")
     return found if isinstance(found, str) else None
+
+
+def _id_of(path: Path, data: Mapping[str, Any], fields: Fields) -> WrittenId | None:
+    """The id a card file writes, with its line and its key as the file names it."""
+    name = _id_in(data)
+    if name is None:
+        return None
+    return WrittenId(name, path, _line_of(fields.lines, ("id",)), fields.shown.get("id", "id"))
 
 
 def read_card(path: Path) -> tuple[Frontmatter, yaml.MappingNode, dict[str, Any]] | Problem:

@@ -8,6 +8,7 @@ What is wrong here is an `Issue`, (line, field, message), its line counted in th
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -122,11 +123,11 @@ def _claude(data: dict[str, Any], lines: dict[tuple, int], known: Mapping[str, b
     root = lines.get(())
     missing = [key for key in ("name", "description") if key not in data]
     if missing:  # a misspelt key says which, not only that its field is missing
-        issues = _unknown(data, lines)
+        issues, suggested = _unknown(data, lines)
         msg = "missing: a Claude Code subagent has a name (its id) and a description"
-        said = [key for key in missing if any(f"mean {key!r}" in m for *_, m in issues)]
-        return Fields(None, lines, issues + [(root, k, msg) for k in missing if k not in said])
-    issues = _unknown(data, lines, (INSTRUCTIONS,))  # the schema says any other
+        told = [(root, k, msg) for k in missing if k not in suggested]
+        return Fields(None, lines, issues + told, SHOWN)
+    issues, _ = _unknown(data, lines, (INSTRUCTIONS,))  # the schema says any other
     tools, at = _tools(data, lines, known, issues)
     kept = {k: v for k, v in data.items() if k not in (*CLAUDE_KEYS, INSTRUCTIONS)}
     out = {"id": data["name"], "summary": data["description"], "tools": tools, **kept}
@@ -141,16 +142,23 @@ def _claude(data: dict[str, Any], lines: dict[tuple, int], known: Mapping[str, b
 
 def _unknown(
     data: dict[str, Any], lines: dict[tuple, int], only: tuple[str, ...] = ()
-) -> list[Issue]:
-    """An issue for each key a subagent may not hold (of `only`, if given), with the keys it may."""
+) -> tuple[list[Issue], set[str]]:
+    """An issue for each key a subagent may not hold (of `only`, if given), with the keys it
+    may; and the keys those issues suggest instead (a misspelt `nmae`: `name`)."""
     allowed = subagent_keys()
     unknown = [k for k in data if k not in (*allowed, *IGNORED) and (not only or k in only)]
     issues: list[Issue] = []
+    suggested: set[str] = set()
     for key in sorted(map(str, unknown)):
         listed = f"; allowed: {', '.join(allowed)}"
-        tip = did_you_mean(key, allowed, listed) if key != INSTRUCTIONS else f"{listed}{BODY}"
+        if key == INSTRUCTIONS:
+            close, tip = [], f"{listed}{BODY}"
+        else:  # the allowed key did_you_mean would pick, kept to say which key it suggests
+            close = difflib.get_close_matches(key, allowed, n=1)
+            tip = did_you_mean(key, close, listed)
+        suggested.update(close)
         issues.append((lines.get((key,), lines.get(())), key, f"unknown key{tip}"))
-    return issues
+    return issues, suggested
 
 
 def _tools(
