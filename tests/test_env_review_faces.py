@@ -22,6 +22,8 @@ import pytest
 
 from tiny_cli.testing import ScriptedServer, tool_call
 
+from .conftest import REPO
+
 TINY = [sys.executable, "-m", "tiny_cli"]
 SECONDS = 60  # a generous cap on one command: a hung one fails the test
 FULL = Path("/dev/full")  # Linux: every write fails with ENOSPC
@@ -193,6 +195,12 @@ def test_a_utf8_path_under_an_ascii_locale_is_taken(cli_env, tmp_path) -> None:
     out = folder / "runs.jsonl"
     assert _tiny(env, "runs", "export", "--out", str(out)).returncode == 0  # a flag
     assert out.exists() and (folder / "home").is_dir()
+    cards = shutil.copytree(REPO / "cards", folder / "cards")  # a folder of cards
+    assert _tiny(env, "validate", str(cards)).returncode == 0
+    assert (
+        "docs-finder"
+        in _tiny(env, "route", "how do I request vacation", "--cards", str(cards)).stdout
+    )
     # a byte that is not UTF-8 is still refused, naming the flag
     bad = _one_error(_tiny(env, "runs", "export", "--out", os.fsencode(tmp_path) + b"/\xff"))
     assert bad.startswith("--out: holds a byte that is not UTF-8"), bad

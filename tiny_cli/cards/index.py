@@ -354,5 +354,6 @@ def _seal(data: Mapping[str, Any], id_line: int | None) -> str:
 
 def index_file(cache_dir: Path, paths: Sequence[Path]) -> Path:
     """The index file of the card folders `paths`."""
-    where = hashlib.sha256("\0".join(str(p.resolve()) for p in paths).encode()).hexdigest()
+    # the bytes of the paths: under an ASCII locale a UTF-8 name is a str no codec takes whole
+    where = hashlib.sha256(b"\0".join(os.fsencode(p.resolve()) for p in paths)).hexdigest()
     return cache_dir / CACHE_DIR / f"{where[:24]}.json"
