@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_cli.agent.reply import read_action, recover_calls, response_format
+from tiny_cli.agent.reply import read_actions, recover_calls, response_format
 from tiny_cli.testing import reply, tool_call
 
 TASK = "how did the onboarding process work again"
@@ -188,8 +188,8 @@ def test_bad_tool_mode_and_wall_scale_are_one_line_errors(tiny) -> None:
 def test_call_shaped_text_is_recovered(text: str) -> None:
     (call,) = recover_calls(text, 0)
     assert call.name == "docs_search" and json.loads(call.arguments) == {"query": "x"}
-    read = read_action(text, 0)  # the json-mode reader, when a server ignores the schema
-    assert read is not None and (read.name, read.arguments) == (call.name, call.arguments)
+    (read,) = read_actions(text, 0)  # the json-mode reader, when a server ignores the schema
+    assert (read.name, read.arguments) == (call.name, call.arguments)
 
 
 def test_a_fenced_call_after_the_switch_to_json_runs(run, scripted_server) -> None:
@@ -214,7 +214,7 @@ def test_a_fenced_call_after_the_switch_to_json_runs(run, scripted_server) -> No
 )
 def test_answers_and_prose_are_not_calls(text: str) -> None:
     assert recover_calls(text, 0) == ()
-    assert read_action(text, 0) is None
+    assert read_actions(text, 0) == ()
 
 
 def test_without_an_answer_branch_only_the_tools_remain() -> None:

@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
+
 from tiny_cli.agent.reply import without_reasoning
 from tiny_cli.cards.card import Card
 from tiny_cli.errors import ConfigError, ProviderError
@@ -154,7 +156,9 @@ def generate(
     force: bool = False,
     *,
     provider: Provider | None = None,
+    transport: httpx.BaseTransport | None = None,
     progress: Callable[[str], None] = lambda line: None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Generated:
     """Write `per_card` generated examples for each card (of `only`, if given) not done yet.
 
@@ -162,11 +166,11 @@ def generate(
     """
     if not 1 <= per_card <= MAX_PER_CARD:
         raise ConfigError(f"--per-card {per_card}: expected 1 to {MAX_PER_CARD}")
-    started = time.monotonic()
-    every = list(open_workspace(settings).cards.values())
+    started = clock()
+    every = list(open_workspace(settings, transport).cards.values())
     cards = _chosen(every, only)
     model = model_for(settings, None)
-    ask = provider or OpenAIProvider(settings.base_url, settings.api_key)
+    ask = provider or OpenAIProvider(settings.base_url, settings.api_key, transport=transport)
     descriptions = gathered(settings).descriptions
     folder, done = learned_folder(settings, writing=True), []
     temperature = GENERATE_TEMPERATURE if settings.temperature is None else settings.temperature
@@ -178,7 +182,7 @@ def generate(
         done.append(outcome)
         progress(f"[{number}/{len(cards)}] {card.id}: {_said(outcome)}")
     wrote = any(c.status == "generated" for c in done)
-    dropped, report = _finish(settings, folder, wrote)
+    dropped, report = _finish(settings, folder, transport, wrote)
     done = [replace(c, dropped=dropped[c.card]) for c in done]
     overlapping = sum(dropped.values())
     failed = tuple(c.card for c in done if c.status == "failed")
@@ -187,8 +191,8 @@ def generate(
     )
     return Generated(
         folder / LEARNED_FILENAME, status, tuple(done), overlapping, job.cost.card_requests,
-        job.cost.tokens_in, job.cost.tokens_out, round(time.monotonic() - started, 3), model,
-        report, failed, temperature,
+        job.cost.tokens_in, job.cost.tokens_out, round(clock() - started, 3), model, report, failed,
+        temperature,
     )  # fmt: skip
 
 
@@ -200,7 +204,8 @@ def prune_generated(settings: Settings, only: Sequence[str] = ()) -> tuple[int, 
     cards = open_workspace(settings).cards
     folder = learned_folder(settings, writing=True)
     with locked(folder / LEARNED_FILENAME):
-        learned = load_learned(folder)
+        # a generated line today's checks refuse (an older tiny wrote it) is removed, not read
+        learned = load_learned(folder, check_generated=False)
         _refuse_unknown(only, {*cards, *learned.generated})
         gone = [c for c in learned.generated if not only or c in only]
         removed = sum(len(learned.generated[c]) for c in gone)
@@ -381,7 +386,7 @@ def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
 
 
 def _finish(
-    settings: Settings, folder: Path, wrote: bool
+    settings: Settings, folder: Path, transport: httpx.BaseTransport | None, wrote: bool
 ) -> tuple[Counter[str], LearnReport | None]:
     """Run the overlap check and derive the threshold again when this run wrote examples or
     an interrupted one left them to do; (examples dropped by card, the threshold's report)."""
@@ -390,14 +395,16 @@ def _finish(
     stale = learned.threshold is not None and learned.threshold.sha != learned.sha()
     if not (wrote or unchecked or stale):
         return Counter(), None
-    dropped = _drop_overlaps(settings, folder) if wrote or unchecked else Counter()
-    return dropped, learn(settings, [])
+    dropped = _drop_overlaps(settings, folder, transport) if wrote or unchecked else Counter()
+    return dropped, learn(settings, [], transport)
 
 
-def _drop_overlaps(settings: Settings, folder: Path) -> Counter[str]:
+def _drop_overlaps(
+    settings: Settings, folder: Path, transport: httpx.BaseTransport | None
+) -> Counter[str]:
     """Drop generated examples that `tiny validate` would name (closer to another card), and
     take the unchecked mark off every card's key."""
-    cards = list(open_workspace(settings).cards.values())
+    cards = list(open_workspace(settings, transport).cards.values())
     dropped: Counter[str] = Counter()
     with locked(folder / LEARNED_FILENAME):
         learned = load_learned(folder)
@@ -405,7 +412,7 @@ def _drop_overlaps(settings: Settings, folder: Path) -> Counter[str]:
         kept = replace(learned, generation=keys)
         # dropping some moves their card's group: others may sit closer elsewhere now, so
         # again until none does (each round drops one at least: it ends)
-        while bad := _overlapping(settings, cards, kept):
+        while bad := _overlapping(settings, cards, kept, transport):
             dropped.update(card for card, _ in bad)
             made = {c: [t for t in ts if (c, t) not in bad] for c, ts in kept.generated.items()}
             kept = kept.keeping_generated(made)
@@ -414,9 +421,12 @@ def _drop_overlaps(settings: Settings, folder: Path) -> Counter[str]:
     return dropped
 
 
-def _overlapping(settings: Settings, cards: list[Card], learned: Learned) -> set[tuple[str, str]]:
+def _overlapping(
+    settings: Settings, cards: list[Card], learned: Learned, transport: httpx.BaseTransport | None
+) -> set[tuple[str, str]]:
     """The generated examples (card, task) closer to another card than to their own."""
-    router = build_router(settings, cards, learned=learned, keep_state=False)
+    router = build_router(settings, cards, learned=learned, transport=transport,
+                          keep_state=False)  # fmt: skip
     return {
         (o.agent_id, o.text)
         for o in router.overlaps()

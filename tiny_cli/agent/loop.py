@@ -372,7 +372,7 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
         if meter.remaining() <= 0:  # before every request: a slow model or tool spends it too
             return run.out_of_time(meter.slowest())
         try:
-            reply = run.ask(provider, model)
+            reply, text = run.ask(provider, model)
         except ProviderTimeout as exc:
             return _timed_out(run, exc)
         except ProviderError as exc:
@@ -382,10 +382,16 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
             if exc.status in CONFIG_STATUSES and not _tool_ran(meter):
                 raise
             return run.failed(str(exc))  # mid-run: the Digest keeps what the tools did
-        calls = _calls_in(run, reply)
+        calls = _calls_in(run, reply, text)
         if calls and stop:
             return _stopped(run, calls[0])
-        if calls and not run.wrapping:
+        if run.wrapping:  # the tool budget ran out before this reply: its calls are ghosts
+            run.keep(reply, ghosts=calls)
+            if _haunted(run):
+                return run.failed(verdict.GHOST_CALLS)
+            answer = run.take_answer(reply, text, partial=True)  # it cannot be `ok`
+            return run.answered(answer, forced=verdict.MAX_TOOL_CALLS)
+        if calls:
             try:
                 run.call_tools(calls, reply)
             except ToolServerError as exc:  # a tool server died: no later call can reach it
@@ -393,13 +399,10 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
             if _haunted(run):
                 return run.failed(verdict.GHOST_CALLS)
             continue
-        if run.insist_on_a_tool(reply):
+        if run.insist_on_a_tool(reply, text):
             continue
-        answer = run.take_answer(reply, calls)  # the wrap-up turn's calls: ghosts, kept
-        if run.wrapping:  # the tool budget ran out before this answer: it cannot be `ok`
-            if _haunted(run):
-                return run.failed(verdict.GHOST_CALLS)
-            return run.answered(answer, forced=verdict.MAX_TOOL_CALLS)
+        run.keep(reply)
+        answer = run.take_answer(reply, text)
         if not answer.problems:  # an object cut off mid-reply may end in a cut value
             cut = _cut_short(answer, reply.finish_reason)
             run.notes += (cut,) if cut else ()
@@ -407,7 +410,7 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
         if run.repaired:
             problems = "; ".join(answer.problems)
             return run.failed(verdict.SCHEMA, f"answer still unusable after one repair: {problems}")
-        run.ask_for_repair(answer, reply.content)
+        run.ask_for_repair(answer, text)
 
 
 def _tool_ran(meter: Meter) -> bool:
@@ -468,14 +471,14 @@ def _finish(finish_reason: object) -> str:
     return f"finish_reason {printable(finish_reason[:MAX_FINISH_CHARS])!r}"
 
 
-def _calls_in(run: _Run, reply: Completion) -> tuple[ToolCall, ...]:
+def _calls_in(run: _Run, reply: Completion, text: str) -> tuple[ToolCall, ...]:
     """Return the calls a reply asks for, in any mode and turn: native (json mode too),
-    json-mode, or recovered from its text."""
+    json-mode, or recovered from its `text` (less its reasoning)."""
     if reply.tool_calls:
         return _answerable(reply.tool_calls, run.meter)
     if run.json:
-        return read_actions(reply.content, len(run.meter.calls))
-    return recover_calls(reply.content, len(run.meter.calls))
+        return read_actions(text, len(run.meter.calls))
+    return recover_calls(text, len(run.meter.calls))
 
 
 def _said(reply: Completion, calls: Sequence[ToolCall]) -> dict[str, Any]:
@@ -556,15 +559,13 @@ class _Run:
         """The tools the agent has now: its card's, and read_artifact once it holds artifacts."""
         return self._card_schemas + self._reader_schema()
 
-    @property
-    def offered(self) -> list[dict[str, Any]]:
-        """The tools the next request offers: none in the wrap-up turn (the budget is spent)."""
-        return [] if self.wrapping else self.schemas
-
-    def ask(self, provider: Provider, model: str) -> Completion:
-        """Send the context with this mode's tools or constraint; count what the answer cost."""
+    def ask(self, provider: Provider, model: str) -> tuple[Completion, str]:
+        """Send the context with this mode's tools or constraint; count what the answer cost.
+        Return the reply as sent (the context and the log keep it) and, read by all else, its
+        text `without_reasoning`."""
         forced = self._tool_first()
-        tools = [] if self.json else self.offered
+        offered = [] if self.wrapping else self.schemas  # the wrap-up turn offers no tool
+        tools = [] if self.json else offered
         meter, asked, turn = self.meter, self.meter.clock(), self.meter.turns + 1
         self.observer(TurnStarted(turn, meter.remaining(), len(meter.calls), self.json))
         try:
@@ -573,7 +574,7 @@ class _Run:
                 list(self.messages),  # the context as asked: later turns append to it
                 tools,
                 meter.budget.max_output_tokens,
-                response_format=self._constraint(forced) if self.json else None,
+                response_format=self._constraint(forced, offered) if self.json else None,
                 tool_choice="required" if forced and tools else None,
                 temperature=self.temperature,
                 agent=self.card.id,
@@ -587,13 +588,11 @@ class _Run:
         calls = tuple((c.id, c.name, c.arguments) for c in reply.tool_calls)
         replied = reply.content, len(calls), reply.finish_reason, calls
         self.observer(ModelReplied(turn, reply.tokens_in, reply.tokens_out, seconds, *replied))
-        return reply
+        return reply, without_reasoning(reply.content)
 
     def call_tools(self, calls: Sequence[ToolCall], reply: Completion) -> None:
         """Run each call and answer it (as text if not sent as `tool_calls`); echo only these."""
-        native, recovered = bool(reply.tool_calls), not reply.tool_calls and not self.json
-        self.messages.append(_said(reply, calls))
-        self.notes += _dropped(len(reply.tool_calls), len(calls))
+        native, recovered = bool(reply.tool_calls), self._echo(reply, calls)
         for call in calls:
             content = self._handle(call, recovered)
             self.messages.append(
@@ -608,20 +607,20 @@ class _Run:
             limit = self.meter.budget.max_tool_calls
             self.messages.append({"role": "user", "content": wrap_up_message(limit)})
 
-    def _handle(self, call: ToolCall, recovered: bool) -> str:
+    def _handle(self, call: ToolCall, recovered: bool, ghost: bool = False) -> str:
         """Run one call between its two events; a ghost (a tool not offered now) is reported."""
         name = shown_name(call.name)  # a ghost's name may be any length; no tool's is past 64
         self.observer(ToolCalled(call.id, name, call.arguments, recovered))
         started, kept = self.meter.clock(), len(self._created())
         called = call_tool(
             call,
-            None if self.wrapping else self.tool(call.name),
+            None if ghost else self.tool(call.name),
             card=self.card,
             approve=self.approve,
             meter=self.meter,
             artifacts=self.artifacts,
             recovered=recovered,
-            have=[s["function"]["name"] for s in self.offered],
+            have=[] if ghost else [s["function"]["name"] for s in self.schemas],
         )
         self.notes += (called.note,) if called.note else ()
         if called.outcome == "ghost":
@@ -632,30 +631,39 @@ class _Run:
         self.observer(ToolFinished(call.id, name, called.outcome, seconds, called.content))
         return called.content
 
-    def insist_on_a_tool(self, reply: Completion) -> bool:
+    def insist_on_a_tool(self, reply: Completion, text: str) -> bool:
         """`first: tool` in auto mode: an answer before any tool ran switches the run to json."""
         if not self._tool_first() or self.mode != "auto" or self.json or self.insisted:
             return False
-        if parse_reply(reply.content, ()).data.get("status") == "refused":
+        if parse_reply(text, (), sent=reply.content).data.get("status") == "refused":
             return False  # not its job: a refusal needs no tool result
         self.insisted = True
         self.messages += [_said(reply, ()), {"role": "user", "content": CALL_FIRST}]
         self._switch_to_json("the model answered before calling a tool")
         return True
 
-    def take_answer(self, reply: Completion, calls: Sequence[ToolCall] = ()) -> Reply:
-        """Take a reply as the answer: into the context, parsed by the contract (as a partial
-        is, once the tool budget is spent: it cannot be `ok`). `calls`, made in the wrap-up
-        turn, which offers no tool, are ghost calls: counted and kept, never answered."""
+    def keep(self, reply: Completion, ghosts: Sequence[ToolCall] = ()) -> None:
+        """Put a reply taken as the answer into the context. `ghosts`: the calls it made in the
+        wrap-up turn, which offers no tool: ghost calls, counted and kept, never answered."""
+        recovered = self._echo(reply, ghosts)
+        for call in ghosts:
+            self._handle(call, recovered, ghost=True)
+
+    def _echo(self, reply: Completion, calls: Sequence[ToolCall]) -> bool:
+        """Append the reply with the calls taken to the context; True if they were recovered."""
         self.messages.append(_said(reply, calls))
         self.notes += _dropped(len(reply.tool_calls), len(calls))
-        for call in calls:
-            self._handle(call, recovered=not reply.tool_calls and not self.json)
-        return parse_reply(reply.content, self.required, self.card.returns, partial=self.wrapping)
+        return not reply.tool_calls and not self.json  # a recovered call
 
-    def ask_for_repair(self, answer: Reply, content: str | None) -> None:
+    def take_answer(self, reply: Completion, text: str, partial: bool = False) -> Reply:
+        """Parse a reply's `text` by the contract (as a partial is when `partial`: the tool
+        budget was spent before it, so it cannot be `ok`)."""
+        types, sent = self.card.returns, reply.content
+        return parse_reply(text, self.required, types, partial=partial, sent=sent)
+
+    def ask_for_repair(self, answer: Reply, text: str) -> None:
         """Keep the bad answer as the draft and tell the model, once, what is wrong with it."""
-        self.repaired, self.draft = True, without_reasoning(content).strip() or self.draft
+        self.repaired, self.draft = True, text.strip() or self.draft
         self.observer(Repairing(tuple(answer.problems)))
         repair = repair_message(answer.problems, self.required, self.card.returns)
         self.messages.append({"role": "user", "content": repair})
@@ -702,8 +710,7 @@ class _Run:
             return self.card
         return replace(self.card, tools=(*self.card.tools, READ_ARTIFACT))
 
-    def _constraint(self, forced: bool) -> dict[str, Any]:
-        tools = self.offered
+    def _constraint(self, forced: bool, tools: list[dict[str, Any]]) -> dict[str, Any]:
         answer = None if forced and tools else answer_schema(self.card, self.required)
         return response_format(tools, answer)
 

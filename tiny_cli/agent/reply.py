@@ -16,8 +16,9 @@ the request.
 A call written as text (bare JSON, a ```json fence, Hermes `<tool_call>` tags, doubled
 braces) is a *recovered* call: run like any other, counted apart, never silent.
 
-Both read a reply `without_reasoning`: the `<think>` block a reasoning model writes before it
-answers, left in the text by a server that does not split it off, is neither call nor answer.
+Both read a reply's text `without_reasoning`, taken off once by the caller: the `<think>`
+block a reasoning model writes before it answers, left in the text by a server that does not
+split it off, is neither call nor answer.
 """
 
 from __future__ import annotations
@@ -116,9 +117,12 @@ def parse_reply(
     types: Mapping[str, dict] | None = None,
     *,
     partial: bool = False,
+    sent: str | None = None,
 ) -> Reply:
     """Find the JSON object in a final answer (prose and code fences tolerated) and check it.
 
+    `text` is the answer `without_reasoning`; `sent`, the reply as the model sent it where
+    that differs: its size is the answer's, and one that held only reasoning is said to.
     `types` maps fields to the JSON Schema their values must match (a card's `returns`); a
     string that is exactly a number or boolean of its field's type is read as that value.
     A `partial` may leave out required fields (`missing_fields` names them); `ok` may not.
@@ -126,11 +130,11 @@ def parse_reply(
     so it is taken as one is, never repaired.
     """
     text, types = text or "", types or {}
-    if len(text) > MAX_REPLY_CHARS:
+    sent = text if sent is None else sent
+    if len(sent) > MAX_REPLY_CHARS:
         return Reply(
-            {}, (f"your answer is {len(text):,} characters; answer with one short JSON object",)
+            {}, (f"your answer is {len(sent):,} characters; answer with one short JSON object",)
         )
-    text, sent = without_reasoning(text), text
     if sent.strip() and not text.strip():
         return Reply({}, (REASONING_ONLY,))
     data, notes, problem = _locate_object(text)
@@ -527,18 +531,13 @@ def response_format(
     return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": schema}}
 
 
-def read_action(text: str | None, number: int) -> ToolCall | None:
-    """Return the first tool call a json-mode reply asks for, or None for a final answer."""
-    return next(iter(read_actions(text, number)), None)
-
-
-def read_actions(text: str | None, number: int) -> tuple[ToolCall, ...]:
-    """Return the tool calls a json-mode reply asks for; none for a final answer.
+def read_actions(text: str, number: int) -> tuple[ToolCall, ...]:
+    """Return the tool calls a json-mode reply's text asks for; none for a final answer.
 
     The reply is the object; from a server that ignores `response_format`, every call in its
     `<tool_call>` tags or fences, read as an `auto` run's recovered calls are.
     """
-    whole = _load(without_reasoning(text))
+    whole = _load(text)
     if isinstance(whole, dict):
         call = _as_call(whole, f"json_{number}", bare=True)
         return () if call is None else (call,)
@@ -546,7 +545,7 @@ def read_actions(text: str | None, number: int) -> tuple[ToolCall, ...]:
 
 
 def recover_calls(
-    text: str | None, first_number: int, kind: str = "recovered", *, bare: bool = False
+    text: str, first_number: int, kind: str = "recovered", *, bare: bool = False
 ) -> tuple[ToolCall, ...]:
     """Return the tool calls a reply wrote as text instead of `tool_calls` (none if none).
 
@@ -555,7 +554,7 @@ def recover_calls(
     begins each call's id; `bare` as `_as_call` takes it.
     """
     calls: list[ToolCall] = []
-    for chunk in _chunks(without_reasoning(text))[:MAX_RECOVERED_CALLS]:
+    for chunk in _chunks(text)[:MAX_RECOVERED_CALLS]:
         data = _load(chunk)
         for item in data if isinstance(data, list) else [data]:
             call = _as_call(item, f"{kind}_{first_number + len(calls)}", bare)
