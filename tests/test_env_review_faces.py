@@ -10,11 +10,9 @@ from __future__ import annotations
 import errno
 import json
 import os
-import select
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import pytest
 from tiny_cli.testing import ScriptedServer, tool_call
 
 from .conftest import REPO
+from .test_approval import _read_until
 
 TINY = [sys.executable, "-m", "tiny_cli"]
 SECONDS = 60  # a generous cap on one command: a hung one fails the test
@@ -158,29 +157,14 @@ def _on_a_terminal(env: dict[str, str], args: Sequence[str]) -> str:
     process = subprocess.Popen([*TINY, *args], env=env, **ends)
     os.close(follower)
     try:
-        seen = _read_until(leader, b"[y/N]: ")
+        seen = _read_until(leader, b"[y/N]: ", SECONDS)
         os.write(leader, b"n\n")
         process.wait(timeout=SECONDS)
-        return (seen + _read_until(leader, None)).decode("utf-8", "replace")
+        return (seen + _read_until(leader, None, SECONDS)).decode("utf-8", "replace")
     finally:
         process.kill()
         process.wait()
         os.close(leader)
-
-
-def _read_until(fd: int, wanted: bytes | None) -> bytes:
-    """Read a pseudo-terminal until `wanted` shows (None: until the other side closes)."""
-    seen, deadline = b"", time.monotonic() + SECONDS
-    while (wanted is None or wanted not in seen) and time.monotonic() < deadline:
-        if select.select([fd], [], [], 0.05)[0]:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:  # EIO: every process holding the terminal has ended
-                break
-            if not chunk:
-                break
-            seen += chunk
-    return seen
 
 
 # --- 7. under an ASCII locale a UTF-8 path is taken as Python gives it ------------------------
