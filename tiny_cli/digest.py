@@ -53,8 +53,6 @@ class Brief:
 
     def __post_init__(self) -> None:
         """Check and normalise every field, however the Brief was made; ConfigError names it."""
-        # the one check of what a run sends: make_brief builds through it, and so does a
-        # caller that constructs the exported class itself
         hint, cut = _hint(self.context_hint)
         checked = {
             "goal": _goal(self.goal),
@@ -234,17 +232,8 @@ def make_brief(
     *,
     file: Path | str | None = None,
 ) -> Brief:
-    """Build a Brief from a task, a Brief `file` (YAML or JSON), or both: the one way to make one.
-
-    Every face builds its Brief here: the command line (a task, --brief and options), serve
-    (a tool call's arguments) and the benches. With a file, what is given here goes on top:
-    `goal` wins over the file's, `must_return` adds to its fields, `inputs` win key by key,
-    a hint or token cap given here wins. `must_return` is a list of names or one
-    comma-separated string; each input's value given here is made text (a number becomes its
-    digits; bytes, a list or any other object is refused), and a Brief file's are the text as
-    written. The Brief checks every field (see `Brief.__post_init__`): a wrong one is a
-    ConfigError naming it; the hint is cut to MAX_HINT_CHARS, and the cut noted.
-    """
+    """Build a Brief from a task, a Brief `file` (YAML or JSON) or both; every face builds here."""
+    # what is given here goes on top of the file: `must_return` adds, `inputs` key by key
     path = _brief_path(file)
     base = _brief_file(path) if path is not None else {}
     task = goal
@@ -294,9 +283,8 @@ def _brief_file(path: Path) -> dict[str, Any]:
 
 
 def _parsed(path: Path, text: str) -> tuple[Any, Any]:
-    """A Brief file's data, and the same with every YAML scalar as written: JSON read as JSON
-    (libyaml refuses a surrogate pair, "\\ud83d\\ude80", that Python's json.dump writes for
-    every emoji), else YAML."""
+    """A Brief file's data, and the same with every YAML scalar as written; JSON read as JSON
+    (libyaml refuses the surrogate pair json.dump writes for an emoji), else YAML."""
     if text.lstrip().startswith("{"):
         try:
             data = load_json(text, str(path))
@@ -333,11 +321,7 @@ def _in_file(path: Path, check: Callable[[Any], Any], value: Any) -> Any:
 
 
 def caller_tokens(digest: Digest) -> int:
-    """Estimate the tokens the caller reads: the size of the Digest's JSON.
-
-    Measured with caller_tokens 0: the previous estimate's digits must not change the count.
-    A run's Digest gets it once, from `tiny_cli.events.finish`.
-    """
+    """Estimate the tokens the caller reads: the size of the Digest's JSON, caller_tokens 0."""
     blank = replace(digest, cost=replace(digest.cost, caller_tokens=0))
     return estimate_tokens(json.dumps(blank.to_json(), ensure_ascii=False))
 
@@ -362,9 +346,7 @@ def _goal(goal: Any) -> str:
 
 
 def field_names(value: Any, name: str = "must_return") -> tuple[str, ...]:
-    """The field names a task asks for, stripped, without blanks or repeats (a str is
-    comma-separated names); ConfigError, naming `name`, for too many, too long, or `status`
-    and `summary`."""
+    """The field names a task asks for (a str: comma-separated), stripped, without repeats."""
     if isinstance(value, str):  # as a Brief file's `must_return: a, b`, not its characters
         value = value.split(",")
     if not isinstance(value, list | tuple):
@@ -411,8 +393,7 @@ def _inputs(value: Any) -> dict[str, str]:
 
 
 def _text(value: Any, name: str, field: str | None = None) -> str:
-    """A value the model reads as text: a string, a number, a boolean, a date, a path, a
-    decimal or an id (None: ""); bytes, a list or an object is refused (its repr)."""
+    """A value the model reads as text (None: ""); one not `said_whole` (bytes, a list) fails."""
     if value is None:
         return ""
     if not said_whole(value):  # bytes or an object would reach the model as Python's repr
@@ -424,11 +405,8 @@ def _hint(value: Any) -> tuple[str, tuple[str, ...]]:
     """The hint, cut to MAX_HINT_CHARS, and the note of the cut (if any)."""
     if not isinstance(value, str):
         raise wrong_kind("context_hint", "text", value)
-    if len(value) <= MAX_HINT_CHARS:
-        return value, ()
-    return value[:MAX_HINT_CHARS], (
-        f"context_hint cut from {len(value)} to {MAX_HINT_CHARS} characters",
-    )
+    cut = f"context_hint cut from {len(value)} to {MAX_HINT_CHARS} characters"
+    return value[:MAX_HINT_CHARS], (cut,) if len(value) > MAX_HINT_CHARS else ()
 
 
 def _cap(value: Any) -> int | None:

@@ -1,12 +1,9 @@
-"""Session: the set-up every face makes around its runs, written once.
+"""Session: the set-up every face (invoke, delegate, bench, serve) makes around its runs.
 
 A session holds where model answers come from (live, recorded or replayed), who observes each
-run (the run log, plus what the face adds, such as the live view) and the artifact store; the
-run log and the artifact store share one secret scrubber (tiny_cli.secrets). `RouteBook` keeps
-the routing decisions a bench or a delegate used in its recording's header: a replay routes as
+run (the run log, plus what the face adds) and the artifact store, which share one scrubber.
+`RouteBook` keeps the routing decisions a recording used in its header: a replay routes as
 recorded, never again (an embedding's last digits differ from one CPU to another).
-`tiny invoke`, `tiny delegate`, `tiny bench` and `tiny serve` all open one; the Brief a face
-builds from its options comes from `tiny_cli.digest.make_brief`.
 """
 
 from __future__ import annotations
@@ -51,12 +48,8 @@ ObserverFor = Callable[[str], Observer]
 
 
 class Observe(Protocol):
-    """A session's observers of one run: by its label, with its task when the face knows it.
-
-    The run log keeps `goal` even when no card runs (an abstain), so the run can be corrected.
-    `trace` is a caller's W3C trace context (`traceparent`, `tracestate`): the run's spans
-    continue that trace when tracing is on (tiny_cli.telemetry).
-    """
+    """A session's observers of one run: by its label, with its `goal` (the run log keeps it
+    even for an abstain) and a caller's W3C `trace` context, which the run's spans continue."""
 
     def __call__(
         self, run: str, goal: str = "", trace: Mapping[str, str] | None = None
@@ -138,8 +131,8 @@ class RouteEntry:
     def to_json(self) -> dict[str, Any]:
         """The decision as the header keeps it: the fields it says, in this order, then `more`."""
         said = {"score": self.score, "threshold": self.threshold, "clear": self.clear}
-        pairs = [[agent, score] for agent, score in self.candidates]
         said = {k: v for k, v in said.items() if v is not None}
+        pairs = [[agent, score] for agent, score in self.candidates]
         return {"agent": self.agent, "candidates": pairs, **said, **self.more}
 
     @property
@@ -162,11 +155,8 @@ class RouteBook:
         self._made: dict[str, RouteEntry] = {}
 
     def get(self, key: str, cards: Collection[str]) -> RouteEntry | None:
-        """The recorded decision for `key`, kept again for this run's recording.
-
-        None when there is none, or it is not one (a header edited by hand), or it names a
-        card not among `cards` (the cards changed since): that task routes live.
-        """
+        """The recorded decision for `key`, kept again for this recording; None: routed live."""
+        # none recorded, not a decision (a header edited by hand), or a card not in `cards`
         entry = RouteEntry.read(self._recorded.get(key), cards)
         if entry is not None:
             self._made[key] = entry
@@ -221,8 +211,8 @@ def _finite(x: Any) -> bool:
 def write_question(
     card_id: str, tool: str, arguments: Mapping[str, Any], scrub: Callable[[str], str]
 ) -> str:
-    """Return the question a write call asks: the exact call, `scrub` taking the known secrets
-    out (a model may copy the key a page held into a call)."""
+    """Return the question a write call asks: the exact call, the known secrets `scrub`bed."""
+    # a model may copy the key a page held into a call
     return f"{printable(card_id)} wants to write: {scrub(write_call(tool, arguments))}"
 
 
@@ -235,18 +225,12 @@ def open_session(
     replay: Replays = None,
     resume: Sequence[Path] = (),
     log: bool = True,
-    watchers: Sequence[ObserverFor] = (),
-    on_log_error: Callable[[str], None] | None = None,
-    handles: Sequence[str] = (),
+    watchers: Sequence[ObserverFor] = (),  # observe every run beside the log
+    on_log_error: Callable[[str], None] | None = None,  # gets a failed close; else it raises
+    handles: Sequence[str] = (),  # an unknown artifact handle stops here, before any model call
     upgrade: bool = False,
 ) -> Iterator[Session]:
-    """Open the exchanges and the run log (unless `log` or the settings turn it off).
-
-    `watchers` observe every run beside the log. A run log that fails while closing is
-    reported to `on_log_error` (a warning: the runs happened), else raised. An unknown
-    artifact handle in `handles` stops here, before any model call. Tracing that is on without
-    the OpenTelemetry SDK is one TinyWarning; the runs go on.
-    """
+    """Open the exchanges and the run log (unless `log` or the settings turn it off)."""
     scrub = scrubber(settings.api_key)
     store = ArtifactStore(settings.home, scrub)
     for handle in handles:
@@ -286,10 +270,8 @@ def _run_log(
 
 
 def _tracing(stack: ExitStack, settings: Settings, scrub: Scrubber) -> Tracing | None:
-    """Start tracing (closed, and exported, when the session ends); without the SDK, warn.
-
-    The OTEL_* variables are checked here, as the SDK will read them: only where tracing is on
-    and the SDK is there to read them."""
+    """Start tracing (closed, and exported, when the session ends); without the SDK, warn. The
+    OTEL_* variables are checked only here, where the SDK is there to read them."""
     try:  # the module imports the SDK: only when tracing is on
         from tiny_cli.telemetry import open_tracing
     except ImportError:
@@ -322,8 +304,7 @@ def _fanned(
     watchers: Sequence[ObserverFor],
     tracing: Tracing | None,
 ) -> Observe:
-    """Return the observers of one run: the run log's (which keeps the goal), then watchers',
-    then the run's spans."""
+    """Return the observers of one run: the run log's, then the watchers', then its spans."""
 
     def observe(run: str, goal: str = "", trace: Mapping[str, str] | None = None) -> Observer:
         logged = [runlog.observer(command, run, endpoint, goal)] if runlog is not None else []

@@ -1,22 +1,16 @@
 """Calls: one tool call checked, put to the approver if it writes, run within the budget, answered.
 
-Every failure becomes a tool result the model can act on. The one exception is a tool server
-that died (ToolServerError): the call is recorded, then the error goes up to the run loop,
-which ends the run, because no later call could reach that server either.
+Every failure becomes a tool result the model can act on, but for a tool server that died
+(ToolServerError): the call is recorded and the run ends, as no later call could reach it.
 
-Evidence: where an answer's values came from, and which cards must not answer without it.
+Evidence: where an answer's values came from. A returned field is `tool` when its substance is
+in a call's result (or is a URL a successful call reached), `task` when the task holds it,
+`args` when only the arguments the model wrote into a call do (its own value echoed), and
+`model` when none does (a CRM id no tool returned). An `args` value is vouched for only when a
+successful write call was given it. "Substance": the numbers, URLs and ids in the value when
+it has any, else most of its words, so a field that paraphrases a page still counts as found.
 
-The runner knows which tools ran and what they returned. A returned field is `tool` when its
-substance is found in a call's result (or is a URL a successful call reached: the tool answered
-from it), `task` when the task holds it, `args` when only the arguments the model itself wrote
-into a call hold it (a number it put in a search query: its own value echoed, no tool's), and
-`model` when none does: the model alone vouches for it (a URL no tool call used, a CRM id no
-tool returned). An `args` value is vouched for only when a write call that succeeded was given
-it (`vouched`). "Substance": the numbers, URLs and ids in the value when it has any, else most
-of its words; a summary-like field that paraphrases a page still counts as found.
-
-The budget is here too: the limits enforced outside the model, and the meter that tracks one
-invocation.
+The budget is here too: its limits, and the meter that tracks one invocation.
 """
 
 from __future__ import annotations
@@ -31,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from tiny_cli.cards.card import Budget, Card
@@ -42,7 +37,7 @@ from tiny_cli.errors import (
     ToolError,
     ToolServerError,
 )
-from tiny_cli.provider.client import Completion, ToolCall
+from tiny_cli.provider.client import ToolCall
 from tiny_cli.text import LONE_SURROGATE, text_of, unsurrogated
 from tiny_cli.threads import call_within
 from tiny_cli.tools.args_check import argument_problem
@@ -50,7 +45,7 @@ from tiny_cli.tools.artifacts import READ_ARTIFACT, Artifact, ArtifactStore, sto
 from tiny_cli.tools.registry import Tool
 
 DEFAULT_MAX_GHOST_CALLS = 3  # tolerated per run; one more ends it `failed`, reason ghost_calls
-DEFAULT_WALL_SCALE = 1.0  # multiplies every card's max_wall_seconds
+DEFAULT_WALL_SCALE = 1.0  # multiplies every card's max_wall_seconds (for slow CPU servers)
 DEFAULT_MAX_RESULT_CHARS = 6000  # per tool result, so one page cannot flood the context
 CUT_MARKER = " [… cut by tiny: over the {tokens}-token budget]"
 MAX_SHOWN_NAME = 64  # a ghost call's name, echoed: no tool's name is longer
@@ -61,11 +56,7 @@ Clock = Callable[[], float]
 
 
 def effective_budget(card: Card, brief: Brief, wall_scale: float = DEFAULT_WALL_SCALE) -> Budget:
-    """Return the card's budget: output lowered (never raised) by the Brief, wall time scaled.
-
-    `wall_scale` (--wall-scale, TINY_WALL_SCALE) stretches every wall budget for slow servers:
-    a CPU server reads a long prompt slower than a card's wall budget allows for.
-    """
+    """Return the card's budget: output lowered (never raised) by the Brief, wall time scaled."""
     budget = replace(card.budget, max_wall_seconds=card.budget.max_wall_seconds * wall_scale)
     cap = brief.max_output_tokens
     if cap is None or cap >= budget.max_output_tokens:
@@ -85,10 +76,7 @@ def capped(budget: Budget, cap: Budget | None) -> Budget:
 
 
 def left_after(budget: Budget, cost: Cost, seconds: float) -> Budget:
-    """Return what is left of `budget` after a run that spent `cost` in `seconds` of wall time.
-
-    Output tokens left are the budget less the replies' tokens; nothing goes below zero.
-    """
+    """Return what is left of `budget` after a run spent `cost` in `seconds`, never below 0."""
     return Budget(
         max(0, budget.max_tool_calls - cost.tool_calls),
         max(0, budget.max_output_tokens - cost.tokens_out),
@@ -97,10 +85,7 @@ def left_after(budget: Budget, cost: Cost, seconds: float) -> Budget:
 
 
 def short_of(left: Budget, own: Budget, share: float) -> str | None:
-    """Say which limit `left` holds less than `share` of `own` of (None: every one is enough).
-
-    Tool calls and tokens are rounded up: a quarter of 6 calls is 2.
-    """
+    """Say which limit `left` holds less than `share` of `own` of, rounded up; None if none."""
     wall = share * own.max_wall_seconds
     if left.max_wall_seconds < wall:
         return f"{left.max_wall_seconds:.1f} s of wall time left, under the {wall:.1f} s needed"
@@ -123,11 +108,7 @@ def cut_summary(summary: str, max_output_tokens: int) -> tuple[str, bool]:
 
 
 def cut_value(value: Any, max_output_tokens: int) -> tuple[Any, bool]:
-    """Cut a field's value as a summary is cut; say if it was cut.
-
-    A string keeps its head, marked; a list or an object the leading items whose JSON fits
-    max_output_tokens * 4 characters. Numbers and booleans are short: they stay.
-    """
+    """Cut a field's value as a summary is, a list or object to its leading items; say if cut."""
     if isinstance(value, str):
         return cut_summary(value, max_output_tokens)
     limit = max_output_tokens * CHARS_PER_TOKEN
@@ -144,7 +125,6 @@ def cut_value(value: Any, max_output_tokens: int) -> tuple[Any, bool]:
 
 
 def _json_chars(value: Any) -> int:
-    """The length of a value's JSON, as the caller reads it."""
     return len(json.dumps(value, ensure_ascii=False, default=str))
 
 
@@ -154,8 +134,7 @@ def shown_name(name: str) -> str:
 
 
 def short_id(call_id: str) -> str:
-    """Return a call id to echo: whole up to MAX_CALL_ID_CHARS, else cut and told apart by a
-    hash of the whole (a cut id is its own short id)."""
+    """Return a call id to echo: whole up to MAX_CALL_ID_CHARS, else cut, with a hash of it."""
     if len(call_id) <= MAX_CALL_ID_CHARS:
         return call_id
     whole = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
@@ -202,25 +181,22 @@ class Meter:
         return len(self.calls) >= self.budget.max_tool_calls
 
     def answerable(self) -> int:
-        """How many calls of one reply are answered: those the budget has room for, and past
-        it enough to count the ghost calls that end a run; more could change nothing."""
+        """How many calls of one reply are answered: the budget's room, and ghosts to end a run."""
         room = max(0, self.budget.max_tool_calls - len(self.calls))
         return room + DEFAULT_MAX_GHOST_CALLS + 1
 
     def slowest(self) -> str:
         """Say where the wall time went, for a note when it ran out."""
-        spent = f"{self.model_seconds:.1f}s waiting for the model ({self.turns} answer(s))"
-        spent += f" and {self.tool_seconds:.1f}s in tools"
-        return f"time ran out after {spent}: {self._slow()}"
-
-    def _slow(self) -> str:
-        """Name what took most of the time: the model, a tool, or starting the run."""
         model, tools = self.model_seconds, self.tool_seconds
+        spent = f"{model:.1f}s waiting for the model ({self.turns} answer(s))"
+        spent += f" and {tools:.1f}s in tools"
         if self.clock() - self.started - model - tools > max(model, tools):
             servers = self.server_seconds
             started = "" if servers is None else f" ({servers:.1f}s starting its MCP servers)"
-            return f"the time went to starting the run{started}"
-        return "the model server was slow" if model >= tools else "a tool was slow"
+            slow = f"the time went to starting the run{started}"
+        else:
+            slow = "the model server was slow" if model >= tools else "a tool was slow"
+        return f"time ran out after {spent}: {slow}"
 
     def cost(self) -> Cost:
         """Freeze the tally into a Cost (caller_tokens is filled in by the Digest builder)."""
@@ -253,33 +229,26 @@ def checkable(value: Any) -> bool:
 
 
 def needs_evidence(card: Card) -> bool:
-    """Tell whether the card may answer only from a tool result (a writer, `first: tool`, or
-    its does_not)."""
+    """Tell whether the card may answer only from a tool result (writer, first: tool, does_not)."""
     return card.writes or card.first == "tool" or any(map(_NO_MEMORY.search, card.does_not))
 
 
 def field_sources(
     fields: Mapping[str, Any], evidence: Sequence[str], task: str
 ) -> dict[str, FieldSource]:
-    """Say for each field whether a result, the task, a call's arguments or the model holds it.
-
-    An echo's result (see `informative`) is the model's own text: it counts as arguments.
-    """
+    """Say for each field whether a result, the task, a call's arguments or the model holds it."""
     echoes = _echo_calls(evidence)
     split = [_split(entry) for entry in evidence]
     results, asked = _results(evidence), _Text(task)
+    # an echo's result is the model's own text: it counts as arguments
     echoed = [result for (_, result), echo in zip(split, echoes, strict=True) if echo]
     written = _Text(" ".join([*(args for args, _ in split), *echoed])).plus(results)
     return {name: _source(value, results, asked, written) for name, value in fields.items()}
 
 
 def vouched(value: Any, meter: Meter, task: str) -> bool:
-    """Tell whether tools vouch for a value: each of its leaves is in a result, quoted by the
-    task, or in the arguments of one of the meter's write calls that succeeded.
-
-    A successful write put its arguments into the tool's data (the CRM now holds that name);
-    what the model typed into a read or a search (a page name, an id) stays its own word.
-    """
+    """Tell whether each leaf of a value is in a result, quoted by the task, or written."""
+    # a successful write's arguments are the tool's data now; a search's stay the model's word
     wrote = [c.arguments for c in meter.calls if c.writes and c.outcome == "ok"]
     stored = _Text(" ".join(_leaves(wrote))).plus(_results(meter.evidence))
     asked = _Text(task)
@@ -294,17 +263,13 @@ def _results(evidence: Sequence[str]) -> _Text:
 
 
 def informative(evidence: Sequence[str]) -> list[str]:
-    """Return the calls that are evidence: all but echoes of the model's own text.
-
-    An echo's result holds nothing its arguments did not (HTML the model wrote, turned into
-    text); a call sent to an address (it reached something) is none, nor one whose arguments
-    came from an earlier result (a fetched page passed on).
-    """
+    """Return the calls that are evidence: all but echoes of the model's own text."""
     return [entry for entry, echo in zip(evidence, _echo_calls(evidence), strict=True) if not echo]
 
 
 def _echo_calls(evidence: Sequence[str]) -> list[bool]:
-    """Say of each call whether it is an echo (see `informative`)."""
+    """Say of each call whether it is an echo: its result holds nothing its arguments did not
+    (HTML the model wrote, as text), and it reached no address nor passed an earlier result on."""
     echoes = []
     for n, entry in enumerate(evidence):
         args, result = _split(entry)
@@ -347,7 +312,6 @@ def _source(value: Any, results: _Text, asked: _Text, written: _Text) -> FieldSo
 
 
 def _each(value: Any, found: Callable[[str], bool]) -> bool:
-    """Tell whether `value` has leaves and each is `found`."""
     leaves = list(_leaves(value))
     return bool(leaves) and all(map(found, leaves))
 
@@ -377,7 +341,6 @@ def _addresses(args: str) -> list[str]:
 
 
 def _split(entry: str) -> tuple[str, str]:
-    """Return an `evidence_of` entry's arguments and result apart."""
     args, _, result = entry.partition("\n")
     return args, result
 
@@ -393,21 +356,15 @@ class _Text:
         self.tokens = f" {_tokens(self.folded)} "  # spaced, to find whole tokens in
 
     def plus(self, other: _Text) -> _Text:
-        """Return this text and `other` as one text to look values up in."""
         return _Text(f"{self.raw}\n{other.raw}")
 
     def holds(self, value: Any) -> bool:
         """Tell whether every leaf of `value` is found here; an empty value is never found."""
-        leaves = list(_leaves(value))
-        return bool(leaves) and all(self._holds_leaf(leaf) for leaf in leaves)
+        return _each(value, self._holds_leaf)
 
     def quotes(self, leaf: str) -> bool:
-        """Tell whether `leaf` is here as written: all its words and numbers, in order.
-
-        Stricter than `holds`, which finds a paraphrase by most of its longer words: a value
-        the task holds only in part ("onboarding.md" for "how does onboarding work") is not
-        the task's.
-        """
+        """Tell whether `leaf` is here as written: all its words and numbers, in order (`holds`
+        finds a paraphrase: "onboarding.md" in "how does onboarding work")."""
         folded, tokens = " ".join(leaf.casefold().split()), _tokens(leaf.casefold())
         # as written, words may sit in longer ones ("Kündigung"); by tokens, whole ones only
         return _whole_in(folded, self.folded) or (bool(tokens) and f" {tokens} " in self.tokens)
@@ -426,9 +383,8 @@ class _Text:
 
 
 def _whole_in(needle: str, text: str) -> bool:
-    """Tell whether `needle` is in `text`, its numbers whole: "20" is not in "2026", nor "1"
-    in "12"; words may sit inside longer ones ("東京" in "東京都", "Kündigung" in
-    "Kündigungsfrist")."""
+    """Tell whether `needle` is in `text`, its numbers whole ("20" is not in "2026"); words may
+    sit inside longer ones ("東京" in "東京都")."""
     left = r"(?<!\d)" if needle[:1].isdigit() else ""
     right = r"(?!\d)" if needle[-1:].isdigit() else ""
     return bool(needle) and re.search(left + re.escape(needle) + right, text) is not None
@@ -443,9 +399,8 @@ def _tokens(folded: str) -> str:
 def _leaves(value: Any) -> Iterable[str]:
     """Yield the scalar values inside `value` as text (booleans and empty strings say nothing)."""
     if isinstance(value, Mapping):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, list | tuple):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
         for item in value:
             yield from _leaves(item)
     elif isinstance(value, int | float) and not isinstance(value, bool):
@@ -463,11 +418,8 @@ def _number(text: str) -> str:
 
 
 Approve = Callable[[Card, str, dict[str, Any]], bool]
-"""Asked before every call of a write tool: may `card` call this tool with these arguments?
-
-The arguments are the validated ones the tool would run with (a copy). Only `True` approves.
-The runner never asks a person itself: the caller decides how (a prompt, `--yes`, a bench).
-"""
+"""Asked before every write call, with its validated arguments (a copy); only `True` approves.
+The caller decides how (a prompt, `--yes`, a bench): the runner never asks a person itself."""
 
 MAX_ARGUMENT_CHARS = 100_000  # one call's JSON arguments; more is not a tool call
 
@@ -488,14 +440,11 @@ class RunArtifacts:
         self.store = store
         self.held: list[Artifact] = list(given)
         self.created: list[Artifact] = []
-        self._reader: Tool | None = None
 
-    @property
+    @cached_property
     def reader(self) -> Tool:
         """Return the run's `read_artifact`, made on first use (only a run with artifacts asks)."""
-        if self._reader is None:
-            self._reader = self.store.reader(lambda: self.held, DEFAULT_MAX_RESULT_CHARS)
-        return self._reader
+        return self.store.reader(lambda: self.held, DEFAULT_MAX_RESULT_CHARS)
 
     def keep(self, tool: str, text: str, card: str) -> Artifact:
         """Store a result and hold it; raises OSError when it cannot be stored."""
@@ -525,13 +474,8 @@ def call_tool(
     recovered: bool = False,
     have: Sequence[str] = (),
 ) -> Called:
-    """Attempt one call of `tool` (None: the agent has no tool so named); record it on `meter`.
-
-    A write tool runs only on a card with `side_effects: write` and only when `approve`
-    says yes to this very call; otherwise the model is told it did not run. `have` names the
-    agent's tools, for the answer to a ghost call.
-    """
-
+    """Attempt one call of `tool` (None: a ghost, answered with the tools it does `have`)."""
+    # a write tool runs only on a card that writes, and only when `approve` says yes
     name = shown_name(call.name)  # a ghost's may be any size: what is echoed is cut
 
     def record(outcome: CallOutcome, writes: bool = False, args: Any = None) -> CallOutcome:
@@ -621,11 +565,8 @@ def _run_tool(tool: Tool, args: dict[str, Any], meter: Meter) -> tuple[CallOutco
 
 
 def _contained(tool: Tool, args: dict[str, Any]) -> str:
-    """Run the tool in its worker thread and return its result as the text the model sees.
-
-    The user's Ctrl-C lands in the main thread: a SystemExit or KeyboardInterrupt raised here
-    is the tool's own code failing, answered to the model like any other failure.
-    """
+    """Run the tool in its worker thread and return its result as the text the model sees (a
+    SystemExit or KeyboardInterrupt here is the tool failing: the user's lands in the main one)."""
     try:
         result = tool(**args)
     except Exception:  # the caller sorts these out
@@ -684,11 +625,8 @@ def _result(
 def _shown(
     name: str, text: str, artifacts: RunArtifacts | None, card: str
 ) -> tuple[str, str | None]:
-    """Return what the model sees of a result, and a note if a long one could not be stored.
-
-    A result over the limit is stored as an artifact when the run has artifacts (the model
-    sees its head and handle), else cut.
-    """
+    """Return what the model sees of a result (a long one stored as an artifact if the run has
+    them, else cut), and a note if it could not be stored."""
     # a read_artifact window is short already: it is never stored again
     if len(text) <= DEFAULT_MAX_RESULT_CHARS or artifacts is None or name == READ_ARTIFACT:
         return cap_result(text), None
@@ -726,10 +664,9 @@ def tool_message(call: ToolCall, content: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": short_id(call.id), "content": content}
 
 
-def assistant_message(reply: Completion, calls: Sequence[ToolCall]) -> dict[str, Any]:
-    """Return the model's reply as echoed: its text and the native `tool_calls` answered
-    (`calls`), each id cut and refused arguments as `{}` (sent on every turn)."""
-    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+def assistant_message(content: str | None, calls: Sequence[ToolCall]) -> dict[str, Any]:
+    """Return the model's reply as echoed (sent on every turn): its text and the calls answered."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [_echoed(c) for c in calls]
     return message

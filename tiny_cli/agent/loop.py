@@ -1,11 +1,7 @@
 """The runner: one card, one Brief, a fresh context, a hard budget, a Digest back.
 
-`invoke` sets a run up and `_loop` runs it: ask the model; run the calls it asks for; take
-its answer, or ask once for a repair; stop when the budget is spent. `_Run` holds the state
-of one run; running a call is `tiny_cli.agent.calls`, judging the end `tiny_cli.agent.verdict`.
-
-The prompts are here too: the system prompt built from a card, the Brief as a user message,
-the repair turn.
+`invoke` sets a run up, `_loop` runs it and `_Run` holds its state; running a call is
+`tiny_cli.agent.calls`, judging the end `tiny_cli.agent.verdict`. The prompts are here too.
 """
 
 from __future__ import annotations
@@ -99,10 +95,7 @@ from tiny_cli.tools.registry import Registry, Tool
 def system_prompt(
     card: Card, required: Sequence[str], max_output_tokens: int, tools_text: str | None = None
 ) -> str:
-    """Write the card's system prompt: identity, job, instructions, refusals, tools, contract.
-
-    `tools_text` (json tool mode) describes the tools and how to call them in the reply itself.
-    """
+    """Write the card's system prompt; `tools_text` describes the tools in json tool mode."""
     words = max(10, max_output_tokens * CHARS_PER_TOKEN // 6)
     lines = [f"You are {card.id}, a tiny agent with one job: {card.summary}"]
     if card.instructions:  # a Markdown card's body (a Claude Code subagent's system prompt)
@@ -173,8 +166,7 @@ def tools_section(schemas: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _type_of(schema: Any) -> Any:
-    """A parameter's JSON type for the tools list, as written (recordings hold these prompts);
-    a schema that is not an object (`true`) accepts anything."""
+    """A parameter's JSON type as written (recordings hold these prompts); `true` is any."""
     return schema.get("type", "any") if isinstance(schema, Mapping) else "any"
 
 
@@ -230,27 +222,19 @@ def invoke(
     registry: Registry,
     provider: Provider,
     model: str,
-    approve: Approve = decline_writes,
+    approve: Approve = decline_writes,  # asked before each write call; a declined one never runs
     clock: Clock = time.monotonic,
-    tool_mode: ToolMode | None = None,
+    tool_mode: ToolMode | None = None,  # flag or env: wins over the card's
     wall_scale: float = DEFAULT_WALL_SCALE,
-    observer: Observer = ignore,
-    artifacts: ArtifactStore | None = None,
-    held: Sequence[Artifact] = (),
-    routing: Routing | None = None,
-    stop_at_first_call: bool = False,
-    cap: Budget | None = None,
+    observer: Observer = ignore,  # every step as an event, ending `Finished` (or `Aborted`)
+    artifacts: ArtifactStore | None = None,  # keeps long results whole; else they are cut
+    held: Sequence[Artifact] = (),  # earlier artifacts the agent may read
+    routing: Routing | None = None,  # delegate's decision, put into the Digest
+    stop_at_first_call: bool = False,  # ends `partial` at the first call, never run (a bench)
+    cap: Budget | None = None,  # lowers the budget
     temperature: float | None = None,
 ) -> Digest:
-    """Run `card` on `brief` in a fresh context under its budget; return the Digest.
-
-    A write call is put to `approve` first; a declined one never runs (the model is told so).
-    `tool_mode` (flag or env) wins over the card's. `observer` gets every step as an event, ending
-    with `Finished` (or `Aborted`). With `artifacts`, a result over the limit is kept whole there
-    and the agent gets `read_artifact` (else it is cut); `held`: earlier ones it may read. `routing`
-    (delegate's decision) goes into the Digest. `stop_at_first_call` ends the run `partial` at the
-    first call, never run (a bench scores it); `cap` lowers the budget; `temperature` is sent.
-    """
+    """Run `card` on `brief` in a fresh context under its budget; return the Digest."""
     check_arguments(card=card, brief=brief, registry=registry, provider=provider, approve=approve,
                     model=model, clock=clock, observer=observer, artifacts=artifacts,
                     routing=routing, cap=cap, tool_mode=tool_mode, wall_scale=wall_scale,
@@ -262,7 +246,7 @@ def invoke(
         _start_servers(registry, card, meter)
     except ToolServerError as exc:  # `failed` before any model call
         observer(_started(card, brief, meter, model, mode, ()))
-        digest = verdict.failed(card, brief, meter, (), str(exc))
+        digest = verdict.judged(card, brief, meter, verdict.Claim("failed", str(exc)))
         return finish(observer, replace(digest, routing=routing))
     artifacts_of_run = run_artifacts(card, artifacts, held)
     run = _Run(card, brief, registry, approve, meter, mode, observer, artifacts_of_run, temperature)
@@ -284,28 +268,22 @@ def _aborted(exc: BaseException, run: _Run) -> Aborted:
 
 
 def _optional(kind: type) -> Callable[[Any], bool]:
-    """A check that passes None or an instance of `kind`."""
     return lambda value: value is None or isinstance(value, kind)
 
 
-def _callable_with(count: int) -> Callable[[Any], bool]:
-    """A check that passes a function taking `count` positional arguments; one whose
-    signature cannot be read (a builtin) passes: only a call could tell."""
-
-    def ok(value: Any) -> bool:
-        if not callable(value):
-            return False
-        try:
-            signature = inspect.signature(value)
-        except (TypeError, ValueError):
-            return True
-        try:
-            signature.bind(*range(count))
-        except TypeError:
-            return False
+def _takes_three(value: Any) -> bool:
+    """Whether `value` takes three positional arguments (a builtin's unreadable signature may)."""
+    if not callable(value):
+        return False
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):
         return True
-
-    return ok
+    try:
+        signature.bind(None, None, None)
+    except TypeError:
+        return False
+    return True
 
 
 # what each argument of a run must be, and how to say so: each would fail only mid-run
@@ -320,7 +298,7 @@ ARGUMENT_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
         "a Provider (anything with complete(request, *, timeout=None))",
     ),
     "approve": (
-        _callable_with(3),
+        _takes_three,
         "a function of three arguments (card, tool, arguments) -> bool, such as "
         "tiny_cli.approve_writes",
     ),
@@ -414,8 +392,7 @@ def _loop(run: _Run, provider: Provider, model: str, stop: bool = False) -> Dige
 
 
 def _tool_ran(meter: Meter) -> bool:
-    """True once a call reached its tool, whatever it returned (a ghost, bad arguments or a
-    declined write reached none)."""
+    """True once a call reached its tool (a ghost, bad arguments or a declined write did not)."""
     return any(call.outcome in APPROVED_OUTCOMES for call in meter.calls)
 
 
@@ -427,15 +404,14 @@ def _haunted(run: _Run) -> bool:
     return True
 
 
-def _count_spent(meter: Meter, exc: ProviderError) -> None:
-    """Count the tokens an unusable reply's `usage` reported: spent all the same."""
-    meter.tokens_in += exc.tokens_in
-    meter.tokens_out += exc.tokens_out
+def _count_spent(meter: Meter, spent: Completion | ProviderError) -> None:
+    """Count the tokens a reply's `usage` reported (an unusable one's are spent all the same)."""
+    meter.tokens_in += spent.tokens_in
+    meter.tokens_out += spent.tokens_out
 
 
 def _timed_out(run: _Run, exc: ProviderTimeout) -> Digest:
-    """End a run whose model request ran out of time; a server that answered an error and
-    needs a wait the budget cannot hold was not slow: that is said as what it is."""
+    """End a run whose model request ran out of time, or whose server's retry wait would."""
     if exc.status is None:
         return run.out_of_time(f"{exc}; {run.meter.slowest()}")
     left = max(0.0, run.meter.remaining())
@@ -449,9 +425,8 @@ def _timed_out(run: _Run, exc: ProviderTimeout) -> Digest:
 
 
 def _cut_short(answer: Reply, finish_reason: object) -> str | None:
-    """The note of an answer cut short (`answer_cut`) by a reply that did not end on its own (a
-    finish reason of `length`, `content_filter`, none…): tiny closed its object, or the reply
-    was cut inside another object after it (a correction, maybe); else None."""
+    """The note of an answer cut short (`answer_cut`) by a reply that did not end on its own:
+    tiny closed its object, or the reply was cut inside another object after it; else None."""
     if isinstance(finish_reason, str) and finish_reason in WHOLE:
         return None
     ended = f"the reply ended with {_finish(finish_reason)}, not 'stop'"
@@ -472,8 +447,7 @@ def _finish(finish_reason: object) -> str:
 
 
 def _calls_in(run: _Run, reply: Completion, text: str) -> tuple[ToolCall, ...]:
-    """Return the calls a reply asks for, in any mode and turn: native (json mode too),
-    json-mode, or recovered from its `text` (less its reasoning)."""
+    """Return the calls a reply asks for: native (json mode too), json-mode, or recovered."""
     if reply.tool_calls:
         return _answerable(reply.tool_calls, run.meter)
     if run.json:
@@ -483,8 +457,8 @@ def _calls_in(run: _Run, reply: Completion, text: str) -> tuple[ToolCall, ...]:
 
 def _said(reply: Completion, calls: Sequence[ToolCall]) -> dict[str, Any]:
     """The reply as the context keeps it: its text, bounded, and the native calls answered."""
-    kept = replace(reply, content=kept_reply(reply.content))
-    return assistant_message(kept, calls) if reply.tool_calls else text_message(kept.content)
+    content = kept_reply(reply.content)
+    return assistant_message(content, calls) if reply.tool_calls else text_message(content)
 
 
 def _answerable(calls: Sequence[ToolCall], meter: Meter) -> tuple[ToolCall, ...]:
@@ -511,10 +485,8 @@ def _stopped(run: _Run, call: ToolCall) -> Digest:
     if not isinstance(arguments, dict):
         arguments, outcome = None, "bad_arguments" if offered else outcome
     run.meter.calls.append(CallRecord(shown_name(call.name), outcome, False, arguments))
-    claim = verdict.Claim(
-        "partial", verdict.STOPPED, ("stopped at the first tool call; it did not run",)
-    )
-    return verdict.judged(run.card, run.brief, run.meter, claim)
+    note = ("stopped at the first tool call; it did not run",)
+    return run.judged(verdict.Claim("partial", verdict.STOPPED, note))
 
 
 def _started(
@@ -522,16 +494,8 @@ def _started(
 ) -> RunStarted:
     """Return the first event of a run: what runs, under which budget, from which context."""
     budget = meter.budget
-    return RunStarted(
-        card.id,
-        model,
-        mode,
-        brief.goal,
-        budget.max_tool_calls,
-        budget.max_wall_seconds,
-        budget.max_output_tokens,
-        tuple(messages),
-    )
+    limits = budget.max_tool_calls, budget.max_wall_seconds, budget.max_output_tokens
+    return RunStarted(card.id, model, mode, brief.goal, *limits, tuple(messages))
 
 
 class _Run:
@@ -560,9 +524,7 @@ class _Run:
         return self._card_schemas + self._reader_schema()
 
     def ask(self, provider: Provider, model: str) -> tuple[Completion, str]:
-        """Send the context with this mode's tools or constraint; count what the answer cost.
-        Return the reply as sent (the context and the log keep it) and, read by all else, its
-        text `without_reasoning`."""
+        """Ask the model, count the cost; return the reply as sent and its text less reasoning."""
         forced = self._tool_first()
         offered = [] if self.wrapping else self.schemas  # the wrap-up turn offers no tool
         tools = [] if self.json else offered
@@ -582,8 +544,8 @@ class _Run:
             reply = checked_complete(provider, request, meter.remaining())
         finally:
             meter.model_seconds += meter.clock() - asked
-        meter.turns, meter.tokens_in = meter.turns + 1, meter.tokens_in + reply.tokens_in
-        meter.tokens_out += reply.tokens_out
+        meter.turns = turn
+        _count_spent(meter, reply)
         seconds = meter.clock() - asked
         calls = tuple((c.id, c.name, c.arguments) for c in reply.tool_calls)
         replied = reply.content, len(calls), reply.finish_reason, calls
@@ -643,8 +605,7 @@ class _Run:
         return True
 
     def keep(self, reply: Completion, ghosts: Sequence[ToolCall] = ()) -> None:
-        """Put a reply taken as the answer into the context. `ghosts`: the calls it made in the
-        wrap-up turn, which offers no tool: ghost calls, counted and kept, never answered."""
+        """Put a reply taken as the answer into the context; its wrap-up turn's calls are ghosts."""
         recovered = self._echo(reply, ghosts)
         for call in ghosts:
             self._handle(call, recovered, ghost=True)
@@ -656,10 +617,9 @@ class _Run:
         return not reply.tool_calls and not self.json  # a recovered call
 
     def take_answer(self, reply: Completion, text: str, partial: bool = False) -> Reply:
-        """Parse a reply's `text` by the contract (as a partial is when `partial`: the tool
-        budget was spent before it, so it cannot be `ok`)."""
-        types, sent = self.card.returns, reply.content
-        return parse_reply(text, self.required, types, partial=partial, sent=sent)
+        """Parse a reply's `text` by the contract; `partial`: the tool budget ran out before it."""
+        types = self.card.returns
+        return parse_reply(text, self.required, types, partial=partial, sent=reply.content)
 
     def ask_for_repair(self, answer: Reply, text: str) -> None:
         """Keep the bad answer as the draft and tell the model, once, what is wrong with it."""
@@ -670,21 +630,20 @@ class _Run:
 
     def answered(self, answer: Reply, forced: str | None = None) -> Digest:
         """End on a usable answer (or the last one, `forced`), as the verdict rules judge it."""
-        card, brief, meter, created = self.card, self.brief, self.meter, self._created()
-        return verdict.answered(
-            card, brief, meter, self.notes, answer, self.required, forced, created
-        )
+        claim = verdict.answered(self.card, self.meter, self.notes, answer, self.required, forced)
+        return self.judged(claim)
 
     def failed(self, reason: str, *notes: str) -> Digest:
-        """End the run `failed` for `reason`."""
-        notes = self.notes + notes
-        return verdict.failed(self.card, self.brief, self.meter, notes, reason, self._created())
+        return self.judged(verdict.Claim("failed", reason, self.notes + notes))
 
     def out_of_time(self, detail: str) -> Digest:
         """End the run on a spent wall budget, with the draft answer if there is one."""
         self.observer(BudgetHit(verdict.OUT_OF_TIME))
-        card, brief, meter, created = self.card, self.brief, self.meter, self._created()
-        return verdict.out_of_time(card, brief, meter, self.notes, self.draft, detail, created)
+        claim = verdict.out_of_time(self.card, self.meter, self.notes, self.draft, detail)
+        return self.judged(claim)
+
+    def judged(self, claim: verdict.Claim) -> Digest:
+        return verdict.judged(self.card, self.brief, self.meter, claim, self._created())
 
     def tool(self, name: str) -> Tool | None:
         """Return the tool `name` if this agent has it now: its card's, or read_artifact."""
@@ -715,8 +674,6 @@ class _Run:
         return response_format(tools, answer)
 
     def _switch_to_json(self, why: str) -> None:
-        if self.json:
-            return
         self.json = True  # the system prompt now describes json mode's answer
         self.messages[0] = self._system_message()
         self.notes += (f"switched to json tool mode: {why}",)
@@ -728,8 +685,7 @@ class _Run:
         return _system(self._prompted(), self.brief, self.meter.budget, tools_text)
 
     def _tool_first(self) -> bool:
-        """True while a `first: tool` card with tool budget left has had no call reach a tool or
-        the approver (a ghost or bad arguments did not)."""
+        """True while a `first: tool` card with tool budget left had no call reach a tool."""
         if self.card.first != "tool" or self.wrapping:
             return False
         return all(c.outcome in ("ghost", "bad_arguments") for c in self.meter.calls)

@@ -1,24 +1,16 @@
 """What a model wrote, read: its final answer checked against the contract, its tool requests.
 
-Reply parsing: find the JSON object in a model's final answer and check it against the
-contract. Prose around the object, code fences and a cut-off object are tolerated; what is
-still wrong is said in the words the repair turn sends back to the model.
+The answer: prose around its JSON object, code fences and a cut-off object are tolerated; what
+is still wrong is said in the words the repair turn sends back to the model.
 
-Actions (the last section): how a model asks for a tool, in each tool mode, and how tiny reads
-the request.
+Actions (the last section), by tool mode: `native` is OpenAI `tools` / `tool_calls`; `json`
+sends no `tools`, and a `response_format` json_schema whose branches are the card's tools
+(`{"tool": NAME, "arguments": {...}}`) and the answer constrains every reply, so small models
+that never emit `tool_calls` still make real calls; `auto` is native, switching to json when
+the model writes a call as text. Such a call (bare JSON, a fence, Hermes `<tool_call>` tags,
+doubled braces) is a *recovered* call: run like any other, counted apart, never silent.
 
-- `native`: OpenAI `tools` / `tool_calls`.
-- `json`: no `tools`; every reply is constrained by a `response_format` json_schema whose
-  branches are exactly the card's tools (`{"tool": NAME, "arguments": {...}}`) and the final
-  answer. Small local models that never emit `tool_calls` still make real calls this way.
-- `auto`: native, switching a run to json when the model writes a call as text.
-
-A call written as text (bare JSON, a ```json fence, Hermes `<tool_call>` tags, doubled
-braces) is a *recovered* call: run like any other, counted apart, never silent.
-
-Both read a reply's text `without_reasoning`, taken off once by the caller: the `<think>`
-block a reasoning model writes before it answers, left in the text by a server that does not
-split it off, is neither call nor answer.
+Both read a reply's text `without_reasoning`: a `<think>` block is neither call nor answer.
 """
 
 from __future__ import annotations
@@ -60,14 +52,8 @@ _TYPE_NAMES = {
     "object": "an object",
     "null": "null",
 }
-_PLURALS = {  # "a list of ..."
-    "string": "strings",
-    "number": "numbers",
-    "integer": "integers",
-    "boolean": "booleans",
-    "array": "lists",
-    "object": "objects",
-}
+_PLURALS = {t: f"{t}s" for t in ("string", "number", "integer", "boolean", "object")}
+_PLURALS["array"] = "lists"  # "a list of lists"
 # bool before int: True is an int to isinstance
 _VALUE_KINDS = (
     (bool, "a boolean"),
@@ -112,29 +98,19 @@ class Reply:
 
 
 def parse_reply(
-    text: str | None,
-    required: Sequence[str],
-    types: Mapping[str, dict] | None = None,
+    text: str | None,  # the answer `without_reasoning`
+    required: Sequence[str],  # a `partial` may leave them out (`missing_fields`); `ok` may not
+    types: Mapping[str, dict] | None = None,  # each field's JSON Schema (a card's `returns`)
     *,
-    partial: bool = False,
-    sent: str | None = None,
+    partial: bool = False,  # taken as a partial, never repaired (the tool budget ran out)
+    sent: str | None = None,  # the reply as sent, where it differs: its size is the answer's
 ) -> Reply:
-    """Find the JSON object in a final answer (prose and code fences tolerated) and check it.
-
-    `text` is the answer `without_reasoning`; `sent`, the reply as the model sent it where
-    that differs: its size is the answer's, and one that held only reasoning is said to.
-    `types` maps fields to the JSON Schema their values must match (a card's `returns`); a
-    string that is exactly a number or boolean of its field's type is read as that value.
-    A `partial` may leave out required fields (`missing_fields` names them); `ok` may not.
-    `partial`: the answer ends partial whatever it claims (the tool budget ran out before it),
-    so it is taken as one is, never repaired.
-    """
+    """Find the JSON object in a final answer (prose and code fences tolerated) and check it."""
     text, types = text or "", types or {}
     sent = text if sent is None else sent
     if len(sent) > MAX_REPLY_CHARS:
-        return Reply(
-            {}, (f"your answer is {len(sent):,} characters; answer with one short JSON object",)
-        )
+        problem = f"your answer is {len(sent):,} characters; answer with one short JSON object"
+        return Reply({}, (problem,))
     if sent.strip() and not text.strip():
         return Reply({}, (REASONING_ONLY,))
     data, notes, problem = _locate_object(text)
@@ -162,17 +138,14 @@ def parse_reply(
 
 
 def kept_reply(text: str | None) -> str | None:
-    """Return a reply's text as the context and the run log keep it: whole up to
-    MAX_REPLY_CHARS, else its head and a marker saying how much was cut."""
+    """Return a reply's text as the context and the run log keep it: cut past MAX_REPLY_CHARS."""
     if text is None or len(text) <= MAX_REPLY_CHARS:
         return text
     return text[:MAX_REPLY_CHARS] + REPLY_CUT.format(more=len(text) - MAX_REPLY_CHARS)
 
 
 def without_reasoning(text: str | None) -> str:
-    """Return a reply's text less the reasoning before its answer: each leading
-    `<think>…</think>` block, or the text up to a `</think>` whose `<think>` the chat template
-    wrote; "" when a block never closes (cut off while thinking: there is no answer)."""
+    """Return a reply's text less its leading `<think>…</think>` blocks ("" for one unclosed)."""
     text = text or ""
     head, closed, rest = text.partition(THINK_CLOSE)
     # a reply that is JSON from its first character is an answer or a call, whatever it quotes
@@ -189,7 +162,7 @@ def _two_minds(text: str) -> list[str]:
     """Name answers of different statuses in one reply ("ok", then a corrected "partial"):
     which one holds is the model's to say, so it is asked once, never guessed."""
     statuses: list[str] = []
-    for value in _objects(text):  # answers only: a quoted payload's "status" is no answer
+    for value, _ in _decoded(text):  # answers only: a quoted payload's "status" is no answer
         status = value.get("status")
         said = status.strip().lower() if isinstance(status, str) else None
         if said in MODEL_STATUSES and said not in statuses:
@@ -233,14 +206,13 @@ def _without_mistyped(
 def missing_fields(
     data: Mapping[str, Any], names: Sequence[str], types: Mapping[str, Any] | None = None
 ) -> tuple[str, ...]:
-    """Return the fields of `names` that a reply leaves out or leaves empty (`_empty`); a
-    field `types` types may hold an empty list or object its schema takes (no tags at all)."""
+    """Return the fields of `names` that a reply leaves out or leaves empty (`_empty`)."""
     return tuple(n for n in names if _empty(_value(data, n), typed=n in (types or {})))
 
 
 def _empty(value: Any, typed: bool = False) -> bool:
-    """True for a value that says nothing: none, blank text, or, untyped, an empty list or
-    object."""
+    """True for a value that says nothing: none, blank text, or, untyped, an empty list or object
+    (a typed field's schema may take one: no tags at all)."""
     if isinstance(value, str):
         return not value.strip()
     return value is None or (not typed and isinstance(value, list | dict) and not value)
@@ -254,25 +226,19 @@ def field_values(data: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any
 def _contract_problems(
     data: Mapping[str, Any], required: Sequence[str], types: Mapping[str, Any]
 ) -> list[str]:
-    """Check an answer that is neither `partial` nor `refused`: its status, its summary and
-    every required field."""
+    """Check an `ok` answer's status, its summary and every required field."""
     problems = []
     status = data.get("status")
     if status not in MODEL_STATUSES:
         problems.append(f"'status' must be one of {', '.join(MODEL_STATUSES)}, got {status!r}")
-    needed = ("summary", *required)
-    missing = missing_fields(data, needed, types)
+    missing = missing_fields(data, ("summary", *required), types)
     return problems + [f"missing required field {n!r}" for n in missing]
 
 
 def _coerced(
     data: dict[str, Any], types: Mapping[str, dict]
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """Read typed fields given as strings ("3" for an integer) as their values, with a note each.
-
-    The rule is `coerce_scalar`, beside the tools' argument checks; the field stays where it
-    was, flat or under `fields`.
-    """
+    """Read typed fields given as strings ("3" for an integer) as their values, with a note each."""
     notes: tuple[str, ...] = ()
     for name, schema in types.items():
         value = _value(data, name)
@@ -297,14 +263,13 @@ def _locate_object(text: str) -> tuple[dict[str, Any] | None, tuple[str, ...], s
     completed, note, cut = _complete_object(text)
     if completed is not None:
         return completed, (note,), ""
-    objects = list(_objects(text))  # the last one: models put the answer at the end
+    objects = [value for value, _ in _decoded(text)]  # the last: models answer at the end
     if objects:
         return objects[-1], (), ""
     return None, (), cut or NO_OBJECT
 
 
 def _whole_object(text: str) -> dict[str, Any] | None:
-    """Return the object that is the whole text or a whole code fence."""
     for chunk in [text.strip(), *(m.group(1).strip() for m in _FENCE.finditer(text))]:
         value = read_json(chunk)
         if isinstance(value, dict):
@@ -318,12 +283,6 @@ def read_json(chunk: str) -> Any:
         return unsurrogated(json.loads(chunk))
     except (ValueError, RecursionError):
         return None
-
-
-def _objects(text: str) -> Iterator[dict[str, Any]]:
-    """Yield each top-level JSON object embedded in the text, in order."""
-    for value, _ in _decoded(text):
-        yield value
 
 
 def _open_after(text: str) -> bool:
@@ -351,11 +310,8 @@ def _decoded(text: str) -> Iterator[tuple[dict[str, Any], int]]:
 
 
 def _complete_object(text: str) -> tuple[dict[str, Any] | None, str, str]:
-    """Close a JSON object cut off only by its missing closing brackets.
-
-    Tried on each code fence, then on the text from its first '{'. Returns the object and
-    a note; or None and, if the cut was inside a string or after ':'/',', the problem.
-    """
+    """Close a JSON object (in a code fence, else from the first '{') cut off only by its missing
+    brackets; return it and a note, or None and the problem if it was cut mid-value."""
     start = text.find("{")
     chunks = [m.group(1).strip() for m in _FENCE.finditer(text)]
     chunks += [text[start:].strip()] if start != -1 else []
@@ -385,11 +341,8 @@ def _cut_problem(chunk: str, closers: str, ending: str) -> str:
 
 
 def _cut(chunk: str) -> tuple[str, str] | None:
-    """Scan once: the closers a '{...' text lacks (innermost first) and what it ends with.
-
-    None when it is no unclosed object: it does not start with '{', a bracket is closed
-    that was not open, or the object closes before the text ends.
-    """
+    """Scan once: the closers a '{...' text lacks (innermost first) and what it ends with;
+    None when it is no unclosed object (a stray closer, or it closes before the text ends)."""
     if not chunk.startswith("{"):
         return None
     stack: list[str] = []
@@ -401,9 +354,8 @@ def _cut(chunk: str) -> tuple[str, str] | None:
                 ending = "key" if ending == "key_string" else "value"
         elif ch == '"':
             in_string = True
-            ending = (
-                "key_string" if stack[-1:] == ["}"] and ending in ("open", "comma") else "string"
-            )
+            key = stack[-1:] == ["}"] and ending in ("open", "comma")
+            ending = "key_string" if key else "string"
         elif ch in _CLOSER:
             stack.append(_CLOSER[ch])
             ending = "open"
@@ -515,13 +467,9 @@ def tool_mode_for(card: Card, setting: ToolMode | None) -> ToolMode:
 def response_format(
     tools: Sequence[Mapping[str, Any]], answer: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Return the json_schema response_format: one branch per tool, plus the answers if allowed.
-
-    `tools` are OpenAI tool schemas; `answer` is the final answer's schema, or None while the
-    card must call a tool first: then neither the answer nor a refusal is offered (offered one
-    first, a small model refuses tasks that are its job; the concierge, not the card, turns away
-    tasks nobody should do).
-    """
+    """Return the json_schema response_format: one branch per tool, plus the answers if allowed."""
+    # `answer` None: the card must call a tool first, so no refusal either (offered one, a
+    # small model refuses its own job; the concierge turns away tasks nobody should do)
     branches = [_tool_branch(t["function"]) for t in tools]
     if answer is not None:
         branches.append(dict(answer))
@@ -532,27 +480,18 @@ def response_format(
 
 
 def read_actions(text: str, number: int) -> tuple[ToolCall, ...]:
-    """Return the tool calls a json-mode reply's text asks for; none for a final answer.
-
-    The reply is the object; from a server that ignores `response_format`, every call in its
-    `<tool_call>` tags or fences, read as an `auto` run's recovered calls are.
-    """
+    """Return the tool calls a json-mode reply's text asks for; none for a final answer."""
     whole = _load(text)
     if isinstance(whole, dict):
         call = _as_call(whole, f"json_{number}", bare=True)
         return () if call is None else (call,)
-    return recover_calls(text, number, "json", bare=True)
+    return recover_calls(text, number, "json", bare=True)  # a server ignored `response_format`
 
 
 def recover_calls(
     text: str, first_number: int, kind: str = "recovered", *, bare: bool = False
 ) -> tuple[ToolCall, ...]:
-    """Return the tool calls a reply wrote as text instead of `tool_calls` (none if none).
-
-    An object counts as a call when it names a tool and carries arguments, and is not an
-    answer (no `status`); Hermes `<tool_call>` blocks, fences and bare JSON are read. `kind`
-    begins each call's id; `bare` as `_as_call` takes it.
-    """
+    """Return the tool calls a reply wrote as text instead of `tool_calls` (`_as_call`)."""
     calls: list[ToolCall] = []
     for chunk in _chunks(text)[:MAX_RECOVERED_CALLS]:
         data = _load(chunk)
@@ -608,20 +547,12 @@ def _load(chunk: str) -> Any:
 
 
 def _as_call(data: Any, call_id: str, bare: bool = False) -> ToolCall | None:
-    """Turn {"name"|"tool": N, "arguments": {...}} (or {"function": {...}}) into a ToolCall.
-
-    `bare` (json mode, where every reply is a call or an answer): a lone {"tool": N} naming
-    a tool by a valid name is a call with no arguments, checked like any other.
-    """
+    """Turn {"name"|"tool": N, "arguments": {...}} (or {"function": {...}}) into a ToolCall; no
+    answer (`status`) is one. `bare` (json mode): a lone {"tool": N} is a call, no arguments."""
     if not isinstance(data, dict) or "status" in data:
         return None
-    named = data.get("tool")
-    if (
-        bare
-        and list(data) == ["tool"]
-        and isinstance(named, str)
-        and TOOL_NAME_PATTERN.match(named)
-    ):
+    named = data.get("tool") if bare and list(data) == ["tool"] else None
+    if isinstance(named, str) and TOOL_NAME_PATTERN.match(named):
         return ToolCall(call_id, named, "{}")
     if isinstance(data.get("function"), dict):
         data = data["function"]

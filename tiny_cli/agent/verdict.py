@@ -2,8 +2,7 @@
 
 The model claims a status; the rules check that claim against what the run recorded (the
 meter's calls and evidence): a declined write, a failed one, a write no tool made and an answer
-without a tool result never pass as `ok`. Each function takes the card, the Brief, the meter and the
-run's notes so far, and returns the Digest without its caller tokens (`invoke` counts them last).
+without a tool result never pass as `ok`. `judged` returns the Digest without its caller tokens.
 """
 
 from __future__ import annotations
@@ -82,18 +81,13 @@ class Claim:
 
 def answered(
     card: Card,
-    brief: Brief,
     meter: Meter,
     notes: tuple[str, ...],
     reply: Reply,
     required: Sequence[str],
-    forced: str | None = None,
-    artifacts: tuple[Artifact, ...] = (),
-) -> Digest:
-    """Judge a parsed answer with `required` fields; cut what is over the output budget.
-
-    `forced` is why this answer cannot be `ok` (the tool budget ran out before it).
-    """
+    forced: str | None = None,  # why it cannot be `ok` (the tool budget ran out before it)
+) -> Claim:
+    """Claim a parsed answer with `required` fields, cut to the output budget."""
     data, tokens = reply.data, meter.budget.max_output_tokens
     status: Status = data["status"] if data.get("status") in MODEL_STATUSES else "partial"
     reason, said = (None, ()) if status == "ok" else _agent_reason(status, data, tokens)
@@ -108,18 +102,14 @@ def answered(
     if forced and status != "refused":
         status, reason = "partial", forced
     missing = () if status == "refused" else missing_fields(data, required, card.returns)
-    claim = Claim(status, reason, notes, summary, fields, missing, said + own_notes)
-    return judged(card, brief, meter, claim, artifacts)
+    return Claim(status, reason, notes, summary, fields, missing, said + own_notes)
 
 
 def _within_budget(
     summary: str, fields: Mapping[str, Any], meter: Meter
 ) -> tuple[str, dict[str, Any], str | None, tuple[str, ...]]:
-    """Cut the summary, and each field's value, to max_output_tokens * 4 characters.
-
-    Returns them, the reason (`answer_cut` when a field was cut, else `summary_cut`; None when
-    nothing was) and the notes saying what was cut.
-    """
+    """Cut the summary and each field's value to max_output_tokens * 4 characters; return
+    them, the reason (`answer_cut` for a field, `summary_cut`, or None) and the notes."""
     tokens = meter.budget.max_output_tokens
     limit = tokens * CHARS_PER_TOKEN
     summary, summary_cut = cut_summary(summary, tokens)
@@ -132,39 +122,16 @@ def _within_budget(
     return summary, {name: value for name, (value, _) in values.items()}, reason, notes
 
 
-def out_of_time(
-    card: Card,
-    brief: Brief,
-    meter: Meter,
-    notes: tuple[str, ...],
-    draft: str,
-    detail: str = "",
-    artifacts: tuple[Artifact, ...] = (),
-) -> Digest:
-    """The wall clock ran out: partial with the `draft` answer if one exists, else failed.
-
-    A writer's draft with no write behind it is not shown: it may claim a write no tool made.
-    """
+def out_of_time(card: Card, meter: Meter, notes: tuple[str, ...], draft: str, detail: str) -> Claim:
+    """The wall clock ran out: partial with the `draft` answer if one exists, else failed."""
     notes += (detail,) if detail else ()
-    if card.writes and not _wrote(meter):
+    if card.writes and not _wrote(meter):  # it may claim a write no tool made: not shown
         draft = ""
     if not draft:
-        return judged(card, brief, meter, Claim("failed", OUT_OF_TIME, notes), artifacts)
+        return Claim("failed", OUT_OF_TIME, notes)
     summary, _ = cut_summary(draft, meter.budget.max_output_tokens)
     notes += ("the summary is an unchecked draft: time ran out before a valid answer",)
-    return judged(card, brief, meter, Claim("partial", OUT_OF_TIME, notes, summary), artifacts)
-
-
-def failed(
-    card: Card,
-    brief: Brief,
-    meter: Meter,
-    notes: tuple[str, ...],
-    reason: str,
-    artifacts: tuple[Artifact, ...] = (),
-) -> Digest:
-    """The run failed for `reason` (a model server error, a dead tool server, ghost calls)."""
-    return judged(card, brief, meter, Claim("failed", reason, notes), artifacts)
+    return Claim("partial", OUT_OF_TIME, notes, summary)
 
 
 def judged(
@@ -173,7 +140,7 @@ def judged(
     """Put the claim through every rule, in order, and build the Digest from what stands."""
     for rule in RULES:
         claim = rule(card, meter, claim)
-    task = _asked(brief)
+    task = "\n".join([brief.goal, *brief.inputs.values(), brief.context_hint])  # all it says
     sources = field_sources(claim.fields, meter.evidence, task)
     claim = _unsourced(card, claim, sources, lambda value: vouched(value, meter, task))
     notes, ghosts = claim.notes, meter.ghosts()
@@ -204,11 +171,8 @@ def _nothing_written(claim: Claim) -> Claim:
 
 
 def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
-    """Never `ok` when a write call did not run because it was declined (or not allowed).
-
-    Nothing written at all → `needs_confirmation` (an `ok`'s answer dropped); some other write
-    ran → `partial`; the reason is `write_declined` either way. `refused` and `failed` stay.
-    """
+    """Never `ok` when a write call was declined (or not allowed): `needs_confirmation` (an
+    `ok`'s answer dropped) if nothing was written, else `partial`; `refused` and `failed` stay."""
     unwritten = [c.name for c in meter.calls if c.outcome in _NOT_RUN]
     if not unwritten:
         return claim
@@ -228,11 +192,8 @@ def _unwritten(card: Card, meter: Meter, claim: Claim) -> Claim:
 
 
 def _unverified_write(card: Card, meter: Meter, claim: Claim) -> Claim:
-    """A writer's `ok` stands only on a write call that ran and succeeded.
-
-    Seen with a 1.5B model: crm-writer answered "Successfully added", company_id 12345, with
-    no tool call and no CRM file. tiny must never print an invented write as done.
-    """
+    """A writer's `ok` stands only on a write call that ran and succeeded (a 1.5B model once
+    answered "Successfully added", company_id 12345, with no tool call)."""
     if claim.status != "ok" or not card.writes or card.write_optional or _wrote(meter):
         return claim
     note = "the agent said ok, but no write tool ran successfully: nothing was written"
@@ -241,14 +202,8 @@ def _unverified_write(card: Card, meter: Meter, claim: Claim) -> Claim:
 
 
 def _failed_write(card: Card, meter: Meter, claim: Claim) -> Claim:
-    """An `ok` stands only when every write call that failed was retried with success.
-
-    A call that failed with bad arguments is retried by any later successful call of its
-    tool (the corrected arguments); one that failed with a tool error or a timeout only by a
-    later successful call with the same arguments: another company added is not the one
-    that failed. A failed write left so is not done, whatever the model says: `partial`,
-    reason `write_failed`, with a note naming each such call's tool and how it failed.
-    """
+    """An `ok` stands only when every failed write call was retried with success (`_retried`);
+    else it is `partial`, reason `write_failed`, with a note naming each such call."""
     writes = [c for c in meter.calls if c.writes]
     failed = [
         f"{c.name} ({c.outcome})"
@@ -262,7 +217,8 @@ def _failed_write(card: Card, meter: Meter, claim: Claim) -> Claim:
 
 
 def _retried(call: CallRecord, later: Sequence[CallRecord]) -> bool:
-    """True when one of the `later` calls is a successful retry of the failed `call`."""
+    """True when a `later` call retried the failed `call` with success: any of its tool after
+    bad arguments, else one with the same arguments (another company added is not that one)."""
     return any(
         c.name == call.name
         and c.outcome == "ok"
@@ -272,14 +228,9 @@ def _retried(call: CallRecord, later: Sequence[CallRecord]) -> bool:
 
 
 def _unevidenced(card: Card, meter: Meter, claim: Claim) -> Claim:
-    """An answer that needs a tool result (a writer, `first: tool`, "not from memory") has one.
-
-    A write that ran counts, and so does any other successful call but one that only echoed
-    the model's own text (`calls.informative`). With none, `ok` becomes `partial` (reason
-    `no_evidence`) and a `partial` keeps its status and its reason but gains the note: the
-    model alone vouches for it. So `no_evidence` always means an `ok` taken back, never the
-    model's own `partial` (a bench counts that reason as a claimed answer).
-    """
+    """An answer that needs a tool result (`needs_evidence`) has one: a write that ran, or a
+    call that is no echo (`calls.informative`). Else `ok` becomes `partial`, `no_evidence`; a
+    `partial` only gains the note (a bench counts that reason as an `ok` taken back)."""
     if claim.status not in ("ok", "partial") or not needs_evidence(card):
         return claim
     if _wrote(meter) or informative(meter.evidence):
@@ -294,12 +245,8 @@ def _unevidenced(card: Card, meter: Meter, claim: Claim) -> Claim:
 def _unsourced(
     card: Card, claim: Claim, sources: Mapping[str, str], vouched: Callable[[Any], bool]
 ) -> Claim:
-    """An `ok` that must stand on tool results (a writer, `first: tool`, "not from memory")
-    holds no field that only the model vouches for: such as an id no tool returned.
-
-    An `args` field counts too unless `vouched`: a value a write that succeeded was given is
-    the tool's data now, one the model typed into a search or a lookup is its own word.
-    """
+    """An `ok` that must stand on tool results holds no field only the model vouches for (an
+    id no tool returned), nor an `args` one unless `vouched` (a successful write's data)."""
     if claim.status != "ok" or not needs_evidence(card):
         return claim
     fields = claim.fields
@@ -320,7 +267,6 @@ def _unsourced(
 
 
 def _wrote(meter: Meter) -> bool:
-    """True once a write call ran and succeeded."""
     return any(c.writes and c.outcome == "ok" for c in meter.calls)
 
 
@@ -330,20 +276,12 @@ Rule = Callable[[Card, Meter, Claim], Claim]
 RULES: tuple[Rule, ...] = (_unwritten, _unverified_write, _failed_write, _unevidenced)
 
 
-def _asked(brief: Brief) -> str:
-    """Return everything the caller's task says: where a `task` field source is looked up."""
-    return "\n".join([brief.goal, *brief.inputs.values(), brief.context_hint])
-
-
 def _agent_reason(
     status: Status, data: Mapping[str, Any], tokens: int
 ) -> tuple[str, tuple[str, ...]]:
-    """Return the reason of a status the model claimed, and the note holding its own words.
-
-    The model's reason stands only as a plain short label that is none of tiny's (`no_page`);
-    else the reason is `STATUS_by_agent` and what it wrote goes into a note, cut as a summary
-    is: a model must not claim tiny's findings (`max_wall_seconds`), which a bench scores by.
-    """
+    """Return the reason of a status the model claimed, and the note holding its own words: a
+    plain short label none of tiny's stands (`no_page`), else `STATUS_by_agent` and a note (a
+    model must not claim tiny's findings, `max_wall_seconds`, which a bench scores by)."""
     given = data.get("reason")
     if not given or (isinstance(given, str) and not given.strip()):  # none given
         return f"{status}{BY_AGENT}", ()
@@ -363,9 +301,8 @@ def _plain_label(text: str) -> bool:
 
 
 def _model_notes(data: Mapping[str, Any], tokens: int) -> tuple[str, ...]:
-    """Return the notes the model wrote for the caller, whatever the key or shape it used:
-    each as text (JSON for a value that is not a string) cut as a summary is, and at most
-    MAX_MODEL_NOTES of them (a note says how many more were left out)."""
+    """Return the notes the model wrote for the caller, each as text cut as a summary is, at
+    most MAX_MODEL_NOTES (a note says how many more were left out)."""
     notes = data.get("notes") or data.get("notes_for_caller") or ()
     items = notes if isinstance(notes, list) else [notes] if notes else []
     kept = tuple(cut_summary(text_of(item), tokens)[0] for item in items[:MAX_MODEL_NOTES])
