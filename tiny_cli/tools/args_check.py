@@ -61,8 +61,7 @@ NOT_CHECKS = frozenset({"title", "description", "default", "examples", "$comment
 def argument_problem(schema: Mapping[str, Any], args: dict[str, Any]) -> str | None:
     """Say what is wrong with a call's `args` under its tool's `schema`; None if nothing is.
 
-    A schema jsonschema cannot apply (a pattern `re` cannot read, a `$ref` to nowhere) is the
-    tool's fault, not the call's: ToolError, saying why (`schema_problem`).
+    A schema jsonschema cannot apply is the tool's fault, not the call's: ToolError, saying why.
     """
     if fast_pass(schema, args):
         return None
@@ -79,9 +78,8 @@ def argument_problem(schema: Mapping[str, Any], args: dict[str, Any]) -> str | N
 
 
 def schema_problem(schema: Any) -> str | None:
-    """Say why no call could be checked against `schema` (None: one can): it is no JSON Schema
-    in the dialect it declares (a `pattern` Python's `re` cannot read included), or a `$ref`
-    would have to be fetched or points to nothing."""
+    """Say why no call could be checked against `schema` (None: one can): no JSON Schema in the
+    dialect it declares, or a `$ref` to fetch or to nothing."""
     import jsonschema  # a schema checked: a card's functions, a tool's, an MCP server's
 
     try:
@@ -112,9 +110,8 @@ def ref_problem(schema: Any) -> tuple[tuple, str] | None:
 
 
 def built_schema_problem(schema: Any) -> str | None:
-    """`schema_problem` for a schema a builder made valid (pydantic's, for @tool), without
-    importing jsonschema: a `pattern` Python's `re` cannot read (pydantic's engine reads
-    `\\p{Lu}`), or a `$ref` to fetch or to nothing."""
+    """`schema_problem` for a schema pydantic made (for @tool), without importing jsonschema:
+    a `pattern` Python's `re` cannot read (pydantic's reads `\\p{Lu}`), or a bad `$ref`."""
     for path, value in _keyed(schema, ("pattern", "patternProperties")):
         for pattern in value if isinstance(value, dict) else [value]:
             try:
@@ -126,18 +123,15 @@ def built_schema_problem(schema: Any) -> str | None:
 
 
 def _ref_text(schema: Any) -> str | None:
-    """`ref_problem` as one line: the place, then the problem."""
     found = ref_problem(schema)
     return None if found is None else f"{'/'.join(map(str, found[0]))}: {found[1]}"
 
 
 def _refs(node: Any) -> Iterator[tuple[tuple, str]]:
-    """Each `$ref` (and `$dynamicRef`) in `node`, with its place."""
     return ((p, v) for p, v in _keyed(node, ("$ref", "$dynamicRef")) if isinstance(v, str))
 
 
 def _keyed(node: Any, keys: tuple[str, ...], path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
-    """Each value under one of `keys` anywhere in `node`, with its place."""
     if isinstance(node, dict):
         for key, value in node.items():
             if key in keys:
@@ -166,11 +160,8 @@ def dialect(schema: Any) -> Any:
 
 
 def coerce_scalar(schema: Any, value: Any) -> Any:
-    """Read a string that is exactly a number or boolean `schema`'s type allows as that value.
-
-    "3" for an integer is 3, "2.5" for a number 2.5, "true" for a boolean True. Anything else,
-    and every value where the type allows a string, is returned as it is.
-    """
+    """Read a string that is exactly a number or boolean `schema`'s type allows as that value
+    ("3" for an integer is 3); anything else, or where the type allows a string, as it is."""
     kinds = schema.get("type") if isinstance(schema, Mapping) else None
     kinds = {kinds} if isinstance(kinds, str) else set(kinds if isinstance(kinds, list) else ())
     if not isinstance(value, str) or "string" in kinds or value != value.strip():
@@ -194,11 +185,8 @@ def _loads(text: str) -> Any:
 
 
 def fast_pass(schema: Mapping[str, Any], value: Any, *, formats: bool = False) -> bool:
-    """True when a compiled check finds `value` valid; False means: ask jsonschema.
-
-    `formats=True` is for a check that judges formats (jsonschema's format checker on): a
-    schema with `format` then always goes to jsonschema.
-    """
+    """True when a compiled check finds `value` valid; False means: ask jsonschema (always, for
+    a schema with `format` when `formats`: the caller's check judges formats)."""
     try:
         check = _compiled(json.dumps(schema, sort_keys=True), formats)
         if check is not None:

@@ -63,17 +63,16 @@ class ArtifactStore:
         self._lock = threading.Lock()
 
     def reader(self, held: Callable[[], Sequence[Artifact]], max_chars: int) -> Tool:
-        """Return the `read_artifact` tool over the artifacts `held()` names right now (made by
-        a run that holds artifacts, and only then)."""
+        """Return the `read_artifact` tool over the artifacts `held()` names right now."""
         return tool(_Reader(self, held, max_chars).read_artifact, name=READ_ARTIFACT)
 
     def save(self, text: str, *, tool: str, card: str) -> Artifact:
-        """Store `text`, scrubbed of secrets, under a new handle; return its record (OSError
-        when it cannot be stored)."""
+        """Store `text`, scrubbed of secrets, under a new handle; return its record."""
         text = self.scrub.text(text)
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # tool results may be private
         handle = self._new_handle()
-        artifact = Artifact(handle, tool, len(text), _now(), card, _preview(text))
+        created = datetime.now(UTC).isoformat(timespec="seconds")
+        artifact = Artifact(handle, tool, len(text), created, card, _preview(text))
         _write_atomically(self.folder / f"{handle}.txt", text)
         _write_atomically(self.folder / f"{handle}.json", json.dumps(artifact.metadata()))
         return artifact
@@ -120,8 +119,7 @@ class ArtifactStore:
 
 
 def stored_result(text: str, artifact: Artifact, limit: int) -> str:
-    """Return what the model sees of a stored result: its head, its size (the stored text's,
-    which offsets count) and how to read on."""
+    """Return what the model sees of a stored result: its head, its size and how to read on."""
     chars = artifact.chars
     return (
         f"{text[:limit]}\n[… cut by tiny: {chars - limit} more characters not shown. "
@@ -170,7 +168,6 @@ def _read(path: Path, most: int | None = None) -> str:
 
 
 def _why(exc: Exception) -> str:
-    """Say in a few words why a file could not be read."""
     if isinstance(exc, UnicodeDecodeError):
         return "not UTF-8 text"
     if isinstance(exc, OSError):
@@ -186,7 +183,7 @@ def _preview(text: str) -> str:
 
 
 def _record(data: Any, handle: str) -> Artifact:
-    """Read a metadata file's record of `handle`; ValueError naming what is wrong with it."""
+    """Read a metadata file's record of `handle`; ValueError naming what is wrong."""
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     if data.get("handle") != handle:  # the file's name decides which text is read, nothing else
@@ -201,18 +198,12 @@ def _record(data: Any, handle: str) -> Artifact:
 
 
 def _brief(value: Any) -> str:
-    """A value for an error line: its repr (one line, escaped), cut short."""
     shown = repr(value)
     return shown if len(shown) <= BRIEF_CHARS else shown[: BRIEF_CHARS - 1] + "…"
 
 
 def _field(value: Any) -> str:
-    """A metadata field as text: strings as they are, anything else left out."""
     return value if isinstance(value, str) else ""
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
@@ -285,8 +276,7 @@ def _after_space(text: str, at: int, floor: int) -> int:
 
 
 def bm25_index(tokens: list[list[str]]) -> Any:
-    """A bm25s index of tokenized texts, for the handbook and a run's artifacts alike: the one
-    place the tools import bm25s (and numpy), on first search."""
+    """A bm25s index of tokenized texts (the one place the tools import bm25s, on first search)."""
     import_numpy()  # OpenBLAS on one thread, if bm25s brings numpy first
     import bm25s
 
@@ -300,8 +290,7 @@ def bm25_index(tokens: list[list[str]]) -> Any:
 
 @dataclass(frozen=True)
 class _Reader:
-    """One run's artifacts, read by window or by query, within `limit` characters (the tool's
-    schema is built once per process: making it for a run costs little)."""
+    """One run's artifacts, read by window or by query, within `limit` characters."""
 
     store: ArtifactStore
     held: Callable[[], Sequence[Artifact]]

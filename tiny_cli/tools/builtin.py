@@ -55,8 +55,8 @@ def default_registry(settings: Settings, transport: httpx.BaseTransport | None =
 
 
 def _user_tools(spec: str, origin: Origin | None) -> list[Tool]:
-    """The tools of one module the settings name; its error says which setting named it (`tiny
-    init` names a my_tools.py that was there before: its user may never have meant it as tools)."""
+    """The tools of one module the settings name; its error names the setting (`tiny init` may
+    have named a my_tools.py its user never meant as tools)."""
     try:
         return load_tool_module(spec)
     except ToolError as exc:
@@ -68,12 +68,10 @@ def _user_tools(spec: str, origin: Origin | None) -> list[Tool]:
 def builtin_entries(
     settings: Settings, transport: httpx.BaseTransport | None = None
 ) -> list[LazyTool]:
-    """Return http_get, html_to_text, docs_search and the CRM tools as LazyTools on `settings`.
-
-    A malformed `settings.allow_hosts` entry raises ConfigError here, before any tool runs. The
-    tools of one class share one owner, made once: a registry makes its tools under its lock.
-    """
+    """Return http_get, html_to_text, docs_search and the CRM tools as LazyTools on `settings`."""
+    # a malformed allow_hosts entry is a ConfigError here, before any tool runs
     policy = _web().AddressPolicy.of(settings.allow_hosts) if settings.allow_hosts else None
+    # the tools of one class share one owner, made once (a registry makes tools under its lock)
     owners: dict[type, Callable[[], Any]] = {
         _WebTools: functools.cache(lambda: _WebTools(policy, transport)),
         _DocsTools: functools.cache(lambda: _DocsTools(settings.docs_dir)),
@@ -239,7 +237,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 
 def _web() -> types.ModuleType:
-    """The web tools' module, imported on first use: the one place builtin imports httpx."""
+    """The web tools' module, imported on first use (the one place builtin imports httpx)."""
     from tiny_cli.tools import web
 
     return web
@@ -290,7 +288,8 @@ class CrmStore:
         """Create a company and return its record; raise CrmDuplicate if the name exists."""
         name = " ".join(name.split())
         key = _required_key(name)
-        values = (name, key, city.strip(), website.strip(), notes.strip(), self._now())
+        now = self._clock().isoformat(timespec="seconds")
+        values = (name, key, city.strip(), website.strip(), notes.strip(), now)
         sql = (
             "INSERT INTO companies (name, name_key, city, website, notes, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?)"
@@ -308,14 +307,12 @@ class CrmStore:
         with self._db() as db:
             return [dict(r) for r in db.execute(f"{SELECT} ORDER BY company_id")]
 
-    # --- internals -------------------------------------------------------------------------
-
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
         """Open one connection per operation: safe across threads, commits on success."""
         self._ensure_schema()
         with closing(self._connect()) as db, db:
-            db.row_factory = sqlite3.Row  # read as a dict: column name -> value
+            db.row_factory = sqlite3.Row
             yield db
 
     def _connect(self) -> sqlite3.Connection:
@@ -346,9 +343,6 @@ class CrmStore:
             f"company {name!r} already exists as company_id {existing['company_id']} "
             f"({existing['name']!r}); do not add it again"
         )
-
-    def _now(self) -> str:
-        return self._clock().isoformat(timespec="seconds")
 
 
 def name_key(name: str) -> str:

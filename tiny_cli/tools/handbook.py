@@ -47,8 +47,8 @@ class Hit:
 class Handbook:
     """A searchable knowledge folder; its index is rebuilt when a page changes.
 
-    The index is kept per process and folder state (the folder, and each page's name, size and
-    mtime_ns), so every Handbook over an unchanged folder (one per bench run) shares one index.
+    Indexes are kept per process and folder state (each page's name, size and mtime_ns): every
+    Handbook over an unchanged folder (one per bench run) shares one.
     """
 
     folder: Path
@@ -56,8 +56,6 @@ class Handbook:
     max_pages: int = MAX_PAGES
 
     def __post_init__(self) -> None:
-        """Refuse a folder that is not there, or holds no pages or too many to be a handbook:
-        the user's setting to fix, not the model's."""
         _page_files(self.folder, self.max_entries, self.max_pages)
 
     def search(self, query: str, limit: int = DEFAULT_SEARCH_LIMIT) -> list[Hit]:
@@ -127,7 +125,8 @@ class _Index:
         chunks: list[_Chunk] = []
         for i, path in enumerate(files):
             stop_if_abandoned()  # the run that asked is over: free the lock and the memory
-            text = _read_page(path)
+            with path.open(encoding="utf-8", errors="replace") as page:
+                text = page.read(MAX_PAGE_CHARS)
             pages.append(_Page(path.relative_to(folder).as_posix(), _title(text, path)))
             chunks += [_Chunk(i, h, t) for h, t in _split(text)] or [_Chunk(i, "", "")]
         bodies = bm25_index([tokenize(f"{c.heading}\n{c.text}") for c in chunks])
@@ -159,10 +158,16 @@ class _Index:
 
 
 def _page_files(folder: Path, max_entries: int, max_pages: int) -> list[Path]:
-    """Return the folder's pages, sorted; hidden files and folders, links out and files that are
-    no regular file (a FIFO would block the read), left out. A folder with no pages, or too many
-    to be a handbook, is a ConfigError: the user's setting to fix, as a missing folder is."""
-    _check_folder(folder)  # gone since the tool was made: still the user's to fix
+    """Return the folder's pages, sorted: no hidden ones, links out or special files (a FIFO
+    would block the read). A folder that is none, or no handbook, is the user's to fix."""
+    if not folder.is_dir():  # gone since the tool was made: still the user's to fix
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(
+            f"knowledge folder {folder} {what}; set TINY_DOCS (or docs in tiny.toml) to the "
+            "folder of the handbook's pages",
+            path=folder,
+            field="TINY_DOCS",
+        )
     inside = folder.resolve()
     files: list[Path] = []
     named = (path for path in _walk(folder, max_entries) if path.suffix.lower() in DOC_SUFFIXES)
@@ -185,23 +190,9 @@ def _not_a_handbook(folder: Path, why: str) -> ConfigError:
     )
 
 
-def _check_folder(folder: Path) -> None:
-    """ConfigError naming the folder and TINY_DOCS when `folder` is missing or no folder."""
-    if folder.is_dir():
-        return
-    what = "is not a folder" if folder.exists() else "does not exist"
-    raise ConfigError(
-        f"knowledge folder {folder} {what}; set TINY_DOCS (or docs in tiny.toml) to the "
-        "folder of the handbook's pages",
-        path=folder,
-        field="TINY_DOCS",
-    )
-
-
 def _walk(folder: Path, max_entries: int) -> Iterator[Path]:
     """Yield the names under `folder` that are no folder, hidden ones left out (os.walk enters
-    no linked folder and skips one it cannot read). Stops when the run that asked gave up, or
-    past max_entries."""
+    no linked folder and skips one it cannot read), up to max_entries."""
     seen = 0
     for root, folders, names in os.walk(folder):
         stop_if_abandoned()
@@ -211,12 +202,6 @@ def _walk(folder: Path, max_entries: int) -> Iterator[Path]:
         if seen > max_entries:
             raise _not_a_handbook(folder, f"holds over {max_entries:,} files and folders")
         yield from (Path(root, name) for name in names)
-
-
-def _read_page(path: Path) -> str:
-    """Return a page's text, up to MAX_PAGE_CHARS."""
-    with path.open(encoding="utf-8", errors="replace") as page:
-        return page.read(MAX_PAGE_CHARS)
 
 
 def _title(text: str, path: Path) -> str:

@@ -55,9 +55,7 @@ QUICK_SDK_WAITS = {
 }
 LIST_PAGES = 100  # tools/list pages read at most: a paginator that never ends cannot hang a run
 STDERR_CHARS = 200  # of a server's last stderr line, quoted when it fails
-# of its stderr, kept to find that line; the rest is read and dropped (redacted before the
-# cut: a secret up to this long is never kept in part)
-STDERR_TAIL_BYTES = 4096
+STDERR_TAIL_BYTES = 4096  # of its stderr kept to find that line (redacted before the cut)
 STDERR_READ_BYTES = 65_536  # read from its stderr pipe at a time
 STDERR_DRAIN_SECONDS = 1.0  # a gone server's last lines are waited for at most this long
 # the SDK's own logger, its modules' (`mcp.client.stdio`, ...); its client session logs to the
@@ -69,11 +67,7 @@ SDK_WARNINGS = 5  # lines of the SDK's own logging shown per process; the rest a
 
 
 def stop_servers(quick: bool = False) -> None:
-    """Stop every server this process started (at exit, and between tests).
-
-    `quick` (Ctrl-C): a server that does not leave when its stdin closes gets SIGTERM after
-    0.2 s, not the SDK's 2 s, and the whole stop takes at most QUICK_STOP_SECONDS.
-    """
+    """Stop every server this process started (at exit, between tests; `quick`: on Ctrl-C)."""
     global _HOST
     with _HOST_LOCK:
         host, _HOST = _HOST, None
@@ -100,15 +94,14 @@ _HOST_LOCK = threading.Lock()
 
 
 class _SdkLog(logging.Handler):
-    """The SDK's own logging as one-line TinyWarnings, the first SDK_WARNINGS only (a server
-    that prints 200 lines of noise on stdout makes the SDK log 200 tracebacks)."""
+    """The SDK's own logging as one-line TinyWarnings, the first SDK_WARNINGS only (a server's
+    noise on stdout makes the SDK log a traceback a line)."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.shown = self.hidden = 0
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Write the record as one line, or count it once SDK_WARNINGS are shown."""
         if self.shown >= SDK_WARNINGS:  # `handle` holds the handler's lock: threads agree
             self.hidden += 1
             return
@@ -134,11 +127,9 @@ _SDK_LOG = _SdkLog()
 
 
 class _SdkRecords(logging.Filter):
-    """On a logger the SDK shares with the application: the SDK's records go to _SDK_LOG only,
-    the application's pass untouched."""
+    """On a logger the SDK shares with the application: only the SDK's records go to _SDK_LOG."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """Pass a record not from the SDK; hand one from it to _SDK_LOG, and drop it here."""
         if not os.path.abspath(record.pathname).startswith(SDK_FOLDER):
             return True
         if record.levelno >= _SDK_LOG.level:
@@ -148,8 +139,7 @@ class _SdkRecords(logging.Filter):
 
 @functools.cache
 def _once_per_process() -> None:
-    """When a server first starts: stop the servers at exit; send the SDK's logging to _SDK_LOG
-    only."""
+    """When a server first starts: stop the servers at exit; the SDK's logging to _SDK_LOG only."""
     atexit.register(stop_servers)
     logger = logging.getLogger(SDK_LOGGER)
     logger.addHandler(_SDK_LOG)
@@ -172,8 +162,7 @@ def _sdk_line(record: logging.LogRecord) -> str:
 
 
 def _warn(message: str) -> None:
-    """Warn with a TinyWarning: the face (or the library's caller) decides how it shows."""
-    warnings.warn(message, TinyWarning, stacklevel=2)  # the line that said it
+    warnings.warn(message, TinyWarning, stacklevel=2)  # the face decides how it shows
 
 
 def open_session(server: McpServer, seconds: float, environ: Mapping[str, str] | None) -> _Session:
@@ -284,19 +273,16 @@ class _Session:
         return self.redact(self.host.run(self._call(tool, arguments), None))
 
     def tool(self, wire: str, name: str, published: Any) -> Tool | str:
-        """The registry's Tool for one of this server's published tools, or why it cannot be
-        (mcp_tools asks the session: it never imports this module, the SDK's, itself)."""
+        """The registry's Tool for a published tool, or why it cannot be (mcp_tools never imports
+        this module, the SDK's, itself: it asks the session)."""
         tool = _tool(wire, name, published, self.server)
+        if isinstance(tool, str):
+            return tool
         # a description may quote a value from the environment (a token): never kept or shown
-        return (
-            tool
-            if isinstance(tool, str)
-            else replace(tool, description=self.redact(tool.description))
-        )
+        return replace(tool, description=self.redact(tool.description))
 
     def descriptions(self, names: Iterable[str]) -> dict[str, str]:
-        """Map each of `names` the server listed (`server.tool`) to its description ('' for
-        none), redacted."""
+        """Map each of `names` the server listed (`server.tool`) to its redacted description."""
         return {
             f"{self.server.name}.{name}": self.redact(description_of(self.tools[name]))
             for name in sorted(names)
@@ -304,8 +290,7 @@ class _Session:
         }
 
     def failed(self, why: str) -> ToolServerError:
-        """Return the error that this server cannot be used, with `why` redacted and no URL's
-        password in it (the SDK's or httpx's words may quote the server's URL)."""
+        """The error that this server cannot be used, `why` redacted (its URL's password too)."""
         hidden = re.sub(URL_PASSWORD, rf"\1{REDACTED}", self.redact(why))
         return ToolServerError(hidden, server=self.server.name)
 
@@ -357,7 +342,6 @@ class _Session:
             ready.set()
 
     def _client(self) -> Any:
-        """Build the SDK client for this server (stdio with its stderr kept, or HTTP)."""
         server = self.resolved
         if server.command is not None:
             params = StdioServerParameters(
@@ -396,8 +380,8 @@ class _Session:
 
 
 class _StderrTail:
-    """A server's stderr: a pipe that a thread drains, keeping only the last bytes (a chatty
-    server is never held up by a full pipe, nor kept whole in a file)."""
+    """A server's stderr: a pipe a thread drains, keeping the last bytes (no full pipe holds up
+    a chatty server)."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         readable, writable = os.pipe()
@@ -416,14 +400,10 @@ class _StderrTail:
             while chunk := pipe.read(STDERR_READ_BYTES):
                 with self._lock:
                     self._tail += chunk
-                    self._redact()  # before the cut: a secret cut in two is redacted by nobody
+                    # before the cut: a secret cut in two is redacted by nobody
+                    for secret in self._secrets:
+                        self._tail = self._tail.replace(secret, REDACTED.encode())
                     del self._tail[:-STDERR_TAIL_BYTES]
-
-    def _redact(self) -> None:
-        """Replace each secret held whole in the tail (one still arriving waits at its end)."""
-        for secret in self._secrets:
-            if secret in self._tail:
-                self._tail = self._tail.replace(secret, REDACTED.encode())
 
     def last_line(self) -> str:
         """Return the last line the server wrote, cut short (once closed: all it wrote)."""
@@ -452,9 +432,8 @@ async def _http_transport(server: McpServer) -> Any:
 
 
 async def listing(client: Any) -> tuple[dict[str, Any], frozenset[str]]:
-    """Read every page of tools/list from the server: never the SDK's response cache, which
-    would give a server listed before (with a `ttlMs`) its old list. Return the tools by name
-    (the first of a name) and the names listed more than once (which a call may not reach)."""
+    """Read every page of tools/list (never the SDK's cache: it may hold an old list); return
+    the tools by name (the first of a name) and the names listed more than once."""
     tools: dict[str, Any] = {}
     twice: set[str] = set()
     cursor = None
@@ -492,8 +471,8 @@ def description_of(published: Any) -> str:
 
 
 def _written_secrets(server: McpServer) -> frozenset[str]:
-    """The literal secrets of a server's settings (`--api-key VALUE`, a key-shaped value), by
-    the rule `tiny cards import` lifts them with: what tiny says of the server never shows them."""
+    """The literal secrets of a server's settings (`--api-key VALUE`), as `tiny cards import`
+    lifts them: what tiny says of the server never shows them."""
     spec: dict[str, Any] = (
         {"command": server.command, "args": list(server.args), "env": dict(server.env)}
         if server.command is not None
@@ -503,8 +482,7 @@ def _written_secrets(server: McpServer) -> frozenset[str]:
 
 
 def writes(published: Any) -> bool:
-    """Whether a published tool writes: its MCP annotations say no readOnlyHint (or say none),
-    or say destructiveHint."""
+    """Whether a published tool writes: no readOnlyHint (or no annotations), or destructiveHint."""
     hints = published.annotations
     return hints is None or hints.read_only_hint is not True or hints.destructive_hint is True
 
@@ -535,14 +513,6 @@ def _no_answer(name: str, seconds: float, tool: str | None = None) -> str:
     return f"MCP server {name!r} did not answer within {seconds:.1f}s ({what})"
 
 
-def _first_fault(exc: pydantic.ValidationError, redact: Callable[[str], str]) -> str:
-    """`tools.1.inputSchema: Field required`: where the first fault is and what, not the dump
-    of every value pydantic gives (a server's whole answer)."""
-    first = exc.errors()[0]
-    where = ".".join(map(str, first["loc"])) or "the answer"
-    return cut_at_word(" ".join(redact(f"{where}: {first['msg']}").split()), STDERR_CHARS)
-
-
 def _failure(exc: BaseException | None, redact: Callable[[str], str]) -> str:
     """Name the innermost cause of a failure (the SDK wraps them in exception groups),
     redacted whole before it is cut (a secret cut in two is redacted by nobody)."""
@@ -550,7 +520,11 @@ def _failure(exc: BaseException | None, redact: Callable[[str], str]) -> str:
         exc = exc.exceptions[0]
     if exc is None or isinstance(exc, asyncio.CancelledError):
         return ""
-    if isinstance(exc, pydantic.ValidationError):  # an answer the SDK refused: its first fault
-        return f"the MCP SDK refused its answer: {_first_fault(exc, redact)}"
-    text = cut_at_word(" ".join(redact(str(exc)).split()), STDERR_CHARS)  # no URL cut in two
+    said = str(exc)
+    if isinstance(exc, pydantic.ValidationError):  # its first fault, not the whole answer's dump
+        first = exc.errors()[0]
+        said = f"{'.'.join(map(str, first['loc'])) or 'the answer'}: {first['msg']}"
+    text = cut_at_word(" ".join(redact(said).split()), STDERR_CHARS)  # no URL cut in two
+    if isinstance(exc, pydantic.ValidationError):  # an answer the SDK refused
+        return f"the MCP SDK refused its answer: {text}"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -25,8 +25,7 @@ from tiny_cli.settings import Origin, Settings
 from tiny_cli.text import printable
 
 MCP_FILENAMES = ("mcp.yaml", "mcp.yml")  # in the cards folder; never read as cards
-# Patterns as text: `re` compiles each on first use and keeps it (compiled at import, they
-# would cost every start, for commands that never read an mcp.yaml).
+# Patterns as text: `re` compiles each on first use, not at every start of every command.
 # `server.tool`: MCP tool names are 1-128 of letters, digits, '_', '-' and '.' (the spec's).
 QUALIFIED_NAME = r"^([A-Za-z0-9][A-Za-z0-9_-]{0,31})\.([A-Za-z0-9_.-]{1,128})$"
 WIRE_NAME = r"^[A-Za-z0-9_-]{1,64}$"  # what OpenAI-compatible servers accept
@@ -56,8 +55,7 @@ TYPES = {"stdio": "command", "http": "url", "streamable-http": "url", "streamabl
 
 
 def mcp_path(cards_dir: Path, explicit: str | None, origin: Origin | None = None) -> Path | None:
-    """Return the mcp.yaml to read: the file named (by `origin`: TINY_MCP, or the project
-    file's `mcp`), else one in the cards folder, else None."""
+    """The mcp.yaml to read: the file named (by `origin`), else the cards folder's, else None."""
     if explicit:
         path = Path(explicit)
         if not path.is_file():
@@ -84,12 +82,10 @@ def qualified(name: str) -> tuple[str, str] | None:
 
 
 def wire_name(name: str) -> str:
-    """Return the function name the model sees for `server.tool` (a dot cannot go on the wire).
+    """Return the function name the model sees for `server.tool`: `server__tool`, no dot.
 
-    `time.get_current_time` is `time__get_current_time`. A name that would still break the
-    rule (a '.' inside the tool's name, over 64 characters) keeps a readable head and gets a
-    hash of the whole qualified name. Two qualified names can still meet on one wire name
-    (`a__b.c` and `a.b__c` are both `a__b__c`): card validation refuses that.
+    One still against the rule (a '.' in the tool's name, over 64 characters) keeps a readable
+    head and a hash of the whole name. `a__b.c` and `a.b__c` meet: card validation refuses that.
     """
     parts = qualified(name)
     if parts is None:
@@ -109,7 +105,6 @@ class WireName(str):
     qualified: str
 
     def __new__(cls, name: str) -> WireName:
-        """Return the wire name of the qualified `name`, holding `name`."""
         self = super().__new__(cls, wire_name(name))
         self.qualified = name
         return self
@@ -157,10 +152,7 @@ class McpServer:
     def resolved(
         self, environ: Mapping[str, str] | None = None
     ) -> tuple[McpServer, frozenset[str]]:
-        """Expand every `${VAR}`; return the server and the values that came from variables.
-
-        A variable that is not set is a ConfigError naming the file and the key.
-        """
+        """Expand every `${VAR}` (ConfigError if unset); return the server and their values."""
         environ = os.environ if environ is None else environ
         found: set[str] = set()
 
@@ -291,11 +283,8 @@ def _string_map(where: str, spec: dict, key: str) -> dict[str, str]:
 
 
 def _check_secrets(where: str, server: McpServer) -> None:
-    """Refuse a secret written into the file, whole or in part: it must be a `${VAR}`.
-
-    A value literal in part (`Bearer abc${X}`) is refused as well: nothing would redact
-    the literal part. The message never repeats the value.
-    """
+    """Refuse a secret written into the file, whole or in part (nothing would redact a literal
+    part): it must be a `${VAR}`. The message never repeats the value."""
     entries = [("headers", k, v) for k, v in server.headers.items()]
     for section, key, value in entries + [("env", k, v) for k, v in server.env.items()]:
         # an empty value (a host's placeholder, `"GITHUB_TOKEN": ""`) holds no secret

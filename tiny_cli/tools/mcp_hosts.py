@@ -58,23 +58,20 @@ SECRET_FLAG_WORDS = frozenset(
 # beside a '.', '_' or '-', which base64, the one key alphabet holding '/', never holds
 FILE_EXTENSION = r"\.[A-Za-z][A-Za-z0-9]{0,7}$"
 MIN_TOKEN_DIGITS = 4  # a long run counts as a key only with digits in it (not a long word)
-# a URL's query parameter: group 2 its name, group 3 its value (lifted if the name says a
-# credential, word by word: setting_rules.credential_param); no pattern inside the name, which
-# would cost a long one its length squared
+# a URL's query parameter: group 2 its name (setting_rules.credential_param reads it: a pattern
+# in it would cost a long one its length squared), group 3 its value
 QUERY_PARAMETER = r"([?&]([^=&#?\s]*)=)([^&#\s]+)"
 # a URL's path (group 2), after its scheme and host (group 1): a segment shaped like a key in
 # it (`/mcp/sk-…/`, as hosted servers hand them out) is lifted
 URL_PATH = rf"(?i)({URL_SCHEME}[^/?#\s]*)(/[^?#\s]*)"
-# `NAME=value` (docker's `-e NAME=value`): a variable's name, whose value is lifted as an env
-# entry's would be
+# `NAME=value` (docker's `-e`): a variable's name, its value lifted as an env entry's would be
 VARIABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 HOST_KEYS = ("mcpServers", "servers")  # Claude Code/Desktop and Cursor; VS Code
 # VS Code's and Claude Code's own placeholders, as mcp.yaml writes them
 HOST_REFERENCE = r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}"
 INPUT_REFERENCE = r"\$\{input:([A-Za-z0-9_.-]+)\}"
-# VS Code's (and Cursor's) predefined variables: those known where the config lies are written
-# out on import (no environment holds them); those only the editor knows (the open file, the
-# selection) are refused, named
+# VS Code's (and Cursor's) predefined variables: written out on import (no environment holds
+# them), but those only the editor knows (the open file, the selection), which are refused
 PREDEFINED_REFERENCE = r"\$\{(workspaceFolder|workspaceFolderBasename|userHome|pathSeparator|/)\}"
 EDITOR_REFERENCE = (
     r"\$\{(file|fileWorkspaceFolder|relativeFile|relativeFileDirname|fileBasename"
@@ -125,11 +122,10 @@ class HostServers:
 
 
 def read_host_config(path: Path, mcp_file: Path | None = None) -> HostServers:
-    """Read a host's MCP config (to be carried into `mcp_file`); ConfigError naming the file
-    (and the server and setting) for one tiny cannot read or carry over as it is."""
+    """Read a host's MCP config (to be carried into `mcp_file`); ConfigError naming the fault."""
     key, hosted = _host_servers(path)
-    have = _existing(mcp_file)
-    lifter = _Lifter(_variables_used(mcp_file))
+    have, used = _existing(mcp_file)
+    lifter = _Lifter(used)
     predefined = _predefined(path)
     servers: dict[str, dict[str, Any]] = {}
     skipped: list[tuple[str, str]] = []
@@ -151,7 +147,6 @@ def read_host_config(path: Path, mcp_file: Path | None = None) -> HostServers:
 
 
 def _taken(name: str, carried_as: Mapping[str, str]) -> str:
-    """Say why a server cannot be carried as `name` when another server already is; else ''."""
     if name not in carried_as:
         return ""
     return f"mcp.yaml's name for it, {name}, is taken by {printable(carried_as[name])}: rename one"
@@ -195,21 +190,14 @@ def _written_out(where: str, spec: dict[str, Any], values: Mapping[str, str]) ->
     return out
 
 
-def _existing(mcp_file: Path | None) -> dict[str, McpServer]:
-    """The servers mcp.yaml declares now (none when there is no file, or no servers yet)."""
+def _existing(mcp_file: Path | None) -> tuple[dict[str, McpServer], dict[str, set[str]]]:
+    """The servers mcp.yaml declares now, and the `${VAR}`s each names: taken for another
+    server's secret (two servers' secrets in one variable would be one value for both)."""
     if mcp_file is None:
-        return {}
-    return {n: _server(mcp_file, n, spec) for n, spec in _declared(mcp_file)[1].items()}
-
-
-def _variables_used(mcp_file: Path | None) -> dict[str, set[str]]:
-    """Each server of mcp.yaml and the `${VAR}`s its entry names: taken for another server's
-    secret (two servers' secrets in one variable would be one value for both)."""
-    declared = _declared(mcp_file)[1] if mcp_file is not None else {}
-    return {
-        name: set(re.findall(REFERENCE, json.dumps(spec, default=str)))
-        for name, spec in declared.items()
-    }
+        return {}, {}
+    declared = _declared(mcp_file)[1]
+    used = {n: set(re.findall(REFERENCE, json.dumps(s, default=str))) for n, s in declared.items()}
+    return {n: _server(mcp_file, n, spec) for n, spec in declared.items()}, used
 
 
 def _held(name: str, raw_name: str, spec: dict[str, Any], have: Mapping[str, McpServer]) -> str:
@@ -226,7 +214,6 @@ def _held(name: str, raw_name: str, spec: dict[str, Any], have: Mapping[str, Mcp
 
 
 def _host_servers(path: Path) -> tuple[str, dict[Any, Any]]:
-    """The host config's key of servers and its mapping of them."""
     data = _read_json(path)
     key = next((k for k in HOST_KEYS if isinstance(data, dict) and k in data), None)
     if key is None or not isinstance(data[key], dict):
@@ -237,8 +224,7 @@ def _host_servers(path: Path) -> tuple[str, dict[Any, Any]]:
 
 
 def _read_json(path: Path) -> Any:
-    """A host config's JSON (JSONC: VS Code's); ConfigError naming the file, and the line of
-    an error, for one that is not."""
+    """A host config's JSON (JSONC: VS Code's); ConfigError naming the file and line if not."""
     try:  # a key twice: the host keeps the last, and so does its import
         return load_json(_plain_json(read_config(path)), str(path), keys_once=False)
     except json.JSONDecodeError as exc:
@@ -291,10 +277,7 @@ def _fault(shape: str, value: Any) -> tuple[str, Any] | None:
 
 
 def merge_mcp_yaml(path: Path, servers: Mapping[str, dict[str, Any]]) -> list[str]:
-    """Add `servers` that mcp.yaml lacks after its own text (its comments and layout stay);
-    return their names. An mcp.yaml that does not check, or that cannot take the new entries
-    without being rewritten (flow style), is a ConfigError, and the file is left as it is.
-    """
+    """Add `servers` that mcp.yaml lacks after its own text, kept as it is; return their names."""
     # read, merge and write under the lock: two imports at once would each write the file as
     # it was plus their own servers, and the one written first would lose its servers
     with locked(path):
@@ -338,16 +321,14 @@ def _holds(text: str, servers: dict[str, Any]) -> bool:
 
 
 def _appended(text: str, new: dict[str, Any]) -> str:
-    """mcp.yaml's text with the new servers' entries after it, in the file's own line ends
-    (CRLF stays CRLF) and with its byte order mark, if it starts with one."""
+    """mcp.yaml's text with the new servers' entries under its `servers:` line, indented as its
+    own entries are, in its own line ends and with its byte order mark, if it has them."""
     bom = "\ufeff" if text.startswith("\ufeff") else ""
     plain = _appended_plain(text.removeprefix(bom).replace("\r\n", "\n"), new)
     return bom + (plain.replace("\n", "\r\n") if "\r\n" in text else plain)
 
 
 def _appended_plain(text: str, new: dict[str, Any]) -> str:
-    """`_appended` for a text with "\n" line ends and no byte order mark: the entries go under
-    its `servers:` line, indented as its own entries are."""
     block = yaml.safe_dump({"servers": new}, sort_keys=False, allow_unicode=True, width=1000)
     if not text.strip():
         return _HEADER + block
@@ -383,8 +364,7 @@ def _server_name(name: str) -> str:
 
 
 def literal_secrets(name: str, spec: dict[str, Any]) -> frozenset[str]:
-    """The literal secrets a server's spec holds (`--api-key VALUE`, a key-shaped value), by
-    the rule import lifts them with."""
+    """The literal secrets a server's spec holds, by the rule import lifts them with."""
     lifter = _Lifter()
     lifter.server(name, spec)
     return frozenset(lifter.values.values())
@@ -394,10 +374,9 @@ class _Lifter:
     """Turn a host's server settings into an mcp.yaml entry, lifting literal secrets."""
 
     def __init__(self, used: Mapping[str, set[str]] | None = None) -> None:
-        """`used`: the variables mcp.yaml's servers name already, by server."""
         self.lifted: list[Lifted] = []
         self.values: dict[str, str] = {}
-        self.used = used or {}
+        self.used = used or {}  # the variables mcp.yaml's servers name already, by server
 
     def server(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         """Return the mcp.yaml entry for one host server."""
@@ -432,8 +411,7 @@ class _Lifter:
         return self._value(server, f"args[{at}]", "", text)
 
     def _value(self, server: str, where: str, key: str, text: str) -> str:
-        """A value not named as a secret: the credentials of the URLs in it lifted, else the
-        whole value when it is shaped like a key (`key` names it; '' for an argument)."""
+        """A value not named as a secret: its URLs' credentials lifted, or itself if key-shaped."""
         if "://" in text:
             lifted = self._urls(server, where, key, text)
             if lifted != text or re.search(REFERENCE, text):  # a `${VAR}` in it: as written
@@ -441,8 +419,7 @@ class _Lifter:
         return self._lift(server, where, key or "arg", text) if _looks_secret(text) else text
 
     def _urls(self, server: str, where: str, key: str, text: str) -> str:
-        """Lift the password, the secret-named or key-shaped query parameters and the
-        key-shaped path segments of every URL in `text`."""
+        """Lift the password, secret query parameters and key-shaped path segments of URLs."""
         text = re.sub(
             URL_PASSWORD,
             lambda m: m[1] + self._lift(server, where, f"{key} password", m[2], decode=True),
@@ -452,14 +429,12 @@ class _Lifter:
         return re.sub(URL_PATH, partial(self._path, server, where, key), text)
 
     def _parameter(self, server: str, where: str, found: re.Match[str]) -> str:
-        """A query parameter as mcp.yaml holds it: its value lifted if its name is a secret's
-        (`api_key`, `accessToken`; not `keywords`) or the value is shaped like a key."""
+        """A query parameter, its value lifted if its name is a secret's or it is key-shaped."""
         if not credential_param(found[2]) and not _looks_secret(found[3]):
             return found[0]
         return found[1] + self._lift(server, where, found[2], found[3])
 
     def _path(self, server: str, where: str, key: str, found: re.Match[str]) -> str:
-        """A URL's scheme, host and path as mcp.yaml holds them: key-shaped segments lifted."""
         segments = [
             self._lift(server, where, f"{key} key", part) if _looks_secret(part) else part
             for part in found[2].split("/")
@@ -467,8 +442,8 @@ class _Lifter:
         return found[1] + "/".join(segments)
 
     def _lift(self, server: str, where: str, key: str, value: str, decode: bool = False) -> str:
-        """Replace a literal secret by `${VAR}` (a scheme in front stays); keep the value,
-        percent-decoded if `decode` (a URL's password: mcp.yaml encodes it when it starts)."""
+        """Replace a literal secret by `${VAR}` (a scheme in front stays) and keep its value;
+        `decode`: a URL's password, which mcp.yaml encodes when the server starts."""
         if not re.search(r"\S", value):
             return value
         scheme = re.match(rf"(?i)^({SCHEME})(\S.*)$", value)
@@ -490,8 +465,7 @@ class _Lifter:
         return taken
 
     def _elsewhere(self, server: str, variable: str) -> bool:
-        """Tell whether mcp.yaml names `variable` for a server other than `server` (the same
-        server carried again may use its own variables)."""
+        """Tell whether mcp.yaml names `variable` for another server (not `server` itself)."""
         return any(variable in names for other, names in self.used.items() if other != server)
 
 
@@ -520,8 +494,7 @@ def _secret_flag(arg: str) -> bool:
 
 
 def _secret_variable(name: str, value: str) -> bool:
-    """`NAME=value` (docker's `-e`) holding a secret: NAME says so, as an env entry's name
-    would, or the value is shaped like a key (a URL's parts are lifted as in any value)."""
+    """`NAME=value` (docker's `-e`) holding a secret: by NAME, or a key-shaped value (no URL)."""
     if not re.fullmatch(VARIABLE_NAME, name):
         return False
     return secret_name(name) or ("://" not in value and _looks_secret(value))

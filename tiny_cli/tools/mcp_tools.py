@@ -35,8 +35,7 @@ Opener = Callable[[McpServer, float, Mapping[str, str] | None], Any]  # -> a run
 
 
 class McpTools:
-    """The tools of the servers in one mcp.yaml, as a ToolSource for the registry: each bound,
-    with the schema and description its server publishes, when a run needs it."""
+    """The tools of the servers in one mcp.yaml, as a ToolSource: each bound when a run needs it."""
 
     def __init__(
         self,
@@ -44,24 +43,23 @@ class McpTools:
         environ: Mapping[str, str] | None = None,
         opener: Opener | None = None,
     ) -> None:
-        """`opener` starts (or finds) a server's session; default: mcp_client.open_session."""
         self.config = config
         self.environ = environ
-        self._open = opener or _open_session
+        self._open = opener or _open_session  # starts (or finds) a server's session
         self._tools: dict[str, Tool] = {}  # by qualified name: two may share a wire name
         self._unusable: dict[str, str] = {}  # `check`: server -> why it could not be started
         self._listed: dict[str, Any] = {}  # `check`: server -> its session (started, so listed)
 
     def owns(self, name: str) -> bool:
-        """Say whether `name` is a card's name (a WireName) for a tool of a server in this file
-        (the bare wire name a model sends resolves through the card that lists it)."""
+        """Say whether `name` is a card's name (a WireName) for a tool of a server in this file."""
         return any(server in self.config.servers for server in _by_server([name]))
 
     def bind(self, names: Sequence[str], seconds: float, may_write: bool) -> None:
         """Start the servers `names` need and bind their tools; ToolServerError if impossible."""
         deadline = time.monotonic() + seconds
         for server, wanted in _by_server(names).items():
-            session = self._open(self.config.servers[server], _left(deadline), self.environ)
+            left = max(0.0, deadline - time.monotonic())
+            session = self._open(self.config.servers[server], left, self.environ)
             for wire, tool_name in wanted:
                 problem = self._bind_one(session, wire, tool_name, may_write)
                 if problem:
@@ -130,10 +128,6 @@ def _by_server(names: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
 
 def _check(tools: Sequence[str], wire: str, message: str) -> Check:
     return Check(tools.index(wire), original(wire), message)
-
-
-def _left(deadline: float) -> float:
-    return max(0.0, deadline - time.monotonic())
 
 
 def _open_session(server: McpServer, seconds: float, environ: Mapping[str, str] | None) -> Any:

@@ -68,8 +68,7 @@ class Tool:
         return self.func(**arguments)
 
     def _as_given(self, arguments: dict[str, Any]) -> bool:
-        """Whether the model would leave the arguments unchanged, so it need not be built: a plain
-        spec's known arguments that pass its schema and hold no number (5.0 for an int is 5)."""
+        """Whether the model would leave the arguments unchanged, so it need not be built."""
         assert self.spec is not None
         known = self.parameters.get("properties", {})
         return (
@@ -108,16 +107,11 @@ def _schema_entry(name: str, description: str, parameters: dict[str, Any]) -> di
 
 @dataclass(frozen=True)
 class LazyTool:
-    """A built-in tool known before it exists: its literal schema now, its object later.
+    """A built-in tool known before it exists: its literal schema now, its object later."""
 
-    `method` is a function of a class; `owner()` makes the object it is bound to (with one
-    registry's state) and imports what the tool needs. `described` holds the literal
-    `description` and `parameters` the model is shown.
-    """
-
-    method: Callable[..., Any]
-    owner: Callable[[], Any]
-    described: Mapping[str, Any]
+    method: Callable[..., Any]  # a function of a class
+    owner: Callable[[], Any]  # makes the object it is bound to, importing what the tool needs
+    described: Mapping[str, Any]  # the literal `description` and `parameters` the model is shown
     writes: bool = False
 
     @property
@@ -126,8 +120,7 @@ class LazyTool:
         return self.method.__name__
 
     def spec(self) -> Spec:
-        """Return the literal description and schema, and the arguments model built from the
-        method on first use (no built-in hint carries a validator: the spec is plain)."""
+        """Return the literal spec; its arguments model is built on first use (and plain)."""
         schema = json.dumps(self.described["parameters"])
         return Spec(self.name, self.described["description"], schema, True, self._model)
 
@@ -147,8 +140,7 @@ class LazyTool:
 
 
 def declared_tool(name: str, description: str, parameters: dict[str, Any]) -> Tool:
-    """A tool a card declares with a schema and no implementation (a function-calling bench
-    scores the first call and never runs it): a call is told it cannot run."""
+    """A tool a card declares with a schema and no implementation: a call is told it cannot run."""
 
     def refuse(**_: Any) -> Any:
         raise ToolCallError(f"{name} is declared only: it has no implementation to run")
@@ -161,24 +153,19 @@ class ToolSource(Protocol):
 
     def owns(self, name: str) -> bool:
         """Say whether `name` is one of this source's tools (without starting anything)."""
-        ...
 
     def bind(self, names: Sequence[str], seconds: float, may_write: bool) -> None:
         """Make `names` ready within `seconds`; raise ToolServerError when they cannot be."""
-        ...
 
     def bound(self, name: str) -> Tool | None:
         """Return the tool `name` if it is ready, else None (never starts anything)."""
-        ...
 
 
 class Registry(Mapping[str, Tool]):
     """Every tool that exists, by name; cards pick their allowlist from it.
 
-    A `LazyTool` is made on first lookup, once per registry (thread-safe); `schemas`,
-    `writes` and `in` never make one. Tools of a `ToolSource` (MCP servers) are found once
-    bound (`bind` before a run), by a card's own name for them: the wire name a model sends
-    is looked up through the card that lists it.
+    A `LazyTool` is made on first lookup, once (`schemas`, `writes` and `in` make none). A
+    `ToolSource`'s tools (MCP servers) are found once bound, by the name the card lists.
     """
 
     def __init__(self, tools: Iterable[Tool | LazyTool] = (), origin: str | None = None) -> None:
@@ -197,9 +184,7 @@ class Registry(Mapping[str, Tool]):
         self.sources.append(source)
 
     def bind(self, names: Iterable[str], seconds: float, may_write: bool = False) -> None:
-        """Start what the source tools among `names` need, within `seconds` per source
-        (ToolServerError when a server cannot be used, or one of its tools writes unless
-        `may_write`)."""
+        """Start what the source tools among `names` need, within `seconds` per source."""
         names = list(names)
         for source in self.sources:
             mine = [n for n in names if source.owns(n)]
@@ -207,8 +192,7 @@ class Registry(Mapping[str, Tool]):
                 source.bind(mine, seconds, may_write)
 
     def add(self, tool: Tool | LazyTool, origin: str | None = None) -> None:
-        """Register a tool from `origin` (default: where it was defined); a second tool with the
-        same name is a ToolError naming both origins, the same tool again is no second tool."""
+        """Register a tool from `origin` (default: where it was defined); a clash is a ToolError."""
         if not isinstance(tool, Tool | LazyTool):  # a tool's name, say: it has none to look up
             raise wrong_kind("tools", "tools (made with @tool)", tool)
         if self._entries.get(tool.name) is tool:  # a module that imports another's tool
@@ -224,8 +208,7 @@ class Registry(Mapping[str, Tool]):
         self._origins[tool.name] = origin
 
     def with_declared(self, functions: Sequence[Mapping[str, Any]], origin: str) -> Registry:
-        """This registry as one card sees it: the functions it declares win their names (in
-        that card only: every other card keeps the registered tool)."""
+        """This registry as one card sees it: the functions it declares win their names there."""
         tools = [
             declared_tool(f["name"], f.get("description", ""), f["parameters"]) for f in functions
         ]
@@ -253,7 +236,6 @@ class Registry(Mapping[str, Tool]):
         return [(self[n] if self._source_of(n) else self._entries[n]).schema() for n in names]
 
     def _missing(self, name: str) -> ConfigError:
-        """The error for a tool this registry lacks, naming the card that lists it, if known."""
         whose = f"{self._seen_by} lists tool {name!r}" if self._seen_by else f"tool {name!r}"
         return ConfigError(
             f"{whose}, which the registry given does not hold; pass a registry with it "
@@ -266,8 +248,7 @@ class Registry(Mapping[str, Tool]):
         return {name: self._entries[name].writes for name in self._origins}
 
     def _source_of(self, name: str) -> ToolSource | None:
-        """The source that owns `name` (a card's name for an MCP tool), if any: it decides alone,
-        even where a registered tool has the same name on the wire."""
+        """The source that owns `name`, if any: it decides alone, whatever is registered."""
         return next((s for s in self.sources if s.owns(name)), None)
 
     def __getitem__(self, name: str) -> Tool:
@@ -302,7 +283,6 @@ class Registry(Mapping[str, Tool]):
 
 
 def _defined_in(tool: Tool | LazyTool) -> str:
-    """Where a tool added without an origin was defined: a built-in, or its function."""
     if isinstance(tool, LazyTool):
         return "built-in"
     func = tool.func
@@ -343,11 +323,9 @@ def _is_function(f: Callable[..., Any]) -> None:
     if inspect.isfunction(f) or inspect.ismethod(f):
         return
     kind = type(f)
-    what = (
-        kind.__qualname__
-        if kind.__module__ == "builtins"
-        else f"{kind.__module__}.{kind.__qualname__}"
-    )
+    what = kind.__qualname__
+    if kind.__module__ != "builtins":
+        what = f"{kind.__module__}.{what}"
     raise ToolError(
         f"@tool: decorates a function (def), got {what}; write a def that calls it, "
         "with the docstring and type hints the model is shown"
@@ -386,9 +364,8 @@ def _import(spec: str) -> Any:
     if is_tool_file(spec):
         if not path.is_file():
             raise ToolError(f"{spec}: no such tool module file")
-        # The name carries a hash of the path: two my_tools.py in different folders must not clash;
-        # and of the file's size and time, so a file is run once per process, as a dotted name
-        # is, unless it changed (its import may print, connect or register: once, not per use)
+        # Named by a hash of its path (two my_tools.py must not clash), size and time: it runs
+        # once per process, as a dotted name does, unless it changed (its import may print)
         stat = path.stat()
         key = f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
         name = f"tiny_user_tools_{hashlib.sha1(key.encode()).hexdigest()[:12]}"
@@ -421,5 +398,4 @@ def _run(spec: str, load: Callable[[], Any]) -> Any:
 
 
 def _import_error(spec: str, problem: str) -> ToolError:
-    """The error of a module that did not load; scrubbed: user code's message may hold a key."""
-    return ToolError(scrubber().text(f"{spec}: {problem}"))
+    return ToolError(scrubber().text(f"{spec}: {problem}"))  # user code's words may hold a key

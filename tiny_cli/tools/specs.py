@@ -23,13 +23,7 @@ from pydantic.fields import FieldInfo
 
 from tiny_cli.errors import ToolError
 
-__all__ = [
-    "TOOL_NAME_PATTERN",
-    "Spec",
-    "flow",
-    "one_line",
-    "spec_of",
-]
+__all__ = ["TOOL_NAME_PATTERN", "Spec", "flow", "one_line", "spec_of"]
 
 # What OpenAI-compatible servers accept as a function name.
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -63,10 +57,8 @@ class Spec:
 
 
 def spec_of(f: Callable[..., Any], name: str, *, bound: bool = False) -> Spec:
-    """Return the spec of `f` under `name`; `bound`: the first parameter (self) is not an argument.
-
-    Raises ToolError when the signature or the docstring cannot describe a tool.
-    """
+    """Return the spec of `f` under `name` (ToolError if it cannot describe a tool); `bound`:
+    the first parameter (self) is not an argument."""
     if isinstance(f, types.MethodType):
         f, bound = f.__func__, True
     try:
@@ -105,8 +97,8 @@ _LOCK = threading.Lock()
 
 
 def _json_text(tool_name: str, schema: dict[str, Any]) -> str:
-    """The schema as JSON text; a default of inf or NaN has none (json.dumps would write
-    `Infinity`, which no server reads): refused when the module loads, naming the parameter."""
+    """The schema as JSON text; a default of inf or NaN (`Infinity`, which no server reads) is
+    refused when the module loads, naming the parameter."""
     try:
         return json.dumps(schema, allow_nan=False)
     except ValueError:
@@ -205,8 +197,7 @@ def _plain(hint: Any) -> bool:
 
 
 def _gives_default(metadata: Any) -> bool:
-    """Whether metadata is a Field with a default: only pydantic fills it in (the signature
-    has none), so a call that leaves the argument out must go through the model."""
+    """Whether metadata is a Field with a default: only the model fills it in."""
     return isinstance(metadata, FieldInfo) and not metadata.is_required()
 
 

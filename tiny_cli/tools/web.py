@@ -33,11 +33,8 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 METADATA_ADDRESSES = frozenset(
     ipaddress.ip_address(a)
     for a in (
-        "169.254.169.254",
-        "169.254.170.2",
-        "100.100.100.200",
-        "168.63.129.16",
-        "fd00:ec2::254",
+        *("169.254.169.254", "169.254.170.2", "100.100.100.200"),
+        *("168.63.129.16", "fd00:ec2::254"),
     )
 )
 PRIVATE_NETWORKS = tuple(
@@ -54,11 +51,7 @@ TEXT_APPLICATION_TYPES = ("json", "xml", "javascript", "ecmascript", "x-www-form
 # compression bomb must not grow in memory past the size cap.
 ZLIB_OR_GZIP = zlib.MAX_WBITS | 32  # deflate as the RFC has it: a zlib (or gzip) header
 RAW_DEFLATE = -zlib.MAX_WBITS  # deflate as some servers send it: no header (httpx reads both)
-DECODERS = {
-    "gzip": zlib.MAX_WBITS | 16,
-    "x-gzip": zlib.MAX_WBITS | 16,
-    "deflate": ZLIB_OR_GZIP,
-}
+DECODERS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": ZLIB_OR_GZIP}
 ACCEPT_ENCODING = "gzip, deflate"
 READ_CHUNK = 65_536  # bytes read, or decoded by one layer, at a time
 # A body with no Content-Type is binary when it starts like an image, PDF, archive or font,
@@ -93,8 +86,7 @@ MARKS = {
     "li": ("\n- ", "\n"),
     "br": ("\n", ""),
 }
-# Tried only where a run of blanks starts: a long run is scanned once, not from each of its
-# characters.
+# Tried only where a run of blanks starts: a long run is scanned once, not from each character.
 BREAK_RUN = re.compile(r"(?<![\s\ue000\ue001])[\s\ue000\ue001]*[\n\ue001][\s\ue000\ue001]*")
 WHITESPACE = re.compile(r"\s+")
 # Spaces doubled where inline strings meet; not at a <pre> line start, whose indent counts.
@@ -122,13 +114,10 @@ def http_get(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_redirects: int = DEFAULT_MAX_REDIRECTS,
 ) -> str:
-    """Fetch `url` and return its body as text; raise ToolCallError with a fixable message.
-
-    Only public addresses and the hosts `policy` allows are reached (PinnedBackend checks each
-    hop); a caller's `transport` (tests, recordings) decides itself where requests go.
-    """
+    """Fetch `url` and return its body as text; raise ToolCallError with a fixable message."""
     url = url.strip()
     _check_url(url)
+    # PinnedBackend checks each hop; a caller's transport (tests, recordings) decides itself
     client = shared_client(policy or PUBLIC_ONLY) if transport is None else _client(transport)
     try:
         response, hops = _follow(client, url, timeout, max_redirects)
@@ -170,13 +159,9 @@ def html_to_text(html: str) -> str:
 
 
 def address_problem(ip: IPAddress) -> str | None:
-    """Return why `ip` is not a public address ("a loopback address"), or None if it is.
-
-    IPv6 that carries IPv4 (mapped ::ffff:a.b.c.d, 6to4, NAT64) is judged by the IPv4
-    address it reaches, and for 6to4/NAT64 by itself as well.
-    """
-    ip = _unmapped(ip)  # fe80::1%eth0 is judged without the zone
-    if isinstance(ip, ipaddress.IPv6Address):
+    """Return why `ip` is not a public address ("a loopback address"), or None if it is."""
+    ip = _unmapped(ip)  # ::ffff:a.b.c.d as its IPv4; fe80::1%eth0 without the zone
+    if isinstance(ip, ipaddress.IPv6Address):  # 6to4 and NAT64: by the IPv4 reached, and itself
         inner = ip.sixtofour or (
             ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in NAT64_PREFIX else None
         )
@@ -205,10 +190,7 @@ class AllowedHost:
 
     @classmethod
     def parse(cls, entry: str) -> AllowedHost:
-        """Read 'host', 'host:port', '[v6]' or '[v6]:port'; raise ConfigError if malformed.
-
-        The one rule settings check each allow_hosts entry by when they read it (parse_host).
-        """
+        """Read 'host', 'host:port', '[v6]' or '[v6]:port'; raise ConfigError if malformed."""
         return cls(*parse_host("allowed host", entry))
 
     def matches(self, host: str, port: int, ip: IPAddress) -> bool:
@@ -253,9 +235,8 @@ PUBLIC_ONLY = AddressPolicy()
 class PinnedBackend(httpcore.NetworkBackend):
     """Resolve the host once, check every address, connect to a checked address only.
 
-    httpcore calls connect_tcp for every new connection (each redirect hop, each pool miss):
-    the socket goes to the very address that passed the check, so a second DNS answer
-    (rebinding) never comes into play; TLS still verifies the URL's host name.
+    httpcore calls connect_tcp for each new connection: the socket goes to the address that
+    passed the check, so DNS rebinding never comes into play; TLS still checks the host name.
     """
 
     def __init__(self, policy: AddressPolicy) -> None:
@@ -326,8 +307,6 @@ def shared_client(policy: AddressPolicy) -> httpx.Client:
 
 _CLIENTS: dict[AddressPolicy, httpx.Client] = {}
 _CLIENTS_LOCK = threading.Lock()
-
-
 _INET = (socket.AF_INET, socket.AF_INET6)
 
 
@@ -344,8 +323,7 @@ def _unmapped(ip: IPAddress) -> IPAddress:
 
 
 def _client(transport: httpx.BaseTransport) -> httpx.Client:
-    """A client on `transport` that follows no redirect itself (`_follow` checks each hop)."""
-    return httpx.Client(
+    return httpx.Client(  # follows no redirect itself: `_follow` checks each hop
         transport=transport,
         timeout=DEFAULT_HTTP_TIMEOUT,
         follow_redirects=False,
@@ -358,8 +336,7 @@ def _client(transport: httpx.BaseTransport) -> httpx.Client:
 def _follow(
     client: httpx.Client, url: str, timeout: float, max_redirects: int
 ) -> tuple[httpx.Response, int]:
-    """Send GET `url`, following at most `max_redirects` redirects, each hop checked anew;
-    return the final response, open for streaming, and how many redirects led to it."""
+    """GET `url`, each redirect checked; return the open response and the redirects taken."""
     try:
         request = client.build_request("GET", url, timeout=timeout)
     except httpx.InvalidURL as exc:
@@ -402,17 +379,13 @@ def _check_url(url: str) -> None:
 
 
 def _shown(url: str | httpx.URL) -> str:
-    """The URL as a message may show it: its authority without a user name and password.
-
-    A URL that urlsplit refuses is never passed: _check_url splits it first.
-    """
+    """The URL without its user name and password (_check_url has split it already)."""
     parts = urlsplit(str(url))
     host = parts.netloc.rpartition("@")[2]
     return str(url) if host == parts.netloc else urlunsplit(parts._replace(netloc=host))
 
 
 def _check_response(url: str, response: httpx.Response, hops: int) -> None:
-    """Refuse error statuses, binary bodies and encodings tiny cannot decode before reading."""
     shown = _shown(url) + (f" (redirected to {_shown(response.url)})" if hops else "")
     if not response.is_success:
         raise ToolCallError(f"HTTP {response.status_code} for {shown}")
@@ -428,7 +401,6 @@ def _check_response(url: str, response: httpx.Response, hops: int) -> None:
 
 
 def _check_body(url: str, response: httpx.Response, body: bytes) -> None:
-    """Refuse a body that names no Content-Type and looks binary: it is no text for a model."""
     head = body[:SNIFF_BYTES]
     if not _content_type(response) and (b"\0" in head or head.startswith(BINARY_MAGIC)):
         raise ToolCallError(
@@ -442,14 +414,12 @@ def _content_type(response: httpx.Response) -> str:
 
 
 def _encodings(response: httpx.Response) -> list[str]:
-    """The Content-Encodings in the order applied, identity left out."""
     codings = response.headers.get_list("content-encoding", split_commas=True)
     return [c for c in (c.strip().lower() for c in codings) if c not in ("", "identity")]
 
 
 def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
-    """Read and decode at most `max_bytes` and stop: neither a huge page nor a compression bomb
-    is read in full, or held in memory past the cap."""
+    """Read and decode at most `max_bytes`: a compression bomb never grows past the cap."""
     body = bytearray()
     for piece in _pieces(response):
         body += piece
@@ -459,9 +429,8 @@ def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]
 
 
 def _pieces(response: httpx.Response) -> Iterable[bytes]:
-    """The body as it arrives, each compression layer decoded a piece at a time; a response
-    that a caller's transport built whole (already read), as it was decoded."""
-    if response.is_stream_consumed:
+    """The body as it arrives, each compression layer decoded a piece at a time."""
+    if response.is_stream_consumed:  # built whole by a caller's transport: decoded already
         return [response.content]
     pieces: Iterable[bytes] = response.iter_raw(READ_CHUNK)
     for coding in reversed(_encodings(response)):
@@ -470,8 +439,7 @@ def _pieces(response: httpx.Response) -> Iterable[bytes]:
 
 
 def _inflate(pieces: Iterable[bytes], wbits: int) -> Iterator[bytes]:
-    """Decode one compression layer, at most READ_CHUNK bytes at a time; one piece out (maybe
-    empty) for each piece in, so the reader checks its caps as the raw bytes arrive."""
+    """Decode one layer, READ_CHUNK bytes at most a piece; a piece out for each piece in (caps)."""
     inflater = zlib.decompressobj(wbits)
     unsure = wbits == ZLIB_OR_GZIP  # until deflate's first bytes say if a header leads
     for piece in pieces:
@@ -492,8 +460,7 @@ def _inflate(pieces: Iterable[bytes], wbits: int) -> Iterator[bytes]:
 
 
 def _decoded(response: httpx.Response, body: bytes) -> str:
-    """Decode by the header's charset, else the document's own declaration, else UTF-8: the
-    first of them that is a text encoding Python has."""
+    """Decode by the header's charset, else the page's own, else UTF-8: the first Python has."""
     found = XML_CHARSET.search(body, 0, 1024) or META_CHARSET.search(body, 0, 2048)
     declared = found.group(1).decode("ascii", "replace") if found else None
     for name in filter(None, (response.charset_encoding, declared)):
@@ -505,7 +472,6 @@ def _decoded(response: httpx.Response, body: bytes) -> str:
 
 
 def _describe(url: str, exc: httpx.HTTPError, timeout: float) -> str:
-    """Say what went wrong in words the model can act on."""
     if isinstance(exc, httpx.TimeoutException):
         return f"timed out after {timeout:g}s fetching {_shown(url)}"
     if isinstance(exc, httpx.ConnectError):
@@ -519,9 +485,8 @@ def _describe(url: str, exc: httpx.HTTPError, timeout: float) -> str:
 class _Page(HTMLParser):
     """A page's text and break marks, written as html.parser reads it: no tree is kept.
 
-    An element opens where its start tag is and closes at its end tag, or at an enclosing
-    element's, or at the end of the page (a stray end tag closes nothing). Script, style and
-    hidden elements are skipped whole; <title> is kept apart, unless it is an icon's.
+    An element closes at its end tag, an enclosing element's, or the page's end (a stray end
+    tag closes nothing). Hidden elements are skipped whole; <title> is kept apart (not an icon's).
     """
 
     def __init__(self) -> None:
@@ -535,7 +500,6 @@ class _Page(HTMLParser):
         self._title: list[Any] | None = None  # that <title>'s entry in _open, while open
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        """Open an element: its mark before, a cell separator in a row, or a skip."""
         self._flush()
         values = dict(attrs)
         skip = tag in SKIP_TAGS or "hidden" in values or values.get("aria-hidden") == "true"
@@ -557,7 +521,6 @@ class _Page(HTMLParser):
         self._skipped += skip
 
     def handle_endtag(self, tag: str) -> None:
-        """Close the innermost open `tag` and everything opened inside it."""
         self._flush()
         if not self._counts[tag]:
             return
@@ -574,11 +537,9 @@ class _Page(HTMLParser):
                 return
 
     def handle_data(self, data: str) -> None:
-        """Collect text: html.parser may hand one run of text over in several pieces."""
-        self._data.append(data)
+        self._data.append(data)  # one run of text may come in several pieces
 
     def close(self) -> None:
-        """Read what is left and close every element still open."""
         super().close()
         self.end()
 
@@ -588,15 +549,12 @@ class _Page(HTMLParser):
         while self._open:
             self.handle_endtag(self._open[-1][0])
 
-    def _in_title(self) -> bool:
-        """Say whether text read now is the title's (text in a script or template is not)."""
-        return self._title is not None and not any(self._counts[t] for t in RAW_TEXT_TAGS)
-
     def _flush(self) -> None:
         text, self._data = "".join(self._data), []
         if not text:
             return
-        if self.title is not None and self._in_title():
+        in_code = any(self._counts[t] for t in RAW_TEXT_TAGS)  # no title's text
+        if self.title is not None and self._title is not None and not in_code:
             self.title.append(text)
         if self._skipped:
             return
@@ -607,7 +565,6 @@ class _Page(HTMLParser):
 
 
 def _layout(text: str) -> str:
-    """Turn break marks into lines: a run holding a paragraph break is one blank line."""
     text = BREAK_RUN.sub(lambda m: "\n\n" if PARAGRAPH_BREAK in m.group() else "\n", text)
     text = SPACE_RUN.sub(" ", text)
     return text.replace(PRE_BREAK, "\n").strip()
