@@ -33,8 +33,11 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 METADATA_ADDRESSES = frozenset(
     ipaddress.ip_address(a)
     for a in (
-        *("169.254.169.254", "169.254.170.2", "100.100.100.200"),
-        *("168.63.129.16", "fd00:ec2::254"),
+        "169.254.169.254",
+        "169.254.170.2",
+        "100.100.100.200",
+        "168.63.129.16",
+        "fd00:ec2::254",
     )
 )
 PRIVATE_NETWORKS = tuple(
