@@ -50,10 +50,7 @@ NoArgsIsHelp: Any = getattr(sys.modules[UsageError.__module__], "NoArgsIsHelpErr
 
 
 def _usage_error(exc: Any) -> typer.Exit:
-    """Say a usage error in one line, as every other error is, with where to find help.
-
-    A bare group (`tiny`) prints its help on stdout and exits 0, as `tiny --help` does.
-    """
+    """A usage error in one line with where to find help; a bare group prints its help, exit 0."""
     if isinstance(exc, NoArgsIsHelp) and exc.ctx is not None:
         typer.echo(exc.ctx.get_help())
         return typer.Exit(EXIT_OK)
@@ -75,8 +72,7 @@ class TinyGroup(typer.core.TyperGroup):
             raise _usage_error(exc) from None
 
     def invoke(self, ctx: Any) -> Any:
-        """Run the command; Ctrl-C, a usage error and a TinyError end it as described above, and
-        each TinyWarning is a `tiny: warning:` line (show_warnings)."""
+        """Run the command; Ctrl-C, a usage error and a TinyError end it in one line each."""
         show_warnings()
         try:
             return super().invoke(ctx)
@@ -96,11 +92,9 @@ class TinyGroup(typer.core.TyperGroup):
 
 def _not_utf8(ctx: Any, command: Any, args: list[str]) -> list[str]:
     """`args` for `command`, each byte that is not UTF-8 (Python's half a UTF-16 pair) sorted:
-    in a task (an argument of plain text) it is read as U+FFFD, as a terminal shows it; in a
-    flag's value or another argument (a path, a number) it is an error naming it (a model, file
-    or host altered unsaid is wrong). A group's are left for its subcommand; what does not
-    parse is left for the parse that says why. Under an ASCII locale Python gives UTF-8 bytes
-    as half pairs too: they are UTF-8 (not_utf8), a path kept as given, a task read as text."""
+    in a task it reads as U+FFFD, as a terminal shows it; in a flag's value or another argument
+    it is an error (a model, file or host altered unsaid is wrong). Under an ASCII locale UTF-8
+    bytes come as half pairs too: they are UTF-8 (not_utf8), a path kept, a task read as text."""
     if not any(half_pair(arg) for arg in args):
         return args
     context = command.context_class(command, parent=ctx)
@@ -112,9 +106,10 @@ def _not_utf8(ctx: Any, command: Any, args: list[str]) -> list[str]:
     for param in command.get_params(context):
         given = opts.get(param.name)
         values = given if isinstance(given, list | tuple) else [given]
-        if _task_text(param):
-            tasks.update(v for v in values if isinstance(v, str))
-        elif any(_bad_text(v) for v in values):
+        texts = [v for v in values if isinstance(v, str)]
+        if param.param_type_name == "argument" and param.name in TEXT_ARGUMENTS:
+            tasks.update(texts)
+        elif any(map(not_utf8, texts)):
             # a flag by its long name; an argument as its usage line shows it
             option = param.param_type_name == "option"
             name = max(param.opts, key=len) if option else param.metavar or param.name
@@ -136,16 +131,6 @@ def _as_text(arg: str) -> str:
 TEXT_ARGUMENTS = ("task", "text")
 
 
-def _task_text(param: Any) -> bool:
-    """Whether `param` is an argument of text a person wrote, not a flag, a path or an id."""
-    return param.param_type_name == "argument" and param.name in TEXT_ARGUMENTS
-
-
-def _bad_text(value: Any) -> bool:
-    """Whether `value` is text holding a byte that is not UTF-8."""
-    return isinstance(value, str) and not_utf8(value)
-
-
 def _say_error(exc: TinyError) -> None:
     """Print the error's lines on stderr, escaped: they may quote a file, a model or a page."""
     first, *rest = str(exc).splitlines() or [type(exc).__name__]
@@ -155,14 +140,12 @@ def _say_error(exc: TinyError) -> None:
 
 
 def warn(message: str) -> None:
-    """Print `tiny: warning: message` on stderr, escaped (it may quote a file): the command
-    goes on."""
+    """Print `tiny: warning: message` on stderr, escaped (it may quote a file)."""
     typer.echo(f"tiny: warning: {printable(message)}", err=True)
 
 
 class _ShownWarnings:
-    """`warnings.showwarning` for the process once a command runs: a TinyWarning is one
-    `warn` line, any other warning is shown as it was before."""
+    """`warnings.showwarning`: a TinyWarning is one `warn` line, others shown as before."""
 
     def __init__(self, before: Any) -> None:
         self.before = before
@@ -176,7 +159,6 @@ class _ShownWarnings:
         file: TextIO | None = None,
         line: str | None = None,
     ) -> None:
-        """Show one warning."""
         if not issubclass(category, TinyWarning):
             self.before(message, category, filename, lineno, file, line)
             return
@@ -185,9 +167,8 @@ class _ShownWarnings:
 
 
 def show_warnings() -> None:
-    """Show the library's TinyWarnings as `tiny: warning:` lines, each time one is given (not
-    once per place, Python's default); other warnings keep Python's handling. It stays for the
-    process: the MCP servers stop, and warn, at its exit."""
+    """Show each TinyWarning given (not once per place) as a `tiny: warning:` line."""
+    # it stays for the process: the MCP servers stop, and warn, at its exit
     warnings.filterwarnings("always", category=TinyWarning)
     if not isinstance(warnings.showwarning, _ShownWarnings):
         warnings.showwarning = _ShownWarnings(warnings.showwarning)
@@ -220,16 +201,13 @@ def _bound_interrupts() -> None:
 
 
 def _exit_interrupted() -> None:
-    """End the process now: the grace after Ctrl-C is over."""
     os.write(2, b"tiny: interrupted\n")
     os._exit(EXIT_INTERRUPTED)
 
 
 def _closed_streams() -> None:
-    """Started with stderr closed (`2>&-`): what tiny says there goes nowhere, as with
-    `2>/dev/null`. Started with stdout closed (`>&-`): nothing it prints could arrive, so it
-    ends before any work, one line, EXIT_USAGE (Python leaves a closed stream's `sys` one None).
-    """
+    """Stderr closed (`2>&-`): as `2>/dev/null`. Stdout closed: nothing printed could arrive,
+    so it ends before any work, EXIT_USAGE (Python leaves a closed stream's `sys` one None)."""
     if sys.stderr is None:
         # it takes the lowest free descriptor, 2 when only stderr was closed: no file opened
         # later (the run log) becomes the stderr a tool server writes to
@@ -241,13 +219,9 @@ def _closed_streams() -> None:
 
 
 def _tolerate_bad_bytes() -> None:
-    """Read invalid UTF-8 on stdin as U+FFFD, as a terminal would show it, and print what the
-    encoding cannot hold (ü on an ASCII terminal) as printable's escape, \\u00fc, not a
-    UnicodeEncodeError or a `?`.
-
-    The arguments keep theirs (Python's lone surrogates) until the command is known: a task's
-    is read as U+FFFD, a flag's or a path's is an error (TinyGroup.resolve_command).
-    """
+    """Read invalid UTF-8 on stdin as U+FFFD, and print what the encoding cannot hold (ü on
+    an ASCII terminal) as printable's escape, \\u00fc; the arguments are sorted later
+    (TinyGroup.resolve_command)."""
     shown = printable_errors()
     for stream, errors in ((sys.stdin, "replace"), (sys.stdout, shown), (sys.stderr, shown)):
         if hasattr(stream, "reconfigure"):
@@ -390,7 +364,7 @@ class LazyGroup(TinyGroup):
 
 
 def _listed(name: str) -> Any:
-    """A command as --help lists it: its name and help text from COMMANDS, no module imported."""
+    """A command as --help lists it, from COMMANDS: no module imported."""
     return typer.core.TyperCommand(name, help=COMMANDS[name][2])
 
 
@@ -437,8 +411,7 @@ def _root(
 
 
 def main() -> None:
-    """Run the `tiny` command line: closed streams seen to, bad bytes on stdin read as U+FFFD,
-    Ctrl-C bounded, an error of the OS one line."""
+    """Run the `tiny` command line."""
     _closed_streams()
     _tolerate_bad_bytes()
     _bound_interrupts()
@@ -449,8 +422,7 @@ def main() -> None:
 
 
 def _os_error(exc: OSError) -> NoReturn:
-    """End on an error of the OS as on a TinyError: one line, `tiny: error: PATH: reason` (the
-    path it concerns, or `stdout` when that is what fails), EXIT_USAGE."""
+    """End as on a TinyError: `tiny: error: PATH: reason` (`stdout` when that fails)."""
     paths = [p for p in (exc.filename, exc.filename2) if p is not None]
     if not _settled(sys.stdout):  # what it printed could not be written (a full disk)
         paths = paths or ["stdout"]
@@ -463,8 +435,9 @@ def _os_error(exc: OSError) -> NoReturn:
 
 
 def _settled(stream: TextIO) -> bool:
-    """Flush `stream`; where its device fails, point it at the null device (what it holds is
-    lost) so that the exit's flush does not fail again, and say False."""
+    """Flush `stream`; False where it fails, the stream then pointed at the null device (what
+    it holds is lost) so that the exit's flush does not fail again."""
+
     try:
         stream.flush()
     except (OSError, ValueError):

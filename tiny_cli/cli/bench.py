@@ -186,7 +186,7 @@ def bench(
     record: RecordOpt = None,
     replay: BenchReplayOpt = None,
     resume: ResumeOpt = None,
-    allow_host: AllowHostOpt = None,
+    allow_hosts: AllowHostOpt = None,
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
     tool_mode: ToolModeOpt = None,
@@ -213,7 +213,7 @@ def bench(
 ) -> None:
     """Run the task file as tiny agents and as one all-tools agent; compare them side by side."""
     options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
-                         allow_hosts=allow_host, tool_mode=tool_mode, wall_scale=wall_scale,
+                         allow_hosts=allow_hosts, tool_mode=tool_mode, wall_scale=wall_scale,
                          temperature=temperature, record=record, replay=replay, no_log=no_log,
                          log=log)  # fmt: skip
     flags = BenchFlags(options, tasks=tasks, arm=arm, repeat=repeat, concurrency=concurrency,
@@ -245,8 +245,7 @@ class BenchFlags:
 
 
 def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> None:
-    """Run the example bench, or the bench at scale when `scale` holds its options; a bad
-    value a replayed recording's header gave is blamed on the header."""
+    """Run the example bench, or the bench at scale when `scale` holds its options."""
     o, tasks = flags.options, _tasks_file(flags.tasks)
     outputs = (o.record, flags.out, flags.html)
     try:
@@ -268,8 +267,8 @@ def _bench(ctx: typer.Context, flags: BenchFlags, scale: ScaleFlags | None) -> N
 
 
 def _refuse_given(ctx: typer.Context, names: tuple[str, ...], why: str) -> None:
-    """Refuse a flag of `names` given on the command line to a bench that does not read it:
-    it would change nothing, and the bench would not say so."""
+    """Refuse a flag of `names` given to a bench that does not read it (it would change
+    nothing, unsaid)."""
     for param in ctx.command.params:
         if param.name in names and parameter_source(ctx, str(param.name)) == "COMMANDLINE":
             raise typer.BadParameter(why, param_hint=param.opts[0])
@@ -288,16 +287,12 @@ def asked_at(
 
 
 def at_scale_asked(scale: bool, tasks: Path | None, sizes: str | None) -> bool:
-    """Whether the bench runs at scale: --scale (or --all-tools-sizes, its own option) says so.
-
-    The old spelling, a selection task file given to plain `tiny bench`, still runs at scale
-    for now, with a one-line note naming the new one.
-    """
+    """Whether --scale (or --all-tools-sizes) asks for the bench at scale; the old spelling,
+    a selection task file alone, still does, with a note naming the new one."""
     if scale or sizes is not None:
         return True
     if tasks is None or not is_selection_file(tasks):  # reads the file: a bad path stops here
         return False
-
     shown = printable(str(tasks))
     warn(f"{shown} runs at scale: spell it `tiny bench --scale --tasks {shown}` (a selection "
          "task file without --scale is the old spelling, to be dropped)")  # fmt: skip
@@ -305,26 +300,21 @@ def at_scale_asked(scale: bool, tasks: Path | None, sizes: str | None) -> bool:
 
 
 def _example_bench(settings: Settings, f: BenchFlags) -> None:
-    """Run the example bench (tasks with Digest expectations) and show it."""
+    """Run the example bench (tasks with Digest expectations) and show it: a progress bar on
+    stderr where a person watches, the live view too when one run is at a time."""
     options = BenchOptions(_arms(f.arm), f.repeat, f.concurrency)
     watched = wants_live(f.quiet, f.json_out)
-    live = f.concurrency == 1 and watched  # one run at a time: watched
-    report = _recorded(
-        settings, f, live, lambda s: _run_bench(settings, s, f.tasks, options, watched)
-    )
+
+    def run(session: Session) -> BenchReport:
+        shown = render_bench.BenchProgress(console(stderr=True)) if watched else nullcontext()
+        with shown as progress:
+            return bench_from_settings(
+                settings, session, lambda ws: build_router(ws.settings, ws.cards.values()),
+                tasks_path=f.tasks, options=options, on_progress=progress,
+            )  # fmt: skip
+
+    report = _recorded(settings, f, f.concurrency == 1 and watched, run)
     _publish(f, report, write_bench_html, render_bench.bench_markdown, render_bench.bench)
-
-
-def _run_bench(
-    settings: Settings, session: Session, tasks: Path | None, options: BenchOptions, bar: bool
-) -> BenchReport:
-    """Run the example bench, with a progress bar on stderr where a person watches (`bar`)."""
-    shown = render_bench.BenchProgress(console(stderr=True)) if bar else nullcontext()
-    with shown as progress:
-        return bench_from_settings(
-            settings, session, lambda ws: build_router(ws.settings, ws.cards.values()),
-            tasks_path=tasks, options=options, on_progress=progress,
-        )  # fmt: skip
 
 
 def _recorded(settings: Settings, f: BenchFlags, live: bool, run: Callable[[Session], R]) -> R:
@@ -347,17 +337,24 @@ def _publish(
     markdown: Callable[[Any], str],
     draw: Callable[[Console, Any], None],
 ) -> None:
-    """Write --out and --html, print the report (JSON, Markdown or tables), apply --fail-under."""
+    """Write --out and --html, print the report (JSON, Markdown or tables); exit 1, a line each
+    on stderr, where it falls below a --fail-under bar."""
     document = scrubber().for_caller().document(report.to_json())  # stdout: the key redacted
-    if f.out is not None:
-        write_report(f.out, document)
+    if f.out is not None:  # whole or not at all, never over a folder, a FIFO or a link
+        f.out.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(scrubber().document(document), ensure_ascii=False, indent=2)
+        write_text(f.out, text + "\n")
     if f.html is not None:  # scrubbed of secrets like the JSON report
         write_page(scrubber().document(report.to_json()), f.html)
     if f.markdown and not f.json_out:
         typer.echo(markdown(report), nl=False)
     else:
         emit(f.json_out, document, lambda: draw(console(), report))
-    fail_below(document, f.fail_under)
+    misses = below(document, parse_gates(f.fail_under)) if f.fail_under else []
+    for line in misses:
+        typer.echo(f"tiny: below --fail-under: {line}", err=True)
+    if misses:
+        raise typer.Exit(1)
 
 
 def _check_options(
@@ -365,19 +362,14 @@ def _check_options(
 ) -> None:
     """Check what a bench uses only at its end (bars, files to write) before any model time."""
     arms = scale_arms(arm) if scale else _arms(arm)
-    unmeasured = _unmeasured(scale)
+    unmeasured = {}  # the metrics the options leave without a figure, and the option that says so
+    if scale is not None and scale.irrelevance == 0:
+        unmeasured = {"irrelevance": "--irrelevance 0 asks no irrelevance question"}
     check_gates(parse_gates(specs), "selection" if scale else "bench", arms, unmeasured)
     for path in (p for p in targets if p is not None):
         check_writable(path)
     if scale and targets[-1] is not None:  # the page at scale draws charts: matplotlib
         require_charts()
-
-
-def _unmeasured(scale: ScaleFlags | None) -> dict[str, str]:
-    """The metrics this bench's options leave without a figure, and which option says so."""
-    if scale is not None and scale.irrelevance == 0:
-        return {"irrelevance": "--irrelevance 0 asks no irrelevance question"}
-    return {}
 
 
 def _arms(arm: str) -> tuple[Arm, ...]:
@@ -437,14 +429,6 @@ def _outputs_apart(inputs: Sequence[Path], outputs: dict[str, Path | None]) -> N
         written[key] = flag
 
 
-def write_report(path: Path, document: Any) -> None:
-    """Write the JSON report whole or not at all, scrubbed of secrets (tiny_cli.secrets)."""
-    document = scrubber().document(document)  # the keys settings read: the environment's
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # whole or not at all, and never over a folder, a FIFO or a link (tiny_cli.userfiles)
-    write_text(path, json.dumps(document, ensure_ascii=False, indent=2) + "\n")
-
-
 # --- the bench at scale ---------------------------------------------------------------------
 
 
@@ -463,11 +447,10 @@ class ScaleFlags:
     prompt: Prompt
 
 
-# the options only the bench at scale reads (--all-tools-sizes names the bench at scale)
-SCALE_ONLY = tuple(f.name for f in fields(ScaleFlags) if f.name != "sizes")
-# the flags only one bench reads, and what giving one to the other says
+# the flags only one bench reads, and what giving one to the other says (--all-tools-sizes
+# names the bench at scale)
 ONLY_AT_SCALE = (
-    SCALE_ONLY,
+    tuple(f.name for f in fields(ScaleFlags) if f.name != "sizes"),
     "only the bench at scale reads it: add --scale (with a selection task file)",
 )
 ONLY_PLAIN = (
@@ -483,15 +466,6 @@ def scale_bench(settings: Settings, tasks: Path, bench: BenchFlags, flags: Scale
         settings, bench, False, lambda s: scale_from_settings(settings, s, tasks, options)
     )
     _publish(bench, report, write_html, markdown_table, render_bench.scale)
-
-
-def fail_below(document: dict, specs: Sequence[str]) -> None:
-    """Exit 1, a line each on stderr, where the report falls below a --fail-under bar."""
-    misses = below(document, parse_gates(specs)) if specs else []
-    for line in misses:
-        typer.echo(f"tiny: below --fail-under: {line}", err=True)
-    if misses:
-        raise typer.Exit(1)
 
 
 def scale_options(flags: ScaleFlags, arm: str, concurrency: int, wall_scale: float) -> ScaleOptions:

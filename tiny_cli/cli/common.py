@@ -1,15 +1,13 @@
 """What the commands share: the options (one name, one help text each), settings from flags,
 JSON or human output, warnings, a [y/N] question, and whether a person sits at stdin.
 
-`tiny --help` imports no command module (cli/__init__.py lists each by name and help), so each
-command's module imports the library it uses at its top. Nothing here draws: rich is imported
-by the modules that print for a person (`live`, `render`, ...), never for --json. Typer needs
-one parameter per option, so each command declares its own from the aliases below.
+Nothing here draws: rich is imported by the modules that print for a person (`live`,
+`render`, ...), never for --json. Typer needs one parameter per option, so each command
+declares its own from the aliases below.
 
-A command that would ask (approve a write, confirm a deletion) asks `stdin_is_terminal()`.
-It is the stdin's own answer unless whoever invoked the command passed a `Terminal` as the
-click context's object (`CliRunner().invoke(app, args, obj=Terminal(True))`): a parameter of
-the invocation, as the provider and the clock are parameters of the library.
+A command that would ask (approve a write, confirm a deletion) asks `stdin_is_terminal()`:
+stdin's own answer unless the invoker passed a `Terminal` as the click context's object
+(`CliRunner().invoke(app, args, obj=Terminal(True))`).
 """
 
 from __future__ import annotations
@@ -62,8 +60,7 @@ _DOCUMENT_OUT = "tiny.document_out"  # the command's stdout, kept for its --json
 
 def _json_only(ctx: typer.Context, value: bool) -> bool:
     """--json: stdout holds the document alone; whatever else prints while the command runs
-    (a user's tools module as it loads, a tool, a program one of them starts) goes to stderr until
-    the command ends."""
+    (a tools module, a program a tool starts) goes to stderr."""
     if value and not ctx.resilient_parsing:
         ctx.meta[_DOCUMENT_OUT] = ctx.with_resource(_stdout_kept())
     return value
@@ -250,17 +247,15 @@ def settings_from(**flags: Any) -> Settings:
 
 def wants_live(quiet: bool, json_out: bool, stderr: Any = None) -> bool:
     """Show the live view only to a person: not with --quiet or --json, only on a terminal
-    (`stderr`, default the process's, is where it would draw) whose encoding holds every
-    character: on another each one it cannot hold is escaped (\\u00fc), the line grows past
-    the screen and the view cannot redraw it."""
+    (`stderr`) whose encoding holds every character (an escaped one, \\u00fc, grows the line
+    past the screen and the view cannot redraw it)."""
     err = stderr or sys.stderr
     return not quiet and not json_out and err.isatty() and holds_all(err)
 
 
 def print_json(document: Any, indent: int | None = None) -> None:
-    """Print `document` as JSON on the command's stdout (--json sends the rest to stderr): on a
-    terminal, or a stdout whose encoding is not UTF-8, every character past ASCII is a \\u
-    escape (text.ascii_json, as `runs export` does); to a UTF-8 pipe or file, as written."""
+    """Print `document` as JSON on the command's stdout: past ASCII as \\u escapes on a
+    terminal or a stdout that is not UTF-8 (text.ascii_json), as written to a UTF-8 pipe."""
     out: Any = get_current_context().meta.get(_DOCUMENT_OUT) or sys.stdout
     typer.echo(json.dumps(document, ensure_ascii=ascii_json(out), indent=indent), file=out)
 
@@ -274,8 +269,7 @@ def emit(json_out: bool, document: Any, human: Callable[[], object]) -> None:
 
 
 def draw(renderer: str, *args: Any) -> None:
-    """Print on stdout with `tiny_cli.cli.<renderer>` ("render.evaluation"): only output a
-    person reads loads rich and the renderer, `--json` never does."""
+    """Print on stdout with `tiny_cli.cli.<renderer>` ("render.evaluation"), loaded now."""
     from tiny_cli.cli.render import new_console  # rich: only for a person, never for --json
 
     module, _, function = renderer.rpartition(".")
@@ -283,11 +277,8 @@ def draw(renderer: str, *args: Any) -> None:
 
 
 def confirm(question: str) -> bool:
-    """Ask [y/N] on stderr: y approves; Enter or the end of input is no; Ctrl-C ends it all.
-
-    Not click's prompt: it turns Ctrl-C into "Aborted!" (exit 1) instead of the 130 every
-    other Ctrl-C ends with, and the end of input into that too.
-    """
+    """Ask [y/N] on stderr: y approves; Enter or the end of input is no; Ctrl-C ends it all."""
+    # not click's prompt: it turns Ctrl-C and the end of input into "Aborted!", exit 1
     while True:
         typer.echo(f"{question} [y/N]: ", nl=False, err=True)
         line = _read_line()
@@ -303,12 +294,9 @@ def confirm(question: str) -> bool:
 
 
 def _read_line() -> str | None:
-    """Read one line of stdin, None at its end, while a Ctrl-C can always end the wait.
-
-    Python runs a signal's handler between bytecodes: a SIGINT that lands just before a
-    blocking read began would wait for that read to end, that is for a line nobody types.
-    Waiting in short selects gives the handler its turn at least every ANSWER_POLL_SECONDS.
-    """
+    """Read one line of stdin, None at its end, while a Ctrl-C can always end the wait: a
+    SIGINT just before a blocking read would wait for a line nobody types, so it waits in
+    short selects."""
     if sys.stdin is None:  # started with stdin closed: no answer, so no
         return None
     try:
@@ -326,9 +314,6 @@ def _read_line() -> str | None:
             return None  # ended before the line did: no answer, so no
         line += byte
     return line.decode("utf-8", "replace")
-
-
-# --- whether a person sits at stdin to answer a prompt ------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,12 @@
-"""What a run shows on the terminal: the console human output prints on, the live view of the
-loop as it happens (on stderr, while a run works), a write call to approve, the Digest after,
-and a correction's line.
+"""What a run shows on the terminal: the live view of the loop (on stderr, while a run works),
+a write call to approve, the Digest after, and a correction's line.
 
 Under a live view every stderr output goes through the view's own console (`console`): rich
 stacks its displays (bench's progress bar) there, and a line printed beside it stays readable.
-
-The runner calls observers on its own thread; rich `Live` redraws on its refresh thread. So an
-observer only updates plain state under a lock (no I/O), and the refresh thread builds the
-picture from that state. The view is transient: it vanishes when it ends, so the Digest printed
-after it on stdout reads cleanly. One run is shown at a time: the one that last reported.
+The runner calls observers on its own thread, rich `Live` redraws on its refresh thread: an
+observer only updates plain state under a lock (no I/O), and the refresh thread draws it. The
+view is transient, so the Digest printed after it reads cleanly. It shows the run that last
+reported.
 """
 
 from __future__ import annotations
@@ -131,8 +129,8 @@ class LiveView:
         clock: Callable[[], float] = time.monotonic,
         scrub: Callable[[str], str] = str,
     ) -> None:
-        """`scrub` takes the known secrets out of what a model, a page or a tool wrote: a
-        model may copy the key a page held into a call, and the live view shows calls."""
+        """`scrub` takes the known secrets out of what the view shows (a model may copy a key
+        a page held into a call)."""
         self.console = console
         self._clock = clock
         self._scrub = scrub
@@ -188,7 +186,6 @@ class LiveView:
         self._live.stop()
 
     def _render(self) -> RenderableType:
-        """Build the picture from the state (called on rich's refresh thread)."""
         with self._lock:
             if self._run is None:
                 return Text("starting…", style="dim")
@@ -215,8 +212,7 @@ def console(stderr: bool = False) -> Console:
 
 
 def _scrubbed(event: Event, scrub: Callable[[str], str]) -> Event:
-    """The event with each of its texts scrubbed (what the view shows of a Digest, its status,
-    holds no text a model wrote)."""
+    """The event with each of its texts scrubbed (a Digest's status holds none a model wrote)."""
     texts = {
         f.name: scrub(v) for f in fields(event) if isinstance(v := getattr(event, f.name), str)
     }
@@ -224,7 +220,6 @@ def _scrubbed(event: Event, scrub: Callable[[str], str]) -> Event:
 
 
 def _apply(state: _RunState, event: Event, now: float) -> None:
-    """Record one event in the run's state."""
     if isinstance(event, RunStarted):
         _started(state, event, now)
     elif isinstance(event, TurnStarted):
@@ -240,8 +235,16 @@ def _apply(state: _RunState, event: Event, now: float) -> None:
         _tool_finished(state, event)
     elif isinstance(event, GhostCall):
         state.ghosts = state.ghosts_before + event.count
-    else:
-        _other(state, event)
+    elif isinstance(event, ModeSwitched):
+        state.mode = event.to
+        state.rows.append(_Row("mode", f"[cyan]→ {escaped(event.to)}: {escaped(event.why)}[/]"))
+    elif isinstance(event, BudgetHit):
+        state.rows.append(_Row("budget", f"[bold red]{escaped(event.limit)} reached[/]"))
+    elif isinstance(event, Finished):
+        state.status = event.digest.status
+        if state.card == "?":  # delegate abstained: no run started
+            state.card = event.digest.agent_id or "tiny"
+        state.remaining = None
 
 
 def _started(state: _RunState, event: RunStarted, now: float) -> None:
@@ -294,20 +297,6 @@ def _tool_finished(state: _RunState, event: ToolFinished) -> None:
     row.seconds = f"{event.seconds:.2f}"
     if event.outcome is not None:
         state.calls += 1  # the meter counts every handled call, as TurnStarted will
-
-
-def _other(state: _RunState, event: Event) -> None:
-    """Mode switches, budget hits and the end of the run."""
-    if isinstance(event, ModeSwitched):
-        state.mode = event.to
-        state.rows.append(_Row("mode", f"[cyan]→ {escaped(event.to)}: {escaped(event.why)}[/]"))
-    elif isinstance(event, BudgetHit):
-        state.rows.append(_Row("budget", f"[bold red]{escaped(event.limit)} reached[/]"))
-    elif isinstance(event, Finished):
-        state.status = event.digest.status
-        if state.card == "?":  # delegate abstained: no run started
-            state.card = event.digest.agent_id or "tiny"
-        state.remaining = None
 
 
 # --- picture ------------------------------------------------------------------------------
@@ -425,8 +414,7 @@ def digest_panel(console: Console, d: Any) -> None:
 
 
 def _digest_title(d: Any, width: int) -> Text:
-    """The Digest panel's title on a console `width` cells wide: the card id cut with `…` so
-    that the status shows whole; the whole title cut with `…` where even that is too wide."""
+    """The Digest panel's title: the card id cut with `…` so that the status shows whole."""
     room = width - PANEL_EDGES
     status = f" · {d.status}"
     name = cut(d.agent_id or "tiny", max(1, room - len(status)))
@@ -436,9 +424,7 @@ def _digest_title(d: Any, width: int) -> Text:
 
 
 def _fields(fields: Mapping[str, Any], sources: Mapping[str, str]) -> Table:
-    """Tabulate the returned fields, each with where its value was found (docs/runner.md).
-
-    A value is the run's answer: too long for its column, it folds, never cut (a URL whole)."""
+    """Tabulate the returned fields and where each value was found; a value folds, never cut."""
     table = titled("fields", ("field", "value", "from") if sources else ("field", "value"))
     for column in table.columns:
         column.overflow = "fold"
@@ -485,8 +471,7 @@ def _cost(console: Console, c: Any) -> None:
 
 
 def correction_line(correction: Correction, taught: str | None = None) -> str:
-    """Say in one line what a correction said and whether it was taught (`taught`: how, from
-    `LearnReport.outcome`; None: only recorded)."""
+    """Say in one line what a correction said and how it was `taught` (None: only recorded)."""
     c = correction
     task = cut(c.task, TASK_CHARS, strip=True)
     to, was = c.card or "abstain", c.routed or "abstain"

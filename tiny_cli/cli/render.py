@@ -1,15 +1,11 @@
 """Human output: cards, routes and evaluations as rich tables, and tables that fit the terminal.
 
-A run's own output (its live view, the Digest, a write to approve) is drawn in `live`; the
-benches draw in `render_bench`, the run log in `render_runs`, with the tables fitted here.
-Every console tiny prints on is `new_console`'s: text prints as written, `:name:` never an emoji.
+A run's own output is drawn in `live`, the benches' in `render_bench`, the run log's in
+`render_runs`. Every console tiny prints on is `new_console`'s: `:name:` is never an emoji.
 
-Tables that fit the terminal: headers and free text fold, names are cut, numbers stay whole.
-
-A value cut to fit ends in `…`, and the command says that `--wide` prints it whole: a wide
-table keeps its natural width (its lines as long as they need), nothing cut. No column narrows
-to nothing and folded text loses the lines a fold leaves blank, so a table never shows a blank
-line.
+Tables that fit the terminal: headers and free text fold, names are cut (with `…`, and the
+command says that `--wide` prints them whole), numbers stay whole. No column narrows to nothing
+and folded text loses the lines a fold leaves blank, so a table never shows a blank line.
 """
 
 from __future__ import annotations
@@ -58,16 +54,10 @@ def _card_table(console: Console, cards: Sequence[Card], wide: bool) -> None:
     rows = []
     for c in cards:
         b = c.budget
-        tools = [shown(original(t)) for t in c.tools]  # as the card writes them
-        rows.append(
-            [
-                shown(c.id),
-                ", ".join(tools),
-                shown(", ".join(c.returns_required)),
-                shown(c.side_effects),
-                f"{b.max_tool_calls} / {b.max_output_tokens} / {b.max_wall_seconds:g}",
-            ]
-        )
+        tools = ", ".join(shown(original(t)) for t in c.tools)  # as the card writes them
+        budget = f"{b.max_tool_calls} / {b.max_output_tokens} / {b.max_wall_seconds:g}"
+        returns = shown(", ".join(c.returns_required))
+        rows.append([shown(c.id), tools, returns, shown(c.side_effects), budget])
     longest_tool = max((len(t) + 1 for c in cards for t in c.tools), default=1)  # and its comma
     cols = [
         Col("id", gives="name"),
@@ -202,13 +192,8 @@ def _per_card(console: Console, rows: Sequence[Any]) -> None:
     table = titled("per card", columns, set(columns[1:]))
     # a card no task expects (recall "—") after those with a recall, worst first
     for r in sorted(rows, key=lambda r: (r.recall is None, r.recall or 0.0, r.agent_id)):
-        table.add_row(
-            r.agent_id,
-            str(r.tasks),
-            figure(r.recall),
-            figure(r.precision),
-            str(r.lost_to_abstain),
-        )
+        figures = (figure(r.recall), figure(r.precision), str(r.lost_to_abstain))
+        table.add_row(r.agent_id, str(r.tasks), *figures)
     console.print(table)
 
 
@@ -328,10 +313,9 @@ def print_fitted(
     lines: bool = False,
     **options: Any,
 ) -> bool:
-    """Print the table sized to the console (`wide`: at its natural width, uncropped); return
-    whether a value was cut to fit. `lines`: on a console too narrow for the table's numbers
-    (its columns of kind None or header) and their headers' words, each row prints as a line
-    of `header value` pairs instead, its numbers whole."""
+    """Print the table sized to the console (`wide`: at its natural width); return whether a
+    value was cut to fit. `lines`: where the numbers would not fit whole, each row prints as
+    a line of `header value` pairs instead."""
     table = Table(title_justify="left", **options)
     columns = [[row[i] for row in rows] for i in range(len(cols))]
     natural = [_natural([c.header, *cells]) for c, cells in zip(cols, columns, strict=True)]
@@ -395,11 +379,8 @@ def say_cut(console: Console, cut: bool) -> None:
 def _fit(
     cols: Sequence[Col], natural: Sequence[int], leasts: Sequence[int], budget: int
 ) -> list[int]:
-    """Narrow the columns to `budget`: each kind that gives way in turn, the widest first.
-
-    Past every column's least width (a narrow terminal and long values), text and names
-    narrow further, then every column, never below one cell.
-    """
+    """Narrow the columns to `budget`: each kind that gives way in turn, the widest first;
+    past every least width text and names, then every column, down to one cell."""
     widths = list(natural)
     excess = sum(widths) - budget
     some: tuple[Gives, ...] = ("text", "name")
@@ -433,8 +414,7 @@ def _least(col: Col, natural: int, cells: Sequence[Cell]) -> int:
 def _fold_text(
     console: Console, cols: Sequence[Col], columns: list[list[Cell]], widths: Sequence[int]
 ) -> bool:
-    """Fold the cells of each text column to its width, in place; return whether a cell was
-    cut to its column's most lines."""
+    """Fold each text column's cells to its width, in place; return whether one lost lines."""
     shortened = False
     for i, col in enumerate(cols):
         if col.gives == "text":
@@ -445,8 +425,8 @@ def _fold_text(
 
 
 def _folded(console: Console, cell: Cell, width: int, most: int | None) -> tuple[Text, bool]:
-    """Fold a cell to `width` as rich would, without the blank lines rich's fold can leave;
-    and tell whether it was cut to `most` lines."""
+    """Fold a cell to `width` without the blank lines rich's fold can leave; and tell whether
+    it was cut to `most` lines."""
     folded = _text(cell).wrap(console, width, overflow="fold")
     lines = [line for line in folded if line.plain.strip()]
     shortened = most is not None and len(lines) > most
@@ -462,7 +442,7 @@ def _folded(console: Console, cell: Cell, width: int, most: int | None) -> tuple
 
 
 def _natural(cells: Sequence[Cell]) -> int:
-    """Return the widest line of these cells, in terminal cells."""
+    """The widest line of these cells, in terminal cells."""
     return max((line.cell_len for c in cells for line in _text(c).split("\n")), default=0)
 
 

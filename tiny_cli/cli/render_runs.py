@@ -94,11 +94,8 @@ def runs(
     matching: str | None = None,
     wide: bool = False,
 ) -> None:
-    """Print the runs as a table, newest first (no command or model when narrow, unless wide).
-
-    `matching`: what they were searched or filtered by (`'giraffe'`, `--card x`), for the
-    empty case.
-    """
+    """Print the runs as a table, newest first (no command or model when narrow, unless wide);
+    `matching`: what they were searched by (`'giraffe' --card x`), for the empty case."""
     if not found:
         where = shown(str(path))
         said = f"no run in {where} matches {shown(matching)}" if matching else ""
@@ -214,7 +211,8 @@ def _message(
     full: bool,
 ) -> None:
     """Print one message: a header with its role and size, its content, its tool calls."""
-    role, content = str(message.get("role") or "?"), _content(message.get("content"))
+    role = str(message.get("role") or "?")
+    content = "" if message.get("content") is None else text_of(message["content"])
     calls = _mappings(message.get("tool_calls"))
     tags = _tags(role, content, answered)
     size = len(content) + sum(len(_arguments(c)) for c in calls)
@@ -276,11 +274,6 @@ def _name(call: Mapping[str, Any]) -> str:
     """A call's tool name as markup; a ghost's quoted ("docs_search ", ""): not the card's."""
     name = str(call.get("name"))
     return quoted(name) if call.get("outcome") == "ghost" else shown(name)
-
-
-def _content(value: Any) -> str:
-    """Return a message's content as text (a list of parts is shown as its JSON)."""
-    return "" if value is None else text_of(value)
 
 
 def _arguments(call: Mapping[str, Any]) -> str:

@@ -73,7 +73,7 @@ def validate(
 
 
 def _threshold(text: str) -> float:
-    """--threshold's number, checked by settings' rule on the text as typed (1e400 is inf)."""
+    # checked by settings' rule on the text as typed (1e400 is inf)
     return check_threshold("--threshold", text)
 
 
@@ -136,11 +136,8 @@ def route(
 
 @contextmanager
 def index_progress(stream: TextIO | None = None) -> Iterator[Callable[[int, int], None] | None]:
-    """Yield a `progress(done, total)` that draws a bar of a long index build (embedding
-    thousands of new card texts) on stderr, or None off a terminal.
-
-    Nothing is drawn until the first batch reports: a cached router never shows a bar.
-    """
+    """Yield a `progress(done, total)` that draws a bar of a long index build on stderr, or
+    None off a terminal; nothing is drawn before the first batch (a cached router's none)."""
     stream = sys.stderr if stream is None else stream
     if not stream.isatty():
         yield None
@@ -194,12 +191,10 @@ def _route_lines(
     explain: bool,
     scrub: Callable[[str], str],
 ) -> bool:
-    """Route (or explain) each line; a line that cannot be routed is its own error.
+    """Route (or explain) each line, ROUTE_CHUNK at a time (a chunk's decisions let go before
+    the next); a line that cannot be routed is its own error. Return whether any was.
 
-    Return whether any line failed. A single TASK is checked by the router: its error ends
-    the command as before. Lines are routed and printed ROUTE_CHUNK at a time: what a
-    chunk's decisions hold is let go before the next.
-    """
+    A single TASK is checked by the router: its error ends the command."""
     slots = [(n, _unroutable(t) if n else None) for n, t in lines]
     for number, why in slots:  # every bad line first, each on its own
         if why is not None:
@@ -242,11 +237,8 @@ def _unroutable(task: str) -> str | None:
 
 
 def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
-    """Score the router on a labelled file: accuracy, abstentions, confusions.
-
-    A line that cannot be read or routed is reported on its own and left out; return
-    whether any was.
-    """
+    """Score the router on a labelled file; a line that cannot be read or routed is reported
+    on its own and left out. Return whether any was."""
     found = read_eval_file(eval_file, router.ids)
     for error in found.errors:
         typer.echo(f"tiny: error: {printable(error)}", err=True)
@@ -261,7 +253,7 @@ def _evaluate(router: Router, eval_file: Path, json_out: bool) -> bool:
 
 def _connect(settings: Settings) -> Connect:
     """--connect: start the cards' MCP servers and check their tools (the MCP client loads
-    only here); keep the tools' descriptions for routing."""
+    only here)."""
     from tiny_cli.mcp_import import connect_problems
 
     return lambda cards, mcp: connect_problems(cards, mcp, cache_dir=settings.cache_dir)

@@ -1,12 +1,9 @@
 """`tiny invoke` and `tiny delegate`: run a card on a task, print its Digest, exit by its status.
 
-Also what every command that runs cards (invoke, delegate, serve, bench) shares: `RunOptions`
-(where the cards, tools and model are; what is recorded) and `run_session` (the session with
-the live view on stderr). After a human `tiny delegate`, one key may say whether the card was
-right: off by default (`--ask-route` or TINY_ASK_ROUTE=1 turn it on); asked only when stdin and
-stdout are a terminal, never with --json, and only when the run log recorded the run. An answer
-other than Enter is recorded in the run log as a correction, which `tiny learn --from-runs`
-teaches. The key reader is a parameter: tests answer without a terminal.
+Also what every command that runs cards shares: `RunOptions` and `run_session` (the session
+with the live view on stderr). After a human `tiny delegate` (`--ask-route` or TINY_ASK_ROUTE=1,
+a terminal, no --json, a logged run), one key may say whether the card was right: an answer
+other than Enter is recorded as a correction, which `tiny learn --from-runs` teaches.
 """
 
 from __future__ import annotations
@@ -162,7 +159,6 @@ def invoke(
     flags = RunFlags(options, task=task, brief_file=brief_file, must_return=must_return,
                      inputs=inputs, hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
-
     with running("invoke", flags, handles=artifact or (), wanted=card_id) as run:
         digest = run_card(
             run.ws,
@@ -209,7 +205,6 @@ def delegate(
     flags = RunFlags(options, task=task, brief_file=brief_file, must_return=must_return,
                      inputs=inputs, hint=hint, max_output_tokens=max_output_tokens,
                      yes=yes, quiet=quiet, json_out=json_out)  # fmt: skip
-
     with running("delegate", flags) as run:
         book = RouteBook(run.session.exchanges)
         # built on the first task routed live: a replay routes as recorded, its embedder unasked
@@ -229,17 +224,15 @@ def delegate(
 def running(
     command: str, flags: RunFlags, handles: Sequence[str] = (), wanted: str | None = None
 ) -> Iterator[Running]:
-    """Set a run up: settings, workspace (`wanted`: the card it needs), Brief, then the session.
-
-    After the run, a replay that left recorded answers unasked says so."""
+    """Set a run up: settings, workspace (`wanted`: the card it needs), Brief, then the session;
+    after it, say so where a replay left recorded answers unasked."""
     settings = flags.options.settings()
-
     ws = open_workspace(settings, wanted=wanted)
-    the_brief = flags.brief()
+    brief = flags.brief()
     live = wants_live(flags.quiet, flags.json_out)
     with run_session(settings, command, flags.options, live=live, handles=handles) as session:
         approve = _approver(flags.yes, flags.json_out, session.artifacts.scrub.for_caller().text)
-        yield Running(ws, the_brief, session, approve)
+        yield Running(ws, brief, session, approve)
     warn_unused(session.exchanges, RUN_UNUSED)  # once the live view is gone: it reads below
 
 
@@ -267,18 +260,15 @@ def _asking(
 def _pairs(given: Sequence[str]) -> dict[str, str]:
     """The --input values by name; a name given twice is refused (the last would win, unsaid)."""
     pairs: dict[str, str] = {}
-    for key, value in map(_pair, given):
+    for text in given:
+        key, sep, value = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise typer.BadParameter(f"{text!r} is not key=value", param_hint="--input")
         if key in pairs:
             raise typer.BadParameter(f"{key!r} is given twice", param_hint="--input")
-        pairs[key] = value
+        pairs[key] = value.strip()
     return pairs
-
-
-def _pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise typer.BadParameter(f"{text!r} is not key=value", param_hint="--input")
-    return key.strip(), value.strip()
 
 
 def _approver(yes: bool, json_out: bool, scrub: Callable[[str], str]) -> Approve:
@@ -293,8 +283,7 @@ def _approver(yes: bool, json_out: bool, scrub: Callable[[str], str]) -> Approve
 def _ask(
     card: Card, tool: str, arguments: dict[str, Any], scrub: Callable[[str], str] = str
 ) -> bool:
-    """Show this write call exactly (escaped, `scrub` taking the known keys out) on stderr and
-    ask [y/N]; the default is no."""
+    """Show this write call on stderr (escaped, the known keys scrubbed) and ask [y/N]."""
     with pause_current():  # a live view redrawing over the prompt would hide it
         write_request(console(stderr=True), card.id, tool, arguments, scrub)
         return confirm("Allow this write?")
@@ -305,11 +294,7 @@ def _ask(
 
 @dataclass(frozen=True)
 class RunOptions:
-    """Where a command that runs cards finds them, their tools and the model; what it records.
-
-    One value for invoke, delegate, serve and bench: each builds it, by keyword, from the
-    options in cli/common.py (serve has no --record or --replay).
-    """
+    """Where a command that runs cards finds them, their tools and the model; what it records."""
 
     cards: Path | None = None
     tools: str | None = None
@@ -325,11 +310,8 @@ class RunOptions:
     log: bool = False  # --log: a replay is kept in the run log too (else it is not a run)
 
     def settings(self) -> Settings:
-        """Return the settings (environment, then config) with these options on top.
-
-        A replay runs with the recording's model, tool mode and temperature unless these name
-        others.
-        """
+        """The settings with these options on top; a replay's model, tool mode and temperature
+        are the recording's unless these name others."""
         settings = settings_from(
             cards=self.cards,
             tools=self.tools,
@@ -359,11 +341,8 @@ def run_session(
     upgrade: bool = False,
     resumable: bool = False,
 ) -> Iterator[Session]:
-    """Open the command's session, with the live view on stderr while it runs when `live`;
-    `resumable`: the command can go on from an interrupted recording (`--resume`).
-
-    A replay is not a run: it stays out of the run log unless `options.log` (`--log`).
-    """
+    """Open the command's session, with the live view on stderr when `live`; `resumable`: the
+    command can go on from an interrupted recording. A replay is logged only with `--log`."""
     # built before the session, whose observers it joins: the same keys as the session's
     scrub = scrubber(settings.api_key).for_caller().text
     view = LiveView(console(stderr=True), scrub=scrub) if live else None
@@ -390,16 +369,10 @@ def run_session(
     except KeyboardInterrupt:
         kept = opened[0].exchanges.kept_on_interrupt() if opened else None
         if kept is not None:
-            use = _use_of_partial(command, resumable)
+            single = f"the run did not finish, so it does not replay ({command} cannot resume it)"
+            use = "pass it to --resume to go on" if resumable else single
             warn(f"the exchanges recorded so far are in {kept}: {use}")
         raise
-
-
-def _use_of_partial(command: str, resumable: bool) -> str:
-    """What an interrupted recording is good for: a bench resumes it; a single run does not."""
-    if resumable:
-        return "pass it to --resume to go on"
-    return f"the run did not finish, so it does not replay ({command} cannot resume it)"
 
 
 def warn_unused(exchanges: Any, why: str) -> None:
@@ -440,15 +413,12 @@ def ask_route(
     ask: Ask | None = None,
     say: Say | None = None,
 ) -> Correction | None:
-    """Ask whether run `run_id` went to the right card; record the correction if it did not.
-
-    `candidates` are the cards offered on [c], best first (the routing's top five).
-    """
+    """Ask whether run `run_id` went to the right card (`candidates`: those offered on [c],
+    best first); record the correction if it did not."""
     ask, say = ask or read_key, say or partial(typer.echo, err=True)
     answer = choose(routing, candidates, ask, say)
     if answer is None:
         return None
-
     with RunLog.open(settings.home) as log:
         correction = log.correct(run_id, answer.card)
     say(correction_line(correction))

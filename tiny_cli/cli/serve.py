@@ -37,14 +37,14 @@ def serve(
     tools: ToolsOpt = None,
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
-    allow_host: AllowHostOpt = None,
+    allow_hosts: AllowHostOpt = None,
     tool_mode: ToolModeOpt = None,
     wall_scale: WallScaleOpt = None,
     no_log: NoLogOpt = False,
 ) -> None:
     """Serve the cards to MCP hosts: delegate, invoke and route tools; cards as resources."""
     options = RunOptions(cards=cards, tools=tools, base_url=base_url, model=model,
-                         allow_hosts=allow_host, tool_mode=tool_mode,
+                         allow_hosts=allow_hosts, tool_mode=tool_mode,
                          wall_scale=wall_scale)  # fmt: skip
     settings = options.settings()
     from tiny_cli.serve import serve as run_server  # the mcp SDK loads only here
