@@ -106,26 +106,20 @@ class ArtifactKept:
 
 @dataclass(frozen=True)
 class Routed:
-    """The concierge chose a card for a delegated task, or abstained (`agent_id` None).
-
-    `candidates` are the cards it ranked, best first, each (id, score); `seconds` is how long
-    routing took.
-    """
+    """The concierge chose a card for a delegated task, or abstained (`agent_id` None)."""
 
     decision: str
     agent_id: str | None
     score: float
     threshold: float
-    candidates: tuple[tuple[str, float], ...]
-    seconds: float
+    candidates: tuple[tuple[str, float], ...]  # the cards it ranked, best first: (id, score)
+    seconds: float  # how long routing took
 
 
 @dataclass(frozen=True)
 class Ended:
-    """One invocation of a delegated task ended; the task may go on (a re-route).
-
-    `Finished` still comes once per task, after the last invocation's `Ended`.
-    """
+    """One invocation of a delegated task ended; the task may go on (a re-route): `Finished`
+    comes once per task, after the last invocation's `Ended`."""
 
     digest: Digest
 
@@ -140,10 +134,8 @@ class ModeSwitched:
 
 @dataclass(frozen=True)
 class Finished:
-    """The run ended: the Digest and the whole transcript as sent to the model.
-
-    Once per task: after a re-route (delegate), the final Digest and both transcripts in turn.
-    """
+    """The run ended: the Digest and the whole transcript as sent to the model (once per task:
+    after a re-route, the final Digest and both transcripts in turn)."""
 
     digest: Digest
     messages: Sequence[Mapping[str, Any]] = field(default_factory=tuple)

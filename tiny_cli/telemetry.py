@@ -110,10 +110,9 @@ def open_tracing(
 ) -> Tracing:
     """Start a tracer provider with the settings' exporters (or `exporter`, sent span by span).
 
-    The OTLP exporter reads its OTEL_EXPORTER_OTLP_* variables from the process environment
-    itself; `env` (that environment, unless a test gives another) sets the longest wait at
-    close, the exporter's timeout (none set: DEFAULT_WAIT). `console` writes to `stream`
-    (stderr: stdout is the command's).
+    `env` (the process environment, unless a test gives another; the OTLP exporter reads that
+    itself) sets only the longest wait at close: the exporter's timeout, else DEFAULT_WAIT.
+    `console` writes to `stream` (stderr: stdout is the command's).
     """
     resource = Resource.create({"service.version": __version__})
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
@@ -214,13 +213,32 @@ class _RunTrace:
         """Open the task's span, started when routing was, and its finished routing span."""
         started = time.time_ns() - int(max(e.seconds, 0.0) * 1e9)
         self.task = self._start("delegate", self.parent, {"tiny.run": self.run}, started)
-        self._start("tiny.route", self._under(self.task), _route_attributes(e), started).end()
+        route = {
+            "tiny.route.decision": e.decision,
+            "tiny.route.score": e.score,
+            "tiny.route.threshold": e.threshold,
+            "tiny.route.candidates": [agent for agent, _ in e.candidates],
+            "tiny.route.chosen": e.agent_id or "",
+        }
+        self._start("tiny.route", self._under(self.task), route, started).end()
 
     def run_started(self, e: RunStarted) -> None:
         """Open an invocation's span (a re-route's second one too)."""
         self._end_agent(None)
         self.model, self.max_tokens = e.model, e.max_output_tokens
-        attributes = {**_agent_attributes(e), **self.t.server, "tiny.run": self.run}
+        attributes = {
+            OPERATION: "invoke_agent",
+            **PROVIDER_NAMES,
+            AGENT_NAME: e.card_id,
+            AGENT_ID: e.card_id,
+            REQUEST_MODEL: e.model,
+            MAX_TOKENS: e.max_output_tokens,
+            "tiny.tool_mode": e.tool_mode,
+            "tiny.budget.max_tool_calls": e.max_tool_calls,
+            "tiny.budget.max_wall_seconds": e.max_wall_seconds,
+            **self.t.server,
+            "tiny.run": self.run,
+        }
         if self.t.content:
             attributes.update(_input_content(e.messages, self.text))
         parent = self._under(self.task) if self.task is not None else self.parent
@@ -360,30 +378,6 @@ class _RunTrace:
     ) -> Span:
         self.opened = True
         return self.t.tracer.start_span(name, parent, kind, dict(attributes), start_time=start)
-
-
-def _route_attributes(e: Routed) -> dict[str, Any]:
-    return {
-        "tiny.route.decision": e.decision,
-        "tiny.route.score": e.score,
-        "tiny.route.threshold": e.threshold,
-        "tiny.route.candidates": [agent for agent, _ in e.candidates],
-        "tiny.route.chosen": e.agent_id or "",
-    }
-
-
-def _agent_attributes(e: RunStarted) -> dict[str, Any]:
-    return {
-        OPERATION: "invoke_agent",
-        **PROVIDER_NAMES,
-        AGENT_NAME: e.card_id,
-        AGENT_ID: e.card_id,
-        REQUEST_MODEL: e.model,
-        MAX_TOKENS: e.max_output_tokens,
-        "tiny.tool_mode": e.tool_mode,
-        "tiny.budget.max_tool_calls": e.max_tool_calls,
-        "tiny.budget.max_wall_seconds": e.max_wall_seconds,
-    }
 
 
 def _close(span: Span, digest: Digest, reason: str) -> None:

@@ -1,28 +1,13 @@
 """The run log's facade, RunLog: open, observe, read, search, show, count, delete, export; and
-what it writes besides runs.
+the corrections it keeps beside the runs.
 
 A row left `running` by a process that is gone (killed, crashed) becomes `interrupted`
 whenever the log is opened: gone when its pid now names another process (a reboot, another
-PID namespace: a container), which the identity the row keeps beside the pid tells. Also
-re-exported here, for the modules that import them from this one: DB_NAME, RunQuery and
-parse_since.
+PID namespace: a container), which the identity the row keeps beside the pid tells.
 
-Deleting: a run still `running` belongs to a live process (opening the log marked the others
-interrupted): it is never deleted. A run's corrections go with it, and so does its row of the
-search index (a trigger, tiny_cli.runs.store.SEARCH_V5).
-
-Exporting: each matching run as one JSON line (the document `tiny runs show ID --json`
-prints), to a stream or to a file that appears only complete: the lines go to a temporary file
-beside it (owner-only, as the log: transcripts hold what agents read), renamed onto it at the
-end; a failure leaves any earlier file as it was. Only a regular file is replaced: a FIFO, a
-device or a link (`/dev/stdout`) is refused.
-
-Corrections: where a routed run's task should have gone, kept beside the run. A run with a
-routing decision (routed, or abstained on: `tiny delegate`, a served `delegate`, the tiny arm
-of a bench) whose task the log kept can be corrected: to another card, or to nowhere (it should
-have abstained). One correction per run: correcting again replaces it (a new id, not learned
-yet). `learned_at` stays empty until the correction was taught (`tiny runs correct`, `tiny
-learn --from-runs`).
+Corrections: where a routed run's task should have gone (another card, or nowhere: it should
+have abstained), one per run: correcting again replaces it (a new id, not learned yet).
+`learned_at` stays empty until it was taught (`tiny runs correct`, `tiny learn --from-runs`).
 """
 
 from __future__ import annotations
@@ -80,8 +65,7 @@ from tiny_cli.userfiles import escape_separators, refuse_special
 
 __all__ = ["DB_NAME", "Correction", "Deletion", "RunLog", "RunQuery", "parse_since"]
 
-CORRECTION_COLUMNS = ("id", "run_id", "task", "routed", "card", "created_at", "learned_at")
-CORRECTIONS_SQL = f"SELECT {', '.join(CORRECTION_COLUMNS)} FROM corrections"
+CORRECTIONS_SQL = "SELECT id, run_id, task, routed, card, created_at, learned_at FROM corrections"
 CORRECTION_RUN_SQL = "SELECT command, goal, status, routing FROM runs WHERE id = ?"
 DELETE_CORRECTIONS_SQL = "DELETE FROM corrections WHERE run_id = ?"
 CORRECT_SQL = (
@@ -108,11 +92,8 @@ class Correction:
 
 
 def correctable(path: Path, run_id: int, row: Sequence[Any]) -> tuple[str, str | None]:
-    """Return the task and the router's first card of a run row; ConfigError if none.
-
-    Correctable: a run with a routing decision (routed or abstained; one an error ended after
-    routing included) whose task the log kept.
-    """
+    """Return the task and the router's first card of a run row: ConfigError unless the run has
+    a routing decision (routed or abstained on; one an error ended after it too) and a task."""
     command, goal, status, routing = row
     if routing is None:
         raise ConfigError(f"run {run_id} {_unrouted(command, status)}")
@@ -144,7 +125,8 @@ def _unrouted(command: str, status: str) -> str:
 
 OLDER_SQL = "SELECT id FROM runs WHERE started_at < ? AND status != 'running' ORDER BY id"
 STATE_SQL = "SELECT status, pid FROM runs WHERE id = ?"
-DELETE_SQL = "DELETE FROM runs WHERE id = ? AND status != 'running'"  # a running run stays
+# a running run stays: its process lives (opening the log marked the others interrupted)
+DELETE_SQL = "DELETE FROM runs WHERE id = ? AND status != 'running'"
 
 
 @dataclass(frozen=True)
@@ -167,10 +149,7 @@ class Deletion:
 def chosen_for_deletion(
     db: sqlite3.Connection, path: Path, ids: Iterable[int], before: datetime | None
 ) -> list[int]:
-    """Return the ids to delete, in order: the runs `ids`, and those started before `before`.
-
-    ConfigError for an id the log lacks or a run still running: all or nothing.
-    """
+    """Return the ids to delete, in order: the runs `ids`, and those started before `before`."""
     wanted = {_deletable(db, path, run_id) for run_id in ids}
     if before is not None:
         wanted.update(run_id for (run_id,) in db.execute(OLDER_SQL, (iso(before),)))
@@ -206,7 +185,8 @@ def by_id(db: sqlite3.Connection, sql: str, run_id: int) -> Sequence[Any] | None
 
 @contextmanager
 def destination(out: Path | None, stream: TextIO, log: Path) -> Iterator[Write]:
-    """Yield what writes one JSON line: to `stream`, or to the file `out`, which appears whole."""
+    """Yield what writes one JSON line: to `stream`, or to the file `out`, which appears whole
+    (a failure leaves any earlier file as it was)."""
     if out is None:
         ascii_only = ascii_json(stream)  # a terminal, or a stream that cannot hold every character
         yield lambda document: stream.write(_line(document, ascii_only))
@@ -221,7 +201,7 @@ def _line(document: Mapping[str, Any], ascii_only: bool) -> str:
 
 
 def _checked(out: Path, log: Path) -> Path:
-    """Return `out`; ConfigError when it is the run log (or a file of it) or cannot be a file."""
+    """Return `out`; ConfigError when it is the run log (or a file of it) or no regular file."""
     if any(_same(out, log.with_name(log.name + suffix)) for suffix in LOG_SUFFIXES):
         raise ConfigError(f"{out}: that is the run log itself: export to another file")
     try:
@@ -246,7 +226,7 @@ def _same(a: Path, b: Path) -> bool:
 @contextmanager
 def _whole(path: Path) -> Iterator[TextIO]:
     """Yield a temporary file beside `path`, renamed onto it once complete; removed on failure."""
-    try:
+    try:  # owner-only, as the log: transcripts hold what agents read
         handle, temporary = tempfile.mkstemp(
             dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
         )
@@ -276,9 +256,8 @@ Confirm = Callable[[Sequence[int]], bool]  # shown the ids a deletion takes: go 
 class RunLog:
     """The SQLite run log under TINY_HOME; safe to share between threads.
 
-    Observers queue each run's row for one writer thread (tiny_cli.runs.store), so the
-    agent loop never waits on the disk; reads wait for a writer pass first; `close` drains
-    the queue.
+    Observers queue each run's row for one writer thread (tiny_cli.runs.store.Writer); reads
+    wait for a writer pass first.
     """
 
     def __init__(self, db: sqlite3.Connection, path: Path, scrub: Scrubber, hint: str = "") -> None:
@@ -296,9 +275,9 @@ class RunLog:
     ) -> RunLog:
         """Open (creating or upgrading) the run log in `home`; mark dead runs interrupted.
 
-        `scrub` keeps secrets out of every row and export; by default the environment's keys.
-        `fts5` says whether SQLite has FTS5 (default: it is asked). `logging_runs` false (a
-        command that only reads or edits the log): its errors suggest no --no-log.
+        `scrub` keeps secrets out of every row and export (by default the environment's keys);
+        `fts5` as for store.migrate; `logging_runs` false (a command that only reads or edits
+        the log): its errors suggest no --no-log.
         """
         path, hint = home / DB_NAME, NO_LOG_HINT if logging_runs else ""
         db = connect(path, hint)
@@ -316,10 +295,8 @@ class RunLog:
         return log
 
     def observer(self, command: str, run: str, endpoint: str, goal: str = "") -> Observer:
-        """Return the observer that records one run of `command` (`run` labels it).
-
-        `goal` is the task, kept even when no card runs (an abstain): a correction needs it.
-        """
+        """Return the observer that records one run of `command` (`run` labels it); `goal` is
+        the task, kept even when no card runs (an abstain): a correction needs it."""
         return store.observer(self._writer, command, run, endpoint, goal)
 
     def recorded(self) -> list[int]:
@@ -361,10 +338,7 @@ class RunLog:
         return run_stats(found, count_reroutes(rerouted))
 
     def correct(self, run_id: int, card: str | None) -> Correction:
-        """Record where run `run_id`'s task should have gone (None: abstain); replaces any.
-
-        ConfigError when the log has no such run, or the run is no delegate run with a task.
-        """
+        """Record where run `run_id`'s task should have gone (None: abstain); replaces any."""
         with self._reading() as db:
             row = by_id(db, CORRECTION_RUN_SQL, run_id)
             if row is None:
@@ -433,9 +407,8 @@ class RunLog:
         """Write what is queued and close the database; raise if a write failed (warn if a run
         is logged without its transcript, a disk that would not take it: never raise).
 
-        Runs that started but never finished keep what they did until now, marked interrupted,
-        or failed with `failure` as their reason when an error ended them; `wait` bounds the
-        wait in seconds.
+        Runs never finished keep what they did until now, marked interrupted, or failed with
+        `failure` as their reason; `wait` bounds the wait in seconds.
         """
         if not self._writer.close(wait, failure):
             return  # already closing, or stuck on another process's lock
@@ -520,10 +493,8 @@ def _alive(pid: object) -> bool:
 def still_running(pid: object, process: object) -> bool | None:
     """Tell whether the process a `running` row names (its pid and `process`) still runs;
     None when `process` cannot tell (NULL, edited by hand, or no /proc here)."""
-    where, parts = (
-        store.boot_and_namespace(),
-        process.split(" ") if isinstance(process, str) else [],
-    )
+    where = store.boot_and_namespace()
+    parts = process.split(" ") if isinstance(process, str) else []
     if where is None or len(parts) != 3:
         return None
     boot, namespace, start = parts

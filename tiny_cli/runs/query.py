@@ -118,7 +118,7 @@ class RunSummary:
 
     def to_json(self) -> dict[str, Any]:
         """Return the row as a JSON object."""
-        return {**asdict(self), "repaired": bool(self.repaired)}
+        return asdict(self)
 
 
 SUMMARY_COLUMNS = tuple(f.name for f in fields(RunSummary))
@@ -233,7 +233,7 @@ def _json(value: Any) -> Any:
     if not isinstance(value, str | bytes) or not value:
         return None
     try:
-        return json.loads(value, parse_float=_finite, parse_constant=_none)
+        return json.loads(value, parse_float=_finite, parse_constant=lambda _: None)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
 
@@ -243,16 +243,11 @@ def _finite(text: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _none(text: str) -> None:
-    return None
-
-
 def select_runs(
     query: RunQuery, with_index: bool, columns: str = SUMMARY_SQL
 ) -> tuple[str, list[Any]]:
     """Return the SELECT of the matching runs' `columns` (summaries), newest first, and its
-    parameters. `with_index`: `query.text` is looked up in the search index (search_ready).
-    """
+    parameters; `with_index`: `query.text` is looked up in the search index (search_ready)."""
     where, params = _where(query, with_index)
     sql = f"SELECT {columns} FROM runs{where} ORDER BY id DESC"
     if query.limit is not None:
@@ -292,10 +287,8 @@ def _where(query: RunQuery, with_index: bool) -> tuple[str, list[Any]]:
 
 
 def parse_since(text: str, now: datetime | None = None, option: str = "--since") -> datetime:
-    """Read `--since`: an age (30m, 2h, 3d, 1w) or an ISO date or time (local unless zoned).
-
-    `option` is the flag its errors name (--older-than reads the same).
-    """
+    """Read `--since`: an age (30m, 2h, 3d, 1w) or an ISO date or time (local unless zoned);
+    `option` is the flag its errors name (--older-than reads the same)."""
     now = now or datetime.now(UTC)
     age = _AGE.match(text)
     if not age:
@@ -378,11 +371,8 @@ def run_stats(found: Sequence[RunSummary], reroutes: Reroutes | None = None) -> 
 
 
 def count_reroutes(rows: Iterable[tuple[str, str | None]]) -> Reroutes:
-    """Count (status, stored Digest JSON) rows re-routed after a refusal, and those rescued.
-
-    Read from the Digest's `attempts` statuses and the run's final status, never from text;
-    a Digest that does not parse counts for nothing.
-    """
+    """Count (status, stored Digest JSON) rows re-routed after a refusal, and those rescued:
+    by the Digest's `attempts` statuses, never by its text."""
     rerouted = rescued = 0
     for status, stored in rows:
         try:

@@ -45,7 +45,7 @@ BUSY_SECONDS = 30.0  # wait this long for another tiny process's write (a bench 
 NO_LOG_HINT = " (--no-log or TINY_NO_LOG=1 runs without the log)"
 
 
-def connect(path: Path, hint: str = NO_LOG_HINT) -> sqlite3.Connection:
+def connect(path: Path, hint: str) -> sqlite3.Connection:
     """Open the file (only its owner may read it: transcripts hold what agents read) in WAL;
     `hint` ends the error (how to run without the log: only for a command that writes it)."""
     db = None
@@ -80,8 +80,7 @@ def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 REPAIR_MARK = "Your answer cannot be used"
 
 # The first schema. tests/data/runlog-v1.sql keeps a copy: never edit this, add a migration.
-SCHEMA_V1 = (
-    """CREATE TABLE runs (
+SCHEMA_V1 = """CREATE TABLE runs (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         started_at TEXT NOT NULL,
         ended_at TEXT,
@@ -106,11 +105,10 @@ SCHEMA_V1 = (
         wall_seconds REAL,
         tool_mode TEXT,
         pid INTEGER NOT NULL
-    )""",
-)
+    )"""
 
 # The search index (v5). runs_text: per run, the text `tiny runs search` finds it by; runs_fts
-# indexes it (FTS5), kept current by triggers. Never edit: a change is a new migration.
+# indexes it (FTS5), brought up to date by each search. Never edit: a change is a new migration.
 # Short SQL: the log's whole schema stays on its first page (tests/test_runlog.py's damage).
 SEARCH_COLUMNS = ("task", "summary", "fields", "calls", "results")
 _JSON_COLUMNS = ("digest", "calls", "transcript")
@@ -186,8 +184,7 @@ INTERRUPT = (
 
 
 def repaired(messages: Sequence[object]) -> bool:
-    """Tell whether a transcript holds the runner's repair request (a second chance); an item
-    that is no message (a damaged transcript's) is none."""
+    """Tell whether a transcript holds the runner's repair request (a second chance)."""
     # it begins the message: a task or a tool result that quotes it is no repair request
     return any(
         isinstance(m, Mapping)
@@ -226,8 +223,7 @@ Probe = Callable[[sqlite3.Connection], bool]
 
 def _v1(db: sqlite3.Connection) -> None:
     """Create the runs table."""
-    for statement in SCHEMA_V1:
-        db.execute(statement)
+    db.execute(SCHEMA_V1)
 
 
 def _v2(db: sqlite3.Connection) -> None:
@@ -267,11 +263,7 @@ def _v4(db: sqlite3.Connection) -> None:
 
 
 def _v5(db: sqlite3.Connection, fts5: Probe | None = None) -> None:
-    """Index each run's text for `tiny runs search` (FTS5): the rows so far, then by triggers.
-
-    A SQLite without FTS5 (as `fts5`, default fts5_available, tells) gets no index: search
-    then reads the text view (LIKE).
-    """
+    """Add the text `tiny runs search` reads, and its FTS5 index where `fts5` says there is one."""
     db.execute(TEXT_VIEW)
     if (fts5 or fts5_available)(db):
         for statement in SEARCH_V5:
@@ -298,11 +290,9 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def migrate(
-    db: sqlite3.Connection, path: Path, fts5: Probe | None = None, hint: str = NO_LOG_HINT
-) -> None:
+def migrate(db: sqlite3.Connection, path: Path, fts5: Probe | None, hint: str) -> None:
     """Apply every migration the database lacks, in order, in one transaction; `fts5` says
-    whether this SQLite has FTS5 (default: fts5_available asks it); `hint` as for connect."""
+    whether this SQLite has FTS5 (None: fts5_available asks it); `hint` as for connect."""
     steps = [functools.partial(m, fts5=fts5) if m is _v5 else m for m in MIGRATIONS]
     try:
         with transaction(db):
@@ -374,7 +364,7 @@ MAX_LOGGED_ARGUMENT_CHARS = 100_000
 ARGUMENTS_PREVIEW_CHARS = 1_000  # enough to see what the model was writing
 
 
-def observer(writer: Writer, command: str, run: str, endpoint: str, goal: str = "") -> Observer:
+def observer(writer: Writer, command: str, run: str, endpoint: str, goal: str) -> Observer:
     """Return the observer that records one run of `command` (`run` labels it, `goal` its task)."""
     recorder = Recorder(writer, command, run, endpoint, goal)
     handlers: dict[type, Callable[[Any], None]] = {
@@ -409,9 +399,7 @@ class Recorder:
         *("route", "row", "start", "starts", "tokens_in", "tokens_out", "whole", "writer"),
     )
 
-    def __init__(
-        self, writer: Writer, command: str, label: str, endpoint: str, goal: str = ""
-    ) -> None:
+    def __init__(self, writer: Writer, command: str, label: str, endpoint: str, goal: str) -> None:
         self.writer, self.command, self.label, self.endpoint = writer, command, label, endpoint
         self.goal = goal  # the task as the face knows it: an abstain has no RunStarted
         self.row: int | None = None  # set by the writer, before it runs the Finished job
@@ -429,11 +417,8 @@ class Recorder:
         self.route = event
 
     def started(self, event: RunStarted) -> None:
-        """Have the row written as `running` at the writer's next pass, unless finished by then.
-
-        A run shorter than FLUSH_SECONDS is written once, whole. A second RunStarted (delegate
-        re-routed to another card) keeps the row and its start time; Finished fills it in.
-        """
+        """Have the row written as `running` at the writer's next pass, unless finished by then
+        (a re-route's second RunStarted keeps the row and its start time)."""
         self.began, self.start = self.began or time.time(), event
         self.starts[event.card_id] = event
         self.writer.started.add(self)
@@ -456,11 +441,8 @@ class Recorder:
         self.writer.submit(self._store)
 
     def aborted(self, event: Aborted) -> None:
-        """Queue the run's end when Ctrl-C or an error ended it, with what it did until then:
-        `interrupted`, or `failed` with the error as its reason.
-
-        Not left `running` until the process ends: `tiny serve` goes on serving.
-        """
+        """Queue the run's end, with what it did until then, when Ctrl-C (interrupted) or an
+        error (failed) ended it: not left `running` while `tiny serve` goes on serving."""
         start = self.start
         if start is None:
             return  # no RunStarted, no row (the runner tells it before anything can stop it)
@@ -590,11 +572,8 @@ def _calls(
 
 
 def _logged_arguments(text: str, scrub: Callable[[str], str]) -> dict[str, Any]:
-    """A call's arguments as the log keeps them: whole, or refused ones cut, with their size.
-
-    Refused ones are scrubbed whole before the cut: a secret across it would leave a part
-    the row's scrubbing could no longer recognise.
-    """
+    """A call's arguments as the log keeps them: whole, or refused ones cut, with their size
+    (scrubbed whole before the cut: a secret across it would leave a part no scrub knows)."""
     if len(text) <= MAX_LOGGED_ARGUMENT_CHARS:
         return {"arguments": text}
     return {"arguments": scrub(text)[:ARGUMENTS_PREVIEW_CHARS], "arguments_chars": len(text)}
@@ -603,13 +582,10 @@ def _logged_arguments(text: str, scrub: Callable[[str], str]) -> dict[str, Any]:
 class Writer:
     """The one thread that writes the log, and the connection it shares with readers.
 
-    A recorder builds a finished run's row (scrubbed, encoded) and queues it; this thread
-    commits the rows in order, so the agent loop never waits on the disk, nor on another tiny
-    process holding the database's write lock. It wakes every FLUSH_SECONDS and writes in one
-    transaction what is queued and a `running` row for each run started since. Waking it
-    sooner (per event, per finished run, before each model call) made a scripted run
-    measurably slower: the threads' hand-offs of the GIL. Readers wait for a pass first
-    (`flush`), then take `lock`; `close` drains the queue.
+    It commits the queued rows in order, so the agent loop never waits on the disk, nor on
+    another tiny process's write lock. It wakes every FLUSH_SECONDS and writes in one
+    transaction what is queued and a `running` row for each run started since: waking it
+    sooner (per event, per finished run) made a scripted run slower (the GIL's hand-offs).
     """
 
     def __init__(self, db: sqlite3.Connection, scrub: Scrubber) -> None:
@@ -632,7 +608,7 @@ class Writer:
         """Wait until every run so far has its row committed, finished or running."""
         if self.closing:
             return  # the writer is gone or going: close() waited for it
-        self._jobs.put(_no_job)  # a pass of the writer, which also writes the running rows
+        self._jobs.put(lambda db, slim: None)  # a pass of the writer, which writes the running rows
         self._wake.set()
         self._jobs.join()
 
@@ -744,43 +720,31 @@ class Writer:
 
     def _try(self, db: sqlite3.Connection, work: Job, slim: bool) -> None:
         """Run `work` in one transaction; on failure forget what it did, and raise."""
-        self._fresh, kept = [], (set(self.open_runs), len(self.recorded))
+        self._fresh, open_runs, recorded = [], set(self.open_runs), len(self.recorded)
         try:
             with transaction(db):
                 work(db, slim)
-        except BaseException:
-            self._undo(*kept)
+        except BaseException:  # rolled back: forget the rows it gave and the runs it ended
+            for recorder in self._fresh:
+                recorder.row = None
+            del self.recorded[recorded:]
+            self.open_runs = open_runs
             raise
-
-    def _undo(self, open_runs: set[Recorder], recorded: int) -> None:
-        """Forget what a rolled-back try did: the rows it gave, the runs it ended."""
-        for recorder in self._fresh:
-            recorder.row = None
-        del self.recorded[recorded:]
-        self.open_runs.clear()
-        self.open_runs.update(open_runs)
-
-
-def _no_job(db: sqlite3.Connection, slim: bool) -> None:
-    """Nothing to write: queued by flush to make the writer pass."""
 
 
 def _drain(jobs: queue.Queue[Job | None]) -> list[Job | None]:
     """Take everything queued so far, up to and including the closing None."""
     batch: list[Job | None] = []
-    while True:
+    while not batch or batch[-1] is not None:
         try:
-            job = jobs.get_nowait()
+            batch.append(jobs.get_nowait())
         except queue.Empty:
-            return batch
-        batch.append(job)
-        if job is None:
-            return batch
+            break
+    return batch
 
 
 def _run(db: sqlite3.Connection, jobs: Sequence[Job], slim: bool) -> None:
-    """One pass: the jobs, in order (a `running` row for each run started since, then those
-    queued; or, as the log closes, the end of each run left unfinished)."""
+    """Run the jobs of one pass, in order."""
     for job in jobs:
         job(db, slim)
 
