@@ -2,14 +2,12 @@
 
 The API is what this package exports (`__all__`, docs/library.md): open a workspace, build its
 router, make a Brief, run a card or delegate a task against a provider, read the Digest; the
-scripted model server for tests; the error tree, and TinyWarning, what tiny warns with. Every
-other module is internal: import from `tiny_cli`, not from `tiny_cli.<module>`, which may
-change or move without notice.
+scripted model server for tests; the error tree and TinyWarning. Import from `tiny_cli`: every
+other module is internal and may change or move without notice.
 
-The error tree and TinyWarning are imported here; every other name when first asked for
-(`__getattr__`), because the `tiny` command runs through this package too: `tiny --help` must
-not load httpx, numpy and pytest for a library it does not use, nor read settings it does not
-need.
+Only the errors are imported here; every other name when first asked for (`__getattr__`):
+the `tiny` command runs through this package too, and `tiny --help` must not load httpx,
+numpy and pytest, nor read settings.
 """
 
 import importlib
@@ -37,13 +35,7 @@ if TYPE_CHECKING:  # the names `__getattr__` imports, as type checkers and edito
     from tiny_cli.agent.loop import approve_writes, decline_writes, invoke
     from tiny_cli.delegation import delegate, run_card
     from tiny_cli.digest import Brief, Digest, make_brief
-    from tiny_cli.provider.client import (
-        ChatRequest,
-        Completion,
-        OpenAIProvider,
-        Provider,
-        ToolCall,
-    )
+    from tiny_cli.provider.client import ChatRequest, Completion, OpenAIProvider, Provider, ToolCall
     from tiny_cli.routing.factory import build_router
     from tiny_cli.routing.router import Decision, Router
     from tiny_cli.settings import Settings, load_settings

@@ -1,8 +1,5 @@
-"""`python -m tiny_cli` and the `tiny` script: the command line, its start-up included.
-
-A Ctrl-C while the command line loads (typer, the command's modules) ends it as any other
-Ctrl-C does: one line, exit 130, no traceback.
-"""
+"""`python -m tiny_cli` and the `tiny` script: a Ctrl-C while the command line loads (typer,
+the command's modules) ends it as any other does, one line and exit 130."""
 
 import sys
 

@@ -20,14 +20,12 @@
     TinyWarning                 the work goes on, but something is lost or left out (a
                                 UserWarning, never raised: given to `warnings.warn`)
 
-Failures split three ways: what the model can fix is a ToolCallError and goes back to it as a
+Failures split three ways: what the model can fix is a ToolCallError, returned to it as a
 tool result; model misbehaviour is counted in the Digest, never raised; programmer and config
-errors raise, and only the faces (`tiny_cli.cli`, `tiny_cli.serve`) catch TinyError. An error
-carries what a caller may act on as attributes (a provider error's HTTP status, the server
-that failed), so no caller parses a message; which exit code it means is the face's business
-(`tiny_cli.cli`). What tiny goes on from (a run logged without its transcript) is a
-TinyWarning, through the `warnings` module alone: a library caller filters or records it, the
-command line prints it as `tiny: warning: …`.
+errors raise, and only the faces (`tiny_cli.cli`, `tiny_cli.serve`) catch TinyError and pick
+the exit code. An error carries what a caller may act on as attributes, so no caller parses a
+message. What tiny goes on from is a TinyWarning, through `warnings` alone: the command line
+prints it as `tiny: warning: …`.
 """
 
 from __future__ import annotations
@@ -57,11 +55,8 @@ class TinyError(Exception):
 
 
 class ConfigError(TinyError):
-    """A setting, flag, path or file the user gave is wrong.
-
-    `path` is the file that could not be used and `field` the setting, flag or variable that
-    is wrong (as `TINY_THRESHOLD` or `--threshold`), where the error knows them; else None.
-    """
+    """A setting, flag, path or file the user gave is wrong: `path` the file that could not be
+    used, `field` the setting, flag or variable (`TINY_THRESHOLD`, `--threshold`), else None."""
 
     def __init__(self, message: str, *, path: Path | None = None, field: str | None = None) -> None:
         super().__init__(message)
@@ -70,24 +65,14 @@ class ConfigError(TinyError):
 
 
 class CardError(TinyError):
-    """One or more cards failed to load; `problems` holds every one of them.
-
-    A command that needs the cards stops with it; `tiny validate` reports the same problems
-    itself, as its findings.
-    """
+    """One or more cards failed to load; `problems` holds every one (`tiny validate` lists them)."""
 
     def __init__(self, problems: list, loaded: tuple = ()) -> None:
         self.problems = problems
         self.loaded = loaded  # the cards that did load: a command may still name what it needs
-        super().__init__(_one_line(problems))
-
-
-def _one_line(problems: list) -> str:
-    """The problem, or how many there are and the first: an error is one line."""
-    if len(problems) == 1:
-        return str(problems[0])
-    first = f"; the first: {problems[0]}" if problems else ""
-    return f"{len(problems)} problems in the cards (tiny validate lists them all){first}"
+        first = f"; the first: {problems[0]}" if problems else ""
+        many = f"{len(problems)} problems in the cards (tiny validate lists them all){first}"
+        super().__init__(str(problems[0]) if len(problems) == 1 else many)
 
 
 class ToolError(TinyError):
@@ -107,11 +92,7 @@ class CrmDuplicate(TinyError, ValueError):
 
 
 class ToolServerError(TinyError):
-    """A tool server (MCP) could not be used: it did not start, died or did not answer.
-
-    `server` is the server's name in the MCP file. The runner ends the run `failed` with this
-    message as its reason; elsewhere it is a one-line error like any other.
-    """
+    """A tool server (MCP) did not start, died or did not answer; `server`: its name there."""
 
     def __init__(self, message: str, *, server: str) -> None:
         super().__init__(message)
@@ -121,10 +102,9 @@ class ToolServerError(TinyError):
 class ProviderError(TinyError):
     """The model endpoint could not be used: unreachable, refusing, or malformed.
 
-    `status` is the HTTP status the endpoint refused the request with (401, 404, 429, 503…),
-    None when no answer came or the answer itself was unusable; `url` is the endpoint's base
-    URL with any credentials cut (None where no endpoint was asked, as in a replay);
-    `tokens_in` and `tokens_out` are what an unusable answer's `usage` said it spent.
+    `status`: the HTTP status it refused with, None when no answer came or it was unusable;
+    `url`: the base URL, credentials cut (None in a replay); `tokens_in`, `tokens_out`: what an
+    unusable answer's `usage` said it spent.
     """
 
     def __init__(

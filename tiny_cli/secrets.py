@@ -1,11 +1,10 @@
 """Ground: the one secret scrubber, which every store passes what it writes through.
 
 API keys and anything shaped like a key or an Authorization header are replaced by [redacted]
-before the run log, an artifact, a recording, a bench report or a run export is written. It
-lives in the ground layer so that the edges (the artifact store, recordings) use it as the
-run log does. The run log's JSON columns are compact ASCII (other characters as \\u escapes,
-which SQLite's json functions decode). What the faces print for a caller goes through its
-`for_caller()` twin, which takes the known keys only.
+before the run log, an artifact, a recording, a bench report or a run export is written; in
+the ground layer, so the edges use it as the run log does. The run log's JSON columns are
+compact ASCII (\\u escapes, which SQLite's json functions decode). What the faces print for a
+caller goes through its `for_caller()` twin, which takes the known keys only.
 """
 
 from __future__ import annotations
@@ -36,21 +35,11 @@ MIN_SERVER_SECRET_CHARS = 4
 REDACTED = "[redacted]"
 # keys of a JSON object whose string values are never stored
 SECRET_KEYS = frozenset(
-    [
-        "authorization",
-        "proxy-authorization",
-        "x-api-key",
-        "api_key",
-        "api-key",
-        "apikey",
-        "password",
-        "passwd",
-        "client_secret",
-        "secret_key",
-        "access_token",
-        "auth_token",
-        "refresh_token",
-    ]
+    (
+        *("authorization", "proxy-authorization", "x-api-key", "api_key", "api-key", "apikey"),
+        *("password", "passwd", "client_secret", "secret_key"),
+        *("access_token", "auth_token", "refresh_token"),
+    )
 )
 # Built once (dumps(default=) is not); ASCII and compact: less to scan, bind and store
 _JSON = json.JSONEncoder(default=str, separators=(",", ":"))
@@ -68,9 +57,8 @@ _SECRET_TEXT = re.compile(
     r"|\bsk-[A-Za-z0-9_-]{16,}|\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})"
     r"|\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}|\bAKIA[0-9A-Z]{16}\b|\bxox[abprs]-[\w-]{10,}"
 )
-# what each shape above holds, lowercased: a text with none of them skips the pattern
-# (the tokens by their full names: "_token" was in every Digest's "caller_tokens", which sent
-# every finished run's row through the slow walk)
+# what each shape above holds, lowercased: a text with none of them skips the pattern (tokens
+# by full name: "_token" is in every Digest's "caller_tokens")
 _SHAPE_MARKS = (b"authorization", b"key", b"bearer", b"sk-", b"passw", b"secret",
                 b"access_token", b"access-token", b"accesstoken", b"auth_token", b"auth-token",
                 b"authtoken", b"refresh_token", b"refresh-token", b"refreshtoken", b"ghp_",
@@ -83,11 +71,8 @@ _PLAIN = (str, int, float, type(None))  # column values stored as they are; the 
 
 
 class Scrubber:
-    """Replace known secrets and anything shaped like a key or an Authorization header.
-
-    With `shapes=False` only the known secrets go: what tiny prints for its caller (a Digest,
-    a bench's `--json`) keeps a page's `Authorization: Bearer X` example as it was written.
-    """
+    """Replace known secrets and (`shapes`) anything shaped like a key or an Authorization
+    header: what tiny prints for its caller keeps a page's `Bearer X` example as written."""
 
     def __init__(
         self, secrets: Iterable[str], *, shapes: bool = True, min_chars: int = MIN_SECRET_CHARS
@@ -101,8 +86,7 @@ class Scrubber:
     def text(self, text: str) -> str:
         """Return `text` with every secret replaced by [redacted], as written or JSON-escaped."""
         for form in self._forms:
-            if form in text:
-                text = text.replace(form, REDACTED)
+            text = text.replace(form, REDACTED)
         # a pass in C spares most texts the slow pattern
         if self.shapes and _may_hold_secret(_lowered(text)):
             text = _SECRET_TEXT.sub(_redact, text)
@@ -121,9 +105,8 @@ class Scrubber:
 
     def document(self, value: Any) -> Any:
         """Return a JSON-like value to be stored whole, scrubbed; a clean one as it is."""
-        if not self._suspect(_JSON.encode(value)):  # one look in C spares a clean one the walk
-            return value
-        return self.tree(value)
+        # one look in C spares a clean one the walk
+        return self.tree(value) if self._suspect(_JSON.encode(value)) else value
 
     def columns(self, values: Iterable[Any]) -> list[Any]:
         """Return a row's column values to store; one look in C spares a clean row the walk."""
@@ -150,10 +133,8 @@ class Scrubber:
 
     def _suspect(self, encoded: str) -> bool:
         """Tell whether JSON text may hold a secret, a key-like token or a secret-named key."""
-        if any(e in encoded for e in self._encoded):
-            return True
-        low = _lowered(encoded) if self.shapes else b""
-        return _may_hold_secret(low)
+        found = any(e in encoded for e in self._encoded)
+        return found or (self.shapes and _may_hold_secret(_lowered(encoded)))
 
     def for_caller(self) -> Scrubber:
         """Return the scrubber of what tiny prints for its caller: the known secrets only."""
@@ -169,9 +150,8 @@ class Scrubber:
 
 
 def written_forms(secrets: Iterable[str]) -> list[str]:
-    """Each secret as text may hold it: as it is, percent-encoded (a URL a tool result
-    quotes), and escaped inside a JSON string once or twice (a tool result that is JSON
-    text, itself inside a JSON document), longest first."""
+    """Each secret as text may hold it, longest first: as it is, percent-encoded, and escaped
+    inside a JSON string once or twice (a tool result's JSON text inside a JSON document)."""
     forms: set[str] = set()
     for secret in secrets:
         for once in (
@@ -206,8 +186,7 @@ def _redact(found: re.Match[str]) -> str:
 
 
 def env_secrets(env: Mapping[str, str] | None = None) -> list[str]:
-    """Return the API keys settings would read from the environment (default os.environ),
-    stripped as settings strip them: the key sent is the one to scrub."""
+    """The API keys settings would read from `env` (os.environ), stripped as settings strip them."""
     env = os.environ if env is None else env
     return [env[name].strip() for name in SECRET_ENV if (env.get(name) or "").strip()]
 

@@ -72,8 +72,7 @@ BLANK = "blank; give a value or leave it out"  # a flag or key of blanks only (a
 
 
 def check_api_key(value: Any, source: str, field: str | None = None) -> str:
-    """Return the API key without surrounding blanks; ConfigError naming `source` (its field:
-    `field`, else `source`), never the key, when it holds a control or non-ASCII character."""
+    """The key stripped; ConfigError naming `source`, never the key, if no header can carry it."""
     field = field or source
     if not isinstance(value, str):
         raise ConfigError(
@@ -90,11 +89,7 @@ def check_api_key(value: Any, source: str, field: str | None = None) -> str:
 
 
 def check_base_url(name: str, url: str, key_goes: str = "TINY_API_KEY") -> str:
-    """Return `url`; ConfigError unless it is http(s) with a host and no credentials (user
-    info, or a key in its query or fragment); the message says the key goes in `key_goes`.
-
-    The message never shows the URL: what is wrong with it may be a key.
-    """
+    """`url`, if http(s) with a host and no credentials; else ConfigError, never showing it."""
     if url != url.strip():  # the URL parser drops them, the HTTP client refuses them
         raise ConfigError(f"{name}: blanks around the URL; remove them", field=name)
     try:
@@ -127,7 +122,7 @@ def check_base_url(name: str, url: str, key_goes: str = "TINY_API_KEY") -> str:
 
 
 def _check_host(name: str, host: str) -> None:
-    """ConfigError unless each label of the host name is 1 to 63 characters (DNS's rule)."""
+    """ConfigError unless each label of the host name is 1 to 63 characters."""
     try:
         host.encode("idna")  # the encoding the resolver applies: `a..b` fails there otherwise
     except UnicodeError:
@@ -139,16 +134,14 @@ def _check_host(name: str, host: str) -> None:
 
 
 def credential_param(param: str) -> bool:
-    """Tell whether a query parameter's name says it carries a credential, word by word as a
-    setting's name is read (`api_key`, `accessToken`, `auth`; not `monkey` or `keyword`)."""
+    """Whether a query parameter's name says it carries a credential (`accessToken`, `auth`)."""
     words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+|\d+", param)]
     plain = param.strip().lower()
     return plain in CREDENTIAL_PARAMS or any(secret_word(w) or w == "auth" for w in words)
 
 
 def to_number(name: str, value: str | float) -> float:
-    """`float(value)`: text from the environment (ConfigError naming the variable when it is no
-    number) or a number, an integer too large for a float (TOML allows one) as infinity."""
+    """`float(value)`, ConfigError naming `name` if no number; an int too large (TOML) is inf."""
     try:
         return float(value)
     except ValueError:
@@ -158,8 +151,7 @@ def to_number(name: str, value: str | float) -> float:
 
 
 def check_threshold(name: str, value: str | float) -> float:
-    """Check an abstain threshold: a finite number (nan would abstain on everything), text
-    named as typed (`1e400` reads as inf)."""
+    """Check an abstain threshold: a finite number (nan would abstain on everything)."""
     number = to_number(name, value)
     if not math.isfinite(number):
         shown = named_value(name, value) if isinstance(value, str) else f"{name}={number!r}"
@@ -215,15 +207,12 @@ def check_wall_scale(name: str, value: str | float) -> float:
 
 
 def blank_value(name: str, field: str | None = None, undo: str = "leave it out") -> ConfigError:
-    """The error for a flag, variable or project key `name` holding blanks only: it would
-    override a lower source with nothing (`cards = " "` would be the working folder). A
-    variable is unset, not left out (`undo`)."""
+    """The error for `name` holding blanks only: it would override a lower source with nothing."""
     return ConfigError(f"{name}: blank; give a value or {undo}", field=field)
 
 
 def host_list(name: str, entries: str | Iterable[str]) -> tuple[str, ...]:
-    """Return the non-empty entries, stripped (a string is one entry or comma-separated ones),
-    each read by parse_host: an error names `name`, the flag or variable they came from."""
+    """The non-empty entries (a string: comma-separated), stripped, each read by parse_host."""
     items = entries.split(",") if isinstance(entries, str) else entries
     hosts = tuple(dict.fromkeys(e.strip() for e in items if e and e.strip()))
     for host in hosts:
@@ -242,8 +231,7 @@ def is_tool_file(spec: str) -> bool:
 
 
 def parse_host(name: str, entry: str, field: str | None = None) -> tuple[str, int | None]:
-    """Read an allow_hosts entry ('host', 'host:port', '[v6]', '[v6]:port') as a connection
-    names it: (the host lower case, IDNA-encoded, without brackets; the port or None)."""
+    """An allow_hosts entry ('host:port', '[v6]'…) as (host lower case and IDNA, port or None)."""
     text = entry.strip()
     text = f"[{text}]" if text.count(":") > 1 and not text.startswith("[") else text  # bare v6
     try:
@@ -261,11 +249,10 @@ def parse_host(name: str, entry: str, field: str | None = None) -> tuple[str, in
 
 def secret_word(word: str) -> bool:
     """Whether one word of a setting's name says it holds a secret."""
-    for secret in SECRET_WORDS:
-        stem = word.removesuffix("s")
-        if stem == secret or (stem.endswith(secret) and stem[: -len(secret)] in SECRET_JOINED):
-            return True
-    return False
+    stem = word.removesuffix("s")
+    return any(
+        s == stem or (stem.endswith(s) and stem[: -len(s)] in SECRET_JOINED) for s in SECRET_WORDS
+    )
 
 
 # --- tracing: what the OpenTelemetry SDK must be given -----------------------------------
@@ -293,26 +280,17 @@ BATCHING = {
     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": ("spans", 1),
 }
 BATCH_DEFAULTS = {"OTEL_BSP_MAX_QUEUE_SIZE": 2048, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 512}
-# the span limits the SDK's TracerProvider reads with int(), blank as unset: anything else
-# that is no whole number 0 or more it raises on, before any run
+# the span limits the SDK reads with int() (blank: unset); it raises on all but whole numbers >= 0
 SPAN_LIMITS = (
-    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
-    "OTEL_ATTRIBUTE_COUNT_LIMIT",
-    "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
-    "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
-    "OTEL_SPAN_EVENT_COUNT_LIMIT",
-    "OTEL_SPAN_LINK_COUNT_LIMIT",
-    "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT",
-    "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT",
+    *("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
+    *("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"),
+    *("OTEL_SPAN_EVENT_COUNT_LIMIT", "OTEL_SPAN_LINK_COUNT_LIMIT"),
+    *("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT"),
 )
 
 
 def check_tracing(exporters: Iterable[str], env: Mapping[str, str]) -> None:
-    """Refuse what tracing cannot follow (an exporter tiny does not ship, another protocol, a
-    batching, span limit or headers value the SDK would choke on), in one ConfigError naming
-    the variable.
-
-    `env` is what the SDK reads (os.environ); only a command that traces asks."""
+    """Refuse, naming the variable, what tracing cannot follow in `env` (what the SDK reads)."""
     exporters = tuple(exporters)
     for name in exporters:
         if name not in TRACE_EXPORTERS:
@@ -336,8 +314,7 @@ def check_tracing(exporters: Iterable[str], env: Mapping[str, str]) -> None:
 
 
 def _check_batching(env: Mapping[str, str]) -> None:
-    """Refuse an OTEL_BSP_* value that is no whole number, is too small, or a batch larger than
-    the queue it is taken from (the SDK would raise, or log a traceback)."""
+    """Refuse an OTEL_BSP_* value the SDK would raise or log a traceback on."""
     sizes = dict(BATCH_DEFAULTS)
     for var in BATCHING:
         value = env.get(var)
@@ -353,7 +330,7 @@ def _check_batching(env: Mapping[str, str]) -> None:
 
 
 def _whole_number(var: str, value: str) -> int:
-    """A batching variable's value as the SDK reads it (int()), if it is one it takes."""
+    """A batching variable's value as the SDK reads it, if it takes it."""
     unit, least = BATCHING[var]
     try:
         number = int(value)
@@ -366,8 +343,7 @@ def _whole_number(var: str, value: str) -> int:
 
 
 def _check_otlp(env: Mapping[str, str]) -> None:
-    """Refuse the OTLP exporter's settings tiny cannot send with: the effective protocol (the
-    traces-specific variable wins), an endpoint holding a credential, malformed headers."""
+    """Refuse another protocol, an endpoint holding a credential, malformed headers."""
     var = _first_set(env, OTLP_PROTOCOLS)
     protocol = env[var].strip() if var else OTLP_PROTOCOL
     if protocol != OTLP_PROTOCOL:
@@ -390,8 +366,7 @@ def _check_otlp(env: Mapping[str, str]) -> None:
 
 
 def _check_timeout(env: Mapping[str, str]) -> None:
-    """Refuse an exporter timeout that is no positive number of seconds: the SDK would warn and
-    wait its own 10 s instead, so the wait a user asked for would silently be another."""
+    """Refuse a timeout the SDK would replace with its own 10 s, after a warning."""
     var = _first_set(env, OTLP_TIMEOUTS)
     if var is not None and otlp_timeout(env) is None:
         said = named_value(var, env[var])
@@ -399,8 +374,7 @@ def _check_timeout(env: Mapping[str, str]) -> None:
 
 
 def otlp_timeout(env: Mapping[str, str]) -> float | None:
-    """The OTLP exporter's timeout in seconds as `env` sets it (the traces-specific variable
-    wins); None when neither is set or the value is no positive number of seconds."""
+    """The OTLP exporter's timeout in seconds as `env` sets it; None if unset or not > 0."""
     var = _first_set(env, OTLP_TIMEOUTS)
     try:
         seconds = float(env[var]) if var is not None else math.nan

@@ -5,14 +5,11 @@ Precedence, highest first:
 
     CLI flag > environment variable > project file > card > default
 
-The project file holds settings written once for a folder, instead of flags in every shell.
-tiny looks for `tiny.toml`, or a `[tool.tiny]` table in `pyproject.toml`, in the working
-directory and then in each folder above it, as ruff and pytest do; the first folder that
-has one wins (`tiny.toml` before `pyproject.toml` in the same folder). Paths in it are
-relative to the file's folder.
-
-A project file never holds a secret: keys stay in the environment, so a key name such as
-`api_key` (or credentials inside `base_url`) is an error naming the file and the key.
+The project file holds settings written once for a folder: `tiny.toml`, or a `[tool.tiny]`
+table in `pyproject.toml`, in the working directory or the nearest folder above it that has
+one (`tiny.toml` first), as ruff and pytest look. Paths in it are relative to its folder. It
+never holds a secret: a key name such as `api_key` (or credentials inside `base_url`) is an
+error naming the file and the key; keys stay in the environment.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -68,9 +65,8 @@ SWITCH_OFF = ("0", "false", "no", "off")
 
 CACHE_FOLDER = "cache"  # under the data directory
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-# CAPTURE_CONTENT's values that put content on spans: a switch's on, or the modes OpenTelemetry's
-# GenAI instrumentations use (SPAN_ONLY, SPAN_AND_EVENT); any other (NO_CONTENT, EVENT_ONLY:
-# tiny emits no content events) is off, never an error: other programs read the variable too
+# CAPTURE_CONTENT's values that put content on spans (OpenTelemetry GenAI's SPAN_ONLY and
+# SPAN_AND_EVENT too); any other is off, never an error: other programs read the variable too
 CAPTURE_ON = (*SWITCH_ON, "span_only", "span_and_event")
 # the flag, variable and project key of each setting whose error says where its value came from
 SOURCES = {
@@ -83,30 +79,20 @@ SOURCES = {
     "allow_hosts": ("--allow-host", "TINY_ALLOW_HOSTS", "allow_hosts"),
 }
 
-
-# the project file (tiny.toml, or pyproject.toml's [tool.tiny])
 PROJECT_FILE = "tiny.toml"
 PYPROJECT_FILE = "pyproject.toml"
 # key → (the type TOML must hold, whether it is a path relative to the file's folder)
 KEYS: dict[str, tuple[type | tuple[type, ...], bool]] = {
-    "cards": (str, True),
-    "tools": (str, True),  # comma-separated: .py paths (made relative) or dotted module names
-    "docs": (str, True),
-    "mcp": (str, True),
-    "base_url": (str, False),
-    "model": (str, False),
-    "tool_mode": (str, False),
-    "embedder": (str, False),
+    # tools: comma-separated .py paths (made relative) or dotted module names
+    **dict.fromkeys(("cards", "tools", "docs", "mcp"), (str, True)),
+    **dict.fromkeys(("base_url", "model", "tool_mode", "embedder"), (str, False)),
     "threshold": ((int, float), False),
     "allow_hosts": (list, False),
     "wall_scale": ((int, float), False),
-    "log_runs": (bool, False),
-    "ask_route": (bool, False),
-    "tracing": (bool, False),  # OpenTelemetry spans over OTLP (tiny_cli.telemetry)
+    **dict.fromkeys(("log_runs", "ask_route", "tracing"), (bool, False)),  # tracing: OTLP spans
 }
 TOOL_TABLE = "[tool.tiny]"
-# a project file is a page of settings; a pyproject.toml a few pages: this bounds a pipe or
-# /dev/zero named tiny.toml, and what TOML's parser is given
+# a pyproject.toml is a few pages: this bounds a pipe or /dev/zero named tiny.toml
 MAX_PROJECT_BYTES = 2**20
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,60}")  # a key an error shows as written
 # Python keeps a byte that is not UTF-8 (of a variable or argument) as half a UTF-16 pair
@@ -120,8 +106,7 @@ OriginKind = Literal["flag", "keyword", "env", "file"]
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a setting's value came from: a flag, a library caller's keyword, a variable, or a
-    project file's key; `name` is the one an error's field says."""
+    """Where a setting's value came from (flag, keyword, variable or project file key)."""
 
     kind: OriginKind
     name: str  # "--cards", "cards_dir", "TINY_CARDS", "cards"
@@ -136,9 +121,7 @@ class Origin:
 class Settings:
     """Resolved settings for one command; every external location is here, not global.
 
-    Built directly, a folder may be a str or a Path, and a value of the wrong kind, or one its
-    flag refuses (`wall_scale="3"`, `tool_mode="xml"`), is a ConfigError naming the field.
-    """
+    Built directly, a folder may be a str; a value its flag would refuse is a ConfigError."""
 
     home: Path
     cards_dir: Path
@@ -157,12 +140,10 @@ class Settings:
     temperature: float | None = None
     log_runs: bool = True  # --no-log / TINY_NO_LOG=1 turn the run log off
     mcp_file: str | None = None  # TINY_MCP; None: mcp.yaml in the cards folder, if any
-    # --ask-route / --no-ask-route > TINY_ASK_ROUTE=1: after a human `delegate` at a terminal,
-    # ask whether the card was right and record the answer as a correction; off by default
+    # --ask-route > TINY_ASK_ROUTE=1: after a human `delegate` at a terminal, ask whether the
+    # card was right and record the answer as a correction
     ask_route: bool = False
-    # the OpenTelemetry span exporters asked for ("otlp", "console"); () is off. OTEL_SDK_DISABLED
-    # and OTEL_TRACES_EXPORTER decide when set, else an OTLP endpoint variable or `tracing`;
-    # a command that traces refuses a name tiny does not ship (check_tracing)
+    # the span exporters asked for ("otlp", "console"); () is off (see _tracing)
     tracing: tuple[str, ...] = ()
     trace_content: bool = False  # CAPTURE_CONTENT: messages, tool arguments, results on spans
     project_file: Path | None = None  # the project file these settings read, if any
@@ -171,8 +152,7 @@ class Settings:
     origins: tuple[tuple[str, Origin], ...] = ()
 
     def __post_init__(self) -> None:
-        """Hold a folder given as a str as a Path; refuse a value of the wrong kind, or one its
-        flag refuses, naming the field: a Settings built directly is checked as flags are."""
+        """Check a Settings built directly as flags are; hold a folder given as a str as a Path."""
         for name in (*PATH_SETTINGS, *TEXT_PATH_SETTINGS):
             value = getattr(self, name)
             if value is not None or name in FOLDERS:
@@ -182,7 +162,7 @@ class Settings:
                 _flag_kind(name, getattr(self, name), "Settings")
         for name, (_, check) in FLAG_CHECKS.items():
             if name != "api_key" and getattr(self, name) is not None:  # the key: where it is sent
-                object.__setattr__(self, name, check(name, getattr(self, name)))  # as with_flags
+                object.__setattr__(self, name, check(name, getattr(self, name)))
 
     @property
     def cache_dir(self) -> Path:
@@ -190,29 +170,18 @@ class Settings:
         return self.home / CACHE_FOLDER
 
     def origin(self, name: str) -> Origin | None:
-        """Where setting `name` came from (its flag, keyword, variable or project file key);
-        None for one left to its default, or not among SOURCES."""
+        """Where setting `name` came from; None if left to its default, or not among SOURCES."""
         return dict(self.origins).get(name)
 
     def own_cards_dir(self) -> Path:
-        """The user's cards folder, where tiny writes cards and lessons: the one named (flag,
-        variable, project file), else `cards` in the project or the working folder; never the
-        seed cards tiny ships, which `cards_dir` falls back to where there is none."""
+        """The user's cards folder, where tiny writes: never the seed cards `cards_dir` may be."""
         if self.origin("cards_dir"):
             return self.cards_dir
         return (self.root or Path.cwd()) / DEFAULT_CARDS_DIR
 
     def with_flags(self, *, from_cli: bool = False, **flags: Any) -> Settings:
-        """Return a copy where every flag that was given (not None) wins.
-
-        An error names a setting given here by its keyword
-        (`cards_dir`), or by its flag (`--cards`) when `from_cli` (the command line's own call).
-
-        `allow_hosts` takes an iterable of "host[:port]" entries (repeated --allow-host);
-        given, it replaces TINY_ALLOW_HOSTS, as every flag replaces its variable. A folder
-        (`home`, `cards_dir`, `docs_dir`) may be a str or a Path; a name that is no setting,
-        or a value of the wrong kind (`wall_scale="3"`), is a ConfigError naming it.
-        """
+        """A copy where every flag given (not None) wins; an error names it by its keyword,
+        or by its flag (`--cards`) when `from_cli`."""
         shown_as = {k: FLAG_NAMES.get(k, k) if from_cli else k for k in flags}
         given = _flag_values(self, flags, shown_as)
         for name, (_, check) in FLAG_CHECKS.items():
@@ -235,7 +204,7 @@ class Settings:
 PATH_SETTINGS = ("home", "cards_dir", "docs_dir", "project_file", "root")
 FOLDERS = ("home", "cards_dir", "docs_dir")  # the ones every Settings has (None is no folder)
 TEXT_PATH_SETTINGS = ("tools_spec", "mcp_file")  # a .py file or a module name; a file name
-# the kind every other setting's flag must have, as an error names it; a list's entries too
+# the kind every other setting's flag must have, as an error names it
 FLAG_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     **dict.fromkeys(("base_url", "model", "api_key", "embedder", "tool_mode"), ((str,), "a str")),
     **dict.fromkeys(("threshold", "wall_scale", "temperature"), ((int, float), "a number")),
@@ -243,16 +212,15 @@ FLAG_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "allow_hosts": ((str, list, tuple, set, frozenset), "a str or a list of str"),
     "tracing": ((list, tuple), "a list of str"),
 }
-ENTRY_KINDS: dict[str, type] = {"allow_hosts": str, "tracing": str}
+LISTS = ("allow_hosts", "tracing")  # their entries are str
 
 
 def _flag_values(
     settings: Settings, flags: dict[str, Any], shown_as: dict[str, str]
 ) -> dict[str, Any]:
-    """The flags given (not None), each path as its setting holds it; a non-setting, or text
-    no log can hold or of blanks only, refused (named as `shown_as`)."""
+    """The flags given (not None), checked, each path as its setting holds it."""
     # refused here: dataclasses.replace would raise a bare TypeError
-    if "origins" in flags:  # with_flags keeps them: each flag given is its own origin
+    if "origins" in flags:
         raise ConfigError("with_flags: origins are kept by with_flags, not given", field="origins")
     known = list(vars(settings))
     unknown = sorted(set(flags) - set(known))
@@ -272,9 +240,7 @@ def _flag_values(
 
 
 def _flag_text(shown_as: str, value: Any, blank: bool) -> None:
-    """Refuse a flag's text holding a byte that is not UTF-8 (no log or request carries it),
-    or, if `blank`, of blanks only, or entries that all are: it would override the variable
-    or the project file with nothing."""
+    """Refuse a flag's text holding a byte not UTF-8, or (if `blank`) of blanks only."""
     many = isinstance(value, list | tuple | set | frozenset)
     texts = [os.fsdecode(t) for t in (value if many else [value]) if isinstance(t, str | Path)]
     if any(not_utf8(t) for t in texts):
@@ -284,17 +250,15 @@ def _flag_text(shown_as: str, value: Any, blank: bool) -> None:
 
 
 def _flag_kind(name: str, value: Any, who: str = "with_flags") -> None:
-    """Refuse a flag's value of the wrong kind (a bool is no number), naming the kind it got
-    (and `who` was given it: with_flags, or Settings built directly)."""
+    """Refuse a flag's value of the wrong kind (a bool is no number), naming the kind it got."""
     kinds, said = FLAG_KINDS[name]
     got = type(value).__name__
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise ConfigError(f"{who}: {name} must be {said}, got {got}", field=name)
-    entry = ENTRY_KINDS.get(name)
-    if entry is None or isinstance(value, str):
+    if name not in LISTS or isinstance(value, str):
         return
     items = cast("Iterable[Any]", value)  # a list, tuple or set, checked above
-    odd = next((type(v).__name__ for v in items if not isinstance(v, entry)), "")
+    odd = next((type(v).__name__ for v in items if not isinstance(v, str)), "")
     if odd:
         raise ConfigError(f"{who}: {name} must be {said}, got a {got} holding {odd}", field=name)
 
@@ -307,11 +271,7 @@ def _path_flag(name: str, value: Any, who: str = "with_flags") -> Path | str:
 
 
 def load_settings(env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> Settings:
-    """Resolve settings from the environment, the project file and defaults (flags: caller).
-
-    Every value is checked here, before any command uses it: a project file's values when it
-    is read (`read_project`), a variable's under its own name.
-    """
+    """Resolve and check settings from the environment, the project file and defaults."""
     if not isinstance(env, Mapping | None):
         raise wrong_kind("env", "a mapping of variable names to values, such as os.environ", env)
     if not isinstance(cwd, str | os.PathLike | None):
@@ -319,8 +279,9 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: str | Path | None =
     env = os.environ if env is None else env
     cwd = _working_folder() if cwd is None else Path(cwd)
     project = _project(env, cwd)
-    p = dict(project.values) if project is not None else {}
-    where = project.root if project is not None else cwd
+    file = project.path if project else None
+    p = dict(project.values) if project else {}
+    where = file.parent if file else cwd
     return Settings(
         home=Path(_env(env, "TINY_HOME") or platformdirs.user_data_dir("tiny")),
         cards_dir=_first(
@@ -343,9 +304,9 @@ def load_settings(env: Mapping[str, str] | None = None, cwd: str | Path | None =
         ask_route=_switch(env, "TINY_ASK_ROUTE", p.get("ask_route", False)),
         tracing=_tracing(env, p.get("tracing", False)),
         trace_content=(env.get(CAPTURE_CONTENT) or "").strip().lower() in CAPTURE_ON,
-        project_file=project.path if project is not None else None,
+        project_file=file,
         root=where,
-        origins=_origins(env, p, str(project.path) if project is not None else ""),
+        origins=_origins(env, p, str(file or "")),
     )
 
 
@@ -364,10 +325,9 @@ def check_settings(value: Any) -> None:
 
 
 def _api_key(env: Mapping[str, str]) -> str | None:
-    """The key from the first variable of SECRET_ENV that holds one, checked; None if none.
-
-    A blank TINY_API_KEY is refused, as every TINY_ variable is: skipped, it would send the
-    next variable's key; a blank OPENAI_API_KEY, which other programs read too, is skipped."""
+    """The key from the first variable of SECRET_ENV that holds one, checked; None if none."""
+    # a blank TINY_API_KEY is refused (skipped, it would send the next variable's key); a blank
+    # OPENAI_API_KEY, which other programs read too, is skipped
     for var in SECRET_ENV:
         value = ((_env(env, var) if var.startswith("TINY_") else env.get(var)) or "").strip()
         if value:
@@ -422,8 +382,7 @@ def _either(words: tuple[str, ...]) -> str:
 
 
 def _env(env: Mapping[str, str], var: str) -> str | None:
-    """The variable's value; None when unset or empty; a value of blanks only is refused, as a
-    blank flag or project value is (not read as unset)."""
+    """The variable's value; None when unset or empty; blanks only or not UTF-8 refused."""
     value = env.get(var)
     if value and not value.strip():
         raise blank_value(var, field=var, undo="unset it")
@@ -454,8 +413,7 @@ def _setting(
     key: str,
     check: Callable[[str, Any], Any] | None = None,
 ) -> Any:
-    """The variable if set (non-empty), checked under its own name; else the project file's
-    value (checked when the file was read), else None."""
+    """The variable if set, checked under its own name; else the project file's value."""
     value = _env(env, var)
     if value is None:
         return project.get(key)
@@ -463,10 +421,8 @@ def _setting(
 
 
 def _tracing(env: Mapping[str, str], project: bool) -> tuple[str, ...]:
-    """The span exporters asked for: the OTEL_* variables as the SDK reads them, else the file.
-
-    Unchecked here, so that a variable set for a whole machine breaks no command that does not
-    trace: a command that traces checks them first (check_tracing)."""
+    """The span exporters asked for: the OTEL_* variables as the SDK reads them, else the file;
+    unchecked, so one set machine-wide breaks no command that does not trace (check_tracing)."""
     if (env.get("OTEL_SDK_DISABLED") or "").strip().lower() in SWITCH_ON:
         return ()
     named = [n.strip().lower() for n in (env.get("OTEL_TRACES_EXPORTER") or "").split(",")]
@@ -533,12 +489,7 @@ class Project:
     """A project file's settings, checked: `values` holds only known keys, paths resolved."""
 
     path: Path
-    values: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def root(self) -> Path:
-        """The folder the project file is in."""
-        return self.path.parent
+    values: Mapping[str, Any]
 
 
 def find_project(start: Path) -> Project | None:
@@ -548,28 +499,27 @@ def find_project(start: Path) -> Project | None:
         if own.exists() or own.is_symlink():  # a folder or a dead link too: said
             return read_project(own)
         pyproject = folder / PYPROJECT_FILE
-        if pyproject.is_file():
-            text, data = _toml(pyproject)
-            table = _tool_table(pyproject, data)
-            if table is not None:
-                return _checked_file(pyproject, table, TOOL_TABLE, text)
+        if pyproject.is_file() and (project := _pyproject(pyproject)) is not None:
+            return project
     return None
 
 
 def read_project(path: Path) -> Project:
     """Read one project file (`tiny.toml`, or a pyproject.toml's `[tool.tiny]`)."""
-    text, data = _toml(path)
     if path.name == PYPROJECT_FILE:
-        return _checked_file(path, _tool_table(path, data) or {}, TOOL_TABLE, text)
+        return _pyproject(path) or Project(path, {})
+    text, data = _toml(path)
     return _checked_file(path, data, "", text)
 
 
-def _tool_table(path: Path, data: Mapping[str, Any]) -> dict[str, Any] | None:
+def _pyproject(path: Path) -> Project | None:
+    """A pyproject.toml's `[tool.tiny]`, checked; None where it has none."""
+    text, data = _toml(path)
     tool = data.get("tool")
     table = tool.get("tiny") if isinstance(tool, dict) else None
     if table is not None and not isinstance(table, dict):
         raise ConfigError(f"{path}: {TOOL_TABLE} must be a table")
-    return table
+    return None if table is None else _checked_file(path, table, TOOL_TABLE, text)
 
 
 def _toml(path: Path) -> tuple[str, dict[str, Any]]:
@@ -642,7 +592,7 @@ def _key_lines(text: str, where: str) -> dict[str, int]:
 
 def _shown(value: Any) -> str:
     """A wrong value as an error shows it: numbers and switches as written, the rest by kind
-    only (a string or list may hold a key, pasted into the wrong place)."""
+    only (a string may hold a key, pasted into the wrong place)."""
     if isinstance(value, bool | int | float):
         return repr(value)
     kinds: dict[type, str] = {str: "a string", list: "a list", dict: "a table"}
@@ -650,14 +600,12 @@ def _shown(value: Any) -> str:
 
 
 def _shown_key(key: str) -> str:
-    """A key as an error shows it: a setting-like name as written; anything else (a pasted URL,
-    a terminal escape) is not shown, as it may hold a secret."""
+    """A key as an error shows it: a setting-like name as written; else not (it may be a URL)."""
     return key if _NAME.fullmatch(key) else "(a quoted key, not shown)"
 
 
 def _resolved(root: Path, key: str, value: str) -> str:
-    """Make a path relative to the project file's folder; of `tools`, each .py entry (a
-    dotted module name stays)."""
+    """Make a path (of `tools`, each .py entry) relative to the project file's folder."""
     if key == "tools":
         specs = tool_specs(value)
         return ",".join(_resolved(root, "", s) if is_tool_file(s) else s for s in specs)
@@ -677,12 +625,8 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return names.get(first, first.__name__)
 
 
-# each project-file value checked further, as its variable is (after its kind)
+# each project-file value checked further, as its flag is (after its kind)
 PROJECT_CHECKS: dict[str, Callable[[str, Any], Any]] = {
-    "base_url": check_base_url,
-    "embedder": check_embedder,
-    "threshold": check_threshold,
-    "tool_mode": check_tool_mode,
-    "wall_scale": check_wall_scale,
+    **{key: check for key, (_, check) in FLAG_CHECKS.items() if key in KEYS},
     "allow_hosts": _hosts,
 }

@@ -86,8 +86,12 @@ def tokenize(text: str) -> list[str]:
 
 def stem(word: str) -> str:
     """Strip one common English or German ending, so word forms of one stem match."""
-    # One ending only: stripping again turns "expenses" into "exp" and collides words.
-    word = _strip_suffix(word)
+    for suffix in SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM_CHARS:
+            if suffix == "s" and word[-2] in "siu":  # "process", "analysis", "status"
+                continue
+            word = word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+            break  # one ending only: stripping again turns "expenses" into "exp"
     # "travelling"/"travel", "install"/"installing": a doubled last consonant counts once.
     if len(word) >= UNDOUBLE_MIN_CHARS and word[-1] == word[-2] and word[-1] not in "aeiou":
         word = word[:-1]
@@ -101,18 +105,8 @@ def _stopwords() -> frozenset[str]:
     return frozenset(w.casefold().translate(FOLDS) for w in words)
 
 
-def _strip_suffix(word: str) -> str:
-    for suffix in SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM_CHARS:
-            if suffix == "s" and word[-2] in "siu":  # "process", "analysis", "status"
-                continue
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return word
-
-
 def text_of(value: Any) -> str:
-    """A string as it is; any other value as its JSON text, never a repr (TypeError for a value
-    JSON cannot hold: a generator, a set, bytes)."""
+    """A string as it is; any other value as its JSON text, never a repr (else TypeError)."""
     return (
         value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=_plain)
     )
@@ -130,8 +124,7 @@ def _plain(value: Any) -> str:
 
 
 def said_whole(value: Any) -> bool:
-    """Tell whether `str(value)` is all a model needs of it: text, a number (numpy's too), a
-    date, a path, a decimal or an id; not bytes, a list or an object's repr."""
+    """Whether `str(value)` is all a model needs of it (not bytes, a list or an object's repr)."""
     return isinstance(value, (str, numbers.Number, *SAID_WHOLE))
 
 
@@ -141,18 +134,12 @@ def write_call(tool: str, arguments: Mapping[str, Any]) -> str:
 
 
 def decimals_apart(score: float, threshold: float, least: int) -> int:
-    """The fewest decimals, at least `least`, that show `score` and `threshold` apart (unless
-    they are equal): a score printed as the threshold never abstains."""
+    """The fewest decimals, at least `least`, that show unequal `score` and `threshold` apart."""
     places = least
     # ends: two distinct finite floats differ within 1,074 decimals; nan prints "nan"
-    while score != threshold and _alike(score, threshold, places):
+    while score != threshold and f"{score:.{places}f}" == f"{threshold:.{places}f}":
         places += 1
     return places
-
-
-def _alike(score: float, threshold: float, places: int) -> bool:
-    """Tell whether `score` and `threshold` print the same at `places` decimals."""
-    return f"{score:.{places}f}" == f"{threshold:.{places}f}"
 
 
 def age(seconds: float) -> str:
@@ -171,9 +158,8 @@ def cut_at_word(text: str, limit: int) -> str:
 
 
 def printable(text: str, keep: str = "") -> str:
-    """Replace control, format and separator characters (ESC, bidi overrides, NBSP) with
-    visible \\uXXXX escapes, so what a terminal shows is exactly what the text holds;
-    characters in `keep` (a summary's newlines) pass through."""
+    """`text` with control, format and separator characters (ESC, bidi overrides, NBSP) but
+    those in `keep` as visible \\uXXXX escapes: a terminal shows exactly what it holds."""
     return "".join(
         ch if ch == " " or ch in keep or unicodedata.category(ch)[0] not in "CZ" else _escape(ch)
         for ch in text
@@ -189,9 +175,8 @@ PRINTABLE_ERRORS = "tiny.printable"  # the codec error handler printable_errors(
 
 
 def printable_errors() -> str:
-    """Register, and name, the codec error handler that writes each character a stream's
-    encoding cannot hold (ü on an ASCII terminal, half a UTF-16 pair anywhere) as printable
-    escapes one, \\u00fc, never a `?` that hides what the text holds."""
+    """Register and name the codec error handler that escapes (\\u00fc, never `?`) a character
+    a stream's encoding cannot hold."""
     codecs.register_error(PRINTABLE_ERRORS, _escaped)
     return PRINTABLE_ERRORS
 
@@ -204,15 +189,13 @@ def _escaped(error: UnicodeError) -> tuple[str, int]:
 
 
 def ascii_json(stream: Any) -> bool:
-    """Whether JSON written to `stream` keeps to ASCII (\\u escapes): on a terminal, so that
-    nothing a model or a page wrote (a bidi override) steers it, and wherever the stream's
-    encoding cannot hold every character (one it cannot would be lost, or a `?`)."""
+    """Whether JSON written to `stream` keeps to ASCII: on a terminal (a bidi override a page
+    wrote must not steer it), and where its encoding cannot hold every character."""
     return stream.isatty() or not holds_all(stream)
 
 
 def holds_all(stream: Any) -> bool:
-    """Whether `stream`'s encoding holds every character: a Unicode one (UTF-8, UTF-16…), or
-    none (a stream of str)."""
+    """Whether `stream`'s encoding holds every character: a Unicode one, or none (str)."""
     encoding = getattr(stream, "encoding", None)
     try:
         return encoding is None or codecs.lookup(encoding).name.startswith("utf")
@@ -232,10 +215,7 @@ def endpoint(base_url: str, path: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    """Drop user:password, the query and the fragment from a URL before it is shown.
-
-    Any of them may hold a key (`?api_key=…`, `#token=…`); what is left names the endpoint.
-    """
+    """Drop user:password, the query and the fragment (any may hold a key) from a URL."""
     parts = urlsplit(url)
     if "@" not in parts.netloc and not parts.query and not parts.fragment:
         return url
@@ -260,16 +240,14 @@ def wrong_kind(name: str, what: str, value: Any) -> ConfigError:
 
 
 def check_transport(transport: Any) -> None:
-    """Refuse what no request can go through: anything but None or an httpx transport (by its
-    `handle_request`, so checking one needs no httpx)."""
+    """Refuse anything but None or an httpx transport (by its `handle_request`: no httpx)."""
     if transport is not None and not callable(getattr(transport, "handle_request", None)):
         # else httpx fails at the first request, with an AttributeError of its own
         raise wrong_kind("transport", "an httpx transport (httpx.BaseTransport) or None", transport)
 
 
 def check_task(text: str, where: str = "") -> None:
-    """Raise ConfigError for a task that is empty, has no letter or digit, or is longer than
-    MAX_GOAL_CHARS; `where` (a file's line) prefixes the message as `WHERE: task: …`."""
+    """Refuse a task that is empty, has no letter or digit, or is over MAX_GOAL_CHARS."""
     at = f"{where}: task: " if where else ""
     if not text.strip():
         raise ConfigError(f"{at}the task is empty: say what the agent should do")
@@ -288,8 +266,7 @@ _UTF16_ASCII = re.compile(rb"(?:[\t\n\r\x20-\x7e]\x00){2}")
 
 
 def looks_utf16(data: bytes) -> bool:
-    """Tell whether `data` is UTF-16 text (a UTF-16 BOM, or NULs between ASCII bytes): read as
-    UTF-8 it would be NULs and garbage, not lines of text."""
+    """Whether `data` is UTF-16 text (a UTF-16 BOM, or NULs between ASCII bytes)."""
     return data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or bool(
         _UTF16_ASCII.search(data)
     )
@@ -302,9 +279,8 @@ def half_pair(text: str) -> str | None:
 
 
 def not_utf8(text: str) -> bool:
-    """Whether text the OS gave (an argument, a variable, a path) holds a byte that is not
-    UTF-8: its bytes (os.fsencode) do not decode as UTF-8. Under an ASCII locale a UTF-8 name
-    is escaped bytes (half pairs) as Python gives it, and works with os functions as it is."""
+    """Whether text the OS gave (an argument, a variable, a path) holds a byte not UTF-8."""
+    # under an ASCII locale a UTF-8 name is escaped bytes (half pairs), and works as it is
     if half_pair(text) is None:
         return False
     try:
@@ -315,9 +291,7 @@ def not_utf8(text: str) -> bool:
 
 
 def unsurrogated(value: Any) -> Any:
-    """Return a JSON value with each lone surrogate (JSON's `"\\ud800"`, decoded) replaced by
-    U+FFFD; `value` itself when it holds none. No encoder takes one: a request body, a file or
-    a terminal would fail on it."""
+    """A JSON value with each lone surrogate (no encoder takes one) as U+FFFD; else `value`."""
     text = json.dumps(value, ensure_ascii=False)  # a surrogate pair is one character by now
     if LONE_SURROGATE.search(text) is None:
         return value

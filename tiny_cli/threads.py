@@ -1,25 +1,17 @@
 """Threads: how many tiny's arithmetic runs on (one, unless you set your own), and worker
 threads that put a deadline on a blocking call.
 
-A route's linear algebra (numpy's OpenBLAS) and a query's embedding (the engine's OpenMP)
-are small: extra threads only start, spin and compete with the rest of a busy machine. So:
+A route's linear algebra (numpy's OpenBLAS) and a query's embedding (the engine's OpenMP) are
+small: extra threads only start, spin and compete with the rest of a busy machine. So numpy
+loads with `OPENBLAS_NUM_THREADS=1` (`import_numpy`), and a query of at most `QUERY_BATCH_MAX`
+texts is embedded on one OpenMP thread (`query_threads`); a larger batch (building card
+vectors) uses one thread per core. `OPENBLAS_NUM_THREADS` or `OMP_NUM_THREADS` set by the user
+wins, and a program that imported numpy before tiny keeps its own setting.
 
-- numpy loads with `OPENBLAS_NUM_THREADS=1` for the import only (`import_numpy`): OpenBLAS
-  starts no worker threads, and every BLAS call of the process runs on the calling thread;
-- a query of at most `QUERY_BATCH_MAX` texts is embedded on one OpenMP thread
-  (`query_threads`, threadpoolctl); a larger batch (building card vectors) uses the engine's
-  default, one thread per core.
-
-A thread count you set yourself wins: `OPENBLAS_NUM_THREADS` for numpy, `OMP_NUM_THREADS`
-for the embedding engine. A program that imported numpy before tiny keeps its own setting.
-
-Deadlines, not timeouts: run a blocking call and stop waiting for it when time is up.
-
-httpx's timeouts are per phase and per read: a server that sends its headers one byte every
-half second never trips a read timeout. Waiting on a worker thread bounds the whole call.
-A thread cannot be killed, so the worker is abandoned; code that may run long (a folder
-walk) asks `abandoned()` as it goes and stops, so the thread does not hold the interpreter
-(its lock, its memory) for the rest of the process.
+Deadlines, not timeouts: httpx's timeouts are per phase and per read, so a server that sends
+its headers one byte every half second never trips one; waiting on a worker thread bounds the
+whole call. A thread cannot be killed, so the worker is abandoned; code that may run long asks
+`abandoned()` as it goes and stops, freeing the interpreter's lock and memory.
 """
 
 from __future__ import annotations
@@ -63,14 +55,13 @@ def env_default(name: str, value: str) -> Iterator[None]:
     if name in os.environ:
         yield
         return
-    os.environ[name] = value  # what loads inside the block reads it
+    os.environ[name] = value
     try:
         yield
     finally:
         os.environ.pop(name, None)  # tools and child processes must not inherit it
 
 
-# Deadlines
 T = TypeVar("T")
 _WORKER = threading.local()  # in a call_within worker: the event set when its caller gave up
 
@@ -88,12 +79,7 @@ def stop_if_abandoned() -> None:
 
 
 def call_within(seconds: float, call: Callable[[], T], name: str = "tiny-deadline") -> T:
-    """Return `call()`, or raise DeadlineExceeded once `seconds` have passed.
-
-    The call runs in a daemon thread, so one that hangs forever cannot keep the process
-    alive; its exception, if any, is raised here. When time is up the worker is told
-    (`abandoned()`), so code that checks can stop early.
-    """
+    """Return `call()` (run in a daemon thread), or raise DeadlineExceeded after `seconds`."""
     outcome: dict[str, object] = {}
     given_up = threading.Event()
 

@@ -1,26 +1,18 @@
 """Files a user gives or commits, read and written by one set of rules.
 
-Reading: every file is read with a byte bound that holds for pipes and devices too (their
-`st_size` is 0, so a bound on the size `stat` reports would read `/dev/zero` forever); a FIFO
-with no writer reads as empty instead of hanging; a folder is one clear ConfigError; a leading
-UTF-8 byte order mark is read past, as YAML reads past it. Parsers whose recursion a hostile
-file can exhaust (TOML, JSON) run under `parse_guarded`.
+Reading: a byte bound that holds for pipes and devices too (their `st_size` is 0); a FIFO with
+no writer reads as empty, not a hang; a folder is one ConfigError; a UTF-8 BOM is read past.
+Parsers a hostile file can recurse to death (TOML, JSON) run under `parse_guarded`.
 
-Writing: a file users commit is written whole or not at all (a temporary file beside it,
-then `os.replace`; the file keeps its permissions, and Ctrl-C leaves no temporary file behind),
-never over anything that is not a regular file (a FIFO, a device, a symlink such as
-`/dev/stdout`), and under a lock that lives beside the file it guards, so two processes with
-different homes still take turns (`flock`; on Windows, which has no fcntl, `msvcrt.locking`).
-JSON Lines escape the line separators (U+2028, U+2029, U+0085) that `str.splitlines` would
-split on, and are split on "\n" only.
+Writing: whole or not at all (a temporary file, then `os.replace`, keeping the permissions),
+never over anything that is not a regular file (a FIFO, a device, a link such as
+`/dev/stdout`), under a lock beside the file (`flock`; `msvcrt.locking` on Windows). JSON Lines
+escape the separators `str.splitlines` would split on, and are split on "\n" only. Cache files
+as JSON are read back only under the salt they were written with.
 
-Cache files as JSON are here too: read back only under the salt they were written with, written
-atomically.
-
-YAML a user wrote is read with hard bounds: size, nesting depth and alias expansion. PyYAML's
-safe loader still expands aliases: a 637-byte card of nine nested aliases is a billion values
-to anything that walks it (the schema check, line indexing). Composing first and walking the
-node graph with a budget refuses such a file in microseconds.
+YAML a user wrote is read within bounds of size, depth and alias expansion: PyYAML's safe
+loader expands aliases, and a 637-byte card of nine nested aliases is a billion values to
+whatever walks it. Composing first and walking the node graph on a budget refuses it at once.
 """
 
 from __future__ import annotations
@@ -93,8 +85,6 @@ def read_bytes(path: Path, limit: int = DEFAULT_MAX_BYTES) -> bytes:
     """At most `limit` bytes of `path`, from a file, pipe or device; ConfigError past that."""
     try:
         fd = os.open(path, os.O_RDONLY | _NONBLOCK)  # a FIFO with no writer: no hang
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a folder, not a file", path=path) from None
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file", path=path) from None
     except OSError as err:
@@ -122,8 +112,7 @@ def _read_capped(handle: Any, path: Path, limit: int) -> bytes:
 
 
 def read_text(path: Path, limit: int = DEFAULT_MAX_BYTES) -> str:
-    """`read_bytes` decoded as UTF-8, less a leading BOM; bytes not UTF-8 are one ConfigError
-    naming the line they are on."""
+    """`read_bytes` decoded as UTF-8, less a leading BOM; else a ConfigError naming the line."""
     data = read_bytes(path, limit)
     # editors on Windows start a file with a BOM; YAML reads past it, and so does every file
     bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
@@ -144,10 +133,8 @@ def parse_guarded(parse: Callable[[str], T], text: str, path: Path) -> T:
 
 
 def load_json(text: str, where: str, keys_once: bool = True) -> Any:
-    """`json.loads` of a user's text; a ConfigError at `where` (`FILE:LINE`) for half of a
-    UTF-16 pair, and (`keys_once`) for an object that names a key twice, which Python would read
-    as its last value alone (and a file tiny rewrites would lose the first). JSON it cannot
-    read raises as `json.loads` does."""
+    """`json.loads` of a user's text; ConfigError at `where` for half a UTF-16 pair, and for a
+    key twice (`keys_once`): Python would keep the last, and a rewrite would lose the first."""
     repeated: list[str] = []
 
     def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -237,8 +224,7 @@ Sync = Callable[[int], None]
 
 
 def write_text(path: Path, text: str, sync: Sync = os.fsync) -> None:
-    """Write `text` to `path` whole (temporary file, `sync`, replace), in the mode the file had;
-    special files refused."""
+    """Write `text` to `path` whole, in the mode the file had; special files refused."""
     refuse_special(path)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -261,8 +247,7 @@ def _mode_of(path: Path) -> int | None:
 
 
 def write_synced(path: Path, text: str, mode: int | None = None, sync: Sync = os.fsync) -> None:
-    """Write `text` to a new file at `path` and `sync` it; `mode`: the permissions to give it
-    (a replaced file's, kept: a 0600 stays), else the default."""
+    """Write `text` to a new file at `path` with `mode` (else the default) and `sync` it."""
     with open(path, "w", encoding="utf-8", newline="") as handle:
         if mode is not None and hasattr(os, "fchmod"):  # Windows (before 3.13) has none
             os.fchmod(handle.fileno(), mode)
@@ -272,7 +257,6 @@ def write_synced(path: Path, text: str, mode: int | None = None, sync: Sync = os
 
 
 def _discard(temp: Path) -> None:
-    """Remove a temporary file, if it is there."""
     with contextlib.suppress(OSError):
         temp.unlink(missing_ok=True)
 
@@ -347,9 +331,8 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
     reads (`_written_if_11`)."""
 
 
-# YAML 1.1 alone reads these as numbers: base 60 (`12:30` is 750), octal by a leading zero
-# (the ZIP code `02134` is 1116), binary (`0b101`) and digits with underscores (`1_000`);
-# YAML 1.2 has none of them, and nobody writing a time or a code means them
+# YAML 1.1 alone reads these as numbers (YAML 1.2 has none, nobody writing a time or a code means
+# them): base 60 (`12:30` is 750), a leading zero's octal (`02134`), `0b101` and `1_000`
 _ONLY_11 = re.compile(r"[-+]?(?:[0-9]+(?::[0-5]?[0-9])+(?:\.[0-9]*)?|0[0-7]+|0b[01]+)|.*_.*")
 
 
@@ -372,11 +355,7 @@ _TOO_DEEP = f"nested deeper than {MAX_YAML_DEPTH} levels"
 
 
 def read_yaml_text(path: Path) -> str:
-    """Read a user's file as UTF-8, at most one byte past the bound (so a huge file is cheap).
-
-    Raises OSError or UnicodeDecodeError as reading does; a FIFO or device is refused, and a
-    file past the bound is an OSError with errno EFBIG.
-    """
+    """A user's file as UTF-8 within MAX_YAML_BYTES (else OSError EFBIG); no FIFO or device."""
     if path.exists() and not path.is_file():
         raise OSError(f"{path} is not a regular file")
     with path.open("rb") as handle:
@@ -388,20 +367,15 @@ def read_yaml_text(path: Path) -> str:
 
 
 def unreadable(exc: OSError | UnicodeDecodeError, what: str, cannot: str = "cannot read") -> str:
-    """Why `read_yaml_text` did not read `what` (a card, a brief): past the bound, or what
-    reading it said (no errno, no file name)."""
+    """Why `read_yaml_text` did not read `what` (a card, a brief), without errno or file name."""
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         return f"more than {MAX_YAML_BYTES} bytes (the bound for {what})"
     return f"{cannot}: {getattr(exc, 'strerror', None) or exc}"
 
 
 def load_yaml_list(path: Path, text: str, not_a_list: str) -> list[Any]:
-    """A task file in YAML: a list, within the bounds, no key twice in a mapping; one
-    ConfigError naming `path` else.
-
-    A task file may be as long as its reader allows, so its bound on values grows with its
-    length: only aliases can make more values than the text has characters.
-    """
+    """A task file in YAML: a list within the bounds, no key twice; else a ConfigError."""
+    # its length is its reader's bound: only aliases make more values than it has characters
     bound = max(MAX_YAML_VALUES, len(text))
     try:
         node = parse_guarded(
@@ -416,20 +390,13 @@ def load_yaml_list(path: Path, text: str, not_a_list: str) -> list[Any]:
 
 
 def load_yaml(text: str, *, unique: bool = False) -> tuple[yaml.Node | None, Any]:
-    """Compose and construct `text` within the bounds; raise a YAMLError if past them.
-
-    `unique`: a key twice in one mapping is a YAMLError too (cards report it themselves).
-    """
+    """Compose and construct `text` within the bounds (and `unique` keys); else a YAMLError."""
     node = compose_yaml(text, unique=unique)
-    if node is None:
-        return None, None
-    return node, _LOADER("").construct_document(node)
+    return node, None if node is None else _LOADER("").construct_document(node)
 
 
 def yaml_as_written(node: yaml.Node) -> Any:
-    """The data of `node` with every scalar the text the user wrote (null stays None): for
-    values that are text to their reader, where YAML 1.1 reads `12:30` as 750, the ZIP code
-    `02134` as the octal 1116 and `yes` as True."""
+    """The data of `node`, each scalar but null as written (YAML 1.1 reads `yes` as True)."""
     if isinstance(node, yaml.ScalarNode):
         return None if node.tag == NULL_TAG else node.value
     if isinstance(node, yaml.SequenceNode):
@@ -444,17 +411,13 @@ def compose_yaml(
     max_values: int = MAX_YAML_VALUES,
     unique: bool = False,
 ) -> yaml.Node | None:
-    """Return the node graph of `text`, refusing oversized, too deep or alias-bomb input.
-
-    `max_bytes=None` leaves the size to the caller, who read the text within its own bound;
-    `unique` refuses a key written twice in one mapping, which YAML would silently drop.
-    """
+    """The node graph of `text`; a YAMLError if too large, too deep, an alias bomb, or a key
+    twice in one mapping (`unique`: YAML would drop one unsaid)."""
     if max_bytes is not None and (size := len(text.encode("utf-8", errors="replace"))) > max_bytes:
         raise _limit(f"{size} bytes is more than the {max_bytes} allowed")
     line = _too_deep(text)
     if line is not None:  # before PyYAML: its scanner is quadratic in bracket depth
-        mark = yaml.Mark("<text>", 0, line, 0, None, 0)
-        raise _limit(_TOO_DEEP, mark)
+        raise _limit(_TOO_DEEP, yaml.Mark("<text>", 0, line, 0, None, 0))
     try:
         node = yaml.compose(text, Loader=_LOADER)
     except RecursionError:
@@ -530,8 +493,7 @@ def _limit(problem: str, mark: Any = None) -> yaml.MarkedYAMLError:
 
 
 def yaml_problem(exc: yaml.YAMLError) -> tuple[str, str | None]:
-    """What PyYAML (or a bound here) found wrong, and while doing what: its first line alone
-    is the context ("while scanning a plain scalar"), not the problem."""
+    """What PyYAML (or a bound here) found wrong, and while doing what (its context)."""
     return getattr(exc, "problem", None) or str(exc).splitlines()[0], getattr(exc, "context", None)
 
 
@@ -545,11 +507,7 @@ def yaml_error_message(exc: yaml.YAMLError) -> str:
 
 
 def yaml_error_line(exc: yaml.YAMLError) -> int | None:
-    """The line to fix: for a `[` or `{` left open, the line that opened it.
-
-    PyYAML notices an unclosed flow collection at the next line's token (one line late, or
-    more); its context mark is where the collection began.
-    """
+    """The line to fix: for a `[` or `{` left open (noticed lines later), where it opened."""
     moved = _opened_before(exc)
     if moved:
         return moved[0]

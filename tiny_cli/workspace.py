@@ -44,13 +44,7 @@ class Workspace:
 def open_workspace(
     settings: Settings, transport: httpx.BaseTransport | None = None, wanted: str | None = None
 ) -> Workspace:
-    """Load the tool registry and every card; raise CardError if any card is broken.
-
-    `wanted` names the card the command needs: if it is missing too, that is said first.
-
-    Tools of MCP servers (mcp.yaml) join the registry unbound: a server starts only when a
-    run needs it. Unchanged card files come from the card index (tiny_cli.cards.index).
-    """
+    """Load the tool registry and every card; CardError if one is broken (`wanted`'s lack first)."""
     check_settings(settings)
     check_transport(transport)  # else accepted here and failing only at the first http_get
     registry = default_registry(settings, transport=transport)
@@ -75,11 +69,7 @@ def open_cards(
     mcp: McpConfig | None = None,
     wanted: str | None = None,
 ) -> dict[str, Card]:
-    """Load the cards folder by id; CardError if a card is broken.
-
-    `known`: the tools cards may name (default `known_tools`: a route builds no registry);
-    `mcp`: the MCP servers (default: the settings' mcp.yaml, if any).
-    """
+    """Load the cards folder by id; CardError if a card is broken."""
     check_settings(settings)
     if not settings.cards_dir.exists():
         raise _no_cards(settings)
@@ -106,9 +96,8 @@ def _no_cards(settings: Settings) -> ConfigError:
 
 def _unknown_first(exc: CardError, wanted: str | None, folder: Path) -> TinyError:
     """The card a command asks for, missing, is the first thing to say; then the broken ones."""
-    if wanted is None or any(c.id == wanted for c in exc.loaded):
-        return exc
-    if any(Path(p.file).stem == wanted for p in exc.problems):  # it may be the broken one
+    broken = any(Path(p.file).stem == wanted for p in exc.problems)  # it may be the broken one
+    if wanted is None or broken or any(c.id == wanted for c in exc.loaded):
         return exc
     known = ", ".join(sorted(c.id for c in exc.loaded)) or "none"
     first = str(exc.problems[0]) if exc.problems else ""
