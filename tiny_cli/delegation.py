@@ -31,13 +31,11 @@ if TYPE_CHECKING:  # numpy comes with the router; `invoke` never routes
     from tiny_cli.routing.embed import Embedder
     from tiny_cli.routing.router import Decision, Router
 
-# A re-route after a refusal runs the next card only when what is left of the first card's
-# budget holds at least this share of each of the next card's own limits (wall seconds,
-# output tokens, tool calls, rounded up): a second try on scraps could only fail.
+# A re-route needs what the first card left to hold this share of each of the next card's
+# own limits: a second try on scraps could only fail.
 REROUTE_MIN_SHARE = 0.25
-# The keys of a recorded routing decision that say whether the next card was tried after a
-# refusal: the card tried, or why none was (a NotRerouted), with what the first card left when
-# that was too little.
+# A recorded decision's keys after a refusal: the card tried, or why none was (a NotRerouted)
+# with the budget left when that was short.
 REROUTED, NOT_REROUTED, BUDGET_LEFT = "rerouted", "not_rerouted", "budget_left"
 # the reasons a recording's header keeps; any other text there is an older recording's sentence
 KeptReason = Literal[
@@ -65,9 +63,8 @@ class Routes(Protocol):
 
 
 class LazyRouter:
-    """The router of `cards`, built by `build_router` on the first task routed and kept (a
-    delegate replay routes as recorded and builds none); routes one task at a time (the build
-    and the embedder are not for two threads at once: a server's threads share it)."""
+    """The router of `cards`, built on the first task routed (a replay builds none); routes one
+    task at a time (the build and the embedder are not thread-safe; a server's threads share it)."""
 
     def __init__(
         self, settings: Settings, cards: Iterable[Card], *, embedder: Embedder | None = None
@@ -101,16 +98,11 @@ def delegate(
 ) -> Digest:
     """Route the Brief's goal; abstain, or run the card with every write call put to `approve`.
 
-    A writer card with `approve=decline_writes` (nobody can approve) stops before any model
-    call with `needs_confirmation`, as `run_card` does. A card that answers `refused` hands
-    the task, once, to the next card over the threshold, under what is left of the first
-    card's budget (see `_second_try`); the Digest names both attempts. `observer` sees every
-    run's events and one `Finished`, the final Digest's, which carries the routing decision,
-    an abstain included. Long tool results are kept in `artifacts` (see `run_card`).
-    `routes` (a RouteBook over the session's exchanges) keeps the decision in a recording's
-    header, keyed by the goal, with whether the next card was tried after a refusal (its
-    time left decides); replaying one, both are used and the router is never asked: the same
-    card, and re-route, on any machine and embedder, whatever the replay's clock says.
+    A `refused` hands the task, once, to the next card over the threshold, under what is left
+    of the first card's budget (`_second_try`). `observer` sees every run's events and one
+    `Finished`, the final Digest's. `routes` keeps the decision, and whether the next card was
+    tried, in a recording's header; a replay uses both and never asks the router, so it
+    routes alike on any machine, embedder and clock.
     """
     _check_call(ws, brief, provider, approve, clock, observer, artifacts)
     if not callable(getattr(router, "route", None)):
@@ -141,8 +133,7 @@ def delegate(
 
 def _decided(ws: Workspace, router: Routes, goal: str, book: RouteBook) -> RouteEntry:
     """The replayed recording's decision for `goal`, else the router's; kept in the header now,
-    so a run that fails later still replays as it was routed. Either says its score and
-    threshold (`_scores`)."""
+    so a run that fails later still replays as it was routed."""
     recorded = book.get(goal, ws.cards)
     if recorded is not None and recorded.score is not None and recorded.threshold is not None:
         decision = recorded
@@ -160,10 +151,9 @@ def _entry(d: Decision) -> RouteEntry:
 
 
 def _scores(decision: RouteEntry) -> tuple[float, float]:
-    """The score and threshold of a decision `_decided` returned (a bench's kind of entry
-    need not say them; `_decided` routes such a one live)."""
+    """The score and threshold of a decision `_decided` returned (it never returns one without)."""
     score, threshold = decision.score, decision.threshold
-    assert score is not None and threshold is not None  # `_decided` returns none without
+    assert score is not None and threshold is not None
     return score, threshold
 
 
@@ -178,10 +168,9 @@ def _abstain_reason(decision: RouteEntry) -> str:
 
 def _routed(decision: RouteEntry, seconds: float) -> Routed:
     """The routing decision as an event: what was chosen, how sure, among which cards."""
-    agent = decision.agent
     ranked = tuple((str(card), float(score)) for card, score in decision.candidates)
-    how = "route" if agent else "abstain"
-    return Routed(how, agent, *_scores(decision), ranked, seconds)
+    how = "route" if decision.agent else "abstain"
+    return Routed(how, decision.agent, *_scores(decision), ranked, seconds)
 
 
 def _next_candidate(decision: RouteEntry) -> tuple[str, float] | None:
@@ -206,12 +195,10 @@ def run_card(
 ) -> Digest:
     """Invoke the card named `card_id` with the workspace's tools and model settings.
 
-    Each write call is put to `approve`. When that is `decline_writes` and the card writes,
-    no call could ever be approved: stop with `needs_confirmation` before any model call.
-    A tool result over the limit is stored in `artifacts` (cut without a store); `handles`
-    name earlier artifacts the agent may read (an unknown one is a ConfigError). `routing`
-    (the decision that chose the card) goes into the Digest, and into `Finished`'s; `cap`
-    lowers each limit of the card's budget.
+    Each write call is put to `approve`; a writer under `decline_writes` stops with
+    `needs_confirmation` before any model call. A tool result over the limit is stored in
+    `artifacts`; `handles` name earlier artifacts the agent may read. `routing` goes into the
+    Digest; `cap` lowers each limit of the card's budget.
     """
     _check_call(ws, brief, provider, approve, clock, observer, artifacts, routing, cap)
     held = _held(artifacts, handles)
@@ -285,7 +272,7 @@ def _not_confirmed(ws: Workspace, card: Card, routing: Routing | None) -> Digest
 
 @dataclass(frozen=True)
 class _Task:
-    """What every attempt at one delegated task shares: the workspace, Brief and set-up."""
+    """What every attempt at one delegated task shares."""
 
     ws: Workspace
     brief: Brief
@@ -298,7 +285,7 @@ class _Task:
     def run(
         self, card_id: str, routing: Routing, observer: Observer, cap: Budget | None = None
     ) -> Digest:
-        """Run one attempt: `run_card` with this task's set-up."""
+        """`run_card` with this task's set-up."""
         return run_card(
             self.ws,
             card_id,
@@ -318,10 +305,7 @@ class _Task:
 
 
 class _FinishedHeldBack:
-    """Pass every event on but `Finished`, which is held back: the task may not be over yet.
-
-    The observer gets `Ended` in its place: that invocation is over, whatever follows.
-    """
+    """Pass every event on but `Finished`, held back (the task may not be over): `Ended` instead."""
 
     def __init__(self, observer: Observer) -> None:
         self.observer = observer
@@ -354,14 +338,9 @@ def _second_try(
     left: Budget,
     observer: Observer,
 ) -> tuple[Digest, tuple[Mapping[str, Any], ...]]:
-    """Run the next card once under what is left of the first's budget, or note why not.
-
-    Not tried: a writer nobody can approve, a first attempt whose write ran or was declined
-    (so the Digest keeps the declined-write rule), or less left than REROUTE_MIN_SHARE of the
-    next card's own budget; the refusal then stands, with a note.
-    Tried: its Digest (a second refusal included) names the first attempt; the transcripts
-    follow one another.
-    """
+    """Run the next card once under what is left of the first's budget, or note why not
+    (`_why_not`: the refusal then stands). Its Digest names the first attempt; the
+    transcripts follow one another."""
     card_id, score = after
     why_not = _whether_tried(task, first, card_id, left)
     if why_not is not None:
@@ -373,7 +352,6 @@ def _second_try(
     except ProviderError as exc:  # the next card's model cannot be asked (a 404 for its model)
         if exc.status not in CONFIG_STATUSES or not first.calls:
             raise  # nothing done yet: the caller's to fix
-        # the first attempt's tools ran: its Digest says what they did, as a run's would
         unavailable = _NotTried("model_unavailable", error=str(exc))
         return _not_rerouted(task, first, card_id, unavailable), messages
     first_score = first.routing.score if first.routing is not None else None
@@ -442,16 +420,15 @@ def _in_words(task: _Task, first: Digest, card_id: str, not_tried: _NotTried) ->
 
 
 def _whether_tried(task: _Task, first: Digest, card_id: str, left: Budget) -> _NotTried | None:
-    """Say why the next card is not tried (None: it is), as the replayed recording says when
-    it does; else decided now and kept with the routing decision in the header, so that a
-    replay follows it and not its own clock (the time left decides, and a replay takes none)."""
+    """Say why the next card is not tried (None: it is): as the replayed recording says, else
+    decided now and kept in the header, so a replay follows it and not its own clock."""
     goal = task.brief.goal
     decision = task.routes.used(goal)
     assert decision is not None  # `delegate` kept it before any card ran
     if decision.more.get(REROUTED) == card_id:  # the recording tried it
         return None
     recorded = _NotTried.read(decision.more.get(NOT_REROUTED), decision.more.get(BUDGET_LEFT))
-    if recorded is not None:  # the recording did not, and says why
+    if recorded is not None:
         return recorded
     why = _why_not(task, first, card_id, left)
     mark = why.kept() if why is not None else {REROUTED: card_id}
@@ -461,7 +438,7 @@ def _whether_tried(task: _Task, first: Digest, card_id: str, left: Budget) -> _N
 
 
 def _why_not(task: _Task, first: Digest, card_id: str, left: Budget) -> _NotTried | None:
-    """Say why the next card is not tried (None: it is)."""
+    """Decide now why the next card is not tried (None: it is)."""
     if first.approved_writes():
         return _NotTried("write_ran")
     if first.declined_writes():  # the user said no: another card must not do it anyway

@@ -93,10 +93,8 @@ def route_all(
     book: RouteBook,
     cards: Collection[str],
 ) -> dict[str, Route]:
-    """Route every task once, in this thread (the embedder need not be thread-safe).
-
-    A decision `book` holds (a replayed recording's) among `cards` is used as recorded.
-    """
+    """Route every task once, in this thread (the embedder need not be thread-safe); a
+    decision `book` holds among `cards` is used as recorded."""
     assert router is not None  # run_bench's option check made sure
     live = [t for t in tasks if book.get(t.id, cards) is None]
     fresh = {t.id for t in live}
@@ -205,10 +203,7 @@ def _invoke(
     volatile: Volatile,
     observer: Observer,
 ) -> Digest:
-    """Invoke `card` with its home, CRM and artifacts in the scratch folder `home`.
-
-    The tiny arm's Digest carries its routing, as the one `tiny delegate` hands its caller.
-    """
+    """Invoke `card` with its home, CRM and artifacts in the scratch folder `home`."""
     settings = _with_site(replace(context.ws.settings, home=home), context.site)
     provider = context.exchanges.for_run(job.run, volatile)
     return invoke(
@@ -238,12 +233,8 @@ def _abstain_digest(route: Route) -> Digest:
 
 
 def generalist(cards: Iterable[Card], expected: Card | None) -> Card:
-    """Build the all-tools card: every tool, a generic job, the largest budget of any card.
-
-    Its required fields, their types and `first` are the expected card's (none when
-    abstaining is right), so both arms are asked for the same answer whenever the tiny arm
-    routes right.
-    """
+    """Build the all-tools card: every tool, a generic job, the largest budget of any card;
+    the expected card's required fields, types and `first`, so both arms are asked alike."""
     cards = list(cards)
     tools = tuple(dict.fromkeys(t for c in cards for t in c.tools))
     writes: SideEffects = "write" if any(c.writes for c in cards) else "none"
@@ -271,12 +262,8 @@ def _largest_budget(cards: Sequence[Card]) -> Budget:
 
 
 def scratch_registry(registry: Registry, settings: Settings) -> Registry:
-    """Return the built-in tools bound to `settings` (a scratch home) plus the user's tools.
-
-    The built-ins come unmade (a run makes only those it calls; their schemas are built once
-    per process). The user's own tools are reused as loaded: the scratch home isolates the
-    built-in CRM, not what a user's tool does.
-    """
+    """Return the built-in tools bound to `settings` (a scratch home) plus the user's tools,
+    reused as loaded: the scratch home isolates the built-in CRM, not what a user's tool does."""
     scratch = Registry(builtin_entries(settings), origin="built-in")
     for name in registry:
         if registry.origin(name) != "built-in":

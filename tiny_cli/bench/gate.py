@@ -60,11 +60,8 @@ def check_gates(
     arms: Sequence[str] | None = None,
     unmeasured: Mapping[str, str] | None = None,
 ) -> None:
-    """Refuse, before any run, a bar the report of `kind` (with `arms`) could never read.
-
-    `unmeasured` maps a metric this bench's options leave without a figure to the option
-    that says so (`--irrelevance 0`: no irrelevance question).
-    """
+    """Refuse, before any run, a bar the report of `kind` (with `arms`) could never read;
+    `unmeasured` maps a metric the options leave without a figure to the option that says so."""
     for gate in gates:
         problem = _unreadable(gate, kind, arms, unmeasured or {})
         if problem:
@@ -119,9 +116,8 @@ def _misses(gate: Gate, values: list[tuple[str, Fraction | None]]) -> list[str]:
 
 
 def _shown(value: Fraction | None, bar: float) -> str:
-    """The share as a miss line shows it: two digits finer than the bar, cut, never rounded
-    up to the bar it missed (13/15 against 0.8667 reads 0.866666, not 0.867); cut from the
-    exact share (57/100 * 10**4 in floats is 5699.99…, which would read 0.5699)."""
+    """The share as a miss line shows it: two digits finer than the bar, cut from the exact
+    share, never rounded up to the bar it missed (13/15 against 0.8667 reads 0.866666)."""
     if value is None:
         return "n/a"
     digits = max(3, len(f"{bar:g}".partition(".")[2]) + 2)
@@ -142,8 +138,7 @@ def _bench_values(doc: Mapping[str, Any], gate: Gate) -> list[tuple[str, Fractio
 
 
 def _routing(doc: Mapping[str, Any], arm: str) -> Fraction | None:
-    """The arm's routing accuracy from its runs, exact (the arm's figure is rounded for show:
-    13/15 would read 0.8667 and pass a bar of 0.8667)."""
+    """The arm's routing accuracy from its runs, exact (the arm's figure is rounded for show)."""
     routed = [
         r["routed_ok"]
         for task in doc.get("tasks", [])

@@ -1,15 +1,12 @@
 """A bench's making, kept in its recording: options, digests, and every routing decision.
 
 A recording's header holds what made it: `bench` (the command's options, paths relative to the
-recording's folder, so `tiny bench --replay FILE` alone can replay it), `digests` (sha256 of the
-task file and of each card's file, CRLF read as LF, so a replay can say what changed since) and
-`routes` (each routing decision the run used: the chosen card, or none, and the candidates with
-their scores).
+recording, so `tiny bench --replay FILE` alone can replay it), `digests` (sha256 of the task file
+and each card's file, so a replay can say what changed) and `routes` (each routing decision).
 
-On replay the routing decisions come from the recording, never from the embedder: the last
-digits of an embedding differ from one CPU to another, and two cards in a near-tie would swap.
-A recording made before tiny kept its routes (or one replayed with other options) routes live;
-where the recorded requests show what the original run offered, they win over the live order.
+On replay the routing decisions come from the recording, never from the embedder: an
+embedding's last digits differ between CPUs, and two cards in a near-tie would swap. A recording
+without routes routes live; what its recorded requests offered wins over the live order.
 """
 
 from __future__ import annotations
@@ -90,11 +87,8 @@ def cards_offering(tools: Sequence[str], cards: Mapping[str, Card]) -> list[str]
 def as_offered(
     entry: RouteEntry, runs: Mapping[str, str], book: RouteBook, cards: Mapping[str, Card]
 ) -> RouteEntry:
-    """Make a live decision agree with what the replayed recording's runs offered.
-
-    `runs` names the recorded runs that show it, by arm: `tiny` (offered the routed card
-    alone), `top-k` (the top cards' tools, in rank order), `hybrid` (either, as `clear` says).
-    """
+    """Make a live decision agree with what the replayed recording's runs (`runs`, by arm:
+    tiny, top-k, hybrid) offered."""
     ids = [card for card, _ in entry.candidates]
     one = _offered(book, runs.get("tiny"), cards)
     hybrid = _offered(book, runs.get("hybrid"), cards)
@@ -192,7 +186,7 @@ def recorded_options(header: Mapping[str, Any], recording: Path) -> dict[str, An
 
 def _check_recorded(recording: Path, name: str, value: Any) -> None:
     """ConfigError naming the recording and the header field, unless it is an option of its
-    kind (a bool is no number here, as JSON keeps them apart)."""
+    kind (a bool is no number here)."""
     kinds = RECORDED_OPTIONS.get(str(name))
     where = f"{recording}: header bench.{printable(str(name))}"
     if kinds is None:

@@ -89,8 +89,8 @@ def bench_from_settings(
 ) -> BenchReport:
     """Load the task file and the workspace, route if the tiny arm runs, and run the bench.
 
-    The session's exchanges answer every run; `session.observe` watches each one. With tracing
-    on, each run's span is a child of one `bench` span (tiny_cli.telemetry).
+    The session's exchanges answer every run; `session.observe` watches each one, under one
+    `bench` span.
     """
     path = tasks_path or default_tasks_path(Path.cwd())
     tasks = load_tasks(path)
@@ -127,10 +127,8 @@ def run_bench(
 ) -> BenchReport:
     """Run every task in every arm `options.repeat` times; return the report.
 
-    `observe(run)` gives the observer of one run's events (`run` is e.g. `onboarding/tiny/0`).
-
-    A report answered from a recording, whole or in part (a resumed one), names it and says
-    it is a replay, whose wall times are the replay's, not the model's.
+    `observe(run)` gives the observer of one run's events (`run`: e.g. `onboarding/tiny/0`).
+    A report answered from a recording, even in part, names it and says it is a replay.
     """
     _check_options(options, router)
     started = datetime.now(UTC).isoformat(timespec="seconds")
@@ -158,7 +156,7 @@ def _report(
     started: str,
     recording: str | None,
 ) -> BenchReport:
-    """Add each arm's runs up into the report; a replay names the recording that answered."""
+    """Add each arm's runs up into the report."""
     model = model_for(ws.settings, None)
     return BenchReport(
         {arm: summarize(arm, [r for r in results if r.arm == arm]) for arm in arms},
@@ -246,7 +244,7 @@ def _collect(
     window: int,
     report: Progress,
 ) -> list[RunResult]:
-    """Keep at most `window` runs in the pool, reporting progress; raise a run's first error."""
+    """Keep at most `window` runs in the pool, reporting progress; raise the first error."""
     results: list[RunResult | None] = [None] * len(jobs)
     waiting = enumerate(jobs)
     pending: dict[Future[RunResult], int] = {}

@@ -202,9 +202,8 @@ def scale_from_settings(
 ) -> ScaleReport:
     """Load the cards and the selection tasks, check the endpoint, and run the bench at scale.
 
-    Routing is `tiny route`'s: the cards folder's learned examples (taught and generated) and
-    the threshold's precedence, with `embedder` (default: the settings' one, loaded only when
-    a task routes live).
+    Routing is `tiny route`'s, with `embedder` (default: the settings' one, loaded only when a
+    task routes live).
     """
     ws = open_workspace(settings)
     # the sizes that run, not the default: a recording's header replays them as they ran
@@ -213,7 +212,6 @@ def scale_from_settings(
     session.exchanges.probe()
     note_making(session.exchanges, tasks_path, ws, **_recorded(options))
     learned, tool_texts = folder_learned(settings), gathered(settings)  # read once, not per size
-    # the embedder loads only if a task routes live, and once
     loaded = cache(lambda: embedder if embedder is not None else embedder_for(settings))
 
     def router_for(cards: Sequence[Card]) -> Router:
@@ -229,8 +227,7 @@ def scale_from_settings(
 
 
 def _recorded(options: ScaleOptions) -> dict[str, Any]:
-    """The options a recording keeps (tiny_cli.bench.making), named as their flags read; its
-    sizes are those that ran (resolved by scale_from_settings)."""
+    """The options a recording keeps (tiny_cli.bench.making), named as their flags read."""
     sizes = ",".join(size_label(s) for s in options.sizes or ())
     kept = {name: getattr(options, name) for name in RECORDED_AS_THEY_ARE}
     return {"all_tools_sizes": sizes, "arm": arm_flag(options.arms, SCALE_ARMS), **kept}
@@ -273,8 +270,7 @@ def _verdicts_stand(session: Session, options: ScaleOptions) -> bool:
 
 
 def _check_options(options: ScaleOptions) -> None:
-    """Refuse a concurrency that is no number of runs at a time, or a margin no score can
-    pass (nan) or always passes, in one line naming it."""
+    """Refuse a concurrency out of range, or a margin that is not finite, in one line."""
     if not 1 <= options.concurrency <= MAX_CONCURRENCY:
         raise ConfigError(
             f"concurrency={options.concurrency}: from 1 to {MAX_CONCURRENCY} runs at a time"
@@ -289,9 +285,8 @@ def _catalogue(ws: Workspace) -> int:
 
 
 def _sizes(sizes: tuple[int, ...] | None, catalogue: int) -> tuple[int, ...]:
-    """The sizes to run, each its own universe. One at or past the catalogue's tools is the
-    catalogue (`all`): the default's run as `all`, once; two given that name it are refused,
-    or its runs would count twice in one row."""
+    """The sizes to run. One at or past the catalogue's tools is `all`; two given that name it
+    are refused, or its runs would count twice in one row."""
     if sizes is None:
         return (*(s for s in DEFAULT_SIZES if s != CATALOGUE and s < catalogue), CATALOGUE)
     whole = [s for s in sizes if s == CATALOGUE or s >= catalogue]
@@ -306,11 +301,8 @@ def _sizes(sizes: tuple[int, ...] | None, catalogue: int) -> tuple[int, ...]:
 def _each(
     run: Callable[[Any], RunRecord], jobs: Sequence[Any], options: ScaleOptions
 ) -> list[RunRecord]:
-    """Run the jobs `options.concurrency` at a time; their records in job order.
-
-    After Ctrl-C the running requests are left behind, not awaited: the recording must be
-    saved before the process's 2 s net ends it (a pool's own exit waits for them).
-    """
+    """Run the jobs `options.concurrency` at a time; their records in job order. After Ctrl-C
+    the running requests are not awaited: the recording must be saved before the 2 s net."""
     pool = ThreadPoolExecutor(options.concurrency)  # checked by run_scale
     try:
         records = list(pool.map(run, jobs))
@@ -386,9 +378,9 @@ def _rankings(
 ) -> dict[str, Ranking]:
     """Route each task once: (the card or None on abstain, the top cards, the margin).
 
-    A decision the recording holds is used as recorded (its `clear` verdict decided again at
-    this margin unless `verdicts` stand); the others are routed live, made to agree with what
-    the replayed recording's runs offered, and kept for this run's recording.
+    A recorded decision is used as recorded (its `clear` verdict decided again unless
+    `verdicts` stand); the others are routed live, made to agree with what the replayed
+    recording's runs offered, and kept.
     """
     keys = {t.id: f"{world.label}/{t.id}" for t in tasks}
     recorded = {t.id: book.get(keys[t.id], world.cards) for t in tasks}
@@ -477,8 +469,7 @@ def _generalist(cards: Mapping[str, Card], ids: Sequence[str]) -> Card:
 
 
 def _fits(ws: Workspace, card: Card, task: SelectionTask, options: ScaleOptions) -> bool:
-    """Whether the all-tools request (system, tools as its mode sends them, task) fits the
-    model's context."""
+    """Whether the all-tools request fits the model's context."""
     estimate = _prompt_estimate(ws.registry.schemas(card.tools), task, _mode(ws))
     return estimate + Budget().max_output_tokens <= options.context_tokens
 
@@ -496,16 +487,10 @@ def _mode(ws: Workspace) -> str:
 
 
 def _tools_text(schemas: Sequence[dict[str, Any]], mode: str) -> str:
-    """The tools as the request carries them: json mode lists them in the prompt; native and
-    auto send their whole JSON schemas."""
+    """The tools as the request carries them: in the prompt (json mode) or as JSON schemas."""
     if mode == "json":
         return tools_section(list(schemas))
     return json.dumps(list(schemas), ensure_ascii=False)
-
-
-def _schema_tokens(schemas: list[dict[str, Any]], mode: str) -> int:
-    """Estimate the tokens the tools take in the request."""
-    return estimate_tokens(_tools_text(schemas, mode)) if schemas else 0
 
 
 Request = tuple[str, tuple[str, ...], str]  # what makes a request: card id, its tools, task id
@@ -514,11 +499,9 @@ Request = tuple[str, tuple[str, ...], str]  # what makes a request: card id, its
 class _Asked:
     """Each distinct request is asked once per bench run, and its answer shared.
 
-    The same card, tools and task make the same prompt, whatever the arm or size: the oracle
-    at every size, and tiny wherever it routes to the expected card. Asking again would only
-    cost model time (and, with a sampling server, swap one sample for another). The request
-    goes out under the run of the first job in the bench's order that makes it, whichever
-    thread gets there first, so a recording made or replayed at any `--concurrency` agrees.
+    The same card, tools and task make the same prompt, whatever the arm or size; asking again
+    would only cost time (and swap a sample). The request goes out under the run of the first
+    job in the bench's order that makes it, so a recording agrees at any `--concurrency`.
     """
 
     def __init__(self) -> None:
@@ -533,8 +516,7 @@ class _Asked:
                 self._owners.setdefault(_request_of(job), _run_label(job))
 
     def digest(self, job: _Job, ask: Callable[[str], Digest]) -> Digest:
-        """Return the Digest of this job's request: the first job to come asks (under the
-        owner's run label), one coming while it is in flight waits for that answer."""
+        """The Digest of this job's request: the first job to come asks, later ones wait."""
         key = _request_of(job)
         with self._lock:
             answer = self._answers.get(key)
@@ -551,13 +533,12 @@ class _Asked:
 
 
 def _request_of(job: _Job) -> Request:
-    """What makes a job's request: its card, the tools offered and the task."""
     assert job.card is not None
     return (job.card.id, job.card.tools, job.task.id)
 
 
 def _run_label(job: _Job) -> str:
-    """The run a job's exchanges are recorded under (`<task>/<arm>/<universe>`)."""
+    """`<task>/<arm>/<universe>`."""
     return f"{job.task.id}/{job.arm}/{job.universe.label}"
 
 
@@ -566,11 +547,12 @@ def _run(
 ) -> RunRecord:
     """Run one job to its first call (or judge its abstention); never run a tool."""
     schemas = ws.registry.schemas(job.card.tools) if job.card is not None else []
-    schema_tokens = _schema_tokens(schemas, _mode(ws))
+    mode = _mode(ws)
+    schema_tokens = estimate_tokens(_tools_text(schemas, mode)) if schemas else 0
     if job.card is None or not job.fits:
         verdict = judge_call(job.task.expected, None, None)
         # abstaining sends nothing (0 tokens); a prompt that does not fit counts its estimate
-        unsent = 0 if job.card is None else _prompt_estimate(schemas, job.task, _mode(ws))
+        unsent = 0 if job.card is None else _prompt_estimate(schemas, job.task, mode)
         return _record(job, verdict, None, schema_tokens, unsent)
     digest = asked.digest(job, lambda label: _invoke(ws, session, job, options, label))
     first = digest.calls[0] if digest.calls else None

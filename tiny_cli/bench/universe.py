@@ -1,12 +1,9 @@
 """Universes: the tool catalogue a bench arm works in at one size, drawn with a fixed seed.
 
-At size K a universe is a set of whole cards whose tools add up to about K (never more than K,
-except that a task's own card always fits): the sampled tasks' cards, packed into as few
-universes as hold them, each filled up with distractor cards drawn with the seed. Every arm of
-one size works in the task's universe, so the all-tools list, the routed card and the top-k
-cards come from the same tools. Packing tasks together means that the all-tools prompt of one
-universe is the same for each of its tasks up to the user message, and a server's prompt cache
-serves the repeated prefix. The whole catalogue is the largest universe there is.
+At size K a universe is a set of whole cards whose tools add up to at most K (a task's own card
+always fits): the sampled tasks' cards, packed into as few universes as hold them, filled up with
+distractor cards drawn with the seed. Every arm of one size works in the task's universe; packing
+tasks together gives their all-tools prompts one shared prefix for a server's prompt cache.
 """
 
 from __future__ import annotations
@@ -48,8 +45,7 @@ def universes(
 ) -> list[Universe]:
     """Return each task's universe at `size` (CATALOGUE: every card), one entry per task.
 
-    `task_cards` are the tasks' expected cards in task order (None: a task no card should do,
-    such as an irrelevance question; those are spread over the universes in turn).
+    `task_cards` are the tasks' expected cards (None: spread over the universes in turn);
     `tools_of` maps every card of the catalogue to its number of tools, in catalogue order.
     """
     if size == CATALOGUE or size >= sum(tools_of.values()):

@@ -1,14 +1,11 @@
 """tiny as an MCP server: `delegate`, `invoke` and `route` as tools, the cards as resources.
 
-Built on the official `mcp` SDK (`MCPServer`) and imported only by `tiny serve`, so no other
-command pays for it. Each tool call runs its card in a worker thread (the runner is
-synchronous) and is logged like a command-line run. Writes are approved per call, as on the
-command line: `allow_writes` approves every one; a host that declares elicitation is asked
-about each write call, shown exactly; with neither, a writer card stops with
-`needs_confirmation` before any model call. From protocol 2026-07-28 on a server may not send
-requests, so the question goes back as an `InputRequiredResult` and the run waits, parked,
-for the host's retry carrying the answer. On stdio the SDK talks to the host through
-`stdio.answering_stdio`, so a host that closes stdin still gets every answer.
+Built on the official `mcp` SDK and imported only by `tiny serve`. Each tool call runs its card
+in a worker thread and is logged like a command-line run. Writes: `allow_writes` approves every
+one; a host that declares elicitation is asked about each; with neither, a writer card stops
+with `needs_confirmation`. From protocol 2026-07-28 on the question goes back as an
+`InputRequiredResult` and the run waits, parked, for the host's retry carrying the answer. On
+stdio the SDK talks through `stdio.answering_stdio`, so a host that closes stdin gets every answer.
 """
 
 from __future__ import annotations
@@ -137,7 +134,7 @@ class _InFlight:
         with self.lock:
             runs = list(self.runs)
         for pending in runs:
-            pending.answer(False)
+            pending.answers.put(False)
         for pending in runs:
             if pending.thread is not None:
                 pending.thread.join(max(0.0, deadline - time.monotonic()))
@@ -162,11 +159,11 @@ class Served:
 def build_server(served: Served, router: Routes | None = None) -> MCPServer:
     """Return the MCP server for a workspace; `router`: the concierge (default: the
     workspace's LazyRouter, built on its first task, asked one task at a time)."""
-    ws = served.ws  # the concierge's embedder loads on its first task
+    ws = served.ws
     concierge = router if router is not None else LazyRouter(ws.settings, ws.cards.values())
     service = _Service(served, concierge)
-    # on the root before the SDK would put its rich handler there (it leaves a root that has
-    # one); this server's, not an earlier one's (its scrubber knows this server's keys)
+    # on the root before the SDK would put its rich handler there; this server's, not an
+    # earlier one's (its scrubber knows this server's keys)
     root = logging.getLogger()
     for earlier in [h for h in root.handlers if isinstance(h, _LogLine)]:
         root.removeHandler(earlier)
@@ -177,8 +174,8 @@ def build_server(served: Served, router: Routes | None = None) -> MCPServer:
         instructions="Delegate a task to a tiny agent; you get back a short Digest.",
         log_level="WARNING",
     )
-    _add_tools(server, service, served.ws)
-    for resource in card_resources(served.ws):
+    _add_tools(server, service, ws)
+    for resource in card_resources(ws):
         server.add_resource(resource)
     return server
 
@@ -199,8 +196,8 @@ def serve(settings: Settings, *, http_port: int | None = None, allow_writes: boo
 def _serve(
     settings: Settings, allow_writes: bool, run: Callable[[MCPServer, float], float]
 ) -> None:
-    """Open the workspace, serve it with `run(server, drain)`, which returns the drain time
-    left, then settle the runs still going."""
+    """Serve the workspace with `run(server, drain)` (it returns the drain time left), then
+    settle the runs still going."""
     ws = open_workspace(settings)
     with open_session(settings, COMMAND) as session:
         provider = session.provider(COMMAND)
@@ -209,8 +206,7 @@ def _serve(
             ws, provider, session.observe, allow_writes, session.artifacts, caller_scrub
         )
         drain = run(build_server(served), _drain_seconds(ws, settings))
-        # a call the host cancelled, or left parked on a write question, still ends and is
-        # logged: mcp.md promises it, and the log closes with the session
+        # a call the host cancelled or left parked still ends and is logged (mcp.md promises it)
         served.in_flight.settle(drain)
 
 
@@ -260,9 +256,8 @@ class _LogLine(logging.Handler):
 
 
 class _Server(MCPServer):
-    """The SDK's server, each call's arguments first held to its tool's published schema: a
-    problem is one line naming the argument (the SDK's is pydantic's dump, values and all),
-    and an argument the schema does not name is refused, not dropped (`must_retrun`)."""
+    """The SDK's server, each call's arguments first held to its tool's schema: a problem is one
+    line naming the argument, and one the schema does not name is refused, not dropped."""
 
     _schemas: dict[str, dict[str, Any]] | None = None
 
@@ -410,7 +405,7 @@ class _Service:
             pending = self.parked.pop(ctx.request_state, None)
             if pending is None:
                 return error_result(ConfigError("no run waits for this answer any more"))
-            pending.answer(_approved((ctx.input_responses or {}).get(WRITE_KEY)))
+            pending.answers.put(_approved((ctx.input_responses or {}).get(WRITE_KEY)))
             return await self._follow(ctx, pending)
         try:
             the_brief = make_brief(*brief)
@@ -433,7 +428,6 @@ class _Service:
     ) -> CallToolResult | InputRequiredResult:
         """Wait for the run's Digest, putting each write call it asks about to the host."""
         while True:
-            # until the run finishes or asks about a write
             event = await anyio.to_thread.run_sync(pending.events.get, abandon_on_cancel=True)
             if isinstance(event, Digest):
                 return digest_result(event.scrubbed(self.served.caller_scrub))
@@ -444,7 +438,7 @@ class _Service:
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return self._park(pending, event)
             scrub = self.served.caller_scrub.text
-            pending.answer(await _elicit(ctx, event.message(scrub), scrub))
+            pending.answers.put(await _elicit(ctx, event.message(scrub), scrub))
 
     def _park(self, pending: _Pending, question: _Question) -> InputRequiredResult:
         """Keep the waiting run under a fresh key; the host's retry names it."""
@@ -488,8 +482,7 @@ class _Pending:
         self.thread: threading.Thread | None = None
 
     def start(self, run: Callable[[], Digest], in_flight: _InFlight) -> None:
-        """Run in a daemon thread, known to `in_flight` until it ends: the server settles it
-        at exit, for a bounded time (a daemon never holds the process past that)."""
+        """Run in a daemon thread, known to `in_flight` (settled at exit) until it ends."""
 
         def work() -> None:
             try:
@@ -504,9 +497,6 @@ class _Pending:
         with in_flight.lock:
             in_flight.runs.add(self)
         self.thread.start()
-
-    def answer(self, approved: bool) -> None:
-        self.answers.put(approved)
 
     def ask(self, card: Card, tool: str, arguments: dict[str, Any]) -> bool:
         """Approve (runner side): put the call to the host and wait for the answer."""
@@ -640,9 +630,8 @@ def _check_port(port: int) -> None:
     if not 0 < port < 65536:
         raise ConfigError(f"--http {port}: a port is 1 to 65535")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        if os.name == "posix":  # as uvicorn binds (asyncio's default): a connection a host
-            # left in TIME_WAIT must not keep a restart off the port; a listener still does.
-            # Not on Windows, where the option would let it bind over a port in use.
+        if os.name == "posix":  # as uvicorn binds: TIME_WAIT must not keep a restart off the
+            # port (on Windows the option would let it bind over a port in use)
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((HOST, port))

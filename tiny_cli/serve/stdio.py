@@ -40,12 +40,10 @@ NEWLINES = re.compile(r"\r\n|\r|\n")  # the SDK reads stdin in universal-newline
 
 @contextmanager
 def answering_stdio() -> Iterator[Callable[[Callable[[], object], float], float]]:
-    """Keep the host's stdin and stdout for the protocol alone for the duration, then give
-    them back.
+    """Keep the host's stdin and stdout for the protocol alone for the duration.
 
-    Meanwhile fd 0 reads the null device and fd 1 writes to stderr: a tool module that prints
-    as it is imported, or a run still printing while the drain lasts, never reaches the host.
-    It gives the caller `relay(run, drain_seconds)`, which calls `run` (the SDK's stdio
+    Meanwhile fd 0 reads the null device and fd 1 writes to stderr, so nothing a tool prints
+    reaches the host. Gives `relay(run, drain_seconds)`, which calls `run` (the SDK's stdio
     server) with a _Relay's pipes as fds 0 and 1 and returns the drain time left.
     """
     try:
@@ -100,10 +98,9 @@ def _relayed(run: Callable[[], object], host_in: int, host_out: int, drain_secon
 class _Relay:
     """Carry the protocol between the host's pipes and the SDK's, so every request is answered.
 
-    The SDK's stdin ends only once each request the host sent is answered (or cancelled by
-    the host), within `drain_seconds`. A request the server sends a host that is gone (a write
-    question) is answered "connection closed", as the SDK answers it at the end: the write is
-    declined.
+    The SDK's stdin ends only once each request the host sent is answered (or cancelled),
+    within `drain_seconds`. A request the server sends a gone host (a write question) is
+    answered "connection closed": the write is declined.
     """
 
     def __init__(
