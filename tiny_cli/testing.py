@@ -135,8 +135,7 @@ def raw_response(
 ) -> Turn:
     """Answer with exactly this body (e.g. a malformed completion) and status.
 
-    A str is sent as it is, as application/json if it reads as JSON, else text/plain; a
-    Content-Type in `headers` replaces that guess.
+    A str goes as application/json if it reads as JSON, else text/plain, unless `headers` say.
     """
     return Turn(status=status, body=body, headers=dict(headers or {}), delay=delay)
 
@@ -196,7 +195,7 @@ class ScriptedServer:
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": SERVER_POLL_SECONDS},
-            name=f"scripted-server-{self._httpd.server_address[1]}",
+            name=f"scripted-server-{self._port}",
             daemon=True,
         )
         self._thread.start()
@@ -234,8 +233,6 @@ class ScriptedServer:
     def __repr__(self) -> str:
         state = self.url if self._httpd is not None else "stopped" if self._port else "not started"
         return f"ScriptedServer({state}, requests={len(self.requests)}, errors={len(self.errors)})"
-
-    # --- called from handler threads -----------------------------------------------------
 
     def _handle_post(self, handler: _Handler) -> None:
         """Answer one POST: record it, pick its turn, play it, or fail loudly."""
@@ -378,8 +375,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.scripted._refuse(self, 500, problem)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """Note a request the server cannot take (a PUT, a malformed line) in `errors`, then
-        answer it as http.server does."""
+        """Note a request the server cannot take (a PUT, a bad line) in `errors`, then answer."""
         asked = (self.command, getattr(self, "path", None))  # unset on a malformed request line
         said = " ".join(filter(None, asked)) or "a malformed request"
         self.server.scripted._note(f"{said}: HTTP {code} {message or ''}".rstrip())
@@ -408,8 +404,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _turns(turns: Iterable[Turn]) -> tuple[Turn, ...]:
-    """The turns, each a Turn: anything else would fail only when played, out of the test's
-    sight."""
+    """The turns, each a Turn: anything else would fail only when played, out of sight."""
     if not isinstance(turns, Iterable):  # one Turn, say
         raise ConfigError(
             "turns: must be a list of scripted turns (reply(), tool_call(), …), got a "

@@ -1,11 +1,9 @@
 """The model provider: one chat completion from any OpenAI-compatible endpoint, over httpx.
 
-`OpenAIProvider.complete()` posts a ChatRequest's body to `{base_url}/chat/completions`,
-retries 429/5xx and connection errors a bounded number of times (honouring `Retry-After`),
-never runs past the caller's time budget, and turns every failure into a one-line
-ProviderError a person can act on. The API key travels only in the Authorization header: it is
-never part of a message, a repr or a log line. `_Server` words a failed request; `_parse`
-reads a 200 answer.
+`OpenAIProvider.complete()` retries 429/5xx and connection errors a bounded number of times
+(honouring `Retry-After`) within the caller's time budget, and turns every failure into a
+one-line ProviderError. The API key travels only in the Authorization header: never in a
+message, a repr or a log line.
 """
 
 from __future__ import annotations
@@ -74,11 +72,8 @@ class Completion:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One chat completion to ask for: the model, the context, the tools and the answer's limits.
-
-    `body()` is the request as it goes over the wire; a recording keys it by `parts()`
-    (tiny_cli.provider.replay.request_key). The lists are the caller's, not copies.
-    """
+    """One chat completion to ask for (its lists are the caller's, not copies): `body()` goes
+    over the wire, a recording keys `parts()`."""
 
     model: str
     messages: list[dict]
@@ -91,10 +86,7 @@ class ChatRequest:
     agent: str = ""
 
     def body(self) -> dict[str, Any]:
-        """Return the chat-completions body in the order sent; optional parts only when set.
-
-        A lone surrogate (from a tool's text) is replaced: no encoder takes one.
-        """
+        """Return the chat-completions body in the order sent; optional parts only when set."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": self.messages,
@@ -108,7 +100,7 @@ class ChatRequest:
                 body["tool_choice"] = self.tool_choice
         if self.response_format is not None:
             body["response_format"] = self.response_format
-        return unsurrogated(body)
+        return unsurrogated(body)  # a lone surrogate (from a tool's text): no encoder takes one
 
     def parts(self) -> dict[str, Any]:
         """Return what identifies the request: every field, the optional ones only when set."""
@@ -135,9 +127,7 @@ class Provider(Protocol):
 
 
 def checked_complete(provider: Provider, request: ChatRequest, timeout: float | None) -> Completion:
-    """`provider.complete(request, timeout=timeout)`, held to the Provider contract: anything but
-    a Completion of text, ToolCalls and token counts is a ConfigError naming the provider's class
-    (a programmer's error, raised: the model did nothing wrong)."""
+    """Call `provider.complete`; a reply breaking the Provider contract is a ConfigError (a bug)."""
     reply: Any = provider.complete(request, timeout=timeout)
     problem = _broken(reply)
     if problem is not None:
@@ -241,10 +231,7 @@ class OpenAIProvider:
         raise AssertionError("unreachable: the loop returns or raises")
 
     def probe(self, timeout: float = DEFAULT_PROBE_TIMEOUT) -> None:
-        """Raise ProviderError now if nothing listens at the base URL (any HTTP answer is fine).
-
-        A bench of many runs should stop at once, not spend its retries on every run.
-        """
+        """Raise ProviderError now if nothing listens at the base URL (any HTTP answer is fine)."""
         try:
             self._client.get(endpoint(self.base_url, "models"), timeout=timeout)
         except httpx.DecodingError:  # a body its encoding cannot decode: still an answer
@@ -288,12 +275,9 @@ class OpenAIProvider:
         """Seconds to wait before retry number `attempt + 1`."""
         if retry_after is None:
             return min(self._backoff * 2**attempt, DEFAULT_MAX_BACKOFF)
-        # with a deadline the budget bounds the wait: the server's own wait is kept whole, so
-        # one that outlasts the budget ends the request at once (a capped wait would retry
-        # before the server allows it); without one, the cap keeps a server from parking us
+        # with a deadline, a wait past it ends the request (a capped one would retry too early);
+        # without one, the cap keeps a server from parking us
         return retry_after if deadline is not None else min(retry_after, self._max_retry_after)
-
-    # --- one request -------------------------------------------------------------------
 
     def _attempt(self, body: dict, deadline: float | None) -> _Answer | _Failure:
         """Send one request; return what came back or why nothing usable did."""
@@ -400,8 +384,7 @@ def _check_base_url(base_url: Any) -> None:
             f"base_url: must be a URL string, got {type(base_url).__name__}", field="base_url"
         )
     try:
-        parts = urlsplit(base_url)
-        parts.port  # noqa: B018 - parses host and port, or raises
+        urlsplit(base_url).port  # noqa: B018 - parses host and port, or raises
     except ValueError as exc:  # the URL may hold a key: name the problem, not the URL
         raise ConfigError(
             f"base URL is not a usable URL ({exc}); set TINY_BASE_URL", field="base_url"
@@ -410,12 +393,9 @@ def _check_base_url(base_url: Any) -> None:
 
 
 def http_client(url: str, transport: httpx.BaseTransport | None, **options: Any) -> httpx.Client:
-    """An httpx client for requests to `url`, redirects not followed, TLS verified for https://
-    (SSL_CERT_FILE honoured), proxies from the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY);
-    an SSL_CERT_FILE or proxy variable httpx cannot use is a ConfigError naming it.
+    """An httpx client for `url`: no redirects, TLS verified, proxies from the environment.
 
-    `options` go to httpx.Client; headers are set afterwards: one httpx cannot encode is a
-    ValueError too, not a proxy's."""
+    Set headers afterwards, not in `options`: one httpx cannot encode is a ValueError too."""
     verify = _tls(url)
     try:
         return httpx.Client(transport=transport, follow_redirects=False, verify=verify, **options)
@@ -452,13 +432,8 @@ def _proxy_error(why: str) -> ConfigError:
 
 
 def _tls(base_url: str) -> ssl.SSLContext | bool:
-    """Verify https:// with the CA bundle; give http:// a context that loads none.
-
-    httpx builds its SSL context (parsing certifi's CA bundle) when the client is made, used
-    or not. An http:// endpoint never speaks TLS (redirects are not followed), so its client gets
-    a context that still demands a certificate but trusts none: if it were ever used for TLS,
-    the handshake would fail, never pass unverified.
-    """
+    """Verify https:// with the CA bundle; http:// (no TLS: no redirects) gets a context that
+    parses no bundle and trusts no CA, so it could never pass unverified."""
     if urlsplit(base_url).scheme == "https":  # the parser lower-cases it: HTTPS:// too
         return True
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, check_hostname, no CAs
@@ -484,14 +459,9 @@ class _Failure:
     status: int | None = None
 
 
-# --- reading an answer ----------------------------------------------------------------
-
-
 class _Server:
-    """One server as a person reads about it: its URL with any secret cut, and its failures.
-
-    Holds the API key only to mask it where a server echoes it back in an error body.
-    """
+    """One server as a person reads about it: its URL with any secret cut, and its failures; it
+    holds the API key only to mask it where a server echoes it back."""
 
     def __init__(self, shown_url: str, api_key: str | None) -> None:
         self.url = shown_url
@@ -652,7 +622,10 @@ def _parse(content: bytes, server: _Server) -> Completion:
     try:
         return _completion(data, content, server)
     except ProviderError as exc:  # unusable, yet the server says what it spent: a run counts it
-        tokens = _reported(data.get("usage"), server)
+        try:
+            tokens = _usage(data.get("usage"), server)
+        except ProviderError:
+            tokens = (0, 0)
         raise ProviderError(str(exc), status=exc.status, url=exc.url, tokens=tokens) from None
 
 
@@ -679,14 +652,6 @@ def _completion(data: dict[str, Any], content: bytes, server: _Server) -> Comple
         finish_reason=choice.get("finish_reason"),
         raw=data,
     )
-
-
-def _reported(usage: object, server: _Server) -> tuple[int, int]:
-    """Return the tokens `usage` reports, or none where it is unreadable too."""
-    try:
-        return _usage(usage, server)
-    except ProviderError:
-        return 0, 0
 
 
 def _usage(usage: object, server: _Server) -> tuple[int, int]:

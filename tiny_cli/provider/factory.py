@@ -32,17 +32,17 @@ def open_exchanges(
     resume: Sequence[Path] = (),
     upgrade: bool = False,
 ) -> ExchangeSource:
-    """Return where model answers come from: the endpoint, the endpoint recorded, or files.
-
-    `replay` may name several recordings of one model, answered from together; `resume`
-    (with `record`) names earlier recordings whose answers are reused instead of asked again;
-    `upgrade` rewrites the one replayed recording with its making (tiny_cli.provider.replay).
-    """
+    """Return where model answers come from: the endpoint, the endpoint recorded, or files."""
     _one_of(record, replay)
     if resume and record is None:
         raise ConfigError("--resume needs --record: the file that gathers old and new answers")
     if upgrade:
-        return _upgrader(_paths(replay))
+        paths = _paths(replay)
+        if len(paths) != 1:
+            raise ConfigError(
+                "--upgrade needs --replay with exactly one recording: the one to rewrite"
+            )
+        return Upgrader.open(paths[0])
     if replay:
         return Replayer.load(_paths(replay))
     # a request's timeout where its caller gives no deadline (a run's is the time it has left);
@@ -60,15 +60,8 @@ def open_exchanges(
 def replay_settings(
     settings: Settings, *, record: Path | None, replay: Replays, model_flag: str | None
 ) -> Settings:
-    """Replay with the recording's model, tool mode and temperature unless told otherwise
-    (each shapes the keys).
-
-    The tool mode decides what each request carries (tools or a response_format), so a replay
-    in another mode would ask questions the recording never saw: the recording's wins over
-    TINY_TOOL_MODE and the project file (set for live runs), and a --tool-mode flag naming
-    another is a ConfigError. A recording without a temperature (made before tiny sent one, or
-    without --temperature) replays sending none.
-    """
+    """Replay with the recording's model, tool mode and temperature unless told otherwise: each
+    shapes the keys (its tool mode wins over TINY_TOOL_MODE and the project file)."""
     _one_of(record, replay)
     if not replay:
         return settings
@@ -119,12 +112,6 @@ def _paths(replay: Replays) -> list[Path]:
     if replay is None:
         return []
     return [Path(replay)] if isinstance(replay, str | Path) else [Path(p) for p in replay]
-
-
-def _upgrader(paths: list[Path]) -> ExchangeSource:
-    if len(paths) != 1:
-        raise ConfigError("--upgrade needs --replay with exactly one recording: the one to rewrite")
-    return Upgrader.open(paths[0])
 
 
 def _resumed(settings: Settings, resume: Sequence[Path]) -> Replayer | None:

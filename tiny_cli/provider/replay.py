@@ -1,38 +1,20 @@
 """Record and replay model exchanges: a run on a real endpoint, reproduced offline, bit for bit.
 
-A recording is a JSONL file: one header line (format, tiny version, model, endpoint host, tool
-mode, temperature: absent or null when none was sent), then one line per model exchange: the
-run it belongs to (e.g. ``onboarding/tiny/0``), the card that asked (`ChatRequest.agent`), its
-key, the body exactly as it was sent (in its order, volatile values masked) and the answer (or
-the provider error). A bench adds its making to the header once the run ends: its options, the
-digests of its tasks and cards, and every routing decision it used (tiny_cli.bench.making), so
-that a replay needs no flag and no embedder.
-
-Requests are matched by a canonical form of their ChatRequest's parts in which values that
-change from run to run are replaced by stable placeholders, in its strings (in its JSON text a
-value JSON escapes, a Windows path, would not be found): the loopback page server's URL
-(``{site}``), the run's scratch home (``{home}``), artifact handles (``{artifact1}``, … in the
-order they first appear in the request) and ISO timestamps (``{time}``, e.g. a CRM record's
-``created_at``); in a string that is JSON itself (a tool call's ``arguments``), the values as
-JSON escapes them (tiny_cli.provider.volatile). Answers are stored with the same placeholders
-and filled in with this run's values on replay, so a replayed model asks for this run's page
-server. Each (run, key) holds a FIFO of answers, so repeats and concurrent runs replay
+A recording is a JSONL file (docs/bench.md, "Record and replay"): one header line (format, tiny
+version, model, endpoint host, tool mode, temperature, and a bench's making once it ends), then
+one line per exchange: its run, the card that asked, its key, the body as sent and the answer
+(or the provider error). A request's key hashes its ChatRequest's parts with the values that
+change from run to run masked (tiny_cli.provider.volatile); answers are stored masked too, and
+each (run, key) holds a FIFO of answers, so repeats and concurrent runs replay
 deterministically. A replay opens no connection to any model server.
 
-Every line is written through the secret scrubber (tiny_cli.secrets): a tool result in a later
-request, or an answer, that holds an API key is stored with [redacted] in its place. A request's
-key is taken before scrubbing, so a replay that sees the same tool results still matches it, with
-no key set; a request that held a secret is filed under the key of its scrubbed form too, so a
-run whose model echoed the key, replayed from the answer stored [redacted], matches as well.
-The file itself is read bounded (its header, each exchange checked, answers as JSON).
+Every line goes through the secret scrubber (tiny_cli.secrets). A key is taken before
+scrubbing; a request that held a secret is filed under its scrubbed form's key too, so a run
+whose model echoed the key, replayed from the answer stored [redacted], matches as well.
 
-A recording made before tiny kept its making (the bench's options, the digests of its tasks and
-cards, the routing decisions) replays only with the flags it was made with, and its routing is
-recomputed by an embedder whose last digits differ from one CPU to another. `tiny bench
---replay OLD [the flags it was made with] --upgrade` replays it and rewrites it in place: the
-same header plus the making, and each exchange with its answer unchanged and the body as this
-replay sent it (the key matched, so it is the recorded request, in tiny's own order). Nothing
-is written unless every recorded exchange was asked for.
+`tiny bench --replay OLD [its flags] --upgrade` rewrites a recording made before tiny kept its
+making: the header plus the making, each body as this replay sent it; nothing is written unless
+every recorded exchange was asked for.
 """
 
 from __future__ import annotations
@@ -237,10 +219,7 @@ def canonical_request(
     request: ChatRequest, volatile: Volatile, scrub: Scrubber | None = None
 ) -> str:
     """Return the request's parts as stable JSON text: sorted keys, run-specific values masked;
-    with `scrub`, scrubbed as a recording stores them.
-
-    The optional parts appear only when set, so older recordings keep their keys.
-    """
+    with `scrub`, scrubbed as a recording stores them."""
     parts = request.parts() if scrub is None else scrub.document(request.parts())
     return _stable(parts, volatile, sort_keys=True, separators=(",", ":"))
 
@@ -346,15 +325,14 @@ class Recorder(ExchangeSource):
         tool_mode: str | None = None,
         wall_scale: float = 1.0,
         resume: Replayer | None = None,
-        scrub: Scrubber | None = None,
         temperature: float | None = None,
     ) -> None:
         self._inner, self.path, self.model, self.host = inner, Path(path), model, host
         self._resume = resume  # earlier recordings: their answers are reused, not asked again
-        self._scrub = scrubber() if scrub is None else scrub  # default: the environment's keys
+        self._scrub = scrubber()  # the environment's keys
         self.resumed = 0
         self._lock = threading.Lock()
-        header = {
+        self._header: dict[str, Any] = {  # written again, with its notes, when closed
             "tiny_recording": RECORDING_FORMAT,
             "tiny_version": __version__,
             "model": model,
@@ -365,8 +343,7 @@ class Recorder(ExchangeSource):
             "temperature": temperature,  # None: none sent, the server sampled at its default
         }
         if resume is not None:  # which answers came from where: the files, by name only
-            header["resumed_from"] = [p.name for p in resume.paths]
-        self._header: dict[str, Any] = header  # written again, with its notes, when closed
+            self._header["resumed_from"] = [p.name for p in resume.paths]
         # written beside the target and renamed into place when the command ends with at
         # least one exchange: a run that fails early never truncates an older recording
         self._partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
@@ -375,7 +352,7 @@ class Recorder(ExchangeSource):
         self._kept: Path | None = None  # where Ctrl-C's exchanges went, once closed
         self._failed: OSError | None = None  # a write the disk refused: nothing is kept
         self._file = self._open()
-        self._write(header)  # a .partial left by a crash is a recording too (for --resume)
+        self._write(self._header)  # a .partial left by a crash is a recording too (for --resume)
 
     def _open(self) -> IO[str]:
         """Open the partial file, once the target and its interrupted twin are ours to write."""
@@ -403,22 +380,15 @@ class Recorder(ExchangeSource):
             probe()
 
     def close(self, keep: bool = True, finished: bool = True) -> None:
-        """Close the file, move it into place if it holds exchanges, close the endpoint.
-
-        With `keep` false (Ctrl-C, SIGTERM) the exchanges so far are not thrown away, and
-        not put where a finished recording goes either: they go to `NAME.interrupted.jsonl`,
-        the file a later `--resume` names so that no answer is asked for twice. An earlier
-        interrupted recording there is kept as it is (it may hold answers this run had not
-        reused yet): this one goes to the first free `NAME.interrupted.N.jsonl` (N from 2).
-        """
+        """Close the file, move it into place if it holds exchanges, close the endpoint; with
+        `keep` false (Ctrl-C, SIGTERM) it goes to a free interrupted name (`_interrupted`)."""
         close = getattr(self._inner, "close", None)
         if close is not None:
             close()
         with self._lock:
             self._file.close()
-            # a bench whose every task abstained asked nothing, but its header (the tasks'
-            # routes and digests) is what its replay needs: kept when the command `finished`
-            # with notes made (one that failed early never truncates an older recording)
+            # a bench whose every task abstained asked nothing, yet its replay needs the header's
+            # notes: kept when the command `finished` (one that failed early never truncates)
             empty = not self._exchanges and not (keep and finished and self._noted)
             if empty or self._failed is not None:  # after a failed write no part is kept
                 self._partial.unlink(missing_ok=True)
@@ -535,11 +505,12 @@ class Recorder(ExchangeSource):
 class Replayer(ExchangeSource):
     """Answer every request from a recording; a request it does not hold is a ReplayError."""
 
-    def __init__(self, path: Path, header: dict[str, Any], entries: Iterable[dict[str, Any]]):
-        self.path, self.model, self.host = path, header.get("model"), header.get("base_url") or ""
-        self.header = header
+    def __init__(
+        self, paths: Sequence[Path], header: dict[str, Any], entries: Iterable[dict[str, Any]]
+    ) -> None:
+        self.paths, self.path, self.header = tuple(paths), paths[0], header
+        self.model, self.host = header.get("model"), header.get("base_url") or ""
         self._scrub = scrubber()  # the environment's keys, as a recording's default
-        self.paths: tuple[Path, ...] = (path,)
         self._entries = list(entries)
         self._left = set(range(len(self._entries)))  # the exchanges no request has taken yet
         # (run, key) → its exchanges in order, under each key they were filed by
@@ -565,9 +536,7 @@ class Replayer(ExchangeSource):
             headers.append(_header(one, lines[0] if lines else None))
             entries += [_entry(one, n, line) for n, line in lines[1:]]
         same_endpoint(paths, headers)
-        replayer = cls(paths[0], headers[0], entries)
-        replayer.paths = tuple(paths)
-        return replayer
+        return cls(paths, headers[0], entries)
 
     def recorded(self, part: str) -> Any:
         """A part of the (first) recording's header, e.g. `bench`, `digests` or `routes`."""
@@ -591,10 +560,7 @@ class Replayer(ExchangeSource):
         return ", ".join(str(p) for p in self.paths)
 
     def reuse(self, label: _RunLabel, request: ChatRequest) -> dict[str, Any] | None:
-        """Pop this run's recorded answer to `request` for a resumed recording, masked.
-
-        A recorded error is skipped: a request that failed or timed out is asked again.
-        """
+        """Pop this run's recorded answer to `request`, masked; a recorded error is asked again."""
         _, entry = self._take(label, request, answered=True)
         return None if entry is None else dict(entry["completion"])
 
@@ -695,9 +661,6 @@ def read_header(path: Path) -> dict[str, Any]:
     return _header(Path(path), next(_read_lines(Path(path)), None))
 
 
-# --- helpers ------------------------------------------------------------------------------
-
-
 def _refuse_foreign(path: Path, why: str = "--record does not replace it") -> None:
     """A file there that holds something and is no recording is the user's: never replaced."""
     if not path.is_file() or path.stat().st_size == 0:
@@ -746,11 +709,10 @@ DROPPED = ("request", "body")  # the old copy of the request: replaced by the bo
 class Upgrader(Replayer):
     """A Replayer that writes its recording again, with the making noted during the run."""
 
-    def __init__(self, path: Path, header: dict[str, Any], entries: Any) -> None:
-        super().__init__(path, header, entries)
+    def __init__(self, paths: Sequence[Path], header: dict[str, Any], entries: Any) -> None:
+        super().__init__(paths, header, entries)
         self._notes: dict[str, Any] = {}
         self._rewritten: list[dict[str, Any]] = []
-        self._write_lock = threading.Lock()
 
     @classmethod
     def open(cls, path: Path) -> Upgrader:
@@ -763,13 +725,13 @@ class Upgrader(Replayer):
         entry = self.popped(label, request)
         first = {k: entry[k] for k in KEPT if k in entry}
         rest = {k: v for k, v in entry.items() if k not in (*KEPT, *DROPPED)}
-        with self._write_lock:
+        with self._lock:
             self._rewritten.append({**first, "body": sent_body(request, label.volatile), **rest})
         return self.replayed(label, entry)
 
     def note(self, part: str, value: Any) -> None:
         """Keep `value` as `part` of the upgraded header."""
-        with self._write_lock:
+        with self._lock:
             self._notes[part] = value
 
     def written_to(self) -> Path | None:

@@ -1,13 +1,12 @@
 """Values that change from run to run (the page server's URL, the scratch home, artifact
 handles), written as stable placeholders in a recording and filled in with this run's values
-on replay (tiny_cli.provider.replay).
+on replay.
 
 A value is replaced in a structure's strings, never in its JSON text, where a value JSON
-escapes (a Windows path's backslashes, a quote) would not be found. A string that is JSON
-itself (a tool call's `arguments`, a JSON tool result) holds the values JSON-escaped: there
-the escaped forms are masked and filled in escaped, so a call recorded in `/tmp/…` replays in
-`C:\\Users\\…` as valid JSON. Its `\\u` form (`\\u00eb` for ë) has a placeholder of its own,
-`{home:ascii}`, so it comes back as it was written; a request's key counts both as `{home}`.
+escapes (a Windows path's backslashes) would not be found. In a string that is JSON itself (a
+tool call's `arguments`) the escaped forms are masked and filled in escaped, so a call recorded
+in `/tmp/…` replays in `C:\\Users\\…` as valid JSON; the `\\u` form has a placeholder of its
+own, `{home:ascii}`, so it comes back as it was written (a request's key counts it as `{home}`).
 """
 
 from __future__ import annotations
@@ -52,9 +51,8 @@ class Volatile:
         return _swapped(text, [*fills, *self._ascii_forms])
 
     def key_mask(self, text: str) -> str:
-        """`mask` with one placeholder for both escaped forms of a value: a request's key (and a
-        bench report's field) is the same whether this run's values hold characters JSON
-        escapes or not."""
+        """`mask` with one placeholder for both escaped forms of a value: a request's key is the
+        same whether this run's values hold characters JSON escapes or not."""
         text = self.mask(text)
         for _, placeholder in self.pairs if self._escaped else ():
             text = text.replace(_ascii_tagged(placeholder), placeholder)
@@ -87,8 +85,7 @@ class Volatile:
 
     @cached_property
     def _ascii_forms(self) -> tuple[tuple[str, str], ...]:
-        """Each tagged placeholder and the \\u form it stands for: filled in whatever this run's
-        values are (the same as the value where it needs no escape)."""
+        """Each tagged placeholder and the \\u form it stands for, whatever the values are."""
         return tuple((_ascii_tagged(p), a) for _, p, _, a in self._forms)
 
 
@@ -119,8 +116,7 @@ NO_VOLATILE = Volatile()
 
 
 def each_string(data: Any, change: Callable[[str], str]) -> Any:
-    """JSON-ready `data` with `change` made to every string in it, keys too: in its JSON text a
-    value JSON escapes (a Windows path's backslashes, a quote) would not be found."""
+    """JSON-ready `data` with `change` made to every string in it, keys too."""
     if isinstance(data, dict):
         return {each_string(k, change): each_string(v, change) for k, v in data.items()}
     if isinstance(data, list | tuple):
