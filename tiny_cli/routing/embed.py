@@ -20,7 +20,7 @@ import sqlite3
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -195,11 +195,7 @@ class HashingEmbedder:
 
 
 class VectorCache:
-    """Vectors in one SQLite file under `directory`, keyed by embedder fingerprint and text.
-
-    Only missing texts are embedded; each write is one transaction, so a crash never leaves
-    half a vector behind. `directory=None` keeps vectors in memory only.
-    """
+    """Vectors in one SQLite file under `directory` (None: in memory), by embedder and text."""
 
     def __init__(self, directory: Path | None) -> None:
         self.path = None if directory is None else directory / CACHE_FILE
@@ -212,15 +208,9 @@ class VectorCache:
         progress: Progress | None = None,
         keep: bool = True,
     ) -> np.ndarray:
-        """Return the vectors of `texts`, embedding (and storing) only the ones not cached.
-
-        Missing texts are embedded and committed STORE_BATCH at a time, so an interrupted
-        build keeps what it did; `progress(done, total)` hears of each batch. `keep=False`
-        does not keep them in memory too (a card set's texts, needed once): the array
-        returned is then the caller's alone. One embedder's vectors are all one size: a
-        cached row of another size is embedded again; an embedder that sends another size
-        than its cached vectors is an EmbedderError, and nothing of it is stored.
-        """
+        """Return the vectors of `texts`, embedding (and storing) only the ones not cached."""
+        # committed STORE_BATCH at a time (one transaction each), so an interrupted build keeps
+        # what it did; `keep=False` (texts needed once): the array returned is the caller's
         tag = fingerprint(embedder)
         keys = [_cache_key(tag, text) for text in texts]
         size, found = self._cached(tag, keys)
@@ -244,11 +234,9 @@ class VectorCache:
         return stacked
 
     def _cached(self, tag: str, keys: list[str]) -> tuple[int | None, dict[str, np.ndarray]]:
-        """The size `tag`'s vectors have, and those of `keys` held in memory or on disk.
-
-        The size is the one the file records, else the most common among the rows found
-        (a file an older tiny wrote records none); a row of another size is left out.
-        """
+        """The size `tag`'s vectors have, and those of `keys` held in memory or on disk."""
+        # the size the file records, else the most common among the rows found (a file an
+        # older tiny wrote records none); a row of another size is left out
         found = {k: self._memory[k] for k in keys if k in self._memory}
         size, loaded = self._load(tag, [k for k in set(keys) if k not in found])
         found.update(loaded)
@@ -265,8 +253,7 @@ class VectorCache:
         )
 
     def _load(self, tag: str, keys: list[str]) -> tuple[int | None, dict[str, np.ndarray]]:
-        """The size the file records for `tag` (None if none), and the sound rows of `keys`:
-        a damaged row (not float32 bytes of that size) is left out, so it is embedded again."""
+        """The size the file records for `tag` (None if none), and the sound rows of `keys`."""
         if self.path is None or not keys:
             return None, {}
         try:
@@ -285,9 +272,8 @@ class VectorCache:
         return size, {k: np.frombuffer(v, dtype="<f4") for k, v in sound.items()}
 
     def _store(self, tag: str, size: int, vectors: dict[str, np.ndarray]) -> int:
-        """Write `tag`'s vectors in one transaction unless the file records another size for
-        it; return the size it records. A cache file that cannot be written (a read-only
-        folder, a full disk) is skipped, as the router state is: the vectors are only not kept."""
+        """Write `tag`'s vectors unless the file records another size; return the size it does."""
+        # a cache file that cannot be written (a read-only folder, a full disk) is skipped
         if self.path is None:
             return size
         try:
@@ -321,26 +307,20 @@ class CachedEmbedder:
 
 @contextmanager
 def _opened(path: Path, *, writing: bool = False) -> Iterator[sqlite3.Connection]:
-    """Open the cache file; turn a SQLite failure into a ConfigError naming the file, except,
-    when `writing`, one saying the file cannot be written: that is no damage, it is re-raised."""
-    db = None
+    """Open the cache file; a SQLite failure is a ConfigError, but CANNOT_WRITE when `writing`."""
     try:
-        db = sqlite3.connect(path, timeout=CACHE_TIMEOUT_SECONDS)
-        yield db
+        with closing(sqlite3.connect(path, timeout=CACHE_TIMEOUT_SECONDS)) as db:
+            yield db
     except sqlite3.Error as exc:
         if writing and (exc.sqlite_errorname or "").startswith(CANNOT_WRITE):
             raise
         raise ConfigError(
             f"{path}: not a usable vector cache ({exc}); delete it to rebuild"
         ) from exc
-    finally:
-        if db is not None:
-            db.close()
 
 
 def _write(db: sqlite3.Connection, tag: str, size: int, rows: list[tuple[str, bytes]]) -> int:
-    """Store `rows` if the file records `size` for `tag`, or none yet; return the size it
-    records (the caller's when it recorded none, or a damaged one)."""
+    """Store `rows` if the file records `size` for `tag`, or none yet; return the size it does."""
     db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
     db.execute("CREATE TABLE IF NOT EXISTS sizes (tag TEXT PRIMARY KEY, dim INTEGER NOT NULL)")
     # a write first: the transaction takes the write lock before it reads, so two processes

@@ -7,7 +7,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,9 +36,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class AlsoRight:
-    """What else counts as right for a labelled task besides its expected card: the cards its
-    line names as `acceptable`, and every card that allows the tool it expects (`expected_tool`,
-    or a bench task's `expect_call.name`)."""
+    """What else counts as right for a task: its `acceptable` cards, each card allowing its tool."""
 
     cards: frozenset[str] = frozenset()
     tool: str | None = None
@@ -54,11 +52,7 @@ class SweepPoint:
 
     def to_json(self) -> dict[str, float | None]:
         """Return this point as plain JSON numbers (null: no task to measure it on)."""
-        return {
-            "threshold": rounded(self.threshold),
-            "in_scope_accuracy": _rounded(self.in_scope_accuracy),
-            "abstain_recall": _rounded(self.abstain_recall),
-        }
+        return {name: _rounded(value) for name, value in asdict(self).items()}
 
 
 @dataclass(frozen=True)
@@ -74,32 +68,18 @@ class CardQuality:
 
     def to_json(self) -> dict[str, Any]:
         """Return this row as plain JSON types."""
-        return {
-            "agent_id": self.agent_id,
-            "tasks": self.tasks,
-            "routed": self.routed,
-            "recall": _rounded(self.recall),
-            "precision": _rounded(self.precision),
-            "lost_to_abstain": self.lost_to_abstain,
-        }
+        rates = {"recall": _rounded(self.recall), "precision": _rounded(self.precision)}
+        return {**asdict(self), **rates}
 
 
 @dataclass(frozen=True)
 class EvalReport:
-    """Routing quality on a labelled task file.
-
-    `top1_in_scope` counts an in-scope task as right only when it is routed (not abstained)
-    to a right card: the expected one, or one its `AlsoRight` names; `top1_never_abstain`
-    only asks whether the best card is right, so the two together tell ranking from the
-    abstain rule; `topk_never_abstain`, whether a right card is among the first k. A rate
-    over an empty group (no in-scope task, none that must abstain, none abstained) is None;
-    so is `best_at_target` when no task must abstain.
-    """
+    """Routing quality on a labelled task file; a rate over an empty group is None."""
 
     n: int
     several_right: int  # in-scope tasks with more than one right card
-    top1_in_scope: float | None
-    top1_never_abstain: float | None
+    top1_in_scope: float | None  # routed (not abstained) to a right card
+    top1_never_abstain: float | None  # the best card is right: with the above, ranking apart
     topk_never_abstain: tuple[tuple[int, float | None], ...]  # (k, share) for each k of RANKS
     accuracy: float
     abstain_precision: float | None
@@ -149,15 +129,9 @@ def load_eval_file(path: Path) -> list[tuple[str, str | None]]:
 
 
 def read_eval_file(path: Path, known: Collection[str] | None = None) -> EvalTasks:
-    """Read labelled tasks, each bad line an error of its own and the rest kept; with `known`
-    (the cards loaded), a line that expects another card is one too.
-
-    JSONL lines `{"task": ..., "expected": card id or null}` (null means abstain), or the
-    bench's task files as they are: JSONL or a YAML list whose entries name
-    `expected_agent`. A line may also name what else counts as right: `acceptable`, a list
-    of card ids, and `expected_tool` (a bench task's `expect_call.name`), a tool whose every
-    card is right.
-    """
+    """Read labelled tasks, each bad line (one expecting a card not in `known`) an error."""
+    # JSONL `{"task": ..., "expected": card id or null}`, or a bench task file as it is (JSONL
+    # or YAML naming `expected_agent`); `acceptable` and `expected_tool` also count as right
     entries = _eval_entries(path)
     labelled, also, errors = [], [], []
     for where, entry in entries:
@@ -175,12 +149,8 @@ def read_eval_file(path: Path, known: Collection[str] | None = None) -> EvalTask
 
 
 def evaluate(router: Router, labelled: Labelled, also: Sequence[AlsoRight] = ()) -> EvalReport:
-    """Route every labelled task once and measure ranking, abstention, each card and a sweep.
-
-    `also`, one per task when given: what else counts as right for it (`AlsoRight`). Every
-    figure is of the decision the router makes: a task taught in learned.jsonl goes where it
-    was taught, whatever its score and ranking, at the threshold in use and in the sweep.
-    """
+    """Route every labelled task once and measure ranking, abstention, each card and a sweep."""
+    # every figure is of the router's decision: a taught task goes where it was taught
     if not labelled:
         raise ConfigError("nothing to evaluate: the eval set is empty")
     also = tuple(also) or (AlsoRight(),) * len(labelled)
@@ -234,9 +204,8 @@ def _rounded(value: float | None) -> float | None:
 def _right_cards(
     router: Router, labelled: Labelled, also: Sequence[AlsoRight]
 ) -> list[frozenset[str]]:
-    """Each task's right cards: none for a task that must abstain. A card allows the tools
-    its `tools` lists, by the name the card writes (`time.get_current_time`) or the one the
-    model is offered (`time__get_current_time`); its declared functions are listed too."""
+    """Each task's right cards: none for a task that must abstain."""
+    # a tool by the name the card writes (`time.get_current_time`) or the model's (`time__...`)
     allowing: dict[str, set[str]] = {}
     for card in router.cards:
         for name in {*card.tools, *map(original, card.tools)}:
@@ -415,12 +384,8 @@ def _sweep(outcomes: _Outcomes, threshold: float) -> tuple[SweepPoint, ...]:
 
 
 def _best_at_target(o: _Outcomes) -> SweepPoint | None:
-    """Return the threshold with the best in-scope accuracy among those reaching the target.
-
-    Every gap between two distinct scores is a candidate (its midpoint), so this is exact,
-    not a grid's guess, and the threshold sits between the tasks it separates. Taught tasks
-    count the same at every threshold.
-    """
+    """Return the threshold with the best in-scope accuracy among those reaching the target."""
+    # exact, not a grid's guess: every gap between two distinct scores is a candidate
     must_abstain, in_scope = int((~o.scope).sum()), int(o.scope.sum())
     if not must_abstain or not in_scope:
         return None
@@ -448,8 +413,7 @@ def _per_card(
     got: Sequence[str | None],
     right: Sequence[frozenset[str]],
 ) -> tuple[CardQuality, ...]:
-    """Each card: of the tasks expecting it, how many went to a right card; of the tasks
-    routed to it, how many it was right for."""
+    """Each card's recall (to a right card) of its tasks, and precision of those routed to it."""
     rows = []
     for card_id in router.ids:
         mine = [i for i, want in enumerate(expected) if want == card_id]

@@ -138,8 +138,8 @@ class Learned:
         return replace(self, examples=examples, out_of_scope=out, generated=made)
 
     def every_example(self) -> Learned:
-        """Return these examples with the generated ones after each card's taught ones (for
-        counting and cross-validation; the router reads them apart: `with_learned`)."""
+        """Return these examples with each card's generated ones after its taught ones."""
+        # for counting and cross-validation; the router reads them apart (`with_learned`)
         if not self.generated:
             return self
         cards = sorted({*self.examples, *self.generated})
@@ -204,8 +204,7 @@ class Learned:
 
 @dataclass(frozen=True)
 class Lesson:
-    """What `tiny learn FILE` read: labelled tasks at their lines, and a learned file's
-    generated lines (by card, with each card's key)."""
+    """What `tiny learn FILE` read: labelled tasks at their lines, a learned file's generated."""
 
     labelled: tuple[tuple[str, str | None], ...]
     path: Path | None = None  # the file read; None: tasks from elsewhere (corrections)
@@ -241,9 +240,9 @@ def normalise(task: str) -> str:
 
 
 def load_learned(folder: Path, check_generated: bool = True) -> Learned:
-    """Read `folder`'s learned.jsonl; an empty Learned when there is none. Not
-    `check_generated`: a generated line's task is read as written, even one route refuses
-    (an older tiny wrote it), so that `tiny learn --prune-generated` can remove it."""
+    """Read `folder`'s learned.jsonl; an empty Learned when there is none."""
+    # not `check_generated`: a generated task route refuses (an older tiny wrote it) is read
+    # as written, so that `tiny learn --prune-generated` can remove it
     path = folder / LEARNED_FILENAME
     if not path.is_file():
         return Learned(path)
@@ -257,8 +256,7 @@ def load_learned(folder: Path, check_generated: bool = True) -> Learned:
 
 
 def load_lesson(path: Path) -> Lesson:
-    """Read a `tiny learn` file: JSONL `{"task": ..., "card": ID | null}` (a header is skipped);
-    a learned file's generated lines are kept apart, as generated."""
+    """Read a `tiny learn` file: JSONL `{"task": ..., "card": ID | null}`, its header skipped."""
     _, lines = _read(path, strict=False)  # not rewritten: a field tiny ignores may stay
     if not lines:
         raise ConfigError(f"{path}: no examples to learn")
@@ -294,8 +292,7 @@ def merge(
 
 
 def _by_task(learned: Learned) -> tuple[dict[str, tuple[str, str | None]], list[str]]:
-    """The file's first line of each task (normalised) with its label, and the later lines'
-    tasks: a task taught twice under one label (`tiny validate`'s `taught twice`)."""
+    """Each task's (normalised) first line with its label, and the tasks of later lines."""
     every: list[tuple[str, str | None]] = [(t, c) for c, ts in learned.examples.items() for t in ts]
     every += [(t, None) for t in learned.out_of_scope]
     first: dict[str, tuple[str, str | None]] = {}
@@ -310,10 +307,8 @@ def _by_task(learned: Learned) -> tuple[dict[str, tuple[str, str | None]], list[
 
 
 def carry_generated(learned: Learned, lesson: Lesson, cards: Sequence[Card]) -> tuple[Learned, int]:
-    """Put `lesson`'s generated lines in as generated (a learned FILE's, or a card's answer to
-    `--generate`), each card's replacing the card's own, less a copy of a taught, out-of-scope
-    or card's own example, or of another card's generated one, and less a line `--generate`
-    would not write (`usable_generated`). Return the file and how many lines were kept."""
+    """Put `lesson`'s generated lines in, each card's replacing its own; return how many stay."""
+    # less a copy of any other example, and less a line `--generate` would not write
     known = {card.id for card in cards}
     for card in lesson.generated:
         if card not in known:  # no path: `unknown_card` finds FILE's line
@@ -337,9 +332,8 @@ def carry_generated(learned: Learned, lesson: Lesson, cards: Sequence[Card]) -> 
 
 
 def usable_generated(task: str) -> bool:
-    """Tell whether `task` is a request a model may write as a generated example: one `tiny
-    route` takes (a letter or digit), at most MAX_GENERATED_CHARS, no half of a UTF-16 pair
-    (JSON allows `"\\ud800"`; no file can hold it)."""
+    """Tell whether a model may write `task` as a generated example: one `tiny route` takes."""
+    # no half of a UTF-16 pair: JSON allows `"\ud800"`, no file can hold it
     try:
         check_task(task)
     except ConfigError:
@@ -372,22 +366,19 @@ def _learned_card(card: Card, learned: Learned) -> Card:
 
 
 def write_learned(learned: Learned) -> None:
-    """Write the file atomically (a temporary file beside it, then a rename); never a link.
-    ConfigError, writing nothing, for a file larger than its readers read."""
+    """Write the file atomically, never through a link; ConfigError when too large to read."""
     text = learned._lines()
     _refuse_too_large(learned.path, text)
     write_text(learned.path, text)
 
 
 def check_size(learned: Learned) -> None:
-    """ConfigError when the file of `learned` (its header aside) would be larger than its
-    readers read: checked before deriving a threshold, which embeds every example."""
+    """Refuse a file too large to read before a threshold is derived (embedding every example)."""
     _refuse_too_large(learned.path, learned._lines(header=False))
 
 
 def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
-    """Check `folder`'s learned.jsonl: readable, known cards, no task taught twice; every bad
-    line's problem, in line order."""
+    """Return every bad line's problem in `folder`'s learned.jsonl, in line order."""
     path = folder / LEARNED_FILENAME
     if not path.is_file():
         return []
@@ -401,8 +392,7 @@ def check_learned(folder: Path, cards: Sequence[Card]) -> list[Problem]:
 
 
 def _labels_checked(path: Path, labelled: Sequence[_Line], cards: Sequence[Card]) -> list[Problem]:
-    """The problems of the lines read: an unknown card, another card's own example, a task
-    taught twice."""
+    """An unknown card, another card's own example, a task taught twice."""
     known = {card.id for card in cards}
     own = own_examples(cards)
     problems: list[Problem] = []
@@ -422,12 +412,8 @@ def _labels_checked(path: Path, labelled: Sequence[_Line], cards: Sequence[Card]
     return problems
 
 
-# --- helpers ------------------------------------------------------------------------------
-
-
 def _refuse_two_labels(path: Path, taught: Iterable[_Taught]) -> None:
-    """ConfigError for a task the file teaches under two labels (edited by hand, or merged in
-    git): routing would take one and a rewrite keep one, and the other line would be lost."""
+    """Refuse a task taught under two labels (a hand edit, a git merge): a rewrite loses one."""
     first: dict[str, tuple[int, str | None]] = {}
     for number, task, card in taught:
         at, label = first.setdefault(normalise(task), (number, card))
@@ -467,9 +453,7 @@ def _rebuild(learned: Learned, placed: Iterable[tuple[str, str | None]]) -> Lear
 def line_of_example(
     path: Path, card: str, task: str, scrub: Callable[[str], str] = str
 ) -> int | None:
-    """Return the line of `path` that teaches or generated `task` for `card`, as the router
-    read it (`scrub`bed of secrets); None: none, or the file cannot be read (`check_learned`
-    reports that)."""
+    """Return the line of `path` that teaches or generated `task` (`scrub`bed) for `card`."""
     for n, row in _rows_if_readable(path):
         said = row.get("task")  # read as the router reads it: blanks around it are no part
         if row.get("card") == card and isinstance(said, str) and scrub(said.strip()) == task:
@@ -478,8 +462,7 @@ def line_of_example(
 
 
 def unknown_card(path: Path, card_ids: Collection[str]) -> ConfigError | None:
-    """Return the error (`FILE:LINE: card: …`) of `path`'s first line naming a card not in
-    `card_ids`; None when none does, or when the file cannot be read again (a pipe)."""
+    """Return the error of `path`'s first line naming a card not in `card_ids`, if any."""
     for number, row in _rows_if_readable(path):
         card = row.get("card")
         if isinstance(card, str) and card not in card_ids and row.get("kind") != HEADER_KIND:
@@ -488,8 +471,6 @@ def unknown_card(path: Path, card_ids: Collection[str]) -> ConfigError | None:
 
 
 def _refuse_too_large(path: Path, text: str) -> None:
-    """ConfigError when `text` is past MAX_LEARNED_BYTES: every reader of `path` would refuse
-    it (`larger than 16 MiB; not read`), `tiny learn --prune-generated` too."""
     size = len(text.encode())
     if size > MAX_LEARNED_BYTES:
         raise ConfigError(
@@ -526,9 +507,8 @@ def _read(
     problems: list[ConfigError] | None = None,
     check_generated: bool = True,
 ) -> tuple[dict, list[_Line]]:
-    """Read `path`: its header ({} if none) and its lines; ConfigError for a newer version and,
-    `strict` (the learned file, which tiny rewrites), for a field tiny does not know. Given
-    `problems`, a bad line's error goes there and the other lines are read."""
+    """Read `path`'s header ({} if none) and lines; `strict`: no field tiny would drop."""
+    # given `problems`, a bad line's error goes there and the other lines are read
     rows = _read_rows(path, problems)
     has_header = bool(rows) and rows[0][1].get("kind") == HEADER_KIND
     number, header = rows.pop(0) if has_header else (0, {})
@@ -541,7 +521,12 @@ def _read(
     if strict and has_header:
         with _noted(problems):
             _known(path, number, header, HEADER_FIELDS)
-    return header, _checked(path, rows, strict, problems, check_generated)
+    lines: list[_Line] = []
+    first: dict[str, tuple[int, str]] = {}  # card -> the line and key of its first generated
+    for number, row in rows:
+        with _noted(problems):
+            lines.append(_line(path, number, row, first, strict, check_generated))
+    return header, lines
 
 
 @contextmanager
@@ -587,31 +572,13 @@ _Line = tuple[int, str, str | None, str | None]  # number, task, card, a generat
 _Taught = tuple[int, str, str | None]  # number, task, card
 
 
-def _checked(
-    path: Path,
-    rows: list[tuple[int, dict[str, Any]]],
-    strict: bool = True,
-    problems: list[ConfigError] | None = None,
-    check_generated: bool = True,
-) -> list[_Line]:
-    """Read each line: an example, and its key when generated; `strict` (the learned file,
-    which tiny rewrites): no field tiny would drop. ConfigError for a line tiny would not
-    write back as it is, two keys of one card among them (into `problems`, if given)."""
-    lines: list[_Line] = []
-    first: dict[str, tuple[int, str]] = {}  # card -> the line and key of its first generated
-    for number, row in rows:
-        with _noted(problems):
-            lines.append(_line(path, number, row, first, strict, check_generated))
-    return lines
-
-
 def _line(
     path: Path,
     number: int,
     row: Mapping[str, Any],
     first: dict[str, tuple[int, str]],
     strict: bool,
-    check_generated: bool = True,
+    check_generated: bool,
 ) -> _Line:
     """Line `number` read: ConfigError for a line tiny would not write back as it is."""
     if strict:
@@ -629,8 +596,7 @@ def _line(
 
 
 def _key(path: Path, number: int, row: Mapping[str, Any], card: str | None) -> str | None:
-    """The key of a generated line, None for a taught one; ConfigError for a mark tiny would
-    drop or change on its next write."""
+    """The key of a generated line, None for a taught one; ConfigError for a mark tiny drops."""
     if "source" not in row and "key" not in row:
         return None
     source, key = row.get("source"), row.get("key")
@@ -661,8 +627,7 @@ def _shown(value: Any) -> str:
 def _split(
     lines: Iterable[_Line],
 ) -> tuple[list[_Taught], dict[str, tuple[str, ...]], dict[str, str]]:
-    """The taught lines (number, task, card); the generated ones' tasks by card, and each
-    card's key."""
+    """The taught lines; the generated ones' tasks by card, and each card's key."""
     taught: list[_Taught] = []
     made: dict[str, list[str]] = {}
     keys: dict[str, str] = {}
@@ -695,9 +660,7 @@ def _example(path: Path, number: int, row: Mapping[str, Any]) -> tuple[str, str 
 
 
 def _check_task(path: Path, number: int, task: str, generated: bool, learned: bool) -> None:
-    """ConfigError for a task route refuses: it is not learned, as it would slow every route.
-    In the learned file (`learned`: an older tiny wrote the line, or a hand edit did) the
-    error says how to take the line out, not how to type a task."""
+    """Refuse a task route refuses: learned, it would slow every route."""
     try:
         check_task(task)
     except ConfigError as exc:

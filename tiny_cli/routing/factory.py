@@ -1,28 +1,20 @@
 """The one way a router is built: from settings, cards, learned examples and an embedder.
 
 Every command that routes (route, delegate, serve, validate's overlap check, the bench)
-calls `build_router`. What it does not get it reads from the settings: the embedder they
-name, the learned examples beside the cards (scrubbed of the API key) and the threshold,
-given or derived (below). The router's state is cached by what it is built from
-(tiny_cli.routing.state).
+calls `build_router`; what it is not given it reads from the settings: the embedder, the
+learned examples beside the cards (scrubbed of the API key) and the threshold. The router's
+state is cached by what it is built from (tiny_cli.routing.state).
 
-The abstain threshold a cards folder derives from its own examples, and which one applies.
-
-With learned examples the fixed default stops fitting: the kNN view lifts in-scope scores,
-and the out-of-scope examples pull their neighbours down. `derive_threshold` cross-validates
-on the folder's own data: each fold's examples and out-of-scope examples are held out, the
-router is built from the rest, and the threshold is the lowest score that abstains on the
-target share of the held-out out-of-scope examples together with the shipped background
-of generic requests. The background is there because corrections are a biased sample: a
-user marks out of scope only what was routed, the hardest out-of-scope tasks; alone they
-set the threshold far too high (HWU64, 30 corrections per card: 2.06 where 0.5 reaches
-the target, top-1 0.71 instead of 0.88). Too few of them (`MIN_OUT_OF_SCOPE`):
-no derivation, and the default applies. A derived threshold is fresh while the examples,
-the embedder, the cards' routing views, their tools' texts and the router's version are the
-ones it was derived on (`threshold_basis`). Precedence: the settings' threshold (--threshold >
-TINY_THRESHOLD > the project file) > a fresh derived threshold > DEFAULT_THRESHOLD. The margin
-over the second card counts in the score only with a derived threshold, the one scale it was
-derived on.
+With learned examples the fixed default threshold stops fitting: the kNN view lifts
+in-scope scores, and the out-of-scope examples pull their neighbours down. So
+`derive_threshold` cross-validates on the folder's own data: the threshold is the lowest
+score that abstains on the target share of each fold's held-out out-of-scope examples
+together with the shipped background of generic requests, as corrections alone are a biased
+sample (docs/routing.md); with fewer than `MIN_OUT_OF_SCOPE` the default applies. A derived
+threshold is fresh while what it was derived on is unchanged (`threshold_basis`).
+Precedence: the settings' threshold (--threshold > TINY_THRESHOLD > the project file) > a
+fresh derived threshold > DEFAULT_THRESHOLD. The margin over the second card counts only
+with a derived threshold, the one scale it was derived on.
 """
 
 from __future__ import annotations
@@ -53,12 +45,7 @@ from tiny_cli.routing.examples_file import (
     normalise,
     with_learned,
 )
-from tiny_cli.routing.router import (
-    DEFAULT_THRESHOLD,
-    MARGIN_WEIGHT,
-    Router,
-    background_texts,
-)
+from tiny_cli.routing.router import DEFAULT_THRESHOLD, MARGIN_WEIGHT, Router, background_texts
 from tiny_cli.routing.state import STATE_VERSION, cards_key
 from tiny_cli.routing.tooltexts import ToolTexts, gathered
 from tiny_cli.secrets import scrubber
@@ -158,14 +145,12 @@ def _checked(settings: Any, cards: Any) -> tuple[Card, ...]:
 
 
 def folder_learned(settings: Settings) -> Learned:
-    """The cards folder's learned examples as a router reads them: a hand-added secret
-    reaches neither the router's cache nor --explain."""
+    """The cards folder's learned examples as a router reads them: scrubbed of secrets."""
     return load_learned(learned_folder(settings)).scrubbed(scrubber(settings.api_key))
 
 
 def stale_threshold(settings: Settings, cards: Sequence[Card], router: Router) -> str | None:
-    """What changed since the folder's threshold was derived, so that `router` (built by
-    build_router for `cards`) uses the default; None: fresh, given, or none derived."""
+    """Say why `router` (for `cards`) uses the default over a stale derived threshold, if so."""
     learned = folder_learned(settings)
     if settings.threshold is not None:
         return None
@@ -192,8 +177,8 @@ def embedder_for(s: Settings, transport: httpx.BaseTransport | None = None) -> E
 
 
 def learned_folder(s: Settings, *, writing: bool = False) -> Path:
-    """Return the folder whose learned.jsonl teaches the router: the cards folder. `writing`:
-    ConfigError where that is the seed cards tiny ships, there being no folder of the user's."""
+    """Return the folder whose learned.jsonl teaches the router: the cards folder."""
+    # `writing`: never into the seed cards tiny ships
     if writing and s.cards_dir != s.own_cards_dir():
         raise ConfigError(
             f"no cards folder here: {s.own_cards_dir()} does not exist, and learned.jsonl goes "
@@ -215,12 +200,7 @@ def learned_file(s: Settings) -> Path:
 def chosen_threshold(
     learned: Learned, embedder: Embedder, given: tuple[float | None, Origin | None], basis: Basis
 ) -> tuple[float, float, str]:
-    """The threshold a router uses, the margin's weight, and where the threshold comes from.
-
-    Precedence: `given` (the settings' threshold and where it was set: --threshold,
-    TINY_THRESHOLD, the project file) > a fresh derived one > the default.
-    `basis`: the keys of the cards and tool texts routed on, and the router (`threshold_basis`).
-    """
+    """The threshold a router uses, the margin's weight, and where the threshold comes from."""
     value, origin = given
     if value is not None:
         return value, 0.0, f"given by {origin or 'the settings'}"
@@ -231,9 +211,7 @@ def chosen_threshold(
 
 
 def threshold_basis(cards: Sequence[Card], tool_texts: ToolTexts | None) -> Basis:
-    """The keys of what a threshold is derived on besides the examples: the cards' routing
-    views (the router state's own hash), the tool texts those cards are routed by, and the
-    router's version."""
+    """The keys of the cards' routing views and tool texts, and the router's version."""
     ordered = sorted(cards, key=lambda card: card.id)  # the folder's order is no change
     return cards_key(ordered), (tool_texts or ToolTexts()).key(ordered), STATE_VERSION
 
@@ -246,8 +224,7 @@ def derive_threshold(
     *,
     tool_texts: ToolTexts | None = None,
 ) -> DerivedThreshold | None:
-    """Cross-validate the threshold on the folder's examples (each fold router reading
-    `tool_texts` as the real router does); None with too few out of scope."""
+    """Cross-validate the threshold on the folder's examples; None with too few out of scope."""
     if len(learned.out_of_scope) < MIN_OUT_OF_SCOPE:
         return None
     # the threshold is cross-validated on taught and generated examples, each held out as the
@@ -284,8 +261,7 @@ def _held_out_scores(
     cache_dir: Path | None,
     tool_texts: ToolTexts | None,
 ) -> tuple[list[float], list[float], list[tuple[float, bool]]]:
-    """Each fold's scores: its held-out out-of-scope examples, the background, and its
-    held-out examples (with whether the right card came first)."""
+    """Scores of each fold's held-out out-of-scope examples, the background, held-out examples."""
     outside: list[float] = []
     generic: list[float] = []
     inside: list[tuple[float, bool]] = []

@@ -24,12 +24,9 @@ MATRIX = ("data", "indices", "indptr")  # bm25s's score matrix, by word (compres
 
 
 def capabilities(summary: str) -> list[str]:
-    """Split the list of capabilities after a colon ("Handles X: a, b and c" → a, b, c).
-
-    Only a list of things the card does splits: never inside quotes or brackets, never at
-    the colon of a time ("9:30") or a URL, and never a list of values: quoted, numbers,
-    times, formats ("HH:MM"), or examples ("e.g. a, b").
-    """
+    """Split the list of capabilities after a colon ("Handles X: a, b and c" → a, b, c)."""
+    # never inside quotes or brackets, at a time's ("9:30") or a URL's colon, nor a list of
+    # values: quoted, numbers, times, formats ("HH:MM"), or examples ("e.g. a, b")
     items: list[str] = []
     for sentence in _split_free(summary.strip(), _SENTENCE_END):
         items += _listed(sentence.strip().rstrip(".!?"))
@@ -119,17 +116,11 @@ def _shielded(text: str) -> list[bool]:
 
 
 class Lexical:
-    """BM25 of a task against each card's texts, divided by the most its words could score.
-
-    bm25s builds the index; a task is scored from the index's matrix (one column of
-    per-card scores per word) with numpy, so a route from a saved state never imports bm25s
-    (most of its import goes to looking up its own version in the package metadata).
-    """
+    """BM25 of a task against each card's texts, divided by the most its words could score."""
 
     def __init__(self, documents: Sequence[str], owners: Sequence[int] | None = None) -> None:
-        """Index `documents`; with `owners` (each document's card, in runs) a card scores its
-        best document (a card's own text or one of its tools), else each document is a card."""
-        import bm25s  # here: only building an index needs it
+        """Index `documents`; with `owners` (each one's card, in runs) a card scores its best."""
+        import bm25s  # here: only building an index needs it (a route scores with numpy)
 
         tokens = [tokenize(d) for d in documents]
         self._words: list[frozenset[str]] | None = [frozenset(words) for words in tokens]

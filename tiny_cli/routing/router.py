@@ -259,8 +259,7 @@ class Router:
         return self.route_many([task], top)[0]
 
     def route_many(self, tasks: Sequence[str], top: int = DEFAULT_TOP) -> list[Decision]:
-        """Route many tasks, embedding them ROUTE_CHUNK at a time (each scores as it would
-        alone: tiny_cli.routing.space.each_row)."""
+        """Route many tasks, ROUTE_CHUNK at a time; each scores as it would alone (`each_row`)."""
         _check_top(top)
         if isinstance(tasks, str):  # routed as one task per character
             raise ConfigError("tasks: must be a list of tasks, got a string", field="tasks")
@@ -283,12 +282,7 @@ class Router:
         return np.concatenate(parts) if parts else np.zeros((0, len(self.ids)), np.float32)
 
     def confidence(self, scores: np.ndarray, out_of_scope: np.ndarray | None = None) -> np.ndarray:
-        """Return each row's abstain score: its best z plus a share of the margin, as a z.
-
-        The margin (a derived threshold's) is over the second card or the folder's out-of-scope
-        examples, whichever is closer; an out-of-scope example nearer than every card pulls the
-        score down whatever the threshold.
-        """
+        """Return each row's abstain score: its best z plus a share of the margin, as a z."""
         if out_of_scope is None:
             out_of_scope = np.full(len(scores), -np.inf, dtype=np.float32)
         return (_with_margin(self.margin, scores, out_of_scope) - self._conf_loc) / self._conf_scale
@@ -302,31 +296,17 @@ class Router:
         lexical = self._lexical.scores([task])[0]
         by_id = {card_id: i for i, card_id in enumerate(self.ids)}
         reasons = tuple(
-            self._reason(
-                by_id[c.agent_id], c.score, query[0], float(lexical[by_id[c.agent_id]]), task
-            )
+            self._reason(by_id[c.agent_id], c.score, query[0], lexical, task)
             for c in decision.candidates
         )
         said = _score_source(self, query[0], row[0])
         return Explanation(decision, reasons, self.threshold_source, self.tools.source, said)
 
     def overlaps(self) -> list[Overlap]:
-        """Find card texts whose nearest card, leaving the text itself out, is another card.
-
-        Closeness to a card is the best of the cosine to any of its texts and to the mean of
-        its texts; for the text's own card, both without the text itself.
-        """
-
+        """Find card texts whose nearest card, leaving the text itself out, is another card."""
         own, other, nearest = self._space.closeness()
         return [
-            Overlap(
-                self.ids[c],
-                kind,
-                text,
-                self.ids[nearest[i]],
-                float(own[i]),
-                float(other[i]),
-            )
+            Overlap(self.ids[c], kind, text, self.ids[nearest[i]], float(own[i]), float(other[i]))
             for i, (c, kind, text) in enumerate(self._space.flat)
             if other[i] > own[i] and kind != "tool"  # a tool's text is not the card's to edit
         ]
@@ -362,9 +342,9 @@ class Router:
         return (raw - self._loc) / self._scale
 
     def _reason(
-        self, card: int, score: float, query: np.ndarray, lexical: float, task: str
+        self, card: int, score: float, query: np.ndarray, lexical: np.ndarray, task: str
     ) -> Reason:
-        """Why `card` scored `score` for `task` (its row `query`): the text, words and tool."""
+        """Why `card` scored `score` for `task` (its rows `query`, `lexical`): text, words, tool."""
         near = self._space.nearest(card, query)
         return Reason(
             agent_id=self.ids[card],
@@ -372,7 +352,7 @@ class Router:
             cosine=near.cosine,
             source=near.source,
             text=near.text,
-            lexical=LEXICAL_WEIGHT * lexical,
+            lexical=LEXICAL_WEIGHT * float(lexical[card]),
             words=self._lexical.matched(task, card),
             nearest_example=near.example,
             nearest_example_cosine=near.example_cosine,
@@ -408,9 +388,9 @@ def _spread(values: np.ndarray) -> tuple[float, float]:
 
 
 def _with_margin(margin: float, scores: np.ndarray, out_of_scope: np.ndarray) -> np.ndarray:
-    """Each row's best z plus `margin` times its lead over the closer rival; an out-of-scope
-    example nearer than every card counts in full, margin or not (a taught "not this" holds
-    for its neighbours under any threshold)."""
+    """Each row's best z plus `margin` times its lead over the closer rival (the second card
+    or the out-of-scope examples); an out-of-scope example nearer than every card counts in
+    full, margin or not: a taught "not this" holds for its neighbours under any threshold."""
     best = scores.max(axis=1)
     rival = np.maximum(_second(scores), out_of_scope)
     lead = np.where(np.isfinite(rival), best - rival, 0.0)
@@ -426,8 +406,7 @@ def _second(scores: np.ndarray) -> np.ndarray:
 
 
 def _score_source(router: Router, query: np.ndarray, row: np.ndarray) -> str:
-    """Say what a task's abstain score is made of besides the best z: which margin, over which
-    rival; "" where it is the best z alone (no margin, no out-of-scope example nearer)."""
+    """Say what a task's abstain score is made of besides the best z ("": nothing)."""
     best = float(row.max())
     second = float(_second(row[None])[0])
     oos = float(router._z(router._oos_raw(query[None]))[0])
@@ -450,10 +429,8 @@ def _score_source(router: Router, query: np.ndarray, row: np.ndarray) -> str:
 
 
 def _lexical(texts: Sequence[Sequence[tuple[str, str]]]) -> Lexical:
-    """BM25 over each card's own texts and, apart, each of its tools: a card scores its best.
-
-    Its tools' texts joined into its document ranked a little worse on BFCL (docs/routing.md).
-    """
+    """BM25 over each card's own texts and, apart, each of its tools: a card scores its best."""
+    # its tools' texts joined into its document ranked a little worse on BFCL (docs/routing.md)
     documents: list[str] = []
     owners: list[int] = []
     for card, rows in enumerate(texts):
@@ -476,8 +453,7 @@ def routing_texts(
 
 
 def card_texts(card: Card) -> list[tuple[str, str]]:
-    """Return a card's routing texts as (kind, text): summary, capabilities, taught examples,
-    generated examples."""
+    """Return a card's routing texts as (kind, text): summary, capabilities, examples."""
     texts = [("summary", card_text(card))]
     texts += [("capability", item) for item in capabilities(card.summary)]
     texts += [("example", example) for example in card.examples]
@@ -493,8 +469,7 @@ def _card_space(
     knn: int,
     progress: Progress | None,
 ) -> CardSpace:
-    """Embed the card texts into their space, which overwrites the vectors: thousands of
-    cards' worth are held once, and not past the space's making."""
+    """Embed the card texts into their space, which overwrites the vectors (held only once)."""
     flat = [text for rows in texts for _, text in rows]
     vectors = cache.embed(embedder, flat, progress, keep=False)
     return CardSpace(texts, vectors, centre, knn, overwrite=True)
@@ -512,9 +487,8 @@ def background_vectors(embedder: Embedder, cache: VectorCache) -> np.ndarray:
     shipped = PACKAGE_DATA / BACKGROUND_VECTORS
     if shipped.is_file():
         with shipped.open("rb") as handle, np.load(handle) as data:
-            if str(data["fingerprint"]) == fingerprint(embedder) and str(data["text_sha"]) == _sha(
-                texts
-            ):
+            ours = str(data["fingerprint"]) == fingerprint(embedder)
+            if ours and str(data["text_sha"]) == _sha(texts):
                 return np.asarray(data["vectors"], dtype=np.float32)
     return cache.embed(embedder, texts)
 
@@ -528,9 +502,6 @@ def write_background_vectors(embedder: Embedder, path: Path) -> None:
         tmp, vectors=vectors, fingerprint=fingerprint(embedder), text_sha=_sha(texts)
     )
     tmp.replace(path)
-
-
-# --- helpers ------------------------------------------------------------------------------
 
 
 def _sha(texts: Sequence[str]) -> str:

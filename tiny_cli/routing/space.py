@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -115,8 +115,7 @@ class CardSpace:
         return unit(each_row(unit(vectors - self._centre), self._whiten))
 
     def semantic(self, projected: np.ndarray) -> np.ndarray:
-        """Return (tasks, cards): the best cosine to any of a card's vectors (its tools' too)
-        or its kNN view."""
+        """Return (tasks, cards): the best cosine to any of a card's vectors or its kNN view."""
         cosines = each_row(projected, self._vectors.T)
         tools = self._tool_mask
         # each card's vectors are contiguous, its summary first: max within each run
@@ -170,21 +169,17 @@ class CardSpace:
         return max(rows, key=lambda j: float(self.text_vectors[j] @ query), default=None)
 
     def closeness(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Return, per text: closeness to its own card, to the closest other card, which one.
-
-        In blocks of CLOSENESS_BLOCK texts, so memory grows with the texts, not their square
-        (10,000 cards' 30,000 texts would need a 3.6 GB matrix at once).
-        """
+        """Return, per text: closeness to its own card, to the closest other card, which one."""
+        # in blocks: 10,000 cards' 30,000 texts would need a 3.6 GB matrix at once
         vectors, labels = self.text_vectors, self.labels
         starts = np.flatnonzero(np.diff([-1, *labels]))  # each card's texts are contiguous
         sums = np.add.reduceat(vectors, starts, axis=0)
         means = unit(sums)
         sizes = np.diff([*starts, len(vectors)])
+        blocks = max(1, -(-len(vectors) // CLOSENESS_BLOCK))
         parts = [
             self._closeness_block(rows, starts, sums, means, sizes)
-            for rows in np.array_split(
-                np.arange(len(vectors)), max(1, -(-len(vectors) // CLOSENESS_BLOCK))
-            )
+            for rows in np.array_split(np.arange(len(vectors)), blocks)
         ]
         own, other, nearest = (np.concatenate(p) for p in zip(*parts, strict=True))
         return own, other, nearest
@@ -217,11 +212,9 @@ class CardSpace:
         for i, texts in enumerate(self.texts):
             rows = self.text_vectors[start : start + len(texts)]
             for row, (kind, text) in zip(rows, texts, strict=True):
-                if kind not in ("example", "generated"):
+                if kind not in ("example", "generated"):  # summary, capability or tool
                     vectors.append(row)
-                    source: Source = "summary" if kind == "summary" else "capability"
-                    source = "tool" if kind == "tool" else source
-                    owners.append(_Vector(i, source, text))
+                    owners.append(_Vector(i, cast(Source, kind), text))
             examples = [j for j, (kind, _) in enumerate(texts) if kind == "example"]
             if examples:
                 vectors.append(unit(rows[[0, *examples]].mean(axis=0)))
@@ -258,9 +251,9 @@ def nearest_mean(vectors: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
 
 
 def each_row(rows: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """`rows @ matrix`, a row at a time: BLAS rounds a product by its shape, so a task's row of
-    a batch's product would differ from its product alone in the last bits (enough to swap
-    two cards in a near tie); a row at a time, a task scores the same in any batch."""
+    """`rows @ matrix`, a row at a time, so a task scores the same in any batch."""
+    # BLAS rounds a product by its shape: a row of a batch's product would differ from the
+    # row's product alone in the last bits, enough to swap two cards in a near tie
     out = np.empty((len(rows), matrix.shape[1]), dtype=np.result_type(rows, matrix))
     for i, row in enumerate(rows):
         out[i] = row @ matrix
@@ -295,17 +288,11 @@ def _whitening(
 
 
 def _principal(
-    projected: np.ndarray,
-    means: np.ndarray,
-    labels: np.ndarray,
-    max_cells: int = SVD_MAX_CELLS,
+    projected: np.ndarray, means: np.ndarray, labels: np.ndarray, max_cells: int = SVD_MAX_CELLS
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Return the squared singular values of the residuals and their directions (as rows).
-
-    The thin SVD while the residuals are small; past SVD_MAX_CELLS the eigendecomposition of
-    their Gram matrix, summed block by block: the same values and directions in dim x dim
-    memory, the residuals never whole.
-    """
+    """Return the squared singular values of the residuals and their directions (as rows)."""
+    # past SVD_MAX_CELLS, the eigendecomposition of their Gram matrix summed block by block:
+    # the same values and directions in dim x dim memory, the residuals never whole
     count, dim = projected.shape
     if count * dim <= max_cells:
         residuals = (projected - means[labels]).astype(np.float64)
@@ -352,12 +339,9 @@ def space_parts(space: CardSpace) -> tuple[dict[str, np.ndarray], dict[str, Any]
 def space_from_parts(
     arrays: Mapping[str, np.ndarray], knn: int, texts: Callable[[], Mapping[str, Any]]
 ) -> CardSpace:
-    """Rebuild a CardSpace from `space_parts` without embedding or decomposing anything.
-
-    `texts()` gives the plain-JSON part (texts, owners); it is called only when a text is
-    needed (a route's explanation, an overlap): scoring needs the arrays alone, and at
-    10,000 cards reading the texts costs more than the rest of a route.
-    """
+    """Rebuild a CardSpace from `space_parts` without embedding or decomposing anything."""
+    # `texts()` is called only when a text is needed (an explanation, an overlap): at 10,000
+    # cards reading the texts costs more than the rest of a route
     space = _LoadedSpace.__new__(_LoadedSpace)
     space.knn = int(knn)
     space._read_texts = texts

@@ -58,11 +58,7 @@ class Saved:
 def state_key(
     cards: Sequence[Card], out_of_scope: Sequence[str], embedder: str, settings: Sequence[object]
 ) -> str:
-    """Hash everything a router is built from (`settings`: knn, margin, the background's sha).
-
-    A card counts by what routing reads of it: its id, summary, examples and tools (those it
-    declares by their description and parameters: tiny_cli.routing.tooltexts reads them).
-    """
+    """Hash everything a router is built from (`settings`: knn, margin, the background's sha)."""
     digest = hashlib.sha256(f"{STATE_VERSION}\0{embedder}\0{list(settings)!r}".encode())
     digest.update(_views(cards))
     digest.update(json.dumps(list(out_of_scope)).encode())
@@ -79,7 +75,7 @@ def _views(cards: Sequence[Card]) -> bytes:
 
 
 def _routing_view(card: Card) -> list[Any]:
-    """What the router reads of one card."""
+    """What the router reads of one card: id, summary, examples, tools, declared functions."""
     functions = [[f["name"], f.get("description"), f.get("parameters")] for f in card.functions]
     view = [card.id, card.summary, list(card.examples), list(card.tools), functions]
     # only when there are some: the view of a card without them is what it always was
@@ -118,7 +114,6 @@ def save_state(cache_dir: Path | None, key: str, saved: Saved) -> None:
     """Write the state for `key` atomically (a temporary folder, then a rename); prune old ones."""
     if cache_dir is None:
         return
-
     root = cache_dir / STATE_DIR
     arrays, space = space_parts(saved.space)
     arrays = {**arrays, "out_of_scope": saved.out_of_scope}
@@ -152,14 +147,10 @@ def _intact(folder: Path, meta: Any) -> bool:
     """Tell whether a state's files are the sizes it wrote, and its meta the types it wrote."""
     if type(meta) is not dict or type(meta.get("sizes")) is not dict:
         return False
-    scales, knn = meta.get("scales"), meta.get("knn")
-    if not isinstance(scales, list) or len(scales) != 4:
+    scales = meta.get("scales")
+    if not isinstance(scales, list) or len(scales) != 4 or type(meta.get("knn")) is not int:
         return False
-    if (
-        not all(type(v) in (int, float) for v in scales)
-        or type(knn) is not int
-        or type(meta.get("arrays")) is not list
-    ):
+    if not all(type(v) in (int, float) for v in scales) or type(meta.get("arrays")) is not list:
         return False
     sizes: dict[str, Any] = meta["sizes"]
     if TEXTS_FILE not in sizes or len(sizes) <= len(meta["arrays"]):

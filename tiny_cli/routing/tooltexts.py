@@ -73,9 +73,7 @@ class ToolTexts:
     source: str = ""  # said by `tiny route --explain`: e.g. how old the MCP tool list is
 
     def key(self, cards: Sequence[Card] | None = None) -> str:
-        """Hash what routing reads of these (part of the router state's key); with `cards`,
-        only the tool texts those cards are routed by (a derived threshold's basis): a tool no
-        card allows changes nothing."""
+        """Hash what routing reads of these; with `cards`, only the tool texts they route by."""
         if cards is not None:
             views = json.dumps(tool_views(cards, self.descriptions), ensure_ascii=False)
             return hashlib.sha256(views.encode()).hexdigest()[:32]
@@ -95,11 +93,8 @@ def split_name(name: str) -> str:
 
 
 def card_tools(card: Card, descriptions: Mapping[str, str]) -> list[tuple[str, str]]:
-    """Return (tool name, description) for each tool `card` allows; "" when none is known.
-
-    An MCP tool is named as the card writes it (`server.tool`), not by its wire name.
-    The card's own declared function comes first, then `descriptions`, then the built-ins.
-    """
+    """Return (tool name, description) for each tool `card` allows; "" when none is known."""
+    # an MCP tool is named as the card writes it (`server.tool`), not by its wire name
     own = {f["name"]: described(f) for f in card.functions}
     builtin = builtin_descriptions()
     return [
@@ -153,10 +148,7 @@ def parameter_values(properties: Mapping[str, object]) -> list[str]:
 def tool_named(
     cards: Sequence[Card], card: int, descriptions: Mapping[str, str], near: Nearest
 ) -> str | None:
-    """The tool of card `card` whose view is the text nearest a task, if a tool's view is.
-
-    Only then is the card built (a card set from a snapshot builds a card when asked for).
-    """
+    """The tool of card `card` whose view is the text nearest a task, if a tool's view is."""
     if near.source != "tool":
         return None
     tools = card_tools(cards[card], descriptions)
@@ -177,10 +169,9 @@ def _given(descriptions: Mapping[str, str], tool: str) -> str:
 def gathered(
     settings: Settings, now: float | None = None, cards: Iterable[Card] | None = None
 ) -> ToolTexts:
-    """The descriptions a route can have without starting anything: the user's @tool
-    functions when TINY_TOOLS names a module (imported to check cards anyway), and the MCP
-    tool lists `tiny validate --connect` kept in the cache dir, with the age of each server
-    `cards` name (all of the kept ones without `cards`)."""
+    """The descriptions a route can have without starting anything, and how old the MCP ones are."""
+    # the user's @tool functions (their module is imported to check cards anyway), and the
+    # MCP tool lists `tiny validate --connect` kept in the cache dir
     descriptions: dict[str, str] = {}
     if settings.tools_spec:
         registry = default_registry(settings)
@@ -213,8 +204,7 @@ def mcp_definitions(servers: Mapping[str, McpServer]) -> dict[str, str]:
 
 
 def _cached(ages: Mapping[str, float], never: Sequence[str] = ()) -> str:
-    """Say how old the kept MCP tool lists are, by each server's own age, and which servers
-    have none; '' when there is neither."""
+    """Say how old the kept MCP tool lists are, and which servers have none."""
     if not ages:  # none kept yet: the cards' MCP tools route by their names
         return f"MCP tool list never cached for {', '.join(never)}{_HOW}" if never else ""
     # by each server's own age: the file's time is that of the newest list of any server
@@ -226,9 +216,8 @@ def _cached(ages: Mapping[str, float], never: Sequence[str] = ()) -> str:
 
 
 def mcp_definition(server: McpServer) -> str:
-    """A digest of how mcp.yaml starts `server`: its command, args, cwd and URL as written
-    (`${VAR}`s, never their values). A kept tool list is that definition's: a server of the
-    same name elsewhere (another project) does not read it as its own."""
+    """A digest of how mcp.yaml starts `server`, `${VAR}`s as written, never their values."""
+    # a kept tool list is that definition's: a server of the same name elsewhere is another
     spec = [server.command, list(server.args), server.cwd, server.url]
     return hashlib.sha256(json.dumps(spec).encode()).hexdigest()[:16]
 
@@ -240,8 +229,7 @@ def save_mcp_tools(
     servers: Iterable[str] | None = None,
     definitions: Mapping[str, str] | None = None,
 ) -> None:
-    """Keep the servers' tool descriptions (`server.tool` → text) for routes to read, each
-    server's with its definition (`mcp_definition`) where `definitions` has it."""
+    """Keep the servers' tool descriptions (`server.tool` → text) for routes to read."""
     # each server listed (default: those `tools` names) has its kept list replaced, not
     # merged: a server of the same name in another project leaves nothing behind
     listed = set(servers) if servers is not None else {_server(name) for name in tools}
@@ -271,9 +259,8 @@ def _server(name: str) -> str:
 def mcp_tool_lists(
     cache_dir: Path, now: float, definitions: Mapping[str, str] | None = None
 ) -> tuple[dict[str, str], dict[str, float]]:
-    """The kept MCP tool descriptions, and how many seconds ago each server's were listed;
-    with `definitions` (server -> `mcp_definition`), only the lists of those servers as
-    defined there (a list kept with no definition, by an earlier tiny, passes)."""
+    """The kept MCP tool descriptions, and how many seconds ago each server's were listed."""
+    # with `definitions`, only those servers' lists as defined there (or kept with none)
     tools, written, times, defined = _kept(cache_dir)
     for name in tools:  # a list kept before servers had their own times: the file's time
         server = _server(name)
@@ -290,11 +277,8 @@ def mcp_tool_lists(
     return tools, {server: max(0.0, now - at) for server, at in times.items()}
 
 
-def _kept(
-    cache_dir: Path,
-) -> tuple[dict[str, str], float | None, dict[str, float], dict[str, str]]:
-    """The kept MCP tool descriptions and when they were written (none if unreadable), when
-    each server's were listed, and each server's definition."""
+def _kept(cache_dir: Path) -> tuple[dict[str, str], float | None, dict[str, float], dict[str, str]]:
+    """The kept tool descriptions, when written, when each server's were listed, its definition."""
     data: dict[str, Any] = read_json(cache_dir / MCP_TOOLS_FILE, MCP_TOOLS_SALT) or {}
     tools, written, servers = data.get("tools"), data.get("written"), data.get("servers")
     times = {str(k): float(v) for k, v in _mapping(servers).items() if isinstance(v, int | float)}
