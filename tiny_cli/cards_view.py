@@ -1,10 +1,8 @@
 """`tiny cards list` and `tiny cards show`: the cards a project has, as tiny sees them.
 
 `show` gives what the model is sent for a card: its system prompt (for a Brief with no
-extra fields, in the tool mode it starts in: json mode lists the tools there) and its tool
-schemas, so a card is read the way it runs. An MCP tool whose
-server has not started has no schema yet (showing a card starts no server): it is shown as a
-placeholder naming its server, with its description if a kept tool list has it.
+extra fields, in the tool mode it starts in) and its tool schemas. Showing a card starts no
+server: an MCP tool is a placeholder naming its server, with a kept description if any.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from tiny_cli.agent.loop import system_prompt, tools_section
 from tiny_cli.agent.reply import tool_mode_for
 from tiny_cli.cards.card import Card
 from tiny_cli.tools.mcp_config import mcp_settings, original, qualified
-from tiny_cli.tools.registry import Registry
 from tiny_cli.workspace import Workspace
 
 __all__ = ["card_detail", "card_rows"]
@@ -66,15 +63,11 @@ def _unstarted_function(placeholder: dict[str, Any]) -> dict[str, Any]:
 def _tool_schemas(ws: Workspace, card: Card) -> list[dict[str, Any]]:
     """The card's tool schemas in its order; a placeholder for an MCP tool not started."""
     registry = ws.registry.with_declared(card.functions, card.id)
-    waiting = [t for t in card.tools if _unstarted(registry, t)]
+    # an MCP tool (`server.tool`) the registry holds no schema for: its server is not up
+    waiting = [t for t in card.tools if original(t) != t and t not in registry]
     known = _kept_descriptions(ws) if waiting else {}
     ready = iter(registry.schemas([t for t in card.tools if t not in waiting]))
     return [_placeholder(t, known) if t in waiting else next(ready) for t in card.tools]
-
-
-def _unstarted(registry: Registry, tool: str) -> bool:
-    """An MCP tool (`server.tool`) the registry holds no schema for: its server is not up."""
-    return original(tool) != tool and tool not in registry
 
 
 def _placeholder(tool: str, known: dict[str, str]) -> dict[str, Any]:
@@ -82,11 +75,9 @@ def _placeholder(tool: str, known: dict[str, str]) -> dict[str, Any]:
     name = original(tool)
     parts = qualified(name)
     server = parts[0] if parts else name
-    entry: dict[str, Any] = {"name": tool, "mcp_tool": name, "server": server}
-    if name in known:
-        entry["description"] = known[name]
-    entry["schema"] = f"from MCP server {server!r} when it starts (not started now)"
-    return entry
+    described = {"description": known[name]} if name in known else {}
+    schema = f"from MCP server {server!r} when it starts (not started now)"
+    return {"name": tool, "mcp_tool": name, "server": server, **described, "schema": schema}
 
 
 def _kept_descriptions(ws: Workspace) -> dict[str, str]:

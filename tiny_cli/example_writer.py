@@ -1,25 +1,16 @@
 """Examples before anyone teaches: a model writes typical requests for each card.
 
 `tiny learn --generate` asks the configured model, one request per card, for N varied
-requests a user might send that card, from its summary and its tools' names and
-descriptions. The answers go into learned.jsonl marked as generated, keyed by a hash of
-what they were written from (summary, tools, N, model): a card whose key is already there is
-skipped, so an interrupted run resumes. A generated example equal to a taught one, to an
-example of the card's own, or to another generated one is dropped; one that sits closer to
-another card than to its own (the check `tiny validate` makes) is dropped too, and the
-threshold is derived again. A card's key is written marked unchecked until that check has run:
-a run stopped after the last card's examples were written, before the check or the threshold,
-leaves a mark or a stale threshold, and the resumed run finishes both. A bad answer is asked
-again once, then counted and reported: it never stops the other cards; a provider error is the
-card's failure at once (the provider retried what it could). A server no card could
-use does, at once, as a ProviderError: nothing listens (probed before the first card is asked,
-and again after a failure with no HTTP status), or it refuses the key or the URL (HTTP 401,
-403, 404); the cards written before it are finished by the next run, as after Ctrl-C. So
-does a learned file it could not write (a link, a folder it cannot write or lock), as a
-ConfigError found with the probe, before any request is paid for.
-The cost counts card requests, one per `complete()`: the provider's retries of one are not
-seen here (an httpx transport that counted them would turn off the proxies from the
-environment, which httpx honours only without one).
+requests a user might send that card, from its summary and its tools. The answers go into
+learned.jsonl marked as generated, keyed by a hash of what they were written from: a card
+whose key is there is skipped, so an interrupted run resumes. An example already taught,
+the card's own or generated twice is dropped; so is one closer to another card than to its
+own (as `tiny validate` checks), and the threshold is derived again. A key stays marked
+unchecked until that check has run, so a resumed run finishes it. A bad answer is asked again
+once, then reported; a provider error fails the card. A server no card could use stops the
+run at once (nothing listens, or HTTP 401, 403, 404), as does a learned file it cannot
+write, found before any request is paid for. The cost counts card requests, one per
+`complete()`: a transport that counted retries would turn off httpx's environment proxies.
 """
 
 from __future__ import annotations
@@ -160,15 +151,13 @@ def generate(
     progress: Callable[[str], None] = lambda line: None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Generated:
-    """Write `per_card` generated examples for each card (of `only`, if given) not done yet.
-
-    The model is asked at the settings' temperature, GENERATE_TEMPERATURE when none is set.
-    """
+    """Write `per_card` generated examples for each card (of `only`, if given) not done yet."""
     if not 1 <= per_card <= MAX_PER_CARD:
         raise ConfigError(f"--per-card {per_card}: expected 1 to {MAX_PER_CARD}")
     started = clock()
     every = list(open_workspace(settings, transport).cards.values())
-    cards = _chosen(every, only)
+    _refuse_unknown(only, {card.id for card in every})
+    cards = [card for card in every if not only or card.id in only]
     model = model_for(settings, None)
     ask = provider or OpenAIProvider(settings.base_url, settings.api_key, transport=transport)
     descriptions = gathered(settings).descriptions
@@ -197,10 +186,8 @@ def generate(
 
 
 def prune_generated(settings: Settings, only: Sequence[str] = ()) -> tuple[int, LearnReport]:
-    """Remove the generated examples (of `only`, if given); taught ones stay. Return how many.
-
-    A card of `only` may be gone from the folder: its generated lines are still there to remove.
-    """
+    """Remove the generated examples (of `only`, if given); taught ones stay. Return how many."""
+    # a card of `only` may be gone from the folder: its generated lines are still there
     cards = open_workspace(settings).cards
     folder = learned_folder(settings, writing=True)
     with locked(folder / LEARNED_FILENAME):
@@ -222,8 +209,7 @@ def generation_key(
     model: str,
     temperature: float = GENERATE_TEMPERATURE,
 ) -> str:
-    """Hash what a card's examples are written from: summary, tools, how many, the model and
-    its temperature."""
+    """Hash what a card's examples are written from: summary, tools, count, model, temperature."""
     inputs = json.dumps([card.summary, [list(t) for t in tools], per_card, model, temperature])
     return hashlib.sha256(inputs.encode()).hexdigest()[:16]
 
@@ -275,10 +261,7 @@ def _strings_listed(text: str | None) -> list[str] | None:
 
 
 def _usable(strings: list[str] | None) -> list[str]:
-    """The strings that are requests a user types: spaces made single, none empty, without a
-    letter or digit (`tiny route` refuses it, and so would every reader of the file) or long,
-    none holding half of a UTF-16 pair (`"\\ud800"`: JSON's syntax allows it, no file can hold
-    it, as userfiles refuses it in a file it reads)."""
+    """The strings that are requests a user types (`usable_generated`), spaces made single."""
     found = [" ".join(x.split()) for x in strings or ()]
     return [x for x in found if usable_generated(x)]
 
@@ -296,8 +279,7 @@ def _unusable(strings: list[str] | None) -> str:
 
 def _list_items(text: str, at: int) -> list[Any]:
     """The JSON values of the list whose `[` is just before `at`, up to its `]` or to the
-    first value that does not parse: a model that repeats itself runs into max_tokens
-    mid-string, and the requests before that one are whole."""
+    first value that does not parse (a model cut off by max_tokens mid-string)."""
     items: list[Any] = []
     while True:
         at = _SEPARATORS.match(text, at).end()  # type: ignore[union-attr]  # `*` always matches
@@ -313,11 +295,6 @@ def _list_items(text: str, at: int) -> list[Any]:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _chosen(cards: list[Card], only: Sequence[str]) -> list[Card]:
-    _refuse_unknown(only, {card.id for card in cards})
-    return [card for card in cards if not only or card.id in only]
-
-
 def _refuse_unknown(only: Sequence[str], known: set[str]) -> None:
     """ConfigError naming the first ID of `only` not in `known`."""
     missing = [c for c in only if c not in known]
@@ -331,7 +308,9 @@ def _one(job: _Job, card: Card, tools: Sequence[tuple[str, str]], key: str) -> C
     if not job.force and stored.removesuffix(UNCHECKED) == key:
         return CardGeneration(card.id, "skipped")
     if not job.cost.probed:  # a file it cannot write, or nothing listening, stops the run
-        _check_can_write(job.folder / LEARNED_FILENAME)  # now: before a paid request
+        check_writable(job.folder / LEARNED_FILENAME)  # now: before a paid request
+        with locked(job.folder / LEARNED_FILENAME):  # and its lock
+            pass
         _probe(job.ask)
         job.cost.probed = True
     request = request_for(card, tools, job.per_card, job.model, job.temperature)
@@ -361,13 +340,6 @@ def _stop_if_no_card_would_pass(ask: Provider, exc: ProviderError) -> None:
         _probe(ask)
 
 
-def _check_can_write(path: Path) -> None:
-    """ConfigError now where writing `path` would fail: the writer's checks, and its lock."""
-    check_writable(path)
-    with locked(path):
-        pass
-
-
 def _probe(ask: Provider) -> None:
     """ProviderError now if nothing listens at the provider's endpoint (as the bench checks)."""
     probe = getattr(ask, "probe", None)  # not in the Provider protocol: a replay has none
@@ -388,8 +360,8 @@ def _store(job: _Job, card: Card, key: str, found: list[str]) -> CardGeneration:
 def _finish(
     settings: Settings, folder: Path, transport: httpx.BaseTransport | None, wrote: bool
 ) -> tuple[Counter[str], LearnReport | None]:
-    """Run the overlap check and derive the threshold again when this run wrote examples or
-    an interrupted one left them to do; (examples dropped by card, the threshold's report)."""
+    """Run the overlap check and derive the threshold again when this run or an interrupted one
+    left them to do; (examples dropped by card, the threshold's report)."""
     learned = load_learned(folder)
     unchecked = any(k.endswith(UNCHECKED) for k in learned.generation.values())
     stale = learned.threshold is not None and learned.threshold.sha != learned.sha()

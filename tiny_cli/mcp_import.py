@@ -3,10 +3,8 @@
 Import reads the servers (mcp.yaml, or a host's config carried into it), lists each one's
 tools, groups them into cards (tiny_cli.cards.grouping) and writes them with a manifest
 (tiny_cli.cards.generated). Again later, it rewrites only the cards nobody edited: an edited
-card is kept, and its tools stay out of the new groups. `check` writes nothing and says
-whether the cards are behind. Sync refreshes the tool lists routing reads with
-`connect_problems`, the check `tiny validate --connect` runs: start the servers the cards
-name, and say which tool is missing or not allowed.
+card is kept, and its tools stay out of the new groups. Sync refreshes the tool lists routing
+reads with `connect_problems`, the check `tiny validate --connect` runs.
 """
 
 from __future__ import annotations
@@ -301,7 +299,10 @@ def _apply(changes: Sequence[CardChange]) -> None:
 
 
 def _generated(cards_dir: Path) -> list[Generated]:
-    found = (read_generated(p) for p in _card_files(cards_dir))
+    if not cards_dir.is_dir():
+        return []
+    paths = sorted(p for p in cards_dir.glob("*.y*ml") if p.name not in MCP_FILENAMES)
+    found = (read_generated(p) for p in paths)
     return [g for g in found if g is not None]
 
 
@@ -318,12 +319,6 @@ def _only(names: dict[Path, set[str]], own: set[Path]) -> set[str]:
     """The names only the files `own` hold: a plan may take them, but no other card's."""
     others = set().union(*(n for path, n in names.items() if path not in own))
     return set().union(*(names.get(path, set()) for path in own)) - others
-
-
-def _card_files(cards_dir: Path) -> list[Path]:
-    if not cards_dir.is_dir():
-        return []
-    return sorted(p for p in cards_dir.glob("*.y*ml") if p.name not in MCP_FILENAMES)
 
 
 def _save_descriptions(
@@ -399,11 +394,8 @@ def connect_problems(
     source: McpTools | None = None,
     cache_dir: Path | None = None,
 ) -> list[Problem]:
-    """Start the servers the cards name; a problem for each tool missing or not allowed.
-
-    `source`: the MCP tools to check with (default: those of `mcp`, this process's sessions).
-    The descriptions of the tools found are kept in `cache_dir`: routes read them from there.
-    """
+    """Start the servers the cards name; a problem for each tool missing or not allowed."""
+    # `source` defaults to this process's sessions of `mcp`; routes read the descriptions kept
     source = source or McpTools(mcp)
     problems = []
     for card in cards:
@@ -413,8 +405,7 @@ def connect_problems(
             where = ("tools", found.index)
             line = field_line(card.path, where, names) if card.path else None
             problems.append(Problem(file, line, f"tools[{found.index}]", found.message))
-    if cache_dir is not None:
-        # its sessions redacted their variables
+    if cache_dir is not None:  # its sessions redacted their variables
         _save_listed(cache_dir, source.listed(), mcp_definitions(mcp.servers))
     return problems
 

@@ -99,12 +99,8 @@ class InitReport:
 
 
 def init_project(folder: Path, sync: Sync = os.fsync) -> InitReport:
-    """Write the starter project into `folder`; keep every file that already exists.
-
-    All or nothing: every place is checked first, the project file is written last, and a
-    failure part way removes what this run wrote, so a rerun after fixing the cause works.
-    Each file's bytes are made durable with `sync` before it takes its name.
-    """
+    """Write the starter project into `folder`; keep every file that already exists."""
+    # every place checked first, the project file written last: a rerun after a failure works
     _no_project(folder)
     for name, _ in FILES:
         _check_place(folder / name)
@@ -134,8 +130,7 @@ def _no_project(folder: Path) -> None:
 
 
 def _tiny_table(pyproject: Path) -> bool:
-    """Tell whether a pyproject.toml's [tool.tiny] sets anything; one tiny cannot read is the
-    user's to fix, and no reason to refuse init (the tiny.toml written then wins over it)."""
+    """Tell whether a pyproject.toml's [tool.tiny] sets anything (one tiny cannot read: no)."""
     try:
         return bool(read_project(pyproject).values)
     except ConfigError:
@@ -156,8 +151,7 @@ def _check_place(path: Path) -> None:
 
 
 def _check_starter_id(card: Path) -> None:
-    """Raise if another card of the starter card's folder has its id: tiny validate would
-    refuse the two (a starter card already in its place is kept, and is no other)."""
+    """Raise if another card of the starter card's folder has its id (a kept one is no other)."""
     if card.exists() or card.is_symlink() or not card.parent.is_dir():
         return
     for path in list_cards([card.parent]).paths:

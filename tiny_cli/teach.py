@@ -1,20 +1,15 @@
 """Teach the router: labelled tasks and run corrections into the cards folder's learned.jsonl.
 
-`learn` merges labelled tasks (`tiny learn FILE`, `tiny runs correct`, `tiny learn
---from-runs`) into the file beside the cards, keeps each card under its cap by dropping the
-most redundant example (the one nearest another example of the same card), and derives the
-threshold again from what the file now holds. Nothing is written when nothing changed.
+`learn` merges labelled tasks into the file beside the cards, keeps each card under its cap
+by dropping the most redundant example (the one nearest another of the same card), and
+derives the threshold again. Nothing is written when nothing changed.
 
 A correction says where a delegate run's task should have gone (a card, or nowhere). It is
-kept in the run log (tiny_cli.runs) and taught here, at once (`tiny runs correct`, the
-default) or later (`tiny learn --from-runs`, which takes every correction not taught yet and
-marks it taught). A task that is another card's own example is refused, as `tiny validate`
-would report it; a correction refused so stays pending. Both teach under one lock beside the
-run log, one command at a time: a correction taught late never undoes a newer one.
-
-`tiny learn FILE` with a learned.jsonl of another folder carries its generated lines over as
-generated, with their key (`--prune-generated` removes them), less what `tiny learn
---generate` would drop.
+kept in the run log (tiny_cli.runs) and taught here, at once (`tiny runs correct`) or later
+(`tiny learn --from-runs`). A task that is another card's own example is refused, as `tiny
+validate` would report it; the correction stays pending. Both teach under one lock beside the
+run log: a correction taught late never undoes a newer one. `tiny learn FILE` with another
+folder's learned.jsonl carries its generated lines over as generated, with their key.
 """
 
 from __future__ import annotations
@@ -100,13 +95,8 @@ def learn(
     labelled: Sequence[tuple[str, str | None]] | Lesson,
     transport: httpx.BaseTransport | None = None,
 ) -> LearnReport:
-    """Teach `labelled` (card id, or None for out of scope), or a Lesson read from a file (its
-    generated lines too); rewrite learned.jsonl if it changed.
-
-    Every task is scrubbed of secrets first: the file is meant to be committed. ConfigError,
-    writing nothing, for a task that is another card's own example, and for a file larger
-    than its readers read.
-    """
+    """Teach `labelled` (card id, or None for out of scope) or a Lesson; rewrite learned.jsonl."""
+    # scrubbed of secrets first: the file is meant to be committed
     ws = open_workspace(settings, transport)
     cards = list(ws.cards.values())
     folder = learned_folder(settings, writing=True)
@@ -159,8 +149,7 @@ def _threshold_note(settings: Settings, learned: Learned, derived: DerivedThresh
 
 
 def _refuse_owned(cards: Sequence[Card], lesson: Lesson) -> None:
-    """ConfigError at the first labelled task that is another card's own example: `tiny
-    validate` would report the file tiny wrote."""
+    """ConfigError at the first labelled task that is another card's own example."""
     own = own_examples(cards)
     for index, (task, card) in enumerate(lesson.labelled):
         owner = own.get(normalise(task))
@@ -238,12 +227,7 @@ def correct_run(
     teach: bool = True,
     transport: httpx.BaseTransport | None = None,
 ) -> Corrected:
-    """Record where run `run_id`'s task should have gone (None: abstain); teach it unless not.
-
-    The card must be one of the cards folder's (ConfigError listing the known ids). A
-    correction whose teaching fails stays recorded, pending for `tiny learn --from-runs`; one
-    replaced or deleted while it was taught is a ConfigError saying what stands.
-    """
+    """Record where run `run_id`'s task should have gone (None: abstain); teach it unless not."""
     if card is not None:
         open_workspace(settings, transport).card(card)
     with RunLog.open(settings.home) as log, locked(settings.home / TEACHING_LOCK):
@@ -263,8 +247,7 @@ def correct_run(
 def _taught_or_pending(
     settings: Settings, correction: Correction, transport: httpx.BaseTransport | None
 ) -> LearnReport:
-    """Teach a recorded correction; a ConfigError (learned.jsonl unreadable, say) says that the
-    correction stays recorded, pending, as the error alone would not."""
+    """Teach a recorded correction; a ConfigError says that it stays recorded, pending."""
     try:
         return learn(settings, [(correction.task, correction.card)], transport)
     except ConfigError as exc:
@@ -305,12 +288,8 @@ def learn_from(
     from_runs: bool = False,
     transport: httpx.BaseTransport | None = None,
 ) -> Taught:
-    """Teach FILE's labelled tasks and, with `from_runs`, the run log's pending corrections.
-
-    With neither, the threshold is derived again from learned.jsonl as it stands. Taken
-    corrections are marked taught; one naming a card that is no longer there is skipped and
-    stays pending (correct that run again).
-    """
+    """Teach FILE's labelled tasks and, with `from_runs`, the run log's pending corrections."""
+    # one naming a card that is gone is skipped and stays pending (correct that run again)
     lesson = load_lesson(file) if file is not None else Lesson(())
     read = len(lesson.labelled) + sum(map(len, lesson.generated.values()))
     if not from_runs:
@@ -329,8 +308,7 @@ def learn_from(
 
 
 def _check_teachable(corrections: Sequence[Correction], cards: Iterable[Card]) -> None:
-    """ConfigError naming the run of a task route would refuse, or of one that is another
-    card's own example (it stays pending)."""
+    """ConfigError naming the run of a task route would refuse, or another card's example."""
     own = own_examples(list(cards))
     for c in corrections:
         try:

@@ -70,12 +70,8 @@ def validate(
     connect: Connect | None = None,
     detail: bool = True,
 ) -> Validation:
-    """Check card files (default: the cards directory); warn where cards overlap for routing.
-
-    `connect` (`tiny_cli.mcp_import.connect_problems`, for --connect) also checks the cards'
-    MCP tools against their servers, started. Without `detail`, a card with several
-    overlapping texts gets one warning that counts them.
-    """
+    """Check card files (default: the cards directory); warn where cards overlap for routing."""
+    # `connect` (--connect) checks the cards' MCP tools against their servers, started
     # a learned.jsonl named is checked against its folder's cards: the folder is checked whole
     named = [p for p in paths if p.name == LEARNED_FILENAME and p.is_file()]  # else: no such
     taught = list(dict.fromkeys(p.parent for p in named))
@@ -117,8 +113,7 @@ def validate(
 
 
 def _nested(cards_dir: Path, path: Path, named: Sequence[Path]) -> bool:
-    """A file named in a subfolder of the cards folder, which reads only its own files (unless
-    that subfolder is named too, as a cards folder of its own); a README or mcp.yaml is none."""
+    """A card file named in a subfolder of the cards folder (not named itself as a folder)."""
     if path.name in NOT_CARDS or path.parent in named or not path.is_file():
         return False
     folder, parent = cards_dir.resolve(), path.parent.resolve()
@@ -138,8 +133,7 @@ def _unread(cards_dir: Path, path: Path) -> Problem:
 def _folder_clashes(
     settings: Settings, files: Sequence[Path], known: Mapping[str, bool], mcp: McpConfig | None
 ) -> list[Problem]:
-    """The named files whose id another card file of their folder has, good or broken: the
-    check of the whole folder would find the clash."""
+    """The named files whose id another card file of their folder has, good or broken."""
     servers = [mcp.path] if mcp is not None else []
     mine = list_cards(files, servers).paths  # those of them the folder would read
     skip = [*files, *servers]
@@ -164,15 +158,11 @@ def _sibling_ids(
     (in name order) that holds it writes it."""
     # the folder's own index, as `tiny validate FOLDER` keeps it: a file it holds is not read
     _, _, ids = check_ids([folder], known, mcp, settings.cache_dir, skip=skip)
-    first: dict[str, WrittenId] = {}
-    for written in ids:
-        first.setdefault(written.name, written)
-    return first
+    return {written.name: written for written in reversed(ids)}  # the first one wins
 
 
 def _mcp(settings: Settings) -> tuple[McpConfig | None, list[Problem]]:
-    """The MCP servers file (TINY_MCP, or the cards folder's mcp.yaml), if there is one; or
-    what is wrong with it, as a problem of that file."""
+    """The MCP servers file (TINY_MCP, or the cards folder's mcp.yaml), if any; or its problem."""
     path = mcp_path(settings.cards_dir, settings.mcp_file, settings.origin("mcp_file"))
     if path is None:
         return None, []
@@ -183,8 +173,7 @@ def _mcp(settings: Settings) -> tuple[McpConfig | None, list[Problem]]:
 
 
 def _mcp_problem(path: Path, said: str) -> Problem:
-    """A servers file's fault as a card's would be: a YAML error on the line to fix (where a
-    `{` or `[` left open began), else the key it names."""
+    """A servers file's fault as a card's would be: a YAML error on its line, else the key."""
     try:
         load_yaml(read_yaml_text(path), unique=True)
     except yaml.YAMLError as exc:
@@ -199,18 +188,12 @@ def _mcp_problem(path: Path, said: str) -> Problem:
 
 def _no_cards(folders: Sequence[Path]) -> Problem:
     """The problem of paths that hold no card: nothing to route to."""
-    named = ", ".join(str(f) for f in folders)
-    return Problem(
-        named, None, "cards", "no card files here (*.yaml, *.yml, *.md): tiny route needs one"
-    )
+    message = "no card files here (*.yaml, *.yml, *.md): tiny route needs one"
+    return Problem(", ".join(str(f) for f in folders), None, "cards", message)
 
 
 def _checked_folder(settings: Settings, folders: Sequence[Path]) -> Settings:
-    """The MCP servers of the one folder named (its mcp.yaml), unless TINY_MCP names a file.
-
-    `tiny validate examples/mcp/cards` checks that folder's cards against its own servers,
-    as pre-commit calls it with files of one folder: their folder's mcp.yaml.
-    """
+    """The MCP servers of the one folder named (its mcp.yaml), unless TINY_MCP names a file."""
     named = {p if p.is_dir() else p.parent for p in folders}
     if settings.mcp_file or len(named) != 1:
         return settings
@@ -222,10 +205,8 @@ def routing_warnings(
     cards: Sequence[Card],
     detail: bool = True,
 ) -> list[Problem]:
-    """Name every card text that sits closer to another card than to its own card.
-
-    Without `detail`, one warning per card: the first such text's place, and the count.
-    """
+    """Name every card text that sits closer to another card than to its own card."""
+    # without `detail`, one warning per card: the first such text's place, and the count
     try:
         router = build_router(settings, cards)
     except EmbedderError as exc:

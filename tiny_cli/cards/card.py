@@ -2,13 +2,8 @@
 and the JSON Schemas of its typed answer.
 
 Light on purpose: whoever runs, routes or shows cards imports this, never the checker
-(tiny_cli.cards.load) that makes them from files.
-
-Typed answers (the last section): a `returns` entry is a shorthand type (`number`), a list of
-one type (`[string]`) or a JSON Schema mapping. `field_schema` turns it into a schema or names
-what is wrong with it (the card loader reports that as a Problem); `answer_schema` and
-`grammar_schema` are what the runner sends for constrained decoding; `field_hint` is how the
-prompt describes a value and `field_template` how the answer template shows it.
+(tiny_cli.cards.load) that makes them from files. A `returns` entry is a shorthand type
+(`number`), a list of one type (`[string]`) or a JSON Schema mapping.
 """
 
 from __future__ import annotations
@@ -42,10 +37,6 @@ __all__ = [
     "yaml_type",
 ]
 
-DEFAULT_MAX_TOOL_CALLS = 8
-DEFAULT_MAX_OUTPUT_TOKENS = 512
-DEFAULT_MAX_WALL_SECONDS = 60.0
-
 SideEffects = Literal["none", "write"]
 First = Literal["any", "tool"]  # `tool`: a tool call must come before the first answer
 
@@ -54,9 +45,9 @@ First = Literal["any", "tool"]  # `tool`: a tool call must come before the first
 class Budget:
     """The hard limits of one invocation, enforced by the runner, not the model."""
 
-    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
-    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
-    max_wall_seconds: float = DEFAULT_MAX_WALL_SECONDS
+    max_tool_calls: int = 8
+    max_output_tokens: int = 512
+    max_wall_seconds: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -174,11 +165,8 @@ def field_hint(schema: Mapping[str, Any] | None) -> str:
 
 
 def field_template(schema: Mapping[str, Any] | None) -> str:
-    """Show a field's value in the prompt's answer template: a string in quotes, others not.
-
-    `"title": "<string>"`, `"rows": <integer>`, `"tags": <list of string>`: a model that
-    copies the template then writes a number as a number. An untyped field is `"<...>"`.
-    """
+    """Show a field's value in the answer template: a string in quotes, others bare."""
+    # `"rows": <integer>`, not `"<integer>"`: a model that copies it writes a number as a number
     hint = field_hint(schema)
     return json.dumps(hint, ensure_ascii=False) if _stringish(schema or {}) else hint
 
@@ -247,7 +235,8 @@ def _checked_schema(spec: dict) -> tuple[dict[str, Any], tuple[tuple, str] | Non
         path = tuple(err.absolute_path)
         if path[-1:] == ("type",) and isinstance(err.instance, str):
             return {}, (path, _unknown_type(err.instance))
-        return {}, (path, f"not a valid JSON Schema: {_clip(err.message)}")
+        said = err.message if len(err.message) <= 160 else err.message[:159] + "…"
+        return {}, (path, f"not a valid JSON Schema: {said}")
     if spec.get("enum") == []:  # valid JSON Schema, yet no answer could ever satisfy it
         return {}, (("enum",), "is empty: no value could match it; list the values allowed")
     trouble = ref_problem(spec)
@@ -260,10 +249,6 @@ def _plain_json(spec: dict) -> bool:
         return json.loads(json.dumps(spec, allow_nan=False)) == spec
     except (TypeError, ValueError):
         return False
-
-
-def _clip(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def yaml_type(value: Any) -> str:

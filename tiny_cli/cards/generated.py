@@ -2,10 +2,9 @@
 
 A generated card starts with two comment lines; the second holds its manifest as JSON (the
 server, its tools, and a hash of the text below the header). A card whose text no longer has
-that hash, or whose first line is not the note import wrote, was edited by someone: a later
-import keeps it as it is. Line ends are read as
-"\n" (a byte order mark is dropped, as from every file) before the hash is taken: a card
-checked out with CRLF line ends (git's autocrlf) is the card import wrote, not an edited one.
+that hash, or whose first line is not import's note, was edited: a later import keeps it.
+Line ends are read as "\n" before the hash is taken: a card checked out with CRLF line ends
+(git's autocrlf) is not an edited one.
 """
 
 from __future__ import annotations
@@ -75,7 +74,7 @@ def read_generated(path: Path) -> Generated | None:
     except (ValueError, KeyError, TypeError):
         return None
     body = lines[2]
-    data = _card(body)  # the card's `id` and `tools` as the file says now, where it can tell
+    data = _card(body)
     card_id, listed = data.get("id"), data.get("tools")
     if not isinstance(listed, list):  # unreadable: the tools the manifest records
         listed = [f"{server}.{t}" for t in tools]

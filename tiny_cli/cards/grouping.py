@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
+from itertools import combinations
 
 from tiny_cli.cards.index import card_schema, longest
 from tiny_cli.text import stem, tokenize
@@ -57,12 +58,9 @@ class CardPlan:
 def plan_cards(
     server: str, tools: Sequence[ListedTool], kept: Mapping[str, Sequence[str]] | None = None
 ) -> list[CardPlan]:
-    """Group one server's tools into cards: readers first, then writers.
-
-    `kept`: cards an earlier import made and nobody edited (id -> tool names). Each keeps its
-    id and the tools the server still has; a new tool joins the most alike one it fits in,
-    or a card of new tools, so a server that adds a tool does not reshuffle every card.
-    """
+    """Group one server's tools into cards: readers first, then writers."""
+    # `kept` (id -> tool names: unedited cards of an earlier import) keep their ids and the
+    # tools still there; a new tool joins the most alike that fits: no reshuffle of every card
     about = {t.name: t for t in tools}
     seeds = _seeds(about, kept or {})
     groups: list[tuple[str | None, bool, list[str]]] = []
@@ -83,7 +81,7 @@ def _seeds(
     about: Mapping[str, ListedTool], kept: Mapping[str, Sequence[str]]
 ) -> dict[bool, dict[str, list[str]]]:
     """The kept cards' tools still on the server, by kind: a card is of its tools' main kind,
-    and a tool that changed kind leaves it (read-only and writing tools never share one)."""
+    and a tool that changed kind leaves it."""
     seeds: dict[bool, dict[str, list[str]]] = {False: {}, True: {}}
     for card_id, names in sorted(kept.items()):
         have = [n for n in names if n in about]
@@ -121,12 +119,8 @@ def _words_of_name(name: str) -> str:
 def _groups(
     seeds: Mapping[str, list[str]], new: list[ListedTool], about: Mapping[str, ListedTool]
 ) -> list[tuple[str | None, list[str]]]:
-    """Split one kind of tools into groups of at most CARD_TOOLS related ones.
-
-    Related groups merge first (most alike first); then, while there are more than
-    MAX_GROUPS_PER_CARD times the cards the tools need at least (one, for a few), the most
-    alike that fit. Two kept cards never merge; a group that holds one keeps its id.
-    """
+    """Split one kind of tools into groups of at most CARD_TOOLS related ones: related groups
+    merge first, then, while there are too many groups, the most alike that fit."""
     total = len(new) + sum(map(len, seeds.values()))
     if not seeds and total <= CARD_TOOLS:
         return [(None, [t.name for t in new])] if new else []
@@ -141,9 +135,8 @@ def _groups(
 
 
 class _Groups:
-    """Groups of tools being merged: members, summed word vectors, and the pairs that may merge
-    in a heap, most alike first (how alike two groups are is computed once: a pair stays as it
-    is until one of its groups merges, which makes its entry stale and pushes the new pairs)."""
+    """Groups of tools being merged, and the pairs that may merge in a heap, most alike first
+    (a pair's entry goes stale when one of its groups merges, which pushes the new pairs)."""
 
     def __init__(
         self, seeds: Mapping[str, list[str]], new: list[ListedTool], about: Mapping[str, ListedTool]
@@ -158,14 +151,10 @@ class _Groups:
             for i, names in self.members.items()
         }
         self.norms = {i: _square(v) for i, v in self.sums.items()}
-        # (-alike, size, i, j) with i < j: the heap's first is the most alike, then the
-        # smaller pair, then the names' order
+        # (-alike, size, i, j), i < j: the most alike first, then the smaller pair, names' order
         self.pairs: list[tuple[float, int, int, int]] = []
-        for i in self.members:
-            for j in self.members:
-                if i < j:
-                    self._push(i, j)
-        heapq.heapify(self.pairs)
+        for i, j in combinations(self.members, 2):  # i < j: the keys ascend
+            self._push(i, j)
 
     def merge(self, least: float) -> bool:
         """Merge the most alike pair that fits in a card and is more alike than `least`."""
@@ -181,22 +170,19 @@ class _Groups:
         del self.norms[j]
         for k in self.members:
             if k != i:
-                self._push(i, k, heap=True)  # the merged group first, as it always was
+                self._push(i, k)  # the merged group first, as it always was
         return True
 
-    def _push(self, first: int, other: int, heap: bool = False) -> None:
-        """Keep the pair if it may ever merge: it fits in a card, and it does not join two kept
-        cards (groups only grow, so a pair that does not fit never will)."""
+    def _push(self, first: int, other: int) -> None:
+        """Keep the pair if it may ever merge: it fits in a card (groups only grow), and it does
+        not join two kept cards."""
         i, j = min(first, other), max(first, other)
         size = len(self.members[i]) + len(self.members[j])
         if size > CARD_TOOLS or (i in self.fixed and j in self.fixed):
             return
         squares = self.norms[first] * self.norms[other]
-        entry = (-_cosine(self.sums[first], self.sums[other], squares), size, i, j)
-        if heap:
-            heapq.heappush(self.pairs, entry)
-        else:  # while the heap is built: heapified once, after
-            self.pairs.append(entry)
+        alike = _cosine(self.sums[first], self.sums[other], squares)
+        heapq.heappush(self.pairs, (-alike, size, i, j))
 
     def _best(self) -> tuple[float, int, int, int] | None:
         """The heap's first pair whose groups are as they were when it was pushed."""
@@ -210,8 +196,7 @@ class _Groups:
 
 
 def _vectors(tools: list[ListedTool]) -> list[Vector]:
-    """Each tool's words, weighted by their rarity here; a name's words count NAME_WEIGHT
-    times (a name says what the tool is about; a description's words wander)."""
+    """Each tool's words, weighted by their rarity here (a name's words NAME_WEIGHT times)."""
     verbs = {stem(v) for v in VERBS}  # what a tool does to things: the things group it
     bags = []
     for tool in tools:
@@ -244,7 +229,9 @@ def _ids(server: str, groups: list[tuple[str | None, bool, list[str]]]) -> list[
     group's commonest name word between them."""
     base = re.sub(r"[^a-z0-9_-]", "-", server.lower())[:40]
     split = Counter(writes for _, writes, _ in groups)
-    everywhere = _common_words([n for _, _, names in groups for n in names])
+    # words in every tool name of the server tell no group from another
+    words = [set(_words_of_name(n).split()) for _, _, names in groups for n in names]
+    everywhere = set.intersection(*words) if words else set()
     ids: list[str] = [card_id for card_id, _, _ in groups if card_id]
     longest_id = longest(card_schema()["properties"]["id"]["pattern"])
     for at, (kept, writes, names) in enumerate(groups):
@@ -257,12 +244,6 @@ def _ids(server: str, groups: list[tuple[str | None, bool, list[str]]]) -> list[
             taken, n = f"{card_id}-{n}", n + 1
         ids.insert(at, taken)
     return ids
-
-
-def _common_words(names: list[str]) -> set[str]:
-    """Words in every tool name of the server: they tell no group from another."""
-    sets = [set(_words_of_name(n).split()) for n in names]
-    return set.intersection(*sets) if sets else set()
 
 
 def _topic(names: list[str], skip: set[str]) -> str:

@@ -1,19 +1,13 @@
 """A cards folder's index: which files are cards, and what the check of each unchanged one found.
 
-Reading and checking 10,000 card files costs seconds in every process; the index keeps, per
-card file, its stamp and the data its check accepted, so a load lists the folder once
-(`list_cards`) and checks again only a file whose stamp differs. The stamp is the size, the
-mtime, the ctime and the inode: an edit that keeps the size and puts the mtime back (`cp -p`,
-`rsync -t`, `touch -r`) still changes the ctime, and a file written anew and renamed over has
-another inode. A file with problems is never kept (its problems are reported fresh every
-time). Everything else a check depends on goes into the salt (`card_salt`: the card schema,
-the registered tools, the MCP servers, the Claude Code tool table a Markdown card's tools are
-read by): another salt, another index. It is one JSON file per set of card folders under the
-cache directory. An entry that is not as the index wrote it (a damaged or hand-edited file)
-is stale: its card file is checked again. A file changed less than `RACY_NS` before the index
-was written is checked again too, until an index written later holds it: on a file system whose
-timestamps are coarse (FAT keeps mtimes to 2 s, HFS+ to 1 s) an edit right after a check can
-leave every part of the stamp as it was (git's "racily clean" entries, handled as git does).
+Checking 10,000 card files costs seconds in every process; the index keeps, per accepted card
+file, its stamp and the data its check accepted, so only a file whose stamp differs is checked
+again. The stamp is the size, mtime, ctime and inode: `cp -p`, `rsync -t` or `touch -r` still
+change the ctime, a file renamed over has another inode. Whatever else a check depends on is in
+the salt (`card_salt`): another salt, another index, one JSON file per set of card folders. An
+entry not as the index wrote it is stale. A file changed less than `RACY_NS` before the index
+was written is checked again too: on coarse timestamps (FAT: 2 s) an edit right after a check
+can leave the whole stamp as it was (git's "racily clean" entries, handled as git does).
 """
 
 from __future__ import annotations
@@ -68,8 +62,7 @@ CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
 
 
 def cards_by_folder(cards: Sequence[Card]) -> dict[Path | None, list[Card]]:
-    """The cards of each folder (None: a card from no file), in order: each folder is a set of
-    cards of its own, as a route reads one."""
+    """The cards of each folder (None: a card from no file), in order, as a route reads one."""
     folders: dict[Path | None, list[Card]] = {}
     for card in cards:
         folders.setdefault(card.path.parent if card.path else None, []).append(card)
@@ -90,8 +83,7 @@ SCHEMA_FILE = "card.schema.json"
 
 
 def is_valid(data: Any) -> bool:
-    """True if `data` satisfies the card schema, checked as a tool call's arguments are (a
-    validator compiled once per process, no jsonschema); False: ask jsonschema what is wrong."""
+    """True if `data` satisfies the card schema (compiled, no jsonschema); False: ask jsonschema."""
     return fast_pass(card_schema(), data)
 
 
@@ -107,8 +99,7 @@ def schema_text() -> str:
 
 
 def longest(pattern: str) -> int:
-    """The most characters a name the schema's `pattern` takes: its first character and the
-    N of its first `{0,N}` (the id's `^[a-z0-9][a-z0-9_-]{0,62}$`: 63)."""
+    """The most characters a name the schema's `pattern` takes: 1 + the N of its first `{0,N}`."""
     return int(re.findall(r"\{0,(\d+)\}", pattern)[0]) + 1
 
 
@@ -145,14 +136,9 @@ class Listing:
 
 
 def list_cards(paths: Sequence[Path], skip: Sequence[Path] = ()) -> Listing:
-    """Expand folders into their card files, sorted by name; report paths that cannot be read.
-
-    A folder's mcp.yaml (and the `skip` files) is the MCP server list, not a card; its
-    README.md says what the folder is for; named on its own, each is skipped alike. Hidden
-    files and other suffixes are skipped too: named on its own, such a file is a problem. A file
-    two paths reach (a folder and a file in it) is listed once. One directory scan per folder
-    and one stat per file: at 10,000 cards, every call per file shows in every command.
-    """
+    """Expand folders into their card files, sorted by name; report paths that cannot be read."""
+    # mcp.yaml, README.md, `skip`, hidden files and other suffixes are no cards (some a problem
+    # named alone); one scan per folder, one stat per file: at 10,000 cards every call shows
     files: list[tuple[Path, Stamp]] = []
     problems: list[Problem] = []
     skipped = {p.resolve() for p in skip}
@@ -171,8 +157,7 @@ def list_cards(paths: Sequence[Path], skip: Sequence[Path] = ()) -> Listing:
 def _named(
     path: Path, skipped: set[Path], files: list[tuple[Path, Stamp]], problems: list[Problem]
 ) -> None:
-    """Add one path given: a folder's card files, or a file judged as its folder would judge
-    it (a README or mcp.yaml skipped; a file the folder never reads, or refuses, a problem)."""
+    """Add one path given: a folder's card files, or a file judged as its folder would judge it."""
     if path.is_dir():
         _folder(path, skipped, files, problems)
     elif not path.exists() and not path.is_symlink():
@@ -213,7 +198,8 @@ def _folder(
     with os.scandir(folder) as entries:
         found = sorted(entries, key=lambda entry: entry.name)
     for entry in found:
-        if not _card_name(entry.name):
+        # hidden (an editor's `.#web.yaml`, macOS's `._web.yaml`), another suffix, a README
+        if entry.name in NOT_CARDS or _not_a_card(entry.name) is not None:
             continue
         path = folder / entry.name  # a join parses only the name, not the whole entry.path
         link = entry.is_symlink()
@@ -228,15 +214,8 @@ def _folder(
 
 
 def _stamp(found: os.stat_result) -> Stamp:
-    """A file's size, and its mtime, ctime and inode packed into one number (no hash: it is
-    taken of every card file in every command)."""
+    """A file's size, and its mtime, ctime and inode packed into one number (no hash: cheaper)."""
     return found.st_size, (found.st_mtime_ns << 128) + (found.st_ctime_ns << 64) + found.st_ino
-
-
-def _card_name(name: str) -> bool:
-    """True for a name a cards folder reads: not hidden (an editor's lock file `.#web.yaml`,
-    macOS's `._web.yaml`), a card's suffix, and no README or mcp.yaml."""
-    return name not in NOT_CARDS and _not_a_card(name) is None
 
 
 def _refusal(path: Path, folder: Path, link: bool) -> str | None:
@@ -332,8 +311,7 @@ def _changed_ns(stamp: Stamp) -> int:
 
 
 def _well_formed(entry: Any) -> bool:
-    """Tell whether an entry is as `put` wrote it: [size, times, data, id line, seal], the
-    seal still the digest of its data (an entry edited by hand is checked again)."""
+    """Tell whether an entry is as `put` wrote it: [size, times, data, id line, seal]."""
     if type(entry) is not list or len(entry) != 5:
         return False
     size, times, data, line, seal = entry
@@ -347,7 +325,6 @@ def _well_formed(entry: Any) -> bool:
 
 
 def _seal(data: Mapping[str, Any], id_line: int | None) -> str:
-    """The digest of what an entry holds."""
     text = json.dumps([data, id_line], sort_keys=True)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 

@@ -1,12 +1,9 @@
 """Cards: load agent cards, validate them against the shipped schema, report every problem.
 
 A card is a YAML file, or a Markdown file (`*.md`, a Claude Code subagent among them), whose
-fields `markdown` reads; every card is then checked alike here.
-
-The schema check is a validator fastjsonschema compiled (`index.is_valid`); jsonschema is
-imported only for a card that fails it, to word each problem. jsonschema's own messages quote
-whole values and name validators; these say what is wrong in the card's terms ("missing
-required field 'tools'", "0 is impossible: must be >= 1"), as a YAML error is worded too.
+fields `markdown` reads; every card is then checked alike here. jsonschema is imported only
+for a card the compiled check (`index.is_valid`) fails, to word each problem in the card's
+terms ("missing required field 'tools'", "0 is impossible: must be >= 1").
 """
 
 from __future__ import annotations
@@ -173,26 +170,20 @@ def check_cards(
     clock: Callable[[], int] = time.time_ns,
     skip: Sequence[Path] = (),
 ) -> tuple[list[Card], list[Problem]]:
-    """Validate card files (but the `skip` files); return the good cards and every problem.
-
-    `known_tools` maps each registered tool name to whether it writes; `mcp` holds the servers
-    whose tools cards name as `server.tool` (checked offline: the server must be declared).
-    With `cache_dir`, a card file accepted before and unchanged since is taken from the card
-    index (tiny_cli.cards.index) instead of being checked again; `clock` (ns) dates the index.
-    """
+    """Validate card files (but the `skip` files); return the good cards and every problem."""
+    # known_tools: name -> writes; a card file unchanged since accepted comes from the index
     cards, problems, _ = check_ids(paths, known_tools, mcp, cache_dir, clock, skip)
     return cards, problems
 
 
 @dataclass(frozen=True)
 class WrittenId:
-    """A card file's id as written, good card or broken: its file, line and key (`id`, or a
-    subagent's `name`; None: not known, the card taken from the index)."""
+    """A card file's id as written, good card or broken, with its file, line and key."""
 
     name: str
     path: Path
     line: int | None
-    key: str | None
+    key: str | None  # `id`, or a subagent's `name`; None: not known (taken from the index)
 
 
 def check_ids(
@@ -263,8 +254,7 @@ def _indexed(
 def check_file(
     path: Path, known_tools: Mapping[str, bool], mcp: McpConfig | None = None
 ) -> tuple[Card | None, list[Problem], WrittenId | None, dict[str, Any] | None]:
-    """Check one card file: its card, or every problem; the id it writes, and the data
-    accepted."""
+    """Check one card file: its card or every problem, the id it writes, the data accepted."""
     name, parsed = str(path), read_card(path)
     if isinstance(parsed, Problem):
         return None, [parsed], None, None
@@ -279,20 +269,14 @@ def check_file(
     rejected = {p.field for p in schema}  # one fault, one line: the schema's
     semantic = _semantic_problems(name, data, lines, known_tools, mcp)
     problems += schema + [p for p in semantic if p.field not in rejected]
-    if problems:
-        shown = fields.shown  # a subagent's `name` is the card's id: say `name`
-        return (
-            None,
-            [replace(p, field=shown.get(p.field, p.field)) for p in problems],
-            written,
-            None,
-        )
+    if problems:  # in a subagent's names: its `name` is the card's id
+        problems = [replace(p, field=fields.shown.get(p.field, p.field)) for p in problems]
+        return None, problems, written, None
     return _build(data, path), [], written, data
 
 
 def card_id(path: Path) -> str | None:
-    """A card file's id as written (a subagent's `name`); None where it cannot be read or is
-    no mapping (its check is `check_file`'s)."""
+    """A card file's id as written (a subagent's `name`); None where it cannot be read."""
     parsed = read_card(path)
     return _id_in(parsed[2]) if not isinstance(parsed, Problem) else None
 
@@ -395,8 +379,8 @@ def _explained(err: Any, problems: list[Problem]) -> bool:
 def _unknown_keys(
     name: str, err: Any, path: tuple, lines: dict[tuple, int], shown: Mapping[str, str]
 ) -> list[Problem]:
-    """A problem for each key the schema does not know, with the keys the file may use: a
-    subagent's own names (`name`, `description`; its body is the instructions)."""
+    """A problem for each key the schema does not know, with the keys the file may use (a
+    subagent's own names)."""
     known = list(err.schema.get("properties", {}))
     subagent = bool(shown) and not path
     allowed = [shown.get(k, k) for k in known if not (subagent and k == INSTRUCTIONS)]
@@ -409,8 +393,7 @@ def _unknown_keys(
 
 
 def _written(key: Any, path: tuple, lines: Mapping[tuple, int]) -> str:
-    """A mapping's key as the card writes it (`yes`, `0x1F`), not as YAML reads it (True, 31):
-    the name the user looks for, and the key of its line."""
+    """A mapping's key as the card writes it (`yes`, `0x1F`), not as YAML reads it (True, 31)."""
     texts = [k[-1] for k in lines if len(k) == len(path) + 1 and k[:-1] == path]
     read = (t for t in texts if not isinstance(key, str) and _read(t) == (type(key), key))
     return next(read, str(key))
@@ -484,9 +467,8 @@ def _tool_problems(
 def _writer_problems(
     name: str, data: dict, lines: dict[tuple, int], declared: set[str], known: Mapping[str, bool]
 ) -> list[Problem]:
-    """`side_effects: write` with no tool that writes: a writer's `ok` needs a write that ran,
-    so no run could be ok. Judged only where every tool is known here (no MCP tool, whose
-    annotations only its server tells, and no unknown name, a problem of its own)."""
+    """`side_effects: write` with no tool that writes: no run could be ok. Judged only where
+    every tool is known here (not an MCP tool, whose server alone tells if it writes)."""
     tools = data.get("tools")
     if data.get("side_effects") != "write" or not isinstance(tools, list):
         return []  # not a writer, or the schema says what is wrong with its tools
@@ -504,8 +486,7 @@ def _writer_problems(
 
 
 def _text_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
-    """The summary, each example and each `does_not` line, its spaces folded, is as long as
-    the schema asks: a blank one would be an empty line of the prompt."""
+    """Each prompt text, its spaces folded, is as long as the schema asks (no blank line)."""
     props = card_schema()["properties"]
     texts: list[tuple[tuple, Any, int]] = [
         (("summary",), data.get("summary"), props["summary"]["minLength"])
@@ -537,11 +518,8 @@ def _function_name(name: Any) -> bool:
 
 
 def _function_problems(name: str, data: dict, lines: dict[tuple, int]) -> list[Problem]:
-    """Each declared function is allowlisted and has a valid schema.
-
-    A declared function may have a registered tool's name (a server's `html_to_text`): the
-    card declares it, so in this card the name means the declared function.
-    """
+    """Each declared function is allowlisted and has a valid schema (one with a registered
+    tool's name means, in this card, the declared function)."""
     problems, tools = [], {t for t in _list(data, "tools") if isinstance(t, str)}
     for i, spec in enumerate(_list(data, "functions")):
         if not isinstance(spec, dict) or not _function_name(spec.get("name")):
@@ -592,10 +570,8 @@ def _across(card: Card, where: tuple, msg: str) -> Problem:
 
 
 def _wire_clashes(cards: Sequence[Card], known_tools: Iterable[str]) -> list[Problem]:
-    """Two MCP tools the model would call by one name (`a.b__c`, `a__b.c`: `a__b__c`).
-
-    An MCP tool's wire name may not be a registered or declared tool's name either.
-    """
+    """Two MCP tools, or one and a registered or declared tool, the model would call by one
+    name (`a.b__c`, `a__b.c`: `a__b__c`)."""
     first = {name: (name, "a registered tool") for name in known_tools}
     for card in cards:
         first.update(
@@ -654,26 +630,28 @@ def _list(data: dict, key: str) -> list[Any]:
 
 def _from_index(data: dict, path: Path) -> Card | None:
     """The card an index entry holds; None when it cannot be built (a sealed entry holds what
-    a check accepted, under the same tools and servers: CardIndex.get)."""
+    a check accepted, under the same tools and servers: its types are all left to check)."""
     try:
         card = _build(data, path)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     texts = (card.id, card.summary, *card.tools, *card.examples, *card.does_not)
     budget = (card.budget.max_tool_calls, card.budget.max_output_tokens)
-    return (
-        card
-        if all(type(t) is str for t in (*texts, *card.returns_required, card.instructions))
+    built = (
+        all(type(t) is str for t in (*texts, *card.returns_required, card.instructions))
         and all(type(b) is int for b in budget)
         and card.side_effects in ("none", "write")
         and all(isinstance(f, dict) and type(f.get("name")) is str for f in card.functions)
-        else None
     )
+    return card if built else None
 
 
 def _build(data: dict, path: Path) -> Card:
     returns = {fld: field_schema(spec)[0] for fld, spec in (data.get("returns") or {}).items()}
     required = data.get("returns_required", ())
+    given = Budget(**data.get("budget", {}))
+    # JSON Schema's integer takes YAML's 3.0 too: a count goes to the prompt and wire as 3
+    calls, tokens = int(given.max_tool_calls), int(given.max_output_tokens)
     return Card(
         id=data["id"],
         summary=" ".join(data["summary"].split()),
@@ -682,7 +660,7 @@ def _build(data: dict, path: Path) -> Card:
         examples=tuple(data.get("examples", ())),
         does_not=tuple(data.get("does_not", ())),
         side_effects=data.get("side_effects", "none"),
-        budget=_budget(data.get("budget", {})),
+        budget=Budget(calls, tokens, float(given.max_wall_seconds)),
         model=data.get("model"),
         path=path,
         tool_mode=data.get("tool_mode"),
@@ -691,13 +669,6 @@ def _build(data: dict, path: Path) -> Card:
         functions=tuple(data.get("functions", ())),
         instructions=data.get("instructions", "").strip(),
     )
-
-
-def _budget(data: dict) -> Budget:
-    given = Budget(**data)
-    # JSON Schema's integer takes YAML's 3.0 too: a count goes to the prompt and wire as 3
-    calls, tokens = int(given.max_tool_calls), int(given.max_output_tokens)
-    return Budget(calls, tokens, float(given.max_wall_seconds))
 
 
 # --- line numbers ----------------------------------------------------------------------

@@ -103,8 +103,7 @@ def is_subagent(data: Mapping[str, Any]) -> bool:
 
 
 def subagent_keys() -> list[str]:
-    """The keys a subagent's frontmatter may hold, as it names them (its body is the
-    instructions: no key); Claude Code's `color` is ignored besides."""
+    """The keys a subagent's frontmatter may hold, as it names them (its body: instructions)."""
     return [SHOWN.get(k, k) for k in card_schema()["properties"] if k != INSTRUCTIONS]
 
 
@@ -143,8 +142,8 @@ def _claude(data: dict[str, Any], lines: dict[tuple, int], known: Mapping[str, b
 def _unknown(
     data: dict[str, Any], lines: dict[tuple, int], only: tuple[str, ...] = ()
 ) -> tuple[list[Issue], set[str]]:
-    """An issue for each key a subagent may not hold (of `only`, if given), with the keys it
-    may; and the keys those issues suggest instead (a misspelt `nmae`: `name`)."""
+    """An issue for each key a subagent may not hold (of `only`, if given), and the keys those
+    issues suggest instead (a misspelt `nmae`: `name`)."""
     allowed = subagent_keys()
     unknown = [k for k in data if k not in (*allowed, *IGNORED) and (not only or k in only)]
     issues: list[Issue] = []
