@@ -100,7 +100,7 @@ def test_a_finished_run_the_full_log_cannot_hold_whole_is_not_interrupted(tmp_pa
     assert (logged["transcript"], logged["calls"]) == ([], [])
 
 
-# a bench or a library caller (no `on_log_error`): RunLog used directly, as bench and serve do
+# a bench or a library caller: RunLog used directly, as bench and serve do
 LIBRARY_CALLER = """
 import sys
 from pathlib import Path
@@ -120,7 +120,7 @@ print("closed")
 def test_a_library_caller_is_warned_not_raised_at_when_the_transcript_is_left_out(
     tmp_path: Path,
 ) -> None:
-    """Review 2: a caller without `on_log_error` ends normally; the row holds its status."""
+    """Review 2: a library caller ends normally; the row holds its status."""
     home = tmp_path / "home"
     RunLog.open(home).close()  # the log's tables, before the disk is full
     done = subprocess.run(

@@ -13,6 +13,7 @@ import json
 import os
 import resource
 import signal
+import sqlite3
 import subprocess
 import sys
 import warnings
@@ -27,7 +28,9 @@ from typer.testing import Result
 from tests.conftest import HANDBOOK, SEED_CARDS
 from tests.mcp_servers.raw import entry
 from tiny_cli import TinyWarning
+from tiny_cli.events import RunStarted
 from tiny_cli.runs import RunLog
+from tiny_cli.session import open_session
 from tiny_cli.settings import load_settings
 from tiny_cli.testing import ScriptedServer, reply, tool_call
 from tiny_cli.workspace import open_workspace
@@ -186,3 +189,21 @@ def test_tiny_as_a_process_prints_the_run_logs_warning_as_one_line(tmp_path: Pat
     logged = f"tiny: warning: {home / 'runs.sqlite3'}: a run is logged without its transcript"
     (line,) = done.stderr.splitlines()
     assert line.startswith(logged + " and tool calls: "), line
+
+
+def test_a_run_log_write_that_fails_is_a_tiny_warning_to_a_library_caller(tmp_path: Path) -> None:
+    """The run stands and its caller is warned, through TinyWarning as every warning is."""
+    home = tmp_path / "home"
+    RunLog.open(home).close()
+    with sqlite3.connect(home / "runs.sqlite3") as db:
+        db.execute(
+            "CREATE TRIGGER no_runs BEFORE INSERT ON runs "
+            "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
+        )
+    db.close()
+    settings = load_settings({"TINY_HOME": str(home)})
+    refused = pytest.warns(TinyWarning, match="could not record a run: refused by a trigger")
+    with refused, open_session(settings, "invoke") as session:
+        session.observe("invoke/0", "onboarding first")(
+            RunStarted("docs-finder", "m", "native", "onboarding first", 4, 30.0, 400, ())
+        )

@@ -226,7 +226,6 @@ def open_session(
     resume: Sequence[Path] = (),
     log: bool = True,
     watchers: Sequence[ObserverFor] = (),  # observe every run beside the log
-    on_log_error: Callable[[str], None] | None = None,  # gets a failed close; else it raises
     handles: Sequence[str] = (),  # an unknown artifact handle stops here, before any model call
     upgrade: bool = False,
 ) -> Iterator[Session]:
@@ -239,7 +238,7 @@ def open_session(
         # entered first, so closed last: every run's spans are ended before the export
         tracing = _tracing(stack, settings, scrub) if settings.tracing else None
         wanted = log and settings.log_runs
-        runlog = _run_log(stack, settings, on_log_error, scrub) if wanted else None
+        runlog = _run_log(stack, settings, scrub) if wanted else None
         # entered after the log, so closed before it: after Ctrl-C a recording is saved at
         # once, not after the log's wait for its queued writes (the 2 s net may end it first)
         opened = open_exchanges(
@@ -250,19 +249,15 @@ def open_session(
         yield Session(command, exchanges, store, observe, runlog, tracing)
 
 
-def _run_log(
-    stack: ExitStack, settings: Settings, on_error: Callable[[str], None] | None, scrub: Scrubber
-) -> RunLog:
-    """Open the run log, closed with `stack`; with `on_error`, a failed write is only reported."""
+def _run_log(stack: ExitStack, settings: Settings, scrub: Scrubber) -> RunLog:
+    """Open the run log, closed with `stack`; a failed write is a TinyWarning: the run stands."""
     runlog = RunLog.open(settings.home, scrub)
 
     def close(kind: Any, exc: Any, tb: Any) -> bool:
         try:
             runlog.__exit__(kind, exc, tb)
         except ConfigError as failure:
-            if on_error is None:
-                raise
-            on_error(str(failure))
+            _warn(str(failure))
         return False
 
     stack.push(close)

@@ -358,7 +358,6 @@ def run_session(
                 resume=resume,
                 log=not (options.no_log or (bool(replay) and not options.log)),
                 watchers=[view.observer] if view is not None else [],
-                on_log_error=warn,
                 handles=handles,
                 upgrade=upgrade,
             ) as session,
