@@ -14,6 +14,7 @@ import pytest
 from typer.testing import Result
 
 from tests.conftest import REPO, SEED_CARDS, one_error_line
+from tiny_cli.routing.lexical import WORDS_FILE
 from tiny_cli.routing.state import STATE_DIR, TEXTS_FILE
 from tiny_cli.testing import ScriptedServer, reply
 from tiny_cli.text import MAX_GOAL_CHARS
@@ -297,3 +298,29 @@ def test_explain_names_a_server_never_listed_when_no_server_has_a_list(tiny: Tin
     assert explained["tools_source"] == (
         "MCP tool list never cached for time (validate --connect, cards import or sync)"
     )
+
+
+ONBOARDING = "how did the onboarding process work again"
+
+
+def _not_json(words: bytes) -> bytes:
+    return words[:1] + b"\0" + words[2:]  # same size, same first and last byte
+
+
+def _a_number_for_a_word(words: bytes) -> bytes:
+    first = words.index(b'"', words.index(b'"') + 1) + 1  # just past the first word
+    return words[:2] + b"9" * (first - 2) + words[first:]  # same size, still JSON
+
+
+@pytest.mark.parametrize("damage", [_not_json, _a_number_for_a_word])
+def test_a_damaged_words_file_is_removed_so_the_next_explanation_works(
+    tiny: Tiny, home: Path, damage: Callable[[bytes], bytes]
+) -> None:
+    """The words `--explain` reads are checked as the texts are: one line, then rebuilt."""
+    assert tiny("route", ONBOARDING, env=NO_PROJECT).exit_code == 0
+    (folder,) = (home / "cache" / STATE_DIR).iterdir()
+    words = folder / WORDS_FILE
+    words.write_bytes(damage(words.read_bytes()))
+    line = one_error_line(tiny("route", ONBOARDING, "--explain", env=NO_PROJECT))
+    assert line == f"{words}: the saved router state is damaged; removed, run again"
+    assert tiny("route", ONBOARDING, "--explain", env=NO_PROJECT).exit_code == 0

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +205,8 @@ class Lexical:
     def _card_words(self) -> list[frozenset[str]]:
         if self._words is None:
             assert self._words_file is not None  # a loaded index names its words file
-            self._words = [frozenset(w) for w in read_saved(self._words_file)]
+            saved = read_saved(self._words_file, _lists_of_words)
+            self._words = [frozenset(w) for w in saved]
         return self._words
 
     def _idf(self, word: str) -> float:
@@ -213,11 +215,28 @@ class Lexical:
         return math.log(1 + (self._n - seen + 0.5) / (seen + 0.5))
 
 
-def read_saved(path: Path) -> Any:
-    """Read a JSON file of a saved router state (tiny_cli.routing.state) read after it loaded."""
+def read_saved(path: Path, intact: Callable[[Any], bool] = lambda data: True) -> Any:
+    """Read a JSON file of a saved router state (tiny_cli.routing.state) after it loaded."""
+    # gone is one line; not JSON, or not `intact`, is damage: removed, the next run builds it
     try:
-        return json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(path.read_text("utf-8"))
+    except OSError as exc:  # another process pruned it
         raise ConfigError(
             f"{path}: the saved router state went away while in use ({exc}); run again"
         ) from exc
+    except ValueError:
+        data = _DAMAGED
+    if data is _DAMAGED or not intact(data):
+        shutil.rmtree(path.parent, ignore_errors=True)
+        raise ConfigError(f"{path}: the saved router state is damaged; removed, run again")
+    return data
+
+
+_DAMAGED = object()
+
+
+def _lists_of_words(data: Any) -> bool:
+    """Tell whether a words file holds what `save` wrote: a list of each card's words."""
+    return type(data) is list and all(
+        type(words) is list and all(type(w) is str for w in words) for words in data
+    )

@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 
 from tiny_cli.cards.card import Card
-from tiny_cli.errors import ConfigError
-from tiny_cli.routing.lexical import Lexical
+from tiny_cli.routing.lexical import Lexical, read_saved
 from tiny_cli.routing.space import CardSpace, space_from_parts, space_parts
 
 __all__ = [
@@ -172,22 +171,7 @@ def _json_ends(path: Path) -> bool:
 
 def _reader(path: Path) -> Callable[[], dict[str, Any]]:
     """Read the texts when first asked (the state was just marked most recent: kept)."""
-
-    def read() -> dict[str, Any]:
-        try:
-            data = json.loads(path.read_text("utf-8"))
-        except OSError as exc:  # another process pruned it
-            raise ConfigError(
-                f"{path}: the saved router state went away while in use ({exc}); run again"
-            ) from exc
-        except ValueError:  # not JSON: as damaged as a wrong shape
-            data = None
-        if not _texts_ok(data):  # damaged after it loaded: gone, so the next run builds it
-            shutil.rmtree(path.parent, ignore_errors=True)
-            raise ConfigError(f"{path}: the saved router state is damaged; removed, run again")
-        return data
-
-    return functools.cache(read)
+    return functools.cache(lambda: read_saved(path, _texts_ok))
 
 
 def _texts_ok(data: Any) -> bool:
