@@ -22,7 +22,7 @@ from tiny_cli.errors import EmbedderError
 from tiny_cli.routing.embed import CACHE_FILE, HashingEmbedder, VectorCache
 from tiny_cli.routing.remote_embed import OpenAIEmbedder
 
-from .conftest import SEED_CARDS, Counting
+from .conftest import SEED_CARDS, Counting, one_error_line
 
 
 class SizedServer:
@@ -99,10 +99,14 @@ def test_a_server_now_sending_another_size_is_one_error_and_nothing_is_stored(
 def test_batches_of_two_sizes_in_one_call_are_one_error(server: SizedServer) -> None:
     server.dims = lambda n: 8 if n == 2 else 16  # full batches from one model, the rest another
     embedder = OpenAIEmbedder("m", server.url, batch_size=2)
-    with pytest.raises(EmbedderError, match=r"vectors of 16 dimensions after ones of 8: more"):
-        embedder.embed(["a", "b", "c"])
-    with pytest.raises(EmbedderError, match=r"16 dimensions after ones of 8"):
-        embedder.embed(["d"])  # nor in a later call
+    said = (
+        f"openai:m sent vectors of 16 dimensions, but its earlier ones from {server.url}/embeddings"
+        " have 8: another model answers under that name; serve one model only there"
+    )
+    for texts in (["a", "b", "c"], ["d"]):  # nor in a later call
+        with pytest.raises(EmbedderError) as caught:
+            embedder.embed(texts)
+        assert str(caught.value) == said
 
 
 def _route(tiny: Callable[..., Result], cards: Path, url: str) -> Result:
@@ -119,8 +123,11 @@ def test_route_says_in_one_line_that_the_server_changed_size_and_recovers(
     assert _route(tiny, cards, server.url).exit_code == 0
     server.dim = 16
     saved = _route(tiny, cards, server.url)  # the router state saved: the task's vector
-    assert saved.exit_code == 2, saved.output
-    assert "sent vectors of 16 dimensions, but the cards were embedded with 8" in saved.output
+    assert one_error_line(saved) == (
+        "the embedder sent vectors of 16 dimensions, but the cards' saved ones have 8: another"
+        " model answers under that name; load the one it had, or delete TINY_HOME/cache to"
+        " embed them again"
+    )
     card = cards / "web-reader.yaml"
     added = "examples:\n  - bake me some bread from the recipe page\n"
     card.write_text(card.read_text("utf-8").replace("examples:\n", added), "utf-8")

@@ -98,6 +98,15 @@ def get_embedder(
     return OpenAIEmbedder(model, base_url, api_key=api_key, transport=transport)
 
 
+def same_size(name: str, sent: int, had: int, earlier: str, remedy: str) -> None:
+    """Refuse vectors of another size than `earlier` ones: another model answers as `name`."""
+    if sent != had:
+        raise EmbedderError(
+            f"{name} sent vectors of {sent} dimensions, but {earlier} have {had}: "
+            f"another model answers under that name; {remedy}"
+        )
+
+
 def fingerprint(embedder: Embedder) -> str:
     """Return what identifies the embedder's vectors: its fingerprint, else its name."""
     return str(getattr(embedder, "fingerprint", embedder.name))
@@ -199,6 +208,8 @@ class VectorCache:
 
     def __init__(self, directory: Path | None) -> None:
         self.path = None if directory is None else directory / CACHE_FILE
+        where = "" if self.path is None else f", or delete {self.path.parent} to embed all again"
+        self._remedy = f"load the one it had{where}"
         self._memory: dict[str, np.ndarray] = {}
 
     def embed(
@@ -221,8 +232,7 @@ class VectorCache:
             size = size or vectors.shape[1]
             fresh = dict(zip((_cache_key(tag, t) for t in batch), vectors, strict=True))
             held = self._store(tag, size, fresh) if vectors.shape[1] == size else size
-            if vectors.shape[1] != held:
-                raise self._size_error(embedder.name, vectors.shape[1], held)
+            same_size(embedder.name, vectors.shape[1], held, "its cached ones", self._remedy)
             found.update(fresh)
             if progress is not None:
                 progress(start + len(batch), len(missing))
@@ -243,14 +253,6 @@ class VectorCache:
         counts = Counter(len(v) for v in found.values())
         size = size or max(counts, key=counts.__getitem__, default=None)
         return size, {k: v for k, v in found.items() if len(v) == size}
-
-    def _size_error(self, name: str, sent: int, cached: int) -> EmbedderError:
-        """Vectors of another size than the cached ones: another model behind the same name."""
-        where = "" if self.path is None else f", or delete {self.path.parent} to embed all again"
-        return EmbedderError(
-            f"{name} sent vectors of {sent} dimensions, but its cached ones have {cached}: "
-            f"another model answers under that name; load the one it had{where}"
-        )
 
     def _load(self, tag: str, keys: list[str]) -> tuple[int | None, dict[str, np.ndarray]]:
         """The size the file records for `tag` (None if none), and the sound rows of `keys`."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from tiny_cli.errors import ConfigError, EmbedderError
 from tiny_cli.provider.client import http_client, tls_failure
-from tiny_cli.routing.embed import normalised
+from tiny_cli.routing.embed import normalised, same_size
 from tiny_cli.secrets import scrubber
 from tiny_cli.text import endpoint, redact_url
 
@@ -56,21 +56,13 @@ class OpenAIEmbedder:
         rows: list[list[float]] = []
         for i in range(0, len(texts), self.batch_size):
             batch = self._post(texts[i : i + self.batch_size])
-            self._same_size(len(batch[0]))
+            self.dim = self.dim or len(batch[0])
+            earlier = f"its earlier ones from {self._shown}"
+            same_size(self.name, len(batch[0]), self.dim, earlier, "serve one model only there")
             rows.extend(batch)
         if not rows:
             return np.zeros((0, 0), np.float32)
         return normalised(np.asarray(rows, dtype=np.float32))
-
-    def _same_size(self, size: int) -> None:
-        """Refuse vectors of another size than its earlier ones: another model answered."""
-        if self.dim is None:
-            self.dim = size
-        elif size != self.dim:
-            raise EmbedderError(
-                f"{self._shown} sent {self.name} vectors of {size} dimensions after ones of "
-                f"{self.dim}: more than one model answers under that name; serve one only"
-            )
 
     def _post(self, batch: list[str]) -> list[list[float]]:
         try:

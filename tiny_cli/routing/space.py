@@ -19,7 +19,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from tiny_cli.errors import EmbedderError
+from tiny_cli.routing.embed import same_size
 
 __all__ = [
     "KNN_CHUNK",
@@ -106,12 +106,10 @@ class CardSpace:
 
     def project(self, vectors: np.ndarray) -> np.ndarray:
         """Centre on the background mean, whiten, and rescale to unit length."""
-        if vectors.shape[-1] != self._centre.shape[-1]:  # a saved space, another model now
-            raise EmbedderError(
-                f"the embedder sent vectors of {vectors.shape[-1]} dimensions, but the cards "
-                f"were embedded with {self._centre.shape[-1]}: another model answers under its "
-                "name; load the one it had, or delete TINY_HOME/cache to embed them again"
-            )
+        # a saved space, and another model now: the task's vector never passes the cache
+        remedy = "load the one it had, or delete TINY_HOME/cache to embed them again"
+        sizes = vectors.shape[-1], self._centre.shape[-1]
+        same_size("the embedder", *sizes, "the cards' saved ones", remedy)
         return unit(each_row(unit(vectors - self._centre), self._whiten))
 
     def semantic(self, projected: np.ndarray) -> np.ndarray:
