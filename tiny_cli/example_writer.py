@@ -246,8 +246,7 @@ def request_for(
 
 
 def _strings_listed(text: str | None) -> list[str] | None:
-    """The strings of the first list in `text` that holds any, each `[` tried in turn (prose
-    before the list may hold one); None when none does."""
+    """The strings of the first list in `text` that holds any (prose before it may hold a `[`)."""
     text = text or ""
     start = text.find("[")
     for _ in range(MAX_LIST_STARTS):
@@ -290,9 +289,6 @@ def _list_items(text: str, at: int) -> list[Any]:
         except (ValueError, RecursionError):
             return items
         items.append(value)
-
-
-# --- helpers ------------------------------------------------------------------------------
 
 
 def _refuse_unknown(only: Sequence[str], known: set[str]) -> None:

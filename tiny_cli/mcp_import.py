@@ -124,8 +124,8 @@ def import_cards(
     environ: Mapping[str, str] | None = None,
     seconds: float = LIST_SECONDS,
 ) -> ImportReport:
-    """Make or refresh the cards of the MCP servers (those of `source`, a host config, or all
-    of mcp.yaml); with `check` write nothing and say whether the cards are behind."""
+    """Make or refresh the cards of the MCP servers (of `source`, a host config, or mcp.yaml)."""
+    # with `check`, write nothing and say whether the cards are behind
     cards_dir = settings.own_cards_dir()
     mcp_file = (
         mcp_path(cards_dir, settings.mcp_file, settings.origin("mcp_file"))
@@ -266,8 +266,7 @@ def _kept(card: Generated, server: str, have: set[str], writers: set[str]) -> Ca
 
 
 def _free_ids(plans: list[CardPlan], taken: set[str]) -> list[CardPlan]:
-    """Give a plan whose file name is someone else's card the next free id (`taken`:
-    casefolded, as `_card_names` gives them)."""
+    """Give a plan whose file name is someone else's card the next free id (`taken`: casefolded)."""
     free = []
     for plan in plans:
         card_id, n = plan.id, 2
@@ -370,8 +369,7 @@ class SyncReport:
 
 
 def sync_tool_lists(settings: Settings, now: float | None = None) -> SyncReport:
-    """Start the servers the cards name and keep their tool lists for routing, as
-    `tiny validate --connect` does; say how old each server's list is."""
+    """Refresh the tool lists routing keeps for the servers cards name; say how old each is."""
     cards = list(open_cards(settings).values())  # a card naming an MCP tool needs mcp.yaml
     mcp = mcp_settings(settings)
     if mcp is None:

@@ -117,8 +117,7 @@ def init_project(folder: Path, sync: Sync = os.fsync) -> InitReport:
 
 
 def _no_project(folder: Path) -> None:
-    """Raise if `folder` has a project file: a tiny.toml, or a pyproject.toml's [tool.tiny]
-    (a tiny.toml written beside it would win, and its settings would stop applying)."""
+    """Raise if `folder` has a project file: a tiny.toml, or a pyproject.toml's [tool.tiny]."""
     own, pyproject = folder / PROJECT_FILE, folder / PYPROJECT_FILE
     if own.exists() or own.is_symlink():
         raise ConfigError(f"{own}: already exists; tiny init writes no file over it")

@@ -154,8 +154,7 @@ def _sibling_ids(
     known: Mapping[str, bool],
     mcp: McpConfig | None,
 ) -> dict[str, WrittenId]:
-    """Each id the folder's card files but `skip` hold, good or broken, where the first file
-    (in name order) that holds it writes it."""
+    """Each id the folder's card files but `skip` hold, good or broken, where it is first."""
     # the folder's own index, as `tiny validate FOLDER` keeps it: a file it holds is not read
     _, _, ids = check_ids([folder], known, mcp, settings.cache_dir, skip=skip)
     return {written.name: written for written in reversed(ids)}  # the first one wins

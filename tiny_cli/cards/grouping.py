@@ -225,8 +225,7 @@ def _cosine(a: Vector, b: Vector, squares: float) -> float:
 
 
 def _ids(server: str, groups: list[tuple[str | None, bool, list[str]]]) -> list[str]:
-    """A kept card's own id; else `server`, `server-write`, and where a kind is split, the
-    group's commonest name word between them."""
+    """A kept card's own id; else `server`, `server-write`, with a topic where a kind is split."""
     base = re.sub(r"[^a-z0-9_-]", "-", server.lower())[:40]
     split = Counter(writes for _, writes, _ in groups)
     # words in every tool name of the server tell no group from another

@@ -379,8 +379,7 @@ def _explained(err: Any, problems: list[Problem]) -> bool:
 def _unknown_keys(
     name: str, err: Any, path: tuple, lines: dict[tuple, int], shown: Mapping[str, str]
 ) -> list[Problem]:
-    """A problem for each key the schema does not know, with the keys the file may use (a
-    subagent's own names)."""
+    """A problem for each key the schema does not know, with the keys the file may use."""
     known = list(err.schema.get("properties", {}))
     subagent = bool(shown) and not path
     allowed = [shown.get(k, k) for k in known if not (subagent and k == INSTRUCTIONS)]
