@@ -84,31 +84,32 @@ T = TypeVar("T")
 def read_bytes(path: Path, limit: int = DEFAULT_MAX_BYTES) -> bytes:
     """At most `limit` bytes of `path`, from a file, pipe or device; ConfigError past that."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NONBLOCK)  # a FIFO with no writer: no hang
+        data = _read_within(path, limit)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file", path=path) from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, not a file", path=path) from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot be read ({err.strerror})", path=path) from None
-    if stat.S_ISDIR(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ConfigError(f"{path}: is a folder, not a file", path=path)
-    with os.fdopen(fd, "rb") as handle:
+    if data is None:
+        raise ConfigError(f"{path}: larger than {_size(limit)}; not read", path=path)
+    return data
+
+
+def _read_within(path: Path, limit: int) -> bytes | None:
+    """`path`'s bytes, None past `limit`; read a chunk at a time, so `/dev/zero` costs one."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK)  # a FIFO with no writer: no hang
+    try:
         if sys.platform != "win32":  # opened O_NONBLOCK: reads wait for a writer again
             os.set_blocking(fd, True)
-        return _read_capped(handle, path, limit)
-
-
-def _read_capped(handle: Any, path: Path, limit: int) -> bytes:
-    """Read in chunks and stop one byte past `limit`, so `/dev/zero` costs one chunk."""
-    parts: list[bytes] = []
-    size = 0
-    while size <= limit:
-        chunk = handle.read(min(_CHUNK, limit + 1 - size))
-        if not chunk:
-            return b"".join(parts)
-        parts.append(chunk)
-        size += len(chunk)
-    raise ConfigError(f"{path}: larger than {_size(limit)}; not read", path=path)
+        data = bytearray()
+        while chunk := os.read(fd, min(_CHUNK, limit + 1 - len(data))):  # a folder: EISDIR
+            data += chunk
+            if len(data) > limit:
+                return None
+        return bytes(data)
+    finally:
+        os.close(fd)
 
 
 def read_text(path: Path, limit: int = DEFAULT_MAX_BYTES) -> str:
@@ -358,10 +359,8 @@ def read_yaml_text(path: Path) -> str:
     """A user's file as UTF-8 within MAX_YAML_BYTES (else OSError EFBIG); no FIFO or device."""
     if path.exists() and not path.is_file():
         raise OSError(f"{path} is not a regular file")
-    with path.open("rb") as handle:
-        data = handle.read(MAX_YAML_BYTES + 1)
-    # counted before decoding: a cut inside a character must not read as a file not UTF-8
-    if len(data) > MAX_YAML_BYTES:
+    data = _read_within(path, MAX_YAML_BYTES)
+    if data is None:
         raise OSError(errno.EFBIG, f"more than {MAX_YAML_BYTES} bytes (the bound for YAML)")
     return data.decode("utf-8")
 
