@@ -215,7 +215,7 @@ class Lexical:
         return math.log(1 + (self._n - seen + 0.5) / (seen + 0.5))
 
 
-def read_saved(path: Path, intact: Callable[[Any], bool] = lambda data: True) -> Any:
+def read_saved(path: Path, intact: Callable[[Any], bool]) -> Any:
     """Read a JSON file of a saved router state (tiny_cli.routing.state) after it loaded."""
     # gone is one line; not JSON, or not `intact`, is damage: removed, the next run builds it
     try:
@@ -224,15 +224,12 @@ def read_saved(path: Path, intact: Callable[[Any], bool] = lambda data: True) ->
         raise ConfigError(
             f"{path}: the saved router state went away while in use ({exc}); run again"
         ) from exc
-    except ValueError:
-        data = _DAMAGED
-    if data is _DAMAGED or not intact(data):
+    except ValueError:  # not JSON: as damaged as a wrong shape (no shape check passes None)
+        data = None
+    if not intact(data):
         shutil.rmtree(path.parent, ignore_errors=True)
         raise ConfigError(f"{path}: the saved router state is damaged; removed, run again")
     return data
-
-
-_DAMAGED = object()
 
 
 def _lists_of_words(data: Any) -> bool:
